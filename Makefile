@@ -1,0 +1,42 @@
+# clawrig: `make demo` runs the bundled demo suite offline; `make test` runs the tests.
+# Both create or refresh .venv with the project and its extras, and install Debian's
+# bubblewrap with apt-get when it is missing and we are root.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint format bench setup bwrap clean
+
+$(STAMP): pyproject.toml
+	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "clawrig needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP) bwrap
+
+bwrap:
+	@scripts/ensure-bwrap.sh
+
+demo: setup
+	$(BIN)/clawrig run suites/demo --agent oracle --output output/demo
+
+test: setup
+	$(BIN)/python -m pytest -q tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+bench: setup
+	$(BIN)/python benchmarks/sandbox.py
+	$(BIN)/python benchmarks/throughput.py
+
+clean:
+	rm -rf $(VENV) output .pytest_cache

@@ -1,0 +1,45 @@
+"""The ``clawrig`` command: one typer sub-app per noun (run, tasks, tools, grade, verify, export).
+
+User errors (:class:`clawrig.errors.UserError` and friends) print one line and exit non-zero,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from clawrig import __version__
+from clawrig.cli import export as export_cli
+from clawrig.cli import grade as grade_cli
+from clawrig.cli import run as run_cli
+from clawrig.cli import tasks as tasks_cli
+from clawrig.cli import tools as tools_cli
+from clawrig.cli import verify as verify_cli
+from clawrig.cli.common import run_guarded
+
+_app = typer.Typer(
+    name="clawrig",
+    help="Run Claw-style agent benchmarks: tasks -> sandbox -> agent -> grading -> summary.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+_app.add_typer(tasks_cli.app, name="tasks")
+_app.add_typer(tools_cli.app, name="tools")
+_app.add_typer(export_cli.app, name="export")
+run_cli.register(_app)
+grade_cli.register(_app)
+verify_cli.register(_app)
+
+
+@_app.command("version")
+def version() -> None:
+    """Print clawrig's version."""
+    typer.echo(__version__)
+
+
+def app() -> None:
+    """Console-script entry point."""
+    sys.exit(run_guarded(_app))

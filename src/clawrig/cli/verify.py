@@ -1,0 +1,7 @@
+"""`clawrig verify` (placeholder until its issue lands)."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `verify` command to the main app."""

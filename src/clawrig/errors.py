@@ -1,0 +1,66 @@
+"""Typed errors. Every user-facing error renders as one line naming the file and the field.
+
+Failure taxonomy (shared/DESIGN.md): an *agent* error counts against the model; an
+*infrastructure* error (sandbox died, provider down after retries) is retried and never counted
+as a model failure; a *grading* error is reported, never a silent 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ClawrigError(Exception):
+    """Base class. ``str(err)`` is a single line fit to show a user without a traceback."""
+
+
+class UserError(ClawrigError):
+    """Bad input from the user: CLI flags, config files, model names. Exit code 2."""
+
+
+class TaskFormatError(UserError):
+    """A task file that cannot be read: names the file, the field and, when known, the line."""
+
+    def __init__(self, path: Path | str, field: str, message: str, line: int | None = None):
+        self.path = Path(path)
+        self.field = field
+        self.line = line
+        self.message = message
+        loc = f"{self.path}:{line}" if line else str(self.path)
+        super().__init__(f"{loc}: {field}: {message}")
+
+
+class SetupError(ClawrigError):
+    """The trial could not be set up (warmup line failed, service unhealthy, workspace missing)."""
+
+
+class InfrastructureError(ClawrigError):
+    """A failure of the harness or a provider, not of the model. Retried; never scored."""
+
+
+class SandboxError(InfrastructureError):
+    """A sandbox operation failed."""
+
+
+class SandboxDied(SandboxError):
+    """The sandbox (or its supervisor) exited while the trial still needed it."""
+
+
+class CommandTimeout(SandboxError):
+    """A sandbox command exceeded its wall-time limit; every process it started was killed."""
+
+
+class ProviderError(InfrastructureError):
+    """The model provider failed after retries (429/5xx/timeouts/dropped connections)."""
+
+
+class ModelRequestError(UserError):
+    """The provider refused the request (400/401/403/404): fail fast with one clear line."""
+
+
+class BudgetExceeded(ClawrigError):
+    """The job's or trial's spend reached its cap (USD or tokens)."""
+
+
+class GradingError(ClawrigError):
+    """A grader crashed, timed out, printed no JSON, or a judge stayed unparseable."""

@@ -1,0 +1,186 @@
+"""The narrow Sandbox protocol every backend implements (bwrap, docker, local).
+
+One sandbox per trial. All paths given to a sandbox are paths *inside* it (``/tmp_workspace``
+...); host paths appear only in ``put_dir``/``get_dir`` and in :class:`SandboxConfig`.
+Times are seconds, sizes are bytes unless the name says otherwise.
+
+Errors: :class:`clawrig.errors.SandboxError` for a failed operation,
+:class:`clawrig.errors.SandboxDied` when the sandbox is gone,
+:class:`clawrig.errors.CommandTimeout` only where a caller asked for an exception on timeout
+(``exec`` itself reports ``timed_out=True``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+
+class Limits(BaseModel):
+    """Per-trial resource limits. ``None`` means no limit for that resource.
+
+    memory_bytes: address space / cgroup memory cap for the whole sandbox.
+    max_processes: processes (tasks) alive at once inside the sandbox.
+    max_file_bytes: largest file a process may write (RLIMIT_FSIZE).
+    output_bytes: captured stdout/stderr per command; longer output keeps head and tail.
+    command_timeout_s: default wall time of one exec.
+    trial_timeout_s: wall time of the whole sandbox life; it is stopped after that.
+    """
+
+    memory_bytes: int | None = 4 * 1024**3
+    max_processes: int | None = 512
+    max_file_bytes: int | None = 1024**3
+    output_bytes: int = 256 * 1024
+    command_timeout_s: float = 600.0
+    trial_timeout_s: float | None = None
+
+
+class Bind(BaseModel):
+    """A host path made visible inside the sandbox at ``dest``."""
+
+    source: Path
+    dest: str
+    read_only: bool = True
+
+
+class SandboxConfig(BaseModel):
+    """How to build one trial's sandbox.
+
+    ``workspace_dir`` is the host folder bound writable at /tmp_workspace. ``home_dir`` is the
+    host folder bound at /root (created when None). ``rootfs`` replaces the host's /usr etc. with
+    a root filesystem folder. ``env`` is the *whole* environment processes see (no harness
+    variable leaks in). ``network`` False means an own network namespace with loopback only.
+    ``image`` is for the docker backend.
+    """
+
+    workspace_dir: Path
+    home_dir: Path | None = None
+    rootfs: Path | None = None
+    binds: list[Bind] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    limits: Limits = Field(default_factory=Limits)
+    network: bool = False
+    hostname: str = "sandbox"
+    image: str | None = None
+
+
+class ExecResult(BaseModel):
+    """Result of one command. ``stdout``/``stderr`` are decoded UTF-8 (errors replaced);
+    ``truncated`` says output was cut (head and tail kept, with a note in the text).
+    ``duration_s`` is the command's own wall time measured inside the sandbox."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
+
+
+class FileEntry(BaseModel):
+    """One entry of ``list``: name, kind ("file", "dir", "link", "other"), size in bytes."""
+
+    name: str
+    kind: str
+    size: int = 0
+
+
+@runtime_checkable
+class ProcessHandle(Protocol):
+    """A background process started by :meth:`Sandbox.spawn`."""
+
+    id: str
+
+    async def poll(self) -> int | None:
+        """Exit code, or None while it runs."""
+        ...
+
+    async def read_log(self, offset: int = 0, limit: int | None = None) -> tuple[str, int]:
+        """Merged stdout+stderr from byte ``offset``; returns (text, next offset)."""
+        ...
+
+    async def write_stdin(self, data: str | bytes, eof: bool = False) -> None: ...
+
+    async def kill(self) -> None:
+        """Kill the process and its whole process group."""
+        ...
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One isolated environment per trial. Backends: bwrap (default), docker, local."""
+
+    config: SandboxConfig
+
+    @property
+    def backend(self) -> str: ...
+
+    async def start(self) -> None:
+        """Start the sandbox and its supervisor. Raises SandboxError."""
+        ...
+
+    async def exec(
+        self,
+        command: str | list[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+        stdin: str | bytes | None = None,
+        merge_stderr: bool = False,
+    ) -> ExecResult:
+        """Run a command to completion. A str runs under ``/bin/sh -c``. On timeout every
+        process the command started is killed and ``timed_out`` is True (exit code 124)."""
+        ...
+
+    async def spawn(
+        self,
+        command: str | list[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ProcessHandle:
+        """Start a background process that survives between calls; output goes to its log."""
+        ...
+
+    async def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        """Raises FileNotFoundError, IsADirectoryError, PermissionError as the OS would."""
+        ...
+
+    async def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
+        """Create parent folders as needed."""
+        ...
+
+    async def list(self, path: str) -> list[FileEntry]: ...
+
+    async def put_dir(self, host_dir: Path, sandbox_dir: str) -> None:
+        """Copy a host folder's contents into ``sandbox_dir`` (merged, created if missing)."""
+        ...
+
+    async def get_dir(self, sandbox_dir: str, host_dir: Path) -> None:
+        """Copy ``sandbox_dir``'s contents to a host folder (symlinks kept as links)."""
+        ...
+
+    async def kill_all(self) -> int:
+        """Kill every process inside except the supervisor; returns how many were killed.
+        Used before gt/ is injected so nothing the agent started survives into grading."""
+        ...
+
+    async def stop(self) -> None:
+        """Kill everything inside and release all resources. Idempotent."""
+        ...
+
+
+def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
+    """Keep the head and the tail of ``data`` within ``limit`` bytes, with a note in between.
+
+    Returns (bytes, truncated). The note says how many bytes were omitted.
+    """
+    if len(data) <= limit:
+        return data, False
+    half = max(limit // 2, 1)
+    omitted = len(data) - 2 * half
+    note = f"\n[... {omitted} bytes omitted: output truncated, head and tail kept ...]\n".encode()
+    return data[:half] + note + data[-half:], True
