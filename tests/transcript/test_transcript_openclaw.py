@@ -96,6 +96,29 @@ def test_read_accepts_lines_and_parsed_entries(chat_example_entries):
     assert read_openclaw_jsonl(lines) == from_path
     assert read_openclaw_jsonl(chat_example_entries) == from_path
     assert from_openclaw_entries(chat_example_entries) == from_path
+    assert read_openclaw_jsonl(CHAT_EXAMPLE.read_text()) == from_path
+
+
+def test_claude_code_style_entries():
+    entries = [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}},
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "message": {
+                "id": "msg_01",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [{"type": "text", "text": "hello"}],
+                "stop_reason": "end_turn",
+            },
+        },
+        {"type": "summary", "summary": "skipped"},
+    ]
+    t = from_openclaw_entries(entries)
+    assert [(m.role, m.text) for m in t.messages] == [("user", "hi"), ("assistant", "hello")]
+    assert (t.messages[1].stop_reason, t.messages[1].response_id) == ("stop", "msg_01")
+    assert t.model == "claude-x"
 
 
 # --- writing: the same shapes as the real file ------------------------------------------------

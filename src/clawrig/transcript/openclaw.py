@@ -385,11 +385,15 @@ def read_openclaw_jsonl(
 ) -> Transcript:
     """Read an OpenClaw chat.jsonl into a Transcript.
 
-    ``path_or_lines``: a path (Path or str) to the file, or an iterable of JSONL lines (str) or
-    of already parsed entries (dict), e.g. a grader's ``transcript=`` list. Raises
+    ``path_or_lines``: a path (Path or str) to the file, the JSONL text itself (a str starting
+    with ``{``), or an iterable of JSONL lines (str) or of already parsed entries (dict), e.g. a
+    grader's ``transcript=`` list. Raises
     TaskFormatError naming the file, line and field for bad input; a missing file raises
     TaskFormatError too. ``strict``: see :func:`openclaw_entries_from_jsonl`.
     """
+    if isinstance(path_or_lines, str) and path_or_lines.lstrip().startswith("{"):
+        lines = path_or_lines.splitlines()
+        return _from_numbered(_parse_lines(lines, "<transcript>", strict), "<transcript>")
     if isinstance(path_or_lines, str | Path):
         path = Path(path_or_lines)
         try:
