@@ -1,5 +1,294 @@
-"""`clawrig tasks` (placeholder until its issue lands)."""
+"""`clawrig tasks`: list, show and validate task suites; rebuild DataClawBench task files.
+
+- ``clawrig tasks list PATH [--root R] [--json]``: one row per task (id, category, level,
+  language, timeout, grader kind, workspace data present).
+- ``clawrig tasks show ID [PATH | --path P] [--json]``: one task in full (default suite:
+  suites/demo).
+- ``clawrig tasks validate PATH [--json]``: every problem with file, field and line; exit 1 on
+  any error.
+- ``clawrig tasks build-dataclaw --root R [--out DIR]``: qa_gold + tasks/*.md from qa_raw, as
+  upstream DataClawBench's build_tasks.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
-app = typer.Typer(help="tasks commands", no_args_is_help=True)
+from clawrig.cli.common import console, err_console
+from clawrig.spec.task import Task, ValidationIssue
+from clawrig.tasks.dataclaw_build import build_dataclaw
+from clawrig.tasks.registry import Suite, find_task, load_suite
+
+app = typer.Typer(
+    help="List, show and validate task suites (WildClawBench, four-folder, DataClawBench).",
+    no_args_is_help=True,
+)
+
+DEMO_SUITE = Path("suites") / "demo"
+
+
+def _exit(code: int) -> None:
+    """Exit with ``code``. SystemExit, not typer.Exit: ``run_guarded`` calls the app with
+    ``standalone_mode=False``, where click turns typer.Exit into a return value it drops."""
+    raise SystemExit(code)
+
+
+def default_suite() -> Path:
+    """``suites/demo`` under the current folder, else the one bundled with the source tree."""
+    if DEMO_SUITE.exists():
+        return DEMO_SUITE
+    import clawrig
+
+    return Path(clawrig.__file__).resolve().parents[2] / DEMO_SUITE
+
+
+def _out() -> Console:
+    """The stdout console; a wide one when not a terminal so ids are never cut."""
+    return console if console.is_terminal else Console(width=240, soft_wrap=False)
+
+
+def workspace_present(task: Task) -> bool:
+    """True when every workspace path the task names exists on this machine."""
+    return task.workspace.is_present
+
+
+def task_row(task: Task) -> dict[str, Any]:
+    """The summary of one task as ``list --json`` prints it."""
+    return {
+        "id": task.id,
+        "name": task.name,
+        "category": task.category,
+        "level": task.level,
+        "language": task.language,
+        "timeout_seconds": task.timeout_seconds,
+        "grader": task.grader.kind.value,
+        "workspace_present": workspace_present(task),
+        "format": task.format.value,
+        "source": str(task.source),
+    }
+
+
+def _issue_dict(issue: ValidationIssue) -> dict[str, Any]:
+    return {
+        "severity": issue.severity,
+        "path": str(issue.path),
+        "field": issue.field,
+        "line": issue.line,
+        "message": issue.message,
+    }
+
+
+def _print_issues(issues: list[ValidationIssue], target: Console) -> None:
+    for issue in issues:
+        style = "bold red" if issue.severity == "error" else "yellow"
+        line = Text()
+        line.append(f"{issue.severity}: ", style=style)
+        line.append(str(issue))
+        target.print(line, soft_wrap=True, highlight=False)
+
+
+def _first_paths(paths: list[Path], limit: int = 3) -> str | None:
+    if not paths:
+        return None
+    shown = [str(p) for p in paths[:limit]]
+    if len(paths) > limit:
+        shown.append(f"... ({len(paths) - limit} more; `--json` lists all)")
+    return "\n".join(shown)
+
+
+def _timeout(seconds: float) -> str:
+    return f"{seconds:g}s"
+
+
+@app.command("list")
+def list_tasks(
+    path: Path = typer.Argument(
+        ..., help="Task file, folder of task files, four-folder root or DataClawBench root."
+    ),
+    root: Path | None = typer.Option(
+        None,
+        "--root",
+        help="Benchmark root for workspace paths (default: the folder that holds tasks/).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
+) -> None:
+    """List the tasks of a suite. Exit 1 when some tasks could not be read."""
+    suite = load_suite(path, root)
+    if as_json:
+        typer.echo(json.dumps([task_row(t) for t in suite.tasks], indent=2, ensure_ascii=False))
+    else:
+        table = Table(title=f"{len(suite.tasks)} tasks in {path}", title_justify="left")
+        for col in ("id", "category", "level", "lang", "timeout", "grader", "workspace"):
+            table.add_column(col, no_wrap=col == "id")
+        for task in suite.tasks:
+            present = workspace_present(task)
+            table.add_row(
+                Text(task.id),
+                Text(task.category),
+                Text(task.level or "-"),
+                Text(task.language or "-"),
+                _timeout(task.timeout_seconds),
+                task.grader.kind.value,
+                Text("yes", style="green") if present else Text("no", style="yellow"),
+            )
+        _out().print(table)
+    _summarise(suite)
+
+
+def _summarise(suite: Suite) -> None:
+    """Errors on stderr (exit 1); a one-line warning count."""
+    if suite.errors:
+        _print_issues(suite.errors, err_console)
+    if suite.warnings:
+        err_console.print(
+            f"{len(suite.warnings)} warning(s); `clawrig tasks validate {suite.path}` shows them",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if suite.errors:
+        _exit(1)
+
+
+@app.command("show")
+def show_task(
+    task_id: str = typer.Argument(
+        ..., metavar="ID", help="Task id (or a unique prefix such as task_001)."
+    ),
+    path_arg: Path | None = typer.Argument(
+        None, metavar="[PATH]", help="Suite path (default: suites/demo)."
+    ),
+    path_opt: Path | None = typer.Option(None, "--path", "-p", help="Suite path."),
+    root: Path | None = typer.Option(None, "--root", help="Benchmark root for workspace paths."),
+    as_json: bool = typer.Option(False, "--json", help="Print the Task as JSON."),
+) -> None:
+    """Show one task in full."""
+    path = path_opt or path_arg or default_suite()
+    suite = load_suite(path, root)
+    task = find_task(suite.tasks, task_id)
+    if as_json:
+        typer.echo(task.model_dump_json(indent=2))
+        return
+    out = _out()
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    ws = task.workspace
+    fields: list[tuple[str, Any]] = [
+        ("id", task.id),
+        ("name", task.name),
+        ("category", task.category),
+        ("format", task.format.value),
+        ("source", str(task.source)),
+        ("level", task.level),
+        ("language", task.language),
+        ("timeout", _timeout(task.timeout_seconds)),
+        ("modality", task.modality),
+        (
+            "grader",
+            task.grader.kind.value + (f" ({task.grader.origin})" if task.grader.origin else ""),
+        ),
+        ("workspace", str(ws.root) if ws.root else None),
+        ("exec", str(ws.exec_dir) if ws.exec_dir else None),
+        ("tmp", str(ws.tmp_dir) if ws.tmp_dir else None),
+        ("gt", str(ws.gt_dir) if ws.gt_dir else ", ".join(ws.gt_files) or None),
+        ("files", f"{len(ws.files)} file(s)" if ws.files else None),
+        ("missing", _first_paths(ws.missing)),
+        ("skills", ", ".join(task.skills) or None),
+        ("env", ", ".join(task.env) or None),
+        ("warmup", "\n".join(task.warmup) or None),
+        ("web", "allowed" if task.web_allowed else None),
+        ("expected reward", task.expected_reward),
+        ("golden dialog", f"{len(task.golden_dialog)} messages" if task.golden_dialog else None),
+        (
+            "answer",
+            json.dumps(task.answer, ensure_ascii=False) if task.answer is not None else None,
+        ),
+        ("steps", task.steps_num),
+        ("milestones", len(task.milestones) or None),
+    ]
+    for name, value in fields:
+        if value not in (None, ""):
+            grid.add_row(name, Text(str(value)))
+    out.print(grid)
+    for title, body in (
+        ("Prompt", task.prompt),
+        ("Expected Behavior", task.expected_behavior),
+        ("Grading Criteria", "\n".join(f"- {c}" for c in task.grading_criteria)),
+        ("Judge Rubric", task.grader.judge_rubric or ""),
+    ):
+        if body:
+            out.print(Text(f"\n## {title}", style="bold"))
+            out.print(Text(body))
+
+
+@app.command("validate")
+def validate_suite(
+    path: Path = typer.Argument(..., help="Task file or suite folder."),
+    root: Path | None = typer.Option(None, "--root", help="Benchmark root for workspace paths."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print {tasks, errors, warnings, issues[]} as JSON."
+    ),
+) -> None:
+    """Report every problem (file, field, line). Exit 1 on any error; warnings do not fail."""
+    suite = load_suite(path, root)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "path": str(path),
+                    "format": suite.format.value if suite.format else None,
+                    "tasks": len(suite.tasks),
+                    "errors": len(suite.errors),
+                    "warnings": len(suite.warnings),
+                    "issues": [_issue_dict(i) for i in suite.issues],
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+    else:
+        out = _out()
+        _print_issues(suite.issues, out)
+        verdict = Text("FAIL", style="bold red") if suite.errors else Text("OK", style="green")
+        summary = Text()
+        summary.append(verdict)
+        summary.append(
+            f" {path}: {len(suite.tasks)} task(s), {len(suite.errors)} error(s), "
+            f"{len(suite.warnings)} warning(s)"
+        )
+        out.print(summary, highlight=False)
+    if suite.errors:
+        _exit(1)
+
+
+@app.command("build-dataclaw")
+def build_dataclaw_cmd(
+    root: Path = typer.Option(..., "--root", help="DataClawBench root holding assets/qa_raw."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Output root (default: --root): writes assets/qa_gold/ and tasks/ under it.",
+    ),
+    database: Path | None = typer.Option(
+        None,
+        "--database",
+        help="Database folder listed in workspace_files (default: <root>/assets/database).",
+    ),
+) -> None:
+    """Write qa_gold/<category>/<id>.json and tasks/task_NNN_*.md from qa_raw, as upstream."""
+    result = build_dataclaw(root, out=out, database=database)
+    target = out or root
+    console.print(
+        f"wrote {len(result.gold_files)} gold file(s) to {target / 'assets' / 'qa_gold'} and "
+        f"{len(result.task_files)} task file(s) to {target / 'tasks'} "
+        f"({len(result.database_files)} database file(s) listed)",
+        highlight=False,
+        soft_wrap=True,
+    )

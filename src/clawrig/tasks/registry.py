@@ -1,0 +1,202 @@
+"""Format detection and suite loading: one entry point for every published task format.
+
+A path can be:
+
+- one task file: WildClawBench Markdown, or a DataClawBench ``tasks/task_NNN_*.md`` (told apart
+  by its front matter: ``gold_file`` / ``grading_type: llm_judge``);
+- a folder of task files (``tasks/**/*.md`` under it when it has a ``tasks/`` folder, else
+  ``**/*.md``; README files are skipped);
+- a four-folder root (intent/, datapoints/, evaluators/, reference_payloads/ [+ workspaces/]);
+- a DataClawBench root (``assets/qa_gold`` and/or ``assets/qa_raw``, optional ``tasks/``).
+
+:func:`load_suite` collects every problem (:class:`ValidationIssue` with file, field and line)
+instead of stopping at the first; :func:`load_tasks` raises the first error; :func:`validate`
+returns the problems. Two tasks with the same id in one suite are an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clawrig.errors import TaskFormatError, UserError
+from clawrig.spec.task import Task, TaskFormat, ValidationIssue
+from clawrig.tasks.dataclaw import (
+    is_dataclaw_doc,
+    is_dataclaw_root,
+    read_dataclaw_root,
+    read_dataclaw_task_md,
+)
+from clawrig.tasks.fourfolder import is_fourfolder_root, read_fourfolder
+from clawrig.tasks.text import IssueCollector, parse_markdown
+from clawrig.tasks.wildclaw import read_wildclaw_task
+
+log = logging.getLogger("clawrig.tasks")
+
+_NOT_A_SUITE = "not a task file, a folder of task files, a four-folder root or a DataClawBench root"
+
+
+@dataclass
+class Suite:
+    """Tasks read from one path, with every problem found (errors and warnings)."""
+
+    path: Path
+    format: TaskFormat | None
+    tasks: list[Task] = field(default_factory=list)
+    issues: list[ValidationIssue] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[ValidationIssue]:
+        return [i for i in self.issues if i.severity == "error"]
+
+    @property
+    def warnings(self) -> list[ValidationIssue]:
+        return [i for i in self.issues if i.severity == "warning"]
+
+
+def _is_readme(path: Path) -> bool:
+    return path.stem.casefold() == "readme"
+
+
+def task_files(folder: Path) -> list[Path]:
+    """The task Markdown files of a folder: ``tasks/**/*.md`` when it has ``tasks/``, else
+    ``**/*.md``; README files skipped; sorted."""
+    base = folder / "tasks" if (folder / "tasks").is_dir() else folder
+    return sorted(p for p in base.rglob("*.md") if p.is_file() and not _is_readme(p))
+
+
+def _md_format(path: Path) -> TaskFormat:
+    doc = parse_markdown(path)
+    return TaskFormat.DATACLAW if is_dataclaw_doc(doc) else TaskFormat.WILDCLAW
+
+
+def detect_format(path: Path | str) -> TaskFormat:
+    """The format of a task path (see module doc).
+
+    For a folder of task files, the format of its first file. Raises UserError when the path
+    does not exist and TaskFormatError (field ``format``) when it is none of the known shapes.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: path: no such file or folder")
+    if path.is_file():
+        if path.suffix.lower() != ".md":
+            raise TaskFormatError(path, "format", f"{_NOT_A_SUITE} (expected a .md task file)")
+        return _md_format(path)
+    if is_fourfolder_root(path):
+        return TaskFormat.FOURFOLDER
+    if is_dataclaw_root(path):
+        return TaskFormat.DATACLAW
+    files = task_files(path)
+    if files:
+        return _md_format(files[0])
+    raise TaskFormatError(path, "format", _NOT_A_SUITE)
+
+
+def _read_md(path: Path, root: Path | None, issues: IssueCollector) -> Task | None:
+    try:
+        doc = parse_markdown(path)
+        if is_dataclaw_doc(doc):
+            return read_dataclaw_task_md(path, root=root, issues=issues, doc=doc)
+        return read_wildclaw_task(path, root=root, issues=issues, doc=doc)
+    except TaskFormatError as exc:
+        issues.add(exc)
+        return None
+
+
+def _check_duplicates(tasks: list[Task], issues: IssueCollector) -> None:
+    seen: dict[str, Task] = {}
+    for task in tasks:
+        first = seen.get(task.id)
+        if first is None:
+            seen[task.id] = task
+            continue
+        issues.error(
+            task.source.path,
+            "id",
+            f"duplicate task id {task.id!r} (also in {first.source.path})",
+            task.source.line,
+        )
+
+
+def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
+    """Read every task under ``path`` and collect every problem (never stops at the first).
+
+    ``root`` is the benchmark root for WildClawBench Workspace Paths and DataClawBench task
+    files (default: the folder that holds ``tasks/``). Raises UserError only when ``path``
+    does not exist.
+    """
+    path = Path(path)
+    root_dir = Path(root) if root is not None else None
+    if not path.exists():
+        raise UserError(f"{path}: path: no such file or folder")
+    issues = IssueCollector(strict=False)
+    fmt: TaskFormat | None = None
+    tasks: list[Task] = []
+    try:
+        fmt = detect_format(path)
+    except TaskFormatError as exc:
+        issues.add(exc)
+    if fmt is None:
+        pass
+    elif path.is_file():
+        task = _read_md(path, root_dir, issues)
+        tasks = [task] if task else []
+    elif fmt is TaskFormat.FOURFOLDER:
+        try:
+            tasks = read_fourfolder(path, issues)
+        except TaskFormatError as exc:
+            issues.add(exc)
+    elif is_dataclaw_root(path):
+        tasks = read_dataclaw_root(path, issues)
+    else:
+        wild_root = (
+            root_dir if root_dir is not None else (path if (path / "tasks").is_dir() else None)
+        )
+        for md in task_files(path):
+            task = _read_md(md, wild_root, issues)
+            if task is not None:
+                tasks.append(task)
+    _check_duplicates(tasks, issues)
+    return Suite(path=path, format=fmt, tasks=tasks, issues=issues.issues)
+
+
+def load_tasks(path: Path | str, root: Path | str | None = None) -> list[Task]:
+    """Read the tasks under ``path`` (see :func:`load_suite`).
+
+    Warnings (e.g. workspace data not downloaded) are logged on ``clawrig.tasks``. Raises
+    TaskFormatError for the first error (file, field, line), noting how many more there are;
+    UserError when the path does not exist.
+    """
+    suite = load_suite(path, root)
+    for warning in suite.warnings:
+        log.warning("%s", warning)
+    if suite.errors:
+        first = suite.errors[0]
+        more = len(suite.errors) - 1
+        suffix = f" (and {more} more error(s); run `clawrig tasks validate`)" if more else ""
+        raise TaskFormatError(first.path, first.field, first.message + suffix, first.line)
+    return suite.tasks
+
+
+def validate(path: Path | str, root: Path | str | None = None) -> list[ValidationIssue]:
+    """Every problem found reading ``path``: errors and warnings, each with file, field and
+    (when known) line. An empty list means the suite is clean."""
+    return load_suite(path, root).issues
+
+
+def find_task(tasks: list[Task], task_id: str) -> Task:
+    """The task whose id is ``task_id``, else the one whose id starts with ``task_id`` followed
+    by ``_`` or ``-`` (upstream DataClawBench selects ``task_001``). Raises UserError when none
+    or several match."""
+    for task in tasks:
+        if task.id == task_id:
+            return task
+    matches = [t for t in tasks if t.id.startswith(task_id) and t.id[len(task_id) :][:1] in "_-"]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        names = ", ".join(t.id for t in matches[:5])
+        raise UserError(f"task id {task_id!r} is ambiguous: {names}")
+    raise UserError(f"no task with id {task_id!r} ({len(tasks)} tasks in the suite)")

@@ -1,0 +1,346 @@
+"""WildClawBench task Markdown -> :class:`clawrig.spec.task.Task`.
+
+Upstream format (InternLM WildClawBench; shared/reference/formats.md section 1): one file per
+task, ``tasks/<NN_Category>/<NN_Category>_task_<N>_<slug>.md``, YAML front matter (``id``,
+``name``, ``category``, ``timeout_seconds`` default 120, ``modality``) and the sections Prompt,
+Expected Behavior, Grading Criteria, Automated Checks (a fenced python block defining
+``grade(**kwargs) -> dict``), Workspace Path (required), Skills, Env, Warmup.
+
+The workspace folder is ``<root>/<Workspace Path>/{exec,tmp,gt}`` where ``root`` is the
+benchmark root (default: the folder that holds ``tasks/``). Workspace data that has not been
+downloaded is recorded in ``Workspace.missing`` with a warning, never an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from clawrig.errors import TaskFormatError
+from clawrig.spec.task import (
+    Grader,
+    GraderKind,
+    SourceRef,
+    Task,
+    TaskFormat,
+    Workspace,
+)
+from clawrig.tasks.text import (
+    IssueCollector,
+    MarkdownDoc,
+    block_lines,
+    checklist,
+    language_of,
+    parse_markdown,
+    strip_fence,
+)
+
+DEFAULT_TIMEOUT_SECONDS = 120
+"""Upstream default when the front matter has no ``timeout_seconds``."""
+
+GRADER_TIMEOUT_SECONDS = 120.0
+"""Upstream gives grade() 120 s."""
+
+MODALITIES = ("pure-text", "multimodal")
+KNOWN_FRONT_KEYS = {"id", "name", "category", "timeout_seconds", "modality"}
+KNOWN_SECTIONS = (
+    "prompt",
+    "expected behavior",
+    "expected behaviour",
+    "grading criteria",
+    "automated checks",
+    "workspace path",
+    "skills",
+    "env",
+    "warmup",
+)
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def default_root(task_file: Path) -> Path:
+    """The benchmark root of a task file: the folder that holds its ``tasks/`` ancestor.
+
+    Falls back to the task file's folder when no ancestor is named ``tasks``.
+    """
+    path = task_file.resolve()
+    for parent in path.parents:
+        if parent.name == "tasks":
+            return parent.parent
+    return path.parent
+
+
+def grade_source_problems(source: str, path: Path, first_line: int) -> list[TaskFormatError]:
+    """Syntax-check grade() source that starts at ``first_line`` of ``path``.
+
+    Returns the problems (empty when fine): a SyntaxError reported at its line inside the file,
+    or a source that defines no top-level ``grade`` function.
+    """
+    try:
+        tree = ast.parse(source, filename=str(path))
+        compile(tree, str(path), "exec")
+    except SyntaxError as exc:
+        line = first_line + (exc.lineno or 1) - 1
+        return [
+            TaskFormatError(
+                path, "Automated Checks", f"grade() has a syntax error: {exc.msg}", line
+            )
+        ]
+    names = {
+        node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    if "grade" not in names:
+        return [
+            TaskFormatError(
+                path,
+                "Automated Checks",
+                "the block defines no top-level `def grade(...)`",
+                first_line,
+            )
+        ]
+    return []
+
+
+def third_party_imports(source: str) -> list[str]:
+    """Top-level module names imported by ``source`` that are not in the standard library."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return sorted(n for n in found if n not in sys.stdlib_module_names and n != "__future__")
+
+
+def _front_str(doc: MarkdownDoc, key: str, issues: IssueCollector) -> str:
+    value = doc.front.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        issues.error(
+            doc.path,
+            key,
+            f"must be a string, got {type(value).__name__}",
+            doc.front_lines.get(key),
+        )
+        return ""
+    return str(value)
+
+
+def _workspace(
+    doc: MarkdownDoc, root: Path, issues: IssueCollector
+) -> tuple[Workspace, str | None]:
+    sec = doc.section("Workspace Path")
+    if sec is None or not strip_fence(sec).code.strip():
+        issues.error(
+            doc.path,
+            "Workspace Path",
+            "missing `## Workspace Path` section "
+            "(a path like workspace/<category>/task_<N>_<slug>)",
+            sec.line if sec else doc.body_line,
+        )
+        return Workspace(), None
+    block = strip_fence(sec)
+    rel = block_lines(block)
+    if len(rel) != 1:
+        issues.error(
+            doc.path, "Workspace Path", f"expected one path, found {len(rel)} lines", block.line
+        )
+        if not rel:
+            return Workspace(), None
+    rel_path = rel[0][1]
+    ws_root = (root / rel_path).resolve() if not Path(rel_path).is_absolute() else Path(rel_path)
+    ws = Workspace(root=ws_root)
+    if not ws_root.is_dir():
+        ws.missing.append(ws_root)
+        issues.warning(
+            doc.path,
+            "Workspace Path",
+            f"workspace data not found: looked for {ws_root} (download the dataset or pass --root)",
+            rel[0][0],
+        )
+        return ws, rel_path
+    for sub in ("exec", "tmp", "gt"):
+        if (ws_root / sub).is_dir():
+            setattr(ws, f"{sub}_dir", ws_root / sub)
+    if ws.exec_dir is None:
+        ws.missing.append(ws_root / "exec")
+        issues.warning(
+            doc.path,
+            "Workspace Path",
+            f"workspace data not found: looked for {ws_root / 'exec'}",
+            rel[0][0],
+        )
+    return ws, rel_path
+
+
+def _grader(doc: MarkdownDoc, issues: IssueCollector) -> Grader:
+    sec = doc.section("Automated Checks")
+    if sec is None or not sec.text:
+        issues.warning(
+            doc.path,
+            "Automated Checks",
+            "no `## Automated Checks` grade() block: the task cannot be graded",
+            sec.line if sec else None,
+        )
+        return Grader(kind=GraderKind.NONE, timeout_seconds=GRADER_TIMEOUT_SECONDS)
+    block = strip_fence(sec)
+    for problem in grade_source_problems(block.code, doc.path, block.line):
+        issues.add(problem)
+    imports = third_party_imports(block.code)
+    return Grader(
+        kind=GraderKind.PROGRAMMATIC,
+        source=block.code,
+        origin=SourceRef(path=doc.path, line=block.line),
+        stdlib_only=not imports,
+        timeout_seconds=GRADER_TIMEOUT_SECONDS,
+    )
+
+
+def _names(doc: MarkdownDoc, section: str, issues: IssueCollector, *, env: bool) -> list[str]:
+    sec = doc.section(section)
+    if sec is None:
+        return []
+    out = []
+    for line, text in block_lines(strip_fence(sec)):
+        name = text.split("=", 1)[0].strip() if env else text.rstrip("/")
+        if env and not _ENV_NAME_RE.match(name):
+            issues.error(doc.path, section, f"not an environment variable name: {text!r}", line)
+            continue
+        out.append(name)
+    return out
+
+
+def read_wildclaw_task(
+    path: Path | str,
+    root: Path | str | None = None,
+    issues: IssueCollector | None = None,
+    doc: MarkdownDoc | None = None,
+) -> Task:
+    """Read one WildClawBench task Markdown file.
+
+    ``root`` is the benchmark root the Workspace Path is resolved against (default
+    :func:`default_root`). With the default ``issues`` (strict) the first error raises
+    TaskFormatError naming file, field and line; with ``IssueCollector(strict=False)`` every
+    problem is collected and a Task is still returned when the file can be read at all.
+
+    Raises TaskFormatError: empty file, not UTF-8 (byte offset named), front matter that is not
+    YAML, no ``id``, missing ``## Prompt``, grade() syntax error (line inside the file), missing
+    ``## Workspace Path``, bad ``timeout_seconds`` / ``modality``.
+    """
+    path = Path(path)
+    issues = issues if issues is not None else IssueCollector()
+    doc = doc if doc is not None else parse_markdown(path)
+    root_dir = Path(root).resolve() if root is not None else default_root(path)
+
+    task_id = _front_str(doc, "id", issues)
+    if not task_id:
+        issues.error(path, "id", "front matter has no `id`", doc.front_lines.get("id", 2))
+        task_id = path.stem
+
+    timeout: Any = doc.front.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        issues.error(
+            path,
+            "timeout_seconds",
+            f"must be a positive number of seconds, got {timeout!r}",
+            doc.front_lines.get("timeout_seconds"),
+        )
+        timeout = DEFAULT_TIMEOUT_SECONDS
+
+    modality = doc.front.get("modality", "pure-text")
+    if modality not in MODALITIES:
+        issues.error(
+            path,
+            "modality",
+            f"must be one of {', '.join(MODALITIES)}, got {modality!r}",
+            doc.front_lines.get("modality"),
+        )
+        modality = "pure-text"
+
+    prompt_sec = doc.section("Prompt")
+    prompt = prompt_sec.text if prompt_sec else ""
+    if prompt_sec is None:
+        found = ", ".join(s.name for s in doc.sections.values()) or "none"
+        issues.error(
+            path, "Prompt", f"missing `## Prompt` section (sections found: {found})", doc.body_line
+        )
+    elif not prompt:
+        issues.error(path, "Prompt", "the `## Prompt` section is empty", prompt_sec.line)
+
+    expected = doc.section("Expected Behavior", "Expected Behaviour")
+    criteria = doc.section("Grading Criteria")
+    grader = _grader(doc, issues)
+    workspace, ws_rel = _workspace(doc, root_dir, issues)
+
+    skills = _names(doc, "Skills", issues, env=False)
+    skills_dirs = []
+    for name in skills:
+        skill_dir = root_dir / "skills" / name
+        if skill_dir.is_dir():
+            skills_dirs.append(skill_dir)
+        else:
+            sec = doc.section("Skills")
+            issues.warning(
+                path,
+                "Skills",
+                f"skill folder not found: looked for {skill_dir}",
+                sec.line if sec else None,
+            )
+    env = _names(doc, "Env", issues, env=True)
+    warmup_sec = doc.section("Warmup")
+    warmup = [text for _, text in block_lines(strip_fence(warmup_sec))] if warmup_sec else []
+
+    extra_front = {k: v for k, v in doc.front.items() if k not in KNOWN_FRONT_KEYS}
+    extra_sections = {
+        s.name: s.text for key, s in doc.sections.items() if key not in KNOWN_SECTIONS
+    }
+    metadata: dict[str, Any] = {"benchmark_root": str(root_dir)}
+    if ws_rel:
+        metadata["workspace_path"] = ws_rel
+    if extra_front:
+        metadata["front_matter"] = extra_front
+    if extra_sections:
+        metadata["sections"] = extra_sections
+    if grader.source:
+        imports = third_party_imports(grader.source)
+        if imports:
+            metadata["grader_imports"] = imports
+        metadata["grader_uses_judge"] = "openai" in imports or any(
+            name in env for name in ("OPENROUTER_API_KEY", "JUDGE_MODEL")
+        )
+    level = doc.front.get("level") or doc.front.get("tier") or doc.front.get("difficulty")
+
+    try:
+        return Task(
+            id=task_id,
+            name=_front_str(doc, "name", issues),
+            category=_front_str(doc, "category", issues),
+            prompt=prompt,
+            expected_behavior=expected.text if expected else "",
+            grading_criteria=checklist(criteria.text) if criteria else [],
+            timeout_seconds=float(timeout),
+            modality=modality,
+            level=str(level) if level else None,
+            language=language_of(prompt),
+            workspace=workspace,
+            skills=skills,
+            skills_dirs=skills_dirs,
+            env=env,
+            warmup=warmup,
+            grader=grader,
+            format=TaskFormat.WILDCLAW,
+            source=SourceRef(path=path),
+            metadata=metadata,
+        )
+    except ValidationError as exc:  # pragma: no cover - fields are checked above
+        err = exc.errors()[0]
+        raise TaskFormatError(path, ".".join(map(str, err["loc"])), err["msg"]) from None
