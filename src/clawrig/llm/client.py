@@ -1,0 +1,524 @@
+"""``OpenAIChatModel``: the :class:`clawrig.llm.base.ChatModel` for any OpenAI-compatible API.
+
+Built on the ``openai`` SDK's ``AsyncOpenAI`` with the SDK's own retries off (``max_retries=0``);
+retries are done here with tenacity:
+
+- retried: HTTP 408, 409, 429 and 5xx, timeouts, dropped or refused connections (also mid
+  stream), and 200 replies whose body is an ``error`` object with such a code. Waits grow
+  exponentially with jitter (``RetryPolicy.initial_s`` doubling up to ``max_s``, plus up to
+  ``jitter_s``); a ``Retry-After`` (seconds or HTTP date) or ``retry-after-ms`` header is
+  honoured instead, capped at ``RetryPolicy.retry_after_cap_s``.
+- fail fast: other 4xx (400, 401, 403, 404, 422 ...) raise :class:`ModelRequestError` at once,
+  with one line: model, status, provider and the provider's message (API key redacted).
+- after ``RetryPolicy.attempts`` attempts: :class:`ProviderRetriesExhausted` (a
+  :class:`clawrig.errors.ProviderError`, i.e. an infrastructure error).
+
+Each call returns a :class:`clawrig.spec.llm.ChatResponse` whose ``usage`` counts this call
+(see :func:`usage_from_openai` for the token classes and cost), ``usage.retries`` the retried
+attempts, ``usage.elapsed_time`` the seconds of the whole call (retries and waits included) and
+``latency_s`` the seconds of the attempt that succeeded. Requests to one provider are limited
+to ``ModelEndpoint.max_concurrency`` in flight (one asyncio.Semaphore per provider name and
+event loop, shared by every model of that provider).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import time
+import weakref
+from typing import Any
+
+import httpx
+import openai
+from openai import AsyncOpenAI
+from pydantic import BaseModel, Field
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_exponential_jitter
+
+from clawrig.errors import ModelRequestError, ProviderError
+from clawrig.llm.pricing import Prices, cost_usd
+from clawrig.llm.providers import ModelEndpoint
+from clawrig.spec.llm import ChatResponse, ToolCall
+from clawrig.spec.trial import Usage
+
+__all__ = [
+    "OpenAIChatModel",
+    "ProviderRetriesExhausted",
+    "RetryPolicy",
+    "provider_semaphore",
+    "usage_from_openai",
+]
+
+RETRY_STATUSES = frozenset({408, 409, 429})
+"""HTTP statuses retried besides every 5xx (the same set the openai SDK retries)."""
+
+_MAX_MESSAGE = 300
+
+
+class RetryPolicy(BaseModel):
+    """How failed requests are retried. Times in seconds.
+
+    ``attempts``: total tries (1 = no retry). Backoff before retry n (n >= 1) is
+    ``min(max_s, initial_s * 2**(n-1)) + uniform(0, jitter_s)`` (tenacity's
+    ``wait_exponential_jitter``), unless the provider sent Retry-After, which is used as given
+    but capped at ``retry_after_cap_s``.
+    """
+
+    attempts: int = Field(default=6, ge=1)
+    initial_s: float = Field(default=1.0, ge=0)
+    max_s: float = Field(default=60.0, ge=0)
+    jitter_s: float | None = Field(default=None, ge=0)
+    retry_after_cap_s: float = Field(default=120.0, ge=0)
+
+    @property
+    def jitter(self) -> float:
+        """Jitter bound in seconds (default: ``initial_s``)."""
+        return self.initial_s if self.jitter_s is None else self.jitter_s
+
+
+class ProviderRetriesExhausted(ProviderError):
+    """The provider kept failing with retryable errors. ``attempts`` made, ``retries`` =
+    attempts - 1, ``status`` the last HTTP status (None for timeouts/connection errors)."""
+
+    def __init__(self, message: str, *, attempts: int, status: int | None) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.retries = max(0, attempts - 1)
+        self.status = status
+
+
+class _BodyError(Exception):
+    """A 200 reply that carries an ``error`` object (OpenRouter does this, also mid-stream)."""
+
+    def __init__(self, status: int | None, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]]
+_SEMAPHORES = weakref.WeakKeyDictionary()
+
+
+def provider_semaphore(provider: str, limit: int | None) -> asyncio.Semaphore | None:
+    """The semaphore shared by every request to ``provider`` on the running loop.
+
+    None when ``limit`` is None (unlimited). The first limit seen for a provider on a loop wins.
+    Must be called from a coroutine.
+    """
+    if limit is None:
+        return None
+    per_loop = _SEMAPHORES.setdefault(asyncio.get_running_loop(), {})
+    sem = per_loop.get(provider)
+    if sem is None:
+        sem = per_loop[provider] = asyncio.Semaphore(limit)
+    return sem
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def usage_from_openai(usage: dict[str, Any] | None, prices: Prices) -> Usage:
+    """Usage of one request from an OpenAI ``usage`` object (as a dict).
+
+    - cache read = ``prompt_tokens_details.cached_tokens`` (also DeepSeek's
+      ``prompt_cache_hit_tokens``, Anthropic-style ``cache_read_input_tokens``);
+    - cache write = ``prompt_tokens_details.cache_write_tokens`` (OpenRouter) or
+      ``cache_creation_input_tokens``;
+    - input = ``prompt_tokens`` - cache read - cache write (non-cached input, OpenClaw's
+      ``usage.input``); output = ``completion_tokens`` (reasoning tokens included);
+    - total = input + output + cache read + cache write;
+    - cost (USD) = ``usage.cost`` when the provider sends it (OpenRouter), else
+      :func:`clawrig.llm.pricing.cost_usd` from ``prices``.
+
+    ``request_count`` is 1. A missing usage object gives zero tokens and zero cost.
+    """
+    u = usage or {}
+    details = u.get("prompt_tokens_details") or {}
+    prompt = _int(u.get("prompt_tokens"))
+    output = _int(u.get("completion_tokens"))
+    cache_read = _int(
+        details.get("cached_tokens")
+        or u.get("prompt_cache_hit_tokens")
+        or u.get("cache_read_input_tokens")
+    )
+    cache_write = _int(details.get("cache_write_tokens") or u.get("cache_creation_input_tokens"))
+    input_tokens = max(0, prompt - cache_read - cache_write)
+    reported = u.get("cost")
+    if isinstance(reported, int | float) and not isinstance(reported, bool):
+        cost = float(reported)
+    else:
+        cost = cost_usd(
+            prices,
+            input_tokens=input_tokens,
+            output_tokens=output,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+        )
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        total_tokens=input_tokens + output + cache_read + cache_write,
+        cost_usd=cost,
+        request_count=1,
+    )
+
+
+def _status_of(exc: BaseException) -> int | None:
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code
+    if isinstance(exc, _BodyError):
+        return exc.status
+    return None
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APIStatusError | _BodyError):
+        status = _status_of(exc)
+        return status is None or status >= 500 or status in RETRY_STATUSES
+    return isinstance(
+        exc,
+        openai.APITimeoutError | openai.APIConnectionError | httpx.TransportError | TimeoutError,
+    )
+
+
+def _retry_after_s(exc: BaseException) -> float | None:
+    """Seconds the provider asked us to wait (``retry-after-ms`` or ``Retry-After``), or None."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class _Wait:
+    """tenacity wait: Retry-After when given (capped), else exponential backoff with jitter."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.backoff = wait_exponential_jitter(
+            initial=policy.initial_s, max=policy.max_s, jitter=policy.jitter
+        )
+
+    def __call__(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        after = _retry_after_s(exc) if exc is not None else None
+        if after is not None:
+            return min(after, self.policy.retry_after_cap_s)
+        return self.backoff(state)
+
+
+def _one_line(text: str, secret: str | None = None) -> str:
+    line = " ".join(str(text).split())
+    if secret and len(secret) >= 4:
+        line = line.replace(secret, "***")
+    return line if len(line) <= _MAX_MESSAGE else line[: _MAX_MESSAGE - 3] + "..."
+
+
+def _provider_message(exc: BaseException) -> str:
+    """The provider's own error message from an SDK exception."""
+    if isinstance(exc, _BodyError):
+        return exc.message
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body
+        if isinstance(body, dict):
+            err = body.get("error", body)
+            if isinstance(err, dict) and err.get("message"):
+                return str(err["message"])
+            if isinstance(err, str):
+                return err
+            if body.get("message"):
+                return str(body["message"])
+        try:
+            text = exc.response.text
+        except Exception:  # the body could not be read
+            text = ""
+        return text or exc.message
+    if isinstance(exc, openai.APITimeoutError):
+        return "request timed out"
+    cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
+    if cause is not None and cause is not exc:
+        return f"connection failed ({type(cause).__name__}: {cause})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _body_error(obj: Any) -> _BodyError | None:
+    extra = getattr(obj, "model_extra", None) or {}
+    err = extra.get("error")
+    if not err:
+        return None
+    if isinstance(err, dict):
+        code = err.get("code")
+        status = code if isinstance(code, int) else None
+        return _BodyError(status, str(err.get("message") or err))
+    return _BodyError(None, str(err))
+
+
+def _extra_text(obj: Any, *names: str) -> str | None:
+    """The first non-empty string attribute (declared or extra) among ``names``."""
+    extra = getattr(obj, "model_extra", None) or {}
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is None:
+            value = extra.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _args_text(arguments: Any) -> str:
+    if arguments is None or arguments == "":
+        return "{}"
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+class OpenAIChatModel:
+    """A :class:`clawrig.llm.base.ChatModel` over an OpenAI-compatible chat-completions API.
+
+    ``endpoint``: from :func:`clawrig.llm.providers.resolve_model`; ``retry``: the retry policy
+    (default :class:`RetryPolicy`); ``stream``: use SSE streaming (with
+    ``stream_options.include_usage``) and accumulate text, reasoning and tool-call deltas;
+    ``timeout_s``: seconds per attempt (default: the endpoint's, else 600).
+    """
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        *,
+        retry: RetryPolicy | None = None,
+        stream: bool = False,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.name = endpoint.name
+        self.retry = retry or RetryPolicy()
+        self.stream = stream
+        self.timeout_s = timeout_s or endpoint.timeout_s or 600.0
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(name={self.name!r}, base_url={self.endpoint.base_url!r})"
+
+    def _client(self) -> AsyncOpenAI:
+        """One SDK client per event loop (httpx connection pools are bound to their loop)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            key = self.endpoint.api_key.get_secret_value() if self.endpoint.api_key else "EMPTY"
+            client = AsyncOpenAI(
+                api_key=key,
+                base_url=self.endpoint.base_url,
+                max_retries=0,
+                timeout=self.timeout_s,
+                default_headers=self.endpoint.headers or None,
+            )
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the SDK client of the running loop (others are dropped with their loop)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    async def __aenter__(self) -> OpenAIChatModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> ChatResponse:
+        """Send one chat-completions request (retrying as in the module docs).
+
+        ``messages``: OpenAI chat dicts; ``tools``: OpenAI function tools; ``max_tokens``:
+        completion tokens (default: the endpoint's); ``extra``: more request-body fields (e.g.
+        ``tool_choice``, ``reasoning_effort``), merged over the endpoint's ``extra_body``.
+        Raises ModelRequestError (400/401/403/404 ...) or ProviderRetriesExhausted.
+        """
+        params: dict[str, Any] = {"model": self.endpoint.model_id, "messages": messages}
+        if tools:
+            params["tools"] = tools
+        if temperature is not None:
+            params["temperature"] = temperature
+        limit = max_tokens or self.endpoint.max_tokens
+        if limit:
+            params["max_tokens"] = limit
+        body_extra = {**self.endpoint.extra_body, **(extra or {})}
+        if body_extra:
+            params["extra_body"] = body_extra
+
+        started = time.monotonic()
+        attempts = 0
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.retry.attempts),
+            wait=_Wait(self.retry),
+            retry=retry_if_exception(_retryable),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    sem = provider_semaphore(self.endpoint.provider, self.endpoint.max_concurrency)
+                    if sem is None:
+                        response = await self._attempt(params)
+                    else:
+                        async with sem:
+                            response = await self._attempt(params)
+        except (openai.APIError, _BodyError, httpx.TransportError, TimeoutError) as exc:
+            raise self._error(exc, attempts) from None
+        response.usage.retries = attempts - 1
+        response.usage.elapsed_time = time.monotonic() - started
+        return response
+
+    def _error(self, exc: BaseException, attempts: int) -> Exception:
+        ep = self.endpoint
+        secret = ep.api_key.get_secret_value() if ep.api_key else None
+        message = _one_line(_provider_message(exc), secret)
+        status = _status_of(exc)
+        where = f"{ep.provider} ({ep.base_url})"
+        if _retryable(exc):
+            what = f"HTTP {status}" if status is not None else "no reply"
+            return ProviderRetriesExhausted(
+                f"{self.name}: {what} from {where} after {attempts} attempt"
+                f"{'s' if attempts != 1 else ''}: {message}",
+                attempts=attempts,
+                status=status,
+            )
+        hint = ""
+        if status in (401, 403) and ep.api_key_env:
+            hint = f" (check {ep.api_key_env})"
+        return ModelRequestError(f"{self.name}: HTTP {status} from {where}: {message}{hint}")
+
+    async def _attempt(self, params: dict[str, Any]) -> ChatResponse:
+        began = time.monotonic()
+        if self.stream:
+            response = await self._streamed(params)
+        else:
+            response = await self._plain(params)
+        response.latency_s = time.monotonic() - began
+        return response
+
+    async def _plain(self, params: dict[str, Any]) -> ChatResponse:
+        completion = await self._client().chat.completions.create(**params)
+        if not completion.choices:
+            raise _body_error(completion) or _BodyError(None, "reply has no choices")
+        choice = completion.choices[0]
+        message = choice.message
+        calls: list[ToolCall] = []
+        for index, tc in enumerate(message.tool_calls or []):
+            fn = getattr(tc, "function", None)
+            if fn is not None:
+                name, arguments = fn.name, fn.arguments
+            else:  # a "custom" tool call
+                custom = getattr(tc, "custom", None)
+                name, arguments = getattr(custom, "name", ""), getattr(custom, "input", "")
+            calls.append(
+                ToolCall(id=tc.id or f"call_{index}", name=name, arguments=_args_text(arguments))
+            )
+        usage = completion.usage.model_dump() if completion.usage is not None else None
+        return ChatResponse(
+            content=message.content,
+            reasoning=_extra_text(message, "reasoning_content", "reasoning"),
+            tool_calls=calls,
+            finish_reason=choice.finish_reason or ("tool_calls" if calls else "stop"),
+            usage=usage_from_openai(usage, self.endpoint.prices),
+            model=completion.model or self.endpoint.model_id,
+            provider=self.endpoint.provider,
+            response_id=completion.id,
+        )
+
+    async def _streamed(self, params: dict[str, Any]) -> ChatResponse:
+        stream = await self._client().chat.completions.create(
+            **params, stream=True, stream_options={"include_usage": True}
+        )
+        content: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        finish: str | None = None
+        usage: dict[str, Any] | None = None
+        model = response_id = None
+        async with stream:
+            async for chunk in stream:
+                if (err := _body_error(chunk)) is not None:
+                    raise err
+                response_id = response_id or chunk.id
+                model = model or chunk.model
+                if chunk.usage is not None:
+                    usage = chunk.usage.model_dump()
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                    if delta is None:
+                        continue
+                    if delta.content:
+                        content.append(delta.content)
+                    if piece := _extra_text(delta, "reasoning_content", "reasoning"):
+                        reasoning.append(piece)
+                    for tc in delta.tool_calls or []:
+                        entry = calls.setdefault(tc.index, {"id": None, "name": "", "args": []})
+                        if tc.id:
+                            entry["id"] = tc.id
+                        if tc.function is not None:
+                            if tc.function.name and not entry["name"]:
+                                entry["name"] = tc.function.name
+                            if tc.function.arguments:
+                                entry["args"].append(tc.function.arguments)
+        if finish is None and not content and not calls:
+            raise _BodyError(None, "stream ended without a reply")
+        tool_calls = [
+            ToolCall(
+                id=entry["id"] or f"call_{index}",
+                name=entry["name"],
+                arguments=_args_text("".join(entry["args"])),
+            )
+            for index, entry in sorted(calls.items())
+        ]
+        return ChatResponse(
+            content="".join(content) if content else None,
+            reasoning="".join(reasoning) if reasoning else None,
+            tool_calls=tool_calls,
+            finish_reason=finish or ("tool_calls" if tool_calls else "stop"),
+            usage=usage_from_openai(usage, self.endpoint.prices),
+            model=model or self.endpoint.model_id,
+            provider=self.endpoint.provider,
+            response_id=response_id,
+        )

@@ -1,0 +1,683 @@
+"""A scripted OpenAI-compatible chat server on loopback: the LLM stand-in for tests and demos.
+
+It is a real FastAPI + uvicorn server on ``127.0.0.1`` (a free port picked by the OS), run in a
+background thread so sync tests, async tests and benchmarks can all use it. Clients talk to it
+over HTTP with the real ``openai`` SDK. It serves
+
+- ``POST /v1/chat/completions``: non-streaming, and streaming (SSE, ``data: {...}`` lines ending
+  with ``data: [DONE]``; with ``stream_options.include_usage`` a last chunk with empty
+  ``choices`` carries ``usage``). Tool calls are streamed in OpenAI's delta shape (first delta
+  per call: ``index``, ``id``, ``type``, ``function.name``; then ``function.arguments`` pieces).
+- ``GET /v1/models``: the configured model ids.
+
+Each request consumes the next scripted :class:`Reply`; when the script is empty the optional
+``responder(request_json) -> Reply | str`` is asked; with neither, the server answers HTTP 500
+``ScriptedServer: script exhausted ...``. Every request body is recorded in ``.requests`` (in
+arrival order, including error and dropped replies), so tests can assert on what was sent.
+
+Usage::
+
+    from clawrig.testing.scripted_server import ScriptedServer, call, drop, error, reply
+
+    with ScriptedServer([
+        error(429, retry_after=0),                              # rate limited once
+        reply(tool_calls=[call("exec", {"command": "ls"})]),    # then a tool call
+        reply(tool_calls=[call("read", '{"path": ')]),          # malformed JSON arguments
+        reply("done", reasoning="thinking...", usage=usage(100, 20, cached=40, cost=0.001)),
+        reply("slow", delay=2.0),                               # answers after 2 s
+        drop(),                                                 # connection closed mid-reply
+    ]) as srv:
+        srv.base_url      # "http://127.0.0.1:PORT/v1"
+        srv.requests      # [request JSON dict, ...]
+        srv.chat_model()  # an OpenAIChatModel on this server with test-sized backoff
+
+``start()`` / ``stop()`` work as well as ``with``. ``add(*replies)`` appends to the script.
+
+Usage numbers: when a reply gives no ``usage``, ``prompt_tokens=10, completion_tokens=5`` (see
+:data:`DEFAULT_PROMPT_TOKENS`, :data:`DEFAULT_COMPLETION_TOKENS`). ``cached`` is sent as
+``usage.prompt_tokens_details.cached_tokens``, ``cache_write`` as
+``usage.prompt_tokens_details.cache_write_tokens`` and ``cost`` (USD) as ``usage.cost`` (the
+OpenRouter shape).
+
+A script file for the CLI (``python -m clawrig.testing.scripted_server --script FILE.json
+--port N``) is a JSON list of replies (or ``{"replies": [...], "models": [...]}``), each an object
+with the fields of :class:`Reply`, e.g. ``{"content": "hi"}``,
+``{"tool_calls": [{"name": "exec", "arguments": {"command": "ls"}}]}``,
+``{"error": 429, "retry_after": 0}``, ``{"drop": true}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field, ValidationError
+
+from clawrig.errors import UserError
+
+if TYPE_CHECKING:
+    from clawrig.llm.client import OpenAIChatModel, RetryPolicy
+    from clawrig.llm.pricing import Prices
+    from clawrig.llm.providers import ModelEndpoint
+
+__all__ = [
+    "DEFAULT_COMPLETION_TOKENS",
+    "DEFAULT_PROMPT_TOKENS",
+    "Reply",
+    "ScriptUsage",
+    "ScriptedCall",
+    "ScriptedServer",
+    "call",
+    "drop",
+    "error",
+    "load_script",
+    "reply",
+    "usage",
+]
+
+DEFAULT_PROMPT_TOKENS = 10
+"""``usage.prompt_tokens`` sent when a reply sets no usage."""
+DEFAULT_COMPLETION_TOKENS = 5
+"""``usage.completion_tokens`` sent when a reply sets no usage."""
+
+_log = logging.getLogger(__name__)
+
+
+class ScriptedCall(BaseModel):
+    """One tool call to send. ``arguments`` is a dict (sent as compact JSON) or a raw string
+    (sent verbatim, so it may be deliberately malformed JSON). ``id`` defaults to
+    ``call_<n>`` numbered across the server's lifetime."""
+
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    id: str | None = None
+
+    def arguments_text(self) -> str:
+        """The ``function.arguments`` string as it goes over the wire."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
+class ScriptUsage(BaseModel):
+    """Usage numbers to report (tokens are counts, ``cost`` is USD or None for "not sent")."""
+
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS
+    completion_tokens: int = DEFAULT_COMPLETION_TOKENS
+    cached: int | None = None
+    cache_write: int | None = None
+    reasoning_tokens: int | None = None
+    cost: float | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The ``usage`` object in the OpenAI (+ OpenRouter ``cost``) shape."""
+        out: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+        details: dict[str, int] = {}
+        if self.cached is not None:
+            details["cached_tokens"] = self.cached
+        if self.cache_write is not None:
+            details["cache_write_tokens"] = self.cache_write
+        if details:
+            out["prompt_tokens_details"] = details
+        if self.reasoning_tokens is not None:
+            out["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
+        if self.cost is not None:
+            out["cost"] = self.cost
+        return out
+
+
+class Reply(BaseModel):
+    """One scripted answer.
+
+    - ``content``: assistant text; ``tool_calls``: calls to make; ``reasoning``: sent as
+      ``message.reasoning_content`` (``delta.reasoning_content`` when streaming), or under
+      ``reasoning_key`` (e.g. ``reasoning``, OpenRouter's name).
+    - ``usage``: numbers to report (defaults 10 prompt / 5 completion tokens).
+    - ``finish_reason``: default ``tool_calls`` when there are calls, else ``stop``.
+    - ``error``: an HTTP status (429, 500, 401 ...) answered instead, with ``error_message``
+      and, when ``retry_after`` (seconds) is set, a ``Retry-After`` header.
+    - ``delay``: seconds to wait before answering (for slow replies and client timeouts).
+    - ``drop``: start the response, then close the connection mid-body.
+    - ``model``: the ``model`` field of the answer (default: the request's).
+    """
+
+    content: str | None = None
+    tool_calls: list[ScriptedCall] = Field(default_factory=list)
+    reasoning: str | None = None
+    reasoning_key: str = "reasoning_content"
+    usage: ScriptUsage = Field(default_factory=ScriptUsage)
+    finish_reason: str | None = None
+    error: int | None = None
+    error_message: str | None = None
+    retry_after: float | None = None
+    delay: float = 0.0
+    drop: bool = False
+    model: str | None = None
+
+
+def reply(
+    content: str | None = None,
+    *,
+    tool_calls: Iterable[ScriptedCall] = (),
+    reasoning: str | None = None,
+    reasoning_key: str = "reasoning_content",
+    usage: ScriptUsage | None = None,
+    finish_reason: str | None = None,
+    delay: float = 0.0,
+    model: str | None = None,
+) -> Reply:
+    """An assistant reply: text and/or tool calls, optional reasoning, usage and delay (s)."""
+    return Reply(
+        content=content,
+        tool_calls=list(tool_calls),
+        reasoning=reasoning,
+        reasoning_key=reasoning_key,
+        usage=usage or ScriptUsage(),
+        finish_reason=finish_reason,
+        delay=delay,
+        model=model,
+    )
+
+
+def call(name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = None):
+    """A tool call. ``arguments``: dict (sent as JSON) or raw string (sent verbatim)."""
+    return ScriptedCall(name=name, arguments={} if arguments is None else arguments, id=id)
+
+
+def usage(
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+    completion_tokens: int = DEFAULT_COMPLETION_TOKENS,
+    *,
+    cached: int | None = None,
+    cache_write: int | None = None,
+    reasoning_tokens: int | None = None,
+    cost: float | None = None,
+) -> ScriptUsage:
+    """Usage numbers for a reply (token counts; ``cost`` in USD as OpenRouter sends it)."""
+    return ScriptUsage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cached=cached,
+        cache_write=cache_write,
+        reasoning_tokens=reasoning_tokens,
+        cost=cost,
+    )
+
+
+def error(
+    status: int, message: str | None = None, *, retry_after: float | None = None, delay: float = 0
+) -> Reply:
+    """An HTTP error answer (e.g. 429 with ``retry_after`` seconds, 500, 401)."""
+    return Reply(error=status, error_message=message, retry_after=retry_after, delay=delay)
+
+
+def drop(*, delay: float = 0.0) -> Reply:
+    """A reply whose connection is closed after the headers and part of the body."""
+    return Reply(drop=True, delay=delay)
+
+
+Responder = Callable[[dict[str, Any]], "Reply | str"]
+"""Per-request logic: gets the request JSON, returns a :class:`Reply` (or plain text)."""
+
+
+class _DroppedResponse(Response):
+    """Sends the status line, headers and a partial chunked body, then returns without ending
+    the response, which makes uvicorn close the TCP connection (a dropped connection)."""
+
+    def __init__(self) -> None:
+        super().__init__(status_code=200, media_type="application/json")
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-', "more_body": True})
+
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+}
+
+
+class ScriptedServer:
+    """An OpenAI-compatible server on 127.0.0.1 answering from a script (see module docs).
+
+    ``script``: replies consumed in order; ``responder``: asked when the script is empty;
+    ``models``: ids listed by ``GET /v1/models``; ``port``: 0 picks a free port.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Reply | str] = (),
+        *,
+        responder: Responder | None = None,
+        models: Iterable[str] = ("scripted",),
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._script: list[Reply] = [_as_reply(r) for r in script]
+        self._responder = responder
+        self.models = list(models)
+        self.host = host
+        self._port = port
+        self._lock = threading.Lock()
+        self._requests: list[dict[str, Any]] = []
+        self._headers: list[dict[str, str]] = []
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._received = 0
+        self._used = 0
+        self._call_counter = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.app = self._build_app()
+
+    # ----------------------------------------------------------------- public API
+
+    @property
+    def port(self) -> int:
+        """The TCP port (known after :meth:`start`)."""
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` (no path)."""
+        return f"http://{self.host}:{self._port}"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL, ending in ``/v1``."""
+        return f"{self.url}/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """A copy of every request body received on ``/v1/chat/completions``, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        """The HTTP headers (lower-case names) of each recorded request, same order."""
+        with self._lock:
+            return list(self._headers)
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most chat requests this server was handling at the same time."""
+        with self._lock:
+            return self._max_in_flight
+
+    @property
+    def remaining(self) -> int:
+        """Scripted replies not yet consumed."""
+        with self._lock:
+            return len(self._script)
+
+    def add(self, *replies: Reply | str) -> None:
+        """Append replies to the script (plain strings become text replies)."""
+        with self._lock:
+            self._script.extend(_as_reply(r) for r in replies)
+
+    def start(self) -> ScriptedServer:
+        """Bind the port and serve in a background thread; returns ``self`` once it accepts."""
+        if self._thread is not None:
+            return self
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self._port))
+        self._port = sock.getsockname()[1]
+        self._socket = sock
+        config = uvicorn.Config(
+            self.app,
+            log_level="critical",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+            timeout_keep_alive=5,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            name=f"scripted-server-{self._port}",
+            daemon=True,
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"ScriptedServer could not start on {self.url}")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (in-flight replies get at most ~1 s)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._socket = None
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def endpoint(
+        self,
+        name: str = "scripted/scripted",
+        *,
+        prices: Prices | None = None,
+        max_concurrency: int | None = None,
+        context_window: int | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelEndpoint:
+        """A :class:`clawrig.llm.providers.ModelEndpoint` for this server.
+
+        ``name`` is ``provider/model``; the part after the first ``/`` is the model id sent.
+        """
+        from clawrig.llm.pricing import Prices as _Prices
+        from clawrig.llm.providers import ModelEndpoint as _Endpoint
+
+        provider, _, model_id = name.partition("/")
+        return _Endpoint(
+            name=name,
+            provider=provider,
+            model_id=model_id or name,
+            base_url=self.base_url,
+            api_key="scripted-key",
+            prices=prices or _Prices(),
+            max_concurrency=max_concurrency,
+            context_window=context_window,
+            max_tokens=max_tokens,
+        )
+
+    def chat_model(
+        self,
+        name: str = "scripted/scripted",
+        *,
+        retry: RetryPolicy | None = None,
+        stream: bool = False,
+        timeout_s: float = 30.0,
+        prices: Prices | None = None,
+        max_concurrency: int | None = None,
+    ) -> OpenAIChatModel:
+        """An :class:`clawrig.llm.client.OpenAIChatModel` on this server.
+
+        Default retry policy for tests: 4 attempts, backoff 1-10 ms, Retry-After capped at 0.05 s.
+        """
+        from clawrig.llm.client import OpenAIChatModel as _Model
+        from clawrig.llm.client import RetryPolicy as _Policy
+
+        return _Model(
+            self.endpoint(name, prices=prices, max_concurrency=max_concurrency),
+            retry=retry or _Policy(attempts=4, initial_s=0.001, max_s=0.01, retry_after_cap_s=0.05),
+            stream=stream,
+            timeout_s=timeout_s,
+        )
+
+    # ----------------------------------------------------------------- internals
+
+    def _next_reply(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[Reply | None, int]:
+        with self._lock:
+            self._requests.append(body)
+            self._headers.append(headers)
+            self._received += 1
+            n = self._received
+            if self._script:
+                self._used += 1
+                return self._script.pop(0), n
+        if self._responder is not None:
+            rep = _as_reply(self._responder(body))
+            with self._lock:
+                self._used += 1
+            return rep, n
+        return None, n
+
+    def _next_call_id(self) -> str:
+        with self._lock:
+            self._call_counter += 1
+            return f"call_{self._call_counter}"
+
+    def _build_app(self) -> FastAPI:
+        app = FastAPI(title="clawrig scripted OpenAI-compatible server")
+
+        @app.get("/v1/models")
+        async def list_models() -> dict[str, Any]:
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "clawrig"}
+                for m in self.models
+            ]
+            return {"object": "list", "data": data}
+
+        @app.post("/v1/chat/completions")
+        async def chat_completions(request: Request) -> Response:
+            try:
+                body = await request.json()
+            except ValueError:
+                return _error_response(400, "request body is not JSON", None)
+            if not isinstance(body, dict):
+                return _error_response(400, "request body must be a JSON object", None)
+            with self._lock:
+                self._in_flight += 1
+                self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            try:
+                return await self._answer(body, dict(request.headers))
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
+
+        return app
+
+    async def _answer(self, body: dict[str, Any], headers: dict[str, str]) -> Response:
+        """Build the response to one chat request (consumes one reply)."""
+        try:
+            rep, n = self._next_reply(body, headers)
+        except Exception as exc:  # a responder bug: report it to the client, keep serving
+            _log.exception("ScriptedServer responder failed")
+            return _error_response(500, f"ScriptedServer responder failed: {exc!r}", None)
+        if rep is None:
+            msg = (
+                f"ScriptedServer: script exhausted: request #{n} came after all "
+                f"{self._used} scripted replies were used"
+            )
+            return _error_response(500, msg, None)
+        if rep.delay > 0:
+            await asyncio.sleep(rep.delay)
+        if rep.drop:
+            return _DroppedResponse()
+        if rep.error is not None:
+            msg = rep.error_message or f"scripted error {rep.error}"
+            return _error_response(rep.error, msg, rep.retry_after)
+        model = rep.model or str(body.get("model", "scripted"))
+        calls = [(c, c.id or self._next_call_id()) for c in rep.tool_calls]
+        finish = rep.finish_reason or ("tool_calls" if calls else "stop")
+        cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        if body.get("stream"):
+            opts = body.get("stream_options") or {}
+            gen = _stream(rep, calls, finish, model, cid, bool(opts.get("include_usage")))
+            return StreamingResponse(gen, media_type="text/event-stream")
+        message: dict[str, Any] = {"role": "assistant", "content": rep.content}
+        if rep.reasoning is not None:
+            message[rep.reasoning_key] = rep.reasoning
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments_text()},
+                }
+                for c, call_id in calls
+            ]
+        return JSONResponse(
+            {
+                "id": cid,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": rep.usage.to_openai(),
+            }
+        )
+
+
+def _as_reply(item: Reply | str | dict[str, Any]) -> Reply:
+    if isinstance(item, Reply):
+        return item
+    if isinstance(item, str):
+        return Reply(content=item)
+    return Reply.model_validate(item)
+
+
+def _error_response(status: int, message: str, retry_after: float | None) -> JSONResponse:
+    headers = {}
+    if retry_after is not None:
+        headers["Retry-After"] = f"{retry_after:g}"
+    err = {"message": message, "type": _ERROR_TYPES.get(status, "server_error"), "code": status}
+    return JSONResponse({"error": err}, status_code=status, headers=headers)
+
+
+def _pieces(text: str, size: int = 8) -> list[str]:
+    """Split ``text`` into chunks of ``size`` characters (at least one piece)."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+async def _stream(
+    rep: Reply,
+    calls: list[tuple[ScriptedCall, str]],
+    finish: str,
+    model: str,
+    cid: str,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        obj = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+        return f"data: {json.dumps(obj)}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": ""})
+    if rep.reasoning:
+        for piece in _pieces(rep.reasoning):
+            yield chunk({rep.reasoning_key: piece})
+    if rep.content:
+        for piece in _pieces(rep.content):
+            yield chunk({"content": piece})
+    for index, (c, call_id) in enumerate(calls):
+        head = {"index": index, "id": call_id, "type": "function"}
+        yield chunk({"tool_calls": [head | {"function": {"name": c.name, "arguments": ""}}]})
+        for piece in _pieces(c.arguments_text()):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, finish)
+    if include_usage:
+        obj = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": rep.usage.to_openai(),
+        }
+        yield f"data: {json.dumps(obj)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+class _ScriptFile(BaseModel):
+    replies: list[Reply]
+    models: list[str] = Field(default_factory=lambda: ["scripted"])
+
+
+def load_script(path: Path | str) -> tuple[list[Reply], list[str]]:
+    """Read a script file: a JSON list of replies or ``{"replies": [...], "models": [...]}``.
+
+    Returns ``(replies, models)``. Raises :class:`clawrig.errors.UserError` with one line naming
+    the file and the field on unreadable or invalid input.
+    """
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read script: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    if isinstance(raw, list):
+        raw = {"replies": raw}
+    try:
+        data = _ScriptFile.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"]) or "(root)"
+        raise UserError(f"{p}: {field}: {first['msg']}") from None
+    return data.replies, data.models
+
+
+def _cli(
+    script: Annotated[Path, typer.Option(help="JSON list of scripted replies.")],
+    port: Annotated[int, typer.Option(help="TCP port on 127.0.0.1 (0 = any free port).")] = 8765,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+) -> None:
+    """Serve an OpenAI-compatible API on HOST:PORT answering from SCRIPT until Ctrl-C."""
+    try:
+        replies, models = load_script(script)
+    except UserError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    srv = ScriptedServer(replies, models=models, host=host, port=port)
+    try:
+        srv.start()
+    except OSError as exc:
+        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"scripted OpenAI-compatible server: {srv.base_url} ({len(replies)} replies)")
+    try:
+        while srv._thread is not None and srv._thread.is_alive():
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.stop()
+
+
+def main() -> None:
+    """Entry point of ``python -m clawrig.testing.scripted_server``."""
+    typer.run(_cli)
+
+
+if __name__ == "__main__":
+    main()
