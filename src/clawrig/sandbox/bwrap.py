@@ -1,0 +1,369 @@
+"""BwrapSandbox: one long-lived bubblewrap sandbox per trial, the default backend on Linux.
+
+What is inside (and how each limit is enforced):
+
+- the host's /usr read-only (with /bin, /lib, ... as on the host) and the /etc pieces programs
+  need (alternatives, ld.so cache, certificates, timezone, python config), or the top-level
+  folders of a root filesystem folder (``SandboxConfig.rootfs``); a generated /etc/passwd,
+  /etc/group, /etc/hosts and /etc/hostname;
+- /tmp_workspace: a writable bind of the trial's workspace; /root (HOME): a private writable
+  folder holding /root/.openclaw/agents/main/sessions/ and /root/skills/; a private /tmp;
+- own user, PID, IPC, UTS, cgroup and network namespaces (loopback only, so a service started
+  inside is reachable from inside only and nothing outside is reachable); a clean environment
+  (only ``SandboxConfig.env`` plus PATH/HOME/LANG); ``--die-with-parent``; ``--new-session``.
+
+Limits. When the harness runs as root it drops the sandbox to a fresh unprivileged host uid
+(mapped to root inside by the user namespace), so capabilities inside are namespace-local and
+resource limits hold for the "root" inside: hard rlimits cannot be raised from a child user
+namespace. Then:
+- memory and number of processes: a cgroup per sandbox (v2, or v1 memory+pids controllers)
+  when the harness may create one (root); otherwise RLIMIT_AS and RLIMIT_NPROC (the latter
+  counts every process of the sandbox's host uid, unique per sandbox when root);
+- file size: RLIMIT_FSIZE; core dumps off;
+- output size: the supervisor keeps head and tail within ``Limits.output_bytes`` and says so;
+- wall time: per command (the supervisor kills the process group, the session, descendants and
+  daemonised grandchildren carrying the command's marker) and per trial (a watchdog stops the
+  sandbox);
+- on stop, bwrap is killed; the PID namespace's init dies with it and the kernel kills every
+  process inside: no orphans, also for daemonised grandchildren.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import resource
+import shutil
+import tempfile
+from pathlib import Path
+
+from clawrig.errors import SandboxError
+from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
+from clawrig.sandbox.paths import PATHS
+
+ETC_PIECES = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "localtime",
+    "timezone",
+    "nsswitch.conf",
+    "mime.types",
+    "python3",
+    "python3.11",
+    "python3.12",
+    "protocols",
+    "services",
+    "magic",
+    "magic.mime",
+    "gai.conf",
+    "host.conf",
+    "networks",
+    "inputrc",
+    "profile",
+    "bash.bashrc",
+    "environment",
+    "locale.alias",
+)
+TOP_LEVEL_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+UID_BASE = 200_000
+UID_SPAN = 60_000
+
+
+def bwrap_path() -> str | None:
+    """Path of the bwrap binary, or None when bubblewrap is not installed."""
+    return shutil.which("bwrap")
+
+
+def _find_python(root: Path) -> str:
+    for cand in ("usr/bin/python3", "usr/local/bin/python3", "bin/python3"):
+        if (root / cand).exists():
+            return "/" + cand
+    raise SandboxError(f"no python3 under {root}: the supervisor needs one inside the sandbox")
+
+
+class Cgroup:
+    """A per-sandbox cgroup (v2, or v1 memory and pids controllers) when we may create one."""
+
+    def __init__(self, name: str, memory_bytes: int | None, max_pids: int | None):
+        self.dirs: list[Path] = []
+        self.procs_files: list[str] = []
+        self.enforces_memory = False
+        self.enforces_pids = False
+        root = Path("/sys/fs/cgroup")
+        try:
+            if (root / "cgroup.controllers").exists():
+                self._v2(root, name, memory_bytes, max_pids)
+            else:
+                self._v1(root, name, memory_bytes, max_pids)
+        except OSError:
+            self.remove()
+            self.enforces_memory = self.enforces_pids = False
+
+    def _v2(self, root: Path, name: str, memory_bytes: int | None, max_pids: int | None) -> None:
+        parent = root / "clawrig"
+        parent.mkdir(exist_ok=True)
+        (parent / "cgroup.subtree_control").write_text("+memory +pids")
+        d = parent / name
+        d.mkdir()
+        self.dirs.append(d)
+        if memory_bytes:
+            (d / "memory.max").write_text(str(memory_bytes))
+            with contextlib.suppress(OSError):
+                (d / "memory.swap.max").write_text("0")
+            self.enforces_memory = True
+        if max_pids:
+            (d / "pids.max").write_text(str(max_pids))
+            self.enforces_pids = True
+        self.procs_files.append(str(d / "cgroup.procs"))
+
+    def _v1(self, root: Path, name: str, memory_bytes: int | None, max_pids: int | None) -> None:
+        if memory_bytes and (root / "memory").is_dir():
+            d = root / "memory" / "clawrig" / name
+            d.mkdir(parents=True)
+            self.dirs.append(d)
+            (d / "memory.limit_in_bytes").write_text(str(memory_bytes))
+            with contextlib.suppress(OSError):
+                (d / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
+            self.procs_files.append(str(d / "cgroup.procs"))
+            self.enforces_memory = True
+        if max_pids and (root / "pids").is_dir():
+            d = root / "pids" / "clawrig" / name
+            d.mkdir(parents=True)
+            self.dirs.append(d)
+            (d / "pids.max").write_text(str(max_pids))
+            self.procs_files.append(str(d / "cgroup.procs"))
+            self.enforces_pids = True
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    import time
+
+                    time.sleep(0.02)
+        self.dirs = []
+
+
+class BwrapSandbox(SupervisedSandbox):
+    """A bubblewrap sandbox with the supervisor inside. See the module docstring."""
+
+    backend_name = "bwrap"
+
+    def __init__(self, config: SandboxConfig):
+        super().__init__(config)
+        self.base_dir: Path | None = None
+        self.host_uid: int | None = None
+        self.cgroup: Cgroup | None = None
+        self.drop_uid = False
+        self.force_uid_drop = False
+        """Tests and paranoid users: drop to an unprivileged host uid even with cgroups."""
+
+    def _bind(self, source: Path | str, dest: str, read_only: bool) -> list[str]:
+        """Bind arguments for a host path (which the sandbox's host uid must be able to reach)."""
+        if self.host_uid is not None and not _traversable(Path(source)):
+            raise SandboxError(
+                f"sandbox uid {self.host_uid} cannot reach {source}: put it under a folder "
+                "every user may enter (e.g. /tmp), or give the harness cgroup access"
+            )
+        return ["--ro-bind" if read_only else "--bind", str(source), dest]
+
+    @property
+    def home_dir(self) -> Path:
+        assert self.base_dir is not None
+        return Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
+
+    def _prepare_dirs(self) -> None:
+        self.base_dir = Path(tempfile.mkdtemp(prefix="clawrig-sbx-"))
+        os.chmod(self.base_dir, 0o755)
+        for sub in ("tmp", "run", "etc"):
+            (self.base_dir / sub).mkdir()
+        home = self.home_dir
+        (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
+        (home / "skills").mkdir(parents=True, exist_ok=True)
+        etc = self.base_dir / "etc"
+        (etc / "passwd").write_text(
+            "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+        )
+        (etc / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
+        (etc / "hosts").write_text(
+            f"127.0.0.1\tlocalhost {self.config.hostname}\n::1\tlocalhost ip6-localhost\n"
+        )
+        (etc / "hostname").write_text(self.config.hostname + "\n")
+        ws = Path(self.config.workspace_dir)
+        ws.mkdir(parents=True, exist_ok=True)
+        if self.drop_uid:
+            self.host_uid = UID_BASE + (os.getpid() * 7919 + random.randrange(UID_SPAN)) % UID_SPAN
+            for d in (self.base_dir / "tmp", self.base_dir / "run", home, ws):
+                _chown_tree(d, self.host_uid)
+            os.chmod(self.base_dir / "tmp", 0o1777)
+
+    def _argv(self) -> list[str]:
+        bwrap = bwrap_path()
+        if bwrap is None:
+            raise SandboxError(
+                "bubblewrap (bwrap) is not installed: apt-get install bubblewrap, "
+                "or use --sandbox local"
+            )
+        assert self.base_dir is not None
+        cfg = self.config
+        a = [bwrap, "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-pid"]
+        a += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", cfg.hostname]
+        if not cfg.network:
+            a.append("--unshare-net")
+        a += ["--die-with-parent", "--new-session"]
+        root = Path(cfg.rootfs) if cfg.rootfs else Path("/")
+        if cfg.rootfs:
+            for entry in sorted(root.iterdir()):
+                if entry.name in ("proc", "dev", "tmp", "root", "sys", "run", "tmp_workspace"):
+                    continue
+                if entry.is_symlink():
+                    a += ["--symlink", os.readlink(entry), "/" + entry.name]
+                elif entry.is_dir():
+                    a += ["--ro-bind", str(entry), "/" + entry.name]
+        else:
+            a += ["--ro-bind", "/usr", "/usr"]
+            for name in TOP_LEVEL_LINKS:
+                p = Path("/") / name
+                if p.is_symlink():
+                    a += ["--symlink", os.readlink(p), "/" + name]
+                elif p.is_dir():
+                    a += ["--ro-bind", str(p), "/" + name]
+            for piece in ETC_PIECES:
+                p = Path("/etc") / piece
+                if p.exists():
+                    a += ["--ro-bind", str(p), str(p)]
+        etc = self.base_dir / "etc"
+        for name in ("passwd", "group", "hosts", "hostname"):
+            a += self._bind(etc / name, f"/etc/{name}", True)
+        a += ["--proc", "/proc", "--dev", "/dev"]
+        a += self._bind(self.base_dir / "tmp", "/tmp", False)
+        a += self._bind(self.base_dir / "run", "/run/clawrig", False)
+        a += self._bind(Path(cfg.workspace_dir).resolve(), PATHS.workspace, False)
+        a += self._bind(self.home_dir, PATHS.home, False)
+        a += self._bind(SUPERVISOR_PATH, f"{PATHS.clawrig}/supervisor.py", True)
+        for b in cfg.binds:
+            a += self._bind(Path(b.source).resolve(), b.dest, b.read_only)
+        env = {
+            "PATH": DEFAULT_PATH,
+            "HOME": PATHS.home,
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "USER": "root",
+            "LOGNAME": "root",
+            "SHELL": "/bin/sh",
+            "TERM": "dumb",
+            "TMPDIR": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        env.update(cfg.env)
+        a.append("--clearenv")
+        for k, v in env.items():
+            a += ["--setenv", k, v]
+        a += ["--setenv", "CLAWRIG_LOG_DIR", "/run/clawrig"]
+        a += ["--chdir", PATHS.workspace]
+        a += [_find_python(root), "-I", "-S", f"{PATHS.clawrig}/supervisor.py"]
+        return a
+
+    async def _launch(self) -> asyncio.subprocess.Process:
+        lim = self.config.limits
+        name = f"clawrig-{os.getpid()}-{random.randrange(1 << 32):08x}"
+        self.cgroup = Cgroup(name, lim.memory_bytes, lim.max_processes)
+        wants = (bool(lim.memory_bytes), bool(lim.max_processes))
+        have = (self.cgroup.enforces_memory, self.cgroup.enforces_pids)
+        # As root without a cgroup for every limit, drop to an unprivileged uid so rlimits hold.
+        self.drop_uid = os.geteuid() == 0 and (
+            self.force_uid_drop or any(w and not h for w, h in zip(wants, have, strict=True))
+        )
+        self._prepare_dirs()
+        assert self.base_dir is not None
+        procs_files = list(self.cgroup.procs_files)
+        use_as = bool(lim.memory_bytes) and not self.cgroup.enforces_memory
+        use_nproc = bool(lim.max_processes) and not self.cgroup.enforces_pids
+        uid = self.host_uid
+
+        def preexec() -> None:  # runs in the child between fork and exec
+            pid = str(os.getpid())
+            for f in procs_files:
+                with open(f, "w") as fh:
+                    fh.write(pid)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if lim.max_file_bytes:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (lim.max_file_bytes,) * 2)
+            if use_as:
+                resource.setrlimit(resource.RLIMIT_AS, (lim.memory_bytes,) * 2)
+            if use_nproc:
+                resource.setrlimit(resource.RLIMIT_NPROC, (lim.max_processes,) * 2)
+            if uid is not None:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+
+        try:
+            argv = self._argv()
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                preexec_fn=preexec,
+                limit=1 << 30,
+                env={"PATH": DEFAULT_PATH},
+                cwd="/",
+            )
+        except BaseException:
+            await self._cleanup()
+            raise
+
+    async def _cleanup(self) -> None:
+        if self.cgroup is not None:
+            await asyncio.to_thread(self.cgroup.remove)
+            self.cgroup = None
+        if self.base_dir is not None:
+            base = self.base_dir
+            self.base_dir = None
+            await asyncio.to_thread(shutil.rmtree, base, True)
+
+    @property
+    def limits_enforced(self) -> dict[str, str]:
+        """How each limit is enforced for this sandbox (for reports and docs)."""
+        lim = self.config.limits
+        cg = self.cgroup
+        return {
+            "memory": "cgroup"
+            if cg and cg.enforces_memory
+            else ("RLIMIT_AS" if lim.memory_bytes else "none"),
+            "processes": "cgroup"
+            if cg and cg.enforces_pids
+            else ("RLIMIT_NPROC" if lim.max_processes else "none"),
+            "file_size": "RLIMIT_FSIZE" if lim.max_file_bytes else "none",
+            "uid": f"host uid {self.host_uid} mapped to root" if self.host_uid else "caller's uid",
+        }
+
+
+def _traversable(path: Path) -> bool:
+    """True when every parent folder of ``path`` may be entered by any user (o+x)."""
+    for parent in path.resolve().parents:
+        if not os.stat(parent).st_mode & 0o001:
+            return False
+    return True
+
+
+def _chown_tree(path: Path, uid: int) -> None:
+    os.chown(path, uid, uid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)

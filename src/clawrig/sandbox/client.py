@@ -1,0 +1,287 @@
+"""Host side of the supervisor protocol, shared by every backend (bwrap, local, docker).
+
+:class:`SupervisedSandbox` implements :class:`clawrig.sandbox.base.Sandbox` on top of a
+supervisor process (``clawrig/sandbox/supervisor.py``) reached over its stdin/stdout; a backend
+only says how to launch that process (``_launch``) and how to clean up (``_cleanup``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import io
+import itertools
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from clawrig.errors import SandboxDied, SandboxError
+from clawrig.sandbox.base import ExecResult, FileEntry, SandboxConfig
+
+SUPERVISOR_PATH = Path(__file__).with_name("supervisor.py")
+READY_TIMEOUT_S = 30.0
+_OS_ERRORS: dict[str, type[OSError]] = {
+    "FileNotFoundError": FileNotFoundError,
+    "IsADirectoryError": IsADirectoryError,
+    "NotADirectoryError": NotADirectoryError,
+    "PermissionError": PermissionError,
+    "FileExistsError": FileExistsError,
+    "BrokenPipeError": BrokenPipeError,
+}
+
+
+def _encode(data: str | bytes) -> str:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return base64.b64encode(raw).decode("ascii")
+
+
+class SupervisedProcess:
+    """A background process inside a sandbox (see :class:`clawrig.sandbox.base.ProcessHandle`)."""
+
+    def __init__(self, sandbox: SupervisedSandbox, handle: str, pid: int):
+        self._sandbox = sandbox
+        self.id = handle
+        self.pid = pid
+
+    async def poll(self) -> int | None:
+        return (await self._sandbox._call("poll", handle=self.id))["exit_code"]
+
+    async def read_log(self, offset: int = 0, limit: int | None = None) -> tuple[str, int]:
+        r = await self._sandbox._call("log", handle=self.id, offset=offset, limit=limit)
+        return r["data"], r["next"]
+
+    async def write_stdin(self, data: str | bytes, eof: bool = False) -> None:
+        await self._sandbox._call("write", handle=self.id, data=_encode(data), eof=eof)
+
+    async def kill(self) -> None:
+        await self._sandbox._call("kill", handle=self.id)
+
+
+class SupervisedSandbox:
+    """Base class: a sandbox whose commands all run through one supervisor process."""
+
+    backend_name = "supervised"
+
+    def __init__(self, config: SandboxConfig):
+        self.config = config
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+        self._reader: asyncio.Task[None] | None = None
+        self._stderr_tail = b""
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._died: str | None = None
+        self._stopped = False
+        self._watchdog: asyncio.Task[None] | None = None
+        self._write_lock = asyncio.Lock()
+
+    @property
+    def backend(self) -> str:
+        return self.backend_name
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def _launch(self) -> asyncio.subprocess.Process:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    async def _cleanup(self) -> None:
+        """Release backend resources after the supervisor is gone (folders, cgroups)."""
+
+    async def start(self) -> None:
+        if self._proc is not None:
+            raise SandboxError("sandbox already started")
+        self._proc = await self._launch()
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        assert self._proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(self._proc.stdout.readline(), READY_TIMEOUT_S)
+        except TimeoutError:
+            line = b""
+        if not line:
+            await self._abort_start()
+            raise SandboxError(
+                f"{self.backend} sandbox failed to start: {self._stderr_text() or 'no output'}"
+            )
+        hello = json.loads(line)
+        if not hello.get("ready"):
+            await self._abort_start()
+            raise SandboxError(f"{self.backend} supervisor sent an unexpected greeting: {hello}")
+        self._reader = asyncio.create_task(self._read_responses())
+        limit = self.config.limits.trial_timeout_s
+        if limit:
+            self._watchdog = asyncio.create_task(self._expire(limit))
+
+    async def _abort_start(self) -> None:
+        if self._proc and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            await self._proc.wait()
+        if self._stderr_task:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._stderr_task, 1)
+        await self._cleanup()
+
+    async def _expire(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self._died = f"trial time limit of {seconds:g} s reached: sandbox stopped"
+        await self.stop()
+
+    async def _drain_stderr(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        while True:
+            chunk = await self._proc.stderr.read(4096)
+            if not chunk:
+                return
+            self._stderr_tail = (self._stderr_tail + chunk)[-4096:]
+
+    def _stderr_text(self) -> str:
+        return self._stderr_tail.decode("utf-8", "replace").strip().replace("\n", " | ")
+
+    async def _read_responses(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        try:
+            while True:
+                line = await self._proc.stdout.readline()
+                if not line:
+                    break
+                msg = json.loads(line)
+                fut = self._pending.pop(msg.get("id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+        except (ValueError, asyncio.LimitOverrunError) as exc:
+            self._died = f"supervisor protocol error: {exc}"
+        finally:
+            if not self._stopped and self._died is None:
+                self._died = f"supervisor exited ({self._stderr_text() or 'no message'})"
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(SandboxDied(self._died or "sandbox stopped"))
+            self._pending.clear()
+
+    async def _call(self, op: str, **args: Any) -> dict[str, Any]:
+        if self._proc is None:
+            raise SandboxError("sandbox not started")
+        if self._died is not None or self._stopped:
+            raise SandboxDied(self._died or "sandbox stopped")
+        req_id = next(self._ids)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        line = json.dumps({"id": req_id, "op": op, **args}, ensure_ascii=False).encode() + b"\n"
+        assert self._proc.stdin is not None
+        try:
+            async with self._write_lock:
+                self._proc.stdin.write(line)
+                await self._proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            self._pending.pop(req_id, None)
+            raise SandboxDied(self._died or f"supervisor gone: {exc}") from None
+        msg = await fut
+        if msg.get("ok"):
+            return msg
+        err = msg.get("error") or {}
+        etype, emsg = err.get("type", "Error"), err.get("message", "")
+        if etype in _OS_ERRORS:
+            raise _OS_ERRORS[etype](emsg)
+        raise SandboxError(f"{op} failed: {etype}: {emsg}")
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._watchdog and self._watchdog is not asyncio.current_task():
+            self._watchdog.cancel()
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()  # bwrap dies -> PID namespace init dies -> kernel kills everyone
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 10)
+        for task in (self._reader, self._stderr_task):
+            if task is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(task, 2)
+        await self._cleanup()
+
+    async def __aenter__(self) -> SupervisedSandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- commands ------------------------------------------------------------------------------
+    async def exec(
+        self,
+        command: str | list[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+        stdin: str | bytes | None = None,
+        merge_stderr: bool = False,
+    ) -> ExecResult:
+        limits = self.config.limits
+        r = await self._call(
+            "exec",
+            cmd=command,
+            cwd=cwd,
+            env=env,
+            timeout=timeout_s if timeout_s is not None else limits.command_timeout_s,
+            stdin=_encode(stdin) if stdin is not None else None,
+            merge=merge_stderr,
+            limit=limits.output_bytes,
+        )
+        return ExecResult(
+            exit_code=r["exit_code"],
+            stdout=r["stdout"],
+            stderr=r["stderr"],
+            timed_out=r["timed_out"],
+            truncated=r["truncated"],
+            duration_s=r["duration"],
+        )
+
+    async def spawn(
+        self, command: str | list[str], *, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> SupervisedProcess:
+        r = await self._call("spawn", cmd=command, cwd=cwd, env=env)
+        return SupervisedProcess(self, r["handle"], r["pid"])
+
+    # -- files ---------------------------------------------------------------------------------
+    async def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        r = await self._call("read_file", path=path, max_bytes=max_bytes)
+        return base64.b64decode(r["data"])
+
+    async def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
+        await self._call("write_file", path=path, data=_encode(data), mode=mode)
+
+    async def list(self, path: str) -> list[FileEntry]:
+        r = await self._call("list", path=path)
+        return [FileEntry(**e) for e in r["entries"]]
+
+    async def put_dir(self, host_dir: Path, sandbox_dir: str) -> None:
+        host_dir = Path(host_dir)
+        if not host_dir.is_dir():
+            raise FileNotFoundError(f"no such folder: {host_dir}")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for child in sorted(host_dir.iterdir()):
+                tar.add(child, arcname=child.name, recursive=True, filter=_reset_owner)
+        await self._call("tar_in", path=sandbox_dir, data=_encode(buf.getvalue()))
+
+    async def get_dir(self, sandbox_dir: str, host_dir: Path) -> None:
+        r = await self._call("tar_out", path=sandbox_dir)
+        host_dir = Path(host_dir)
+        host_dir.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r["data"])), mode="r") as tar:
+            # "data" filter: no absolute paths, no links leaving the folder, no device files.
+            tar.extractall(host_dir, filter="data")
+
+    async def kill_all(self) -> int:
+        return int((await self._call("kill_all"))["killed"])
+
+
+def _reset_owner(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info

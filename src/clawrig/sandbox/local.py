@@ -1,0 +1,127 @@
+"""LocalSandbox: NO isolation. Only with ``--sandbox local``, for machines with neither
+bubblewrap nor Docker; it prints a loud warning.
+
+The supervisor runs directly on the host. In-sandbox paths are translated for file operations
+and working folders (/tmp_workspace -> the trial's workspace, /root -> a private home folder).
+Shell commands that spell out ``/tmp_workspace`` work when the harness may point the host path
+/tmp_workspace at the trial's workspace (a symlink, taken under an exclusive lock, so only one
+local sandbox runs at a time per machine); otherwise such commands see no /tmp_workspace.
+Limits: per-command wall time and output size as in every backend; RLIMIT_FSIZE, RLIMIT_AS and
+RLIMIT_NPROC on the supervisor (NPROC counts all of the user's processes); no network or
+filesystem isolation at all. ``kill_all`` kills only the processes this sandbox started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+from clawrig.errors import SandboxError
+from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
+from clawrig.sandbox.paths import PATHS
+
+LOCK_PATH = Path(tempfile.gettempdir()) / "clawrig-local-sandbox.lock"
+WARNING = (
+    "LocalSandbox runs the agent's commands directly on this machine with NO isolation: "
+    "it can read and change your files and reach the network. Use bwrap where you can."
+)
+
+
+class LocalSandbox(SupervisedSandbox):
+    """Runs commands on the host (see the module docstring)."""
+
+    backend_name = "local"
+
+    def __init__(self, config: SandboxConfig, warn: bool = True):
+        super().__init__(config)
+        self.base_dir: Path | None = None
+        self._lock_fd: int | None = None
+        self._linked = False
+        if warn:
+            warnings.warn(WARNING, stacklevel=2)
+
+    def _link_workspace(self, ws: Path) -> None:
+        fd = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise SandboxError(
+                "another local sandbox is running on this machine: run local trials one at a time"
+            ) from None
+        self._lock_fd = fd
+        target = Path(PATHS.workspace)
+        try:
+            if target.is_symlink():
+                target.unlink()
+            if not target.exists():
+                target.symlink_to(ws)
+                self._linked = True
+        except OSError:
+            self._linked = False
+
+    async def _launch(self) -> asyncio.subprocess.Process:
+        self.base_dir = Path(tempfile.mkdtemp(prefix="clawrig-local-"))
+        home = Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
+        (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
+        (home / "skills").mkdir(parents=True, exist_ok=True)
+        (self.base_dir / "run").mkdir()
+        (self.base_dir / "tmp").mkdir()
+        ws = Path(self.config.workspace_dir).resolve()
+        ws.mkdir(parents=True, exist_ok=True)
+        self._link_workspace(ws)
+        lim = self.config.limits
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "TMPDIR": str(self.base_dir / "tmp"),
+            "CLAWRIG_LOG_DIR": str(self.base_dir / "run"),
+            **self.config.env,
+        }
+
+        def preexec() -> None:
+            if lim.max_file_bytes:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (lim.max_file_bytes,) * 2)
+
+        argv = [sys.executable, "-I", "-S", str(SUPERVISOR_PATH), "--local"]
+        for src, dst in ((PATHS.workspace, ws), (PATHS.home, home)):
+            argv += ["--root-map", f"{src}={dst}"]
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=str(ws),
+            preexec_fn=preexec,
+            limit=1 << 30,
+            start_new_session=True,
+        )
+
+    async def stop(self) -> None:
+        if not self._stopped and self._proc is not None and self._died is None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.kill_all(), 10)
+        await super().stop()
+
+    async def _cleanup(self) -> None:
+        if self._linked:
+            with contextlib.suppress(OSError):
+                Path(PATHS.workspace).unlink()
+            self._linked = False
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        if self.base_dir is not None:
+            base, self.base_dir = self.base_dir, None
+            await asyncio.to_thread(shutil.rmtree, base, True)

@@ -1,0 +1,513 @@
+"""clawrig's in-sandbox supervisor: a small process server, standard library only.
+
+It runs as the sandbox's main process (pid 2 under bubblewrap's init) and executes every command
+of a trial, so a tool call costs a fork/exec instead of a new sandbox, and background processes
+survive between calls.
+
+Protocol (one JSON object per line, on stdin/stdout):
+    request  {"id": int, "op": str, ...args}
+    response {"id": int, "ok": true, ...result} | {"id": int, "ok": false,
+              "error": {"type": "FileNotFoundError" | ..., "message": str}}
+Binary payloads are base64 strings. Requests are served concurrently (a thread each).
+
+Ops: ping, exec, spawn, poll, log, write, kill, read_file, write_file, list, tar_out, tar_in,
+kill_all, shutdown. See ``clawrig.sandbox.bwrap`` for the client side.
+
+Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]``; ``--root-map`` (LocalSandbox
+only) translates in-sandbox path prefixes to host folders for file operations and cwd.
+"""
+
+import base64
+import collections
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+MARKER = "CLAWRIG_CMD"
+_out_lock = threading.Lock()
+_procs = {}
+_procs_lock = threading.Lock()
+_next_proc = [0]
+_root_map = []
+_log_dir = os.environ.get("CLAWRIG_LOG_DIR", "/run/clawrig")
+_base_env = {}
+_local = [False]
+
+
+def _send(obj):
+    line = json.dumps(obj, ensure_ascii=False) + "\n"
+    with _out_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def _host(path):
+    """Translate an in-sandbox path for LocalSandbox (identity under bwrap/docker)."""
+    if not path:
+        return path
+    for src, dst in _root_map:
+        if path == src or path.startswith(src.rstrip("/") + "/"):
+            return dst + path[len(src.rstrip("/")) :]
+    return path
+
+
+class _Capture:
+    """Collects a stream keeping at most ``limit`` bytes: the head and the tail."""
+
+    def __init__(self, limit):
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = collections.deque()
+        self.tail_len = 0
+        self.total = 0
+
+    def feed(self, chunk):
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail.append(chunk)
+            self.tail_len += len(chunk)
+            while self.tail and self.tail_len - len(self.tail[0]) >= self.half:
+                self.tail_len -= len(self.tail.popleft())
+
+    def result(self):
+        tail = b"".join(self.tail)
+        if self.total <= len(self.head) + len(tail) and self.total <= 2 * self.half:
+            return bytes(self.head) + tail, False
+        tail = tail[-self.half :]
+        omitted = self.total - len(self.head) - len(tail)
+        note = (
+            "\n[... %d bytes omitted: output truncated, head and tail kept ...]\n" % omitted
+        ).encode()
+        return bytes(self.head) + note + tail, True
+
+
+def _reader(stream, cap, done):
+    try:
+        while True:
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
+                break
+            cap.feed(chunk)
+    except (OSError, ValueError):
+        pass
+    finally:
+        done.set()
+
+
+def _env(extra, marker=None):
+    env = dict(_base_env)
+    if extra:
+        env.update({str(k): str(v) for k, v in extra.items()})
+    if marker:
+        env[MARKER] = marker
+    return env
+
+
+def _argv(cmd):
+    return ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+
+
+def _pids():
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            out.append(int(name))
+    return out
+
+
+def _proc_stat(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            data = fh.read()
+        rest = data[data.rindex(b")") + 2 :].split()
+        return int(rest[1]), int(rest[3])  # ppid, session
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _marker_of(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as fh:
+            for item in fh.read().split(b"\0"):
+                if item.startswith(MARKER.encode() + b"="):
+                    return item[len(MARKER) + 1 :].decode("ascii", "replace")
+    except OSError:
+        pass
+    return None
+
+
+def _has_marker(pid, marker):
+    return _marker_of(pid) == marker
+
+
+def _kill_tree(root_pid, marker):
+    """Kill the command's process group, its session, its descendants and every process that
+    still carries its marker (daemonised grandchildren), repeating until none is left."""
+    me = os.getpid()
+    for _ in range(20):
+        try:
+            os.killpg(root_pid, signal.SIGKILL)
+        except OSError:
+            pass
+        stats = {}
+        for pid in _pids():
+            if pid in (1, me):
+                continue
+            st = _proc_stat(pid)
+            if st:
+                stats[pid] = st
+        doomed = {pid for pid, (_pp, sid) in stats.items() if sid == root_pid}
+        doomed |= {pid for pid in stats if marker and _has_marker(pid, marker)}
+        frontier = {root_pid} | doomed
+        while frontier:
+            children = {pid for pid, (pp, _s) in stats.items() if pp in frontier} - doomed
+            doomed |= children
+            frontier = children
+        if not doomed:
+            return
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.005)
+
+
+def op_ping(req):
+    return {"pid": os.getpid()}
+
+
+def op_exec(req):
+    marker = "%d-%d" % (os.getpid(), req["id"])
+    limit = int(req.get("limit") or 262144)
+    merge = bool(req.get("merge"))
+    stdin_data = base64.b64decode(req["stdin"]) if req.get("stdin") is not None else None
+    start = time.monotonic()
+    try:
+        p = subprocess.Popen(
+            _argv(req["cmd"]),
+            cwd=_host(req.get("cwd")) or None,
+            env=_env(req.get("env"), marker),
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except FileNotFoundError as exc:
+        return {
+            "exit_code": 127,
+            "stdout": "",
+            "stderr": str(exc),
+            "timed_out": False,
+            "truncated": False,
+            "duration": 0.0,
+        }
+    out_cap, err_cap = _Capture(limit), _Capture(limit)
+    out_done, err_done = threading.Event(), threading.Event()
+    threading.Thread(target=_reader, args=(p.stdout, out_cap, out_done), daemon=True).start()
+    if not merge:
+        threading.Thread(target=_reader, args=(p.stderr, err_cap, err_done), daemon=True).start()
+    else:
+        err_done.set()
+    if stdin_data is not None:
+
+        def feed():
+            try:
+                p.stdin.write(stdin_data)
+                p.stdin.close()
+            except OSError:
+                pass
+
+        threading.Thread(target=feed, daemon=True).start()
+    timeout = req.get("timeout")
+    timed_out = False
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_tree(p.pid, marker)
+        p.wait()
+    duration = time.monotonic() - start
+    # A background grandchild may hold the pipes open: give readers a short grace, then stop.
+    out_done.wait(0.1 if not timed_out else 0.5)
+    err_done.wait(0.05)
+    for s in (p.stdout, p.stderr):
+        if s is not None:
+            try:
+                s.close()
+            except OSError:
+                pass
+    out, t1 = out_cap.result()
+    err, t2 = err_cap.result()
+    code = 124 if timed_out else p.returncode
+    if code is not None and code < 0:
+        code = 128 - code
+    return {
+        "exit_code": code,
+        "stdout": out.decode("utf-8", "replace"),
+        "stderr": err.decode("utf-8", "replace"),
+        "timed_out": timed_out,
+        "truncated": t1 or t2,
+        "duration": duration,
+    }
+
+
+def op_spawn(req):
+    os.makedirs(_log_dir, exist_ok=True)
+    with _procs_lock:
+        _next_proc[0] += 1
+        hid = "p%d" % _next_proc[0]
+    log_path = os.path.join(_log_dir, hid + ".log")
+    log = open(log_path, "wb")
+    p = subprocess.Popen(
+        _argv(req["cmd"]),
+        cwd=_host(req.get("cwd")) or None,
+        env=_env(req.get("env"), "%d-bg-%s" % (os.getpid(), hid)),
+        stdin=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+    )
+    log.close()
+    with _procs_lock:
+        _procs[hid] = (p, log_path)
+    return {"handle": hid, "pid": p.pid}
+
+
+def _proc(req):
+    try:
+        return _procs[req["handle"]]
+    except KeyError:
+        raise KeyError("no such process handle: %s" % req.get("handle")) from None
+
+
+def op_poll(req):
+    p, _ = _proc(req)
+    code = p.poll()
+    if code is not None and code < 0:
+        code = 128 - code
+    return {"exit_code": code}
+
+
+def op_log(req):
+    _, path = _proc(req)
+    offset = int(req.get("offset") or 0)
+    limit = req.get("limit")
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        data = fh.read(int(limit) if limit is not None else -1)
+    return {"data": data.decode("utf-8", "replace"), "next": offset + len(data)}
+
+
+def op_write(req):
+    p, _ = _proc(req)
+    if p.stdin is None or p.stdin.closed:
+        raise BrokenPipeError("stdin of %s is closed" % req["handle"])
+    p.stdin.write(base64.b64decode(req.get("data") or ""))
+    p.stdin.flush()
+    if req.get("eof"):
+        p.stdin.close()
+    return {}
+
+
+def op_kill(req):
+    p, _ = _proc(req)
+    _kill_tree(p.pid, "%d-bg-%s" % (os.getpid(), req["handle"]))
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    return {"exit_code": p.returncode}
+
+
+def op_read_file(req):
+    path = _host(req["path"])
+    max_bytes = req.get("max_bytes")
+    with open(path, "rb") as fh:
+        data = fh.read(int(max_bytes) if max_bytes is not None else -1)
+    return {"data": base64.b64encode(data).decode()}
+
+
+def op_write_file(req):
+    path = _host(req["path"])
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(base64.b64decode(req["data"]))
+    if req.get("mode") is not None:
+        os.chmod(path, int(req["mode"]))
+    return {}
+
+
+def op_list(req):
+    path = _host(req["path"])
+    entries = []
+    with os.scandir(path) as it:
+        for e in it:
+            if e.is_symlink():
+                kind, size = "link", 0
+            elif e.is_dir():
+                kind, size = "dir", 0
+            elif e.is_file():
+                kind, size = "file", e.stat().st_size
+            else:
+                kind, size = "other", 0
+            entries.append({"name": e.name, "kind": kind, "size": size})
+    entries.sort(key=lambda x: x["name"])
+    return {"entries": entries}
+
+
+def op_tar_out(req):
+    path = _host(req["path"])
+    if not os.path.isdir(path):
+        raise FileNotFoundError("no such directory: %s" % req["path"])
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in sorted(os.listdir(path)):
+            tar.add(os.path.join(path, name), arcname=name, recursive=True)
+    return {"data": base64.b64encode(buf.getvalue()).decode()}
+
+
+def op_tar_in(req):
+    path = _host(req["path"])
+    os.makedirs(path, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["data"])), mode="r") as tar:
+        if hasattr(tarfile, "tar_filter"):
+            tar.extractall(path, filter="tar")
+        else:  # Python < 3.11.4 (e.g. Debian 12's 3.11.2): refuse unsafe names by hand
+            for member in tar.getmembers():
+                name = member.name
+                if name.startswith("/") or ".." in name.split("/"):
+                    raise ValueError("unsafe path in archive: %s" % name)
+            tar.extractall(path)
+    return {}
+
+
+def _ours(me):
+    """Local mode: the processes this supervisor started (its descendants and marked ones)."""
+    prefix = "%d-" % me
+    stats = {pid: _proc_stat(pid) for pid in _pids() if pid != me}
+    stats = {pid: st for pid, st in stats.items() if st}
+    ours = {pid for pid in stats if (_marker_of(pid) or "").startswith(prefix)}
+    frontier = {me} | ours
+    while frontier:
+        children = {pid for pid, (pp, _s) in stats.items() if pp in frontier} - ours
+        ours |= children
+        frontier = children
+    return sorted(ours)
+
+
+def op_kill_all(req):
+    """Kill every process in the sandbox except init (pid 1) and this supervisor.
+
+    Inside a PID namespace that is everyone else; with ``--local`` only what we started."""
+    me = os.getpid()
+    killed = set()
+    for _ in range(50):
+        if _local[0]:
+            others = _ours(me)
+        else:
+            others = [pid for pid in _pids() if pid not in (1, me) and _proc_stat(pid)]
+        if not others:
+            break
+        if not _local[0]:
+            try:
+                os.kill(-1, signal.SIGKILL)  # in the PID namespace: everyone but us and init
+            except OSError:
+                pass
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        killed.update(others)
+        time.sleep(0.01)
+    with _procs_lock:
+        for p, _ in _procs.values():
+            try:
+                p.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+    return {"killed": len(killed)}
+
+
+def op_shutdown(req):
+    op_kill_all(req) if req.get("kill") else None
+    _send({"id": req["id"], "ok": True})
+    os._exit(0)
+
+
+OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}
+
+
+def _serve(req):
+    try:
+        fn = OPS[req.get("op")]
+    except KeyError:
+        _send(
+            {
+                "id": req.get("id"),
+                "ok": False,
+                "error": {"type": "ValueError", "message": "unknown op %r" % req.get("op")},
+            }
+        )
+        return
+    try:
+        result = fn(req)
+        result["id"] = req["id"]
+        result["ok"] = True
+        _send(result)
+    except Exception as exc:  # every failure goes back to the client, typed
+        _send(
+            {
+                "id": req.get("id"),
+                "ok": False,
+                "error": {"type": type(exc).__name__, "message": str(exc)},
+            }
+        )
+
+
+def main(argv):
+    global _base_env
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        if a == "--root-map" and args:
+            src, _, dst = args.pop(0).partition("=")
+            _root_map.append((src, dst))
+        elif a == "--local":
+            _local[0] = True
+    _root_map.sort(key=lambda x: -len(x[0]))
+    _base_env = {k: v for k, v in os.environ.items() if k != "CLAWRIG_LOG_DIR"}
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _send({"id": 0, "ok": True, "ready": True, "pid": os.getpid()})
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+        except ValueError:
+            continue
+        if req.get("op") in ("ping", "poll", "log"):
+            _serve(req)  # cheap ops inline: no thread start cost
+        else:
+            threading.Thread(target=_serve, args=(req,), daemon=True).start()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

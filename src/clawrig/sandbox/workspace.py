@@ -1,0 +1,127 @@
+"""The WildClawBench workspace lifecycle (shared/reference/formats.md section 1).
+
+1. before start, on the host: ``exec/`` -> /tmp_workspace, ``tmp/`` -> /tmp_workspace/tmp,
+   DataClawBench ``workspace_files`` and inline files (:func:`materialise_workspace`);
+2. after start: skills -> /root/skills/<name>/ (:func:`install_skills`), then the warmup lines in
+   order (:func:`run_warmup`): a line ending in ``&`` keeps running in the background, a failing
+   line is a :class:`clawrig.errors.SetupError` carrying its output;
+3. after the agent: :func:`inject_gt` first kills every process the agent started, then copies
+   ``gt/`` to /tmp_workspace/gt. The agent never sees gt/: it is not in the sandbox before this.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from pathlib import Path
+
+from clawrig.errors import SetupError
+from clawrig.sandbox.base import ProcessHandle, Sandbox
+from clawrig.sandbox.paths import PATHS
+from clawrig.spec.task import FileContent, Task
+
+
+def _content_bytes(content: FileContent) -> bytes:
+    if content.base64 is not None:
+        return base64.b64decode(content.base64)
+    return (content.text or "").encode("utf-8")
+
+
+def _safe_rel(rel: str) -> Path:
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts:
+        raise SetupError(f"workspace path escapes the workspace: {rel!r}")
+    return p
+
+
+def write_files(dest: Path, files: dict[str, FileContent]) -> None:
+    """Write inline files (relative path -> content) under a host folder."""
+    for rel, content in files.items():
+        path = dest / _safe_rel(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_content_bytes(content))
+
+
+def materialise_workspace(task: Task, dest: Path, root: Path | None = None) -> None:
+    """Fill the host folder that becomes /tmp_workspace with the task's initial files.
+
+    ``root`` resolves relative ``Workspace.files`` sources (DataClawBench assets root).
+    Raises SetupError when a named source is missing.
+    """
+    ws = task.workspace
+    dest.mkdir(parents=True, exist_ok=True)
+    if ws.missing:
+        raise SetupError(
+            f"task {task.id}: workspace data not found: {', '.join(map(str, ws.missing))}"
+        )
+    if ws.exec_dir is not None:
+        if not Path(ws.exec_dir).is_dir():
+            raise SetupError(f"task {task.id}: workspace folder not found: {ws.exec_dir}")
+        shutil.copytree(ws.exec_dir, dest, symlinks=True, dirs_exist_ok=True)
+    if ws.tmp_dir is not None and Path(ws.tmp_dir).is_dir():
+        shutil.copytree(ws.tmp_dir, dest / "tmp", symlinks=True, dirs_exist_ok=True)
+    base = root or ws.root
+    for f in ws.files:
+        src = Path(f.source)
+        if not src.is_absolute() and base is not None:
+            src = Path(base) / src
+        if not src.exists():
+            raise SetupError(f"task {task.id}: workspace file not found: {src}")
+        target = dest / _safe_rel(f.dest)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, target)
+    write_files(dest, ws.inline_files)
+
+
+async def install_skills(sandbox: Sandbox, task: Task) -> None:
+    """Copy each named skill folder to /root/skills/<name>/ (searched in task.skills_dirs)."""
+    for name in task.skills:
+        for base in task.skills_dirs:
+            src = Path(base) / name
+            if src.is_dir():
+                await sandbox.put_dir(src, f"{PATHS.skills}/{name}")
+                break
+        else:
+            raise SetupError(f"task {task.id}: skill {name!r} not found in {task.skills_dirs}")
+
+
+async def run_warmup(
+    sandbox: Sandbox, lines: list[str], timeout_s: float = 300.0
+) -> list[ProcessHandle]:
+    """Run warmup lines in order in /tmp_workspace. Returns the background handles.
+
+    Raises SetupError (with the line and its output) when a foreground line fails, or when a
+    background line exits non-zero at once.
+    """
+    handles: list[ProcessHandle] = []
+    for raw in lines:
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("&") and not line.endswith("&&"):
+            handles.append(await sandbox.spawn(line[:-1].strip(), cwd=PATHS.workspace))
+            continue
+        r = await sandbox.exec(line, cwd=PATHS.workspace, timeout_s=timeout_s, merge_stderr=True)
+        if r.exit_code != 0:
+            why = "timed out" if r.timed_out else f"exit code {r.exit_code}"
+            out = r.stdout.strip()[-2000:]
+            raise SetupError(f"warmup line failed ({why}): {line}\n{out}".rstrip())
+    return handles
+
+
+async def inject_gt(sandbox: Sandbox, task: Task) -> int:
+    """Kill every process the agent started, then copy gt/ to /tmp_workspace/gt.
+
+    Returns how many processes were killed. gt comes from ``Workspace.gt_dir`` (a host folder)
+    and/or ``Workspace.gt_files`` (inline, four-folder reference payloads).
+    """
+    killed = await sandbox.kill_all()
+    ws = task.workspace
+    if ws.gt_dir is not None and Path(ws.gt_dir).is_dir():
+        await sandbox.put_dir(Path(ws.gt_dir), PATHS.gt)
+    for rel, content in ws.gt_files.items():
+        await sandbox.write_file(f"{PATHS.gt}/{_safe_rel(rel).as_posix()}", _content_bytes(content))
+    return killed

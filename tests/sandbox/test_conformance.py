@@ -1,0 +1,145 @@
+"""The Sandbox protocol conformance suite: every backend must pass it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from clawrig.errors import SandboxDied
+
+
+async def test_exec_captures_stdout_stderr_and_exit_code(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    r = await sb.exec("echo out; echo err >&2; exit 3")
+    assert (r.exit_code, r.stdout, r.stderr, r.timed_out) == (3, "out\n", "err\n", False)
+    merged = await sb.exec("echo a; echo b >&2; echo c", merge_stderr=True)
+    assert merged.stdout == "a\nb\nc\n" and merged.stderr == ""
+
+
+async def test_exec_argv_cwd_env_and_stdin(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    await sb.write_file("/tmp_workspace/sub/x.txt", "x")
+    r = await sb.exec(
+        ["sh", "-c", 'pwd; echo "$GREETING"; cat'],
+        cwd="/tmp_workspace/sub",
+        env={"GREETING": "hallo"},
+        stdin="from stdin",
+    )
+    lines = r.stdout.splitlines()
+    assert lines[0].endswith("/sub") and lines[1:] == ["hallo", "from stdin"]
+    missing = await sb.exec(["/no/such/binary"])
+    assert missing.exit_code == 127
+
+
+async def test_exec_timeout_kills_the_whole_tree(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    # a daemonised grandchild (own session via setsid) must die too
+    r = await sb.exec("setsid sh -c 'sleep 311' & sleep 312", timeout_s=0.5)
+    assert r.timed_out and r.exit_code == 124
+    await asyncio.sleep(0.1)
+    ps = await sb.exec("ps -eo args")
+    assert "sleep 311" not in ps.stdout and "sleep 312" not in ps.stdout
+
+
+async def test_output_is_truncated_keeping_head_and_tail(make_sandbox, backend):
+    sb = await make_sandbox(backend, output_bytes=10_000)
+    r = await sb.exec("python3 -c \"print('HEAD' + 'x' * 1000000 + 'TAIL')\"")
+    assert r.truncated
+    assert r.stdout.startswith("HEAD") and r.stdout.rstrip().endswith("TAIL")
+    assert "bytes omitted" in r.stdout and len(r.stdout) < 10_200
+    # 1,000,009 bytes written (HEAD + 10**6 x + TAIL + newline), 10,000 kept
+    assert "990009 bytes omitted" in r.stdout
+
+
+async def test_background_process_survives_between_calls(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    h = await sb.spawn("cat")
+    assert await h.poll() is None
+    await h.write_stdin("ping\n")
+    for _ in range(100):
+        text, nxt = await h.read_log()
+        if text:
+            break
+        await asyncio.sleep(0.02)
+    assert text == "ping\n" and nxt == 5
+    await h.write_stdin("pong\n", eof=True)
+    for _ in range(100):
+        if await h.poll() is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert await h.poll() == 0
+    assert await h.read_log(offset=5) == ("pong\n", 10)
+    sleeper = await sb.spawn("sleep 300")
+    await sleeper.kill()
+    assert await sleeper.poll() is not None
+
+
+async def test_files_read_write_list(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    blob = bytes(range(256)) * 10
+    await sb.write_file("/tmp_workspace/a/b/blob.bin", blob)
+    assert await sb.read_file("/tmp_workspace/a/b/blob.bin") == blob
+    assert await sb.read_file("/tmp_workspace/a/b/blob.bin", max_bytes=3) == b"\x00\x01\x02"
+    entries = await sb.list("/tmp_workspace/a/b")
+    assert [(e.name, e.kind, e.size) for e in entries] == [("blob.bin", "file", 2560)]
+    with pytest.raises(FileNotFoundError):
+        await sb.read_file("/tmp_workspace/nope")
+    with pytest.raises(IsADirectoryError):
+        await sb.read_file("/tmp_workspace/a")
+    r = await sb.exec("cat /tmp_workspace/a/b/blob.bin | wc -c")
+    assert r.stdout.strip() == "2560"
+
+
+async def test_put_dir_and_get_dir_round_trip(make_sandbox, backend, tmp_path: Path):
+    sb = await make_sandbox(backend)
+    src = tmp_path / "src"
+    (src / "deep" / "er").mkdir(parents=True)
+    (src / "top.txt").write_text("top")
+    (src / "deep" / "er" / "x.bin").write_bytes(b"\x00\xff" * 100)
+    os.symlink("top.txt", src / "link")
+    await sb.put_dir(src, "/tmp_workspace/copied")
+    r = await sb.exec(
+        "cat /tmp_workspace/copied/deep/er/x.bin | wc -c; readlink /tmp_workspace/copied/link"
+    )
+    assert r.stdout.split() == ["200", "top.txt"]
+    out = tmp_path / "out"
+    await sb.get_dir("/tmp_workspace/copied", out)
+    assert (out / "top.txt").read_text() == "top"
+    assert (out / "deep" / "er" / "x.bin").read_bytes() == b"\x00\xff" * 100
+    assert (out / "link").is_symlink() and os.readlink(out / "link") == "top.txt"
+
+
+async def test_kill_all_leaves_only_the_supervisor(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    for i in range(3):
+        await sb.spawn(f"sleep 40{i}")
+    await sb.exec("(setsid sleep 409 &) ; true")
+    killed = await sb.kill_all()
+    assert killed >= 4
+    ps = await sb.exec("ps -eo args")
+    assert not any(f"sleep 40{i}" in ps.stdout for i in range(10))
+    assert (await sb.exec("echo alive")).stdout == "alive\n"
+
+
+async def test_stop_is_idempotent_and_later_calls_fail(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    await sb.stop()
+    await sb.stop()
+    with pytest.raises(SandboxDied):
+        await sb.exec("true")
+
+
+async def test_trial_time_limit_stops_the_sandbox(make_sandbox, backend):
+    sb = await make_sandbox(backend, trial_timeout_s=0.3)
+    await asyncio.sleep(0.6)
+    with pytest.raises(SandboxDied, match="time limit"):
+        await sb.exec("true")
+
+
+async def test_concurrent_execs_on_one_sandbox(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    results = await asyncio.gather(*(sb.exec(f"sleep 0.2; echo {i}") for i in range(8)))
+    assert [r.stdout.strip() for r in results] == [str(i) for i in range(8)]
