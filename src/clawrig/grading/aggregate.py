@@ -1,0 +1,431 @@
+"""Job statistics over trial results: pure functions the runner and reports call.
+
+Sources of the formulas (shared/reference/metrics.md, formats.md):
+
+* Mean with a confidence interval: ``mean +- t_{1-a/2, n-1} * s / sqrt(n)`` with ``s`` the
+  sample standard deviation (Student t; the t quantile is computed here from the regularised
+  incomplete beta function, standard library only). ``method="normal"`` uses the normal
+  quantile instead (``statistics.NormalDist``). No interval for n < 2.
+* pass@k, the unbiased estimator from n runs with c successes: ``1 - C(n-c, k) / C(n, k)``
+  (Chen et al. 2021, as Claw-Eval reports). pass^k, the probability that k runs all succeed:
+  ``C(c, k) / C(n, k)`` (tau-bench). Success = score >= threshold (default 1.0). Task values
+  are averaged over the tasks that have at least k graded runs.
+* WildClawBench: benchmark score = sum over ALL tasks / task count, a task without a valid
+  score counts 0 (several runs of a task: their mean, an errored run counting 0); per category
+  likewise.
+* DataClawBench: overall_score = sum score / sum max over graded non-error trials;
+  error_count and evaluated_count beside it.
+* Process metrics: EE averaged over the trials whose process_score has ``efficiency``; GPR, TPE
+  and TGPR over those with ``gpr`` / ``tgpr`` (i.e. correct and incorrect runs respectively).
+
+"Graded" means: no trial error, a Score whose ``error`` is None and whose ``score`` is a
+number. Error trials are counted by kind (agent, infrastructure, grading, ...), never as 0
+except in the WildClawBench average, whose upstream definition says so.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from clawrig.spec.trial import TrialResult, Usage
+
+__all__ = [
+    "MeanCI",
+    "agreement_rate",
+    "dataclaw_overall",
+    "error_counts",
+    "mean_ci",
+    "pass_at_k",
+    "pass_hat_k",
+    "pass_metrics",
+    "process_averages",
+    "student_t_cdf",
+    "student_t_quantile",
+    "summarize",
+    "trial_score",
+    "usage_totals",
+    "wildclaw_average",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Student t without scipy
+# --------------------------------------------------------------------------------------------
+
+
+def _beta_cf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _beta_inc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln_bt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
+    bt = math.exp(ln_bt + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return bt * _beta_cf(a, b, x) / a
+    return 1.0 - bt * _beta_cf(b, a, 1.0 - x) / b
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df}")
+    tail = 0.5 * _beta_inc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def student_t_quantile(p: float, df: float) -> float:
+    """The t with P(T <= t) = p (bisection on :func:`student_t_cdf`, |error| < 1e-12)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if p < 0.5:
+        return -student_t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while student_t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if student_t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return (lo + hi) / 2.0
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    """A mean with its confidence interval. ``low``/``high``/``half_width`` are None when
+    n < 2; ``stdev`` is the sample standard deviation (None when n < 2)."""
+
+    mean: float | None
+    low: float | None
+    high: float | None
+    half_width: float | None
+    stdev: float | None
+    n: int
+    confidence: float
+    method: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def mean_ci(
+    values: Iterable[float],
+    confidence: float = 0.95,
+    method: Literal["t", "normal"] = "t",
+) -> MeanCI:
+    """Mean and confidence interval of ``values`` (see the module docstring).
+
+    Empty input gives ``mean=None``. Raises ValueError for a confidence outside (0, 1).
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    xs = [float(v) for v in values]
+    n = len(xs)
+    if n == 0:
+        return MeanCI(None, None, None, None, None, 0, confidence, method)
+    mean = statistics.fmean(xs)
+    if n < 2:
+        return MeanCI(mean, None, None, None, None, 1, confidence, method)
+    s = statistics.stdev(xs)
+    p = 1.0 - (1.0 - confidence) / 2.0
+    if method == "normal":
+        q = statistics.NormalDist().inv_cdf(p)
+    else:
+        q = student_t_quantile(p, n - 1)
+    half = q * s / math.sqrt(n)
+    return MeanCI(mean, mean - half, mean + half, half, s, n, confidence, method)
+
+
+# --------------------------------------------------------------------------------------------
+# pass@k / pass^k
+# --------------------------------------------------------------------------------------------
+
+
+def _check_nck(n: int, c: int, k: int) -> None:
+    if n < 1 or k < 1 or not 0 <= c <= n or k > n:
+        raise ValueError(f"need 1 <= k <= n and 0 <= c <= n, got n={n}, c={c}, k={k}")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n runs with c successes: ``1 - C(n-c, k) / C(n, k)``.
+
+    Raises ValueError unless 1 <= k <= n and 0 <= c <= n.
+    """
+    _check_nck(n, c, k)
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k from n runs with c successes: ``C(c, k) / C(n, k)`` (all k runs succeed).
+
+    Raises ValueError unless 1 <= k <= n and 0 <= c <= n.
+    """
+    _check_nck(n, c, k)
+    return math.comb(c, k) / math.comb(n, k)
+
+
+# --------------------------------------------------------------------------------------------
+# Per-trial accessors
+# --------------------------------------------------------------------------------------------
+
+
+def trial_score(trial: TrialResult) -> float | None:
+    """The graded score of a trial, or None for any error (trial error, grading error, none)."""
+    if trial.error is not None or trial.score is None or trial.score.error is not None:
+        return None
+    return trial.score.score
+
+
+def _error_kind(trial: TrialResult) -> str | None:
+    if trial.error is not None:
+        return str(trial.error.kind)
+    if trial.score is None:
+        return "ungraded"
+    if trial.score.error is not None or trial.score.score is None:
+        return str(trial.score.details.get("error_kind") or "grading")
+    return None
+
+
+def error_counts(results: Iterable[TrialResult]) -> dict[str, int]:
+    """Trials that have no graded score, by kind: a TrialError's kind (agent,
+    infrastructure, grading, setup, budget, cancelled), else the Score's
+    ``details["error_kind"]`` (agent for a stopReason-"error" run, grading, infrastructure),
+    else "ungraded" when there is no Score at all."""
+    counts: dict[str, int] = defaultdict(int)
+    for t in results:
+        kind = _error_kind(t)
+        if kind is not None:
+            counts[kind] += 1
+    return dict(sorted(counts.items()))
+
+
+def pass_metrics(
+    results: Iterable[TrialResult], ks: Sequence[int], threshold: float = 1.0
+) -> dict[str, dict[str, Any]]:
+    """pass@k and pass^k per k, averaged over tasks with at least k graded runs.
+
+    Returns ``{"k": {"pass_at_k": x | None, "pass_hat_k": y | None, "tasks": count}}`` (keys
+    are the k values as strings, JSON-ready). Error trials are left out of n.
+    """
+    per_task: dict[str, list[bool]] = defaultdict(list)
+    for t in results:
+        s = trial_score(t)
+        if s is not None:
+            per_task[t.task_id].append(s >= threshold - 1e-12)
+    out: dict[str, dict[str, Any]] = {}
+    for k in ks:
+        at, hat = [], []
+        for runs in per_task.values():
+            n, c = len(runs), sum(runs)
+            if n >= k:
+                at.append(pass_at_k(n, c, k))
+                hat.append(pass_hat_k(n, c, k))
+        out[str(k)] = {
+            "pass_at_k": statistics.fmean(at) if at else None,
+            "pass_hat_k": statistics.fmean(hat) if hat else None,
+            "tasks": len(at),
+        }
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark scores
+# --------------------------------------------------------------------------------------------
+
+
+def wildclaw_average(
+    results: Iterable[TrialResult],
+    tasks: Mapping[str, str] | Iterable[str] | None = None,
+) -> dict[str, Any]:
+    """WildClawBench's benchmark score: sum over ALL tasks / task count; missing or errored = 0.
+
+    ``tasks``: every task of the suite, as ``{task_id: category}`` or a list of ids (category
+    then taken from the results); None = the tasks present in ``results``. A task's score is
+    the mean of its runs (errored runs count 0). Returns ``{"overall", "task_count",
+    "categories": {category: {"score", "task_count"}}}`` (scores in [0,1]).
+    """
+    results = list(results)
+    runs: dict[str, list[float]] = defaultdict(list)
+    cats: dict[str, str] = {}
+    for t in results:
+        s = trial_score(t)
+        runs[t.task_id].append(0.0 if s is None else s)
+        if t.category:
+            cats.setdefault(t.task_id, t.category)
+    if tasks is None:
+        ids = list(runs)
+    elif isinstance(tasks, Mapping):
+        ids = list(tasks)
+        cats.update({k: v for k, v in tasks.items() if v})
+    else:
+        ids = list(tasks)
+    per_task = {tid: (statistics.fmean(runs[tid]) if runs.get(tid) else 0.0) for tid in ids}
+    by_cat: dict[str, list[float]] = defaultdict(list)
+    for tid, s in per_task.items():
+        by_cat[cats.get(tid, "")].append(s)
+    return {
+        "overall": sum(per_task.values()) / len(ids) if ids else None,
+        "task_count": len(ids),
+        "categories": {
+            cat: {"score": sum(v) / len(v), "task_count": len(v)}
+            for cat, v in sorted(by_cat.items())
+        },
+    }
+
+
+def dataclaw_overall(results: Iterable[TrialResult]) -> dict[str, Any]:
+    """DataClawBench's overall_score = sum score / sum max over graded non-error trials.
+
+    Returns ``{"overall_score" (None when nothing was graded), "score_sum", "max_sum",
+    "evaluated_count", "error_count"}``.
+    """
+    score_sum = max_sum = 0.0
+    evaluated = errors = 0
+    for t in results:
+        s = trial_score(t)
+        if s is None:
+            errors += 1
+            continue
+        evaluated += 1
+        score_sum += s
+        max_sum += t.score.max_score if t.score is not None else 1.0
+    return {
+        "overall_score": score_sum / max_sum if max_sum else None,
+        "score_sum": score_sum,
+        "max_sum": max_sum,
+        "evaluated_count": evaluated,
+        "error_count": errors,
+    }
+
+
+def process_averages(results: Iterable[TrialResult]) -> dict[str, Any]:
+    """EE / GPR / TPE / TGPR means over the trials they apply to (from ``TrialResult.process``,
+    the process_score.json dict). Returns ``{"ee": {"mean", "n"}, "gpr": ..., "tpe": ...,
+    "tgpr": ..., "error_count": trials whose process dict has "error"}``."""
+    values: dict[str, list[float]] = {"ee": [], "gpr": [], "tpe": [], "tgpr": []}
+    errors = 0
+    for t in results:
+        p = t.process or {}
+        if "error" in p:
+            errors += 1
+            continue
+        eff = p.get("efficiency")
+        if isinstance(eff, dict) and isinstance(eff.get("efficiency"), int | float):
+            values["ee"].append(float(eff["efficiency"]))
+        gpr, tgpr = p.get("gpr"), p.get("tgpr")
+        if isinstance(gpr, dict) and isinstance(gpr.get("gpr"), int | float):
+            values["gpr"].append(float(gpr["gpr"]))
+        if isinstance(tgpr, dict):
+            for key in ("tpe", "tgpr"):
+                if isinstance(tgpr.get(key), int | float):
+                    values[key].append(float(tgpr[key]))
+    out: dict[str, Any] = {
+        k: {"mean": statistics.fmean(v) if v else None, "n": len(v)} for k, v in values.items()
+    }
+    out["error_count"] = errors
+    return out
+
+
+def agreement_rate(results: Iterable[TrialResult]) -> dict[str, Any]:
+    """Judge/exact agreement for ``--grader both``: over trials whose Score details carry an
+    ``agreement`` with a boolean ``agree``. Returns ``{"rate" (None if none), "agree", "n"}``."""
+    agree = n = 0
+    for t in results:
+        a = (t.score.details.get("agreement") if t.score else None) or {}
+        if isinstance(a.get("agree"), bool):
+            n += 1
+            agree += int(a["agree"])
+    return {"rate": agree / n if n else None, "agree": agree, "n": n}
+
+
+def usage_totals(results: Iterable[TrialResult]) -> dict[str, Any]:
+    """Token, cost and time totals: the field-wise sum of every trial's Usage (tokens, USD,
+    seconds) plus upstream's ``efficiency`` keys total_tokens, total_cost_usd, total_requests."""
+    total = Usage()
+    for t in results:
+        total = total.add(t.usage)
+    out = total.model_dump()
+    out.update(
+        total_cost_usd=total.cost_usd,
+        total_requests=total.request_count,
+    )
+    return out
+
+
+def summarize(
+    results: Iterable[TrialResult],
+    *,
+    tasks: Mapping[str, str] | Iterable[str] | None = None,
+    threshold: float = 1.0,
+    confidence: float = 0.95,
+    ks: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """Every job statistic in one JSON-ready dict, for summary_<model>.json and the table.
+
+    Keys: ``trials``, ``evaluated_count``, ``error_count``, ``errors_by_kind``,
+    ``mean`` (:class:`MeanCI` over graded trial scores), ``wildclaw`` (:func:`wildclaw_average`),
+    ``dataclaw`` (:func:`dataclaw_overall`), ``pass`` (:func:`pass_metrics` for ``ks``; default
+    1..max runs of a task when some task has more than one graded run, else empty),
+    ``process`` (:func:`process_averages`), ``agreement`` (:func:`agreement_rate`),
+    ``usage`` (:func:`usage_totals`), ``threshold``.
+    """
+    results = list(results)
+    scores = [s for s in (trial_score(t) for t in results) if s is not None]
+    if ks is None:
+        runs: dict[str, int] = defaultdict(int)
+        for t in results:
+            if trial_score(t) is not None:
+                runs[t.task_id] += 1
+        most = max(runs.values(), default=0)
+        ks = list(range(1, most + 1)) if most > 1 else []
+    dc = dataclaw_overall(results)
+    return {
+        "trials": len(results),
+        "evaluated_count": dc["evaluated_count"],
+        "error_count": dc["error_count"],
+        "errors_by_kind": error_counts(results),
+        "mean": mean_ci(scores, confidence).as_dict(),
+        "wildclaw": wildclaw_average(results, tasks),
+        "dataclaw": dc,
+        "pass": pass_metrics(results, ks, threshold),
+        "process": process_averages(results),
+        "agreement": agreement_rate(results),
+        "usage": usage_totals(results),
+        "threshold": threshold,
+    }
