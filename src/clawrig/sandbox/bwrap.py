@@ -314,16 +314,34 @@ class BwrapSandbox(SupervisedSandbox):
 
         try:
             argv = self._argv()
-            return await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                preexec_fn=preexec,
-                limit=1 << 30,
-                env={"PATH": DEFAULT_PATH},
-                cwd="/",
-            )
+            # Arguments go through a pipe (--args FD), so the sandbox's init process shows
+            # "bwrap --args 3" in /proc and no host path leaks into the sandbox.
+            rfd, wfd = os.pipe()
+            cmd_at = argv.index("--chdir") + 2
+            payload = b"".join(x.encode() + b"\0" for x in argv[1:cmd_at])
+            if len(payload) >= 65536:
+                os.close(rfd)
+                os.close(wfd)
+                raise SandboxError("bwrap argument list too long")
+            os.write(wfd, payload)
+            os.close(wfd)
+            try:
+                return await asyncio.create_subprocess_exec(
+                    argv[0],
+                    "--args",
+                    str(rfd),
+                    *argv[cmd_at:],
+                    pass_fds=(rfd,),
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    preexec_fn=preexec,
+                    limit=1 << 30,
+                    env={"PATH": DEFAULT_PATH},
+                    cwd="/",
+                )
+            finally:
+                os.close(rfd)
         except BaseException:
             await self._cleanup()
             raise

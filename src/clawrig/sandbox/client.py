@@ -136,7 +136,8 @@ class SupervisedSandbox:
             self._stderr_tail = (self._stderr_tail + chunk)[-4096:]
 
     def _stderr_text(self) -> str:
-        return self._stderr_tail.decode("utf-8", "replace").strip().replace("\n", " | ")
+        text = self._stderr_tail.decode("utf-8", "replace").strip().replace("\n", " | ")
+        return text if len(text) <= 600 else "..." + text[-600:]
 
     async def _read_responses(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
@@ -274,11 +275,20 @@ class SupervisedSandbox:
         host_dir = Path(host_dir)
         host_dir.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r["data"])), mode="r") as tar:
-            # "data" filter: no absolute paths, no links leaving the folder, no device files.
-            tar.extractall(host_dir, filter="data")
+            tar.extractall(host_dir, filter=_skip_unsafe)
 
     async def kill_all(self) -> int:
         return int((await self._call("kill_all"))["killed"])
+
+
+def _skip_unsafe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's "data" filter (no absolute paths, no links leaving the folder, no device
+    files), but an unsafe member is left out instead of failing the whole copy: a link the
+    agent planted to a host path never becomes a host link on the harness side."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None
 
 
 def _reset_owner(info: tarfile.TarInfo) -> tarfile.TarInfo:

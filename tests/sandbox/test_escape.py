@@ -1,0 +1,256 @@
+"""The escape suite: every attempt to get out of a bwrap sandbox must fail from inside."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from clawrig.sandbox.workspace import inject_gt
+from clawrig.spec.task import FileContent, SourceRef, Task, TaskFormat, Workspace
+
+pytestmark = pytest.mark.skipif(
+    __import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed"
+)
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def test_host_files_outside_the_binds_are_invisible(make_sandbox):
+    sb = await make_sandbox("bwrap")
+    assert Path("/etc/shadow").exists()
+    r = await sb.exec("cat /etc/shadow")
+    assert r.exit_code != 0 and "No such file" in r.stderr
+    git_config = REPO / ".git" / "config"
+    assert git_config.exists()
+    r = await sb.exec(f"cat {git_config}; ls {REPO}")
+    assert r.exit_code != 0 and r.stdout == ""
+    with pytest.raises(FileNotFoundError):
+        await sb.read_file(str(git_config))
+
+
+async def test_usr_is_read_only(make_sandbox):
+    sb = await make_sandbox("bwrap")
+    r = await sb.exec("touch /usr/bin/clawrig-pwned; echo x > /usr/lib/x")
+    assert r.exit_code != 0 and "Read-only file system" in r.stderr
+    assert not Path("/usr/bin/clawrig-pwned").exists()
+    r = await sb.exec("mount -o remount,rw /usr")
+    assert r.exit_code != 0
+
+
+async def test_network_is_loopback_only(make_sandbox):
+    # A server on the HOST's loopback: from inside, 127.0.0.1 is the sandbox's own loopback.
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    accepted: list[object] = []
+    srv.settimeout(3)
+
+    def accept() -> None:
+        try:
+            accepted.append(srv.accept())
+        except OSError:
+            pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    sb = await make_sandbox("bwrap")
+    code = (
+        "import socket\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('CONNECTED')\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+    )
+    r = await sb.exec(["python3", "-c", code])
+    assert "CONNECTED" not in r.stdout and "refused" in r.stdout
+    ifaces = await sb.exec("ls /sys/class/net 2>/dev/null || cat /proc/net/dev")
+    assert "eth" not in ifaces.stdout and "lo" in ifaces.stdout
+    # a service started inside is reachable from inside
+    await sb.spawn(["python3", "-m", "http.server", "8765", "--bind", "127.0.0.1"])
+    fetch = (
+        "import time, urllib.request\n"
+        "for _ in range(100):\n"
+        "    try:\n"
+        "        print(urllib.request.urlopen('http://127.0.0.1:8765/').status); break\n"
+        "    except OSError:\n"
+        "        time.sleep(0.05)\n"
+    )
+    r = await sb.exec(["python3", "-c", fetch])
+    assert r.stdout.strip() == "200"
+    srv.close()
+    t.join(1)
+    assert accepted == []
+
+
+async def test_host_processes_are_invisible(make_sandbox):
+    sb = await make_sandbox("bwrap")
+    me = os.getpid()
+    r = await sb.exec(f"test -e /proc/{me}/cmdline && cat /proc/{me}/cmdline; ps -eo pid,args")
+    assert "pytest" not in r.stdout
+    pids = [int(line.split()[0]) for line in r.stdout.splitlines()[1:]]
+    assert max(pids) < 1000 and 1 in pids  # a fresh PID namespace
+
+
+async def test_harness_environment_does_not_leak(make_sandbox, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-planted-secret-123")
+    sb = await make_sandbox("bwrap")
+    r = await sb.exec("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'")
+    assert "sk-planted-secret-123" not in r.stdout
+    assert "OPENROUTER_API_KEY" not in r.stdout
+
+
+async def test_symlink_to_a_host_path_does_not_resolve_to_the_host(make_sandbox, tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-ONLY-CONTENT")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.symlink(secret, ws / "link.txt")
+    sb = await make_sandbox("bwrap", workspace=ws)
+    r = await sb.exec("cat /tmp_workspace/link.txt")
+    assert "HOST-ONLY-CONTENT" not in r.stdout and r.exit_code != 0
+    with pytest.raises(FileNotFoundError):
+        await sb.read_file("/tmp_workspace/link.txt")
+    out = tmp_path / "out"
+    await sb.get_dir("/tmp_workspace", out)
+    assert not (out / "link.txt").exists() or (out / "link.txt").is_symlink()
+
+
+async def test_gt_is_unreadable_before_injection(make_sandbox, tmp_path):
+    gt = tmp_path / "task" / "gt"
+    gt.mkdir(parents=True)
+    (gt / "answer.json").write_text('{"answer": "GT-MARKER-42"}')
+    task = Task(
+        id="t1",
+        prompt="p",
+        format=TaskFormat.WILDCLAW,
+        source=SourceRef(path=tmp_path / "task.md"),
+        workspace=Workspace(gt_dir=gt, gt_files={"inline.txt": FileContent(text="GT-INLINE")}),
+    )
+    sb = await make_sandbox("bwrap")
+    r = await sb.exec(
+        "grep -rs GT-MARKER-42 / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr"
+        " --exclude-dir=dev; ls /tmp_workspace"
+    )
+    assert "GT-MARKER-42" not in r.stdout
+    # an agent process waiting to rewrite its result once gt/ appears must be dead by then
+    await sb.spawn(
+        "while [ ! -e /tmp_workspace/gt ]; do sleep 0.01; done; echo cheat > /tmp_workspace/r"
+    )
+    await sb.exec(
+        "setsid sh -c 'while :; do sleep 0.01; [ -e /tmp_workspace/gt ] && "
+        "echo cheat > /tmp_workspace/r2; done' > /dev/null 2>&1 &"
+    )
+    killed = await inject_gt(sb, task)
+    assert killed >= 2
+    await asyncio.sleep(0.2)
+    assert (await sb.read_file("/tmp_workspace/gt/answer.json")).decode().endswith('42"}')
+    assert await sb.read_file("/tmp_workspace/gt/inline.txt") == b"GT-INLINE"
+    ls = await sb.exec("ls /tmp_workspace")
+    assert ls.stdout.split() == ["gt"]
+
+
+def _host_processes_with(marker: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                    found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+async def test_daemonised_child_dies_with_stop(make_sandbox):
+    sb = await make_sandbox("bwrap")
+    await sb.exec("setsid nohup sleep 4242 > /dev/null 2>&1 & (setsid sleep 4243 &)")
+    assert _host_processes_with("4242") and _host_processes_with("4243")
+    await sb.stop()
+    for _ in range(100):
+        if not _host_processes_with("4242") and not _host_processes_with("4243"):
+            break
+        await asyncio.sleep(0.02)
+    assert _host_processes_with("4242") == [] and _host_processes_with("4243") == []
+
+
+async def test_fork_bomb_is_contained(make_sandbox):
+    sb = await make_sandbox("bwrap", max_processes=64)
+    bomb = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
+    r = await sb.exec(["python3", "-c", bomb], timeout_s=2)
+    assert r.timed_out
+    # the host is fine: another sandbox starts and runs a command
+    other = await make_sandbox("bwrap")
+    assert (await other.exec("echo ok")).stdout == "ok\n"
+    left = await sb.exec("ls /proc | grep -c '^[0-9]'")
+    assert int(left.stdout) < 10
+
+
+async def test_memory_limit_holds(make_sandbox):
+    sb = await make_sandbox("bwrap", memory_bytes=256 * 1024**2)
+    r = await sb.exec(
+        [
+            "python3",
+            "-c",
+            "b = bytearray(600 * 1024**2); b[::4096] = b'x' * len(b[::4096]); print('ALLOCATED')",
+        ]
+    )
+    assert r.exit_code != 0 and "ALLOCATED" not in r.stdout
+    assert (await sb.exec("echo still-alive")).stdout == "still-alive\n"
+
+
+async def test_file_size_limit_holds(make_sandbox):
+    sb = await make_sandbox("bwrap", max_file_bytes=1024**2)
+    r = await sb.exec("head -c 3000000 /dev/zero > /tmp_workspace/big; echo $?")
+    assert r.stdout.strip() != "0"
+    size = len(await sb.read_file("/tmp_workspace/big"))
+    assert size == 1024**2
+
+
+async def test_root_inside_cannot_raise_its_limits(make_sandbox):
+    sb = await make_sandbox("bwrap", max_file_bytes=1024**2)
+    code = (
+        "import resource\n"
+        "try:\n"
+        "    resource.setrlimit(resource.RLIMIT_FSIZE, (2**40, 2**40)); print('RAISED')\n"
+        "except (ValueError, OSError) as e:\n"
+        "    print('denied')\n"
+    )
+    r = await sb.exec(["python3", "-c", code])
+    assert r.stdout.strip() == "denied"
+    assert (await sb.exec("id -u")).stdout.strip() == "0"
+    r = await sb.exec("ls /sys/fs/cgroup 2>&1; echo 1 > /proc/sys/kernel/sysrq")
+    assert r.exit_code != 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop applies when the harness is root")
+async def test_unprivileged_uid_fallback_keeps_limits(tmp_path_factory):
+    """Without cgroups (forced here), root drops the sandbox to a fresh unprivileged uid."""
+    import tempfile
+
+    from clawrig.sandbox import Limits, SandboxConfig
+    from clawrig.sandbox.bwrap import BwrapSandbox
+
+    ws = Path(tempfile.mkdtemp(prefix="clawrig-test-ws-"))
+    os.chmod(ws, 0o755)
+    sb = BwrapSandbox(SandboxConfig(workspace_dir=ws, limits=Limits(max_processes=32)))
+    sb.force_uid_drop = True
+    await sb.start()
+    try:
+        assert sb.host_uid is not None and sb.host_uid >= 200_000
+        await sb.exec("echo hi > /tmp_workspace/made-inside")
+        assert (ws / "made-inside").stat().st_uid == sb.host_uid
+        assert (await sb.exec("id -u")).stdout.strip() == "0"
+        r = await sb.exec(
+            "for i in $(seq 60); do sleep 5 & done 2>&1; sleep 0.3; ls /proc | grep -c '^[0-9]'",
+            timeout_s=5,
+        )
+        count = [ln for ln in r.stdout.split() if ln.isdigit()]
+        assert not count or int(count[-1]) <= 34
+    finally:
+        await sb.stop()
+        __import__("shutil").rmtree(ws, ignore_errors=True)
