@@ -25,6 +25,9 @@ from clawrig.spec.task import ValidationIssue
 
 log = logging.getLogger("clawrig.tasks")
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""PyYAML's safe loader, libyaml-backed when available."""
+
 UTF8_BOM = b"\xef\xbb\xbf"
 _SECTION_RE = re.compile(r"^##\s+(.+)$")
 _FENCE_RE = re.compile(r"^\s*(```|~~~)")
@@ -243,14 +246,17 @@ def parse_front_matter(
     if end is None:
         raise TaskFormatError(path, "front matter", "no closing `---` line", 1)
     raw = "\n".join(lines[1:end])
+    loader = _YAML_LOADER(raw)
     try:
-        node = yaml.compose(raw, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(raw)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 2 if mark is not None else 2
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise TaskFormatError(path, "front matter", f"not valid YAML: {problem}", line) from None
+    finally:
+        loader.dispose()
     if data is None:
         data = {}
     if not isinstance(data, dict):
