@@ -35,7 +35,7 @@ import openai
 from openai import AsyncOpenAI
 from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_exponential_jitter
+from tenacity.wait import wait_exponential, wait_random
 
 from clawrig.errors import ModelRequestError, ProviderError
 from clawrig.llm.pricing import Prices, cost_usd
@@ -62,8 +62,8 @@ class RetryPolicy(BaseModel):
 
     ``attempts``: total tries (1 = no retry). Backoff before retry n (n >= 1) is
     ``min(max_s, initial_s * 2**(n-1)) + uniform(0, jitter_s)`` (tenacity's
-    ``wait_exponential_jitter``), unless the provider sent Retry-After, which is used as given
-    but capped at ``retry_after_cap_s``.
+    ``wait_exponential + wait_random``), unless the provider sent Retry-After, which is used
+    as given but capped at ``retry_after_cap_s``.
     """
 
     attempts: int = Field(default=6, ge=1)
@@ -221,9 +221,9 @@ class _Wait:
 
     def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy
-        self.backoff = wait_exponential_jitter(
-            initial=policy.initial_s, max=policy.max_s, jitter=policy.jitter
-        )
+        self.backoff = wait_exponential(
+            multiplier=policy.initial_s, max=policy.max_s
+        ) + wait_random(0, policy.jitter)
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
@@ -422,6 +422,8 @@ class OpenAIChatModel:
                 attempts=attempts,
                 status=status,
             )
+        if status is None:
+            return ModelRequestError(f"{self.name}: unusable reply from {where}: {message}")
         hint = ""
         if status in (401, 403) and ep.api_key_env:
             hint = f" (check {ep.api_key_env})"

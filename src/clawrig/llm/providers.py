@@ -207,9 +207,9 @@ class Settings(BaseModel):
     """Loaded settings: the merged variables (``env``), where the .env came from, and the
     provider table (built-ins merged with the YAML file)."""
 
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)  # holds keys: never shown
     env_file: Path | None = None
-    env_file_vars: set[str] = Field(default_factory=set)
+    env_file_vars: set[str] = Field(default_factory=set, repr=False)
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     providers_file: Path | None = None
 

@@ -1,0 +1,234 @@
+"""The scripted server's wire format, read with plain httpx (no openai SDK), and its CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from clawrig.errors import UserError
+from clawrig.testing.scripted_server import (
+    ScriptedServer,
+    call,
+    drop,
+    error,
+    load_script,
+    reply,
+    usage,
+)
+
+
+def sse_events(text: str) -> list[dict | str]:
+    events: list[dict | str] = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        assert block.startswith("data: "), block
+        data = block[len("data: ") :]
+        events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def test_models_and_context_manager():
+    with ScriptedServer(models=["m1", "m2"]) as srv:
+        assert srv.base_url.startswith("http://127.0.0.1:") and srv.base_url.endswith("/v1")
+        body = httpx.get(f"{srv.base_url}/models").json()
+        assert body["object"] == "list"
+        assert [m["id"] for m in body["data"]] == ["m1", "m2"]
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{srv.base_url}/models")
+
+
+def test_non_streaming_shape_and_recording(scripted_server):
+    srv = scripted_server(
+        [
+            reply(
+                "hi",
+                reasoning="r",
+                tool_calls=[call("exec", {"command": "ls"})],
+                usage=usage(7, 3, cached=2, cost=0.5),
+            )
+        ]
+    )
+    req = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": []}
+    body = httpx.post(f"{srv.base_url}/chat/completions", json=req).json()
+    assert body["object"] == "chat.completion"
+    assert body["model"] == "m"
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"] == {
+        "role": "assistant",
+        "content": "hi",
+        "reasoning_content": "r",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "exec", "arguments": '{"command": "ls"}'},
+            }
+        ],
+    }
+    assert body["usage"] == {
+        "prompt_tokens": 7,
+        "completion_tokens": 3,
+        "total_tokens": 10,
+        "prompt_tokens_details": {"cached_tokens": 2},
+        "cost": 0.5,
+    }
+    assert srv.requests == [req]
+
+
+def test_streaming_shape_with_usage(scripted_server):
+    srv = scripted_server(
+        [reply("hello world, streamed", tool_calls=[call("exec", {"command": "ls -la"}, id="t1")])]
+    )
+    req = {
+        "model": "m",
+        "messages": [],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with httpx.stream("POST", f"{srv.base_url}/chat/completions", json=req) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(resp.read().decode())
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    usage_chunk = chunks[-1]
+    assert usage_chunk["choices"] == []
+    assert usage_chunk["usage"]["total_tokens"] == 15  # the default 10 + 5
+    deltas = [c["choices"][0]["delta"] for c in chunks[:-1]]
+    assert "".join(d.get("content") or "" for d in deltas) == "hello world, streamed"
+    call_deltas = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
+    assert call_deltas[0] == {
+        "index": 0,
+        "id": "t1",
+        "type": "function",
+        "function": {"name": "exec", "arguments": ""},
+    }
+    assert all(set(d) == {"index", "function"} for d in call_deltas[1:])
+    assert "".join(d["function"]["arguments"] for d in call_deltas) == '{"command": "ls -la"}'
+    assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_streaming_without_usage_option(scripted_server):
+    srv = scripted_server([reply("x")])
+    resp = httpx.post(f"{srv.base_url}/chat/completions", json={"stream": True, "messages": []})
+    events = sse_events(resp.text)
+    assert all("usage" not in e for e in events[:-1])
+    assert events[-2]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_error_replies(scripted_server):
+    srv = scripted_server([error(429, "slow down", retry_after=2), error(500)])
+    url = f"{srv.base_url}/chat/completions"
+    first = httpx.post(url, json={"n": 1})
+    assert first.status_code == 429
+    assert first.headers["retry-after"] == "2"
+    assert first.json()["error"]["message"] == "slow down"
+    second = httpx.post(url, json={"n": 2})
+    assert second.status_code == 500
+    assert "retry-after" not in second.headers
+    third = httpx.post(url, json={"n": 3})
+    assert third.status_code == 500
+    assert third.json()["error"]["message"] == (
+        "ScriptedServer: script exhausted: request #3 came after all 2 scripted replies were used"
+    )
+    assert srv.requests == [{"n": 1}, {"n": 2}, {"n": 3}]
+
+
+def test_dropped_connection(scripted_server):
+    srv = scripted_server([drop(), "after"])
+    with pytest.raises(httpx.RemoteProtocolError):
+        httpx.post(f"{srv.base_url}/chat/completions", json={})
+    body = httpx.post(f"{srv.base_url}/chat/completions", json={}).json()
+    assert body["choices"][0]["message"]["content"] == "after"
+
+
+def test_add_and_responder(scripted_server):
+    seen = []
+
+    def responder(body):
+        seen.append(body["k"])
+        return f"responder {body['k']}"
+
+    srv = scripted_server(["scripted"], responder=responder)
+    srv.add(reply("added"))
+    url = f"{srv.base_url}/chat/completions"
+    texts = [
+        httpx.post(url, json={"k": k}).json()["choices"][0]["message"]["content"] for k in range(3)
+    ]
+    assert texts == ["scripted", "added", "responder 2"]
+    assert seen == [2]
+    assert srv.remaining == 0
+
+
+def test_responder_failure_is_a_500(scripted_server):
+    srv = scripted_server(responder=lambda body: 1 / 0)
+    resp = httpx.post(f"{srv.base_url}/chat/completions", json={})
+    assert resp.status_code == 500
+    assert "ZeroDivisionError" in resp.json()["error"]["message"]
+
+
+def test_load_script_forms_and_errors(tmp_path):
+    plain = tmp_path / "plain.json"
+    plain.write_text(
+        json.dumps(
+            [{"content": "hi"}, {"tool_calls": [{"name": "exec", "arguments": {"command": "ls"}}]}]
+        )
+    )
+    replies, models = load_script(plain)
+    assert [r.content for r in replies] == ["hi", None]
+    assert replies[1].tool_calls[0].arguments_text() == '{"command": "ls"}'
+    assert models == ["scripted"]
+    wrapped = tmp_path / "wrapped.json"
+    wrapped.write_text(json.dumps({"replies": [{"error": 429, "retry_after": 0}], "models": ["x"]}))
+    replies, models = load_script(wrapped)
+    assert (replies[0].error, replies[0].retry_after, models) == (429, 0, ["x"])
+
+    bad_field = tmp_path / "bad.json"
+    bad_field.write_text(json.dumps([{"content": "ok"}, {"delay": "soon"}]))
+    with pytest.raises(UserError) as info:
+        load_script(bad_field)
+    assert str(info.value).startswith(f"{bad_field}: replies.1.delay: Input should be a valid")
+    bad_json = tmp_path / "broken.json"
+    bad_json.write_text('[\n{"content": "a"},\n{oops}\n]')
+    with pytest.raises(UserError, match=r"broken\.json:3: invalid JSON: "):
+        load_script(bad_json)
+
+
+def test_cli_serves_a_script(tmp_path):
+    script = tmp_path / "demo.json"
+    script.write_text(json.dumps([{"content": "from the CLI"}]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clawrig.testing.scripted_server", "--script", str(script)]
+        + ["--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("scripted OpenAI-compatible server: http://127.0.0.1:"), line
+        base_url = line.split(": ", 1)[1].split()[0]
+        body = httpx.post(f"{base_url}/chat/completions", json={"messages": []}).json()
+        assert body["choices"][0]["message"]["content"] == "from the CLI"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_cli_bad_script_is_one_line(tmp_path):
+    script = tmp_path / "bad.json"
+    script.write_text(json.dumps([{"tool_calls": [{"arguments": {}}]}]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "clawrig.testing.scripted_server", "--script", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {script}: replies.0.tool_calls.0.name: Field required\n"
