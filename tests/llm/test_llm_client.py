@@ -12,6 +12,7 @@ from clawrig.llm.client import (
     OpenAIChatModel,
     ProviderRetriesExhausted,
     RetryPolicy,
+    get_model,
     usage_from_openai,
 )
 from clawrig.llm.pricing import Prices
@@ -372,3 +373,18 @@ async def test_responder_drives_a_loop(scripted_server):
         "name": "exec",
         "arguments": '{"command": "echo 0"}',
     }
+
+
+async def test_get_model_from_dotenv_in_cwd(scripted_server, tmp_path, monkeypatch):
+    srv = scripted_server([reply("judged")])
+    (tmp_path / ".env").write_text(
+        f"JUDGE_CUSTOM_BASE_URL={srv.base_url}\nJUDGE_CUSTOM_MODEL_ID=judge-1\n"
+        "JUDGE_MODEL=custom/judge-1\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    for var in ("JUDGE_MODEL", "JUDGE_CUSTOM_BASE_URL", "JUDGE_CUSTOM_MODEL_ID"):
+        monkeypatch.delenv(var, raising=False)
+    model = get_model(role="judge")
+    assert model.name == "custom/judge-1"
+    assert (await model.chat(USER)).content == "judged"
+    assert srv.requests[0]["model"] == "judge-1"

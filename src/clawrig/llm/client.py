@@ -39,12 +39,13 @@ from tenacity.wait import wait_exponential, wait_random
 
 from clawrig.errors import ModelRequestError, ProviderError
 from clawrig.llm.pricing import Prices, cost_usd
-from clawrig.llm.providers import ModelEndpoint
+from clawrig.llm.providers import ModelEndpoint, Role, Settings, load_settings, resolve_model
 from clawrig.spec.llm import ChatResponse, ToolCall
 from clawrig.spec.trial import Usage
 
 __all__ = [
     "OpenAIChatModel",
+    "get_model",
     "ProviderRetriesExhausted",
     "RetryPolicy",
     "provider_semaphore",
@@ -524,3 +525,23 @@ class OpenAIChatModel:
             provider=self.endpoint.provider,
             response_id=response_id,
         )
+
+
+def get_model(
+    name: str | None = None,
+    settings: Settings | None = None,
+    *,
+    role: Role = "agent",
+    retry: RetryPolicy | None = None,
+    stream: bool = False,
+    timeout_s: float | None = None,
+) -> OpenAIChatModel:
+    """The model a user named: ``resolve_model(name, settings, role=role)`` wrapped in an
+    :class:`OpenAIChatModel`.
+
+    ``name`` None uses ``DEFAULT_MODEL`` (``JUDGE_MODEL`` for ``role="judge"``); ``settings``
+    None loads ``./.env``, ``./providers.yaml`` and the environment (:func:`load_settings`).
+    Raises :class:`clawrig.errors.UserError` (one line) for an unusable name or settings.
+    """
+    endpoint = resolve_model(name, settings or load_settings(), role=role)
+    return OpenAIChatModel(endpoint, retry=retry, stream=stream, timeout_s=timeout_s)
