@@ -74,8 +74,10 @@ def _md_format(path: Path) -> TaskFormat:
 def detect_format(path: Path | str) -> TaskFormat:
     """The format of a task path (see module doc).
 
-    For a folder of task files, the format of its first file. Raises UserError when the path
-    does not exist and TaskFormatError (field ``format``) when it is none of the known shapes.
+    For a folder of task files, the format of its first readable file (WildClawBench when none
+    can be read; each file's own problems are reported when it is read). Raises UserError
+    when the path does not exist and TaskFormatError (field ``format``) when it is none of the
+    known shapes.
     """
     path = Path(path)
     if not path.exists():
@@ -89,8 +91,13 @@ def detect_format(path: Path | str) -> TaskFormat:
     if is_dataclaw_root(path):
         return TaskFormat.DATACLAW
     files = task_files(path)
+    for md in files:
+        try:
+            return _md_format(md)
+        except TaskFormatError:
+            continue  # reported when the file itself is read
     if files:
-        return _md_format(files[0])
+        return TaskFormat.WILDCLAW
     raise TaskFormatError(path, "format", _NOT_A_SUITE)
 
 

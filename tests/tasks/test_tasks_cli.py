@@ -1,0 +1,148 @@
+"""`clawrig tasks list|show|validate|build-dataclaw`, run as the installed console script."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+
+def test_list_dataclawbench_lists_57_tasks(run_cli, dataclaw_real):
+    proc = run_cli("tasks", "list", dataclaw_real)
+    assert proc.returncode == 0, proc.stderr
+    assert "57 tasks" in proc.stdout
+    gold_ids = sorted(p.stem for p in (dataclaw_real / "assets" / "qa_gold").glob("*/*.json"))
+    rows = [ln for ln in proc.stdout.splitlines() if re.match(r"^│ \S", ln)]
+    assert len(rows) == 57
+    assert "task_001_comprehensive_decision_easy_easy001" in proc.stdout
+    assert "task_373_hypothesis_verification_hard_hard001" in proc.stdout
+    assert len(gold_ids) == 57
+    # the two real task files list 19 database files, 17 not shipped: workspace "no"
+    row = next(r for r in rows if "task_001_" in r)
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells == [
+        "task_001_comprehensive_decision_easy_easy001",
+        "comprehensive_decision",
+        "easy",
+        "en",
+        "1200s",
+        "judge",
+        "no",
+    ]
+    assert "warning(s)" in proc.stderr
+
+
+def test_list_json(run_cli, fourfolder_real):
+    proc = run_cli("tasks", "list", fourfolder_real, "--json")
+    assert proc.returncode == 0, proc.stderr
+    [row] = json.loads(proc.stdout)
+    assert row["id"] == "000015"
+    assert row["category"] == "04_Search_Retrieval"
+    assert row["level"] == "easy"
+    assert row["language"] == "en"
+    assert row["timeout_seconds"] == 600
+    assert row["grader"] == "programmatic"
+    assert row["workspace_present"] is True
+    assert row["format"] == "fourfolder"
+
+
+def test_show_by_prefix_and_path_option(run_cli, dataclaw_real, fourfolder_real):
+    proc = run_cli("tasks", "show", "task_373", dataclaw_real)
+    assert proc.returncode == 0, proc.stderr
+    assert "task_373_hypothesis_verification_hard_hard001" in proc.stdout
+    assert "[0.1142, -0.2132, 0.33]" in proc.stdout
+    assert "Multi-answer Correctness" in proc.stdout
+
+    proc = run_cli("tasks", "show", "000015", "--path", fourfolder_real, "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["id"] == "000015"
+    assert data["expected_reward"] == 1.0
+    assert data["grader"]["kind"] == "programmatic"
+
+
+def test_show_unknown_id_is_one_line_error(run_cli, fourfolder_real):
+    proc = run_cli("tasks", "show", "999999", "--path", fourfolder_real)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "no task with id '999999'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_validate_clean_suite_exits_0(run_cli, fourfolder_real, dataclaw_real):
+    proc = run_cli("tasks", "validate", fourfolder_real)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "OK" in proc.stdout and "1 task(s), 0 error(s)" in proc.stdout
+
+    proc = run_cli("tasks", "validate", dataclaw_real, "--json")
+    assert proc.returncode == 0
+    report = json.loads(proc.stdout)
+    assert report["tasks"] == 57
+    assert report["errors"] == 0
+    assert report["format"] == "dataclaw"
+    steps = [i for i in report["issues"] if i["field"] == "steps_num"]
+    assert {(i["path"].split("/")[-1], i["severity"]) for i in steps} == {
+        ("hard011.json", "warning"),
+        ("medium009.json", "warning"),
+    }
+
+
+def test_validate_reports_every_error_and_exits_1(run_cli, wildclaw_task, bench_root):
+    wildclaw_task("empty.md", raw=b"")
+    wildclaw_task("a.md", id="dup")
+    dup = wildclaw_task("b.md", id="dup")
+    proc = run_cli("tasks", "validate", bench_root, "--json")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    errors = sorted(
+        (i["path"], i["field"], i["line"]) for i in report["issues"] if i["severity"] == "error"
+    )
+    empty = str(bench_root / "tasks" / "01_Productivity_Flow" / "empty.md")
+    assert errors == sorted([(empty, "file", 1), (str(dup), "id", None)])
+
+    proc = run_cli("tasks", "validate", bench_root)
+    assert proc.returncode == 1
+    assert f"error: {empty}:1: file: file is empty (0 bytes)" in proc.stdout
+    assert "FAIL" in proc.stdout
+
+
+def test_list_with_errors_exits_1(run_cli, wildclaw_task, bench_root):
+    wildclaw_task()
+    wildclaw_task("latin1.md", raw="---\nid: x\nname: Café\n---\n".encode("latin-1"))
+    proc = run_cli("tasks", "list", bench_root)
+    assert proc.returncode == 1
+    assert "01_Productivity_Flow_task_1_meeting_notes" in proc.stdout
+    assert "encoding: file is not UTF-8" in proc.stderr
+
+
+def test_missing_path_is_one_line_error(run_cli, tmp_path):
+    proc = run_cli("tasks", "list", tmp_path / "nope")
+    assert proc.returncode == 2
+    assert "no such file or folder" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_build_dataclaw_command(run_cli, tmp_path, dataclaw_real):
+    root = tmp_path / "root"
+    raw = root / "assets" / "qa_raw" / "comprehensive_decision"
+    raw.mkdir(parents=True)
+    shutil.copyfile(
+        dataclaw_real / "assets/qa_raw/comprehensive_decision/easy001_result.json",
+        raw / "easy001_result.json",
+    )
+    shutil.copytree(dataclaw_real / "assets" / "database", root / "assets" / "database")
+    out = tmp_path / "out"
+    proc = run_cli("tasks", "build-dataclaw", "--root", root, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote 1 gold file(s)" in proc.stdout
+    gold = out / "assets/qa_gold/comprehensive_decision/easy001.json"
+    assert (
+        gold.read_bytes()
+        == (dataclaw_real / "assets/qa_gold/comprehensive_decision/easy001.json").read_bytes()
+    )
+    task_md = (out / "tasks" / "task_001_comprehensive_decision_easy_easy001.md").read_text()
+    assert task_md.count('"source": ') == 2  # the two database files given
+
+    proc = run_cli("tasks", "build-dataclaw", "--root", tmp_path / "empty")
+    assert proc.returncode == 2
+    assert "qa_raw" in proc.stderr
