@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clawrig.cli.common import console, err_console
+from clawrig.errors import UserError
 from clawrig.spec.task import Task, ValidationIssue
 from clawrig.tasks.dataclaw_build import build_dataclaw
 from clawrig.tasks.registry import Suite, find_task, load_suite
@@ -171,7 +172,15 @@ def show_task(
     """Show one task in full."""
     path = path_opt or path_arg or default_suite()
     suite = load_suite(path, root)
-    task = find_task(suite.tasks, task_id)
+    try:
+        task = find_task(suite.tasks, task_id)
+    except UserError as exc:
+        if suite.errors:
+            raise UserError(
+                f"{exc} ({len(suite.errors)} error(s) reading {path}; "
+                f"`clawrig tasks validate {path}` lists them)"
+            ) from None
+        raise
     if as_json:
         typer.echo(task.model_dump_json(indent=2))
         return

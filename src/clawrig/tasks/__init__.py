@@ -7,16 +7,25 @@
 - :mod:`clawrig.tasks.registry`: format detection, :func:`load_tasks`, :func:`validate`.
 """
 
+from clawrig.tasks.dataclaw import read_dataclaw_root, read_dataclaw_task_md
 from clawrig.tasks.dataclaw_build import BuildResult, build_dataclaw
+from clawrig.tasks.fourfolder import read_fourfolder
 from clawrig.tasks.registry import Suite, detect_format, find_task, load_suite, load_tasks, validate
+from clawrig.tasks.text import IssueCollector
+from clawrig.tasks.wildclaw import read_wildclaw_task
 
 __all__ = [
     "BuildResult",
+    "IssueCollector",
     "Suite",
     "build_dataclaw",
     "detect_format",
     "find_task",
     "load_suite",
     "load_tasks",
+    "read_dataclaw_root",
+    "read_dataclaw_task_md",
+    "read_fourfolder",
+    "read_wildclaw_task",
     "validate",
 ]
