@@ -639,6 +639,7 @@ def _task_from_doc_only(doc: MarkdownDoc, root: Path, issues: IssueCollector) ->
         else:
             check_rubric(doc, answer, None, issues)
     category = str(doc.front.get("category", ""))
+    name_parts = str(doc.front.get("name", "")).split("-")  # <category>-<level>-<id>
     m = re.search(r"\n\nOutput guidelines:\n(.*)\n\n", prompt, re.S)
     eb = doc.section("Expected Behavior", "Expected Behaviour")
     gc = doc.section("Grading Criteria")
@@ -650,7 +651,7 @@ def _task_from_doc_only(doc: MarkdownDoc, root: Path, issues: IssueCollector) ->
         expected_behavior=eb.text if eb else "",
         grading_criteria=checklist(gc.text) if gc else [],
         timeout_seconds=float(timeout),
-        level=str(doc.front.get("name", "")).split("-")[1] if doc.front.get("name") else None,
+        level=name_parts[1] if len(name_parts) == 3 else None,
         language=language_of(prompt.split("\n\nOutput guidelines:")[0]),
         workspace=workspace,
         grader=Grader(kind=GraderKind.JUDGE, judge_rubric=rub.text if rub else None),
