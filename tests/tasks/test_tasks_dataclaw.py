@@ -196,5 +196,7 @@ def test_task_file_without_gold_takes_answer_from_rubric(dcb_copy):
     task = tasks[TASK_373]
     assert task.answer == [0.1142, -0.2132, 0.33]
     assert task.language == "zh"
+    assert task.level == "hard"
+    assert task.guidelines.startswith("依次回答出台政策省份的相关系数")
     assert issues.errors == []
     assert any(w.field == "gold_file" for w in issues.warnings)
