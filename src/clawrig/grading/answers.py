@@ -467,13 +467,16 @@ def _scalar_segment(text: str) -> str:
 
 
 def _strip_string(text: str) -> str:
-    s = text.strip()
-    s = s.strip("*`").strip()
-    while len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
-        s = s[1:-1].strip()
-    if len(s) >= 2 and s[0] == "[" and s[-1] == "]":
-        s = s[1:-1].strip().strip("\"'").strip()
-    return s.rstrip(_TRAILING_PUNCT).strip()
+    """Remove markdown emphasis, surrounding quotes or brackets and trailing punctuation."""
+    s, prev = text.strip(), None
+    while s != prev:
+        prev = s
+        s = s.strip("*`_").rstrip(_TRAILING_PUNCT).strip()
+        if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
+            s = s[1:-1].strip()
+        if len(s) >= 2 and s[0] == "[" and s[-1] == "]":
+            s = s[1:-1].strip()
+    return s
 
 
 def _pred_number(text: str) -> tuple[NumberMatch | None, bool]:

@@ -26,8 +26,8 @@ Milestone detection, two ways:
     milestones and, per step, the assistant text, the tool calls and tool-output snippets that
     contain a number matching a milestone (the whole output when it is at most
     :data:`SHORT_OUTPUT_CHARS` long, else +-:data:`SNIPPET_WINDOW` character windows; when a
-    value occurs more than :data:`MAX_OCCURRENCES` times in a step, 5 occurrences are sampled
-    with a seeded RNG so the prompt is reproducible). The reply is one JSON object
+    value occurs more than :data:`MAX_OCCURRENCES` times in a long output, 5 occurrences are
+    sampled with a seeded RNG so the prompt is reproducible). The reply is one JSON object
     ``{"milestones": [{"index", "achieved", "step", "evidence"}], "notes"}``, parsed like the
     answer judge's (5 attempts, stricter instruction after a malformed reply); then "a correct
     downstream milestone implies its upstream ones": an unachieved milestone before an achieved
@@ -85,7 +85,7 @@ SHORT_OUTPUT_CHARS = 1000
 SNIPPET_WINDOW = 300
 """Characters shown on each side of a matching number in a long tool output."""
 MAX_OCCURRENCES = 5
-"""At most this many occurrences of one value per step are shown (seeded sample)."""
+"""At most this many occurrences of one value per long tool output are shown (seeded sample)."""
 _TOOL_CALL_CHARS = 400
 
 
@@ -271,34 +271,28 @@ def tool_output_snippets(
     step: Step, targets: list[NumberMatch], *, seed: int = 0
 ) -> list[tuple[str, str]]:
     """Tool-output evidence for one step: (tool name, text) for each output that contains a
-    number matching a milestone number. Whole output when at most SHORT_OUTPUT_CHARS long, else
-    merged +-SNIPPET_WINDOW windows around the matches; a value occurring more than
-    MAX_OCCURRENCES times in the step is sampled down to MAX_OCCURRENCES with
-    ``random.Random(f"{seed}:{step.index}:{value}")`` (deterministic)."""
-    occurrences: dict[int, list[tuple[int, NumberMatch]]] = {}
-    per_output = [find_numbers(out) for _, out in step.tool_outputs]
-    for t_idx, target in enumerate(targets):
-        for o_idx, nums in enumerate(per_output):
-            for n in nums:
-                if number_matches(n, target):
-                    occurrences.setdefault(t_idx, []).append((o_idx, n))
-    chosen: dict[int, list[tuple[int, int]]] = {}
-    for t_idx, occ in occurrences.items():
-        if len(occ) > MAX_OCCURRENCES:
-            rng = random.Random(f"{seed}:{step.index}:{targets[t_idx].value!r}")
-            picks = sorted(rng.sample(range(len(occ)), MAX_OCCURRENCES))
-            occ = [occ[i] for i in picks]
-        for o_idx, n in occ:
-            chosen.setdefault(o_idx, []).append((n.start, n.end))
+    number matching a milestone number, in order. An output at most SHORT_OUTPUT_CHARS long is
+    shown whole; a longer one as merged +-SNIPPET_WINDOW windows around the matches, where a
+    value occurring more than MAX_OCCURRENCES times in that output is sampled down to
+    MAX_OCCURRENCES with ``random.Random(f"{seed}:{step.index}:{output}:{value!r}")``
+    (deterministic for a seed; ``output`` is the output's 0-based position in the step)."""
     out: list[tuple[str, str]] = []
-    for o_idx in sorted(chosen):
-        name, text = step.tool_outputs[o_idx]
+    for o_idx, (name, text) in enumerate(step.tool_outputs):
+        nums = find_numbers(text)
+        spans: list[tuple[int, int]] = []
+        for target in targets:
+            occ = [n for n in nums if number_matches(n, target)]
+            if len(occ) > MAX_OCCURRENCES:
+                rng = random.Random(f"{seed}:{step.index}:{o_idx}:{target.value!r}")
+                occ = [occ[i] for i in sorted(rng.sample(range(len(occ)), MAX_OCCURRENCES))]
+            spans.extend((n.start, n.end) for n in occ)
+        if not spans:
+            continue
         if len(text) <= SHORT_OUTPUT_CHARS:
             out.append((name, text))
             continue
         windows = sorted(
-            (max(0, s - SNIPPET_WINDOW), min(len(text), e + SNIPPET_WINDOW))
-            for s, e in chosen[o_idx]
+            (max(0, a - SNIPPET_WINDOW), min(len(text), b + SNIPPET_WINDOW)) for a, b in spans
         )
         merged: list[list[int]] = []
         for a, b in windows:
