@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 import typer
@@ -23,7 +22,8 @@ def fail(message: str, code: int = 2) -> None:
 def run_guarded(app: Callable[..., object]) -> int:
     """Run a typer app; turn clawrig errors into one line on stderr and an exit code."""
     try:
-        app(standalone_mode=False)
+        rv = app(standalone_mode=False)  # click returns the code of a typer.Exit here
+        return exit_code_of(rv)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except (typer.Abort, KeyboardInterrupt):
@@ -42,12 +42,8 @@ def run_guarded(app: Callable[..., object]) -> int:
             exc.show()
             return exc.exit_code
         raise
-    return 0
 
 
 def exit_code_of(result: object) -> int:
-    return 0 if result is None else int(result)  # type: ignore[arg-type]
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(0)
+    """The process exit code for what a click command returned (None means success)."""
+    return result if isinstance(result, int) else 0

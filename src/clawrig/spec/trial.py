@@ -14,7 +14,11 @@ from pydantic import BaseModel, Field
 
 
 class Usage(BaseModel):
-    """Token and cost counts. Tokens are counts; ``cost_usd`` is US dollars; times in seconds."""
+    """Token and cost counts. Tokens are counts; ``cost_usd`` is US dollars; times in seconds.
+
+    ``input_tokens`` counts the prompt tokens that were NOT read from or written to a cache
+    (OpenClaw's ``usage.input``); cached ones are in ``cache_read_tokens`` /
+    ``cache_write_tokens``, so each token is priced once."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -88,6 +92,7 @@ class TrialResult(BaseModel):
     category: str = ""
     run_index: int = 0
     trial_id: str
+    job_id: str = ""
     model: str
     agent: str
     sandbox: str

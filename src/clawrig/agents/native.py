@@ -1,0 +1,171 @@
+"""clawrig's native agent: a tool-calling loop over any OpenAI-compatible model.
+
+Loop (the OpenClaw shape, shared/reference/openclaw-tools.md): the first user message is the
+preamble + task prompt (:mod:`clawrig.agents.preamble`); each turn sends the conversation and
+the tool schema, records the assistant message (text, reasoning, tool calls, usage), runs the
+tool calls concurrently in the trial's sandbox and records their results. It stops on a final
+answer (an assistant message without tool calls), max turns, the time limit, or the token /
+cost budget; the stop reason is recorded. Malformed tool arguments get an error tool result
+and the loop goes on. A provider failure after retries propagates as
+:class:`clawrig.errors.ProviderError` (an infrastructure error, never a model failure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from clawrig.agents.base import AgentContext, AgentOutcome, now_ms
+from clawrig.agents.preamble import first_user_message
+from clawrig.spec.llm import ChatResponse
+from clawrig.spec.transcript import Transcript, TranscriptMessage
+from clawrig.spec.trial import StopReason
+
+_STOP_REASONS = {"stop": "stop", "tool_calls": "toolUse", "length": "length"}
+
+
+def assistant_message(resp: ChatResponse) -> TranscriptMessage:
+    """The transcript form of one model reply."""
+    return TranscriptMessage(
+        role="assistant",
+        text=resp.content or None,
+        reasoning=resp.reasoning,
+        tool_calls=list(resp.tool_calls),
+        usage=resp.usage,
+        model=resp.model,
+        provider=resp.provider,
+        stop_reason="toolUse" if resp.tool_calls else _STOP_REASONS.get(resp.finish_reason, "stop"),
+        response_id=resp.response_id,
+        timestamp_ms=now_ms(),
+    )
+
+
+def openai_assistant(msg: TranscriptMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": msg.text or ""}
+    if msg.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": tc.id,
+                "type": "function",
+                "function": {"name": tc.name, "arguments": tc.arguments},
+            }
+            for tc in msg.tool_calls
+        ]
+    return out
+
+
+def openai_tool(msg: TranscriptMessage) -> list[dict[str, Any]]:
+    """The chat messages for one tool result (plus a user message carrying its images)."""
+    out: list[dict[str, Any]] = [
+        {
+            "role": "tool",
+            "tool_call_id": msg.tool_call_id,
+            "name": msg.tool_name,
+            "content": msg.text or "",
+        }
+    ]
+    if msg.images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": f"Image from {msg.tool_name}:"}]
+        for img in msg.images:
+            url = f"data:{img.get('mimeType', 'image/png')};base64,{img['data']}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        out.append({"role": "user", "content": parts})
+    return out
+
+
+async def run_tool_calls(ctx: AgentContext, msg: TranscriptMessage) -> list[TranscriptMessage]:
+    """Run an assistant message's tool calls concurrently; results in call order."""
+
+    async def one(tc: Any) -> TranscriptMessage:
+        t0 = time.monotonic()
+        result = await ctx.toolset.call(ctx.tool_ctx, tc.name, tc.arguments)
+        ctx.log(
+            f"tool {tc.name} ({(time.monotonic() - t0) * 1000:.0f} ms)"
+            f"{' ERROR' if result.is_error else ''}: {tc.arguments[:200]}"
+        )
+        return TranscriptMessage(
+            role="toolResult",
+            tool_call_id=tc.id,
+            tool_name=tc.name,
+            text=result.text,
+            is_error=result.is_error,
+            details=result.details,
+            images=result.images,
+            timestamp_ms=now_ms(),
+        )
+
+    if len(msg.tool_calls) == 1:
+        return [await one(msg.tool_calls[0])]
+    return list(await asyncio.gather(*(one(tc) for tc in msg.tool_calls)))
+
+
+class NativeAgent:
+    """The tool-calling loop (see the module docstring)."""
+
+    name = "native"
+    needs_model = True
+
+    async def run(self, ctx: AgentContext) -> AgentOutcome:
+        assert ctx.model is not None, "the native agent needs a model"
+        first = first_user_message(ctx.task.prompt, ctx.task.timeout_seconds, ctx.preamble)
+        return await run_loop(ctx, first, ctx.transcript)
+
+
+async def run_loop(ctx: AgentContext, first_message: str, transcript: Transcript) -> AgentOutcome:
+    """Run one session's loop from a first user message, filling ``transcript`` in place."""
+    assert ctx.model is not None
+    transcript.model = transcript.model or ctx.model.name
+    transcript.started_ms = transcript.started_ms or now_ms()
+    transcript.messages.append(
+        TranscriptMessage(role="user", text=first_message, timestamp_ms=now_ms())
+    )
+    messages: list[dict[str, Any]] = [{"role": "user", "content": first_message}]
+    tools = ctx.toolset.schema()
+    outcome = AgentOutcome(stop_reason=StopReason.MAX_TURNS)
+    lim = ctx.limits
+    while outcome.turns < lim.max_turns:
+        if lim.tokens is not None and ctx.usage.total_tokens >= lim.tokens:
+            outcome.stop_reason = StopReason.TOKEN_BUDGET
+            return outcome
+        if lim.cost_usd is not None and ctx.usage.cost_usd >= lim.cost_usd:
+            outcome.stop_reason = StopReason.COST_BUDGET
+            return outcome
+        resp = await ctx.model.chat(messages, tools=tools)
+        ctx.usage = ctx.usage.add(resp.usage)
+        outcome.turns += 1
+        msg = assistant_message(resp)
+        transcript.provider = transcript.provider or resp.provider
+        transcript.messages.append(msg)
+        messages.append(openai_assistant(msg))
+        ctx.log(
+            f"turn {outcome.turns}: {len(msg.tool_calls)} tool call(s), "
+            f"{resp.usage.input_tokens}+{resp.usage.output_tokens} tokens"
+        )
+        if not msg.tool_calls:
+            outcome.stop_reason = StopReason.FINAL_ANSWER
+            return outcome
+        results = await run_tool_calls(ctx, msg)
+        outcome.tool_calls += len(results)
+        outcome.tool_errors += sum(r.is_error for r in results)
+        for r in results:
+            transcript.messages.append(r)
+            messages.extend(openai_tool(r))
+        for text in _pending_cron_messages(ctx):
+            transcript.messages.append(
+                TranscriptMessage(role="user", text=text, timestamp_ms=now_ms())
+            )
+            messages.append({"role": "user", "content": text})
+    return outcome
+
+
+def _pending_cron_messages(ctx: AgentContext) -> list[str]:
+    cron = ctx.tool_ctx.cron
+    take = getattr(cron, "pending_messages", None)
+    if take is None:
+        return []
+    try:
+        return [m if isinstance(m, str) else json.dumps(m) for m in take()]
+    except Exception:  # a scheduler problem must not end the trial
+        return []

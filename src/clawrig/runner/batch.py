@@ -1,0 +1,371 @@
+"""A job: many trials in one asyncio process, with retries, resume, a budget cap and a summary.
+
+- Scheduling: at most ``parallel`` trials at once (jittered starts); model connections are
+  limited per provider by the LLM client; grading runs under its own limit.
+- Retries: a trial that ends with a retryable (infrastructure) error is run again, up to
+  ``max_attempts``, with exponential backoff (tenacity); the failed attempt's folder is moved to
+  ``<output>/_retried/`` and never counted.
+- Resume (DataClawBench's progress file, formats.md section 3): ``progress_<model>.json`` =
+  {model, suite, runs, job_id, completed[{task_id, run_index, result}]}, written atomically after
+  each trial that ended without error. ``--resume`` refuses (UserError, exit 2) when model, suite
+  or runs differ; it adopts whole trial folders of this job that a crash left out of the
+  progress file, removes half-written ``.tmp-*`` folders, and runs the rest: every trial exactly
+  once. The file is deleted when every trial finished without error.
+- Budget: no new trial starts once the job's spend (USD) reaches ``budget_usd``; running ones
+  end normally; the summary says the budget stopped the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
+
+from clawrig import __version__
+from clawrig.errors import UserError
+from clawrig.grading.aggregate import summarize
+from clawrig.runner.trial import TrialServices, run_trial
+from clawrig.spec.job import JobConfig, Progress, ProgressEntry, model_slug
+from clawrig.spec.task import Task
+from clawrig.spec.trial import TrialResult
+
+
+@dataclass
+class JobState:
+    """Live counters for the progress view."""
+
+    total: int = 0
+    done: int = 0
+    running: int = 0
+    failed: int = 0
+    skipped: int = 0
+    spend_usd: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    budget_stopped: bool = False
+    interrupted: bool = False
+
+
+def progress_path(output: Path, model: str) -> Path:
+    return output / f"progress_{model_slug(model)}.json"
+
+
+def summary_path(output: Path, model: str) -> Path:
+    return output / f"summary_{model_slug(model)}.json"
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write JSON to a temp file in the same folder, fsync, then rename over ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def select_tasks(tasks: list[Task], suite: str, categories: list[str]) -> list[Task]:
+    """``suite`` "all" or comma-separated ids (a task matches by its id, its upstream id in
+    metadata, or an id prefix like ``task_001``); ``categories`` filters by category."""
+    chosen = tasks
+    if suite and suite != "all":
+        wanted = [s.strip() for s in suite.split(",") if s.strip()]
+        chosen = []
+        for t in tasks:
+            ids = {t.id, str(t.metadata.get("upstream_id", "")), str(t.metadata.get("task_id", ""))}
+            if any(w in ids or t.id.startswith(w + "_") for w in wanted):
+                chosen.append(t)
+        missing = [
+            w
+            for w in wanted
+            if not any(
+                w == t.id
+                or t.id.startswith(w + "_")
+                or w in (str(t.metadata.get("upstream_id", "")), str(t.metadata.get("task_id", "")))
+                for t in chosen
+            )
+        ]
+        if missing:
+            raise UserError(f"--suite: no task with id {', '.join(missing)}")
+    if categories:
+        chosen = [t for t in chosen if t.category in categories]
+        if not chosen:
+            raise UserError(f"--category: no task in {', '.join(categories)}")
+    return chosen
+
+
+def _load_progress(job: JobConfig, model: str) -> Progress | None:
+    path = progress_path(job.output, model)
+    if not path.exists():
+        return None
+    try:
+        return Progress.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise UserError(f"{path}: not a valid progress file ({exc.__class__.__name__})") from None
+
+
+def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[Task]) -> None:
+    """Remove half-written trial folders; record whole ones of this job the crash missed."""
+    done = progress.done()
+    for task in tasks:
+        tdir = job.output / task.id
+        if not tdir.is_dir():
+            continue
+        for entry in sorted(tdir.iterdir()):
+            if entry.name.startswith(".tmp-"):
+                shutil.rmtree(entry, ignore_errors=True)
+                continue
+            rj = entry / "result.json"
+            if not rj.is_file():
+                continue
+            try:
+                res = TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
+            except ValueError:
+                continue
+            key = (res.task_id, res.run_index)
+            if res.job_id == job_id and res.error is None and key not in done:
+                progress.completed.append(
+                    ProgressEntry(
+                        task_id=res.task_id,
+                        run_index=res.run_index,
+                        result=str(entry.relative_to(job.output)),
+                    )
+                )
+                done.add(key)
+
+
+async def run_job(
+    job: JobConfig,
+    tasks: list[Task],
+    services: TrialServices,
+    *,
+    on_update: Callable[[JobState, TrialResult | None], None] | None = None,
+) -> dict[str, Any]:
+    """Run every (task, run_index) of the job not already done; return the summary dict.
+
+    Raises UserError when ``--resume`` finds a progress file for another model, suite or runs,
+    and :class:`clawrig.errors.ModelRequestError` when the provider refuses a request.
+    """
+    model = job.trial.model
+    job.output.mkdir(parents=True, exist_ok=True)
+    ppath = progress_path(job.output, model)
+    progress = _load_progress(job, model) if job.resume else None
+    if job.resume and progress is not None:
+        differ = [
+            name
+            for name, mine, theirs in (
+                ("model", model, progress.model),
+                ("suite", job.suite, progress.suite),
+                ("runs", job.runs, progress.runs),
+            )
+            if mine != theirs
+        ]
+        if differ:
+            raise UserError(
+                f"{ppath}: --resume: {', '.join(differ)} differ from the interrupted job "
+                f"(it ran model={progress.model} suite={progress.suite} runs={progress.runs}); "
+                "run with the same options, or delete the progress file to start over"
+            )
+    job_id = getattr(progress, "job_id", None) if progress else None
+    if progress is None:
+        job_id = f"{dt.datetime.now():%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"
+        progress = Progress(model=model, suite=job.suite, runs=job.runs)
+    assert job_id is not None
+    progress_data = progress.model_dump(mode="json") | {"job_id": job_id}
+    if job.resume:
+        _adopt_orphans(job, job_id, progress, tasks)
+    write_json_atomic(ppath, progress.model_dump(mode="json") | {"job_id": job_id})
+
+    done = progress.done()
+    todo = [(t, r) for t in tasks for r in range(job.runs) if (t.id, r) not in done]
+    state = JobState(total=len(tasks) * job.runs, done=len(done), skipped=len(done))
+    results: dict[tuple[str, int], TrialResult] = {}
+    for entry in progress.completed:
+        rj = job.output / entry.result / "result.json"
+        with contextlib.suppress(OSError, ValueError):
+            res = TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
+            results[(entry.task_id, entry.run_index)] = res
+            state.spend_usd += res.usage.cost_usd
+    slots = asyncio.Semaphore(max(1, job.parallel))
+    lock = asyncio.Lock()
+    retried_dir = job.output / "_retried"
+
+    async def one(task: Task, run_index: int) -> None:
+        async with slots:
+            if state.interrupted:
+                return
+            if job.budget_usd is not None and state.spend_usd >= job.budget_usd:
+                state.budget_stopped = True
+                return
+            if job.parallel > 1:
+                await asyncio.sleep(random.uniform(0, 0.02))
+            state.running += 1
+            if on_update:
+                on_update(state, None)
+            try:
+                result, folder = await _with_retries(task, run_index)
+            finally:
+                state.running -= 1
+            result_folder = str(folder.relative_to(job.output))
+            async with lock:
+                results[(task.id, run_index)] = result
+                state.spend_usd += result.usage.cost_usd
+                state.done += 1
+                if result.error is not None:
+                    state.failed += 1
+                else:
+                    progress.completed.append(
+                        ProgressEntry(task_id=task.id, run_index=run_index, result=result_folder)
+                    )
+                    write_json_atomic(ppath, progress.model_dump(mode="json") | {"job_id": job_id})
+            if on_update:
+                on_update(state, result)
+
+    async def _with_retries(task: Task, run_index: int) -> tuple[TrialResult, Path]:
+        attempt = 0
+        last: tuple[TrialResult, Path] | None = None
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(max(1, job.max_attempts)),
+            wait=wait_exponential(multiplier=0.5, max=30),
+            retry=retry_if_result(lambda r: r[0].error is not None and r[0].error.retryable),
+            retry_error_callback=lambda rs: rs.outcome.result(),  # type: ignore[union-attr]
+            reraise=True,
+        )
+        async for attempt_state in retrying:
+            with attempt_state:
+                attempt += 1
+                if last is not None:  # the previous attempt failed retryably: set it aside
+                    retried_dir.mkdir(parents=True, exist_ok=True)
+                    prev = last[1]
+                    shutil.move(str(prev), str(retried_dir / f"{task.id}__{prev.name}"))
+                res, folder = await run_trial(
+                    task,
+                    job.trial,
+                    job.output,
+                    run_index=run_index,
+                    services=services,
+                    job_id=job_id,
+                )
+                res.attempts = attempt
+                (folder / "result.json").write_text(res.model_dump_json(indent=2) + "\n")
+                last = (res, folder)
+            if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
+                attempt_state.retry_state.set_result(last)
+        assert last is not None
+        return last
+
+    loop = asyncio.get_running_loop()
+    tasks_running = [asyncio.create_task(one(t, r)) for t, r in todo]
+    interrupts = 0
+
+    def on_sigint() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1:
+            os._exit(130)
+        state.interrupted = True
+        for t in tasks_running:
+            t.cancel()
+
+    installed = False
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        installed = True
+    try:
+        outcomes = await asyncio.gather(*tasks_running, return_exceptions=True)
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
+    for out in outcomes:
+        if isinstance(out, BaseException) and not isinstance(out, asyncio.CancelledError):
+            raise out
+    all_ok = (
+        not state.interrupted
+        and not state.budget_stopped
+        and len(progress.completed) == len(tasks) * job.runs
+    )
+    summary = build_summary(job, tasks, list(results.values()), state, job_id)
+    write_json_atomic(summary_path(job.output, model), summary)
+    if all_ok:
+        with contextlib.suppress(FileNotFoundError):
+            ppath.unlink()
+    del progress_data
+    return summary
+
+
+def build_summary(
+    job: JobConfig,
+    tasks: list[Task],
+    results: list[TrialResult],
+    state: JobState,
+    job_id: str,
+) -> dict[str, Any]:
+    """``summary_<model>.json``: DataClawBench's keys plus clawrig's statistics."""
+    stats = summarize(
+        results,
+        tasks={t.id: t.category for t in tasks},
+        threshold=job.trial.success_threshold,
+    )
+    rows = []
+    for r in sorted(results, key=lambda x: (x.task_id, x.run_index)):
+        rows.append(
+            {
+                "task_id": r.task_id,
+                "category": r.category,
+                "run_index": r.run_index,
+                "score": r.score.score if r.score else None,
+                "error": r.error.model_dump(mode="json") if r.error else None,
+                "trial": f"{r.task_id}/{r.trial_id}",
+                "attempts": r.attempts,
+                "cost_usd": r.usage.cost_usd,
+                "total_tokens": r.usage.total_tokens,
+                "elapsed_time": r.usage.elapsed_time,
+            }
+        )
+    dc = stats["dataclaw"]
+    usage = stats["usage"]
+    return {
+        "model": job.trial.model,
+        "agent": job.trial.agent,
+        "benchmark_version": f"clawrig {__version__}",
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(),
+        "job_id": job_id,
+        "suite": job.suite,
+        "suite_path": str(job.suite_path),
+        "runs_per_task": job.runs,
+        "tasks": rows,
+        "overall_score": dc.get("overall_score"),
+        "error_count": stats["error_count"],
+        "evaluated_count": stats["evaluated_count"],
+        "efficiency": {
+            "total_tokens": usage.get("total_tokens", 0),
+            "total_cost_usd": usage.get("total_cost_usd", 0.0),
+            "total_requests": usage.get("total_requests", 0),
+        },
+        "process": stats["process"],
+        "wildclaw": stats["wildclaw"],
+        "mean": stats["mean"],
+        "pass": stats["pass"],
+        "errors_by_kind": stats["errors_by_kind"],
+        "agreement": stats["agreement"],
+        "usage": usage,
+        "budget_usd": job.budget_usd,
+        "budget_stopped": state.budget_stopped,
+        "interrupted": state.interrupted,
+        "not_run": state.total - len(results),
+        "elapsed_s": round(time.monotonic() - state.started, 3),
+        "python": sys.version.split()[0],
+    }

@@ -1,0 +1,436 @@
+"""One trial's lifecycle: sandbox up, setup, agent, agent processes killed, gt in, grading,
+results down; each phase timed. The trial folder is written to a temporary name and renamed,
+so it is either whole or absent (the unit of resume).
+
+Folder: ``<output>/<task_id>/<model>_<YYYYmmdd_HHMM>_<6 hex>/`` with score.json,
+process_score.json, usage.json, agent.log, chat.jsonl, judge_chat.jsonl,
+judge_process_chat.jsonl, formatted_dialog.json, task_output/ (the end state's results folder),
+end_state/ (every workspace file the agent created or changed) and result.json (DataClawBench's
+layout, formats.md section 3, plus result.json and end_state/).
+
+Failures are typed (shared/DESIGN.md): setup errors and grading errors are recorded;
+infrastructure errors (sandbox died, provider down after retries) are marked retryable and
+never scored; a refused model request (:class:`clawrig.errors.ModelRequestError`) propagates
+to stop the job with one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import stat
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawrig import __version__
+from clawrig.agents import AgentContext, AgentLimits, create_agent
+from clawrig.errors import (
+    InfrastructureError,
+    ModelRequestError,
+    SandboxDied,
+    SetupError,
+    UserError,
+)
+from clawrig.grading.answers import check_answer, combine
+from clawrig.grading.judge import judge_answer
+from clawrig.grading.process import grade_process
+from clawrig.grading.programmatic import run_grader
+from clawrig.llm.base import ChatModel
+from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
+from clawrig.sandbox.paths import PATHS
+from clawrig.sandbox.workspace import (
+    inject_gt,
+    install_skills,
+    materialise_workspace,
+    run_warmup,
+)
+from clawrig.spec.job import TrialConfig, model_slug
+from clawrig.spec.task import GraderKind, Task
+from clawrig.spec.transcript import Transcript
+from clawrig.spec.trial import ErrorKind, Score, StopReason, TrialError, TrialResult, Usage
+from clawrig.tools.base import ToolContext, WebPolicy
+from clawrig.transcript import dumps_openclaw_jsonl, to_formatted_dialog
+
+END_STATE_MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class TrialServices:
+    """Shared, job-level things a trial may use: the agent's and the judge's models."""
+
+    model: ChatModel | None = None
+    judge: ChatModel | None = None
+    work_dir: Path | None = None
+    """Where trial workspaces are made (default: the system temp folder)."""
+    hooks: dict[str, Any] = field(default_factory=dict)
+
+
+def trial_folder_name(model: str, when: dt.datetime | None = None) -> str:
+    """``<model>_<YYYYmmdd_HHMM>_<6 hex>`` (DataClawBench's per-run folder name)."""
+    when = when or dt.datetime.now()
+    return f"{model_slug(model)}_{when:%Y%m%d_%H%M}_{secrets.token_hex(3)}"
+
+
+def _manifest(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every regular file under ``root`` (symlinks not followed)."""
+    out: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                h = hashlib.sha256()
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as fh:
+                    for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                        h.update(chunk)
+                out[os.path.relpath(full, root)] = h.hexdigest()
+            except OSError:
+                continue
+    return out
+
+
+def _copy_changed(ws: Path, before: dict[str, str], dest: Path) -> list[str]:
+    """Copy files the agent created or changed (not gt/) into ``dest``; return their paths."""
+    after = _manifest(ws)
+    changed = sorted(
+        rel
+        for rel, digest in after.items()
+        if before.get(rel) != digest and not rel.startswith("gt" + os.sep)
+    )
+    total = 0
+    kept = []
+    for rel in changed:
+        src = ws / rel
+        try:
+            size = os.lstat(src).st_size
+        except OSError:
+            continue
+        if total + size > END_STATE_MAX_BYTES:
+            continue
+        total += size
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh, open(target, "wb") as out:
+            shutil.copyfileobj(fh, out)
+        kept.append(rel)
+    return kept
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def grader_env(task: Task) -> dict[str, str]:
+    """Environment for graders: the task's Env names with values from the host (.env loaded by
+    the CLI), plus placeholders so graders that read judge settings do not crash with a
+    KeyError when they are unset (peers.md pain point 15). Real keys are never passed."""
+    env: dict[str, str] = {}
+    for name in task.env:
+        if name.endswith("_API_KEY"):
+            env[name] = "clawrig-placeholder-key"
+        elif name in os.environ:
+            env[name] = os.environ[name]
+    env.setdefault("OPENROUTER_API_KEY", "clawrig-placeholder-key")
+    env.setdefault("OPENROUTER_BASE_URL", "http://127.0.0.1:9/v1")
+    env.setdefault("JUDGE_MODEL", "clawrig-judge-unavailable")
+    return env
+
+
+async def run_trial(
+    task: Task,
+    config: TrialConfig,
+    out_root: Path,
+    *,
+    run_index: int = 0,
+    services: TrialServices | None = None,
+    job_id: str = "",
+) -> tuple[TrialResult, Path]:
+    """Run one trial of ``task`` and write its folder under ``out_root/<task_id>/``.
+
+    Returns (result, folder). Raises :class:`clawrig.errors.ModelRequestError` (the provider
+    refused a request: a user error that must stop the job) and UserError for bad settings;
+    every other failure is recorded in ``result.error``.
+    """
+    services = services or TrialServices()
+    started = dt.datetime.now(dt.UTC)
+    name = trial_folder_name(config.model, started.astimezone())
+    task_dir = out_root / task.id
+    task_dir.mkdir(parents=True, exist_ok=True)
+    tmp_dir = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=task_dir))
+    work = Path(tempfile.mkdtemp(prefix="clawrig-trial-", dir=services.work_dir))
+    os.chmod(work, 0o755)
+    ws = work / "workspace"
+    timings: dict[str, float] = {}
+    result = TrialResult(
+        task_id=task.id,
+        category=task.category,
+        run_index=run_index,
+        trial_id=name,
+        job_id=job_id,
+        model=config.model,
+        agent=config.agent,
+        sandbox=config.sandbox,
+        config_hash=config.config_hash(),
+        versions={"clawrig": __version__},
+        started_at=started.isoformat(),
+    )
+    agent_log = tmp_dir / "agent.log"
+    agent_log.touch()
+    transcript = Transcript()
+    usage = Usage()
+    sandbox = None
+    phase = "setup"
+    t_phase = time.monotonic()
+
+    def mark(next_phase: str) -> None:
+        nonlocal phase, t_phase
+        now = time.monotonic()
+        timings[phase] = timings.get(phase, 0.0) + now - t_phase
+        phase, t_phase = next_phase, now
+
+    try:
+        agent = create_agent(config.agent)
+        if agent.needs_model and services.model is None:
+            raise UserError(f"--model: the {agent.name} agent needs a model")
+        materialise_workspace(task, ws)
+        before = await asyncio.to_thread(_manifest, ws)
+        mark("sandbox_start")
+        limits = Limits(
+            memory_bytes=config.memory_mb * 1024**2,
+            max_processes=config.max_processes,
+            command_timeout_s=max(task.timeout_seconds * config.timeout_multiplier, 1.0),
+        )
+        sandbox = create_sandbox(config.sandbox, SandboxConfig(workspace_dir=ws, limits=limits))
+        await sandbox.start()
+        mark("setup")
+        await install_skills(sandbox, task)
+        await run_warmup(sandbox, task.warmup)
+        mark("agent")
+        from clawrig.tools.catalog import Toolset
+
+        tool_ctx = ToolContext(
+            sandbox=sandbox,
+            web=WebPolicy(mode="on" if (config.web == "on" and task.web_allowed) else "off"),
+            output_bytes=limits.output_bytes,
+        )
+        toolset = Toolset(task.tool_profile or config.tool_profile)
+        agent_time = task.timeout_seconds * config.timeout_multiplier
+        ctx = AgentContext(
+            task=task,
+            sandbox=sandbox,
+            tool_ctx=tool_ctx,
+            toolset=toolset,
+            model=services.model,
+            limits=AgentLimits(
+                max_turns=config.max_turns,
+                time_s=agent_time,
+                tokens=config.max_tokens_per_trial,
+                cost_usd=config.max_cost_usd_per_trial,
+            ),
+            preamble=config.preamble,
+            transcript=transcript,
+            log_path=agent_log,
+        )
+        ctx.log(f"task {task.id} run {run_index} agent {agent.name} model {config.model}")
+        try:
+            outcome = await asyncio.wait_for(agent.run(ctx), timeout=agent_time)
+            result.stop_reason = outcome.stop_reason
+            result.turns, result.tool_calls = outcome.turns, outcome.tool_calls
+        except TimeoutError:
+            result.stop_reason = StopReason.TIME_LIMIT
+            result.turns = len(transcript.steps)
+            result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
+            ctx.log(f"agent stopped: time limit of {agent_time:g} s")
+        finally:
+            usage = ctx.usage
+            await _stop_tools(tool_ctx)
+        mark("kill")
+        await sandbox.kill_all()
+        mark("collect")
+        jsonl = dumps_openclaw_jsonl(transcript)
+        await sandbox.write_file(PATHS.transcript, jsonl)
+        changed = await asyncio.to_thread(_copy_changed, ws, before, tmp_dir / "end_state")
+        ctx.log(f"end state: {len(changed)} file(s) created or changed")
+        mark("gt_inject")
+        await inject_gt(sandbox, task)
+        mark("grading")
+        score, judge_score, process = await _grade(
+            task, config, sandbox, transcript, tmp_dir, services
+        )
+        result.score, result.judge_score, result.process = score, judge_score, process
+        if score is not None and score.error:
+            kind = (
+                ErrorKind.INFRASTRUCTURE
+                if score.details.get("error_kind") == "infrastructure"
+                else ErrorKind.GRADING
+            )
+            if score.details.get("error_kind") == "agent":
+                kind = ErrorKind.AGENT
+            result.error = TrialError(
+                kind=kind,
+                message=score.error,
+                phase="grading",
+                retryable=kind == ErrorKind.INFRASTRUCTURE,
+            )
+        mark("results")
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            await sandbox.get_dir(PATHS.results, tmp_dir / "task_output")
+    except (ModelRequestError, UserError):
+        raise
+    except SetupError as exc:
+        result.error = TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)
+    except (InfrastructureError, SandboxDied) as exc:
+        result.error = TrialError(
+            kind=ErrorKind.INFRASTRUCTURE, message=str(exc), phase=phase, retryable=True
+        )
+    except asyncio.CancelledError:
+        result.error = TrialError(kind=ErrorKind.CANCELLED, message="cancelled", phase=phase)
+        raise
+    except Exception as exc:  # a harness bug: infrastructure, with the traceback kept
+        with open(agent_log, "a", encoding="utf-8") as fh:
+            fh.write(traceback.format_exc())
+        result.error = TrialError(
+            kind=ErrorKind.INFRASTRUCTURE,
+            message=f"{type(exc).__name__}: {exc}",
+            phase=phase,
+            retryable=True,
+        )
+    finally:
+        mark("stop")
+        if sandbox is not None:
+            with contextlib.suppress(Exception):
+                await sandbox.stop()
+        timings[phase] = timings.get(phase, 0.0) + time.monotonic() - t_phase
+        shutil.rmtree(work, ignore_errors=True)
+    result.timings = {k: round(v, 6) for k, v in timings.items()}
+    result.finished_at = dt.datetime.now(dt.UTC).isoformat()
+    usage.elapsed_time = round(sum(timings.values()), 6)
+    result.usage = usage
+    folder = _finish_folder(task, config, result, transcript, tmp_dir, task_dir / name)
+    return result, folder
+
+
+async def _stop_tools(tool_ctx: ToolContext) -> None:
+    for obj in (tool_ctx.cron, tool_ctx.sessions):
+        stop = getattr(obj, "stop", None) or getattr(obj, "close", None)
+        if stop is not None:
+            with contextlib.suppress(Exception):
+                maybe = stop()
+                if asyncio.iscoroutine(maybe):
+                    await maybe
+
+
+async def _grade(
+    task: Task,
+    config: TrialConfig,
+    sandbox: Any,
+    transcript: Transcript,
+    folder: Path,
+    services: TrialServices,
+) -> tuple[Score | None, Score | None, dict[str, Any]]:
+    """Outcome score (+ judge score when both ran) and process metrics."""
+    judge_log = folder / "judge_chat.jsonl"
+    mode = config.grader
+    kind = task.grader.kind
+    score: Score | None = None
+    judge_score: Score | None = None
+    if mode in ("auto", "programmatic") and kind in (GraderKind.PROGRAMMATIC, GraderKind.BOTH):
+        score = await run_grader(
+            sandbox,
+            task,
+            timeout_s=task.grader.timeout_seconds * config.timeout_multiplier,
+            env=grader_env(task),
+        )
+    elif task.answer is not None or kind == GraderKind.JUDGE:
+        use_judge = mode in ("judge", "both") or (mode == "auto" and services.judge is not None)
+        exact = check_answer(task, transcript) if mode in ("exact", "both", "auto") else None
+        if use_judge:
+            if services.judge is None:
+                raise UserError("--judge: no judge model configured (set --judge or JUDGE_MODEL)")
+            judge_score = await judge_answer(
+                task,
+                transcript,
+                services.judge,
+                log_path=judge_log,
+                repeats=config.judge_repeats,
+            )
+        if judge_score is not None and exact is not None and mode == "both":
+            score = combine(judge_score, exact)
+        else:
+            score = judge_score or exact
+            judge_score = None if score is judge_score else judge_score
+    else:
+        score = Score(grader="none", error="the task has no grader")
+    process: dict[str, Any] = {}
+    if task.milestones or task.steps_num:
+        value = score.score if score is not None and score.error is None else None
+        process = await grade_process(
+            task,
+            transcript,
+            value,
+            method="judge" if services.judge is not None and mode != "exact" else "match",
+            model=services.judge,
+            log_path=folder / "judge_process_chat.jsonl",
+        )
+    return score, judge_score, process
+
+
+def _finish_folder(
+    task: Task,
+    config: TrialConfig,
+    result: TrialResult,
+    transcript: Transcript,
+    tmp_dir: Path,
+    final: Path,
+) -> Path:
+    (tmp_dir / "chat.jsonl").write_text(dumps_openclaw_jsonl(transcript), encoding="utf-8")
+    for name in ("judge_chat.jsonl", "judge_process_chat.jsonl"):
+        (tmp_dir / name).touch()
+    try:
+        from clawrig.tools.catalog import tool_schema
+
+        schema = tool_schema(task.tool_profile or config.tool_profile)
+    except Exception:
+        schema = []
+    _write_json(
+        tmp_dir / "formatted_dialog.json",
+        {"formatted_dialog": to_formatted_dialog(transcript), "tool_schema": schema},
+    )
+    score = result.score
+    _write_json(
+        tmp_dir / "score.json",
+        {
+            "task_id": task.id,
+            "category": task.category,
+            "score": score.score if score else None,
+            "max_score": score.max_score if score else 1.0,
+            "subscores": score.subscores if score else {},
+            "grader": score.grader if score else None,
+            "error": score.error if score else (result.error.message if result.error else None),
+            "judge": result.judge_score.model_dump(mode="json") if result.judge_score else None,
+        },
+    )
+    _write_json(tmp_dir / "process_score.json", result.process)
+    _write_json(
+        tmp_dir / "usage.json",
+        result.usage.model_dump(mode="json", exclude={"retries"})
+        | {"retries": result.usage.retries},
+    )
+    _write_json(tmp_dir / "result.json", result.model_dump(mode="json"))
+    os.replace(tmp_dir, final) if not final.exists() else shutil.move(str(tmp_dir), str(final))
+    return final

@@ -1,0 +1,95 @@
+"""Job and trial configuration, and the resume progress file.
+
+The progress file follows DataClawBench (shared/reference/formats.md section 3):
+``output/progress_<model>.json`` = {model, suite, runs, completed[{task_id, run_index, result}]}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+GraderMode = Literal["auto", "judge", "exact", "both", "programmatic"]
+
+
+class TrialConfig(BaseModel):
+    """How one trial runs. Times in seconds, money in USD, tokens as counts.
+
+    ``model`` is the agent's model name (``provider/model``; ``none`` for oracle/nop);
+    ``agent`` native | oracle | nop | openclaw[@VERSION]; ``sandbox`` bwrap | docker | local;
+    ``grader`` auto (the task's own: programmatic, else judge), judge, exact, both;
+    ``judge`` the judge model name (None: JUDGE_MODEL / exact fallback).
+    """
+
+    model: str = "none"
+    agent: str = "native"
+    sandbox: str = "bwrap"
+    timeout_multiplier: float = 1.0
+    max_turns: int = 100
+    max_tokens_per_trial: int | None = None
+    max_cost_usd_per_trial: float | None = None
+    grader: GraderMode = "auto"
+    judge: str | None = None
+    judge_repeats: int = 1
+    preamble: str | None = None
+    tool_profile: str = "coding"
+    web: str = "off"
+    memory_mb: int = 4096
+    max_processes: int = 512
+    grader_timeout_s: float = 120.0
+    success_threshold: float = 1.0
+    judge_cache: Path | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    def config_hash(self) -> str:
+        """Short SHA-256 of the settings that change a trial's outcome."""
+        keys = self.model_dump(mode="json", exclude={"judge_cache", "extra"})
+        blob = json.dumps(keys, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+class JobConfig(BaseModel):
+    """One ``clawrig run``: which tasks, how many runs each, parallelism, budget, output."""
+
+    suite_path: Path
+    suite: str = "all"
+    categories: list[str] = Field(default_factory=list)
+    runs: int = 1
+    parallel: int = 1
+    output: Path = Path("output")
+    budget_usd: float | None = None
+    max_attempts: int = 3
+    resume: bool = False
+    trial: TrialConfig = Field(default_factory=TrialConfig)
+
+
+class ProgressEntry(BaseModel):
+    task_id: str
+    run_index: int
+    result: str
+    """The trial folder, relative to the job's output folder."""
+
+
+class Progress(BaseModel):
+    """``output/progress_<model>.json``: written atomically after each finished trial."""
+
+    model: str
+    suite: str
+    runs: int
+    completed: list[ProgressEntry] = Field(default_factory=list)
+
+    def done(self) -> set[tuple[str, int]]:
+        return {(c.task_id, c.run_index) for c in self.completed}
+
+
+def model_slug(model: str) -> str:
+    """A model name made safe for a file name: ``openrouter/a/b`` -> ``openrouter_a_b``."""
+    return "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in model)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))

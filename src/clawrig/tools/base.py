@@ -1,0 +1,77 @@
+"""The tool interface: OpenClaw's native tools executed inside a trial's sandbox.
+
+A tool receives parsed arguments (aliases already resolved by the tool itself) and a
+:class:`ToolContext`, and returns a :class:`ToolResult`. Errors a model can act on (bad
+arguments, missing file, non-unique edit, timeout) are results with ``is_error=True``, never
+exceptions (shared/reference/openclaw-tools.md). Only infrastructure failures
+(:class:`clawrig.errors.SandboxDied`) propagate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from clawrig.sandbox.base import Sandbox
+
+
+class ToolResult(BaseModel):
+    """What a tool returns: text content, an error flag, optional details and images.
+
+    ``details`` mirrors OpenClaw's toolResult details (exec: status, exitCode, durationMs,
+    aggregated, cwd). ``images`` are {"data": base64, "mimeType": str} blocks.
+    """
+
+    text: str
+    is_error: bool = False
+    details: dict[str, Any] | None = None
+    images: list[dict[str, str]] = Field(default_factory=list)
+
+
+class WebPolicy(BaseModel):
+    """Whether web tools may reach the network. ``mode``: off (default; a clear tool error),
+    on. ``max_bytes``/``timeout_s`` cap web_fetch; ``search_provider`` and its key env name."""
+
+    mode: str = "off"
+    allow_hosts: list[str] = Field(default_factory=list)
+    max_bytes: int = 2_000_000
+    timeout_s: float = 20.0
+    search_provider: str = "brave"
+    search_api_key: str | None = None
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool call may use. One per agent session.
+
+    ``sandbox`` is the trial's sandbox; ``session_key`` names the calling session ("main" for
+    the top-level agent); ``sessions`` is the trial's session manager (sessions_* and subagents
+    tools; None when sub-agents are unavailable); ``cron`` the trial's scheduler;
+    ``can_see_images`` whether the model accepts image content; ``state`` free per-trial
+    storage for tools (e.g. exec background sessions).
+    """
+
+    sandbox: Sandbox
+    session_key: str = "main"
+    web: WebPolicy = field(default_factory=WebPolicy)
+    sessions: Any = None
+    cron: Any = None
+    can_see_images: bool = False
+    exec_timeout_s: float = 1800.0
+    output_bytes: int = 200_000
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool(Protocol):
+    """One native tool. ``schema`` is the OpenAI function tool dict sent to models."""
+
+    name: str
+    schema: dict[str, Any]
+
+    async def __call__(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult: ...
+
+
+ToolFn = Callable[[ToolContext, dict[str, Any]], Awaitable[ToolResult]]
