@@ -233,3 +233,22 @@ def test_total_is_recomputed_from_the_parts():
         None,
         '"scores" lacks "part_2"',
     )
+
+
+async def test_task_without_answer_or_rubric_is_a_grading_error(dcb, scripted_server):
+    task = dcb(EASY001).model_copy(update={"answer": None})
+    task.grader = task.grader.model_copy(update={"judge_rubric": None})
+    srv = scripted_server([])
+    score = await judge_answer(task, _transcript("x"), srv.chat_model(), log_path=None)
+    assert srv.requests == [] and score.score is None
+    assert "task_001_comprehensive_decision_easy_easy001.md: answer:" in score.error
+
+
+async def test_rubric_alone_gives_the_part_keys(dcb, scripted_server):
+    # a task read from a task file without its gold file: keys come from the rubric's gold JSON
+    task = dcb(HARD001).model_copy(update={"answer": None})
+    srv = scripted_server([reply(_verdict({"part_0": 1, "part_1": 1, "part_2": 1}, 1.0))])
+    score = await judge_answer(
+        task, _transcript("[0.1142, -0.2132, 0.33]"), srv.chat_model(), log_path=None
+    )
+    assert score.subscores == {"part_0": 1, "part_1": 1, "part_2": 1} and score.score == 1.0

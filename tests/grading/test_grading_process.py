@@ -295,6 +295,18 @@ def test_number_matching_in_real_milestone_contexts(dcb):
     # negative sign after Chinese text; a range dash is not a sign
     assert value_matches(-0.2132, "系数为−0.2132")
     assert not value_matches(-2022, "2020-2022")
+    # strings: folded; ASCII words whole, Chinese as substrings (real string milestones)
+    e001 = dcb.gold("enterprise_industry_analysis/easy001")["milestone"]
+    verdict = e001["Comparison result (whether the company is higher than the industry median)"]
+    assert verdict == "Yes"
+    assert value_matches(verdict, "higher than median? YES")
+    assert not value_matches(verdict, "as computed yesterday")
+    assert value_matches(
+        dcb.gold("enterprise_industry_policy_analysis/easy067")["milestone"][
+            "众白昌锦商贸公司所在省份"
+        ],
+        "该公司注册地位于上海市浦东新区",
+    )
 
 
 def test_an_achieved_milestone_without_a_step_is_a_grading_error(dcb, make_transcript):

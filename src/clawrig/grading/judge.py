@@ -341,18 +341,30 @@ async def judge_answer(
     Returns a Score with grader ``"judge"``: ``score`` = total (mean over repeats) in [0,1],
     ``subscores`` = the parts (``match`` or ``part_i``; averaged over repeats), ``details`` =
     {judge_model, final_answer, judge_total, notes, attempts, repeats[], spread{n, mean, min,
-    max, stdev}}. A grading error (unparseable after :data:`MAX_ATTEMPTS` in every repeat, or
-    the provider failing after its retries: ``details["error_kind"]`` "grading" or
-    "infrastructure") or an agent run error (stopReason "error", judge not called,
-    ``error_kind`` "agent") gives ``score`` None and ``error`` set. ``log_path``: the
-    judge_chat.jsonl to append to (None: no log). Raises ValueError when ``repeats < 1`` and
-    :class:`clawrig.errors.ModelRequestError` when the judge provider refuses the request.
+    max, stdev}}.
+
+    ``score`` is None and ``error`` set, with ``details["error_kind"]``, for: a reply still
+    unparseable after :data:`MAX_ATTEMPTS` attempts in every repeat ("grading"); the provider
+    failing after its retries ("infrastructure"); a task with neither gold answer nor rubric
+    ("grading"); an agent run error, stopReason "error", where the judge is not called
+    ("agent").
+
+    ``log_path``: the judge_chat.jsonl to append to (None: no log). Raises ValueError when
+    ``repeats < 1`` and :class:`clawrig.errors.ModelRequestError` when the judge provider
+    refuses the request (bad judge configuration).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     err = agent_run_error(transcript)
     if err is not None:
         return run_error_score(err, "judge")
+    if task.answer is None and not task.grader.judge_rubric:
+        return Score(
+            score=None,
+            grader="judge",
+            error=f"{task.source}: answer: the task has neither a gold answer nor a judge rubric",
+            details={"error_kind": "grading"},
+        )
     keys = judge_keys(task)
     final = transcript.final_text()
     judgments: list[dict[str, Any]] = []

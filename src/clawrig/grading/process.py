@@ -19,9 +19,10 @@ Milestone detection, two ways:
     thousands separators, percent signs -- "20.00%" matches 20.0 and 0.2 -- and Chinese text
     around them), strings after NFKC/case/whitespace folding, and for a list or nested value
     every leaf (dict values, list elements; dict keys are labels and are not searched) in that
-    same step. Lenient by nature: a small integer such as 7 matches any "7" in a step. The
-    "downstream implies upstream" rule is off by default here (``infer_upstream``), because a
-    chance hit on a late milestone would otherwise credit the whole chain.
+    same step; an ASCII word must match as a whole word ("Yes" is not in "yesterday").
+    Lenient by nature: a small integer such as 7 matches any "7" in a step. The "downstream
+    implies upstream" rule is off by default here (``infer_upstream``), because a chance hit on
+    a late milestone would otherwise credit the whole chain.
 (b) :func:`judge_milestones`, the judge protocol: the prompt shows the gold steps, the
     milestones and, per step, the assistant text, the tool calls and tool-output snippets that
     contain a number matching a milestone (the whole output when it is at most
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -181,10 +183,14 @@ def value_matches(leaf: Any, text: str, numbers: list[NumberMatch] | None = None
     if not needle:
         return None
     hay = fold(text)
-    pos = hay.find(needle)
-    if pos < 0:
+    # ASCII words match whole words ("yes" is not found in "yesterday"); CJK text has no
+    # word boundaries and matches as a substring.
+    left = r"(?<![0-9a-z])" if needle[0].isascii() and needle[0].isalnum() else ""
+    right = r"(?![0-9a-z])" if needle[-1].isascii() and needle[-1].isalnum() else ""
+    m = re.search(left + re.escape(needle) + right, hay)
+    if m is None:
         return None
-    return _snippet(hay, pos, pos + len(needle), 60)
+    return _snippet(hay, m.start(), m.end(), 60)
 
 
 def _snippet(text: str, start: int, end: int, window: int) -> str:
