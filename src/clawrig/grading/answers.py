@@ -129,6 +129,7 @@ class NumberMatch:
 # "-" in "2020-2022" is a range, not a sign). Thousands separators: 1,009,833,229,861.02.
 _NUMBER_RE = re.compile(
     r"(?<![0-9A-Za-z._])"
+    r"(?=[-+]?\.?\d)"
     r"(?P<sign>[-+])?"
     r"(?P<int>\d{1,3}(?:,\d{3})+(?![\d])|\d+)?"
     r"(?P<frac>\.\d+)?"
