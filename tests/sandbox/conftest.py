@@ -12,7 +12,7 @@ import pytest
 from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
 from clawrig.sandbox.client import SupervisedSandbox
 
-BACKENDS = ["bwrap", "local"]
+BACKENDS = ["bwrap", "local", "docker"]
 
 
 def backend_available(kind: str) -> str | None:

@@ -1,7 +1,224 @@
-"""`clawrig run` (placeholder until its issue lands)."""
+"""``clawrig run PATH``: run a suite with an agent and a model; write trial folders, progress
+and a summary. Options follow DataClawBench's CLI (--model/-m, --judge, --suite/-s, --task/-t,
+--parallel/-p, --timeout-multiplier, --runs, --resume, --verbose) plus clawrig's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from dotenv import load_dotenv
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from clawrig.agents import create_agent
+from clawrig.cli.common import console, err_console
+from clawrig.errors import UserError
+from clawrig.runner.batch import JobState, run_job, select_tasks, summary_path
+from clawrig.runner.trial import TrialServices
+from clawrig.sandbox import SANDBOX_KINDS
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.spec.trial import TrialResult
+
+GRADERS = ("auto", "judge", "exact", "both", "programmatic")
+
+
+def _model_for(name: str | None, role: str, env_file: Path | None) -> Any:
+    from clawrig.llm.client import get_model
+    from clawrig.llm.providers import load_settings
+
+    settings = load_settings(env_file=env_file) if env_file else load_settings()
+    return get_model(name, settings, role=role)  # type: ignore[arg-type]
+
+
+def render_summary(summary: dict[str, Any]) -> Table:
+    """The end-of-job table: per-category scores, then totals."""
+    table = Table(title=f"clawrig: {summary['model']} ({summary['agent']})", show_lines=False)
+    for col in ("category", "trials", "graded", "errors", "mean score"):
+        table.add_column(col, justify="right" if col != "category" else "left")
+    by_cat: dict[str, list[dict[str, Any]]] = {}
+    for row in summary["tasks"]:
+        by_cat.setdefault(row["category"] or "-", []).append(row)
+    for cat in sorted(by_cat):
+        rows = by_cat[cat]
+        graded = [r["score"] for r in rows if r["score"] is not None and not r["error"]]
+        mean = f"{sum(graded) / len(graded):.4f}" if graded else "-"
+        errs = sum(1 for r in rows if r["error"])
+        table.add_row(cat, str(len(rows)), str(len(graded)), str(errs), mean)
+    m = summary.get("mean") or {}
+    mean_txt = "-"
+    if m.get("mean") is not None:
+        mean_txt = f"{m['mean']:.4f}"
+        if m.get("low") is not None and m.get("high") is not None:
+            mean_txt += f" [{m['low']:.3f}, {m['high']:.3f}]"
+    table.add_section()
+    table.add_row(
+        "all",
+        str(len(summary["tasks"])),
+        str(summary["evaluated_count"]),
+        str(summary["error_count"]),
+        mean_txt,
+    )
+    return table
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `run` command to the main app."""
+    """Add ``run`` to the main app."""
+
+    @app.command("run")
+    def run(
+        path: Annotated[
+            Path | None,
+            typer.Argument(
+                help="Suite: a task file, a folder of "
+                "task files, a four-folder set or a "
+                "DataClawBench root."
+            ),
+        ] = None,
+        task: Annotated[Path | None, typer.Option("--task", "-t", help="One task file.")] = None,
+        suite: Annotated[str, typer.Option("--suite", "-s", help="all, or ids a,b,c")] = "all",
+        category: Annotated[list[str] | None, typer.Option("--category")] = None,
+        model: Annotated[
+            str | None, typer.Option("--model", "-m", help="provider/model; default DEFAULT_MODEL")
+        ] = None,
+        judge: Annotated[
+            str | None, typer.Option("--judge", help="judge model; default JUDGE_MODEL")
+        ] = None,
+        agent: Annotated[
+            str, typer.Option("--agent", help="native | oracle | nop | openclaw[@VERSION]")
+        ] = "native",
+        sandbox: Annotated[str, typer.Option("--sandbox", help="bwrap | docker | local")] = "bwrap",
+        parallel: Annotated[int, typer.Option("--parallel", "-p", min=1)] = 1,
+        runs: Annotated[int, typer.Option("--runs", min=1)] = 1,
+        timeout_multiplier: Annotated[float, typer.Option("--timeout-multiplier", min=0.01)] = 1.0,
+        max_turns: Annotated[int, typer.Option("--max-turns", min=1)] = 100,
+        budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0.0)] = None,
+        resume: Annotated[bool, typer.Option("--resume")] = False,
+        output: Annotated[Path, typer.Option("--output", "-o")] = Path("output"),
+        grader: Annotated[
+            str, typer.Option("--grader", help="auto | judge | exact | both")
+        ] = "auto",
+        root: Annotated[
+            Path | None, typer.Option("--root", help="benchmark root for WildClawBench workspaces")
+        ] = None,
+        env_file: Annotated[Path | None, typer.Option("--env-file", help="default ./.env")] = None,
+        max_attempts: Annotated[int, typer.Option("--max-attempts", min=1)] = 3,
+        web: Annotated[str, typer.Option("--web", help="off | on (tasks that allow it)")] = "off",
+        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    ) -> None:
+        """Run a suite: every task (x runs) in its own sandbox, graded, with a summary."""
+        if env_file is not None and not env_file.is_file():
+            raise UserError(f"--env-file: no such file: {env_file}")
+        load_dotenv(env_file or Path(".env"), override=False)
+        if sandbox not in SANDBOX_KINDS:
+            raise UserError(
+                f"--sandbox: unknown sandbox {sandbox!r} (choose from {', '.join(SANDBOX_KINDS)})"
+            )
+        if grader not in GRADERS:
+            raise UserError(
+                f"--grader: unknown grader {grader!r} (choose from {', '.join(GRADERS)})"
+            )
+        if web not in ("off", "on"):
+            raise UserError("--web: choose off or on")
+        source = task or path
+        if source is None:
+            raise UserError("PATH: give a suite path or --task FILE")
+        if not source.exists():
+            raise UserError(f"PATH: no such file or folder: {source}")
+        the_agent = create_agent(agent)
+        from clawrig.tasks.registry import load_tasks
+
+        tasks = select_tasks(load_tasks(source, root=root), suite, category or [])
+        if sandbox == "local":
+            err_console.print(
+                "[bold yellow]WARNING: --sandbox local runs the agent's commands "
+                "on this machine with NO isolation.[/]"
+            )
+            if parallel > 1:
+                raise UserError("--parallel: the local sandbox runs one trial at a time")
+        services = TrialServices()
+        model_name = model or os.environ.get("DEFAULT_MODEL")
+        if the_agent.needs_model:
+            services.model = _model_for(model_name, "agent", env_file)
+            model_name = services.model.name
+        else:
+            model_name = model_name if model else the_agent.name
+        judge_name = judge or os.environ.get("JUDGE_MODEL")
+        if grader in ("judge", "both") or judge:
+            services.judge = _model_for(judge_name, "judge", env_file)
+        trial_cfg = TrialConfig(
+            model=model_name or the_agent.name,
+            agent=agent,
+            sandbox=sandbox,
+            timeout_multiplier=timeout_multiplier,
+            max_turns=max_turns,
+            grader=grader,  # type: ignore[arg-type]
+            judge=judge_name if services.judge else None,
+            web=web,
+        )
+        job = JobConfig(
+            suite_path=source,
+            suite=suite,
+            categories=category or [],
+            runs=runs,
+            parallel=parallel,
+            output=output,
+            budget_usd=budget_usd,
+            max_attempts=max_attempts,
+            resume=resume,
+            trial=trial_cfg,
+        )
+        summary = _run_with_view(job, tasks, services, verbose)
+        console.print(render_summary(summary))
+        out = summary_path(output, trial_cfg.model)
+        bits = [f"summary: {out}"]
+        if summary.get("budget_stopped"):
+            bits.append(
+                f"the budget of ${budget_usd:g} stopped the job; "
+                f"{summary['not_run']} trial(s) not run (--resume continues)"
+            )
+        if summary.get("interrupted"):
+            bits.append("interrupted: finished trials are kept (--resume continues)")
+        console.print("; ".join(bits), highlight=False, soft_wrap=True)
+        if summary.get("interrupted"):
+            raise typer.Exit(130)
+        if summary["error_count"]:
+            raise typer.Exit(1)
+
+
+def _run_with_view(
+    job: JobConfig, tasks: list[Any], services: TrialServices, verbose: bool
+) -> dict[str, Any]:
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
+    bar = progress.add_task("trials", total=len(tasks) * job.runs, info="")
+    started = time.monotonic()
+
+    def on_update(state: JobState, result: TrialResult | None) -> None:
+        info = f"running {state.running}  failed {state.failed}  spend ${state.spend_usd:.4f}"
+        progress.update(bar, completed=state.done, info=info)
+        if verbose and result is not None:
+            score = result.score.score if result.score else None
+            err = f" ERROR {result.error.kind}: {result.error.message}" if result.error else ""
+            progress.console.print(
+                f"{result.task_id} run {result.run_index}: score {score}{err} "
+                f"({time.monotonic() - started:.1f}s)",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+    with progress:
+        return asyncio.run(run_job(job, tasks, services, on_update=on_update))

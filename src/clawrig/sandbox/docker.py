@@ -1,0 +1,105 @@
+"""DockerSandbox: the same supervisor protocol inside a Docker container, for tasks that ship
+an image (``SandboxConfig.image``; default ``python:3.11-slim``).
+
+The container's main process is the supervisor itself, behind Docker's init (``--init``), so it
+sits at pid 2 exactly as under bubblewrap and ``kill_all`` keeps the container alive. The
+channel is the container's stdin/stdout (``docker run -i``); the container is removed on stop
+(``--rm``, and a forced removal through the Docker Engine API via the ``docker`` SDK when it is
+installed). Inside: /tmp_workspace bound read-write, a private /root, no network
+(``--network none``) unless ``SandboxConfig.network``; memory, pids and file-size limits from
+``Limits`` (``--memory``, ``--pids-limit``, ``--ulimit fsize``). Needs a Docker engine: without
+one ``start`` raises SandboxError naming what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+
+from clawrig.errors import SandboxError
+from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
+from clawrig.sandbox.paths import PATHS
+
+DEFAULT_IMAGE = "python:3.11-slim"
+
+
+class DockerSandbox(SupervisedSandbox):
+    backend_name = "docker"
+
+    def __init__(self, config: SandboxConfig):
+        super().__init__(config)
+        self.name = f"clawrig-{secrets.token_hex(6)}"
+        self.base_dir: Path | None = None
+
+    async def _launch(self) -> asyncio.subprocess.Process:
+        docker = shutil.which("docker")
+        if docker is None:
+            raise SandboxError("the docker sandbox needs the docker client and a Docker engine")
+        probe = await asyncio.create_subprocess_exec(
+            docker,
+            "version",
+            "--format",
+            "{{.Server.Version}}",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await probe.communicate()
+        if probe.returncode != 0:
+            msg = err.decode(errors="replace").strip().splitlines()
+            raise SandboxError(
+                f"no Docker engine answers: {msg[-1] if msg else 'docker version failed'}"
+            )
+        cfg = self.config
+        self.base_dir = Path(tempfile.mkdtemp(prefix="clawrig-docker-"))
+        home = Path(cfg.home_dir) if cfg.home_dir else self.base_dir / "home"
+        (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
+        (home / "skills").mkdir(parents=True, exist_ok=True)
+        ws = Path(cfg.workspace_dir).resolve()
+        ws.mkdir(parents=True, exist_ok=True)
+        lim = cfg.limits
+        argv = [docker, "run", "-i", "--rm", "--init", "--name", self.name]
+        argv += ["--hostname", cfg.hostname, "--workdir", PATHS.workspace]
+        if not cfg.network:
+            argv += ["--network", "none"]
+        if lim.memory_bytes:
+            argv += ["--memory", str(lim.memory_bytes), "--memory-swap", str(lim.memory_bytes)]
+        if lim.max_processes:
+            argv += ["--pids-limit", str(lim.max_processes)]
+        if lim.max_file_bytes:
+            argv += ["--ulimit", f"fsize={lim.max_file_bytes}:{lim.max_file_bytes}"]
+        argv += ["-v", f"{ws}:{PATHS.workspace}:rw", "-v", f"{home}:{PATHS.home}:rw"]
+        argv += ["-v", f"{SUPERVISOR_PATH}:{PATHS.clawrig}/supervisor.py:ro"]
+        for b in cfg.binds:
+            argv += ["-v", f"{Path(b.source).resolve()}:{b.dest}:{'ro' if b.read_only else 'rw'}"]
+        env = {"HOME": PATHS.home, "LANG": "C.UTF-8", "CLAWRIG_LOG_DIR": "/tmp/.clawrig", **cfg.env}
+        for k, v in env.items():
+            argv += ["-e", f"{k}={v}"]
+        argv += [
+            cfg.image or DEFAULT_IMAGE,
+            "python3",
+            "-I",
+            "-S",
+            f"{PATHS.clawrig}/supervisor.py",
+        ]
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=1 << 30,
+        )
+
+    async def _cleanup(self) -> None:
+        with contextlib.suppress(Exception):
+            import docker  # type: ignore[import-not-found]
+
+            client = docker.from_env()
+            client.containers.get(self.name).remove(force=True)
+        if self.base_dir is not None:
+            base, self.base_dir = self.base_dir, None
+            await asyncio.to_thread(shutil.rmtree, base, True)
