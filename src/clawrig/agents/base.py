@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from clawrig.llm.base import ChatModel
-from clawrig.sandbox.base import Sandbox
+from clawrig.sandbox.base import Bind, Sandbox
 from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript
 from clawrig.spec.trial import StopReason, Usage
@@ -64,7 +64,19 @@ class AgentOutcome:
     error: str | None = None
 
 
+@dataclass
+class SandboxNeeds:
+    """What an agent needs in the trial's sandbox before it starts (e.g. a pinned OpenClaw
+    install bound read-only, a gateway forwarder socket)."""
+
+    binds: list[Bind] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+
 class Agent(Protocol):
+    """``needs_model``: the runner resolves a ChatModel for it. Optional method
+    ``sandbox_needs(task) -> SandboxNeeds`` adds binds/env to the trial's sandbox."""
+
     name: str
     needs_model: bool
 

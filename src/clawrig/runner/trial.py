@@ -215,7 +215,16 @@ async def run_trial(
             max_processes=config.max_processes,
             command_timeout_s=max(task.timeout_seconds * config.timeout_multiplier, 1.0),
         )
-        sandbox = create_sandbox(config.sandbox, SandboxConfig(workspace_dir=ws, limits=limits))
+        needs = agent.sandbox_needs(task) if hasattr(agent, "sandbox_needs") else None
+        sandbox = create_sandbox(
+            config.sandbox,
+            SandboxConfig(
+                workspace_dir=ws,
+                limits=limits,
+                binds=list(needs.binds) if needs else [],
+                env=dict(needs.env) if needs else {},
+            ),
+        )
         await sandbox.start()
         mark("setup")
         await install_skills(sandbox, task)
