@@ -90,10 +90,42 @@ def _find_python(root: Path) -> str:
     raise SandboxError(f"no python3 under {root}: the supervisor needs one inside the sandbox")
 
 
+def sweep_stale_cgroups() -> int:
+    """Remove empty cgroups left by a harness that was killed (``clawrig-<pid>-...`` whose pid
+    is gone). Returns how many were removed."""
+    removed = 0
+    for parent in (
+        Path("/sys/fs/cgroup/clawrig"),
+        Path("/sys/fs/cgroup/memory/clawrig"),
+        Path("/sys/fs/cgroup/pids/clawrig"),
+    ):
+        try:
+            entries = list(parent.iterdir())
+        except OSError:
+            continue
+        for d in entries:
+            parts = d.name.split("-")
+            if len(parts) != 3 or not parts[1].isdigit() or not d.is_dir():
+                continue
+            if Path(f"/proc/{parts[1]}").exists():
+                continue
+            with contextlib.suppress(OSError):
+                d.rmdir()
+                removed += 1
+    return removed
+
+
+_swept = False
+
+
 class Cgroup:
     """A per-sandbox cgroup (v2, or v1 memory and pids controllers) when we may create one."""
 
     def __init__(self, name: str, memory_bytes: int | None, max_pids: int | None):
+        global _swept
+        if not _swept:
+            _swept = True
+            sweep_stale_cgroups()
         self.dirs: list[Path] = []
         self.procs_files: list[str] = []
         self.enforces_memory = False
