@@ -88,7 +88,17 @@ async def read(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if len(data) >= READ_CAP:
         return await _read_large(ctx, raw, path, offset or 1, limit)
     text = data.decode("utf-8", errors="replace")
-    return _window(text.split("\n"), raw, offset or 1, limit, first_line=1, total=None)
+    lines, ends_nl = _split(text)
+    return _window(lines, raw, offset or 1, limit, first_line=1, total=len(lines), ends_nl=ends_nl)
+
+
+def _split(text: str) -> tuple[list[str], bool]:
+    """Lines of ``text`` and whether it ends with a newline (then no empty last line)."""
+    lines = text.split("\n")
+    ends_nl = len(lines) > 1 and lines[-1] == ""
+    if ends_nl:
+        lines.pop()
+    return lines, ends_nl
 
 
 async def _read_image(ctx: ToolContext, raw: str, path: str, data: bytes, mime: str) -> ToolResult:
@@ -116,11 +126,13 @@ async def _read_large(
 ) -> ToolResult:
     """A file over READ_CAP: count its lines and cut the window inside the sandbox."""
     q = shlex.quote(path)
-    count = await ctx.sandbox.exec(f"wc -l < {q}", timeout_s=120)
+    count = await ctx.sandbox.exec(f"wc -l < {q}; tail -c 1 -- {q} | wc -l", timeout_s=120)
     try:
-        total = int(count.stdout.strip()) + 1  # + the (possibly empty) text after the last \n
+        newlines, ends = (int(x) for x in count.stdout.split())
     except ValueError:
         return error(f"read: cannot count the lines of {raw}: {count.stdout.strip()[:200]}")
+    ends_nl = ends == 1
+    total = newlines if ends_nl else newlines + 1
     if offset > total:
         return _beyond(offset, total)
     window = await ctx.sandbox.exec(
@@ -128,8 +140,8 @@ async def _read_large(
         f"| head -c {MAX_BYTES * 4}",
         timeout_s=120,
     )
-    lines = window.stdout.split("\n")
-    return _window(lines, raw, offset, limit, first_line=offset, total=total)
+    lines, _ = _split(window.stdout)
+    return _window(lines, raw, offset, limit, first_line=offset, total=total, ends_nl=ends_nl)
 
 
 def _beyond(offset: int, total: int) -> ToolResult:
@@ -143,12 +155,11 @@ def _window(
     limit: int | None,
     *,
     first_line: int,
-    total: int | None,
+    total: int,
+    ends_nl: bool,
 ) -> ToolResult:
-    """Apply offset/limit and the 2,000-line / 50 KB caps to ``lines`` (which start at line
-    ``first_line`` of the file; ``total`` lines in the file, None = ``len(lines)``)."""
-    if total is None:
-        total = len(lines)
+    """Apply offset/limit and the 2,000-line / 50 KB caps to ``lines``, which start at line
+    ``first_line`` of a file of ``total`` lines (``ends_nl``: it ends with a newline)."""
     if offset > total:
         return _beyond(offset, total)
     start = offset - first_line
@@ -187,9 +198,14 @@ def _window(
             f"Use offset={last + 1} to continue.]"
         )
         details["truncatedBy"] = cut_by
-    elif limit is not None and offset - 1 + len(kept) < total:
-        left = total - (offset - 1 + len(kept))
-        text += f"\n\n[{left} more lines in file. Use offset={last + 1} to continue.]"
+    elif last < total:
+        left = total - last
+        text += (
+            f"\n\n[{left} more line{'s' if left != 1 else ''} in file. "
+            f"Use offset={last + 1} to continue.]"
+        )
+    elif ends_nl:
+        text += "\n"  # the whole rest of the file: as it is, final newline included
     return ToolResult(text=text, details=details)
 
 
