@@ -1,7 +1,137 @@
-"""`clawrig verify` (placeholder until its issue lands)."""
+"""``clawrig verify PATH``: self-check, killer question and lint for every task or sample.
+
+Prints a report per sample (its errors and warnings, with diffs; ``--verbose`` adds what ran)
+and a summary table; ``--json`` prints the :class:`clawrig.verify.report.VerifyReport` as JSON
+instead. Exit code 0 when nothing failed, 1 on any error, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from clawrig.cli.common import console
+from clawrig.errors import UserError
+from clawrig.sandbox import SANDBOX_KINDS
+from clawrig.verify import DEFAULT_THRESHOLD, VerifyReport, verify_path
+from clawrig.verify.report import Finding, SampleReport
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim", "pass": "green",
+          "warn": "yellow", "fail": "bold red"}  # fmt: skip
+SCORE_COLUMNS = ("golden", "oracle", "empty", "removed", "corrupted")
+
+
+def _out() -> Console:
+    return console if console.is_terminal else Console(width=200, soft_wrap=False)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def render_sample(sample: SampleReport, verbose: bool = False) -> Group:
+    """One sample's block: a header line, then its findings (info only when ``verbose``)."""
+    head = Text()
+    head.append(f"{sample.id}", style="bold")
+    if sample.name:
+        head.append(f"  {sample.name}")
+    head.append(f"  {sample.status.upper()}", style=_STYLE[sample.status])
+    parts: list[Text | Padding] = [head]
+    for f in sample.findings:
+        if f.severity == "info" and not verbose:
+            continue
+        parts.append(Padding(_finding_text(f), (0, 0, 0, 2), expand=False))
+        if f.diff:
+            parts.append(
+                Padding(Text(f.diff.rstrip("\n"), style="cyan"), (0, 0, 0, 6), expand=False)
+            )
+    return Group(*parts)
+
+
+def _finding_text(f: Finding) -> Text:
+    line = Text()
+    line.append(f"{f.severity:<7}", style=_STYLE[f.severity])
+    line.append(f" {f.check:<18} ")
+    line.append(f.message)
+    if f.location():
+        line.append(f"  [{f.location()}]", style="dim")
+    return line
+
+
+def render_summary(report: VerifyReport) -> Table:
+    """The summary table: one row per sample with its scores, error and warning counts."""
+    table = Table(title=f"clawrig verify: {report.path} (threshold {report.threshold:g})")
+    table.add_column("id")
+    table.add_column("category")
+    table.add_column("expected", justify="right")
+    for col in SCORE_COLUMNS:
+        table.add_column(col, justify="right")
+    table.add_column("errors", justify="right")
+    table.add_column("warnings", justify="right")
+    table.add_column("status")
+    for s in report.samples:
+        table.add_row(
+            s.id,
+            s.category or "-",
+            _fmt(s.expected_reward),
+            *(_fmt(s.scores.get(c)) for c in SCORE_COLUMNS),
+            str(s.errors),
+            str(s.warnings),
+            Text(s.status, style=_STYLE[s.status]),
+        )
+    c = report.counts
+    table.caption = f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail"
+    return table
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `verify` command to the main app."""
+    """Add the ``verify`` command to the main app."""
+
+    @app.command("verify")
+    def verify(
+        path: Annotated[
+            Path, typer.Argument(help="A four-folder set, WildClawBench task file(s), ...")
+        ],
+        json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+        threshold: Annotated[
+            float,
+            typer.Option("--threshold", help="An empty or wrong rollout must score below this."),
+        ] = DEFAULT_THRESHOLD,
+        sandbox: Annotated[str, typer.Option("--sandbox", help="bwrap | docker | local")] = "bwrap",
+        parallel: Annotated[
+            int, typer.Option("--parallel", "-p", min=1, help="Sandboxes at once.")
+        ] = 4,
+        root: Annotated[
+            Path | None, typer.Option("--root", help="benchmark root for WildClawBench workspaces")
+        ] = None,
+        verbose: Annotated[
+            bool, typer.Option("--verbose", "-v", help="Also show what passed.")
+        ] = False,
+    ) -> None:
+        """Self-check, killer question and lint for every task or sample; exit 1 on failure."""
+        if sandbox not in SANDBOX_KINDS:
+            raise UserError(
+                f"--sandbox: unknown sandbox {sandbox!r} (choose from {', '.join(SANDBOX_KINDS)})"
+            )
+        if not path.exists():
+            raise UserError(f"PATH: no such file or folder: {path}")
+        report = asyncio.run(
+            verify_path(path, threshold=threshold, sandbox=sandbox, parallel=parallel, root=root)
+        )
+        if json_out:
+            typer.echo(report.model_dump_json(indent=2))
+        else:
+            out = _out()
+            for f in report.suite_findings:
+                out.print(_finding_text(f))
+            for sample in report.samples:
+                out.print(render_sample(sample, verbose))
+            out.print(render_summary(report))
+        raise SystemExit(0 if report.ok else 1)

@@ -1,0 +1,223 @@
+"""``clawrig verify PATH``: self-check, killer question and lint for every task or sample.
+
+:func:`verify_path` reads a suite (any format :func:`clawrig.tasks.registry.load_suite`
+reads: a four-folder set, WildClawBench task files, DataClawBench), keeps every problem the
+reader found, then for each task runs, in real sandboxes:
+
+a. self-check (:mod:`clawrig.verify.selfcheck`): the golden workspace graded, and the golden
+   trajectory replayed by the oracle and graded, each compared with ``expected_reward``;
+b. the killer question (:mod:`clawrig.verify.killer`): the empty rollout, and the golden end
+   state with its result files removed, then corrupted, must score below ``threshold``;
+c. lint (:mod:`clawrig.verify.lint`).
+
+It returns a :class:`clawrig.verify.report.VerifyReport` (``ok`` False on any error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from clawrig.errors import ClawrigError, SetupError
+from clawrig.sandbox.workspace import materialise_workspace
+from clawrig.spec.task import Task, ValidationIssue
+from clawrig.tasks.registry import load_suite
+from clawrig.verify import killer, lint, selfcheck
+from clawrig.verify.report import Finding, SampleReport, VerifyReport
+
+T = TypeVar("T")
+
+DEFAULT_THRESHOLD = 0.5
+"""The EigenData demo's killer-question threshold."""
+
+_SAMPLE_ID = re.compile(r"(?<!\d)(\d{6})(?!\d)")
+
+# Reader issues that the lint reports itself, with more detail.
+_COVERED = {"imports"}
+_COVERED_RANGE = {"expected_reward", "EXPECTED_REWARD"}
+
+
+def _covered(issue: ValidationIssue) -> bool:
+    if issue.field in _COVERED and "standard" in issue.message:
+        return True
+    return issue.field in _COVERED_RANGE and "[0, 1]" in issue.message
+
+
+def _issue_finding(issue: ValidationIssue) -> Finding:
+    return Finding(
+        check="read",
+        severity=issue.severity,
+        message=f"{issue.field}: {issue.message}",
+        path=str(issue.path),
+        line=issue.line,
+    )
+
+
+def _tool_schema_fallback(task: Task) -> tuple[list[dict[str, Any]] | None, str]:
+    if task.golden_tool_schema:
+        return task.golden_tool_schema, "datapoint's tool_schema"
+    try:
+        from clawrig.tools.catalog import tool_schema
+
+        profile = task.tool_profile or "coding"
+        return tool_schema(profile), f"{profile} tool profile"
+    except Exception:  # the tool catalog is optional for lint
+        return None, "tool schema"
+
+
+async def verify_task(
+    task: Task,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    sandbox: str = "bwrap",
+    work_dir: Path,
+    slots: asyncio.Semaphore | None = None,
+) -> SampleReport:
+    """Verify one task (see the module docstring). ``work_dir`` holds the trial folders and
+    workspaces it makes; ``slots`` bounds the sandboxes running at once."""
+    slots = slots or asyncio.Semaphore(4)
+    report = SampleReport(
+        id=task.id,
+        name=task.name,
+        category=task.category,
+        source=str(task.source.path),
+        expected_reward=task.expected_reward,
+    )
+    tdir = Path(tempfile.mkdtemp(prefix=f"{task.id}-", dir=work_dir))
+    trials = tdir / "trials"
+    trials.mkdir()
+
+    # the initial workspace, materialised once for lint and the killer question
+    initial: Path | None = None
+    setup_findings: list[Finding] = []
+    if not task.workspace.missing:
+        initial = tdir / "initial"
+        try:
+            materialise_workspace(task, initial)
+        except (SetupError, OSError) as exc:
+            initial = None
+            setup_findings.append(
+                Finding(check="read", severity="error", message=f"workspace: {exc}")
+            )
+
+    async def bounded(make: Callable[[], Awaitable[T]]) -> T:
+        async with slots:
+            return await make()
+
+    async def guarded(check: str, make: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await bounded(make)
+        except ClawrigError as exc:
+            return None, [Finding(check=check, severity="error", message=f"could not run: {exc}")]
+        except Exception as exc:  # a harness bug must not hide the other samples' results
+            message = f"could not run: {type(exc).__name__}: {exc}"
+            return None, [Finding(check=check, severity="error", message=message)]
+
+    kw = {"sandbox": sandbox, "work_dir": tdir}
+    golden, oracle, empty, wrong = await asyncio.gather(
+        guarded("self_check.golden", lambda: selfcheck.check_golden(task, **kw)),
+        guarded("self_check.oracle", lambda: selfcheck.check_oracle(task, trials, **kw)),
+        guarded("killer.empty", lambda: killer.check_empty(task, trials, threshold, **kw)),
+        guarded("killer.removed", lambda: killer.check_wrong(task, initial, threshold, **kw)),
+    )
+    listing = lint.workspace_listing(initial) if initial is not None else None
+    golden_files = list(task.golden_workspace) if task.golden_workspace is not None else None
+    schema, schema_origin = _tool_schema_fallback(task)
+    lint_findings = (
+        lint.lint_prompt_paths(task, listing, golden_files)
+        + lint.lint_gt_paths(task)
+        + lint.lint_expected_reward(task)
+        + lint.lint_imports(task)
+        + lint.lint_tool_schema(task, schema, schema_origin)
+    )
+
+    for name, (score, findings) in (("golden", golden), ("oracle", oracle), ("empty", empty)):
+        if findings or score is not None:
+            report.scores[name] = score
+    wrong_scores, wrong_findings = wrong
+    report.scores.update(wrong_scores or {})
+    report.findings = (
+        setup_findings + golden[1] + oracle[1] + empty[1] + wrong_findings + lint_findings
+    )
+    if task.golden_workspace is None and not task.golden_dialog:
+        report.add(
+            "self_check.golden",
+            "info",
+            "no golden workspace nor trajectory: self-check not applicable (graders only)",
+        )
+    shutil.rmtree(tdir, ignore_errors=True)
+    return report
+
+
+async def verify_path(
+    path: Path | str,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    sandbox: str = "bwrap",
+    parallel: int = 4,
+    root: Path | str | None = None,
+    work_dir: Path | None = None,
+) -> VerifyReport:
+    """Verify every task under ``path``; returns the report (never raises for a bad sample:
+    problems become findings). Raises UserError when ``path`` does not exist or ``threshold``
+    is outside (0, 1]. ``parallel`` bounds the sandboxes running at once; ``root`` is the
+    benchmark root for WildClawBench workspaces."""
+    from clawrig.errors import UserError
+
+    if not 0.0 < threshold <= 1.0:
+        raise UserError(f"--threshold: must be in (0, 1], got {threshold:g}")
+    suite = load_suite(path, root)
+    report = VerifyReport(
+        path=str(path),
+        format=str(suite.format) if suite.format else None,
+        threshold=threshold,
+        sandbox=sandbox,
+    )
+    owners: dict[Path, str] = {}
+    for task in suite.tasks:
+        owners[Path(task.source.path)] = task.id
+        for file in (task.metadata.get("files") or {}).values():
+            owners[Path(file)] = task.id
+        if task.grader.origin is not None:
+            owners[Path(task.grader.origin.path)] = task.id
+    by_id: dict[str, list[Finding]] = {}
+    for issue in suite.issues:
+        if _covered(issue):
+            continue
+        owner = owners.get(Path(issue.path))
+        if owner is None and suite.format is not None and str(suite.format) == "fourfolder":
+            m = _SAMPLE_ID.search(Path(issue.path).name)
+            owner = m.group(1) if m else None
+        if owner is None:
+            report.suite_findings.append(_issue_finding(issue))
+        else:
+            by_id.setdefault(owner, []).append(_issue_finding(issue))
+    if not suite.tasks and not suite.issues:
+        report.suite_findings.append(
+            Finding(check="read", severity="error", message="no tasks found", path=str(path))
+        )
+
+    slots = asyncio.Semaphore(max(1, parallel))
+    work = Path(tempfile.mkdtemp(prefix="clawrig-verify-", dir=work_dir))
+    try:
+        samples = await asyncio.gather(
+            *(
+                verify_task(t, threshold=threshold, sandbox=sandbox, work_dir=work, slots=slots)
+                for t in suite.tasks
+            )
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    known = {s.id for s in samples}
+    for sample in samples:
+        sample.findings = by_id.get(sample.id, []) + sample.findings
+    for sample_id, findings in sorted(by_id.items()):
+        if sample_id not in known:  # the sample could not be read at all
+            samples.append(SampleReport(id=sample_id, findings=findings))
+    report.samples = sorted(samples, key=lambda s: s.id)
+    return report

@@ -1,0 +1,129 @@
+"""Self-check (``clawrig verify`` part a): does the grader reproduce ``expected_reward``?
+
+Two ways, both in a real sandbox:
+
+- golden: the evaluator's ``GOLDEN_WORKSPACE`` is written to a fresh workspace, gt/ injected,
+  the transcript (``GOLDEN_TRANSCRIPT`` when the evaluator has one, else the golden trajectory
+  as OpenClaw entries) put at the session path, and the grader run;
+- oracle: the golden trajectory is replayed through the real tools by the oracle agent on the
+  initial workspace (a whole trial), then graded; the recorded tool results are compared with
+  what replay produced (:func:`clawrig.verify.lint.replay_diff`).
+
+A score matches when it is within :data:`TOLERANCE` of ``expected_reward``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from clawrig.errors import ClawrigError
+from clawrig.spec.task import Task
+from clawrig.spec.transcript import Transcript
+from clawrig.spec.trial import Score
+from clawrig.transcript import from_formatted_dialog
+from clawrig.verify.lint import _literal_assignment, replay_diff
+from clawrig.verify.report import Finding
+from clawrig.verify.sandboxed import content_bytes, grade_files, run_agent
+
+TOLERANCE = 1e-6
+
+
+def golden_transcript(task: Task) -> Transcript | str | None:
+    """The golden rollout's transcript: the evaluator's ``GOLDEN_TRANSCRIPT`` (OpenClaw entries,
+    returned as chat.jsonl text) when it has one, else the golden trajectory converted, else
+    None."""
+    source = task.grader.source or ""
+    if "GOLDEN_TRANSCRIPT" in source:
+        found = _literal_assignment(source, "GOLDEN_TRANSCRIPT")
+        if found is not None and isinstance(found[0], list):
+            return "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in found[0])
+    if task.golden_dialog:
+        try:
+            return from_formatted_dialog(task.golden_dialog)
+        except ClawrigError:
+            return None
+    return None
+
+
+def compare(check: str, what: str, score: Score | None, expected: float | None) -> Finding:
+    """One finding for a graded rollout compared with ``expected`` (within TOLERANCE)."""
+    if score is None or score.error is not None or score.score is None:
+        why = score.error if score is not None else "no score"
+        return Finding(check=check, severity="error", message=f"grading {what} failed: {why}")
+    value = score.score
+    if expected is None:
+        return Finding(
+            check=check,
+            severity="info",
+            message=f"{what} scores {value:g} (no expected_reward to compare with)",
+            score=value,
+        )
+    if abs(value - expected) > TOLERANCE:
+        return Finding(
+            check=check,
+            severity="error",
+            message=f"{what} scores {value:g} but expected_reward is {expected:g}",
+            score=value,
+        )
+    return Finding(
+        check=check,
+        severity="info",
+        message=f"{what} scores {value:g} = expected_reward",
+        score=value,
+    )
+
+
+async def check_golden(
+    task: Task, *, sandbox: str = "bwrap", work_dir: Path | None = None
+) -> tuple[float | None, list[Finding]]:
+    """Grade the golden workspace in a sandbox; (score, findings). Nothing when the task has
+    no golden workspace."""
+    if task.golden_workspace is None:
+        return None, []
+    files = {rel: content_bytes(c) for rel, c in task.golden_workspace.items()}
+    score = await grade_files(
+        task, files, golden_transcript(task), sandbox=sandbox, work_dir=work_dir
+    )
+    finding = compare("self_check.golden", "the golden workspace", score, task.expected_reward)
+    finding.path = str(task.grader.origin.path) if task.grader.origin else None
+    return (score.score if score.error is None else None), [finding]
+
+
+async def check_oracle(
+    task: Task, out_root: Path, *, sandbox: str = "bwrap", work_dir: Path | None = None
+) -> tuple[float | None, list[Finding]]:
+    """Replay the golden trajectory with the oracle agent and grade it; (score, findings),
+    including the replay diff warnings. Nothing when the task has no golden trajectory."""
+    if not task.golden_dialog:
+        return None, []
+    if task.workspace.missing:
+        return None, [
+            Finding(
+                check="self_check.oracle",
+                severity="warning",
+                message="oracle replay not run: the initial workspace is not present "
+                f"({', '.join(map(str, task.workspace.missing))})",
+            )
+        ]
+    result, transcript = await run_agent(
+        task, "oracle", out_root, sandbox=sandbox, work_dir=work_dir
+    )
+    findings: list[Finding] = []
+    if result.error is not None and (result.score is None or result.score.error is None):
+        findings.append(
+            Finding(
+                check="self_check.oracle",
+                severity="error",
+                message=f"oracle replay failed ({result.error.kind} error in "
+                f"{result.error.phase or '?'}): {result.error.message}",
+            )
+        )
+        score_value = None
+    else:
+        findings.append(
+            compare("self_check.oracle", "the oracle replay", result.score, task.expected_reward)
+        )
+        score_value = result.score.score if result.score and not result.score.error else None
+    findings += replay_diff(task, transcript)
+    return score_value, findings
