@@ -14,8 +14,9 @@ cwd} as in OpenClaw's exec toolResult. A non-zero exit code is a normal result (
 the command's whole process tree was killed. Output longer than ``ToolContext.output_bytes``
 keeps its head and tail with a note (the sandbox cuts at its own ``Limits.output_bytes`` first).
 
-Background runs: ``background: true`` returns at once, ``yieldMs: N`` returns after N ms if
-the command still runs (else the normal result). Either way the text is
+Background runs: ``background: true`` returns at once (all output then comes through
+``process poll``), ``yieldMs: N`` returns after N ms if the command still runs, with the output
+so far (else the normal result). Either way the text is
 ``Command still running (session ID, pid P). ...`` and ``details.sessionId`` names the run for
 the ``process`` tool: list, poll (status + output since the last poll; ``timeout`` ms to wait),
 log (``offset``/``limit`` in lines; only ``limit`` = the last lines), write (``data``, ``eof``),
@@ -24,7 +25,8 @@ submit (``data``/``text`` + newline), paste (``text``/``data``; ``bracketed`` wr
 bracketed-paste markers), kill, clear (forget a finished run), remove (kill if needed, forget).
 Background runs are killed after ``timeout`` seconds too (default ``ToolContext.exec_timeout_s``).
 
-The run table lives in ``ctx.state["exec_sessions"]`` (id -> :class:`ExecSession`); call
+The run table lives in ``ctx.state["exec_sessions"]`` (id -> :class:`ExecSession`, ids
+``proc-1``, ``proc-2`` ... per agent session); call
 :func:`close` when the agent session ends (``Toolset.aclose`` does).
 
 Policy for OpenClaw's remaining exec parameters: ``pty`` is accepted and ignored (no terminal:
@@ -98,6 +100,7 @@ class ExecSession:
     exit_code: int | None = None
     ended: float | None = None
     poll_offset: int = 0
+    killed_as: str | None = None
     watchdog: asyncio.Task[None] | None = None
 
     @property
@@ -109,7 +112,9 @@ class ExecSession:
         if self.status != "running":
             return
         code = await self.handle.poll()
-        if code is not None:
+        if code is not None and self.killed_as is not None:
+            self._finish(self.killed_as, None)  # our own kill ended it
+        elif code is not None:
             self._finish("completed" if code == 0 else "failed", code)
 
     def _finish(self, status: str, code: int | None) -> None:
@@ -123,6 +128,7 @@ class ExecSession:
         """Kill the run's whole process tree (no-op when it has ended)."""
         await self.refresh()
         if self.status == "running":
+            self.killed_as = status
             await self.handle.kill()
             self._finish(status, None)
 
@@ -303,8 +309,10 @@ async def _exec_background(
             cwd=cwd,
             timeout_s=timeout_s,
         )
-    output, session.poll_offset = await handle.read_log(0)
-    output, _ = _clip(ctx, output.rstrip("\n"))
+    output = ""
+    if yield_ms > 0:  # what the model waited for; background: true leaves it all to poll
+        output, session.poll_offset = await handle.read_log(0)
+        output, _ = _clip(ctx, output.rstrip("\n"))
     pid = getattr(handle, "pid", None)
     text = (
         f"Command still running (session {sid}, pid {pid}). Use process "

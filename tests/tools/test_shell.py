@@ -1,0 +1,218 @@
+"""exec and process through Toolset.call in a real bwrap sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clawrig.tools import ToolResult
+
+
+async def test_exec_merges_output_and_reports_the_exit_code(call) -> None:
+    r = await call("exec", {"command": "echo out; echo err >&2; echo out2; exit 3"})
+    assert r.text == "out\nerr\nout2\n[exit code 3]"
+    assert not r.is_error  # a failing command is a normal result; the model reads the code
+    d = r.details
+    assert (d["status"], d["exitCode"], d["aggregated"], d["cwd"]) == (
+        "failed",
+        3,
+        "out\nerr\nout2",
+        "/tmp_workspace",
+    )
+    assert isinstance(d["durationMs"], int) and d["durationMs"] >= 0
+    r = await call("exec", {"command": "true"})
+    assert r.text == "(no output)\n[exit code 0]"
+    assert r.details["status"] == "completed"
+
+
+async def test_exec_golden_demo_format(call, workspace: Path) -> None:
+    # suites/demo 000004's last exec: grep -c finds nothing for one word, so exit 1
+    (workspace / "results").mkdir()
+    (workspace / "results/a.md").write_text("dry run by default\n")
+    r = await call("exec", {"command": "printf 'x: '; grep -ci -- 'banned' results/a.md"})
+    assert r.text == "x: 0\n[exit code 1]"
+
+
+async def test_exec_workdir_env_and_policy_options(call, workspace: Path) -> None:
+    (workspace / "sub").mkdir()
+    r = await call("exec", {"command": "pwd", "workdir": "sub"})
+    assert r.text == "/tmp_workspace/sub\n[exit code 0]"
+    assert r.details["cwd"] == "/tmp_workspace/sub"
+    r = await call("exec", {"command": 'echo "$GREETING-$HOME"', "env": {"GREETING": "hi"}})
+    assert r.text == "hi-/root\n[exit code 0]"
+    r = await call("exec", {"command": "echo ok", "pty": True, "security": "full", "ask": "off"})
+    assert r.text == "ok\n[exit code 0]"  # accepted and ignored
+    r = await call("exec", {"command": "echo ok", "host": "sandbox"})
+    assert r.text == "ok\n[exit code 0]"
+
+
+async def test_exec_errors(call) -> None:
+    r = await call("exec", {"command": "pwd", "workdir": "nowhere"})
+    assert r.is_error and r.text == "exec: workdir /tmp_workspace/nowhere does not exist"
+    r = await call("exec", {"command": "   "})
+    assert r.is_error and r.text == "exec: `command` is empty"
+    r = await call("exec", {"command": "id", "elevated": True})
+    assert r.is_error and r.text.startswith("exec: elevated mode is not available")
+    r = await call("exec", {"command": "id", "host": "gateway"})
+    assert r.is_error and r.text.startswith("exec: host='gateway' is not available")
+    r = await call("exec", {"command": "id", "timeout": 0})
+    assert r.is_error and "`timeout` must be a positive number of seconds" in r.text
+    r = await call("exec", {"command": "id", "yieldMs": -5})
+    assert r.is_error and "`yieldMs` must be >= 0" in r.text
+
+
+async def test_exec_timeout_kills_the_process_tree(call) -> None:
+    r = await call(
+        "exec",
+        {
+            "command": "sleep 60 & echo $! > /tmp_workspace/child.pid; echo started; wait",
+            "timeout": 1,
+        },
+    )
+    assert r.is_error
+    assert r.text == ("started\n[timed out after 1 s: the process and its children were killed]")
+    assert r.details["status"] == "timeout" and r.details["exitCode"] is None
+    alive = await call("exec", {"command": "kill -0 $(cat /tmp_workspace/child.pid)"})
+    assert alive.details["exitCode"] != 0  # the background child is gone too
+
+
+async def test_exec_long_output_keeps_head_and_tail(call, ctx) -> None:
+    ctx.output_bytes = 1000
+    r = await call("exec", {"command": "python3 -c \"print('A' * 2500 + 'B' * 2500)\""})
+    # 5000 bytes into 1000: 500 head + 500 tail, 4000 omitted
+    note = "\n[... 4000 bytes omitted: output truncated, head and tail kept ...]\n"
+    assert r.text == "A" * 500 + note + "B" * 500 + "\n[exit code 0]"
+    assert r.details["truncated"] is True
+
+
+async def _poll_until_done(call, sid: str) -> ToolResult:
+    out = []
+    for _ in range(100):
+        r = await call("process", {"action": "poll", "sessionId": sid, "timeout": 2000})
+        body, status = r.text.rsplit("\n", 1)
+        if body != "(no new output)":
+            out.append(body)
+        if status != "[still running]":
+            return ToolResult(text="\n".join(out) + "\n" + status, details=r.details)
+    raise AssertionError("the background command never ended")
+
+
+async def test_background_poll_write_and_log(call) -> None:
+    script = "echo start; read line; echo got:$line; echo l1; echo l2; echo l3"
+    r = await call("exec", {"command": script, "background": True})
+    assert not r.is_error
+    sid = r.details["sessionId"]
+    assert sid == "proc-1" and r.details["status"] == "running"
+    assert r.text.startswith(f"Command still running (session {sid}, pid ")
+    w = await call("process", {"action": "write", "sessionId": sid, "data": "hello\n"})
+    assert w.text == f"Wrote 6 bytes to session {sid}."
+    done = await _poll_until_done(call, sid)
+    assert done.text == "start\ngot:hello\nl1\nl2\nl3\n[exit code 0]"
+    assert done.details["status"] == "completed"
+    # nothing new after the end
+    r = await call("process", {"action": "poll", "sessionId": sid})
+    assert r.text == "(no new output)\n[exit code 0]"
+    # log: offset/limit in lines (0-based), limit alone = the last lines
+    r = await call("process", {"action": "log", "sessionId": sid, "offset": 2, "limit": 2})
+    assert r.text == "l1\nl2\n[lines 2-3 of 5 (0-based); exit code 0]"
+    r = await call("process", {"action": "log", "sessionId": sid, "limit": 1})
+    assert r.text == "l3\n[lines 4-4 of 5 (0-based); exit code 0]"
+    r = await call("process", {"action": "log", "sessionId": sid})
+    assert r.text.startswith("start\ngot:hello\nl1\nl2\nl3\n[lines 0-4 of 5")
+    lst = await call("process", {"action": "list"})
+    assert lst.details["sessions"][0]["sessionId"] == sid
+    assert lst.details["sessions"][0]["status"] == "completed"
+    r = await call("process", {"action": "write", "sessionId": sid, "data": "more"})
+    assert r.is_error and r.text == (
+        f"process: session {sid} has ended [exit code 0]; it takes no more input"
+    )
+
+
+async def test_send_keys_submit_and_paste(call) -> None:
+    r = await call("exec", {"command": "cat", "background": True})
+    sid = r.details["sessionId"]
+    await call("process", {"action": "send-keys", "sessionId": sid, "keys": ["h", "i", "Enter"]})
+    await call("process", {"action": "send-keys", "sessionId": sid, "hex": ["41", "0x0a"]})
+    await call("process", {"action": "submit", "sessionId": sid, "data": "line"})
+    await call("process", {"action": "paste", "sessionId": sid, "text": "pasted\n"})
+    r = await call("process", {"action": "write", "sessionId": sid, "data": "", "eof": True})
+    assert r.text == f"Wrote 0 bytes to session {sid} and closed stdin."
+    done = await _poll_until_done(call, sid)
+    assert done.text == "hi\nA\nline\npasted\n[exit code 0]"
+
+
+async def test_process_kill_clear_remove(call) -> None:
+    r = await call(
+        "exec",
+        {"command": "echo $$ > /tmp_workspace/bg.pid; exec sleep 60", "background": True},
+    )
+    sid = r.details["sessionId"]
+    r = await call("process", {"action": "clear", "sessionId": sid})
+    assert r.is_error and "is still running; kill it first" in r.text
+    r = await call("process", {"action": "kill", "sessionId": sid})
+    assert r.text == f"Killed session {sid}."
+    gone = await call("exec", {"command": "kill -0 $(cat /tmp_workspace/bg.pid)"})
+    assert gone.details["exitCode"] != 0
+    r = await call("process", {"action": "poll", "sessionId": sid})
+    assert r.text.endswith("[killed]")
+    r = await call("process", {"action": "kill", "sessionId": sid})
+    assert r.text == f"Session {sid} had already ended [killed]."
+    r = await call("process", {"action": "clear", "sessionId": sid})
+    assert r.text == f"Cleared session {sid}."
+    # remove kills a running session and forgets it
+    r = await call("exec", {"command": "sleep 60", "background": True})
+    sid2 = r.details["sessionId"]
+    assert sid2 == "proc-2"
+    r = await call("process", {"action": "remove", "sessionId": sid2})
+    assert r.text == f"Removed session {sid2}." and r.details["status"] == "killed"
+    r = await call("process", {"action": "list"})
+    assert r.text == "No background sessions."
+
+
+async def test_process_errors(call) -> None:
+    r = await call("process", {"action": "poll"})
+    assert r.is_error and r.text == "process: action 'poll' needs `sessionId` (see action list)"
+    r = await call("process", {"action": "poll", "sessionId": "proc-9"})
+    assert r.is_error and r.text == "process: no session 'proc-9' (known sessions: none)"
+    r = await call("process", {"action": "dance"})
+    assert r.is_error and r.text.startswith("process: unknown action 'dance'; use one of list")
+    r = await call("exec", {"command": "cat", "background": True})
+    sid = r.details["sessionId"]
+    r = await call("process", {"action": "send-keys", "sessionId": sid, "keys": ["Hyper"]})
+    assert r.is_error and "unknown key 'Hyper'" in r.text
+    r = await call("process", {"action": "send-keys", "sessionId": sid})
+    assert r.is_error and "send-keys needs `keys`" in r.text
+    r = await call("process", {"action": "send-keys", "sessionId": sid, "hex": ["zz"]})
+    assert r.is_error and r.text.startswith("process: send-keys: ")
+    r = await call("process", {"action": "write", "sessionId": sid})
+    assert r.is_error and "write needs `data`" in r.text
+    r = await call("process", {"action": "paste", "sessionId": sid})
+    assert r.is_error and "paste needs `text`" in r.text
+    await call("process", {"action": "write", "sessionId": sid, "data": "x", "eof": True})
+    await _poll_until_done(call, sid)
+
+
+async def test_yield_ms(call) -> None:
+    # finishes within yieldMs: the ordinary result, no session left behind
+    r = await call("exec", {"command": "echo quick", "yieldMs": 10_000})
+    assert r.text == "quick\n[exit code 0]" and r.details["status"] == "completed"
+    assert (await call("process", {"action": "list"})).text == "No background sessions."
+    # still running after yieldMs: handed back as a session
+    r = await call("exec", {"command": "echo early; sleep 1; echo late", "yieldMs": 200})
+    assert r.details["status"] == "running"
+    sid = r.details["sessionId"]
+    assert r.text.endswith("Output so far:\nearly")
+    done = await _poll_until_done(call, sid)
+    assert done.text == "late\n[exit code 0]"
+
+
+async def test_background_timeout_kills(call) -> None:
+    r = await call("exec", {"command": "echo up; sleep 60", "background": True, "timeout": 0.5})
+    sid = r.details["sessionId"]
+    done = await _poll_until_done(call, sid)
+    assert done.text == "up\n[timed out after 0.5 s: the process and its children were killed]"
+    assert done.details["status"] == "timeout"
+
+
+async def test_background_missing_workdir(call) -> None:
+    r = await call("exec", {"command": "true", "background": True, "workdir": "/nope"})
+    assert r.is_error and r.text == "exec: workdir /nope does not exist"
