@@ -26,8 +26,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def show(name: str, ms: list[float]) -> None:
-    print(f"{name:<34} median {statistics.median(ms):8.2f} ms   p95 {pct(ms, 0.95):8.2f} ms"
-          f"   (n={len(ms)})")
+    print(
+        f"{name:<34} median {statistics.median(ms):8.2f} ms   p95 {pct(ms, 0.95):8.2f} ms"
+        f"   (n={len(ms)})"
+    )
 
 
 async def main(backend: str, n: int) -> None:
@@ -65,8 +67,9 @@ async def main(backend: str, n: int) -> None:
         await sb.stop()
 
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        boxes = [create_sandbox(backend, SandboxConfig(workspace_dir=base / f"c{i}"))
-                 for i in range(100)]
+        boxes = [
+            create_sandbox(backend, SandboxConfig(workspace_dir=base / f"c{i}")) for i in range(100)
+        ]
         t = time.perf_counter()
         await asyncio.gather(*(b.start() for b in boxes))
         up = time.perf_counter() - t
@@ -74,8 +77,10 @@ async def main(backend: str, n: int) -> None:
         assert all(o.stdout == "up\n" for o in outs)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         await asyncio.gather(*(b.stop() for b in boxes))
-        print(f"{'100 sandboxes up at once':<34} all up in {up:.2f} s; harness peak RSS "
-              f"{rss:.0f} MB (before: {rss0:.0f} MB)")
+        print(
+            f"{'100 sandboxes up at once':<34} all up in {up:.2f} s; harness peak RSS "
+            f"{rss:.0f} MB (before: {rss0:.0f} MB)"
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

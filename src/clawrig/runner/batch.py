@@ -179,15 +179,13 @@ async def run_job(
                 f"(it ran model={progress.model} suite={progress.suite} runs={progress.runs}); "
                 "run with the same options, or delete the progress file to start over"
             )
-    job_id = getattr(progress, "job_id", None) if progress else None
-    if progress is None:
-        job_id = f"{dt.datetime.now():%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"
-        progress = Progress(model=model, suite=job.suite, runs=job.runs)
-    assert job_id is not None
-    progress_data = progress.model_dump(mode="json") | {"job_id": job_id}
+    if progress is None or not progress.job_id:
+        progress = progress or Progress(model=model, suite=job.suite, runs=job.runs)
+        progress.job_id = f"{dt.datetime.now():%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"
+    job_id = progress.job_id
     if job.resume:
         _adopt_orphans(job, job_id, progress, tasks)
-    write_json_atomic(ppath, progress.model_dump(mode="json") | {"job_id": job_id})
+    write_json_atomic(ppath, progress.model_dump(mode="json"))
 
     done = progress.done()
     todo = [(t, r) for t in tasks for r in range(job.runs) if (t.id, r) not in done]
@@ -230,7 +228,7 @@ async def run_job(
                     progress.completed.append(
                         ProgressEntry(task_id=task.id, run_index=run_index, result=result_folder)
                     )
-                    write_json_atomic(ppath, progress.model_dump(mode="json") | {"job_id": job_id})
+                    write_json_atomic(ppath, progress.model_dump(mode="json"))
             if on_update:
                 on_update(state, result)
 
@@ -302,7 +300,6 @@ async def run_job(
     if all_ok:
         with contextlib.suppress(FileNotFoundError):
             ppath.unlink()
-    del progress_data
     return summary
 
 

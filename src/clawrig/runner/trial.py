@@ -135,6 +135,21 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
+def suite_root_of(task: Task) -> Path:
+    """A path ``load_tasks`` can read back to find this task (for re-grading): the task file
+    (WildClawBench), the four-folder root, or the DataClawBench root."""
+    src = Path(task.source.path).resolve()
+    if task.format == "fourfolder":
+        return src.parents[1]
+    if task.format == "dataclaw":
+        if task.workspace.root is not None:
+            return Path(task.workspace.root).resolve().parent
+        for parent in src.parents:
+            if (parent / "assets" / "qa_gold").is_dir():
+                return parent
+    return src
+
+
 def grader_env(task: Task) -> dict[str, str]:
     """Environment for graders: the task's Env names with values from the host (.env loaded by
     the CLI), plus placeholders so graders that read judge settings do not crash with a
@@ -182,6 +197,7 @@ async def run_trial(
         run_index=run_index,
         trial_id=name,
         job_id=job_id,
+        task_source=str(suite_root_of(task)),
         model=config.model,
         agent=config.agent,
         sandbox=config.sandbox,

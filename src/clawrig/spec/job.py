@@ -80,6 +80,7 @@ class Progress(BaseModel):
     model: str
     suite: str
     runs: int
+    job_id: str = ""
     completed: list[ProgressEntry] = Field(default_factory=list)
 
     def done(self) -> set[tuple[str, int]]:

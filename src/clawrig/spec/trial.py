@@ -93,6 +93,8 @@ class TrialResult(BaseModel):
     run_index: int = 0
     trial_id: str
     job_id: str = ""
+    task_source: str = ""
+    """The task file (or suite root) the task was read from, for re-grading."""
     model: str
     agent: str
     sandbox: str

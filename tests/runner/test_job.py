@@ -1,0 +1,163 @@
+"""Jobs: a 30-trial job at --parallel 8 through the real CLI, kill -9 + --resume, a budget,
+and a summary checked against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from clawrig.runner.batch import run_job
+from clawrig.runner.trial import TrialServices
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.tasks.registry import load_tasks
+
+CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
+
+
+def _env(srv) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "OPENAI"))}
+    env["SCRIPTED_BASE_URL"] = srv.base_url
+    return env
+
+
+def _trial_folders(out: Path) -> list[Path]:
+    return [p.parent for p in out.glob("*/*/result.json")]
+
+
+def test_thirty_trials_parallel_8_match_hand_computed_summary(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    bench = mini_bench(10)
+    srv = scripted_server(responder=even_responder)
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [
+            CLAWRIG,
+            "run",
+            str(bench / "tasks"),
+            "-m",
+            "scripted/test",
+            "-p",
+            "8",
+            "--runs",
+            "3",
+            "-o",
+            str(out),
+        ],
+        env=_env(srv),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    # 10 tasks x 3 runs; even tasks score 1.0, odd ones 0.25 (file written, content wrong)
+    assert len(summary["tasks"]) == 30 and summary["error_count"] == 0
+    assert summary["evaluated_count"] == 30
+    assert math.isclose(summary["overall_score"], (15 * 1.0 + 15 * 0.25) / 30)
+    assert math.isclose(summary["mean"]["mean"], 0.625)
+    # every trial made 2 requests at $0.01 each
+    assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.60)
+    assert summary["efficiency"]["total_requests"] == 60
+    # pass@k with n=3 per task, success = score >= 1.0: even tasks c=3, odd c=0
+    p = summary["pass"]
+    assert set(p) == {"1", "2", "3"}
+    for k in ("1", "2", "3"):
+        assert math.isclose(p[k]["pass_at_k"], 0.5) and math.isclose(p[k]["pass_hat_k"], 0.5)
+    assert len(_trial_folders(out)) == 30
+    assert not (out / "progress_scripted_test.json").exists()  # all done: deleted
+    assert "0.6250" in r.stdout  # the table
+
+
+def test_kill_9_then_resume_finishes_every_trial_exactly_once(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    bench = mini_bench(10)
+
+    def responder(req):
+        rep = even_responder(req)
+        rep.delay = 0.15
+        return rep
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    args = [
+        CLAWRIG,
+        "run",
+        str(bench / "tasks"),
+        "-m",
+        "scripted/test",
+        "-p",
+        "4",
+        "--runs",
+        "3",
+        "-o",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        args,
+        env=_env(srv),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    progress = out / "progress_scripted_test.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if len(json.loads(progress.read_text())["completed"]) >= 6:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = len(_trial_folders(out))
+    assert 6 <= done_before < 30
+    # resuming with other options is refused with one line
+    r = subprocess.run(
+        args[:-4] + ["--runs", "2", "-o", str(out), "--resume"],
+        env=_env(srv),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "runs" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run(
+        args + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    folders = _trial_folders(out)
+    keys = []
+    for f in folders:
+        res = json.loads((f / "result.json").read_text())
+        keys.append((res["task_id"], res["run_index"]))
+    assert len(keys) == 30 and len(set(keys)) == 30  # exactly once
+    assert not list(out.glob("*/.tmp-*"))
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert len(summary["tasks"]) == 30 and math.isclose(summary["overall_score"], 0.625)
+
+
+async def test_budget_stops_new_trials(mini_bench, scripted_server, tmp_path, even_responder):
+    bench = mini_bench(10)
+    srv = scripted_server(responder=even_responder)  # $0.02 per trial
+    tasks = load_tasks(bench / "tasks")
+    job = JobConfig(
+        suite_path=bench,
+        runs=1,
+        parallel=1,
+        output=tmp_path / "out",
+        budget_usd=0.10,
+        trial=TrialConfig(agent="native", model="scripted/test"),
+    )
+    summary = await run_job(job, tasks, TrialServices(model=srv.chat_model()))
+    assert summary["budget_stopped"] is True
+    assert len(summary["tasks"]) == 5 and summary["not_run"] == 5
+    assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.10)
+    assert (tmp_path / "out" / "progress_scripted_test.json").exists()  # resumable

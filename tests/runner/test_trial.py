@@ -1,0 +1,144 @@
+"""One trial end to end: real bwrap sandbox, real tools, scripted model, real grading."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clawrig.runner.trial import TrialServices, run_trial
+from clawrig.spec.job import TrialConfig
+from clawrig.tasks.registry import load_tasks
+from clawrig.testing.scripted_server import call, error, reply
+from clawrig.transcript import read_openclaw_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "suites" / "demo"
+
+
+@pytest.mark.parametrize("task", load_tasks(DEMO), ids=lambda t: t.id)
+async def test_oracle_reaches_expected_reward_on_every_demo_sample(task, tmp_path):
+    result, folder = await run_trial(task, TrialConfig(agent="oracle", model="oracle"), tmp_path)
+    assert result.error is None, result.error
+    assert result.score is not None and result.score.error is None
+    assert abs(result.score.score - task.expected_reward) < 1e-6
+    # the oracle's calls all succeeded
+    tr = read_openclaw_jsonl(folder / "chat.jsonl")
+    tool_results = [m for m in tr.messages if m.role == "toolResult"]
+    assert tool_results and not any(m.is_error for m in tool_results)
+    golden_calls = sum(len(m.get("tool_calls") or []) for m in task.golden_dialog)
+    assert len(tool_results) == golden_calls == result.tool_calls
+
+
+async def test_native_agent_solves_coauthorship_through_scripted_model(scripted_server, tmp_path):
+    task = next(t for t in load_tasks(DEMO) if t.id == "000015")
+    srv = scripted_server(
+        [
+            error(429, retry_after=0),
+            error(429, retry_after=0),
+            reply(tool_calls=[call("read", {"path": "/tmp_workspace/coauthorship.json"})]),
+            reply(
+                tool_calls=[
+                    call("exec", {"command": "mkdir -p /tmp_workspace/results"}),
+                    call("read", '{"path": '),
+                ]
+            ),
+            reply(
+                tool_calls=[
+                    call(
+                        "write",
+                        {
+                            "path": "/tmp_workspace/results/results.md",
+                            "content": "# shortest\nVikram Shah – Berta Alonso – Saif Hamdan\n",
+                        },
+                    )
+                ]
+            ),
+            reply("Done: Vikram Shah – Berta Alonso – Saif Hamdan"),
+        ]
+    )
+    services = TrialServices(model=srv.chat_model())
+    cfg = TrialConfig(agent="native", model="scripted/scripted")
+    result, folder = await run_trial(task, cfg, tmp_path, services=services)
+    assert result.error is None and result.score.score == 1.0
+    assert result.usage.retries == 2  # the 429 burst was retried and counted
+    assert result.usage.request_count == 4 and result.turns == 4
+    assert result.tool_calls == 4
+    # the grader-facing transcript: OpenClaw chat.jsonl with the tool calls and results
+    tr = read_openclaw_jsonl(folder / "chat.jsonl")
+    calls = [tc.name for m in tr.messages if m.role == "assistant" for tc in m.tool_calls]
+    assert calls == ["read", "exec", "read", "write"]
+    bad = [m for m in tr.messages if m.role == "toolResult" and m.is_error]
+    assert len(bad) == 1 and bad[0].tool_name == "read"  # malformed arguments: error result
+    assert tr.final_text().startswith("Done:")
+    usage = json.loads((folder / "usage.json").read_text())
+    assert usage["request_count"] == 4 and usage["input_tokens"] == 40
+    assert (folder / "task_output" / "results.md").read_text().startswith("# shortest")
+    assert (folder / "end_state" / "results" / "results.md").exists()
+    for name in (
+        "score.json",
+        "process_score.json",
+        "agent.log",
+        "judge_chat.jsonl",
+        "judge_process_chat.jsonl",
+        "formatted_dialog.json",
+        "result.json",
+    ):
+        assert (folder / name).exists(), name
+    dialog = json.loads((folder / "formatted_dialog.json").read_text())
+    assert len(dialog["tool_schema"]) == 17
+
+
+async def test_unauthorised_model_stops_with_one_line(scripted_server, tmp_path):
+    from clawrig.errors import ModelRequestError
+
+    task = next(t for t in load_tasks(DEMO) if t.id == "000015")
+    srv = scripted_server([error(401, "invalid api key")])
+    with pytest.raises(ModelRequestError) as info:
+        await run_trial(
+            task,
+            TrialConfig(agent="native", model="scripted/x"),
+            tmp_path,
+            services=TrialServices(model=srv.chat_model()),
+        )
+    assert "401" in str(info.value) and "\n" not in str(info.value)
+
+
+async def test_provider_down_is_an_infrastructure_error(scripted_server, tmp_path):
+    task = next(t for t in load_tasks(DEMO) if t.id == "000015")
+    srv = scripted_server([error(500)] * 10)
+    result, _ = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/x"),
+        tmp_path,
+        services=TrialServices(model=srv.chat_model()),
+    )
+    assert result.error is not None and result.error.kind == "infrastructure"
+    assert result.error.retryable and result.score is None
+
+
+async def test_nop_agent_fails_every_demo_grader(tmp_path):
+    for task in load_tasks(DEMO):
+        result, _ = await run_trial(task, TrialConfig(agent="nop", model="nop"), tmp_path)
+        assert result.error is None, (task.id, result.error)
+        assert result.score.score < 0.5, (task.id, result.score.score)
+
+
+async def test_leftover_agent_process_cannot_rewrite_results_after_gt(scripted_server, tmp_path):
+    """An agent leaves a background process that would rewrite its result once gt/ appears;
+    it must be dead before gt is injected, so the grade reflects the agent's real work."""
+    task = next(t for t in load_tasks(DEMO) if t.id == "000015")
+    cheat = (
+        "nohup sh -c 'while [ ! -d /tmp_workspace/gt ]; do sleep 0.01; done; mkdir -p "
+        '/tmp_workspace/results; printf "# shortest\\nVikram Shah – Berta Alonso – Saif '
+        "Hamdan\\n\" > /tmp_workspace/results/results.md' > /dev/null 2>&1 &"
+    )
+    srv = scripted_server([reply(tool_calls=[call("exec", {"command": cheat})]), reply("done")])
+    result, _ = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/x"),
+        tmp_path,
+        services=TrialServices(model=srv.chat_model()),
+    )
+    assert result.error is None and result.score.score == 0.0
