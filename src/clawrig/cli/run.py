@@ -39,7 +39,7 @@ def _model_for(name: str | None, role: str, env_file: Path | None) -> Any:
 def render_summary(summary: dict[str, Any]) -> Table:
     """The end-of-job table: per-category scores, then totals."""
     table = Table(title=f"clawrig: {summary['model']} ({summary['agent']})", show_lines=False)
-    for col in ("category", "trials", "graded", "errors", "mean score"):
+    for col in ("category", "trials", "graded", "errors", "mean score [95% CI]"):
         table.add_column(col, justify="right" if col != "category" else "left")
     by_cat: dict[str, list[dict[str, Any]]] = {}
     for row in summary["tasks"]:
@@ -54,8 +54,8 @@ def render_summary(summary: dict[str, Any]) -> Table:
     mean_txt = "-"
     if m.get("mean") is not None:
         mean_txt = f"{m['mean']:.4f}"
-        if m.get("low") is not None and m.get("high") is not None:
-            mean_txt += f" [{m['low']:.3f}, {m['high']:.3f}]"
+        if m.get("low") is not None and m.get("high") is not None:  # scores live in [0, 1]
+            mean_txt += f" [{max(m['low'], 0.0):.3f}, {min(m['high'], 1.0):.3f}]"
     table.add_section()
     table.add_row(
         "all",
@@ -189,6 +189,21 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130)
         if summary["error_count"]:
             raise typer.Exit(1)
+        if agent == "oracle":
+            checked = [r for r in summary["tasks"] if r["meets_expected"] is not None]
+            missed = [r for r in checked if not r["meets_expected"]]
+            console.print(
+                f"oracle: {len(checked) - len(missed)}/{len(checked)} samples reach "
+                "their expected reward",
+                highlight=False,
+            )
+            for r in missed:
+                console.print(
+                    f"  {r['task_id']}: score {r['score']} != expected {r['expected_reward']}",
+                    highlight=False,
+                )
+            if missed:
+                raise typer.Exit(1)
 
 
 def _run_with_view(

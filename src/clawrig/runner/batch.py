@@ -317,13 +317,18 @@ def build_summary(
         threshold=job.trial.success_threshold,
     )
     rows = []
+    expected = {t.id: t.expected_reward for t in tasks}
     for r in sorted(results, key=lambda x: (x.task_id, x.run_index)):
+        score = r.score.score if r.score else None
+        exp = expected.get(r.task_id)
         rows.append(
             {
                 "task_id": r.task_id,
                 "category": r.category,
                 "run_index": r.run_index,
-                "score": r.score.score if r.score else None,
+                "score": score,
+                "expected_reward": exp,
+                "meets_expected": None if exp is None or score is None else abs(score - exp) < 1e-6,
                 "error": r.error.model_dump(mode="json") if r.error else None,
                 "trial": f"{r.task_id}/{r.trial_id}",
                 "attempts": r.attempts,
