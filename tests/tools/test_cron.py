@@ -1,0 +1,179 @@
+"""cron: jobs fire inside the trial (commands in the bwrap sandbox, messages for the agent)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from clawrig.tools import CronScheduler
+from clawrig.tools.cron import cron_next, parse_cron
+
+
+def body(r) -> dict:
+    assert not r.is_error, r.text
+    return json.loads(r.text)
+
+
+async def _wait_for(pred, timeout_s: float = 10.0) -> None:
+    for _ in range(int(timeout_s / 0.05)):
+        if pred():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not reached")
+
+
+async def test_command_job_fires_in_the_sandbox(call, ctx, workspace: Path) -> None:
+    job = {
+        "name": "stamp",
+        "schedule": {"kind": "delay", "delayMs": 100},
+        "payload": {"kind": "command", "command": "echo fired >> cron.log; echo done"},
+    }
+    added = body(await call("cron", {"action": "add", "job": job}))
+    assert added["job"]["id"] == "job-1" and added["job"]["enabled"] is True
+    log = workspace / "cron.log"
+    await _wait_for(lambda: log.exists() and log.read_text() == "fired\n")
+    await _wait_for(lambda: ctx.cron.jobs["job-1"].runs)
+    runs = body(await call("cron", {"action": "runs", "jobId": "job-1"}))["runs"]
+    assert [(r["status"], r["exitCode"], r["output"]) for r in runs] == [("ok", 0, "done")]
+    # a one-shot job is disabled after it fired: listed only with includeDisabled
+    assert body(await call("cron", {"action": "list"}))["jobs"] == []
+    listed = body(await call("cron", {"action": "list", "includeDisabled": True}))["jobs"]
+    assert [(j["id"], j["name"], j["enabled"], j["runCount"]) for j in listed] == [
+        ("job-1", "stamp", False, 1)
+    ]
+
+
+async def test_every_job_repeats_until_removed(call, ctx, workspace: Path) -> None:
+    job = {"schedule": {"kind": "every", "everyMs": 150}, "command": "echo tick >> ticks"}
+    jid = body(await call("cron", {"action": "add", "job": job}))["job"]["id"]
+    ticks = workspace / "ticks"
+    await _wait_for(lambda: ticks.exists() and ticks.read_text().count("tick") >= 3)
+    status = body(await call("cron", {"action": "status"}))
+    assert status["running"] is True and status["enabledJobs"] == 1
+    assert body(await call("cron", {"action": "remove", "jobId": jid})) == {
+        "ok": True,
+        "removed": jid,
+    }
+    await asyncio.sleep(0.1)  # a run already started may still append
+    count = ticks.read_text().count("tick")
+    await asyncio.sleep(0.5)
+    assert ticks.read_text().count("tick") == count
+    assert body(await call("cron", {"action": "list", "includeDisabled": True}))["jobs"] == []
+
+
+async def test_message_jobs_are_queued_for_the_agent(call, ctx) -> None:
+    at = (datetime.now(UTC) + timedelta(milliseconds=200)).isoformat()
+    await call(
+        "cron",
+        {
+            "action": "add",
+            "job": {
+                "schedule": {"kind": "at", "at": at},
+                "payload": {"kind": "systemEvent", "text": "check the oven"},
+            },
+        },
+    )
+    await call(
+        "cron",
+        {"action": "add", "text": "stretch", "job": {"schedule": {"kind": "delay", "delayMs": 50}}},
+    )
+    sched: CronScheduler = ctx.cron
+    await _wait_for(lambda: len(sched._messages) >= 2)
+    msgs = sched.pending_messages()
+    assert sorted((m.job_id, m.text) for m in msgs) == [
+        ("job-1", "check the oven"),
+        ("job-2", "stretch"),
+    ]
+    assert [m.as_user_text() for m in msgs if m.job_id == "job-2"] == ["[cron job-2] stretch"]
+    assert sched.pending_messages() == []
+    # wake: a message now
+    r = body(await call("cron", {"action": "wake", "text": "wake up"}))
+    assert r["queued"] == "wake up"
+    assert await sched.wait_message(1.0) is True
+    assert [m.text for m in sched.pending_messages()] == ["wake up"]
+
+
+async def test_run_update_and_due(call, ctx) -> None:
+    job = {"schedule": {"kind": "every", "everyMs": 3_600_000}, "command": "echo now; exit 4"}
+    jid = body(await call("cron", {"action": "add", "job": job}))["job"]["id"]
+    r = body(await call("cron", {"action": "run", "jobId": jid}))
+    assert r["ran"] is True
+    assert (r["run"]["status"], r["run"]["exitCode"], r["run"]["output"]) == ("error", 4, "now")
+    r = body(await call("cron", {"action": "run", "jobId": jid, "runMode": "due"}))
+    assert r == {"ok": True, "ran": False, "reason": "not due"}
+    r = body(await call("cron", {"action": "update", "jobId": jid, "patch": {"enabled": False}}))
+    assert r["job"]["enabled"] is False and r["job"]["nextRunAt"] is None
+    r = body(await call("cron", {"action": "update", "id": jid, "patch": {"name": "hourly"}}))
+    assert r["job"]["name"] == "hourly"
+
+
+async def test_cron_errors(call) -> None:
+    cases = [
+        ({"action": "add"}, "cron: add needs `job`"),
+        ({"action": "add", "job": {"command": "true"}}, "cron: add: job.schedule is missing"),
+        (
+            {
+                "action": "add",
+                "job": {"schedule": {"kind": "at", "at": "tomorrow"}, "command": "x"},
+            },
+            "cron: add: schedule.at 'tomorrow' is not an ISO 8601 time",
+        ),
+        (
+            {
+                "action": "add",
+                "job": {"schedule": {"kind": "every", "everyMs": 10}, "command": "x"},
+            },
+            "cron: add: schedule.everyMs must be >= 100",
+        ),
+        (
+            {"action": "add", "job": {"schedule": {"kind": "delay", "delayMs": 10}}},
+            "cron: add: job.payload is missing",
+        ),
+        (
+            {
+                "action": "add",
+                "job": {"schedule": {"kind": "cron", "expr": "* * *"}, "command": "x"},
+            },
+            "cron: add: cron expression '* * *' must have 5 fields",
+        ),
+        (
+            {"action": "add", "job": {"everyMs": 500, "payload": {"kind": "email", "to": "x"}}},
+            "cron: add: payload.kind 'email' is unknown",
+        ),
+        ({"action": "remove", "jobId": "job-7"}, "cron: no cron job 'job-7' (known jobs: none)"),
+        ({"action": "run"}, "cron: action 'run' needs `jobId`"),
+        ({"action": "wake"}, "cron: wake needs `text`"),
+        ({"action": "update", "jobId": "job-1"}, "cron: update needs `patch`"),
+    ]
+    for args, expected in cases:
+        r = await call("cron", args)
+        assert r.is_error, args
+        assert r.text.startswith(expected), (args, r.text)
+
+
+async def test_stopped_scheduler_refuses_new_jobs(call, ctx, toolset) -> None:
+    await call("cron", {"action": "add", "job": {"everyMs": 100000, "command": "true"}})
+    await toolset.aclose(ctx)
+    status = body(await call("cron", {"action": "status"}))
+    assert status["running"] is False and status["nextRunAt"] is None
+    r = await call("cron", {"action": "add", "job": {"everyMs": 1000, "command": "true"}})
+    assert r.is_error and "the scheduler has stopped" in r.text
+
+
+def test_cron_expressions() -> None:
+    # every 15 minutes from 9 to 17 on weekdays; 2026-03-02 is a Monday, 03-06 a Friday
+    expr = "*/15 9-17 * * 1-5"
+    minutes, hours, days, months, dows = parse_cron(expr)
+    assert minutes == {0, 15, 30, 45} and hours == set(range(9, 18)) and dows == {1, 2, 3, 4, 5}
+    t = datetime(2026, 3, 2, 10, 7, tzinfo=UTC).timestamp()
+    assert cron_next(expr, t) == datetime(2026, 3, 2, 10, 15, tzinfo=UTC).timestamp()
+    t = datetime(2026, 3, 6, 17, 50, tzinfo=UTC).timestamp()
+    assert cron_next(expr, t) == datetime(2026, 3, 9, 9, 0, tzinfo=UTC).timestamp()
+    # Sundays at noon, 7 = 0 = Sunday; 2026-03-08 is the Sunday after Friday 03-06
+    assert cron_next("0 12 * * 7", t) == datetime(2026, 3, 8, 12, 0, tzinfo=UTC).timestamp()
+    with pytest.raises(ValueError, match="outside 0-23"):
+        parse_cron("0 24 * * *")
