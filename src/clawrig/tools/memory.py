@@ -6,9 +6,11 @@ Memory files (OpenClaw's layout): ``/tmp_workspace/MEMORY.md`` (or ``memory.md``
 memory_search splits each file into chunks (paragraphs, a heading kept with the paragraph
 after it, at most :data:`CHUNK_LINES` lines each), indexes them in an in-memory SQLite FTS5
 table (stdlib ``sqlite3``, ``porter unicode61`` tokenizer) and ranks the chunks matching any
-query word by FTS5's ``bm25()``. Score = s / (1 + s) with s = -bm25 (higher is better, in
-(0, 1)). Result: JSON ``{"results": [{"path", "startLine", "endLine", "score", "snippet"}],
-"query", "files"}`` (paths relative to the workspace, lines 1-based inclusive), best first;
+query word by FTS5's ``bm25()`` (k1 = 1.2, b = 0.75). Score = -bm25 relative to the best hit
+(the best hit scores 1.0; a tiny corpus makes bm25's absolute values meaningless, as its IDF
+is clamped near zero when a word is in half the chunks or more). Result: JSON
+``{"results": [{"path", "startLine", "endLine", "score", "snippet"}], "query", "files"}``
+(paths relative to the workspace, lines 1-based inclusive), best first;
 ``maxResults`` (default 6) and ``minScore`` (default 0) filter.
 
 memory_get returns ``{"path", "from", "lines", "totalLines", "text"}`` for ``lines`` lines
@@ -142,10 +144,11 @@ def rank_chunks(
             "WHERE chunks MATCH ? ORDER BY rank, path, start",
             (match,),
         )
+        hits = [(path, start, stop, body, -float(rank)) for path, start, stop, body, rank in cur]
+        best = max((h[4] for h in hits), default=0.0)
         out = []
-        for path, start, stop, body, rank in cur:
-            s = -float(rank)
-            score = s / (1.0 + s) if s > 0 else 0.0
+        for path, start, stop, body, s in hits:
+            score = s / best if best > 0 else 1.0
             if score < min_score:
                 continue
             snippet = body if len(body) <= SNIPPET_CHARS else body[: SNIPPET_CHARS - 3] + "..."
