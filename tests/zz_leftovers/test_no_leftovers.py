@@ -30,8 +30,11 @@ def test_no_sandbox_process_is_left_behind():
 
 def test_no_sandbox_cgroup_is_left_behind():
     left = []
-    for root in (Path("/sys/fs/cgroup/clawrig"), Path("/sys/fs/cgroup/memory/clawrig"),
-                 Path("/sys/fs/cgroup/pids/clawrig")):
+    for root in (
+        Path("/sys/fs/cgroup/clawrig"),
+        Path("/sys/fs/cgroup/memory/clawrig"),
+        Path("/sys/fs/cgroup/pids/clawrig"),
+    ):
         if root.is_dir():
             left += [p.name for p in root.iterdir() if p.is_dir()]
     assert left == []
