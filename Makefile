@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench setup bwrap clean
+.PHONY: demo demo-model test lint format bench setup bwrap clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "clawrig needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
@@ -22,6 +22,12 @@ bwrap:
 
 demo: setup
 	$(BIN)/clawrig run suites/demo --agent oracle --output output/demo
+
+demo-model: setup
+	@$(BIN)/python -m clawrig.testing.scripted_server --script examples/scripted-000015.json --port 8765 > /dev/null 2>&1 & \
+	pid=$$!; sleep 2; \
+	SCRIPTED_BASE_URL=http://127.0.0.1:8765/v1 $(BIN)/clawrig run suites/demo --suite 000015 -m scripted/demo --output output/demo-model; \
+	rc=$$?; kill $$pid; exit $$rc
 
 test: setup
 	$(BIN)/python -m pytest -q tests
