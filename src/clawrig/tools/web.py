@@ -85,6 +85,7 @@ def host_allowed(policy: WebPolicy, host: str) -> bool:
 
 # -- HTML extraction -----------------------------------------------------------------------
 
+_PRE_START, _PRE_END = "\ue000", "\ue001"  # private-use marks around <pre> text
 _SKIP = {"script", "style", "noscript", "template", "svg", "head", "iframe", "canvas"}
 _BLOCK = {
     "p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "ul", "ol",
@@ -131,6 +132,7 @@ class _Extractor(HTMLParser):
             self._nl()
             if self.markdown:
                 self.parts.append("```\n")
+            self.parts.append(_PRE_START)
         elif tag == "code" and self.markdown and not self._pre:
             self.parts.append("`")
         elif tag in ("td", "th"):
@@ -158,6 +160,7 @@ class _Extractor(HTMLParser):
             self._nl()
         elif tag == "pre":
             self._pre = max(0, self._pre - 1)
+            self.parts.append(_PRE_END)
             if self.markdown:
                 self.parts.append("\n```")
             self._nl()
@@ -184,10 +187,13 @@ class _Extractor(HTMLParser):
             self.parts.append(re.sub(r"\s+", " ", data))
 
     def text(self) -> str:
-        raw = "".join(self.parts)
-        lines = [line.strip() if "```" not in line else line for line in raw.split("\n")]
-        out = re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
-        return out.strip()
+        out = []
+        for i, seg in enumerate(re.split("[\ue000\ue001]", "".join(self.parts))):
+            if i % 2:  # inside <pre>: kept as it is
+                out.append(seg)
+            else:
+                out.append("\n".join(line.strip() for line in seg.split("\n")))
+        return re.sub(r"\n{3,}", "\n\n", "".join(out)).strip()
 
 
 def html_to_text(html: str, markdown: bool = True) -> tuple[str, str]:
@@ -246,7 +252,7 @@ async def web_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         resp, body, truncated = await asyncio.wait_for(_fetch(policy, url), policy.timeout_s)
     except HostNotAllowed as exc:
         return error(f"web_fetch: redirected to host {exc} which is not allowed for this task")
-    except TimeoutError:
+    except (TimeoutError, httpx.TimeoutException):
         return error(f"web_fetch: {url} did not answer within {policy.timeout_s:g} s")
     except httpx.HTTPError as exc:
         return error(f"web_fetch: could not fetch {url}: {type(exc).__name__}: {exc}")
