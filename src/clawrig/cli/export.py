@@ -1,5 +1,88 @@
-"""`clawrig export` (placeholder until its issue lands)."""
+"""``clawrig export``: turn a finished job into data.
+
+- ``clawrig export fourfolder JOB_DIR OUT [--min-score 0.96] [--category C]``: graded trials ->
+  a four-folder sample set (intent, datapoints, evaluators, reference_payloads, workspaces);
+- ``clawrig export sft JOB_DIR OUT.jsonl|OUT.parquet [--min-score 0.96] [--format
+  openai|sharegpt]``: one row per graded trial with messages and tools.
+
+Exit code 0 on success, 2 for bad usage or input (one line naming the file), 1 when a sample
+cannot be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
-app = typer.Typer(help="export commands", no_args_is_help=True)
+from clawrig.cli.common import console
+from clawrig.errors import UserError
+from clawrig.export.fourfolder import DEFAULT_MIN_SCORE, export_fourfolder
+from clawrig.export.sft import FORMATS, export_sft
+from clawrig.sandbox import SANDBOX_KINDS
+
+app = typer.Typer(help="Export a job's graded trials: four-folder sets, SFT data.",
+                  no_args_is_help=True)  # fmt: skip
+
+JobDir = Annotated[Path, typer.Argument(help="A job's output folder (clawrig run --output).")]
+MinScore = Annotated[
+    float, typer.Option("--min-score", min=0.0, max=1.0, help="Keep trials scoring at least this.")
+]
+Category = Annotated[
+    list[str] | None, typer.Option("--category", help="Keep only this category (repeatable).")
+]
+
+
+@app.command("fourfolder")
+def fourfolder(
+    job_dir: JobDir,
+    out: Annotated[Path, typer.Argument(help="New folder for the sample set.")],
+    min_score: MinScore = DEFAULT_MIN_SCORE,
+    category: Category = None,
+    suite: Annotated[
+        Path | None,
+        typer.Option("--suite", help="The suite the job ran (default: the job's suite_path)."),
+    ] = None,
+    sandbox: Annotated[
+        str, typer.Option("--sandbox", help="bwrap | docker | local (replays, when needed)")
+    ] = "bwrap",
+) -> None:
+    """Write the job's graded trials as a four-folder sample set that passes clawrig verify."""
+    if sandbox not in SANDBOX_KINDS:
+        raise UserError(
+            f"--sandbox: unknown sandbox {sandbox!r} (choose from {', '.join(SANDBOX_KINDS)})"
+        )
+    report = asyncio.run(
+        export_fourfolder(
+            job_dir, out, min_score=min_score, categories=category or [], suite=suite,
+            sandbox=sandbox,
+        )
+    )  # fmt: skip
+    for s in report.samples:
+        note = f"  ({'; '.join(s.notes)})" if s.notes else ""
+        console.print(f"{s.id}  {s.trial}  score {s.score:g}{note}", highlight=False)
+    console.print(
+        f"wrote {len(report.samples)} sample(s) to {out}; skipped {len(report.skipped)} "
+        f"trial(s). Check it with: clawrig verify {out}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command("sft")
+def sft(
+    job_dir: JobDir,
+    out: Annotated[Path, typer.Argument(help="OUT.jsonl or OUT.parquet")],
+    min_score: MinScore = DEFAULT_MIN_SCORE,
+    fmt: Annotated[str, typer.Option("--format", help=f"{' | '.join(FORMATS)}")] = "openai",
+    category: Category = None,
+) -> None:
+    """Write one SFT row (messages + tools) per graded trial of the job."""
+    report = export_sft(job_dir, out, min_score=min_score, fmt=fmt, categories=category or [])
+    console.print(
+        f"wrote {report.rows} row(s) to {out} ({fmt}); skipped {len(report.skipped)} trial(s)",
+        highlight=False,
+        soft_wrap=True,
+    )

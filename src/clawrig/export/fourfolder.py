@@ -1,0 +1,394 @@
+"""``clawrig export fourfolder``: graded trials of a job -> a four-folder sample set.
+
+Layout and keys: shared/reference/fourfolder-spec.md (worked sample in
+shared/examples/fourfolder/). Every graded trial (result.json with a score and no error) with
+score >= ``min_score`` (and in ``categories`` when given) becomes one sample, ids ``000001``
+upwards in (task id, run index, trial id) order:
+
+- ``intent/NNNNNN.json``: id, name, category, tier (when the task has a level), prompt,
+  expected_behavior, grading_criteria, timeout_seconds, from the task (re-loaded from the
+  job's suite);
+- ``datapoints/NNNNNN.json``: id, the trial's formatted_dialog (reasoning, tool_calls, tool
+  results), its exact tool_schema, metadata (model, agent, job, trial, source task, scores,
+  usage) and statistics (:func:`clawrig.transcript.dialog_statistics`: messages, turns, tool
+  calls per tool, tokens);
+- ``evaluators/evaluator_NNNNNN.py`` (:mod:`clawrig.export.evaluator`): the grader inlined,
+  GOLDEN_WORKSPACE = the trial's end state (initial workspace + end_state/ changes - deleted
+  files, + gt/ files when the grader reads gt), GOLDEN_TRANSCRIPT = the trial's chat.jsonl
+  entries when the grader reads the transcript, EXPECTED_REWARD = the trial's score;
+- ``reference_payloads/reference_payload_NNNNNN.json``: id, category, expected_reward, gt
+  (path -> JSON value, or text when the file is not JSON or would not round-trip), and
+  golden_workspace_files;
+- ``workspaces/NNNNNN/``: the initial workspace, when the task's workspace is present;
+- ``README.md``: where the set came from.
+
+No host path is written: every output file is scanned for the job folder, the suite folder
+and the scratch folder before the set is moved into place (:class:`ExportError` otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawrig import __version__
+from clawrig.errors import SetupError, UserError
+from clawrig.export.evaluator import (
+    evaluator_source,
+    file_value,
+    grader_body,
+    reads_gt,
+    reads_transcript,
+)
+from clawrig.export.job import ExportError, JobTrial, TaskResolver, find_trials
+from clawrig.export.replay import deleted_by_replay, may_delete, recorded_deletions
+from clawrig.sandbox.workspace import materialise_workspace
+from clawrig.spec.task import Task, TaskFormat
+from clawrig.tasks.fourfolder import file_names
+from clawrig.tasks.text import dumps_json_text
+from clawrig.transcript import dialog_statistics
+
+DEFAULT_MIN_SCORE = 0.96
+
+
+@dataclass
+class ExportedSample:
+    """One written sample: its new id and where it came from."""
+
+    id: str
+    task_id: str
+    trial: str
+    score: float
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ExportReport:
+    """What an export wrote and what it left out (``skipped``: trial -> reason)."""
+
+    out: Path
+    samples: list[ExportedSample] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def select_trials(
+    trials: Iterable[JobTrial], min_score: float, categories: Iterable[str] = ()
+) -> tuple[list[JobTrial], dict[str, str]]:
+    """(chosen trials, {trial: why skipped}): graded without error, score >= ``min_score``,
+    category in ``categories`` (when any)."""
+    cats = set(categories)
+    chosen: list[JobTrial] = []
+    skipped: dict[str, str] = {}
+    for t in trials:
+        key = f"{t.result.task_id}/{t.result.trial_id}"
+        if t.result.error is not None:
+            skipped[key] = f"{t.result.error.kind} error: {t.result.error.message}"
+        elif t.score is None:
+            skipped[key] = "not graded"
+        elif t.score < min_score:
+            skipped[key] = f"score {t.score:g} < {min_score:g}"
+        elif cats and t.result.category not in cats:
+            skipped[key] = f"category {t.result.category or '-'} not selected"
+        else:
+            chosen.append(t)
+    return chosen, skipped
+
+
+def _tree_files(root: Path) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        for name in filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink() or not full.is_file():
+                continue
+            out[full.relative_to(root).as_posix()] = full.read_bytes()
+    return out
+
+
+def gt_files(task: Task) -> dict[str, bytes]:
+    """The task's gt (relative path under gt/ -> bytes): its gt folder and inline gt files."""
+    out: dict[str, bytes] = {}
+    ws = task.workspace
+    if ws.gt_dir is not None and Path(ws.gt_dir).is_dir():
+        out.update(_tree_files(Path(ws.gt_dir)))
+    for rel, content in ws.gt_files.items():
+        if content.base64 is not None:
+            import base64
+
+            out[rel] = base64.b64decode(content.base64)
+        else:
+            out[rel] = (content.text or "").encode("utf-8")
+    return out
+
+
+def payload_gt_value(rel: str, data: bytes) -> Any:
+    """The reference payload's value for one gt file: the parsed JSON when the file is JSON
+    that the four-folder reader writes back byte for byte, else the text. Raises ValueError
+    for a binary file (the payload's gt holds JSON values or text only)."""
+    text = data.decode("utf-8")  # UnicodeDecodeError is a ValueError
+    if rel.endswith(".json"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text
+        if not isinstance(value, str) and dumps_json_text(value) == text:
+            return value
+    return text
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def _intent(task: Task, sample_id: str) -> dict[str, Any]:
+    intent: dict[str, Any] = {"id": sample_id, "name": task.name or task.id}
+    intent["category"] = task.category
+    if task.level:
+        intent["tier"] = task.level
+    intent["prompt"] = task.prompt
+    intent["expected_behavior"] = task.expected_behavior
+    intent["grading_criteria"] = list(task.grading_criteria)
+    intent["timeout_seconds"] = int(round(task.timeout_seconds))
+    return intent
+
+
+def _header(sample_id: str, task: Task, trial: JobTrial) -> str:
+    r = trial.result
+    return (
+        f"Evaluator for sample {sample_id}: {task.name or task.id}. Standard library only.\n"
+        f"Exported by clawrig {__version__} from job {r.job_id or '-'}, trial {r.trial_id} "
+        f"(task {task.id}, model {r.model}, score {trial.score:g}).\n"
+        "grade(workspace_path, transcript) -> dict of sub-scores and overall_score in [0, 1].\n"
+        "Run as a script: materialises GOLDEN_WORKSPACE in a temp dir, grades it, compares "
+        "with EXPECTED_REWARD."
+    )
+
+
+def _grader_source(task: Task) -> str:
+    source = task.grader.source
+    if not source:
+        raise ExportError(f"{task.source}: task {task.id} has no programmatic grader to export")
+    if task.format == TaskFormat.FOURFOLDER:
+        try:
+            return grader_body(source)
+        except SyntaxError as exc:
+            raise ExportError(f"{task.source}: grader: syntax error: {exc.msg}") from None
+    return source
+
+
+async def _export_one(
+    trial: JobTrial,
+    task: Task,
+    sample_id: str,
+    root: Path,
+    scratch: Path,
+    sandbox: str,
+) -> ExportedSample:
+    assert trial.score is not None
+    sample = ExportedSample(
+        id=sample_id,
+        task_id=task.id,
+        trial=f"{trial.result.task_id}/{trial.result.trial_id}",
+        score=trial.score,
+    )
+    names = file_names(sample_id)
+    dialog_file = trial.dialog()
+    dialog = dialog_file["formatted_dialog"]
+    schema = dialog_file.get("tool_schema") or []
+    usage = trial.usage()
+    grader_source = _grader_source(task)
+
+    # the initial workspace, then the end state
+    initial: dict[str, bytes] = {}
+    if not task.workspace.missing:
+        ws_dir = root / "workspaces" / sample_id
+        try:
+            materialise_workspace(task, ws_dir)
+        except SetupError as exc:
+            raise ExportError(f"task {task.id}: initial workspace: {exc}") from None
+        initial = _tree_files(ws_dir)
+    else:
+        sample.notes.append("initial workspace not present: workspaces/ folder not written")
+    changed = (
+        _tree_files(trial.folder / "end_state") if (trial.folder / "end_state").is_dir() else {}
+    )
+    deleted = recorded_deletions(trial.folder)
+    if deleted is None:
+        deleted = set()
+        if initial and may_delete(dialog):
+            deleted = await deleted_by_replay(
+                task, dialog, sandbox=sandbox, tool_profile=task.tool_profile or "coding",
+                work_dir=scratch,
+            )  # fmt: skip
+            if deleted:
+                sample.notes.append(
+                    f"deleted files found by replaying the trial: {', '.join(sorted(deleted))}"
+                )
+    end_state = {rel: data for rel, data in initial.items() if rel not in deleted}
+    end_state.update(changed)
+    gt = gt_files(task)
+    if gt and reads_gt(grader_source):
+        end_state.update({f"gt/{rel}": data for rel, data in gt.items()})
+    golden = {rel: file_value(end_state[rel]) for rel in sorted(end_state)}
+    transcript = trial.transcript_entries() if reads_transcript(grader_source) else None
+
+    # the four files
+    _write_json(root / names["intent"], _intent(task, sample_id))
+    metadata = {
+        "category": task.category,
+        "model": trial.result.model,
+        "agent": trial.result.agent,
+        "job": trial.result.job_id,
+        "trial": trial.result.trial_id,
+        "run_index": trial.result.run_index,
+        "source_task_id": task.id,
+        "source_format": str(task.format),
+        "reward": trial.score,
+        "scores": {
+            "score": trial.score,
+            "subscores": trial.result.score.subscores if trial.result.score else {},
+            "grader": trial.result.score.grader if trial.result.score else "",
+        },
+        "usage": usage.model_dump(mode="json"),
+        "stop_reason": str(trial.result.stop_reason) if trial.result.stop_reason else None,
+        "exported_by": f"clawrig {__version__}",
+    }
+    _write_json(
+        root / names["datapoints"],
+        {
+            "id": sample_id,
+            "formatted_dialog": dialog,
+            "tool_schema": schema,
+            "metadata": metadata,
+            "statistics": dialog_statistics(dialog, usage),
+        },
+    )
+    evaluator = root / names["evaluators"]
+    evaluator.parent.mkdir(parents=True, exist_ok=True)
+    evaluator.write_text(
+        evaluator_source(
+            sample_id=sample_id,
+            header=_header(sample_id, task, trial),
+            grader_source=grader_source,
+            golden_workspace=golden,
+            expected_reward=trial.score,
+            golden_transcript=transcript,
+        ),
+        encoding="utf-8",
+    )
+    payload_gt: dict[str, Any] = {}
+    for rel, data in sorted(gt.items()):
+        try:
+            payload_gt[rel] = payload_gt_value(rel, data)
+        except ValueError:
+            sample.notes.append(f"gt/{rel} is binary: left out of the reference payload's gt")
+    _write_json(
+        root / names["reference_payloads"],
+        {
+            "id": sample_id,
+            "category": task.category,
+            "expected_reward": trial.score,
+            "gt": payload_gt,
+            "golden_workspace_files": sorted(golden),
+        },
+    )
+    if task.warmup or task.services:
+        sample.notes.append("the task's warmup/services are not part of the four-folder format")
+    return sample
+
+
+def _readme(report: ExportReport, trials: list[JobTrial], min_score: float) -> str:
+    jobs = sorted({t.result.job_id for t in trials if t.result.job_id})
+    models = sorted({t.result.model for t in trials})
+    lines = [
+        "# Four-folder sample set exported by clawrig",
+        "",
+        f"{len(report.samples)} sample(s) from job(s) {', '.join(jobs) or '-'} "
+        f"(model(s) {', '.join(models) or '-'}): graded trials with score >= {min_score:g}.",
+        "Check it with `clawrig verify <this folder>`; run one evaluator's self-check with "
+        "`python3 evaluators/evaluator_NNNNNN.py`.",
+        "",
+        "| id | source task | trial | score |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {s.id} | {s.task_id} | {s.trial} | {s.score:g} |" for s in report.samples]
+    return "\n".join(lines) + "\n"
+
+
+def _scan_host_paths(root: Path, forbidden: Iterable[Path]) -> None:
+    patterns = []
+    for p in forbidden:
+        text = str(p)
+        if len(text) > 1:
+            patterns.append(re.compile(re.escape(text) + r"(?![\w.-])"))
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            path = Path(dirpath) / name
+            try:
+                text = path.read_bytes().decode("utf-8", errors="replace")
+            except OSError:
+                continue
+            for pat in patterns:
+                if pat.search(text):
+                    rel = path.relative_to(root)
+                    raise ExportError(
+                        f"{rel}: holds the host path {pat.pattern.split('(?!')[0]!s}; "
+                        "nothing was written"
+                    )
+
+
+async def export_fourfolder(
+    job_dir: Path,
+    out: Path,
+    *,
+    min_score: float = DEFAULT_MIN_SCORE,
+    categories: Iterable[str] = (),
+    suite: Path | None = None,
+    sandbox: str = "bwrap",
+) -> ExportReport:
+    """Write the job's graded trials as a four-folder set at ``out`` (see the module doc).
+
+    Raises UserError when ``out`` exists and is not empty, when the job or its suite cannot be
+    read, or when no trial qualifies; ExportError when a sample cannot be written. The set is
+    built in a scratch folder beside ``out`` and moved into place only when whole.
+    """
+    job_dir, out = Path(job_dir), Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"OUT: {out} exists and is not an empty folder")
+    if not 0.0 <= min_score <= 1.0:
+        raise UserError(f"--min-score: must be in [0, 1], got {min_score:g}")
+    trials = find_trials(job_dir)
+    chosen, skipped = select_trials(trials, min_score, categories)
+    if not chosen:
+        why = "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:5]) or "no trials"
+        raise UserError(f"{job_dir}: no graded trial to export ({why})")
+    resolver = TaskResolver(job_dir, suite)
+    tasks = [resolver.task_for(t) for t in chosen]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    root = scratch / "set"
+    root.mkdir()
+    report = ExportReport(out=out, skipped=skipped)
+    try:
+        for n, (trial, task) in enumerate(zip(chosen, tasks, strict=True), start=1):
+            sample = await _export_one(trial, task, f"{n:06d}", root, scratch, sandbox)
+            report.samples.append(sample)
+        (root / "README.md").write_text(_readme(report, chosen, min_score), encoding="utf-8")
+        forbidden = {job_dir.resolve(), scratch.resolve(), out.resolve()}
+        forbidden |= {r.parent if r.is_file() else r for r in resolver.suite_roots}
+        _scan_host_paths(root, forbidden)
+        if out.exists():
+            out.rmdir()
+        os.replace(root, out)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return report

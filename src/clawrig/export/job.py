@@ -1,0 +1,169 @@
+"""Reading a finished job for export: its graded trials and the tasks they ran.
+
+A job folder (:mod:`clawrig.runner.batch`) holds ``<task_id>/<trial folder>/`` trial folders
+(result.json, score.json, usage.json, chat.jsonl, formatted_dialog.json, end_state/ ...) and
+one ``summary_<model>.json`` per model, whose ``suite_path`` names the suite the tasks were
+read from. Folders under ``_retried/`` and half-written ``.tmp-*`` folders are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawrig.errors import ClawrigError, UserError
+from clawrig.spec.job import model_slug
+from clawrig.spec.task import Task
+from clawrig.spec.trial import TrialResult, Usage
+from clawrig.tasks.registry import find_task, load_tasks
+
+
+class ExportError(ClawrigError):
+    """An export could not be written as asked (e.g. a host path would leak into it)."""
+
+
+@dataclass
+class JobTrial:
+    """One trial folder of a job, read back: ``result`` (result.json), ``folder``, and the
+    raw result.json dict (for keys newer than :class:`TrialResult`)."""
+
+    folder: Path
+    result: TrialResult
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float | None:
+        """The trial's score in [0, 1], None when it was not graded."""
+        s = self.result.score
+        return s.score if s is not None and s.error is None else None
+
+    @property
+    def graded(self) -> bool:
+        """Graded without error: a score and no trial error."""
+        return self.result.error is None and self.score is not None
+
+    def dialog(self) -> dict[str, Any]:
+        """formatted_dialog.json: ``{"formatted_dialog": [...], "tool_schema": [...]}``.
+        Raises ExportError when missing or unreadable."""
+        path = self.folder / "formatted_dialog.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ExportError(f"{path}: cannot read the trial's dialog ({exc})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("formatted_dialog"), list):
+            raise ExportError(f"{path}: formatted_dialog: missing or not a list")
+        return data
+
+    def usage(self) -> Usage:
+        """usage.json (tokens, USD, seconds), else the result's usage."""
+        path = self.folder / "usage.json"
+        try:
+            return Usage.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return self.result.usage
+
+    def transcript_entries(self) -> list[dict[str, Any]]:
+        """chat.jsonl parsed: one dict per line (unparsable lines skipped)."""
+        path = self.folder / "chat.jsonl"
+        entries: list[dict[str, Any]] = []
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return entries
+        for line in lines:
+            if line.strip():
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    entries.append(value)
+        return entries
+
+
+def find_trials(job_dir: Path) -> list[JobTrial]:
+    """Every trial folder of the job with a readable result.json, sorted by (task id, run
+    index, trial id). Raises UserError when ``job_dir`` is not a job folder."""
+    job_dir = Path(job_dir)
+    if not job_dir.is_dir():
+        raise UserError(f"JOB_DIR: no such folder: {job_dir}")
+    if not list(job_dir.glob("summary_*.json")):
+        raise UserError(f"{job_dir}: not a job folder (no summary_<model>.json)")
+    trials: list[JobTrial] = []
+    for rj in sorted(job_dir.glob("*/*/result.json")):
+        folder = rj.parent
+        if folder.parent.name.startswith(("_", ".")) or folder.name.startswith("."):
+            continue
+        try:
+            raw = json.loads(rj.read_text(encoding="utf-8"))
+            result = TrialResult.model_validate(raw)
+        except (OSError, ValueError):
+            continue
+        trials.append(JobTrial(folder=folder, result=result, raw=raw))
+    trials.sort(key=lambda t: (t.result.task_id, t.result.run_index, t.result.trial_id))
+    return trials
+
+
+def read_summary(job_dir: Path, model: str) -> dict[str, Any]:
+    """``summary_<model>.json`` of the job. Raises UserError when missing or unreadable."""
+    path = Path(job_dir) / f"summary_{model_slug(model)}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no summary for model {model!r} in the job") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: not a readable summary ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a summary object")
+    return data
+
+
+def _suite_candidates(job_dir: Path, trial: JobTrial, summary: dict[str, Any]) -> list[Path]:
+    out: list[Path] = []
+    recorded = summary.get("suite_path")
+    if isinstance(recorded, str) and recorded:
+        p = Path(recorded)
+        out += [p] if p.is_absolute() else [Path.cwd() / p, job_dir / p, job_dir.parent / p]
+    source = trial.raw.get("task_source")
+    if isinstance(source, str) and source:
+        out.append(Path(source))
+    return out
+
+
+class TaskResolver:
+    """Finds the task a trial ran: re-loads the suite named by the job's summary
+    (``suite_path``; relative paths are tried against the current folder and the job folder),
+    else the trial's ``task_source``; ``suite`` overrides both. Suites are loaded once."""
+
+    def __init__(self, job_dir: Path, suite: Path | None = None) -> None:
+        self.job_dir = Path(job_dir)
+        self.suite = suite
+        self._loaded: dict[Path, list[Task]] = {}
+        self.suite_roots: set[Path] = set()
+
+    def _tasks(self, path: Path) -> list[Task]:
+        key = path.resolve()
+        if key not in self._loaded:
+            self._loaded[key] = load_tasks(key)
+            self.suite_roots.add(key)
+        return self._loaded[key]
+
+    def task_for(self, trial: JobTrial) -> Task:
+        """The Task of ``trial``. Raises UserError naming the summary when no suite is found
+        and the id is not in it."""
+        if self.suite is not None:
+            if not self.suite.exists():
+                raise UserError(f"--suite: no such file or folder: {self.suite}")
+            return find_task(self._tasks(self.suite), trial.result.task_id)
+        summary = read_summary(self.job_dir, trial.result.model)
+        candidates = _suite_candidates(self.job_dir, trial, summary)
+        for path in candidates:
+            if path.exists():
+                return find_task(self._tasks(path), trial.result.task_id)
+        named = summary.get("suite_path")
+        raise UserError(
+            f"{self.job_dir / f'summary_{model_slug(trial.result.model)}.json'}: suite_path: "
+            f"{named!r} not found (give the suite with --suite)"
+        )
