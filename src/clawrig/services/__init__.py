@@ -1,0 +1,53 @@
+"""Mock services as task components (issue 4): built-in gmail, calendar, contacts and slack
+(FastAPI + uvicorn) or a task's own start command, run inside the trial's sandbox, with their
+audit saved to the end state (``/tmp_workspace/.services/<name>/audit.json``).
+
+Wiring in a trial (see :mod:`clawrig.services.lifecycle` for the order and the reasons)::
+
+    binds += await service_binds(task)                 # before the sandbox is created
+    handles = await start_services(sandbox, task)      # after start, before the warmup
+    ...agent...
+    await save_audits(sandbox, task, handles)          # before kill_all
+    ...kill_all, gt injection...
+    await restart_services(sandbox, task)              # before grading
+
+Task declaration: :func:`parse_services` (the ``services`` list of a four-folder intent).
+"""
+
+from clawrig.services.declare import parse_service, parse_services
+from clawrig.services.lifecycle import (
+    SERVICES_REQUIREMENTS,
+    ServiceHandle,
+    audit_file,
+    audit_path,
+    needs_services_env,
+    restart_services,
+    save_audits,
+    service_binds,
+    services_env,
+    services_python,
+    start_services,
+    stop_services,
+)
+from clawrig.services.mock.core import DEFAULT_PORTS, KINDS, FixtureError, make_service
+
+__all__ = [
+    "DEFAULT_PORTS",
+    "KINDS",
+    "SERVICES_REQUIREMENTS",
+    "FixtureError",
+    "ServiceHandle",
+    "audit_file",
+    "audit_path",
+    "make_service",
+    "needs_services_env",
+    "parse_service",
+    "parse_services",
+    "restart_services",
+    "save_audits",
+    "service_binds",
+    "services_env",
+    "services_python",
+    "start_services",
+    "stop_services",
+]

@@ -1,0 +1,447 @@
+"""Mock services inside a trial's sandbox: start, wait for health, save audits, serve graders.
+
+Lifecycle (issue 4), one process per service, on the sandbox's own loopback (each sandbox has
+its own network namespace, so parallel trials use the same port numbers without meeting):
+
+1. before the sandbox starts: ``binds += await service_binds(task)`` binds the services
+   environment (FastAPI + uvicorn, :data:`SERVICES_REQUIREMENTS`, built once by
+   :func:`clawrig.sandbox.pyenv.ensure_env`) read-only at ``/opt/clawrig-env/<key>``;
+2. after the sandbox starts, before the warmup and the agent: :func:`start_services` copies the
+   service code to ``/run/clawrig/services/``, starts each service with its configuration on
+   stdin (fixtures never touch the sandbox's disk) and waits until every health check answers;
+   a service that exits or stays unhealthy is a :class:`clawrig.errors.SetupError` carrying its
+   log;
+3. when the agent has finished, BEFORE its processes are killed: :func:`save_audits` removes any
+   ``/tmp_workspace/.services`` the agent may have made, fetches ``GET /<svc>/audit`` from each
+   service (from the process clawrig started: a port served by another process is refused) and
+   writes ``/tmp_workspace/.services/<name>/audit.json``; so the audit is part of the end state
+   and the agent never sees the folder;
+4. after every process is killed and gt/ is injected, before grading:
+   :func:`restart_services` restarts each service from its saved audit (built-in services rebuild
+   their end state by replaying the successful calls, and serve the saved audit verbatim, with
+   faults off; a command service is replaced by a standard-library server of its saved audit),
+   so graders written the upstream way (``GET http://localhost:<port>/<svc>/audit``) work;
+5. :func:`stop_services` (or stopping the sandbox) ends them.
+
+Built-in kinds and ports: gmail 9100, calendar 9101, contacts 9103, slack 9110. A service with a
+``command`` instead of a kind is started with ``/bin/sh -c command`` in /tmp_workspace (the same
+JSON configuration on its stdin, its port in ``CLAWRIG_SERVICE_PORT``); its audit is read from
+``GET /<kind or name>/audit`` when it has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawrig.errors import SetupError
+from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
+from clawrig.sandbox.paths import PATHS
+from clawrig.sandbox.pyenv import ENV_MOUNT, ensure_env, env_bind, env_key, env_python
+from clawrig.services.mock.core import DEFAULT_PORTS, KINDS
+from clawrig.spec.task import ServiceSpec, Task
+
+SERVICES_REQUIREMENTS: tuple[str, ...] = ("fastapi==0.165.0", "uvicorn==0.54.0")
+"""The services environment (pinned: every machine serves the same API)."""
+
+CODE_DIR = "/run/clawrig/services"
+"""Where the service code is copied inside the sandbox (package ``clawrig_mock``)."""
+
+HEALTH_TIMEOUT_S = 60.0
+"""How long :func:`start_services` waits for every health check, seconds."""
+
+MOCK_SOURCE = Path(__file__).resolve().parent / "mock"
+
+_WAIT = r"""
+import json, sys, time, urllib.request
+targets = json.loads(sys.argv[1])
+deadline = time.monotonic() + float(sys.argv[2])
+pending = {t[0]: t for t in targets}
+while pending:
+    for name, pid, port, path in list(pending.values()):
+        try:
+            with open("/proc/%d/stat" % pid) as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            state = "X"
+        if state in ("Z", "X"):
+            print(json.dumps({"name": name, "why": "exited"}))
+            sys.exit(3)
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=2) as r:
+                if r.status < 400:
+                    del pending[name]
+        except Exception:
+            pass
+    if pending and time.monotonic() > deadline:
+        print(json.dumps({"name": sorted(pending)[0], "why": "timeout"}))
+        sys.exit(4)
+    if pending:
+        time.sleep(0.05)
+"""
+
+_FETCH = r"""
+import json, os, sys, urllib.request
+pid, port, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+
+def listening_inodes(port):
+    out = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                next(fh)
+                for line in fh:
+                    f = line.split()
+                    if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "0A":
+                        out.add(f[9])
+        except OSError:
+            pass
+    return out
+
+def owned(pid, inodes):
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return True
+    except OSError:
+        pass
+    return False
+
+if pid > 0 and not owned(pid, listening_inodes(port)):
+    print(json.dumps({"error": "port %d is not served by the process clawrig started" % port}))
+    sys.exit(0)
+try:
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=30) as r:
+        body = r.read().decode("utf-8", "replace")
+        print(json.dumps({"status": r.status, "body": body}))
+except urllib.error.HTTPError as exc:
+    print(json.dumps({"status": exc.code, "body": exc.read().decode("utf-8", "replace")}))
+except Exception as exc:
+    print(json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)}))
+"""
+
+
+@dataclass
+class ServiceHandle:
+    """A running service: its spec, its process, and how it was started."""
+
+    spec: ServiceSpec
+    process: ProcessHandle
+    mode: str = "live"
+    """``live`` (the agent's service), ``restored`` (built-in, rebuilt from the saved audit) or
+    ``audit-replay`` (a command service replaced by a server of its saved audit)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def is_builtin(spec: ServiceSpec) -> bool:
+    return spec.command is None and spec.kind in KINDS
+
+
+def needs_services_env(task: Task) -> bool:
+    """True when the task has a built-in service (which runs on the services environment)."""
+    return any(is_builtin(s) for s in task.services)
+
+
+def services_env(cache_dir: Path | None = None) -> Path:
+    """Host folder of the services environment (built on first use; blocking)."""
+    return ensure_env(SERVICES_REQUIREMENTS, cache_dir=cache_dir)
+
+
+async def service_binds(task: Task, *, cache_dir: Path | None = None) -> list[Bind]:
+    """Binds the task's services need in ``SandboxConfig.binds`` (empty without a built-in
+    service). Builds the services environment on first use (pip, in a thread). Raises
+    SetupError when it cannot be built."""
+    if not needs_services_env(task):
+        return []
+    env = await asyncio.to_thread(services_env, cache_dir)
+    return [env_bind(env)[0]]
+
+
+def services_python(sandbox: Sandbox, *, cache_dir: Path | None = None) -> str:
+    """The services interpreter as the sandbox sees it: ``/opt/clawrig-env/<key>/bin/python3``,
+    or the host path under the ``local`` backend (which runs host paths)."""
+    if sandbox.backend == "local":
+        return str(env_python(services_env(cache_dir)))
+    return f"{ENV_MOUNT}/{env_key(SERVICES_REQUIREMENTS)}/bin/python3"
+
+
+def audit_path(spec: ServiceSpec) -> str:
+    """``/<kind>/audit``, or ``/<name>/audit`` for a command service without a kind."""
+    return f"/{spec.kind or spec.name}/audit"
+
+
+def audit_file(spec: ServiceSpec) -> str:
+    """Where the saved audit lives in the end state."""
+    return f"{PATHS.services_state}/{spec.name}/audit.json"
+
+
+async def _install_code(sandbox: Sandbox) -> tuple[str, str]:
+    """Copy the service code into the sandbox; return (sys.path entry, package name)."""
+    if sandbox.backend == "local":
+        return str(MOCK_SOURCE.parent), MOCK_SOURCE.name
+    for path in sorted(MOCK_SOURCE.glob("*.py")):
+        await sandbox.write_file(f"{CODE_DIR}/clawrig_mock/{path.name}", path.read_bytes())
+    return CODE_DIR, "clawrig_mock"
+
+
+def _launcher(code_dir: str, package: str, module: str) -> str:
+    return (
+        f"import sys; sys.path.insert(0, {code_dir!r}); from {package}.{module} import main; main()"
+    )
+
+
+async def _resolve_fixtures(sandbox: Sandbox, spec: ServiceSpec) -> dict[str, Any]:
+    """Inline fixtures, with ``$file`` and string values naming ``.json`` files read from the
+    workspace (paths relative to /tmp_workspace). Raises SetupError naming the file."""
+    out: dict[str, Any] = {}
+    items = dict(spec.fixtures)
+    base = items.pop("$file", None)
+    if base is not None:
+        loaded = await _read_json(sandbox, spec, str(base))
+        if not isinstance(loaded, dict):
+            raise SetupError(f"service {spec.name}: fixtures file {base} must hold a JSON object")
+        out.update(loaded)
+    for key, value in items.items():
+        if isinstance(value, str) and value.endswith(".json") and key != "now":
+            value = await _read_json(sandbox, spec, value)
+        out[key] = value
+    return out
+
+
+async def _read_json(sandbox: Sandbox, spec: ServiceSpec, rel: str) -> Any:
+    path = rel if rel.startswith("/") else f"{PATHS.workspace}/{rel}"
+    try:
+        return json.loads(await sandbox.read_file(path))
+    except FileNotFoundError:
+        raise SetupError(f"service {spec.name}: fixtures file not found: {path}") from None
+    except ValueError as exc:
+        raise SetupError(
+            f"service {spec.name}: fixtures file {path}: invalid JSON ({exc})"
+        ) from None
+
+
+async def _spawn(
+    sandbox: Sandbox,
+    spec: ServiceSpec,
+    python: str | None,
+    code: tuple[str, str] | None,
+    config: dict[str, Any],
+    module: str = "server",
+) -> ProcessHandle:
+    env = {"PYTHONUNBUFFERED": "1", "CLAWRIG_SERVICE_PORT": str(spec.port)}
+    if spec.command is not None and module == "server":
+        proc = await sandbox.spawn(spec.command, cwd=PATHS.workspace, env=env)
+    else:
+        assert code is not None
+        interpreter = python if module == "server" else "python3"
+        argv = [interpreter, "-I", "-c", _launcher(code[0], code[1], module)]
+        proc = await sandbox.spawn(argv, cwd=PATHS.workspace, env=env)
+    with contextlib.suppress(BrokenPipeError, OSError):
+        await proc.write_stdin(json.dumps(config, ensure_ascii=False), eof=True)
+    return proc
+
+
+async def _wait_healthy(sandbox: Sandbox, handles: list[ServiceHandle], timeout_s: float) -> None:
+    targets = [
+        [h.name, getattr(h.process, "pid", 0), h.spec.port, h.spec.health_path] for h in handles
+    ]
+    r = await sandbox.exec(
+        ["python3", "-I", "-c", _WAIT, json.dumps(targets), str(timeout_s)],
+        timeout_s=timeout_s + 30,
+    )
+    if r.exit_code == 0:
+        return
+    try:
+        info = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        info = {"name": handles[0].name, "why": f"health check failed: {r.stderr.strip()[-300:]}"}
+    failed = next((h for h in handles if h.name == info.get("name")), handles[0])
+    log = ""
+    with contextlib.suppress(Exception):
+        log, _ = await failed.process.read_log()
+    await stop_services(handles)
+    spec = failed.spec
+    what = f"{spec.kind or 'command'} service {spec.name!r} on port {spec.port}"
+    if info.get("why") == "exited":
+        reason = "exited before answering its health check"
+    elif info.get("why") == "timeout":
+        reason = f"did not answer GET {spec.health_path} within {timeout_s:g} s"
+    else:
+        reason = str(info.get("why"))
+    tail = log.strip()[-4000:] or "(empty log)"
+    raise SetupError(f"{what} {reason}; its log:\n{tail}")
+
+
+async def start_services(
+    sandbox: Sandbox,
+    task: Task,
+    *,
+    python: str | None = None,
+    timeout_s: float = HEALTH_TIMEOUT_S,
+) -> list[ServiceHandle]:
+    """Start every service of ``task`` in ``sandbox`` and wait until all are healthy.
+
+    ``python`` is the services interpreter inside the sandbox (default
+    :func:`services_python`; its environment must be bound, see :func:`service_binds`).
+    Returns the handles (empty when the task has no service). Raises SetupError (with the
+    failing service's log) when a service exits or does not answer its health check within
+    ``timeout_s`` seconds; the services already started are stopped first.
+    """
+    if not task.services:
+        return []
+    code: tuple[str, str] | None = None
+    if needs_services_env(task):
+        if sandbox.backend == "docker":
+            raise SetupError(
+                f"task {task.id}: built-in services need the bwrap (or local) sandbox: their "
+                "Python environment is built for the host's /usr/bin/python3"
+            )
+        python = python or services_python(sandbox)
+        probe = await sandbox.exec(["test", "-x", python])
+        if probe.exit_code != 0:
+            raise SetupError(
+                f"task {task.id}: the services environment is not in the sandbox ({python}): "
+                "add clawrig.services.service_binds(task) to SandboxConfig.binds"
+            )
+        code = await _install_code(sandbox)
+    handles: list[ServiceHandle] = []
+    try:
+        for spec in task.services:
+            config = {
+                "kind": spec.kind,
+                "name": spec.name,
+                "port": spec.port,
+                "fixtures": await _resolve_fixtures(sandbox, spec),
+                "faults": spec.faults,
+                "restore": None,
+            }
+            proc = await _spawn(sandbox, spec, python, code, config)
+            handles.append(ServiceHandle(spec=spec, process=proc))
+    except BaseException:
+        await stop_services(handles)
+        raise
+    await _wait_healthy(sandbox, handles, timeout_s)
+    return handles
+
+
+async def _fetch(sandbox: Sandbox, port: int, path: str, pid: int = 0) -> tuple[int, str]:
+    """GET ``http://127.0.0.1:<port><path>`` from inside the sandbox. With ``pid``, the port
+    must be served by that process. Returns (status, body); raises SetupError on failure."""
+    r = await sandbox.exec(["python3", "-I", "-c", _FETCH, str(pid), str(port), path], timeout_s=60)
+    try:
+        info = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise SetupError(f"GET {path} on port {port} failed: {r.stderr.strip()[-300:]}") from None
+    if "error" in info:
+        raise SetupError(f"GET {path} on port {port}: {info['error']}")
+    return int(info["status"]), str(info["body"])
+
+
+async def save_audits(
+    sandbox: Sandbox, task: Task, handles: list[ServiceHandle] | None = None
+) -> dict[str, str]:
+    """Write each service's audit to ``/tmp_workspace/.services/<name>/audit.json``.
+
+    Call it when the agent has finished and before its processes are killed. The folder is
+    removed first (nothing the agent wrote there survives). With ``handles`` (from
+    :func:`start_services`) the port must still be served by the process clawrig started.
+    Returns ``{name: "saved" | why not}``; a service without an audit is left without a file
+    (its graders then find none), never a harness failure.
+    """
+    out: dict[str, str] = {}
+    if not task.services:
+        return out
+    await sandbox.exec(["rm", "-rf", PATHS.services_state])
+    pids = {h.name: getattr(h.process, "pid", 0) for h in handles or []}
+    for spec in task.services:
+        try:
+            status, body = await _fetch(
+                sandbox, spec.port, audit_path(spec), pids.get(spec.name, 0)
+            )
+            if status != 200:
+                raise SetupError(f"GET {audit_path(spec)} answered {status}")
+            audit = json.loads(body)
+        except (SetupError, ValueError) as exc:
+            out[spec.name] = f"no audit: {exc}"
+            continue
+        text = json.dumps(audit, ensure_ascii=False, indent=2) + "\n"
+        await sandbox.write_file(audit_file(spec), text)
+        out[spec.name] = "saved"
+    return out
+
+
+async def restart_services(
+    sandbox: Sandbox,
+    task: Task,
+    *,
+    python: str | None = None,
+    timeout_s: float = HEALTH_TIMEOUT_S,
+) -> list[ServiceHandle]:
+    """Start the services again from their saved audits, for graders (after gt/ injection).
+
+    A built-in service rebuilds its end state from the fixtures and the saved audit's
+    successful calls and serves that audit verbatim (faults off); a command service is replaced
+    by a standard-library server of its saved audit (:mod:`clawrig.services.mock.replay`). A
+    service without a saved audit starts from its fixtures (built-in) or is not restarted.
+    Raises SetupError like :func:`start_services`.
+    """
+    if not task.services:
+        return []
+    code = await _install_code(sandbox)
+    if needs_services_env(task):
+        python = python or services_python(sandbox)
+    handles: list[ServiceHandle] = []
+    try:
+        for spec in task.services:
+            saved: Any = None
+            with contextlib.suppress(FileNotFoundError, ValueError):
+                saved = json.loads(await sandbox.read_file(audit_file(spec)))
+            if is_builtin(spec):
+                config = {
+                    "kind": spec.kind,
+                    "name": spec.name,
+                    "port": spec.port,
+                    "fixtures": await _resolve_fixtures(sandbox, spec),
+                    "faults": spec.faults,
+                    "restore": saved,
+                }
+                proc = await _spawn(sandbox, spec, python, code, config)
+                handles.append(ServiceHandle(spec=spec, process=proc, mode="restored"))
+            elif saved is not None:
+                config = {
+                    "port": spec.port,
+                    "audit_path": audit_path(spec),
+                    "health_path": spec.health_path,
+                    "audit": saved,
+                }
+                proc = await _spawn(sandbox, spec, None, code, config, module="replay")
+                handles.append(ServiceHandle(spec=spec, process=proc, mode="audit-replay"))
+    except BaseException:
+        await stop_services(handles)
+        raise
+    if handles:
+        await _wait_healthy(sandbox, handles, timeout_s)
+    return handles
+
+
+async def stop_services(handles: list[ServiceHandle]) -> None:
+    """Kill every service process (errors ignored: the sandbox may be gone). Idempotent."""
+    for h in handles:
+        with contextlib.suppress(Exception):
+            await h.process.kill()
+
+
+def default_port(kind: str) -> int | None:
+    return DEFAULT_PORTS.get(kind)

@@ -1,0 +1,124 @@
+"""FastAPI app of one built-in mock service, and its entry point inside the sandbox.
+
+Started by :func:`clawrig.services.lifecycle.start_services` with the services environment's
+interpreter, one process per service::
+
+    python3 -I -c "import sys; sys.path.insert(0, DIR); from clawrig_mock.server import main; \
+        main()"
+
+The configuration arrives as one JSON object on stdin (so fixtures, which may script what other
+people will answer, are never written where the agent could read them)::
+
+    {"kind": "gmail", "port": 9100, "host": "127.0.0.1", "fixtures": {...}, "faults": {...},
+     "restore": <a saved audit> | null}
+
+Routes: ``GET /health``, ``GET /<kind>/audit``, ``POST /<kind>/reset`` and the kind's API
+endpoints (``POST``, JSON bodies; see :mod:`.core`). API calls, including malformed ones and
+calls to unknown paths under ``/<kind>/``, are recorded in the audit. Bad fixtures end the
+process with exit code 2 and one line on stderr naming the key.
+"""
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .core import FixtureError, MockService, make_service
+
+
+def _parse(raw: bytes) -> tuple[Any, str | None]:
+    """(body, error): None for an empty body; the text and an error for invalid JSON."""
+    if not raw.strip():
+        return None, None
+    text = raw.decode("utf-8", "replace")
+    try:
+        return json.loads(text), None
+    except ValueError:
+        return text, "the request body is not valid JSON"
+
+
+def _handler(service: MockService, endpoint: str) -> Any:
+    async def handle(request: Request) -> JSONResponse:
+        body, error = _parse(await request.body())
+        latency, fault = service.faults.draw(endpoint)
+        if latency:
+            await asyncio.sleep(latency)
+        if fault is not None:
+            service.record("POST", endpoint, body, fault, fault=True, latency_s=latency)
+            if fault == 429:
+                return JSONResponse(
+                    {"error": "rate limited: retry later"},
+                    status_code=429,
+                    headers={"Retry-After": "1"},
+                )
+            return JSONResponse({"error": "internal server error"}, status_code=fault)
+        if error is not None:
+            status, payload = 400, {"error": error}
+        else:
+            status, payload = service.dispatch(endpoint, body)
+        service.record("POST", endpoint, body, status, latency_s=latency)
+        return JSONResponse(payload, status_code=status)
+
+    return handle
+
+
+def create_app(service: MockService) -> FastAPI:
+    """The FastAPI app serving ``service``."""
+    kind = service.kind
+    prefix = f"/{kind}"
+    app = FastAPI(title=f"clawrig mock {kind}", docs_url=None, redoc_url=None, openapi_url=None)
+
+    async def health() -> dict[str, str]:
+        return {"status": "ok", "service": kind}
+
+    async def audit() -> JSONResponse:
+        return JSONResponse(service.audit)
+
+    async def reset() -> dict[str, str]:
+        service.reset()
+        return {"status": "reset"}
+
+    app.add_api_route("/health", health, methods=["GET"])
+    app.add_api_route(f"{prefix}/audit", audit, methods=["GET"])
+    app.add_api_route(f"{prefix}/reset", reset, methods=["POST"])
+    for endpoint in service.endpoints:
+        app.add_api_route(endpoint, _handler(service, endpoint), methods=["POST"])
+
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        path = request.url.path
+        if path.startswith(prefix + "/") and path not in (f"{prefix}/audit", f"{prefix}/reset"):
+            body, _ = _parse(await request.body())
+            service.record(request.method, path, body, exc.status_code)
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+
+    app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
+    return app
+
+
+def main() -> None:
+    """Read the configuration from stdin, build the service, serve it with uvicorn."""
+    config = json.loads(sys.stdin.read() or "{}")
+    kind = config.get("kind", "?")
+    try:
+        service = make_service(kind, config.get("fixtures"), config.get("faults"))
+        if config.get("restore"):
+            service.restore(config["restore"])
+    except FixtureError as exc:
+        print(f"clawrig mock {kind}: bad fixtures: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    import uvicorn
+
+    host, port = config.get("host", "127.0.0.1"), int(config["port"])
+    print(f"clawrig mock {kind} serving on {host}:{port}", flush=True)
+    uvicorn.run(
+        create_app(service),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
