@@ -16,14 +16,11 @@ from dotenv import load_dotenv
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from clawrig.agents import create_agent
 from clawrig.cli.common import console, err_console
 from clawrig.errors import UserError
-from clawrig.runner.batch import JobState, run_job, select_tasks, summary_path
-from clawrig.runner.trial import TrialServices
-from clawrig.sandbox import SANDBOX_KINDS
-from clawrig.spec.job import JobConfig, TrialConfig
-from clawrig.spec.trial import TrialResult
+
+# Heavy modules (the runner, pydantic models, the openai SDK) are imported inside the command,
+# so `clawrig --help` and other commands start fast.
 
 GRADERS = ("auto", "judge", "exact", "both", "programmatic")
 
@@ -112,6 +109,12 @@ def register(app: typer.Typer) -> None:
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     ) -> None:
         """Run a suite: every task (x runs) in its own sandbox, graded, with a summary."""
+        from clawrig.agents import create_agent
+        from clawrig.runner.batch import select_tasks, summary_path
+        from clawrig.runner.trial import TrialServices
+        from clawrig.sandbox import SANDBOX_KINDS
+        from clawrig.spec.job import JobConfig, TrialConfig
+
         if env_file is not None and not env_file.is_file():
             raise UserError(f"--env-file: no such file: {env_file}")
         load_dotenv(env_file or Path(".env"), override=False)
@@ -206,9 +209,10 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1)
 
 
-def _run_with_view(
-    job: JobConfig, tasks: list[Any], services: TrialServices, verbose: bool
-) -> dict[str, Any]:
+def _run_with_view(job: Any, tasks: list[Any], services: Any, verbose: bool) -> dict[str, Any]:
+    from clawrig.runner.batch import JobState, run_job
+    from clawrig.spec.trial import TrialResult
+
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -222,7 +226,7 @@ def _run_with_view(
     bar = progress.add_task("trials", total=len(tasks) * job.runs, info="")
     started = time.monotonic()
 
-    def on_update(state: JobState, result: TrialResult | None) -> None:
+    def on_update(state: JobState, result: TrialResult | None) -> None:  # noqa: F821
         info = f"running {state.running}  failed {state.failed}  spend ${state.spend_usd:.4f}"
         progress.update(bar, completed=state.done, info=info)
         if verbose and result is not None:

@@ -4,39 +4,38 @@
 ``await model.chat(messages, tools=...)`` gives a :class:`clawrig.spec.llm.ChatResponse`.
 Settings and env variables: :mod:`clawrig.llm.providers`; retries and usage:
 :mod:`clawrig.llm.client`; cost formula: :mod:`clawrig.llm.pricing`.
+
+Names are imported lazily (the ``openai`` SDK takes ~0.3 s to import), so importing
+``clawrig.llm.base`` stays cheap for the CLI's start-up.
 """
 
-from clawrig.llm.base import ChatModel
-from clawrig.llm.client import (
-    OpenAIChatModel,
-    ProviderRetriesExhausted,
-    RetryPolicy,
-    get_model,
-    usage_from_openai,
-)
-from clawrig.llm.pricing import Prices, cost_usd
-from clawrig.llm.providers import (
-    ModelEndpoint,
-    ProviderConfig,
-    Settings,
-    load_settings,
-    model_env_key,
-    resolve_model,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ChatModel",
-    "ModelEndpoint",
-    "OpenAIChatModel",
-    "Prices",
-    "ProviderConfig",
-    "ProviderRetriesExhausted",
-    "RetryPolicy",
-    "Settings",
-    "cost_usd",
-    "get_model",
-    "load_settings",
-    "model_env_key",
-    "resolve_model",
-    "usage_from_openai",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ChatModel": "clawrig.llm.base",
+    "OpenAIChatModel": "clawrig.llm.client",
+    "ProviderRetriesExhausted": "clawrig.llm.client",
+    "RetryPolicy": "clawrig.llm.client",
+    "get_model": "clawrig.llm.client",
+    "usage_from_openai": "clawrig.llm.client",
+    "Prices": "clawrig.llm.pricing",
+    "cost_usd": "clawrig.llm.pricing",
+    "ModelEndpoint": "clawrig.llm.providers",
+    "ProviderConfig": "clawrig.llm.providers",
+    "Settings": "clawrig.llm.providers",
+    "load_settings": "clawrig.llm.providers",
+    "model_env_key": "clawrig.llm.providers",
+    "resolve_model": "clawrig.llm.providers",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clawrig.llm' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
