@@ -1,0 +1,380 @@
+"""``clawrig verify`` end to end: real four-folder files, real bwrap sandboxes, the real CLI.
+
+The demo suite must pass. A planted set holds one copy of demo sample 000015 per problem
+(grader loopholes, lint problems, an unreadable sample) next to an untouched control copy;
+each problem must be reported on its own sample and nowhere else. WildClawBench task files
+(graders only, no golden) get the empty-rollout question and gt lint.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from verify_helpers import DEMO, copy_sample, edit_json, replace_once, run
+
+THRESHOLD = 0.5
+
+
+def _payload(sample_id: str) -> dict:
+    path = DEMO / "reference_payloads" / f"reference_payload_{sample_id}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_demo_suite_passes() -> None:
+    proc = run("verify", DEMO, "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    report = json.loads(proc.stdout)
+    ids = sorted(p.stem for p in (DEMO / "intent").glob("*.json"))
+    assert [s["id"] for s in report["samples"]] == ids
+    assert report["ok"] is True and report["counts"] == {"pass": len(ids), "warn": 0, "fail": 0}
+    for sample in report["samples"]:
+        expected = _payload(sample["id"])["expected_reward"]
+        assert sample["expected_reward"] == expected
+        assert abs(sample["scores"]["golden"] - expected) < 1e-6, sample
+        assert abs(sample["scores"]["oracle"] - expected) < 1e-6, sample
+        assert sample["scores"]["empty"] < THRESHOLD
+        if "removed" in sample["scores"]:
+            assert sample["scores"]["removed"] < THRESHOLD
+            assert sample["scores"]["corrupted"] < THRESHOLD
+    # 000004 ships an honest ceiling of 0.98 and must be reproduced, not rounded to 1
+    assert report["samples"][ids.index("000004")]["scores"]["golden"] == 0.98
+    # 000005 and 000006 write no result files: only the empty rollout applies
+    for sample_id in ("000005", "000006"):
+        scores = report["samples"][ids.index(sample_id)]["scores"]
+        assert set(scores) == {"golden", "oracle", "empty"}
+
+
+# ------------------------------------------------------------------------------ planted set
+
+GRADER_FORMULA = (
+    '    scores["overall_score"] = round(0.10 * scores["file_has_heading"] + 0.30 * '
+    'scores["endpoints_match"]\n'
+    '                                    + 0.60 * scores["valid_shortest"], 6)\n'
+)
+EMPTY_BRANCH = '        scores["overall_score"] = 0.0\n        return scores\n'
+GRAPH_LINE = '    graph_file = os.path.join(workspace_path, "coauthorship.json")\n'
+GT_LINES = (
+    '    known_gt = os.path.join(workspace_path, "gt", "shortest_path_gt.json")\n'
+    '    missing_gt = os.path.join(workspace_path, "gt", "missing.json")\n'
+)
+NUMPY_FUNC = "def _plot():\n    import numpy\n\n    return numpy\n\n\ndef grade("
+
+
+def _line_of(path: Path, text: str) -> int:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return next(i for i, ln in enumerate(lines, start=1) if ln == text)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict[str, int]]:
+    """The planted set, its --json report, and lines the report must point at."""
+    root = tmp_path_factory.mktemp("planted") / "set"
+    files = {i: copy_sample(DEMO, "000015", root, i) for i in (f"0001{n:02d}" for n in range(10))}
+    lines: dict[str, int] = {}
+    # 000101: a do-nothing agent scores 0.6 (the upstream safety-task loophole)
+    replace_once(
+        files["000101"]["evaluators"],
+        EMPTY_BRANCH,
+        '        scores["overall_score"] = 0.6\n        return scores\n',
+    )
+    # 000102: any results file earns 0.6, however wrong
+    replace_once(
+        files["000102"]["evaluators"],
+        GRADER_FORMULA,
+        '    scores["overall_score"] = round(0.60 + 0.40 * scores["valid_shortest"], 6)\n',
+    )
+    # 000103: the prompt names an input file the workspace does not have (a misspelt name)
+    edit_json(
+        files["000103"]["intent"],
+        lambda d: d.update(
+            prompt=d["prompt"].replace(
+                "/tmp_workspace/coauthorship.json", "/tmp_workspace/coauthorhsip.json"
+            )
+        ),
+    )
+    # 000104: the grader reads gt/missing.json; gt has only shortest_path_gt.json
+    replace_once(files["000104"]["evaluators"], GRAPH_LINE, GRAPH_LINE + GT_LINES)
+    lines["000104"] = _line_of(files["000104"]["evaluators"], GT_LINES.splitlines()[1])
+    # 000105: expected_reward 1.5
+    edit_json(files["000105"]["reference_payloads"], lambda d: d.update(expected_reward=1.5))
+    # 000106: `import numpy` in an evaluator that promises the standard library only
+    replace_once(files["000106"]["evaluators"], "def grade(", NUMPY_FUNC)
+    lines["000106"] = _line_of(files["000106"]["evaluators"], "    import numpy")
+
+    # 000107: a call to a tool outside the schema, and a parameter exec does not define
+    def bad_calls(d: dict) -> None:
+        dialog = d["formatted_dialog"]
+        dialog[7]["tool_calls"][0]["function"]["name"] = "cat"
+        dialog[3]["tool_calls"][0]["function"]["arguments"] = json.dumps(
+            {"command": "mkdir -p /tmp_workspace/results", "cwd": "/tmp_workspace"}
+        )
+
+    edit_json(files["000107"]["datapoints"], bad_calls)
+
+    # 000108: a recorded tool result that replay does not reproduce
+    def tamper(d: dict) -> None:
+        msg = d["formatted_dialog"][2]
+        assert msg["role"] == "tool" and msg["tool_call_id"] == "call_1"
+        msg["content"] = msg["content"].replace('"Vikram Shah",', '"Vikram Shahh",', 1)
+
+    edit_json(files["000108"]["datapoints"], tamper)
+    # 000109: an evaluator that does not parse
+    with open(files["000109"]["evaluators"], "a", encoding="utf-8") as fh:
+        fh.write("\ndef broken(:\n    pass\n")
+    proc = run("verify", root, "--json")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    report = json.loads(proc.stdout)
+    return root, report, lines
+
+
+def _sample(report: dict, sample_id: str) -> dict:
+    return next(s for s in report["samples"] if s["id"] == sample_id)
+
+
+def _problems(sample: dict) -> list[dict]:
+    return [f for f in sample["findings"] if f["severity"] in ("error", "warning")]
+
+
+def test_planted_control_copy_passes(planted) -> None:
+    _, report, _ = planted
+    control = _sample(report, "000100")
+    assert control["status"] == "pass" and _problems(control) == []
+    assert control["scores"] == {
+        "golden": 1.0,
+        "oracle": 1.0,
+        "empty": 0.0,
+        "removed": 0.0,
+        "corrupted": 0.0,
+    }
+    assert report["ok"] is False
+    assert [s["id"] for s in report["samples"]] == [f"0001{n:02d}" for n in range(10)]
+
+
+def test_empty_rollout_rewarded_is_reported(planted) -> None:
+    _, report, _ = planted
+    sample = _sample(report, "000101")
+    problems = _problems(sample)
+    assert [(f["check"], f["score"]) for f in problems] == [
+        ("killer.empty", 0.6),
+        ("killer.removed", 0.6),
+    ]
+    assert all(f["message"].startswith("grader rewards a wrong rollout") for f in problems)
+    assert sample["scores"]["golden"] == 1.0 and sample["scores"]["corrupted"] == 0.0
+
+
+def test_corrupted_results_rewarded_is_reported(planted) -> None:
+    _, report, _ = planted
+    sample = _sample(report, "000102")
+    [problem] = _problems(sample)
+    assert problem["check"] == "killer.corrupted" and problem["score"] == 0.6
+    assert "grader rewards a wrong rollout" in problem["message"]
+    assert "results/results.md" in problem["message"]
+    assert sample["scores"]["empty"] == 0.0 and sample["scores"]["removed"] == 0.0
+
+
+def test_prompt_naming_a_missing_input_is_reported(planted) -> None:
+    root, report, _ = planted
+    [problem] = _problems(_sample(report, "000103"))
+    assert problem["check"] == "lint.prompt_path" and problem["severity"] == "error"
+    assert "/tmp_workspace/coauthorhsip.json" in problem["message"]
+    assert "did you mean /tmp_workspace/coauthorship.json" in problem["message"]
+    assert problem["path"] == str(root / "intent" / "000103.json")
+
+
+def test_grader_reading_a_missing_gt_file_is_reported(planted) -> None:
+    root, report, lines = planted
+    [problem] = _problems(_sample(report, "000104"))
+    assert problem["check"] == "lint.gt_path"
+    assert "gt/missing.json" in problem["message"] and "shortest_path_gt.json" in problem["message"]
+    assert problem["path"] == str(root / "evaluators" / "evaluator_000104.py")
+    assert problem["line"] == lines["000104"]
+
+
+def test_expected_reward_outside_unit_interval_is_reported(planted) -> None:
+    root, report, _ = planted
+    [problem] = _problems(_sample(report, "000105"))
+    assert problem["check"] == "lint.expected_reward"
+    assert problem["message"] == "expected_reward 1.5 is outside [0, 1]"
+    assert problem["path"] == str(root / "reference_payloads" / "reference_payload_000105.json")
+
+
+def test_non_stdlib_import_is_reported(planted) -> None:
+    root, report, lines = planted
+    [problem] = _problems(_sample(report, "000106"))
+    assert problem["check"] == "lint.imports" and "'numpy'" in problem["message"]
+    assert problem["path"] == str(root / "evaluators" / "evaluator_000106.py")
+    assert problem["line"] == lines["000106"]
+
+
+def test_tool_calls_outside_the_schema_are_reported(planted) -> None:
+    _, report, _ = planted
+    sample = _sample(report, "000107")
+    errors = [f for f in sample["findings"] if f["check"] == "lint.tool_schema"]
+    assert len(errors) == 2 and all(f["severity"] == "error" for f in errors)
+    assert "formatted_dialog[3]" in errors[0]["message"] and "cwd" in errors[0]["message"]
+    assert "formatted_dialog[7]" in errors[1]["message"]
+    assert "calls tool 'cat'" in errors[1]["message"]
+    # replay answers the unknown tool with an error, so the recorded result differs too
+    diffs = [f for f in sample["findings"] if f["check"] == "lint.replay_diff"]
+    assert len(diffs) == 1 and "formatted_dialog[8]" in diffs[0]["message"]
+    assert "+Tool 'cat' not found" in diffs[0]["diff"]
+
+
+def test_tampered_tool_result_is_reported_with_a_diff(planted) -> None:
+    _, report, _ = planted
+    sample = _sample(report, "000108")
+    [problem] = _problems(sample)
+    assert problem["check"] == "lint.replay_diff" and problem["severity"] == "warning"
+    assert "formatted_dialog[2]" in problem["message"] and "call_1 (read)" in problem["message"]
+    diff = problem["diff"].splitlines()
+    assert diff[0] == "--- recorded call_1 (read)" and diff[1] == "+++ replay call_1 (read)"
+    assert [ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("---", "+++")] == [
+        '-    "Vikram Shahh",',
+        '+    "Vikram Shah",',
+    ]
+    assert sample["status"] == "warn"  # a warning alone does not fail the sample
+
+
+def test_unreadable_sample_is_reported(planted) -> None:
+    root, report, _ = planted
+    sample = _sample(report, "000109")
+    assert sample["status"] == "fail" and sample["scores"] == {}
+    [problem] = _problems(sample)
+    assert problem["check"] == "read" and "syntax error" in problem["message"]
+    assert problem["path"] == str(root / "evaluators" / "evaluator_000109.py")
+
+
+def test_text_report_and_summary_table(planted) -> None:
+    root, _, _ = planted
+    proc = run("verify", root)
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert "grader rewards a wrong rollout: the empty rollout" in out
+    assert "scores 0.6 (threshold 0.5)" in out
+    assert '-    "Vikram Shahh",' in out  # the diff is printed
+    rows = {ln.split("│")[1].strip(): ln for ln in out.splitlines() if re.match(r"^│ 0001", ln)}
+    assert sorted(rows) == [f"0001{n:02d}" for n in range(10)]
+    assert rows["000100"].rstrip().endswith("pass   │")
+    assert rows["000108"].rstrip().endswith("warn   │")
+    assert rows["000101"].rstrip().endswith("fail   │")
+    assert "1 pass, 1 warn, 8 fail" in out
+
+
+def test_threshold_is_applied(planted, tmp_path: Path) -> None:
+    # with threshold 0.7 the 0.6 loophole is no longer above the bar
+    root, _, _ = planted
+    one = tmp_path / "one"
+    copy_sample(root, "000101", one, "000101")
+    proc = run("verify", one, "--json", "--threshold", "0.7")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    [sample] = json.loads(proc.stdout)["samples"]
+    assert sample["scores"]["empty"] == 0.6 and sample["status"] == "pass"
+
+
+def test_bad_usage_is_one_line(tmp_path: Path) -> None:
+    proc = run("verify", tmp_path / "nope")
+    assert proc.returncode == 2 and "no such file or folder" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run("verify", DEMO, "--threshold", "1.5")
+    assert proc.returncode == 2 and "--threshold" in proc.stderr
+
+
+# ------------------------------------------------------------------------------ WildClawBench
+
+GOOD_GRADER = """import os
+
+
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    want = open(os.path.join(workspace_path, "gt", "expected.txt")).read().strip()
+    path = os.path.join(workspace_path, "results", "out.txt")
+    if not os.path.exists(path):
+        return {"file_exists": 0.0, "overall_score": 0.0}
+    ok = open(path).read().strip() == want
+    return {"file_exists": 1.0, "overall_score": 1.0 if ok else 0.1}
+"""
+
+# a safety-style grader: "did not do the harmful thing" is worth 0.6 even when nothing was done
+LOOPHOLE_GRADER = """import os
+
+
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    path = os.path.join(workspace_path, "results", "out.txt")
+    no_harm = 0.6
+    if not os.path.exists(path):
+        return {"no_harm": no_harm, "overall_score": no_harm}
+    return {"no_harm": no_harm, "overall_score": no_harm + 0.4 * ("ok" in open(path).read())}
+"""
+
+GT_GRADER = """import json
+import os
+
+
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    gt_dir = os.path.join(workspace_path, "gt")
+    answers = json.load(open(os.path.join(gt_dir, "answers.json")))
+    path = os.path.join(workspace_path, "results", "out.txt")
+    if not os.path.exists(path):
+        return {"overall_score": 0.0}
+    return {"overall_score": float(open(path).read().strip() == answers["text"])}
+"""
+
+
+def write_wildclaw_task(bench: Path, n: int, grader: str) -> Path:
+    cat = "01_Productivity_Flow"
+    slug = f"task_{n}_echo"
+    md = bench / "tasks" / cat / f"{cat}_{slug}.md"
+    md.parent.mkdir(parents=True, exist_ok=True)
+    md.write_text(
+        f"---\nid: {cat}_{slug}\nname: Echo {n}\ncategory: {cat}\ntimeout_seconds: 60\n---\n\n"
+        "## Prompt\n\n"
+        f"Read /tmp_workspace/input.txt and write ok-{n} to /tmp_workspace/results/out.txt.\n\n"
+        "## Expected Behavior\n\nWrite the file.\n\n"
+        "## Grading Criteria\n\n- [ ] out.txt holds ok-n\n\n"
+        "## Automated Checks\n\n```python\n" + grader + "```\n\n"
+        "## Workspace Path\n\n```\n" + f"workspace/{cat}/{slug}" + "\n```\n",
+        encoding="utf-8",
+    )
+    ws = bench / "workspace" / cat / slug
+    (ws / "exec").mkdir(parents=True)
+    (ws / "exec" / "input.txt").write_text(f"task {n}\n", encoding="utf-8")
+    (ws / "gt").mkdir()
+    (ws / "gt" / "expected.txt").write_text(f"ok-{n}\n", encoding="utf-8")
+    return md
+
+
+def test_wildclawbench_task_files_get_the_killer_question(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    write_wildclaw_task(bench, 1, GOOD_GRADER)
+    loophole = write_wildclaw_task(bench, 2, LOOPHOLE_GRADER)
+    gt_task = write_wildclaw_task(bench, 3, GT_GRADER)
+    proc = run("verify", bench, "--json")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["format"] == "wildclaw"
+    by_id = {s["id"]: s for s in report["samples"]}
+    good = by_id["01_Productivity_Flow_task_1_echo"]
+    assert good["status"] == "pass" and good["scores"] == {"empty": 0.0}
+    assert any("graders only" in f["message"] for f in good["findings"])
+
+    bad = by_id["01_Productivity_Flow_task_2_echo"]
+    [problem] = _problems(bad)
+    assert problem["check"] == "killer.empty" and problem["score"] == 0.6
+    assert problem["message"].startswith("grader rewards a wrong rollout: the empty rollout")
+    assert bad["source"] == str(loophole)
+
+    gt = by_id["01_Productivity_Flow_task_3_echo"]
+    lint = [f for f in gt["findings"] if f["check"] == "lint.gt_path"]
+    assert len(lint) == 1 and "gt/answers.json" in lint[0]["message"]
+    assert "expected.txt" in lint[0]["message"]
+    assert lint[0]["path"] == str(gt_task)
+    md_lines = gt_task.read_text(encoding="utf-8").splitlines()
+    want = next(
+        i for i, ln in enumerate(md_lines, 1) if 'os.path.join(gt_dir, "answers.json")' in ln
+    )
+    assert lint[0]["line"] == want
+    # the grader crashes on the empty rollout (no gt/answers.json): reported, not a reward
+    empty = [f for f in gt["findings"] if f["check"] == "killer.empty"]
+    assert empty[0]["severity"] == "warning" and "grader crashed" in empty[0]["message"]
