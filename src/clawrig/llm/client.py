@@ -373,17 +373,19 @@ class OpenAIChatModel:
         ``tool_choice``, ``reasoning_effort``), merged over the endpoint's ``extra_body``.
         Raises ModelRequestError (400/401/403/404 ...) or ProviderRetriesExhausted.
         """
-        params: dict[str, Any] = {"model": self.endpoint.model_id, "messages": messages}
+        # messages and tools travel in extra_body: the SDK otherwise walks them recursively
+        # against its TypedDict annotations, ~10 ms of CPU per request with 17 tools; the JSON
+        # on the wire is the same.
+        params: dict[str, Any] = {"model": self.endpoint.model_id, "messages": []}
+        body_extra: dict[str, Any] = {"messages": messages}
         if tools:
-            params["tools"] = tools
+            body_extra["tools"] = tools
         if temperature is not None:
             params["temperature"] = temperature
         limit = max_tokens or self.endpoint.max_tokens
         if limit:
             params["max_tokens"] = limit
-        body_extra = {**self.endpoint.extra_body, **(extra or {})}
-        if body_extra:
-            params["extra_body"] = body_extra
+        params["extra_body"] = {**body_extra, **self.endpoint.extra_body, **(extra or {})}
 
         started = time.monotonic()
         attempts = 0
