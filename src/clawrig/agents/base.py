@@ -47,6 +47,7 @@ class AgentContext:
     usage: Usage = field(default_factory=Usage)
     log_path: Path | None = None
     started: float = field(default_factory=time.monotonic)
+    subagent_transcripts: dict[str, Transcript] = field(default_factory=dict)
 
     def log(self, line: str) -> None:
         """Append one line to agent.log (when a path is set)."""

@@ -13,6 +13,7 @@ and the loop goes on. A provider failure after retries propagates as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -102,19 +103,67 @@ async def run_tool_calls(ctx: AgentContext, msg: TranscriptMessage) -> list[Tran
 
 
 class NativeAgent:
-    """The tool-calling loop (see the module docstring)."""
+    """The tool-calling loop (see the module docstring).
+
+    It also gives the trial a cron scheduler (fired message jobs arrive as user messages
+    between turns) and a session manager whose sub-agents (sessions_spawn) run this same loop
+    on the same sandbox with their own transcripts (``ctx.subagent_transcripts``); their usage
+    counts towards the trial's.
+    """
 
     name = "native"
     needs_model = True
 
     async def run(self, ctx: AgentContext) -> AgentOutcome:
         assert ctx.model is not None, "the native agent needs a model"
+        from clawrig.tools.cron import CronScheduler
+        from clawrig.tools.sessions import SessionManager
+
+        tc = ctx.tool_ctx
+        if tc.cron is None:
+            tc.cron = CronScheduler(ctx.sandbox, output_bytes=tc.output_bytes)
+        if tc.sessions is None:
+            tc.sessions = SessionManager(runner=subagent_runner(ctx))
         first = first_user_message(ctx.task.prompt, ctx.task.timeout_seconds, ctx.preamble)
         return await run_loop(ctx, first, ctx.transcript)
 
 
-async def run_loop(ctx: AgentContext, first_message: str, transcript: Transcript) -> AgentOutcome:
-    """Run one session's loop from a first user message, filling ``transcript`` in place."""
+def subagent_runner(parent: AgentContext) -> Any:
+    """The runner a SessionManager uses for sessions_spawn: the same loop, own transcript."""
+
+    async def run(session: Any) -> str:
+        transcript = Transcript(session_id=session.key)
+        parent.subagent_transcripts[session.key] = transcript
+        ctx = AgentContext(
+            task=parent.task,
+            sandbox=parent.sandbox,
+            tool_ctx=session.context,
+            toolset=parent.toolset,
+            model=parent.model,
+            limits=parent.limits,
+            transcript=transcript,
+            log_path=parent.log_path,
+            started=parent.started,
+        )
+        before = ctx.usage
+        try:
+            await run_loop(ctx, session.task, transcript, session=session)
+        finally:
+            parent.usage = parent.usage.add(ctx.usage)
+            del before
+        return transcript.final_text()
+
+    return run
+
+
+async def run_loop(
+    ctx: AgentContext, first_message: str, transcript: Transcript, session: Any = None
+) -> AgentOutcome:
+    """Run one session's loop from a first user message, filling ``transcript`` in place.
+
+    ``session``: the sub-agent's :class:`clawrig.tools.sessions.Session` (its inbox is read
+    between turns); None for the main agent, whose inbox, finished sub-agents and fired cron
+    messages are read between turns instead."""
     assert ctx.model is not None
     transcript.model = transcript.model or ctx.model.name
     transcript.started_ms = transcript.started_ms or now_ms()
@@ -152,7 +201,7 @@ async def run_loop(ctx: AgentContext, first_message: str, transcript: Transcript
         for r in results:
             transcript.messages.append(r)
             messages.extend(openai_tool(r))
-        for text in _pending_cron_messages(ctx):
+        for text in _between_turns(ctx, session):
             transcript.messages.append(
                 TranscriptMessage(role="user", text=text, timestamp_ms=now_ms())
             )
@@ -160,12 +209,25 @@ async def run_loop(ctx: AgentContext, first_message: str, transcript: Transcript
     return outcome
 
 
-def _pending_cron_messages(ctx: AgentContext) -> list[str]:
-    cron = ctx.tool_ctx.cron
-    take = getattr(cron, "pending_messages", None)
-    if take is None:
-        return []
-    try:
-        return [m if isinstance(m, str) else json.dumps(m) for m in take()]
-    except Exception:  # a scheduler problem must not end the trial
-        return []
+def _between_turns(ctx: AgentContext, session: Any) -> list[str]:
+    """User messages that arrived during a turn: steering sent to this session, finished
+    sub-agents' results and fired cron messages (main session only)."""
+    out: list[str] = []
+    tc = ctx.tool_ctx
+    mgr = tc.sessions
+    if session is not None:
+        return [str(m) for m in session.drain_inbox()]
+    if mgr is not None and hasattr(mgr, "take_results"):
+        with contextlib.suppress(KeyError):
+            out += [f"[message to main] {m}" for m in mgr.session(tc.session_key).drain_inbox()]
+        for r in mgr.take_results(tc.session_key):
+            rest = {k: v for k, v in r.items() if k != "sessionKey"}
+            out.append(
+                f"[subagent {r['sessionKey']} {r['status']}] "
+                + json.dumps(rest, ensure_ascii=False)
+            )
+    take = getattr(tc.cron, "pending_messages", None)
+    if take is not None:
+        for m in take():
+            out.append(m.as_user_text() if hasattr(m, "as_user_text") else str(m))
+    return out

@@ -282,8 +282,13 @@ async def run_trial(
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
             ctx.log(f"agent stopped: time limit of {agent_time:g} s")
         finally:
-            usage = ctx.usage
             await _stop_tools(tool_ctx)
+            usage = ctx.usage
+            for key, sub in ctx.subagent_transcripts.items():
+                sub_dir = tmp_dir / "subagents"
+                sub_dir.mkdir(exist_ok=True)
+                safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+                (sub_dir / f"{safe}.jsonl").write_text(dumps_openclaw_jsonl(sub))
         mark("kill")
         await sandbox.kill_all()
         mark("collect")
