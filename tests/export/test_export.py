@@ -1,0 +1,370 @@
+"""``clawrig export fourfolder`` and ``clawrig export sft`` on a real job.
+
+One job runs the oracle on the demo suite in real bwrap sandboxes (module-scoped, shared by
+every test); the set exported from it must pass ``clawrig verify`` and its evaluators'
+self-checks under plain python3. Expected values come from the demo suite's own files (built
+by suites/demo/_build.py from an independent replay) and from the job's trial folders.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from clawrig.errors import UserError
+from clawrig.export import export_fourfolder
+from clawrig.runner.batch import run_job
+from clawrig.runner.trial import TrialServices
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.tasks import load_tasks
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "suites" / "demo"
+CAPTURED_SCHEMA = REPO.parent / "shared" / "reference" / "openclaw-2026.3.24" / "tool_schema.json"
+PLAIN_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+DEMO_IDS = sorted(p.stem for p in (DEMO / "intent").glob("*.json"))
+NEW_IDS = [f"{n:06d}" for n in range(1, len(DEMO_IDS) + 1)]
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "clawrig"
+    return subprocess.run(
+        [str(exe), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "220", "NO_COLOR": "1"},
+    )
+
+
+def load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def without_descriptions(value: Any) -> Any:
+    """The captured schema has its descriptions removed (openclaw-tools.md): compare so."""
+    if isinstance(value, dict):
+        return {k: without_descriptions(v) for k, v in value.items() if k != "description"}
+    if isinstance(value, list):
+        return [without_descriptions(v) for v in value]
+    return value
+
+
+def constants(path: Path) -> dict[str, Any]:
+    """Module-level literal assignments of an evaluator, read with ast (never executed)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return out
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An oracle job on the demo suite: output/<task_id>/<trial>/ and summary_oracle.json."""
+    out = tmp_path_factory.mktemp("job") / "output"
+    config = JobConfig(
+        suite_path=DEMO,
+        output=out,
+        parallel=4,
+        trial=TrialConfig(agent="oracle", model="oracle"),
+    )
+    summary = asyncio.run(run_job(config, load_tasks(DEMO), TrialServices()))
+    assert summary["error_count"] == 0 and summary["evaluated_count"] == len(DEMO_IDS)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trials(job: Path) -> dict[str, Path]:
+    """Demo task id -> its trial folder in the job."""
+    summary = load(job / "summary_oracle.json")
+    return {row["task_id"]: job / row["trial"] for row in summary["tasks"]}
+
+
+@pytest.fixture(scope="module")
+def exported(job: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("export") / "set"
+    proc = run("export", "fourfolder", job, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"wrote {len(DEMO_IDS)} sample(s)" in proc.stdout
+    return out
+
+
+def test_exported_set_passes_verify(exported: Path, trials: dict[str, Path]) -> None:
+    proc = run("verify", exported, "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    report = json.loads(proc.stdout)
+    assert [s["id"] for s in report["samples"]] == NEW_IDS
+    for sample, task_id in zip(report["samples"], DEMO_IDS, strict=True):
+        assert sample["status"] == "pass", sample
+        trial_score = load(trials[task_id] / "result.json")["score"]["score"]
+        assert sample["expected_reward"] == trial_score
+        assert abs(sample["scores"]["golden"] - trial_score) < 1e-6
+        assert abs(sample["scores"]["oracle"] - trial_score) < 1e-6
+        assert sample["scores"]["empty"] < 0.5
+
+
+@pytest.mark.parametrize("index", range(len(DEMO_IDS)))
+def test_evaluator_self_check_passes_with_plain_python3(
+    exported: Path, trials: dict[str, Path], index: int, tmp_path: Path
+) -> None:
+    sample_id, task_id = NEW_IDS[index], DEMO_IDS[index]
+    evaluator = exported / "evaluators" / f"evaluator_{sample_id}.py"
+    proc = subprocess.run(
+        [PLAIN_PYTHON, "-I", str(evaluator)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    trial_score = load(trials[task_id] / "result.json")["score"]["score"]
+    assert line["self_check"] == "PASS"
+    assert line["expected"] == trial_score == line["overall_score"]
+    # the sub-scores are the ones the grader gave the trial
+    subscores = load(trials[task_id] / "score.json")["subscores"]
+    assert {k: line[k] for k in subscores} == subscores
+
+
+def test_no_host_path_in_the_exported_set(
+    exported: Path, job: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    needles = [str(job), str(exported), str(tmp_path_factory.getbasetemp()), str(DEMO), str(REPO)]
+    proc = subprocess.run(
+        ["grep", "-rlF", *sum((["-e", n] for n in needles), []), str(exported)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1, proc.stdout  # grep: 1 = no match
+    assert proc.stdout == ""
+
+
+def test_ids_intents_and_payloads_follow_the_tasks(
+    exported: Path, trials: dict[str, Path], job: Path
+) -> None:
+    assert sorted(p.stem for p in (exported / "intent").glob("*.json")) == NEW_IDS
+    assert sorted(p.name for p in (exported / "workspaces").iterdir()) == NEW_IDS
+    for sample_id, task_id in zip(NEW_IDS, DEMO_IDS, strict=True):
+        intent = load(exported / "intent" / f"{sample_id}.json")
+        source = load(DEMO / "intent" / f"{task_id}.json")
+        assert intent == source | {"id": sample_id}
+        assert list(intent) == list(source)
+        payload = load(exported / "reference_payloads" / f"reference_payload_{sample_id}.json")
+        demo_payload = load(DEMO / "reference_payloads" / f"reference_payload_{task_id}.json")
+        assert payload["id"] == sample_id and payload["category"] == demo_payload["category"]
+        assert payload["gt"] == demo_payload["gt"]
+        assert payload["expected_reward"] == load(trials[task_id] / "result.json")["score"]["score"]
+        consts = constants(exported / "evaluators" / f"evaluator_{sample_id}.py")
+        assert payload["golden_workspace_files"] == sorted(consts["GOLDEN_WORKSPACE"])
+        assert consts["EXPECTED_REWARD"] == payload["expected_reward"]
+        # the initial workspace is shipped byte for byte
+        src_ws, dst_ws = DEMO / "workspaces" / task_id, exported / "workspaces" / sample_id
+        src_files = sorted(p.relative_to(src_ws) for p in src_ws.rglob("*") if p.is_file())
+        dst_files = sorted(p.relative_to(dst_ws) for p in dst_ws.rglob("*") if p.is_file())
+        assert src_files == dst_files
+        assert all((src_ws / f).read_bytes() == (dst_ws / f).read_bytes() for f in src_files)
+    # 000004 keeps its honest ceiling of 0.98
+    assert load(exported / "reference_payloads" / "reference_payload_000004.json")[
+        "expected_reward"
+    ] == pytest.approx(0.98, abs=1e-9)
+    readme = (exported / "README.md").read_text(encoding="utf-8")
+    assert load(job / "summary_oracle.json")["job_id"] in readme
+
+
+def test_golden_workspace_is_the_trials_end_state(exported: Path) -> None:
+    """The demo's GOLDEN_WORKSPACE was built by an independent replay (suites/demo/_build.py);
+    the export rebuilt it from the trial's end state (000006 only deletes files)."""
+    for sample_id, task_id in zip(NEW_IDS, DEMO_IDS, strict=True):
+        mine = constants(exported / "evaluators" / f"evaluator_{sample_id}.py")["GOLDEN_WORKSPACE"]
+        theirs = constants(DEMO / "evaluators" / f"evaluator_{task_id}.py")["GOLDEN_WORKSPACE"]
+        gt = load(DEMO / "reference_payloads" / f"reference_payload_{task_id}.json")["gt"]
+        assert {k: v for k, v in mine.items() if not k.startswith("gt/")} == theirs, task_id
+        # gt/ rides along only for graders that name it, with the payload's content
+        for rel, value in mine.items():
+            if rel.startswith("gt/"):
+                want = gt[rel[3:]]
+                assert value == (want if isinstance(want, str) else json.dumps(want, indent=2))
+    six = constants(exported / "evaluators" / "evaluator_000006.py")["GOLDEN_WORKSPACE"]
+    assert "backups/prod.db" in six
+    assert not any(rel.startswith("logs/") and rel.endswith(".log") for rel in six)
+
+
+def test_transcript_graders_carry_the_trial_transcript(
+    exported: Path, trials: dict[str, Path]
+) -> None:
+    for sample_id, task_id in zip(NEW_IDS, DEMO_IDS, strict=True):
+        consts = constants(exported / "evaluators" / f"evaluator_{sample_id}.py")
+        if task_id in ("000005", "000006"):  # the demo graders that read the transcript
+            lines = (trials[task_id] / "chat.jsonl").read_text(encoding="utf-8").splitlines()
+            assert consts["GOLDEN_TRANSCRIPT"] == [json.loads(ln) for ln in lines]
+        else:
+            assert "GOLDEN_TRANSCRIPT" not in consts, task_id
+
+
+def test_datapoints_carry_the_dialog_schema_metadata_and_statistics(
+    exported: Path, trials: dict[str, Path], job: Path
+) -> None:
+    captured = load(CAPTURED_SCHEMA)
+    job_id = load(job / "summary_oracle.json")["job_id"]
+    for sample_id, task_id in zip(NEW_IDS, DEMO_IDS, strict=True):
+        dp = load(exported / "datapoints" / f"{sample_id}.json")
+        trial = load(trials[task_id] / "formatted_dialog.json")
+        assert list(dp) == ["id", "formatted_dialog", "tool_schema", "metadata", "statistics"]
+        assert dp["formatted_dialog"] == trial["formatted_dialog"]
+        assert dp["tool_schema"] == trial["tool_schema"]  # exactly what the trial sent
+        assert without_descriptions(dp["tool_schema"]) == captured
+        demo_stats = load(DEMO / "datapoints" / f"{task_id}.json")["statistics"]
+        for key in ("messages", "tool_calls", "tool_calls_by_name"):
+            assert dp["statistics"][key] == demo_stats[key], (task_id, key)
+        assert dp["statistics"]["tokens"]["total_tokens"] == 0  # the oracle uses no model
+        meta = dp["metadata"]
+        assert meta["model"] == "oracle" and meta["agent"] == "oracle"
+        assert meta["job"] == job_id and meta["source_task_id"] == task_id
+        assert meta["trial"] == trials[task_id].name
+        assert meta["reward"] == meta["scores"]["score"]
+        assert meta["usage"]["request_count"] == 0
+    # 000015: 5 assistant turns (4 tool calls and the final answer), 10 messages
+    stats = load(exported / "datapoints" / "000008.json")["statistics"]
+    assert stats["turns"] == 5 and stats["messages"] == 10
+    dialog = load(exported / "datapoints" / "000008.json")["formatted_dialog"]
+    assert dialog[1]["reasoning"].startswith("I need the graph first")
+    assert dialog[2] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "name": "read",
+        "content": (DEMO / "workspaces" / "000015" / "coauthorship.json").read_text("utf-8"),
+    }
+
+
+async def test_min_score_and_category_select_trials(job: Path, tmp_path: Path) -> None:
+    report = await export_fourfolder(job, tmp_path / "high", min_score=0.99)
+    assert [s.task_id for s in report.samples] == [i for i in DEMO_IDS if i != "000004"]
+    [(skipped, why)] = report.skipped.items()
+    assert skipped.startswith("000004/") and why == "score 0.98 < 0.99"
+    report = await export_fourfolder(job, tmp_path / "safety", categories=["06_Safety_Alignment"])
+    assert [(s.id, s.task_id) for s in report.samples] == [
+        ("000001", "000005"),
+        ("000002", "000006"),
+    ]
+    assert sorted(p.stem for p in (tmp_path / "safety" / "intent").glob("*.json")) == [
+        "000001",
+        "000002",
+    ]
+    with pytest.raises(UserError, match="no graded trial to export"):
+        await export_fourfolder(job, tmp_path / "none", categories=["03_Social_Interaction"])
+    assert not (tmp_path / "none").exists()
+
+
+def test_suite_is_found_from_the_summary_or_given(job: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "job"
+    shutil.copytree(job, moved)
+    summary = load(moved / "summary_oracle.json")
+    summary["suite_path"] = "no/such/suite"
+    (moved / "summary_oracle.json").write_text(json.dumps(summary), encoding="utf-8")
+    for rj in moved.glob("*/*/result.json"):
+        raw = load(rj)
+        raw.pop("task_source", None)
+        rj.write_text(json.dumps(raw), encoding="utf-8")
+    proc = run("export", "fourfolder", moved, tmp_path / "a", "--category", "04_Search_Retrieval")
+    assert proc.returncode == 2
+    assert "summary_oracle.json: suite_path: 'no/such/suite' not found" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run(
+        "export", "fourfolder", moved, tmp_path / "b", "--category", "04_Search_Retrieval",
+        "--suite", DEMO,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.stem for p in (tmp_path / "b" / "intent").glob("*.json")) == [
+        "000001",
+        "000002",
+    ]
+
+
+def test_bad_input_is_one_line(job: Path, exported: Path, tmp_path: Path) -> None:
+    proc = run("export", "fourfolder", job, exported)  # OUT is not empty
+    assert proc.returncode == 2 and "exists and is not an empty folder" in proc.stderr
+    proc = run("export", "fourfolder", tmp_path, tmp_path / "x")  # not a job folder
+    assert proc.returncode == 2 and "not a job folder" in proc.stderr
+    proc = run("export", "sft", job, tmp_path / "rows.csv")
+    assert proc.returncode == 2 and "must end in .jsonl or .parquet" in proc.stderr
+    proc = run("export", "sft", job, tmp_path / "rows.jsonl", "--format", "alpaca")
+    assert proc.returncode == 2 and "--format: unknown format 'alpaca'" in proc.stderr
+    for p in (proc,):
+        assert "Traceback" not in p.stderr
+
+
+# ------------------------------------------------------------------------------------- SFT
+
+
+def test_sft_jsonl_openai(job: Path, trials: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    proc = run("export", "sft", job, out)
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(ln) for ln in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["task_id"] for r in rows] == DEMO_IDS
+    captured = load(CAPTURED_SCHEMA)
+    for row in rows:
+        folder = trials[row["task_id"]]
+        assert row["id"] == f"{row['task_id']}/{folder.name}"
+        assert row["messages"] == load(folder / "formatted_dialog.json")["formatted_dialog"]
+        assert row["tools"] == load(folder / "formatted_dialog.json")["tool_schema"]
+        assert without_descriptions(row["tools"]) == captured
+        assert row["score"] == load(folder / "result.json")["score"]["score"]
+        assert row["model"] == "oracle"
+    proc = run("export", "sft", job, tmp_path / "high.jsonl", "--min-score", "0.99")
+    assert proc.returncode == 0 and "wrote 7 row(s)" in proc.stdout
+
+
+def test_sft_parquet_sharegpt(job: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rows.parquet"
+    proc = run("export", "sft", job, out, "--format", "sharegpt")
+    assert proc.returncode == 0, proc.stderr
+    table = pq.read_table(out)
+    assert table.schema.names == [
+        "id", "task_id", "trial_id", "job_id", "model", "category", "score", "conversations",
+        "tools",
+    ]  # fmt: skip
+    assert str(table.schema.field("score").type) == "double"
+    rows = {r["task_id"]: r for r in table.to_pylist()}
+    assert sorted(rows) == DEMO_IDS
+    tools = json.loads(rows["000015"]["tools"])
+    assert [t["name"] for t in tools] == [t["function"]["name"] for t in load(CAPTURED_SCHEMA)]
+    # 000015: four single calls, each answered, then the final answer
+    conv = json.loads(rows["000015"]["conversations"])
+    assert [c["from"] for c in conv] == ["human"] + ["function_call", "observation"] * 4 + ["gpt"]
+    assert json.loads(conv[1]["value"]) == {
+        "name": "read",
+        "arguments": {"path": "/tmp_workspace/coauthorship.json"},
+    }
+    assert conv[4]["value"] == "(no output)\n[exit code 0]"
+    assert conv[-1]["value"].startswith("Done. The shortest chain is Vikram Shah")
+    # 000005: two parallel reads become one function_call list and one observation list
+    conv = json.loads(rows["000005"]["conversations"])
+    assert [c["from"] for c in conv] == ["human", "function_call", "observation", "gpt"]
+    calls = json.loads(conv[1]["value"])
+    assert [c["arguments"]["path"] for c in calls] == [
+        "/tmp_workspace/templates/customer_notice.txt",
+        "/tmp_workspace/campaign_notes.md",
+    ]
+    ws = DEMO / "workspaces" / "000005"
+    assert json.loads(conv[2]["value"]) == [
+        (ws / "templates" / "customer_notice.txt").read_text(encoding="utf-8"),
+        (ws / "campaign_notes.md").read_text(encoding="utf-8"),
+    ]
+    assert conv[3]["value"].startswith("I can't help with this.")
