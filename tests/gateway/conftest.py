@@ -1,0 +1,68 @@
+"""Fixtures for the model gateway tests: a started :class:`Gateway` factory, an upstream
+endpoint on the scripted server carrying a distinctive "real" key, and real bwrap sandboxes
+bound to a gateway."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gw_helpers import FAST_RETRY
+
+from clawrig.llm.gateway import Gateway
+from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
+from clawrig.sandbox.base import Bind
+
+
+@pytest.fixture
+def make_gateway() -> Iterator[Callable[..., Gateway]]:
+    """``make_gateway(**kwargs)`` -> a started Gateway (test-sized retries), stopped after."""
+    made: list[Gateway] = []
+
+    def factory(**kwargs: Any) -> Gateway:
+        kwargs.setdefault("retry", FAST_RETRY)
+        gw = Gateway(**kwargs).start()
+        made.append(gw)
+        return gw
+
+    yield factory
+    for gw in made:
+        gw.stop()
+
+
+def bwrap_missing() -> str | None:
+    return None if shutil.which("bwrap") else "bubblewrap is not installed"
+
+
+@pytest.fixture
+async def gw_sandbox(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    """``await gw_sandbox(gateway, binds=[], uid_drop=False)`` -> a started bwrap sandbox with
+    the gateway's folder bound read-only; stopped after the test."""
+    if reason := bwrap_missing():
+        pytest.skip(reason)
+    made: list[Any] = []
+    counter = iter(range(1000))
+
+    async def factory(gateway: Gateway, binds: list[Bind] | None = None, uid_drop: bool = False):
+        ws = tmp_path / f"ws{next(counter)}"
+        ws.mkdir(parents=True, exist_ok=True)
+        cfg = SandboxConfig(
+            workspace_dir=ws,
+            limits=Limits(),
+            binds=[*gateway.sandbox_binds(), *(binds or [])],
+        )
+        sb = create_sandbox("bwrap", cfg)
+        if uid_drop:
+            sb.force_uid_drop = True  # type: ignore[attr-defined]
+        await sb.start()
+        made.append(sb)
+        return sb
+
+    yield factory
+    for sb in made:
+        with contextlib.suppress(Exception):
+            await sb.stop()

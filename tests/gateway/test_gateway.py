@@ -1,0 +1,348 @@
+"""The model gateway on loopback: forwarding (plain and SSE), per-trial usage and cost, budget
+caps, recording, retries and replay, against the real scripted OpenAI-compatible server.
+
+Expected numbers are worked out by hand from the scripted replies and the prices (USD per 1M
+tokens), independently of the gateway's code.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from gw_helpers import REAL_KEY, upstream
+
+from clawrig.errors import ModelRequestError
+from clawrig.llm.gateway import (
+    RECORD_FILE,
+    ResponseCache,
+    completion_from_chunks,
+    read_records,
+    request_key,
+    sse_from_completion,
+)
+from clawrig.llm.pricing import Prices
+from clawrig.testing.scripted_server import call, error, reply, usage
+
+PRICES = Prices(input=1.0, output=2.0, cache_read=0.5)
+TOOLS = [{"type": "function", "function": {"name": "exec", "parameters": {"type": "object"}}}]
+
+
+def sse_events(text: str) -> list[dict | str]:
+    out: list[dict | str] = []
+    for block in text.split("\n\n"):
+        if block.strip():
+            assert block.startswith("data: "), block
+            data = block[6:]
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+async def test_forwards_with_the_real_key_and_counts_usage_per_trial(
+    scripted_server, make_gateway, tmp_path
+):
+    srv = scripted_server(
+        [
+            reply(tool_calls=[call("exec", {"command": "ls"}, id="c1")], usage=usage(100, 20)),
+            reply("done", usage=usage(50, 5, cached=10)),
+        ]
+    )
+    gw = make_gateway()
+    lease = gw.open_trial(
+        upstream(srv, prices=PRICES), trial_id="t1", record_path=tmp_path / RECORD_FILE
+    )
+    model = lease.chat_model(stream=True)
+    first = await model.chat([{"role": "user", "content": "hi"}], tools=TOOLS)
+    assert [(c.id, c.name, c.arguments) for c in first.tool_calls] == [
+        ("c1", "exec", '{"command": "ls"}')
+    ]
+    second = await lease.chat_model().chat([{"role": "user", "content": "again"}])
+    assert second.content == "done"
+    # the upstream saw the real key, the endpoint's model id, and usage asked for on the stream
+    assert [h["authorization"] for h in srv.headers] == [f"Bearer {REAL_KEY}"] * 2
+    assert [r["model"] for r in srv.requests] == ["scripted", "scripted"]
+    assert srv.requests[0]["stream_options"] == {"include_usage": True}
+    assert srv.requests[0]["tools"] == TOOLS
+    # by hand: input 100 + (50 - 10 cached) = 140, output 25, cache read 10
+    # cost = (100*1 + 20*2)/1e6 + (40*1 + 5*2 + 10*0.5)/1e6 = 140e-6 + 55e-6
+    u = lease.usage
+    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.total_tokens) == (
+        140,
+        25,
+        10,
+        175,
+    )
+    assert u.request_count == 2
+    assert u.cost_usd == pytest.approx(195e-6)
+    assert gw.spent_usd == pytest.approx(195e-6)
+    # the client's own view of each call agrees with the gateway's
+    assert first.usage.cost_usd + second.usage.cost_usd == pytest.approx(195e-6)
+
+
+async def test_stream_passes_through_and_hides_usage_unless_asked(scripted_server, make_gateway):
+    srv = scripted_server([reply("hello world", usage=usage(7, 3)), reply("x", usage=usage(7, 3))])
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="t")
+    auth = {"Authorization": f"Bearer {lease.token}"}
+    url = f"{gw.host_url}/v1/chat/completions"
+    async with httpx.AsyncClient() as client:
+        plain = await client.post(
+            url, headers=auth, json={"model": "m", "stream": True, "messages": []}
+        )
+        asked = await client.post(
+            url,
+            headers=auth,
+            json={
+                "model": "m",
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "messages": [],
+            },
+        )
+    assert plain.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(plain.text)
+    assert events[-1] == "[DONE]"
+    chunks = [e for e in events if isinstance(e, dict)]
+    assert not any("usage" in c for c in chunks)  # the client did not ask for it
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "hello world"
+    usage_chunks = [e for e in sse_events(asked.text) if isinstance(e, dict) and e.get("usage")]
+    assert usage_chunks and usage_chunks[-1]["usage"]["prompt_tokens"] == 7
+    # both were counted: 2 x (7 + 3)
+    assert lease.usage.total_tokens == 20 and lease.usage.request_count == 2
+
+
+async def test_unknown_and_closed_tokens_are_refused(scripted_server, make_gateway):
+    srv = scripted_server(["x"])
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="t")
+    body = {"model": "m", "messages": []}
+    async with httpx.AsyncClient() as client:
+        bad = await client.post(
+            f"{gw.host_url}/v1/chat/completions", json=body, headers={"Authorization": "Bearer no"}
+        )
+        models = await client.get(f"{lease.host_base_url}/models")  # token in the path
+        gw.close_trial(lease)
+        closed = await client.post(f"{lease.host_base_url}/chat/completions", json=body)
+    assert bad.status_code == 401 and "unknown or closed trial token" in bad.text
+    assert [m["id"] for m in models.json()["data"]] == ["scripted"]
+    assert closed.status_code == 401
+    assert srv.requests == []
+
+
+async def test_job_budget_refuses_once_spent(scripted_server, make_gateway):
+    srv = scripted_server([reply("a", usage=usage(1000, 0)), reply("b", usage=usage(1000, 0))])
+    gw = make_gateway(budget_usd=0.001)
+    lease = gw.open_trial(upstream(srv, prices=Prices(input=1.0)), trial_id="t")
+    model = lease.chat_model()
+    await model.chat([{"role": "user", "content": "1"}])  # 1000 tokens x $1/1M = $0.001
+    with pytest.raises(ModelRequestError, match=r"budget of \$0.001 is spent"):
+        await model.chat([{"role": "user", "content": "2"}])
+    assert len(srv.requests) == 1
+    assert lease.refusals == ["budget"]
+    other = gw.open_trial(upstream(srv), trial_id="t2")  # the cap is job-wide
+    with pytest.raises(ModelRequestError, match="HTTP 402"):
+        await other.chat_model().chat([{"role": "user", "content": "3"}])
+
+
+async def test_trial_caps_requests_and_tokens(scripted_server, make_gateway):
+    srv = scripted_server([reply("a", usage=usage(30, 10)) for _ in range(4)])
+    gw = make_gateway()
+    turns = gw.open_trial(upstream(srv), trial_id="t", max_requests=2)
+    for n in range(2):
+        await turns.chat_model().chat([{"role": "user", "content": str(n)}])
+    with pytest.raises(ModelRequestError, match="limit of 2 model requests"):
+        await turns.chat_model().chat([{"role": "user", "content": "x"}])
+    tokens = gw.open_trial(upstream(srv), trial_id="u", max_tokens=40)
+    await tokens.chat_model().chat([{"role": "user", "content": "y"}])  # 40 tokens used
+    with pytest.raises(ModelRequestError, match="token cap of 40"):
+        await tokens.chat_model().chat([{"role": "user", "content": "z"}])
+    assert (turns.refusals, tokens.refusals) == (["max_requests"], ["token_budget"])
+    assert len(srv.requests) == 3
+
+
+async def test_upstream_retries_then_reports_the_upstream_error(scripted_server, make_gateway):
+    srv = scripted_server(
+        [
+            error(429, retry_after=0),
+            reply("ok"),
+            error(500, "boom"),
+            error(500, "boom"),
+            error(500, "still broken"),
+        ]
+    )
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="t")
+    ok = await lease.chat_model().chat([{"role": "user", "content": "1"}])
+    assert ok.content == "ok"
+    assert lease.usage.retries == 1 and lease.upstream_errors == []
+    async with httpx.AsyncClient() as client:
+        r = await client.post(
+            f"{lease.host_base_url}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "2"}]},
+        )
+    assert r.status_code == 500
+    assert r.json()["error"]["message"] == "still broken"
+    assert len(srv.requests) == 5  # 2 for the first call, 3 attempts for the second
+    assert lease.upstream_errors == [
+        f"scripted/scripted: HTTP 500 from scripted ({srv.base_url}) after 3 attempts: still broken"
+    ]
+
+
+async def test_records_every_call_compactly_and_rebuilds_whole_requests(
+    scripted_server, make_gateway, tmp_path
+):
+    srv = scripted_server([reply(tool_calls=[call("exec", {"command": "ls"})]), reply("end")])
+    gw = make_gateway()
+    path = tmp_path / RECORD_FILE
+    lease = gw.open_trial(upstream(srv), trial_id="t9", task_id="000015", record_path=path)
+    model = lease.chat_model()
+    sys_prompt = {"role": "system", "content": "S" * 5000}
+    msgs = [sys_prompt, {"role": "user", "content": "go"}]
+    first = await model.chat(msgs, tools=TOOLS)
+    msgs2 = [
+        *msgs,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": first.tool_calls[0].id,
+                    "type": "function",
+                    "function": {"name": "exec", "arguments": '{"command": "ls"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "a.txt"},
+    ]
+    await model.chat(msgs2, tools=TOOLS)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [r["seq"] for r in lines] == [1, 2]
+    # the second line stores only the two new messages, on top of request 1
+    assert lines[1]["base"] == {"seq": 1, "messages": 2}
+    assert len(lines[1]["request"]["messages"]) == 2 and "tools" not in lines[1]["request"]
+    assert len(path.read_text()) < 2 * 5000 + 4000
+    records = read_records(path)
+    assert records[1]["request"]["messages"] == msgs2
+    assert records[1]["request"]["tools"] == TOOLS
+    assert [r["key"] for r in records] == [
+        request_key("scripted/scripted", r["request"]) for r in records
+    ]
+    assert records[0]["response"]["choices"][0]["message"]["tool_calls"][0]["function"] == {
+        "name": "exec",
+        "arguments": '{"command": "ls"}',
+    }
+    assert records[1]["response"]["choices"][0]["message"]["content"] == "end"
+    assert [r["task_id"] for r in records] == ["000015", "000015"]
+    assert records[1]["usage"]["total_tokens"] == 15
+
+
+async def test_replay_answers_recorded_requests_without_any_server(
+    scripted_server, make_gateway, tmp_path
+):
+    srv = scripted_server(
+        [
+            reply(tool_calls=[call("write", {"path": "a", "content": "x"})], usage=usage(40, 8)),
+            reply("final", reasoning="because", usage=usage(60, 4)),
+        ]
+    )
+    rec_gw = make_gateway()
+    trial = tmp_path / "job" / "000015" / "m_20260101_0000_abcdef"
+    lease = rec_gw.open_trial(
+        upstream(srv), trial_id="x", task_id="000015", record_path=trial / RECORD_FILE
+    )
+    asked = [[{"role": "user", "content": "one"}], [{"role": "user", "content": "two"}]]
+    modes = (True, False)
+    live = [await lease.chat_model(stream=s).chat(m) for m, s in zip(asked, modes, strict=True)]
+    srv.stop()  # no model server from here on
+
+    gw = make_gateway(cache=ResponseCache.from_job(tmp_path / "job"), cache_mode="only")
+    again = gw.open_trial(upstream(srv), trial_id="y", task_id="000015")
+    # served the other way round (stream vs plain) to show replay does not depend on it
+    replayed = [
+        await again.chat_model(stream=s).chat(m) for m, s in zip(asked, (False, True), strict=True)
+    ]
+    for a, b in zip(live, replayed, strict=True):
+        assert (a.content, a.reasoning, a.tool_calls, a.finish_reason) == (
+            b.content,
+            b.reasoning,
+            b.tool_calls,
+            b.finish_reason,
+        )
+        assert a.response_id == b.response_id
+        assert a.usage.total_tokens == b.usage.total_tokens
+    assert again.usage.total_tokens == 48 + 64
+    assert gw.spent_usd == 0.0  # cache hits cost nothing
+    with pytest.raises(ModelRequestError, match="replay: no recorded response for request #3"):
+        await again.chat_model().chat([{"role": "user", "content": "three"}])
+    assert again.refusals == ["replay_miss"]
+
+
+def test_cache_serves_in_order_prefers_the_same_scope_then_repeats_the_last():
+    cache = ResponseCache()
+    cache.add("k", {"id": "a"}, scope="t#0")
+    cache.add("k", {"id": "b"}, scope="t#1")
+    cache.add("k", {"id": "c"}, scope="t#1")
+    assert cache.take("k", "t#1")["id"] == "b"
+    assert cache.take("k", "t#0")["id"] == "a"
+    assert cache.take("k", "t#0")["id"] == "c"  # none left in t#0: the next unserved one
+    assert cache.take("k", "t#0")["id"] == "c"  # all served: the last one again
+    assert cache.take("other") is None
+    assert (cache.hits, cache.misses) == (4, 1)
+
+
+def test_replay_of_a_folder_without_records_is_a_user_error(tmp_path):
+    from clawrig.errors import UserError
+
+    (tmp_path / "000001" / "trial").mkdir(parents=True)
+    with pytest.raises(UserError, match="no recorded model calls"):
+        ResponseCache.from_job(tmp_path)
+    with pytest.raises(UserError, match="no such job folder"):
+        ResponseCache.from_job(tmp_path / "nope")
+    bad = tmp_path / "000001" / "trial" / RECORD_FILE
+    bad.write_text('{"seq": 1}\nnot json\n')
+    with pytest.raises(UserError, match=rf"{RECORD_FILE}:2: recorded model calls: not a JSON"):
+        ResponseCache.from_job(tmp_path)
+
+
+def test_chunks_assemble_into_a_completion_and_stream_back():
+    def args(piece: str) -> dict:
+        tc = {"index": 0, "function": {"arguments": piece}}
+        return {"choices": [{"delta": {"tool_calls": [tc]}}]}
+
+    chunks = [
+        {"id": "r1", "model": "m", "created": 5, "choices": [{"delta": {"role": "assistant"}}]},
+        {"choices": [{"delta": {"reasoning_content": "thin"}}]},
+        {"choices": [{"delta": {"reasoning_content": "k"}}]},
+        {"choices": [{"delta": {"content": "He"}}]},
+        {"choices": [{"delta": {"content": "llo"}}]},
+        {
+            "choices": [
+                {
+                    "delta": {
+                        "tool_calls": [
+                            {"index": 0, "id": "c7", "function": {"name": "read", "arguments": ""}}
+                        ]
+                    }
+                }
+            ]
+        },
+        args('{"'),
+        args('path":1}'),
+        {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]},
+        {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
+    ]
+    done = completion_from_chunks(chunks)
+    msg = done["choices"][0]["message"]
+    assert (done["id"], done["model"], done["created"]) == ("r1", "m", 5)
+    assert (msg["content"], msg["reasoning_content"]) == ("Hello", "think")
+    assert msg["tool_calls"] == [
+        {"id": "c7", "type": "function", "function": {"name": "read", "arguments": '{"path":1}'}}
+    ]
+    assert done["choices"][0]["finish_reason"] == "tool_calls"
+    assert done["usage"] == {"prompt_tokens": 3, "completion_tokens": 4}
+    events = b"".join(sse_from_completion(done, include_usage=True)).decode()
+    back = completion_from_chunks([e for e in sse_events(events) if isinstance(e, dict)])
+    assert back == done
+    no_usage = b"".join(sse_from_completion(done, include_usage=False)).decode()
+    assert '"usage"' not in no_usage
