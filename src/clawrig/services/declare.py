@@ -74,6 +74,8 @@ def parse_service(entry: Any, path: Path, where: str, line: int | None = None) -
             "to start another one",
         )
     name = entry.get("name", kind)
+    if name is None:
+        raise fail("name", "required for a service started by a command")
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise fail("name", f"{name!r}: letters, digits, '_', '.', '-' only")
     port = entry.get("port", DEFAULT_PORTS.get(kind or "") if command is None else None)

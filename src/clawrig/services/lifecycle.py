@@ -7,8 +7,9 @@ its own network namespace, so parallel trials use the same port numbers without 
    environment (FastAPI + uvicorn, :data:`SERVICES_REQUIREMENTS`, built once by
    :func:`clawrig.sandbox.pyenv.ensure_env`) read-only at ``/opt/clawrig-env/<key>``;
 2. after the sandbox starts, before the warmup and the agent: :func:`start_services` copies the
-   service code to ``/run/clawrig/services/``, starts each service with its configuration on
-   stdin (fixtures never touch the sandbox's disk) and waits until every health check answers;
+   service code to ``/run/clawrig/services/``, starts each service with a configuration file
+   that it deletes once read (fixtures are gone before the agent starts) and waits until every
+   health check answers;
    a service that exits or stays unhealthy is a :class:`clawrig.errors.SetupError` carrying its
    log;
 3. when the agent has finished, BEFORE its processes are killed: :func:`save_audits` removes any
@@ -24,8 +25,9 @@ its own network namespace, so parallel trials use the same port numbers without 
 5. :func:`stop_services` (or stopping the sandbox) ends them.
 
 Built-in kinds and ports: gmail 9100, calendar 9101, contacts 9103, slack 9110. A service with a
-``command`` instead of a kind is started with ``/bin/sh -c command`` in /tmp_workspace (the same
-JSON configuration on its stdin, its port in ``CLAWRIG_SERVICE_PORT``); its audit is read from
+``command`` instead of a kind is started with ``/bin/sh -c command`` in /tmp_workspace (its port
+in ``CLAWRIG_SERVICE_PORT``, its JSON configuration in the file ``CLAWRIG_SERVICE_CONFIG``
+names, removed once the service is healthy); its audit is read from
 ``GET /<kind or name>/audit`` when it has one.
 """
 
@@ -102,17 +104,34 @@ def listening_inodes(port):
             pass
     return out
 
-def owned(pid, inodes):
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
+def family(pid):
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
             try:
-                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                with open("/proc/%s/stat" % name) as fh:
+                    parents[int(name)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, frontier = {pid}, {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - out
+        out |= frontier
+    return out
+
+def owned(pid, inodes):
+    for member in family(pid):
+        try:
+            fds = os.listdir("/proc/%d/fd" % member)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (member, fd))
             except OSError:
                 continue
             if link.startswith("socket:[") and link[8:-1] in inodes:
                 return True
-    except OSError:
-        pass
     return False
 
 if pid > 0 and not owned(pid, listening_inodes(port)):
@@ -232,6 +251,10 @@ async def _read_json(sandbox: Sandbox, spec: ServiceSpec, rel: str) -> Any:
         ) from None
 
 
+def _config_file(spec: ServiceSpec) -> str:
+    return f"{CODE_DIR}/config/{spec.name}.json"
+
+
 async def _spawn(
     sandbox: Sandbox,
     spec: ServiceSpec,
@@ -240,17 +263,22 @@ async def _spawn(
     config: dict[str, Any],
     module: str = "server",
 ) -> ProcessHandle:
-    env = {"PYTHONUNBUFFERED": "1", "CLAWRIG_SERVICE_PORT": str(spec.port)}
+    """Start one service. Its configuration goes to a file that the service deletes once read
+    (and :func:`_wait_healthy` removes in any case), so fixtures are gone before the agent
+    starts."""
+    path = _config_file(spec)
+    await sandbox.write_file(path, json.dumps(config, ensure_ascii=False), mode=0o600)
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "CLAWRIG_SERVICE_PORT": str(spec.port),
+        "CLAWRIG_SERVICE_CONFIG": path,
+    }
     if spec.command is not None and module == "server":
-        proc = await sandbox.spawn(spec.command, cwd=PATHS.workspace, env=env)
-    else:
-        assert code is not None
-        interpreter = python if module == "server" else "python3"
-        argv = [interpreter, "-I", "-c", _launcher(code[0], code[1], module)]
-        proc = await sandbox.spawn(argv, cwd=PATHS.workspace, env=env)
-    with contextlib.suppress(BrokenPipeError, OSError):
-        await proc.write_stdin(json.dumps(config, ensure_ascii=False), eof=True)
-    return proc
+        return await sandbox.spawn(spec.command, cwd=PATHS.workspace, env=env)
+    assert code is not None
+    interpreter = python if module == "server" else "python3"
+    argv = [interpreter, "-I", "-c", _launcher(code[0], code[1], module), path]
+    return await sandbox.spawn(argv, cwd=PATHS.workspace, env=env)
 
 
 async def _wait_healthy(sandbox: Sandbox, handles: list[ServiceHandle], timeout_s: float) -> None:
@@ -261,6 +289,7 @@ async def _wait_healthy(sandbox: Sandbox, handles: list[ServiceHandle], timeout_
         ["python3", "-I", "-c", _WAIT, json.dumps(targets), str(timeout_s)],
         timeout_s=timeout_s + 30,
     )
+    await sandbox.exec(["rm", "-rf", f"{CODE_DIR}/config"])
     if r.exit_code == 0:
         return
     try:

@@ -261,6 +261,12 @@ class MockService:
         except ServiceError as exc:
             return exc.status, {"error": exc.message}
 
+    def call(self, endpoint: str, body: Any, *, latency_s: float = 0.0) -> tuple[int, Any]:
+        """One API call as the server makes it: :meth:`dispatch`, then :meth:`record`."""
+        status, payload = self.dispatch(endpoint, body)
+        self.record("POST", endpoint, body, status, latency_s=latency_s)
+        return status, payload
+
     def record(
         self,
         method: str,

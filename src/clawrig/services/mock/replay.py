@@ -2,7 +2,8 @@
 
 Used for services started by a command (not built in), whose state cannot be rebuilt: after the
 agent has finished, graders written the upstream way still ``GET http://localhost:<port>/<svc>/
-audit`` and get the audit saved when the agent finished. Configuration on stdin::
+audit`` and get the audit saved when the agent finished. Configuration: a JSON
+file named by the first argument, deleted once read::
 
     {"port": 9100, "audit_path": "/gmail/audit", "health_path": "/health", "audit": {...}}
 
@@ -11,12 +12,15 @@ else -> 503 ``{"error": "..."}`` (the service itself stopped when the agent fini
 """
 
 import json
+import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 def main() -> None:
-    config = json.loads(sys.stdin.read() or "{}")
+    with open(sys.argv[1], encoding="utf-8") as fh:
+        config = json.load(fh)
+    os.unlink(sys.argv[1])
     audit = json.dumps(config.get("audit"), ensure_ascii=False).encode("utf-8")
     audit_path, health_path = config["audit_path"], config.get("health_path", "/health")
 

@@ -4,10 +4,11 @@ Started by :func:`clawrig.services.lifecycle.start_services` with the services e
 interpreter, one process per service::
 
     python3 -I -c "import sys; sys.path.insert(0, DIR); from clawrig_mock.server import main; \
-        main()"
+        main()" CONFIG_FILE
 
-The configuration arrives as one JSON object on stdin (so fixtures, which may script what other
-people will answer, are never written where the agent could read them)::
+The configuration is a JSON file named by the first argument, which the service deletes as soon
+as it has read it (services start before the agent, so fixtures, which may script what other
+people will answer, are gone before the agent could read them)::
 
     {"kind": "gmail", "port": 9100, "host": "127.0.0.1", "fixtures": {...}, "faults": {...},
      "restore": <a saved audit> | null}
@@ -20,6 +21,7 @@ process with exit code 2 and one line on stderr naming the key.
 
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
@@ -58,9 +60,9 @@ def _handler(service: MockService, endpoint: str) -> Any:
             return JSONResponse({"error": "internal server error"}, status_code=fault)
         if error is not None:
             status, payload = 400, {"error": error}
+            service.record("POST", endpoint, body, status, latency_s=latency)
         else:
-            status, payload = service.dispatch(endpoint, body)
-        service.record("POST", endpoint, body, status, latency_s=latency)
+            status, payload = service.call(endpoint, body, latency_s=latency)
         return JSONResponse(payload, status_code=status)
 
     return handle
@@ -99,9 +101,18 @@ def create_app(service: MockService) -> FastAPI:
     return app
 
 
+def read_config() -> dict[str, Any]:
+    """The JSON object in the file ``sys.argv[1]``, which is deleted once read."""
+    path = sys.argv[1]
+    with open(path, encoding="utf-8") as fh:
+        config = json.load(fh)
+    os.unlink(path)
+    return config
+
+
 def main() -> None:
-    """Read the configuration from stdin, build the service, serve it with uvicorn."""
-    config = json.loads(sys.stdin.read() or "{}")
+    """Read (and delete) the configuration file, build the service, serve it with uvicorn."""
+    config = read_config()
     kind = config.get("kind", "?")
     try:
         service = make_service(kind, config.get("fixtures"), config.get("faults"))
