@@ -161,3 +161,59 @@ async def test_budget_stops_new_trials(mini_bench, scripted_server, tmp_path, ev
     assert len(summary["tasks"]) == 5 and summary["not_run"] == 5
     assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.10)
     assert (tmp_path / "out" / "progress_scripted_test.json").exists()  # resumable
+
+
+def test_ctrl_c_stops_cleanly_and_resume_finishes(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    bench = mini_bench(6)
+
+    def responder(req):
+        rep = even_responder(req)
+        rep.delay = 0.3
+        return rep
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "2", "-o", str(out)]
+    proc = subprocess.Popen(
+        args, env=_env(srv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    progress = out / "progress_scripted_test.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(progress.read_text())["completed"]:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-1500:]
+    assert "interrupted" in stdout and "Traceback" not in stderr
+    # nothing of that job survives: no process in one of its sandboxes' cgroups, no cgroup
+    tag = f"clawrig-{proc.pid}-"
+    time.sleep(0.2)
+    in_its_cgroups = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if tag in Path(f"/proc/{pid}/cgroup").read_text():
+                in_its_cgroups.append(pid)
+        except OSError:
+            pass
+    assert in_its_cgroups == []
+    for root in (
+        Path("/sys/fs/cgroup/memory/clawrig"),
+        Path("/sys/fs/cgroup/pids/clawrig"),
+        Path("/sys/fs/cgroup/clawrig"),
+    ):
+        if root.is_dir():
+            assert not [d for d in root.iterdir() if d.name.startswith(tag)]
+    finished = len(_trial_folders(out))
+    assert 1 <= finished < 6 and progress.exists()
+    r = subprocess.run(
+        args + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert len(_trial_folders(out)) == 6

@@ -43,6 +43,9 @@ from clawrig.spec.job import JobConfig, Progress, ProgressEntry, model_slug
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult
 
+INTERRUPT_GRACE_S = 20.0
+"""Seconds a first Ctrl-C waits for running trials to stop before exiting anyway."""
+
 
 @dataclass
 class JobState:
@@ -198,6 +201,11 @@ async def run_job(
             results[(entry.task_id, entry.run_index)] = res
             state.spend_usd += res.usage.cost_usd
     slots = asyncio.Semaphore(max(1, job.parallel))
+    # separate limits: sandbox starts (a burst of bwrap starts is all kernel work) and grading
+    services.sandbox_starts = services.sandbox_starts or asyncio.Semaphore(16)
+    services.grading_slots = services.grading_slots or asyncio.Semaphore(
+        max(2, os.cpu_count() or 2)
+    )
     lock = asyncio.Lock()
     retried_dir = job.output / "_retried"
 
@@ -277,6 +285,8 @@ async def run_job(
         state.interrupted = True
         for t in tasks_running:
             t.cancel()
+        # a safety net: if clean shutdown stalls, leave anyway (sandboxes die with us)
+        loop.call_later(INTERRUPT_GRACE_S, os._exit, 130)
 
     installed = False
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):

@@ -72,6 +72,10 @@ class TrialServices:
     judge: ChatModel | None = None
     work_dir: Path | None = None
     """Where trial workspaces are made (default: the system temp folder)."""
+    sandbox_starts: asyncio.Semaphore | None = None
+    """Limits how many sandboxes start at once (the batch runner sets it)."""
+    grading_slots: asyncio.Semaphore | None = None
+    """Limits how many trials grade at once (graders are CPU-heavy)."""
     hooks: dict[str, Any] = field(default_factory=dict)
 
 
@@ -241,7 +245,8 @@ async def run_trial(
                 env=dict(needs.env) if needs else {},
             ),
         )
-        await sandbox.start()
+        async with services.sandbox_starts or contextlib.nullcontext():
+            await sandbox.start()
         mark("setup")
         await install_skills(sandbox, task)
         await run_warmup(sandbox, task.warmup)
@@ -299,9 +304,10 @@ async def run_trial(
         mark("gt_inject")
         await inject_gt(sandbox, task)
         mark("grading")
-        score, judge_score, process = await _grade(
-            task, config, sandbox, transcript, tmp_dir, services
-        )
+        async with services.grading_slots or contextlib.nullcontext():
+            score, judge_score, process = await _grade(
+                task, config, sandbox, transcript, tmp_dir, services
+            )
         result.score, result.judge_score, result.process = score, judge_score, process
         if score is not None and score.error:
             kind = (
