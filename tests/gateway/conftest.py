@@ -5,7 +5,9 @@ bound to a gateway."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,17 +41,20 @@ def bwrap_missing() -> str | None:
 
 
 @pytest.fixture
-async def gw_sandbox(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+async def gw_sandbox() -> AsyncIterator[Callable[..., Any]]:
     """``await gw_sandbox(gateway, binds=[], uid_drop=False)`` -> a started bwrap sandbox with
     the gateway's folder bound read-only; stopped after the test."""
     if reason := bwrap_missing():
         pytest.skip(reason)
     made: list[Any] = []
+    folders: list[Path] = []
     counter = iter(range(1000))
 
     async def factory(gateway: Gateway, binds: list[Bind] | None = None, uid_drop: bool = False):
-        ws = tmp_path / f"ws{next(counter)}"
-        ws.mkdir(parents=True, exist_ok=True)
+        # a folder every uid may enter, so a sandbox dropped to another host uid can bind it
+        ws = Path(tempfile.mkdtemp(prefix=f"clawrig-test-ws{next(counter)}-"))
+        os.chmod(ws, 0o755)
+        folders.append(ws)
         cfg = SandboxConfig(
             workspace_dir=ws,
             limits=Limits(),
@@ -66,3 +71,5 @@ async def gw_sandbox(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     for sb in made:
         with contextlib.suppress(Exception):
             await sb.stop()
+    for ws in folders:
+        shutil.rmtree(ws, ignore_errors=True)

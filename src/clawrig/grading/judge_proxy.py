@@ -1,0 +1,123 @@
+"""The judge proxy: graders that call an LLM judge reach it through the model gateway, for the
+grading phase only, and never see a key.
+
+Upstream graders (WildClawBench and four-folder evaluators) that ask a judge read
+``OPENROUTER_API_KEY``, ``OPENROUTER_BASE_URL`` and ``JUDGE_MODEL`` and call an
+OpenAI-compatible chat-completions API (usually with the ``openai`` client). During grading,
+:func:`judge_proxy` runs the gateway forwarder on the sandbox's loopback and gives the grader:
+
+- ``OPENROUTER_BASE_URL`` = ``http://127.0.0.1:18199/v1`` (the forwarder -> the gateway's unix
+  socket, bound read-only into the sandbox);
+- ``OPENROUTER_API_KEY`` = a fresh per-grading token (a placeholder: the gateway maps it to the
+  judge endpoint and its real key, which stay in the harness; it is revoked when grading ends);
+- ``JUDGE_MODEL`` = the judge endpoint's model id (``clawrig-judge`` when none is configured).
+
+Every judge request and reply is appended to the trial's ``judge_chat.jsonl`` (the record shape
+of :mod:`clawrig.grading.judge`, plus the whole request and completion; see
+:meth:`clawrig.llm.gateway.Gateway._judge_record`). A response cache
+(:class:`clawrig.llm.gateway.ResponseCache`, e.g. ``ResponseCache.from_file(--judge-cache)``)
+keyed by the request (messages, temperature and every other field but the model and stream
+options) answers repeats, so re-grading is reproducible and free; new replies are appended to
+the cache file. Without a judge endpoint, a request the cache does not hold gets HTTP 503 with
+a one-line reason, so the grader fails and the trial gets a grading error, never a silent 0.
+
+The agent cannot reach the proxy: it starts after every agent process is killed
+(``sandbox.kill_all()``), with a token that did not exist before, and stops (token revoked,
+forwarder killed) when grading ends.
+
+Usage (runner)::
+
+    async with judge_proxy(sandbox, gateway, endpoint=judge_endpoint, trial_id=name,
+                           log_path=folder / "judge_chat.jsonl", cache=judge_cache) as proxy:
+        score = await run_grader(sandbox, task, env=grader_env(task) | proxy.env)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from clawrig.llm.gateway import (
+    FORWARDER_PORT,
+    JUDGE_KEY_MODEL,
+    Forwarder,
+    Gateway,
+    GatewayLease,
+    ResponseCache,
+    start_forwarder,
+)
+from clawrig.llm.providers import ModelEndpoint
+from clawrig.sandbox.base import Sandbox
+from clawrig.spec.trial import Usage
+
+__all__ = ["NO_JUDGE_MODEL", "JudgeProxy", "judge_proxy"]
+
+NO_JUDGE_MODEL = "clawrig-judge"
+"""``JUDGE_MODEL`` given to graders when no judge endpoint is configured (cache only)."""
+
+
+@dataclass
+class JudgeProxy:
+    """A running judge proxy: ``env`` for the grader, the gateway ``lease`` (its ``usage``
+    counts the judge's tokens and USD), the in-sandbox ``forwarder``."""
+
+    env: dict[str, str]
+    lease: GatewayLease
+    forwarder: Forwarder
+
+    @property
+    def usage(self) -> Usage:
+        return self.lease.usage
+
+
+@asynccontextmanager
+async def judge_proxy(
+    sandbox: Sandbox,
+    gateway: Gateway,
+    *,
+    endpoint: ModelEndpoint | None,
+    trial_id: str,
+    log_path: Path | None,
+    cache: ResponseCache | Path | None = None,
+    task_id: str | None = None,
+    run_index: int = 0,
+    port: int = FORWARDER_PORT,
+) -> AsyncIterator[JudgeProxy]:
+    """Run the judge proxy in ``sandbox`` for the body of the ``async with``.
+
+    ``sandbox`` must have been created with ``gateway.sandbox_binds()``; ``endpoint``: the
+    judge (None: answer from ``cache`` only); ``log_path``: the trial's judge_chat.jsonl
+    (appended to); ``cache``: a :class:`ResponseCache` or the path of a cache file (read, and
+    appended to with new replies); ``task_id``/``run_index``: the cache scope; ``port``: the
+    forwarder's port inside the sandbox. Raises :class:`clawrig.errors.SandboxError` when the
+    forwarder cannot start.
+    """
+    if isinstance(cache, Path | str):
+        cache = ResponseCache.from_file(Path(cache))
+    lease = gateway.open_trial(
+        endpoint,
+        trial_id=trial_id,
+        role="judge",
+        task_id=task_id,
+        run_index=run_index,
+        record_path=log_path,
+        record_format="judge",
+        cache=cache,
+        cache_mode="prefer" if cache is not None else "off",
+        key_model=JUDGE_KEY_MODEL,
+    )
+    try:
+        forwarder = await start_forwarder(sandbox, gateway, port=port)
+        try:
+            env = {
+                "OPENROUTER_API_KEY": lease.token,
+                "OPENROUTER_BASE_URL": forwarder.base_url,
+                "JUDGE_MODEL": endpoint.model_id if endpoint is not None else NO_JUDGE_MODEL,
+            }
+            yield JudgeProxy(env=env, lease=lease, forwarder=forwarder)
+        finally:
+            await forwarder.stop()
+    finally:
+        gateway.close_trial(lease)
