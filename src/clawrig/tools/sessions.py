@@ -365,6 +365,9 @@ class SessionManager:
         s._task.cancel()
         with contextlib.suppress(BaseException):
             await s._task
+        if s.status == RUNNING:  # cancelled before its run even started
+            s.status, s.error, s.ended = "killed", "killed", time.time()
+            s._touch()
         return True
 
     def take_results(self, parent_key: str) -> list[dict[str, Any]]:
