@@ -96,29 +96,19 @@ def test_profiles() -> None:
 
 
 def test_cli_prints_the_schema() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "clawrig.cli.main", "tools", "schema"],
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0 or not out.stdout.strip():  # module without __main__: use the script
-        exe = Path(sys.executable).with_name("clawrig")
-        out = subprocess.run([exe, "tools", "schema"], capture_output=True, text=True)
+    exe = Path(sys.executable).with_name("clawrig")  # the console script of this venv
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([exe, "tools", *args], capture_output=True, text=True)
+
+    out = run("schema")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == tool_schema("coding")
-    minimal = subprocess.run(
-        [Path(sys.executable).with_name("clawrig"), "tools", "schema", "--profile", "minimal"],
-        capture_output=True,
-        text=True,
-    )
+    minimal = run("schema", "--profile", "minimal")
     assert [t["function"]["name"] for t in json.loads(minimal.stdout)] == list(PROFILES["minimal"])
-    bad = subprocess.run(
-        [Path(sys.executable).with_name("clawrig"), "tools", "schema", "--profile", "nope"],
-        capture_output=True,
-        text=True,
-    )
+    bad = run("schema", "--profile", "nope")
     assert bad.returncode == 2
-    assert "tool profile 'nope' is unknown" in bad.stderr
+    assert "tool profile 'nope' is unknown (choose from coding, minimal, full)" in bad.stderr
     assert "Traceback" not in bad.stderr
 
 
