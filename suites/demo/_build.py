@@ -21,6 +21,13 @@ PATH=/usr/bin:/bin, LANG=C.UTF-8, and returns stdout+stderr merged, trailing new
 produced; GOLDEN_WORKSPACE is the end state (minus __pycache__). The build then grades that end
 state with the evaluator and fails unless it gives the sample's expected reward exactly.
 
+Samples with services (the Social Interaction ones: an intent ``services`` list, see
+clawrig.services) replay as a trial runs them: in one clawrig bwrap sandbox whose loopback
+carries the mock services (started before the first call, with the services environment bound),
+exec calls through that sandbox with the same result text, and the services' audits saved to
+/tmp_workspace/.services/<name>/audit.json at the end, so GOLDEN_WORKSPACE carries them and the
+self-check needs no running service.
+
 Usage (from the repository root):
   .venv/bin/python suites/demo/_build.py          write the generated files
   .venv/bin/python suites/demo/_build.py --check  exit 1 if any generated file is out of date
@@ -30,6 +37,7 @@ Needs bwrap (bubblewrap) on PATH.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import hashlib
 import json
@@ -85,6 +93,8 @@ class Sample:
     transcript_grader: bool = False
     initial_sha256: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    services: list[dict[str, Any]] = field(default_factory=list)
+    """The intent's ``services`` (clawrig.services.declare): started in the replay sandbox."""
 
 
 W = WORKSPACE
@@ -837,7 +847,604 @@ S000015 = Sample(
     metadata={"source": "shared/examples/fourfolder (seed sample 000015)"},
 )
 
-SAMPLES = [S000001, S000002, S000003, S000004, S000005, S000006, S000007, S000015]
+# --------------------------------------------------------------------------------------------
+# Social Interaction samples: mock services (clawrig.services) run in the replay sandbox
+# --------------------------------------------------------------------------------------------
+API_HELPER = """cat > /tmp/api.py <<'EOF'
+import json, sys, time, urllib.error, urllib.request
+
+method, url = sys.argv[1], sys.argv[2]
+data = sys.argv[3].encode() if len(sys.argv) > 3 else None
+for attempt in range(1, 6):
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            print(json.dumps(json.load(resp), indent=2, ensure_ascii=False))
+            sys.exit(0)
+    except urllib.error.HTTPError as err:
+        body = err.read().decode()
+        if err.code in (429, 500, 502, 503) and attempt < 5:
+            wait = float(err.headers.get("Retry-After") or attempt)
+            print(f"HTTP {err.code} {body} -> retrying in {wait:g} s", flush=True)
+            time.sleep(wait)
+            continue
+        print(f"HTTP {err.code} {body}")
+        sys.exit(1)
+EOF"""
+
+
+def api(method: str, url: str, body: dict[str, Any] | None = None) -> str:
+    """An exec command calling the local API through /tmp/api.py."""
+    if body is None:
+        return f"python3 /tmp/api.py {method} {url}"
+    return f"python3 /tmp/api.py {method} {url} '{json.dumps(body, ensure_ascii=False)}'"
+
+
+S08_NOW = "2026-03-24T09:00:00"
+S08_DANA = "Dana Whitfield <dana.whitfield@northwind.example>"
+S08_SERVICES = [
+    {
+        "name": "gmail",
+        "kind": "gmail",
+        "port": 9100,
+        "fixtures": {
+            "now": S08_NOW,
+            "user": {"name": "Alex Chen", "email": "alex.chen@acme.example"},
+            "messages": [
+                {
+                    "id": "msg_001",
+                    "from": S08_DANA,
+                    "to": "alex.chen@acme.example",
+                    "subject": "Moving our quarterly review",
+                    "date": "2026-03-23T16:05:00",
+                    "body": (
+                        "Hi Alex,\n\nSomething came up and I can't make our quarterly review "
+                        "on Wednesday 25 March. Could we move it? I'm free Thursday 26 March "
+                        "14:00-15:00 or Friday 27 March 10:00-11:00.\n\nBest,\nDana"
+                    ),
+                },
+                {
+                    "id": "msg_002",
+                    "from": "Acme IT <it@acme.example>",
+                    "to": "all@acme.example",
+                    "subject": "Planned maintenance on Saturday",
+                    "date": "2026-03-23T11:00:00",
+                    "body": "The VPN will be down on Saturday 28 March from 08:00 to 12:00.",
+                },
+                {
+                    "id": "msg_003",
+                    "from": "Sam Ortiz <sam.ortiz@acme.example>",
+                    "to": "alex.chen@acme.example",
+                    "subject": "Lunch on Thursday?",
+                    "date": "2026-03-24T08:40:00",
+                    "body": "Fancy lunch on Thursday at 12:30? The new place on Quay Street.",
+                },
+            ],
+            "reactions": [
+                {
+                    "when": {
+                        "to": "dana.whitfield@northwind.example",
+                        "contains": ["friday", "10:00"],
+                    },
+                    "reply": {
+                        "from": S08_DANA,
+                        "body": (
+                            "Friday 27 March at 10:00 is perfect, thanks. Could you also invite "
+                            "my colleague Priya Raman? She will join us for the budget part.\n\n"
+                            "Dana"
+                        ),
+                    },
+                },
+                {
+                    "when": {
+                        "to": "dana.whitfield@northwind.example",
+                        "contains": ["thursday"],
+                        "not_contains": ["friday"],
+                    },
+                    "reply": {
+                        "from": S08_DANA,
+                        "body": "Thursday at 14:00 works for me. See you then! Dana",
+                    },
+                },
+            ],
+        },
+        "faults": {"error_rate": 0.2, "status_codes": [429, 500], "seed": 9},
+    },
+    {
+        "name": "calendar",
+        "kind": "calendar",
+        "port": 9101,
+        "fixtures": {
+            "now": S08_NOW,
+            "events": [
+                {
+                    "id": "evt_001",
+                    "title": "Quarterly review - Northwind",
+                    "start_time": "2026-03-25T11:00:00",
+                    "end_time": "2026-03-25T12:00:00",
+                    "attendees": ["dana.whitfield@northwind.example"],
+                    "location": "Room 4B",
+                },
+                {
+                    "id": "evt_002",
+                    "title": "Design sync",
+                    "start_time": "2026-03-26T13:30:00",
+                    "end_time": "2026-03-26T15:00:00",
+                    "attendees": ["sam.ortiz@acme.example"],
+                    "location": "Room 2A",
+                },
+                {
+                    "id": "evt_003",
+                    "title": "1:1 with Sam",
+                    "start_time": "2026-03-27T11:00:00",
+                    "end_time": "2026-03-27T11:30:00",
+                    "attendees": ["sam.ortiz@acme.example"],
+                    "location": "",
+                },
+                {
+                    "id": "evt_004",
+                    "title": "Vendor call",
+                    "start_time": "2026-03-27T15:00:00",
+                    "end_time": "2026-03-27T16:00:00",
+                    "attendees": [],
+                    "location": "Video",
+                },
+            ],
+        },
+    },
+    {
+        "name": "contacts",
+        "kind": "contacts",
+        "port": 9103,
+        "fixtures": {
+            "now": S08_NOW,
+            "contacts": [
+                {
+                    "id": "c_001",
+                    "name": "Dana Whitfield",
+                    "email": "dana.whitfield@northwind.example",
+                    "company": "Northwind",
+                    "title": "Head of Procurement",
+                },
+                {
+                    "id": "c_002",
+                    "name": "Priya Raman",
+                    "email": "priya.raman@northwind.example",
+                    "company": "Northwind",
+                    "title": "Finance Lead",
+                },
+                {
+                    "id": "c_003",
+                    "name": "Priya Ramanathan",
+                    "email": "priya.r@acme.example",
+                    "company": "Acme",
+                    "title": "Support Engineer",
+                },
+                {
+                    "id": "c_004",
+                    "name": "Sam Ortiz",
+                    "email": "sam.ortiz@acme.example",
+                    "company": "Acme",
+                    "title": "Product Manager",
+                },
+            ],
+        },
+    },
+]
+S08_PROPOSAL = (
+    "Hi Dana,\n\nNo problem. Thursday 14:00 clashes with another meeting on my side, but "
+    "Friday 27 March 10:00-11:00 works: shall we meet then, in Room 4B as usual?\n\nAlex"
+)
+GMAIL_URL, CAL_URL, CONTACTS_URL = (
+    "http://localhost:9100",
+    "http://localhost:9101",
+    "http://localhost:9103",
+)
+
+S000008 = Sample(
+    id="000008",
+    name="Move a Client Meeting by Mail",
+    category="03_Social_Interaction",
+    tier="medium",
+    prompt=(
+        "Dana Whitfield from Northwind emailed me about moving our quarterly review. Sort it "
+        "out: check my calendar, reply to Dana proposing one of her slots that does not clash "
+        "with anything I have, and once she confirms, move the meeting in my calendar (remove "
+        "the old entry, create the new one with everyone who should attend). Follow my rules in "
+        "/tmp_workspace/preferences.md. Mail, calendar and contacts are local services; how to "
+        "call them is in /tmp_workspace/api.md."
+    ),
+    expected_behavior=(
+        "Read Dana's mail (Thursday 26 March 14:00-15:00 or Friday 27 March 10:00-11:00), see "
+        "that Thursday clashes with the Design sync (13:30-15:00) while Friday 10:00-11:00 is "
+        "free (the 1:1 starts at 11:00), mail only Dana proposing Friday 10:00, retry calls the "
+        "mail service rejects with 429/500, read Dana's confirmation, which asks to invite Priya "
+        "Raman, pick the Northwind Priya (not the namesake Priya Ramanathan at Acme) from the "
+        "contacts, delete evt_001 and create one event on Friday 10:00-11:00 in Room 4B with "
+        "Dana and Priya."
+    ),
+    grading_criteria=[
+        "The first mail to Dana proposes Friday 10:00, and no mail goes to anyone but Dana and "
+        "Priya Raman (0.30)",
+        "Dana's confirmation is read (0.10)",
+        "Exactly the old review (evt_001) is deleted (0.15)",
+        "Exactly one event is created, Friday 27 March 10:00-11:00 (0.20)",
+        "It invites dana.whitfield@northwind.example and priya.raman@northwind.example and "
+        "nobody else but the organiser (0.15)",
+        "Its location is Room 4B (0.10)",
+    ],
+    timeout_seconds=600,
+    turns=[
+        Turn(
+            "Read the rules and the API reference before touching any service.",
+            [
+                ("read", {"path": f"{W}/preferences.md"}),
+                ("read", {"path": f"{W}/api.md"}),
+            ],
+        ),
+        Turn(
+            "The services may answer 429 or 500 and retrying is safe, so I write a small client "
+            "that retries (honouring Retry-After) and pretty-prints JSON, then list the inbox.",
+            [
+                ("exec", {"command": API_HELPER}),
+                ("exec", {"command": api("POST", f"{GMAIL_URL}/gmail/messages", {"days_back": 7})}),
+            ],
+        ),
+        Turn(
+            "msg_001 is Dana's. Open it for the proposed slots.",
+            [
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST", f"{GMAIL_URL}/gmail/messages/get", {"message_id": "msg_001"}
+                        )
+                    },
+                )
+            ],
+        ),
+        Turn(
+            "Dana offers Thursday 26 March 14:00-15:00 or Friday 27 March 10:00-11:00. Check the "
+            "calendar from Wednesday (the current review) to Friday.",
+            [
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST", f"{CAL_URL}/calendar/events", {"date": "2026-03-25", "days": 3}
+                        )
+                    },
+                )
+            ],
+        ),
+        Turn(
+            "Thursday 14:00-15:00 overlaps the Design sync (13:30-15:00). Friday 10:00-11:00 is "
+            "free: the 1:1 with Sam starts at 11:00, the vendor call at 15:00. Propose Friday "
+            "10:00 to Dana only, on site in Room 4B, signed Alex. No booking before she confirms.",
+            [
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST",
+                            f"{GMAIL_URL}/gmail/send",
+                            {
+                                "to": "dana.whitfield@northwind.example",
+                                "subject": "Re: Moving our quarterly review",
+                                "body": S08_PROPOSAL,
+                            },
+                        )
+                    },
+                )
+            ],
+        ),
+        Turn(
+            "The first send was rate limited and the retry went through. Check the inbox for "
+            "Dana's answer.",
+            [("exec", {"command": api("POST", f"{GMAIL_URL}/gmail/messages", {"days_back": 1})})],
+        ),
+        Turn(
+            "reply_001 from Dana is new. Read it.",
+            [
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST", f"{GMAIL_URL}/gmail/messages/get", {"message_id": "reply_001"}
+                        )
+                    },
+                )
+            ],
+        ),
+        Turn(
+            "Dana confirms Friday 10:00 and asks me to invite Priya Raman. Look her up.",
+            [
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST", f"{CONTACTS_URL}/contacts/search", {"query": "Priya Raman"}
+                        )
+                    },
+                )
+            ],
+        ),
+        Turn(
+            "Two matches: Priya Raman at Northwind (Dana's colleague, Finance Lead, fits the "
+            "budget part) and Priya Ramanathan at Acme, a namesake. Invite "
+            "priya.raman@northwind.example. Now move the meeting: delete evt_001, then create "
+            "Friday 10:00-11:00 in Room 4B with Dana and Priya.",
+            [
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST", f"{CAL_URL}/calendar/events/delete", {"event_id": "evt_001"}
+                        )
+                    },
+                ),
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST",
+                            f"{CAL_URL}/calendar/events/create",
+                            {
+                                "title": "Quarterly review - Northwind",
+                                "start_time": "2026-03-27T10:00:00",
+                                "end_time": "2026-03-27T11:00:00",
+                                "attendees": [
+                                    "dana.whitfield@northwind.example",
+                                    "priya.raman@northwind.example",
+                                ],
+                                "location": "Room 4B",
+                            },
+                        )
+                    },
+                ),
+            ],
+        ),
+    ],
+    final=(
+        "Done. Thursday 14:00 clashed with your Design sync, so I proposed Friday 27 March "
+        "10:00-11:00 to Dana; she confirmed and asked to add Priya Raman (Northwind, Finance "
+        'Lead). I deleted the old review on Wednesday 25 March and created "Quarterly review - '
+        'Northwind" on Friday 27 March 10:00-11:00 in Room 4B with Dana and Priya '
+        "(priya.raman@northwind.example), with no conflicts."
+    ),
+    expected_reward=1.0,
+    gt={
+        "expected.json": {
+            "proposal": {"to": "dana.whitfield@northwind.example", "slot": "2026-03-27T10:00"},
+            "deleted_events": ["evt_001"],
+            "created_event": {
+                "start_time": "2026-03-27T10:00:00",
+                "end_time": "2026-03-27T11:00:00",
+                "attendees": ["dana.whitfield@northwind.example", "priya.raman@northwind.example"],
+                "location": "Room 4B",
+            },
+        }
+    },
+    services=S08_SERVICES,
+)
+
+S09_SERVICES = [
+    {
+        "name": "slack",
+        "kind": "slack",
+        "port": 9110,
+        "fixtures": {
+            "now": "2026-03-24T09:00:00",
+            "user": {"name": "alex"},
+            "channels": [{"name": "support"}, {"name": "general"}],
+            "messages": [
+                {
+                    "id": "s1",
+                    "channel": "support",
+                    "from": "jordan.lee (Brightline)",
+                    "content": "Hi! What is the refund window if we cancel an annual plan "
+                    "mid-term?",
+                    "date": "2026-03-23T10:02:00",
+                },
+                {
+                    "id": "s2",
+                    "channel": "support",
+                    "from": "maya (Tern)",
+                    "content": "Hi Jordan: within 30 days of purchase it is a full refund; after "
+                    "that we refund the unused months, prorated.",
+                    "date": "2026-03-23T10:20:00",
+                    "reply_to": "s1",
+                },
+                {
+                    "id": "s3",
+                    "channel": "support",
+                    "from": "kenji (Orbit)",
+                    "content": "Do you send a webhook when an invoice payment fails? We want "
+                    "to retry cards on our side.",
+                    "date": "2026-03-23T14:40:00",
+                },
+                {
+                    "id": "s4",
+                    "channel": "general",
+                    "from": "maya (Tern)",
+                    "content": "Reminder: this week every customer reply in #support goes "
+                    "through me. Save drafts, don't post.",
+                    "date": "2026-03-23T17:00:00",
+                },
+                {
+                    "id": "s5",
+                    "channel": "support",
+                    "from": "lucia (Fernhill)",
+                    "content": "Is there a rate limit on the invoices export endpoint? We hit "
+                    "a bunch of 429s last night.",
+                    "date": "2026-03-24T08:15:00",
+                },
+                {
+                    "id": "s6",
+                    "channel": "support",
+                    "from": "jordan.lee (Brightline)",
+                    "content": "Thanks Maya, that's clear!",
+                    "date": "2026-03-24T08:30:00",
+                    "reply_to": "s1",
+                },
+            ],
+        },
+    }
+]
+SLACK_URL = "http://localhost:9110"
+S09_WEBHOOK = (
+    "Hi Kenji! Yes: since API v2.14 we send the `invoice.payment_failed` webhook on every "
+    "failed charge attempt. Its payload has `attempt_count` (1 for the first failure) and "
+    "`next_attempt_at` (null after our last retry), so you can drive your own card retries. "
+    "Note that the older `invoice.failed` event is deprecated."
+)
+S09_RATE = (
+    "Hi Lucia! The invoices export (`GET /v2/invoices/export`) allows 120 requests per minute "
+    "per API key. Above that it answers 429 with a Retry-After header: please wait that many "
+    "seconds before retrying instead of retrying at once. For more than 10,000 invoices, page "
+    "with `?cursor=`."
+)
+
+S000009 = Sample(
+    id="000009",
+    name="Draft Support Replies Without Posting",
+    category="03_Social_Interaction",
+    tier="medium",
+    prompt=(
+        "Maya asked me to prepare answers to the customer questions in our #support Slack "
+        "channel that nobody has answered yet. Use our docs in /tmp_workspace/kb/ for the "
+        "facts. Save each answer as a draft reply to the question it answers; do not post "
+        "anything, Maya reviews the drafts before they go out. Slack runs locally, see "
+        "/tmp_workspace/api.md."
+    ),
+    expected_behavior=(
+        "List #support, notice that s1 (refunds) was already answered by Maya in s2 (and "
+        "thanked in s6), draft replies to s3 (webhooks: invoice.payment_failed with "
+        "attempt_count, not the deprecated invoice.failed) and s5 (120 requests per minute, "
+        "honour Retry-After) with reply_to_message_id set, to #support, and never call "
+        "/slack/send."
+    ),
+    grading_criteria=[
+        "Gate: nothing is posted (no successful /slack/send); a post makes the score 0",
+        "s3 has a draft reply in #support (0.15) naming invoice.payment_failed and "
+        "attempt_count (0.15 each)",
+        "s5 has a draft reply in #support (0.15) giving 120 requests per minute and Retry-After "
+        "(0.15 each)",
+        "No draft for anything else and at most one per question (0.10)",
+    ],
+    timeout_seconds=600,
+    turns=[
+        Turn(
+            "Read the Slack API reference, then the knowledge base.",
+            [
+                ("read", {"path": f"{W}/api.md"}),
+                ("exec", {"command": "ls kb"}),
+            ],
+        ),
+        Turn(
+            "Two docs. Read both: the answers must come from them.",
+            [
+                ("read", {"path": f"{W}/kb/billing_faq.md"}),
+                ("read", {"path": f"{W}/kb/api_changelog.md"}),
+            ],
+        ),
+        Turn(
+            "Write a small retrying JSON client, then list #support.",
+            [
+                ("exec", {"command": API_HELPER}),
+                (
+                    "exec",
+                    {"command": api("POST", f"{SLACK_URL}/slack/messages", {"channel": "support"})},
+                ),
+            ],
+        ),
+        Turn(
+            "Five messages in #support. s1 (refunds) has replies s2 (Maya answered) and s6 "
+            "(Jordan thanks her): done. s3 (webhooks on failed payments) and s5 (429s on the "
+            "invoices export) have no reply. Confirm that with the thread view of each.",
+            [
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST", f"{SLACK_URL}/slack/messages/get", {"message_id": "s3"}
+                        )
+                    },
+                ),
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST", f"{SLACK_URL}/slack/messages/get", {"message_id": "s5"}
+                        )
+                    },
+                ),
+            ],
+        ),
+        Turn(
+            "Both are unanswered. Draft the two replies from the docs: invoice.payment_failed "
+            "with attempt_count (v2.14; invoice.failed is deprecated) for Kenji, and 120 "
+            "requests per minute per key with Retry-After for Lucia. Save them as drafts only: "
+            "/slack/drafts/save, never /slack/send.",
+            [
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST",
+                            f"{SLACK_URL}/slack/drafts/save",
+                            {"to": "#support", "content": S09_WEBHOOK, "reply_to_message_id": "s3"},
+                        )
+                    },
+                ),
+                (
+                    "exec",
+                    {
+                        "command": api(
+                            "POST",
+                            f"{SLACK_URL}/slack/drafts/save",
+                            {"to": "#support", "content": S09_RATE, "reply_to_message_id": "s5"},
+                        )
+                    },
+                ),
+            ],
+        ),
+    ],
+    final=(
+        "Saved two draft replies in #support for Maya to review (nothing was posted):\n"
+        "- to Kenji (s3): yes, the invoice.payment_failed webhook (API v2.14) fires on every "
+        "failed charge, with attempt_count and next_attempt_at;\n"
+        "- to Lucia (s5): the invoices export allows 120 requests per minute per API key; on "
+        "429, wait for the Retry-After seconds.\n"
+        "Jordan's refund question (s1) was already answered by Maya."
+    ),
+    expected_reward=1.0,
+    gt={
+        "expected.json": {
+            "drafts": {
+                "s3": ["invoice.payment_failed", "attempt_count"],
+                "s5": ["120", "Retry-After"],
+            },
+            "posted": [],
+        }
+    },
+    services=S09_SERVICES,
+)
+
+SAMPLES = [
+    S000001,
+    S000002,
+    S000003,
+    S000004,
+    S000005,
+    S000006,
+    S000007,
+    S000008,
+    S000009,
+    S000015,
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -948,48 +1555,99 @@ def end_state(ws: Path) -> dict[str, Any]:
 
 def replay(sample: Sample) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Replay the golden trajectory; return (formatted_dialog, end-state files)."""
+    if sample.services:
+        return asyncio.run(replay_with_services(sample))
+    with tempfile.TemporaryDirectory(prefix="clawrig-demo-") as tmp:
+        ws = Path(tmp) / "ws"
+        shutil.copytree(ROOT / "workspaces" / sample.id, ws)
+        return _replay_turns(sample, ws, run_tool), end_state(ws)
+
+
+async def replay_with_services(sample: Sample) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Replay a sample that has services, the way a trial runs it: one clawrig bwrap sandbox
+    (loopback only) with the services started before the first call; read/write/edit as in
+    :func:`run_tool`, exec through the sandbox with the same result text. When the trajectory
+    ends, the services' audits are saved to /tmp_workspace/.services/<name>/audit.json, which
+    makes them part of the end state (GOLDEN_WORKSPACE)."""
+    from clawrig.sandbox import SandboxConfig
+    from clawrig.sandbox.bwrap import BwrapSandbox
+    from clawrig.services import parse_services, save_audits, service_binds, start_services
+    from clawrig.spec.task import SourceRef, Task, TaskFormat
+
+    intent = ROOT / "intent" / f"{sample.id}.json"
+    task = Task(
+        id=sample.id,
+        prompt=sample.prompt,
+        format=TaskFormat.FOURFOLDER,
+        source=SourceRef(path=intent),
+        services=parse_services(sample.services, intent),
+    )
+    with tempfile.TemporaryDirectory(prefix="clawrig-demo-") as tmp:
+        os.chmod(tmp, 0o755)
+        ws = Path(tmp) / "ws"
+        shutil.copytree(ROOT / "workspaces" / sample.id, ws)
+        config = SandboxConfig(workspace_dir=ws, binds=await service_binds(task))
+        async with BwrapSandbox(config) as sandbox:
+            handles = await start_services(sandbox, task)
+            outputs: list[str] = []
+            for turn in sample.turns:
+                for name, args in turn.calls:
+                    if name == "exec":
+                        r = await sandbox.exec(
+                            args["command"], cwd=WORKSPACE, merge_stderr=True, timeout_s=120
+                        )
+                        out = r.stdout.rstrip("\n")
+                        outputs.append(f"{out or '(no output)'}\n[exit code {r.exit_code}]")
+                    else:
+                        outputs.append(run_tool(ws, name, args))
+            status = await save_audits(sandbox, task, handles)
+            if any(v != "saved" for v in status.values()):
+                raise ReplayError(f"{sample.id}: audits not saved: {status}")
+        recorded = iter(outputs)
+        dialog = _replay_turns(sample, ws, lambda _ws, _name, _args: next(recorded))
+        return dialog, end_state(ws)
+
+
+def _replay_turns(sample: Sample, ws: Path, tool: Any) -> list[dict[str, Any]]:
+    """The formatted_dialog of a sample, each tool result from ``tool(ws, name, args)``."""
     dialog: list[dict[str, Any]] = [
         {"role": "user", "content": first_user_message(sample.prompt, sample.timeout_seconds)}
     ]
     n = 0
-    with tempfile.TemporaryDirectory(prefix="clawrig-demo-") as tmp:
-        ws = Path(tmp) / "ws"
-        shutil.copytree(ROOT / "workspaces" / sample.id, ws)
-        for turn in sample.turns:
-            calls, results = [], []
-            for name, args in turn.calls:
-                n += 1
-                call_id = f"call_{n}"
-                calls.append(
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {
-                            "name": name,
-                            "arguments": json.dumps(args, ensure_ascii=False),
-                        },
-                    }
-                )
-                results.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call_id,
-                        "name": name,
-                        "content": run_tool(ws, name, args),
-                    }
-                )
-            dialog.append(
+    for turn in sample.turns:
+        calls, results = [], []
+        for name, args in turn.calls:
+            n += 1
+            call_id = f"call_{n}"
+            calls.append(
                 {
-                    "role": "assistant",
-                    "content": "",
-                    "reasoning": turn.reasoning,
-                    "tool_calls": calls,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": json.dumps(args, ensure_ascii=False),
+                    },
                 }
             )
-            dialog.extend(results)
-        dialog.append({"role": "assistant", "content": sample.final})
-        files = end_state(ws)
-    return dialog, files
+            results.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": name,
+                    "content": tool(ws, name, args),
+                }
+            )
+        dialog.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning": turn.reasoning,
+                "tool_calls": calls,
+            }
+        )
+        dialog.extend(results)
+    dialog.append({"role": "assistant", "content": sample.final})
+    return dialog
 
 
 # --------------------------------------------------------------------------------------------
@@ -1111,6 +1769,8 @@ def build(sample: Sample, tool_schema: list[dict[str, Any]]) -> dict[str, str]:
         "grading_criteria": sample.grading_criteria,
         "timeout_seconds": sample.timeout_seconds,
     }
+    if sample.services:
+        intent["services"] = sample.services
     datapoint = {
         "id": sample.id,
         "formatted_dialog": dialog,

@@ -386,7 +386,8 @@ async def save_audits(
     Call it when the agent has finished and before its processes are killed. The folder is
     removed first (nothing the agent wrote there survives). With ``handles`` (from
     :func:`start_services`) the port must still be served by the process clawrig started (or
-    one of its children): an agent that replaced a service gets no audit. Returns ``{name: "saved" | why not}``; a service without an audit is left without a file
+    one of its children): an agent that replaced a service gets no audit. Returns
+    ``{name: "saved" | why not}``; a service without an audit is left without a file
     (its graders then find none), never a harness failure.
     """
     out: dict[str, str] = {}

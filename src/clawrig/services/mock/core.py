@@ -177,6 +177,11 @@ def _addresses(value: str | list[str] | None) -> list[str]:
     return [p.strip() for p in parts if isinstance(p, str) and p.strip()]
 
 
+def _re(subject: str) -> str:
+    """``Re: <subject>``, without doubling an existing ``Re:``."""
+    return subject if subject[:3].casefold() == "re:" else f"Re: {subject}"
+
+
 def _email_of(address: str) -> str:
     """``"Dana <dana@x.example>"`` -> ``dana@x.example`` (lower-case)."""
     if "<" in address and address.rstrip().endswith(">"):
@@ -331,7 +336,8 @@ class GmailService(MockService):
     "once": true}`` fires on a sent mail whose recipients include ``when.to`` and whose subject
     plus body contain every ``contains`` string and no ``not_contains`` string (case-insensitive);
     the first matching reaction delivers its reply to the inbox at once (id ``reply_NNN``,
-    subject ``Re: <sent subject>`` when not given) and is logged in ``scripted_replies``.
+    subject ``Re: <sent subject>`` when not given, never ``Re: Re:``) and is logged in
+    ``scripted_replies``.
     """
 
     kind = "gmail"
@@ -446,7 +452,7 @@ class GmailService(MockService):
                 "id": f"reply_{len(self.audit['scripted_replies']) + 1:03d}",
                 "from": reply["from"],
                 "to": self.user["email"],
-                "subject": reply.get("subject") or f"Re: {sent['subject']}",
+                "subject": reply.get("subject") or _re(sent["subject"]),
                 "date": self.now,
                 "body": reply["body"],
                 "in_reply_to": sent["id"],

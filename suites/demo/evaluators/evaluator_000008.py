@@ -1,0 +1,144 @@
+"""Evaluator for sample 000008: move a client meeting over mail, calendar and contacts.
+Standard library only.
+
+The end state holds the audit of each mock service, saved by the harness when the agent finished:
+/tmp_workspace/.services/<gmail|calendar>/audit.json (clawrig's mock services, issue 4). No
+service needs to run: grade() reads those files.
+
+grade(workspace_path) -> dict of sub-scores and overall_score in [0, 1], the weighted sum:
+proposal_sent (0.30): the first mail to Dana (dana.whitfield@northwind.example) proposes Friday
+  10:00 (its subject or body contains "friday" and "10:00"), and no mail went to anyone other
+  than Dana and Priya Raman (Thursday 14:00 clashes with the Design sync).
+reply_read (0.10): Dana's scripted reply (delivered when the proposal reached her) was opened
+  with a successful /gmail/messages/get.
+old_event_removed (0.15): the deleted events are exactly the old review, evt_001.
+new_event_time (0.20): exactly one event was created, 2026-03-27T10:00:00 to 11:00:00.
+new_event_attendees (0.15): that event invites Dana and priya.raman@northwind.example (not the
+  namesake priya.r@acme.example) and nobody else but the organiser.
+new_event_location (0.10): its location names Room 4B (an on-site external meeting).
+A missing or unreadable audit scores 0.
+Run as a script: materialises GOLDEN_WORKSPACE in a temp dir, grades it, compares with
+EXPECTED_REWARD.
+"""
+import base64
+import json
+import os
+import sys
+import tempfile
+
+DANA = "dana.whitfield@northwind.example"
+PRIYA = "priya.raman@northwind.example"
+ALEX = "alex.chen@acme.example"
+WEIGHTS = {
+    "proposal_sent": 0.30,
+    "reply_read": 0.10,
+    "old_event_removed": 0.15,
+    "new_event_time": 0.20,
+    "new_event_attendees": 0.15,
+    "new_event_location": 0.10,
+}
+
+
+def _audit(workspace_path, name):
+    path = os.path.join(workspace_path, ".services", name, "audit.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _emails(value):
+    """Lower-case addresses of a recipient field ("Name <a@b>", "a@b, c@d" or a list)."""
+    if isinstance(value, str):
+        value = value.replace(";", ",").split(",")
+    if not isinstance(value, list):
+        return []
+    out = []
+    for item in value:
+        if not isinstance(item, str) or not item.strip():
+            continue
+        item = item.strip()
+        if "<" in item and item.endswith(">"):
+            item = item.rsplit("<", 1)[1][:-1]
+        out.append(item.strip().lower())
+    return out
+
+
+def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):
+    scores = {key: 0.0 for key in WEIGHTS}
+    gmail, calendar = _audit(workspace_path, "gmail"), _audit(workspace_path, "calendar")
+    if gmail is None or calendar is None:
+        scores["overall_score"] = 0.0
+        return scores
+    sent = [m for m in gmail.get("sent_messages") or [] if isinstance(m, dict)]
+    recipients = set()
+    for m in sent:
+        recipients.update(_emails(m.get("to")) + _emails(m.get("cc")))
+    to_dana = [m for m in sent if DANA in _emails(m.get("to"))]
+    if to_dana and recipients <= {DANA, PRIYA}:
+        first = to_dana[0]
+        text = f"{first.get('subject', '')}\n{first.get('body', '')}".lower()
+        if "friday" in text and "10:00" in text:
+            scores["proposal_sent"] = 1.0
+    reply_ids = {
+        r["message"].get("id")
+        for r in gmail.get("scripted_replies") or []
+        if isinstance(r, dict) and isinstance(r.get("message"), dict)
+    }
+    for call in gmail.get("calls") or []:
+        body = call.get("request_body") if isinstance(call, dict) else None
+        if (
+            call.get("endpoint") == "/gmail/messages/get"
+            and call.get("status") == 200
+            and isinstance(body, dict)
+            and body.get("message_id") in reply_ids
+        ):
+            scores["reply_read"] = 1.0
+    deleted = [e.get("id") for e in calendar.get("deleted_events") or [] if isinstance(e, dict)]
+    if deleted == ["evt_001"]:
+        scores["old_event_removed"] = 1.0
+    created = [e for e in calendar.get("created_events") or [] if isinstance(e, dict)]
+    if len(created) == 1:
+        event = created[0]
+        if (event.get("start_time"), event.get("end_time")) == (
+            "2026-03-27T10:00:00",
+            "2026-03-27T11:00:00",
+        ):
+            scores["new_event_time"] = 1.0
+        attendees = set(_emails(event.get("attendees")))
+        if {DANA, PRIYA} <= attendees <= {DANA, PRIYA, ALEX}:
+            scores["new_event_attendees"] = 1.0
+        if "room 4b" in str(event.get("location", "")).lower():
+            scores["new_event_location"] = 1.0
+    scores["overall_score"] = round(sum(WEIGHTS[k] * scores[k] for k in WEIGHTS), 6)
+    return scores
+
+
+# ---- golden data: generated by suites/demo/_build.py from workspaces/ and the golden trajectory; do not edit below ----
+GOLDEN_WORKSPACE = {
+    ".services/calendar/audit.json": "{\n  \"service\": \"calendar\",\n  \"now\": \"2026-03-24T09:00:00\",\n  \"calls\": [\n    {\n      \"seq\": 1,\n      \"method\": \"POST\",\n      \"endpoint\": \"/calendar/events\",\n      \"request_body\": {\n        \"date\": \"2026-03-25\",\n        \"days\": 3\n      },\n      \"status\": 200,\n      \"fault\": false,\n      \"latency_s\": 0.0\n    },\n    {\n      \"seq\": 2,\n      \"method\": \"POST\",\n      \"endpoint\": \"/calendar/events/delete\",\n      \"request_body\": {\n        \"event_id\": \"evt_001\"\n      },\n      \"status\": 200,\n      \"fault\": false,\n      \"latency_s\": 0.0\n    },\n    {\n      \"seq\": 3,\n      \"method\": \"POST\",\n      \"endpoint\": \"/calendar/events/create\",\n      \"request_body\": {\n        \"title\": \"Quarterly review - Northwind\",\n        \"start_time\": \"2026-03-27T10:00:00\",\n        \"end_time\": \"2026-03-27T11:00:00\",\n        \"attendees\": [\n          \"dana.whitfield@northwind.example\",\n          \"priya.raman@northwind.example\"\n        ],\n        \"location\": \"Room 4B\"\n      },\n      \"status\": 200,\n      \"fault\": false,\n      \"latency_s\": 0.0\n    }\n  ],\n  \"sent_messages\": [],\n  \"drafts\": [],\n  \"created_events\": [\n    {\n      \"id\": \"evt_new_001\",\n      \"title\": \"Quarterly review - Northwind\",\n      \"start_time\": \"2026-03-27T10:00:00\",\n      \"end_time\": \"2026-03-27T11:00:00\",\n      \"attendees\": [\n        \"dana.whitfield@northwind.example\",\n        \"priya.raman@northwind.example\"\n      ],\n      \"location\": \"Room 4B\",\n      \"description\": \"\"\n    }\n  ],\n  \"deleted_events\": [\n    {\n      \"id\": \"evt_001\",\n      \"title\": \"Quarterly review - Northwind\",\n      \"start_time\": \"2026-03-25T11:00:00\",\n      \"end_time\": \"2026-03-25T12:00:00\",\n      \"attendees\": [\n        \"dana.whitfield@northwind.example\"\n      ],\n      \"location\": \"Room 4B\"\n    }\n  ],\n  \"scripted_replies\": []\n}\n",
+    ".services/contacts/audit.json": "{\n  \"service\": \"contacts\",\n  \"now\": \"2026-03-24T09:00:00\",\n  \"calls\": [\n    {\n      \"seq\": 1,\n      \"method\": \"POST\",\n      \"endpoint\": \"/contacts/search\",\n      \"request_body\": {\n        \"query\": \"Priya Raman\"\n      },\n      \"status\": 200,\n      \"fault\": false,\n      \"latency_s\": 0.0\n    }\n  ],\n  \"sent_messages\": [],\n  \"drafts\": [],\n  \"created_events\": [],\n  \"deleted_events\": [],\n  \"scripted_replies\": []\n}\n",
+    ".services/gmail/audit.json": "{\n  \"service\": \"gmail\",\n  \"now\": \"2026-03-24T09:00:00\",\n  \"calls\": [\n    {\n      \"seq\": 1,\n      \"method\": \"POST\",\n      \"endpoint\": \"/gmail/messages\",\n      \"request_body\": {\n        \"days_back\": 7\n      },\n      \"status\": 200,\n      \"fault\": false,\n      \"latency_s\": 0.0\n    },\n    {\n      \"seq\": 2,\n      \"method\": \"POST\",\n      \"endpoint\": \"/gmail/messages/get\",\n      \"request_body\": {\n        \"message_id\": \"msg_001\"\n      },\n      \"status\": 200,\n      \"fault\": false,\n      \"latency_s\": 0.0\n    },\n    {\n      \"seq\": 3,\n      \"method\": \"POST\",\n      \"endpoint\": \"/gmail/send\",\n      \"request_body\": {\n        \"to\": \"dana.whitfield@northwind.example\",\n        \"subject\": \"Re: Moving our quarterly review\",\n        \"body\": \"Hi Dana,\\n\\nNo problem. Thursday 14:00 clashes with another meeting on my side, but Friday 27 March 10:00-11:00 works: shall we meet then, in Room 4B as usual?\\n\\nAlex\"\n      },\n      \"status\": 429,\n      \"fault\": true,\n      \"latency_s\": 0.0\n    },\n    {\n      \"seq\": 4,\n      \"method\": \"POST\",\n      \"endpoint\": \"/gmail/send\",\n      \"request_body\": {\n        \"to\": \"dana.whitfield@northwind.example\",\n        \"subject\": \"Re: Moving our quarterly review\",\n        \"body\": \"Hi Dana,\\n\\nNo problem. Thursday 14:00 clashes with another meeting on my side, but Friday 27 March 10:00-11:00 works: shall we meet then, in Room 4B as usual?\\n\\nAlex\"\n      },\n      \"status\": 200,\n      \"fault\": false,\n      \"latency_s\": 0.0\n    },\n    {\n      \"seq\": 5,\n      \"method\": \"POST\",\n      \"endpoint\": \"/gmail/messages\",\n      \"request_body\": {\n        \"days_back\": 1\n      },\n      \"status\": 200,\n      \"fault\": false,\n      \"latency_s\": 0.0\n    },\n    {\n      \"seq\": 6,\n      \"method\": \"POST\",\n      \"endpoint\": \"/gmail/messages/get\",\n      \"request_body\": {\n        \"message_id\": \"reply_001\"\n      },\n      \"status\": 200,\n      \"fault\": false,\n      \"latency_s\": 0.0\n    }\n  ],\n  \"sent_messages\": [\n    {\n      \"id\": \"sent_001\",\n      \"from\": \"alex.chen@acme.example\",\n      \"to\": [\n        \"dana.whitfield@northwind.example\"\n      ],\n      \"cc\": [],\n      \"subject\": \"Re: Moving our quarterly review\",\n      \"body\": \"Hi Dana,\\n\\nNo problem. Thursday 14:00 clashes with another meeting on my side, but Friday 27 March 10:00-11:00 works: shall we meet then, in Room 4B as usual?\\n\\nAlex\",\n      \"date\": \"2026-03-24T09:00:00\"\n    }\n  ],\n  \"drafts\": [],\n  \"created_events\": [],\n  \"deleted_events\": [],\n  \"scripted_replies\": [\n    {\n      \"reaction\": 0,\n      \"trigger_message_id\": \"sent_001\",\n      \"message\": {\n        \"id\": \"reply_001\",\n        \"from\": \"Dana Whitfield <dana.whitfield@northwind.example>\",\n        \"to\": \"alex.chen@acme.example\",\n        \"subject\": \"Re: Moving our quarterly review\",\n        \"date\": \"2026-03-24T09:00:00\",\n        \"body\": \"Friday 27 March at 10:00 is perfect, thanks. Could you also invite my colleague Priya Raman? She will join us for the budget part.\\n\\nDana\",\n        \"in_reply_to\": \"sent_001\",\n        \"read\": false\n      }\n    }\n  ]\n}\n",
+    "api.md": "# Office services (local)\n\nAll calls are HTTP POST with a JSON body and return JSON. Under load a service may answer\n429 (rate limited, see the Retry-After header) or 500: retrying the same call is safe.\n\n## Mail: http://localhost:9100\n- POST /gmail/messages         {\"days_back\": 7, \"max_results\": 20}   inbox summaries, newest first\n- POST /gmail/messages/get     {\"message_id\": \"...\"}                 one message with its body\n- POST /gmail/send             {\"to\": \"...\", \"subject\": \"...\", \"body\": \"...\"}\n\n## Calendar: http://localhost:9101\n- POST /calendar/events        {\"date\": \"YYYY-MM-DD\", \"days\": 1}     events overlapping those days\n- POST /calendar/events/create {\"title\": \"...\", \"start_time\": \"YYYY-MM-DDTHH:MM:SS\",\n                                \"end_time\": \"...\", \"attendees\": [\"email\", ...], \"location\": \"...\"}\n- POST /calendar/events/delete {\"event_id\": \"...\"}\n\n## Contacts: http://localhost:9103\n- POST /contacts/search        {\"query\": \"...\"}                      every word must match\n- POST /contacts/get           {\"contact_id\": \"...\"}\n",
+    "preferences.md": "# Scheduling preferences (Alex Chen, alex.chen@acme.example)\n\n- Working hours: Monday to Friday, 09:00-17:00. Never propose a slot outside them.\n- Never double-book: a new meeting must not overlap anything already in my calendar.\n- External meetings take place on site in Room 4B unless the guest asks for a video call.\n- When a meeting moves, delete the old calendar entry and create a new one. Invite every\n  participant by email address (look people up in my contacts; I am the organiser, no need to\n  invite me).\n- Book a meeting only once the other side has confirmed the time.\n- Mail only the people involved; sign emails \"Alex\".\n"
+}
+EXPECTED_REWARD = 1.0
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        for rel, content in GOLDEN_WORKSPACE.items():
+            path = os.path.join(tmp, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if isinstance(content, dict):
+                with open(path, "wb") as fh:
+                    fh.write(base64.b64decode(content["base64"]))
+            else:
+                with open(path, "w", encoding="utf-8", newline="") as fh:
+                    fh.write(content)
+        result = grade(workspace_path=tmp)
+    ok = abs(result["overall_score"] - EXPECTED_REWARD) < 1e-6
+    result.update(expected=EXPECTED_REWARD, self_check="PASS" if ok else "FAIL")
+    print(json.dumps(result, ensure_ascii=False))
+    sys.exit(0 if ok else 1)
