@@ -67,6 +67,7 @@ import typer
 from clawrig.agents.base import AgentContext, AgentOutcome, SandboxNeeds
 from clawrig.agents.preamble import first_user_message
 from clawrig.errors import InfrastructureError, ModelRequestError, ProviderError, UserError
+from clawrig.llm.client import RetryPolicy
 from clawrig.llm.gateway import (
     FORWARDER_PORT,
     RECORD_FILE,
@@ -121,6 +122,8 @@ DEFAULT_MAX_TOKENS = 8192
 LOCK_DIR = Path(__file__).with_name("openclaw_lock")
 """package.json + package-lock.json per pinned version (for x86_64)."""
 INSTALL_TIMEOUT_S = 1800.0
+GATEWAY_RETRY = RetryPolicy(attempts=2, initial_s=1.0, max_s=5.0)
+"""Upstream retries in the gateway for OpenClaw's requests (OpenClaw has its own retries)."""
 _COMPLETE = ".clawrig-install.json"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ENETUNREACH", "ECONNRESET")
@@ -496,6 +499,8 @@ class OpenClawAgent:
         inst = self.install or ensure_openclaw(self.version)
         self.install = inst
         lease, opened = self._lease(ctx)
+        if lease.retry is None:  # OpenClaw retries failed requests itself (4 runs x 3 tries)
+            lease.retry = GATEWAY_RETRY
         gateway = lease.gateway
         endpoint = lease.endpoint
         model_id = (

@@ -517,7 +517,9 @@ class GatewayLease:
     cap): ``max_cost_usd`` (USD), ``max_tokens`` (tokens), ``max_requests`` (requests);
     ``cache`` / ``cache_mode``: see :data:`CacheMode`; ``key_model``: the model name used in
     cache keys (default: the endpoint's name; judge proxies use :data:`JUDGE_KEY_MODEL`, so a
-    recorded judge reply matches whichever judge endpoint is configured, or none).
+    recorded judge reply matches whichever judge endpoint is configured, or none); ``retry``:
+    upstream retries for this lease (default: the gateway's; a client that retries on its own,
+    like OpenClaw, gets a shorter one so retries do not multiply).
 
     Counters (read them with the properties; they are updated from the gateway's thread):
     ``usage`` (a :class:`Usage` copy), ``requests``, ``refusals`` (why requests were refused:
@@ -540,6 +542,7 @@ class GatewayLease:
     cache: ResponseCache | None = None
     cache_mode: CacheMode = "off"
     key_model: str | None = None
+    retry: RetryPolicy | None = None
     closed: bool = False
     _usage: Usage = field(default_factory=Usage)
     _requests: int = 0
@@ -1143,9 +1146,10 @@ class Gateway:
                 raise _Retryable(resp.status_code, resp.headers, data)
             return resp
 
+        policy = lease.retry or self.retry
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.retry.attempts),
-            wait=_Wait(self.retry),
+            stop=stop_after_attempt(policy.attempts),
+            wait=_Wait(policy),
             retry=retry_if_exception(_retryable),
             reraise=True,
         )
