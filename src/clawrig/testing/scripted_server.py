@@ -347,7 +347,9 @@ class ScriptedServer:
         """Bind the port and serve in a background thread; returns ``self`` once it accepts."""
         if self._thread is not None:
             return self
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted connections only when
+        # the socket says it is TCP; without it replies wait ~40 ms for a delayed ACK (Nagle).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self._port))
         self._port = sock.getsockname()[1]
