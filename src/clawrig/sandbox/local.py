@@ -21,6 +21,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.paths import PATHS
 
 LOCK_PATH = Path(tempfile.gettempdir()) / "clawrig-local-sandbox.lock"
+LOCK_WAIT_S = 120.0
+"""How long a local sandbox waits for another one on this machine to stop (seconds)."""
 WARNING = (
     "LocalSandbox runs the agent's commands directly on this machine with NO isolation: "
     "it can read and change your files and reach the network. Use bwrap where you can."
@@ -51,13 +54,19 @@ class LocalSandbox(SupervisedSandbox):
 
     def _link_workspace(self, ws: Path) -> None:
         fd = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise SandboxError(
-                "another local sandbox is running on this machine: run local trials one at a time"
-            ) from None
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise SandboxError(
+                        f"another local sandbox has run on this machine for over {LOCK_WAIT_S:g}"
+                        " s: local trials run one at a time"
+                    ) from None
+                time.sleep(0.05)
         self._lock_fd = fd
         target = Path(PATHS.workspace)
         try:
@@ -78,7 +87,7 @@ class LocalSandbox(SupervisedSandbox):
         (self.base_dir / "tmp").mkdir()
         ws = Path(self.config.workspace_dir).resolve()
         ws.mkdir(parents=True, exist_ok=True)
-        self._link_workspace(ws)
+        await asyncio.to_thread(self._link_workspace, ws)
         lim = self.config.limits
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

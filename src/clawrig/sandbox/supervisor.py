@@ -17,17 +17,27 @@ Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]``; ``--root-m
 only) translates in-sandbox path prefixes to host folders for file operations and cwd.
 """
 
-import base64
+import binascii
 import collections
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
+
+# base64 (which pulls in re) and tarfile are left out of start-up: every sandbox pays for what
+# the supervisor imports before it says "ready".
+
+
+def _b64decode(text):
+    return binascii.a2b_base64(text) if text else b""
+
+
+def _b64encode(data):
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
 
 MARKER = "CLAWRIG_CMD"
 _out_lock = threading.Lock()
@@ -191,7 +201,7 @@ def op_exec(req):
     marker = "%d-%d" % (os.getpid(), req["id"])
     limit = int(req.get("limit") or 262144)
     merge = bool(req.get("merge"))
-    stdin_data = base64.b64decode(req["stdin"]) if req.get("stdin") is not None else None
+    stdin_data = _b64decode(req["stdin"]) if req.get("stdin") is not None else None
     start = time.monotonic()
     try:
         p = subprocess.Popen(
@@ -315,7 +325,7 @@ def op_write(req):
     p, _ = _proc(req)
     if p.stdin is None or p.stdin.closed:
         raise BrokenPipeError("stdin of %s is closed" % req["handle"])
-    p.stdin.write(base64.b64decode(req.get("data") or ""))
+    p.stdin.write(_b64decode(req.get("data") or ""))
     p.stdin.flush()
     if req.get("eof"):
         p.stdin.close()
@@ -337,7 +347,7 @@ def op_read_file(req):
     max_bytes = req.get("max_bytes")
     with open(path, "rb") as fh:
         data = fh.read(int(max_bytes) if max_bytes is not None else -1)
-    return {"data": base64.b64encode(data).decode()}
+    return {"data": _b64encode(data)}
 
 
 def op_write_file(req):
@@ -346,7 +356,7 @@ def op_write_file(req):
     if parent:
         os.makedirs(parent, exist_ok=True)
     with open(path, "wb") as fh:
-        fh.write(base64.b64decode(req["data"]))
+        fh.write(_b64decode(req["data"]))
     if req.get("mode") is not None:
         os.chmod(path, int(req["mode"]))
     return {}
@@ -371,6 +381,9 @@ def op_list(req):
 
 
 def op_tar_out(req):
+    import io
+    import tarfile
+
     path = _host(req["path"])
     if not os.path.isdir(path):
         raise FileNotFoundError("no such directory: %s" % req["path"])
@@ -378,13 +391,16 @@ def op_tar_out(req):
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name in sorted(os.listdir(path)):
             tar.add(os.path.join(path, name), arcname=name, recursive=True)
-    return {"data": base64.b64encode(buf.getvalue()).decode()}
+    return {"data": _b64encode(buf.getvalue())}
 
 
 def op_tar_in(req):
+    import io
+    import tarfile
+
     path = _host(req["path"])
     os.makedirs(path, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["data"])), mode="r") as tar:
+    with tarfile.open(fileobj=io.BytesIO(_b64decode(req["data"])), mode="r") as tar:
         if hasattr(tarfile, "tar_filter"):
             tar.extractall(path, filter="tar")
         else:  # Python < 3.11.4 (e.g. Debian 12's 3.11.2): refuse unsafe names by hand
