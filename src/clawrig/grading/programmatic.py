@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
+import secrets
 from typing import Any
 
 from clawrig.sandbox.base import Sandbox
@@ -110,18 +112,19 @@ async def run_grader(
     if not grader.source:
         return Score(grader="programmatic", error="the task has no programmatic grader")
     origin = str(grader.origin) if grader.origin else f"{task.source.path}"
-    # -I: neither the script's folder nor the cwd nor PYTHON* variables reach sys.path, so a
-    # module the agent planted cannot shadow one the grader imports.
-    await sandbox.exec(["rm", "-rf", GRADER_DIR])
-    await sandbox.write_file(f"{GRADER_DIR}/grader.py", grader.source)
-    await sandbox.write_file(f"{GRADER_DIR}/runner.py", _RUNNER)
+    # A fresh folder with a random name: nothing the agent left can be in it. And -I: neither
+    # the script's folder nor the cwd nor PYTHON* variables reach sys.path, so a module the
+    # agent planted cannot shadow one the grader imports.
+    folder = f"{GRADER_DIR}-{secrets.token_hex(8)}"
+    await sandbox.write_file(f"{folder}/grader.py", grader.source)
+    await sandbox.write_file(f"{folder}/runner.py", _RUNNER)
     r = await sandbox.exec(
         [
             python,
             "-I",
             "-B",
-            f"{GRADER_DIR}/runner.py",
-            f"{GRADER_DIR}/grader.py",
+            f"{folder}/runner.py",
+            f"{folder}/grader.py",
             origin,
             PATHS.transcript,
         ],
