@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import secrets
-import secrets
 from typing import Any
 
 from clawrig.sandbox.base import Sandbox
