@@ -143,3 +143,16 @@ async def test_concurrent_execs_on_one_sandbox(make_sandbox, backend):
     sb = await make_sandbox(backend)
     results = await asyncio.gather(*(sb.exec(f"sleep 0.2; echo {i}") for i in range(8)))
     assert [r.stdout.strip() for r in results] == [str(i) for i in range(8)]
+
+
+async def test_writing_to_an_exited_process_is_an_error_not_a_crash(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    h = await sb.spawn("true")
+    for _ in range(100):
+        if await h.poll() is not None:
+            break
+        await asyncio.sleep(0.02)
+    with pytest.raises(BrokenPipeError):
+        for _ in range(3):
+            await h.write_stdin("x" * 100000 + "\n")
+    assert (await sb.exec("echo alive")).stdout == "alive\n"

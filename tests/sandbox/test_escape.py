@@ -37,8 +37,14 @@ async def test_usr_is_read_only(make_sandbox):
     r = await sb.exec("touch /usr/bin/clawrig-pwned; echo x > /usr/lib/x")
     assert r.exit_code != 0 and "Read-only file system" in r.stderr
     assert not Path("/usr/bin/clawrig-pwned").exists()
-    r = await sb.exec("mount -o remount,rw /usr")
-    assert r.exit_code != 0
+    for cmd in ("mount -o remount,rw /usr", "mount -o remount,rw,bind /usr",
+                "mount -o remount,rw,bind /tmp_workspace /usr"):
+        r = await sb.exec(cmd)
+        assert r.exit_code != 0, cmd
+    r = await sb.exec("touch /usr/bin/clawrig-pwned2")
+    assert r.exit_code != 0 and not Path("/usr/bin/clawrig-pwned2").exists()
+    caps = await sb.exec("grep CapEff /proc/self/status")
+    assert caps.stdout.split()[-1] == "0000000000000000"
 
 
 async def test_network_is_loopback_only(make_sandbox):

@@ -256,7 +256,9 @@ class BwrapSandbox(SupervisedSandbox):
         a += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", cfg.hostname]
         if not cfg.network:
             a.append("--unshare-net")
-        a += ["--die-with-parent", "--new-session"]
+        # No capabilities inside: root there could otherwise remount read-only binds (even the
+        # host's /usr when the harness is root) writable with `mount -o remount,rw,bind`.
+        a += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         root = Path(cfg.rootfs) if cfg.rootfs else Path("/")
         if cfg.rootfs:
             for entry in sorted(root.iterdir()):

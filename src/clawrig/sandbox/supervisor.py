@@ -508,7 +508,8 @@ def main(argv):
             _local[0] = True
     _root_map.sort(key=lambda x: -len(x[0]))
     _base_env = {k: v for k, v in os.environ.items() if k != "CLAWRIG_LOG_DIR"}
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGPIPE stays ignored (Python's default): writing to a background process that has exited
+    # must be an error for that call, not the end of the supervisor.
     _send({"id": 0, "ok": True, "ready": True, "pid": os.getpid()})
     for line in sys.stdin:
         line = line.strip()
