@@ -161,7 +161,7 @@ def test_intent_shape_and_category(sample_id: str) -> None:
         "expected_behavior",
         "grading_criteria",
         "timeout_seconds",
-    ]
+    ] + (["services"] if "services" in intent else [])
     assert intent["category"] == CATEGORIES.get(sample_id, intent["category"])
     assert re.fullmatch(r"0[1-6]_[A-Za-z_]+", intent["category"])
     assert intent["tier"] in {"easy", "medium", "hard", "extreme"}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,9 @@ from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript, TranscriptMessage
 from clawrig.tasks.dataclaw import read_dataclaw_root
 from clawrig.tasks.text import IssueCollector
+from clawrig.testing.paths import SHARED
 
-DATACLAW = Path("/work/shared/data/dataclawbench")
+DATACLAW = SHARED / "data" / "dataclawbench"
 QA_GOLD = DATACLAW / "assets" / "qa_gold"
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path("/work/shared")
+from clawrig.testing.paths import SHARED
+
 DATACLAW_REAL = SHARED / "data" / "dataclawbench"
 FOURFOLDER_REAL = SHARED / "examples" / "fourfolder"
 

@@ -11,6 +11,7 @@ from clawrig.errors import TaskFormatError
 from clawrig.spec.task import GraderKind, TaskFormat
 from clawrig.tasks.dataclaw import read_dataclaw_root, read_dataclaw_task_md
 from clawrig.tasks.text import IssueCollector
+from clawrig.testing.paths import SHARED
 
 TASK_001 = "task_001_comprehensive_decision_easy_easy001"
 TASK_373 = "task_373_hypothesis_verification_hard_hard001"
@@ -25,7 +26,7 @@ def _section(md: Path, name: str, nxt: str) -> str:
 @pytest.fixture(scope="module")
 def real_tasks():
     issues = IssueCollector(strict=False)
-    tasks = read_dataclaw_root(Path("/work/shared/data/dataclawbench"), issues)
+    tasks = read_dataclaw_root(SHARED / "data" / "dataclawbench", issues)
     return {t.id: t for t in tasks}, issues
 
 

@@ -19,6 +19,7 @@ import pytest
 from clawrig.errors import TaskFormatError, UserError
 from clawrig.tasks.dataclaw_build import build_dataclaw
 from clawrig.tasks.registry import load_suite
+from clawrig.testing.paths import SHARED
 
 # README "任务统计信息": category -> level -> count (total 492 = 131 easy / 286 medium / 75 hard)
 README_COUNTS = {
@@ -71,7 +72,7 @@ def _database_paths(real: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, Path]:
-    real = Path("/work/shared/data/dataclawbench")
+    real = SHARED / "data" / "dataclawbench"
     root = tmp_path_factory.mktemp("dcb") / "root"
     raw_dir = root / "assets" / "qa_raw"
     real_gold = {(p.parent.name, p.stem): p for p in (real / "assets" / "qa_gold").glob("*/*.json")}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +10,8 @@ import pytest
 from clawrig.spec.llm import ToolCall
 from clawrig.spec.transcript import Transcript, TranscriptMessage
 from clawrig.spec.trial import Usage
+from clawrig.testing.paths import SHARED
 
-SHARED = Path("/work/shared")
 CHAT_EXAMPLE = SHARED / "reference" / "openclaw-2026.3.24" / "chat.example.jsonl"
 DATAPOINT_15 = SHARED / "examples" / "fourfolder" / "datapoints" / "000015.json"
 

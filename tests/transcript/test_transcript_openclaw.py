@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from clawrig.errors import TaskFormatError
 from clawrig.spec.llm import ToolCall
 from clawrig.spec.transcript import Transcript, TranscriptMessage
+from clawrig.testing.paths import SHARED
 from clawrig.transcript import (
     dumps_openclaw_jsonl,
     from_openclaw_entries,
@@ -23,7 +23,7 @@ from clawrig.transcript import (
     write_openclaw_jsonl,
 )
 
-CHAT_EXAMPLE = Path("/work/shared/reference/openclaw-2026.3.24/chat.example.jsonl")
+CHAT_EXAMPLE = SHARED / "reference" / "openclaw-2026.3.24" / "chat.example.jsonl"
 
 
 def _by_type(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

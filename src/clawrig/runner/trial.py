@@ -48,12 +48,14 @@ from clawrig.grading.programmatic import run_grader
 from clawrig.llm.base import ChatModel
 from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
 from clawrig.sandbox.paths import PATHS
+from clawrig.sandbox.pyenv import GradingEnvStage, ensure_env
 from clawrig.sandbox.workspace import (
     inject_gt,
     install_skills,
     materialise_workspace,
     run_warmup,
 )
+from clawrig.services import restart_services, save_audits, service_binds, start_services
 from clawrig.spec.job import TrialConfig, model_slug
 from clawrig.spec.task import GraderKind, Task
 from clawrig.spec.transcript import Transcript
@@ -214,6 +216,7 @@ async def run_trial(
     transcript = Transcript()
     usage = Usage()
     sandbox = None
+    grader_stage: GradingEnvStage | None = None
     phase = "setup"
     t_phase = time.monotonic()
 
@@ -236,18 +239,27 @@ async def run_trial(
             command_timeout_s=max(task.timeout_seconds * config.timeout_multiplier, 1.0),
         )
         needs = agent.sandbox_needs(task) if hasattr(agent, "sandbox_needs") else None
+        binds = list(needs.binds) if needs else []
+        binds += await service_binds(task)  # the services environment, read-only
+        if task.grader.requirements and task.grader.source and config.sandbox == "bwrap":
+            # grader environment: an empty folder now, filled only after the agent is gone
+            grader_stage = GradingEnvStage(
+                await asyncio.to_thread(ensure_env, task.grader.requirements)
+            )
+            binds.append(grader_stage.bind)
         sandbox = create_sandbox(
             config.sandbox,
             SandboxConfig(
                 workspace_dir=ws,
                 limits=limits,
-                binds=list(needs.binds) if needs else [],
+                binds=binds,
                 env=dict(needs.env) if needs else {},
             ),
         )
         async with services.sandbox_starts or contextlib.nullcontext():
             await sandbox.start()
         mark("setup")
+        service_handles = await start_services(sandbox, task)
         await install_skills(sandbox, task)
         await run_warmup(sandbox, task.warmup)
         mark("agent")
@@ -295,6 +307,9 @@ async def run_trial(
                 safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
                 (sub_dir / f"{safe}.jsonl").write_text(dumps_openclaw_jsonl(sub))
         mark("kill")
+        for name, status in (await save_audits(sandbox, task, service_handles)).items():
+            if status != "saved":
+                ctx.log(f"service {name}: {status}")
         await sandbox.kill_all()
         mark("collect")
         jsonl = dumps_openclaw_jsonl(transcript)
@@ -303,10 +318,12 @@ async def run_trial(
         ctx.log(f"end state: {len(changed)} file(s) created or changed")
         mark("gt_inject")
         await inject_gt(sandbox, task)
+        await restart_services(sandbox, task)  # graders may GET /<svc>/audit, as upstream
         mark("grading")
+        python = grader_stage.activate() if grader_stage else "python3"
         async with services.grading_slots or contextlib.nullcontext():
             score, judge_score, process = await _grade(
-                task, config, sandbox, transcript, tmp_dir, services
+                task, config, sandbox, transcript, tmp_dir, services, python=python
             )
         result.score, result.judge_score, result.process = score, judge_score, process
         if score is not None and score.error:
@@ -353,6 +370,8 @@ async def run_trial(
                 await sandbox.stop()
         timings[phase] = timings.get(phase, 0.0) + time.monotonic() - t_phase
         shutil.rmtree(work, ignore_errors=True)
+        if grader_stage is not None:
+            grader_stage.cleanup()
     result.timings = {k: round(v, 6) for k, v in timings.items()}
     result.finished_at = dt.datetime.now(dt.UTC).isoformat()
     usage.elapsed_time = round(sum(timings.values()), 6)
@@ -378,6 +397,8 @@ async def _grade(
     transcript: Transcript,
     folder: Path,
     services: TrialServices,
+    *,
+    python: str = "python3",
 ) -> tuple[Score | None, Score | None, dict[str, Any]]:
     """Outcome score (+ judge score when both ran) and process metrics."""
     judge_log = folder / "judge_chat.jsonl"
@@ -391,6 +412,7 @@ async def _grade(
             task,
             timeout_s=task.grader.timeout_seconds * config.timeout_multiplier,
             env=grader_env(task),
+            python=python,
         )
     elif task.answer is not None or kind == GraderKind.JUDGE:
         use_judge = mode in ("judge", "both") or (mode == "auto" and services.judge is not None)

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from clawrig.errors import TaskFormatError
+from clawrig.services.declare import parse_services
 from clawrig.spec.task import (
     CATEGORIES,
     FileContent,
@@ -50,6 +51,7 @@ INTENT_KEYS = {
     "expected_behaviour",
     "grading_criteria",
     "timeout_seconds",
+    "services",
 }
 DATAPOINT_KEYS = {
     "id",
@@ -203,6 +205,12 @@ def _read_intent(path: Path, sample_id: str, issues: IssueCollector) -> dict[str
         )
         timeout = DEFAULT_TIMEOUT_SECONDS
     out["timeout_seconds"] = float(timeout)
+    out["services"] = []
+    if "services" in data:
+        try:
+            out["services"] = parse_services(data["services"], path, _key_line(path, "services"))
+        except TaskFormatError as exc:
+            issues.add(exc)
     return out
 
 
@@ -521,6 +529,7 @@ def read_fourfolder_sample(
             golden_dialog=datapoint["dialog"],
             golden_tool_schema=datapoint["tool_schema"],
             golden_workspace=golden,
+            services=intent["services"],
             expected_reward=pl_reward if pl_reward is not None else ev_reward,
             format=TaskFormat.FOURFOLDER,
             source=SourceRef(path=paths["intent"]),

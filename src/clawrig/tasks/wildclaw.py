@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from clawrig.errors import TaskFormatError
+from clawrig.sandbox.pyenv import WILDCLAW_GRADER_REQUIREMENTS, suite_grader_requirements
 from clawrig.spec.task import (
     Grader,
     GraderKind,
@@ -279,6 +280,13 @@ def read_wildclaw_task(
     expected = doc.section("Expected Behavior", "Expected Behaviour")
     criteria = doc.section("Grading Criteria")
     grader = _grader(doc, issues)
+    if grader.source and third_party_imports(grader.source):
+        # a grader beyond the standard library gets the suite's grader environment:
+        # requirements.txt beside the tasks, else the documented WildClawBench set
+        try:
+            grader.requirements = suite_grader_requirements(root_dir, WILDCLAW_GRADER_REQUIREMENTS)
+        except TaskFormatError as exc:
+            issues.add(exc)
     workspace, ws_rel = _workspace(doc, root_dir, issues)
 
     skills = _names(doc, "Skills", issues, env=False)
