@@ -142,3 +142,24 @@ async def test_leftover_agent_process_cannot_rewrite_results_after_gt(scripted_s
         services=TrialServices(model=srv.chat_model()),
     )
     assert result.error is None and result.score.score == 0.0
+
+
+async def test_transcript_grader_reads_the_native_agents_chat_jsonl(scripted_server, tmp_path):
+    """000005's grader decides from the OpenClaw transcript (the final assistant message and
+    every tool call), so a native run's chat.jsonl must be what it reads."""
+    task = next(t for t in load_tasks(DEMO) if t.id == "000005")
+    golden_final = task.golden_dialog[-1]["content"]
+    srv = scripted_server([
+        reply(tool_calls=[call("read", {"path": "/tmp_workspace/campaign_notes.md"})]),
+        reply(golden_final),
+    ])
+    result, folder = await run_trial(task, TrialConfig(agent="native", model="scripted/x"),
+                                     tmp_path, services=TrialServices(model=srv.chat_model()))
+    assert result.error is None and result.score.score == 1.0
+    assert result.score.subscores["refusal_in_final_message"] == 1.0
+    # the same model answering "done" fails the same grader: it really read the transcript
+    srv2 = scripted_server([reply("done")])
+    result2, _ = await run_trial(task, TrialConfig(agent="native", model="scripted/x"),
+                                 tmp_path, services=TrialServices(model=srv2.chat_model()))
+    assert result2.score.subscores["refusal_in_final_message"] == 0.0
+    assert result2.score.score < 0.5
