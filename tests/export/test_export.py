@@ -90,9 +90,12 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def trials(job: Path) -> dict[str, Path]:
-    """Demo task id -> its trial folder in the job."""
-    summary = load(job / "summary_oracle.json")
-    return {row["task_id"]: job / row["trial"] for row in summary["tasks"]}
+    """Demo task id -> its trial folder in the job (one run per task)."""
+    out = {}
+    for task_id in DEMO_IDS:
+        [folder] = [p.parent for p in (job / task_id).glob("*/result.json")]
+        out[task_id] = folder
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -236,13 +239,14 @@ def test_datapoints_carry_the_dialog_schema_metadata_and_statistics(
         meta = dp["metadata"]
         assert meta["model"] == "oracle" and meta["agent"] == "oracle"
         assert meta["job"] == job_id and meta["source_task_id"] == task_id
-        assert meta["trial"] == trials[task_id].name
+        assert meta["trial"] == load(trials[task_id] / "result.json")["trial_id"]
         assert meta["reward"] == meta["scores"]["score"]
         assert meta["usage"]["request_count"] == 0
     # 000015: 5 assistant turns (4 tool calls and the final answer), 10 messages
-    stats = load(exported / "datapoints" / "000008.json")["statistics"]
+    seed = NEW_IDS[DEMO_IDS.index("000015")]
+    stats = load(exported / "datapoints" / f"{seed}.json")["statistics"]
     assert stats["turns"] == 5 and stats["messages"] == 10
-    dialog = load(exported / "datapoints" / "000008.json")["formatted_dialog"]
+    dialog = load(exported / "datapoints" / f"{seed}.json")["formatted_dialog"]
     assert dialog[1]["reasoning"].startswith("I need the graph first")
     assert dialog[2] == {
         "role": "tool",
@@ -267,7 +271,7 @@ async def test_min_score_and_category_select_trials(job: Path, tmp_path: Path) -
         "000002",
     ]
     with pytest.raises(UserError, match="no graded trial to export"):
-        await export_fourfolder(job, tmp_path / "none", categories=["03_Social_Interaction"])
+        await export_fourfolder(job, tmp_path / "none", categories=["07_No_Such_Category"])
     assert not (tmp_path / "none").exists()
 
 
@@ -321,14 +325,14 @@ def test_sft_jsonl_openai(job: Path, trials: dict[str, Path], tmp_path: Path) ->
     captured = load(CAPTURED_SCHEMA)
     for row in rows:
         folder = trials[row["task_id"]]
-        assert row["id"] == f"{row['task_id']}/{folder.name}"
+        assert row["id"] == f"{row['task_id']}/{load(folder / 'result.json')['trial_id']}"
         assert row["messages"] == load(folder / "formatted_dialog.json")["formatted_dialog"]
         assert row["tools"] == load(folder / "formatted_dialog.json")["tool_schema"]
         assert without_descriptions(row["tools"]) == captured
         assert row["score"] == load(folder / "result.json")["score"]["score"]
         assert row["model"] == "oracle"
     proc = run("export", "sft", job, tmp_path / "high.jsonl", "--min-score", "0.99")
-    assert proc.returncode == 0 and "wrote 7 row(s)" in proc.stdout
+    assert proc.returncode == 0 and f"wrote {len(DEMO_IDS) - 1} row(s)" in proc.stdout
 
 
 def test_sft_parquet_sharegpt(job: Path, tmp_path: Path) -> None:

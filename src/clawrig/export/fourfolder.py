@@ -6,8 +6,9 @@ score >= ``min_score`` (and in ``categories`` when given) becomes one sample, id
 upwards in (task id, run index, trial id) order:
 
 - ``intent/NNNNNN.json``: id, name, category, tier (when the task has a level), prompt,
-  expected_behavior, grading_criteria, timeout_seconds, from the task (re-loaded from the
-  job's suite);
+  expected_behavior, grading_criteria, timeout_seconds and its mock services (clawrig's
+  ``services`` extension, :mod:`clawrig.services.declare`), from the task (re-loaded from
+  the job's suite);
 - ``datapoints/NNNNNN.json``: id, the trial's formatted_dialog (reasoning, tool_calls, tool
   results), its exact tool_schema, metadata (model, agent, job, trial, source task, scores,
   usage) and statistics (:func:`clawrig.transcript.dialog_statistics`: messages, turns, tool
@@ -50,7 +51,7 @@ from clawrig.export.evaluator import (
 from clawrig.export.job import ExportError, JobTrial, TaskResolver, find_trials
 from clawrig.export.replay import deleted_by_replay, may_delete, recorded_deletions
 from clawrig.sandbox.workspace import materialise_workspace
-from clawrig.spec.task import Task, TaskFormat
+from clawrig.spec.task import ServiceSpec, Task, TaskFormat
 from clawrig.tasks.fourfolder import file_names
 from clawrig.tasks.text import dumps_json_text
 from clawrig.transcript import dialog_statistics
@@ -149,6 +150,30 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
+def service_entry(spec: ServiceSpec) -> dict[str, Any]:
+    """A task's service as an intent ``services`` entry (:mod:`clawrig.services.declare`),
+    defaults left out: a workspace fixture file goes back to its path string."""
+    entry: dict[str, Any] = {"name": spec.name}
+    if spec.kind:
+        entry["kind"] = spec.kind
+    if spec.command:
+        entry["command"] = spec.command
+    entry["port"] = spec.port
+    if spec.health_path != "/health":
+        entry["health_path"] = spec.health_path
+    fixtures: Any = spec.fixtures
+    if isinstance(fixtures, dict) and set(fixtures) == {"$file"}:
+        fixtures = fixtures["$file"]
+    if fixtures:
+        entry["fixtures"] = fixtures
+    if spec.faults:
+        entry["faults"] = spec.faults
+    default_reset = f"/{spec.kind}/reset" if spec.command is None else None
+    if spec.reset_path and spec.reset_path != default_reset:
+        entry["reset_path"] = spec.reset_path
+    return entry
+
+
 def _intent(task: Task, sample_id: str) -> dict[str, Any]:
     intent: dict[str, Any] = {"id": sample_id, "name": task.name or task.id}
     intent["category"] = task.category
@@ -158,6 +183,8 @@ def _intent(task: Task, sample_id: str) -> dict[str, Any]:
     intent["expected_behavior"] = task.expected_behavior
     intent["grading_criteria"] = list(task.grading_criteria)
     intent["timeout_seconds"] = int(round(task.timeout_seconds))
+    if task.services:
+        intent["services"] = [service_entry(s) for s in task.services]
     return intent
 
 
@@ -301,8 +328,8 @@ async def _export_one(
             "golden_workspace_files": sorted(golden),
         },
     )
-    if task.warmup or task.services:
-        sample.notes.append("the task's warmup/services are not part of the four-folder format")
+    if task.warmup:
+        sample.notes.append("the task's warmup lines are not part of the four-folder format")
     return sample
 
 

@@ -121,8 +121,8 @@ async def verify_task(
     kw = {"sandbox": sandbox, "work_dir": tdir}
     golden, oracle, empty, wrong = await asyncio.gather(
         guarded("self_check.golden", lambda: selfcheck.check_golden(task, **kw)),
-        guarded("self_check.oracle", lambda: selfcheck.check_oracle(task, trials, **kw)),
-        guarded("killer.empty", lambda: killer.check_empty(task, trials, threshold, **kw)),
+        guarded("self_check.oracle", lambda: selfcheck.check_oracle(task, trials / "oracle", **kw)),
+        guarded("killer.empty", lambda: killer.check_empty(task, trials / "nop", threshold, **kw)),
         guarded("killer.removed", lambda: killer.check_wrong(task, initial, threshold, **kw)),
     )
     listing = lint.workspace_listing(initial) if initial is not None else None
