@@ -110,12 +110,15 @@ async def run_grader(
     grader = task.grader
     if not grader.source:
         return Score(grader="programmatic", error="the task has no programmatic grader")
-    origin = str(grader.origin) if grader.origin else f"{task.source.path}"
+    # Tracebacks name the task file and its real line: the source is compiled under the
+    # task file's name, shifted down to the line where it starts there.
+    origin = str(grader.origin.path) if grader.origin else str(task.source.path)
+    offset = (grader.origin.line or 1) - 1 if grader.origin else 0
     # A fresh folder with a random name: nothing the agent left can be in it. And -I: neither
     # the script's folder nor the cwd nor PYTHON* variables reach sys.path, so a module the
     # agent planted cannot shadow one the grader imports.
     folder = f"{GRADER_DIR}-{secrets.token_hex(8)}"
-    await sandbox.write_file(f"{folder}/grader.py", grader.source)
+    await sandbox.write_file(f"{folder}/grader.py", "\n" * offset + grader.source)
     await sandbox.write_file(f"{folder}/runner.py", _RUNNER)
     r = await sandbox.exec(
         [

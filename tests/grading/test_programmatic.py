@@ -1,0 +1,106 @@
+"""Programmatic graders run in a real bwrap sandbox: crashes, timeouts, no output and non-JSON
+output are grading errors (never a 0); a grader cannot read the real key; the score rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clawrig.grading.programmatic import last_json_object, run_grader, score_from_result
+from clawrig.runner.trial import grader_env
+from clawrig.sandbox import SandboxConfig, create_sandbox
+from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat
+
+
+def _task(source: str, env: list[str] | None = None) -> Task:
+    return Task(
+        id="g",
+        prompt="p",
+        format=TaskFormat.WILDCLAW,
+        env=env or [],
+        source=SourceRef(path=Path("/suite/tasks/g.md"), line=12),
+        grader=Grader(
+            kind=GraderKind.PROGRAMMATIC,
+            source=source,
+            origin=SourceRef(path=Path("/suite/tasks/g.md"), line=30),
+        ),
+    )
+
+
+@pytest.fixture
+async def sandbox(tmp_path):
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "out.txt").write_text("42\n")
+    sb = create_sandbox("bwrap", SandboxConfig(workspace_dir=tmp_path / "ws"))
+    await sb.start()
+    yield sb
+    await sb.stop()
+
+
+async def test_a_good_grader_scores_from_overall_score(sandbox):
+    src = (
+        "import os\ndef grade(transcript=None, workspace_path='/tmp_workspace', **kw):\n"
+        "    print('noise'); print({'not': 'json'})\n"
+        "    v = open(os.path.join(workspace_path, 'out.txt')).read().strip()\n"
+        "    return {'value_ok': float(v == '42'), 'n_entries': len(transcript),"
+        " 'overall_score': 0.75}\n"
+    )
+    score = await run_grader(sandbox, _task(src))
+    assert score.error is None and score.score == 0.75
+    assert score.subscores == {"value_ok": 1.0, "n_entries": 0, "overall_score": 0.75}
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("def grade(**kw):\n    raise ValueError('boom')\n", "grader crashed: ValueError: boom"),
+        ("import time\ndef grade(**kw):\n    time.sleep(30)\n", "grader timed out after 1 s"),
+        (
+            "import sys, os\ndef grade(**kw):\n    sys.stdout.flush(); os._exit(0)\n",
+            "grader printed no JSON object",
+        ),
+        ("def grade(**kw):\n    return 'great job'\n", "grader printed no JSON object"),
+        ("def grade(**kw):\n    return {'overall_score': 1.7}\n", "no score in [0,1]"),
+        ("def grade(**kw):\n    return {'note': 'no numbers'}\n", "no score in [0,1]"),
+        ("import numpy\ndef grade(**kw):\n    return {}\n", "needs the Python module 'numpy'"),
+        ("def nothing():\n    pass\n", "defines no grade()"),
+    ],
+)
+async def test_broken_graders_are_grading_errors_not_zero(sandbox, source, message):
+    score = await run_grader(sandbox, _task(source), timeout_s=1)
+    assert score.score is None and score.error is not None
+    assert message in score.error
+
+
+async def test_grader_crash_names_the_task_file_line(sandbox):
+    score = await run_grader(sandbox, _task("def grade(**kw):\n    return 1/0\n"))
+    assert "ZeroDivisionError" in score.error
+    # the block starts at line 30 of the task file; `return 1/0` is its second line
+    assert 'File "/suite/tasks/g.md", line 31, in grade' in score.details["stderr"]
+
+
+async def test_grader_sees_a_placeholder_not_the_real_key(sandbox, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-real-secret-999")
+    src = (
+        "import os, json\ndef grade(**kw):\n"
+        "    leaked = 'sk-real-secret-999' in json.dumps(dict(os.environ))\n"
+        "    return {'key': os.environ['OPENROUTER_API_KEY'], 'leaked': float(leaked),"
+        " 'overall_score': 1.0}\n"
+    )
+    score = await run_grader(
+        sandbox,
+        _task(src, env=["OPENROUTER_API_KEY", "JUDGE_MODEL"]),
+        env=grader_env(_task(src, env=["OPENROUTER_API_KEY"])),
+    )
+    assert score.subscores["key"] == "clawrig-placeholder-key"
+    assert score.subscores["leaked"] == 0.0
+
+
+def test_score_rules_follow_upstream():
+    assert score_from_result({"a": 1.0, "overall_score": 0.2}) == 0.2
+    assert score_from_result({"a": 1.0, "b": 0.5, "label": "x"}) == 0.75  # mean of numbers
+    assert score_from_result({"label": "x"}) is None
+    assert last_json_object('x\n{"a": 1}\n{"b": 2}\ntrailing') == {"b": 2}
+    assert last_json_object('result: {"a": {"b": 1}} done') == {"a": {"b": 1}}
+    assert last_json_object("nothing here") is None
