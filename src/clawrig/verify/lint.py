@@ -304,7 +304,7 @@ def lint_gt_paths(task: Task) -> list[Finding]:
 # --------------------------------------------------------------------------- expected reward
 
 
-def _literal_assignment(source: str, name: str) -> tuple[Any, int] | None:
+def literal_assignment(source: str, name: str) -> tuple[Any, int] | None:
     """The literal value and line of a module-level ``NAME = <literal>``, else None."""
     try:
         tree = ast.parse(source)
@@ -354,7 +354,7 @@ def lint_expected_reward(task: Task) -> list[Finding]:
                     )
                 )
     if task.grader.source and "EXPECTED_REWARD" in task.grader.source:
-        found = _literal_assignment(task.grader.source, "EXPECTED_REWARD")
+        found = literal_assignment(task.grader.source, "EXPECTED_REWARD")
         if found is not None and not _in_unit(found[0]):
             path, line = _grader_location(task, found[1])
             out.append(

@@ -22,7 +22,7 @@ from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript
 from clawrig.spec.trial import Score
 from clawrig.transcript import from_formatted_dialog
-from clawrig.verify.lint import _literal_assignment, replay_diff
+from clawrig.verify.lint import literal_assignment, replay_diff
 from clawrig.verify.report import Finding
 from clawrig.verify.sandboxed import content_bytes, grade_files, run_agent
 
@@ -35,7 +35,7 @@ def golden_transcript(task: Task) -> Transcript | str | None:
     None."""
     source = task.grader.source or ""
     if "GOLDEN_TRANSCRIPT" in source:
-        found = _literal_assignment(source, "GOLDEN_TRANSCRIPT")
+        found = literal_assignment(source, "GOLDEN_TRANSCRIPT")
         if found is not None and isinstance(found[0], list):
             return "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in found[0])
     if task.golden_dialog:
