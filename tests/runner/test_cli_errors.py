@@ -15,10 +15,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if not k.endswith(("_API_KEY", "_BASE_URL")) and k != "DEFAULT_MODEL"}
-    return subprocess.run([CLAWRIG, *args], cwd=cwd, env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=120)
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_API_KEY", "_BASE_URL")) and k != "DEFAULT_MODEL"
+    }
+    return subprocess.run(
+        [CLAWRIG, *args],
+        cwd=cwd,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize(
@@ -29,8 +38,10 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
         (["run", str(REPO / "suites/demo"), "--sandbox", "vm"], "--sandbox: unknown sandbox"),
         (["run", str(REPO / "suites/demo"), "-m", "nonsense"], "nonsense"),
         (["run", str(REPO / "suites/demo"), "-m", "openrouter/x/y"], "OPENROUTER_API_KEY"),
-        (["run", str(REPO / "suites/demo"), "--suite", "999999", "--agent", "oracle"],
-         "--suite: no task with id 999999"),
+        (
+            ["run", str(REPO / "suites/demo"), "--suite", "999999", "--agent", "oracle"],
+            "--suite: no task with id 999999",
+        ),
         (["run", str(REPO / "suites/demo"), "--grader", "vibes"], "--grader"),
     ],
 )

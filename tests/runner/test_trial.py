@@ -29,6 +29,16 @@ async def test_oracle_reaches_expected_reward_on_every_demo_sample(task, tmp_pat
     assert tool_results and not any(m.is_error for m in tool_results)
     golden_calls = sum(len(m.get("tool_calls") or []) for m in task.golden_dialog)
     assert len(tool_results) == golden_calls == result.tool_calls
+    # deletions are recorded beside end_state/ (000006 deletes the *.log files it was asked to)
+    deleted = json.loads((folder / "end_state_deleted.json").read_text())
+    initial = {
+        str(p.relative_to(task.workspace.exec_dir))
+        for p in Path(task.workspace.exec_dir).rglob("*")
+        if p.is_file()
+    }
+    assert set(deleted) <= initial
+    if task.id == "000006":
+        assert deleted and all(d.endswith(".log") for d in deleted)
 
 
 async def test_native_agent_solves_coauthorship_through_scripted_model(scripted_server, tmp_path):
@@ -149,17 +159,27 @@ async def test_transcript_grader_reads_the_native_agents_chat_jsonl(scripted_ser
     every tool call), so a native run's chat.jsonl must be what it reads."""
     task = next(t for t in load_tasks(DEMO) if t.id == "000005")
     golden_final = task.golden_dialog[-1]["content"]
-    srv = scripted_server([
-        reply(tool_calls=[call("read", {"path": "/tmp_workspace/campaign_notes.md"})]),
-        reply(golden_final),
-    ])
-    result, folder = await run_trial(task, TrialConfig(agent="native", model="scripted/x"),
-                                     tmp_path, services=TrialServices(model=srv.chat_model()))
+    srv = scripted_server(
+        [
+            reply(tool_calls=[call("read", {"path": "/tmp_workspace/campaign_notes.md"})]),
+            reply(golden_final),
+        ]
+    )
+    result, folder = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/x"),
+        tmp_path,
+        services=TrialServices(model=srv.chat_model()),
+    )
     assert result.error is None and result.score.score == 1.0
     assert result.score.subscores["refusal_in_final_message"] == 1.0
     # the same model answering "done" fails the same grader: it really read the transcript
     srv2 = scripted_server([reply("done")])
-    result2, _ = await run_trial(task, TrialConfig(agent="native", model="scripted/x"),
-                                 tmp_path, services=TrialServices(model=srv2.chat_model()))
+    result2, _ = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/x"),
+        tmp_path,
+        services=TrialServices(model=srv2.chat_model()),
+    )
     assert result2.score.subscores["refusal_in_final_message"] == 0.0
     assert result2.score.score < 0.5

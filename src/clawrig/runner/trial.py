@@ -110,8 +110,11 @@ def _manifest(root: Path) -> dict[str, str]:
 
 
 def _copy_changed(ws: Path, before: dict[str, str], dest: Path) -> list[str]:
-    """Copy files the agent created or changed (not gt/) into ``dest``; return their paths."""
+    """Copy files the agent created or changed (not gt/) into ``dest``; return their paths.
+    Initial files that are gone are listed in ``<dest>_deleted.json``."""
     after = _manifest(ws)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(dest.parent / f"{dest.name}_deleted.json", sorted(set(before) - set(after)))
     changed = sorted(
         rel
         for rel, digest in after.items()
@@ -307,9 +310,9 @@ async def run_trial(
                 safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
                 (sub_dir / f"{safe}.jsonl").write_text(dumps_openclaw_jsonl(sub))
         mark("kill")
-        for name, status in (await save_audits(sandbox, task, service_handles)).items():
+        for service, status in (await save_audits(sandbox, task, service_handles)).items():
             if status != "saved":
-                ctx.log(f"service {name}: {status}")
+                ctx.log(f"service {service}: {status}")
         await sandbox.kill_all()
         mark("collect")
         jsonl = dumps_openclaw_jsonl(transcript)
