@@ -19,3 +19,34 @@ def upstream(
 ) -> ModelEndpoint:
     """The scripted server as the trial's upstream, with :data:`REAL_KEY` as its key."""
     return srv.endpoint(name, prices=prices).model_copy(update={"api_key": SecretStr(REAL_KEY)})
+
+
+KEY_SEARCH = r"""
+import glob, os, sys
+needle = (sys.argv[1] + sys.argv[2]).encode()  # whole only in this process's memory
+procs = 0
+for path in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+        procs += needle in open(path, "rb").read()
+    except OSError:
+        pass
+files = []
+for top in sys.argv[3:]:
+    for dirpath, _, names in os.walk(top):
+        for name in names:
+            p = os.path.join(dirpath, name)
+            try:
+                if needle in open(p, "rb").read(8_000_000):
+                    files.append(p)
+            except OSError:
+                pass
+print("procs:%d files:%d %s" % (procs, len(files), " ".join(files[:5])))
+"""
+"""A python3 script (run inside a sandbox) that looks for a key given in two halves in every
+process's environment and command line and in the files under the folders given."""
+
+
+def key_search_argv(key: str, *folders: str) -> list[str]:
+    """The argv that runs :data:`KEY_SEARCH` for ``key`` in the sandbox."""
+    half = len(key) // 2
+    return ["/usr/bin/python3", "-c", KEY_SEARCH, key[:half], key[half:], *folders]

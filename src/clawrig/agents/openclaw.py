@@ -29,7 +29,8 @@ prompt, context handling and tool behaviour), so clawrig runs it, not an imitati
 5. **Collect** OpenClaw's own session file, ``/root/.openclaw/agents/main/sessions/chat.jsonl``,
    into ``ctx.transcript`` (:func:`clawrig.transcript.read_openclaw_jsonl`; also on a time-limit
    cut). Usage comes from the gateway's counts for the trial, not from OpenClaw's own numbers.
-   The raw file is kept in :attr:`OpenClawAgent.raw_transcript`.
+   The raw file is kept in :attr:`OpenClawAgent.raw_transcript` and, byte for byte, as
+   ``openclaw_chat.jsonl`` in the trial folder.
 
 Stop reasons: a final assistant message -> final_answer; a request the gateway refused for a
 cap -> cost_budget / token_budget / max_turns (``--max-turns`` caps model requests); an
@@ -114,6 +115,8 @@ NODE_PACKAGES = {
 SANDBOX_INSTALL_DIR = "/opt/openclaw"
 """Where the install folder is bound (read-only) inside the sandbox."""
 CONFIG_PATH = f"{PATHS.home}/.openclaw/openclaw.json"
+RAW_TRANSCRIPT_FILE = "openclaw_chat.jsonl"
+"""OpenClaw's own chat.jsonl, byte for byte, saved in the trial folder beside agent.log."""
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_CONTEXT_WINDOW = 128_000
 """Tokens, when the model's endpoint gives none (OpenClaw compacts early below 32k)."""
@@ -564,6 +567,8 @@ class OpenClawAgent:
             ctx.log(f"openclaw transcript unreadable: {exc}")
             return
         self.raw_transcript = raw
+        if ctx.log_path is not None:  # the runner rewrites chat.jsonl; keep OpenClaw's own file
+            (ctx.log_path.parent / RAW_TRANSCRIPT_FILE).write_text(raw, encoding="utf-8")
         if not raw.strip():
             return
         got = read_openclaw_jsonl(raw, strict=False)
