@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clawrig.errors import UserError
+from clawrig.errors import SandboxDied, UserError
 from clawrig.tools import PROFILES, Toolset, tool_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -176,3 +176,14 @@ async def test_numbers_given_as_strings_are_accepted(call, workspace) -> None:
 async def test_null_optional_arguments_are_ignored(call) -> None:
     r = await call("exec", '{"command": "echo ok", "workdir": null, "timeout": null}')
     assert r.text == "ok\n[exit code 0]"
+
+
+async def test_a_dead_sandbox_propagates(call, sandbox) -> None:
+    # infrastructure failures are not the model's: they raise, never become tool results
+    await sandbox.stop()
+    with pytest.raises(SandboxDied):
+        await call("exec", {"command": "echo hi"})
+    with pytest.raises(SandboxDied):
+        await call("read", {"path": "a.txt"})
+    with pytest.raises(SandboxDied):
+        await call("write", {"path": "a.txt", "content": "x"})

@@ -403,7 +403,7 @@ async def process(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         wait_ms = float(args.get("timeout") or 0)
         deadline = time.monotonic() + wait_ms / 1000.0
         while True:
-            new, nxt = await session.handle.read_log(session.poll_offset)
+            new, nxt = await session.handle.read_log(session.poll_offset, ctx.output_bytes)
             if new or session.status != "running" or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(POLL_INTERVAL_S)
