@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from clawrig.tools import ToolResult
@@ -216,3 +217,18 @@ async def test_background_timeout_kills(call) -> None:
 async def test_background_missing_workdir(call) -> None:
     r = await call("exec", {"command": "true", "background": True, "workdir": "/nope"})
     assert r.is_error and r.text == "exec: workdir /nope does not exist"
+
+
+async def test_poll_hands_out_long_output_in_pieces(call, ctx) -> None:
+    ctx.output_bytes = 100
+    r = await call("exec", {"command": "printf '%0250d' 0", "background": True})
+    sid = r.details["sessionId"]
+    for _ in range(200):  # wait for the end without reading any output
+        listed = await call("process", {"action": "list"})
+        if listed.details["sessions"][0]["status"] != "running":
+            break
+        await asyncio.sleep(0.05)
+    pieces = [await call("process", {"action": "poll", "sessionId": sid}) for _ in range(3)]
+    assert [p.details["aggregated"] for p in pieces] == ["0" * 100, "0" * 100, "0" * 50]
+    assert pieces[0].text == "0" * 100 + "\n[more output is waiting: poll again]\n[exit code 0]"
+    assert pieces[2].text == "0" * 50 + "\n[exit code 0]"

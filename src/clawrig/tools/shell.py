@@ -408,11 +408,15 @@ async def process(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
                 break
             await asyncio.sleep(POLL_INTERVAL_S)
             await session.refresh()
+        more = nxt - session.poll_offset >= ctx.output_bytes
         session.poll_offset = nxt
-        new, _ = _clip(ctx, new.rstrip("\n"))
+        new = new.rstrip("\n")
         body = new if new else "(no new output)"
+        if more:
+            body += "\n[more output is waiting: poll again]"
         text = f"{body}\n{_status_line(session.status, session.exit_code, session.timeout_s)}"
-        return ToolResult(text=text, details={**session.summary(), "aggregated": new})
+        details = {**session.summary(), "aggregated": new, "more": more}
+        return ToolResult(text=text, details=details)
 
     if action == "log":
         full, _ = await session.handle.read_log(0)
