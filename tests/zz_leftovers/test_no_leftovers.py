@@ -1,4 +1,9 @@
-"""Runs last (the folder name sorts last): no sandbox process may outlive the tests."""
+"""Runs last (the folder name sorts last): no sandbox process or cgroup may outlive the tests.
+
+Scoped to this test session, so other clawrig runs on the machine do not count: a leftover is
+a process in a sandbox cgroup (``clawrig-<harness pid>-...``) whose harness is this process or
+is gone (a job a test killed), or a bwrap process whose parent is this process.
+"""
 
 from __future__ import annotations
 
@@ -6,35 +11,71 @@ import os
 import time
 from pathlib import Path
 
+CGROUP_PARENTS = (
+    Path("/sys/fs/cgroup/clawrig"),
+    Path("/sys/fs/cgroup/memory/clawrig"),
+    Path("/sys/fs/cgroup/pids/clawrig"),
+)
 
-def _leftovers() -> list[str]:
+
+def _harness_pid(name: str) -> int | None:
+    parts = name.split("-")
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def _ours(harness: int | None) -> bool:
+    return harness is not None and (harness == os.getpid() or not Path(f"/proc/{harness}").exists())
+
+
+def _leftover_processes() -> list[str]:
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
+    me = os.getpid()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        if "clawrig/supervisor.py" in cmd or cmd.startswith("bwrap ") or "/bwrap " in cmd:
-            found.append(f"{name}: {cmd[:120]}")
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        names = [
+            seg
+            for line in cgroups.splitlines()
+            for seg in line.split("/")
+            if seg.startswith("clawrig-")
+        ]
+        if any(_ours(_harness_pid(n)) for n in names) or (comm == "bwrap" and ppid == me):
+            found.append(f"{pid} {comm}")
     return found
+
+
+def _leftover_cgroups() -> list[str]:
+    left = []
+    for root in CGROUP_PARENTS:
+        if root.is_dir():
+            left += [
+                str(d) for d in root.iterdir() if d.is_dir() and _harness_pid(d.name) == os.getpid()
+            ]
+    return left
+
+
+async def test_the_check_sees_a_running_sandbox(tmp_path):
+    from clawrig.sandbox import SandboxConfig, create_sandbox
+
+    sb = create_sandbox("bwrap", SandboxConfig(workspace_dir=tmp_path))
+    await sb.start()
+    try:
+        assert _leftover_processes() and _leftover_cgroups()
+    finally:
+        await sb.stop()
 
 
 def test_no_sandbox_process_is_left_behind():
     deadline = time.monotonic() + 5
-    while _leftovers() and time.monotonic() < deadline:
+    while _leftover_processes() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _leftovers() == []
+    assert _leftover_processes() == []
 
 
 def test_no_sandbox_cgroup_is_left_behind():
-    left = []
-    for root in (
-        Path("/sys/fs/cgroup/clawrig"),
-        Path("/sys/fs/cgroup/memory/clawrig"),
-        Path("/sys/fs/cgroup/pids/clawrig"),
-    ):
-        if root.is_dir():
-            left += [p.name for p in root.iterdir() if p.is_dir()]
-    assert left == []
+    assert _leftover_cgroups() == []
