@@ -346,3 +346,43 @@ def test_chunks_assemble_into_a_completion_and_stream_back():
     assert back == done
     no_usage = b"".join(sse_from_completion(done, include_usage=False)).decode()
     assert '"usage"' not in no_usage
+
+
+async def test_replay_helpers_find_the_models_and_answer_without_settings(
+    scripted_server, make_gateway, tmp_path
+):
+    from clawrig.grading.judge_proxy import upstream_endpoint
+    from clawrig.llm.gateway import recorded_models, replay_gateway, replay_model
+
+    srv = scripted_server([reply("agent says"), reply("judge says")])
+    gw = make_gateway()
+    folder = tmp_path / "job" / "t1" / "trial"
+    agent = gw.open_trial(
+        upstream(srv), trial_id="a", task_id="t1", record_path=folder / RECORD_FILE
+    )
+    judge = gw.open_trial(
+        upstream(srv, "scripted/judge-2"),
+        trial_id="a",
+        role="judge",
+        task_id="t1",
+        record_path=folder / RECORD_FILE,
+    )
+    await agent.chat_model().chat([{"role": "user", "content": "q"}])
+    await judge.chat_model().chat([{"role": "user", "content": "rate"}])
+    srv.stop()
+    assert recorded_models(tmp_path / "job") == {
+        "agent": "scripted/scripted",
+        "judge": "scripted/judge-2",
+    }
+    # a lease's model unwraps to the provider endpoint (never to the gateway itself)
+    assert upstream_endpoint(agent.chat_model()).base_url == srv.base_url
+    assert upstream_endpoint(object()) is None
+    with replay_gateway(tmp_path / "job", retry=None) as rgw:
+        a = rgw.open_trial(replay_model("scripted/scripted").endpoint, trial_id="x", task_id="t1")
+        j = rgw.open_trial(replay_model("scripted/judge-2").endpoint, trial_id="x", task_id="t1")
+        assert (await a.chat_model().chat([{"role": "user", "content": "q"}])).content == (
+            "agent says"
+        )
+        assert (await j.chat_model().chat([{"role": "user", "content": "rate"}])).content == (
+            "judge says"
+        )

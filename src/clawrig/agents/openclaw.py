@@ -504,6 +504,8 @@ class OpenClawAgent:
         lease, opened = self._lease(ctx)
         if lease.retry is None:  # OpenClaw retries failed requests itself (4 runs x 3 tries)
             lease.retry = GATEWAY_RETRY
+        if lease.max_requests is None:  # --max-turns: OpenClaw has no such option
+            lease.max_requests = lease.requests + ctx.limits.max_turns
         gateway = lease.gateway
         endpoint = lease.endpoint
         model_id = (

@@ -52,7 +52,7 @@ from clawrig.llm.providers import ModelEndpoint
 from clawrig.sandbox.base import Sandbox
 from clawrig.spec.trial import Usage
 
-__all__ = ["NO_JUDGE_MODEL", "JudgeProxy", "judge_proxy"]
+__all__ = ["NO_JUDGE_MODEL", "JudgeProxy", "judge_proxy", "upstream_endpoint"]
 
 NO_JUDGE_MODEL = "clawrig-judge"
 """``JUDGE_MODEL`` given to graders when no judge endpoint is configured (cache only)."""
@@ -70,6 +70,16 @@ class JudgeProxy:
     @property
     def usage(self) -> Usage:
         return self.lease.usage
+
+
+def upstream_endpoint(model: object) -> ModelEndpoint | None:
+    """The provider endpoint behind a chat model: an :class:`OpenAIChatModel`'s endpoint, or
+    for a model that already goes through a gateway lease, the lease's upstream; else None."""
+    lease = getattr(model, "lease", None)
+    if isinstance(lease, GatewayLease):
+        return lease.endpoint
+    endpoint = getattr(model, "endpoint", None)
+    return endpoint if isinstance(endpoint, ModelEndpoint) else None
 
 
 @asynccontextmanager

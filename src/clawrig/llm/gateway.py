@@ -90,6 +90,9 @@ __all__ = [
     "current_gateway",
     "placeholder_endpoint",
     "read_records",
+    "recorded_models",
+    "replay_gateway",
+    "replay_model",
     "request_key",
     "sse_from_completion",
     "start_forwarder",
@@ -1441,6 +1444,35 @@ def use_gateway(gateway: Gateway | None) -> Any:
         yield gateway
     finally:
         _CURRENT.reset(token)
+
+
+def replay_gateway(job_dir: Path | str, **kwargs: Any) -> Gateway:
+    """``--replay JOB_DIR``: an (unstarted) gateway that answers every request from the calls
+    recorded in a finished job folder and refuses any other (HTTP 404, one line). ``kwargs``
+    go to :class:`Gateway`. Raises UserError when the folder holds no recorded call."""
+    return Gateway(cache=ResponseCache.from_job(job_dir), cache_mode="only", **kwargs)
+
+
+def recorded_models(job_dir: Path | str) -> dict[str, str]:
+    """The model names a finished job used, by role (``agent``, ``judge``), from its recorded
+    calls (for ``--replay`` without ``--model`` / ``--judge``)."""
+    out: dict[str, str] = {}
+    root = Path(job_dir)
+    for path in sorted(root.glob(f"**/{RECORD_FILE}")):
+        with contextlib.suppress(OSError, ValueError):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                rec = json.loads(line)
+                if isinstance(rec, dict) and rec.get("model") and rec.get("role"):
+                    out.setdefault(str(rec["role"]), str(rec["model"]))
+        if {"agent", "judge"} <= out.keys():
+            break
+    return out
+
+
+def replay_model(name: str, *, prices: Any = None) -> OpenAIChatModel:
+    """A chat model for ``name`` that is only ever answered by a replay gateway (its endpoint
+    is :func:`placeholder_endpoint`: no base URL or key needed)."""
+    return OpenAIChatModel(placeholder_endpoint(name, prices=prices))
 
 
 # ------------------------------------------------------------------------------ forwarder
