@@ -20,13 +20,17 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def run_guarded(app: Callable[..., object]) -> int:
-    """Run a typer app; turn clawrig errors into one line on stderr and an exit code."""
+    """Run a typer app; turn clawrig errors into one line on stderr and an exit code.
+
+    The app runs in click's standalone mode, so usage errors (unknown option, missing
+    argument) are printed by click with exit code 2; clawrig's own errors give one line:
+    :class:`UserError` exit 2, other :class:`ClawrigError` exit 1; Ctrl-C exit 130.
+    """
     try:
-        rv = app(standalone_mode=False)  # click returns the code of a typer.Exit here
-        return exit_code_of(rv)
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except (typer.Abort, KeyboardInterrupt):
+        app()
+    except SystemExit as exc:
+        return exit_code_of(exc.code)
+    except KeyboardInterrupt:
         err_console.print("clawrig: interrupted")
         return 130
     except UserError as exc:
@@ -35,15 +39,11 @@ def run_guarded(app: Callable[..., object]) -> int:
     except ClawrigError as exc:
         err_console.print(f"[bold red]clawrig: error:[/] {exc}", highlight=False, soft_wrap=True)
         return 1
-    except Exception as exc:  # click usage errors arrive as click exceptions
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+    return 0
 
 
-def exit_code_of(result: object) -> int:
-    """The process exit code for what a click command returned (None means success)."""
-    return result if isinstance(result, int) else 0
+def exit_code_of(code: object) -> int:
+    """The process exit code for a SystemExit code (None means success; text means 1)."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1

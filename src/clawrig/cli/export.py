@@ -18,10 +18,12 @@ from typing import Annotated
 import typer
 
 from clawrig.cli.common import console
-from clawrig.errors import UserError
-from clawrig.export.fourfolder import DEFAULT_MIN_SCORE, export_fourfolder
-from clawrig.export.sft import FORMATS, export_sft
-from clawrig.sandbox import SANDBOX_KINDS
+from clawrig.sandbox.kinds import check_sandbox_kind
+
+# The export machinery is imported inside each command (fast start-up); these mirror
+# clawrig.export.fourfolder.DEFAULT_MIN_SCORE and clawrig.export.sft.FORMATS (a test checks).
+DEFAULT_MIN_SCORE = 0.96
+FORMATS = ("openai", "sharegpt")
 
 app = typer.Typer(help="Export a job's graded trials: four-folder sets, SFT data.",
                   no_args_is_help=True)  # fmt: skip
@@ -50,10 +52,9 @@ def fourfolder(
     ] = "bwrap",
 ) -> None:
     """Write the job's graded trials as a four-folder sample set that passes clawrig verify."""
-    if sandbox not in SANDBOX_KINDS:
-        raise UserError(
-            f"--sandbox: unknown sandbox {sandbox!r} (choose from {', '.join(SANDBOX_KINDS)})"
-        )
+    check_sandbox_kind(sandbox)
+    from clawrig.export.fourfolder import export_fourfolder
+
     report = asyncio.run(
         export_fourfolder(
             job_dir, out, min_score=min_score, categories=category or [], suite=suite,
@@ -80,6 +81,8 @@ def sft(
     category: Category = None,
 ) -> None:
     """Write one SFT row (messages + tools) per graded trial of the job."""
+    from clawrig.export.sft import export_sft
+
     report = export_sft(job_dir, out, min_score=min_score, fmt=fmt, categories=category or [])
     console.print(
         f"wrote {report.rows} row(s) to {out} ({fmt}); skipped {len(report.skipped)} trial(s)",

@@ -112,16 +112,13 @@ def register(app: typer.Typer) -> None:
         from clawrig.agents import create_agent
         from clawrig.runner.batch import select_tasks, summary_path
         from clawrig.runner.trial import TrialServices
-        from clawrig.sandbox import SANDBOX_KINDS
+        from clawrig.sandbox.kinds import check_sandbox_kind
         from clawrig.spec.job import JobConfig, TrialConfig
 
         if env_file is not None and not env_file.is_file():
             raise UserError(f"--env-file: no such file: {env_file}")
         load_dotenv(env_file or Path(".env"), override=False)
-        if sandbox not in SANDBOX_KINDS:
-            raise UserError(
-                f"--sandbox: unknown sandbox {sandbox!r} (choose from {', '.join(SANDBOX_KINDS)})"
-            )
+        check_sandbox_kind(sandbox)
         if grader not in GRADERS:
             raise UserError(
                 f"--grader: unknown grader {grader!r} (choose from {', '.join(GRADERS)})"

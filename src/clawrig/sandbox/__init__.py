@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from clawrig.errors import UserError
 from clawrig.sandbox.base import (
     Bind,
     ExecResult,
@@ -15,9 +14,8 @@ from clawrig.sandbox.base import (
     Sandbox,
     SandboxConfig,
 )
+from clawrig.sandbox.kinds import SANDBOX_KINDS, check_sandbox_kind
 from clawrig.sandbox.paths import PATHS
-
-SANDBOX_KINDS = ("bwrap", "docker", "local")
 
 
 def create_sandbox(kind: str, config: SandboxConfig) -> Sandbox:
@@ -34,7 +32,8 @@ def create_sandbox(kind: str, config: SandboxConfig) -> Sandbox:
         from clawrig.sandbox.docker import DockerSandbox
 
         return DockerSandbox(config)
-    raise UserError(f"--sandbox: unknown sandbox {kind!r} (choose from {', '.join(SANDBOX_KINDS)})")
+    check_sandbox_kind(kind)
+    raise AssertionError(kind)  # pragma: no cover
 
 
 __all__ = [
