@@ -340,3 +340,22 @@ async def test_failed_tool_calls_as_openclaw_reports_them(scripted_server, make_
     assert err["error"].startswith(f"Could not find the exact text in {target}")
     assert "Current file contents:" in err["error"]
     assert result.stop_reason == StopReason.FINAL_ANSWER
+
+
+async def test_the_time_limit_stops_openclaw_and_keeps_its_transcript(
+    scripted_server, make_gateway, tmp_path
+):
+    srv = scripted_server(
+        [reply(tool_calls=[call("exec", {"command": "echo step-one"})]), reply("late", delay=60)]
+    )
+    # demo tasks allow 600 s: x 1/30 = a 20 s limit for the agent phase
+    result, folder = await run_demo(
+        "openclaw", srv, tmp_path / "job", make_gateway(), timeout_multiplier=1 / 30
+    )
+    assert result.stop_reason == StopReason.TIME_LIMIT and result.error is None
+    assert "agent stopped: time limit of 20 s" in (folder / "agent.log").read_text()
+    if len(srv.requests) == 2:  # OpenClaw got to its second request before the cut
+        tr = read_openclaw_jsonl(folder / RAW_TRANSCRIPT_FILE, strict=False)
+        (out,) = [m.text for m in tr.messages if m.role == "toolResult"]
+        assert out == "step-one"
+        assert read_openclaw_jsonl(folder / "chat.jsonl", strict=False).messages
