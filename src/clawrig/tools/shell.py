@@ -292,12 +292,12 @@ async def _exec_background(
     table = exec_sessions(ctx)
     table[sid] = session
     deadline = session.started + yield_ms / 1000.0
-    while True:
+    while yield_ms > 0:
         await session.refresh()
         if session.status != "running" or time.monotonic() >= deadline:
             break
         await asyncio.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
-    if session.status != "running":  # finished within yieldMs: an ordinary exec result
+    if yield_ms > 0 and session.status != "running":  # done within yieldMs: an exec result
         del table[sid]
         output, _ = await handle.read_log(0)
         return _final_result(
