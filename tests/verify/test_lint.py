@@ -6,10 +6,10 @@ import json
 
 from verify_helpers import DEMO
 
+from clawrig.pysource import non_stdlib_imports
 from clawrig.tasks import load_tasks
 from clawrig.verify.lint import (
     grader_gt_paths,
-    non_stdlib_imports,
     prompt_paths,
     schema_parameters,
     unified_diff,

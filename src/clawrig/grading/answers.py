@@ -52,6 +52,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from clawrig.grading.textscan import balanced_spans
 from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript
 from clawrig.spec.trial import Score
@@ -354,32 +355,6 @@ def answer_keys(answer: Any) -> list[str]:
     return ["match"]
 
 
-def _balanced_spans(text: str, open_ch: str, close_ch: str) -> list[tuple[int, int]]:
-    """Outermost balanced ``open..close`` spans, ignoring brackets inside double quotes."""
-    spans: list[tuple[int, int]] = []
-    depth, start, in_str, esc = 0, -1, False, False
-    for i, ch in enumerate(text):
-        if depth and in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"' and depth:
-            in_str = True
-        elif ch == open_ch:
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == close_ch and depth:
-            depth -= 1
-            if depth == 0:
-                spans.append((start, i + 1))
-    return spans
-
-
 def _as_list(candidate: str) -> list[Any] | None:
     try:
         value = json.loads(candidate)
@@ -429,7 +404,7 @@ def extract_parts(text: str, parts: int) -> list[Any] | None:
     if not norm:
         return None
     for source in _candidate_sources(norm):
-        for start, end in reversed(_balanced_spans(source, "[", "]")):
+        for start, end in reversed(balanced_spans(source, "[", "]")):
             items = _as_list(source[start:end])
             if items is not None and len(items) == parts:
                 return items

@@ -37,6 +37,7 @@ from typing import Any
 
 from clawrig.errors import InfrastructureError
 from clawrig.grading.answers import agent_run_error, answer_keys, run_error_score
+from clawrig.grading.textscan import balanced_objects
 from clawrig.llm.base import ChatModel
 from clawrig.spec.llm import ChatResponse
 from clawrig.spec.task import Task
@@ -147,32 +148,6 @@ def build_judge_messages(task: Task, final_answer: str, *, strict: bool) -> list
 _FENCED_JSON_RE = re.compile(r"```json\s*(.*?)```", re.S | re.I)
 
 
-def _balanced_objects(text: str) -> list[str]:
-    """Outermost balanced ``{...}`` substrings, braces inside JSON strings ignored."""
-    out: list[str] = []
-    depth, start, in_str, esc = 0, -1, False, False
-    for i, ch in enumerate(text):
-        if depth and in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"' and depth:
-            in_str = True
-        elif ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                out.append(text[start : i + 1])
-    return out
-
-
 def _load_object(text: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
@@ -191,7 +166,7 @@ def parse_judge_json(text: str | None, key: str = "scores") -> dict[str, Any] | 
         obj = _load_object(block.strip())
         if obj is not None:
             return obj
-    objects = [o for o in (_load_object(s) for s in _balanced_objects(text)) if o is not None]
+    objects = [o for o in (_load_object(s) for s in balanced_objects(text)) if o is not None]
     with_key = [o for o in objects if key in o]
     if with_key:
         return with_key[-1]

@@ -18,6 +18,7 @@ import math
 import secrets
 from typing import Any
 
+from clawrig.grading.textscan import json_objects
 from clawrig.sandbox.base import Sandbox
 from clawrig.sandbox.paths import PATHS
 from clawrig.spec.task import Task
@@ -66,25 +67,8 @@ def last_json_object(stdout: str) -> dict[str, Any] | None:
                 continue
             if isinstance(value, dict):
                 return value
-    end = stdout.rfind("}")
-    while end != -1:
-        depth = 0
-        for start in range(end, -1, -1):
-            ch = stdout[start]
-            if ch == "}":
-                depth += 1
-            elif ch == "{":
-                depth -= 1
-                if depth == 0:
-                    try:
-                        value = json.loads(stdout[start : end + 1])
-                    except ValueError:
-                        break
-                    if isinstance(value, dict):
-                        return value
-                    break
-        end = stdout.rfind("}", 0, end)
-    return None
+    objects = json_objects(stdout)
+    return objects[-1] if objects else None
 
 
 def score_from_result(result: dict[str, Any]) -> float | None:

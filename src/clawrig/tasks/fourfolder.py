@@ -12,13 +12,13 @@ The evaluator is never executed here: ``GOLDEN_WORKSPACE`` and ``EXPECTED_REWARD
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from clawrig.errors import TaskFormatError
+from clawrig.pysource import non_stdlib_imports
 from clawrig.services.declare import parse_services
 from clawrig.spec.task import (
     CATEGORIES,
@@ -311,18 +311,11 @@ def read_evaluator(path: Path, issues: IssueCollector) -> dict[str, Any] | None:
         return None
     if not any(isinstance(n, ast.FunctionDef) and n.name == "grade" for n in tree.body):
         issues.error(path, "grade", "the evaluator defines no top-level `def grade(...)`", 1)
-    imports: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imports.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                issues.error(
-                    path, "imports", "relative import in a self-contained evaluator", node.lineno
-                )
-            elif node.module:
-                imports.add(node.module.split(".")[0])
-    foreign = sorted(m for m in imports if m not in sys.stdlib_module_names and m != "__future__")
+    found = non_stdlib_imports(source)
+    for name, line in found:
+        if name.startswith("."):
+            issues.error(path, "imports", "relative import in a self-contained evaluator", line)
+    foreign = sorted({name for name, _ in found if not name.startswith(".")})
     if foreign:
         issues.error(
             path,

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from clawrig.errors import TaskFormatError
+from clawrig.pysource import third_party_modules
 from clawrig.sandbox.pyenv import WILDCLAW_GRADER_REQUIREMENTS, suite_grader_requirements
 from clawrig.spec.task import (
     Grader,
@@ -106,21 +106,6 @@ def grade_source_problems(source: str, path: Path, first_line: int) -> list[Task
     return []
 
 
-def third_party_imports(source: str) -> list[str]:
-    """Top-level module names imported by ``source`` that are not in the standard library."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
-    return sorted(n for n in found if n not in sys.stdlib_module_names and n != "__future__")
-
-
 def _front_str(doc: MarkdownDoc, key: str, issues: IssueCollector) -> str:
     value = doc.front.get(key)
     if value is None:
@@ -196,7 +181,7 @@ def _grader(doc: MarkdownDoc, issues: IssueCollector) -> Grader:
     block = strip_fence(sec)
     for problem in grade_source_problems(block.code, doc.path, block.line):
         issues.add(problem)
-    imports = third_party_imports(block.code)
+    imports = third_party_modules(block.code)
     return Grader(
         kind=GraderKind.PROGRAMMATIC,
         source=block.code,
@@ -280,7 +265,7 @@ def read_wildclaw_task(
     expected = doc.section("Expected Behavior", "Expected Behaviour")
     criteria = doc.section("Grading Criteria")
     grader = _grader(doc, issues)
-    if grader.source and third_party_imports(grader.source):
+    if grader.source and third_party_modules(grader.source):
         # a grader beyond the standard library gets the suite's grader environment:
         # requirements.txt beside the tasks, else the documented WildClawBench set
         try:
@@ -319,7 +304,7 @@ def read_wildclaw_task(
     if extra_sections:
         metadata["sections"] = extra_sections
     if grader.source:
-        imports = third_party_imports(grader.source)
+        imports = third_party_modules(grader.source)
         if imports:
             metadata["grader_imports"] = imports
         metadata["grader_uses_judge"] = "openai" in imports or any(

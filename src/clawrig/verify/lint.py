@@ -25,11 +25,11 @@ import difflib
 import json
 import os
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from clawrig.pysource import non_stdlib_imports
 from clawrig.sandbox.paths import PATHS
 from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript
@@ -379,36 +379,6 @@ def lint_expected_reward(task: Task) -> list[Finding]:
 
 
 # --------------------------------------------------------------------------- imports
-
-
-def non_stdlib_imports(source: str) -> list[tuple[str, int]]:
-    """(top-level module, line) for every import outside the standard library: ``import x``,
-    ``from x import y``, ``__import__("x")`` and ``importlib.import_module("x")``. Relative
-    imports count as non-stdlib (a self-contained file has no package). Raises SyntaxError."""
-    tree = ast.parse(source)
-    found: list[tuple[str, int]] = []
-
-    def note(module: str, line: int) -> None:
-        top = module.split(".")[0]
-        if top and top != "__future__" and top not in sys.stdlib_module_names:
-            found.append((top, line))
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                note(alias.name, node.lineno)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                found.append(("." * node.level + (node.module or ""), node.lineno))
-            elif node.module:
-                note(node.module, node.lineno)
-        elif isinstance(node, ast.Call) and node.args:
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            arg = _const_str(node.args[0])
-            if name in ("__import__", "import_module") and arg:
-                note(arg, node.lineno)
-    return sorted(set(found), key=lambda x: (x[1], x[0]))
 
 
 def lint_imports(task: Task) -> list[Finding]:

@@ -1,0 +1,54 @@
+"""Static checks of Python source (graders and evaluators): imports beyond the standard library.
+
+Used by the task readers (which graders need a grader environment), ``clawrig verify`` (an
+evaluator that promises stdlib only) and the four-folder reader.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+
+def _const_str(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def non_stdlib_imports(source: str) -> list[tuple[str, int]]:
+    """(top-level module, line) for every import outside the standard library
+    (``sys.stdlib_module_names``): ``import x``, ``from x import y``, ``__import__("x")`` and
+    ``importlib.import_module("x")``, sorted by line. Relative imports count as non-stdlib
+    (reported as the dots plus the module: a self-contained file has no package).
+    Raises SyntaxError when ``source`` does not parse."""
+    tree = ast.parse(source)
+    found: list[tuple[str, int]] = []
+
+    def note(module: str, line: int) -> None:
+        top = module.split(".")[0]
+        if top and top != "__future__" and top not in sys.stdlib_module_names:
+            found.append((top, line))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                note(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                found.append(("." * node.level + (node.module or ""), node.lineno))
+            elif node.module:
+                note(node.module, node.lineno)
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            arg = _const_str(node.args[0])
+            if name in ("__import__", "import_module") and arg:
+                note(arg, node.lineno)
+    return sorted(set(found), key=lambda x: (x[1], x[0]))
+
+
+def third_party_modules(source: str) -> list[str]:
+    """Sorted names of the non-stdlib modules ``source`` imports ([] when it does not parse)."""
+    try:
+        return sorted({name for name, _ in non_stdlib_imports(source)})
+    except SyntaxError:
+        return []
