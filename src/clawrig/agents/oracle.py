@@ -21,14 +21,7 @@ from clawrig.errors import UserError
 from clawrig.spec.llm import ToolCall
 from clawrig.spec.transcript import TranscriptMessage
 from clawrig.spec.trial import StopReason
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
+from clawrig.transcript.dialog import content_text
 
 
 def golden_steps(dialog: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -71,7 +64,7 @@ class OracleAgent:
                 for i, c in enumerate(step.get("tool_calls") or [])
             ]
             reasoning = step.get("reasoning") or step.get("reasoning_content")
-            msg = _assistant(_text(step.get("content")), reasoning, calls)
+            msg = _assistant(content_text(step.get("content")), reasoning, calls)
             tr.messages.append(msg)
             outcome.turns += 1
             if not calls:

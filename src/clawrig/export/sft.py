@@ -36,6 +36,7 @@ from typing import Any, Literal
 from clawrig.errors import UserError
 from clawrig.export.fourfolder import DEFAULT_MIN_SCORE, select_trials
 from clawrig.export.job import JobTrial, find_trials
+from clawrig.transcript.dialog import content_text
 
 SftFormat = Literal["openai", "sharegpt"]
 FORMATS: tuple[str, ...] = ("openai", "sharegpt")
@@ -50,16 +51,6 @@ class SftReport:
     out: Path
     rows: int = 0
     skipped: dict[str, str] = field(default_factory=dict)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and "text" in p
-        )
-    return "" if content is None else str(content)
 
 
 def _arguments(raw: Any) -> Any:
@@ -85,12 +76,12 @@ def to_sharegpt(dialog: list[dict[str, Any]]) -> list[dict[str, str]]:
     for msg in dialog:
         role = msg.get("role")
         if role == "tool":
-            pending.append(_text(msg.get("content")))
+            pending.append(content_text(msg.get("content")))
             continue
         flush()
         if role in ("user", "system"):
             out.append({"from": "human" if role == "user" else "system",
-                        "value": _text(msg.get("content"))})  # fmt: skip
+                        "value": content_text(msg.get("content"))})  # fmt: skip
         elif role == "assistant":
             calls = [
                 {
@@ -104,7 +95,7 @@ def to_sharegpt(dialog: list[dict[str, Any]]) -> list[dict[str, str]]:
                 out.append({"from": "function_call",
                             "value": json.dumps(value, ensure_ascii=False)})  # fmt: skip
             else:
-                text = _text(msg.get("content"))
+                text = content_text(msg.get("content"))
                 reasoning = msg.get("reasoning") or msg.get("reasoning_content")
                 if reasoning:
                     text = f"<think>\n{reasoning}\n</think>\n\n{text}"

@@ -191,3 +191,15 @@ def dialog_statistics(
             "total_tokens": usage.total_tokens,
         }
     return stats
+
+
+def content_text(content: Any) -> str:
+    """The text of an OpenAI message ``content``: a string as is, a list of parts joined by
+    their ``text`` (other parts skipped), None as ""."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return "" if content is None else str(content)

@@ -33,6 +33,7 @@ from clawrig.pysource import non_stdlib_imports
 from clawrig.sandbox.paths import PATHS
 from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript
+from clawrig.transcript.dialog import content_text
 from clawrig.verify.report import Finding
 
 # --------------------------------------------------------------------------- prompt paths
@@ -512,16 +513,6 @@ def lint_tool_schema(
 MAX_DIFF_LINES = 80
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and "text" in p
-        )
-    return "" if content is None else str(content)
-
-
 def unified_diff(recorded: str, replayed: str, label: str) -> str:
     """A unified diff (recorded -> replay) of two texts, cut to MAX_DIFF_LINES lines."""
     lines = list(
@@ -549,7 +540,7 @@ def replay_diff(task: Task, replayed: Transcript, max_findings: int = 10) -> lis
             i,
             str(m.get("tool_call_id") or ""),
             str(m.get("name") or ""),
-            _content_text(m.get("content")),
+            content_text(m.get("content")),
         )
         for i, m in enumerate(dialog)
         if m.get("role") == "tool"
