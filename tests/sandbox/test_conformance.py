@@ -156,3 +156,30 @@ async def test_writing_to_an_exited_process_is_an_error_not_a_crash(make_sandbox
         for _ in range(3):
             await h.write_stdin("x" * 100000 + "\n")
     assert (await sb.exec("echo alive")).stdout == "alive\n"
+
+
+async def test_cancelling_an_exec_kills_its_command(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    task = asyncio.create_task(sb.exec("sleep 313; echo never", timeout_s=60))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):
+        if "sleep 313" not in (await sb.exec("ps -eo args")).stdout:
+            break
+        await asyncio.sleep(0.02)
+    assert "sleep 313" not in (await sb.exec("ps -eo args")).stdout
+
+
+async def test_os_errors_keep_their_errno(make_sandbox, backend):
+    import errno
+
+    sb = await make_sandbox(backend)
+    with pytest.raises(FileNotFoundError) as info:
+        await sb.read_file("/tmp_workspace/missing.txt")
+    assert info.value.errno == errno.ENOENT
+    if backend == "bwrap":
+        with pytest.raises(OSError) as info:
+            await sb.write_file("/usr/clawrig-denied.txt", "x")
+        assert info.value.errno == errno.EROFS

@@ -37,8 +37,11 @@ async def test_usr_is_read_only(make_sandbox):
     r = await sb.exec("touch /usr/bin/clawrig-pwned; echo x > /usr/lib/x")
     assert r.exit_code != 0 and "Read-only file system" in r.stderr
     assert not Path("/usr/bin/clawrig-pwned").exists()
-    for cmd in ("mount -o remount,rw /usr", "mount -o remount,rw,bind /usr",
-                "mount -o remount,rw,bind /tmp_workspace /usr"):
+    for cmd in (
+        "mount -o remount,rw /usr",
+        "mount -o remount,rw,bind /usr",
+        "mount -o remount,rw,bind /tmp_workspace /usr",
+    ):
         r = await sb.exec(cmd)
         assert r.exit_code != 0, cmd
     r = await sb.exec("touch /usr/bin/clawrig-pwned2")

@@ -270,6 +270,7 @@ async def run_trial(
 
         tool_ctx = ToolContext(
             sandbox=sandbox,
+            exec_timeout_s=limits.command_timeout_s,
             web=WebPolicy(mode="on" if (config.web == "on" and task.web_allowed) else "off"),
             output_bytes=limits.output_bytes,
         )
@@ -302,7 +303,8 @@ async def run_trial(
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
             ctx.log(f"agent stopped: time limit of {agent_time:g} s")
         finally:
-            await _stop_tools(tool_ctx)
+            with contextlib.suppress(Exception):
+                await toolset.aclose(tool_ctx)
             usage = ctx.usage
             for key, sub in ctx.subagent_transcripts.items():
                 sub_dir = tmp_dir / "subagents"
@@ -381,16 +383,6 @@ async def run_trial(
     result.usage = usage
     folder = _finish_folder(task, config, result, transcript, tmp_dir, task_dir / name)
     return result, folder
-
-
-async def _stop_tools(tool_ctx: ToolContext) -> None:
-    for obj in (tool_ctx.cron, tool_ctx.sessions):
-        stop = getattr(obj, "stop", None) or getattr(obj, "close", None)
-        if stop is not None:
-            with contextlib.suppress(Exception):
-                maybe = stop()
-                if asyncio.iscoroutine(maybe):
-                    await maybe
 
 
 async def _grade(

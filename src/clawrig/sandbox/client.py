@@ -177,14 +177,29 @@ class SupervisedSandbox:
         except (BrokenPipeError, ConnectionResetError) as exc:
             self._pending.pop(req_id, None)
             raise SandboxDied(self._died or f"supervisor gone: {exc}") from None
-        msg = await fut
+        try:
+            msg = await fut
+        except asyncio.CancelledError:
+            self._pending.pop(req_id, None)
+            if op == "exec":  # the caller stopped waiting: kill the command's whole tree
+                asyncio.get_running_loop().create_task(self._cancel_remote(req_id))
+            raise
         if msg.get("ok"):
             return msg
         err = msg.get("error") or {}
         etype, emsg = err.get("type", "Error"), err.get("message", "")
+        if "errno" in err:  # an OS error inside the sandbox: raise it as one, errno kept
+            cls = _OS_ERRORS.get(etype, OSError)
+            if err.get("filename") is not None:
+                raise cls(err["errno"], emsg, err["filename"])
+            raise cls(err["errno"], emsg)
         if etype in _OS_ERRORS:
             raise _OS_ERRORS[etype](emsg)
         raise SandboxError(f"{op} failed: {etype}: {emsg}")
+
+    async def _cancel_remote(self, req_id: int) -> None:
+        with contextlib.suppress(Exception):
+            await self._call("cancel", target=req_id)
 
     async def stop(self) -> None:
         if self._stopped:

@@ -43,6 +43,8 @@ MARKER = "CLAWRIG_CMD"
 _out_lock = threading.Lock()
 _procs = {}
 _procs_lock = threading.Lock()
+_running = {}
+"""exec request id -> (Popen, marker), so a cancel op can kill it."""
 _next_proc = [0]
 _root_map = []
 _log_dir = os.environ.get("CLAWRIG_LOG_DIR", "/run/clawrig")
@@ -223,6 +225,8 @@ def op_exec(req):
             "truncated": False,
             "duration": 0.0,
         }
+    with _procs_lock:
+        _running[req["id"]] = (p, marker)
     out_cap, err_cap = _Capture(limit), _Capture(limit)
     out_done, err_done = threading.Event(), threading.Event()
     threading.Thread(target=_reader, args=(p.stdout, out_cap, out_done), daemon=True).start()
@@ -249,6 +253,8 @@ def op_exec(req):
         _kill_tree(p.pid, marker)
         p.wait()
     duration = time.monotonic() - start
+    with _procs_lock:
+        _running.pop(req["id"], None)
     # A background grandchild may hold the pipes open: give readers a short grace, then stop.
     out_done.wait(0.1 if not timed_out else 0.5)
     err_done.wait(0.05)
@@ -271,6 +277,17 @@ def op_exec(req):
         "truncated": t1 or t2,
         "duration": duration,
     }
+
+
+def op_cancel(req):
+    """Kill a running exec (the caller stopped waiting for it): its whole tree."""
+    with _procs_lock:
+        entry = _running.get(req.get("target"))
+    if entry is None:
+        return {"cancelled": False}
+    p, marker = entry
+    _kill_tree(p.pid, marker)
+    return {"cancelled": True}
 
 
 def op_spawn(req):
@@ -487,13 +504,13 @@ def _serve(req):
         result["ok"] = True
         _send(result)
     except Exception as exc:  # every failure goes back to the client, typed
-        _send(
-            {
-                "id": req.get("id"),
-                "ok": False,
-                "error": {"type": type(exc).__name__, "message": str(exc)},
-            }
-        )
+        err = {"type": type(exc).__name__, "message": str(exc)}
+        if isinstance(exc, OSError) and exc.errno is not None:
+            err["errno"] = exc.errno
+            err["message"] = exc.strerror or str(exc)
+            if exc.filename is not None:
+                err["filename"] = str(exc.filename)
+        _send({"id": req.get("id"), "ok": False, "error": err})
 
 
 def main(argv):
@@ -519,7 +536,7 @@ def main(argv):
             req = json.loads(line)
         except ValueError:
             continue
-        if req.get("op") in ("ping", "poll", "log"):
+        if req.get("op") in ("ping", "poll", "log", "cancel"):
             _serve(req)  # cheap ops inline: no thread start cost
         else:
             threading.Thread(target=_serve, args=(req,), daemon=True).start()

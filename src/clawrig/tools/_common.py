@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from clawrig.errors import SandboxDied, SandboxError
+from clawrig.errors import SandboxError
 from clawrig.sandbox.paths import PATHS
 from clawrig.tools.base import ToolResult
 
@@ -86,12 +86,7 @@ def is_agent_os_failure(exc: BaseException) -> bool:
     """True for a sandbox file operation that failed because of its input (read-only file
     system, no space, name too long ...), which is a tool error, not an infrastructure one.
 
-    The sandbox client maps common OS errors to Python's (FileNotFoundError ...) and wraps the
-    rest as ``SandboxError("<op> failed: OSError: ...")``; only the latter are recognised here.
-    ``SandboxDied`` is never an agent failure.
+    The sandbox client raises OS errors from inside the sandbox as Python's ``OSError``
+    (subclasses, errno kept). ``SandboxDied`` and other ``SandboxError`` are never agent failures.
     """
-    if isinstance(exc, SandboxDied):
-        return False
-    if isinstance(exc, OSError):
-        return True
-    return isinstance(exc, SandboxError) and bool(_OP_FAILURE.match(str(exc)))
+    return isinstance(exc, OSError) and not isinstance(exc, SandboxError)

@@ -41,6 +41,8 @@ class WebPolicy(BaseModel):
     timeout_s: float = 20.0
     search_provider: str = "brave"
     search_api_key: str | None = None
+    search_endpoint: str | None = None
+    """Search API URL (default: the provider's; a proxy or a recorded replay)."""
 
 
 @dataclass

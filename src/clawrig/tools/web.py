@@ -314,7 +314,7 @@ async def web_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         params["country"] = args["region"]
     if args.get("safeSearch"):
         params["safesearch"] = args["safeSearch"]
-    endpoint = os.environ.get(BRAVE_ENDPOINT_ENV) or BRAVE_ENDPOINT
+    endpoint = policy.search_endpoint or os.environ.get(BRAVE_ENDPOINT_ENV) or BRAVE_ENDPOINT
     try:
         async with httpx.AsyncClient(timeout=httpx.Timeout(policy.timeout_s)) as client:
             resp = await client.get(
