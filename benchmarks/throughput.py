@@ -32,7 +32,7 @@ from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.spec.llm import ChatResponse
 from clawrig.tasks.registry import load_tasks
-from clawrig.testing.scripted_server import ScriptedServer, call, reply
+from clawrig.testing.scripted_server import call, reply
 
 CALLS = 5
 TASK = """---
@@ -95,11 +95,46 @@ def make_bench(root: Path, n: int) -> Path:
     return tasks
 
 
+class ModelServer:
+    """The scripted model server in its own process (it is the model, not the harness)."""
+
+    def __enter__(self) -> ModelServer:
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent))
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "clawrig.testing.scripted_server",
+                "--responder",
+                "throughput:responder",
+                "--port",
+                "0",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        self.base_url = line.split(": ", 1)[1].split()[0]
+        return self
+
+    def model(self) -> Any:
+        from clawrig.llm.client import get_model
+        from clawrig.llm.providers import load_settings
+
+        settings = load_settings(environ={"SCRIPTED_BASE_URL": self.base_url})
+        return get_model("scripted/bench", settings)
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
 def run_clawrig(n: int, parallel: int, base: Path) -> dict[str, float]:
     tasks_dir = make_bench(base / f"bench-{parallel}", n)
     tasks = load_tasks(tasks_dir)
-    with ScriptedServer(responder=responder) as srv:
-        model = TimedModel(srv.chat_model())
+    with ModelServer() as srv:
+        model = TimedModel(srv.model())
         job = JobConfig(
             suite_path=tasks_dir,
             parallel=parallel,

@@ -558,6 +558,8 @@ def _as_reply(item: Reply | str | dict[str, Any]) -> Reply:
         return item
     if isinstance(item, str):
         return Reply(content=item)
+    if hasattr(item, "model_dump"):  # a Reply of another copy of this module (python -m)
+        return Reply.model_validate(item.model_dump())
     return Reply.model_validate(item)
 
 
@@ -649,18 +651,40 @@ def load_script(path: Path | str) -> tuple[list[Reply], list[str]]:
     return data.replies, data.models
 
 
+def _load_responder(spec: str) -> Responder:
+    """``module:function`` -> the function (for ``--responder``)."""
+    import importlib
+
+    module, _, name = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UserError(f"--responder: cannot load {spec!r} ({exc})") from None
+    if not callable(fn):
+        raise UserError(f"--responder: {spec!r} is not callable")
+    return fn
+
+
 def _cli(
-    script: Annotated[Path, typer.Option(help="JSON list of scripted replies.")],
+    script: Annotated[Path | None, typer.Option(help="JSON list of scripted replies.")] = None,
+    responder: Annotated[
+        str | None,
+        typer.Option(help="module:function answering each request (after the script)."),
+    ] = None,
     port: Annotated[int, typer.Option(help="TCP port on 127.0.0.1 (0 = any free port).")] = 8765,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
 ) -> None:
-    """Serve an OpenAI-compatible API on HOST:PORT answering from SCRIPT until Ctrl-C."""
+    """Serve an OpenAI-compatible API on HOST:PORT answering from SCRIPT (and/or a
+    RESPONDER function) until Ctrl-C."""
     try:
-        replies, models = load_script(script)
+        if script is None and responder is None:
+            raise UserError("give --script FILE and/or --responder module:function")
+        replies, models = load_script(script) if script is not None else ([], ["scripted"])
+        fn = _load_responder(responder) if responder else None
     except UserError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    srv = ScriptedServer(replies, models=models, host=host, port=port)
+    srv = ScriptedServer(replies, responder=fn, models=models, host=host, port=port)
     try:
         srv.start()
     except OSError as exc:
