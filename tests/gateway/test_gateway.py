@@ -16,6 +16,7 @@ from gw_helpers import REAL_KEY, upstream
 from clawrig.errors import ModelRequestError
 from clawrig.llm.gateway import (
     RECORD_FILE,
+    GatewayRefusal,
     ResponseCache,
     completion_from_chunks,
     read_records,
@@ -136,12 +137,13 @@ async def test_job_budget_refuses_once_spent(scripted_server, make_gateway):
     lease = gw.open_trial(upstream(srv, prices=Prices(input=1.0)), trial_id="t")
     model = lease.chat_model()
     await model.chat([{"role": "user", "content": "1"}])  # 1000 tokens x $1/1M = $0.001
-    with pytest.raises(ModelRequestError, match=r"budget of \$0.001 is spent"):
+    with pytest.raises(GatewayRefusal, match=r"budget of \$0.001 is spent") as refused:
         await model.chat([{"role": "user", "content": "2"}])
+    assert refused.value.kind == "budget"
     assert len(srv.requests) == 1
     assert lease.refusals == ["budget"]
     other = gw.open_trial(upstream(srv), trial_id="t2")  # the cap is job-wide
-    with pytest.raises(ModelRequestError, match="HTTP 402"):
+    with pytest.raises(GatewayRefusal, match="HTTP 402"):
         await other.chat_model().chat([{"role": "user", "content": "3"}])
 
 
@@ -151,11 +153,11 @@ async def test_trial_caps_requests_and_tokens(scripted_server, make_gateway):
     turns = gw.open_trial(upstream(srv), trial_id="t", max_requests=2)
     for n in range(2):
         await turns.chat_model().chat([{"role": "user", "content": str(n)}])
-    with pytest.raises(ModelRequestError, match="limit of 2 model requests"):
+    with pytest.raises(GatewayRefusal, match="limit of 2 model requests"):
         await turns.chat_model().chat([{"role": "user", "content": "x"}])
     tokens = gw.open_trial(upstream(srv), trial_id="u", max_tokens=40)
     await tokens.chat_model().chat([{"role": "user", "content": "y"}])  # 40 tokens used
-    with pytest.raises(ModelRequestError, match="token cap of 40"):
+    with pytest.raises(GatewayRefusal, match="token cap of 40"):
         await tokens.chat_model().chat([{"role": "user", "content": "z"}])
     assert (turns.refusals, tokens.refusals) == (["max_requests"], ["token_budget"])
     assert len(srv.requests) == 3

@@ -68,7 +68,7 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential, wait_random
 
-from clawrig.errors import SandboxError, UserError
+from clawrig.errors import BudgetExceeded, ModelRequestError, SandboxError, UserError
 from clawrig.llm.client import RETRY_STATUSES, OpenAIChatModel, RetryPolicy, usage_from_openai
 from clawrig.llm.forwarder import READY_PREFIX
 from clawrig.llm.providers import ModelEndpoint
@@ -85,6 +85,7 @@ __all__ = [
     "Gateway",
     "GatewayChatModel",
     "GatewayLease",
+    "GatewayRefusal",
     "ResponseCache",
     "completion_from_chunks",
     "current_gateway",
@@ -639,6 +640,19 @@ def placeholder_endpoint(name: str, *, prices: Any = None) -> ModelEndpoint:
     return ep
 
 
+CAP_REFUSALS = ("budget", "cost_budget", "token_budget", "max_requests")
+"""Refusal kinds that are caps (job budget, trial cost, trial tokens, trial requests)."""
+
+
+class GatewayRefusal(BudgetExceeded):
+    """The gateway refused a request for a cap. ``kind``: one of :data:`CAP_REFUSALS`
+    (the runner ends the agent phase with the matching stop reason and grades the trial)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class GatewayChatModel(OpenAIChatModel):
     """An :class:`OpenAIChatModel` whose requests go through a :class:`GatewayLease` (same
     name, provider, model id and prices as the upstream endpoint, so transcripts and usage are
@@ -669,6 +683,19 @@ class GatewayChatModel(OpenAIChatModel):
             timeout_s=timeout_s or upstream.timeout_s or 600.0,
         )
         self.lease = lease
+
+    async def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        """:meth:`OpenAIChatModel.chat`; a request the gateway refused for a cap raises
+        :class:`GatewayRefusal` (a :class:`clawrig.errors.BudgetExceeded`) instead of
+        ModelRequestError. A replay miss stays a ModelRequestError (it stops the job)."""
+        before = len(self.lease.refusals)
+        try:
+            return await super().chat(messages, **kwargs)
+        except ModelRequestError as exc:
+            new = self.lease.refusals[before:]
+            if new and new[-1] in CAP_REFUSALS:
+                raise GatewayRefusal(str(exc), new[-1]) from None
+            raise
 
 
 # ------------------------------------------------------------------------------ the gateway
