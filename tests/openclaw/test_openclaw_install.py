@@ -114,3 +114,15 @@ def test_offline_the_error_says_the_registry_is_unreachable(monkeypatch, tmp_pat
     assert not (tmp_path / "cache" / "openclaw" / "2026.3.24").exists()
     leftovers = [p.name for p in (tmp_path / "cache" / "openclaw").iterdir() if "tmp" in p.name]
     assert leftovers == []
+
+
+def test_prepare_says_it_installs_then_fails_with_the_reason(monkeypatch, tmp_path):
+    monkeypatch.setenv("CLAWRIG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    said: list[str] = []
+    with pytest.raises(UserError, match="npm is missing"):
+        OpenClawAgent().prepare(said.append)
+    assert said == [
+        f"installing OpenClaw 2026.3.24 and Node {NODE_VERSION} into "
+        f"{tmp_path / 'cache' / 'openclaw' / '2026.3.24'} (once, about 700 MB)"
+    ]

@@ -59,6 +59,7 @@ import shutil
 import subprocess
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -463,10 +464,24 @@ class OpenClawAgent:
             weakref.finalize(self, self._private.stop)
         return self._private
 
+    def prepare(self, log: Callable[[str], None] | None = None) -> None:
+        """Install OpenClaw into the cache now if it is missing (before a job starts, so no
+        trial waits on npm). ``log`` gets one line when an install starts. Raises UserError
+        naming what is missing when the install is impossible."""
+        if find_openclaw(self.version) is None:
+            if log is not None:
+                log(
+                    f"installing OpenClaw {self.version} and Node {NODE_VERSION} into "
+                    f"{install_dir(self.version)} (once, about 700 MB)"
+                )
+            self.install = install_openclaw(self.version)
+        else:
+            self.install = find_openclaw(self.version)
+
     def sandbox_needs(self, task: Task) -> SandboxNeeds:
         """The OpenClaw install and the gateway's folder (both read-only). Installs OpenClaw
         first when the cache lacks it (UserError naming what is missing when impossible)."""
-        self.install = ensure_openclaw(self.version)
+        self.install = self.install or ensure_openclaw(self.version)
         return SandboxNeeds(binds=[self.install.bind(), *self._gateway().sandbox_binds()])
 
     def _lease(self, ctx: AgentContext) -> tuple[GatewayLease, bool]:
@@ -597,13 +612,13 @@ class OpenClawAgent:
                 f"replay: OpenClaw made a request that the recorded job does not hold "
                 f"(trial {lease.trial_id}, request #{lease.requests}): the run diverged"
             )
-        failed = last is None or last.stop_reason == "error"
-        if failed and lease.upstream_errors:
-            raise ProviderError(lease.upstream_errors[-1])
         for why in refusals:
             if why in _REFUSAL_STOP:
                 outcome.stop_reason = _REFUSAL_STOP[why]
                 return outcome
+        failed = last is None or last.stop_reason == "error"
+        if failed and lease.upstream_errors:
+            raise ProviderError(lease.upstream_errors[-1])
         if last is None:
             raise InfrastructureError(
                 f"openclaw exited with code {exit_code} without any model reply (see agent.log)"
