@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-model test lint format bench setup bwrap clean
+.PHONY: demo demo-model test lint format bench setup bwrap openclaw clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "clawrig needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
@@ -29,7 +29,10 @@ demo-model: setup
 	SCRIPTED_BASE_URL=http://127.0.0.1:8765/v1 $(BIN)/clawrig run suites/demo --suite 000015 -m scripted/demo --output output/demo-model; \
 	rc=$$?; kill $$pid; exit $$rc
 
-test: setup
+openclaw: $(STAMP)
+	-@scripts/install-openclaw.sh || echo "OpenClaw not installed: its tests will be skipped"
+
+test: setup openclaw
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)

@@ -25,12 +25,23 @@ from clawrig.errors import UserError
 GRADERS = ("auto", "judge", "exact", "both", "programmatic")
 
 
-def _model_for(name: str | None, role: str, env_file: Path | None) -> Any:
+def _model_for(
+    name: str | None, role: str, env_file: Path | None, replay: Path | None = None
+) -> Any:
+    """The model ``name`` for ``role``. With ``replay`` a name the settings cannot resolve
+    (no base URL or key here) becomes a model that only the replay gateway answers."""
     from clawrig.llm.client import get_model
     from clawrig.llm.providers import load_settings
 
     settings = load_settings(env_file=env_file) if env_file else load_settings()
-    return get_model(name, settings, role=role)  # type: ignore[arg-type]
+    try:
+        return get_model(name, settings, role=role)  # type: ignore[arg-type]
+    except UserError:
+        if replay is None or not name:
+            raise
+        from clawrig.llm.gateway import replay_model
+
+        return replay_model(name)
 
 
 def render_summary(summary: dict[str, Any]) -> Table:
@@ -106,6 +117,22 @@ def register(app: typer.Typer) -> None:
         env_file: Annotated[Path | None, typer.Option("--env-file", help="default ./.env")] = None,
         max_attempts: Annotated[int, typer.Option("--max-attempts", min=1)] = 3,
         web: Annotated[str, typer.Option("--web", help="off | on (tasks that allow it)")] = "off",
+        replay: Annotated[
+            Path | None,
+            typer.Option(
+                "--replay",
+                help="answer every model call from a finished job's recorded calls "
+                "(JOB_DIR: its output folder); no model server is needed",
+            ),
+        ] = None,
+        judge_cache: Annotated[
+            Path | None,
+            typer.Option(
+                "--judge-cache",
+                help="JSONL of recorded judge replies (e.g. an earlier judge_chat.jsonl): "
+                "graders' repeated judge calls are answered from it, new replies added",
+            ),
+        ] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     ) -> None:
         """Run a suite: every task (x runs) in its own sandbox, graded, with a summary."""
@@ -141,16 +168,31 @@ def register(app: typer.Typer) -> None:
             )
             if parallel > 1:
                 raise UserError("--parallel: the local sandbox runs one trial at a time")
+        from clawrig.llm.gateway import Gateway, ResponseCache, recorded_models, replay_gateway
+
+        prepare = getattr(the_agent, "prepare", None)  # e.g. install the pinned OpenClaw once
+        if prepare is not None:
+            prepare(lambda line: err_console.print(line, highlight=False))
         services = TrialServices()
-        model_name = model or os.environ.get("DEFAULT_MODEL")
+        recorded = recorded_models(replay) if replay is not None else {}
+        model_name = model or recorded.get("agent") or os.environ.get("DEFAULT_MODEL")
         if the_agent.needs_model:
-            services.model = _model_for(model_name, "agent", env_file)
+            services.model = _model_for(model_name, "agent", env_file, replay=replay)
             model_name = services.model.name
         else:
             model_name = model_name if model else the_agent.name
-        judge_name = judge or os.environ.get("JUDGE_MODEL")
-        if grader in ("judge", "both") or judge:
-            services.judge = _model_for(judge_name, "judge", env_file)
+        judge_name = judge or recorded.get("judge") or os.environ.get("JUDGE_MODEL")
+        if grader in ("judge", "both") or judge or "judge" in recorded:
+            services.judge = _model_for(judge_name, "judge", env_file, replay=replay)
+        # every model call goes through the job's gateway (usage, budget, records, replay)
+        gateway = (
+            replay_gateway(replay, budget_usd=budget_usd)
+            if replay is not None
+            else Gateway(budget_usd=budget_usd)
+        )
+        services.gateway = gateway
+        if judge_cache is not None:
+            services.judge_cache = ResponseCache.from_file(judge_cache)
         trial_cfg = TrialConfig(
             model=model_name or the_agent.name,
             agent=agent,
@@ -173,7 +215,8 @@ def register(app: typer.Typer) -> None:
             resume=resume,
             trial=trial_cfg,
         )
-        summary = _run_with_view(job, tasks, services, verbose)
+        with gateway:
+            summary = _run_with_view(job, tasks, services, verbose)
         console.print(render_summary(summary))
         out = summary_path(output, trial_cfg.model)
         bits = [f"summary: {out}"]

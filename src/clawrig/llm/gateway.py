@@ -61,7 +61,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import SecretStr
@@ -73,6 +72,7 @@ from clawrig.llm.client import RETRY_STATUSES, OpenAIChatModel, RetryPolicy, usa
 from clawrig.llm.forwarder import READY_PREFIX
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
+from clawrig.serving import ThreadedServer, tcp_listener
 from clawrig.spec.trial import Usage
 
 __all__ = [
@@ -801,7 +801,7 @@ class Gateway:
         self._spent = 0.0
         self._seq = 0
         self._port = 0
-        self._server: uvicorn.Server | None = None
+        self._server: ThreadedServer | None = None
         self._thread: threading.Thread | None = None
         self._sockets: list[socket.socket] = []
         self._client: httpx.AsyncClient | None = None
@@ -861,41 +861,30 @@ class Gateway:
         os.chmod(path, 0o666)
         self._sockets = [unix]
         if self._tcp:
-            tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            tcp.bind(("127.0.0.1", 0))
+            tcp = tcp_listener("127.0.0.1", 0)
             self._port = tcp.getsockname()[1]
             self._sockets.append(tcp)
-        config = uvicorn.Config(
-            self.app,
-            log_level="critical",
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=2,
-            timeout_keep_alive=30,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": self._sockets},
-            name="clawrig-gateway",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 15
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("the model gateway could not start")
-            time.sleep(0.005)
+        try:
+            self._server = ThreadedServer(
+                self.app,
+                self._sockets,
+                name="clawrig-gateway",
+                start_timeout_s=15,
+                stop_timeout_s=15,
+                lifespan="on",
+                timeout_graceful_shutdown=2,
+                timeout_keep_alive=30,
+            ).start()
+        except RuntimeError:
+            self.stop()
+            raise RuntimeError("the model gateway could not start") from None
+        self._thread = self._server.thread
         return self
 
     def stop(self) -> None:
         """Stop serving, close the sockets, remove a temporary folder. Idempotent."""
         if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=15)
+            self._server.stop()
         for s in self._sockets:
             with contextlib.suppress(OSError):
                 s.close()

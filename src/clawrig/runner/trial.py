@@ -28,6 +28,7 @@ import stat
 import tempfile
 import time
 import traceback
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,9 +44,11 @@ from clawrig.errors import (
 )
 from clawrig.grading.answers import check_answer, combine
 from clawrig.grading.judge import judge_answer
+from clawrig.grading.judge_proxy import judge_proxy, upstream_endpoint
 from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
 from clawrig.llm.base import ChatModel
+from clawrig.llm.gateway import RECORD_FILE, Gateway, GatewayRefusal, ResponseCache
 from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import GradingEnvStage, ensure_env
@@ -64,6 +67,12 @@ from clawrig.tools.base import ToolContext, WebPolicy
 from clawrig.transcript import dumps_openclaw_jsonl, to_formatted_dialog
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
+_CAP_STOPS = {
+    "budget": StopReason.COST_BUDGET,
+    "cost_budget": StopReason.COST_BUDGET,
+    "token_budget": StopReason.TOKEN_BUDGET,
+    "max_requests": StopReason.MAX_TURNS,
+}
 
 
 @dataclass
@@ -79,6 +88,11 @@ class TrialServices:
     grading_slots: asyncio.Semaphore | None = None
     """Limits how many trials grade at once (graders are CPU-heavy)."""
     hooks: dict[str, Any] = field(default_factory=dict)
+    gateway: Gateway | None = None
+    """The job's model gateway (started): the trial's model calls go through it (counted,
+    capped, recorded in model_calls.jsonl, replayable) and graders reach a judge through it."""
+    judge_cache: ResponseCache | None = None
+    """``--judge-cache``: recorded judge replies that answer graders' repeated judge calls."""
 
 
 def trial_folder_name(model: str, when: dt.datetime | None = None) -> str:
@@ -220,6 +234,7 @@ async def run_trial(
     usage = Usage()
     sandbox = None
     grader_stage: GradingEnvStage | None = None
+    agent: Any = None
     phase = "setup"
     t_phase = time.monotonic()
 
@@ -233,6 +248,8 @@ async def run_trial(
         agent = create_agent(config.agent)
         if agent.needs_model and services.model is None:
             raise UserError(f"--model: the {agent.name} agent needs a model")
+        if services.gateway is not None and hasattr(agent, "gateway"):
+            agent.gateway = services.gateway  # agents that run their own client (openclaw)
         materialise_workspace(task, ws)
         before = await asyncio.to_thread(_manifest, ws)
         mark("sandbox_start")
@@ -244,6 +261,9 @@ async def run_trial(
         needs = agent.sandbox_needs(task) if hasattr(agent, "sandbox_needs") else None
         binds = list(needs.binds) if needs else []
         binds += await service_binds(task)  # the services environment, read-only
+        if services.gateway is not None:  # the judge proxy (and OpenClaw) reach it inside
+            taken = {b.dest for b in binds}
+            binds += [b for b in services.gateway.sandbox_binds() if b.dest not in taken]
         if task.grader.requirements and task.grader.source and config.sandbox == "bwrap":
             # grader environment: an empty folder now, filled only after the agent is gone
             grader_stage = GradingEnvStage(
@@ -276,12 +296,24 @@ async def run_trial(
         )
         toolset = Toolset(task.tool_profile or config.tool_profile)
         agent_time = task.timeout_seconds * config.timeout_multiplier
+        model, lease = services.model, None
+        if services.gateway is not None and (endpoint := upstream_endpoint(model)) is not None:
+            lease = services.gateway.open_trial(
+                endpoint,
+                trial_id=name,
+                task_id=task.id,
+                run_index=run_index,
+                record_path=tmp_dir / RECORD_FILE,
+                max_cost_usd=config.max_cost_usd_per_trial,
+                max_tokens=config.max_tokens_per_trial,
+            )
+            model = lease.chat_model(stream=getattr(services.model, "stream", False))
         ctx = AgentContext(
             task=task,
             sandbox=sandbox,
             tool_ctx=tool_ctx,
             toolset=toolset,
-            model=services.model,
+            model=model,
             limits=AgentLimits(
                 max_turns=config.max_turns,
                 time_s=agent_time,
@@ -302,10 +334,17 @@ async def run_trial(
             result.turns = len(transcript.steps)
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
             ctx.log(f"agent stopped: time limit of {agent_time:g} s")
+        except GatewayRefusal as exc:  # a cap of the job or the trial: graded as it stands
+            result.stop_reason = _CAP_STOPS.get(exc.kind, StopReason.COST_BUDGET)
+            result.turns = len(transcript.steps)
+            result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
+            ctx.log(f"agent stopped: {exc}")
         finally:
             with contextlib.suppress(Exception):
                 await toolset.aclose(tool_ctx)
             usage = ctx.usage
+            if lease is not None:
+                services.gateway.close_trial(lease)  # type: ignore[union-attr]
             for key, sub in ctx.subagent_transcripts.items():
                 sub_dir = tmp_dir / "subagents"
                 sub_dir.mkdir(exist_ok=True)
@@ -317,8 +356,8 @@ async def run_trial(
                 ctx.log(f"service {service}: {status}")
         await sandbox.kill_all()
         mark("collect")
-        jsonl = dumps_openclaw_jsonl(transcript)
-        await sandbox.write_file(PATHS.transcript, jsonl)
+        if getattr(agent, "raw_transcript", None) is None:  # OpenClaw keeps its own file
+            await sandbox.write_file(PATHS.transcript, dumps_openclaw_jsonl(transcript))
         changed = await asyncio.to_thread(_copy_changed, ws, before, tmp_dir / "end_state")
         ctx.log(f"end state: {len(changed)} file(s) created or changed")
         mark("gt_inject")
@@ -326,9 +365,20 @@ async def run_trial(
         await restart_services(sandbox, task)  # graders may GET /<svc>/audit, as upstream
         mark("grading")
         python = grader_stage.activate() if grader_stage else "python3"
-        async with services.grading_slots or contextlib.nullcontext():
+        async with (
+            services.grading_slots or contextlib.nullcontext(),
+            _judge_env(sandbox, task, config, services, name, run_index, tmp_dir) as judge_env,
+        ):
             score, judge_score, process = await _grade(
-                task, config, sandbox, transcript, tmp_dir, services, python=python
+                task,
+                config,
+                sandbox,
+                transcript,
+                tmp_dir,
+                services,
+                python=python,
+                judge_env=judge_env,
+                judge=_judge_model(task, services, name, run_index, tmp_dir),
             )
         result.score, result.judge_score, result.process = score, judge_score, process
         if score is not None and score.error:
@@ -381,8 +431,58 @@ async def run_trial(
     result.finished_at = dt.datetime.now(dt.UTC).isoformat()
     usage.elapsed_time = round(sum(timings.values()), 6)
     result.usage = usage
-    folder = _finish_folder(task, config, result, transcript, tmp_dir, task_dir / name)
+    raw = getattr(agent, "raw_transcript", None)
+    folder = _finish_folder(task, config, result, transcript, tmp_dir, task_dir / name, raw)
     return result, folder
+
+
+@contextlib.asynccontextmanager
+async def _judge_env(
+    sandbox: Any,
+    task: Task,
+    config: TrialConfig,
+    services: TrialServices,
+    trial_id: str,
+    run_index: int,
+    folder: Path,
+) -> AsyncIterator[dict[str, str]]:
+    """The judge proxy for a programmatic grader when the job has a gateway: yields the
+    OPENROUTER_* / JUDGE_MODEL variables to give the grader ({} otherwise)."""
+    programmatic = task.grader.kind in (GraderKind.PROGRAMMATIC, GraderKind.BOTH)
+    programmatic = programmatic and config.grader in ("auto", "programmatic")
+    if services.gateway is None or not programmatic:
+        yield {}
+        return
+    async with judge_proxy(
+        sandbox,
+        services.gateway,
+        endpoint=upstream_endpoint(services.judge),
+        trial_id=trial_id,
+        log_path=folder / "judge_chat.jsonl",
+        cache=services.judge_cache,
+        task_id=task.id,
+        run_index=run_index,
+    ) as proxy:
+        yield proxy.env
+
+
+def _judge_model(
+    task: Task, services: TrialServices, trial_id: str, run_index: int, folder: Path
+) -> ChatModel | None:
+    """The answer/process judge, through the gateway when there is one (recorded in
+    model_calls.jsonl, so a replayed job re-judges without a model server)."""
+    endpoint = upstream_endpoint(services.judge)
+    if services.gateway is None or endpoint is None:
+        return services.judge
+    lease = services.gateway.open_trial(
+        endpoint,
+        trial_id=trial_id,
+        role="judge",
+        task_id=task.id,
+        run_index=run_index,
+        record_path=folder / RECORD_FILE,
+    )
+    return lease.chat_model()
 
 
 async def _grade(
@@ -394,8 +494,11 @@ async def _grade(
     services: TrialServices,
     *,
     python: str = "python3",
+    judge_env: dict[str, str] | None = None,
+    judge: ChatModel | None = None,
 ) -> tuple[Score | None, Score | None, dict[str, Any]]:
     """Outcome score (+ judge score when both ran) and process metrics."""
+    judge = judge if judge is not None else services.judge
     judge_log = folder / "judge_chat.jsonl"
     mode = config.grader
     kind = task.grader.kind
@@ -406,19 +509,19 @@ async def _grade(
             sandbox,
             task,
             timeout_s=task.grader.timeout_seconds * config.timeout_multiplier,
-            env=grader_env(task),
+            env=grader_env(task) | (judge_env or {}),
             python=python,
         )
     elif task.answer is not None or kind == GraderKind.JUDGE:
-        use_judge = mode in ("judge", "both") or (mode == "auto" and services.judge is not None)
+        use_judge = mode in ("judge", "both") or (mode == "auto" and judge is not None)
         exact = check_answer(task, transcript) if mode in ("exact", "both", "auto") else None
         if use_judge:
-            if services.judge is None:
+            if judge is None:
                 raise UserError("--judge: no judge model configured (set --judge or JUDGE_MODEL)")
             judge_score = await judge_answer(
                 task,
                 transcript,
-                services.judge,
+                judge,
                 log_path=judge_log,
                 repeats=config.judge_repeats,
             )
@@ -436,8 +539,8 @@ async def _grade(
             task,
             transcript,
             value,
-            method="judge" if services.judge is not None and mode != "exact" else "match",
-            model=services.judge,
+            method="judge" if judge is not None and mode != "exact" else "match",
+            model=judge,
             log_path=folder / "judge_process_chat.jsonl",
         )
     return score, judge_score, process
@@ -450,8 +553,10 @@ def _finish_folder(
     transcript: Transcript,
     tmp_dir: Path,
     final: Path,
+    raw_transcript: str | None = None,
 ) -> Path:
-    (tmp_dir / "chat.jsonl").write_text(dumps_openclaw_jsonl(transcript), encoding="utf-8")
+    chat = raw_transcript if raw_transcript is not None else dumps_openclaw_jsonl(transcript)
+    (tmp_dir / "chat.jsonl").write_text(chat, encoding="utf-8")
     for name in ("judge_chat.jsonl", "judge_process_chat.jsonl"):
         (tmp_dir / name).touch()
     try:

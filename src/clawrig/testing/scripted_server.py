@@ -60,12 +60,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from clawrig.errors import UserError
+from clawrig.serving import ThreadedServer, tcp_listener
 
 if TYPE_CHECKING:
     from clawrig.llm.client import OpenAIChatModel, RetryPolicy
@@ -292,7 +292,7 @@ class ScriptedServer:
         self._received = 0
         self._used = 0
         self._call_counter = 0
-        self._server: uvicorn.Server | None = None
+        self._server: ThreadedServer | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
         self.app = self._build_app()
@@ -347,44 +347,24 @@ class ScriptedServer:
         """Bind the port and serve in a background thread; returns ``self`` once it accepts."""
         if self._thread is not None:
             return self
-        # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted connections only when
-        # the socket says it is TCP; without it replies wait ~40 ms for a delayed ACK (Nagle).
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self._port))
+        sock = tcp_listener(self.host, self._port)
         self._port = sock.getsockname()[1]
         self._socket = sock
-        config = uvicorn.Config(
+        self._server = ThreadedServer(
             self.app,
-            log_level="critical",
-            access_log=False,
+            [sock],
+            name=f"scripted-server-{self._port}",
             lifespan="off",
             timeout_graceful_shutdown=1,
             timeout_keep_alive=5,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [sock]},
-            name=f"scripted-server-{self._port}",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"ScriptedServer could not start on {self.url}")
-            time.sleep(0.005)
+        ).start()
+        self._thread = self._server.thread
         return self
 
     def stop(self) -> None:
         """Stop serving and join the thread (in-flight replies get at most ~1 s)."""
         if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        if self._socket is not None:
-            self._socket.close()
+            self._server.stop()
         self._server = self._thread = self._socket = None
 
     def __enter__(self) -> ScriptedServer:
