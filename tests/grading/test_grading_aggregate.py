@@ -202,7 +202,13 @@ def test_summarize_puts_it_together():
     out = summarize(trials)
     assert out["trials"] == 4 and out["evaluated_count"] == 3 and out["error_count"] == 1
     assert out["errors_by_kind"] == {"infrastructure": 1}
-    assert out["mean"]["mean"] == pytest.approx(2 / 3) and out["mean"]["n"] == 3
+    # repeated runs: the interval is over per-task means, A (1+0)/2 = 0.5 and B 1.0 -> 0.75, n=2
+    assert out["mean"]["mean"] == pytest.approx(0.75) and out["mean"]["n"] == 2
+    assert out["mean"]["unit"] == "task"
+    # t(0.975, 1) = 12.706; stdev of (0.5, 1.0) = 0.35355; half = 12.706*0.35355/sqrt(2) = 3.18
+    assert out["mean"]["low"] == 0.0 and out["mean"]["high"] == 1.0  # clipped to [0, 1]
+    # the graded-trial overall (DataClawBench): 2 of 3 graded trials -> 2/3
+    assert out["dataclaw"]["overall_score"] == pytest.approx(2 / 3)
     # A has 2 graded runs, so k = 1, 2; k = 2 only A: n=2, c=1 -> pass@2 = 1 - C(1,2)/C(2,2) = 1
     assert out["pass"]["2"] == {"pass_at_k": 1.0, "pass_hat_k": 0.0, "tasks": 1}
     # k = 1: A 1/2, B 1/1 -> 0.75

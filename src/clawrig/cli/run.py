@@ -193,6 +193,8 @@ def register(app: typer.Typer) -> None:
         services.gateway = gateway
         if judge_cache is not None:
             services.judge_cache = ResponseCache.from_file(judge_cache)
+        if replay is None:
+            _preflight(sandbox, services)
         trial_cfg = TrialConfig(
             model=model_name or the_agent.name,
             agent=agent,
@@ -215,15 +217,20 @@ def register(app: typer.Typer) -> None:
             resume=resume,
             trial=trial_cfg,
         )
+        if not resume:
+            _warn_unfinished(output, trial_cfg.model)
         with gateway:
             summary = _run_with_view(job, tasks, services, verbose)
         console.print(render_summary(summary))
+        for line in summary_lines(summary):
+            console.print(line, highlight=False, soft_wrap=True)
         out = summary_path(output, trial_cfg.model)
         bits = [f"summary: {out}"]
         if summary.get("budget_stopped"):
             bits.append(
                 f"the budget of ${budget_usd:g} stopped the job; "
-                f"{summary['not_run']} trial(s) not run (--resume continues)"
+                f"{summary['not_run']} trial(s) not run (raise --budget-usd and --resume "
+                "to continue)"
             )
         if summary.get("interrupted"):
             bits.append("interrupted: finished trials are kept (--resume continues)")
@@ -247,6 +254,84 @@ def register(app: typer.Typer) -> None:
                 )
             if missed:
                 raise typer.Exit(1)
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The lines printed under the table: the benchmarks' headline numbers, pass@k, and why
+    each errored trial failed (at most 10)."""
+    lines = []
+    wc, dc = summary.get("wildclaw") or {}, summary.get("dataclaw") or {}
+    if wc.get("overall") is not None:
+        lines.append(
+            f"WildClawBench score (all tasks, an errored or missing task counts 0): "
+            f"{wc['overall']:.4f}"
+        )
+    if dc.get("overall_score") is not None:
+        lines.append(
+            f"DataClawBench overall (graded trials only): {dc['overall_score']:.4f} "
+            f"({summary['evaluated_count']} graded, {summary['error_count']} errors)"
+        )
+    passes = summary.get("pass") or {}
+    if passes:
+        bits = [
+            f"pass@{k} {v['pass_at_k']:.3f} pass^{k} {v['pass_hat_k']:.3f}"
+            for k, v in passes.items()
+            if v.get("pass_at_k") is not None
+        ]
+        lines.append(f"success = score >= {summary.get('threshold', 1.0):g}: " + ", ".join(bits))
+    errored = [r for r in summary.get("tasks", []) if r.get("error")]
+    if errored:
+        lines.append(f"{len(errored)} trial(s) ended with an error:")
+        for r in errored[:10]:
+            err = r["error"]
+            msg = str(err.get("message", "")).splitlines()[0][:200] if err else ""
+            lines.append(f"  {r['task_id']} run {r['run_index']}: {err.get('kind')}: {msg}")
+        if len(errored) > 10:
+            lines.append(f"  ... and {len(errored) - 10} more (see the summary JSON)")
+    return lines
+
+
+def _preflight(sandbox: str, services: Any) -> None:
+    """Fail fast, before any trial, when the sandbox backend or the model endpoint cannot
+    work at all: a Docker engine that does not answer, a model server nobody listens on."""
+    if sandbox == "docker":
+        import shutil
+        import subprocess
+
+        docker = shutil.which("docker")
+        probe = (
+            subprocess.run([docker, "version"], capture_output=True, timeout=20) if docker else None
+        )
+        if probe is None or probe.returncode != 0:
+            raise UserError("--sandbox docker: no Docker engine answers on this machine")
+    import httpx
+
+    for role, model in (("--model", services.model), ("--judge", services.judge)):
+        endpoint = getattr(model, "endpoint", None)
+        base = getattr(endpoint, "base_url", None)
+        if not base or not str(base).startswith(("http://127.", "http://localhost")):
+            continue  # remote providers are checked by their first request (free probe only
+            # for local servers: nothing is spent, and a refused connection is certain)
+        try:
+            httpx.get(f"{str(base).rstrip('/')}/models", timeout=5)
+        except httpx.TransportError as exc:
+            raise UserError(
+                f"{role}: cannot reach {model.name} at {base} ({type(exc).__name__}): is the "
+                "model server running?"
+            ) from None
+
+
+def _warn_unfinished(output: Path, model: str) -> None:
+    from clawrig.runner.batch import progress_path
+
+    path = progress_path(output, model)
+    if path.exists():
+        err_console.print(
+            f"[bold yellow]note:[/] {path} holds an unfinished job of this model; starting a "
+            "new job (use --resume to continue that one instead)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _run_with_view(job: Any, tasks: list[Any], services: Any, verbose: bool) -> dict[str, Any]:

@@ -301,3 +301,16 @@ def build_dataclaw_cmd(
         highlight=False,
         soft_wrap=True,
     )
+    from clawrig.tasks.dataclaw import UPSTREAM_DATABASE_FILES
+
+    listed = {str(p) for p in result.database_files}
+    absent = [rel for rel in UPSTREAM_DATABASE_FILES if not any(x.endswith(rel) for x in listed)]
+    if absent:
+        err_console.print(
+            f"[bold yellow]warning:[/] {len(absent)} of the {len(UPSTREAM_DATABASE_FILES)} "
+            f"upstream database files are not in the database folder (first: {absent[0]}), so "
+            "workspace_files differ from upstream's task files; download the DataClawBench "
+            "database (or pass --database) to reproduce them exactly",
+            highlight=False,
+            soft_wrap=True,
+        )

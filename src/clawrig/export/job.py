@@ -85,12 +85,23 @@ class JobTrial:
 
 def find_trials(job_dir: Path) -> list[JobTrial]:
     """Every trial folder of the job with a readable result.json, sorted by (task id, run
-    index, trial id). Raises UserError when ``job_dir`` is not a job folder."""
+    index, trial id). An output folder may hold trials of earlier jobs too: only those of the
+    jobs its ``summary_<model>.json`` files describe (their ``job_id``) are taken. Raises
+    UserError when ``job_dir`` is not a job folder."""
     job_dir = Path(job_dir)
     if not job_dir.is_dir():
         raise UserError(f"JOB_DIR: no such folder: {job_dir}")
-    if not list(job_dir.glob("summary_*.json")):
+    summaries = list(job_dir.glob("summary_*.json"))
+    if not summaries:
         raise UserError(f"{job_dir}: not a job folder (no summary_<model>.json)")
+    job_ids: set[str] = set()
+    for path in summaries:
+        try:
+            job_id = json.loads(path.read_text(encoding="utf-8")).get("job_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(job_id, str) and job_id:
+            job_ids.add(job_id)
     trials: list[JobTrial] = []
     for rj in sorted(job_dir.glob("*/*/result.json")):
         folder = rj.parent
@@ -101,6 +112,8 @@ def find_trials(job_dir: Path) -> list[JobTrial]:
             result = TrialResult.model_validate(raw)
         except (OSError, ValueError):
             continue
+        if job_ids and result.job_id not in job_ids:
+            continue  # a trial of an earlier job in the same output folder
         trials.append(JobTrial(folder=folder, result=result, raw=raw))
     trials.sort(key=lambda t: (t.result.task_id, t.result.run_index, t.result.trial_id))
     return trials

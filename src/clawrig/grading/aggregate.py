@@ -381,11 +381,20 @@ def usage_totals(results: Iterable[TrialResult]) -> dict[str, Any]:
     for t in results:
         total = total.add(t.usage)
     out = total.model_dump()
+    out["cost_usd"] = round(total.cost_usd, 9)  # no float noise like 1.2000000000000002
     out.update(
-        total_cost_usd=total.cost_usd,
+        total_cost_usd=out["cost_usd"],
         total_requests=total.request_count,
     )
     return out
+
+
+def _bounded(ci: dict[str, Any]) -> dict[str, Any]:
+    """Scores live in [0, 1]: clip the interval's ends to it."""
+    for key, clip in (("low", max), ("high", min)):
+        if ci.get(key) is not None:
+            ci[key] = clip(ci[key], 0.0 if key == "low" else 1.0)
+    return ci
 
 
 def summarize(
@@ -407,6 +416,15 @@ def summarize(
     """
     results = list(results)
     scores = [s for s in (trial_score(t) for t in results) if s is not None]
+    # Repeated runs of one task are not independent samples: with more than one run per task
+    # the interval is computed over per-task mean scores (n = tasks), a cluster-robust choice.
+    per_task_scores: dict[str, list[float]] = defaultdict(list)
+    for t in results:
+        sc = trial_score(t)
+        if sc is not None:
+            per_task_scores[t.task_id].append(sc)
+    clustered = any(len(v) > 1 for v in per_task_scores.values())
+    ci_values = [statistics.fmean(v) for v in per_task_scores.values()] if clustered else scores
     if ks is None:
         runs: dict[str, int] = defaultdict(int)
         for t in results:
@@ -420,7 +438,8 @@ def summarize(
         "evaluated_count": dc["evaluated_count"],
         "error_count": dc["error_count"],
         "errors_by_kind": error_counts(results),
-        "mean": mean_ci(scores, confidence).as_dict(),
+        "mean": _bounded(mean_ci(ci_values, confidence).as_dict())
+        | {"unit": "task" if clustered else "trial"},
         "wildclaw": wildclaw_average(results, tasks),
         "dataclaw": dc,
         "pass": pass_metrics(results, ks, threshold),

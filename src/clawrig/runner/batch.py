@@ -342,7 +342,7 @@ def build_summary(
                 "error": r.error.model_dump(mode="json") if r.error else None,
                 "trial": f"{r.task_id}/{r.trial_id}",
                 "attempts": r.attempts,
-                "cost_usd": r.usage.cost_usd,
+                "cost_usd": round(r.usage.cost_usd, 9),
                 "total_tokens": r.usage.total_tokens,
                 "elapsed_time": r.usage.elapsed_time,
             }
@@ -364,7 +364,7 @@ def build_summary(
         "evaluated_count": stats["evaluated_count"],
         "efficiency": {
             "total_tokens": usage.get("total_tokens", 0),
-            "total_cost_usd": usage.get("total_cost_usd", 0.0),
+            "total_cost_usd": round(usage.get("total_cost_usd", 0.0), 9),
             "total_requests": usage.get("total_requests", 0),
         },
         "process": stats["process"],
@@ -374,6 +374,17 @@ def build_summary(
         "errors_by_kind": stats["errors_by_kind"],
         "agreement": stats["agreement"],
         "usage": usage,
+        "notes": {
+            "wildclaw": "sum of scores over ALL selected tasks / task count; an errored or "
+            "not-run task counts 0 (WildClawBench's rule)",
+            "overall_score": "sum score / sum max over graded trials without error "
+            "(DataClawBench's rule)",
+            "mean": "mean with a 95% t interval, over per-task mean scores when a task ran "
+            "more than once (unit: task), clipped to [0, 1]",
+            "pass": "pass@k and pass^k with success = score >= threshold",
+            "process": "EE/GPR/TPE/TGPR exist only for tasks with gold steps and milestones "
+            "(DataClawBench)",
+        },
         "budget_usd": job.budget_usd,
         "budget_stopped": state.budget_stopped,
         "interrupted": state.interrupted,

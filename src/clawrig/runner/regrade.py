@@ -53,6 +53,11 @@ async def regrade_trial(
     cache lacks. Writes the new judge logs to ``out_dir`` (default: a temp folder).
     """
     trial = load_trial(folder)
+    if trial.error is not None and trial.error.kind in ("infrastructure", "setup", "cancelled"):
+        raise UserError(
+            f"{folder}: the trial ended with a {trial.error.kind} error ({trial.error.phase}): "
+            "there is no end state to grade; run it again"
+        )
     if not trial.task_source:
         raise UserError(f"{folder}/result.json: task_source: unknown, cannot find the task")
     tasks = [t for t in load_tasks(Path(trial.task_source)) if t.id == trial.task_id]

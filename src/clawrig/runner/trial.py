@@ -427,6 +427,12 @@ async def run_trial(
         shutil.rmtree(work, ignore_errors=True)
         if grader_stage is not None:
             grader_stage.cleanup()
+    if result.error is not None:
+        with open(agent_log, "a", encoding="utf-8") as fh:
+            fh.write(
+                f"trial ended with a {result.error.kind} error in phase {result.error.phase}: "
+                f"{result.error.message}\n"
+            )
     result.timings = {k: round(v, 6) for k, v in timings.items()}
     result.finished_at = dt.datetime.now(dt.UTC).isoformat()
     usage.elapsed_time = round(sum(timings.values()), 6)

@@ -201,9 +201,11 @@ def find_task(tasks: list[Task], task_id: str) -> Task:
         if task.id == task_id:
             return task
     matches = [t for t in tasks if t.id.startswith(task_id) and t.id[len(task_id) :][:1] in "_-"]
+    if not matches:  # any other unique prefix (e.g. "00001" for 000015)
+        matches = [t for t in tasks if task_id and t.id.startswith(task_id)]
     if len(matches) == 1:
         return matches[0]
     if matches:
-        names = ", ".join(t.id for t in matches[:5])
-        raise UserError(f"task id {task_id!r} is ambiguous: {names}")
+        names = ", ".join(t.id for t in matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise UserError(f"task id {task_id!r} is ambiguous ({len(matches)} tasks): {names}")
     raise UserError(f"no task with id {task_id!r} ({len(tasks)} tasks in the suite)")
