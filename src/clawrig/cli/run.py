@@ -90,7 +90,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         task: Annotated[Path | None, typer.Option("--task", "-t", help="One task file.")] = None,
         suite: Annotated[str, typer.Option("--suite", "-s", help="all, or ids a,b,c")] = "all",
-        category: Annotated[list[str] | None, typer.Option("--category")] = None,
+        category: Annotated[
+            list[str] | None,
+            typer.Option("--category", help="only tasks of this category (repeatable)"),
+        ] = None,
         model: Annotated[
             str | None, typer.Option("--model", "-m", help="provider/model; default DEFAULT_MODEL")
         ] = None,
