@@ -844,7 +844,15 @@ S000015 = Sample(
             "example_path": ["Vikram Shah", "Berta Alonso", "Saif Hamdan"],
         }
     },
-    metadata={"source": "shared/examples/fourfolder (seed sample 000015)"},
+    metadata={
+        "source": "shared/examples/fourfolder (seed sample 000015)",
+        "grader_deviation": (
+            "SHA-256 gate on coauthorship.json: a changed graph scores 0 on the chain checks"
+        ),
+    },
+    # The grader checks the chain against the shipped graph only (INITIAL_SHA256), not
+    # against a copy the agent may have rewritten: see evaluators/evaluator_000015.py.
+    initial_sha256=True,
 )
 
 # --------------------------------------------------------------------------------------------

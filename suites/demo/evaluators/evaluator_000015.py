@@ -2,9 +2,15 @@
 
 grade(workspace_path) -> dict of sub-scores and overall_score in [0, 1]:
     overall = 0.10 * file_has_heading + 0.30 * endpoints_match + 0.60 * valid_shortest
+graph_intact (reported, not weighted): coauthorship.json is byte-identical to the shipped file
+  (SHA-256 gate against INITIAL_SHA256). When it is not (changed, deleted), endpoints_match and
+  valid_shortest are 0, so a rollout cannot add a direct edge to the graph and then score a
+  one-hop chain. This is the one deviation from the seed grader (shared/examples/fourfolder),
+  which trusts the workspace copy of the graph.
 Run as a script: materialises GOLDEN_WORKSPACE in a temp dir, grades it, compares with EXPECTED_REWARD.
 """
 import base64
+import hashlib
 import json
 import os
 import re
@@ -13,6 +19,7 @@ import tempfile
 from collections import deque
 
 A, B = "Vikram Shah", "Saif Hamdan"
+GRAPH_FILE = "coauthorship.json"
 SEPARATORS = r"\s*(?:->|→|–|—)\s*|\s+-\s+"
 
 
@@ -30,22 +37,31 @@ def _bfs_length(adj, a, b):
 
 
 def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):
-    scores = {"file_has_heading": 0.0, "endpoints_match": 0.0, "valid_shortest": 0.0}
+    scores = {"file_has_heading": 0.0, "endpoints_match": 0.0, "valid_shortest": 0.0,
+              "graph_intact": 0.0}
     result = os.path.join(workspace_path, "results", "results.md")
-    graph_file = os.path.join(workspace_path, "coauthorship.json")
+    graph_file = os.path.join(workspace_path, GRAPH_FILE)
     try:
         text = open(result, encoding="utf-8-sig").read().replace("\u00a0", " ")
-        graph = json.load(open(graph_file, encoding="utf-8-sig"))
     except (OSError, ValueError):
         scores["overall_score"] = 0.0
         return scores
+    graph = {}
+    try:
+        with open(graph_file, "rb") as fh:
+            raw = fh.read()
+        if hashlib.sha256(raw).hexdigest() == INITIAL_SHA256[GRAPH_FILE]:
+            graph = json.loads(raw.decode("utf-8-sig"))
+            scores["graph_intact"] = 1.0
+    except (OSError, ValueError):
+        pass
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if lines and re.match(r"^#\s+\S", lines[0]):
         scores["file_has_heading"] = 1.0
     body = [ln for ln in lines[1:] if not ln.startswith("#")]
     if len(body) == 1:
         chain = [name.strip() for name in re.split(SEPARATORS, body[0]) if name.strip()]
-        if chain and chain[0] == A and chain[-1] == B:
+        if scores["graph_intact"] and chain and chain[0] == A and chain[-1] == B:
             scores["endpoints_match"] = 1.0
             adj = {}
             for x, y in graph.get("edges", []):
@@ -63,6 +79,9 @@ def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):
 GOLDEN_WORKSPACE = {
     "coauthorship.json": "{\n  \"authors\": [\n    \"Berta Alonso\",\n    \"Zara Ahmed\",\n    \"Sakura Okamoto\",\n    \"Vikram Shah\",\n    \"Urban Kovač\",\n    \"Saif Hamdan\",\n    \"Paolo Ferrari\",\n    \"Yohan Lee\",\n    \"Olu Adebayo\",\n    \"Mateo Silva\"\n  ],\n  \"edges\": [\n    [\n      \"Berta Alonso\",\n      \"Saif Hamdan\"\n    ],\n    [\n      \"Berta Alonso\",\n      \"Vikram Shah\"\n    ],\n    [\n      \"Paolo Ferrari\",\n      \"Vikram Shah\"\n    ],\n    [\n      \"Vikram Shah\",\n      \"Zara Ahmed\"\n    ],\n    [\n      \"Zara Ahmed\",\n      \"Sakura Okamoto\"\n    ],\n    [\n      \"Sakura Okamoto\",\n      \"Saif Hamdan\"\n    ],\n    [\n      \"Paolo Ferrari\",\n      \"Urban Kovač\"\n    ],\n    [\n      \"Urban Kovač\",\n      \"Yohan Lee\"\n    ],\n    [\n      \"Yohan Lee\",\n      \"Olu Adebayo\"\n    ],\n    [\n      \"Olu Adebayo\",\n      \"Mateo Silva\"\n    ],\n    [\n      \"Mateo Silva\",\n      \"Saif Hamdan\"\n    ]\n  ]\n}\n",
     "results/results.md": "# shortest\nVikram Shah – Berta Alonso – Saif Hamdan\n"
+}
+INITIAL_SHA256 = {
+    "coauthorship.json": "0238b84317af062b1f18900b6464e0a8bd93354ee8c26222b0fdcb4d968e3e2d"
 }
 EXPECTED_REWARD = 1.0
 
