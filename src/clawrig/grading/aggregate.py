@@ -206,7 +206,11 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
 
 
 def trial_score(trial: TrialResult) -> float | None:
-    """The graded score of a trial, or None for any error (trial error, grading error, none)."""
+    """The graded score of a trial, or None for any error (trial error, grading error, none).
+
+    An agent error (the agent broke its sandbox) counts against the model: its score (0.0)."""
+    if trial.error is not None and str(trial.error.kind) == "agent" and trial.score is not None:
+        return trial.score.score
     if trial.error is not None or trial.score is None or trial.score.error is not None:
         return None
     return trial.score.score

@@ -62,6 +62,11 @@ class JobState:
     interrupted: bool = False
 
 
+def _final(result: TrialResult) -> bool:
+    """A trial whose outcome stands (no error, or an agent error scored 0): not re-run."""
+    return result.error is None or str(result.error.kind) == "agent"
+
+
 def progress_path(output: Path, model: str) -> Path:
     return output / f"progress_{model_slug(model)}.json"
 
@@ -139,7 +144,7 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
             except ValueError:
                 continue
             key = (res.task_id, res.run_index)
-            if res.job_id == job_id and res.error is None and key not in done:
+            if res.job_id == job_id and _final(res) and key not in done:
                 progress.completed.append(
                     ProgressEntry(
                         task_id=res.task_id,
@@ -230,7 +235,7 @@ async def run_job(
                 results[(task.id, run_index)] = result
                 state.spend_usd += result.usage.cost_usd
                 state.done += 1
-                if result.error is not None:
+                if result.error is not None and not _final(result):
                     state.failed += 1
                 else:
                     progress.completed.append(

@@ -67,6 +67,8 @@ from clawrig.tools.base import ToolContext, WebPolicy
 from clawrig.transcript import dumps_openclaw_jsonl, to_formatted_dialog
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
+AGENT_PHASES = ("agent", "kill", "collect", "gt_inject")
+"""Phases in which a dead sandbox is the agent's doing (it had the sandbox to itself)."""
 _CAP_STOPS = {
     "budget": StopReason.COST_BUDGET,
     "cost_budget": StopReason.COST_BUDGET,
@@ -257,6 +259,7 @@ async def run_trial(
             memory_bytes=config.memory_mb * 1024**2,
             max_processes=config.max_processes,
             command_timeout_s=max(task.timeout_seconds * config.timeout_multiplier, 1.0),
+            call_timeout_s=config.call_timeout_s,
         )
         needs = agent.sandbox_needs(task) if hasattr(agent, "sandbox_needs") else None
         binds = list(needs.binds) if needs else []
@@ -281,6 +284,10 @@ async def run_trial(
         )
         async with services.sandbox_starts or contextlib.nullcontext():
             await sandbox.start()
+        if getattr(sandbox, "host_uid", 1) is None:
+            # the sandbox's root is the host's root: no other host user may reach its files
+            # (a setuid program the agent made, gt/ once injected)
+            os.chmod(work, 0o700)
         mark("setup")
         service_handles = await start_services(sandbox, task)
         await install_skills(sandbox, task)
@@ -356,7 +363,11 @@ async def run_trial(
                 ctx.log(f"service {service}: {status}")
         await sandbox.kill_all()
         mark("collect")
+        # undo what the agent may have done to lock the harness out: permissions taken away,
+        # a FIFO or a link where the transcript goes
+        await sandbox.exec(["chmod", "-R", "u+rwX", PATHS.workspace, PATHS.home])
         if getattr(agent, "raw_transcript", None) is None:  # OpenClaw keeps its own file
+            await sandbox.exec(["rm", "-f", PATHS.transcript])
             await sandbox.write_file(PATHS.transcript, dumps_openclaw_jsonl(transcript))
         changed = await asyncio.to_thread(_copy_changed, ws, before, tmp_dir / "end_state")
         ctx.log(f"end state: {len(changed)} file(s) created or changed")
@@ -388,7 +399,9 @@ async def run_trial(
                 else ErrorKind.GRADING
             )
             if score.details.get("error_kind") == "agent":
-                kind = ErrorKind.AGENT
+                # the run ended on a model/API error (stopReason "error"): upstream marks it an
+                # error, not a 0; it is the provider's failure, so it is retried
+                kind = ErrorKind.INFRASTRUCTURE
             result.error = TrialError(
                 kind=kind,
                 message=score.error,
@@ -397,12 +410,30 @@ async def run_trial(
             )
         mark("results")
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            await sandbox.get_dir(PATHS.results, tmp_dir / "task_output")
+            left_out = await sandbox.get_dir(
+                PATHS.results, tmp_dir / "task_output", max_bytes=END_STATE_MAX_BYTES
+            )
+            if left_out:
+                with open(agent_log, "a", encoding="utf-8") as fh:
+                    fh.write(f"task_output: {len(left_out)} file(s) over the size cap left out\n")
     except (ModelRequestError, UserError):
         raise
     except SetupError as exc:
         result.error = TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)
-    except (InfrastructureError, SandboxDied) as exc:
+    except SandboxDied as exc:
+        if phase in AGENT_PHASES:
+            # The sandbox died while the agent ran or right after, before grading: the agent
+            # broke it (killed or stopped its supervisor, exhausted it). An agent error that
+            # counts against the model as 0, so breaking the sandbox is no way to abstain.
+            result.error = TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
+            result.score = Score(
+                score=0.0, grader="harness", details={"agent_error": str(exc), "phase": phase}
+            )
+        else:
+            result.error = TrialError(
+                kind=ErrorKind.INFRASTRUCTURE, message=str(exc), phase=phase, retryable=True
+            )
+    except InfrastructureError as exc:
         result.error = TrialError(
             kind=ErrorKind.INFRASTRUCTURE, message=str(exc), phase=phase, retryable=True
         )

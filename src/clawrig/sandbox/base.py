@@ -35,6 +35,9 @@ class Limits(BaseModel):
     output_bytes: int = 256 * 1024
     command_timeout_s: float = 600.0
     trial_timeout_s: float | None = None
+    call_timeout_s: float = 120.0
+    """How long the supervisor may take to answer a request (beyond an exec's own timeout)
+    before the sandbox counts as gone (e.g. its supervisor was stopped with SIGSTOP)."""
 
 
 class Bind(BaseModel):
@@ -159,8 +162,12 @@ class Sandbox(Protocol):
         """Copy a host folder's contents into ``sandbox_dir`` (merged, created if missing)."""
         ...
 
-    async def get_dir(self, sandbox_dir: str, host_dir: Path) -> None:
-        """Copy ``sandbox_dir``'s contents to a host folder (symlinks kept as links)."""
+    async def get_dir(
+        self, sandbox_dir: str, host_dir: Path, max_bytes: int | None = None
+    ) -> list[str]:
+        """Copy ``sandbox_dir``'s contents to a host folder (symlinks kept as links; links,
+        devices and paths leaving the folder are left out). Files past ``max_bytes`` in total
+        are left out too; returns their names."""
         ...
 
     async def kill_all(self) -> int:

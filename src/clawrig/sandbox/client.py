@@ -160,7 +160,10 @@ class SupervisedSandbox:
                     fut.set_exception(SandboxDied(self._died or "sandbox stopped"))
             self._pending.clear()
 
-    async def _call(self, op: str, **args: Any) -> dict[str, Any]:
+    async def _call(self, op: str, *, _wait_s: float | None = None, **args: Any) -> dict[str, Any]:
+        """Send one request and wait for its answer. A supervisor that does not answer within
+        ``_wait_s`` seconds (default ``Limits.call_timeout_s``; an exec adds its own timeout) is
+        taken as gone: :class:`SandboxDied` (e.g. an agent stopped it with SIGSTOP)."""
         if self._proc is None:
             raise SandboxError("sandbox not started")
         if self._died is not None or self._stopped:
@@ -178,7 +181,12 @@ class SupervisedSandbox:
             self._pending.pop(req_id, None)
             raise SandboxDied(self._died or f"supervisor gone: {exc}") from None
         try:
-            msg = await fut
+            wait = _wait_s or self.config.limits.call_timeout_s
+            msg = await asyncio.wait_for(fut, wait)
+        except TimeoutError:
+            self._pending.pop(req_id, None)
+            self._died = f"the sandbox's supervisor did not answer {op} within {wait:g} s"
+            raise SandboxDied(self._died) from None
         except asyncio.CancelledError:
             self._pending.pop(req_id, None)
             if op == "exec":  # the caller stopped waiting: kill the command's whole tree
@@ -238,8 +246,10 @@ class SupervisedSandbox:
         merge_stderr: bool = False,
     ) -> ExecResult:
         limits = self.config.limits
+        wait = timeout_s if timeout_s is not None else limits.command_timeout_s
         r = await self._call(
             "exec",
+            _wait_s=wait + limits.call_timeout_s,
             cmd=command,
             cwd=cwd,
             env=env,
@@ -285,12 +295,17 @@ class SupervisedSandbox:
                 tar.add(child, arcname=child.name, recursive=True, filter=_reset_owner)
         await self._call("tar_in", path=sandbox_dir, data=_encode(buf.getvalue()))
 
-    async def get_dir(self, sandbox_dir: str, host_dir: Path) -> None:
-        r = await self._call("tar_out", path=sandbox_dir)
+    async def get_dir(
+        self, sandbox_dir: str, host_dir: Path, max_bytes: int | None = None
+    ) -> list[str]:
+        """Copy ``sandbox_dir`` out (links kept as links, nothing leaving the folder). Files
+        past ``max_bytes`` in total are left out; returns their names."""
+        r = await self._call("tar_out", path=sandbox_dir, max_bytes=max_bytes)
         host_dir = Path(host_dir)
         host_dir.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r["data"])), mode="r") as tar:
             tar.extractall(host_dir, filter=_skip_unsafe)
+        return list(r.get("skipped") or [])
 
     async def kill_all(self) -> int:
         return int((await self._call("kill_all"))["killed"])

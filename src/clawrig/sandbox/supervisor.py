@@ -328,13 +328,17 @@ def op_poll(req):
     return {"exit_code": code}
 
 
+LOG_CAP = 4 * 1024 * 1024
+"""Largest log answer (bytes) per call: a process writing gigabytes must not flood us."""
+
+
 def op_log(req):
     _, path = _proc(req)
     offset = int(req.get("offset") or 0)
     limit = req.get("limit")
     with open(path, "rb") as fh:
         fh.seek(offset)
-        data = fh.read(int(limit) if limit is not None else -1)
+        data = fh.read(min(int(limit), LOG_CAP) if limit is not None else LOG_CAP)
     return {"data": data.decode("utf-8", "replace"), "next": offset + len(data)}
 
 
@@ -359,11 +363,38 @@ def op_kill(req):
     return {"exit_code": p.returncode}
 
 
+TAR_CAP = 256 * 1024 * 1024
+"""Largest total of file bytes one tar_out carries; files past it are left out (listed)."""
+READ_CAP = 256 * 1024 * 1024
+"""Largest read_file answer (bytes) when the caller sets no max_bytes."""
+
+
+def _open_regular(path, flags, mode=0o644):
+    """Open without blocking and refuse anything but a regular file: a FIFO, a device or a
+    socket planted where the harness reads or writes must not hang or flood it."""
+    import errno
+    import stat
+
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def op_read_file(req):
     path = _host(req["path"])
     max_bytes = req.get("max_bytes")
-    with open(path, "rb") as fh:
-        data = fh.read(int(max_bytes) if max_bytes is not None else -1)
+    limit = int(max_bytes) if max_bytes is not None else READ_CAP
+    with os.fdopen(_open_regular(path, os.O_RDONLY), "rb") as fh:
+        data = fh.read(limit)
     return {"data": _b64encode(data)}
 
 
@@ -372,7 +403,8 @@ def op_write_file(req):
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    with open(path, "wb") as fh:
+    fd = _open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(_b64decode(req["data"]))
     if req.get("mode") is not None:
         os.chmod(path, int(req["mode"]))
@@ -404,11 +436,23 @@ def op_tar_out(req):
     path = _host(req["path"])
     if not os.path.isdir(path):
         raise FileNotFoundError("no such directory: %s" % req["path"])
+    cap = int(req.get("max_bytes") or TAR_CAP)
+    total = [0]
+    skipped = []
+
+    def within_cap(info):
+        if info.isfile():
+            if total[0] + info.size > cap:
+                skipped.append(info.name)
+                return None
+            total[0] += info.size
+        return info
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name in sorted(os.listdir(path)):
-            tar.add(os.path.join(path, name), arcname=name, recursive=True)
-    return {"data": _b64encode(buf.getvalue())}
+            tar.add(os.path.join(path, name), arcname=name, recursive=True, filter=within_cap)
+    return {"data": _b64encode(buf.getvalue()), "skipped": skipped}
 
 
 def op_tar_in(req):
@@ -486,6 +530,9 @@ def op_shutdown(req):
 OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}
 
 
+_ARG_OPS = ("exec", "spawn", "read_file", "write_file", "list", "tar_out", "tar_in", "write")
+
+
 def _serve(req):
     try:
         fn = OPS[req.get("op")]
@@ -504,6 +551,12 @@ def _serve(req):
         result["ok"] = True
         _send(result)
     except Exception as exc:  # every failure goes back to the client, typed
+        if isinstance(exc, (ValueError, TypeError)) and req.get("op") in _ARG_OPS:
+            # bad arguments from the model (a NUL byte in a path or command ...): an OS-level
+            # "invalid argument" for this call, not a failure of the sandbox
+            import errno
+
+            exc = OSError(errno.EINVAL, "invalid argument: %s" % exc)
         err = {"type": type(exc).__name__, "message": str(exc)}
         if isinstance(exc, OSError) and exc.errno is not None:
             err["errno"] = exc.errno
@@ -511,6 +564,21 @@ def _serve(req):
             if exc.filename is not None:
                 err["filename"] = str(exc.filename)
         _send({"id": req.get("id"), "ok": False, "error": err})
+
+
+def _protect_self():
+    """Make this process non-dumpable: the agent's commands run as the same uid without
+    capabilities, so they can then neither ptrace it nor open /proc/<pid>/fd or /mem (its
+    pipes to the harness). Its children get the default back on exec."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_DUMPABLE = 4
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+    except (OSError, AttributeError) as exc:  # pragma: no cover - reported to the harness
+        sys.stderr.write("supervisor: cannot protect itself: %s\n" % exc)
 
 
 def main(argv):
@@ -524,6 +592,8 @@ def main(argv):
         elif a == "--local":
             _local[0] = True
     _root_map.sort(key=lambda x: -len(x[0]))
+    if not _local[0]:
+        _protect_self()
     _base_env = {k: v for k, v in os.environ.items() if k != "CLAWRIG_LOG_DIR"}
     # SIGPIPE stays ignored (Python's default): writing to a background process that has exited
     # must be an error for that call, not the end of the supervisor.

@@ -112,6 +112,24 @@ async def run_warmup(
     return handles
 
 
+_SCRUB_GT = r"""
+import os, shutil, sys
+ws, gt = sys.argv[1], sys.argv[2]
+if os.path.islink(gt) or os.path.isfile(gt):
+    os.unlink(gt)
+elif os.path.isdir(gt):
+    shutil.rmtree(gt)
+for dirpath, dirnames, filenames in os.walk(ws):
+    for name in dirnames + filenames:
+        p = os.path.join(dirpath, name)
+        if os.path.islink(p):
+            target = os.path.realpath(p)
+            if target == gt or target.startswith(gt + os.sep):
+                os.unlink(p)
+                print("removed a link into gt/:", p)
+"""
+
+
 async def inject_gt(sandbox: Sandbox, task: Task) -> int:
     """Kill every process the agent started, then copy gt/ to /tmp_workspace/gt.
 
@@ -119,6 +137,10 @@ async def inject_gt(sandbox: Sandbox, task: Task) -> int:
     and/or ``Workspace.gt_files`` (inline, four-folder reference payloads).
     """
     killed = await sandbox.kill_all()
+    # Whatever the agent left at gt/ goes first (a symlink there would make the injection
+    # write the answers into the agent's own files), and so does every symlink that points
+    # into gt/ (a results file linked to an answer file would read as correct).
+    await sandbox.exec(["python3", "-I", "-S", "-c", _SCRUB_GT, PATHS.workspace, PATHS.gt])
     ws = task.workspace
     if ws.gt_dir is not None and Path(ws.gt_dir).is_dir():
         await sandbox.put_dir(Path(ws.gt_dir), PATHS.gt)

@@ -41,6 +41,8 @@ class TrialConfig(BaseModel):
     memory_mb: int = 4096
     max_processes: int = 512
     grader_timeout_s: float = 120.0
+    call_timeout_s: float = 120.0
+    """Seconds the sandbox's supervisor may take to answer (beyond an exec's own timeout)."""
     success_threshold: float = 1.0
     judge_cache: Path | None = None
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -35,6 +35,15 @@ from clawrig.spec.task import (
     Workspace,
     WorkspaceFile,
 )
+from clawrig.tasks.safety import (
+    escaping_symlinks,
+    fallback_id,
+    has_control,
+    id_problem,
+    is_inside,
+    relative_path_problem,
+    timeout_value,
+)
 from clawrig.tasks.text import (
     IssueCollector,
     MarkdownDoc,
@@ -378,11 +387,17 @@ def check_rubric(
 
 
 def database_files(assets: Path) -> list[str]:
-    """Every file under ``assets/database`` as a sorted list of POSIX paths relative to it."""
+    """Every file under ``assets/database`` as a sorted list of POSIX paths relative to it.
+
+    Files reached through a symlink that points outside ``assets`` are left out
+    (:func:`read_dataclaw_root` reports them as errors).
+    """
     db = assets / "database"
     if not db.is_dir():
         return []
-    return sorted(p.relative_to(db).as_posix() for p in db.rglob("*") if p.is_file())
+    return sorted(
+        p.relative_to(db).as_posix() for p in db.rglob("*") if p.is_file() and is_inside(p, assets)
+    )
 
 
 def _assets_of(root: Path) -> Path:
@@ -410,6 +425,14 @@ def task_from_gold(
     prompt = build_prompt(str(gold["question"]), str(gold.get("guidelines", "")), category)
     rubric = render_rubric(gold["answer"])
     task_id = f"{category}-{level}-{gold['id']}"
+    if doc is None and (problem := id_problem(task_id)):
+        issues.error(
+            gold_path,
+            "id",
+            f"{problem}; it is built as <metadata.category>-<metadata.level>-<id>",
+            _json_line(gold_path, "id"),
+        )
+        task_id = fallback_id(task_id)
     expected, criteria = EXPECTED_BEHAVIOR, list(GRADING_CRITERIA)
     workspace = Workspace(root=assets)
     metadata: dict[str, Any] = {
@@ -484,7 +507,10 @@ def _apply_task_doc(
     task_id = doc.front.get("id")
     if not isinstance(task_id, str) or not task_id:
         issues.error(path, "id", "front matter has no `id`", doc.front_lines.get("id", 2))
-        task_id = path.stem
+        task_id = fallback_id(path.stem)
+    elif problem := id_problem(task_id):
+        issues.error(path, "id", problem, doc.front_lines.get("id"))
+        task_id = fallback_id(task_id)
     elif task_id != path.stem:
         issues.warning(
             path,
@@ -492,15 +518,16 @@ def _apply_task_doc(
             f"{task_id!r} differs from the file name {path.stem!r}",
             doc.front_lines.get("id"),
         )
-    timeout = doc.front.get("timeout_seconds", TIMEOUT_SECONDS)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+    raw_timeout = doc.front.get("timeout_seconds", TIMEOUT_SECONDS)
+    timeout = timeout_value(raw_timeout)
+    if timeout is None:
         issues.error(
             path,
             "timeout_seconds",
-            f"must be a positive number, got {timeout!r}",
+            f"must be a finite number of seconds > 0, got {raw_timeout!r}",
             doc.front_lines.get("timeout_seconds"),
         )
-        timeout = TIMEOUT_SECONDS
+        timeout = float(TIMEOUT_SECONDS)
     prompt_sec = doc.section("Prompt")
     prompt = prompt_sec.text if prompt_sec else ""
     if prompt_sec is None:
@@ -532,6 +559,12 @@ def _apply_task_doc(
         ):
             issues.error(path, "workspace_files", f"entry {entry!r} is not {{source, dest}}", line)
             continue
+        problem = _workspace_file_problem(entry["source"], entry["dest"], assets)
+        if problem:
+            key = "source" if problem.startswith("source") else "dest"
+            where = _front_value_line(path, key, entry[key], line)
+            issues.error(path, "workspace_files", problem, where)
+            continue
         src = assets / entry["source"]
         workspace.files.append(WorkspaceFile(source=src, dest=entry["dest"]))
         if not src.is_file():
@@ -558,14 +591,49 @@ def _apply_task_doc(
     return task_id, prompt, timeout
 
 
+def _workspace_file_problem(source: str, dest: str, assets: Path) -> str | None:
+    """Why a ``workspace_files`` entry is unsafe: a ``source`` that is absolute or resolves
+    outside ``assets``, a ``dest`` that is absolute or holds ``..``; None when fine."""
+    if has_control(source):
+        return f"source {source!r} contains a NUL or control character"
+    if Path(source).is_absolute() or source.startswith("\\"):
+        return f"source {source!r} is an absolute path (give a path relative to {assets})"
+    if not is_inside(assets / source, assets):
+        return f"source {source!r} resolves outside {assets}"
+    problem = relative_path_problem(dest)
+    if problem:
+        return f"dest {problem} (give a path relative to the workspace)"
+    return None
+
+
+def _front_value_line(path: Path, key: str, value: str, default: int | None) -> int | None:
+    """1-based line, from line ``default`` on, that holds ``key`` and ``value`` (as is or
+    JSON-escaped; else only ``value``); ``default`` when none does."""
+    try:
+        lines = path.read_text("utf-8", "replace").split("\n")
+    except OSError:
+        return default
+    numbered = list(enumerate(lines, start=1))[(default or 1) - 1 :]
+    quoted = json.dumps(value)
+    needles = [n for n in (value, quoted[1:-1], quoted) if n]
+    for want_key in (True, False):
+        for i, ln in numbered:
+            if any(n in ln for n in needles) and (key in ln or not want_key):
+                return i
+    return default
+
+
 def _gold_path_of(doc: MarkdownDoc, root: Path) -> tuple[str | None, Path | None]:
     rel = doc.front.get("gold_file")
     if not isinstance(rel, str) or not rel:
         return None, None
+    if relative_path_problem(rel):
+        return rel, None
     assets = _assets_of(root)
     for base in (assets, root):
-        if (base / rel).is_file():
-            return rel, base / rel
+        candidate = base / rel
+        if candidate.is_file():
+            return (rel, candidate) if is_inside(candidate, root) else (rel, None)
     return rel, assets / rel
 
 
@@ -589,7 +657,10 @@ def read_dataclaw_task_md(
 
     ``root`` defaults to the folder holding ``tasks/``; the gold file is
     ``<root>/assets/<gold_file>``. When the gold file is absent the answer is taken from the
-    rubric (a warning). Raises TaskFormatError as the other readers do.
+    rubric (a warning). Raises TaskFormatError as the other readers do, and for an ``id`` that
+    is not a safe folder name, a ``timeout_seconds`` that is not a finite number > 0, a
+    ``gold_file`` outside the root, and a ``workspace_files`` entry whose ``source`` is absolute
+    or resolves outside ``<root>/assets`` or whose ``dest`` is absolute or holds ``..``.
     """
     from clawrig.tasks.wildclaw import default_root
 
@@ -604,6 +675,13 @@ def read_dataclaw_task_md(
             "gold_file",
             "front matter has no `gold_file`",
             doc.front_lines.get("gold_file", 2),
+        )
+    elif gold_path is None:
+        issues.error(
+            path,
+            "gold_file",
+            f"{rel!r} is not a relative path inside {_assets_of(root_dir)}",
+            doc.front_lines.get("gold_file"),
         )
     elif gold_path is not None and gold_path.is_file():
         gold = read_gold(gold_path, issues)
@@ -732,6 +810,15 @@ def read_dataclaw_root(root: Path | str, issues: IssueCollector | None = None) -
         elif all(k in raw for k in ("id", "question", "answer", "metadata")):
             golds[rel] = ({k: raw.get(k) for k in raw if k != "evidence"}, path)
 
+    db_dir = assets / "database"
+    escaping = escaping_symlinks(db_dir, assets) if db_dir.is_dir() else []
+    if escaping:
+        issues.error(
+            db_dir,
+            "workspace_files",
+            f"symlinks point outside {assets} (left out of every workspace): "
+            + ", ".join(str(p) for p in escaping),
+        )
     missing_db = missing_database_files(assets) if golds else []
     if (
         missing_db

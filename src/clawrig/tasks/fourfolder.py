@@ -30,6 +30,13 @@ from clawrig.spec.task import (
     TaskFormat,
     Workspace,
 )
+from clawrig.tasks.safety import (
+    escaping_symlinks,
+    id_problem,
+    is_inside,
+    relative_path_problem,
+    timeout_value,
+)
 from clawrig.tasks.text import IssueCollector, checklist, dumps_json_text, language_of, read_json
 from clawrig.tasks.text import read_text as _read_text
 
@@ -195,16 +202,17 @@ def _read_intent(path: Path, sample_id: str, issues: IssueCollector) -> dict[str
         )
         criteria = []
     out["grading_criteria"] = criteria
-    timeout = data.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+    raw_timeout = data.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
+    timeout = timeout_value(raw_timeout)
+    if timeout is None:
         issues.error(
             path,
             "timeout_seconds",
-            f"must be a positive number, got {timeout!r}",
+            f"must be a finite number of seconds > 0, got {raw_timeout!r}",
             _key_line(path, "timeout_seconds"),
         )
-        timeout = DEFAULT_TIMEOUT_SECONDS
-    out["timeout_seconds"] = float(timeout)
+        timeout = float(DEFAULT_TIMEOUT_SECONDS)
+    out["timeout_seconds"] = timeout
     out["services"] = []
     if "services" in data:
         try:
@@ -372,8 +380,9 @@ def _golden_workspace(
         return None
     out: dict[str, FileContent] = {}
     for rel, content in value.items():
-        if not isinstance(rel, str) or rel.startswith("/") or ".." in Path(rel).parts:
-            issues.error(path, "GOLDEN_WORKSPACE", f"{rel!r} is not a relative path", line)
+        problem = relative_path_problem(rel) if isinstance(rel, str) else f"{rel!r} is not text"
+        if problem:
+            issues.error(path, "GOLDEN_WORKSPACE", f"not a relative path: {problem}", line)
         elif isinstance(content, str):
             out[rel] = FileContent(text=content)
         elif isinstance(content, dict) and isinstance(content.get("base64"), str):
@@ -411,8 +420,9 @@ def _read_payload(path: Path, sample_id: str, issues: IssueCollector) -> dict[st
         )
     else:
         for rel, value in gt.items():
-            if rel.startswith("/") or ".." in Path(rel).parts:
-                issues.error(path, "gt", f"{rel!r} is not a relative path", _key_line(path, rel))
+            problem = relative_path_problem(rel)
+            if problem:
+                issues.error(path, "gt", f"not a relative path: {problem}", _key_line(path, rel))
                 continue
             gt_files[rel] = FileContent(text=dumps_json_text(value))
     files = data.get("golden_workspace_files", [])
@@ -441,6 +451,17 @@ def read_fourfolder_sample(
     issues = issues if issues is not None else IssueCollector()
     names = file_names(sample_id)
     paths = {folder: root / rel for folder, rel in names.items()}
+    problem = id_problem(sample_id)
+    if problem:
+        present = [paths[f] for f in FOLDERS if paths[f].is_file()]
+        where = present[0] if present else paths["intent"]
+        issues.error(
+            where,
+            "id",
+            f"{problem} (the file name gives the sample id)",
+            _key_line(where, "id") if is_inside(where, root) else None,
+        )
+        return None
     missing = [names[f] for f in FOLDERS if not paths[f].is_file()]
     if missing:
         present = [names[f] for f in FOLDERS if paths[f].is_file()]
@@ -487,6 +508,22 @@ def read_fourfolder_sample(
 
     workspace = Workspace(gt_files=payload["gt_files"])
     ws_dir = root / "workspaces" / sample_id
+    if (ws_dir.is_symlink() or ws_dir.exists()) and not is_inside(ws_dir, root):
+        issues.error(
+            ws_dir,
+            "workspaces",
+            f"points outside the sample set {root.resolve()} (to {ws_dir.resolve()})",
+        )
+        return None
+    escaping = escaping_symlinks(ws_dir, root) if ws_dir.is_dir() else []
+    if escaping:
+        issues.error(
+            ws_dir,
+            "workspaces",
+            f"holds symlinks that point outside the sample set {root.resolve()}: "
+            + ", ".join(str(p) for p in escaping),
+        )
+        return None
     if ws_dir.is_dir():
         workspace.root = ws_dir
         workspace.exec_dir = ws_dir
@@ -536,7 +573,9 @@ def read_fourfolder_sample(
 def read_fourfolder(root: Path | str, issues: IssueCollector | None = None) -> list[Task]:
     """Read every sample of a four-folder set, sorted by id.
 
-    An id present in only some of the four folders is an error naming the missing files.
+    An id present in only some of the four folders is an error naming the missing files; an id
+    (file name) that is not a safe folder name (:func:`clawrig.tasks.safety.id_problem`) and a
+    ``workspaces/NNNNNN`` that is, or holds, a symlink pointing outside the set are errors.
     A set without a ``workspaces/`` folder marks every task's workspace as missing (the
     published layout leaves the environment to the harness) with one warning; with the folder,
     an id without a subfolder starts from an empty workspace.

@@ -7,8 +7,10 @@ Expected Behavior, Grading Criteria, Automated Checks (a fenced python block def
 ``grade(**kwargs) -> dict``), Workspace Path (required), Skills, Env, Warmup.
 
 The workspace folder is ``<root>/<Workspace Path>/{exec,tmp,gt}`` where ``root`` is the
-benchmark root (default: the folder that holds ``tasks/``). Workspace data that has not been
-downloaded is recorded in ``Workspace.missing`` with a warning, never an error.
+benchmark root (default: the folder that holds ``tasks/``); it must stay inside that root
+(an absolute path, a ``..`` escape or a symlink pointing outside is an error). Workspace data
+that has not been downloaded is recorded in ``Workspace.missing`` with a warning, never an
+error.
 """
 
 from __future__ import annotations
@@ -30,6 +32,15 @@ from clawrig.spec.task import (
     Task,
     TaskFormat,
     Workspace,
+)
+from clawrig.tasks.safety import (
+    escaping_symlinks,
+    fallback_id,
+    has_control,
+    id_problem,
+    is_inside,
+    name_problem,
+    timeout_value,
 )
 from clawrig.tasks.text import (
     IssueCollector,
@@ -142,8 +153,24 @@ def _workspace(
         )
         if not rel:
             return Workspace(), None
-    rel_path = rel[0][1]
-    ws_root = (root / rel_path).resolve() if not Path(rel_path).is_absolute() else Path(rel_path)
+    line, rel_path = rel[0]
+    if Path(rel_path).is_absolute() or rel_path.startswith(("/", "\\")):
+        issues.error(
+            doc.path,
+            "Workspace Path",
+            f"{rel_path!r} is an absolute path; give a path relative to the benchmark root {root}",
+            line,
+        )
+        return Workspace(), None
+    if has_control(rel_path) or not is_inside(root / rel_path, root):
+        issues.error(
+            doc.path,
+            "Workspace Path",
+            f"{rel_path!r} resolves outside the benchmark root {root}",
+            line,
+        )
+        return Workspace(), None
+    ws_root = (root / rel_path).resolve()
     ws = Workspace(root=ws_root)
     if not ws_root.is_dir():
         ws.missing.append(ws_root)
@@ -151,9 +178,19 @@ def _workspace(
             doc.path,
             "Workspace Path",
             f"workspace data not found: looked for {ws_root} (download the dataset or pass --root)",
-            rel[0][0],
+            line,
         )
         return ws, rel_path
+    escaping = escaping_symlinks(ws_root, root)
+    if escaping:
+        issues.error(
+            doc.path,
+            "Workspace Path",
+            f"workspace holds symlinks that point outside the benchmark root {root}: "
+            + ", ".join(str(p) for p in escaping),
+            line,
+        )
+        return Workspace(), None
     for sub in ("exec", "tmp", "gt"):
         if (ws_root / sub).is_dir():
             setattr(ws, f"{sub}_dir", ws_root / sub)
@@ -163,7 +200,7 @@ def _workspace(
             doc.path,
             "Workspace Path",
             f"workspace data not found: looked for {ws_root / 'exec'}",
-            rel[0][0],
+            line,
         )
     return ws, rel_path
 
@@ -201,6 +238,10 @@ def _names(doc: MarkdownDoc, section: str, issues: IssueCollector, *, env: bool)
         if env and not _ENV_NAME_RE.match(name):
             issues.error(doc.path, section, f"not an environment variable name: {text!r}", line)
             continue
+        problem = None if env else name_problem(name)
+        if problem:
+            issues.error(doc.path, section, f"skill name {problem} (give a plain name)", line)
+            continue
         out.append(name)
     return out
 
@@ -219,8 +260,11 @@ def read_wildclaw_task(
     problem is collected and a Task is still returned when the file can be read at all.
 
     Raises TaskFormatError: empty file, not UTF-8 (byte offset named), front matter that is not
-    YAML, no ``id``, missing ``## Prompt``, grade() syntax error (line inside the file), missing
-    ``## Workspace Path``, bad ``timeout_seconds`` / ``modality``.
+    YAML, no ``id`` or an ``id`` that is not a safe folder name
+    (:data:`clawrig.tasks.safety.SAFE_ID_PATTERN`), missing ``## Prompt``, grade() syntax error
+    (line inside the file), missing ``## Workspace Path`` or one that is absolute, resolves
+    outside ``root`` or holds symlinks pointing outside it, a ``## Skills`` entry that is not a
+    plain name, ``timeout_seconds`` that is not a finite number > 0, bad ``modality``.
     """
     path = Path(path)
     issues = issues if issues is not None else IssueCollector()
@@ -230,17 +274,21 @@ def read_wildclaw_task(
     task_id = _front_str(doc, "id", issues)
     if not task_id:
         issues.error(path, "id", "front matter has no `id`", doc.front_lines.get("id", 2))
-        task_id = path.stem
+        task_id = fallback_id(path.stem)
+    elif problem := id_problem(task_id):
+        issues.error(path, "id", problem, doc.front_lines.get("id"))
+        task_id = fallback_id(task_id)
 
-    timeout: Any = doc.front.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+    raw_timeout: Any = doc.front.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
+    timeout = timeout_value(raw_timeout)
+    if timeout is None:
         issues.error(
             path,
             "timeout_seconds",
-            f"must be a positive number of seconds, got {timeout!r}",
+            f"must be a finite number of seconds > 0, got {raw_timeout!r}",
             doc.front_lines.get("timeout_seconds"),
         )
-        timeout = DEFAULT_TIMEOUT_SECONDS
+        timeout = float(DEFAULT_TIMEOUT_SECONDS)
 
     modality = doc.front.get("modality", "pure-text")
     if modality not in MODALITIES:
@@ -320,7 +368,7 @@ def read_wildclaw_task(
             prompt=prompt,
             expected_behavior=expected.text if expected else "",
             grading_criteria=checklist(criteria.text) if criteria else [],
-            timeout_seconds=float(timeout),
+            timeout_seconds=timeout,
             modality=modality,
             level=str(level) if level else None,
             language=language_of(prompt),

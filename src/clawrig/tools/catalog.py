@@ -319,6 +319,8 @@ class Toolset:
         elif isinstance(raw_arguments, str):
             try:
                 data = json.loads(raw_arguments)
+            except RecursionError:
+                return error(f"The arguments of {name} are nested too deeply to parse.")
             except json.JSONDecodeError as exc:
                 return error(
                     f"Invalid JSON in the arguments of {name}: {exc.msg} at line {exc.lineno} "

@@ -57,7 +57,7 @@ def arguments_to_object(raw: str) -> dict[str, Any]:
     """
     try:
         value = json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
+    except (json.JSONDecodeError, TypeError, RecursionError):  # nested past Python's limit
         return {RAW_ARGUMENTS_KEY: raw}
     if isinstance(value, dict) and set(value) != {RAW_ARGUMENTS_KEY}:
         return value

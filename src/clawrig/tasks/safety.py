@@ -1,0 +1,150 @@
+"""Safety checks shared by the task readers: task ids, timeouts and paths that must stay inside
+the benchmark.
+
+A task id becomes a folder name (job output, trial folders, sandbox names), so it must be a safe
+folder name; a workspace source names host files copied into the sandbox, so it must stay inside
+the benchmark that ships it; a timeout must be a finite number of seconds. Each check returns a
+one-line problem (or None) that the caller reports with the file, the field and the line.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+SAFE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+"""A task id: a letter or digit, then letters, digits, ``.``, ``_`` or ``-`` (no ``..``)."""
+
+MAX_ID_LENGTH = 200
+"""Longest accepted id, in characters (a folder name is at most 255 bytes; trial folders add
+suffixes)."""
+
+_SAFE_ID_RE = re.compile(SAFE_ID_PATTERN)
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def has_control(text: str) -> bool:
+    """True when ``text`` holds a NUL or another ASCII control character."""
+    return bool(_CONTROL_RE.search(text))
+
+
+def id_problem(task_id: str) -> str | None:
+    """Why ``task_id`` is not a safe folder name, or None when it is.
+
+    Accepted: :data:`SAFE_ID_PATTERN` without ``..``, at most :data:`MAX_ID_LENGTH` characters
+    (e.g. ``01_Productivity_Flow_task_1_x``, ``risk_assessment-hard-hard011``, ``000015``).
+    """
+    shown = repr(task_id)
+    if not task_id:
+        return "task id is empty"
+    reason = None
+    if has_control(task_id):
+        reason = "contains a NUL or control character"
+    elif "/" in task_id or "\\" in task_id:
+        reason = "contains a path separator"
+    elif ".." in task_id:
+        reason = "contains `..`"
+    elif task_id[0] in ".-":
+        reason = f"starts with {task_id[0]!r}"
+    elif len(task_id) > MAX_ID_LENGTH:
+        reason = f"is {len(task_id)} characters long (at most {MAX_ID_LENGTH})"
+    elif not _SAFE_ID_RE.match(task_id):
+        bad = sorted({c for c in task_id if not (c.isascii() and (c.isalnum() or c in "._-"))})
+        reason = f"contains {', '.join(repr(c) for c in bad)}"
+    if reason is None:
+        return None
+    return (
+        f"task id {shown} is not a safe folder name: it {reason} "
+        f"(ids must match {SAFE_ID_PATTERN} without `..`)"
+    )
+
+
+def fallback_id(task_id: str) -> str:
+    """A safe stand-in for an unsafe id (used only after the error is recorded, so a lenient
+    read such as ``clawrig tasks validate`` still returns a task that is safe to handle)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id)
+    while ".." in safe:
+        safe = safe.replace("..", "_")
+    safe = safe.lstrip("._-")[:MAX_ID_LENGTH]
+    return safe or "invalid_id"
+
+
+def timeout_value(value: Any) -> float | None:
+    """``value`` as a number of seconds when it is a finite number > 0, else None.
+
+    Booleans, strings, NaN, infinities, 0, negatives and integers too large for a float are
+    rejected.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return seconds
+
+
+def is_inside(path: Path, base: Path) -> bool:
+    """True when ``path``, with every symlink resolved, is ``base`` or under it (``base`` is
+    resolved too). Paths holding a NUL are never inside."""
+    try:
+        return path.resolve().is_relative_to(base.resolve())
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def relative_path_problem(rel: str) -> str | None:
+    """Why ``rel`` is not a plain relative path (absolute, ``..`` part, backslash, control
+    character, empty), or None."""
+    if not rel or not rel.strip():
+        return "is empty"
+    if has_control(rel):
+        return f"{rel!r} contains a NUL or control character"
+    if "\\" in rel:
+        return f"{rel!r} contains a backslash"
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or Path(rel).is_absolute():
+        return f"{rel!r} is an absolute path"
+    if ".." in pure.parts:
+        return f"{rel!r} contains `..`"
+    if not [p for p in pure.parts if p != "."]:
+        return f"{rel!r} names no file"
+    return None
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is not a plain folder name (a skill): empty, a separator, ``..``, a control
+    character, or a leading ``.``; None when fine."""
+    if not name:
+        return "is empty"
+    if has_control(name):
+        return f"{name!r} contains a NUL or control character"
+    if "/" in name or "\\" in name:
+        return f"{name!r} contains a path separator"
+    if ".." in name:
+        return f"{name!r} contains `..`"
+    if name.startswith("."):
+        return f"{name!r} starts with '.'"
+    return None
+
+
+def escaping_symlinks(folder: Path, base: Path, limit: int = 5) -> list[Path]:
+    """Symlinks under ``folder`` (not followed) whose target resolves outside ``base``.
+
+    Returns at most ``limit`` of them, in walk order. A missing folder yields [].
+    """
+    out: list[Path] = []
+    base_real = base.resolve()
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in sorted(dirnames + filenames):
+            entry = Path(dirpath) / name
+            if entry.is_symlink() and not is_inside(entry, base_real):
+                out.append(entry)
+                if len(out) >= limit:
+                    return out
+    return out

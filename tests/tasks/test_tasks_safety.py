@@ -1,0 +1,394 @@
+"""Security checks in every task reader: task ids are safe folder names, workspace sources stay
+inside the benchmark, timeouts are finite numbers > 0.
+
+Each case writes a broken copy (tmp_path) of a WildClawBench task, the real four-folder sample
+or the real DataClawBench root and asserts the error names the file, the field and the line
+(lines found by hand in the file the test wrote).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from clawrig.errors import TaskFormatError
+from clawrig.tasks import load_suite
+from clawrig.tasks.dataclaw import read_dataclaw_root, read_dataclaw_task_md
+from clawrig.tasks.fourfolder import read_fourfolder
+from clawrig.tasks.text import IssueCollector
+from clawrig.tasks.wildclaw import read_wildclaw_task
+
+FRONT = """id: {id}
+name: Meeting Notes Action Items
+category: 01_Productivity_Flow
+timeout_seconds: 300
+modality: pure-text"""
+SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+UNSAFE_IDS = [
+    "../escape",
+    "a/b",
+    "a\\b",
+    "a..b",
+    "..",
+    ".hidden",
+    "-rf",
+    "a\x00b",
+    "tab\there",
+    "new\nline",
+    "with space",
+]
+UPSTREAM_IDS = [
+    "01_Productivity_Flow_task_1_x",
+    "task_001_comprehensive_decision_easy_easy001",
+    "risk_assessment-hard-hard011",
+    "000015",
+]
+BAD_TIMEOUTS = {  # YAML text -> what it is
+    ".nan": "NaN",
+    ".inf": "infinity",
+    "-.inf": "-infinity",
+    "1.0e+999": "overflows to infinity",
+    "1" + "0" * 400: "an int too large for a float",
+    "0": "zero",
+    "-5": "negative",
+    '"600"': "a string",
+}
+
+
+def _line_of(path: Path, needle: str, start: int = 1) -> int:
+    """1-based line of the first line (from ``start``) holding ``needle``, found by hand."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    for i, ln in enumerate(lines, start=1):
+        if i >= start and needle in ln:
+            return i
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def _raises(fn, *args, **kwargs) -> TaskFormatError:
+    with pytest.raises(TaskFormatError) as info:
+        fn(*args, **kwargs)
+    return info.value
+
+
+# --------------------------------------------------------------------------- WildClawBench
+
+
+def _front(id_value: str, timeout: str = "300") -> str:
+    # a JSON string is a valid YAML double-quoted scalar (\u0000, \t, \\ escapes included)
+    return FRONT.format(id=json.dumps(id_value)).replace(
+        "timeout_seconds: 300", f"timeout_seconds: {timeout}"
+    )
+
+
+@pytest.mark.parametrize("bad_id", UNSAFE_IDS)
+def test_wildclaw_unsafe_id_is_an_error_naming_file_field_line(wildclaw_task, bad_id):
+    path = wildclaw_task(front=_front(bad_id))
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field, err.line) == (path, "id", 2)
+    assert str(err).startswith(f"{path}:2: id: task id {bad_id!r} is not a safe folder name")
+
+
+def test_wildclaw_empty_id_is_an_error(wildclaw_task):
+    path = wildclaw_task(front=_front(""))
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field, err.line) == (path, "id", 2)
+
+
+@pytest.mark.parametrize("good_id", UPSTREAM_IDS)
+def test_wildclaw_upstream_ids_still_read(wildclaw_task, good_id):
+    path = wildclaw_task(front=_front(good_id))
+    assert read_wildclaw_task(path).id == good_id
+
+
+def test_wildclaw_lenient_read_reports_and_keeps_a_safe_id(wildclaw_task, bench_root):
+    wildclaw_task(front=_front("../escape"))
+    suite = load_suite(bench_root)
+    assert [(e.field, e.line) for e in suite.errors] == [("id", 2)]
+    # "../escape" -> "_" for each unsafe run, "_" for "..", leading "._-" dropped -> "escape"
+    assert [t.id for t in suite.tasks] == ["escape"]
+
+
+@pytest.mark.parametrize("text", list(BAD_TIMEOUTS))
+def test_wildclaw_timeout_must_be_finite_and_positive(wildclaw_task, text):
+    path = wildclaw_task(front=_front("t1", timeout=text))
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field, err.line) == (path, "timeout_seconds", 5)
+    assert "finite number of seconds > 0" in err.message
+
+
+@pytest.mark.parametrize(
+    "ws_path",
+    ["/etc", "/tmp/../etc", "../outside", "workspace/../../outside", "../../../../../../etc"],
+)
+def test_wildclaw_workspace_path_outside_root_is_an_error(
+    wildclaw_task, task_sections, bench_root, ws_path
+):
+    (bench_root.parent / "outside").mkdir(exist_ok=True)
+    task_sections["Workspace Path"] = f"```\n{ws_path}\n```"
+    path = wildclaw_task(sections=task_sections)
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field) == (path, "Workspace Path")
+    assert err.line == _line_of(path, ws_path, start=_line_of(path, "## Workspace Path"))
+    assert ("absolute path" if ws_path.startswith("/") else "resolves outside") in err.message
+
+
+def test_wildclaw_workspace_path_with_dotdot_inside_root_is_fine(
+    wildclaw_task, task_sections, bench_root
+):
+    rel = "workspace/01_Productivity_Flow/../01_Productivity_Flow/task_1_meeting_notes"
+    task_sections["Workspace Path"] = f"```\n{rel}\n```"
+    task = read_wildclaw_task(wildclaw_task(sections=task_sections))
+    ws = bench_root / "workspace" / "01_Productivity_Flow" / "task_1_meeting_notes"
+    assert task.workspace.exec_dir == ws.resolve() / "exec"
+
+
+def test_wildclaw_workspace_symlinked_outside_is_an_error(
+    wildclaw_task, task_sections, bench_root, tmp_path
+):
+    outside = tmp_path / "outside"
+    (outside / "exec").mkdir(parents=True)
+    (bench_root / "workspace" / "link").symlink_to(outside)
+    task_sections["Workspace Path"] = "```\nworkspace/link\n```"
+    path = wildclaw_task(sections=task_sections)
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field) == (path, "Workspace Path")
+    assert err.line == _line_of(path, "workspace/link")
+    assert "resolves outside" in err.message
+
+
+def test_wildclaw_workspace_holding_an_escaping_symlink_is_an_error(wildclaw_task, bench_root):
+    exec_dir = bench_root / "workspace" / "01_Productivity_Flow" / "task_1_meeting_notes" / "exec"
+    (exec_dir / "passwd").symlink_to("/etc/passwd")
+    (exec_dir / "notes_link.txt").symlink_to("notes.txt")  # inside: fine on its own
+    path = wildclaw_task()
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field) == (path, "Workspace Path")
+    assert err.line == _line_of(path, "workspace/01_Productivity_Flow/task_1_meeting_notes")
+    assert str(exec_dir.resolve() / "passwd") in err.message
+    assert "notes_link.txt" not in err.message
+
+
+@pytest.mark.parametrize("skill", ["../../etc", "a/b", "..", ".ssh", "a\\b"])
+def test_wildclaw_skill_must_be_a_plain_name(wildclaw_task, task_sections, skill):
+    task_sections["Skills"] = f"```\n{skill}\n```"
+    path = wildclaw_task(sections=task_sections)
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field) == (path, "Skills")
+    assert err.line == _line_of(path, skill, start=_line_of(path, "## Skills"))
+
+
+# --------------------------------------------------------------------------- four-folder
+
+
+@pytest.fixture
+def sample(tmp_path, fourfolder_real, writable_copy) -> Path:
+    return writable_copy(fourfolder_real, tmp_path / "set")
+
+
+def _rename_sample(root: Path, new: str) -> None:
+    moves = {
+        "intent/000015.json": f"intent/{new}.json",
+        "datapoints/000015.json": f"datapoints/{new}.json",
+        "evaluators/evaluator_000015.py": f"evaluators/evaluator_{new}.py",
+        "reference_payloads/reference_payload_000015.json": (
+            f"reference_payloads/reference_payload_{new}.json"
+        ),
+    }
+    for old, dst in moves.items():
+        (root / old).rename(root / dst)
+
+
+@pytest.mark.parametrize("stem", ["..", ".000015", "-000015", "a..b", "with space", "tab\tx"])
+def test_fourfolder_unsafe_file_stem_is_an_error(sample, stem):
+    _rename_sample(sample, stem)
+    issues = IssueCollector(strict=False)
+    tasks = read_fourfolder(sample, issues)
+    assert tasks == []
+    [err] = issues.errors
+    intent = sample / "intent" / f"{stem}.json"
+    assert (err.path, err.field, err.line) == (intent, "id", _line_of(intent, '"id"'))
+    assert "not a safe folder name" in err.message
+    with pytest.raises(TaskFormatError) as info:
+        read_fourfolder(sample)
+    assert str(info.value).startswith(f"{intent}:{err.line}: id: task id {stem!r}")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), 0, -1, "600"])
+def test_fourfolder_timeout_must_be_finite_and_positive(sample, value):
+    intent = sample / "intent" / "000015.json"
+    data = json.loads(intent.read_text(encoding="utf-8"))
+    data["timeout_seconds"] = value
+    intent.write_text(json.dumps(data, indent=2), encoding="utf-8")  # NaN/Infinity as Python does
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field) == (intent, "timeout_seconds")
+    assert err.line == _line_of(intent, '"timeout_seconds"')
+
+
+def test_fourfolder_workspace_symlinked_outside_the_set_is_an_error(sample, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    ws = sample / "workspaces" / "000015"
+    for f in ws.iterdir():
+        f.rename(outside / f.name)
+    ws.rmdir()
+    ws.symlink_to(outside)
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field) == (ws, "workspaces")
+    assert str(outside.resolve()) in err.message
+
+
+def test_fourfolder_workspace_holding_an_escaping_symlink_is_an_error(sample):
+    ws = sample / "workspaces" / "000015"
+    (ws / "shadow").symlink_to("/etc/shadow")
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field) == (ws, "workspaces")
+    assert str(ws / "shadow") in err.message
+
+
+def test_fourfolder_workspace_symlinked_inside_the_set_is_fine(sample):
+    ws = sample / "workspaces" / "000015"
+    ws.rename(sample / "workspaces" / "shared")
+    ws.symlink_to("shared")
+    [task] = read_fourfolder(sample)
+    assert task.workspace.exec_dir == ws
+    assert sorted(p.name for p in task.workspace.exec_dir.iterdir()) == ["coauthorship.json"]
+
+
+# --------------------------------------------------------------------------- DataClawBench
+
+TASK_001 = "task_001_comprehensive_decision_easy_easy001.md"
+FIRST_SOURCE = '"source": "database/bilingual_translation_english_chinese.json"'
+FIRST_DEST = '"dest": "database/bilingual_translation_english_chinese.json"'
+
+
+@pytest.fixture
+def dc_root(tmp_path, dataclaw_real, writable_copy) -> Path:
+    return writable_copy(dataclaw_real, tmp_path / "dc")
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["/etc/shadow", "../../../root/.bashrc", "database/../../tasks/" + TASK_001, "..", "a\\u0000b"],
+)
+def test_dataclaw_workspace_source_outside_assets_is_an_error(dc_root, source):
+    md = dc_root / "tasks" / TASK_001
+    _edit(md, FIRST_SOURCE, f'"source": "{source}"')
+    err = _raises(read_dataclaw_task_md, md)
+    assert (err.path, err.field) == (md, "workspace_files")
+    assert err.line == _line_of(md, f'"source": "{source}"')
+    # by hand: ---, id, name, category, grading_type, timeout_seconds, gold_file,
+    # workspace_files: [, {, then the first "source" on line 10
+    assert err.line == 10
+
+
+def test_dataclaw_workspace_source_symlinked_outside_is_an_error(dc_root):
+    link = dc_root / "assets" / "database" / "internal_metrics_link.csv"
+    link.symlink_to("/etc/passwd")
+    md = dc_root / "tasks" / TASK_001
+    _edit(md, FIRST_SOURCE, '"source": "database/internal_metrics_link.csv"')
+    err = _raises(read_dataclaw_task_md, md)
+    assert (err.path, err.field, err.line) == (md, "workspace_files", 10)
+    assert "resolves outside" in err.message
+    # the root reader also reports the symlink once and never lists it in a workspace
+    issues = IssueCollector(strict=False)
+    tasks = read_dataclaw_root(dc_root, issues)
+    db_errors = [e for e in issues.errors if e.path == dc_root / "assets" / "database"]
+    assert len(db_errors) == 1 and str(link) in db_errors[0].message
+    assert db_errors[0].field == "workspace_files"
+    sources = {f.source for t in tasks for f in t.workspace.files}
+    assert link not in sources and len(tasks) == 57
+
+
+@pytest.mark.parametrize("dest", ["/tmp/x", "../x", "database/../../x", "", "a\\\\b"])
+def test_dataclaw_workspace_dest_must_be_relative_without_dotdot(dc_root, dest):
+    md = dc_root / "tasks" / TASK_001
+    _edit(md, FIRST_DEST, f'"dest": "{dest}"')
+    err = _raises(read_dataclaw_task_md, md)
+    assert (err.path, err.field, err.line) == (md, "workspace_files", 11)
+    assert err.message.startswith("dest ")
+
+
+@pytest.mark.parametrize("bad_id", ['"../task_001"', '"a/b"', '".hidden"', '"-x"', '"a\\tb"'])
+def test_dataclaw_task_file_unsafe_id_is_an_error(dc_root, bad_id):
+    md = dc_root / "tasks" / TASK_001
+    _edit(md, "id: task_001_comprehensive_decision_easy_easy001", f"id: {bad_id}")
+    err = _raises(read_dataclaw_task_md, md)
+    assert (err.path, err.field, err.line) == (md, "id", 2)
+    assert "not a safe folder name" in err.message
+
+
+def test_dataclaw_gold_derived_unsafe_id_is_an_error(dc_root):
+    # a gold file no task file names: its id is <category>-<level>-<id>
+    gold = dc_root / "assets" / "qa_gold" / "risk_assessment" / "hard011.json"
+    data = json.loads(gold.read_text(encoding="utf-8"))
+    data["metadata"]["level"] = "../../hard"
+    gold.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    issues = IssueCollector(strict=False)
+    tasks = read_dataclaw_root(dc_root, issues)
+    [err] = issues.errors
+    assert (err.path, err.field, err.line) == (gold, "id", 2)
+    assert "'risk_assessment-../../hard-hard011'" in err.message
+    assert all(SAFE.match(t.id) and ".." not in t.id for t in tasks)
+
+
+@pytest.mark.parametrize("text", list(BAD_TIMEOUTS))
+def test_dataclaw_timeout_must_be_finite_and_positive(dc_root, text):
+    md = dc_root / "tasks" / TASK_001
+    _edit(md, "timeout_seconds: 1200", f"timeout_seconds: {text}")
+    err = _raises(read_dataclaw_task_md, md)
+    assert (err.path, err.field, err.line) == (md, "timeout_seconds", 6)
+
+
+@pytest.mark.parametrize("gold_file", ["/etc/passwd", "../../outside.json"])
+def test_dataclaw_gold_file_outside_root_is_an_error(dc_root, gold_file):
+    (dc_root.parent / "outside.json").write_text("{}", encoding="utf-8")
+    md = dc_root / "tasks" / TASK_001
+    _edit(md, "gold_file: qa_gold/comprehensive_decision/easy001.json", f"gold_file: {gold_file}")
+    err = _raises(read_dataclaw_task_md, md)
+    assert (err.path, err.field, err.line) == (md, "gold_file", 7)
+
+
+def test_dataclaw_real_root_has_no_safety_errors(dataclaw_real):
+    issues = IssueCollector(strict=False)
+    tasks = read_dataclaw_root(dataclaw_real, issues)
+    assert issues.errors == []
+    assert len(tasks) == 57
+    assert all(SAFE.match(t.id) for t in tasks)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_validate_cli_reports_each_reader_and_exits_1(
+    run_cli, wildclaw_task, bench_root, sample, dc_root
+):
+    wild = wildclaw_task(front=_front("../escape", timeout=".nan"))
+    proc = run_cli("tasks", "validate", bench_root)
+    assert proc.returncode == 1
+    assert f"error: {wild}:2: id: task id '../escape' is not a safe folder name" in proc.stdout
+    assert f"error: {wild}:5: timeout_seconds: must be a finite number" in proc.stdout
+
+    ws = sample / "workspaces" / "000015"
+    os.symlink("/etc/shadow", ws / "shadow")
+    proc = run_cli("tasks", "validate", sample)
+    assert proc.returncode == 1
+    assert f"error: {ws}: workspaces: holds symlinks" in proc.stdout
+
+    md = dc_root / "tasks" / TASK_001
+    _edit(md, FIRST_SOURCE, '"source": "/etc/shadow"')
+    proc = run_cli("tasks", "validate", dc_root)
+    assert proc.returncode == 1
+    assert f"error: {md}:10: workspace_files: source '/etc/shadow' is an absolute path" in (
+        proc.stdout
+    )
