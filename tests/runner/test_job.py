@@ -217,3 +217,44 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(
     )
     assert r.returncode == 0, r.stderr[-1500:]
     assert len(_trial_folders(out)) == 6
+
+
+async def test_retried_attempts_count_towards_spend_and_one_job_per_output(
+    mini_bench, scripted_server, tmp_path
+):
+    """An attempt that failed for infrastructure reasons still spent money: it counts in the
+    trial's usage and the job's totals. And a second job cannot write to the same output."""
+    import asyncio
+
+    import pytest
+
+    from clawrig.errors import UserError
+    from clawrig.testing.scripted_server import call, error, reply, usage
+
+    bench = mini_bench(1)
+    # attempt 1: a paid tool call ($0.50), then the provider fails for good (4 x 500)
+    script = [
+        reply(tool_calls=[call("exec", {"command": "true"})], usage=usage(10, 5, cost=0.5))
+    ] + [error(500)] * 4
+    # attempt 2 (after the trial is retried): answers at once ($0.25)
+    srv = scripted_server(
+        script, responder=lambda req: reply("done", usage=usage(10, 5, cost=0.25))
+    )
+    tasks = load_tasks(bench / "tasks")
+    job = JobConfig(
+        suite_path=bench,
+        output=tmp_path / "out",
+        max_attempts=2,
+        trial=TrialConfig(agent="native", model="scripted/test"),
+    )
+    summary = await run_job(job, tasks, TrialServices(model=srv.chat_model()))
+    (row,) = summary["tasks"]
+    assert row["attempts"] == 2 and row["error"] is None
+    assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.75)
+    assert len(list((tmp_path / "out" / "_retried").iterdir())) == 1
+
+    lock_holder = asyncio.create_task(run_job(job, tasks, TrialServices(model=srv.chat_model())))
+    await asyncio.sleep(0)  # the first job takes the lock before its first await
+    with pytest.raises(UserError, match="another clawrig job"):
+        await run_job(job, tasks, TrialServices(model=srv.chat_model()))
+    await lock_holder

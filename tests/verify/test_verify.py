@@ -55,7 +55,7 @@ GRADER_FORMULA = (
     '                                    + 0.60 * scores["valid_shortest"], 6)\n'
 )
 EMPTY_BRANCH = '        scores["overall_score"] = 0.0\n        return scores\n'
-GRAPH_LINE = '    graph_file = os.path.join(workspace_path, "coauthorship.json")\n'
+GRAPH_LINE = "    graph_file = os.path.join(workspace_path, GRAPH_FILE)\n"
 GT_LINES = (
     '    known_gt = os.path.join(workspace_path, "gt", "shortest_path_gt.json")\n'
     '    missing_gt = os.path.join(workspace_path, "gt", "missing.json")\n'

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import math
 import time
 import weakref
 from typing import Any
@@ -152,7 +153,12 @@ def usage_from_openai(usage: dict[str, Any] | None, prices: Prices) -> Usage:
     cache_write = _int(details.get("cache_write_tokens") or u.get("cache_creation_input_tokens"))
     input_tokens = max(0, prompt - cache_read - cache_write)
     reported = u.get("cost")
-    if isinstance(reported, int | float) and not isinstance(reported, bool):
+    if (
+        isinstance(reported, int | float)
+        and not isinstance(reported, bool)
+        and math.isfinite(reported)
+        and reported >= 0
+    ):  # a negative or non-finite reported cost is ignored: it would defeat the budget
         cost = float(reported)
     else:
         cost = cost_usd(

@@ -41,7 +41,7 @@ from clawrig.grading.aggregate import summarize
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry, model_slug
 from clawrig.spec.task import Task
-from clawrig.spec.trial import TrialResult
+from clawrig.spec.trial import TrialResult, Usage
 
 INTERRUPT_GRACE_S = 20.0
 """Seconds a first Ctrl-C waits for running trials to stop before exiting anyway."""
@@ -60,6 +60,23 @@ class JobState:
     started: float = field(default_factory=time.monotonic)
     budget_stopped: bool = False
     interrupted: bool = False
+
+
+def _lock_output(output: Path) -> int:
+    """Hold ``<output>/.clawrig.lock`` for the job: two jobs writing into one output folder
+    would interleave their progress and summaries. Raises UserError when another holds it."""
+    import fcntl
+
+    fd = os.open(output / ".clawrig.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise UserError(
+            f"--output: another clawrig job is writing to {output}; wait for it or choose "
+            "another folder"
+        ) from None
+    return fd
 
 
 def _final(result: TrialResult) -> bool:
@@ -169,6 +186,7 @@ async def run_job(
     """
     model = job.trial.model
     job.output.mkdir(parents=True, exist_ok=True)
+    lock_fd = _lock_output(job.output)
     ppath = progress_path(job.output, model)
     progress = _load_progress(job, model) if job.resume else None
     if job.resume and progress is not None:
@@ -248,6 +266,7 @@ async def run_job(
     async def _with_retries(task: Task, run_index: int) -> tuple[TrialResult, Path]:
         attempt = 0
         last: tuple[TrialResult, Path] | None = None
+        spent_before = Usage()
         retrying = AsyncRetrying(
             stop=stop_after_attempt(max(1, job.max_attempts)),
             wait=wait_exponential(multiplier=0.5, max=30),
@@ -262,6 +281,7 @@ async def run_job(
                     retried_dir.mkdir(parents=True, exist_ok=True)
                     prev = last[1]
                     shutil.move(str(prev), str(retried_dir / f"{task.id}__{prev.name}"))
+                    spent_before = spent_before.add(last[0].usage)
                 res, folder = await run_trial(
                     task,
                     job.trial,
@@ -271,6 +291,8 @@ async def run_job(
                     job_id=job_id,
                 )
                 res.attempts = attempt
+                # what the failed attempts spent counts too (budget, totals)
+                res.usage = res.usage.add(spent_before)
                 (folder / "result.json").write_text(res.model_dump_json(indent=2) + "\n")
                 last = (res, folder)
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
@@ -305,6 +327,7 @@ async def run_job(
     for out in outcomes:
         if isinstance(out, BaseException) and not isinstance(out, asyncio.CancelledError):
             raise out
+    os.close(lock_fd)
     all_ok = (
         not state.interrupted
         and not state.budget_stopped
