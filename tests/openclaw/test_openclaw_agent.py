@@ -92,6 +92,7 @@ async def test_openclaw_solves_the_demo_task_through_the_gateway(
         "file_has_heading": 1.0,
         "endpoints_match": 1.0,
         "valid_shortest": 1.0,
+        "graph_intact": 1.0,
         "overall_score": 1.0,
     }
     assert result.stop_reason == StopReason.FINAL_ANSWER

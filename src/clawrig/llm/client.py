@@ -335,6 +335,18 @@ class OpenAIChatModel:
     def __repr__(self) -> str:
         return f"OpenAIChatModel(name={self.name!r}, base_url={self.endpoint.base_url!r})"
 
+    async def aclose(self) -> None:
+        """Close this event loop's HTTP client (its connection pool). Idempotent; a later call
+        opens a new one. Without it, a client left to the garbage collector after its loop
+        closed prints "Event loop is closed" noise."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.close()
+
     def _client(self) -> AsyncOpenAI:
         """One SDK client per event loop (httpx connection pools are bound to their loop)."""
         loop = asyncio.get_running_loop()
@@ -350,12 +362,6 @@ class OpenAIChatModel:
             )
             self._clients[loop] = client
         return client
-
-    async def aclose(self) -> None:
-        """Close the SDK client of the running loop (others are dropped with their loop)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
 
     async def __aenter__(self) -> OpenAIChatModel:
         return self

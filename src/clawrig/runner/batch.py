@@ -328,6 +328,11 @@ async def run_job(
         if isinstance(out, BaseException) and not isinstance(out, asyncio.CancelledError):
             raise out
     os.close(lock_fd)
+    for model_ in (services.model, services.judge):
+        close = getattr(model_, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
     all_ok = (
         not state.interrupted
         and not state.budget_stopped

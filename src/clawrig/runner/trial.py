@@ -352,6 +352,8 @@ async def run_trial(
             usage = ctx.usage
             if lease is not None:
                 services.gateway.close_trial(lease)  # type: ignore[union-attr]
+                with contextlib.suppress(Exception):
+                    await model.aclose()  # type: ignore[union-attr]
             for key, sub in ctx.subagent_transcripts.items():
                 sub_dir = tmp_dir / "subagents"
                 sub_dir.mkdir(exist_ok=True)
@@ -376,6 +378,7 @@ async def run_trial(
         await restart_services(sandbox, task)  # graders may GET /<svc>/audit, as upstream
         mark("grading")
         python = grader_stage.activate() if grader_stage else "python3"
+        judge_model = _judge_model(task, services, name, run_index, tmp_dir)
         async with (
             services.grading_slots or contextlib.nullcontext(),
             _judge_env(sandbox, task, config, services, name, run_index, tmp_dir) as judge_env,
@@ -389,8 +392,11 @@ async def run_trial(
                 services,
                 python=python,
                 judge_env=judge_env,
-                judge=_judge_model(task, services, name, run_index, tmp_dir),
+                judge=judge_model,
             )
+        if judge_model is not services.judge and judge_model is not None:
+            with contextlib.suppress(Exception):
+                await judge_model.aclose()  # type: ignore[union-attr]
         result.score, result.judge_score, result.process = score, judge_score, process
         if score is not None and score.error:
             kind = (
