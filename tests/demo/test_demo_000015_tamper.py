@@ -23,9 +23,11 @@ from typing import Any
 
 import pytest
 
+from clawrig.testing.paths import SHARED
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "suites" / "demo"
-SEED = REPO.parent / "shared" / "examples" / "fourfolder"
+SEED = SHARED / "examples" / "fourfolder"
 PLAIN_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 ONE_HOP = "# shortest\nVikram Shah – Saif Hamdan\n"
 GOLDEN = "# shortest\nVikram Shah – Berta Alonso – Saif Hamdan\n"

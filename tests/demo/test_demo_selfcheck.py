@@ -25,11 +25,12 @@ from typing import Any
 import pytest
 
 from clawrig.agents.preamble import first_user_message
+from clawrig.testing.paths import SHARED
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "suites" / "demo"
-CAPTURED_SCHEMA = REPO.parent / "shared" / "reference" / "openclaw-2026.3.24" / "tool_schema.json"
-EXAMPLE = REPO.parent / "shared" / "examples" / "fourfolder"
+CAPTURED_SCHEMA = SHARED / "reference" / "openclaw-2026.3.24" / "tool_schema.json"
+EXAMPLE = SHARED / "examples" / "fourfolder"
 REQUIRED = ["000001", "000002", "000003", "000004", "000005", "000006", "000007", "000015"]
 IDS = sorted(p.stem for p in (DEMO / "intent").glob("*.json"))
 THRESHOLD = 0.5

@@ -27,10 +27,11 @@ from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks import load_tasks
+from clawrig.testing.paths import SHARED
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "suites" / "demo"
-CAPTURED_SCHEMA = REPO.parent / "shared" / "reference" / "openclaw-2026.3.24" / "tool_schema.json"
+CAPTURED_SCHEMA = SHARED / "reference" / "openclaw-2026.3.24" / "tool_schema.json"
 PLAIN_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 DEMO_IDS = sorted(p.stem for p in (DEMO / "intent").glob("*.json"))
 NEW_IDS = [f"{n:06d}" for n in range(1, len(DEMO_IDS) + 1)]

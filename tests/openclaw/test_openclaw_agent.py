@@ -42,12 +42,13 @@ from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import TrialConfig
 from clawrig.spec.transcript import Transcript, TranscriptMessage
 from clawrig.spec.trial import StopReason
+from clawrig.testing.paths import SHARED
 from clawrig.testing.scripted_server import call, error, reply
 from clawrig.transcript import openclaw_entries_from_jsonl, read_openclaw_jsonl
 
 pytestmark = requires_openclaw
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared/reference/openclaw-2026.3.24"
+REFERENCE = SHARED / "reference" / "openclaw-2026.3.24"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openclaw-vs-native.md"
 BOOTSTRAP_FILES = {
     "AGENTS.md",

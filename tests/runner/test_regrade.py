@@ -13,15 +13,11 @@ from clawrig.runner.regrade import regrade_trial
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import TrialConfig
 from clawrig.tasks.registry import load_tasks
+from clawrig.testing.paths import SHARED
 from clawrig.testing.scripted_server import call, reply
 
 REPO = Path(__file__).resolve().parents[2]
-GOLD = Path("/work/shared/data/dataclawbench/assets/qa_gold/hypothesis_verification/hard001.json")
-if not GOLD.exists():  # CI lays shared/ beside the clone
-    GOLD = (
-        REPO.parent
-        / "shared/data/dataclawbench/assets/qa_gold/hypothesis_verification/hard001.json"
-    )
+GOLD = SHARED / "data/dataclawbench/assets/qa_gold/hypothesis_verification/hard001.json"
 DB_FILES = [
     "bilingual_translation_english_chinese.json",
     "internal_metrics.csv",

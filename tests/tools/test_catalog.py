@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from clawrig.errors import SandboxDied, UserError
+from clawrig.testing.paths import SHARED
 from clawrig.tools import PROFILES, Toolset, tool_schema
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path("/work/shared") if Path("/work/shared").is_dir() else REPO.parent / "shared"
 CAPTURED = SHARED / "reference" / "openclaw-2026.3.24" / "tool_schema.json"
 CODING_NAMES = [
     "read",

@@ -8,9 +8,7 @@ import struct
 import zlib
 from pathlib import Path
 
-SHARED = Path("/work/shared")
-if not SHARED.is_dir():  # CI: a copy of shared/ beside the clone
-    SHARED = Path(__file__).resolve().parents[3] / "shared"
+from clawrig.testing.paths import SHARED
 
 
 def png_bytes(width: int = 2, height: int = 1) -> bytes:
