@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -23,9 +23,29 @@ from rich.text import Text
 
 from clawrig.cli.common import console, err_console
 from clawrig.errors import UserError
-from clawrig.spec.task import Task, ValidationIssue
-from clawrig.tasks.dataclaw_build import build_dataclaw
-from clawrig.tasks.registry import Suite, find_task, load_suite
+
+if TYPE_CHECKING:  # the readers load on use, so `clawrig --help` starts fast
+    from clawrig.spec.task import Task, ValidationIssue
+    from clawrig.tasks.registry import Suite
+
+
+def load_suite(path: Path, root: Path | None = None) -> Suite:
+    from clawrig.tasks.registry import load_suite as _load_suite
+
+    return _load_suite(path, root)
+
+
+def find_task(tasks: list[Task], task_id: str) -> Task:
+    from clawrig.tasks.registry import find_task as _find_task
+
+    return _find_task(tasks, task_id)
+
+
+def build_dataclaw(root: Path, **kwargs: Any) -> Any:
+    from clawrig.tasks.dataclaw_build import build_dataclaw as _build
+
+    return _build(root, **kwargs)
+
 
 app = typer.Typer(
     help="List, show and validate task suites (WildClawBench, four-folder, DataClawBench).",

@@ -13,7 +13,18 @@ import typer
 from rich.table import Table
 
 from clawrig.cli.common import console
-from clawrig.tools.catalog import DEFAULT_PROFILE, OPENCLAW_VERSION, PROFILES, tool_schema
+
+# The tools load on use (fast start-up); these mirror clawrig.tools.catalog (a test checks).
+DEFAULT_PROFILE = "coding"
+OPENCLAW_VERSION = "2026.3.24"
+PROFILES = ("coding", "minimal", "full")
+
+
+def tool_schema(profile: str) -> list[dict]:
+    from clawrig.tools.catalog import tool_schema as _tool_schema
+
+    return _tool_schema(profile)
+
 
 app = typer.Typer(
     help=f"The native tools (OpenClaw {OPENCLAW_VERSION} action space): schemas and profiles.",
