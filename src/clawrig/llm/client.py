@@ -29,6 +29,7 @@ import json
 import math
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -197,10 +198,9 @@ def _retryable(exc: BaseException) -> bool:
     )
 
 
-def _retry_after_s(exc: BaseException) -> float | None:
-    """Seconds the provider asked us to wait (``retry-after-ms`` or ``Retry-After``), or None."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP date) asks
+    to wait, or None when there is none (RFC 9110 section 10.2.3)."""
     if headers is None:
         return None
     ms = headers.get("retry-after-ms")
@@ -223,10 +223,23 @@ def _retry_after_s(exc: BaseException) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-class _Wait:
-    """tenacity wait: Retry-After when given (capped), else exponential backoff with jitter."""
+def _retry_after_s(exc: BaseException) -> float | None:
+    """Seconds the provider asked us to wait in the error's response headers, or None."""
+    return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
 
-    def __init__(self, policy: RetryPolicy) -> None:
+
+class RetryWait:
+    """tenacity wait: Retry-After when given (capped), else exponential backoff with jitter.
+
+    ``retry_after(exc)`` reads the wait an exception carries (default: its response's
+    headers)."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        retry_after: Callable[[BaseException], float | None] | None = None,
+    ) -> None:
+        self.retry_after = retry_after or _retry_after_s
         self.policy = policy
         self.backoff = wait_exponential(
             multiplier=policy.initial_s, max=policy.max_s
@@ -234,7 +247,7 @@ class _Wait:
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
-        after = _retry_after_s(exc) if exc is not None else None
+        after = self.retry_after(exc) if exc is not None else None
         if after is not None:
             return min(after, self.policy.retry_after_cap_s)
         return self.backoff(state)
@@ -403,7 +416,7 @@ class OpenAIChatModel:
         attempts = 0
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.retry.attempts),
-            wait=_Wait(self.retry),
+            wait=RetryWait(self.retry),
             retry=retry_if_exception(_retryable),
             reraise=True,
         )

@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import email.utils
 import hashlib
 import json
 import os
@@ -64,11 +63,17 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import SecretStr
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_exponential, wait_random
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from clawrig.errors import BudgetExceeded, ModelRequestError, SandboxError, UserError
-from clawrig.llm.client import RETRY_STATUSES, OpenAIChatModel, RetryPolicy, usage_from_openai
+from clawrig.llm.client import (
+    RETRY_STATUSES,
+    OpenAIChatModel,
+    RetryPolicy,
+    RetryWait,
+    retry_after_seconds,
+    usage_from_openai,
+)
 from clawrig.llm.forwarder import READY_PREFIX
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
@@ -713,36 +718,8 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, _Retryable | httpx.TransportError)
 
 
-def _retry_after(headers: httpx.Headers | None) -> float | None:
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        with contextlib.suppress(ValueError):
-            return max(0.0, float(ms) / 1000)
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
-    with contextlib.suppress(TypeError, ValueError):
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    return None
-
-
-class _Wait:
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.policy = policy
-        self.backoff = wait_exponential(
-            multiplier=policy.initial_s, max=policy.max_s
-        ) + wait_random(0, policy.jitter)
-
-    def __call__(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        after = _retry_after(exc.headers) if isinstance(exc, _Retryable) else None
-        if after is not None:
-            return min(after, self.policy.retry_after_cap_s)
-        return self.backoff(state)
+def _retry_after(exc: BaseException) -> float | None:
+    return retry_after_seconds(exc.headers) if isinstance(exc, _Retryable) else None
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -1168,7 +1145,7 @@ class Gateway:
         policy = lease.retry or self.retry
         retrying = AsyncRetrying(
             stop=stop_after_attempt(policy.attempts),
-            wait=_Wait(policy),
+            wait=RetryWait(policy, _retry_after),
             retry=retry_if_exception(_retryable),
             reraise=True,
         )
