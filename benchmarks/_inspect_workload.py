@@ -10,7 +10,7 @@ import time
 
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
-from inspect_ai.model import ModelOutput, get_model
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import includes
 from inspect_ai.solver import basic_agent
 from inspect_ai.tool import bash
@@ -18,11 +18,20 @@ from inspect_ai.tool import bash
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 
 
+def _with_usage(out: ModelOutput) -> ModelOutput:
+    # mockllm would count tokens with tiktoken, which downloads its BPE file: offline, give
+    # the usage (10 in / 5 out, as clawrig's scripted server reports) instead
+    out.usage = ModelUsage(input_tokens=10, output_tokens=5, total_tokens=15)
+    return out
+
+
 def outputs():
     while True:
         for _ in range(5):
-            yield ModelOutput.for_tool_call("mockllm/model", "bash", {"cmd": "echo hi"})
-        yield ModelOutput.from_content("mockllm/model", "hi")
+            yield _with_usage(
+                ModelOutput.for_tool_call("mockllm/model", "bash", {"cmd": "echo hi"})
+            )
+        yield _with_usage(ModelOutput.from_content("mockllm/model", "hi"))
 
 
 task = Task(
