@@ -24,6 +24,7 @@ event loop, shared by every model of that provider).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import math
@@ -319,6 +320,18 @@ def _args_text(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
+_LIVE_MODELS: weakref.WeakSet[OpenAIChatModel] = weakref.WeakSet()
+
+
+async def aclose_all() -> None:
+    """Close every model's HTTP client of the running event loop (end of a job, also after a
+    Ctrl-C cancelled trials mid-request), so none is left to the garbage collector after the
+    loop is gone (which prints "Event loop is closed" noise)."""
+    for model in list(_LIVE_MODELS):
+        with contextlib.suppress(Exception):
+            await model.aclose()
+
+
 class OpenAIChatModel:
     """A :class:`clawrig.llm.base.ChatModel` over an OpenAI-compatible chat-completions API.
 
@@ -344,6 +357,7 @@ class OpenAIChatModel:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
+        _LIVE_MODELS.add(self)
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(name={self.name!r}, base_url={self.endpoint.base_url!r})"

@@ -225,6 +225,16 @@ class SupervisedSandbox:
             if task is not None:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(task, 2)
+        if proc is not None:
+            # close our end of its stdin and the transport now: left to the garbage collector
+            # after the event loop has closed, a subprocess transport prints a traceback
+            with contextlib.suppress(Exception):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
         await self._cleanup()
 
     async def __aenter__(self) -> SupervisedSandbox:
