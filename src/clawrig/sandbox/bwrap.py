@@ -36,7 +36,9 @@ import os
 import random
 import resource
 import shutil
+import signal
 import tempfile
+import time
 from pathlib import Path
 
 from clawrig.errors import SandboxError
@@ -109,9 +111,21 @@ def sweep_stale_cgroups() -> int:
                 continue
             if Path(f"/proc/{parts[1]}").exists():
                 continue
-            with contextlib.suppress(OSError):
-                d.rmdir()
-                removed += 1
+            # its harness is gone: kill what is left in it (a bwrap caught mid-start when its
+            # harness was killed waits forever), then remove it
+            with contextlib.suppress(OSError, ValueError):
+                for pid in (d / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        os.kill(int(pid), signal.SIGKILL)
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    removed += 1
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
     return removed
 
 
