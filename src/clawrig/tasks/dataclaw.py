@@ -36,13 +36,13 @@ from clawrig.spec.task import (
     WorkspaceFile,
 )
 from clawrig.tasks.safety import (
+    checked_timeout,
     escaping_symlinks,
     fallback_id,
     has_control,
     id_problem,
     is_inside,
     relative_path_problem,
-    timeout_value,
 )
 from clawrig.tasks.text import (
     IssueCollector,
@@ -518,16 +518,13 @@ def _apply_task_doc(
             f"{task_id!r} differs from the file name {path.stem!r}",
             doc.front_lines.get("id"),
         )
-    raw_timeout = doc.front.get("timeout_seconds", TIMEOUT_SECONDS)
-    timeout = timeout_value(raw_timeout)
-    if timeout is None:
-        issues.error(
-            path,
-            "timeout_seconds",
-            f"must be a finite number of seconds > 0, got {raw_timeout!r}",
-            doc.front_lines.get("timeout_seconds"),
-        )
-        timeout = float(TIMEOUT_SECONDS)
+    timeout = checked_timeout(
+        doc.front.get("timeout_seconds", TIMEOUT_SECONDS),
+        TIMEOUT_SECONDS,
+        issues,
+        path,
+        doc.front_lines.get("timeout_seconds"),
+    )
     prompt_sec = doc.section("Prompt")
     prompt = prompt_sec.text if prompt_sec else ""
     if prompt_sec is None:

@@ -31,11 +31,11 @@ from clawrig.spec.task import (
     Workspace,
 )
 from clawrig.tasks.safety import (
+    checked_timeout,
     escaping_symlinks,
     id_problem,
     is_inside,
     relative_path_problem,
-    timeout_value,
 )
 from clawrig.tasks.text import IssueCollector, checklist, dumps_json_text, language_of, read_json
 from clawrig.tasks.text import read_text as _read_text
@@ -202,16 +202,13 @@ def _read_intent(path: Path, sample_id: str, issues: IssueCollector) -> dict[str
         )
         criteria = []
     out["grading_criteria"] = criteria
-    raw_timeout = data.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
-    timeout = timeout_value(raw_timeout)
-    if timeout is None:
-        issues.error(
-            path,
-            "timeout_seconds",
-            f"must be a finite number of seconds > 0, got {raw_timeout!r}",
-            _key_line(path, "timeout_seconds"),
-        )
-        timeout = float(DEFAULT_TIMEOUT_SECONDS)
+    timeout = checked_timeout(
+        data.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+        DEFAULT_TIMEOUT_SECONDS,
+        issues,
+        path,
+        _key_line(path, "timeout_seconds"),
+    )
     out["timeout_seconds"] = timeout
     out["services"] = []
     if "services" in data:

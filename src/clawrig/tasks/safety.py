@@ -89,6 +89,18 @@ def timeout_value(value: Any) -> float | None:
     return seconds
 
 
+def checked_timeout(raw: Any, default: float, issues: Any, path: Path, line: int | None) -> float:
+    """``raw`` as seconds (see :func:`timeout_value`); otherwise an error on the field
+    ``timeout_seconds`` (file and line) is added to ``issues`` and ``default`` is returned."""
+    timeout = timeout_value(raw)
+    if timeout is None:
+        issues.error(
+            path, "timeout_seconds", f"must be a finite number of seconds > 0, got {raw!r}", line
+        )
+        return float(default)
+    return timeout
+
+
 def is_inside(path: Path, base: Path) -> bool:
     """True when ``path``, with every symlink resolved, is ``base`` or under it (``base`` is
     resolved too). Paths holding a NUL are never inside."""

@@ -34,13 +34,13 @@ from clawrig.spec.task import (
     Workspace,
 )
 from clawrig.tasks.safety import (
+    checked_timeout,
     escaping_symlinks,
     fallback_id,
     has_control,
     id_problem,
     is_inside,
     name_problem,
-    timeout_value,
 )
 from clawrig.tasks.text import (
     IssueCollector,
@@ -279,16 +279,13 @@ def read_wildclaw_task(
         issues.error(path, "id", problem, doc.front_lines.get("id"))
         task_id = fallback_id(task_id)
 
-    raw_timeout: Any = doc.front.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
-    timeout = timeout_value(raw_timeout)
-    if timeout is None:
-        issues.error(
-            path,
-            "timeout_seconds",
-            f"must be a finite number of seconds > 0, got {raw_timeout!r}",
-            doc.front_lines.get("timeout_seconds"),
-        )
-        timeout = float(DEFAULT_TIMEOUT_SECONDS)
+    timeout = checked_timeout(
+        doc.front.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+        DEFAULT_TIMEOUT_SECONDS,
+        issues,
+        path,
+        doc.front_lines.get("timeout_seconds"),
+    )
 
     modality = doc.front.get("modality", "pure-text")
     if modality not in MODALITIES:
