@@ -1,0 +1,208 @@
+"""A trial's access to the gateway: its token, upstream, caps, counters and chat model."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import SecretStr
+
+from clawrig.errors import BudgetExceeded, ModelRequestError
+from clawrig.llm.client import OpenAIChatModel, RetryPolicy
+from clawrig.llm.gateway.forwarder import FORWARDER_PORT
+from clawrig.llm.gateway.replay import CacheMode, ResponseCache
+from clawrig.llm.providers import ModelEndpoint
+from clawrig.spec.trial import Usage
+
+if TYPE_CHECKING:
+    from clawrig.llm.gateway.server import Gateway
+
+
+@dataclass
+class GatewayLease:
+    """One trial's (or one grading phase's) access to the gateway.
+
+    ``token``: the placeholder credential the sandbox sees; ``endpoint``: the upstream (None:
+    answer from the cache only); ``role``: agent | judge; ``task_id``/``run_index``: the replay
+    scope; ``record_path``: the JSONL file every request is appended to, in ``record_format``
+    ("calls": :data:`RECORD_FILE` lines, "judge": judge_chat.jsonl lines); caps (None = no
+    cap): ``max_cost_usd`` (USD), ``max_tokens`` (tokens), ``max_requests`` (requests);
+    ``cache`` / ``cache_mode``: see :data:`CacheMode`; ``key_model``: the model name used in
+    cache keys (default: the endpoint's name; judge proxies use :data:`JUDGE_KEY_MODEL`, so a
+    recorded judge reply matches whichever judge endpoint is configured, or none); ``retry``:
+    upstream retries for this lease (default: the gateway's; a client that retries on its own,
+    like OpenClaw, gets a shorter one so retries do not multiply).
+
+    Counters (read them with the properties; they are updated from the gateway's thread):
+    ``usage`` (a :class:`Usage` copy), ``requests``, ``refusals`` (why requests were refused:
+    ``budget``, ``cost_budget``, ``token_budget``, ``max_requests``, ``replay_miss``,
+    ``no_upstream``), ``upstream_errors`` (one line per upstream failure after retries).
+    """
+
+    gateway: Gateway
+    token: str
+    trial_id: str
+    endpoint: ModelEndpoint | None
+    role: str = "agent"
+    task_id: str | None = None
+    run_index: int = 0
+    record_path: Path | None = None
+    record_format: Literal["calls", "judge"] = "calls"
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    max_requests: int | None = None
+    cache: ResponseCache | None = None
+    cache_mode: CacheMode = "off"
+    key_model: str | None = None
+    retry: RetryPolicy | None = None
+    closed: bool = False
+    _usage: Usage = field(default_factory=Usage)
+    _requests: int = 0
+    _refusals: list[str] = field(default_factory=list)
+    _upstream_errors: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _last_body: dict[str, Any] | None = None
+    _last_seq: int | None = None
+
+    @property
+    def model_name(self) -> str:
+        """The endpoint's name (``provider/model``), or "" without an endpoint."""
+        return self.endpoint.name if self.endpoint is not None else ""
+
+    @property
+    def cache_model(self) -> str:
+        """The model name in this lease's cache keys (``key_model``, else the endpoint's
+        name)."""
+        return self.key_model if self.key_model is not None else self.model_name
+
+    @property
+    def scope(self) -> str | None:
+        return f"{self.task_id}#{self.run_index}" if self.task_id is not None else None
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens, USD, requests and retries counted for this lease so far (a copy)."""
+        with self._lock:
+            return self._usage.model_copy()
+
+    @property
+    def requests(self) -> int:
+        with self._lock:
+            return self._requests
+
+    @property
+    def refusals(self) -> list[str]:
+        with self._lock:
+            return list(self._refusals)
+
+    @property
+    def upstream_errors(self) -> list[str]:
+        with self._lock:
+            return list(self._upstream_errors)
+
+    @property
+    def host_base_url(self) -> str:
+        """``http://127.0.0.1:<port>/t/<token>/v1``: the gateway for host-side clients."""
+        return f"{self.gateway.host_url}/t/{self.token}/v1"
+
+    @staticmethod
+    def sandbox_base_url(port: int = FORWARDER_PORT) -> str:
+        """``http://127.0.0.1:<port>/v1``: the gateway through a sandbox's forwarder (the
+        lease's token goes in the Authorization header, as the API key)."""
+        return f"http://127.0.0.1:{port}/v1"
+
+    def chat_model(
+        self,
+        *,
+        retry: RetryPolicy | None = None,
+        stream: bool = False,
+        timeout_s: float | None = None,
+    ) -> GatewayChatModel:
+        """An :class:`OpenAIChatModel` on this lease (host side). The gateway does the upstream
+        retries, so by default the client makes one attempt per call."""
+        return GatewayChatModel(self, retry=retry, stream=stream, timeout_s=timeout_s)
+
+    def _count(self, usage: Usage | None, retries: int = 0) -> None:
+        with self._lock:
+            if usage is not None:
+                self._usage = self._usage.add(usage)
+            self._usage.retries += retries
+
+    def _refuse(self, why: str) -> None:
+        with self._lock:
+            self._refusals.append(why)
+
+
+def placeholder_endpoint(name: str, *, prices: Any = None) -> ModelEndpoint:
+    """An endpoint that is never called (replay without a model server): ``name`` is
+    ``provider/model``; the base URL is unroutable."""
+    provider, _, model_id = name.partition("/")
+    ep = ModelEndpoint(
+        name=name,
+        provider=provider or "replay",
+        model_id=model_id or name,
+        base_url="http://replay.invalid/v1",
+    )
+    if prices is not None:
+        ep.prices = prices
+    return ep
+
+
+CAP_REFUSALS = ("budget", "cost_budget", "token_budget", "max_requests")
+"""Refusal kinds that are caps (job budget, trial cost, trial tokens, trial requests)."""
+
+
+class GatewayRefusal(BudgetExceeded):
+    """The gateway refused a request for a cap. ``kind``: one of :data:`CAP_REFUSALS`
+    (the runner ends the agent phase with the matching stop reason and grades the trial)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class GatewayChatModel(OpenAIChatModel):
+    """An :class:`OpenAIChatModel` whose requests go through a :class:`GatewayLease` (same
+    name, provider, model id and prices as the upstream endpoint, so transcripts and usage are
+    those of a direct call). ``lease`` is kept for agents that need the gateway itself."""
+
+    def __init__(
+        self,
+        lease: GatewayLease,
+        *,
+        retry: RetryPolicy | None = None,
+        stream: bool = False,
+        timeout_s: float | None = None,
+    ) -> None:
+        upstream = lease.endpoint or placeholder_endpoint("gateway/unknown")
+        endpoint = upstream.model_copy(
+            update={
+                "base_url": f"{lease.gateway.host_url}/v1",
+                "api_key": SecretStr(lease.token),
+                "api_key_env": None,
+                "extra_body": {},
+                "headers": {},
+            }
+        )
+        super().__init__(
+            endpoint,
+            retry=retry or RetryPolicy(attempts=1),
+            stream=stream,
+            timeout_s=timeout_s or upstream.timeout_s or 600.0,
+        )
+        self.lease = lease
+
+    async def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        """:meth:`OpenAIChatModel.chat`; a request the gateway refused for a cap raises
+        :class:`GatewayRefusal` (a :class:`clawrig.errors.BudgetExceeded`) instead of
+        ModelRequestError. A replay miss stays a ModelRequestError (it stops the job)."""
+        before = len(self.lease.refusals)
+        try:
+            return await super().chat(messages, **kwargs)
+        except ModelRequestError as exc:
+            new = self.lease.refusals[before:]
+            if new and new[-1] in CAP_REFUSALS:
+                raise GatewayRefusal(str(exc), new[-1]) from None
+            raise

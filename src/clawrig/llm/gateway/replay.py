@@ -1,0 +1,278 @@
+"""Recorded model calls: the one request key, the record file's reader and the replay cache.
+
+Every recorded model call, the agent's or a judge's, is keyed by :func:`request_key`; the
+record files (a trial's :data:`RECORD_FILE`, a judge proxy's or :mod:`clawrig.grading.judge`'s
+``judge_chat.jsonl``) are read by :func:`read_records` and loaded into a :class:`ResponseCache`
+that answers replays (``--replay``, ``--judge-cache``, ``clawrig grade``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from clawrig.errors import UserError
+from clawrig.llm.gateway.wire import _completion
+
+JUDGE_KEY_MODEL = "judge"
+"""The model name in the cache keys of judge calls (:func:`request_key`)."""
+RECORD_FILE = "model_calls.jsonl"
+"""The per-trial record of every model request through the gateway (in the trial folder)."""
+KEY_EXCLUDED = frozenset({"model", "stream", "stream_options"})
+"""Request fields left out of the cache key: the model is keyed by the endpoint's name, and a
+recorded reply can be served streamed or not."""
+
+CacheMode = Literal["off", "prefer", "only"]
+"""off: always forward; prefer: answer from the cache when it has the request, else forward
+and add the reply; only: answer from the cache, refuse a request it does not hold (replay)."""
+
+
+# ------------------------------------------------------------------------------ cache keys
+
+
+def request_key(model: str, body: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a request: ``model`` (the endpoint's name) and the body's canonical JSON
+    (sorted keys, UTF-8) without :data:`KEY_EXCLUDED`."""
+    kept = {k: v for k, v in body.items() if k not in KEY_EXCLUDED}
+    blob = json.dumps({"model": model, "body": kept}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Recorded chat completions by request key, served in recorded order.
+
+    ``add(key, completion, scope)`` stores one; ``take(key, scope)`` returns the first unserved
+    completion recorded in the same ``scope`` (``"<task_id>#<run_index>"``), else the first
+    unserved one of any scope, else (every one served) the last one again, so a repeated
+    identical request (a re-grade) gets the same answer. ``append_to``: a JSONL file that new
+    entries are appended to (the ``--judge-cache`` file). Thread-safe.
+    """
+
+    def __init__(self, append_to: Path | None = None) -> None:
+        self._entries: dict[str, list[tuple[str | None, dict[str, Any]]]] = {}
+        self._served: dict[str, set[int]] = {}
+        self._lock = threading.Lock()
+        self.append_to = Path(append_to) if append_to is not None else None
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self._entries.values())
+
+    def __contains__(self, key: str) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def add(
+        self,
+        key: str,
+        completion: dict[str, Any],
+        scope: str | None = None,
+        *,
+        persist: dict[str, Any] | None = None,
+    ) -> None:
+        """Store ``completion`` under ``key``; ``persist`` (a record) is appended to
+        :attr:`append_to` when set."""
+        with self._lock:
+            self._entries.setdefault(key, []).append((scope, completion))
+            if persist is not None and self.append_to is not None:
+                self.append_to.parent.mkdir(parents=True, exist_ok=True)
+                with self.append_to.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(persist, ensure_ascii=False, default=str) + "\n")
+
+    def take(self, key: str, scope: str | None = None) -> dict[str, Any] | None:
+        """The completion to serve for ``key`` (rules in the class docs), or None."""
+        with self._lock:
+            entries = self._entries.get(key)
+            if not entries:
+                self.misses += 1
+                return None
+            served = self._served.setdefault(key, set())
+            pick = next(
+                (i for i, (s, _) in enumerate(entries) if i not in served and s == scope), None
+            )
+            if pick is None:
+                pick = next((i for i in range(len(entries)) if i not in served), None)
+            if pick is None:
+                pick = len(entries) - 1
+            served.add(pick)
+            self.hits += 1
+            return entries[pick][1]
+
+    def load_records(self, path: Path | str) -> int:
+        """Add every answered request of a record file: the gateway's :data:`RECORD_FILE`, a
+        judge proxy's or :mod:`clawrig.grading.judge`'s ``judge_chat.jsonl``. Returns how many
+        were added. Raises UserError naming the file and line for a line that is not JSON."""
+        p = Path(path)
+        try:
+            records = read_records(p)
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise UserError(f"{p}: cannot read recorded model calls: {why}") from None
+        added = 0
+        for rec in records:
+            entry = _cache_entry(rec)
+            if entry is not None:
+                key, completion, scope = entry
+                self.add(key, completion, scope)
+                added += 1
+        return added
+
+    @classmethod
+    def from_file(cls, path: Path | str, *, append: bool = True) -> ResponseCache:
+        """A cache read from a record file that does not need to exist yet (``--judge-cache``);
+        with ``append`` new replies are added to it."""
+        p = Path(path)
+        cache = cls(append_to=p if append else None)
+        if p.exists():
+            cache.load_records(p)
+        return cache
+
+    @classmethod
+    def from_job(cls, job_dir: Path | str) -> ResponseCache:
+        """Every recorded model call of a finished job folder (``<job>/<task>/<trial>/``
+        :data:`RECORD_FILE` and the judge proxies' ``judge_chat.jsonl``; ``_retried`` trials
+        are skipped). Raises UserError when the folder holds no recorded call."""
+        root = Path(job_dir)
+        if not root.is_dir():
+            raise UserError(f"--replay: no such job folder: {root}")
+        cache = cls()
+        files = sorted(
+            p
+            for name in (RECORD_FILE, "judge_chat.jsonl")
+            for p in root.glob(f"**/{name}")
+            if "_retried" not in p.relative_to(root).parts
+            and not any(part.startswith(".tmp-") for part in p.relative_to(root).parts)
+        )
+        for p in files:
+            cache.load_records(p)
+        if len(cache) == 0:
+            raise UserError(
+                f"--replay: {root}: no recorded model calls ({RECORD_FILE}) in its trial folders"
+            )
+        return cache
+
+
+def _cache_entry(rec: dict[str, Any]) -> tuple[str, dict[str, Any], str | None] | None:
+    """(key, completion, scope) of one record line, or None when it holds no usable reply."""
+    scope = None
+    if rec.get("task_id") is not None:
+        scope = f"{rec.get('task_id')}#{rec.get('run_index', 0)}"
+    request = rec.get("request")
+    if not isinstance(request, dict):
+        return None
+    response = rec.get("response")
+    if not isinstance(response, dict):
+        return None
+    if isinstance(response.get("completion"), dict):  # a judge proxy record
+        completion = response["completion"]
+    elif "choices" in response:  # a gateway record
+        completion = response
+    elif "content" in response:  # clawrig.grading.judge's judge_chat.jsonl record
+        completion = _completion(
+            content=response.get("content"),
+            model=str(response.get("model") or rec.get("model") or ""),
+            response_id=response.get("response_id"),
+            finish_reason=response.get("finish_reason") or "stop",
+        )
+    else:
+        return None
+    if rec.get("status") not in (None, 200):
+        return None
+    key = rec.get("key")
+    if not isinstance(key, str):  # clawrig.grading.judge's records: judge calls
+        model = JUDGE_KEY_MODEL if "kind" in rec else str(rec.get("model") or "")
+        key = request_key(model, request)
+    return key, completion, scope
+
+
+def _delta(
+    prev: dict[str, Any] | None, prev_seq: int | None, body: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, int] | None]:
+    """(request to record, base) for ``body`` given the previous recorded request."""
+    if prev is None or prev_seq is None:
+        return body, None
+    old = prev.get("messages")
+    new = body.get("messages")
+    if not isinstance(old, list) or not isinstance(new, list):
+        return body, None
+    k = 0
+    for a, b in zip(old, new, strict=False):
+        if a != b:
+            break
+        k += 1
+    if k == 0:
+        return body, None
+    changed = {f: v for f, v in body.items() if f != "messages" and prev.get(f, _MISSING) != v}
+    dropped = [f for f in prev if f not in body and f != "messages"]
+    out = {**changed, "messages": new[k:]}
+    if dropped:
+        out["__dropped__"] = dropped
+    return out, {"seq": prev_seq, "messages": k}
+
+
+_MISSING = object()
+
+
+def read_records(path: Path | str) -> list[dict[str, Any]]:
+    """The records of a gateway record file (:data:`RECORD_FILE`) with every ``request``
+    rebuilt whole (see :meth:`Gateway._record`). Raises UserError naming the file and line for
+    a line that is not JSON or a ``base`` that is not in the file."""
+    p = Path(path)
+    full: dict[int, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            raise UserError(f"{p}:{n}: recorded model calls: not a JSON line") from None
+        if not isinstance(rec, dict):
+            continue
+        rec["request"] = _rebuild(rec, full, p, n)
+        if isinstance(rec.get("seq"), int):
+            full[rec["seq"]] = rec["request"]
+        rec.pop("base", None)
+        out.append(rec)
+    return out
+
+
+def _rebuild(
+    rec: dict[str, Any], full: dict[int, dict[str, Any]], path: Path, line: int
+) -> dict[str, Any]:
+    request = rec.get("request")
+    base = rec.get("base")
+    if not isinstance(request, dict) or not isinstance(base, dict):
+        return request if isinstance(request, dict) else {}
+    prev = full.get(base.get("seq"))  # type: ignore[arg-type]
+    if prev is None:
+        raise UserError(f"{path}:{line}: base: request seq {base.get('seq')} is not in the file")
+    dropped = set(request.get("__dropped__") or [])
+    body = {k: v for k, v in prev.items() if k not in dropped}
+    body.update({k: v for k, v in request.items() if k not in ("messages", "__dropped__")})
+    body["messages"] = list(prev.get("messages") or [])[: int(base.get("messages", 0))] + list(
+        request.get("messages") or []
+    )
+    return body
+
+
+def recorded_models(job_dir: Path | str) -> dict[str, str]:
+    """The model names a finished job used, by role (``agent``, ``judge``), from its recorded
+    calls (for ``--replay`` without ``--model`` / ``--judge``)."""
+    out: dict[str, str] = {}
+    root = Path(job_dir)
+    for path in sorted(root.glob(f"**/{RECORD_FILE}")):
+        with contextlib.suppress(OSError, ValueError):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                rec = json.loads(line)
+                if isinstance(rec, dict) and rec.get("model") and rec.get("role"):
+                    out.setdefault(str(rec["role"]), str(rec["model"]))
+        if {"agent", "judge"} <= out.keys():
+            break
+    return out

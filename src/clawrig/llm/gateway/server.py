@@ -1,0 +1,779 @@
+"""The gateway's HTTP server: FastAPI routes served by uvicorn in a background thread, the
+forwarding to upstreams with retries, caps, replay and the per-trial records."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+from clawrig.llm.client import (
+    RETRY_STATUSES,
+    OpenAIChatModel,
+    RetryPolicy,
+    RetryWait,
+    retry_after_seconds,
+    usage_from_openai,
+)
+from clawrig.llm.gateway.forwarder import (
+    FORWARDER_NAME,
+    SANDBOX_GATEWAY_DIR,
+    SOCKET_NAME,
+    forwarder_script,
+)
+from clawrig.llm.gateway.lease import GatewayLease, placeholder_endpoint
+from clawrig.llm.gateway.replay import KEY_EXCLUDED, CacheMode, ResponseCache, _delta, request_key
+from clawrig.llm.gateway.wire import (
+    _error_body,
+    _one_line,
+    _upstream_message,
+    completion_from_chunks,
+    sse_from_completion,
+)
+from clawrig.llm.providers import ModelEndpoint
+from clawrig.sandbox.base import Bind
+from clawrig.serving import ThreadedServer, tcp_listener
+from clawrig.spec.trial import Usage
+
+
+class _Retryable(Exception):
+    def __init__(self, status: int, headers: httpx.Headers, body: bytes) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, _Retryable | httpx.TransportError)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    return retry_after_seconds(exc.headers) if isinstance(exc, _Retryable) else None
+
+
+class Gateway:
+    """The job's model gateway (see the module docs).
+
+    ``budget_usd``: the job's cap in USD on real upstream spend (cache hits are free); None =
+    no cap. ``cache`` / ``cache_mode``: the default for leases (``--replay``: a
+    :meth:`ResponseCache.from_job` cache with mode ``only``). ``retry``: upstream retries.
+    ``socket_dir``: the folder for the unix socket and the forwarder script (default: a new
+    temporary folder, removed by :meth:`stop`). ``tcp``: also listen on 127.0.0.1 (needed by
+    :meth:`GatewayLease.chat_model`). ``timeout_s``: seconds per upstream attempt.
+
+    Thread-safe; :meth:`start` / :meth:`stop` (or ``with``) from any thread or event loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget_usd: float | None = None,
+        cache: ResponseCache | None = None,
+        cache_mode: CacheMode | None = None,
+        retry: RetryPolicy | None = None,
+        socket_dir: Path | None = None,
+        tcp: bool = True,
+        timeout_s: float = 600.0,
+    ) -> None:
+        self.budget_usd = budget_usd
+        self.cache = cache
+        self.cache_mode: CacheMode = cache_mode or ("prefer" if cache is not None else "off")
+        self.retry = retry or RetryPolicy()
+        self.timeout_s = timeout_s
+        self._tcp = tcp
+        self._own_dir = socket_dir is None
+        self._dir = Path(socket_dir) if socket_dir is not None else None
+        self._leases: dict[str, GatewayLease] = {}
+        self._lock = threading.Lock()
+        self._spent = 0.0
+        self._seq = 0
+        self._port = 0
+        self._server: ThreadedServer | None = None
+        self._thread: threading.Thread | None = None
+        self._sockets: list[socket.socket] = []
+        self._client: httpx.AsyncClient | None = None
+        self.app = self._build_app()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def folder(self) -> Path:
+        """The host folder bound into sandboxes (socket + forwarder script)."""
+        if self._dir is None:
+            raise RuntimeError("the gateway is not started")
+        return self._dir
+
+    @property
+    def socket_path(self) -> Path:
+        """The gateway's unix socket on the host."""
+        return self.folder / SOCKET_NAME
+
+    @property
+    def sandbox_socket(self) -> str:
+        """The unix socket's path inside a sandbox bound with :meth:`sandbox_binds`."""
+        return f"{SANDBOX_GATEWAY_DIR}/{SOCKET_NAME}"
+
+    @property
+    def host_url(self) -> str:
+        """``http://127.0.0.1:<port>`` (no path) for host-side clients."""
+        if not self._port:
+            raise RuntimeError("the gateway has no TCP listener (start it with tcp=True)")
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def spent_usd(self) -> float:
+        """USD spent upstream by the whole job so far (cache hits excluded)."""
+        with self._lock:
+            return self._spent
+
+    def sandbox_binds(self) -> list[Bind]:
+        """The read-only bind that makes the gateway reachable from a sandbox (through
+        :func:`start_forwarder`)."""
+        return [Bind(source=self.folder, dest=SANDBOX_GATEWAY_DIR, read_only=True)]
+
+    def start(self) -> Gateway:
+        """Create the socket folder, listen, and serve in a background thread. Idempotent."""
+        if self._thread is not None:
+            return self
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="clawrig-gw-"))
+        self._dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self._dir, 0o755)  # sandboxes may run as another host uid
+        shutil.copyfile(forwarder_script(), self._dir / FORWARDER_NAME)
+        os.chmod(self._dir / FORWARDER_NAME, 0o644)
+        path = self.socket_path
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(str(path))
+        os.chmod(path, 0o666)
+        self._sockets = [unix]
+        if self._tcp:
+            tcp = tcp_listener("127.0.0.1", 0)
+            self._port = tcp.getsockname()[1]
+            self._sockets.append(tcp)
+        try:
+            self._server = ThreadedServer(
+                self.app,
+                self._sockets,
+                name="clawrig-gateway",
+                start_timeout_s=15,
+                stop_timeout_s=15,
+                lifespan="on",
+                timeout_graceful_shutdown=2,
+                timeout_keep_alive=30,
+            ).start()
+        except RuntimeError:
+            self.stop()
+            raise RuntimeError("the model gateway could not start") from None
+        self._thread = self._server.thread
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, close the sockets, remove a temporary folder. Idempotent."""
+        if self._server is not None:
+            self._server.stop()
+        for s in self._sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+        self._sockets = []
+        self._server = self._thread = None
+        self._port = 0
+        if self._dir is not None:
+            if self._own_dir:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    (self._dir / SOCKET_NAME).unlink()
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- leases -------------------------------------------------------------------------------
+    def open_trial(
+        self,
+        endpoint: ModelEndpoint | None,
+        *,
+        trial_id: str,
+        role: str = "agent",
+        task_id: str | None = None,
+        run_index: int = 0,
+        record_path: Path | None = None,
+        record_format: Literal["calls", "judge"] = "calls",
+        max_cost_usd: float | None = None,
+        max_tokens: int | None = None,
+        max_requests: int | None = None,
+        cache: ResponseCache | None = None,
+        cache_mode: CacheMode | None = None,
+        key_model: str | None = None,
+    ) -> GatewayLease:
+        """Register a trial (or a grading phase) and return its lease with a fresh random
+        token. ``cache``/``cache_mode`` default to the gateway's. Arguments: see
+        :class:`GatewayLease`."""
+        lease = GatewayLease(
+            gateway=self,
+            token=f"clawrig-{secrets.token_urlsafe(24)}",
+            trial_id=trial_id,
+            endpoint=endpoint,
+            role=role,
+            task_id=task_id,
+            run_index=run_index,
+            record_path=Path(record_path) if record_path is not None else None,
+            record_format=record_format,
+            max_cost_usd=max_cost_usd,
+            max_tokens=max_tokens,
+            max_requests=max_requests,
+            cache=cache if cache is not None else self.cache,
+            cache_mode=cache_mode or (self.cache_mode if cache is None else "prefer"),
+            key_model=key_model,
+        )
+        if lease.record_path is not None:
+            lease.record_path.parent.mkdir(parents=True, exist_ok=True)
+            lease.record_path.touch()
+        with self._lock:
+            self._leases[lease.token] = lease
+        return lease
+
+    def close_trial(self, lease: GatewayLease) -> Usage:
+        """Revoke the lease's token (later requests get HTTP 401); returns its usage."""
+        with self._lock:
+            self._leases.pop(lease.token, None)
+        lease.closed = True
+        return lease.usage
+
+    @asynccontextmanager
+    async def trial(
+        self, endpoint: ModelEndpoint | None, **kwargs: Any
+    ) -> AsyncIterator[GatewayLease]:
+        """``async with gw.trial(endpoint, trial_id=...) as lease``: open, then close."""
+        lease = self.open_trial(endpoint, **kwargs)
+        try:
+            yield lease
+        finally:
+            self.close_trial(lease)
+
+    def _lease_for(self, request: Request, token: str | None) -> GatewayLease | None:
+        if token is None:
+            auth = request.headers.get("authorization", "")
+            if auth.lower().startswith("bearer "):
+                token = auth[7:].strip()
+            else:
+                token = request.headers.get("x-api-key") or request.headers.get("api-key")
+        if not token:
+            return None
+        with self._lock:
+            return self._leases.get(token)
+
+    # -- the app ------------------------------------------------------------------------------
+    def _build_app(self) -> FastAPI:
+        @asynccontextmanager
+        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_s, connect=30.0),
+                limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            )
+            try:
+                yield
+            finally:
+                await self._client.aclose()
+                self._client = None
+
+        app = FastAPI(title="clawrig model gateway", lifespan=lifespan)
+
+        @app.get("/healthz")
+        async def healthz() -> PlainTextResponse:
+            return PlainTextResponse("ok")
+
+        async def models(request: Request, token: str | None = None) -> Response:
+            lease = self._lease_for(request, token)
+            if lease is None:
+                return _error_body(401, "clawrig gateway: unknown or closed trial token", "auth")
+            ids = [lease.endpoint.model_id] if lease.endpoint is not None else []
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "clawrig"} for m in ids]
+            return JSONResponse({"object": "list", "data": data})
+
+        async def chat(request: Request, token: str | None = None) -> Response:
+            lease = self._lease_for(request, token)
+            if lease is None:
+                return _error_body(401, "clawrig gateway: unknown or closed trial token", "auth")
+            try:
+                body = await request.json()
+            except ValueError:
+                return _error_body(
+                    400, "clawrig gateway: the request body is not JSON", "bad_request"
+                )
+            if not isinstance(body, dict):
+                return _error_body(
+                    400, "clawrig gateway: the body must be a JSON object", "bad_request"
+                )
+            return await self._chat(lease, body)
+
+        app.add_api_route("/v1/models", models, methods=["GET"])
+        app.add_api_route("/t/{token}/v1/models", models, methods=["GET"])
+        app.add_api_route("/v1/chat/completions", chat, methods=["POST"])
+        app.add_api_route("/t/{token}/v1/chat/completions", chat, methods=["POST"])
+        return app
+
+    def _refusal(self, lease: GatewayLease) -> tuple[str, str] | None:
+        """(kind, message) when a cap forbids another request for ``lease``."""
+        if self.budget_usd is not None and self.spent_usd >= self.budget_usd:
+            return (
+                "budget",
+                f"clawrig gateway: the job's budget of ${self.budget_usd:g} is spent "
+                f"(${self.spent_usd:.4f}); no more model requests (--budget-usd)",
+            )
+        u = lease.usage
+        if lease.max_cost_usd is not None and u.cost_usd >= lease.max_cost_usd:
+            return (
+                "cost_budget",
+                f"clawrig gateway: trial {lease.trial_id} reached its cost cap of "
+                f"${lease.max_cost_usd:g} (${u.cost_usd:.4f} spent)",
+            )
+        if lease.max_tokens is not None and u.total_tokens >= lease.max_tokens:
+            return (
+                "token_budget",
+                f"clawrig gateway: trial {lease.trial_id} reached its token cap of "
+                f"{lease.max_tokens} ({u.total_tokens} used)",
+            )
+        if lease.max_requests is not None and lease.requests >= lease.max_requests:
+            return (
+                "max_requests",
+                f"clawrig gateway: trial {lease.trial_id} reached its limit of "
+                f"{lease.max_requests} model requests (--max-turns)",
+            )
+        return None
+
+    async def _chat(self, lease: GatewayLease, body: dict[str, Any]) -> Response:
+        stream = bool(body.get("stream"))
+        wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        key = request_key(lease.cache_model, body)
+        started = time.monotonic()
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        refusal = self._refusal(lease)
+        if refusal is not None:
+            kind, msg = refusal
+            lease._refuse(kind)
+            self._record(lease, seq, key, body, status=402, error=msg, started=started)
+            return _error_body(402, msg, "budget_exceeded" if "budget" in kind else kind)
+        with lease._lock:
+            lease._requests += 1
+            n = lease._requests
+        cache = lease.cache
+        if cache is not None and lease.cache_mode != "off":
+            hit = cache.take(key, lease.scope)
+            if hit is not None:
+                usage = usage_from_openai(hit.get("usage"), self._prices(lease))
+                lease._count(usage)
+                self._record(
+                    lease,
+                    seq,
+                    key,
+                    body,
+                    status=200,
+                    response=hit,
+                    usage=usage,
+                    cached=True,
+                    started=started,
+                )
+                return self._answer(hit, stream, wants_usage)
+            if lease.cache_mode == "only":
+                lease._refuse("replay_miss")
+                msg = (
+                    f"clawrig gateway: replay: no recorded response for request #{n} of trial "
+                    f"{lease.trial_id} (key {key[:12]}): the run diverged from the recorded job"
+                )
+                self._record(lease, seq, key, body, status=404, error=msg, started=started)
+                return _error_body(404, msg, "replay_miss")
+        if lease.endpoint is None:
+            lease._refuse("no_upstream")
+            msg = (
+                f"clawrig gateway: no model configured for {lease.role} requests of trial "
+                f"{lease.trial_id} and no recorded response (set --judge / JUDGE_MODEL)"
+            )
+            self._record(lease, seq, key, body, status=503, error=msg, started=started)
+            return _error_body(503, msg, "no_upstream")
+        return await self._forward(lease, seq, key, body, stream, wants_usage, started)
+
+    @staticmethod
+    def _prices(lease: GatewayLease) -> Any:
+        from clawrig.llm.pricing import Prices
+
+        return lease.endpoint.prices if lease.endpoint is not None else Prices()
+
+    def _answer(self, completion: dict[str, Any], stream: bool, wants_usage: bool) -> Response:
+        if not stream:
+            return JSONResponse(completion)
+        events = sse_from_completion(completion, include_usage=wants_usage)
+
+        async def gen() -> AsyncIterator[bytes]:
+            for e in events:
+                yield e
+
+        return StreamingResponse(gen(), media_type="text/event-stream")
+
+    async def _forward(
+        self,
+        lease: GatewayLease,
+        seq: int,
+        key: str,
+        body: dict[str, Any],
+        stream: bool,
+        wants_usage: bool,
+        started: float,
+    ) -> Response:
+        ep = lease.endpoint
+        assert ep is not None and self._client is not None
+        out = dict(body)
+        out["model"] = ep.model_id
+        for k, v in ep.extra_body.items():
+            out.setdefault(k, v)
+        if stream:
+            out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+        headers = {"content-type": "application/json", **ep.headers}
+        if ep.api_key is not None:
+            headers["authorization"] = f"Bearer {ep.api_key.get_secret_value()}"
+        url = f"{ep.base_url.rstrip('/')}/chat/completions"
+        client = self._client
+        attempts = 0
+
+        async def attempt() -> httpx.Response:
+            nonlocal attempts
+            attempts += 1
+            req = client.build_request("POST", url, json=out, headers=headers)
+            resp = await client.send(req, stream=True)
+            if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
+                data = await resp.aread()
+                await resp.aclose()
+                raise _Retryable(resp.status_code, resp.headers, data)
+            return resp
+
+        policy = lease.retry or self.retry
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(policy.attempts),
+            wait=RetryWait(policy, _retry_after),
+            retry=retry_if_exception(_retryable),
+            reraise=True,
+        )
+        where = f"{ep.provider} ({ep.base_url})"
+        try:
+            resp = await retrying(attempt)
+        except _Retryable as exc:
+            msg = (
+                f"{ep.name}: HTTP {exc.status} from {where} after {attempts} attempt"
+                f"{'s' if attempts != 1 else ''}: {_upstream_message(exc.body)}"
+            )
+            with lease._lock:
+                lease._upstream_errors.append(msg)
+            lease._count(None, retries=attempts - 1)
+            self._record(
+                lease,
+                seq,
+                key,
+                body,
+                status=exc.status,
+                error=msg,
+                started=started,
+                retries=attempts - 1,
+            )
+            return Response(
+                exc.body,
+                status_code=exc.status,
+                media_type=exc.headers.get("content-type", "application/json"),
+            )
+        except httpx.TransportError as exc:
+            msg = (
+                f"{ep.name}: no reply from {where} after {attempts} attempt"
+                f"{'s' if attempts != 1 else ''}: {type(exc).__name__}: {_one_line(str(exc))}"
+            )
+            with lease._lock:
+                lease._upstream_errors.append(msg)
+            lease._count(None, retries=attempts - 1)
+            self._record(
+                lease, seq, key, body, status=502, error=msg, started=started, retries=attempts - 1
+            )
+            return _error_body(502, f"clawrig gateway: {msg}", "upstream_unreachable")
+        retries = attempts - 1
+        ctype = resp.headers.get("content-type", "")
+        if resp.status_code != 200:
+            data = await resp.aread()
+            await resp.aclose()
+            msg = f"{ep.name}: HTTP {resp.status_code} from {where}: {_upstream_message(data)}"
+            lease._count(None, retries=retries)
+            self._record(
+                lease,
+                seq,
+                key,
+                body,
+                status=resp.status_code,
+                error=msg,
+                started=started,
+                retries=retries,
+            )
+            return Response(
+                data, status_code=resp.status_code, media_type=ctype or "application/json"
+            )
+        if "text/event-stream" not in ctype:
+            data = await resp.aread()
+            await resp.aclose()
+            try:
+                completion = json.loads(data)
+            except ValueError:
+                msg = f"{ep.name}: unusable reply from {where}: not JSON"
+                self._record(
+                    lease, seq, key, body, status=502, error=msg, started=started, retries=retries
+                )
+                return _error_body(502, f"clawrig gateway: {msg}", "bad_upstream_reply")
+            self._finish(lease, seq, key, body, completion, started, retries)
+            return self._answer(completion, stream, wants_usage)
+        return StreamingResponse(
+            self._relay(lease, seq, key, body, resp, wants_usage, started, retries),
+            media_type="text/event-stream",
+        )
+
+    async def _relay(
+        self,
+        lease: GatewayLease,
+        seq: int,
+        key: str,
+        body: dict[str, Any],
+        resp: httpx.Response,
+        wants_usage: bool,
+        started: float,
+        retries: int,
+    ) -> AsyncIterator[bytes]:
+        """Pass an upstream SSE stream through line by line, keeping the parsed chunks."""
+        chunks: list[dict[str, Any]] = []
+        error: str | None = None
+        done = False
+        try:
+            skip_blank = False
+            async for line in resp.aiter_lines():
+                if line.startswith("data:"):
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        done = True
+                    else:
+                        try:
+                            obj = json.loads(payload)
+                        except ValueError:
+                            obj = None
+                        if isinstance(obj, dict):
+                            chunks.append(obj)
+                            if not obj.get("choices") and obj.get("usage") and not wants_usage:
+                                skip_blank = True
+                                continue
+                elif line == "" and skip_blank:
+                    skip_blank = False
+                    continue
+                skip_blank = False
+                yield (line + "\n").encode("utf-8")
+        except httpx.TransportError as exc:
+            error = f"upstream stream broke: {type(exc).__name__}: {_one_line(str(exc))}"
+            with lease._lock:
+                lease._upstream_errors.append(f"{lease.model_name}: {error}")
+        finally:
+            await resp.aclose()
+            completion = completion_from_chunks(chunks)
+            if error is None and not done and not chunks:
+                error = "upstream stream ended without any chunk"
+            self._finish(lease, seq, key, body, completion, started, retries, error=error)
+
+    def _finish(
+        self,
+        lease: GatewayLease,
+        seq: int,
+        key: str,
+        body: dict[str, Any],
+        completion: dict[str, Any],
+        started: float,
+        retries: int,
+        *,
+        error: str | None = None,
+    ) -> None:
+        usage = usage_from_openai(completion.get("usage"), self._prices(lease))
+        lease._count(usage, retries=retries)
+        with self._lock:
+            self._spent += usage.cost_usd
+        if completion.get("error") and error is None:
+            error = (
+                f"{lease.model_name}: error in reply: {_one_line(json.dumps(completion['error']))}"
+            )
+        self._record(
+            lease,
+            seq,
+            key,
+            body,
+            status=200,
+            response=completion,
+            usage=usage,
+            error=error,
+            started=started,
+            retries=retries,
+        )
+        if error is None and lease.cache is not None and lease.cache_mode == "prefer":
+            persist = self._judge_record(
+                lease, key, body, completion, usage, False, None, time.monotonic() - started
+            )
+            lease.cache.add(key, completion, lease.scope, persist=persist)
+
+    # -- records ------------------------------------------------------------------------------
+    def _record(
+        self,
+        lease: GatewayLease,
+        seq: int,
+        key: str,
+        body: dict[str, Any],
+        *,
+        status: int,
+        response: dict[str, Any] | None = None,
+        usage: Usage | None = None,
+        cached: bool = False,
+        error: str | None = None,
+        started: float,
+        retries: int = 0,
+    ) -> None:
+        """Append one line to the lease's record file.
+
+        "calls" shape (:data:`RECORD_FILE`): {seq, ts (Unix s), trial_id, task_id, run_index,
+        role, model (endpoint name), key, stream, request, base, status (HTTP), response (a
+        chat.completion object; streams assembled) | null, usage (clawrig Usage) | null,
+        cached, error | null, latency_s, retries}. ``key`` is :func:`request_key` of the full
+        request. To keep the file linear in the conversation's length, ``request`` holds only
+        what changed since the lease's previous recorded request when ``base`` is set:
+        ``base = {"seq": s, "messages": k}`` means the full request is the one recorded at
+        ``seq`` s, with the fields given here replacing its fields and ``messages`` = its first
+        k messages + the messages given here (:func:`read_records` rebuilds full requests).
+        "judge" shape (judge_chat.jsonl, always whole requests): see :meth:`_judge_record`.
+        """
+        path = lease.record_path
+        if path is None:
+            return
+        latency = round(time.monotonic() - started, 6)
+        with lease._lock:
+            if lease.record_format == "judge":
+                rec = self._judge_record(lease, key, body, response, usage, cached, error, latency)
+            else:
+                request, base = _delta(lease._last_body, lease._last_seq, body)
+                lease._last_body, lease._last_seq = body, seq
+                rec = {
+                    "seq": seq,
+                    "ts": time.time(),
+                    "trial_id": lease.trial_id,
+                    "task_id": lease.task_id,
+                    "run_index": lease.run_index,
+                    "role": lease.role,
+                    "model": lease.model_name,
+                    "key": key,
+                    "stream": bool(body.get("stream")),
+                    "request": request,
+                    "base": base,
+                    "status": status,
+                    "response": response,
+                    "usage": usage.model_dump() if usage is not None else None,
+                    "cached": cached,
+                    "error": error,
+                    "latency_s": latency,
+                    "retries": retries,
+                }
+            line = json.dumps(rec, ensure_ascii=False, default=str) + "\n"
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+
+    @staticmethod
+    def _judge_record(
+        lease: GatewayLease,
+        key: str,
+        body: dict[str, Any],
+        completion: dict[str, Any] | None,
+        usage: Usage | None,
+        cached: bool,
+        error: str | None,
+        latency: float,
+    ) -> dict[str, Any]:
+        """judge_chat.jsonl shape (that of :mod:`clawrig.grading.judge`, so either reader
+        takes both): {ts, kind: "grader", model, key, request (the body without model and
+        stream fields), response {content, reasoning, finish_reason, model, response_id,
+        tool_calls, usage, latency_s, completion} | null, cached, valid, error}."""
+        response = None
+        if completion is not None:
+            choice = (completion.get("choices") or [{}])[0]
+            msg = choice.get("message") or {}
+            response = {
+                "content": msg.get("content"),
+                "reasoning": msg.get("reasoning_content") or msg.get("reasoning"),
+                "finish_reason": choice.get("finish_reason"),
+                "model": completion.get("model"),
+                "response_id": completion.get("id"),
+                "tool_calls": msg.get("tool_calls"),
+                "usage": usage.model_dump() if usage is not None else None,
+                "latency_s": latency,
+                "completion": completion,
+            }
+        return {
+            "ts": time.time(),
+            "kind": "grader",
+            "model": lease.model_name,
+            "key": key,
+            "request": {k: v for k, v in body.items() if k not in KEY_EXCLUDED},
+            "response": response,
+            "cached": cached,
+            "valid": response is not None and error is None,
+            "error": error,
+        }
+
+
+_CURRENT: contextvars.ContextVar[Gateway | None] = contextvars.ContextVar(
+    "clawrig_gateway", default=None
+)
+
+
+def current_gateway() -> Gateway | None:
+    """The job's gateway set by :func:`use_gateway` in this context (asyncio tasks inherit
+    it), or None."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def use_gateway(gateway: Gateway | None) -> Any:
+    """``with use_gateway(gw): asyncio.run(run_job(...))``: agents that need the gateway
+    (``--agent openclaw``) use ``gw`` for the trials started inside."""
+    token = _CURRENT.set(gateway)
+    try:
+        yield gateway
+    finally:
+        _CURRENT.reset(token)
+
+
+def replay_gateway(job_dir: Path | str, **kwargs: Any) -> Gateway:
+    """``--replay JOB_DIR``: an (unstarted) gateway that answers every request from the calls
+    recorded in a finished job folder and refuses any other (HTTP 404, one line). ``kwargs``
+    go to :class:`Gateway`. Raises UserError when the folder holds no recorded call."""
+    return Gateway(cache=ResponseCache.from_job(job_dir), cache_mode="only", **kwargs)
+
+
+def replay_model(name: str, *, prices: Any = None) -> OpenAIChatModel:
+    """A chat model for ``name`` that is only ever answered by a replay gateway (its endpoint
+    is :func:`placeholder_endpoint`: no base URL or key needed)."""
+    return OpenAIChatModel(placeholder_endpoint(name, prices=prices))
