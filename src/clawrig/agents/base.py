@@ -11,9 +11,11 @@ request (:class:`clawrig.errors.ModelRequestError`) is a user error that stops t
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from clawrig.llm.base import ChatModel
 from clawrig.sandbox.base import Bind, Sandbox
@@ -21,6 +23,9 @@ from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript
 from clawrig.spec.trial import StopReason, Usage
 from clawrig.tools.base import ToolContext
+
+if TYPE_CHECKING:
+    from clawrig.llm.gateway import Gateway
 
 
 @dataclass
@@ -74,14 +79,42 @@ class SandboxNeeds:
     env: dict[str, str] = field(default_factory=dict)
 
 
-class Agent(Protocol):
-    """``needs_model``: the runner resolves a ChatModel for it. Optional method
-    ``sandbox_needs(task) -> SandboxNeeds`` adds binds/env to the trial's sandbox."""
+class Agent(ABC):
+    """An agent: subclass it, set :attr:`name`, implement :meth:`run`; override what else it
+    needs. Register it in the ``clawrig.agents`` entry-point group (or with
+    ``clawrig.agents.AGENTS.register``) to make ``--agent NAME`` find it; see
+    docs/plugins.md for a ten-line example.
 
-    name: str
-    needs_model: bool
+    Declared capabilities (the runner reads these, never probes with ``hasattr``):
 
-    async def run(self, ctx: AgentContext) -> AgentOutcome: ...
+    - ``needs_model``: the runner resolves a ChatModel (``--model``) and passes it in
+      ``ctx.model``;
+    - ``uses_gateway``: the agent runs its own model client inside the sandbox and needs the
+      job's gateway (the runner sets :attr:`gateway` before :meth:`sandbox_needs`);
+    - :meth:`sandbox_needs`: binds and environment the trial's sandbox must have;
+    - :meth:`prepare`: one-time set-up before a job starts (e.g. an install);
+    - :attr:`raw_transcript`: the agent's own transcript text (it then becomes chat.jsonl byte
+      for byte), or None to have the runner write ``ctx.transcript``.
+    """
+
+    name: str = ""
+    needs_model: bool = True
+    uses_gateway: bool = False
+    gateway: Gateway | None = None
+    raw_transcript: str | None = None
+
+    def sandbox_needs(self, task: Task) -> SandboxNeeds:
+        """What the trial's sandbox needs for ``task`` (default: nothing)."""
+        return SandboxNeeds()
+
+    def prepare(self, log: Callable[[str], None] | None = None) -> None:
+        """One-time set-up before a job starts (default: nothing). ``log`` takes one line per
+        slow step. Raises UserError naming what is missing when set-up is impossible."""
+        return None
+
+    @abstractmethod
+    async def run(self, ctx: AgentContext) -> AgentOutcome:
+        """Play the task in ``ctx.sandbox``, filling ``ctx.transcript`` in place."""
 
 
 def now_ms() -> int:

@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from clawrig.agents.base import AgentContext, AgentOutcome, now_ms
+from clawrig.agents.base import Agent, AgentContext, AgentOutcome, now_ms
 from clawrig.agents.preamble import first_user_message
 from clawrig.spec.llm import ChatResponse
 from clawrig.spec.transcript import Transcript, TranscriptMessage
@@ -102,7 +102,7 @@ async def run_tool_calls(ctx: AgentContext, msg: TranscriptMessage) -> list[Tran
     return list(await asyncio.gather(*(one(tc) for tc in msg.tool_calls)))
 
 
-class NativeAgent:
+class NativeAgent(Agent):
     """The tool-calling loop (see the module docstring).
 
     It also gives the trial a cron scheduler (fired message jobs arrive as user messages

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from clawrig.agents.base import AgentContext, AgentOutcome, now_ms
+from clawrig.agents.base import Agent, AgentContext, AgentOutcome, now_ms
 from clawrig.agents.preamble import first_user_message
 from clawrig.spec.transcript import TranscriptMessage
 from clawrig.spec.trial import StopReason
 
 
-class NopAgent:
+class NopAgent(Agent):
     name = "nop"
     needs_model = False
 

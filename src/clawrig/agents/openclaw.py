@@ -66,7 +66,7 @@ from typing import Annotated, Any
 
 import typer
 
-from clawrig.agents.base import AgentContext, AgentOutcome, SandboxNeeds
+from clawrig.agents.base import Agent, AgentContext, AgentOutcome, SandboxNeeds
 from clawrig.agents.preamble import first_user_message
 from clawrig.errors import InfrastructureError, ModelRequestError, ProviderError, UserError
 from clawrig.llm.client import RetryPolicy
@@ -437,7 +437,7 @@ _REFUSAL_STOP = {
 }
 
 
-class OpenClawAgent:
+class OpenClawAgent(Agent):
     """The real OpenClaw (see the module docs). ``version``: None = :data:`DEFAULT_VERSION`.
 
     ``gateway``: the job's :class:`Gateway` (set by the runner); ``raw_transcript``: OpenClaw's
@@ -446,6 +446,7 @@ class OpenClawAgent:
 
     name = "openclaw"
     needs_model = True
+    uses_gateway = True
 
     def __init__(self, version: str | None = None) -> None:
         self.version = _check_version(version or DEFAULT_VERSION)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from clawrig.agents.base import AgentContext, AgentOutcome, now_ms
+from clawrig.agents.base import Agent, AgentContext, AgentOutcome, now_ms
 from clawrig.agents.native import run_tool_calls
 from clawrig.agents.preamble import first_user_message
 from clawrig.errors import UserError
@@ -29,7 +29,7 @@ def golden_steps(dialog: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [m for m in dialog if m.get("role") == "assistant"]
 
 
-class OracleAgent:
+class OracleAgent(Agent):
     name = "oracle"
     needs_model = False
 

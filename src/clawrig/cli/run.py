@@ -173,9 +173,8 @@ def register(app: typer.Typer) -> None:
                 raise UserError("--parallel: the local sandbox runs one trial at a time")
         from clawrig.llm.gateway import Gateway, ResponseCache, recorded_models, replay_gateway
 
-        prepare = getattr(the_agent, "prepare", None)  # e.g. install the pinned OpenClaw once
-        if prepare is not None:
-            prepare(lambda line: err_console.print(line, highlight=False))
+        # e.g. install the pinned OpenClaw once
+        the_agent.prepare(lambda line: err_console.print(line, highlight=False))
         services = TrialServices()
         recorded = recorded_models(replay) if replay is not None else {}
         model_name = model or recorded.get("agent") or os.environ.get("DEFAULT_MODEL")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig import __version__
-from clawrig.agents import AgentContext, AgentLimits, create_agent
+from clawrig.agents import Agent, AgentContext, AgentLimits, create_agent
 from clawrig.errors import (
     InfrastructureError,
     ModelRequestError,
@@ -236,7 +236,7 @@ async def run_trial(
     usage = Usage()
     sandbox = None
     grader_stage: GradingEnvStage | None = None
-    agent: Any = None
+    agent: Agent | None = None
     phase = "setup"
     t_phase = time.monotonic()
 
@@ -250,7 +250,7 @@ async def run_trial(
         agent = create_agent(config.agent)
         if agent.needs_model and services.model is None:
             raise UserError(f"--model: the {agent.name} agent needs a model")
-        if services.gateway is not None and hasattr(agent, "gateway"):
+        if services.gateway is not None and agent.uses_gateway:
             agent.gateway = services.gateway  # agents that run their own client (openclaw)
         materialise_workspace(task, ws)
         before = await asyncio.to_thread(_manifest, ws)
@@ -261,8 +261,8 @@ async def run_trial(
             command_timeout_s=max(task.timeout_seconds * config.timeout_multiplier, 1.0),
             call_timeout_s=config.call_timeout_s,
         )
-        needs = agent.sandbox_needs(task) if hasattr(agent, "sandbox_needs") else None
-        binds = list(needs.binds) if needs else []
+        needs = agent.sandbox_needs(task)
+        binds = list(needs.binds)
         binds += await service_binds(task)  # the services environment, read-only
         if services.gateway is not None:  # the judge proxy (and OpenClaw) reach it inside
             taken = {b.dest for b in binds}
@@ -279,12 +279,12 @@ async def run_trial(
                 workspace_dir=ws,
                 limits=limits,
                 binds=binds,
-                env=dict(needs.env) if needs else {},
+                env=dict(needs.env),
             ),
         )
         async with services.sandbox_starts or contextlib.nullcontext():
             await sandbox.start()
-        if getattr(sandbox, "host_uid", 1) is None:
+        if sandbox.root_is_host_root:
             # the sandbox's root is the host's root: no other host user may reach its files
             # (a setuid program the agent made, gt/ once injected)
             os.chmod(work, 0o700)
@@ -368,7 +368,7 @@ async def run_trial(
         # undo what the agent may have done to lock the harness out: permissions taken away,
         # a FIFO or a link where the transcript goes
         await sandbox.exec(["chmod", "-R", "u+rwX", PATHS.workspace, PATHS.home])
-        if getattr(agent, "raw_transcript", None) is None:  # OpenClaw keeps its own file
+        if agent.raw_transcript is None:  # OpenClaw keeps its own file
             await sandbox.exec(["rm", "-f", PATHS.transcript])
             await sandbox.write_file(PATHS.transcript, dumps_openclaw_jsonl(transcript))
         changed = await asyncio.to_thread(_copy_changed, ws, before, tmp_dir / "end_state")
@@ -474,7 +474,7 @@ async def run_trial(
     result.finished_at = dt.datetime.now(dt.UTC).isoformat()
     usage.elapsed_time = round(sum(timings.values()), 6)
     result.usage = usage
-    raw = getattr(agent, "raw_transcript", None)
+    raw = agent.raw_transcript if agent is not None else None
     folder = _finish_folder(task, config, result, transcript, tmp_dir, task_dir / name, raw)
     return result, folder
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from clawrig.sandbox.kinds import SANDBOX_KINDS, check_sandbox_kind
+from clawrig.sandbox.kinds import SANDBOX_KINDS, SANDBOXES, check_sandbox_kind
 
 if TYPE_CHECKING:
     from clawrig.sandbox.base import Sandbox, SandboxConfig
@@ -34,21 +34,18 @@ def __getattr__(name: str) -> Any:
 
 
 def create_sandbox(kind: str, config: SandboxConfig) -> Sandbox:
-    """Return an unstarted sandbox of ``kind``. Raises UserError for an unknown kind."""
-    if kind == "bwrap":
-        from clawrig.sandbox.bwrap import BwrapSandbox
+    """Return an unstarted sandbox of ``kind`` (a built-in or registered backend). Raises
+    UserError for an unknown kind."""
+    from clawrig.sandbox.kinds import new_sandbox
 
-        return BwrapSandbox(config)
-    if kind == "local":
-        from clawrig.sandbox.local import LocalSandbox
-
-        return LocalSandbox(config)
-    if kind == "docker":
-        from clawrig.sandbox.docker import DockerSandbox
-
-        return DockerSandbox(config)
-    check_sandbox_kind(kind)
-    raise AssertionError(kind)  # pragma: no cover
+    return new_sandbox(kind, config)
 
 
-__all__ = ["PATHS", "SANDBOX_KINDS", "create_sandbox", *sorted(_EXPORTS)]
+__all__ = [
+    "PATHS",
+    "SANDBOXES",
+    "SANDBOX_KINDS",
+    "check_sandbox_kind",
+    "create_sandbox",
+    *sorted(_EXPORTS),
+]

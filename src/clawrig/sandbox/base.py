@@ -116,9 +116,18 @@ class Sandbox(Protocol):
     """One isolated environment per trial. Backends: bwrap (default), docker, local."""
 
     config: SandboxConfig
+    network: str
+    """"loopback", "none" or "host" (see :class:`clawrig.sandbox.client.SupervisedSandbox`)."""
+    supports_binds: bool
+    supports_snapshots: bool
 
     @property
     def backend(self) -> str: ...
+
+    @property
+    def root_is_host_root(self) -> bool:
+        """True when root inside is root on the host (the work folder must be closed)."""
+        ...
 
     async def start(self) -> None:
         """Start the sandbox and its supervisor. Raises SandboxError."""

@@ -63,6 +63,22 @@ class SupervisedSandbox:
     """Base class: a sandbox whose commands all run through one supervisor process."""
 
     backend_name = "supervised"
+    network = "loopback"
+    """What the sandbox's network reaches: "loopback" (its own loopback only), "none" or
+    "host" (no network isolation, the local backend)."""
+    supports_binds = True
+    """Host folders can be bound in (SandboxConfig.binds)."""
+    supports_snapshots = False
+    """The sandbox can freeze its system state for later sandboxes to start from."""
+    host_uid: int | None = 0
+    """The host uid the sandbox's root runs as (None: the host's own root, see
+    :attr:`root_is_host_root`)."""
+
+    @property
+    def root_is_host_root(self) -> bool:
+        """True when root inside is root on the host (bwrap without a spare uid): the trial's
+        work folder must then be closed to other host users."""
+        return self.host_uid is None
 
     def __init__(self, config: SandboxConfig):
         self.config = config

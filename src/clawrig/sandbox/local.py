@@ -43,6 +43,7 @@ class LocalSandbox(SupervisedSandbox):
     """Runs commands on the host (see the module docstring)."""
 
     backend_name = "local"
+    network = "host"
 
     def __init__(self, config: SandboxConfig, warn: bool = True):
         super().__init__(config)

@@ -173,7 +173,8 @@ class Task(BaseModel):
     golden_tool_schema: list[dict[str, Any]] | None = None
     golden_workspace: dict[str, FileContent] | None = None
     expected_reward: float | None = None
-    format: TaskFormat
+    format: TaskFormat | str
+    """A built-in format, or the name of a third-party format (clawrig.formats)."""
     source: SourceRef
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from clawrig.errors import TaskFormatError, UserError
+from clawrig.plugins import Registry
 from clawrig.spec.task import Task, TaskFormat, ValidationIssue
 from clawrig.tasks.dataclaw import (
     is_dataclaw_doc,
@@ -42,7 +44,7 @@ class Suite:
     """Tasks read from one path, with every problem found (errors and warnings)."""
 
     path: Path
-    format: TaskFormat | None
+    format: TaskFormat | str | None
     tasks: list[Task] = field(default_factory=list)
     issues: list[ValidationIssue] = field(default_factory=list)
 
@@ -71,8 +73,106 @@ def _md_format(path: Path) -> TaskFormat:
     return TaskFormat.DATACLAW if is_dataclaw_doc(doc) else TaskFormat.WILDCLAW
 
 
-def detect_format(path: Path | str) -> TaskFormat:
-    """The format of a task path (see module doc).
+class FormatReader(Protocol):
+    """A task format: ``name`` (its ``Task.format``), ``detect(path)`` (True when the path is
+    a suite of this format), ``read(path, root, issues)`` (its tasks; problems go to
+    ``issues``, never raised). Third-party formats register an instance (or a class with no
+    arguments) in the ``clawrig.formats`` entry-point group; they are tried before the
+    built-in ones."""
+
+    name: str
+
+    def detect(self, path: Path) -> bool: ...
+
+    def read(self, path: Path, root: Path | None, issues: IssueCollector) -> list[Task]: ...
+
+
+class FourFolderFormat:
+    """EigenData-style four-folder sets (intent/, datapoints/, evaluators/, ...)."""
+
+    name = TaskFormat.FOURFOLDER.value
+
+    def detect(self, path: Path) -> bool:
+        return path.is_dir() and is_fourfolder_root(path)
+
+    def read(self, path: Path, root: Path | None, issues: IssueCollector) -> list[Task]:
+        try:
+            return read_fourfolder(path, issues)
+        except TaskFormatError as exc:
+            issues.add(exc)
+            return []
+
+
+class DataClawFormat:
+    """A DataClawBench root (assets/qa_gold and/or assets/qa_raw, optional tasks/)."""
+
+    name = TaskFormat.DATACLAW.value
+
+    def detect(self, path: Path) -> bool:
+        return path.is_dir() and is_dataclaw_root(path)
+
+    def read(self, path: Path, root: Path | None, issues: IssueCollector) -> list[Task]:
+        return read_dataclaw_root(path, issues)
+
+
+class MarkdownFormat:
+    """Task Markdown files, one or a folder of them: WildClawBench tasks, or DataClawBench
+    ``tasks/*.md`` (told apart per file by the front matter)."""
+
+    name = TaskFormat.WILDCLAW.value
+
+    def detect(self, path: Path) -> bool:
+        if path.is_file():
+            return path.suffix.lower() == ".md"
+        return bool(task_files(path))
+
+    def read(self, path: Path, root: Path | None, issues: IssueCollector) -> list[Task]:
+        if path.is_file():
+            task = _read_md(path, root, issues)
+            return [task] if task else []
+        wild_root = root if root is not None else (path if (path / "tasks").is_dir() else None)
+        tasks = []
+        for md in task_files(path):
+            task = _read_md(md, wild_root, issues)
+            if task is not None:
+                tasks.append(task)
+        return tasks
+
+
+FORMATS: Registry[FormatReader] = Registry(
+    "formats",
+    {
+        "fourfolder": "clawrig.tasks.registry:FOURFOLDER",
+        "dataclaw": "clawrig.tasks.registry:DATACLAW",
+        "markdown": "clawrig.tasks.registry:MARKDOWN",
+    },
+    flag="format",
+)
+FOURFOLDER, DATACLAW, MARKDOWN = FourFolderFormat(), DataClawFormat(), MarkdownFormat()
+_BUILTIN_FORMATS = ("fourfolder", "dataclaw", "markdown")
+
+
+def _readers() -> list[FormatReader]:
+    """Third-party formats first (in registration order), then the built-in ones."""
+    out: list[FormatReader] = []
+    for name in [n for n in FORMATS.names() if n not in _BUILTIN_FORMATS] + list(_BUILTIN_FORMATS):
+        reader: object = FORMATS.get(name)
+        if isinstance(reader, type):
+            reader = reader()
+        out.append(reader)  # type: ignore[arg-type]
+    return out
+
+
+def _reader_for(path: Path) -> FormatReader | None:
+    for reader in _readers():
+        if reader.detect(path):
+            return reader
+    return None
+
+
+def detect_format(path: Path | str) -> TaskFormat | str:
+    """The format of a task path (see module doc); a third-party format's name for a path it
+    claims.
 
     For a folder of task files, the format of its first readable file (WildClawBench when none
     can be read; each file's own problems are reported when it is read). Raises UserError
@@ -82,23 +182,26 @@ def detect_format(path: Path | str) -> TaskFormat:
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: path: no such file or folder")
+    reader = _reader_for(path)
+    if path.is_file() and not isinstance(reader, MarkdownFormat):
+        if reader is not None:
+            return reader.name
+        raise TaskFormatError(path, "format", f"{_NOT_A_SUITE} (expected a .md task file)")
+    if reader is None:
+        raise TaskFormatError(path, "format", _NOT_A_SUITE)
+    if not isinstance(reader, MarkdownFormat):
+        return TaskFormat(reader.name) if reader.name in _TASK_FORMATS else reader.name
     if path.is_file():
-        if path.suffix.lower() != ".md":
-            raise TaskFormatError(path, "format", f"{_NOT_A_SUITE} (expected a .md task file)")
         return _md_format(path)
-    if is_fourfolder_root(path):
-        return TaskFormat.FOURFOLDER
-    if is_dataclaw_root(path):
-        return TaskFormat.DATACLAW
-    files = task_files(path)
-    for md in files:
+    for md in task_files(path):
         try:
             return _md_format(md)
         except TaskFormatError:
             continue  # reported when the file itself is read
-    if files:
-        return TaskFormat.WILDCLAW
-    raise TaskFormatError(path, "format", _NOT_A_SUITE)
+    return TaskFormat.WILDCLAW
+
+
+_TASK_FORMATS = {f.value for f in TaskFormat}
 
 
 def _read_md(path: Path, root: Path | None, issues: IssueCollector) -> Task | None:
@@ -139,32 +242,15 @@ def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
     if not path.exists():
         raise UserError(f"{path}: path: no such file or folder")
     issues = IssueCollector(strict=False)
-    fmt: TaskFormat | None = None
+    fmt: TaskFormat | str | None = None
     tasks: list[Task] = []
     try:
         fmt = detect_format(path)
     except TaskFormatError as exc:
         issues.add(exc)
-    if fmt is None:
-        pass
-    elif path.is_file():
-        task = _read_md(path, root_dir, issues)
-        tasks = [task] if task else []
-    elif fmt is TaskFormat.FOURFOLDER:
-        try:
-            tasks = read_fourfolder(path, issues)
-        except TaskFormatError as exc:
-            issues.add(exc)
-    elif is_dataclaw_root(path):
-        tasks = read_dataclaw_root(path, issues)
-    else:
-        wild_root = (
-            root_dir if root_dir is not None else (path if (path / "tasks").is_dir() else None)
-        )
-        for md in task_files(path):
-            task = _read_md(md, wild_root, issues)
-            if task is not None:
-                tasks.append(task)
+    reader = _reader_for(path) if fmt is not None else None
+    if reader is not None:
+        tasks = reader.read(path, root_dir, issues)
     _check_duplicates(tasks, issues)
     return Suite(path=path, format=fmt, tasks=tasks, issues=issues.issues)
 
