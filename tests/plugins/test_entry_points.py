@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CLAWRIG = [sys.executable, "-m", "clawrig"]
 
-AGENT = '''
+AGENT = """
 from clawrig.agents import Agent, AgentOutcome
 from clawrig.spec.trial import StopReason
 
@@ -30,7 +30,7 @@ class EchoAgent(Agent):
 
 class NotAnAgent:
     pass
-'''
+"""
 
 FORMAT = '''
 import json
