@@ -149,9 +149,6 @@ async def test_fetch_errors(call, ctx, server: str) -> None:
     ctx.web = WebPolicy(mode="on", allow_hosts=["127.0.0.2"])
     r = await call("web_fetch", {"url": "http://127.0.0.2:9/"})
     assert r.is_error and r.text.startswith("web_fetch: could not fetch http://127.0.0.2:9/: ")
-    ctx.web = WebPolicy(mode="replay")
-    r = await call("web_fetch", {"url": f"{server}/page.html"})
-    assert r.is_error and "mode 'replay' is not supported" in r.text
 
 
 async def test_search_needs_a_key(call, ctx, monkeypatch) -> None:

@@ -32,8 +32,10 @@ class ToolResult(BaseModel):
 
 
 class WebPolicy(BaseModel):
-    """Whether web tools may reach the network. ``mode``: off (default; a clear tool error),
-    on. ``max_bytes``/``timeout_s`` cap web_fetch; ``search_provider`` and its key env name."""
+    """Whether web tools may answer, and how. ``mode``: off (default; a clear tool error), or
+    the job's web mode (live, record, replay, corpus; ``on`` = live; see :mod:`clawrig.web`).
+    ``max_bytes`` (bytes) / ``timeout_s`` (seconds) cap web_fetch; ``search_provider`` is
+    brave or tavily (its key from ``search_api_key`` or the provider's environment variable)."""
 
     mode: str = "off"
     allow_hosts: list[str] = Field(default_factory=list)
@@ -59,6 +61,8 @@ class ToolContext:
     sandbox: Sandbox
     session_key: str = "main"
     web: WebPolicy = field(default_factory=WebPolicy)
+    web_backend: Any = None
+    """The trial's :class:`clawrig.web.WebSession` (None: a live one made on first use)."""
     sessions: Any = None
     cron: Any = None
     can_see_images: bool = False

@@ -1,13 +1,15 @@
-"""``web_search`` and ``web_fetch``, governed by the trial's :class:`WebPolicy`.
+"""``web_search`` and ``web_fetch``, governed by the trial's :class:`WebPolicy` and served by the
+job's web (:mod:`clawrig.web`: live, record, replay or corpus).
 
-Both run on the harness side (sandboxes have no network) and only when the policy allows:
+Both run on the harness side (sandboxes have no network, search keys stay on the host) and only
+when the policy allows:
 
 - ``mode="off"`` (default): an error result ``web access is disabled for this task``;
-- ``mode="on"``: web_fetch fetches with httpx, reading at most ``max_bytes`` bytes of the body
-  within ``timeout_s`` seconds; when ``allow_hosts`` is not empty, the URL's host (and every
-  redirect's) must be one of them or a subdomain of one. web_search asks the Brave Search API
-  (``search_provider="brave"``) with ``search_api_key`` or the ``BRAVE_API_KEY`` environment
-  variable; without a key it is a clear error.
+- any other mode: web_fetch checks the URL (http(s); when ``allow_hosts`` is not empty, the
+  host, and every redirect's, must be one of them or a subdomain of one) and asks the trial's
+  :class:`clawrig.web.WebSession` (``ToolContext.web_backend``; a live one when None) for the
+  page; web_search asks it for a search (Brave or Tavily live, see
+  :mod:`clawrig.web.providers`; a recorded reply; the corpus index).
 
 web_fetch result (JSON, as OpenClaw's): ``{"url", "finalUrl", "status", "contentType",
 "title", "extractMode", "truncated", "length", "text"}``. HTML is turned into markdown (links
@@ -19,39 +21,34 @@ extraction; text and JSON bodies are returned as they are; ``maxChars`` (default
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
-import os
 import re
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from clawrig.tools._common import error, json_result
 from clawrig.tools.base import ToolContext, ToolResult, WebPolicy
 
 DISABLED = "web access is disabled for this task"
 DEFAULT_MAX_CHARS = 50_000
-BRAVE_ENDPOINT = "https://api.search.brave.com/res/v1/web/search"
-BRAVE_ENDPOINT_ENV = "CLAWRIG_BRAVE_ENDPOINT"
-"""Environment variable overriding :data:`BRAVE_ENDPOINT` (a proxy or a recorded replay)."""
-USER_AGENT = "clawrig-web-fetch/0.1 (+https://github.com/clawrig)"
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-
-
-class HostNotAllowed(Exception):
-    """A request (or redirect) to a host outside ``WebPolicy.allow_hosts``."""
 
 
 def _policy_error(policy: WebPolicy) -> ToolResult | None:
     if policy.mode == "off":
         return error(DISABLED)
-    if policy.mode != "on":
-        return error(f"web access mode {policy.mode!r} is not supported here ({DISABLED})")
     return None
+
+
+def _session(ctx: ToolContext) -> Any:
+    """The trial's web session; without one (a bare ToolContext), a live one."""
+    if ctx.web_backend is None:
+        from clawrig.web import WebService
+
+        ctx.web_backend = WebService("live").session("", 0, None)
+    return ctx.web_backend
 
 
 def _internal(host: str) -> bool:
@@ -207,34 +204,12 @@ def html_to_text(html: str, markdown: bool = True) -> tuple[str, str]:
 # -- tools ---------------------------------------------------------------------------------
 
 
-async def _fetch(policy: WebPolicy, url: str) -> tuple[httpx.Response, bytes, bool]:
-    async def check(request: httpx.Request) -> None:
-        if not host_allowed(policy, request.url.host):
-            raise HostNotAllowed(request.url.host)
-
-    async with httpx.AsyncClient(
-        follow_redirects=True,
-        timeout=httpx.Timeout(policy.timeout_s),
-        headers={"User-Agent": USER_AGENT, "Accept": "text/html,application/json,text/*;q=0.9"},
-        event_hooks={"request": [check]},
-    ) as client:
-        async with client.stream("GET", url) as resp:
-            body = bytearray()
-            truncated = False
-            async for chunk in resp.aiter_bytes():
-                body += chunk
-                if len(body) > policy.max_bytes:
-                    del body[policy.max_bytes :]
-                    truncated = True
-                    break
-            return resp, bytes(body), truncated
-
-
 async def web_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     """Fetch ``url`` and extract readable text (see the module docstring).
 
-    Errors: web access off, not an http(s) URL, host not allowed, connection failure or
-    timeout, HTTP status >= 400, a binary content type.
+    Errors (results): web access off, not an http(s) URL, host not allowed, connection failure
+    or timeout, HTTP status >= 400, a binary content type. Raises
+    :class:`clawrig.web.WebReplayMiss` when a replay has no record of the page.
     """
     policy = ctx.web
     refused = _policy_error(policy)
@@ -248,22 +223,17 @@ async def web_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return error(f"web_fetch: host {parts.hostname} is not allowed for this task")
     mode = args.get("extractMode") or "markdown"
     max_chars = int(args.get("maxChars") or DEFAULT_MAX_CHARS)
-    try:
-        resp, body, truncated = await asyncio.wait_for(_fetch(policy, url), policy.timeout_s)
-    except HostNotAllowed as exc:
-        return error(f"web_fetch: redirected to host {exc} which is not allowed for this task")
-    except (TimeoutError, httpx.TimeoutException):
-        return error(f"web_fetch: {url} did not answer within {policy.timeout_s:g} s")
-    except httpx.HTTPError as exc:
-        return error(f"web_fetch: could not fetch {url}: {type(exc).__name__}: {exc}")
-    ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
-    text = body.decode(resp.charset_encoding or "utf-8", errors="replace")
-    if resp.status_code >= 400:
+    out = await _session(ctx).fetch(policy, url)
+    if out.error:
+        return error(out.error)
+    ctype = out.content_type
+    text = out.body.decode(out.charset or "utf-8", errors="replace")
+    truncated = out.truncated
+    if out.status >= 400:
         snippet = text[:300].strip()
         return error(
-            f"web_fetch: {url} answered HTTP {resp.status_code}"
-            + (f": {snippet}" if snippet else ""),
-            status=resp.status_code,
+            f"web_fetch: {url} answered HTTP {out.status}" + (f": {snippet}" if snippet else ""),
+            status=out.status,
         )
     title = ""
     if ctype in HTML_TYPES or (not ctype and "<html" in text[:2000].lower()):
@@ -276,8 +246,8 @@ async def web_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     return json_result(
         {
             "url": url,
-            "finalUrl": str(resp.url),
-            "status": resp.status_code,
+            "finalUrl": out.final_url,
+            "status": out.status,
             "contentType": ctype,
             "title": title,
             "extractMode": mode,
@@ -289,59 +259,27 @@ async def web_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 async def web_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    """Search through the Brave Search API (see the module docstring).
+    """Search the web (see the module docstring).
 
-    Errors: web access off, an unsupported provider, no API key, an empty query, an API
-    failure (status and message).
+    Errors (results): web access off, an unsupported provider, no API key, an empty query, an
+    API failure (status and message). Raises :class:`clawrig.web.WebReplayMiss` when a
+    replay has no record of the search.
     """
+    from clawrig.web.providers import normalise_search
+
     policy = ctx.web
     refused = _policy_error(policy)
     if refused:
         return refused
-    if policy.search_provider != "brave":
-        return error(f"web_search: provider {policy.search_provider!r} is not supported (brave)")
-    key = policy.search_api_key or os.environ.get("BRAVE_API_KEY")
-    if not key:
-        return error(
-            "web_search: no search API key is configured (set BRAVE_API_KEY or the web "
-            "policy's search_api_key); use web_fetch on a known URL instead"
-        )
-    query = args["query"].strip()
-    if not query:
-        return error("web_search: `query` is empty")
-    params: dict[str, Any] = {"q": query, "count": int(args.get("count") or 5)}
-    if args.get("region"):
-        params["country"] = args["region"]
-    if args.get("safeSearch"):
-        params["safesearch"] = args["safeSearch"]
-    endpoint = policy.search_endpoint or os.environ.get(BRAVE_ENDPOINT_ENV) or BRAVE_ENDPOINT
     try:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(policy.timeout_s)) as client:
-            resp = await client.get(
-                endpoint,
-                params=params,
-                headers={"Accept": "application/json", "X-Subscription-Token": key},
-            )
-    except httpx.HTTPError as exc:
-        return error(f"web_search: the search request failed: {type(exc).__name__}: {exc}")
-    if resp.status_code >= 400:
-        return error(
-            f"web_search: Brave Search answered HTTP {resp.status_code}: {resp.text[:300]}"
-        )
-    try:
-        data = resp.json()
-    except ValueError:
-        return error("web_search: Brave Search sent a reply that is not JSON")
-    results = [
-        {
-            "title": r.get("title", ""),
-            "url": r.get("url", ""),
-            "description": re.sub(r"<[^>]+>", "", r.get("description", "")),
-            "published": r.get("age") or r.get("page_age"),
-        }
-        for r in (data.get("web") or {}).get("results", [])
-    ]
-    return json_result({"query": query, "provider": "brave", "results": results})
+        search = normalise_search(args)
+    except ValueError as exc:
+        return error(str(exc))
+    out = await _session(ctx).search(policy, search)
+    results, problem = out.parsed()
+    if problem is not None:
+        return error(problem)
+    return json_result({"query": search["query"], "provider": out.provider, "results": results})
 
 
 TOOLS = {"web_search": web_search, "web_fetch": web_fetch}

@@ -1,0 +1,182 @@
+"""Recorded web traffic: every search and fetch of a ``--web record`` job, replayable.
+
+A trial's ``web_calls.jsonl`` (:data:`WEB_RECORD_FILE`, in its trial folder) holds one JSON
+line per exchange::
+
+    {"kind": "search" | "fetch", "key": <sha256 hex of the normalised request>,
+     "request": {...normalised...}, "response": {...}, "task_id": str, "run_index": int}
+
+- search request: ``{"query", "count", "country", "safesearch"}`` (see
+  :func:`clawrig.web.providers.normalise_search`); response ``{"provider", "status",
+  "body_sha256", "error"}`` where the body is the provider's raw JSON reply;
+- fetch request: ``{"url"}`` (:func:`normalise_url`); response ``{"status", "final_url",
+  "content_type", "charset", "truncated", "body_sha256", "error"}``, the body being the bytes
+  read (at most the policy's ``max_bytes``).
+
+``error`` (a string) records a failure (connection refused, timeout, host not allowed) so a
+replay gives the same tool result. Bodies are stored once per content under the job folder's
+``web_blobs/<sha256>`` (:class:`BlobStore`). :class:`WebRecords` loads a finished job's records
+for ``--web replay DIR``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from clawrig.errors import UserError
+
+WEB_RECORD_FILE = "web_calls.jsonl"
+"""The per-trial record of every web exchange (in the trial folder)."""
+BLOB_DIR = "web_blobs"
+"""The job folder's content-addressed store of recorded bodies."""
+
+
+def normalise_url(url: str) -> str:
+    """``url`` with a lower-case scheme and host, no default port, no fragment and ``/`` for
+    an empty path (two spellings of one page are one key)."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    netloc = (
+        host
+        if port is None or (scheme, port) in (("http", 80), ("https", 443))
+        else (f"{host}:{port}")
+    )
+    if parts.username:
+        netloc = f"{parts.username}{':' + parts.password if parts.password else ''}@{netloc}"
+    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+
+
+def request_key(kind: str, request: dict[str, Any]) -> str:
+    """SHA-256 (hex) of ``kind`` and the normalised request's canonical JSON (sorted keys)."""
+    blob = json.dumps({"kind": kind, **request}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class BlobStore:
+    """Bodies by SHA-256 under ``root`` (one file per distinct content, written atomically)."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    def put(self, data: bytes) -> str:
+        """Store ``data``; return its SHA-256 hex digest."""
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.root / digest
+        if not path.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{digest}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        return digest
+
+    def get(self, digest: str) -> bytes | None:
+        """The body stored as ``digest``, or None when absent or altered (hash mismatch)."""
+        try:
+            data = (self.root / digest).read_bytes()
+        except OSError:
+            return None
+        return data if hashlib.sha256(data).hexdigest() == digest else None
+
+
+class WebRecorder:
+    """Appends one trial's exchanges to ``path`` (a :data:`WEB_RECORD_FILE`), bodies to
+    ``blobs``. ``task_id``/``run_index`` scope each line for replay."""
+
+    def __init__(self, path: Path, blobs: BlobStore, task_id: str, run_index: int) -> None:
+        self.path = Path(path)
+        self.blobs = blobs
+        self.task_id = task_id
+        self.run_index = run_index
+        self.count = 0
+
+    def add(
+        self, kind: str, request: dict[str, Any], response: dict[str, Any], body: bytes | None
+    ) -> None:
+        """Record one exchange; ``body`` (if any) goes to the blob store."""
+        response = dict(response)
+        response["body_sha256"] = self.blobs.put(body) if body is not None else None
+        line = {
+            "kind": kind,
+            "key": request_key(kind, request),
+            "request": request,
+            "response": response,
+            "task_id": self.task_id,
+            "run_index": self.run_index,
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
+        self.count += 1
+
+
+def _record_files(root: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in root.glob(f"**/{WEB_RECORD_FILE}")
+        if "_retried" not in p.relative_to(root).parts
+        and not any(part.startswith(".tmp") for part in p.relative_to(root).parts)
+    )
+
+
+class WebRecords:
+    """Every recorded exchange of a finished job folder, served by request key.
+
+    Per key, exchanges are served in recorded order, those of the same trial scope
+    (``"<task_id>#<run_index>"``) first; once all are served the last is served again (see
+    :class:`clawrig.llm.gateway.ResponseCache`, which holds them). Bodies come from the job's
+    ``web_blobs/``. Raises UserError (one line: the file and line) for a folder without
+    records or a line that is not a record.
+    """
+
+    def __init__(self, job_dir: Path | str) -> None:
+        from clawrig.llm.gateway import ResponseCache
+
+        self.root = Path(job_dir)
+        if not self.root.is_dir():
+            raise UserError(f"--web replay: no such job folder: {self.root}")
+        self.blobs = BlobStore(self.root / BLOB_DIR)
+        self._cache = ResponseCache()
+        for path in _record_files(self.root):
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                    key, response = rec["key"], rec["response"]
+                    scope = f"{rec.get('task_id')}#{rec.get('run_index', 0)}"
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise UserError(
+                        f"{path}:{n}: not a web record ({type(exc).__name__}: {exc})"
+                    ) from None
+                self._cache.add(key, {"kind": rec.get("kind"), **response}, scope)
+        if len(self._cache) == 0:
+            raise UserError(
+                f"--web replay: {self.root}: no recorded web calls ({WEB_RECORD_FILE}) in its "
+                "trial folders (record them with --web record)"
+            )
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def take(self, kind: str, request: dict[str, Any], scope: str) -> dict[str, Any] | None:
+        """The recorded response for the request (see the class docs), or None (a miss)."""
+        return self._cache.take(request_key(kind, request), scope)
+
+    def body(self, response: dict[str, Any]) -> bytes | None:
+        """The recorded body of ``response`` (None when it had none). Raises UserError when the
+        blob is missing or altered."""
+        digest = response.get("body_sha256")
+        if not digest:
+            return None
+        data = self.blobs.get(digest)
+        if data is None:
+            raise UserError(
+                f"--web replay: {self.blobs.root / digest}: recorded body missing or altered"
+            )
+        return data

@@ -1,0 +1,367 @@
+"""The job's web: one :class:`WebService` per job (its mode), one :class:`WebSession` per trial.
+
+Modes (``clawrig run --web MODE``; a task whose format forbids the web gets ``off`` anyway):
+
+- ``off``: web_search and web_fetch answer ``web access is disabled for this task``;
+- ``live``: they call the search provider (:mod:`clawrig.web.providers`) and fetch pages from
+  the host; keys come from the host's environment and never enter a sandbox;
+- ``record``: as live, and every exchange is recorded (:mod:`clawrig.web.records`) in the
+  trial folder, bodies in the job folder's ``web_blobs/``;
+- ``replay DIR``: answered only from DIR's records (a finished job folder); a request that was
+  not recorded fails the trial with :class:`WebReplayMiss` (an infrastructure error that is not
+  retried), or, with ``--web-miss live``, is done live, or with ``--web-miss empty`` gets no
+  results / a 404. Served exchanges are recorded again, so a replayed job replays too;
+- ``corpus DIR``: answered from a local collection (:class:`clawrig.web.corpus.Corpus`).
+
+Outcomes are raw (provider JSON, page bytes); :mod:`clawrig.tools.web` turns them into tool
+results the same way in every mode, so a replayed trial sees byte-identical tool results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from clawrig.errors import InfrastructureError, UserError
+from clawrig.web.providers import PROVIDERS
+from clawrig.web.records import BLOB_DIR, BlobStore, WebRecorder, WebRecords, normalise_url
+
+WebMode = Literal["off", "live", "record", "replay", "corpus"]
+WEB_MODES: tuple[str, ...] = ("off", "live", "record", "replay", "corpus")
+MISS_POLICIES: tuple[str, ...] = ("error", "live", "empty")
+USER_AGENT = "clawrig-web-fetch/0.1 (+https://github.com/clawrig)"
+
+
+class WebReplayMiss(InfrastructureError):
+    """``--web replay``: the trial asked for a search or page that was never recorded.
+
+    An infrastructure error (the run diverged from its record; not the model's failure) that
+    is not retried: the same trial would miss again."""
+
+    retryable = False
+
+
+class HostNotAllowed(Exception):
+    """A request (or redirect) to a host outside ``WebPolicy.allow_hosts``."""
+
+
+@dataclass
+class SearchOutcome:
+    """A search's outcome: the provider's name and status and its raw reply ``body``, or the
+    finished ``results`` (corpus, empty miss), or an ``error`` message for the tool."""
+
+    provider: str
+    status: int = 200
+    body: bytes | None = None
+    results: list[dict[str, Any]] | None = None
+    error: str | None = None
+
+    def parsed(self) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """(results, None) or (None, error message): the one place a reply becomes results."""
+        if self.error:
+            return None, self.error
+        if self.results is not None:
+            return self.results, None
+        provider = PROVIDERS[self.provider]
+        text = (self.body or b"").decode("utf-8", errors="replace")
+        if self.status >= 400:
+            return None, f"web_search: {provider.label} answered HTTP {self.status}: {text[:300]}"
+        try:
+            return provider.results(json.loads(text)), None
+        except ValueError:
+            return None, f"web_search: {provider.label} sent a reply that is not JSON"
+
+
+@dataclass
+class FetchOutcome:
+    """A fetch's outcome: status, final URL, content type and charset, the body read (at
+    most the policy's ``max_bytes``; ``truncated`` when cut), or an ``error`` message."""
+
+    status: int = 0
+    final_url: str = ""
+    content_type: str = ""
+    charset: str | None = None
+    body: bytes = b""
+    truncated: bool = False
+    error: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The recorded response fields (everything but the body)."""
+        return {
+            "status": self.status,
+            "final_url": self.final_url,
+            "content_type": self.content_type,
+            "charset": self.charset,
+            "truncated": self.truncated,
+            "error": self.error,
+        }
+
+
+def _host_check(policy: Any):
+    from clawrig.tools.web import host_allowed
+
+    async def check(request: httpx.Request) -> None:
+        if not host_allowed(policy, request.url.host):
+            raise HostNotAllowed(request.url.host)
+
+    return check
+
+
+async def live_fetch(policy: Any, url: str) -> FetchOutcome:
+    """GET ``url`` from the host under ``policy`` (redirects followed, each host checked;
+    at most ``max_bytes`` read within ``timeout_s`` seconds). Never raises for a network
+    problem: it is the outcome's ``error``."""
+
+    async def go() -> FetchOutcome:
+        async with httpx.AsyncClient(
+            follow_redirects=True,
+            timeout=httpx.Timeout(policy.timeout_s),
+            headers={"User-Agent": USER_AGENT, "Accept": "text/html,application/json,text/*;q=0.9"},
+            event_hooks={"request": [_host_check(policy)]},
+        ) as client:
+            async with client.stream("GET", url) as resp:
+                body = bytearray()
+                truncated = False
+                async for chunk in resp.aiter_bytes():
+                    body += chunk
+                    if len(body) > policy.max_bytes:
+                        del body[policy.max_bytes :]
+                        truncated = True
+                        break
+                ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+                return FetchOutcome(
+                    status=resp.status_code,
+                    final_url=str(resp.url),
+                    content_type=ctype,
+                    charset=resp.charset_encoding,
+                    body=bytes(body),
+                    truncated=truncated,
+                )
+
+    try:
+        return await asyncio.wait_for(go(), policy.timeout_s)
+    except HostNotAllowed as exc:
+        return FetchOutcome(
+            error=f"web_fetch: redirected to host {exc} which is not allowed for this task"
+        )
+    except (TimeoutError, httpx.TimeoutException):
+        return FetchOutcome(error=f"web_fetch: {url} did not answer within {policy.timeout_s:g} s")
+    except httpx.HTTPError as exc:
+        return FetchOutcome(error=f"web_fetch: could not fetch {url}: {type(exc).__name__}: {exc}")
+
+
+async def live_search(policy: Any, search: dict[str, Any]) -> SearchOutcome:
+    """Ask the policy's provider (``search_provider``) for a normalised search, with the key
+    from ``search_api_key`` or the provider's environment variable (on the host)."""
+    provider = PROVIDERS.get(policy.search_provider)
+    if provider is None:
+        return SearchOutcome(
+            policy.search_provider,
+            error=f"web_search: provider {policy.search_provider!r} is not supported "
+            f"({', '.join(PROVIDERS)})",
+        )
+    key = policy.search_api_key or os.environ.get(provider.key_env)
+    if not key:
+        return SearchOutcome(
+            provider.name,
+            error=f"web_search: no search API key is configured (set {provider.key_env} or the "
+            "web policy's search_api_key); use web_fetch on a known URL instead",
+        )
+    endpoint = (
+        policy.search_endpoint or os.environ.get(provider.endpoint_env) or provider.default_endpoint
+    )
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(policy.timeout_s)) as client:
+            resp = await client.request(**provider.request(search, key, endpoint))
+    except httpx.HTTPError as exc:
+        return SearchOutcome(
+            provider.name,
+            error=f"web_search: the search request failed: {type(exc).__name__}: {exc}",
+        )
+    return SearchOutcome(provider.name, status=resp.status_code, body=resp.content)
+
+
+class WebService:
+    """The job's web settings and shared state (replay records, corpus index, blob store).
+
+    ``mode``: one of :data:`WEB_MODES` (``on`` is read as ``live``); ``source``: the folder of
+    ``replay`` (a recorded job) or ``corpus`` (a collection); ``output``: the job folder
+    (record and replay store bodies in its ``web_blobs/``); ``miss``: error | live | empty
+    (replay only); ``provider``: the live search provider. Raises UserError (one line, naming
+    the flag) for a bad combination or an unreadable source.
+    """
+
+    def __init__(
+        self,
+        mode: str = "off",
+        *,
+        source: Path | str | None = None,
+        output: Path | str | None = None,
+        miss: str = "error",
+        provider: str = "brave",
+    ) -> None:
+        mode = "live" if mode == "on" else mode
+        if mode not in WEB_MODES:
+            raise UserError(f"--web: unknown mode {mode!r} (choose from {', '.join(WEB_MODES)})")
+        if miss not in MISS_POLICIES:
+            raise UserError(f"--web-miss: choose from {', '.join(MISS_POLICIES)}")
+        if provider not in PROVIDERS:
+            raise UserError(f"--web-provider: choose from {', '.join(PROVIDERS)}")
+        if mode in ("replay", "corpus") and source is None:
+            raise UserError(f"--web {mode}: give the folder too, e.g. --web {mode} DIR")
+        if mode not in ("replay", "corpus") and source is not None:
+            raise UserError(f"--web {mode}: takes no folder (only replay and corpus do)")
+        self.mode = mode
+        self.source = Path(source) if source is not None else None
+        self.output = Path(output) if output is not None else None
+        self.miss = miss
+        self.provider = provider
+        self.records: WebRecords | None = None
+        self.corpus: Any = None
+        if mode == "replay":
+            self.records = WebRecords(self.source)  # type: ignore[arg-type]
+        elif mode == "corpus":
+            from clawrig.web.corpus import Corpus
+
+            self.corpus = Corpus(self.source)  # type: ignore[arg-type]
+        self.blobs = BlobStore(self.output / BLOB_DIR) if self.output is not None else None
+
+    @property
+    def records_calls(self) -> bool:
+        """True when trials record their exchanges (record, replay)."""
+        return self.mode in ("record", "replay") and self.blobs is not None
+
+    def key_problem(self) -> str | None:
+        """One line when live calls will find no search key on this host, else None."""
+        if self.mode not in ("live", "record") and not (
+            self.mode == "replay" and self.miss == "live"
+        ):
+            return None
+        prov = PROVIDERS[self.provider]
+        if os.environ.get(prov.key_env):
+            return None
+        return (
+            f"--web {self.mode}: {prov.key_env} is not set: web_search will answer an error "
+            "(web_fetch still works)"
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """The settings for the job summary: mode, provider, source, miss policy."""
+        return {
+            "mode": self.mode,
+            "provider": self.provider if self.mode in ("live", "record") else None,
+            "source": str(self.source) if self.source else None,
+            "miss": self.miss if self.mode == "replay" else None,
+        }
+
+    def session(self, task_id: str, run_index: int, record_dir: Path | None) -> WebSession:
+        """The trial's web: records go to ``record_dir/web_calls.jsonl`` (record, replay)."""
+        from clawrig.web.records import WEB_RECORD_FILE
+
+        recorder = None
+        if self.records_calls and record_dir is not None:
+            recorder = WebRecorder(record_dir / WEB_RECORD_FILE, self.blobs, task_id, run_index)  # type: ignore[arg-type]
+        return WebSession(self, task_id, run_index, recorder)
+
+
+class WebSession:
+    """One trial's web (what :attr:`clawrig.tools.base.ToolContext.web_backend` holds).
+
+    :meth:`search` and :meth:`fetch` return raw outcomes (see the module docs); they raise
+    :class:`WebReplayMiss` on a replay miss under ``--web-miss error``."""
+
+    def __init__(
+        self, service: WebService, task_id: str, run_index: int, recorder: WebRecorder | None
+    ) -> None:
+        self.service = service
+        self.task_id = task_id
+        self.run_index = run_index
+        self.recorder = recorder
+
+    @property
+    def scope(self) -> str:
+        return f"{self.task_id}#{self.run_index}"
+
+    def _miss(self, kind: str, what: str) -> None:
+        raise WebReplayMiss(
+            f"--web replay: no recorded {kind} for {what} (task {self.task_id} run "
+            f"{self.run_index}; the run left its record: use --web-miss live|empty to go on)"
+        )
+
+    async def search(self, policy: Any, search: dict[str, Any]) -> SearchOutcome:
+        """The outcome of a normalised search
+        (:func:`clawrig.web.providers.normalise_search`)."""
+        svc = self.service
+        if svc.mode == "corpus":
+            return SearchOutcome(
+                "corpus", results=svc.corpus.search(search["query"], search["count"])
+            )
+        if svc.mode == "replay":
+            rec = svc.records.take("search", search, self.scope)  # type: ignore[union-attr]
+            if rec is not None:
+                out = SearchOutcome(
+                    rec.get("provider") or "brave",
+                    status=int(rec.get("status") or 0),
+                    body=svc.records.body(rec),  # type: ignore[union-attr]
+                    error=rec.get("error"),
+                )
+            elif svc.miss == "empty":
+                return SearchOutcome("replay", results=[])
+            elif svc.miss == "live":
+                out = await live_search(policy, search)
+            else:
+                self._miss("search", repr(search["query"]))
+        else:
+            out = await live_search(policy, search)
+        if self.recorder is not None and (out.body is not None or out.error):
+            self.recorder.add(
+                "search",
+                search,
+                {"provider": out.provider, "status": out.status, "error": out.error},
+                out.body,
+            )
+        return out
+
+    async def fetch(self, policy: Any, url: str) -> FetchOutcome:
+        """The outcome of fetching ``url`` (already checked against the policy's hosts)."""
+        svc = self.service
+        request = {"url": normalise_url(url)}
+        if svc.mode == "corpus":
+            page = svc.corpus.page(url)
+            if page is None:
+                return FetchOutcome(
+                    status=404, final_url=url, content_type="text/plain",
+                    body=b"not in the corpus",
+                )  # fmt: skip
+            return FetchOutcome(status=200, final_url=url, content_type=page[0], body=page[1])
+        if svc.mode == "replay":
+            rec = svc.records.take("fetch", request, self.scope)  # type: ignore[union-attr]
+            if rec is not None:
+                out = FetchOutcome(
+                    status=int(rec.get("status") or 0),
+                    final_url=rec.get("final_url") or "",
+                    content_type=rec.get("content_type") or "",
+                    charset=rec.get("charset"),
+                    body=svc.records.body(rec) or b"",  # type: ignore[union-attr]
+                    truncated=bool(rec.get("truncated")),
+                    error=rec.get("error"),
+                )
+            elif svc.miss == "empty":
+                return FetchOutcome(
+                    status=404, final_url=url, content_type="text/plain", body=b"not recorded"
+                )
+            elif svc.miss == "live":
+                out = await live_fetch(policy, url)
+            else:
+                self._miss("page", url)
+        else:
+            out = await live_fetch(policy, url)
+        if self.recorder is not None:
+            self.recorder.add("fetch", request, out.fields(), None if out.error else out.body)
+        return out
