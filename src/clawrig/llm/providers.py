@@ -58,6 +58,7 @@ Providers YAML (validated with pydantic; errors name the file and the field)::
         max_concurrency: 8                   # requests in flight to this provider
         context_window: 131072               # tokens (default for its models)
         max_tokens: 8192                     # completion tokens per request
+        server: vllm                         # vllm | sglang: record sampled token ids
         models:
           Qwen/Qwen3-32B:
             prices: {input: 0.1, output: 0.3, cache_read: 0.01, cache_write: 0}
@@ -120,7 +121,8 @@ class ProviderConfig(BaseModel):
     value of ``api_key_env``; ``model_id_env`` names a variable holding the id to send when the
     model name gives none. ``max_concurrency``: requests in flight per provider (None =
     unlimited). ``timeout_s``: seconds per request. ``extra_body``: fields added to every
-    request body."""
+    request body. ``server``: the inference server behind it (``vllm`` / ``sglang``; default:
+    the provider's name when it is one of those), for the gateway's token capture."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -135,6 +137,7 @@ class ProviderConfig(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     headers: dict[str, str] = Field(default_factory=dict)
+    server: Literal["vllm", "sglang"] | None = None
     models: dict[str, ModelConfig] = Field(default_factory=dict)
 
 
@@ -185,7 +188,8 @@ class ModelEndpoint(BaseModel):
     ``model`` in requests; ``api_key`` is a SecretStr (never shown by repr/str);
     ``api_key_env`` the variable it came from (for error hints); ``prices`` USD per 1M tokens;
     ``context_window`` / ``max_tokens`` in tokens; ``max_concurrency`` requests in flight per
-    provider; ``timeout_s`` seconds per request.
+    provider; ``timeout_s`` seconds per request; ``server``: ``vllm`` / ``sglang`` when that
+    server is behind it (token capture, :mod:`clawrig.llm.gateway.tokens`).
     """
 
     name: str
@@ -201,6 +205,7 @@ class ModelEndpoint(BaseModel):
     timeout_s: float | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
     headers: dict[str, str] = Field(default_factory=dict)
+    server: Literal["vllm", "sglang"] | None = None
 
 
 class Settings(BaseModel):
@@ -473,4 +478,5 @@ def resolve_model(name: str | None, settings: Settings, *, role: Role = "agent")
         timeout_s=cfg.timeout_s,
         extra_body=dict(cfg.extra_body),
         headers=dict(cfg.headers),
+        server=cfg.server,
     )

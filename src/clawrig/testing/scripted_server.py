@@ -33,6 +33,20 @@ Usage::
 
 ``start()`` / ``stop()`` work as well as ``with``. ``add(*replies)`` appends to the script.
 
+Token ids and logprobs, as vLLM and SGLang return them (see :mod:`clawrig.llm.gateway.tokens`
+for their request fields), from a scripted tokenizer (:func:`scripted_tokens`):
+
+- vLLM: ``return_token_ids`` adds top-level ``prompt_token_ids`` and per choice ``token_ids``;
+  ``logprobs`` adds ``logprobs.content`` (``token`` is ``token_id:<id>`` with
+  ``return_tokens_as_token_ids``). Streams: ``prompt_token_ids`` in the first chunk, each
+  chunk's ``token_ids`` / ``logprobs.content`` for its delta.
+- SGLang: ``return_prompt_token_ids`` adds per choice ``prompt_token_ids``, ``return_meta_info``
+  adds ``meta_info.output_token_logprobs`` (``[logprob, token_id, text]``) and
+  ``meta_info.output_ids``; on a stream either field is refused with HTTP 400, as SGLang does.
+
+``sent_tokens`` lists what was sent per request that asked (prompt and completion ids,
+logprobs or None), in order.
+
 Usage numbers: when a reply gives no ``usage``, ``prompt_tokens=10, completion_tokens=5`` (see
 :data:`DEFAULT_PROMPT_TOKENS`, :data:`DEFAULT_COMPLETION_TOKENS`). ``cached`` is sent as
 ``usage.prompt_tokens_details.cached_tokens``, ``cache_write`` as
@@ -55,7 +69,9 @@ import socket
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -84,6 +100,9 @@ __all__ = [
     "error",
     "load_script",
     "reply",
+    "scripted_logprob",
+    "scripted_prompt_ids",
+    "scripted_token_id",
     "usage",
 ]
 
@@ -292,6 +311,7 @@ class ScriptedServer:
         self._received = 0
         self._used = 0
         self._call_counter = 0
+        self._sent_tokens: list[dict[str, Any]] = []
         self._server: ThreadedServer | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -325,6 +345,14 @@ class ScriptedServer:
         """The HTTP headers (lower-case names) of each recorded request, same order."""
         with self._lock:
             return list(self._headers)
+
+    @property
+    def sent_tokens(self) -> list[dict[str, Any]]:
+        """What was sent to each request that asked for token ids or logprobs, in order:
+        ``{"prompt_token_ids": [int] | None, "completion_token_ids": [int] | None,
+        "completion_logprobs": [float] | None}`` (None: not asked)."""
+        with self._lock:
+            return list(self._sent_tokens)
 
     @property
     def max_in_flight(self) -> int:
@@ -505,9 +533,21 @@ class ScriptedServer:
         calls = [(c, c.id or self._next_call_id()) for c in rep.tool_calls]
         finish = rep.finish_reason or ("tool_calls" if calls else "stop")
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        toks = _TokenRequest.of(body)
+        if toks.sglang and body.get("stream"):
+            return _error_response(
+                400,
+                "return_prompt_token_ids / return_meta_info are not supported with streaming: "
+                "set stream=false",
+                None,
+            )
+        if toks.any:
+            self._note_tokens(toks, body, rep, calls)
         if body.get("stream"):
             opts = body.get("stream_options") or {}
-            gen = _stream(rep, calls, finish, model, cid, bool(opts.get("include_usage")))
+            gen = _stream(
+                rep, calls, finish, model, cid, bool(opts.get("include_usage")), toks, body
+            )
             return StreamingResponse(gen, media_type="text/event-stream")
         message: dict[str, Any] = {"role": "assistant", "content": rep.content}
         if rep.reasoning is not None:
@@ -521,16 +561,126 @@ class ScriptedServer:
                 }
                 for c, call_id in calls
             ]
-        return JSONResponse(
-            {
-                "id": cid,
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": rep.usage.to_openai(),
-            }
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+        out: dict[str, Any] = {
+            "id": cid,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [choice],
+            "usage": rep.usage.to_openai(),
+        }
+        if toks.any:
+            pieces = _completion_pieces(rep, calls)
+            ids = [scripted_token_id(p) for p in pieces]
+            if toks.token_ids:
+                out["prompt_token_ids"] = scripted_prompt_ids(body)
+                choice["token_ids"] = ids
+            if toks.logprobs:
+                choice["logprobs"] = {"content": [toks.entry(p) for p in pieces]}
+            if toks.prompt_token_ids:
+                choice["prompt_token_ids"] = scripted_prompt_ids(body)
+            if toks.meta_info:
+                choice["meta_info"] = {
+                    "id": cid,
+                    "output_token_logprobs": [
+                        [scripted_logprob(i), i, p] for p, i in zip(pieces, ids, strict=True)
+                    ],
+                    "output_ids": ids,
+                }
+        return JSONResponse(out)
+
+    def _note_tokens(
+        self,
+        toks: _TokenRequest,
+        body: dict[str, Any],
+        rep: Reply,
+        calls: list[tuple[ScriptedCall, str]],
+    ) -> None:
+        ids = [scripted_token_id(p) for p in _completion_pieces(rep, calls)]
+        record = {
+            "prompt_token_ids": scripted_prompt_ids(body)
+            if toks.token_ids or toks.prompt_token_ids
+            else None,
+            "completion_token_ids": ids if toks.token_ids or toks.meta_info else None,
+            "completion_logprobs": [scripted_logprob(i) for i in ids]
+            if toks.logprobs or toks.meta_info
+            else None,
+        }
+        with self._lock:
+            self._sent_tokens.append(record)
+
+
+def scripted_token_id(piece: str) -> int:
+    """The scripted tokenizer's id of one piece of text: CRC-32 of its UTF-8 bytes mod 100000."""
+    return zlib.crc32(piece.encode("utf-8")) % 100_000
+
+
+def scripted_logprob(token_id: int) -> float:
+    """The scripted logprob of a sampled token: ``-((id % 997) + 1) / 1000``."""
+    return -((token_id % 997) + 1) / 1000
+
+
+def scripted_prompt_ids(body: dict[str, Any]) -> list[int]:
+    """The scripted prompt token ids of a request: one per whitespace-separated word of
+    ``role: content`` of each message (content as JSON when not a string)."""
+    words: list[str] = []
+    for m in body.get("messages") or []:
+        content = m.get("content") if isinstance(m, dict) else m
+        text = content if isinstance(content, str) else json.dumps(content, sort_keys=True)
+        words += f"{m.get('role') if isinstance(m, dict) else ''}: {text}".split()
+    return [scripted_token_id(w) for w in words]
+
+
+def _completion_pieces(rep: Reply, calls: list[tuple[ScriptedCall, str]]) -> list[str]:
+    """The sampled "tokens" of a reply: the pieces it streams (reasoning, content, each tool
+    call's name and argument pieces), in order."""
+    out = _pieces(rep.reasoning) if rep.reasoning else []
+    if rep.content:
+        out += _pieces(rep.content)
+    for c, _ in calls:
+        out.append(c.name)
+        out += [p for p in _pieces(c.arguments_text()) if p]
+    return out
+
+
+@dataclass(frozen=True)
+class _TokenRequest:
+    """Which token fields a request asked for (vLLM's and SGLang's names)."""
+
+    token_ids: bool = False
+    logprobs: bool = False
+    as_token_ids: bool = False
+    prompt_token_ids: bool = False
+    meta_info: bool = False
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> _TokenRequest:
+        return cls(
+            token_ids=bool(body.get("return_token_ids")),
+            logprobs=bool(body.get("logprobs")),
+            as_token_ids=bool(body.get("return_tokens_as_token_ids")),
+            prompt_token_ids=bool(body.get("return_prompt_token_ids")),
+            meta_info=bool(body.get("return_meta_info")),
         )
+
+    @property
+    def any(self) -> bool:
+        return self.token_ids or self.logprobs or self.prompt_token_ids or self.meta_info
+
+    @property
+    def sglang(self) -> bool:
+        return self.prompt_token_ids or self.meta_info
+
+    def entry(self, piece: str) -> dict[str, Any]:
+        tid = scripted_token_id(piece)
+        token = f"token_id:{tid}" if self.as_token_ids else piece
+        return {
+            "token": token,
+            "logprob": scripted_logprob(tid),
+            "bytes": list(piece.encode("utf-8")),
+            "top_logprobs": [],
+        }
 
 
 def _as_reply(item: Reply | str | dict[str, Any]) -> Reply:
@@ -563,31 +713,51 @@ async def _stream(
     model: str,
     cid: str,
     include_usage: bool,
+    toks: _TokenRequest | None = None,
+    body: dict[str, Any] | None = None,
 ) -> AsyncIterator[bytes]:
     created = int(time.time())
+    toks = toks or _TokenRequest()
 
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+    def chunk(
+        delta: dict[str, Any], finish_reason: str | None = None, piece: str | None = None
+    ) -> bytes:
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        if toks.token_ids:
+            choice["token_ids"] = [scripted_token_id(piece)] if piece is not None else []
+        if toks.logprobs and piece is not None:
+            choice["logprobs"] = {"content": [toks.entry(piece)]}
         obj = {
             "id": cid,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            "choices": [choice],
         }
         return f"data: {json.dumps(obj)}\n\n".encode()
 
-    yield chunk({"role": "assistant", "content": ""})
+    first = chunk({"role": "assistant", "content": ""})
+    if toks.token_ids:
+        obj = json.loads(first[6:])
+        obj["prompt_token_ids"] = scripted_prompt_ids(body or {})
+        first = f"data: {json.dumps(obj)}\n\n".encode()
+    yield first
     if rep.reasoning:
         for piece in _pieces(rep.reasoning):
-            yield chunk({rep.reasoning_key: piece})
+            yield chunk({rep.reasoning_key: piece}, piece=piece)
     if rep.content:
         for piece in _pieces(rep.content):
-            yield chunk({"content": piece})
+            yield chunk({"content": piece}, piece=piece)
     for index, (c, call_id) in enumerate(calls):
         head = {"index": index, "id": call_id, "type": "function"}
-        yield chunk({"tool_calls": [head | {"function": {"name": c.name, "arguments": ""}}]})
+        yield chunk(
+            {"tool_calls": [head | {"function": {"name": c.name, "arguments": ""}}]}, piece=c.name
+        )
         for piece in _pieces(c.arguments_text()):
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            yield chunk(
+                {"tool_calls": [{"index": index, "function": {"arguments": piece}}]},
+                piece=piece or None,
+            )
     yield chunk({}, finish)
     if include_usage:
         obj = {

@@ -77,6 +77,7 @@ from clawrig.llm.gateway.server import (
     replay_model,
     use_gateway,
 )
+from clawrig.llm.gateway.tokens import read_token_capture
 from clawrig.llm.gateway.wire import completion_from_chunks, sse_from_completion
 
 __all__ = [
@@ -99,6 +100,7 @@ __all__ = [
     "current_gateway",
     "placeholder_endpoint",
     "read_records",
+    "read_token_capture",
     "recorded_models",
     "replay_gateway",
     "replay_model",

@@ -13,6 +13,7 @@ from clawrig.errors import BudgetExceeded, ModelRequestError
 from clawrig.llm.client import OpenAIChatModel, RetryPolicy
 from clawrig.llm.gateway.forwarder import FORWARDER_PORT
 from clawrig.llm.gateway.replay import CacheMode, ResponseCache
+from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.spec.trial import Usage
 
@@ -33,7 +34,9 @@ class GatewayLease:
     cache keys (default: the endpoint's name; judge proxies use :data:`JUDGE_KEY_MODEL`, so a
     recorded judge reply matches whichever judge endpoint is configured, or none); ``retry``:
     upstream retries for this lease (default: the gateway's; a client that retries on its own,
-    like OpenClaw, gets a shorter one so retries do not multiply).
+    like OpenClaw, gets a shorter one so retries do not multiply); ``token_server``: ``vllm`` /
+    ``sglang`` when the gateway asks the upstream for sampled token ids and records them
+    (:mod:`clawrig.llm.gateway.tokens`; set by :meth:`Gateway.open_trial`).
 
     Counters (read them with the properties; they are updated from the gateway's thread):
     ``usage`` (a :class:`Usage` copy), ``requests``, ``refusals`` (why requests were refused:
@@ -57,6 +60,7 @@ class GatewayLease:
     cache_mode: CacheMode = "off"
     key_model: str | None = None
     retry: RetryPolicy | None = None
+    token_server: TokenServer | None = None
     closed: bool = False
     _usage: Usage = field(default_factory=Usage)
     _requests: int = 0

@@ -39,6 +39,13 @@ from clawrig.llm.gateway.forwarder import (
 )
 from clawrig.llm.gateway.lease import GatewayLease, placeholder_endpoint
 from clawrig.llm.gateway.replay import KEY_EXCLUDED, CacheMode, ResponseCache, _delta, request_key
+from clawrig.llm.gateway.tokens import (
+    StreamTokens,
+    capture_fields,
+    capture_server,
+    strip_capture_fields,
+    tokens_from_completion,
+)
 from clawrig.llm.gateway.wire import (
     _error_body,
     _one_line,
@@ -226,10 +233,13 @@ class Gateway:
         cache: ResponseCache | None = None,
         cache_mode: CacheMode | None = None,
         key_model: str | None = None,
+        token_capture: bool | None = None,
     ) -> GatewayLease:
         """Register a trial (or a grading phase) and return its lease with a fresh random
-        token. ``cache``/``cache_mode`` default to the gateway's. Arguments: see
-        :class:`GatewayLease`."""
+        token. ``cache``/``cache_mode`` default to the gateway's. ``token_capture``: None
+        (default) records sampled token ids when the endpoint is a vLLM / SGLang server
+        (:func:`clawrig.llm.gateway.tokens.capture_server`), False never; "calls" records
+        only. Other arguments: see :class:`GatewayLease`."""
         lease = GatewayLease(
             gateway=self,
             token=f"clawrig-{secrets.token_urlsafe(24)}",
@@ -247,6 +257,8 @@ class Gateway:
             cache_mode=cache_mode or (self.cache_mode if cache is None else "prefer"),
             key_model=key_model,
         )
+        if record_format == "calls" and (token_capture is None or token_capture):
+            lease.token_server = capture_server(endpoint)
         if lease.record_path is not None:
             lease.record_path.parent.mkdir(parents=True, exist_ok=True)
             lease.record_path.touch()
@@ -447,8 +459,16 @@ class Gateway:
         assert ep is not None and self._client is not None
         out = dict(body)
         out["model"] = ep.model_id
+        stream_to_client = False
         for k, v in ep.extra_body.items():
             out.setdefault(k, v)
+        server = lease.token_server
+        if server is not None:
+            out.update(capture_fields(server))
+            if server == "sglang" and stream:  # SGLang returns no token ids on streams
+                out.pop("stream_options", None)
+                out["stream"] = stream = False
+                stream_to_client = True
         if stream:
             out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         headers = {"content-type": "application/json", **ep.headers}
@@ -545,8 +565,12 @@ class Gateway:
                     lease, seq, key, body, status=502, error=msg, started=started, retries=retries
                 )
                 return _error_body(502, f"clawrig gateway: {msg}", "bad_upstream_reply")
-            self._finish(lease, seq, key, body, completion, started, retries)
-            return self._answer(completion, stream, wants_usage)
+            tokens = None
+            if server is not None:
+                tokens = tokens_from_completion(server, completion)
+                strip_capture_fields(completion, body)
+            self._finish(lease, seq, key, body, completion, started, retries, tokens=tokens)
+            return self._answer(completion, stream or stream_to_client, wants_usage)
         return StreamingResponse(
             self._relay(lease, seq, key, body, resp, wants_usage, started, retries),
             media_type="text/event-stream",
@@ -567,6 +591,7 @@ class Gateway:
         chunks: list[dict[str, Any]] = []
         error: str | None = None
         done = False
+        tokens = StreamTokens() if lease.token_server is not None else None
         try:
             skip_blank = False
             async for line in resp.aiter_lines():
@@ -581,6 +606,8 @@ class Gateway:
                             obj = None
                         if isinstance(obj, dict):
                             chunks.append(obj)
+                            if tokens is not None:
+                                tokens.feed(obj)
                             if not obj.get("choices") and obj.get("usage") and not wants_usage:
                                 skip_blank = True
                                 continue
@@ -598,7 +625,17 @@ class Gateway:
             completion = completion_from_chunks(chunks)
             if error is None and not done and not chunks:
                 error = "upstream stream ended without any chunk"
-            self._finish(lease, seq, key, body, completion, started, retries, error=error)
+            self._finish(
+                lease,
+                seq,
+                key,
+                body,
+                completion,
+                started,
+                retries,
+                error=error,
+                tokens=tokens.result() if tokens is not None else None,
+            )
 
     def _finish(
         self,
@@ -611,6 +648,7 @@ class Gateway:
         retries: int,
         *,
         error: str | None = None,
+        tokens: dict[str, Any] | None = None,
     ) -> None:
         usage = usage_from_openai(completion.get("usage"), self._prices(lease))
         lease._count(usage, retries=retries)
@@ -631,6 +669,7 @@ class Gateway:
             error=error,
             started=started,
             retries=retries,
+            tokens=tokens,
         )
         if error is None and lease.cache is not None and lease.cache_mode == "prefer":
             persist = self._judge_record(
@@ -653,15 +692,20 @@ class Gateway:
         error: str | None = None,
         started: float,
         retries: int = 0,
+        tokens: dict[str, Any] | None = None,
     ) -> None:
         """Append one line to the lease's record file.
 
         "calls" shape (:data:`RECORD_FILE`): {seq, ts (Unix s), trial_id, task_id, run_index,
         role, model (endpoint name), key, stream, request, base, status (HTTP), response (a
         chat.completion object; streams assembled) | null, usage (clawrig Usage) | null,
-        cached, error | null, latency_s, retries}. ``key`` is :func:`request_key` of the full
-        request. To keep the file linear in the conversation's length, ``request`` holds only
-        what changed since the lease's previous recorded request when ``base`` is set:
+        cached, error | null, latency_s, retries, token_capture}. ``token_capture`` (only
+        when the lease's upstream is a token server, :mod:`clawrig.llm.gateway.tokens`):
+        {prompt_token_ids [int], completion_token_ids [int], completion_logprobs [float] |
+        null} | null (null: the upstream returned no tokens). ``key`` is :func:`request_key`
+        of the full request. To keep the file linear in the conversation's length,
+        ``request`` holds only what changed since the lease's previous recorded request when
+        ``base`` is set:
         ``base = {"seq": s, "messages": k}`` means the full request is the one recorded at
         ``seq`` s, with the fields given here replacing its fields and ``messages`` = its first
         k messages + the messages given here (:func:`read_records` rebuilds full requests).
@@ -697,6 +741,8 @@ class Gateway:
                     "latency_s": latency,
                     "retries": retries,
                 }
+                if lease.token_server is not None:
+                    rec["token_capture"] = tokens
             line = json.dumps(rec, ensure_ascii=False, default=str) + "\n"
             with path.open("a", encoding="utf-8") as fh:
                 fh.write(line)
