@@ -13,6 +13,7 @@ import typer
 from clawrig import __version__
 from clawrig.cli import export as export_cli
 from clawrig.cli import grade as grade_cli
+from clawrig.cli import pull as pull_cli
 from clawrig.cli import run as run_cli
 from clawrig.cli import tasks as tasks_cli
 from clawrig.cli import tools as tools_cli
@@ -32,6 +33,7 @@ _app.add_typer(export_cli.app, name="export")
 run_cli.register(_app)
 grade_cli.register(_app)
 verify_cli.register(_app)
+pull_cli.register(_app)
 
 
 @_app.command("version")
