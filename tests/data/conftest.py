@@ -1,6 +1,7 @@
 """Fixtures for ``clawrig pull`` tests: ``hub``, a loopback Hugging Face Hub (hf_helpers.py)
-serving ``test/claw-data``: two samples of the bundled demo four-folder set under
-``wildclaw/``, an unrelated ``other/`` folder and a large (LFS-style) file."""
+serving ``jindidi/eigendata-demo-data`` (what ``eigendata/wildclaw`` pulls): two samples of
+the bundled demo four-folder set under ``wildclaw/``, an unrelated ``other/`` folder and a
+large (LFS-style) file."""
 
 from __future__ import annotations
 
@@ -8,23 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hf_helpers import Dataset, Hub, build_hub_app
+from hf_helpers import COMMIT, DEMO, Dataset, Hub, build_hub_app, demo_files
 
 from clawrig.serving import ThreadedServer, tcp_listener
-from clawrig.testing.paths import REPO
-
-DEMO = REPO / "suites" / "demo"
-SAMPLES = ("000001", "000002")
-COMMIT = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
-
-
-def demo_files() -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    for path in sorted(DEMO.rglob("*")):
-        rel = path.relative_to(DEMO)
-        if path.is_file() and any(s in str(rel) for s in SAMPLES):
-            files[f"wildclaw/{rel.as_posix()}"] = path.read_bytes()
-    return files
 
 
 @pytest.fixture

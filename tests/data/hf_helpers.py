@@ -24,6 +24,22 @@ from dataclasses import dataclass, field
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from clawrig.testing.paths import REPO
+
+DEMO = REPO / "suites" / "demo"
+SAMPLES = ("000001", "000002")
+COMMIT = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
+
+
+def demo_files() -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for path in sorted(DEMO.rglob("*")):
+        rel = path.relative_to(DEMO)
+        if path.is_file() and any(s in str(rel) for s in SAMPLES):
+            files[f"wildclaw/{rel.as_posix()}"] = path.read_bytes()
+    return files
+
+
 LFS_THRESHOLD = 1000
 """Files at least this many bytes are served the LFS way."""
 

@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from hf_helpers import LFS_THRESHOLD
+from hf_helpers import COMMIT, LFS_THRESHOLD, SAMPLES
 
 from clawrig.data.manifest import MANIFEST_NAME, check_data, drift_line
 from clawrig.data.pull import layout_for
 from clawrig.data.sources import parse_source
 from clawrig.errors import UserError
-from conftest import COMMIT, SAMPLES
 
 CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
 
