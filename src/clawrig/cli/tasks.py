@@ -91,7 +91,7 @@ def task_row(task: Task) -> dict[str, Any]:
         "timeout_seconds": task.timeout_seconds,
         "grader": task.grader.kind.value,
         "workspace_present": workspace_present(task),
-        "format": task.format.value,
+        "format": str(task.format),
         "source": str(task.source),
     }
 
@@ -213,7 +213,7 @@ def show_task(
         ("id", task.id),
         ("name", task.name),
         ("category", task.category),
-        ("format", task.format.value),
+        ("format", str(task.format)),
         ("source", str(task.source)),
         ("level", task.level),
         ("language", task.language),
@@ -272,7 +272,7 @@ def validate_suite(
             json.dumps(
                 {
                     "path": str(path),
-                    "format": suite.format.value if suite.format else None,
+                    "format": str(suite.format) if suite.format else None,
                     "tasks": len(suite.tasks),
                     "errors": len(suite.errors),
                     "warnings": len(suite.warnings),

@@ -297,9 +297,9 @@ def parse_precision(guidelines: str | None) -> Precision:
             decimals.append(d)
     tolerance = None
     for rx in _TOLERANCE_RES:
-        m = rx.search(text)
-        if m:
-            tolerance = float(m.group(1))
+        tol = rx.search(text)
+        if tol:
+            tolerance = float(tol.group(1))
             break
     return Precision(tuple(decimals), bool(_INTEGER_RE.search(text)), tolerance)
 

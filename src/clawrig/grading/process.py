@@ -231,7 +231,7 @@ def match_milestones(
             if all(e is not None for e in evidence):
                 res.achieved, res.step = True, step.index
                 res.evidence = (
-                    evidence[0]
+                    str(evidence[0])
                     if len(leaves) == 1
                     else f"all {len(leaves)} values found in step {step.index}"
                 )

@@ -12,6 +12,7 @@ Errors: :class:`clawrig.errors.SandboxError` for a failed operation,
 
 from __future__ import annotations
 
+import builtins
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -165,7 +166,7 @@ class Sandbox(Protocol):
         """Create parent folders as needed."""
         ...
 
-    async def list(self, path: str) -> list[FileEntry]: ...
+    async def list(self, path: str) -> builtins.list[FileEntry]: ...
 
     async def put_dir(self, host_dir: Path, sandbox_dir: str) -> None:
         """Copy a host folder's contents into ``sandbox_dir`` (merged, created if missing)."""
@@ -173,7 +174,7 @@ class Sandbox(Protocol):
 
     async def get_dir(
         self, sandbox_dir: str, host_dir: Path, max_bytes: int | None = None
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """Copy ``sandbox_dir``'s contents to a host folder (symlinks kept as links; links,
         devices and paths leaving the folder are left out). Files past ``max_bytes`` in total
         are left out too; returns their names."""

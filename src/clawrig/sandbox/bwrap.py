@@ -342,6 +342,7 @@ class BwrapSandbox(SupervisedSandbox):
         use_as = bool(lim.memory_bytes) and not self.cgroup.enforces_memory
         use_nproc = bool(lim.max_processes) and not self.cgroup.enforces_pids
         uid = self.host_uid
+        memory, nproc = lim.memory_bytes or 0, lim.max_processes or 0
 
         def preexec() -> None:  # runs in the child between fork and exec
             pid = str(os.getpid())
@@ -350,11 +351,11 @@ class BwrapSandbox(SupervisedSandbox):
                     fh.write(pid)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             if lim.max_file_bytes:
-                resource.setrlimit(resource.RLIMIT_FSIZE, (lim.max_file_bytes,) * 2)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (lim.max_file_bytes, lim.max_file_bytes))
             if use_as:
-                resource.setrlimit(resource.RLIMIT_AS, (lim.memory_bytes,) * 2)
+                resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
             if use_nproc:
-                resource.setrlimit(resource.RLIMIT_NPROC, (lim.max_processes,) * 2)
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
             if uid is not None:
                 os.setgroups([])
                 os.setresgid(uid, uid, uid)

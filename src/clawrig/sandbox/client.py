@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import contextlib
 import io
 import itertools
@@ -307,7 +308,7 @@ class SupervisedSandbox:
     async def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         await self._call("write_file", path=path, data=_encode(data), mode=mode)
 
-    async def list(self, path: str) -> list[FileEntry]:
+    async def list(self, path: str) -> builtins.list[FileEntry]:
         r = await self._call("list", path=path)
         return [FileEntry(**e) for e in r["entries"]]
 
@@ -323,7 +324,7 @@ class SupervisedSandbox:
 
     async def get_dir(
         self, sandbox_dir: str, host_dir: Path, max_bytes: int | None = None
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """Copy ``sandbox_dir`` out (links kept as links, nothing leaving the folder). Files
         past ``max_bytes`` in total are left out; returns their names."""
         r = await self._call("tar_out", path=sandbox_dir, max_bytes=max_bytes)

@@ -41,14 +41,14 @@ def _b64encode(data):
 
 MARKER = "CLAWRIG_CMD"
 _out_lock = threading.Lock()
-_procs = {}
+_procs = {}  # type: dict
 _procs_lock = threading.Lock()
-_running = {}
+_running = {}  # type: dict
 """exec request id -> (Popen, marker), so a cancel op can kill it."""
 _next_proc = [0]
-_root_map = []
+_root_map = []  # type: list
 _log_dir = os.environ.get("CLAWRIG_LOG_DIR", "/run/clawrig")
-_base_env = {}
+_base_env = {}  # type: dict
 _local = [False]
 
 

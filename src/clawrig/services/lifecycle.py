@@ -276,7 +276,7 @@ async def _spawn(
     if spec.command is not None and module == "server":
         return await sandbox.spawn(spec.command, cwd=PATHS.workspace, env=env)
     assert code is not None
-    interpreter = python if module == "server" else "python3"
+    interpreter = python if module == "server" and python is not None else "python3"
     argv = [interpreter, "-I", "-c", _launcher(code[0], code[1], module), path]
     return await sandbox.spawn(argv, cwd=PATHS.workspace, env=env)
 

@@ -483,7 +483,7 @@ def task_from_gold(
             guidelines=gold.get("guidelines"),
             steps=[str(s) for s in gold.get("steps", []) or []],
             steps_num=gold.get("steps_num") if isinstance(gold.get("steps_num"), int) else None,
-            milestones=gold.get("milestone") if isinstance(gold.get("milestone"), dict) else {},
+            milestones=milestone if isinstance(milestone := gold.get("milestone"), dict) else {},
             format=TaskFormat.DATACLAW,
             source=source,
             metadata=metadata,
@@ -834,10 +834,10 @@ def read_dataclaw_root(root: Path | str, issues: IssueCollector | None = None) -
 
     tasks: list[Task] = []
     for rel, (gold, path) in golds.items():
-        doc = docs.pop(rel, None)
+        gold_doc = docs.pop(rel, None)
         try:
             tasks.append(
-                task_from_gold(gold, path, root, issues, doc=doc, missing_database=missing_db)
+                task_from_gold(gold, path, root, issues, doc=gold_doc, missing_database=missing_db)
             )
         except TaskFormatError as exc:
             issues.add(exc)

@@ -461,12 +461,12 @@ def read_fourfolder_sample(
         return None
     missing = [names[f] for f in FOLDERS if not paths[f].is_file()]
     if missing:
-        present = [names[f] for f in FOLDERS if paths[f].is_file()]
+        found = [names[f] for f in FOLDERS if paths[f].is_file()]
         issues.error(
-            root / (present[0] if present else names["intent"]),
+            root / (found[0] if found else names["intent"]),
             "id",
             f"sample {sample_id} is incomplete: missing {', '.join(missing)} "
-            f"(present: {', '.join(present) or 'none'})",
+            f"(present: {', '.join(found) or 'none'})",
         )
         return None
     intent = _read_intent(paths["intent"], sample_id, issues)

@@ -241,7 +241,9 @@ def _py_type(spec: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 def _args_model(name: str, parameters: Mapping[str, Any]) -> type[BaseModel]:
     required = set(parameters.get("required") or [])
-    extra = "forbid" if parameters.get("additionalProperties") is False else "allow"
+    extra: Literal["forbid", "allow"] = (
+        "forbid" if parameters.get("additionalProperties") is False else "allow"
+    )
     fields: dict[str, Any] = {}
     for i, (prop, spec) in enumerate((parameters.get("properties") or {}).items()):
         typ, kw = _py_type(spec)

@@ -35,6 +35,7 @@ and ignored (there is no gateway inside a trial).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import time
 from dataclasses import dataclass, field
@@ -179,7 +180,7 @@ def _cron_field(text: str, lo: int, hi: int) -> set[int]:
     return out
 
 
-def parse_cron(expr: str) -> list[set[int]]:
+def parse_cron(expr: str) -> builtins.list[set[int]]:
     """Parse a 5-field cron expression (minute hour day month weekday; numbers, ``*``, ``a-b``,
     ``*/n``, lists; weekday 0 or 7 = Sunday). Raises ValueError."""
     parts = expr.split()
@@ -449,7 +450,7 @@ class CronScheduler:
             return None
         return await self._fire(job)
 
-    def list(self, include_disabled: bool = False) -> list[CronJob]:
+    def list(self, include_disabled: bool = False) -> builtins.list[CronJob]:
         return [j for j in self.jobs.values() if include_disabled or j.enabled]
 
     def status(self) -> dict[str, Any]:
@@ -469,7 +470,7 @@ class CronScheduler:
         self._message_event.set()
         return msg
 
-    def pending_messages(self) -> list[CronMessage]:
+    def pending_messages(self) -> builtins.list[CronMessage]:
         """Take the fired message jobs not yet delivered (oldest first) and clear the queue."""
         out, self._messages = self._messages, []
         self._message_event.clear()

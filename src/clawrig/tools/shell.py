@@ -241,7 +241,12 @@ async def exec_tool(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
     if args.get("background") or yield_ms is not None:
         return await _exec_background(
-            ctx, command, cwd, env or None, timeout_s, 0.0 if args.get("background") else yield_ms
+            ctx,
+            command,
+            cwd,
+            env or None,
+            timeout_s,
+            0.0 if args.get("background") or yield_ms is None else yield_ms,
         )
     start = time.monotonic()
     r = await ctx.sandbox.exec(
@@ -481,15 +486,15 @@ async def process(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         except ValueError as exc:
             return error(f"process: send-keys: {exc}")
     elif action == "submit":
-        text = args.get("data") if args.get("data") is not None else args.get("text")
-        payload = ((text or "") + "\n").encode("utf-8")
+        submitted = args.get("data") if args.get("data") is not None else args.get("text")
+        payload = ((submitted or "") + "\n").encode("utf-8")
     else:  # paste
-        text = args.get("text") if args.get("text") is not None else args.get("data")
-        if text is None:
+        pasted = args.get("text") if args.get("text") is not None else args.get("data")
+        if pasted is None:
             return error("process: paste needs `text`")
         if args.get("bracketed"):
-            text = f"\x1b[200~{text}\x1b[201~"
-        payload = text.encode("utf-8")
+            pasted = f"\x1b[200~{pasted}\x1b[201~"
+        payload = str(pasted).encode("utf-8")
     try:
         await session.handle.write_stdin(payload, eof=eof)
     except (BrokenPipeError, ValueError) as exc:

@@ -137,7 +137,8 @@ def _image(block: Mapping[str, Any]) -> dict[str, str] | None:
 
 
 def _tool_call(block: Mapping[str, Any], where: Where, sub: str) -> ToolCall:
-    fn = block.get("function") if isinstance(block.get("function"), dict) else block
+    raw_fn = block.get("function")
+    fn: Mapping[str, Any] = raw_fn if isinstance(raw_fn, dict) else block
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         raise where.error(f"{sub}.name", "tool call without a name")
@@ -160,8 +161,8 @@ def _parts(content: Any, where: Where, sub: str = "content") -> _Parts:
         parts.texts.append(content)
         return parts
     if not isinstance(content, list):
-        kind = type(content).__name__
-        raise where.error(sub, f"expected a string or a list of blocks, got {kind}")
+        got = type(content).__name__
+        raise where.error(sub, f"expected a string or a list of blocks, got {got}")
     for i, block in enumerate(content):
         bsub = f"{sub}[{i}]"
         if isinstance(block, str):
@@ -171,10 +172,10 @@ def _parts(content: Any, where: Where, sub: str = "content") -> _Parts:
             raise where.error(bsub, f"expected an object, got {type(block).__name__}")
         kind = block.get("type")
         if kind in ("text", "input_text", "output_text"):
-            text = block.get("text")
-            if not isinstance(text, str):
+            block_text = block.get("text")
+            if not isinstance(block_text, str):
                 raise where.error(f"{bsub}.text", "text block without a string 'text'")
-            parts.texts.append(text)
+            parts.texts.append(block_text)
         elif kind == "thinking":
             thinking = block.get("thinking")
             if isinstance(thinking, str):

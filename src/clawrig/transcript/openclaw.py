@@ -404,8 +404,10 @@ def read_openclaw_jsonl(
             raise TaskFormatError(path, "transcript", f"cannot read: {exc}") from None
         return _from_numbered(_parse_lines(text.splitlines(), str(path), strict), str(path))
     items = list(path_or_lines)
-    if all(isinstance(i, dict) for i in items):
-        return from_openclaw_entries(items, source="<transcript>")
-    if all(isinstance(i, str) for i in items):
-        return _from_numbered(_parse_lines(items, "<transcript>", strict), "<transcript>")
+    entries = [i for i in items if isinstance(i, dict)]
+    lines = [i for i in items if isinstance(i, str)]
+    if len(entries) == len(items):
+        return from_openclaw_entries(entries, source="<transcript>")
+    if len(lines) == len(items):
+        return _from_numbered(_parse_lines(lines, "<transcript>", strict), "<transcript>")
     raise TaskFormatError("<transcript>", "entries", "expected JSONL lines or entry objects")

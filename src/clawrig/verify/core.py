@@ -118,7 +118,7 @@ async def verify_task(
             message = f"could not run: {type(exc).__name__}: {exc}"
             return None, [Finding(check=check, severity="error", message=message)]
 
-    kw = {"sandbox": sandbox, "work_dir": tdir}
+    kw: dict[str, Any] = {"sandbox": sandbox, "work_dir": tdir}
     golden, oracle, empty, wrong = await asyncio.gather(
         guarded("self_check.golden", lambda: selfcheck.check_golden(task, **kw)),
         guarded("self_check.oracle", lambda: selfcheck.check_oracle(task, trials / "oracle", **kw)),

@@ -144,10 +144,12 @@ async def check_wrong(
     score = await grade_files(task, removed, transcript, sandbox=sandbox, work_dir=work_dir)
     f = judge("killer.removed", f"the golden end state without its result files ({listed})",
               score, threshold)  # fmt: skip
-    scores["removed"], _ = f.score, findings.append(f)
+    scores["removed"] = f.score
+    findings.append(f)
     corrupted = dict(golden) | {rel: CORRUPTED for rel in results}
     score = await grade_files(task, corrupted, transcript, sandbox=sandbox, work_dir=work_dir)
     f = judge("killer.corrupted", f"the golden end state with corrupted result files ({listed})",
               score, threshold)  # fmt: skip
-    scores["corrupted"], _ = f.score, findings.append(f)
+    scores["corrupted"] = f.score
+    findings.append(f)
     return scores, findings

@@ -413,7 +413,8 @@ def schema_parameters(schema: Sequence[Mapping[str, Any]]) -> dict[str, set[str]
     or ``additionalProperties: true``), from OpenAI function tools."""
     out: dict[str, set[str] | None] = {}
     for tool in schema:
-        fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        raw_fn = tool.get("function")
+        fn: Mapping[str, Any] = raw_fn if isinstance(raw_fn, Mapping) else tool
         name = fn.get("name") if isinstance(fn, Mapping) else None
         if not isinstance(name, str):
             continue
