@@ -1,0 +1,582 @@
+"""Episodes for RL trainers: one trial of one task, seen from a trainer.
+
+An episode is a trial (:func:`clawrig.runner.trial.run_trial`) whose agent's model is a
+trainer-owned OpenAI-compatible endpoint (vLLM, SGLang...): the endpoint, with the trainer's
+key, goes into the job's model gateway on the host; the agent (clawrig's native loop on the
+host, or a real OpenClaw in the sandbox through the forwarder) only ever holds the gateway's
+per-trial token. The trial folder is written as for ``clawrig run``; the :class:`Episode` is
+read back from it (:func:`episode_from_trial`), so an episode can be rebuilt from its folder
+at any time.
+
+Reward and masking (the one score rule, ``TrialResult.counted_score``): a graded trial's
+reward is the grader's score in [0, 1]; an agent error (the agent broke its sandbox) is a
+reward of 0.0; an infrastructure, setup, grading or cancelled error has ``reward=None`` and
+``mask=True``: the trainer must leave it out, never train on it as a 0.
+
+Token ids: each record of the trial's ``model_calls.jsonl`` may carry ``token_capture``
+(``prompt_token_ids``, ``completion_token_ids``, ``completion_logprobs``) when the upstream
+returned them; :attr:`Episode.turns` lists them per model call, exactly as sampled.
+
+Group statistics follow verl's GRPO outcome advantage (verl ``core_algos.
+compute_grpo_outcome_advantage``, norm by std on): mean and sample std (n - 1) over the
+unmasked rewards of a group, ``advantage = (reward - mean) / (std + 1e-6)``; a group with one
+unmasked episode has mean 0 and std 1 (advantage = reward), as in verl; masked episodes get
+``advantage=None``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from clawrig.errors import ModelRequestError, UserError
+from clawrig.spec.job import TrialConfig
+from clawrig.spec.task import Task
+from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage
+
+EpisodeStop = Literal[
+    "complete", "max_turns", "time_limit", "context_length", "agent_error", "infra_error"
+]
+"""Why an episode ended: the agent finished (``complete``), ran out of turns, of time or of
+context (a reply cut at ``finish_reason: length``, a token cap, or a prompt the server refused
+as too long), the agent broke its sandbox (``agent_error``, reward 0), or the harness, the model
+server or the grader failed (``infra_error``, masked)."""
+
+GRPO_EPSILON = 1e-6
+"""Added to the group std before dividing (verl's ``epsilon``)."""
+
+_STOPS: dict[str, EpisodeStop] = {
+    StopReason.FINAL_ANSWER: "complete",
+    StopReason.REPLAY_END: "complete",
+    StopReason.MAX_TURNS: "max_turns",
+    StopReason.COST_BUDGET: "max_turns",
+    StopReason.TIME_LIMIT: "time_limit",
+    StopReason.TOKEN_BUDGET: "context_length",
+    StopReason.MODEL_ERROR: "agent_error",
+    StopReason.PROVIDER_ERROR: "infra_error",
+    StopReason.CANCELLED: "infra_error",
+}
+_CONTEXT_WORDS = ("context length", "context_length", "maximum context", "too long", "max_tokens")
+
+
+class Sampling(BaseModel):
+    """Sampling parameters sent with every model call of an episode (OpenAI chat fields;
+    other fields, e.g. vLLM's ``top_k``, ``min_p``, ``repetition_penalty``, pass through
+    unchanged). ``max_tokens`` is per call, in tokens."""
+
+    model_config = ConfigDict(extra="allow")
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    stop: list[str] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+
+    def body(self, seed: int | None = None) -> dict[str, Any]:
+        """The request fields these settings add (None values left out)."""
+        out = {k: v for k, v in self.model_dump().items() if v is not None}
+        if seed is not None:
+            out["seed"] = seed
+        return out
+
+
+class Turn(BaseModel):
+    """One model call of the episode's agent, in order. Token ids and logprobs are exactly
+    what the server returned (``token_capture`` of the call's record), or None when it
+    returned none. ``finish_reason`` is the server's (stop, tool_calls, length)."""
+
+    index: int
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = None
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    latency_s: float | None = None
+
+
+class Episode(BaseModel):
+    """One rollout of one task (see the module docs for reward and masking).
+
+    ``messages``: the conversation in OpenAI chat format (the last request the agent sent plus
+    the assistant's last reply; tool calls as ``tool_calls``, results as ``role: tool``);
+    ``tools``: the function tools the model was offered; ``turns``: per model call, tokens and
+    logprobs when captured; ``reward`` in [0, 1] or None when masked; ``scores``: named
+    sub-scores (the grader's numeric sub-scores, ``judge``, and ``ee``, ``gpr``, ``tpe``,
+    ``tgpr`` where the task has gold steps and milestones); ``usage`` tokens/USD/requests;
+    ``timings`` seconds per trial phase; ``trial_dir`` the trial folder.
+    """
+
+    episode_id: str
+    task_id: str
+    model: str
+    agent: str
+    run_index: int = 0
+    seed: int | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    turns: list[Turn] = Field(default_factory=list)
+    reward: float | None = None
+    scores: dict[str, float] = Field(default_factory=dict)
+    stop_reason: EpisodeStop
+    mask: bool = False
+    error: str | None = None
+    advantage: float | None = None
+    usage: Usage = Field(default_factory=Usage)
+    timings: dict[str, float] = Field(default_factory=dict)
+    trial_dir: Path | None = None
+
+    @property
+    def has_tokens(self) -> bool:
+        """True when every turn has its prompt and completion token ids."""
+        return bool(self.turns) and all(
+            t.prompt_token_ids is not None and t.completion_token_ids is not None
+            for t in self.turns
+        )
+
+
+class GroupStats(BaseModel):
+    """Statistics of a group's unmasked rewards (verl GRPO; see the module docs)."""
+
+    n: int
+    n_valid: int
+    mean: float | None = None
+    std: float | None = None
+    advantages: list[float | None] = Field(default_factory=list)
+
+
+class EpisodeGroup(BaseModel):
+    """``n`` episodes of one task with their group statistics."""
+
+    task_id: str
+    episodes: list[Episode]
+    stats: GroupStats
+
+
+def group_stats(rewards: list[float | None], epsilon: float = GRPO_EPSILON) -> GroupStats:
+    """Mean, sample std and GRPO advantages of ``rewards`` (None = masked, left out)."""
+    valid = [r for r in rewards if r is not None]
+    n = len(valid)
+    if n == 0:
+        return GroupStats(n=len(rewards), n_valid=0, advantages=[None] * len(rewards))
+    if n == 1:
+        mean, std = 0.0, 1.0  # verl: a lone sample is not normalised
+    else:
+        mean = sum(valid) / n
+        std = math.sqrt(sum((r - mean) ** 2 for r in valid) / (n - 1))
+    adv = [None if r is None else (r - mean) / (std + epsilon) for r in rewards]
+    real_mean = sum(valid) / n
+    real_std = std if n > 1 else 0.0
+    return GroupStats(n=len(rewards), n_valid=n, mean=real_mean, std=real_std, advantages=adv)
+
+
+# ------------------------------------------------------------------ episode from a trial
+
+
+def _score_of(result: TrialResult) -> float | None:
+    """The one score rule (``TrialResult.counted_score`` once it exists)."""
+    counted = getattr(result, "counted_score", None)
+    if callable(counted):
+        return counted()
+    from clawrig.grading.aggregate import trial_score
+
+    return trial_score(result)
+
+
+def _subscores(result: TrialResult) -> dict[str, float]:
+    out: dict[str, float] = {}
+
+    def put(name: str, value: Any) -> None:
+        if isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, int | float) and math.isfinite(value):
+            out[name] = float(value)
+
+    if result.score is not None:
+        for k, v in result.score.subscores.items():
+            put(k, v)
+    if result.judge_score is not None:
+        put("judge", result.judge_score.score)
+    proc = result.process or {}
+    put("ee", (proc.get("efficiency") or {}).get("efficiency"))
+    put("gpr", (proc.get("gpr") or {}).get("gpr"))
+    put("tpe", (proc.get("tgpr") or {}).get("tpe"))
+    put("tgpr", (proc.get("tgpr") or {}).get("tgpr"))
+    return out
+
+
+def _read_calls(folder: Path) -> list[dict[str, Any]]:
+    from clawrig.llm.gateway import RECORD_FILE, read_records
+
+    path = folder / RECORD_FILE
+    if not path.is_file():
+        return []
+    return [r for r in read_records(path) if r.get("role", "agent") == "agent"]
+
+
+def _turns(calls: list[dict[str, Any]]) -> list[Turn]:
+    turns = []
+    for rec in calls:
+        if rec.get("status") != 200 or not isinstance(rec.get("response"), dict):
+            continue
+        cap = rec.get("token_capture") or {}
+        choices = rec["response"].get("choices") or [{}]
+        usage = rec.get("usage")
+        turns.append(
+            Turn(
+                index=len(turns),
+                prompt_token_ids=cap.get("prompt_token_ids"),
+                completion_token_ids=cap.get("completion_token_ids"),
+                completion_logprobs=cap.get("completion_logprobs"),
+                finish_reason=choices[0].get("finish_reason"),
+                usage=Usage.model_validate(usage) if isinstance(usage, dict) else None,
+                latency_s=rec.get("latency_s"),
+            )
+        )
+    return turns
+
+
+def _messages(calls: list[dict[str, Any]], folder: Path) -> tuple[list[dict], list[dict]]:
+    """The conversation as the model saw it: the last answered request's messages plus its
+    reply; without records, the trial's formatted_dialog.json."""
+    answered = [r for r in calls if r.get("status") == 200 and isinstance(r.get("response"), dict)]
+    if answered:
+        last = answered[-1]
+        request = last.get("request") or {}
+        messages = list(request.get("messages") or [])
+        choices = last["response"].get("choices") or []
+        if choices and isinstance(choices[0].get("message"), dict):
+            reply = {k: v for k, v in choices[0]["message"].items() if v is not None}
+            reply.setdefault("content", "")
+            messages.append(reply)
+        return messages, list(request.get("tools") or [])
+    with contextlib.suppress(OSError, ValueError):
+        dialog = json.loads((folder / "formatted_dialog.json").read_text(encoding="utf-8"))
+        return list(dialog.get("formatted_dialog") or []), list(dialog.get("tool_schema") or [])
+    return [], []
+
+
+def episode_from_trial(folder: Path | str, *, seed: int | None = None) -> Episode:
+    """Read the :class:`Episode` of a finished trial folder (result.json, model_calls.jsonl,
+    formatted_dialog.json). Raises UserError when the folder has no readable result.json."""
+    folder = Path(folder)
+    try:
+        result = TrialResult.model_validate_json(
+            (folder / "result.json").read_text(encoding="utf-8")
+        )
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{folder / 'result.json'}: not a trial result ({exc})") from None
+    calls = _read_calls(folder)
+    turns = _turns(calls)
+    messages, tools = _messages(calls, folder)
+    reward = _score_of(result)
+    error = result.error
+    if error is not None and error.kind == ErrorKind.AGENT:
+        stop: EpisodeStop = "agent_error"
+    elif error is not None or reward is None:
+        stop = "infra_error"
+    else:
+        stop = _STOPS.get(result.stop_reason or StopReason.FINAL_ANSWER, "complete")
+        if stop == "complete" and turns and turns[-1].finish_reason == "length":
+            stop = "context_length"
+    mask = stop == "infra_error"
+    message = error.message if error is not None else None
+    if message is None and result.score is not None and result.score.error:
+        message = result.score.error
+    return Episode(
+        episode_id=result.trial_id,
+        task_id=result.task_id,
+        model=result.model,
+        agent=result.agent,
+        run_index=result.run_index,
+        seed=seed,
+        messages=messages,
+        tools=tools,
+        turns=turns,
+        reward=None if mask else reward,
+        scores={} if mask else _subscores(result),
+        stop_reason=stop,
+        mask=mask,
+        error=message,
+        usage=result.usage,
+        timings=result.timings,
+        trial_dir=folder.resolve(),
+    )
+
+
+# ------------------------------------------------------------------ running episodes
+
+
+def resolve_task(task: Task | str | Path, *, root: Path | str | None = None) -> Task:
+    """A :class:`Task`, or a path clawrig reads (task file, suite) holding exactly one task,
+    or ``PATH#TASK_ID``. Raises UserError (one line) otherwise."""
+    if isinstance(task, Task):
+        return task
+    from clawrig.runner.batch import select_tasks
+    from clawrig.tasks.registry import load_tasks
+
+    text = str(task)
+    path, _, wanted = text.partition("#")
+    tasks = load_tasks(Path(path), root=root)
+    if wanted:
+        tasks = select_tasks(tasks, wanted, [])
+    if len(tasks) != 1:
+        raise UserError(f"task: {path} holds {len(tasks)} tasks; name one as {path}#TASK_ID")
+    return tasks[0]
+
+
+class Rollouts:
+    """The environment side of RL training: a model gateway, an output folder and limits,
+    shared by every episode run through it.
+
+    ``output``: where trial folders go (``<output>/<task_id>/<trial>/``; default a new
+    temporary folder); ``trial``: the trial settings every episode starts from (sandbox,
+    max_turns, timeout_multiplier, grader, memory); ``judge``: the judge model for tasks graded
+    by a judge (a :class:`clawrig.llm.base.ChatModel`) or None; ``max_concurrency``: episodes
+    running at once (sandbox starts are limited to 16 at once, grading to the core count);
+    ``retry``: the gateway's retries of the trainer's server (default: 3 attempts, 0.5 s
+    backoff: an episode whose server stays down ends masked quickly).
+
+    Use ``async with Rollouts() as env`` or :meth:`close`. Thread-safe to share between
+    tasks of one event loop.
+    """
+
+    def __init__(
+        self,
+        output: Path | str | None = None,
+        *,
+        trial: TrialConfig | None = None,
+        judge: Any = None,
+        max_concurrency: int = 64,
+        retry: Any = None,
+        job_id: str = "rl",
+    ) -> None:
+        from clawrig.llm.client import RetryPolicy
+        from clawrig.llm.gateway import Gateway
+
+        self._own_output = output is None
+        self.output = (
+            Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="clawrig-rl-"))
+        )
+        self.trial = trial or TrialConfig()
+        self.judge = judge
+        self.job_id = job_id
+        self.retry = retry or RetryPolicy(attempts=3, initial_s=0.5, max_s=4.0)
+        self.gateway = Gateway(retry=self.retry)
+        self.max_concurrency = max(1, max_concurrency)
+        self._slots: asyncio.Semaphore | None = None
+        self._starts: asyncio.Semaphore | None = None
+        self._grading: asyncio.Semaphore | None = None
+        self._started = False
+
+    def start(self) -> Rollouts:
+        """Start the gateway (idempotent; the first episode does it too)."""
+        if not self._started:
+            self.output.mkdir(parents=True, exist_ok=True)
+            self.gateway.start()
+            self._started = True
+        return self
+
+    def close(self) -> None:
+        """Stop the gateway. Trial folders stay."""
+        if self._started:
+            self.gateway.stop()
+            self._started = False
+
+    async def __aenter__(self) -> Rollouts:
+        return self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def _limits(self) -> tuple[asyncio.Semaphore, asyncio.Semaphore, asyncio.Semaphore]:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_concurrency)
+            self._starts = asyncio.Semaphore(16)
+            self._grading = asyncio.Semaphore(max(2, os.cpu_count() or 2))
+        return self._slots, self._starts, self._grading  # type: ignore[return-value]
+
+    def endpoint(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        sampling: Sampling | dict[str, Any] | None = None,
+        seed: int | None = None,
+    ) -> Any:
+        """The trainer's server as a :class:`clawrig.llm.providers.ModelEndpoint` named
+        ``rl/<model>`` (the key stays in the host's gateway)."""
+        from clawrig.llm.providers import ModelEndpoint
+
+        if not base_url.startswith(("http://", "https://")):
+            raise UserError(f"base_url: not an http(s) URL: {base_url!r}")
+        if not model.strip():
+            raise UserError("model: empty model name")
+        sampling = Sampling.model_validate(sampling or {})
+        return ModelEndpoint(
+            name=f"rl/{model}",
+            provider="rl",
+            model_id=model,
+            base_url=base_url.rstrip("/"),
+            api_key=SecretStr(api_key) if api_key else None,
+            max_tokens=sampling.max_tokens,
+            extra_body=sampling.body(seed),
+        )
+
+    async def run_episode(
+        self,
+        task: Task | str | Path,
+        *,
+        base_url: str,
+        model: str,
+        sampling: Sampling | dict[str, Any] | None = None,
+        agent: str = "native",
+        seed: int | None = None,
+        api_key: str | None = None,
+        run_index: int = 0,
+        max_turns: int | None = None,
+    ) -> Episode:
+        """Run one episode of ``task`` with the agent's model at ``base_url`` (an
+        OpenAI-compatible ``.../v1``) named ``model``; see :class:`Episode`.
+
+        ``agent``: native (clawrig's loop) or openclaw (the real OpenClaw in the sandbox);
+        ``seed``: sent as the request's ``seed`` (vLLM/SGLang per-request sampling seed);
+        ``api_key``: the trainer's key for ``base_url`` (held by the gateway on the host).
+        Raises UserError for a bad task, agent, URL or sampling value, and
+        :class:`clawrig.errors.ModelRequestError` when the server refuses the model or key
+        (401/403/404); every other failure is in the episode (masked when not the policy's).
+        """
+        from clawrig.agents import create_agent
+        from clawrig.llm.client import OpenAIChatModel, RetryPolicy
+        from clawrig.runner.trial import TrialServices, run_trial
+
+        the_task = resolve_task(task)
+        the_agent = create_agent(agent)
+        endpoint = self.endpoint(
+            base_url=base_url, model=model, api_key=api_key, sampling=sampling, seed=seed
+        )
+        self.start()
+        slots, starts, grading = self._limits()
+        chat = OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=1))
+        services = TrialServices(
+            model=chat if the_agent.needs_model else None,
+            judge=self.judge,
+            gateway=self.gateway,
+            sandbox_starts=starts,
+            grading_slots=grading,
+        )
+        update: dict[str, Any] = {"model": endpoint.name, "agent": agent}
+        if max_turns is not None:
+            update["max_turns"] = max_turns
+        update["extra"] = {**self.trial.extra, "seed": seed, "sampling": endpoint.extra_body}
+        config = self.trial.model_copy(update=update)
+        async with slots:
+            try:
+                _, folder = await run_trial(
+                    the_task,
+                    config,
+                    self.output,
+                    run_index=run_index,
+                    services=services,
+                    job_id=self.job_id,
+                )
+            except ModelRequestError as exc:
+                if any(w in str(exc).lower() for w in _CONTEXT_WORDS):
+                    return Episode(
+                        episode_id="",
+                        task_id=the_task.id,
+                        model=endpoint.name,
+                        agent=agent,
+                        run_index=run_index,
+                        seed=seed,
+                        stop_reason="context_length",
+                        mask=True,
+                        error=str(exc),
+                    )
+                raise
+            finally:
+                with contextlib.suppress(Exception):
+                    await chat.aclose()
+        return episode_from_trial(folder, seed=seed)
+
+    async def run_group(
+        self,
+        task: Task | str | Path,
+        n: int,
+        *,
+        base_url: str,
+        model: str,
+        sampling: Sampling | dict[str, Any] | None = None,
+        agent: str = "native",
+        seed: int | None = None,
+        api_key: str | None = None,
+        max_turns: int | None = None,
+    ) -> EpisodeGroup:
+        """``n`` episodes of one task, concurrently (run_index 0..n-1; episode i gets seed
+        ``seed + i`` when a seed is given), with :func:`group_stats`; each episode's
+        ``advantage`` is set. Raises UserError when n < 1."""
+        if n < 1:
+            raise UserError(f"n: a group needs at least one episode (got {n})")
+        the_task = resolve_task(task)
+        episodes = await asyncio.gather(
+            *(
+                self.run_episode(
+                    the_task,
+                    base_url=base_url,
+                    model=model,
+                    sampling=sampling,
+                    agent=agent,
+                    seed=None if seed is None else seed + i,
+                    api_key=api_key,
+                    run_index=i,
+                    max_turns=max_turns,
+                )
+                for i in range(n)
+            )
+        )
+        stats = group_stats([e.reward for e in episodes])
+        for ep, adv in zip(episodes, stats.advantages, strict=True):
+            ep.advantage = adv
+        return EpisodeGroup(task_id=the_task.id, episodes=list(episodes), stats=stats)
+
+
+_DEFAULT: Rollouts | None = None
+
+
+def default_rollouts() -> Rollouts:
+    """The process-wide :class:`Rollouts` used by :func:`run_episode` / :func:`run_group`
+    (output: ``$CLAWRIG_RL_OUTPUT`` or a temporary folder)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Rollouts(os.environ.get("CLAWRIG_RL_OUTPUT") or None)
+    return _DEFAULT
+
+
+async def run_episode(
+    task: Task | str | Path,
+    *,
+    base_url: str,
+    model: str,
+    sampling: Sampling | dict[str, Any] | None = None,
+    agent: str = "native",
+    seed: int | None = None,
+    **kwargs: Any,
+) -> Episode:
+    """One episode on the process-wide :class:`Rollouts` (see :meth:`Rollouts.run_episode`)."""
+    return await default_rollouts().run_episode(
+        task, base_url=base_url, model=model, sampling=sampling, agent=agent, seed=seed, **kwargs
+    )
+
+
+async def run_group(task: Task | str | Path, n: int, **kwargs: Any) -> EpisodeGroup:
+    """A group on the process-wide :class:`Rollouts` (see :meth:`Rollouts.run_group`)."""
+    return await default_rollouts().run_group(task, n, **kwargs)

@@ -1,0 +1,120 @@
+"""Episodes and groups on a demo task: real bwrap sandboxes, the real gateway, a scripted
+OpenAI-compatible policy server on loopback, the task's own grader."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from clawrig.errors import UserError
+from clawrig.llm.client import RetryPolicy
+from clawrig.rl import Rollouts, episode_from_trial, group_stats
+from clawrig.testing.scripted_server import call, error, reply
+
+from .conftest import REWARD, RIGHT, WRONG, by_seed, files_text, write_answer
+
+SECRET = "sk-trainer-0123456789-secret"
+
+
+@pytest.fixture
+async def env(tmp_path):
+    rollouts = Rollouts(
+        tmp_path / "out", retry=RetryPolicy(attempts=2, initial_s=0.001, max_s=0.01)
+    )
+    yield rollouts
+    rollouts.close()
+
+
+async def test_episode_on_demo_task(env, scripted_server, task_15):
+    srv = scripted_server(
+        [
+            reply(tool_calls=[call("read", {"path": "/tmp_workspace/coauthorship.json"})]),
+            write_answer(RIGHT),
+            reply("The chain is Vikram Shah – Berta Alonso – Saif Hamdan."),
+        ]
+    )
+    ep = await env.run_episode(
+        task_15,
+        base_url=srv.base_url,
+        model="policy-7b",
+        sampling={"temperature": 0.7, "top_k": 20, "max_tokens": 512},
+        seed=11,
+        api_key=SECRET,
+    )
+    assert ep.reward == REWARD[RIGHT] == task_15.expected_reward
+    assert ep.stop_reason == "complete" and not ep.mask and ep.error is None
+    assert ep.scores["valid_shortest"] == 1.0 and ep.scores["file_has_heading"] == 1.0
+    assert len(ep.turns) == 3 and ep.usage.request_count == 3
+    assert [t.finish_reason for t in ep.turns] == ["tool_calls", "tool_calls", "stop"]
+    # messages: OpenAI chat format, tool calls and results included, ending on the answer
+    roles = [m["role"] for m in ep.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert ep.messages[1]["tool_calls"][0]["function"]["name"] == "read"
+    assert ep.messages[-1]["content"].startswith("The chain is")
+    assert {t["function"]["name"] for t in ep.tools} >= {"read", "write", "exec"}
+    # what the policy server received: the trainer's sampling, seed, model id and key
+    sent = srv.requests
+    assert all(r["model"] == "policy-7b" for r in sent)
+    assert all(r["temperature"] == 0.7 and r["top_k"] == 20 and r["seed"] == 11 for r in sent)
+    assert all(r["max_tokens"] == 512 for r in sent)
+    assert all(h["authorization"] == f"Bearer {SECRET}" for h in srv.headers)
+    # the trial folder is the episode; the trainer's key is nowhere in it
+    assert ep.trial_dir is not None and (ep.trial_dir / "result.json").is_file()
+    assert SECRET not in files_text(ep.trial_dir)
+    again = episode_from_trial(ep.trial_dir, seed=11)
+    assert again.model_dump() == ep.model_dump()
+
+
+async def test_server_down_is_masked_never_zero(env, scripted_server, task_15):
+    srv = scripted_server([error(500, "upstream exploded")] * 20)
+    ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
+    assert ep.mask is True
+    assert ep.reward is None and ep.scores == {}
+    assert ep.stop_reason == "infra_error"
+    assert "500" in (ep.error or "")
+    result = json.loads((ep.trial_dir / "result.json").read_text())
+    assert result["error"]["kind"] == "infrastructure"
+    assert len(srv.requests) == env.retry.attempts  # the gateway's retries, then given up
+
+
+async def test_group_statistics_and_advantages(env, scripted_server, task_15):
+    srv = scripted_server(responder=by_seed)
+    group = await env.run_group(task_15, 4, base_url=srv.base_url, model="policy", seed=100)
+    rewards = [e.reward for e in group.episodes]
+    # seeds 100..103: even seeds write the right chain, odd ones a wrong middle
+    assert rewards == [REWARD[RIGHT], REWARD[WRONG], REWARD[RIGHT], REWARD[WRONG]]
+    assert [e.seed for e in group.episodes] == [100, 101, 102, 103]
+    assert [e.run_index for e in group.episodes] == [0, 1, 2, 3]
+    mean, std = statistics.mean(rewards), statistics.stdev(rewards)
+    assert group.stats.mean == pytest.approx(mean)
+    assert group.stats.std == pytest.approx(std)
+    want = [(r - mean) / (std + 1e-6) for r in rewards]
+    assert group.stats.advantages == pytest.approx(want)
+    assert [e.advantage for e in group.episodes] == pytest.approx(want)
+    assert len({e.trial_dir for e in group.episodes}) == 4
+
+
+def test_group_stats_leave_masked_out():
+    stats = group_stats([1.0, None, 0.0, 0.5])
+    valid = [1.0, 0.0, 0.5]
+    mean, std = statistics.mean(valid), statistics.stdev(valid)
+    assert stats.n == 4 and stats.n_valid == 3
+    assert stats.mean == pytest.approx(mean) and stats.std == pytest.approx(std)
+    assert stats.advantages[1] is None
+    assert stats.advantages[0] == pytest.approx((1.0 - mean) / (std + 1e-6))
+    lone = group_stats([0.25, None])  # verl: a lone sample keeps its reward as advantage
+    assert lone.advantages == [pytest.approx(0.25 / (1 + 1e-6)), None]
+    assert group_stats([None, None]).advantages == [None, None]
+
+
+async def test_bad_arguments_are_one_line_user_errors(env, task_15, tmp_path):
+    with pytest.raises(UserError, match="base_url"):
+        await env.run_episode(task_15, base_url="ftp://x", model="m")
+    with pytest.raises(UserError, match="holds 10 tasks"):
+        await env.run_episode(
+            str(task_15.source.path).rsplit("/", 2)[0], base_url="http://127.0.0.1:9/v1", model="m"
+        )
+    with pytest.raises(UserError, match="at least one"):
+        await env.run_group(task_15, 0, base_url="http://127.0.0.1:9/v1", model="m")
