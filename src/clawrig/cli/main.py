@@ -15,6 +15,7 @@ from clawrig.cli import export as export_cli
 from clawrig.cli import grade as grade_cli
 from clawrig.cli import pull as pull_cli
 from clawrig.cli import run as run_cli
+from clawrig.cli import serve as serve_cli
 from clawrig.cli import tasks as tasks_cli
 from clawrig.cli import tools as tools_cli
 from clawrig.cli import verify as verify_cli
@@ -34,6 +35,7 @@ run_cli.register(_app)
 grade_cli.register(_app)
 verify_cli.register(_app)
 pull_cli.register(_app)
+serve_cli.register(_app)
 
 
 @_app.command("version")

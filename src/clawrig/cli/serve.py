@@ -1,0 +1,89 @@
+"""``clawrig serve SUITE``: the rollout server for RL trainers (:mod:`clawrig.rl.server`).
+
+Serves every task of SUITE (any path ``clawrig run`` reads) on HOST:PORT until Ctrl-C. Trial
+folders go under ``--output``. ``--api-key-env VAR`` names the variable holding the default
+key for the trainer's model server (a request's own ``api_key`` wins); it stays in this
+process's gateway and never enters a sandbox. Exit 2 with one line for bad usage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clawrig.cli.common import err_console
+from clawrig.errors import UserError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve")
+    def serve(
+        path: Annotated[Path, typer.Argument(help="Suite path (as for clawrig run).")],
+        host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="TCP port (0 = any free port).")] = 8000,
+        output: Annotated[
+            Path, typer.Option("--output", "-o", help="Where trial folders go.")
+        ] = Path("output/rl"),
+        suite: Annotated[str, typer.Option(help="all, or comma-separated task ids.")] = "all",
+        root: Annotated[
+            Path | None, typer.Option(help="Benchmark root for WildClawBench task files.")
+        ] = None,
+        sandbox: Annotated[str, typer.Option(help="bwrap | docker | local")] = "bwrap",
+        max_concurrency: Annotated[int, typer.Option(min=1, help="Episodes running at once.")] = 8,
+        max_queue: Annotated[
+            int, typer.Option(min=0, help="Episodes admitted beyond those running (then 429).")
+        ] = 256,
+        timeout_s: Annotated[
+            float, typer.Option(min=1.0, help="Longest an episode request may take, seconds.")
+        ] = 3600.0,
+        max_turns: Annotated[int, typer.Option(min=1, help="Default max assistant turns.")] = 100,
+        api_key_env: Annotated[
+            str | None,
+            typer.Option(help="Variable with the default key of the trainer's model server."),
+        ] = None,
+    ) -> None:
+        """Serve episodes over HTTP: POST /v1/episodes, POST /v1/groups, GET /v1/tasks,
+        GET /health."""
+        import os
+
+        import uvicorn
+
+        from clawrig.rl.episode import Rollouts
+        from clawrig.rl.server import create_app
+        from clawrig.runner.batch import select_tasks
+        from clawrig.sandbox.kinds import check_sandbox_kind
+        from clawrig.serving import tcp_listener
+        from clawrig.spec.job import TrialConfig
+        from clawrig.tasks.registry import load_tasks
+
+        check_sandbox_kind(sandbox)
+        if not path.exists():
+            raise UserError(f"PATH: no such file or folder: {path}")
+        tasks = select_tasks(load_tasks(path, root=root), suite, [])
+        key = None
+        if api_key_env:
+            key = os.environ.get(api_key_env)
+            if not key:
+                raise UserError(f"--api-key-env: {api_key_env} is not set")
+        try:
+            sock = tcp_listener(host, port)
+        except OSError as exc:
+            raise UserError(f"--port: cannot listen on {host}:{port}: {exc.strerror}") from None
+        rollouts = Rollouts(
+            output,
+            trial=TrialConfig(sandbox=sandbox, max_turns=max_turns),
+            max_concurrency=max_concurrency,
+        )
+        app_ = create_app(rollouts, tasks, max_queue=max_queue, timeout_s=timeout_s, api_key=key)
+        err_console.print(
+            f"clawrig serve: {len(tasks)} task(s) on http://{host}:{sock.getsockname()[1]} "
+            f"(trials in {output})",
+            highlight=False,
+        )
+        server = uvicorn.Server(uvicorn.Config(app_, log_level="warning", access_log=False))
+        try:
+            server.run(sockets=[sock])
+        finally:
+            rollouts.close()

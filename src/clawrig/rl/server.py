@@ -1,0 +1,193 @@
+"""The rollout server (``clawrig serve``): episodes over HTTP for a trainer in another process
+or on another machine. FastAPI + uvicorn.
+
+Routes (JSON in and out):
+
+- ``GET /health``: ``{"status": "ok", "running": episodes running, "waiting": episodes
+  admitted but waiting for a slot, "tasks": task count}``.
+- ``GET /v1/tasks``: ``{"tasks": [{id, name, category, timeout_seconds, expected_reward,
+  grader}]}``.
+- ``POST /v1/episodes``: :class:`EpisodeRequest` -> :class:`clawrig.rl.Episode`.
+- ``POST /v1/groups``: :class:`GroupRequest` -> :class:`clawrig.rl.EpisodeGroup`.
+
+Errors are ``{"error": "<one line>"}`` with a 4xx: 422 for a body that does not validate
+(the line names the field), 404 for an unknown task, 400 for a value clawrig refuses (agent,
+URL, the model server refusing the model or key), 429 with ``Retry-After`` when more episodes
+are asked for than the server admits (``max_concurrency`` running + ``max_queue`` waiting), 504
+when an episode outlives its timeout (the request's ``timeout_s``, at most the server's).
+
+The trainer's ``api_key`` (in the request, else the server's default) is held by the host's
+model gateway for the episode and never enters a sandbox or a trial folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from clawrig.errors import ModelRequestError, UserError
+from clawrig.rl.episode import Rollouts, Sampling
+from clawrig.spec.task import Task
+
+AGENTS = ("native", "openclaw")
+"""Agents a request may ask for."""
+
+
+class EpisodeRequest(BaseModel):
+    """``POST /v1/episodes``. ``base_url``: the trainer's OpenAI-compatible ``.../v1``;
+    ``model``: the model id it serves; ``api_key``: its key (optional); ``sampling``: per-call
+    sampling fields (:class:`clawrig.rl.Sampling`); ``seed``: per-request sampling seed;
+    ``max_turns``: assistant messages at most; ``timeout_s``: seconds before the server gives
+    up with 504 (at most the server's limit)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(min_length=1)
+    base_url: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    api_key: str | None = Field(default=None, repr=False)
+    sampling: Sampling = Field(default_factory=Sampling)
+    agent: Literal["native", "openclaw"] = "native"
+    seed: int | None = None
+    max_turns: int | None = Field(default=None, ge=1, le=1000)
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
+class GroupRequest(EpisodeRequest):
+    """``POST /v1/groups``: :class:`EpisodeRequest` plus ``n`` episodes (1..256)."""
+
+    n: int = Field(ge=1, le=256)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())[:500]
+
+
+def _validation_line(exc: RequestValidationError) -> str:
+    first = exc.errors()[0]
+    if first.get("type") == "json_invalid":
+        err = (first.get("ctx") or {}).get("error", "")
+        return f"body: not valid JSON ({err})" if err else "body: not valid JSON"
+    loc = [str(x) for x in first.get("loc", ()) if x != "body"]
+    field = ".".join(loc) or "body"
+    return f"{field}: {first.get('msg', 'invalid')}"
+
+
+def create_app(
+    rollouts: Rollouts,
+    tasks: list[Task],
+    *,
+    max_queue: int = 256,
+    timeout_s: float = 3600.0,
+    api_key: str | None = None,
+) -> FastAPI:
+    """The rollout server's app over ``rollouts`` (its ``max_concurrency`` episodes run at
+    once) for ``tasks``. ``max_queue``: episodes admitted beyond those running; ``timeout_s``:
+    the longest an episode request may take (seconds); ``api_key``: the default trainer key
+    for requests that give none."""
+    by_id = {t.id: t for t in tasks}
+    app = FastAPI(title="clawrig rollout server")
+    state = {"admitted": 0, "running": 0}
+    limit = rollouts.max_concurrency + max(0, max_queue)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": _validation_line(exc)}, status_code=422)
+
+    @app.exception_handler(_Refused)
+    async def _refused(request: Request, exc: _Refused) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=exc.headers)
+
+    def admit(n: int) -> None:
+        if state["admitted"] + n > limit:
+            raise _Refused(
+                429,
+                f"busy: {state['admitted']} episode(s) admitted, the server takes {limit}; "
+                "retry later",
+                {"Retry-After": "1"},
+            )
+        state["admitted"] += n
+
+    def task_for(req: EpisodeRequest) -> Task:
+        task = by_id.get(req.task_id)
+        if task is None:
+            raise _Refused(404, f"task_id: no task {req.task_id!r} on this server")
+        return task
+
+    async def guarded(req: EpisodeRequest, n: int, coro_fn: Any) -> Any:
+        task = task_for(req)
+        admit(n)
+        limit_s = min(req.timeout_s or timeout_s, timeout_s)
+        try:
+            return await asyncio.wait_for(coro_fn(task), timeout=limit_s)
+        except TimeoutError:
+            raise _Refused(504, f"timeout_s: the episode did not finish in {limit_s:g} s") from None
+        except ModelRequestError as exc:
+            raise _Refused(400, f"model server refused the request: {_one_line(exc)}") from None
+        except UserError as exc:
+            raise _Refused(400, _one_line(exc)) from None
+        finally:
+            state["admitted"] -= n
+
+    def kwargs(req: EpisodeRequest) -> dict[str, Any]:
+        return {
+            "base_url": req.base_url,
+            "model": req.model,
+            "sampling": req.sampling,
+            "agent": req.agent,
+            "seed": req.seed,
+            "api_key": req.api_key or api_key,
+            "max_turns": req.max_turns,
+        }
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        running = min(state["admitted"], rollouts.max_concurrency)
+        return {
+            "status": "ok",
+            "running": running,
+            "waiting": state["admitted"] - running,
+            "tasks": len(by_id),
+        }
+
+    @app.get("/v1/tasks")
+    async def list_tasks() -> dict[str, Any]:
+        return {
+            "tasks": [
+                {
+                    "id": t.id,
+                    "name": t.name,
+                    "category": t.category,
+                    "timeout_seconds": t.timeout_seconds,
+                    "expected_reward": t.expected_reward,
+                    "grader": str(t.grader.kind),
+                }
+                for t in tasks
+            ]
+        }
+
+    @app.post("/v1/episodes")
+    async def episodes(req: EpisodeRequest) -> JSONResponse:
+        ep = await guarded(req, 1, lambda task: rollouts.run_episode(task, **kwargs(req)))
+        return JSONResponse(ep.model_dump(mode="json"))
+
+    @app.post("/v1/groups")
+    async def groups(req: GroupRequest) -> JSONResponse:
+        group = await guarded(
+            req, req.n, lambda task: rollouts.run_group(task, req.n, **kwargs(req))
+        )
+        return JSONResponse(group.model_dump(mode="json"))
+
+    return app

@@ -1,0 +1,157 @@
+"""The rollout server over real HTTP: uvicorn on loopback, real sandboxes, a scripted policy."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from clawrig.llm.client import RetryPolicy
+from clawrig.rl import Rollouts
+from clawrig.rl.server import create_app
+from clawrig.serving import ThreadedServer, tcp_listener
+from clawrig.tasks.registry import load_tasks
+from clawrig.testing.scripted_server import reply
+
+from .conftest import DEMO, REWARD, RIGHT, WRONG, by_seed
+
+
+@pytest.fixture
+def serve(tmp_path):
+    """Factory: serve the demo suite with these limits; returns the base URL."""
+    started: list[tuple[ThreadedServer, Rollouts]] = []
+
+    def make(**limits):
+        rollouts = Rollouts(
+            tmp_path / f"out{len(started)}",
+            max_concurrency=limits.pop("max_concurrency", 16),
+            retry=RetryPolicy(attempts=2, initial_s=0.001, max_s=0.01),
+        )
+        app = create_app(rollouts, load_tasks(DEMO), **limits)
+        sock = tcp_listener()
+        server = ThreadedServer(app, [sock], name="rl-test", lifespan="off").start()
+        started.append((server, rollouts))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    yield make
+    for server, rollouts in started:
+        server.stop()
+        rollouts.close()
+
+
+async def test_64_concurrent_episode_requests(serve, scripted_server):
+    url = serve()
+    policy = scripted_server(responder=by_seed)
+    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        bodies = [
+            {"task_id": "000015", "base_url": policy.base_url, "model": "p", "seed": i}
+            for i in range(64)
+        ]
+        answers = await asyncio.gather(*(client.post("/v1/episodes", json=b) for b in bodies))
+    assert [a.status_code for a in answers] == [200] * 64
+    episodes = [a.json() for a in answers]
+    assert [e["reward"] for e in episodes] == [
+        REWARD[RIGHT] if i % 2 == 0 else REWARD[WRONG] for i in range(64)
+    ]
+    assert all(not e["mask"] and e["stop_reason"] == "complete" for e in episodes)
+    assert len({e["trial_dir"] for e in episodes}) == 64
+    assert len(policy.requests) == 128  # two calls per episode: the write, then done
+
+
+async def test_groups_tasks_and_health(serve, scripted_server):
+    url = serve()
+    policy = scripted_server(responder=by_seed)
+    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        health = (await client.get("/health")).json()
+        assert health == {"status": "ok", "running": 0, "waiting": 0, "tasks": 10}
+        tasks = (await client.get("/v1/tasks")).json()["tasks"]
+        assert [t["id"] for t in tasks] == [t.id for t in load_tasks(DEMO)]
+        group = await client.post(
+            "/v1/groups",
+            json={"task_id": "000015", "base_url": policy.base_url, "model": "p", "n": 2,
+                  "seed": 4},
+        )  # fmt: skip
+    assert group.status_code == 200
+    body = group.json()
+    assert [e["reward"] for e in body["episodes"]] == [REWARD[RIGHT], REWARD[WRONG]]
+    mean = (REWARD[RIGHT] + REWARD[WRONG]) / 2
+    assert body["stats"]["mean"] == pytest.approx(mean)
+    # sample std of two values a, b is |a - b| / sqrt(2)
+    assert body["stats"]["std"] == pytest.approx((REWARD[RIGHT] - REWARD[WRONG]) / 2**0.5)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "line"),
+    [
+        ({"base_url": "http://x/v1", "model": "m"}, 422, "task_id: Field required"),
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "agent": "evil"}, 422,
+         "agent: Input should be 'native' or 'openclaw'"),
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "bogus": 1}, 422,
+         "bogus: Extra inputs are not permitted"),
+        ({"task_id": "999999", "base_url": "http://x/v1", "model": "m"}, 404,
+         "task_id: no task '999999' on this server"),
+        ({"task_id": "000015", "base_url": "ftp://x", "model": "m"}, 400,
+         "base_url: not an http(s) URL: 'ftp://x'"),
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m",
+          "sampling": {"max_tokens": 0}}, 422,
+         "sampling.max_tokens: Input should be greater than or equal to 1"),
+    ],
+)  # fmt: skip
+async def test_bad_requests_get_one_line_4xx(serve, body, status, line):
+    url = serve()
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        answer = await client.post("/v1/episodes", json=body)
+    assert answer.status_code == status
+    assert answer.json() == {"error": line}
+
+
+async def test_malformed_json_and_group_size(serve):
+    url = serve()
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        bad = await client.post(
+            "/v1/episodes", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        assert bad.status_code == 422 and "\n" not in bad.json()["error"]
+        assert bad.json()["error"].startswith("body: not valid JSON")
+        zero = await client.post(
+            "/v1/groups", json={"task_id": "000015", "base_url": "http://x/v1", "model": "m",
+                                "n": 0},
+        )  # fmt: skip
+        assert zero.json() == {"error": "n: Input should be greater than or equal to 1"}
+
+
+async def test_busy_server_says_429_and_slow_episode_504(serve, scripted_server):
+    url = serve(max_concurrency=1, max_queue=0)
+    policy = scripted_server(responder=lambda req: reply("done", delay=3.0))
+    body = {"task_id": "000015", "base_url": policy.base_url, "model": "p", "timeout_s": 1.5}
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        first = asyncio.create_task(client.post("/v1/episodes", json=body))
+        while not policy.requests:  # the first episode holds the only slot
+            await asyncio.sleep(0.02)
+        second = await client.post("/v1/episodes", json=body)
+        assert second.status_code == 429 and second.headers["retry-after"] == "1"
+        assert second.json()["error"].startswith("busy: 1 episode(s) admitted")
+        slow = await first
+    assert slow.status_code == 504
+    assert slow.json() == {"error": "timeout_s: the episode did not finish in 1.5 s"}
+
+
+def test_cli_serve_refuses_a_missing_suite(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from clawrig.cli.main import app; app()",
+            "serve",
+            str(tmp_path / "nope"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    line = f"clawrig: error: PATH: no such file or folder: {tmp_path / 'nope'}"
+    assert proc.stderr.strip().splitlines() == [line]
