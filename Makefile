@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-model test lint format bench setup bwrap openclaw clean
+.PHONY: demo demo-model test lint format bench setup bwrap openclaw trainers clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "clawrig needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
@@ -32,7 +32,13 @@ demo-model: setup
 openclaw: $(STAMP)
 	-@scripts/install-openclaw.sh || echo "OpenClaw not installed: its tests will be skipped"
 
-test: setup openclaw
+# the RL trainers' own packages (OpenPipe ART, SkyRL's skyrl-gym) for the adapter tests
+$(VENV)/.trainers: $(STAMP)
+	-@$(BIN)/python -m pip install -q -e '.[trainers]' && touch $@ || echo "trainer packages not installed: their adapter tests will be skipped"
+
+trainers: $(VENV)/.trainers
+
+test: setup openclaw trainers
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)

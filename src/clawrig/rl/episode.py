@@ -101,6 +101,8 @@ class Turn(BaseModel):
     finish_reason: str | None = None
     usage: Usage | None = None
     latency_s: float | None = None
+    choice: dict[str, Any] | None = None
+    """The server's ``choices[0]`` as returned (message, finish_reason, logprobs)."""
 
 
 class Episode(BaseModel):
@@ -239,6 +241,7 @@ def _turns(calls: list[dict[str, Any]]) -> list[Turn]:
                 finish_reason=choices[0].get("finish_reason"),
                 usage=Usage.model_validate(usage) if isinstance(usage, dict) else None,
                 latency_s=rec.get("latency_s"),
+                choice=choices[0] if choices[0] else None,
             )
         )
     return turns

@@ -1,0 +1,264 @@
+"""Step-driven episodes, for trainers whose environment interface is ``reset``/``step`` (SkyRL's
+``BaseTextEnv``, OpenRLHF's agent functions): the trainer generates each assistant message
+itself and hands it to the environment, which runs the tool calls in the sandbox and answers
+with the tool results.
+
+clawrig's episode still runs whole (:meth:`clawrig.rl.Rollouts.run_episode`: sandbox,
+workspace, services, the native agent loop, grading, the trial folder); its model is a
+*policy bridge*: an OpenAI-compatible server on loopback (FastAPI + uvicorn) that holds each
+chat request until the trainer's :meth:`StepEpisode.step` supplies the reply. So the agent loop,
+the tools and the grader are the same ones ``clawrig run`` uses, and the trial folder records
+the episode as usual.
+
+Action text: :func:`parse_action` reads the Hermes / Qwen tool-call convention that open models
+trained for tool use emit: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks
+(any number), an optional ``<think>...</think>`` block (kept as reasoning), the rest as text.
+:func:`tools_system_prompt` writes the matching tool list for the prompt (Qwen's template text).
+
+Threads: the episodes run on one background event loop (:func:`background_loop`); the sync
+``start``/``step`` calls wait on queues (``timeout_s`` seconds each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import queue
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from clawrig.errors import ClawrigError
+from clawrig.rl.episode import Episode, Rollouts
+from clawrig.serving import ThreadedServer, tcp_listener
+from clawrig.spec.task import Task
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+_THINK = re.compile(r"<think>(.*?)</think>", re.S)
+_CLOSED = object()
+
+
+class BridgeError(ClawrigError):
+    """The step-driven episode could not go on (it ended, timed out, or was closed)."""
+
+
+def parse_action(text: str, turn: int = 0) -> dict[str, Any]:
+    """An assistant message (OpenAI chat dict) from a model's raw generation (see the module
+    docs). A ``<tool_call>`` block that is not a JSON object with a string ``name`` stays in
+    the text. Tool-call ids are ``call_<turn>_<i>``."""
+    reasoning = "\n".join(m.strip() for m in _THINK.findall(text)) or None
+    rest = _THINK.sub("", text)
+    calls: list[dict[str, Any]] = []
+
+    def take(match: re.Match[str]) -> str:
+        try:
+            obj = json.loads(match.group(1))
+        except ValueError:
+            return match.group(0)
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            return match.group(0)
+        args = obj.get("arguments", {})
+        calls.append(
+            {
+                "id": f"call_{turn}_{len(calls)}",
+                "type": "function",
+                "function": {
+                    "name": obj["name"],
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+        )
+        return ""
+
+    content = _TOOL_CALL.sub(take, rest).strip()
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        msg["reasoning_content"] = reasoning
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def tools_system_prompt(tools: list[dict[str, Any]]) -> str:
+    """A system message text offering ``tools`` (OpenAI function tools) in the Hermes / Qwen
+    convention that :func:`parse_action` reads back."""
+    listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    return (
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n"
+        f"<tools>\n{listing}\n</tools>\n\n"
+        "For each function call, return a json object with function name and arguments "
+        "within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+        '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    )
+
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """The process-wide event loop (a daemon thread) that step-driven episodes run on."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="clawrig-rl-loop", daemon=True).start()
+            _LOOP = loop
+        return _LOOP
+
+
+@dataclass
+class StepResult:
+    """What :meth:`StepEpisode.step` returns: the new messages the environment added (tool
+    results, in OpenAI chat format), whether the episode is over and, when it is, the graded
+    :class:`Episode`."""
+
+    observations: list[dict[str, Any]] = field(default_factory=list)
+    done: bool = False
+    episode: Episode | None = None
+
+
+class StepEpisode:
+    """One episode of ``task`` driven step by step (see the module docs).
+
+    ``rollouts``: the :class:`Rollouts` whose gateway and output folder to use (it must only be
+    used on :func:`background_loop`); ``agent``: native; ``max_turns``: assistant turns at most;
+    ``timeout_s``: seconds to wait for the environment at each call.
+    """
+
+    def __init__(
+        self,
+        task: Task | str | Path,
+        *,
+        rollouts: Rollouts,
+        max_turns: int | None = None,
+        timeout_s: float = 600.0,
+        model: str = "policy",
+    ) -> None:
+        self.task = task
+        self.rollouts = rollouts
+        self.max_turns = max_turns
+        self.timeout_s = timeout_s
+        self.model = model
+        self.tools: list[dict[str, Any]] = []
+        self.turn = 0
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._replies: queue.Queue[Any] = queue.Queue()
+        self._messages: list[dict[str, Any]] = []
+        self._server: ThreadedServer | None = None
+        self._future: concurrent.futures.Future[Episode] | None = None
+        self.episode: Episode | None = None
+
+    # -- the policy bridge ---------------------------------------------------------------------
+    def _app(self) -> FastAPI:
+        app = FastAPI(title="clawrig policy bridge")
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> JSONResponse:
+            body = await request.json()
+            self._events.put(("request", body))
+            reply = await asyncio.to_thread(self._replies.get)
+            if reply is _CLOSED:
+                err = {"message": "the step-driven episode was closed", "code": 400}
+                return JSONResponse({"error": err}, status_code=400)
+            calls = reply.get("tool_calls")
+            return JSONResponse(
+                {
+                    "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", self.model),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": reply,
+                            "finish_reason": "tool_calls" if calls else "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                }
+            )
+
+        return app
+
+    def _next(self) -> tuple[str, Any]:
+        try:
+            return self._events.get(timeout=self.timeout_s)
+        except queue.Empty:
+            raise BridgeError(f"the environment did not answer in {self.timeout_s:g} s") from None
+
+    # -- the trainer's side --------------------------------------------------------------------
+    def start(self) -> list[dict[str, Any]]:
+        """Start the episode (sandbox, workspace, warmup) and return the first prompt: the
+        messages the agent would send a model (OpenAI chat format). The offered tools are in
+        :attr:`tools`. Raises BridgeError when the episode ends before asking anything."""
+        sock = tcp_listener()
+        self._server = ThreadedServer(self._app(), [sock], name="clawrig-policy-bridge").start()
+        base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        coro = self.rollouts.run_episode(
+            self.task, base_url=base_url, model=self.model, max_turns=self.max_turns
+        )
+        self._future = asyncio.run_coroutine_threadsafe(coro, background_loop())
+        self._future.add_done_callback(lambda f: self._events.put(("done", f)))
+        kind, value = self._next()
+        if kind == "done":
+            self._finish(value)
+            raise BridgeError(f"the episode ended before its first turn: {self._why()}")
+        self._messages = list(value.get("messages") or [])
+        self.tools = list(value.get("tools") or [])
+        return list(self._messages)
+
+    def step(self, message: dict[str, Any] | str) -> StepResult:
+        """Answer the agent's pending model call with ``message`` (an assistant message, or raw
+        text read by :func:`parse_action`); return the tool results it led to, or, when the
+        episode ended (a message without tool calls, max turns, time), ``done`` and the graded
+        episode. Raises BridgeError after the episode ended or on a timeout."""
+        if self.episode is not None or self._future is None:
+            raise BridgeError("step() after the episode ended (or before start())")
+        self.turn += 1
+        if isinstance(message, str):
+            message = parse_action(message, self.turn)
+        self._replies.put(message)
+        kind, value = self._next()
+        if kind == "done":
+            return StepResult(done=True, episode=self._finish(value))
+        messages = list(value.get("messages") or [])
+        new = messages[len(self._messages) + 1 :]
+        self._messages = messages
+        return StepResult(observations=new)
+
+    def _finish(self, future: concurrent.futures.Future[Episode]) -> Episode | None:
+        with contextlib.suppress(Exception):
+            self.episode = future.result()
+        self._stop_server()
+        return self.episode
+
+    def _why(self) -> str:
+        if self.episode is not None:
+            return self.episode.error or self.episode.stop_reason
+        if self._future is not None and self._future.exception() is not None:
+            return str(self._future.exception())
+        return "unknown"
+
+    def _stop_server(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def close(self) -> None:
+        """End the episode early (the agent's pending call is refused) and stop the bridge."""
+        if self._future is not None and not self._future.done():
+            self._replies.put(_CLOSED)
+            with contextlib.suppress(Exception):
+                self._future.result(timeout=self.timeout_s)
+        self._stop_server()

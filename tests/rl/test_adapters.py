@@ -1,0 +1,139 @@
+"""Trainer adapters, each through the trainer's own package (installed by `make test` from
+PyPI: the ``art`` and ``skyrl`` extras): OpenPipe ART's rollout/gather and SkyRL's
+skyrl_gym text environment, on demo task 000015 in real sandboxes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clawrig.llm.client import RetryPolicy
+from clawrig.rl import Rollouts
+from clawrig.rl.adapters import EpisodeMasked
+from clawrig.rl.bridge import parse_action
+from clawrig.testing.scripted_server import error
+
+from .conftest import DEMO, REWARD, RIGHT, WRONG, by_seed
+
+
+@pytest.fixture
+async def env(tmp_path):
+    rollouts = Rollouts(
+        tmp_path / "out", retry=RetryPolicy(attempts=2, initial_s=0.001, max_s=0.01)
+    )
+    yield rollouts
+    rollouts.close()
+
+
+async def test_art_rollout_through_gather_trajectory_groups(env, scripted_server, task_15):
+    art = pytest.importorskip("art", reason="the art extra is not installed (make test does)")
+    from openai.types.chat.chat_completion import Choice
+
+    from clawrig.rl.adapters.art import rollout
+
+    srv = scripted_server(responder=by_seed)
+    model = art.Model(
+        name="policy",
+        project="clawrig-test",
+        inference_base_url=srv.base_url,
+        inference_api_key="sk-art",
+    )
+    groups = await art.gather_trajectory_groups(
+        [art.TrajectoryGroup(rollout(model, task_15, rollouts=env, seed=s) for s in (0, 1))],
+        pbar_desc=None,
+    )
+    trajectories = groups[0].trajectories
+    assert sorted(t.reward for t in trajectories) == sorted([REWARD[RIGHT], REWARD[WRONG]])
+    for t in trajectories:
+        kinds = [type(m).__name__ if isinstance(m, Choice) else m["role"] for m in
+                 t.messages_and_choices]  # fmt: skip
+        # user prompt, the model's write call (a Choice), its tool result, the final Choice
+        assert kinds == ["user", "Choice", "tool", "Choice"]
+        write = t.messages_and_choices[1].message.tool_calls[0]
+        assert write.function.name == "write"
+        assert json.loads(write.function.arguments)["content"] in (RIGHT, WRONG)
+        assert t.metadata["stop_reason"] == "complete" and t.metadata["task_id"] == "000015"
+        assert {"read", "write"} <= {tool["function"]["name"] for tool in t.tools}
+    assert all(r["model"] == "policy" for r in srv.requests)
+
+
+async def test_art_masked_episode_is_an_exception_not_a_zero(env, scripted_server, task_15):
+    art = pytest.importorskip("art", reason="the art extra is not installed (make test does)")
+    from clawrig.rl.adapters.art import rollout
+
+    srv = scripted_server([error(500)] * 10)
+    model = art.Model(name="p", project="t", inference_base_url=srv.base_url)
+    groups = await art.gather_trajectory_groups(
+        [art.TrajectoryGroup([rollout(model, task_15, rollouts=env)])],
+        pbar_desc=None,
+        max_exceptions=1,
+    )
+    assert groups[0].trajectories == []
+    assert len(groups[0].exceptions) == 1
+    assert "EpisodeMasked" in groups[0].exceptions[0].type
+
+
+def test_skyrl_env_runs_an_episode_step_by_step(tmp_path, task_15):
+    skyrl_gym = pytest.importorskip("skyrl_gym", reason="the skyrl extra is not installed")
+    from clawrig.rl.adapters.skyrl import register
+
+    register()
+    env = skyrl_gym.make(
+        "clawrig",
+        env_config={"output": str(tmp_path / "out")},
+        extras={"task": f"{DEMO}#000015", "max_turns": 5},
+    )
+    try:
+        messages, meta = env.init([{"role": "user", "content": "(the dataset's prompt)"}])
+        assert [m["role"] for m in messages] == ["system", "user"]
+        assert "<tools>" in messages[0]["content"] and '"name": "read"' in messages[0]["content"]
+        assert task_15.prompt in messages[1]["content"]
+        assert {t["function"]["name"] for t in meta["tools"]} >= {"read", "write", "exec"}
+        # the policy's generations, in the Hermes tool-call convention
+        read = env.step(
+            "<think>Read the graph first.</think>\n<tool_call>\n"
+            '{"name": "read", "arguments": {"path": "/tmp_workspace/coauthorship.json"}}'
+            "\n</tool_call>"
+        )
+        assert read["done"] is False and read["reward"] == 0.0
+        [obs] = read["observations"]
+        graph = (DEMO / "workspaces" / "000015" / "coauthorship.json").read_text()
+        assert obs["role"] == "tool" and json.loads(graph)["edges"][0][0] in obs["content"]
+        call = {"name": "write", "arguments": {"path": "/tmp_workspace/results/results.md",
+                                               "content": RIGHT}}  # fmt: skip
+        wrote = env.step(f"<tool_call>{json.dumps(call)}</tool_call>")
+        assert wrote["done"] is False and wrote["observations"][0]["role"] == "tool"
+        final = env.step("The chain is Vikram Shah – Berta Alonso – Saif Hamdan.")
+        assert final["done"] is True
+        assert final["reward"] == REWARD[RIGHT]
+        assert final["metadata"]["stop_reason"] == "complete"
+        assert final["metadata"]["scores"]["valid_shortest"] == 1.0
+        assert env.get_metrics()["turns"] == 3
+    finally:
+        env.close()
+
+
+def test_parse_action_reads_hermes_tool_calls():
+    msg = parse_action(
+        '<think>plan</think>Let me look.<tool_call>{"name": "exec", "arguments": '
+        '{"command": "ls"}}</tool_call><tool_call>{"name": "read", "arguments": "{\\"path\\": '
+        '\\"a\\"}"}</tool_call><tool_call>not json</tool_call>',
+        turn=2,
+    )
+    assert msg["reasoning_content"] == "plan"
+    assert msg["content"] == "Let me look.<tool_call>not json</tool_call>"
+    assert msg["tool_calls"] == [
+        {"id": "call_2_0", "type": "function",
+         "function": {"name": "exec", "arguments": '{"command": "ls"}'}},
+        {"id": "call_2_1", "type": "function",
+         "function": {"name": "read", "arguments": '{"path": "a"}'}},
+    ]  # fmt: skip
+    assert parse_action("just text") == {"role": "assistant", "content": "just text"}
+
+
+def test_masked_error_names_the_task():
+    class Ep:
+        task_id, error = "000015", "upstream 500"
+
+    assert str(EpisodeMasked(Ep())) == "episode of task 000015 masked: upstream 500"
