@@ -42,12 +42,20 @@ async def test_episode_on_demo_task(env, scripted_server, task_15):
         sampling={"temperature": 0.7, "top_k": 20, "max_tokens": 512},
         seed=11,
         api_key=SECRET,
+        server="vllm",
     )
     assert ep.reward == REWARD[RIGHT] == task_15.expected_reward
     assert ep.stop_reason == "complete" and not ep.mask and ep.error is None
     assert ep.scores["valid_shortest"] == 1.0 and ep.scores["file_has_heading"] == 1.0
     assert len(ep.turns) == 3 and ep.usage.request_count == 3
     assert [t.finish_reason for t in ep.turns] == ["tool_calls", "tool_calls", "stop"]
+    # token ids and logprobs: exactly what the server sent, turn by turn (vLLM's extensions)
+    sent = srv.sent_tokens
+    assert len(sent) == 3 and all(s["completion_token_ids"] for s in sent)
+    assert [t.prompt_token_ids for t in ep.turns] == [s["prompt_token_ids"] for s in sent]
+    assert [t.completion_token_ids for t in ep.turns] == [s["completion_token_ids"] for s in sent]
+    assert [t.completion_logprobs for t in ep.turns] == [s["completion_logprobs"] for s in sent]
+    assert ep.has_tokens
     # messages: OpenAI chat format, tool calls and results included, ending on the answer
     roles = [m["role"] for m in ep.messages]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
@@ -59,6 +67,7 @@ async def test_episode_on_demo_task(env, scripted_server, task_15):
     assert all(r["model"] == "policy-7b" for r in sent)
     assert all(r["temperature"] == 0.7 and r["top_k"] == 20 and r["seed"] == 11 for r in sent)
     assert all(r["max_tokens"] == 512 for r in sent)
+    assert all(r["logprobs"] is True and r["return_token_ids"] is True for r in sent)
     assert all(h["authorization"] == f"Bearer {SECRET}" for h in srv.headers)
     # the trial folder is the episode; the trainer's key is nowhere in it
     assert ep.trial_dir is not None and (ep.trial_dir / "result.json").is_file()
@@ -94,6 +103,8 @@ async def test_group_statistics_and_advantages(env, scripted_server, task_15):
     assert group.stats.advantages == pytest.approx(want)
     assert [e.advantage for e in group.episodes] == pytest.approx(want)
     assert len({e.trial_dir for e in group.episodes}) == 4
+    assert not any(e.has_tokens for e in group.episodes)  # no server named: no capture
+    assert all(e.turns and e.turns[0].prompt_token_ids is None for e in group.episodes)
 
 
 def test_group_stats_leave_masked_out():

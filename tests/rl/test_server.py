@@ -47,7 +47,13 @@ async def test_64_concurrent_episode_requests(serve, scripted_server):
     policy = scripted_server(responder=by_seed)
     async with httpx.AsyncClient(base_url=url, timeout=600) as client:
         bodies = [
-            {"task_id": "000015", "base_url": policy.base_url, "model": "p", "seed": i}
+            {
+                "task_id": "000015",
+                "base_url": policy.base_url,
+                "model": "p",
+                "seed": i,
+                "server": "sglang",
+            }
             for i in range(64)
         ]
         answers = await asyncio.gather(*(client.post("/v1/episodes", json=b) for b in bodies))
@@ -59,6 +65,10 @@ async def test_64_concurrent_episode_requests(serve, scripted_server):
     assert all(not e["mask"] and e["stop_reason"] == "complete" for e in episodes)
     assert len({e["trial_dir"] for e in episodes}) == 64
     assert len(policy.requests) == 128  # two calls per episode: the write, then done
+    # SGLang's token extensions: every turn's ids are ones the server sent
+    got = sorted(t["completion_token_ids"] for e in episodes for t in e["turns"])
+    assert got == sorted(s["completion_token_ids"] for s in policy.sent_tokens)
+    assert all(t["prompt_token_ids"] for e in episodes for t in e["turns"])
 
 
 async def test_groups_tasks_and_health(serve, scripted_server):

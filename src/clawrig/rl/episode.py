@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from clawrig.errors import ModelRequestError, UserError
+from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.spec.job import TrialConfig
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage
@@ -415,9 +416,11 @@ class Rollouts:
         api_key: str | None = None,
         sampling: Sampling | dict[str, Any] | None = None,
         seed: int | None = None,
+        server: TokenServer | None = None,
     ) -> Any:
         """The trainer's server as a :class:`clawrig.llm.providers.ModelEndpoint` named
-        ``rl/<model>`` (the key stays in the host's gateway)."""
+        ``rl/<model>`` (the key stays in the host's gateway); ``server`` vllm | sglang turns on
+        the gateway's token capture (:mod:`clawrig.llm.gateway.tokens`)."""
         from clawrig.llm.providers import ModelEndpoint
 
         if not base_url.startswith(("http://", "https://")):
@@ -433,6 +436,7 @@ class Rollouts:
             api_key=SecretStr(api_key) if api_key else None,
             max_tokens=sampling.max_tokens,
             extra_body=sampling.body(seed),
+            server=server,
         )
 
     async def run_episode(
@@ -445,6 +449,7 @@ class Rollouts:
         agent: str = "native",
         seed: int | None = None,
         api_key: str | None = None,
+        server: TokenServer | None = None,
         run_index: int = 0,
         max_turns: int | None = None,
     ) -> Episode:
@@ -453,7 +458,9 @@ class Rollouts:
 
         ``agent``: native (clawrig's loop) or openclaw (the real OpenClaw in the sandbox);
         ``seed``: sent as the request's ``seed`` (vLLM/SGLang per-request sampling seed);
-        ``api_key``: the trainer's key for ``base_url`` (held by the gateway on the host).
+        ``api_key``: the trainer's key for ``base_url`` (held by the gateway on the host);
+        ``server``: ``vllm`` or ``sglang`` when ``base_url`` is one: the gateway then asks for
+        and records the sampled token ids and logprobs (:attr:`Episode.turns`).
         Raises UserError for a bad task, agent, URL or sampling value, and
         :class:`clawrig.errors.ModelRequestError` when the server refuses the model or key
         (401/403/404); every other failure is in the episode (masked when not the policy's).
@@ -465,7 +472,12 @@ class Rollouts:
         the_task = resolve_task(task)
         the_agent = create_agent(agent)
         endpoint = self.endpoint(
-            base_url=base_url, model=model, api_key=api_key, sampling=sampling, seed=seed
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            sampling=sampling,
+            seed=seed,
+            server=server,
         )
         self.start()
         slots, starts, grading = self._limits()
@@ -522,6 +534,7 @@ class Rollouts:
         agent: str = "native",
         seed: int | None = None,
         api_key: str | None = None,
+        server: TokenServer | None = None,
         max_turns: int | None = None,
     ) -> EpisodeGroup:
         """``n`` episodes of one task, concurrently (run_index 0..n-1; episode i gets seed
@@ -540,6 +553,7 @@ class Rollouts:
                     agent=agent,
                     seed=None if seed is None else seed + i,
                     api_key=api_key,
+                    server=server,
                     run_index=i,
                     max_turns=max_turns,
                 )

@@ -41,9 +41,10 @@ AGENTS = ("native", "openclaw")
 class EpisodeRequest(BaseModel):
     """``POST /v1/episodes``. ``base_url``: the trainer's OpenAI-compatible ``.../v1``;
     ``model``: the model id it serves; ``api_key``: its key (optional); ``sampling``: per-call
-    sampling fields (:class:`clawrig.rl.Sampling`); ``seed``: per-request sampling seed;
-    ``max_turns``: assistant messages at most; ``timeout_s``: seconds before the server gives
-    up with 504 (at most the server's limit)."""
+    sampling fields (:class:`clawrig.rl.Sampling`); ``server``: vllm | sglang when
+    ``base_url`` is one (token ids and logprobs are then captured); ``seed``: per-request
+    sampling seed; ``max_turns``: assistant messages at most; ``timeout_s``: seconds before
+    the server gives up with 504 (at most the server's limit)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -53,6 +54,7 @@ class EpisodeRequest(BaseModel):
     api_key: str | None = Field(default=None, repr=False)
     sampling: Sampling = Field(default_factory=Sampling)
     agent: Literal["native", "openclaw"] = "native"
+    server: Literal["vllm", "sglang"] | None = None
     seed: int | None = None
     max_turns: int | None = Field(default=None, ge=1, le=1000)
     timeout_s: float | None = Field(default=None, gt=0)
@@ -148,6 +150,7 @@ def create_app(
             "sampling": req.sampling,
             "agent": req.agent,
             "seed": req.seed,
+            "server": req.server,
             "api_key": req.api_key or api_key,
             "max_turns": req.max_turns,
         }

@@ -27,6 +27,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import art  # noqa: E402
 from openai.types.chat.chat_completion import Choice  # noqa: E402
 
+from clawrig.llm.gateway.tokens import TokenServer  # noqa: E402
 from clawrig.rl.adapters import EpisodeMasked
 from clawrig.rl.episode import Episode, Rollouts, Sampling, default_rollouts
 from clawrig.spec.task import Task
@@ -75,10 +76,13 @@ async def rollout(
     agent: str = "native",
     seed: int | None = None,
     max_turns: int | None = None,
+    server: TokenServer | None = None,
 ) -> art.Trajectory:
     """Run one clawrig episode of ``task`` with ``model``'s inference endpoint; return its
-    :class:`art.Trajectory`. Raises :class:`EpisodeMasked` for an infrastructure failure,
-    ValueError when ``model`` has no inference endpoint, UserError for a bad task."""
+    :class:`art.Trajectory`. ``server``: vllm | sglang to record the sampled token ids in the
+    trial folder (ART's LocalBackend serves through vLLM). Raises :class:`EpisodeMasked` for
+    an infrastructure failure, ValueError when ``model`` has no inference endpoint, UserError
+    for a bad task."""
     if not model.inference_base_url:
         raise ValueError(f"art model {model.name!r} has no inference_base_url (register it first)")
     env = rollouts or default_rollouts()
@@ -91,5 +95,6 @@ async def rollout(
         agent=agent,
         seed=seed,
         max_turns=max_turns,
+        server=server,
     )
     return trajectory_from_episode(episode)
