@@ -1,6 +1,12 @@
-"""The throughput workload through Inspect AI (run by benchmarks/throughput.py when the `bench`
-extra is installed): basic_agent with its bash tool, mockllm/model emitting 5 bash calls per
-sample then an answer, local sandbox, --display none. Prints one JSON line."""
+"""The throughput workload through Inspect AI (run by benchmarks/throughput.py when inspect-ai
+is installed): basic_agent with Inspect's own bash tool, a mockllm model emitting 5 bash calls
+per sample (with the tool's real argument name, read from its schema; each reply decided
+from the sample's own conversation) then a submit, the local
+sandbox, --display none. Every sample of the log is checked (5 tool results saying "hi", one
+submit, score C). Prints one JSON line.
+
+Usage: python _inspect_workload.py N MAX_SAMPLES LOG_DIR
+"""
 
 from __future__ import annotations
 
@@ -13,9 +19,15 @@ from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import includes
 from inspect_ai.solver import basic_agent
-from inspect_ai.tool import bash
+from inspect_ai.tool import ToolDef, bash
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+MAX_SAMPLES = int(sys.argv[2]) if len(sys.argv) > 2 else 32
+LOG_DIR = sys.argv[3] if len(sys.argv) > 3 else "/tmp/inspect-bench-logs"
+CALLS = 5
+
+# the bash tool's one parameter, as Inspect declares it (no guessing its name)
+BASH_ARG = next(iter(ToolDef(bash()).parameters.properties))
 
 
 def _with_usage(out: ModelOutput) -> ModelOutput:
@@ -25,28 +37,58 @@ def _with_usage(out: ModelOutput) -> ModelOutput:
     return out
 
 
-def outputs():
-    while True:
-        for _ in range(5):
-            yield _with_usage(
-                ModelOutput.for_tool_call("mockllm/model", "bash", {"cmd": "echo hi"})
-            )
-        yield _with_usage(ModelOutput.from_content("mockllm/model", "hi"))
+def respond(messages, tools, tool_choice, config):  # type: ignore[no-untyped-def]
+    """Like clawrig's scripted responder: answers from the conversation so far (concurrent
+    samples never share a sequence), 5 bash calls then a submit."""
+    done = sum(1 for m in messages if m.role == "tool")
+    if done < CALLS:
+        return _with_usage(
+            ModelOutput.for_tool_call("mockllm/model", "bash", {BASH_ARG: "echo hi"})
+        )
+    return _with_usage(ModelOutput.for_tool_call("mockllm/model", "submit", {"answer": "hi"}))
+
+
+def check(sample) -> bool:  # type: ignore[no-untyped-def]
+    """5 bash results saying hi, one submit call, score C."""
+    tool_results = [m for m in sample.messages if m.role == "tool"]
+    bash_ok = [
+        m for m in tool_results if m.function == "bash" and m.error is None and "hi" in m.text
+    ]
+    submits = [
+        c
+        for m in sample.messages
+        if m.role == "assistant"
+        for c in (m.tool_calls or [])
+        if c.function == "submit"
+    ]
+    score = next(iter(sample.scores.values())).value if sample.scores else None
+    return len(bash_ok) == CALLS and len(submits) == 1 and score == "C"
 
 
 task = Task(
     dataset=[Sample(input=f"say hi {i}", target="hi") for i in range(N)],
-    solver=basic_agent(tools=[bash()], max_attempts=1),
+    solver=basic_agent(tools=[bash()], max_attempts=1, message_limit=50),
     scorer=includes(),
     sandbox="local",
 )
 t = time.perf_counter()
 logs = eval(
     task,
-    model=get_model("mockllm/model", custom_outputs=outputs()),
+    model=get_model("mockllm/model", custom_outputs=respond),
     display="none",
-    max_samples=32,
-    log_dir="/tmp/inspect-bench-logs",
+    max_samples=MAX_SAMPLES,
+    log_dir=LOG_DIR,
 )
 wall = time.perf_counter() - t
-print(json.dumps({"samples_per_s": N / wall, "wall_s": wall, "status": logs[0].status}))
+samples = logs[0].samples or []
+print(
+    json.dumps(
+        {
+            "samples_per_s": N / wall,
+            "eval_wall_s": wall,
+            "status": logs[0].status,
+            "checked_ok": sum(1 for s in samples if check(s)),
+            "bash_arg": BASH_ARG,
+        }
+    )
+)

@@ -1,20 +1,33 @@
-"""Throughput benchmark (issue 5): jobs of N trials of a tiny task whose agent makes 5 exec
-calls (`echo hi`) and then answers, graded by a trivial grade() in the sandbox, against the
-scripted model server with no delay, at --parallel 1, 8, 32 and 128.
+"""Throughput benchmark (issue 19): clawrig as users run it, side by side with Inspect AI on the
+same workload, with every run checked before its time counts.
 
-Prints trials/s, tool calls/s, harness overhead per trial and per tool call (ms, model time
-excluded), the start-up time of the `clawrig` command, and peak RSS. When inspect-ai is
-installed (`pip install -e '.[bench]'`), runs the same workload through Inspect (basic_agent
-with its bash tool, mockllm/model emitting the 5 calls per sample, local sandbox) and prints
-the ratios side by side.
+Workload: N trials of a tiny task whose agent makes 5 `exec` calls (`echo hi`) and then
+answers, graded by a trivial grade() in the sandbox. The model is the scripted
+OpenAI-compatible server in its own process (optionally answering after ``--model-delay``
+seconds per call).
 
-Usage: python benchmarks/throughput.py [--trials 200] [--parallel 1,8,32,128]
+- clawrig: the real ``clawrig run`` command (model gateway on, as users run it) as a
+  subprocess; its summary must show 0 errors and every score 1.0.
+- Inspect: ``inspect_ai.eval`` in a subprocess (basic_agent with Inspect's ``bash()`` tool,
+  called with its real argument name ``cmd``, then ``submit``; mockllm model; the local
+  sandbox; an empty HOME so no profile is sourced). Every sample's log is checked: 5 tool
+  results saying ``hi``, one submit, score ``C``; a run that fails the check is reported and
+  its time is not used.
+- Repetitions are interleaved (clawrig p, Inspect p, clawrig p', ...), and each number is the
+  median over ``--reps`` with its min-max spread.
+
+Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wall vs the ideal
+(calls per trial x delay), trials/s, the harness's peak RSS (the clawrig process, sampled from
+/proc), CPU seconds per trial (clawrig and its sandboxes), errors, and how many trials hit their
+time limit.
+
+Usage: python benchmarks/throughput.py [--trials 200] [--parallel 1,8,32] [--reps 3]
+       [--model-delay 0] [--no-inspect]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import resource
@@ -23,15 +36,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from clawrig.runner.batch import run_job
-from clawrig.runner.trial import TrialServices
-from clawrig.spec.job import JobConfig, TrialConfig
-from clawrig.spec.llm import ChatResponse
-from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, reply
 
 CALLS = 5
@@ -62,28 +71,16 @@ workspace/bench
 ```
 """
 
+HERE = Path(__file__).resolve().parent
 
-def responder(request: dict[str, Any]):
+
+def responder(request: dict[str, Any]) -> Any:
+    """The scripted model: 5 exec calls, then an answer; BENCH_MODEL_DELAY seconds per call."""
+    delay = float(os.environ.get("BENCH_MODEL_DELAY", "0") or 0)
     done = sum(1 for m in request["messages"] if m.get("role") == "tool")
     if done < CALLS:
-        return reply(tool_calls=[call("exec", {"command": "echo hi"})])
-    return reply("all done")
-
-
-class TimedModel:
-    """Wraps a ChatModel and sums the seconds spent waiting for the model."""
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-        self.name = inner.name
-        self.model_s = 0.0
-
-    async def chat(self, messages: list[dict[str, Any]], **kw: Any) -> ChatResponse:
-        t = time.perf_counter()
-        try:
-            return await self.inner.chat(messages, **kw)
-        finally:
-            self.model_s += time.perf_counter() - t
+        return reply(tool_calls=[call("exec", {"command": "echo hi"})], delay=delay)
+    return reply("all done", delay=delay)
 
 
 def make_bench(root: Path, n: int) -> Path:
@@ -98,18 +95,14 @@ def make_bench(root: Path, n: int) -> Path:
 class ModelServer:
     """The scripted model server in its own process (it is the model, not the harness)."""
 
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
     def __enter__(self) -> ModelServer:
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent))
+        env = dict(os.environ, PYTHONPATH=str(HERE), BENCH_MODEL_DELAY=str(self.delay))
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "clawrig.testing.scripted_server",
-                "--responder",
-                "throughput:responder",
-                "--port",
-                "0",
-            ],
+            [sys.executable, "-m", "clawrig.testing.scripted_server"]
+            + ["--responder", "throughput:responder", "--port", "0"],
             env=env,
             stdout=subprocess.PIPE,
             text=True,
@@ -118,50 +111,111 @@ class ModelServer:
         self.base_url = line.split(": ", 1)[1].split()[0]
         return self
 
-    def model(self) -> Any:
-        from clawrig.llm.client import get_model
-        from clawrig.llm.providers import load_settings
-
-        settings = load_settings(environ={"SCRIPTED_BASE_URL": self.base_url})
-        return get_model("scripted/bench", settings)
-
     def __exit__(self, *exc: object) -> None:
         self.proc.terminate()
         self.proc.wait()
 
 
-def run_clawrig(n: int, parallel: int, base: Path) -> dict[str, float]:
-    tasks_dir = make_bench(base / f"bench-{parallel}", n)
-    tasks = load_tasks(tasks_dir)
-    with ModelServer() as srv:
-        model = TimedModel(srv.model())
-        job = JobConfig(
-            suite_path=tasks_dir,
-            parallel=parallel,
-            output=base / f"out-{parallel}",
-            trial=TrialConfig(
-                agent="native", model="scripted/bench", max_processes=256, memory_mb=1024
-            ),
-        )
+class PeakRSS(threading.Thread):
+    """Samples a process's resident set size (MB) from /proc every 0.1 s; keeps the peak."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak_mb, self.done = pid, 0.0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.1):
+            try:
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        self.peak_mb = max(self.peak_mb, int(line.split()[1]) / 1024)
+            except OSError:
+                return
+
+
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_clawrig(n: int, parallel: int, base: Path, delay: float) -> dict[str, Any]:
+    """One `clawrig run` of the workload; raises RuntimeError when its summary is wrong."""
+    root = Path(tempfile.mkdtemp(prefix=f"p{parallel}-", dir=base))
+    tasks_dir = make_bench(root, n)
+    out = root / "out"
+    exe = shutil.which("clawrig") or str(Path(sys.executable).with_name("clawrig"))
+    with ModelServer(delay) as srv:
+        env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
+        cpu0 = _children_cpu_s()
         t = time.perf_counter()
-        summary = asyncio.run(run_job(job, tasks, TrialServices(model=model)))
+        proc = subprocess.Popen(
+            [exe, "run", str(tasks_dir), "-m", "scripted/bench", "-p", str(parallel)]
+            + ["-o", str(out)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        rss = PeakRSS(proc.pid)
+        rss.start()
+        _, stderr = proc.communicate()
         wall = time.perf_counter() - t
-    assert summary["error_count"] == 0, summary["errors_by_kind"]
-    assert summary["overall_score"] == 1.0, summary["overall_score"]
-    calls = n * CALLS
-    # harness overhead = wall time not spent waiting for the model; meaningful per trial and
-    # per call only when trials run one at a time
-    per_trial_ms = per_call_ms = float("nan")
-    if parallel == 1:
-        per_trial_ms = (wall - model.model_s) / n * 1000
-        per_call_ms = (wall - model.model_s) / calls * 1000
+        rss.done.set()
+        cpu = _children_cpu_s() - cpu0
+    summaries = sorted(out.glob("summary_*.json"))
+    if not summaries:
+        raise RuntimeError(f"clawrig run wrote no summary (exit {proc.returncode}): {stderr[-400:]}")
+    summary = json.loads(summaries[0].read_text())
+    rows = summary.get("tasks", [])
+    scores = [r.get("score") for r in rows]
+    timeouts = 0
+    for result in out.glob("*/*/result.json"):
+        if json.loads(result.read_text()).get("stop_reason") == "time_limit":
+            timeouts += 1
+    shutil.rmtree(root, ignore_errors=True)
+    errors = summary.get("error_count", 0)
+    ok = errors == 0 and len(rows) == n and all(s == 1.0 for s in scores)
     return {
-        "trials_per_s": n / wall,
-        "calls_per_s": calls / wall,
-        "overhead_per_trial_ms": per_trial_ms,
-        "overhead_per_call_ms": per_call_ms,
+        "ok": ok,
+        "why": "" if ok else f"errors {errors}, scores {sorted(set(map(str, scores)))[:5]}",
         "wall_s": wall,
+        "trials_per_s": n / wall,
+        "cpu_per_trial_s": cpu / n,
+        "peak_rss_mb": rss.peak_mb,
+        "errors": errors,
+        "time_limits": timeouts,
     }
+
+
+def run_inspect(n: int, parallel: int, base: Path) -> dict[str, Any]:
+    """One Inspect eval of the workload (benchmarks/_inspect_workload.py), log-checked."""
+    home = Path(tempfile.mkdtemp(prefix="inspect-home-", dir=base))
+    env = dict(os.environ, HOME=str(home))
+    t = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, str(HERE / "_inspect_workload.py"), str(n), str(parallel)]
+        + [str(base / f"inspect-logs-{parallel}-{time.monotonic_ns()}")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        return {"ok": False, "why": r.stderr.strip()[-400:], "wall_s": wall}
+    data = json.loads(r.stdout.strip().splitlines()[-1])
+    data["ok"] = data["checked_ok"] == n
+    data["why"] = "" if data["ok"] else f"{n - data['checked_ok']} samples failed the log check"
+    # Inspect's time is its eval() alone, without its ~4 s import: generous to the peer
+    # (clawrig's time is its whole command, start-up included)
+    data["command_wall_s"] = wall
+    data["wall_s"] = data["eval_wall_s"]
+    return data
+
+
+def _stat(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):7.2f} [{min(values):.2f}-{max(values):.2f}]"
 
 
 def startup_s() -> float:
@@ -174,83 +228,68 @@ def startup_s() -> float:
     return statistics.median(times)
 
 
-def per_tool_call_overhead_ms() -> float:
-    """Harness time of one exec tool call minus the command's own time (one sandbox)."""
-    from clawrig.sandbox import SandboxConfig, create_sandbox
-    from clawrig.tools.base import ToolContext
-    from clawrig.tools.catalog import Toolset
-
-    async def go() -> float:
-        ws = Path(tempfile.mkdtemp(prefix="clawrig-bench-ws-"))
-        sb = create_sandbox("bwrap", SandboxConfig(workspace_dir=ws))
-        await sb.start()
-        try:
-            ts, ctx = Toolset("coding"), ToolContext(sandbox=sb)
-            samples = []
-            for _ in range(200):
-                t = time.perf_counter()
-                res = await ts.call(ctx, "exec", '{"command": "echo hi"}')
-                total = time.perf_counter() - t
-                own = (res.details or {}).get("durationMs", 0) / 1000
-                samples.append((total - own) * 1000)
-            return statistics.median(samples)
-        finally:
-            await sb.stop()
-            shutil.rmtree(ws, ignore_errors=True)
-
-    return asyncio.run(go())
-
-
-def run_inspect(n: int) -> dict[str, float] | None:
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--parallel", default="1,8,32")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--model-delay", type=float, default=0.0, help="seconds per model call")
+    ap.add_argument("--no-inspect", action="store_true")
+    args = ap.parse_args()
+    ps = [int(x) for x in args.parallel.split(",")]
     try:
         import inspect_ai  # noqa: F401
+
+        have_inspect = not args.no_inspect
     except ImportError:
-        return None
-    script = Path(__file__).with_name("_inspect_workload.py")
-    env = dict(os.environ, HOME=tempfile.mkdtemp(prefix="inspect-home-"))
-    t = time.perf_counter()
-    r = subprocess.run(
-        [sys.executable, str(script), str(n)], env=env, capture_output=True, text=True
-    )
-    wall = time.perf_counter() - t
-    if r.returncode != 0:
-        print("inspect run failed:", r.stderr[-500:])
-        return None
-    data = json.loads(r.stdout.strip().splitlines()[-1])
-    data["wall_s"] = wall
-    return data
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--parallel", default="1,8,32,128")
-    args = ap.parse_args()
+        have_inspect = False
     base = Path(tempfile.mkdtemp(prefix="clawrig-throughput-"))
+    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:
-        print(f"clawrig start-up (clawrig version): {startup_s() * 1000:.0f} ms")
-        print(f"exec tool call harness overhead: {per_tool_call_overhead_ms():.2f} ms median")
-        rows = {}
-        for p in [int(x) for x in args.parallel.split(",")]:
-            rows[p] = run_clawrig(args.trials, p, base)
-            r = rows[p]
-            print(
-                f"--parallel {p:>3}: {r['trials_per_s']:7.2f} trials/s  "
-                f"{r['calls_per_s']:8.1f} tool calls/s  wall {r['wall_s']:6.1f} s  "
-                f"harness per trial {r['overhead_per_trial_ms']:7.1f} ms",
-                flush=True,
-            )
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"peak RSS (harness process): {rss:.0f} MB")
-        insp = run_inspect(args.trials)
-        if insp is None:
-            print("inspect-ai not installed: pip install -e '.[bench]' to compare")
-        else:
-            best = max(r["trials_per_s"] for r in rows.values())
-            print(
-                f"inspect: {insp['samples_per_s']:.2f} samples/s; clawrig best "
-                f"{best:.2f} trials/s = {best / insp['samples_per_s']:.1f}x"
-            )
+        print(f"clawrig start-up (clawrig version): {startup_s() * 1000:.0f} ms", flush=True)
+        for rep in range(args.reps):
+            for p in ps:
+                runs = [("clawrig", lambda p=p: run_clawrig(args.trials, p, base, args.model_delay))]
+                if have_inspect and args.model_delay == 0:
+                    runs.append(("inspect", lambda p=p: run_inspect(args.trials, p, base)))
+                for name, fn in runs:
+                    r = fn()
+                    results.setdefault((name, p), []).append(r)
+                    extra = ""
+                    if name == "clawrig":
+                        extra = (
+                            f" cpu/trial {r['cpu_per_trial_s'] * 1000:.0f} ms"
+                            f" rss {r['peak_rss_mb']:.0f} MB errors {r['errors']}"
+                            f" time-limits {r['time_limits']}"
+                        )
+                    status = "ok" if r["ok"] else f"REJECTED ({r['why']})"
+                    print(
+                        f"rep {rep + 1} {name:8} -p {p:<4} wall {r['wall_s']:7.1f} s "
+                        f"{args.trials / r['wall_s']:7.2f} /s{extra} {status}",
+                        flush=True,
+                    )
+        print()
+        print(f"{args.trials} trials, {CALLS} calls each, model delay {args.model_delay:g} s")
+        print(f"{'-p':>5} {'clawrig trials/s':>24} {'inspect samples/s':>24} {'ratio':>7}")
+        for p in ps:
+            c = [args.trials / r["wall_s"] for r in results.get(("clawrig", p), []) if r["ok"]]
+            i = [args.trials / r["wall_s"] for r in results.get(("inspect", p), []) if r["ok"]]
+            ratio = f"{statistics.median(c) / statistics.median(i):6.2f}x" if c and i else "-"
+            print(f"{p:>5} {_stat(c):>24} {_stat(i):>24} {ratio:>7}")
+        if args.model_delay > 0:
+            ideal = CALLS + 1
+            for p in ps:
+                rows = [r for r in results.get(("clawrig", p), []) if r["ok"]]
+                if not rows:
+                    continue
+                waves = -(-args.trials // p)
+                print(
+                    f"-p {p}: wall {_stat([r['wall_s'] for r in rows])} s vs ideal "
+                    f"{waves * ideal * args.model_delay:.0f} s (model time); "
+                    f"rss {max(r['peak_rss_mb'] for r in rows):.0f} MB; cpu/trial "
+                    f"{statistics.median(r['cpu_per_trial_s'] for r in rows) * 1000:.0f} ms; "
+                    f"time limits {sum(r['time_limits'] for r in rows)}"
+                )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
