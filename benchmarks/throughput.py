@@ -164,7 +164,8 @@ def run_clawrig(n: int, parallel: int, base: Path, delay: float) -> dict[str, An
         cpu = _children_cpu_s() - cpu0
     summaries = sorted(out.glob("summary_*.json"))
     if not summaries:
-        raise RuntimeError(f"clawrig run wrote no summary (exit {proc.returncode}): {stderr[-400:]}")
+        why = f"exit {proc.returncode}: {stderr[-400:]}"
+        raise RuntimeError(f"clawrig run wrote no summary ({why})")
     summary = json.loads(summaries[0].read_text())
     rows = summary.get("tasks", [])
     scores = [r.get("score") for r in rows]
@@ -247,9 +248,10 @@ def main() -> None:
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:
         print(f"clawrig start-up (clawrig version): {startup_s() * 1000:.0f} ms", flush=True)
+        model_delay = args.model_delay
         for rep in range(args.reps):
             for p in ps:
-                runs = [("clawrig", lambda p=p: run_clawrig(args.trials, p, base, args.model_delay))]
+                runs = [("clawrig", lambda p=p: run_clawrig(args.trials, p, base, model_delay))]
                 if have_inspect and args.model_delay == 0:
                     runs.append(("inspect", lambda p=p: run_inspect(args.trials, p, base)))
                 for name, fn in runs:
