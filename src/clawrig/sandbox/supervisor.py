@@ -138,13 +138,23 @@ def _pids():
 
 
 def _proc_stat(pid):
+    """(ppid, session) of a live process; None for one that is gone or a zombie (dead, only
+    waiting to be reaped: killing it again is pointless and waiting for it never ends)."""
     try:
         with open("/proc/%d/stat" % pid, "rb") as fh:
             data = fh.read()
         rest = data[data.rindex(b")") + 2 :].split()
+        if rest[0] in (b"Z", b"X"):
+            return None
         return int(rest[1]), int(rest[3])  # ppid, session
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _pause(round_no):
+    """Wait before looking again for survivors of a SIGKILL: 0.25 ms doubling to 8 ms (a
+    killed process is usually gone at the first look)."""
+    time.sleep(min(0.00025 * (2**round_no), 0.008))
 
 
 def _marker_of(pid):
@@ -166,7 +176,7 @@ def _kill_tree(root_pid, marker):
     """Kill the command's process group, its session, its descendants and every process that
     still carries its marker (daemonised grandchildren), repeating until none is left."""
     me = os.getpid()
-    for _ in range(20):
+    for round_no in range(40):
         try:
             os.killpg(root_pid, signal.SIGKILL)
         except OSError:
@@ -192,7 +202,7 @@ def _kill_tree(root_pid, marker):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        time.sleep(0.005)
+        _pause(round_no)
 
 
 def op_ping(req):
@@ -493,7 +503,7 @@ def op_kill_all(req):
     Inside a PID namespace that is everyone else; with ``--local`` only what we started."""
     me = os.getpid()
     killed = set()
-    for _ in range(50):
+    for round_no in range(80):
         if _local[0]:
             others = _ours(me)
         else:
@@ -511,7 +521,7 @@ def op_kill_all(req):
             except OSError:
                 pass
         killed.update(others)
-        time.sleep(0.01)
+        _pause(round_no)
     with _procs_lock:
         for p, _ in _procs.values():
             try:
