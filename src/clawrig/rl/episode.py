@@ -226,7 +226,7 @@ def _read_calls(folder: Path) -> list[dict[str, Any]]:
 
 
 def _turns(calls: list[dict[str, Any]]) -> list[Turn]:
-    turns = []
+    turns: list[Turn] = []
     for rec in calls:
         if rec.get("status") != 200 or not isinstance(rec.get("response"), dict):
             continue

@@ -73,7 +73,7 @@ class _Refused(Exception):
         self.headers = headers or {}
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())[:500]
 
 

@@ -55,7 +55,7 @@ def trajectory_from_episode(episode: Episode) -> art.Trajectory:
     metrics["completion_tokens"] = episode.usage.output_tokens
     return art.Trajectory(
         messages_and_choices=out,
-        tools=episode.tools or None,
+        tools=episode.tools or None,  # type: ignore[arg-type]  # OpenAI function tools
         reward=episode.reward,
         metrics=metrics,
         metadata={
