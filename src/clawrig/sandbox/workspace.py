@@ -2,7 +2,8 @@
 
 1. before start, on the host: ``exec/`` -> /tmp_workspace, ``tmp/`` -> /tmp_workspace/tmp,
    DataClawBench ``workspace_files`` and inline files (:func:`materialise_workspace`);
-2. after start: skills -> /root/skills/<name>/ (:func:`install_skills`), then the warmup lines in
+2. after start: skills -> /root/skills/<name>/ (:func:`install_skills`; a missing one is
+   skipped with a warning, as upstream), then the warmup lines in
    order (:func:`run_warmup`): a line ending in ``&`` keeps running in the background, a failing
    line is a :class:`clawrig.errors.SetupError` carrying its output;
 3. after the agent: :func:`inject_gt` first kills every process the agent started, then copies
@@ -76,16 +77,24 @@ def materialise_workspace(task: Task, dest: Path, root: Path | None = None) -> N
     write_files(dest, ws.inline_files)
 
 
-async def install_skills(sandbox: Sandbox, task: Task) -> None:
-    """Copy each named skill folder to /root/skills/<name>/ (searched in task.skills_dirs)."""
+async def install_skills(sandbox: Sandbox, task: Task) -> list[str]:
+    """Copy each named skill folder to /root/skills/<name>/, upstream's layout.
+
+    ``task.skills_dirs`` are the folders searched (for WildClawBench ``<root>/skills``); the
+    first that holds ``<name>/`` wins. A skill found nowhere is skipped, as upstream does;
+    returns one warning line per skipped skill.
+    """
+    warnings = []
     for name in task.skills:
         for base in task.skills_dirs:
             src = Path(base) / name
             if src.is_dir():
-                await sandbox.put_dir(src, f"{PATHS.skills}/{name}")
+                await sandbox.put_dir(src, f"{PATHS.skills}/{Path(name).name}")
                 break
         else:
-            raise SetupError(f"task {task.id}: skill {name!r} not found in {task.skills_dirs}")
+            looked = ", ".join(str(Path(b) / name) for b in task.skills_dirs) or "no skills folder"
+            warnings.append(f"skill {name!r} not found (looked in {looked}); running without it")
+    return warnings
 
 
 async def run_warmup(

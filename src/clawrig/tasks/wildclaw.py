@@ -320,17 +320,18 @@ def read_wildclaw_task(
     workspace, ws_rel = _workspace(doc, root_dir, issues)
 
     skills = _names(doc, "Skills", issues, env=False)
-    skills_dirs = []
+    # upstream copies each skill from <root>/skills/<name> to /root/skills/<name>; a missing
+    # one only warns (the trial still runs, as upstream's)
+    skills_base = root_dir / "skills"
+    skills_dirs = [skills_base] if skills else []
     for name in skills:
-        skill_dir = root_dir / "skills" / name
-        if skill_dir.is_dir():
-            skills_dirs.append(skill_dir)
-        else:
+        if not (skills_base / name).is_dir():
             sec = doc.section("Skills")
             issues.warning(
                 path,
                 "Skills",
-                f"skill folder not found: looked for {skill_dir}",
+                f"skill folder not found: looked for {skills_base / name} (the trial runs "
+                "without it, as upstream)",
                 sec.line if sec else None,
             )
     env = _names(doc, "Env", issues, env=True)
@@ -375,6 +376,7 @@ def read_wildclaw_task(
             env=env,
             warmup=warmup,
             grader=grader,
+            web_allowed=True,  # upstream's agents always have the web; --web on enables it
             format=TaskFormat.WILDCLAW,
             source=SourceRef(path=path),
             metadata=metadata,

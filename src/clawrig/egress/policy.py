@@ -1,0 +1,221 @@
+"""Egress policies: which hosts a sandbox may reach through the harness's egress proxy.
+
+``--network`` (the agent) and ``--setup-network`` (skills and warmup) take one of:
+
+- ``none``: nothing outside the sandbox (the agent's default);
+- ``registries``: the package registries pip, npm and apt are configured to use on this machine
+  (:func:`registry_hosts`; the setup default, so warmups can ``pip install`` as upstream's do);
+- ``allow:<hosts>``: a comma-separated list of ``host``, ``host:port`` or ``*.domain`` entries;
+- ``open``: any host.
+
+A policy decides per (host, port); the proxy (:mod:`clawrig.egress.proxy`) enforces it and logs
+every connection. Hosts are compared lower-case, without a trailing dot.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from clawrig.errors import UserError
+
+PolicyMode = Literal["none", "registries", "allow", "open"]
+
+DEFAULT_PIP_HOSTS = ("pypi.org", "files.pythonhosted.org")
+DEFAULT_NPM_HOSTS = ("registry.npmjs.org",)
+DEFAULT_APT_HOSTS = ("deb.debian.org", "security.debian.org")
+PIP_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
+NPM_ENV = ("npm_config_registry", "NPM_CONFIG_REGISTRY")
+
+
+def _norm(host: str) -> str:
+    return host.strip().lower().rstrip(".").strip("[]")
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """One allow-list entry: ``host`` (``*.domain`` matches every sub-domain) and an optional
+    port (None: any port)."""
+
+    host: str
+    port: int | None = None
+
+    def matches(self, host: str, port: int) -> bool:
+        if self.port is not None and self.port != port:
+            return False
+        if self.host.startswith("*."):
+            return host.endswith(self.host[1:])
+        return host == self.host
+
+    @classmethod
+    def parse(cls, text: str) -> HostRule:
+        """``host``, ``host:port``, ``[v6]:port`` or ``*.domain``. Raises ValueError."""
+        text = text.strip()
+        if "://" in text:
+            parts = urlsplit(text)
+            if not parts.hostname:
+                raise ValueError(f"no host in {text!r}")
+            return cls(_norm(parts.hostname), parts.port)
+        host, port = text, None
+        if text.startswith("["):
+            host, _, rest = text[1:].partition("]")
+            port = int(rest[1:]) if rest.startswith(":") else None
+        elif text.count(":") == 1:
+            host, _, p = text.partition(":")
+            port = int(p)
+        host = _norm(host)
+        if not host or any(c.isspace() or c in "/@" for c in host):
+            raise ValueError(f"not a host name: {text!r}")
+        if port is not None and not 0 < port < 65536:
+            raise ValueError(f"port out of range in {text!r}")
+        return cls(host, port)
+
+    def __str__(self) -> str:
+        return self.host if self.port is None else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """A parsed egress policy (see the module docs). ``rules`` hold the allowed hosts for
+    ``registries`` and ``allow``."""
+
+    mode: PolicyMode = "none"
+    rules: tuple[HostRule, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def parse(cls, text: str, *, option: str = "--network") -> NetworkPolicy:
+        """Parse ``none | registries | allow:<hosts> | open``.
+
+        Raises UserError naming ``option`` for anything else (an empty host list, a bad host or
+        port)."""
+        text = (text or "").strip()
+        if text in ("none", "open"):
+            return cls(text)  # type: ignore[arg-type]
+        if text == "registries":
+            return cls("registries", tuple(HostRule.parse(h) for h in registry_hosts()))
+        if text.startswith("allow:"):
+            entries = [e for e in text[len("allow:") :].split(",") if e.strip()]
+            if not entries:
+                raise UserError(f"{option}: allow: needs at least one host (allow:host,host:port)")
+            try:
+                return cls("allow", tuple(HostRule.parse(e) for e in entries))
+            except ValueError as exc:
+                raise UserError(f"{option}: {exc}") from None
+        raise UserError(f"{option}: expected none, registries, allow:<hosts> or open, got {text!r}")
+
+    def allows(self, host: str, port: int) -> bool:
+        """True when this policy lets a connection to ``host:port`` through."""
+        if self.mode == "open":
+            return True
+        host = _norm(host)
+        return any(rule.matches(host, port) for rule in self.rules)
+
+    def __str__(self) -> str:
+        if self.mode == "allow":
+            return "allow:" + ",".join(map(str, self.rules))
+        return self.mode
+
+
+def _urls_hosts(value: str) -> list[str]:
+    hosts = []
+    for url in value.split():
+        parts = urlsplit(url)
+        if parts.scheme in ("http", "https") and parts.hostname:
+            hosts.append(f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname)
+    return hosts
+
+
+def pip_config_files() -> list[Path]:
+    """pip's configuration files, in pip's order (global, user, ``PIP_CONFIG_FILE``)."""
+    home = Path.home()
+    files = [Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf")]
+    files += [home / ".pip" / "pip.conf", home / ".config" / "pip" / "pip.conf"]
+    if os.environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
+    return files
+
+
+def _pip_hosts() -> list[str]:
+    hosts: list[str] = []
+    configured = False
+    for path in pip_config_files():
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(path, encoding="utf-8")
+        except (OSError, configparser.Error):
+            continue
+        for section in ("global", "install"):
+            for key in ("index-url", "extra-index-url"):
+                if parser.has_option(section, key):
+                    found = _urls_hosts(parser.get(section, key))
+                    hosts += found
+                    configured = configured or (key == "index-url" and bool(found))
+    for name in PIP_ENV:
+        found = _urls_hosts(os.environ.get(name, ""))
+        hosts += found
+        configured = configured or (name == "PIP_INDEX_URL" and bool(found))
+    return hosts if configured else [*DEFAULT_PIP_HOSTS, *hosts]
+
+
+def _npm_hosts() -> list[str]:
+    for name in NPM_ENV:
+        if os.environ.get(name):
+            return _urls_hosts(os.environ[name])
+    for path in (Path.home() / ".npmrc", Path("/etc/npmrc"), Path("/usr/etc/npmrc")):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "registry":
+                return _urls_hosts(value.strip())
+    return list(DEFAULT_NPM_HOSTS)
+
+
+def _apt_hosts() -> list[str]:
+    hosts: list[str] = []
+    files = [Path("/etc/apt/sources.list")]
+    folder = Path("/etc/apt/sources.list.d")
+    if folder.is_dir():
+        files += sorted(folder.iterdir())
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith("URIs:"):
+                hosts += _urls_hosts(line[5:])
+            elif line.startswith(("deb ", "deb-src ")):
+                hosts += _urls_hosts(" ".join(w for w in line.split()[1:] if "://" in w))
+    return hosts or list(DEFAULT_APT_HOSTS)
+
+
+def registry_hosts() -> list[str]:
+    """The hosts pip, npm and apt use on this machine: pip's index URLs (pip.conf files and
+    ``PIP_INDEX_URL``/``PIP_EXTRA_INDEX_URL``; PyPI and its file host when no index is set),
+    npm's registry (``npm_config_registry``, ``.npmrc``; registry.npmjs.org by default) and
+    apt's sources (sources.list and deb822 files). ``file://`` indexes are left out."""
+    seen: dict[str, None] = {}
+    for host in (*_pip_hosts(), *_npm_hosts(), *_apt_hosts()):
+        seen.setdefault(host.lower(), None)
+    return list(seen)
+
+
+def registry_env() -> dict[str, str]:
+    """Environment that points pip and npm inside a sandbox at the indexes configured here
+    (http(s) only; a ``file://`` index on the host means nothing inside)."""
+    env = {}
+    for name in (*PIP_ENV, *NPM_ENV):
+        urls = [
+            u for u in os.environ.get(name, "").split() if u.startswith(("http://", "https://"))
+        ]
+        if urls:
+            env[name] = " ".join(urls)
+    return env

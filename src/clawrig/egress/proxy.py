@@ -1,0 +1,339 @@
+"""The egress proxy: the only way out of a sandbox, run by the harness on the host.
+
+An HTTP proxy on asyncio streams that understands exactly two request forms (RFC 9110 s. 9.3.6
+and RFC 9112 s. 3.2.2):
+
+- ``CONNECT host:port HTTP/1.1``: after the policy allows ``host:port``, a TCP tunnel
+  (``200 Connection established``), then bytes both ways (TLS stays end to end; the proxy
+  never sees a key or a body);
+- ``GET http://host[:port]/path HTTP/1.1`` (any method, absolute-form ``http://``): the request
+  is sent on to ``host`` in origin-form with ``Connection: close`` and the ``Proxy-*`` headers
+  removed, then bytes both ways until either side closes (one request per connection).
+
+A refused host gets ``403`` with a one-line reason; an unreachable one ``502``. Every
+connection is one JSON line in the trial's ``egress.jsonl``: ``time`` (ISO 8601 UTC),
+``phase`` (setup | agent ...), ``method``, ``host``, ``port``, ``verdict`` (allowed | refused |
+failed | bad_request), ``bytes_up`` / ``bytes_down`` (bytes sent to / received from the host,
+after the head), ``seconds``, and ``reason`` for a refusal or failure.
+
+The proxy listens on a unix socket in a folder bound read-only into the sandbox
+(:data:`SANDBOX_EGRESS_DIR`); inside, :mod:`clawrig.llm.forwarder` exposes it on the sandbox's
+own loopback at ``127.0.0.1:EGRESS_PORT``, and :func:`proxy_env` points ``HTTP(S)_PROXY`` there.
+There is no other route out: the sandbox's network namespace has loopback only. The proxy adds
+nothing to requests (no key, no header): model keys go through the model gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from clawrig.egress.policy import NetworkPolicy
+from clawrig.errors import SandboxError
+from clawrig.llm.forwarder import READY_PREFIX
+from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
+
+EGRESS_PORT = 18200
+"""The port of the egress forwarder on the sandbox's loopback."""
+SANDBOX_EGRESS_DIR = "/opt/clawrig-egress"
+"""Where the proxy's folder (socket + forwarder script) is bound read-only in a sandbox."""
+SOCKET_NAME = "egress.sock"
+FORWARDER_NAME = "forwarder.py"
+LOG_FILE = "egress.jsonl"
+"""The per-trial connection log (in the trial folder)."""
+NO_PROXY = "localhost,127.0.0.1,::1"
+"""Never proxied: the sandbox's own loopback (warmup services, the model gateway forwarder)."""
+MAX_HEAD_BYTES = 64 * 1024
+CONNECT_TIMEOUT_S = 30.0
+_CHUNK = 65536
+_HOP_HEADERS = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
+
+
+def proxy_env(port: int = EGRESS_PORT) -> dict[str, str]:
+    """Environment that sends pip, npm, apt, curl, requests, httpx and node's fetch (with
+    ``NODE_USE_ENV_PROXY``) through the forwarder at ``127.0.0.1:port``."""
+    url = f"http://127.0.0.1:{port}"
+    env = {}
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env[name] = env[name.lower()] = url
+    env["NO_PROXY"] = env["no_proxy"] = NO_PROXY
+    env["npm_config_proxy"] = env["npm_config_https_proxy"] = url
+    env["NODE_USE_ENV_PROXY"] = "1"
+    return env
+
+
+def _response(status: int, reason: str, text: str) -> bytes:
+    body = (text.rstrip("\n") + "\n").encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else default_port
+    host, sep, port = text.rpartition(":")
+    if sep and port.isdigit() and host:
+        return host, int(port)
+    return text, default_port
+
+
+class EgressProxy:
+    """One trial's egress proxy (see the module docs).
+
+    ``policy``: the :class:`NetworkPolicy` in force; change it (and ``phase``) between phases,
+    e.g. the setup policy for warmup, then the agent's. ``log_path``: the ``egress.jsonl`` file
+    (appended to). ``resolve``: host -> address overrides (tests point names at loopback
+    servers). Start with :meth:`start` (or ``async with``) inside a running event loop.
+    """
+
+    def __init__(
+        self,
+        log_path: Path | str,
+        policy: NetworkPolicy | None = None,
+        *,
+        phase: str = "setup",
+        resolve: dict[str, str] | None = None,
+    ) -> None:
+        self.log_path = Path(log_path)
+        self.policy = policy or NetworkPolicy()
+        self.phase = phase
+        self.resolve = {k.lower(): v for k, v in (resolve or {}).items()}
+        self.folder: Path | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.records: list[dict[str, Any]] = []
+
+    @property
+    def socket_path(self) -> Path:
+        if self.folder is None:
+            raise RuntimeError("the egress proxy is not started")
+        return self.folder / SOCKET_NAME
+
+    def sandbox_binds(self) -> list[Bind]:
+        """The read-only bind that makes the proxy reachable from a sandbox."""
+        if self.folder is None:
+            raise RuntimeError("the egress proxy is not started")
+        return [Bind(source=self.folder, dest=SANDBOX_EGRESS_DIR, read_only=True)]
+
+    async def start(self) -> EgressProxy:
+        """Create the socket folder and listen. Idempotent."""
+        if self._server is not None:
+            return self
+        self.folder = Path(tempfile.mkdtemp(prefix="clawrig-egress-"))
+        os.chmod(self.folder, 0o755)  # sandboxes may run as another host uid
+        shutil.copyfile(
+            Path(__file__).parents[1] / "llm" / "forwarder.py", self.folder / FORWARDER_NAME
+        )
+        os.chmod(self.folder / FORWARDER_NAME, 0o644)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.touch()
+        self._server = await asyncio.start_unix_server(
+            self._accept, path=str(self.socket_path), limit=MAX_HEAD_BYTES
+        )
+        os.chmod(self.socket_path, 0o666)
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening, close open tunnels, remove the socket folder. Idempotent."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+    async def __aenter__(self) -> EgressProxy:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- one connection -------------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            await self._handle(reader, writer)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._tasks.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    def _log(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        with open(self.log_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        started = time.monotonic()
+        record: dict[str, Any] = {
+            "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            "phase": self.phase,
+            "method": "",
+            "host": "",
+            "port": 0,
+            "verdict": "bad_request",
+            "bytes_up": 0,
+            "bytes_down": 0,
+        }
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            return  # nothing that names a host: not a connection attempt worth a line
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            record["reason"] = "not an HTTP/1.x request line"
+            return await self._refuse(writer, record, 400, "Bad Request", started)
+        method, target, version = parts
+        record["method"] = method
+        if method == "CONNECT":
+            host, port = _split_hostport(target, 443)
+            upstream_head = None
+        else:
+            url = urlsplit(target)
+            if url.scheme != "http" or not url.hostname:
+                record["reason"] = "only CONNECT and absolute http:// requests are proxied"
+                return await self._refuse(writer, record, 400, "Bad Request", started)
+            host, port = url.hostname, url.port or 80
+            path = url.path or "/"
+            if url.query:
+                path += "?" + url.query
+            headers = [
+                line
+                for line in lines[1:]
+                if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS
+            ]
+            upstream_head = "\r\n".join(
+                [f"{method} {path} {version}", *headers, "Connection: close", "", ""]
+            ).encode("latin-1")
+        record["host"], record["port"] = host.lower(), port
+        if not self.policy.allows(host, port):
+            record["verdict"] = "refused"
+            record["reason"] = f"not allowed by the {self.phase} policy {self.policy}"
+            return await self._refuse(
+                writer,
+                record,
+                403,
+                "Forbidden",
+                started,
+                f"clawrig egress: {host}:{port} is not allowed by the {self.phase} network "
+                f"policy ({self.policy})",
+            )
+        address = self.resolve.get(host.lower(), host)
+        try:
+            up_r, up_w = await asyncio.wait_for(
+                asyncio.open_connection(address, port), CONNECT_TIMEOUT_S
+            )
+        except (OSError, TimeoutError) as exc:
+            record["verdict"] = "failed"
+            record["reason"] = f"{type(exc).__name__}: {exc}"
+            return await self._refuse(
+                writer,
+                record,
+                502,
+                "Bad Gateway",
+                started,
+                f"clawrig egress: cannot reach {host}:{port} ({record['reason']})",
+            )
+        record["verdict"] = "allowed"
+        try:
+            if upstream_head is None:
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                await writer.drain()
+            else:
+                up_w.write(upstream_head)
+            counts = await asyncio.gather(_pipe(reader, up_w), _pipe(up_r, writer))
+            record["bytes_up"], record["bytes_down"] = counts
+        finally:
+            with contextlib.suppress(Exception):
+                up_w.close()
+            record["seconds"] = round(time.monotonic() - started, 3)
+            self._log(record)
+
+    async def _refuse(
+        self,
+        writer: asyncio.StreamWriter,
+        record: dict[str, Any],
+        status: int,
+        reason: str,
+        started: float,
+        text: str | None = None,
+    ) -> None:
+        record["seconds"] = round(time.monotonic() - started, 3)
+        self._log(record)
+        with contextlib.suppress(ConnectionError, OSError):
+            writer.write(_response(status, reason, text or f"clawrig egress: {record['reason']}"))
+            await writer.drain()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+    """Copy until EOF (then half-close ``writer``); returns the bytes copied."""
+    total = 0
+    try:
+        while data := await reader.read(_CHUNK):
+            total += len(data)
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            if writer.can_write_eof():
+                writer.write_eof()
+    return total
+
+
+async def start_egress_forwarder(
+    sandbox: Sandbox,
+    proxy: EgressProxy,
+    *,
+    port: int = EGRESS_PORT,
+    python: str = "/usr/bin/python3",
+    ready_timeout_s: float = 15.0,
+) -> ProcessHandle:
+    """Start the forwarder inside ``sandbox`` (created with ``proxy.sandbox_binds()``) on
+    ``127.0.0.1:port`` and wait until it listens. Returns its process handle.
+
+    Raises :class:`clawrig.errors.SandboxError` when it does not come up within
+    ``ready_timeout_s`` seconds.
+    """
+    script = f"{SANDBOX_EGRESS_DIR}/{FORWARDER_NAME}"
+    sock = f"{SANDBOX_EGRESS_DIR}/{SOCKET_NAME}"
+    handle = await sandbox.spawn(
+        [python, "-I", "-S", "-u", script, "--port", str(port), "--socket", sock]
+    )
+    deadline = time.monotonic() + ready_timeout_s
+    text = ""
+    while time.monotonic() < deadline:
+        text, _ = await handle.read_log(0)
+        if READY_PREFIX in text:
+            return handle
+        if await handle.poll() is not None:
+            break
+        await asyncio.sleep(0.02)
+    with contextlib.suppress(Exception):
+        await handle.kill()
+    raise SandboxError(
+        f"the egress forwarder did not start in the sandbox: {text.strip() or 'no output'}"
+    )
