@@ -122,3 +122,23 @@ def test_fourfolder_root_missing_folders_is_not_mistaken(tmp_path: Path):
     assert detect_format(tmp_path) is TaskFormat.FOURFOLDER
     [error] = validate(tmp_path)
     assert error.field == "intent"
+
+
+def test_upstream_template_and_files_without_id_are_skipped_with_a_note(
+    wildclaw_task, bench_root
+):
+    wildclaw_task()
+    # upstream ships tasks/task0_template.md (its id is a placeholder that is not a safe name)
+    (bench_root / "tasks" / "task0_template.md").write_text(
+        "---\nid: <category>_task_<N>_<slug>\nname: template\n---\n## Prompt\n\nx\n"
+    )
+    (bench_root / "tasks" / "notes.md").write_text("# design notes\n\nno front matter\n")
+    suite = load_suite(bench_root)
+    assert [t.id for t in suite.tasks] == ["01_Productivity_Flow_task_1_meeting_notes"]
+    assert suite.errors == []
+    notes = {(w.path.name, w.field) for w in suite.warnings}
+    assert notes == {("task0_template.md", "file"), ("notes.md", "id")}
+    assert all(w.message.startswith("skipped:") for w in suite.warnings)
+    # named on its own, a file without an id is still an error
+    with pytest.raises(TaskFormatError, match="does not start with `---`"):
+        load_tasks(bench_root / "tasks" / "notes.md")

@@ -5,7 +5,9 @@ expert in a restricted, non-interactive environment; solve before the timeout of
 ``{timeout_seconds}`` s; run processes in the foreground; no user input; a complete solution in
 one pass, no placeholders; shared/reference/formats.md section 1). The EigenData four-folder demo
 keeps the same idea under a ``## Role & Context`` heading with the prompt under ``## Task``
-(shared/examples/fourfolder). clawrig's default combines both; a job may replace it.
+(shared/examples/fourfolder). :func:`preamble_for` picks the one a task's format uses upstream
+(WildClawBench's one paragraph, the four-folder ``## Role & Context`` form for the others); a
+job may replace it (``--preamble FILE|none``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,22 @@ DEFAULT_PREAMBLE = (
     "\n"
     "## Task\n"
 )
+
+
+WILDCLAW_PREAMBLE = (
+    "You are an expert agent working in a restricted, non-interactive environment. Solve the "
+    "task below efficiently; it must be finished before the timeout of {timeout_seconds} "
+    "seconds. Run every process in the foreground (no background services), do not wait for "
+    "user input, and deliver a complete, working solution in one pass with no placeholders.\n\n"
+)
+"""WildClawBench's preamble, in substance (shared/reference/upstream-harnesses.md: restricted
+environment, the timeout, foreground work with no background services)."""
+
+
+def preamble_for(task_format: str) -> str:
+    """The preamble the upstream harness of ``task_format`` puts before the task prompt:
+    :data:`WILDCLAW_PREAMBLE` for ``wildclaw``, :data:`DEFAULT_PREAMBLE` otherwise."""
+    return WILDCLAW_PREAMBLE if task_format == "wildclaw" else DEFAULT_PREAMBLE
 
 
 def first_user_message(prompt: str, timeout_seconds: float, preamble: str | None = None) -> str:

@@ -120,6 +120,27 @@ def register(app: typer.Typer) -> None:
         env_file: Annotated[Path | None, typer.Option("--env-file", help="default ./.env")] = None,
         max_attempts: Annotated[int, typer.Option("--max-attempts", min=1)] = 3,
         web: Annotated[str, typer.Option("--web", help="off | on (tasks that allow it)")] = "off",
+        network: Annotated[
+            str,
+            typer.Option(
+                "--network", help="the agent's egress: none | registries | allow:<hosts> | open"
+            ),
+        ] = "none",
+        setup_network: Annotated[
+            str,
+            typer.Option(
+                "--setup-network",
+                help="egress while skills and warmup run: none | registries | allow:<hosts> | open",
+            ),
+        ] = "registries",
+        preamble: Annotated[
+            str | None,
+            typer.Option(
+                "--preamble",
+                help="FILE whose text goes before each task prompt, or none; default: the "
+                "preamble of the task format's upstream harness",
+            ),
+        ] = None,
         replay: Annotated[
             Path | None,
             typer.Option(
@@ -155,6 +176,11 @@ def register(app: typer.Typer) -> None:
             )
         if web not in ("off", "on"):
             raise UserError("--web: choose off or on")
+        from clawrig.egress import NetworkPolicy
+
+        NetworkPolicy.parse(network, option="--network")
+        NetworkPolicy.parse(setup_network, option="--setup-network")
+        preamble_text = _preamble_text(preamble)
         source = task or path
         if source is None:
             raise UserError("PATH: give a suite path or --task FILE")
@@ -206,6 +232,9 @@ def register(app: typer.Typer) -> None:
             grader=grader,  # type: ignore[arg-type]
             judge=judge_name if services.judge else None,
             web=web,
+            network=network,
+            setup_network=setup_network,
+            preamble=preamble_text,
         )
         job = JobConfig(
             suite_path=source,
@@ -256,6 +285,21 @@ def register(app: typer.Typer) -> None:
                 )
             if missed:
                 raise typer.Exit(1)
+
+
+def _preamble_text(value: str | None) -> str | None:
+    """``--preamble``: None (the format's own), ``none`` (no preamble) or a file's text."""
+    if value is None:
+        return None
+    if value == "none":
+        return ""
+    path = Path(value)
+    if not path.is_file():
+        raise UserError(f"--preamble: no such file: {path} (give a file or none)")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--preamble: cannot read {path}: {exc}") from None
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:

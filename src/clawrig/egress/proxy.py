@@ -38,8 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from clawrig.egress.policy import NetworkPolicy
-from clawrig.errors import SandboxError
-from clawrig.llm.forwarder import READY_PREFIX
+from clawrig.llm.gateway.forwarder import forwarder_script, spawn_forwarder
 from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
 
 EGRESS_PORT = 18200
@@ -134,9 +133,7 @@ class EgressProxy:
             return self
         self.folder = Path(tempfile.mkdtemp(prefix="clawrig-egress-"))
         os.chmod(self.folder, 0o755)  # sandboxes may run as another host uid
-        shutil.copyfile(
-            Path(__file__).parents[1] / "llm" / "forwarder.py", self.folder / FORWARDER_NAME
-        )
+        shutil.copyfile(forwarder_script(), self.folder / FORWARDER_NAME)
         os.chmod(self.folder / FORWARDER_NAME, 0o644)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path.touch()
@@ -318,22 +315,12 @@ async def start_egress_forwarder(
     Raises :class:`clawrig.errors.SandboxError` when it does not come up within
     ``ready_timeout_s`` seconds.
     """
-    script = f"{SANDBOX_EGRESS_DIR}/{FORWARDER_NAME}"
-    sock = f"{SANDBOX_EGRESS_DIR}/{SOCKET_NAME}"
-    handle = await sandbox.spawn(
-        [python, "-I", "-S", "-u", script, "--port", str(port), "--socket", sock]
-    )
-    deadline = time.monotonic() + ready_timeout_s
-    text = ""
-    while time.monotonic() < deadline:
-        text, _ = await handle.read_log(0)
-        if READY_PREFIX in text:
-            return handle
-        if await handle.poll() is not None:
-            break
-        await asyncio.sleep(0.02)
-    with contextlib.suppress(Exception):
-        await handle.kill()
-    raise SandboxError(
-        f"the egress forwarder did not start in the sandbox: {text.strip() or 'no output'}"
+    return await spawn_forwarder(
+        sandbox,
+        f"{SANDBOX_EGRESS_DIR}/{FORWARDER_NAME}",
+        f"{SANDBOX_EGRESS_DIR}/{SOCKET_NAME}",
+        port=port,
+        python=python,
+        ready_timeout_s=ready_timeout_s,
+        what="the egress forwarder",
     )

@@ -35,6 +35,8 @@ from typing import Any
 
 from clawrig import __version__
 from clawrig.agents import Agent, AgentContext, AgentLimits, create_agent
+from clawrig.agents.preamble import preamble_for
+from clawrig.egress.trial import TrialNetwork
 from clawrig.errors import (
     InfrastructureError,
     ModelRequestError,
@@ -236,6 +238,8 @@ async def run_trial(
     usage = Usage()
     sandbox = None
     grader_stage: GradingEnvStage | None = None
+    network: TrialNetwork | None = None
+    lease: Any = None
     agent: Agent | None = None
     phase = "setup"
     t_phase = time.monotonic()
@@ -262,7 +266,30 @@ async def run_trial(
             call_timeout_s=config.call_timeout_s,
         )
         needs = agent.sandbox_needs(task)
+        model = services.model
+        if services.gateway is not None and (endpoint := upstream_endpoint(model)) is not None:
+            # one lease per trial: the agent's calls and those its programs make with the
+            # task's model keys (TrialNetwork) are counted, capped and recorded together
+            lease = services.gateway.open_trial(
+                endpoint,
+                trial_id=name,
+                task_id=task.id,
+                run_index=run_index,
+                record_path=tmp_dir / RECORD_FILE,
+                max_cost_usd=config.max_cost_usd_per_trial,
+                max_tokens=config.max_tokens_per_trial,
+            )
+        network = await TrialNetwork.open(
+            folder=tmp_dir,
+            sandbox_kind=config.sandbox,
+            setup=config.setup_network,
+            agent=config.network,
+            env_names=task.env,
+            gateway=services.gateway,
+            lease=lease,
+        )
         binds = list(needs.binds)
+        binds += network.binds
         binds += await service_binds(task)  # the services environment, read-only
         if services.gateway is not None:  # the judge proxy (and OpenClaw) reach it inside
             taken = {b.dest for b in binds}
@@ -279,7 +306,7 @@ async def run_trial(
                 workspace_dir=ws,
                 limits=limits,
                 binds=binds,
-                env=dict(needs.env),
+                env=network.env | dict(needs.env),
             ),
         )
         async with services.sandbox_starts or contextlib.nullcontext():
@@ -289,9 +316,13 @@ async def run_trial(
             # (a setuid program the agent made, gt/ once injected)
             os.chmod(work, 0o700)
         mark("setup")
+        await network.attach(sandbox)
         service_handles = await start_services(sandbox, task)
-        await install_skills(sandbox, task)
+        for note in await install_skills(sandbox, task):
+            with open(agent_log, "a", encoding="utf-8") as fh:
+                fh.write(f"setup: {note}\n")
         await run_warmup(sandbox, task.warmup)
+        network.agent_phase()
         mark("agent")
         from clawrig.tools.catalog import Toolset
 
@@ -303,17 +334,7 @@ async def run_trial(
         )
         toolset = Toolset(task.tool_profile or config.tool_profile)
         agent_time = task.timeout_seconds * config.timeout_multiplier
-        model, lease = services.model, None
-        if services.gateway is not None and (endpoint := upstream_endpoint(model)) is not None:
-            lease = services.gateway.open_trial(
-                endpoint,
-                trial_id=name,
-                task_id=task.id,
-                run_index=run_index,
-                record_path=tmp_dir / RECORD_FILE,
-                max_cost_usd=config.max_cost_usd_per_trial,
-                max_tokens=config.max_tokens_per_trial,
-            )
+        if lease is not None:
             model = lease.chat_model(stream=getattr(services.model, "stream", False))
         ctx = AgentContext(
             task=task,
@@ -327,7 +348,7 @@ async def run_trial(
                 tokens=config.max_tokens_per_trial,
                 cost_usd=config.max_cost_usd_per_trial,
             ),
-            preamble=config.preamble,
+            preamble=config.preamble if config.preamble is not None else preamble_for(task.format),
             transcript=transcript,
             log_path=agent_log,
         )
@@ -460,6 +481,11 @@ async def run_trial(
         if sandbox is not None:
             with contextlib.suppress(Exception):
                 await sandbox.stop()
+        if network is not None:
+            with contextlib.suppress(Exception):
+                await network.close()
+        if lease is not None and not lease.closed:
+            services.gateway.close_trial(lease)  # type: ignore[union-attr]
         timings[phase] = timings.get(phase, 0.0) + time.monotonic() - t_phase
         shutil.rmtree(work, ignore_errors=True)
         if grader_stage is not None:

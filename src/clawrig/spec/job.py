@@ -38,6 +38,11 @@ class TrialConfig(BaseModel):
     preamble: str | None = None
     tool_profile: str = "coding"
     web: str = "off"
+    network: str = "none"
+    """The agent's egress policy: none | registries | allow:<hosts> | open
+    (:mod:`clawrig.egress.policy`)."""
+    setup_network: str = "registries"
+    """The egress policy while skills are copied and the warmup runs."""
     memory_mb: int = 4096
     max_processes: int = 512
     grader_timeout_s: float = 120.0

@@ -133,7 +133,7 @@ class MarkdownFormat:
         wild_root = root if root is not None else (path if (path / "tasks").is_dir() else None)
         tasks = []
         for md in task_files(path):
-            task = _read_md(md, wild_root, issues)
+            task = _read_md(md, wild_root, issues, in_folder=True)
             if task is not None:
                 tasks.append(task)
         return tasks
@@ -204,14 +204,32 @@ def detect_format(path: Path | str) -> TaskFormat | str:
 _TASK_FORMATS = {f.value for f in TaskFormat}
 
 
-def _read_md(path: Path, root: Path | None, issues: IssueCollector) -> Task | None:
+TEMPLATE_NAMES = frozenset({"task0_template.md"})
+"""Files a folder of WildClawBench tasks may hold that upstream's harness never runs."""
+
+
+def _read_md(
+    path: Path, root: Path | None, issues: IssueCollector, *, in_folder: bool = False
+) -> Task | None:
+    """Read one task file. ``in_folder``: it was found in a folder, so upstream's template and
+    a Markdown file without front-matter ``id`` are skipped with a note (as upstream's harness
+    never runs them) instead of being errors."""
+    if in_folder and path.name in TEMPLATE_NAMES:
+        issues.warning(path, "file", "skipped: upstream's task template, never run")
+        return None
     try:
         doc = parse_markdown(path)
         if is_dataclaw_doc(doc):
             return read_dataclaw_task_md(path, root=root, issues=issues, doc=doc)
+        if in_folder and not doc.front.get("id"):
+            issues.warning(path, "id", "skipped: no `id` in the front matter (not a task file)")
+            return None
         return read_wildclaw_task(path, root=root, issues=issues, doc=doc)
     except TaskFormatError as exc:
-        issues.add(exc)
+        if in_folder and exc.field == "front matter" and "does not start" in str(exc):
+            issues.warning(path, "id", "skipped: no front matter with an `id` (not a task file)")
+        else:
+            issues.add(exc)
         return None
 
 

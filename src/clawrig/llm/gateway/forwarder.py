@@ -67,22 +67,47 @@ async def start_forwarder(
         script, sock = str(gateway.folder / FORWARDER_NAME), str(gateway.socket_path)
     else:
         script, sock = f"{SANDBOX_GATEWAY_DIR}/{FORWARDER_NAME}", gateway.sandbox_socket
+    handle = await spawn_forwarder(
+        sandbox,
+        script,
+        sock,
+        port=port,
+        python=python,
+        ready_timeout_s=ready_timeout_s,
+        what="the model gateway forwarder",
+    )
+    return Forwarder(handle=handle, port=port)
+
+
+async def spawn_forwarder(
+    sandbox: Sandbox,
+    script: str,
+    socket_path: str,
+    *,
+    port: int,
+    python: str = "/usr/bin/python3",
+    ready_timeout_s: float = 15.0,
+    what: str = "the forwarder",
+) -> ProcessHandle:
+    """Run the forwarder ``script`` (a path inside ``sandbox``) from ``127.0.0.1:port`` to the
+    unix socket ``socket_path`` (inside too) and wait until it listens; returns its handle.
+
+    Raises :class:`clawrig.errors.SandboxError` naming ``what`` when it does not come up
+    within ``ready_timeout_s`` seconds (with its output).
+    """
     handle = await sandbox.spawn(
-        [python, "-I", "-S", "-u", script, "--port", str(port), "--socket", sock]
+        [python, "-I", "-S", "-u", script, "--port", str(port), "--socket", socket_path]
     )
     deadline = time.monotonic() + ready_timeout_s
     text = ""
     while time.monotonic() < deadline:
         text, _ = await handle.read_log(0)
         if READY_PREFIX in text:
-            return Forwarder(handle=handle, port=port)
+            return handle
         code = await handle.poll()
         if code is not None:
             break
         await asyncio.sleep(0.02)
     with contextlib.suppress(Exception):
         await handle.kill()
-    raise SandboxError(
-        "the model gateway forwarder did not start in the sandbox: "
-        f"{_one_line(text) or 'no output'}"
-    )
+    raise SandboxError(f"{what} did not start in the sandbox: {_one_line(text) or 'no output'}")
