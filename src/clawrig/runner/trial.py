@@ -371,6 +371,10 @@ async def run_trial(
             with contextlib.suppress(Exception):
                 await toolset.aclose(tool_ctx)
             usage = ctx.usage
+            if lease is not None and lease.usage.request_count > usage.request_count:
+                # the gateway also served calls the agent's programs made with the task's
+                # model keys (a skill script): the lease counted every one
+                usage = lease.usage
             if lease is not None:
                 services.gateway.close_trial(lease)  # type: ignore[union-attr]
                 with contextlib.suppress(Exception):
