@@ -124,9 +124,7 @@ def test_fourfolder_root_missing_folders_is_not_mistaken(tmp_path: Path):
     assert error.field == "intent"
 
 
-def test_upstream_template_and_files_without_id_are_skipped_with_a_note(
-    wildclaw_task, bench_root
-):
+def test_upstream_template_and_files_without_id_are_skipped_with_a_note(wildclaw_task, bench_root):
     wildclaw_task()
     # upstream ships tasks/task0_template.md (its id is a placeholder that is not a safe name)
     (bench_root / "tasks" / "task0_template.md").write_text(
