@@ -150,6 +150,12 @@ def test_wildclaw_average_counts_missing_and_errored_tasks_as_zero():
         "task_count": 2,
     }
     assert out["categories"]["02_Code_Intelligence"]["score"] == pytest.approx(0.375)
+    assert out["modalities"] == {}
+    # the leaderboard's Multimodal / Pure-text breakdown: t1, t3 multimodal; t2, t4 pure-text
+    modal = {"t1": "multimodal", "t2": "pure-text", "t3": "multimodal", "t4": "pure-text"}
+    out = wildclaw_average(trials, tasks, modal)
+    assert out["modalities"]["multimodal"] == {"score": pytest.approx(0.775), "task_count": 2}
+    assert out["modalities"]["pure-text"] == {"score": 0.0, "task_count": 2}
 
 
 def test_dataclaw_overall_uses_graded_non_error_trials_only():

@@ -311,6 +311,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"WildClawBench score (all tasks, an errored or missing task counts 0): "
             f"{wc['overall']:.4f}"
+            + "".join(
+                f"; {m} {v['score']:.4f} ({v['task_count']} tasks)"
+                for m, v in (wc.get("modalities") or {}).items()
+            )
         )
     if dc.get("overall_score") is not None:
         lines.append(

@@ -276,13 +276,16 @@ def pass_metrics(
 def wildclaw_average(
     results: Iterable[TrialResult],
     tasks: Mapping[str, str] | Iterable[str] | None = None,
+    modalities: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """WildClawBench's benchmark score: sum over ALL tasks / task count; missing or errored = 0.
 
     ``tasks``: every task of the suite, as ``{task_id: category}`` or a list of ids (category
     then taken from the results); None = the tasks present in ``results``. A task's score is
-    the mean of its runs (errored runs count 0). Returns ``{"overall", "task_count",
-    "categories": {category: {"score", "task_count"}}}`` (scores in [0,1]).
+    the mean of its runs (errored runs count 0). ``modalities``: ``{task_id: modality}``
+    (``multimodal`` | ``pure-text``), for the leaderboard's breakdown. Returns ``{"overall",
+    "task_count", "categories": {category: {"score", "task_count"}}, "modalities": {modality:
+    {"score", "task_count"}}}`` (scores in [0,1]; ``modalities`` empty without the mapping).
     """
     results = list(results)
     runs: dict[str, list[float]] = defaultdict(list)
@@ -301,14 +304,21 @@ def wildclaw_average(
         ids = list(tasks)
     per_task = {tid: (statistics.fmean(runs[tid]) if runs.get(tid) else 0.0) for tid in ids}
     by_cat: dict[str, list[float]] = defaultdict(list)
+    by_modality: dict[str, list[float]] = defaultdict(list)
     for tid, s in per_task.items():
         by_cat[cats.get(tid, "")].append(s)
+        if modalities and tid in modalities:
+            by_modality[modalities[tid]].append(s)
     return {
         "overall": sum(per_task.values()) / len(ids) if ids else None,
         "task_count": len(ids),
         "categories": {
             cat: {"score": sum(v) / len(v), "task_count": len(v)}
             for cat, v in sorted(by_cat.items())
+        },
+        "modalities": {
+            m: {"score": sum(v) / len(v), "task_count": len(v)}
+            for m, v in sorted(by_modality.items())
         },
     }
 
@@ -408,6 +418,7 @@ def summarize(
     threshold: float = 1.0,
     confidence: float = 0.95,
     ks: Sequence[int] | None = None,
+    modalities: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Every job statistic in one JSON-ready dict, for summary_<model>.json and the table.
 
@@ -444,7 +455,7 @@ def summarize(
         "errors_by_kind": error_counts(results),
         "mean": _bounded(mean_ci(ci_values, confidence).as_dict())
         | {"unit": "task" if clustered else "trial"},
-        "wildclaw": wildclaw_average(results, tasks),
+        "wildclaw": wildclaw_average(results, tasks, modalities),
         "dataclaw": dc,
         "pass": pass_metrics(results, ks, threshold),
         "process": process_averages(results),

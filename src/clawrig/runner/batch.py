@@ -370,6 +370,7 @@ def build_summary(
         results,
         tasks={t.id: t.category for t in tasks},
         threshold=job.trial.success_threshold,
+        modalities={t.id: t.modality for t in tasks if t.format == "wildclaw"},
     )
     rows = []
     expected = {t.id: t.expected_reward for t in tasks}

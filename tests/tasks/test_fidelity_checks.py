@@ -1,0 +1,74 @@
+"""Pre-run checks that nothing falls back silently (issue 13 item 7), on tasks read by the real
+readers from real files."""
+
+from __future__ import annotations
+
+from clawrig.runner.fidelity_checks import (
+    check_judge,
+    check_workspace_data,
+    import_names,
+    note_grader_imports,
+    note_judge,
+)
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.tasks.registry import load_suite, load_tasks
+
+
+def _config(tmp_path, **trial) -> JobConfig:
+    return JobConfig(suite_path=tmp_path, trial=TrialConfig(**trial))
+
+
+def test_dataclaw_judge_tasks_refuse_auto_without_a_judge(dataclaw_real, tmp_path):
+    tasks = load_tasks(dataclaw_real)
+    n = len(tasks)
+    [line] = check_judge(tasks, _config(tmp_path, grader="auto"))
+    assert line.startswith(f"--grader auto: {n} task(s) are graded by an LLM judge (")
+    assert "--grader exact" in line
+    assert check_judge(tasks, _config(tmp_path, grader="auto", judge="scripted/j")) == []
+    assert check_judge(tasks, _config(tmp_path, grader="exact")) == []
+    [note] = note_judge(tasks, _config(tmp_path, grader="exact"))
+    assert note == (
+        f"--grader exact: {n} judge-graded task(s) are graded by exact match only (no LLM judge)"
+    )
+
+
+def test_missing_workspace_data_names_what_and_where(wildclaw_task, task_sections, bench_root):
+    wildclaw_task()
+    task_sections["Workspace Path"] = "```\nworkspace/04_Search_Retrieval/task_9_absent\n```"
+    wildclaw_task("second.md", id="t_absent", sections=task_sections)
+    tasks = load_suite(bench_root).tasks
+    [line] = check_workspace_data(tasks, _config(bench_root))
+    absent = bench_root / "workspace" / "04_Search_Retrieval" / "task_9_absent"
+    assert line == (
+        f"task t_absent: workspace data missing: {absent}: download the WildClawBench workspace "
+        f"data (Hugging Face dataset internlm/WildClawBench) under {bench_root} (or pass --root)"
+    )
+
+
+def test_grader_imports_the_environment_lacks(wildclaw_task, task_sections, bench_root):
+    task_sections["Automated Checks"] = (
+        "```python\ndef grade(**kwargs):\n    import fitz\n    from bs4 import BeautifulSoup\n"
+        "    import numpy, json\n    from openai import OpenAI\n    return {}\n```"
+    )
+    wildclaw_task(sections=task_sections)
+    tasks = load_tasks(bench_root)
+    # the WildClawBench default grader environment has numpy and openai, not fitz or bs4
+    [line] = note_grader_imports(tasks, _config(bench_root))
+    assert line.startswith(
+        "task 01_Productivity_Flow_task_1_meeting_notes: grader imports bs4, fitz, which its "
+        "grading environment lacks ("
+    )
+    # the grader calls a judge (openai) and none is configured: said before the run
+    [note] = note_judge(tasks, _config(bench_root))
+    assert note.startswith("1 grader(s) call an LLM judge themselves (01_Productivity_Flow")
+    assert note_judge(tasks, _config(bench_root, judge="scripted/j")) == []
+    # a requirements.txt beside the tasks that provides them silences the note
+    (bench_root / "requirements.txt").write_text("pymupdf==1.26.0\nbeautifulsoup4\nnumpy\nopenai\n")
+    assert note_grader_imports(load_tasks(bench_root), _config(bench_root)) == []
+
+
+def test_import_names():
+    assert import_names("Pillow==13.0.0") == ["PIL"]
+    assert import_names("PyYAML>=6") == ["yaml"]
+    assert import_names("python_docx") == ["docx"]
+    assert import_names("some-package[extra]==1") == ["some_package"]
