@@ -19,6 +19,7 @@ from clawrig.cli import serve as serve_cli
 from clawrig.cli import tasks as tasks_cli
 from clawrig.cli import tools as tools_cli
 from clawrig.cli import verify as verify_cli
+from clawrig.cli import view as view_cli
 from clawrig.cli.common import run_guarded
 
 _app = typer.Typer(
@@ -36,6 +37,7 @@ grade_cli.register(_app)
 verify_cli.register(_app)
 pull_cli.register(_app)
 serve_cli.register(_app)
+view_cli.register(_app, export_cli.app)
 
 
 @_app.command("version")

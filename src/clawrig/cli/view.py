@@ -1,0 +1,75 @@
+"""``clawrig view`` and ``clawrig export inspect``.
+
+- ``clawrig view [JOB_DIR ...] [--host 127.0.0.1] [--port 7788]``: a local, read-only web app
+  over job folders (job, compare and trial pages; live while a job runs);
+- ``clawrig view --bundle OUT_DIR JOB_DIR ...``: the same pages as a static site;
+- ``clawrig export inspect JOB_DIR OUT``: Inspect AI eval logs of the job (one per model).
+
+Exit code 2 for bad usage or input (one line naming the folder or file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clawrig.cli.common import console, fail
+
+
+def view(
+    job_dirs: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Job output folders (clawrig run --output); default: output/demo"),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")
+    ] = 7788,
+    bundle: Annotated[
+        Path | None,
+        typer.Option("--bundle", help="Write a static site to this folder instead of serving."),
+    ] = None,
+) -> None:
+    """Look at jobs in a browser: headline numbers, plots, trials, transcripts, end states."""
+    folders = list(job_dirs or [Path("output/demo")])
+    if bundle is not None:
+        from clawrig.view.bundle import write_bundle
+
+        report = write_bundle(bundle, folders)
+        console.print(
+            f"wrote {report.pages} page(s) ({report.trials} trial page(s)) to {report.out}; "
+            f"open {report.out / 'index.html'}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
+    from clawrig.view.server import create_app
+
+    app = create_app(folders)  # reads and indexes the folders first: errors before listening
+    import uvicorn
+
+    shown = host if ":" not in host else f"[{host}]"
+    console.print(f"clawrig view on http://{shown}:{port}/  (Ctrl-C to stop)", highlight=False)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    except OSError as exc:
+        fail(f"--port: cannot listen on {host}:{port} ({exc.strerror or exc})")
+
+
+def export_inspect(
+    job_dir: Annotated[Path, typer.Argument(help="A job's output folder (clawrig run --output).")],
+    out: Annotated[Path, typer.Argument(help="Folder for the .eval log files.")],
+) -> None:
+    """Write the job as Inspect AI eval logs (open them with `inspect view --log-dir OUT`)."""
+    from clawrig.export.inspect import export_inspect as run_export
+
+    for path in run_export(job_dir, out):
+        console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer, export_app: typer.Typer) -> None:
+    """Add ``view`` to the main app and ``inspect`` to ``clawrig export``."""
+    app.command("view")(view)
+    export_app.command("inspect")(export_inspect)

@@ -1,0 +1,63 @@
+"""``clawrig view --bundle OUT_DIR JOB_DIR...``: the viewer's pages as a static site.
+
+The site has the server's layout (:mod:`clawrig.view.pages`) with every page written as a file,
+so it opens from ``file://`` or any static host: the job pages carry their trial rows inline
+(sorting and filtering work offline) and never poll. OUT_DIR may exist but must not hold files
+other than an earlier bundle's (it is never emptied).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from clawrig.errors import UserError
+from clawrig.view.index import open_jobs
+from clawrig.view.pages import STATIC_DIR, Site
+
+
+@dataclass
+class BundleReport:
+    """What was written: ``pages`` (HTML files), ``trials`` (trial pages among them)."""
+
+    out: Path
+    pages: int
+    trials: int
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--bundle: {out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / "static" / "app.js").is_file():
+        raise UserError(f"--bundle: {out} is not empty and holds no earlier bundle")
+
+
+def write_bundle(out: Path, folders: list[Path]) -> BundleReport:
+    """Write the static site of ``folders`` into ``out``. Raises UserError for a bad job folder
+    or an ``out`` that is a file or a non-empty folder of something else."""
+    out = Path(out)
+    _check_out(out)
+    site = Site(open_jobs(folders), live=False)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(STATIC_DIR, out / "static", dirs_exist_ok=True)
+    pages = trials = 0
+
+    def put(rel: str, html: str) -> None:
+        nonlocal pages
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(html, encoding="utf-8")
+        pages += 1
+
+    put("index.html", site.index_page())
+    if len(site.jobs) > 1:
+        put("compare.html", site.compare_page())
+    for job in site.jobs:
+        put(f"{job.key}/index.html", site.job_page(job.key))
+        for row in job.rows():
+            html = site.trial_page(job.key, row["id"])
+            if html is not None:
+                put(f"{job.key}/trials/{row['id']}.html", html)
+                trials += 1
+    return BundleReport(out=out, pages=pages, trials=trials)

@@ -1,0 +1,345 @@
+"""The viewer's index of a job folder: one small row per trial, built once and cached.
+
+A job folder (docs/outputs.md) holds ``<task_id>/<trial folder>/result.json`` per trial and
+``summary_<model>.json`` / ``progress_<model>.json`` per model. Reading 10,000 result.json files
+on every page load would be slow, so :class:`FolderIndex` keeps one row per trial (the numbers
+the job page shows) in ``<job folder>/.clawrig_view_index.json`` and, on each refresh, re-reads
+only the task folders whose modification time changed (a trial folder is renamed into its task
+folder whole, which changes that folder's mtime). The first open of a job also checks every
+result.json's mtime, so a re-graded trial is picked up. Everything else a trial holds
+(transcript, model calls, end state) is read only when its page is asked for.
+
+A folder may hold several jobs (one per model, and earlier jobs of the same model): a
+:class:`JobView` is one model's current job: the ``job_id`` of its progress file when there is
+one (a running or unfinished job), else that of its summary, else the most recently started
+job's. A job is *running* while another process holds ``.clawrig.lock`` in the folder
+(:mod:`clawrig.runner.batch` holds it for the whole job).
+
+Scores are the counted score of :func:`clawrig.grading.aggregate.trial_score` (an agent error
+counts 0; other errors are not scored); error kinds those of
+:func:`clawrig.grading.aggregate.error_counts`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawrig.errors import UserError
+from clawrig.grading.aggregate import error_counts, trial_score
+from clawrig.spec.job import model_slug
+from clawrig.spec.trial import TrialResult
+
+INDEX_FILE = ".clawrig_view_index.json"
+INDEX_VERSION = 1
+LOCK_FILE = ".clawrig.lock"
+
+Row = dict[str, Any]
+"""One trial: ``id`` (``<task>/<trial folder>``), ``task``, ``cat``, ``run``, ``job``, ``model``,
+``score`` (counted score in [0, 1] or None), ``err`` (error kind or None), ``msg`` (error
+message), ``cost`` (USD), ``tok`` (tokens), ``time`` (seconds), ``turns``, ``tools``, ``stop``,
+``started``, ``ee``/``gpr``/``tpe``/``tgpr`` (process metrics or None), ``mt`` (result.json
+mtime, ns)."""
+
+
+def counted_score(result: TrialResult) -> float | None:
+    """The one score rule (``TrialResult.counted_score()`` once it exists, else aggregate's)."""
+    rule = getattr(result, "counted_score", None)
+    return rule() if callable(rule) else trial_score(result)
+
+
+def error_kind(result: TrialResult) -> str | None:
+    """The kind of error that keeps the trial from a graded score, None when graded."""
+    kinds = error_counts([result])
+    return next(iter(kinds), None)
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def process_values(process: dict[str, Any]) -> dict[str, float | None]:
+    """EE, GPR, TPE, TGPR of one trial's process dict (process_score.json's shape; the same
+    keys :func:`clawrig.grading.aggregate.process_averages` averages)."""
+    p = process if isinstance(process, dict) else {}
+    eff, gpr, tgpr = p.get("efficiency"), p.get("gpr"), p.get("tgpr")
+    return {
+        "ee": _num(eff.get("efficiency")) if isinstance(eff, dict) else None,
+        "gpr": _num(gpr.get("gpr")) if isinstance(gpr, dict) else None,
+        "tpe": _num(tgpr.get("tpe")) if isinstance(tgpr, dict) else None,
+        "tgpr": _num(tgpr.get("tgpr")) if isinstance(tgpr, dict) else None,
+    }
+
+
+def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
+    """The index row of one trial from its parsed result.json (``raw``). A result.json that is
+    not a TrialResult gives a row with error kind ``unreadable`` and the reason."""
+    task, _, _ = rel.partition("/")
+    try:
+        r = TrialResult.model_validate(raw)
+    except ValueError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return {"id": rel, "task": task, "cat": "", "run": 0, "job": "", "model": "",
+                "score": None, "err": "unreadable", "msg": f"result.json: {first}", "cost": 0.0,
+                "tok": 0, "time": 0.0, "turns": 0, "tools": 0, "stop": None, "started": "",
+                "ee": None, "gpr": None, "tpe": None, "tgpr": None, "mt": mtime_ns}  # fmt: skip
+    msg = r.error.message if r.error else (r.score.error if r.score and r.score.error else None)
+    return {
+        "id": rel,
+        "task": r.task_id,
+        "cat": r.category,
+        "run": r.run_index,
+        "job": r.job_id,
+        "model": r.model,
+        "score": counted_score(r),
+        "err": error_kind(r),
+        "msg": (msg or "")[:300] or None,
+        "cost": r.usage.cost_usd,
+        "tok": r.usage.total_tokens,
+        "time": r.usage.elapsed_time,
+        "turns": r.turns,
+        "tools": r.tool_calls,
+        "stop": str(r.stop_reason) if r.stop_reason else None,
+        "started": r.started_at,
+        **process_values(r.process),
+        "mt": mtime_ns,
+    }
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def is_locked(folder: Path) -> bool:
+    """True while another process holds the folder's job lock (a job is running)."""
+    try:
+        fd = os.open(folder / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+class FolderIndex:
+    """Every trial row of one output folder, cached in ``INDEX_FILE`` (see the module doc).
+
+    ``refresh()`` is cheap when nothing changed (one ``scandir`` of the folder); it is
+    throttled to once per ``min_interval`` seconds. Thread-safe. Raises UserError when the
+    folder does not exist."""
+
+    def __init__(self, folder: Path, *, min_interval: float = 0.5) -> None:
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise UserError(f"JOB_DIR: no such folder: {self.folder}")
+        self.min_interval = min_interval
+        self.rows: dict[str, Row] = {}
+        self.dir_mtimes: dict[str, int] = {}
+        self.version = 0
+        self._lock = threading.Lock()
+        self._checked = 0.0
+        self._load_cache()
+        self._refresh(full=True)
+
+    @property
+    def cache_path(self) -> Path:
+        return self.folder / INDEX_FILE
+
+    def _load_cache(self) -> None:
+        data = _read_json(self.cache_path)
+        if not isinstance(data, dict) or data.get("version") != INDEX_VERSION:
+            return
+        rows, dirs = data.get("rows"), data.get("dirs")
+        if isinstance(rows, list) and isinstance(dirs, dict):
+            self.rows = {r["id"]: r for r in rows if isinstance(r, dict) and "id" in r}
+            self.dir_mtimes = {k: v for k, v in dirs.items() if isinstance(v, int)}
+
+    def _save_cache(self) -> None:
+        data = {"version": INDEX_VERSION, "dirs": self.dir_mtimes, "rows": list(self.rows.values())}
+        tmp = self.folder / f".{INDEX_FILE}.{os.getpid()}.tmp"
+        try:
+            tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, self.cache_path)
+        except OSError:  # a read-only job folder: keep the index in memory only
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+    def refresh(self) -> bool:
+        """Pick up new, removed and (on the first call) re-written trials. True when a row
+        changed (``version`` goes up)."""
+        now = time.monotonic()
+        if now - self._checked < self.min_interval:
+            return False
+        return self._refresh(full=False)
+
+    def _refresh(self, *, full: bool) -> bool:
+        with self._lock:
+            self._checked = time.monotonic()
+            changed = False
+            seen: set[str] = set()
+            try:
+                entries = list(os.scandir(self.folder))
+            except OSError:
+                entries = []
+            for entry in entries:
+                name = entry.name
+                if name.startswith(("_", ".")) or not entry.is_dir(follow_symlinks=False):
+                    continue
+                seen.add(name)
+                try:
+                    mtime = entry.stat().st_mtime_ns
+                except OSError:
+                    continue
+                if full or self.dir_mtimes.get(name) != mtime:
+                    changed |= self._scan_task_dir(name, check_files=full)
+                    self.dir_mtimes[name] = mtime
+            for gone in [d for d in self.dir_mtimes if d not in seen]:
+                del self.dir_mtimes[gone]
+                for rid in [r for r in self.rows if r.startswith(gone + "/")]:
+                    del self.rows[rid]
+                changed = True
+            if changed or full:
+                if changed:
+                    self.version += 1
+                self._save_cache()
+            return changed
+
+    def _scan_task_dir(self, name: str, *, check_files: bool) -> bool:
+        changed = False
+        present: set[str] = set()
+        try:
+            trials = list(os.scandir(self.folder / name))
+        except OSError:
+            trials = []
+        for trial in trials:
+            if trial.name.startswith(".") or not trial.is_dir(follow_symlinks=False):
+                continue
+            rel = f"{name}/{trial.name}"
+            rpath = Path(trial.path) / "result.json"
+            try:
+                mtime = rpath.stat().st_mtime_ns
+            except OSError:
+                continue
+            present.add(rel)
+            old = self.rows.get(rel)
+            if old is not None and (not check_files or old.get("mt") == mtime):
+                continue
+            raw = _read_json(rpath)
+            if raw is None:
+                continue
+            self.rows[rel] = row_from_result(rel, raw, mtime)
+            changed = True
+        for rid in [r for r in self.rows if r.startswith(name + "/") and r not in present]:
+            del self.rows[rid]
+            changed = True
+        return changed
+
+
+@dataclass
+class JobView:
+    """One model's current job in a folder (see the module doc). ``key`` names it in URLs."""
+
+    key: str
+    index: FolderIndex
+    slug: str
+    _summary_cache: tuple[int, Any] = field(default=(0, None), repr=False)
+
+    @property
+    def folder(self) -> Path:
+        return self.index.folder
+
+    def _file(self, prefix: str) -> Path:
+        return self.folder / f"{prefix}_{self.slug}.json"
+
+    def summary(self) -> dict[str, Any] | None:
+        """summary_<model>.json (re-read when it changes), None when absent or unreadable."""
+        path = self._file("summary")
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            return None
+        if self._summary_cache[0] != mtime:
+            data = _read_json(path)
+            self._summary_cache = (mtime, data if isinstance(data, dict) else None)
+        return self._summary_cache[1]
+
+    def job_id(self) -> str:
+        """The current job's id: the progress file's, else the summary's, else the latest."""
+        for prefix in ("progress", "summary"):
+            data = _read_json(self._file(prefix)) if prefix == "progress" else self.summary()
+            if isinstance(data, dict) and isinstance(data.get("job_id"), str) and data["job_id"]:
+                return data["job_id"]
+        mine = [r for r in self.index.rows.values() if self._mine(r)]
+        return max(mine, key=lambda r: r.get("started") or "")["job"] if mine else ""
+
+    def _mine(self, row: Row) -> bool:
+        return not self.slug or model_slug(row["model"]) == self.slug
+
+    @property
+    def title(self) -> str:
+        """``<folder name> · <model>`` (the model from the summary, else the slug)."""
+        s = self.summary()
+        model = s.get("model") if isinstance(s, dict) else None
+        return f"{self.folder.name} · {model or self.slug or 'job'}"
+
+    def running(self) -> bool:
+        return is_locked(self.folder)
+
+    def rows(self) -> list[Row]:
+        """This job's trial rows, sorted by (task, run, id)."""
+        self.index.refresh()
+        jid = self.job_id()
+        out = [
+            r for r in self.index.rows.values() if self._mine(r) and (not jid or r["job"] == jid)
+        ]
+        out.sort(key=lambda r: (r["task"], r["run"], r["id"]))
+        return out
+
+    def job_summary(self) -> dict[str, Any] | None:
+        """The summary when it describes the current job (not an earlier one), else None."""
+        s = self.summary()
+        return s if s is not None and s.get("job_id") in (None, self.job_id()) else None
+
+    def row(self, rel: str) -> Row | None:
+        """The row of trial folder ``<task>/<trial>`` of this folder (any job), None if unknown."""
+        self.index.refresh()
+        return self.index.rows.get(rel)
+
+
+def open_jobs(folders: list[Path]) -> list[JobView]:
+    """One JobView per model found in each folder (its summary or progress file; a folder with
+    neither yet, e.g. a job that just started, gives one view over its trials' model). Raises
+    UserError naming the folder when it does not exist or is not a job folder."""
+    views: list[JobView] = []
+    for folder in folders:
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise UserError(f"JOB_DIR: no such folder: {folder}")
+        slugs = sorted(
+            {p.name[len(pre) + 1 : -5] for pre in ("summary", "progress")
+             for p in folder.glob(f"{pre}_*.json")}
+        )  # fmt: skip
+        index = FolderIndex(folder)
+        if not slugs:
+            slugs = sorted({model_slug(r["model"]) for r in index.rows.values() if r["model"]})
+        if not slugs and not (folder / LOCK_FILE).exists():
+            raise UserError(f"{folder}: not a job folder (no summary_<model>.json, no trials)")
+        for slug in slugs or [""]:
+            views.append(JobView(key=f"job{len(views)}", index=index, slug=slug))
+    return views

@@ -1,0 +1,400 @@
+"""The viewer's pages, rendered with Jinja2 from the folder index and trial files.
+
+One :class:`Site` renders every page for both the live server (:mod:`clawrig.view.server`) and
+the static bundle (:mod:`clawrig.view.bundle`); pages link to each other with relative paths,
+so the same HTML works under ``http://127.0.0.1:PORT/`` and from ``file://``:
+
+- ``index.html``: the jobs, with links; ``compare.html``: every job side by side per task;
+- ``<job key>/index.html``: one job (headline numbers, errors, plots, the trial table);
+- ``<job key>/trials/<task id>/<trial folder>.html``: one trial;
+- ``static/``: the stylesheet and the one script (no library, nothing fetched from elsewhere).
+
+Headline numbers come from the job's summary_<model>.json (DataClawBench's and WildClawBench's
+rules as the job wrote them, docs/outputs.md); while a job runs (no summary of it yet) the page
+shows what is known so far from the trial rows: counted scores, errors by kind, usage sums.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from clawrig.view import plots
+from clawrig.view.index import JobView, Row
+from clawrig.view.trial import read_trial
+
+STATIC_DIR = Path(__file__).parent / "static"
+ERROR_KINDS = ("agent", "grading", "setup", "infrastructure", "budget", "cancelled")
+HIST_BINS = ("0", "0–.2", ".2–.4", ".4–.6", ".6–.8", ".8–1", "1")
+"""Score histogram bins: exactly 0, (0, .2), [.2, .4), ..., [.8, 1), exactly 1."""
+
+
+def hist_bin(score: float) -> int:
+    """The :data:`HIST_BINS` index of a score in [0, 1]."""
+    if score <= 0:
+        return 0
+    if score >= 1:
+        return 6
+    return 1 + min(4, int(score / 0.2))
+
+
+def fmt_score(v: Any) -> str:
+    return "—" if not isinstance(v, int | float) else f"{v:.4f}"
+
+
+def fmt_usd(v: Any) -> str:
+    return "—" if not isinstance(v, int | float) else f"${v:,.4f}"
+
+
+def fmt_int(v: Any) -> str:
+    return "—" if not isinstance(v, int | float) else f"{int(v):,}"
+
+
+def fmt_s(v: Any) -> str:
+    return "—" if not isinstance(v, int | float) else f"{v:,.1f} s"
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("clawrig.view", "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(score=fmt_score, usd=fmt_usd, int=fmt_int, secs=fmt_s)
+    env.globals["palette"] = plots.colour
+    env.filters["tojson_compact"] = lambda v: Markup(
+        json.dumps(v, separators=(",", ":"), ensure_ascii=False, default=str)
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+    )
+    return env
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
+    """The job page's numbers: from the job's summary when it has one, else live from rows.
+
+    Keys: source ("summary" | "live"), running, model, agent, suite, job_id, timestamp, trials,
+    graded, wildclaw (overall or None), wild_categories, acc (DataClawBench overall_score),
+    mean ({mean, low, high, n, unit} or None), process ({ee, gpr, tpe, tgpr: {mean, n}}),
+    pass (``{k: {pass_at_k, pass_hat_k, tasks}}``), errors (kind -> count), cost (USD),
+    tokens, requests, elapsed (s), not_run, budget_stopped, interrupted."""
+    s = job.job_summary()
+    running = job.running()
+    graded = [r["score"] for r in rows if r["score"] is not None]
+    live_errors: dict[str, int] = defaultdict(int)
+    for r in rows:
+        if r["err"]:
+            live_errors[r["err"]] += 1
+    base = {
+        "running": running,
+        "trials": len(rows),
+        "graded": len(graded),
+        "job_id": job.job_id(),
+        "title": job.title,
+        "folder": str(job.folder),
+    }
+    if s is None:
+        return base | {
+            "source": "live",
+            "model": rows[0]["model"] if rows else job.slug,
+            "wildclaw": None,
+            "wild_categories": {},
+            "acc": None,
+            "mean": {"mean": _mean(graded), "n": len(graded), "unit": "trial"} if graded else None,
+            "process": {},
+            "pass": {},
+            "errors": dict(sorted(live_errors.items())),
+            "cost": sum(r["cost"] for r in rows),
+            "tokens": sum(r["tok"] for r in rows),
+            "requests": None,
+            "elapsed": None,
+        }
+    wild = s.get("wildclaw") if isinstance(s.get("wildclaw"), dict) else {}
+    usage = s.get("usage") if isinstance(s.get("usage"), dict) else {}
+    cats = wild.get("categories") if isinstance(wild.get("categories"), dict) else {}
+    return base | {
+        "source": "summary",
+        "model": s.get("model"),
+        "agent": s.get("agent"),
+        "suite": s.get("suite_path") or s.get("suite"),
+        "timestamp": s.get("timestamp"),
+        "wildclaw": wild.get("overall"),
+        "wild_categories": {
+            k: v.get("score") if isinstance(v, dict) else v for k, v in sorted(cats.items())
+        },
+        "acc": s.get("overall_score"),
+        "mean": s.get("mean") if isinstance(s.get("mean"), dict) else None,
+        "process": s.get("process") if isinstance(s.get("process"), dict) else {},
+        "pass": s.get("pass") if isinstance(s.get("pass"), dict) else {},
+        "errors": s.get("errors_by_kind") if isinstance(s.get("errors_by_kind"), dict) else {},
+        "cost": usage.get("cost_usd"),
+        "tokens": usage.get("total_tokens"),
+        "requests": usage.get("request_count"),
+        "elapsed": s.get("elapsed_s", usage.get("elapsed_time")),
+        "evaluated": s.get("evaluated_count"),
+        "error_count": s.get("error_count"),
+        "not_run": s.get("not_run"),
+        "budget_stopped": s.get("budget_stopped"),
+        "interrupted": s.get("interrupted"),
+    }
+
+
+def category_scores(head: dict[str, Any], rows: list[Row]) -> dict[str, float | None]:
+    """Score per category: the summary's WildClawBench category averages when it has them,
+    else the mean counted score of the category's graded trials."""
+    if head.get("wild_categories"):
+        return dict(head["wild_categories"])
+    per: dict[str, list[float]] = defaultdict(list)
+    cats: set[str] = set()
+    for r in rows:
+        cats.add(r["cat"] or "(none)")
+        if r["score"] is not None:
+            per[r["cat"] or "(none)"].append(r["score"])
+    return {c: _mean(per[c]) for c in sorted(cats)}
+
+
+def task_means(rows: list[Row]) -> dict[str, dict[str, Any]]:
+    """Per task: ``score`` (mean counted score over its graded runs, None if none), ``cost``
+    (mean USD per run), ``runs``, ``cat`` and ``trials`` (row ids)."""
+    per: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        t = per.setdefault(r["task"], {"scores": [], "costs": [], "trials": [], "cat": r["cat"]})
+        if r["score"] is not None:
+            t["scores"].append(r["score"])
+        t["costs"].append(r["cost"])
+        t["trials"].append(r)
+    return {
+        k: {
+            "score": _mean(v["scores"]),
+            "cost": _mean(v["costs"]),
+            "runs": len(v["trials"]),
+            "cat": v["cat"],
+            "trials": v["trials"],
+        }
+        for k, v in sorted(per.items())
+    }
+
+
+def job_plots(heads: list[dict[str, Any]], rowsets: list[list[Row]]) -> dict[str, str]:
+    """The plots of one job (or several side by side): score by category, cost vs score (one
+    point per task), the score histogram, pass@k / pass^k over k, process metrics."""
+    names = [h["title"] for h in heads]
+    per_cat = [category_scores(h, r) for h, r in zip(heads, rowsets, strict=True)]
+    cats = sorted({c for pc in per_cat for c in pc})
+    out = {
+        "category": plots.bars(
+            cats, names, [[pc.get(c) for c in cats] for pc in per_cat], title="Score by category"
+        ),
+        "cost": plots.scatter(
+            names,
+            [
+                [
+                    (t["cost"], t["score"], task)
+                    for task, t in task_means(r).items()
+                    if t["score"] is not None and t["cost"] is not None
+                ]
+                for r in rowsets
+            ],
+            title="Cost vs score (one point per task)",
+            x_label="mean cost per run (USD)",
+            y_label="mean score",
+        ),  # fmt: skip
+    }
+    hist = []
+    for r in rowsets:
+        counts = [0] * len(HIST_BINS)
+        for row in r:
+            if row["score"] is not None:
+                counts[hist_bin(row["score"])] += 1
+        hist.append(counts)
+    out["hist"] = plots.columns(
+        HIST_BINS, names, hist, title="Score distribution (graded trials)", y_label="trials"
+    )
+    ks = sorted({int(k) for h in heads for k in h.get("pass", {}) if str(k).isdigit()})
+    if ks:
+        series, values = [], []
+        for h in heads:
+            p = h.get("pass", {})
+            for key, label in (("pass_at_k", "pass@k"), ("pass_hat_k", "pass^k")):
+                series.append(f"{h['title']} {label}" if len(heads) > 1 else label)
+                values.append([(p.get(str(k)) or {}).get(key) for k in ks])
+        out["pass"] = plots.lines(
+            ks, series, values, title="Success over k runs (pass@k, pass^k)", x_label="k"
+        )
+    else:
+        out["pass"] = plots._empty("pass@k: one run per task (run with --runs N > 1 to see it)")
+    metrics = ("ee", "gpr", "tpe", "tgpr")
+    proc = [[(h.get("process", {}).get(m) or {}).get("mean") for m in metrics] for h in heads]
+    if any(v is not None for vs in proc for v in vs):
+        out["process"] = plots.bars(
+            [m.upper() for m in metrics], names, proc, title="Process metrics (DataClawBench)"
+        )
+    else:
+        out["process"] = plots._empty(
+            "Process metrics: none (they need tasks with gold steps and milestones)"
+        )
+    return out
+
+
+def table_rows(rows: list[Row]) -> list[dict[str, Any]]:
+    """The rows the job page's script renders (the index rows plus each trial's page link)."""
+    return [
+        {
+            k: r[k]
+            for k in (
+                "id",
+                "task",
+                "cat",
+                "run",
+                "score",
+                "err",
+                "msg",
+                "cost",
+                "tok",
+                "time",
+                "turns",
+                "tools",
+                "stop",
+            )
+        }  # fmt: skip
+        | {"href": f"trials/{r['id']}.html"}
+        for r in rows
+    ]
+
+
+@dataclass
+class Site:
+    """Renders every page of the jobs ``jobs``; ``live`` pages poll the server's state API."""
+
+    jobs: list[JobView]
+    live: bool = True
+
+    def __post_init__(self) -> None:
+        self.env = _env()
+        self.by_key = {j.key: j for j in self.jobs}
+        self._tasks: dict[str, Any] = {}
+
+    def _render(self, template: str, root: str, **ctx: Any) -> str:
+        return self.env.get_template(template).render(
+            root=root, jobs=self.jobs, live=self.live, **ctx
+        )
+
+    def index_page(self) -> str:
+        items = []
+        for j in self.jobs:
+            rows = j.rows()
+            items.append({"job": j, "head": headline(j, rows)})
+        return self._render("index.html", "", items=items)
+
+    def job_state(self, key: str, since_version: int = -1) -> dict[str, Any]:
+        """The job page's live state: ``version`` (of the folder index), ``running``,
+        ``headline`` (HTML), and, when the version differs from ``since_version``, ``plots``
+        (HTML) and ``rows`` (all of them, as :func:`table_rows`)."""
+        job = self.by_key[key]
+        rows = job.rows()
+        head = headline(job, rows)
+        state: dict[str, Any] = {
+            "version": job.index.version,
+            "running": head["running"],
+            "source": head["source"],
+            "headline": self.env.get_template("_headline.html").render(h=head, root="../"),
+        }
+        if since_version != job.index.version:
+            state |= {
+                "plots": self.env.get_template("_plots.html").render(p=job_plots([head], [rows])),
+                "rows": table_rows(rows),
+            }
+        return state
+
+    def job_page(self, key: str) -> str:
+        job = self.by_key[key]
+        rows = job.rows()
+        head = headline(job, rows)
+        data = {
+            "key": key,
+            "live": self.live,
+            "version": job.index.version,
+            "running": head["running"],
+            "api": f"../api/{key}/state.json",
+            "rows": table_rows(rows),
+            "kinds": sorted({r["err"] for r in rows if r["err"]}),
+            "cats": sorted({r["cat"] for r in rows if r["cat"]}),
+        }
+        return self._render(
+            "job.html", "../", job=job, h=head, p=job_plots([head], [rows]), data=data
+        )
+
+    def _task(self, job: JobView, row: Row | None) -> Any | None:
+        """The task a trial ran (for the end-state diff), None when its suite is not found."""
+        if row is None:
+            return None
+        key = f"{job.folder}:{row['task']}"
+        if key not in self._tasks:
+            self._tasks[key] = None
+            try:
+                from clawrig.export.job import JobTrial, TaskResolver
+                from clawrig.spec.trial import TrialResult
+
+                folder = job.folder / row["id"]
+                raw = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+                trial = JobTrial(folder=folder, result=TrialResult.model_validate(raw), raw=raw)
+                self._tasks[key] = TaskResolver(job.folder).task_for(trial)
+            except Exception:  # noqa: BLE001 - no suite here: the tree shows without a diff
+                pass
+        return self._tasks[key]
+
+    def trial_page(self, key: str, rel: str) -> str | None:
+        """The page of trial folder ``rel`` (``<task id>/<trial folder>``) of job ``key``; None
+        when the folder is not a trial of the job's folder."""
+        job = self.by_key.get(key)
+        if job is None:
+            return None
+        row = job.row(rel)
+        if row is None:
+            return None
+        trial = read_trial(job.folder / rel, self._task(job, row))
+        return self._render("trial.html", "../../../", job=job, row=row, t=trial)
+
+    def compare_rows(self, jobs: list[JobView]) -> list[dict[str, Any]]:
+        """One row per task over ``jobs``: per-job mean counted score and trial links;
+        ``spread`` = max - min of the jobs' scores (a task a job lacks or did not grade counts
+        as a disagreement of 1). Sorted by spread (largest first), then task id."""
+        means = [task_means(j.rows()) for j in jobs]
+        tasks = sorted({t for m in means for t in m})
+        out = []
+        for task in tasks:
+            cells = [m.get(task) for m in means]
+            scores = [c["score"] if c else None for c in cells]
+            known = [s for s in scores if s is not None]
+            spread = (max(known) - min(known)) if len(known) == len(scores) else 1.0
+            cat = next((c["cat"] for c in cells if c), "")
+            out.append({"task": task, "cat": cat, "cells": cells, "scores": scores,
+                        "spread": spread})  # fmt: skip
+        out.sort(key=lambda r: (-r["spread"], r["task"]))
+        return out
+
+    def compare_page(self, keys: list[str] | None = None) -> str:
+        jobs = [self.by_key[k] for k in keys if k in self.by_key] if keys else self.jobs
+        rowsets = [j.rows() for j in jobs]
+        heads = [headline(j, r) for j, r in zip(jobs, rowsets, strict=True)]
+        return self._render(
+            "compare.html",
+            "",
+            cjobs=jobs,
+            heads=heads,
+            rows=self.compare_rows(jobs),
+            p=job_plots(heads, rowsets),
+        )

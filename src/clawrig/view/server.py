@@ -1,0 +1,78 @@
+"""``clawrig view``'s web app: FastAPI pages over the job folders, served by uvicorn.
+
+Read-only: every route is a GET; a trial page is served only for a trial folder the folder
+index knows (no path from the URL is opened as is). Routes mirror the static bundle's file
+layout (:mod:`clawrig.view.pages`), plus ``GET /api/<job key>/state.json?since=<version>``, the
+live state a running job's page polls (:meth:`clawrig.view.pages.Site.job_state`). Unknown
+jobs, trials or pages answer 404.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Query
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from clawrig.view.index import open_jobs
+from clawrig.view.pages import STATIC_DIR, Site
+
+
+def create_app(folders: list[Path]) -> FastAPI:
+    """The app over ``folders`` (job output folders). Raises UserError for a folder that is
+    not a job folder."""
+    site = Site(open_jobs(folders), live=True)
+    app = FastAPI(title="clawrig view", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.site = site
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    def job_or_404(key: str) -> None:
+        if key not in site.by_key:
+            raise HTTPException(404, f"no job {key!r} (known: {', '.join(site.by_key)})")
+
+    @app.get("/", response_class=HTMLResponse)
+    @app.get("/index.html", response_class=HTMLResponse)
+    def index() -> str:
+        return site.index_page()
+
+    @app.get("/compare.html", response_class=HTMLResponse)
+    def compare(jobs: str = Query("", description="comma-separated job keys")) -> str:
+        keys = [k for k in jobs.split(",") if k]
+        for k in keys:
+            job_or_404(k)
+        return site.compare_page(keys or None)
+
+    @app.get("/api/{key}/state.json")
+    def state(key: str, since: int = -1) -> JSONResponse:
+        job_or_404(key)
+        return JSONResponse(site.job_state(key, since), headers={"Cache-Control": "no-store"})
+
+    @app.get("/{key}", include_in_schema=False)
+    def job_slash(key: str) -> RedirectResponse:
+        job_or_404(key)
+        return RedirectResponse(f"/{key}/index.html")
+
+    @app.get("/{key}/", response_class=HTMLResponse)
+    @app.get("/{key}/index.html", response_class=HTMLResponse)
+    def job(key: str) -> str:
+        job_or_404(key)
+        return site.job_page(key)
+
+    @app.get("/{key}/trials/{task}/{trial}.html", response_class=HTMLResponse)
+    def trial(key: str, task: str, trial: str) -> str:
+        job_or_404(key)
+        page = site.trial_page(key, f"{task}/{trial}")
+        if page is None:
+            raise HTTPException(404, f"no trial {task}/{trial} in job {key}")
+        return page
+
+    return app
+
+
+def serve(folders: list[Path], host: str = "127.0.0.1", port: int = 7788) -> None:
+    """Run the app with uvicorn until interrupted (Ctrl-C)."""
+    import uvicorn
+
+    app = create_app(folders)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,392 @@
+"""Read one trial folder for its page, lazily and defensively (docs/outputs.md lists the files).
+
+Every reader returns plain dicts and lists for the templates and never raises for a missing or
+malformed file: a file that cannot be read shows as absent, with the reason where useful. Large
+content is cut (:data:`TEXT_LIMIT` characters per text, :data:`RECORD_LIMIT` records per log)
+so a trial with thousands of events still renders quickly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from clawrig.spec.trial import TrialResult
+from clawrig.transcript.dialog import content_text
+
+TEXT_LIMIT = 20_000
+"""Characters shown of one message, tool result or file before a "cut" note."""
+RECORD_LIMIT = 2_000
+"""Records shown of one log (model calls, judge chats, egress and web logs)."""
+FILE_LIMIT = 262_144
+"""Bytes of an end-state file read for its content and diff."""
+KNOWN_FILES = {
+    "result.json", "score.json", "process_score.json", "usage.json", "chat.jsonl",
+    "formatted_dialog.json", "agent.log", "judge_chat.jsonl", "judge_process_chat.jsonl",
+    "model_calls.jsonl", "end_state_deleted.json", "openclaw_chat.jsonl",
+}  # fmt: skip
+
+
+def cut(text: str | None, limit: int = TEXT_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters with a note saying how much was left out."""
+    if not text:
+        return ""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… [{len(text) - limit:,} more characters not shown]"
+
+
+def read_json(path: Path) -> Any:
+    """Parsed JSON of ``path``; None when missing or not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def read_jsonl(path: Path, limit: int = RECORD_LIMIT) -> tuple[list[dict[str, Any]], int]:
+    """The first ``limit`` JSON objects of a JSONL file (bad lines skipped) and the total count
+    of non-blank lines."""
+    records: list[dict[str, Any]] = []
+    total = 0
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                total += 1
+                if len(records) >= limit:
+                    continue
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    records.append(value)
+    except OSError:
+        pass
+    return records, total
+
+
+def pretty(value: Any) -> str:
+    """JSON text of ``value`` indented for reading (strings that hold JSON are parsed first)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+# --------------------------------------------------------------------------------------------
+# Transcript timeline
+# --------------------------------------------------------------------------------------------
+
+
+def _session_events(
+    path: Path, folder: Path, depth: int = 0, start_ms: int | None = None
+) -> dict[str, Any]:
+    """A transcript (OpenClaw chat.jsonl) as timeline events: ``{"events": [...], "error"}``.
+
+    Event kinds: ``user`` (``cron`` when the text starts with ``[cron``), ``reasoning``,
+    ``assistant`` (text), ``tool`` (name, arguments, result, is_error, ``subagent`` nested
+    session for sessions_spawn), each with ``t`` = seconds since the session start."""
+    from clawrig.transcript.openclaw import read_openclaw_jsonl
+
+    try:
+        transcript = read_openclaw_jsonl(path, strict=False)
+    except Exception as exc:  # noqa: BLE001 - any unreadable transcript shows as a note
+        return {"events": [], "error": str(exc).splitlines()[0] if str(exc) else repr(exc)}
+    start = start_ms if start_ms is not None else transcript.started_ms
+    results = {
+        m.tool_call_id: m for m in transcript.messages if m.role == "toolResult" and m.tool_call_id
+    }
+    events: list[dict[str, Any]] = []
+    step = 0
+
+    def rel(ms: int | None) -> float | None:
+        return round((ms - start) / 1000, 3) if ms is not None and start is not None else None
+
+    for m in transcript.messages:
+        t = rel(m.timestamp_ms)
+        if m.role == "user":
+            text = m.text or ""
+            kind = "cron" if text.lstrip().startswith("[cron") else "user"
+            events.append({"kind": kind, "t": t, "text": cut(text)})
+        elif m.role == "assistant":
+            step += 1
+            usage = m.usage.model_dump() if m.usage else None
+            if m.reasoning:
+                events.append({"kind": "reasoning", "t": t, "step": step, "text": cut(m.reasoning)})
+            if m.text or not m.tool_calls:
+                events.append({"kind": "assistant", "t": t, "step": step, "text": cut(m.text),
+                               "usage": usage, "stop": m.stop_reason,
+                               "error": m.error_message})  # fmt: skip
+            for call in m.tool_calls:
+                res = results.get(call.id)
+                ev: dict[str, Any] = {
+                    "kind": "tool",
+                    "t": t,
+                    "step": step,
+                    "name": call.name,
+                    "id": call.id,
+                    "arguments": cut(pretty(call.arguments)),
+                    "result": cut(res.text) if res is not None else None,
+                    "is_error": bool(res.is_error) if res is not None else False,
+                    "result_t": rel(res.timestamp_ms) if res is not None else None,
+                }
+                if call.name == "sessions_spawn" and res is not None and depth < 3:
+                    ev["subagent"] = _subagent(res.text or "", folder, depth, start)
+                events.append(ev)
+    return {"events": events, "error": None}
+
+
+def _subagent(result_text: str, folder: Path, depth: int, start: int | None) -> dict | None:
+    try:
+        key = json.loads(result_text).get("childSessionKey")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(key, str):
+        return None
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+    path = folder / "subagents" / f"{safe}.jsonl"
+    if not path.is_file():
+        return None
+    session = _session_events(path, folder, depth + 1, start)
+    session["key"] = key
+    return session
+
+
+# --------------------------------------------------------------------------------------------
+# Logs
+# --------------------------------------------------------------------------------------------
+
+
+def model_calls(folder: Path) -> dict[str, Any]:
+    """model_calls.jsonl as rows: seq, role, model, status, tokens (input, output, cache read),
+    cost (USD), latency (s), cached, retries, error, and the reply's text / tool calls."""
+    records, total = read_jsonl(folder / "model_calls.jsonl")
+    rows = []
+    for rec in records:
+        usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
+        response = rec.get("response") if isinstance(rec.get("response"), dict) else {}
+        choice = (response.get("choices") or [{}])[0] if response else {}
+        msg = choice.get("message") if isinstance(choice, dict) else None
+        msg = msg if isinstance(msg, dict) else {}
+        calls = [
+            f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+            for c in msg.get("tool_calls") or []
+            if isinstance(c, dict)
+        ]
+        rows.append({
+            "seq": rec.get("seq"),
+            "role": rec.get("role"),
+            "model": rec.get("model"),
+            "status": rec.get("status"),
+            "input": usage.get("input_tokens"),
+            "output": usage.get("output_tokens"),
+            "cache_read": usage.get("cache_read_tokens"),
+            "cost": usage.get("cost_usd"),
+            "latency": rec.get("latency_s"),
+            "cached": rec.get("cached"),
+            "retries": rec.get("retries"),
+            "error": rec.get("error"),
+            "reply": cut(content_text(msg.get("content")) if msg else "", 2000),
+            "calls": cut("\n".join(calls), 2000),
+            "finish": choice.get("finish_reason") if isinstance(choice, dict) else None,
+        })  # fmt: skip
+    return {"rows": rows, "total": total}
+
+
+def judge_chats(folder: Path) -> list[dict[str, Any]]:
+    """judge_chat.jsonl and judge_process_chat.jsonl: per record the request's messages, the
+    reply, model, usage (tokens, USD), latency (s), cached, valid and error."""
+    out = []
+    for name in ("judge_chat.jsonl", "judge_process_chat.jsonl"):
+        records, _ = read_jsonl(folder / name)
+        for rec in records:
+            request = rec.get("request") if isinstance(rec.get("request"), dict) else {}
+            response = rec.get("response") if isinstance(rec.get("response"), dict) else {}
+            messages = [
+                {"role": m.get("role"), "text": cut(content_text(m.get("content")), 8000)}
+                for m in request.get("messages") or []
+                if isinstance(m, dict)
+            ]
+            out.append({
+                "file": name,
+                "kind": rec.get("kind"),
+                "model": rec.get("model") or response.get("model"),
+                "messages": messages,
+                "reply": cut(content_text(response.get("content")) if response else "", 8000),
+                "reasoning": cut(response.get("reasoning") or "", 4000) if response else "",
+                "usage": response.get("usage") if response else None,
+                "latency": response.get("latency_s") if response else None,
+                "cached": rec.get("cached"),
+                "valid": rec.get("valid"),
+                "error": rec.get("error"),
+            })  # fmt: skip
+    return out
+
+
+def other_logs(folder: Path) -> list[dict[str, Any]]:
+    """Logs the viewer has no special page part for, e.g. egress and web logs (``*egress*``,
+    ``*web*`` and any other ``*.jsonl`` / ``*.log`` in the trial folder or its ``logs/``):
+    name, record count and the first records (JSON) or lines (text)."""
+    out = []
+    candidates = sorted(p for p in folder.glob("*") if p.is_file()) + sorted(
+        p for p in (folder / "logs").glob("*") if p.is_file()
+    )
+    for path in candidates:
+        name = str(path.relative_to(folder))
+        if name in KNOWN_FILES or path.suffix not in (".jsonl", ".log", ".json"):
+            continue
+        if path.suffix == ".jsonl":
+            records, total = read_jsonl(path, limit=500)
+            body = [json.dumps(r, ensure_ascii=False)[:2000] for r in records]
+        else:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            body = [cut(text, 50_000)]
+            total = text.count("\n")
+        lower = name.lower()
+        label = "egress log" if "egress" in lower else "web log" if "web" in lower else "log"
+        out.append({"name": name, "label": label, "total": total, "lines": body})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# End state
+# --------------------------------------------------------------------------------------------
+
+
+def _initial_file(task: Any, rel: str) -> bytes | None:
+    """The task's initial content of workspace path ``rel`` (relative to /tmp_workspace): its
+    inline files, copied files, exec_dir and tmp_dir (WildClawBench's tmp/ mapping)."""
+    ws = getattr(task, "workspace", None)
+    if ws is None:
+        return None
+    inline = ws.inline_files.get(rel)
+    if inline is not None:
+        if inline.text is not None:
+            return inline.text.encode()
+        if inline.base64 is not None:
+            import base64
+
+            return base64.b64decode(inline.base64)
+    for f in ws.files:
+        if f.dest.strip("/") == rel:
+            return _read_bytes(f.source)
+    if ws.tmp_dir is not None and rel.startswith("tmp/"):
+        return _read_bytes(Path(ws.tmp_dir) / rel[4:])
+    if ws.exec_dir is not None:
+        return _read_bytes(Path(ws.exec_dir) / rel)
+    return None
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()[:FILE_LIMIT] if path.is_file() else None
+    except OSError:
+        return None
+
+
+def _text(data: bytes | None) -> str | None:
+    if data is None or b"\0" in data[:8192]:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def end_state(folder: Path, task: Any | None) -> dict[str, Any]:
+    """The end-state tree (end_state/: files the agent created or changed) with a unified diff
+    against the initial workspace when ``task`` is known, the deleted files, and task_output/.
+
+    Each file: ``path``, ``size`` (bytes), ``status`` (created | changed | unknown when the
+    task's initial workspace could not be read), ``diff`` / ``content`` for text files."""
+    files = []
+    root = folder / "end_state"
+    paths = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+    for p in paths[:RECORD_LIMIT]:
+        rel = p.relative_to(root).as_posix()
+        data = _read_bytes(p)
+        new = _text(data)
+        before = _initial_file(task, rel) if task is not None else None
+        status = "unknown" if task is None else ("changed" if before is not None else "created")
+        diff = None
+        if new is not None and before is not None and _text(before) is not None:
+            diff = "".join(
+                difflib.unified_diff(
+                    _text(before).splitlines(keepends=True),  # type: ignore[union-attr]
+                    new.splitlines(keepends=True),
+                    fromfile=f"a/{rel}",
+                    tofile=f"b/{rel}",
+                )
+            )
+        files.append({
+            "path": rel,
+            "size": p.stat().st_size,
+            "status": status,
+            "diff": cut(diff, 50_000) if diff else None,
+            "content": cut(new, 50_000) if new is not None and diff is None else None,
+            "binary": new is None,
+        })  # fmt: skip
+    deleted = read_json(folder / "end_state_deleted.json")
+    out_root = folder / "task_output"
+    outputs = sorted(p for p in out_root.rglob("*") if p.is_file()) if out_root.is_dir() else []
+    return {
+        "files": files,
+        "total": len(paths),
+        "deleted": [str(d) for d in deleted] if isinstance(deleted, list) else [],
+        "outputs": [
+            {
+                "path": p.relative_to(out_root).as_posix(),
+                "size": p.stat().st_size,
+                "content": cut(_text(_read_bytes(p)), 20_000),
+            }
+            for p in outputs[:200]
+        ],  # fmt: skip
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The whole page
+# --------------------------------------------------------------------------------------------
+
+
+def read_trial(folder: Path, task: Any | None = None) -> dict[str, Any]:
+    """Everything the trial page shows. ``result`` is the TrialResult (None when result.json is
+    unreadable, with ``result_error`` saying why); ``score`` score.json; ``process``
+    process_score.json; ``usage`` usage.json; ``timeline`` the transcript events;
+    ``model_calls``, ``judge``, ``end_state``, ``logs`` (egress, web and other logs) and
+    ``agent_log`` (agent.log text)."""
+    raw = read_json(folder / "result.json")
+    result, result_error = None, None
+    try:
+        result = TrialResult.model_validate(raw)
+    except ValueError as exc:
+        result_error = f"result.json: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+    try:
+        agent_log = (folder / "agent.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        agent_log = ""
+    chat = folder / "chat.jsonl"
+    return {
+        "folder": folder,
+        "result": result,
+        "raw": raw if isinstance(raw, dict) else {},
+        "result_error": result_error,
+        "score": read_json(folder / "score.json"),
+        "process": read_json(folder / "process_score.json"),
+        "usage": read_json(folder / "usage.json"),
+        "timeline": _session_events(chat, folder)
+        if chat.is_file()
+        else {"events": [], "error": "no chat.jsonl"},
+        "model_calls": model_calls(folder),
+        "judge": judge_chats(folder),
+        "end_state": end_state(folder, task),
+        "logs": other_logs(folder),
+        "agent_log": cut(agent_log, 100_000),
+    }
