@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-model test lint format bench setup bwrap openclaw trainers clean
+.PHONY: demo demo-model test lint format bench setup bwrap openclaw trainers chromium clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "clawrig needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
@@ -38,7 +38,10 @@ $(VENV)/.trainers: $(STAMP)
 
 trainers: $(VENV)/.trainers
 
-test: setup openclaw trainers
+chromium:
+	@scripts/ensure-chromium.sh
+
+test: setup openclaw trainers chromium
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
@@ -53,6 +56,7 @@ format: $(STAMP)
 bench: setup
 	$(BIN)/python benchmarks/sandbox.py
 	$(BIN)/python benchmarks/throughput.py
+	$(BIN)/python benchmarks/view.py
 
 clean:
 	rm -rf $(VENV) output .pytest_cache
