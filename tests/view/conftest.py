@@ -1,0 +1,152 @@
+"""Fixtures for the viewer: real jobs, a real `clawrig view` server, a real headless Chromium.
+
+- ``jobs``: three real job folders run once per session on the demo suite: ``oracle`` and
+  ``nop`` (the same four tasks, so they disagree) and ``model`` (a scripted model on
+  127.0.0.1 solving 000015 and failing 000003, with token and cost usage recorded);
+- ``server``: ``clawrig view`` on a free loopback port over the three (a subprocess);
+- ``browser``: Debian's chromium driven by Playwright (skipped with the reason when absent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from clawrig.testing.scripted_server import ScriptedServer, load_script, reply, usage
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "suites" / "demo"
+TASKS = ("000001", "000003", "000004", "000015")
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+CLAWRIG = Path(sys.executable).parent / "clawrig"
+COST = 0.0012
+"""USD the scripted model charges per reply."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clawrig(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CLAWRIG), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **kwargs.pop("env", {})},
+        **kwargs,
+    )
+
+
+def solver_000015() -> Any:
+    """A responder: the example script's replies for task 000015 (picked by the number of
+    assistant turns so far), "I cannot help" for any other task; each reply costs COST."""
+    replies, _ = load_script(REPO / "examples" / "scripted-000015.json")
+
+    def respond(request: dict[str, Any]) -> Any:
+        messages = request.get("messages") or []
+        first = next((m.get("content") for m in messages if m.get("role") == "user"), "")
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        base = replies[turn] if "coauthor" in str(first) and turn < len(replies) else None
+        base = base or reply("I cannot help with that.")
+        return base.model_copy(update={"usage": usage(100, 20, cost=COST)})
+
+    return respond
+
+
+def read_summary(folder: Path) -> dict[str, Any]:
+    [path] = folder.glob("summary_*.json")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("viewjobs")
+    out: dict[str, Path] = {}
+    for agent in ("oracle", "nop"):
+        out[agent] = root / agent
+        proc = clawrig("run", DEMO, "--suite", ",".join(TASKS), "--agent", agent,
+                       "--parallel", "4", "--output", out[agent])  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    out["model"] = root / "model"
+    with ScriptedServer(responder=solver_000015(), models=["demo"]) as srv:
+        proc = clawrig(
+            "run", DEMO, "--suite", "000015,000003", "-m", "scripted/demo",
+            "--output", out["model"], env={"SCRIPTED_BASE_URL": srv.base_url},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def start_view(*args: Any) -> tuple[subprocess.Popen[bytes], str]:
+    """``clawrig view ARGS --port P`` in a subprocess; returns it and its base URL once it
+    answers."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(CLAWRIG), "view", *map(str, args), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"clawrig view exited: {proc.stderr.read().decode()}")
+        try:
+            if httpx.get(base, timeout=2).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("clawrig view did not answer within 60 s")
+
+
+@pytest.fixture(scope="session")
+def server(jobs: dict[str, Path]) -> Iterator[str]:
+    """Base URL of `clawrig view` over the oracle (job0), nop (job1) and model (job2) jobs."""
+    proc, base = start_view(jobs["oracle"], jobs["nop"], jobs["model"])
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it when root)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page that records every request URL in ``page.requests`` and fails the test on
+    a script error."""
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    pg = context.new_page()
+    pg.requests = []
+    pg.errors = []
+    pg.on("request", lambda r: pg.requests.append(r.url))
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    yield pg
+    context.close()
+    assert not pg.errors, pg.errors

@@ -1,0 +1,88 @@
+"""The folder index (cached in the job folder, refreshed lazily), bad input, Inspect export."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from clawrig.view.index import INDEX_FILE, FolderIndex
+from conftest import clawrig, read_summary
+
+
+def copy_job(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(INDEX_FILE, ".clawrig.lock"))
+    return dst
+
+
+def test_index_is_cached_and_follows_the_folder(jobs, tmp_path):
+    job = copy_job(jobs["oracle"], tmp_path / "job")
+    summary = read_summary(job)
+    index = FolderIndex(job, min_interval=0)
+    cached = json.loads((job / INDEX_FILE).read_text())
+    assert {r["id"] for r in cached["rows"]} == {t["trial"] for t in summary["tasks"]}
+    assert {r["id"]: r["score"] for r in cached["rows"]} == {
+        t["trial"]: t["score"] for t in summary["tasks"]
+    }
+    # a second index of the folder reads the cache: rows are equal
+    assert FolderIndex(job).rows == index.rows
+    # a new trial folder appears (renamed in whole, as the runner does) -> one more row
+    first = summary["tasks"][0]["trial"]
+    copy = job / first.split("/")[0] / "copy_of_trial"
+    shutil.copytree(job / first, copy)
+    assert index.refresh() is True
+    assert f"{first.split('/')[0]}/copy_of_trial" in index.rows
+    assert index.refresh() is False  # nothing changed since
+    # a removed trial folder -> its row goes; an unreadable result.json -> an "unreadable" row
+    shutil.rmtree(copy)
+    second = job / summary["tasks"][1]["trial"]
+    (second / "result.json").write_text('{"task_id": 5}')
+    fresh = FolderIndex(job)  # the first open checks every result.json's mtime
+    assert f"{first.split('/')[0]}/copy_of_trial" not in fresh.rows
+    row = fresh.rows[summary["tasks"][1]["trial"]]
+    assert row["err"] == "unreadable" and row["msg"].startswith("result.json:")
+
+
+def test_bad_input_is_one_line(jobs, tmp_path):
+    proc = clawrig("view", tmp_path / "missing", "--port", "0")
+    assert proc.returncode == 2 and "no such folder" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    (tmp_path / "empty").mkdir()
+    proc = clawrig("view", "--bundle", tmp_path / "b", tmp_path / "empty")
+    assert proc.returncode == 2 and "not a job folder" in proc.stderr
+    (tmp_path / "file").write_text("x")
+    proc = clawrig("view", "--bundle", tmp_path / "file", jobs["oracle"])
+    assert proc.returncode == 2 and "is a file" in proc.stderr
+    proc = clawrig("export", "inspect", tmp_path / "empty", tmp_path / "logs")
+    assert proc.returncode == 2 and "not a job folder" in proc.stderr
+
+
+def test_inspect_logs_load_with_the_same_scores(jobs, tmp_path):
+    from inspect_ai.log import read_eval_log
+
+    for name in ("oracle", "model"):
+        summary = read_summary(jobs[name])
+        proc = clawrig("export", "inspect", jobs[name], tmp_path / name)
+        assert proc.returncode == 0, proc.stderr
+        [path] = (tmp_path / name).glob("*.eval")
+        log = read_eval_log(str(path))
+        assert log.status == "success" and log.eval.model == summary["model"]
+        got = {(s.id, s.epoch - 1): s.scores["clawrig"].value for s in log.samples}
+        assert got == {(t["task_id"], t["run_index"]): t["score"] for t in summary["tasks"]}
+        metrics = {k: m.value for k, m in log.results.scores[0].metrics.items()}
+        assert metrics == {
+            "mean": summary["mean"]["mean"],
+            "wildclaw_average": summary["wildclaw"]["overall"],
+            "acc": summary["overall_score"],
+        }
+        tokens = sum(u.total_tokens for s in log.samples for u in s.model_usage.values())
+        assert tokens == summary["usage"]["total_tokens"]
+    # the model job's transcript: the tool calls and their results, in Inspect's shapes
+    log = read_eval_log(str(next((tmp_path / "model").glob("*.eval"))))
+    solved = next(s for s in log.samples if s.id == "000015")
+    calls = [
+        c.function for m in solved.messages if m.role == "assistant" for c in m.tool_calls or []
+    ]
+    assert calls == ["read", "exec", "write"]
+    assert [m.role for m in solved.messages].count("tool") == 3
+    assert solved.scores["clawrig"].metadata["subscores"]["overall_score"] == 1.0

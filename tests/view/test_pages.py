@@ -1,0 +1,155 @@
+"""The job, compare and trial pages of real jobs in a real headless Chromium.
+
+Every number is checked against the job's own files (summary_<model>.json, score.json,
+model_calls.jsonl, end_state/), read here independently of the viewer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conftest import COST, read_summary
+
+
+def f4(x: float) -> str:
+    return f"{x:.4f}"
+
+
+def table(page: Any, selector: str) -> list[list[str]]:
+    return page.eval_on_selector_all(
+        f"{selector} tbody tr",
+        "rows => rows.map(r => Array.from(r.cells).map(c => c.textContent.trim()))",
+    )
+
+
+def test_job_page_shows_the_summary_numbers(page, server, jobs):
+    summary = read_summary(jobs["oracle"])
+    page.goto(server + "job0/index.html")
+    assert page.text_content("#h-wildclaw") == f4(summary["wildclaw"]["overall"])
+    assert page.text_content("#h-acc") == f4(summary["overall_score"])
+    assert page.text_content("#h-mean") == f4(summary["mean"]["mean"])
+    assert page.text_content("#h-trials") == str(len(summary["tasks"]))
+    assert page.text_content("#h-errors") == str(sum(summary["errors_by_kind"].values()))
+    cats = {r[0]: r[1] for r in table(page, "#wild-categories")}
+    assert cats == {c: f4(v["score"]) for c, v in summary["wildclaw"]["categories"].items()}
+    rows = table(page, "#trials")
+    assert {(r[0], r[3]) for r in rows} == {
+        (t["task_id"], f4(t["score"])) for t in summary["tasks"]
+    }
+    # the plots are there, with one bar per category
+    assert page.locator("svg[aria-label='Score by category'] rect").count() == len(cats)
+
+
+def test_sorting_and_filtering(page, server, jobs):
+    summary = read_summary(jobs["oracle"])
+    page.goto(server + "job0/index.html")
+    page.click("#trials th[data-key='score']")
+    by_score = sorted(summary["tasks"], key=lambda t: (t["score"], t["task_id"]))
+    assert [r[0] for r in table(page, "#trials")] == [t["task_id"] for t in by_score]
+    page.click("#trials th[data-key='score']")  # again: descending
+    assert [r[3] for r in table(page, "#trials")] == sorted(
+        (f4(t["score"]) for t in summary["tasks"]), reverse=True
+    )
+    cat = summary["tasks"][0]["category"]
+    page.select_option("#f-cat", cat)
+    assert sorted(r[0] for r in table(page, "#trials")) == sorted(
+        t["task_id"] for t in summary["tasks"] if t["category"] == cat
+    )
+    page.select_option("#f-cat", "")
+    page.fill("#f-max", "0.99")
+    assert [r[0] for r in table(page, "#trials")] == [
+        t["task_id"] for t in summary["tasks"] if t["score"] <= 0.99
+    ]
+    page.fill("#f-max", "")
+    page.select_option("#f-err", "some")
+    assert table(page, "#trials") == []
+    assert page.text_content("#t-count") == f"0 of {len(summary['tasks'])} trials"
+
+
+def test_compare_page_puts_disagreements_first(page, server, jobs):
+    oracle, nop, model = (read_summary(jobs[k]) for k in ("oracle", "nop", "model"))
+    page.goto(server + "compare.html")
+    head = table(page, "#compare-head")
+    assert [r[2] for r in head] == [f4(s["wildclaw"]["overall"]) for s in (oracle, nop, model)]
+    scores = [{t["task_id"]: t["score"] for t in s["tasks"]} for s in (oracle, nop, model)]
+    rows = table(page, "#compare")
+    expected = []
+    for task in sorted(set().union(*scores)):
+        have = [s.get(task) for s in scores]
+        spread = max(have) - min(have) if None not in have else 1.0
+        expected.append((-spread, task))
+    assert [r[0] for r in rows] == [task for _, task in sorted(expected)]
+    for r in rows:
+        for i, s in enumerate(scores):
+            cell = r[2 + i]
+            assert cell.startswith(f4(s[r[0]])) if r[0] in s else cell == "not run"
+
+
+def test_trial_page_shows_the_trial_files(page, server, jobs):
+    [folder] = [p.parent for p in (jobs["model"] / "000015").glob("*/result.json")]
+    score = json.loads((folder / "score.json").read_text())
+    result = json.loads((folder / "result.json").read_text())
+    calls = [json.loads(x) for x in (folder / "model_calls.jsonl").read_text().splitlines()]
+    page.goto(server + f"job2/trials/000015/{folder.name}.html")
+    assert page.text_content("#t-score") == f4(score["score"])
+    subs = {r[0]: r[1] for r in table(page, "#subscores")}
+    assert subs == {k: f4(v) for k, v in score["subscores"].items()}
+    mc = table(page, "#model-calls")
+    assert [r[0] for r in mc] == [str(c["seq"]) for c in calls]
+    assert [r[7] for r in mc] == [f"${c['usage']['cost_usd']:,.4f}" for c in calls]
+    assert all(c["usage"]["cost_usd"] == COST for c in calls)
+    # the timeline: one tool event per tool call, with the tool names in order
+    names = page.eval_on_selector_all(".ev-tool .tool-name", "e => e.map(x => x.textContent)")
+    assert len(names) == result["tool_calls"]
+    assert names == ["read", "exec", "write"]
+    # the end state: the file the agent wrote, as created, with its content
+    files = sorted(p.relative_to(folder / "end_state").as_posix()
+                   for p in (folder / "end_state").rglob("*") if p.is_file())  # fmt: skip
+    shown = page.eval_on_selector_all("#end-state summary code", "e => e.map(x => x.textContent)")
+    assert shown == files == ["results/results.md"]
+    assert page.locator("#end-state .badge.st-created").count() == 1
+
+
+def test_trial_page_of_a_failed_trial(page, server, jobs):
+    [folder] = [p.parent for p in (jobs["model"] / "000003").glob("*/result.json")]
+    score = json.loads((folder / "score.json").read_text())
+    page.goto(server + f"job2/trials/000003/{folder.name}.html")
+    assert page.text_content("#t-score") == f4(score["score"])
+    assert "I cannot help with that." in page.text_content(".ev-assistant")
+
+
+def test_pages_request_nothing_but_the_local_server(page, server, jobs):
+    [folder] = [p.parent for p in (jobs["oracle"] / "000015").glob("*/result.json")]
+    for path in ("", "job0/index.html", "compare.html", f"job0/trials/000015/{folder.name}.html"):
+        page.goto(server + path)
+        page.wait_for_timeout(1200)  # let the job page poll once
+    assert page.requests and all(u.startswith(server) for u in page.requests), page.requests
+    assert any("/api/job0/state.json" in u for u in page.requests)
+
+
+def test_bundle_opens_from_file(page, jobs, tmp_path):
+    from conftest import clawrig
+
+    out = tmp_path / "site"
+    proc = clawrig("view", "--bundle", out, jobs["oracle"], jobs["model"])
+    assert proc.returncode == 0, proc.stderr
+    summary = read_summary(jobs["model"])
+    page.goto((out / "index.html").as_uri())
+    page.click("text=model · scripted/demo")
+    assert page.text_content("#h-wildclaw") == f4(summary["wildclaw"]["overall"])
+    page.click("#trials a >> text=000015")
+    assert page.text_content("#t-score") == f4(1.0)
+    page.goto((out / "compare.html").as_uri())
+    assert len(table(page, "#compare")) == len(
+        {t["task_id"] for t in read_summary(jobs["oracle"])["tasks"]} | {"000003", "000015"}
+    )
+    assert all(u.startswith("file://") for u in page.requests), page.requests
+    assert not any("state.json" in u for u in page.requests)
+
+
+def test_unknown_pages_are_404(server):
+    import httpx
+
+    for path in ("job9/index.html", "job0/trials/000015/nope.html",
+                 "job0/trials/..%2F..%2Fetc/passwd.html", "api/job9/state.json"):  # fmt: skip
+        assert httpx.get(server + path).status_code == 404, path
