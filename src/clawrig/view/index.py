@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import threading
@@ -113,6 +114,11 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
     }
 
 
+@functools.lru_cache(maxsize=256)
+def _slug(model: str) -> str:
+    return model_slug(model)
+
+
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -151,6 +157,7 @@ class FolderIndex:
         self.min_interval = min_interval
         self.rows: dict[str, Row] = {}
         self.dir_mtimes: dict[str, int] = {}
+        self._in_dir: dict[str, set[str]] = {}
         self.version = 0
         self._lock = threading.Lock()
         self._checked = 0.0
@@ -169,6 +176,8 @@ class FolderIndex:
         if isinstance(rows, list) and isinstance(dirs, dict):
             self.rows = {r["id"]: r for r in rows if isinstance(r, dict) and "id" in r}
             self.dir_mtimes = {k: v for k, v in dirs.items() if isinstance(v, int)}
+            for rid in self.rows:
+                self._in_dir.setdefault(rid.partition("/")[0], set()).add(rid)
 
     def _save_cache(self) -> None:
         data = {"version": INDEX_VERSION, "dirs": self.dir_mtimes, "rows": list(self.rows.values())}
@@ -209,14 +218,13 @@ class FolderIndex:
                 if full or self.dir_mtimes.get(name) != mtime:
                     changed |= self._scan_task_dir(name, check_files=full)
                     self.dir_mtimes[name] = mtime
-            for gone in [d for d in self.dir_mtimes if d not in seen]:
-                del self.dir_mtimes[gone]
-                for rid in [r for r in self.rows if r.startswith(gone + "/")]:
-                    del self.rows[rid]
+            for gone in [d for d in set(self.dir_mtimes) | set(self._in_dir) if d not in seen]:
+                self.dir_mtimes.pop(gone, None)
+                for rid in self._in_dir.pop(gone, set()):
+                    self.rows.pop(rid, None)
                 changed = True
-            if changed or full:
-                if changed:
-                    self.version += 1
+            if changed:
+                self.version += 1
                 self._save_cache()
             return changed
 
@@ -245,9 +253,11 @@ class FolderIndex:
                 continue
             self.rows[rel] = row_from_result(rel, raw, mtime)
             changed = True
-        for rid in [r for r in self.rows if r.startswith(name + "/") and r not in present]:
-            del self.rows[rid]
+        known = self._in_dir.setdefault(name, set())
+        for rid in known - present:
+            self.rows.pop(rid, None)
             changed = True
+        self._in_dir[name] = present
         return changed
 
 
@@ -259,6 +269,7 @@ class JobView:
     index: FolderIndex
     slug: str
     _summary_cache: tuple[int, Any] = field(default=(0, None), repr=False)
+    _rows_cache: tuple[Any, list[Row]] = field(default=(None, []), repr=False)
 
     @property
     def folder(self) -> Path:
@@ -289,7 +300,7 @@ class JobView:
         return max(mine, key=lambda r: r.get("started") or "")["job"] if mine else ""
 
     def _mine(self, row: Row) -> bool:
-        return not self.slug or model_slug(row["model"]) == self.slug
+        return not self.slug or _slug(row["model"]) == self.slug
 
     @property
     def title(self) -> str:

@@ -70,13 +70,19 @@ def _env() -> Environment:
     )
     env.filters.update(score=fmt_score, usd=fmt_usd, int=fmt_int, secs=fmt_s)
     env.globals["palette"] = plots.colour
-    env.filters["tojson_compact"] = lambda v: Markup(
-        json.dumps(v, separators=(",", ":"), ensure_ascii=False, default=str)
+    env.filters["tojson_compact"] = lambda v: Markup(script_json(v))
+    return env
+
+
+def script_json(value: Any) -> str:
+    """Compact JSON safe inside ``<script type="application/json">`` (``<``, ``>``, ``&``
+    escaped as ``\\u003c`` ...)."""
+    return (
+        json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
         .replace("<", "\\u003c")
         .replace(">", "\\u003e")
         .replace("&", "\\u0026")
     )
-    return env
 
 
 def _mean(values: list[float]) -> float | None:
@@ -249,30 +255,24 @@ def job_plots(heads: list[dict[str, Any]], rowsets: list[list[Row]]) -> dict[str
     return out
 
 
-def table_rows(rows: list[Row]) -> list[dict[str, Any]]:
-    """The rows the job page's script renders (the index rows plus each trial's page link)."""
-    return [
-        {
-            k: r[k]
-            for k in (
-                "id",
-                "task",
-                "cat",
-                "run",
-                "score",
-                "err",
-                "msg",
-                "cost",
-                "tok",
-                "time",
-                "turns",
-                "tools",
-                "stop",
-            )
-        }  # fmt: skip
-        | {"href": f"trials/{r['id']}.html"}
-        for r in rows
-    ]
+TABLE_KEYS = ("id", "task", "cat", "run", "score", "err", "msg", "cost", "tok", "time",
+              "turns", "tools", "stop")  # fmt: skip
+
+
+def _compact(key: str, value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 6 if key == "cost" else 4)
+    return value
+
+
+def table_rows(rows: list[Row]) -> dict[str, Any]:
+    """The rows the job page's script renders, column-wise to keep a 10,000-trial page small:
+    ``{"keys": TABLE_KEYS, "values": [[value per key] per trial]}`` (a trial's page is
+    ``trials/<id>.html``; floats rounded: cost to 6 decimals, others to 4)."""
+    return {
+        "keys": list(TABLE_KEYS),
+        "values": [[_compact(k, r.get(k)) for k in TABLE_KEYS] for r in rows],
+    }
 
 
 @dataclass
@@ -286,6 +286,31 @@ class Site:
         self.env = _env()
         self.by_key = {j.key: j for j in self.jobs}
         self._tasks: dict[str, Any] = {}
+        self._resolvers: dict[Path, Any] = {}
+        self._memo: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+    def _cached(self, kind: str, job: JobView, compute: Any) -> Any:
+        """``compute()`` once per (kind, job) until the job's rows or summary change."""
+        stamp = (job.index.version, job.job_id(), job._summary_cache[0])
+        hit = self._memo.get((kind, job.key))
+        if hit is None or hit[0] != stamp:
+            hit = (stamp, compute())
+            self._memo[(kind, job.key)] = hit
+        return hit[1]
+
+    def _job_parts(self, job: JobView) -> tuple[list[Row], dict[str, Any], Any, str, str]:
+        """(rows, headline, table rows, plots HTML, table rows as script JSON) of a job; all
+        but the headline cached while nothing changed."""
+        rows = job.rows()
+        head = headline(job, rows)
+
+        def parts() -> tuple[dict[str, Any], str, str]:
+            plots_html = self.env.get_template("_plots.html").render(p=job_plots([head], [rows]))
+            table = table_rows(rows)
+            return table, plots_html, script_json(table)
+
+        table, plots_html, table_json = self._cached("parts", job, parts)
+        return rows, head, table, plots_html, table_json
 
     def _render(self, template: str, root: str, **ctx: Any) -> str:
         return self.env.get_template(template).render(
@@ -304,8 +329,7 @@ class Site:
         ``headline`` (HTML), and, when the version differs from ``since_version``, ``plots``
         (HTML) and ``rows`` (all of them, as :func:`table_rows`)."""
         job = self.by_key[key]
-        rows = job.rows()
-        head = headline(job, rows)
+        _, head, table, plots_html, _ = self._job_parts(job)
         state: dict[str, Any] = {
             "version": job.index.version,
             "running": head["running"],
@@ -313,46 +337,67 @@ class Site:
             "headline": self.env.get_template("_headline.html").render(h=head, root="../"),
         }
         if since_version != job.index.version:
-            state |= {
-                "plots": self.env.get_template("_plots.html").render(p=job_plots([head], [rows])),
-                "rows": table_rows(rows),
-            }
+            state |= {"plots": plots_html, "rows": table}
         return state
 
     def job_page(self, key: str) -> str:
         job = self.by_key[key]
-        rows = job.rows()
-        head = headline(job, rows)
-        data = {
+        rows, head, _, plots_html, table_json = self._job_parts(job)
+        meta = {
             "key": key,
             "live": self.live,
             "version": job.index.version,
             "running": head["running"],
             "api": f"../api/{key}/state.json",
-            "rows": table_rows(rows),
-            "kinds": sorted({r["err"] for r in rows if r["err"]}),
-            "cats": sorted({r["cat"] for r in rows if r["cat"]}),
         }
+        data = Markup(script_json(meta)[:-1] + ',"rows":' + table_json + "}")
         return self._render(
-            "job.html", "../", job=job, h=head, p=job_plots([head], [rows]), data=data
+            "job.html",
+            "../",
+            job=job,
+            h=head,
+            plots_html=plots_html,
+            data=data,
+            kinds=sorted({r["err"] for r in rows if r["err"]}),
+            cats=sorted({r["cat"] for r in rows if r["cat"]}),
         )
 
-    def _task(self, job: JobView, row: Row | None) -> Any | None:
+    def _resolver(self, job: JobView) -> Any | None:
+        """A TaskResolver fixed on the job's suite (looked for once per folder, where the
+        exports look: the summary's suite_path, else a trial's task_source), None when the
+        suite is not on this machine."""
+        if job.folder not in self._resolvers:
+            self._resolvers[job.folder] = None
+            first = next(iter(job.rows()), None)
+            if first is not None:
+                from clawrig.export.job import TaskResolver, _suite_candidates
+
+                trial = self._job_trial(job, first)
+                suites = _suite_candidates(job.folder, trial, job.summary() or {})
+                suite = next((c for c in suites if c.exists()), None)
+                if suite is not None:
+                    self._resolvers[job.folder] = TaskResolver(job.folder, suite=suite)
+        return self._resolvers[job.folder]
+
+    @staticmethod
+    def _job_trial(job: JobView, row: Row) -> Any:
+        from clawrig.export.job import JobTrial
+        from clawrig.spec.trial import TrialResult
+
+        folder = job.folder / row["id"]
+        raw = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+        return JobTrial(folder=folder, result=TrialResult.model_validate(raw), raw=raw)
+
+    def _task(self, job: JobView, row: Row) -> Any | None:
         """The task a trial ran (for the end-state diff), None when its suite is not found."""
-        if row is None:
-            return None
         key = f"{job.folder}:{row['task']}"
         if key not in self._tasks:
             self._tasks[key] = None
             try:
-                from clawrig.export.job import JobTrial, TaskResolver
-                from clawrig.spec.trial import TrialResult
-
-                folder = job.folder / row["id"]
-                raw = json.loads((folder / "result.json").read_text(encoding="utf-8"))
-                trial = JobTrial(folder=folder, result=TrialResult.model_validate(raw), raw=raw)
-                self._tasks[key] = TaskResolver(job.folder).task_for(trial)
-            except Exception:  # noqa: BLE001 - no suite here: the tree shows without a diff
+                resolver = self._resolver(job)
+                if resolver is not None:
+                    self._tasks[key] = resolver.task_for(self._job_trial(job, row))
+            except Exception:  # noqa: BLE001 - task not found: the tree shows without a diff
                 pass
         return self._tasks[key]
 

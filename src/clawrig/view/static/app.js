@@ -3,11 +3,13 @@
 // server's own state API (and nothing at all from file://).
 "use strict";
 
+const clawrigCollator = new Intl.Collator(undefined, { numeric: true });
+
 function clawrigCompare(a, b) {
   const an = a === null || a === undefined || a === "", bn = b === null || b === undefined || b === "";
   if (an || bn) return an === bn ? 0 : an ? 1 : -1;  // empty values last
   if (typeof a === "number" && typeof b === "number") return a - b;
-  return String(a).localeCompare(String(b), undefined, { numeric: true });
+  return clawrigCollator.compare(String(a), String(b));
 }
 
 // Server-rendered tables with class "sortable": click a header to sort by that column.
@@ -45,7 +47,9 @@ function clawrigJobPage() {
   const count = document.getElementById("t-count");
   const $ = (id) => document.getElementById(id);
   const PAGE = 500;
-  let rows = data.rows, sortKey = "task", asc = true, shown = PAGE;
+  // rows arrive column-wise ({keys, values}): one object per trial
+  const unpack = (t) => t.values.map((v) => Object.fromEntries(t.keys.map((k, i) => [k, v[i]])));
+  let rows = unpack(data.rows), sortKey = "task", asc = true, shown = PAGE;
 
   function matches(r) {
     const text = $("f-text").value.trim().toLowerCase();
@@ -56,8 +60,8 @@ function clawrigJobPage() {
     if (err === "none" && r.err) return false;
     if (err === "some" && !r.err) return false;
     if (err && err !== "none" && err !== "some" && r.err !== err) return false;
-    if (lo !== "" && (r.score === null || r.score < parseFloat(lo))) return false;
-    if (hi !== "" && (r.score === null || r.score > parseFloat(hi))) return false;
+    if (lo !== "" && (r.score == null || r.score < parseFloat(lo))) return false;
+    if (hi !== "" && (r.score == null || r.score > parseFloat(hi))) return false;
     return true;
   }
 
@@ -80,15 +84,15 @@ function clawrigJobPage() {
       const tr = document.createElement("tr");
       tr.dataset.id = r.id;
       const a = document.createElement("a");
-      a.href = r.href;
+      a.href = `trials/${r.id}.html`;
       a.textContent = r.task;
       tr.insertCell().appendChild(a);
-      cell(tr, r.cat);
-      cell(tr, r.run, "num");
+      cell(tr, r.cat || "");
+      cell(tr, r.run || 0, "num");
       cell(tr, clawrigFmt(r.score, 4), "num score");
       cell(tr, r.err || "", r.err ? "err-cell" : "", r.msg || "");
       cell(tr, clawrigFmt(r.cost, 4), "num");
-      cell(tr, r.tok.toLocaleString("en-US"), "num");
+      cell(tr, (r.tok || 0).toLocaleString("en-US"), "num");
       cell(tr, clawrigFmt(r.time, 1), "num");
       cell(tr, r.turns, "num");
       cell(tr, r.tools, "num");
@@ -127,7 +131,7 @@ function clawrigJobPage() {
         if (st.headline) $("headline").innerHTML = st.headline;
         if (st.rows) {
           version = st.version;
-          rows = st.rows;
+          rows = unpack(st.rows);
           $("plots").innerHTML = st.plots;
           const known = new Set(Array.from($("f-err").options).map((o) => o.value));
           for (const k of new Set(rows.map((r) => r.err).filter(Boolean))) {
