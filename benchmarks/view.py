@@ -65,8 +65,13 @@ def _transcript(task: str, started_ms: int) -> Transcript:
                 tool_calls=[{"id": "c1", "name": "exec", "arguments": '{"command": "ls"}'}],
                 timestamp_ms=started_ms + 800,
             ),
-            TranscriptMessage(role="toolResult", tool_call_id="c1", tool_name="exec",
-                              text="results\n", timestamp_ms=started_ms + 900),  # fmt: skip
+            TranscriptMessage(
+                role="toolResult",
+                tool_call_id="c1",
+                tool_name="exec",
+                text="results\n",
+                timestamp_ms=started_ms + 900,
+            ),  # fmt: skip
             TranscriptMessage(role="assistant", text="Done.", timestamp_ms=started_ms + 1500),
         ],
     )
