@@ -31,6 +31,7 @@ from clawrig.export.job import JobTrial, find_trials, read_summary
 from clawrig.spec.job import model_slug
 from clawrig.spec.transcript import TranscriptMessage
 from clawrig.view.index import counted_score
+from clawrig.view.trial import as_dict
 
 SCORER = "clawrig"
 """The name of the one score each sample carries."""
@@ -182,8 +183,8 @@ def build_log(summary: dict[str, Any], trials: list[JobTrial]) -> Any:
     model = str(summary.get("model") or trials[0].result.model)
     samples = [_sample(t) for t in trials]
     scored = sum(1 for s in samples if s.scores)
-    mean = summary.get("mean") if isinstance(summary.get("mean"), dict) else {}
-    wild = summary.get("wildclaw") if isinstance(summary.get("wildclaw"), dict) else {}
+    mean = as_dict(summary.get("mean"))
+    wild = as_dict(summary.get("wildclaw"))
     metrics = {
         name: m
         for name, m in (
@@ -193,7 +194,7 @@ def build_log(summary: dict[str, Any], trials: list[JobTrial]) -> Any:
         )
         if m is not None
     }
-    usage = summary.get("usage") if isinstance(summary.get("usage"), dict) else {}
+    usage = as_dict(summary.get("usage"))
     suite = str(summary.get("suite_path") or summary.get("suite") or "suite")
     task_ids = sorted({t.result.task_id for t in trials})
     started = min((t.result.started_at for t in trials if t.result.started_at), default="")

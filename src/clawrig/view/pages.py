@@ -28,7 +28,7 @@ from markupsafe import Markup
 
 from clawrig.view import plots
 from clawrig.view.index import JobView, Row
-from clawrig.view.trial import read_trial
+from clawrig.view.trial import as_dict, read_trial
 
 STATIC_DIR = Path(__file__).parent / "static"
 ERROR_KINDS = ("agent", "grading", "setup", "infrastructure", "budget", "cancelled")
@@ -128,9 +128,9 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
             "requests": None,
             "elapsed": None,
         }
-    wild = s.get("wildclaw") if isinstance(s.get("wildclaw"), dict) else {}
-    usage = s.get("usage") if isinstance(s.get("usage"), dict) else {}
-    cats = wild.get("categories") if isinstance(wild.get("categories"), dict) else {}
+    wild = as_dict(s.get("wildclaw"))
+    usage = as_dict(s.get("usage"))
+    cats = as_dict(wild.get("categories"))
     return base | {
         "source": "summary",
         "model": s.get("model"),
@@ -143,9 +143,9 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
         },
         "acc": s.get("overall_score"),
         "mean": s.get("mean") if isinstance(s.get("mean"), dict) else None,
-        "process": s.get("process") if isinstance(s.get("process"), dict) else {},
-        "pass": s.get("pass") if isinstance(s.get("pass"), dict) else {},
-        "errors": s.get("errors_by_kind") if isinstance(s.get("errors_by_kind"), dict) else {},
+        "process": as_dict(s.get("process")),
+        "pass": as_dict(s.get("pass")),
+        "errors": as_dict(s.get("errors_by_kind")),
         "cost": usage.get("cost_usd"),
         "tokens": usage.get("total_tokens"),
         "requests": usage.get("request_count"),
@@ -419,7 +419,7 @@ class Site:
         as a disagreement of 1). Sorted by spread (largest first), then task id."""
         means = [task_means(j.rows()) for j in jobs]
         tasks = sorted({t for m in means for t in m})
-        out = []
+        out: list[dict[str, Any]] = []
         for task in tasks:
             cells = [m.get(task) for m in means]
             scores = [c["score"] if c else None for c in cells]

@@ -38,6 +38,11 @@ def cut(text: str | None, limit: int = TEXT_LIMIT) -> str:
     return text[:limit] + f"\n… [{len(text) - limit:,} more characters not shown]"
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a dict, else an empty dict (for reading files defensively)."""
+    return value if isinstance(value, dict) else {}
+
+
 def read_json(path: Path) -> Any:
     """Parsed JSON of ``path``; None when missing or not JSON."""
     try:
@@ -170,8 +175,8 @@ def model_calls(folder: Path) -> dict[str, Any]:
     records, total = read_jsonl(folder / "model_calls.jsonl")
     rows = []
     for rec in records:
-        usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
-        response = rec.get("response") if isinstance(rec.get("response"), dict) else {}
+        usage = as_dict(rec.get("usage"))
+        response = as_dict(rec.get("response"))
         choice = (response.get("choices") or [{}])[0] if response else {}
         msg = choice.get("message") if isinstance(choice, dict) else None
         msg = msg if isinstance(msg, dict) else {}
@@ -207,8 +212,8 @@ def judge_chats(folder: Path) -> list[dict[str, Any]]:
     for name in ("judge_chat.jsonl", "judge_process_chat.jsonl"):
         records, _ = read_jsonl(folder / name)
         for rec in records:
-            request = rec.get("request") if isinstance(rec.get("request"), dict) else {}
-            response = rec.get("response") if isinstance(rec.get("response"), dict) else {}
+            request = as_dict(rec.get("request"))
+            response = as_dict(rec.get("response"))
             messages = [
                 {"role": m.get("role"), "text": cut(content_text(m.get("content")), 8000)}
                 for m in request.get("messages") or []
