@@ -299,7 +299,7 @@ def test_replay_of_a_folder_without_records_is_a_user_error(tmp_path):
     (tmp_path / "000001" / "trial").mkdir(parents=True)
     with pytest.raises(UserError, match="no recorded model calls"):
         ResponseCache.from_job(tmp_path)
-    with pytest.raises(UserError, match="no such job folder"):
+    with pytest.raises(UserError, match="no such job or trial folder"):
         ResponseCache.from_job(tmp_path / "nope")
     bad = tmp_path / "000001" / "trial" / RECORD_FILE
     bad.write_text('{"seq": 1}\nnot json\n')
@@ -381,7 +381,9 @@ async def test_replay_helpers_find_the_models_and_answer_without_settings(
     assert upstream_endpoint(object()) is None
     with replay_gateway(tmp_path / "job", retry=None) as rgw:
         a = rgw.open_trial(replay_model("scripted/scripted").endpoint, trial_id="x", task_id="t1")
-        j = rgw.open_trial(replay_model("scripted/judge-2").endpoint, trial_id="x", task_id="t1")
+        j = rgw.open_trial(
+            replay_model("scripted/judge-2").endpoint, trial_id="x", role="judge", task_id="t1"
+        )
         assert (await a.chat_model().chat([{"role": "user", "content": "q"}])).content == (
             "agent says"
         )

@@ -13,7 +13,7 @@ from gw_helpers import REAL_KEY, upstream
 
 from clawrig.grading.judge_proxy import NO_JUDGE_MODEL, judge_proxy
 from clawrig.grading.programmatic import run_grader
-from clawrig.llm.gateway import ResponseCache
+from clawrig.llm.gateway import ResponseCache, replay_gateway
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat
 from clawrig.testing.scripted_server import reply, usage
 
@@ -230,3 +230,33 @@ async def test_the_proxy_listens_only_during_grading(scripted_server, make_gatew
         during = await sb.exec(probe)
     after = await sb.exec(probe)
     assert (before.exit_code, during.stdout, after.exit_code) == (7, "200", 7)
+
+
+async def test_a_replay_gateway_answers_graders_from_a_trial_folder(
+    scripted_server, make_gateway, gw_sandbox, tmp_path
+):
+    # record: a grader's judge call through the proxy of a normal gateway
+    srv = scripted_server([reply('{"score": 0.25}')])
+    trial = tmp_path / "job" / "judge_task" / "trial-0"
+    gw = make_gateway()
+    sb = await answer_sandbox(gw_sandbox, gw, "seven")
+    async with judge_proxy(
+        sb, gw, endpoint=upstream(srv), trial_id="t", log_path=trial / "judge_chat.jsonl"
+    ) as proxy:
+        first = await run_grader(sb, task_with(JUDGE_GRADER), env=proxy.env)
+    assert first.score == 0.25
+    srv.stop()
+    # re-grade: the replay gateway of the trial folder answers the proxy (no cache given)
+    rgw = replay_gateway(trial, what="TRIAL_DIR").start()
+    try:
+        sb2 = await answer_sandbox(gw_sandbox, rgw, "seven")
+        log = tmp_path / "again" / "judge_chat.jsonl"
+        async with judge_proxy(
+            sb2, rgw, endpoint=None, trial_id="t", log_path=log, cache=None
+        ) as proxy:
+            again = await run_grader(sb2, task_with(JUDGE_GRADER), env=proxy.env)
+        assert (again.score, again.error) == (0.25, None)
+        (rec,) = [json.loads(x) for x in log.read_text().splitlines()]
+        assert rec["cached"] is True
+    finally:
+        rgw.stop()

@@ -100,8 +100,9 @@ async def judge_proxy(
     ``sandbox`` must have been created with ``gateway.sandbox_binds()``; ``endpoint``: the
     judge (None: answer from ``cache`` only); ``log_path``: the trial's judge_chat.jsonl
     (appended to); ``cache``: a :class:`ResponseCache` or the path of a cache file (read, and
-    appended to with new replies); ``task_id``/``run_index``: the cache scope; ``port``: the
-    forwarder's port inside the sandbox. Raises :class:`clawrig.errors.SandboxError` when the
+    appended to with new replies; None: the gateway's cache and mode, e.g. a replay
+    gateway's); ``task_id``/``run_index``: the cache scope; ``port``: the forwarder's port
+    inside the sandbox. Raises :class:`clawrig.errors.SandboxError` when the
     forwarder cannot start.
     """
     if isinstance(cache, Path | str):
@@ -114,8 +115,7 @@ async def judge_proxy(
         run_index=run_index,
         record_path=log_path,
         record_format="judge",
-        cache=cache,
-        cache_mode="prefer" if cache is not None else "off",
+        cache=cache,  # None: the gateway's own (a replay gateway's records)
         key_model=JUDGE_KEY_MODEL,
     )
     try:

@@ -554,6 +554,7 @@ def _judge_model(
         task_id=task.id,
         run_index=run_index,
         record_path=folder / RECORD_FILE,
+        cache=services.judge_cache,  # --judge-cache answers the answer judge too
     )
     return lease.chat_model()
 

@@ -62,11 +62,13 @@ from clawrig.llm.gateway.lease import (
 )
 from clawrig.llm.gateway.replay import (
     JUDGE_KEY_MODEL,
+    JUDGE_LOGS,
     KEY_EXCLUDED,
     RECORD_FILE,
     CacheMode,
     ResponseCache,
     read_records,
+    record_key,
     recorded_models,
     request_key,
 )
@@ -99,7 +101,9 @@ __all__ = [
     "completion_from_chunks",
     "current_gateway",
     "placeholder_endpoint",
+    "JUDGE_LOGS",
     "read_records",
+    "record_key",
     "read_token_capture",
     "recorded_models",
     "replay_gateway",

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,9 +20,12 @@ from clawrig.errors import UserError
 from clawrig.llm.gateway.wire import _completion
 
 JUDGE_KEY_MODEL = "judge"
-"""The model name in the cache keys of judge calls (:func:`request_key`)."""
+"""The model name in the cache keys of judge calls (:func:`request_key`), whichever judge
+endpoint answered them, so recorded judge replies match any judge configured later (or none)."""
 RECORD_FILE = "model_calls.jsonl"
 """The per-trial record of every model request through the gateway (in the trial folder)."""
+JUDGE_LOGS = ("judge_chat.jsonl", "judge_process_chat.jsonl")
+"""A trial's judge logs: the judge proxy's and :mod:`clawrig.grading.judge`'s records."""
 KEY_EXCLUDED = frozenset({"model", "stream", "stream_options"})
 """Request fields left out of the cache key: the model is keyed by the endpoint's name, and a
 recorded reply can be served streamed or not."""
@@ -35,8 +39,10 @@ and add the reply; only: answer from the cache, refuse a request it does not hol
 
 
 def request_key(model: str, body: dict[str, Any]) -> str:
-    """SHA-256 (hex) of a request: ``model`` (the endpoint's name) and the body's canonical JSON
-    (sorted keys, UTF-8) without :data:`KEY_EXCLUDED`."""
+    """The one key of every recorded model call, the agent's or a judge's: SHA-256 (hex) of
+    ``model`` (the endpoint's name; :data:`JUDGE_KEY_MODEL` for judge calls) and the body's
+    canonical JSON (sorted keys, UTF-8) without :data:`KEY_EXCLUDED`. A judge request of
+    :mod:`clawrig.grading.judge` is the body ``{"messages": [...], "temperature": 0}``."""
     kept = {k: v for k, v in body.items() if k not in KEY_EXCLUDED}
     blob = json.dumps({"model": model, "body": kept}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
@@ -104,9 +110,11 @@ class ResponseCache:
             self.hits += 1
             return entries[pick][1]
 
-    def load_records(self, path: Path | str) -> int:
+    def load_records(self, path: Path | str, *, seen: set[tuple[str, str]] | None = None) -> int:
         """Add every answered request of a record file: the gateway's :data:`RECORD_FILE`, a
-        judge proxy's or :mod:`clawrig.grading.judge`'s ``judge_chat.jsonl``. Returns how many
+        judge proxy's or :mod:`clawrig.grading.judge`'s ``judge_chat.jsonl``. ``seen``: (key,
+        completion id) pairs already added from the same trial (a judge call recorded both by
+        the gateway and by the judge's own log is added once); updated. Returns how many
         were added. Raises UserError naming the file and line for a line that is not JSON."""
         p = Path(path)
         try:
@@ -119,6 +127,11 @@ class ResponseCache:
             entry = _cache_entry(rec)
             if entry is not None:
                 key, completion, scope = entry
+                cid = completion.get("id")
+                if seen is not None and isinstance(cid, str):
+                    if (key, cid) in seen:
+                        continue
+                    seen.add((key, cid))
                 self.add(key, completion, scope)
                 added += 1
         return added
@@ -134,26 +147,36 @@ class ResponseCache:
         return cache
 
     @classmethod
-    def from_job(cls, job_dir: Path | str) -> ResponseCache:
-        """Every recorded model call of a finished job folder (``<job>/<task>/<trial>/``
-        :data:`RECORD_FILE` and the judge proxies' ``judge_chat.jsonl``; ``_retried`` trials
-        are skipped). Raises UserError when the folder holds no recorded call."""
+    def from_job(
+        cls, job_dir: Path | str, *, extra: Iterable[Path | str] = (), what: str = "--replay"
+    ) -> ResponseCache:
+        """Every recorded model call of a finished job folder or of one trial folder (each
+        trial's :data:`RECORD_FILE` and :data:`JUDGE_LOGS`, a call recorded in two of them
+        counted once; ``_retried`` and ``.tmp-*`` trials are skipped), plus the record files
+        ``extra`` (e.g. ``--judge-cache`` files). ``what`` names the option in errors. Raises
+        UserError when the folder does not exist or no recorded call is found."""
         root = Path(job_dir)
         if not root.is_dir():
-            raise UserError(f"--replay: no such job folder: {root}")
+            raise UserError(f"{what}: no such job or trial folder: {root}")
         cache = cls()
         files = sorted(
             p
-            for name in (RECORD_FILE, "judge_chat.jsonl")
+            for name in (RECORD_FILE, *JUDGE_LOGS)
             for p in root.glob(f"**/{name}")
             if "_retried" not in p.relative_to(root).parts
             and not any(part.startswith(".tmp-") for part in p.relative_to(root).parts)
         )
+        seen: dict[Path, set[tuple[str, str]]] = {}
         for p in files:
+            cache.load_records(p, seen=seen.setdefault(p.parent, set()))
+        for p in extra:
+            if not Path(p).is_file():
+                raise UserError(f"--judge-cache: no such file: {p}")
             cache.load_records(p)
         if len(cache) == 0:
             raise UserError(
-                f"--replay: {root}: no recorded model calls ({RECORD_FILE}) in its trial folders"
+                f"{what}: {root}: no recorded model calls ({RECORD_FILE}, "
+                f"{', '.join(JUDGE_LOGS)}) in its trial folders"
             )
         return cache
 
@@ -184,11 +207,21 @@ def _cache_entry(rec: dict[str, Any]) -> tuple[str, dict[str, Any], str | None] 
         return None
     if rec.get("status") not in (None, 200):
         return None
-    key = rec.get("key")
-    if not isinstance(key, str):  # clawrig.grading.judge's records: judge calls
-        model = JUDGE_KEY_MODEL if "kind" in rec else str(rec.get("model") or "")
-        key = request_key(model, request)
-    return key, completion, scope
+    return record_key(rec), completion, scope
+
+
+def record_key(rec: dict[str, Any]) -> str:
+    """The :func:`request_key` of a record (its whole ``request``): judge calls (``role``
+    judge, or a judge log's ``kind``) under :data:`JUDGE_KEY_MODEL`, others under the
+    recorded ``model``. Worked out from the request, never read from the record, so records
+    written before a key rule changed still match."""
+    model = (
+        JUDGE_KEY_MODEL
+        if rec.get("role") == "judge" or "kind" in rec
+        else str(rec.get("model") or "")
+    )
+    request = rec.get("request")
+    return request_key(model, request if isinstance(request, dict) else {})
 
 
 def _delta(
@@ -263,16 +296,21 @@ def _rebuild(
 
 
 def recorded_models(job_dir: Path | str) -> dict[str, str]:
-    """The model names a finished job used, by role (``agent``, ``judge``), from its recorded
-    calls (for ``--replay`` without ``--model`` / ``--judge``)."""
+    """The model names a finished job (or one trial folder) used, by role (``agent``,
+    ``judge``), from its recorded calls (:data:`RECORD_FILE`, then the judge logs; for
+    ``--replay`` and ``clawrig grade`` without ``--model`` / ``--judge``)."""
     out: dict[str, str] = {}
     root = Path(job_dir)
-    for path in sorted(root.glob(f"**/{RECORD_FILE}")):
-        with contextlib.suppress(OSError, ValueError):
-            for line in path.read_text(encoding="utf-8").splitlines():
-                rec = json.loads(line)
-                if isinstance(rec, dict) and rec.get("model") and rec.get("role"):
-                    out.setdefault(str(rec["role"]), str(rec["model"]))
-        if {"agent", "judge"} <= out.keys():
-            break
+    for name in (RECORD_FILE, *JUDGE_LOGS):
+        for path in sorted(root.glob(f"**/{name}")):
+            with contextlib.suppress(OSError, ValueError):
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    rec = json.loads(line)
+                    if not isinstance(rec, dict) or not rec.get("model"):
+                        continue
+                    role = "judge" if "kind" in rec else rec.get("role")
+                    if role:
+                        out.setdefault(str(role), str(rec["model"]))
+            if {"agent", "judge"} <= out.keys():
+                return out
     return out

@@ -13,7 +13,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +38,14 @@ from clawrig.llm.gateway.forwarder import (
     forwarder_script,
 )
 from clawrig.llm.gateway.lease import GatewayLease, placeholder_endpoint
-from clawrig.llm.gateway.replay import KEY_EXCLUDED, CacheMode, ResponseCache, _delta, request_key
+from clawrig.llm.gateway.replay import (
+    JUDGE_KEY_MODEL,
+    KEY_EXCLUDED,
+    CacheMode,
+    ResponseCache,
+    _delta,
+    request_key,
+)
 from clawrig.llm.gateway.tokens import (
     StreamTokens,
     capture_fields,
@@ -255,7 +262,7 @@ class Gateway:
             max_requests=max_requests,
             cache=cache if cache is not None else self.cache,
             cache_mode=cache_mode or (self.cache_mode if cache is None else "prefer"),
-            key_model=key_model,
+            key_model=key_model if key_model is not None or role != "judge" else JUDGE_KEY_MODEL,
         )
         if record_format == "calls" and (token_capture is None or token_capture):
             lease.token_server = capture_server(endpoint)
@@ -812,11 +819,30 @@ def use_gateway(gateway: Gateway | None) -> Any:
         _CURRENT.reset(token)
 
 
-def replay_gateway(job_dir: Path | str, **kwargs: Any) -> Gateway:
-    """``--replay JOB_DIR``: an (unstarted) gateway that answers every request from the calls
-    recorded in a finished job folder and refuses any other (HTTP 404, one line). ``kwargs``
-    go to :class:`Gateway`. Raises UserError when the folder holds no recorded call."""
-    return Gateway(cache=ResponseCache.from_job(job_dir), cache_mode="only", **kwargs)
+def replay_gateway(
+    trial_or_job_dir: Path | str,
+    *,
+    extra: Iterable[Path | str] = (),
+    live: bool = False,
+    what: str = "--replay",
+    **kwargs: Any,
+) -> Gateway:
+    """An (unstarted) gateway that answers every request, the agent's or a judge's (the judge
+    model's lease and the graders' judge proxy), from the calls recorded in a finished job
+    folder or one trial folder (``--replay JOB_DIR``; ``clawrig grade TRIAL_DIR``), plus the
+    record files ``extra`` (``--judge-cache``). One key for all of them: :func:`request_key`.
+
+    ``live``: False refuses a request the records lack (HTTP 404, one line: the run diverged);
+    True forwards it to the lease's endpoint (a live ``--judge``) without adding it to the
+    records. ``what`` names the option in errors; ``kwargs`` go to :class:`Gateway`. Raises
+    UserError when the folder does not exist or holds no recorded call.
+
+    Re-grading: ``gw = replay_gateway(trial_dir, what="TRIAL_DIR").start()``, then
+    ``TrialServices(gateway=gw, judge=live_judge or replay_model(recorded_models(trial_dir)
+    ["judge"]))``; the trial's grading phase reaches the judge through the gateway.
+    """
+    cache = ResponseCache.from_job(trial_or_job_dir, extra=extra, what=what)
+    return Gateway(cache=cache, cache_mode="prefer" if live else "only", **kwargs)
 
 
 def replay_model(name: str, *, prices: Any = None) -> OpenAIChatModel:

@@ -1,0 +1,136 @@
+"""One request key for every recorded call, model or judge: a judge call recorded by the gateway
+(model_calls.jsonl) and by the judge's own log (judge_chat.jsonl) is replayed through a replay
+gateway of the trial folder, whichever judge is configured at re-grade time, and by the
+RecordedChatModel adapter; a request the records lack is refused (or asked of a live judge)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gw_helpers import FAST_RETRY, upstream
+
+from clawrig.errors import ModelRequestError
+from clawrig.grading.cache import JudgeCacheMiss, RecordedChatModel
+from clawrig.grading.judge import run_judge_attempts
+from clawrig.llm.gateway import (
+    JUDGE_KEY_MODEL,
+    RECORD_FILE,
+    read_records,
+    recorded_models,
+    replay_gateway,
+    replay_model,
+    request_key,
+)
+from clawrig.testing.scripted_server import reply
+
+MESSAGES = [
+    {"role": "system", "content": 'Grade the answer. Reply {"score": x}.'},
+    {"role": "user", "content": "The answer is 4."},
+]
+
+
+def accept(content):
+    return (content, "") if content else (None, "empty")
+
+
+async def judge_once(model, log_path, messages=MESSAGES):
+    value, attempts, _ = await run_judge_attempts(
+        model, lambda strict: messages, accept, log_path=log_path, kind="answer"
+    )
+    return value, attempts
+
+
+@pytest.fixture
+async def recorded_trial(scripted_server, make_gateway, tmp_path):
+    """A trial folder whose answer judge ("scripted/judge-a") was called once through the
+    gateway: the call is in both model_calls.jsonl and judge_chat.jsonl."""
+    srv = scripted_server([reply('{"score": 1}')])
+    trial = tmp_path / "job" / "task_a" / "trial-0"
+    gw = make_gateway()
+    lease = gw.open_trial(
+        upstream(srv, "scripted/judge-a"),
+        trial_id="trial-0",
+        role="judge",
+        task_id="task_a",
+        record_path=trial / RECORD_FILE,
+    )
+    value, _ = await judge_once(lease.chat_model(), trial / "judge_chat.jsonl")
+    assert value == '{"score": 1}'
+    gw.close_trial(lease)
+    srv.stop()
+    return trial
+
+
+async def test_a_recorded_judge_call_has_one_key_in_both_records(recorded_trial):
+    (call,) = read_records(recorded_trial / RECORD_FILE)
+    (log,) = [json.loads(x) for x in (recorded_trial / "judge_chat.jsonl").read_text().splitlines()]
+    # worked out here: the judge's body is {messages, temperature: 0}, keyed under "judge"
+    want = request_key(JUDGE_KEY_MODEL, {"messages": MESSAGES, "temperature": 0})
+    assert call["key"] == want
+    assert request_key(JUDGE_KEY_MODEL, log["request"]) == want
+    assert recorded_models(recorded_trial) == {"judge": "scripted/judge-a"}
+
+
+async def test_regrading_replays_the_judge_through_the_gateway(recorded_trial, tmp_path):
+    rgw = replay_gateway(recorded_trial, what="TRIAL_DIR", retry=FAST_RETRY).start()
+    try:
+        assert len(rgw.cache) == 1  # recorded twice, one reply
+        # another judge name at re-grade time: same key, answered from the records
+        lease = rgw.open_trial(
+            replay_model("other/judge-b").endpoint,
+            trial_id="again",
+            role="judge",
+            record_path=tmp_path / "again" / RECORD_FILE,
+        )
+        model = lease.chat_model()
+        for _ in range(2):  # a repeat gets the same reply again
+            assert await judge_once(model, tmp_path / "again" / "judge_chat.jsonl") == (
+                '{"score": 1}',
+                1,
+            )
+        recs = read_records(tmp_path / "again" / RECORD_FILE)
+        assert [r["cached"] for r in recs] == [True, True]
+        # a request the records lack: refused with a replay miss, no model asked
+        other = [*MESSAGES[:1], {"role": "user", "content": "The answer is 5."}]
+        with pytest.raises(ModelRequestError, match="replay: no recorded response"):
+            await judge_once(model, None, other)
+        assert lease.refusals == ["replay_miss"]
+    finally:
+        rgw.stop()
+
+
+async def test_a_live_judge_answers_what_the_records_lack(
+    recorded_trial, scripted_server, tmp_path
+):
+    live = scripted_server([reply('{"score": 0}')])
+    rgw = replay_gateway(recorded_trial, live=True, retry=FAST_RETRY).start()
+    try:
+        lease = rgw.open_trial(upstream(live, "scripted/live"), trial_id="x", role="judge")
+        model = lease.chat_model()
+        assert (await judge_once(model, None))[0] == '{"score": 1}'  # recorded
+        other = [*MESSAGES[:1], {"role": "user", "content": "The answer is 5."}]
+        assert (await judge_once(model, None, other))[0] == '{"score": 0}'  # live
+        assert [r["messages"] for r in live.requests] == [other]
+    finally:
+        rgw.stop()
+
+
+async def test_the_chat_model_adapter_uses_the_same_key_and_reader(recorded_trial):
+    # the gateway's record (request delta-encoded, rebuilt by the reader) answers the adapter
+    model = RecordedChatModel([recorded_trial / RECORD_FILE])
+    resp = await model.chat(MESSAGES, temperature=0)
+    assert resp.content == '{"score": 1}'
+    assert (model.hits, model.misses) == (1, 0)
+    with pytest.raises(JudgeCacheMiss):
+        await model.chat(MESSAGES, temperature=0.7)
+
+
+async def test_replay_of_a_folder_without_records_is_one_clear_error(tmp_path):
+    from clawrig.errors import UserError
+
+    (tmp_path / "trial").mkdir()
+    with pytest.raises(UserError, match=r"TRIAL_DIR: .*trial: no recorded model calls"):
+        replay_gateway(tmp_path / "trial", what="TRIAL_DIR")
+    with pytest.raises(UserError, match="--replay: no such job or trial folder"):
+        replay_gateway(tmp_path / "nope")
