@@ -14,7 +14,10 @@ import contextlib
 import io
 import itertools
 import json
+import os
+import sys
 import tarfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,75 @@ _OS_ERRORS: dict[str, type[OSError]] = {
     "FileExistsError": FileExistsError,
     "BrokenPipeError": BrokenPipeError,
 }
+
+
+class _PidfdWatcher(asyncio.AbstractChildWatcher):
+    """Python 3.11's default child watcher starts one thread per child process to wait for
+    it: one thread per live sandbox (674 threads at 500 sandboxes, issue 19). This one waits
+    on a pid file descriptor in the event loop that started the child (what Python 3.12 does
+    by itself), so a thousand sandboxes cost no thread. Linux 5.3+."""
+
+    def __init__(self) -> None:
+        self._callbacks: dict[int, tuple[int, asyncio.AbstractEventLoop, Any, tuple[Any, ...]]]
+        self._callbacks = {}
+
+    def add_child_handler(self, pid: int, callback: Any, *args: Any) -> None:
+        loop = asyncio.get_running_loop()
+        pidfd = os.pidfd_open(pid)
+        self._callbacks[pid] = (pidfd, loop, callback, args)
+        loop.add_reader(pidfd, self._reap, pid)
+
+    def _reap(self, pid: int) -> None:
+        entry = self._callbacks.pop(pid, None)
+        if entry is None:
+            return
+        pidfd, loop, callback, args = entry
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        try:
+            _, status = os.waitpid(pid, 0)
+            returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # reaped elsewhere
+            returncode = 255
+        callback(pid, returncode, *args)
+
+    def remove_child_handler(self, pid: int) -> bool:
+        entry = self._callbacks.pop(pid, None)
+        if entry is None:
+            return False
+        pidfd, loop, _, _ = entry
+        with contextlib.suppress(Exception):
+            loop.remove_reader(pidfd)
+        os.close(pidfd)
+        return True
+
+    def attach_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        return None
+
+    def close(self) -> None:
+        for pid in list(self._callbacks):
+            self.remove_child_handler(pid)
+
+    def is_active(self) -> bool:
+        return True
+
+    def __enter__(self) -> _PidfdWatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def use_pidfd_child_watcher() -> None:
+    """On Python 3.11 (Linux), wait for child processes with pid file descriptors instead of
+    a thread per child. Python 3.12+ does this itself; elsewhere nothing changes."""
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if isinstance(asyncio.get_child_watcher(), _PidfdWatcher):
+            return
+        asyncio.set_child_watcher(_PidfdWatcher())
 
 
 def _encode(data: str | bytes) -> str:
@@ -108,6 +180,7 @@ class SupervisedSandbox:
     async def start(self) -> None:
         if self._proc is not None:
             raise SandboxError("sandbox already started")
+        use_pidfd_child_watcher()
         self._proc = await self._launch()
         self._stderr_task = asyncio.create_task(self._drain_stderr())
         assert self._proc.stdout is not None
