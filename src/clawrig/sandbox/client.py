@@ -46,7 +46,7 @@ class _PidfdWatcher(asyncio.AbstractChildWatcher):
         self._callbacks: dict[int, tuple[int, asyncio.AbstractEventLoop, Any, tuple[Any, ...]]]
         self._callbacks = {}
 
-    def add_child_handler(self, pid: int, callback: Any, *args: Any) -> None:
+    def add_child_handler(self, pid: int, callback: Any, *args: Any) -> None:  # type: ignore[override]
         loop = asyncio.get_running_loop()
         pidfd = os.pidfd_open(pid)
         self._callbacks[pid] = (pidfd, loop, callback, args)
