@@ -26,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import importlib
 import json
 import math
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -45,6 +46,11 @@ from clawrig.llm.pricing import Prices, cost_usd
 from clawrig.llm.providers import ModelEndpoint, Role, Settings, load_settings, resolve_model
 from clawrig.spec.llm import ChatResponse, ToolCall
 from clawrig.spec.trial import Usage
+
+try:  # the HTTP library the openai SDK is built on: httpx2 (its fork) from openai 3, else httpx
+    sdk_httpx: Any = importlib.import_module("httpx2")
+except ImportError:  # pragma: no cover - older openai
+    sdk_httpx = httpx
 
 __all__ = [
     "OpenAIChatModel",
@@ -102,6 +108,43 @@ class _BodyError(Exception):
         self.message = message
 
 
+class ReplyTooLarge(_BodyError):
+    """A reply body over the cap: the provider's fault, reported without reading the rest."""
+
+
+class _CappedStream(sdk_httpx.AsyncByteStream):  # type: ignore[misc]
+    def __init__(self, inner: Any, cap: int) -> None:
+        self.inner, self.cap, self.seen = inner, cap, 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.inner:
+            self.seen += len(chunk)
+            if self.seen > self.cap:
+                raise ReplyTooLarge(None, f"reply larger than {self.cap // 2**20} MiB")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class CappedTransport(sdk_httpx.AsyncHTTPTransport):  # type: ignore[misc]
+    """An httpx transport that refuses reply bodies over ``cap`` bytes (by Content-Length at
+    once, else while reading), so one huge reply cannot take the harness's memory."""
+
+    def __init__(self, cap: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cap = cap
+
+    async def handle_async_request(self, request: Any) -> Any:
+        response = await super().handle_async_request(request)
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.cap:
+            await response.aclose()
+            raise ReplyTooLarge(None, f"reply of {int(length) // 2**20} MiB over the cap")
+        response.stream = _CappedStream(response.stream, self.cap)
+        return response
+
+
 _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]]
 _SEMAPHORES = weakref.WeakKeyDictionary()
 
@@ -121,14 +164,32 @@ def provider_semaphore(provider: str, limit: int | None) -> asyncio.Semaphore | 
     return sem
 
 
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
+MAX_TOKENS_PER_REQUEST = 50_000_000
+"""More tokens than any model reads or writes in one request: a larger count is a provider
+fault (or an attack on the budget), counted as 0 and flagged."""
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+"""Largest reply body read from a provider (bytes); a larger one is a provider fault."""
+
+
+def _int(value: Any, rejected: list[str] | None = None, field: str = "") -> int:
+    """A token count from a provider: 0 when missing; 0 (and ``field`` added to ``rejected``)
+    when negative, not finite, not a number or over MAX_TOKENS_PER_REQUEST."""
+    if value is None:
         return 0
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number < 0 or number > MAX_TOKENS_PER_REQUEST:
+        if rejected is not None:
+            rejected.append(field)
+        return 0
+    return int(number)
 
 
-def usage_from_openai(usage: dict[str, Any] | None, prices: Prices) -> Usage:
+def usage_from_openai(
+    usage: dict[str, Any] | None, prices: Prices, rejected: list[str] | None = None
+) -> Usage:
     """Usage of one request from an OpenAI ``usage`` object (as a dict).
 
     - cache read = ``prompt_tokens_details.cached_tokens`` (also DeepSeek's
@@ -141,18 +202,28 @@ def usage_from_openai(usage: dict[str, Any] | None, prices: Prices) -> Usage:
     - cost (USD) = ``usage.cost`` when the provider sends it (OpenRouter), else
       :func:`clawrig.llm.pricing.cost_usd` from ``prices``.
 
-    ``request_count`` is 1. A missing usage object gives zero tokens and zero cost.
+    ``request_count`` is 1. A missing usage object gives zero tokens and zero cost. Impossible
+    counts (negative, not finite, absurdly large) count 0 and are named in ``rejected``; a
+    negative or non-finite reported cost is ignored (priced from the tokens instead), so the
+    spend never decreases.
     """
-    u = usage or {}
-    details = u.get("prompt_tokens_details") or {}
-    prompt = _int(u.get("prompt_tokens"))
-    output = _int(u.get("completion_tokens"))
+    u = usage if isinstance(usage, dict) else {}
+    details = u.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    prompt = _int(u.get("prompt_tokens"), rejected, "prompt_tokens")
+    output = _int(u.get("completion_tokens"), rejected, "completion_tokens")
     cache_read = _int(
         details.get("cached_tokens")
         or u.get("prompt_cache_hit_tokens")
-        or u.get("cache_read_input_tokens")
+        or u.get("cache_read_input_tokens"),
+        rejected,
+        "cached_tokens",
     )
-    cache_write = _int(details.get("cache_write_tokens") or u.get("cache_creation_input_tokens"))
+    cache_write = _int(
+        details.get("cache_write_tokens") or u.get("cache_creation_input_tokens"),
+        rejected,
+        "cache_write_tokens",
+    )
     input_tokens = max(0, prompt - cache_read - cache_write)
     reported = u.get("cost")
     if (
@@ -163,6 +234,8 @@ def usage_from_openai(usage: dict[str, Any] | None, prices: Prices) -> Usage:
     ):  # a negative or non-finite reported cost is ignored: it would defeat the budget
         cost = float(reported)
     else:
+        if reported is not None and rejected is not None:
+            rejected.append("cost")
         cost = cost_usd(
             prices,
             input_tokens=input_tokens,
@@ -195,7 +268,11 @@ def _retryable(exc: BaseException) -> bool:
         return status is None or status >= 500 or status in RETRY_STATUSES
     return isinstance(
         exc,
-        openai.APITimeoutError | openai.APIConnectionError | httpx.TransportError | TimeoutError,
+        openai.APITimeoutError
+        | openai.APIConnectionError
+        | httpx.TransportError
+        | sdk_httpx.TransportError
+        | TimeoutError,
     )
 
 
@@ -386,6 +463,9 @@ class OpenAIChatModel:
                 max_retries=0,
                 timeout=self.timeout_s,
                 default_headers=self.endpoint.headers or None,
+                http_client=openai.DefaultAsyncHttpxClient(
+                    transport=CappedTransport(MAX_REPLY_BYTES)
+                ),
             )
             self._clients[loop] = client
         return client
@@ -444,7 +524,13 @@ class OpenAIChatModel:
                     else:
                         async with sem:
                             response = await self._attempt(params)
-        except (openai.APIError, _BodyError, httpx.TransportError, TimeoutError) as exc:
+        except (
+            openai.APIError,
+            _BodyError,
+            httpx.TransportError,
+            sdk_httpx.TransportError,
+            TimeoutError,
+        ) as exc:
             raise self._error(exc, attempts) from None
         response.usage.retries = attempts - 1
         response.usage.elapsed_time = time.monotonic() - started
@@ -472,11 +558,14 @@ class OpenAIChatModel:
         return ModelRequestError(f"{self.name}: HTTP {status} from {where}: {message}{hint}")
 
     async def _attempt(self, params: dict[str, Any]) -> ChatResponse:
+        """One request. ``timeout_s`` bounds each read (the SDK's timeout), and the whole
+        request is held to twice that: a provider sending a byte every few seconds never trips
+        a per-read timeout and would hold the trial forever. A missed deadline raises
+        TimeoutError: retried, then a provider (infrastructure) error."""
         began = time.monotonic()
-        if self.stream:
-            response = await self._streamed(params)
-        else:
-            response = await self._plain(params)
+        call = self._streamed(params) if self.stream else self._plain(params)
+        async with asyncio.timeout(2 * self.timeout_s):
+            response = await call
         response.latency_s = time.monotonic() - began
         return response
 
@@ -494,19 +583,25 @@ class OpenAIChatModel:
             else:  # a "custom" tool call
                 custom = getattr(tc, "custom", None)
                 name, arguments = getattr(custom, "name", ""), getattr(custom, "input", "")
-            calls.append(
-                ToolCall(id=tc.id or f"call_{index}", name=name, arguments=_args_text(arguments))
+            calls.append(  # a call without a name is the model's: the tool layer says so to it
+                ToolCall(
+                    id=tc.id or f"call_{index}",
+                    name=name if isinstance(name, str) else "",
+                    arguments=_args_text(arguments),
+                )
             )
-        usage = completion.usage.model_dump() if completion.usage is not None else None
+        usage = completion.usage.model_dump(warnings=False) if completion.usage else None
+        rejected: list[str] = []
         return ChatResponse(
             content=message.content,
             reasoning=_extra_text(message, "reasoning_content", "reasoning"),
             tool_calls=calls,
             finish_reason=choice.finish_reason or ("tool_calls" if calls else "stop"),
-            usage=usage_from_openai(usage, self.endpoint.prices),
+            usage=usage_from_openai(usage, self.endpoint.prices, rejected),
             model=completion.model or self.endpoint.model_id,
             provider=self.endpoint.provider,
             response_id=completion.id,
+            usage_rejected=rejected,
         )
 
     async def _streamed(self, params: dict[str, Any]) -> ChatResponse:
@@ -526,7 +621,7 @@ class OpenAIChatModel:
                 response_id = response_id or chunk.id
                 model = model or chunk.model
                 if chunk.usage is not None:
-                    usage = chunk.usage.model_dump()
+                    usage = chunk.usage.model_dump(warnings=False)
                 for choice in chunk.choices:
                     delta = choice.delta
                     if choice.finish_reason:
@@ -556,15 +651,17 @@ class OpenAIChatModel:
             )
             for index, entry in sorted(calls.items())
         ]
+        rejected: list[str] = []
         return ChatResponse(
             content="".join(content) if content else None,
             reasoning="".join(reasoning) if reasoning else None,
             tool_calls=tool_calls,
             finish_reason=finish or ("tool_calls" if tool_calls else "stop"),
-            usage=usage_from_openai(usage, self.endpoint.prices),
+            usage=usage_from_openai(usage, self.endpoint.prices, rejected),
             model=model or self.endpoint.model_id,
             provider=self.endpoint.provider,
             response_id=response_id,
+            usage_rejected=rejected,
         )
 
 

@@ -36,3 +36,6 @@ class ChatResponse(BaseModel):
     model: str = ""
     provider: str = ""
     response_id: str | None = None
+    usage_rejected: list[str] = Field(default_factory=list)
+    """Usage fields the provider reported with impossible values (negative, not finite, or
+    over :data:`clawrig.llm.client.MAX_TOKENS_PER_REQUEST`), counted as 0 instead."""
