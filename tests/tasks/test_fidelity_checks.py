@@ -72,3 +72,18 @@ def test_import_names():
     assert import_names("PyYAML>=6") == ["yaml"]
     assert import_names("python_docx") == ["docx"]
     assert import_names("some-package[extra]==1") == ["some_package"]
+
+
+def test_upstream_default_judge(wildclaw_task, task_sections, bench_root, dataclaw_real):
+    from clawrig.runner.fidelity_checks import UPSTREAM_JUDGE, upstream_judge
+
+    task_sections["Automated Checks"] = (
+        "```python\ndef grade(**kwargs):\n    from openai import OpenAI\n    return {}\n```"
+    )
+    wildclaw_task(sections=task_sections)
+    tasks = load_tasks(bench_root)
+    assert upstream_judge(tasks, {"OPENROUTER_API_KEY": "k"}) == UPSTREAM_JUDGE
+    assert UPSTREAM_JUDGE == "openrouter/openai/gpt-5.4"
+    assert upstream_judge(tasks, {"OPENROUTER_API_KEY": "k", "JUDGE_MODEL": "x/y"}) == "x/y"
+    assert upstream_judge(tasks, {}) is None  # no key: no judge, said by note_judge
+    assert upstream_judge(load_tasks(dataclaw_real), {"OPENROUTER_API_KEY": "k"}) is None

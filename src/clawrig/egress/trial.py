@@ -52,6 +52,29 @@ _MODEL_VAR = re.compile(
     + r")_(?P<kind>API_KEY|BASE_URL|API_BASE|MODEL_ID|MODEL)$"
 )
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
+USER_INSTALL_ENV = {
+    "PIP_BREAK_SYSTEM_PACKAGES": "1",
+    "npm_config_prefix": "/root/.local",
+    "PATH": "/root/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+}
+"""Without a writable system (a read-only host /usr), where ``pip install`` and
+``npm install -g`` put packages: pip falls back to its user scheme (``/root/.local``, which the
+agent's ``python3`` imports from) once PEP 668's marker no longer stops it, and npm's global
+prefix moves to ``/root/.local`` (its ``bin/`` first on PATH). ``apt-get install`` still needs a
+writable system."""
+
+
+def user_install_env() -> dict[str, str]:
+    """:data:`USER_INSTALL_ENV`, keeping npm's global configuration file where this machine's
+    npm has it (moving the prefix would move it too, and with it settings such as ``cafile``)."""
+    env = dict(USER_INSTALL_ENV)
+    for path in ("/usr/etc/npmrc", "/usr/local/etc/npmrc"):
+        if Path(path).is_file():
+            env["npm_config_globalconfig"] = path
+            break
+    return env
+
+
 _SIBLING_BASE = {"OPENROUTER_API_KEY": "OPENROUTER_BASE_URL", "OPENAI_API_KEY": "OPENAI_BASE_URL"}
 
 
@@ -127,12 +150,15 @@ class TrialNetwork:
         env_names: list[str] | None = None,
         gateway: Gateway | None = None,
         lease: GatewayLease | None = None,
+        writable_system: bool = False,
     ) -> TrialNetwork:
         """Start the proxy (logging to ``folder/egress.jsonl``) and work out the agent's env.
 
         ``setup`` / ``agent``: the policies as ``--setup-network`` / ``--network`` spell them;
         ``env_names``: the task's ``## Env``; ``gateway`` + ``lease``: the trial's model lease
-        whose token the agent's programs use. Raises UserError for a bad policy.
+        whose token the agent's programs use; ``writable_system``: the sandbox's system may be
+        written (else packages install under /root, :data:`USER_INSTALL_ENV`). Raises UserError
+        for a bad policy.
         """
         from clawrig.llm.gateway import FORWARDER_PORT, GatewayLease
 
@@ -144,6 +170,8 @@ class TrialNetwork:
             net.proxy = await EgressProxy(folder / LOG_FILE, net.setup_policy).start()
             net.binds += net.proxy.sandbox_binds()
             net.env |= proxy_env() | registry_env()
+            if not writable_system:
+                net.env |= user_install_env()
         if env_names:
             keyed = lease is not None and gateway is not None
             model_id = ""

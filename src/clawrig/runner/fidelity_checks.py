@@ -149,3 +149,19 @@ def note_grader_imports(tasks: list[Task], config: JobConfig) -> list[str]:
                 f"environment lacks ({env}); add them to a requirements.txt beside the tasks"
             )
     return _capped(lines, "grader(s) with missing imports")
+
+
+UPSTREAM_JUDGE = "openrouter/openai/gpt-5.4"
+"""WildClawBench's default judge: ``JUDGE_MODEL`` unset means ``openai/gpt-5.4`` through
+OpenRouter (shared/reference/upstream-harnesses.md)."""
+
+
+def upstream_judge(tasks: list[Task], settings: dict[str, str]) -> str | None:
+    """The judge upstream would use when the job names none: :data:`UPSTREAM_JUDGE` for a
+    suite with WildClawBench graders that call a judge, when ``settings`` (the environment and
+    .env) hold an ``OPENROUTER_API_KEY``; else None. ``JUDGE_MODEL`` in ``settings`` wins
+    (returned as is)."""
+    if settings.get("JUDGE_MODEL"):
+        return settings["JUDGE_MODEL"]
+    wild = any(str(t.format) == "wildclaw" and _calls_judge(t) for t in tasks)
+    return UPSTREAM_JUDGE if wild and settings.get("OPENROUTER_API_KEY") else None
