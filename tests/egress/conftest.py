@@ -8,7 +8,15 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from egress_helpers import OTHER, OUTSIDE, PROBE_DIST, _Echo, build_wheel, serve_dir
+from egress_helpers import (
+    OTHER,
+    OUTSIDE,
+    PROBE_DIST,
+    _Echo,
+    build_npm_registry,
+    build_wheel,
+    serve_dir,
+)
 
 
 @pytest.fixture(scope="session")
@@ -49,4 +57,14 @@ def echo_server() -> Iterator[tuple[str, int]]:
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield OUTSIDE, server.server_address[1]
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def npm_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A static npm registry on 127.0.0.2 holding clawrig-npm-probe; yields its URL."""
+    root = tmp_path_factory.mktemp("npm")
+    url, server = serve_dir(root)
+    build_npm_registry(root, url)
+    yield url + "/"
     server.shutdown()

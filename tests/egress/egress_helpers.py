@@ -60,3 +60,50 @@ def build_wheel(folder: Path, dist: str = PROBE_DIST, module: str = "egress_prob
         for name, data in files.items():
             zf.writestr(name, data)
     return path
+
+
+NPM_PACKAGE = "clawrig-npm-probe"
+NPM_OUTPUT = "npm probe says hello"
+
+
+def build_npm_registry(folder: Path, base_url: str) -> None:
+    """A static npm registry under ``folder`` for ``base_url``: the packument of
+    :data:`NPM_PACKAGE` at ``/<name>`` and its tarball (one ``bin`` script printing
+    :data:`NPM_OUTPUT`) under ``/tarballs/``, with sha1 and sha512 integrity."""
+    import io
+    import json
+    import tarfile
+
+    files = {
+        "package/package.json": json.dumps(
+            {"name": NPM_PACKAGE, "version": "1.0.0", "bin": {NPM_PACKAGE: "bin/probe.js"}}
+        ).encode(),
+        "package/bin/probe.js": f"#!/usr/bin/env node\nconsole.log({NPM_OUTPUT!r});\n".encode(),
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+    tgz = buf.getvalue()
+    (folder / "tarballs").mkdir(parents=True, exist_ok=True)
+    tar_name = f"{NPM_PACKAGE}-1.0.0.tgz"
+    (folder / "tarballs" / tar_name).write_bytes(tgz)
+    integrity = "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode()
+    version = {
+        "name": NPM_PACKAGE,
+        "version": "1.0.0",
+        "bin": {NPM_PACKAGE: "bin/probe.js"},
+        "dist": {
+            "tarball": f"{base_url}/tarballs/{tar_name}",
+            "shasum": hashlib.sha1(tgz).hexdigest(),
+            "integrity": integrity,
+        },
+    }
+    packument = {
+        "name": NPM_PACKAGE,
+        "dist-tags": {"latest": "1.0.0"},
+        "versions": {"1.0.0": version},
+    }
+    (folder / NPM_PACKAGE).write_text(json.dumps(packument))
