@@ -54,9 +54,15 @@ class SandboxConfig(BaseModel):
 
     ``workspace_dir`` is the host folder bound writable at /tmp_workspace. ``home_dir`` is the
     host folder bound at /root (created when None). ``rootfs`` replaces the host's /usr etc. with
-    a root filesystem folder. ``env`` is the *whole* environment processes see (no harness
-    variable leaks in). ``network`` False means an own network namespace with loopback only.
-    ``image`` is for the docker backend.
+    a root filesystem folder (an environment, :mod:`clawrig.env`). ``env`` is the *whole*
+    environment processes see (no harness variable leaks in). ``network`` False means an own
+    network namespace with loopback only. ``image`` is for the docker backend.
+
+    Writable system (bwrap with a ``rootfs``, harness as root): ``layers`` are read-only folders
+    stacked over ``rootfs`` (top first: warm snapshots); ``writable_root`` puts a per-sandbox
+    overlay on top so root inside may install software, all of it gone at stop, unless
+    ``upper_dir`` names where the overlay's writes are kept (a warm snapshot being made).
+    Docker containers have a writable layer of their own; ``layers`` do not apply there.
     """
 
     workspace_dir: Path
@@ -68,6 +74,9 @@ class SandboxConfig(BaseModel):
     network: bool = False
     hostname: str = "sandbox"
     image: str | None = None
+    layers: list[Path] = Field(default_factory=list)
+    writable_root: bool = False
+    upper_dir: Path | None = None
 
 
 class ExecResult(BaseModel):

@@ -4,8 +4,13 @@ What is inside (and how each limit is enforced):
 
 - the host's /usr read-only (with /bin, /lib, ... as on the host) and the /etc pieces programs
   need (alternatives, ld.so cache, certificates, timezone, python config), or the top-level
-  folders of a root filesystem folder (``SandboxConfig.rootfs``); a generated /etc/passwd,
-  /etc/group, /etc/hosts and /etc/hostname;
+  folders of a root filesystem folder (``SandboxConfig.rootfs``, an environment); a generated
+  /etc/hosts and /etc/hostname, and /etc/passwd and /etc/group unless the system is writable;
+- with ``writable_root`` (or warm snapshot ``layers``) and the harness as root, the root file
+  system is a kernel overlay (:mod:`clawrig.sandbox.overlay`) mounted before bwrap starts: the
+  environment and its layers read-only below, a per-sandbox upper folder above, its top-level
+  folders bound writable, so pip, npm -g and apt-get work as root inside and every write is
+  dropped at stop (or kept in ``upper_dir``);
 - /tmp_workspace: a writable bind of the trial's workspace; /root (HOME): a private writable
   folder holding /root/.openclaw/agents/main/sessions/ and /root/skills/; a private /tmp;
 - own user, PID, IPC, UTS, cgroup and network namespaces (loopback only, so a service started
@@ -44,6 +49,7 @@ from pathlib import Path
 from clawrig.errors import SandboxError
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
+from clawrig.sandbox.overlay import Overlay, can_mount
 from clawrig.sandbox.paths import PATHS
 
 ETC_PIECES = (
@@ -217,6 +223,7 @@ class BwrapSandbox(SupervisedSandbox):
         self.drop_uid = False
         self.force_uid_drop = False
         """Tests and paranoid users: drop to an unprivileged host uid even with cgroups."""
+        self.overlay: Overlay | None = None
 
     def _bind(self, source: Path | str, dest: str, read_only: bool) -> list[str]:
         """Bind arguments for a host path (which the sandbox's host uid must be able to reach)."""
@@ -274,6 +281,9 @@ class BwrapSandbox(SupervisedSandbox):
         # host's /usr when the harness is root) writable with `mount -o remount,rw,bind`.
         a += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         root = Path(cfg.rootfs) if cfg.rootfs else Path("/")
+        writable = self.overlay is not None and self.overlay.writable
+        if self.overlay is not None:
+            root = self.overlay.merged
         if cfg.rootfs:
             for entry in sorted(root.iterdir()):
                 if entry.name in ("proc", "dev", "tmp", "root", "sys", "run", "tmp_workspace"):
@@ -281,7 +291,7 @@ class BwrapSandbox(SupervisedSandbox):
                 if entry.is_symlink():
                     a += ["--symlink", os.readlink(entry), "/" + entry.name]
                 elif entry.is_dir():
-                    a += ["--ro-bind", str(entry), "/" + entry.name]
+                    a += ["--bind" if writable else "--ro-bind", str(entry), "/" + entry.name]
         else:
             a += ["--ro-bind", "/usr", "/usr"]
             for name in TOP_LEVEL_LINKS:
@@ -295,7 +305,8 @@ class BwrapSandbox(SupervisedSandbox):
                 if p.exists():
                     a += ["--ro-bind", str(p), str(p)]
         etc = self.base_dir / "etc"
-        for name in ("passwd", "group", "hosts", "hostname"):
+        # a writable system keeps its own users (package scripts add some with adduser)
+        for name in ("hosts", "hostname") if writable else ("passwd", "group", "hosts", "hostname"):
             a += self._bind(etc / name, f"/etc/{name}", True)
         a += ["--proc", "/proc", "--dev", "/dev"]
         a += self._bind(self.base_dir / "tmp", "/tmp", False)
@@ -338,6 +349,11 @@ class BwrapSandbox(SupervisedSandbox):
         )
         self._prepare_dirs()
         assert self.base_dir is not None
+        try:
+            self._mount_overlay()
+        except BaseException:
+            await self._cleanup()
+            raise
         procs_files = list(self.cgroup.procs_files)
         use_as = bool(lim.memory_bytes) and not self.cgroup.enforces_memory
         use_nproc = bool(lim.max_processes) and not self.cgroup.enforces_pids
@@ -395,10 +411,30 @@ class BwrapSandbox(SupervisedSandbox):
             await self._cleanup()
             raise
 
+    def _mount_overlay(self) -> None:
+        """Mount the overlay root file system when the config asks for one (see the module
+        docstring). Raises SandboxError when it cannot be had."""
+        cfg = self.config
+        if not cfg.rootfs or not (cfg.writable_root or cfg.layers):
+            return
+        if not can_mount() or self.drop_uid:
+            raise SandboxError(
+                "a writable system or warm snapshot needs the harness to run as root with "
+                "cgroups (it mounts an overlay for each sandbox)"
+            )
+        assert self.base_dir is not None
+        lowers = [Path(p) for p in cfg.layers] + [Path(cfg.rootfs)]
+        upper = Path(cfg.upper_dir) if cfg.upper_dir else None
+        self.overlay = Overlay(self.base_dir / "ovl", lowers, upper, writable=cfg.writable_root)
+        self.overlay.mount()
+
     async def _cleanup(self) -> None:
         if self.cgroup is not None:
             await asyncio.to_thread(self.cgroup.remove)
             self.cgroup = None
+        if self.overlay is not None:
+            await asyncio.to_thread(self.overlay.unmount)
+            self.overlay = None
         if self.base_dir is not None:
             base = self.base_dir
             self.base_dir = None

@@ -1,5 +1,8 @@
-"""DockerSandbox: the same supervisor protocol inside a Docker container, for tasks that ship
-an image (``SandboxConfig.image``; default ``python:3.11-slim``).
+"""DockerSandbox: the same supervisor protocol inside a Docker container.
+
+The image is ``SandboxConfig.image`` (``--image NAME``, or an environment's image built locally
+by :mod:`clawrig.env`); without one, the ``base`` environment's image when it is built
+(``clawrig env build base``). No image registry is needed or contacted (``--pull never``).
 
 The container's main process is the supervisor itself, behind Docker's init (``--init``), so it
 sits at pid 2 exactly as under bubblewrap and ``kill_all`` keeps the container alive. The
@@ -7,8 +10,12 @@ channel is the container's stdin/stdout (``docker run -i``); the container is re
 (``--rm``, and a forced removal through the Docker Engine API via the ``docker`` SDK when it is
 installed). Inside: /tmp_workspace bound read-write, a private /root, no network
 (``--network none``) unless ``SandboxConfig.network``; memory, pids and file-size limits from
-``Limits`` (``--memory``, ``--pids-limit``, ``--ulimit fsize``). Needs a Docker engine: without
-one ``start`` raises SandboxError naming what is missing.
+``Limits`` (``--memory``, ``--pids-limit``, ``--ulimit fsize``); only the capabilities a
+package manager needs as root (chown, file ownership, setuid/setgid to drop to ``_apt``, kill)
+and ``no-new-privileges``. The container's own writable layer is the trial's writable system:
+``pip install``, ``npm install -g``, ``apt-get install`` work and vanish with the container;
+:meth:`DockerSandbox.commit` freezes it as an image (a warm snapshot). Needs a Docker engine:
+without one ``start`` raises SandboxError naming what is missing.
 """
 
 from __future__ import annotations
@@ -25,7 +32,15 @@ from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.paths import PATHS
 
-DEFAULT_IMAGE = "python:3.11-slim"
+CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
+
+
+def default_image() -> str:
+    """The ``base`` environment's image name (built by ``clawrig env build base``)."""
+    from clawrig.env.build import image_name
+    from clawrig.env.spec import load_env_spec
+
+    return image_name(load_env_spec("base"))
 
 
 class DockerSandbox(SupervisedSandbox):
@@ -62,7 +77,23 @@ class DockerSandbox(SupervisedSandbox):
         ws = Path(cfg.workspace_dir).resolve()
         ws.mkdir(parents=True, exist_ok=True)
         lim = cfg.limits
-        argv = [docker, "run", "-i", "--rm", "--init", "--name", self.name]
+        image = cfg.image or default_image()
+        inspect = await asyncio.create_subprocess_exec(
+            docker,
+            "image",
+            "inspect",
+            image,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        if await inspect.wait() != 0:
+            raise SandboxError(
+                f"no local Docker image {image}: build one (clawrig env build base|wildclaw|"
+                "FILE) or name a local image with --image"
+            )
+        argv = [docker, "run", "-i", "--rm", "--init", "--pull", "never", "--name", self.name]
+        argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+        argv += [f"--cap-add={c}" for c in CAPS]
         argv += ["--hostname", cfg.hostname, "--workdir", PATHS.workspace]
         if not cfg.network:
             argv += ["--network", "none"]
@@ -80,7 +111,7 @@ class DockerSandbox(SupervisedSandbox):
         for k, v in env.items():
             argv += ["-e", f"{k}={v}"]
         argv += [
-            cfg.image or DEFAULT_IMAGE,
+            image,
             "python3",
             "-I",
             "-S",
@@ -93,6 +124,22 @@ class DockerSandbox(SupervisedSandbox):
             stderr=asyncio.subprocess.PIPE,
             limit=1 << 30,
         )
+
+    async def commit(self, tag: str) -> str:
+        """Freeze the running container's file system (not its binds) as image ``tag``;
+        returns ``tag``. Raises SandboxError."""
+        proc = await asyncio.create_subprocess_exec(
+            "docker",
+            "commit",
+            self.name,
+            tag,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise SandboxError(f"docker commit failed: {err.decode(errors='replace').strip()}")
+        return tag
 
     async def _cleanup(self) -> None:
         with contextlib.suppress(Exception):

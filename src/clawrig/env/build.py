@@ -1,0 +1,245 @@
+"""Build an environment: a root file system with mmdebstrap (bwrap), an image from it (Docker).
+
+:func:`ensure_rootfs` runs ``mmdebstrap`` (Debian's package, installed by ``make test`` when
+root) from Debian's package mirror, then ``pip install`` and ``npm install -g`` inside the new
+tree (chroot, with the host's CA bundle so a TLS-inspecting egress proxy is trusted), removes
+Python's EXTERNALLY-MANAGED marker (upstream's warmups run ``pip install`` as root), lets apt
+download as root (a sandbox has no capability to switch to ``_apt``), and moves
+the finished tree into the cache. :func:`ensure_image` imports that tree into Docker
+(``docker import``, no registry needed) and applies the spec's Dockerfile, if any, with
+``docker build --build-arg BASE=<imported image>``. Both return at once when the build for the
+spec's digest exists. Progress lines go to ``progress``.
+
+Errors: :class:`clawrig.errors.UserError` when a tool is missing or we are not root (mmdebstrap
+needs root here), :class:`EnvBuildError` (a UserError) when a build step fails, with the tail of
+its output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from clawrig.env.spec import EnvSpec
+from clawrig.env.store import ENV_IMAGE_REPO, environments_dir, touch_meta
+from clawrig.errors import UserError
+
+MIRROR = "http://deb.debian.org/debian"
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
+
+Progress = Callable[[str], None]
+
+
+class EnvBuildError(UserError):
+    """A build step failed (mmdebstrap, pip, npm, docker import/build)."""
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+def rootfs_path(spec: EnvSpec, cache_dir: Path | None = None) -> Path | None:
+    """The finished root file system of ``spec``, or None when it is not built."""
+    d = environments_dir(cache_dir) / spec.key
+    return d / "rootfs" if (d / "env.json").is_file() else None
+
+
+def _hooks(spec: EnvSpec) -> list[str]:
+    """mmdebstrap --customize-hook commands (run on the host; ``$1`` is the new tree)."""
+    clean_env = f"env -i PATH={CHROOT_PATH} HOME=/root LANG=C.UTF-8"
+    hooks = [
+        'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
+        # a sandbox's root has no CAP_SETUID: apt downloads as root instead of _apt
+        """echo 'APT::Sandbox::User "root";' > "$1"/etc/apt/apt.conf.d/99clawrig-sandbox""",
+    ]
+    if spec.pip or spec.npm:
+        hooks.append(f'cp {HOST_CA_BUNDLE} "$1"/tmp/clawrig-ca.crt')
+    if spec.pip:
+        pkgs = " ".join(shlex.quote(p) for p in spec.pip)
+        hooks.append(
+            f'chroot "$1" {clean_env} PIP_CERT=/tmp/clawrig-ca.crt '
+            f"python3 -m pip install --no-cache-dir --root-user-action=ignore {pkgs}"
+        )
+    if spec.npm:
+        pkgs = " ".join(shlex.quote(p) for p in spec.npm)
+        hooks.append(
+            f'chroot "$1" {clean_env} NODE_EXTRA_CA_CERTS=/tmp/clawrig-ca.crt '
+            f"npm install -g --no-fund --no-audit {pkgs}"
+        )
+    if spec.pip or spec.npm:
+        hooks.append('rm -rf "$1"/tmp/clawrig-ca.crt "$1"/root/.npm "$1"/root/.cache')
+    return hooks
+
+
+def mmdebstrap_argv(spec: EnvSpec, target: Path) -> list[str]:
+    """The mmdebstrap command line that builds ``spec`` into ``target``."""
+    argv = ["mmdebstrap", "--mode=root", f"--variant={spec.variant}"]
+    if spec.debian:
+        argv.append("--include=" + ",".join(spec.debian))
+    for pattern in EXCLUDES:
+        argv.append(f"--dpkgopt=path-exclude={pattern}")
+    for hook in _hooks(spec):
+        argv.append(f"--customize-hook={hook}")
+    argv += [spec.suite, str(target), MIRROR]
+    return argv
+
+
+def _run_streamed(argv: list[str], progress: Progress, what: str, **kw: object) -> None:
+    """Run ``argv``, passing each output line to ``progress``; raise EnvBuildError on failure."""
+    tail: list[str] = []
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        **kw,  # type: ignore[call-overload]
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            if line:
+                tail = (tail + [line])[-15:]
+                progress(line)
+    if proc.returncode != 0:
+        raise EnvBuildError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail[-15:]))
+
+
+def ensure_rootfs(
+    spec: EnvSpec,
+    *,
+    progress: Progress = _quiet,
+    cache_dir: Path | None = None,
+    force: bool = False,
+) -> Path:
+    """The root file system of ``spec``, built first when missing (minutes; see the module
+    docstring). Returns ``<cache>/environments/<key>/rootfs``."""
+    done = rootfs_path(spec, cache_dir)
+    if done is not None and not force:
+        touch_meta(done.parent / "env.json")
+        return done
+    if shutil.which("mmdebstrap") is None:
+        raise UserError(
+            "building an environment needs mmdebstrap: apt-get install mmdebstrap "
+            "(make test installs it when root)"
+        )
+    if os.geteuid() != 0:
+        raise UserError("building an environment needs root (mmdebstrap --mode=root)")
+    final = environments_dir(cache_dir) / spec.key
+    partial = final.with_name(f".partial-{spec.key}-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(mode=0o700)
+    started = time.monotonic()
+    progress(
+        f"building environment {spec.name} ({spec.key}): {len(spec.debian)} Debian, "
+        f"{len(spec.pip)} pip, {len(spec.npm)} npm package(s)"
+    )
+    try:
+        _run_streamed(mmdebstrap_argv(spec, partial / "rootfs"), progress, "mmdebstrap")
+        seconds = time.monotonic() - started
+        (partial / "env.json").write_text(
+            json.dumps(
+                {
+                    "name": spec.name,
+                    "key": spec.key,
+                    "digest": spec.digest,
+                    "seconds": round(seconds, 1),
+                    "built_at": time.time(),
+                    "spec": spec.model_dump(mode="json"),
+                },
+                indent=2,
+            )
+        )
+        if force and final.exists():
+            shutil.rmtree(final)
+        try:
+            partial.rename(final)
+        except OSError:  # another process finished the same build first: keep theirs
+            shutil.rmtree(partial, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    progress(f"environment {spec.name} ready in {time.monotonic() - started:.0f} s: {final}")
+    return final / "rootfs"
+
+
+def image_exists(name: str) -> bool:
+    """True when Docker has an image called ``name`` locally."""
+    r = subprocess.run(["docker", "image", "inspect", name], capture_output=True, timeout=60)
+    return r.returncode == 0
+
+
+def image_name(spec: EnvSpec) -> str:
+    return f"{ENV_IMAGE_REPO}:{spec.key}"
+
+
+def import_rootfs(rootfs: Path, tag: str, progress: Progress = _quiet) -> None:
+    """``docker import`` a root file system folder as image ``tag`` (a tar stream, no registry).
+    Raises EnvBuildError."""
+    progress(f"importing {rootfs} into Docker as {tag}")
+    tar = subprocess.Popen(
+        ["tar", "-C", str(rootfs), "--numeric-owner", "-cf", "-", "."],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        r = subprocess.run(
+            ["docker", "import", "--change", f"ENV PATH={CHROOT_PATH}", "-", tag],
+            stdin=tar.stdout,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+    finally:
+        assert tar.stdout is not None
+        tar.stdout.close()
+        tar.wait()
+    if r.returncode != 0:
+        raise EnvBuildError(f"docker import of {rootfs} failed: {r.stderr.strip()[-500:]}")
+
+
+def ensure_image(
+    spec: EnvSpec,
+    *,
+    progress: Progress = _quiet,
+    cache_dir: Path | None = None,
+    force: bool = False,
+) -> str:
+    """The Docker image of ``spec`` (``clawrig-env:<key>``), built when missing from the
+    spec's root file system (built too when missing) and its Dockerfile. Returns its name."""
+    if shutil.which("docker") is None:
+        raise UserError("the docker sandbox needs the docker client and a Docker engine")
+    tag = image_name(spec)
+    if not force and image_exists(tag):
+        return tag
+    rootfs = ensure_rootfs(spec, progress=progress, cache_dir=cache_dir)
+    dockerfile = spec.dockerfile_path
+    base = f"{tag}-base" if dockerfile else tag
+    import_rootfs(rootfs, base, progress)
+    if dockerfile is not None:
+        progress(f"docker build {dockerfile} FROM {base}")
+        _run_streamed(
+            [
+                "docker",
+                "build",
+                "--build-arg",
+                f"BASE={base}",
+                "-t",
+                tag,
+                "-f",
+                str(dockerfile),
+                str(dockerfile.parent),
+            ],
+            progress,
+            f"docker build of {dockerfile}",
+        )
+    return tag

@@ -1,0 +1,128 @@
+"""EnvSpec: the system a suite's tasks expect (Debian packages, then pip and npm packages).
+
+A spec is a YAML file (``name``, ``suite``, ``variant``, ``debian``, ``pip``, ``npm``, optional
+``dockerfile``). Three ship with clawrig in ``clawrig/env/specs/`` (``base``, ``wildclaw``,
+``dataclaw``); :func:`load_env_spec` takes one of those names or a path.
+:func:`env_for_format` says which one a task format expects (WildClawBench -> ``wildclaw``,
+DataClawBench -> ``dataclaw``, four-folder sets -> none: the host's system, read-only).
+
+``digest`` (sha256 hex of the canonical spec, the Dockerfile's text and :data:`BUILDER_VERSION`)
+names a build in the cache: a changed spec builds anew, an unchanged one is reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from clawrig.errors import UserError
+
+BUILDER_VERSION = 1
+"""Bumped when the way a spec becomes a root file system changes (old builds then rebuild)."""
+
+SHIPPED = ("base", "wildclaw", "dataclaw")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_PACKAGE = re.compile(r"^[A-Za-z0-9@][A-Za-z0-9@/_.+:=<>~!,\[\]-]*$")
+
+
+class EnvSpec(BaseModel):
+    """One environment: ``debian`` packages installed with mmdebstrap from Debian ``suite``
+    (``variant`` as mmdebstrap names it), then ``pip`` and ``npm`` (global) packages.
+    ``dockerfile``: an optional Dockerfile (path relative to the spec file) applied on top of
+    the imported root file system for the Docker backend (``FROM ${BASE}``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    suite: str = "bookworm"
+    variant: str = "minbase"
+    debian: list[str] = Field(default_factory=list)
+    pip: list[str] = Field(default_factory=list)
+    npm: list[str] = Field(default_factory=list)
+    dockerfile: Path | None = None
+    source: Path | None = Field(default=None, exclude=True)
+    """The YAML file this spec was read from (not part of the digest)."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("lower-case letters, digits, '.', '_' or '-' (at most 63)")
+        return v
+
+    @field_validator("debian", "pip", "npm")
+    @classmethod
+    def _packages(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not _PACKAGE.match(p):
+                raise ValueError(f"not a package name: {p!r}")
+        return v
+
+    @property
+    def dockerfile_path(self) -> Path | None:
+        if self.dockerfile is None:
+            return None
+        base = self.source.parent if self.source else Path.cwd()
+        return (base / self.dockerfile).resolve()
+
+    @property
+    def digest(self) -> str:
+        """sha256 hex of what determines the build (see the module docstring)."""
+        body = self.model_dump(mode="json", exclude={"source", "dockerfile"})
+        body["debian"] = sorted(body["debian"])
+        df = self.dockerfile_path
+        body["dockerfile_text"] = df.read_text() if df is not None and df.is_file() else None
+        body["builder"] = BUILDER_VERSION
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def key(self) -> str:
+        """Cache folder and image tag of this build: ``<name>-<first 12 of digest>``."""
+        return f"{self.name}-{self.digest[:12]}"
+
+
+def load_env_spec(ref: str | Path) -> EnvSpec:
+    """The spec named ``ref``: a shipped name (``base``, ``wildclaw``, ``dataclaw``) or a YAML file.
+
+    Raises UserError (one line naming the file and field) for a missing or malformed spec."""
+    text: str
+    source: Path | None = None
+    if isinstance(ref, str) and ref in SHIPPED:
+        text = resources.files("clawrig.env").joinpath("specs", f"{ref}.yaml").read_text()
+        label = f"{ref} (shipped)"
+    else:
+        source = Path(ref)
+        if not source.is_file():
+            raise UserError(
+                f"environment {ref}: not a shipped name ({', '.join(SHIPPED)}) nor a YAML file"
+            )
+        text = source.read_text()
+        label = str(source)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UserError(f"{label}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{label}: expected a mapping with name, debian, pip, npm")
+    try:
+        spec = EnvSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(top)"
+        raise UserError(f"{label}: field {field}: {err['msg']}") from None
+    spec.source = source.resolve() if source else None
+    df = spec.dockerfile_path
+    if df is not None and not df.is_file():
+        raise UserError(f"{label}: field dockerfile: no such file: {df}")
+    return spec
+
+
+def env_for_format(task_format: str) -> str | None:
+    """The shipped environment a task format expects, or None for the host's system."""
+    return {"wildclaw": "wildclaw", "dataclaw": "dataclaw"}.get(str(task_format))

@@ -1,0 +1,231 @@
+"""Where built environments and warm snapshots live, and how they are listed and pruned.
+
+Layout under ``<cache>`` (``$CLAWRIG_CACHE_DIR``, else ``$XDG_CACHE_HOME/clawrig``, else
+``~/.cache/clawrig``; see :func:`clawrig.sandbox.pyenv.cache_root`), every folder 0700 because a
+root file system written by a sandbox's root may hold setuid files:
+
+- ``environments/<name>-<digest12>/rootfs/`` a root file system for bwrap, ``env.json`` beside
+  it (spec, build seconds); present only once complete;
+- ``warm/<key>/upper/`` a frozen warmup (the overlay's upper folder, used as a lower layer by
+  every trial of that task), ``warm.json`` beside it (environment, warmup lines, seconds,
+  last use).
+
+Docker images are tagged ``clawrig-env:<name>-<digest12>`` and ``clawrig-warm:<key>``.
+Sizes are bytes (apparent sizes of regular files, each hard-linked inode once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from clawrig.sandbox.pyenv import cache_root
+
+ENV_IMAGE_REPO = "clawrig-env"
+WARM_IMAGE_REPO = "clawrig-warm"
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def environments_dir(cache_dir: Path | None = None) -> Path:
+    return _private_dir((Path(cache_dir) if cache_dir else cache_root()) / "environments")
+
+
+def warm_dir(cache_dir: Path | None = None) -> Path:
+    return _private_dir((Path(cache_dir) if cache_dir else cache_root()) / "warm")
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (links not followed, hard links once)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_size
+    return total
+
+
+def docker_available() -> bool:
+    """True when the docker client is installed and an engine answers."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    r = subprocess.run([docker, "version"], capture_output=True, timeout=30)
+    return r.returncode == 0
+
+
+def docker_images(repo: str) -> list[dict[str, str]]:
+    """``[{"tag", "id", "size"}]`` of the local images of ``repo`` (empty without Docker)."""
+    if not docker_available():
+        return []
+    r = subprocess.run(
+        ["docker", "images", repo, "--format", "{{.Tag}}\t{{.ID}}\t{{.Size}}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    rows = []
+    for line in r.stdout.splitlines():
+        tag, image_id, size = (line.split("\t") + ["", ""])[:3]
+        rows.append({"tag": tag, "id": image_id, "size": size})
+    return rows
+
+
+@dataclass
+class CachedItem:
+    """One row of ``clawrig env list``: kind ("rootfs", "warm", "image"), its key, size in
+    bytes (None for images: Docker reports its own text in ``size_text``), last use (Unix s)."""
+
+    kind: str
+    key: str
+    path: str
+    size: int | None
+    size_text: str
+    last_used: float
+    detail: str = ""
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def touch_meta(path: Path) -> None:
+    """Record a use of a cached item (its metadata file's mtime)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def list_cached(cache_dir: Path | None = None, *, sizes: bool = True) -> list[CachedItem]:
+    """Every built environment, warm snapshot and clawrig image, newest use first."""
+    items: list[CachedItem] = []
+    for d in sorted(environments_dir(cache_dir).iterdir()):
+        meta = d / "env.json"
+        if not meta.is_file():
+            continue
+        size = tree_size(d / "rootfs") if sizes else None
+        info = _read_json(meta)
+        items.append(
+            CachedItem(
+                "rootfs",
+                d.name,
+                str(d / "rootfs"),
+                size,
+                _human(size),
+                meta.stat().st_mtime,
+                f"built in {info.get('seconds', 0):.0f} s",
+            )
+        )
+    for d in sorted(warm_dir(cache_dir).iterdir()):
+        meta = d / "warm.json"
+        if not meta.is_file():
+            continue
+        info = _read_json(meta)
+        size = tree_size(d / "upper") if sizes else None
+        items.append(
+            CachedItem(
+                "warm",
+                d.name,
+                str(d / "upper"),
+                size,
+                _human(size),
+                meta.stat().st_mtime,
+                f"{info.get('environment', '?')}, {len(info.get('lines', []))} line(s), "
+                f"warmup {info.get('seconds', 0):.1f} s",
+            )
+        )
+    for repo in (ENV_IMAGE_REPO, WARM_IMAGE_REPO):
+        for row in docker_images(repo):
+            items.append(
+                CachedItem("image", f"{repo}:{row['tag']}", row["id"], None, row["size"], 0.0)
+            )
+    items.sort(key=lambda i: -i.last_used)
+    return items
+
+
+def _human(size: int | None) -> str:
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"  # pragma: no cover
+
+
+def prune(
+    cache_dir: Path | None = None,
+    *,
+    keep_keys: set[str] | None = None,
+    older_than_s: float = 7 * 86400,
+    everything: bool = False,
+) -> list[str]:
+    """Remove old builds and snapshots; returns what was removed (``kind key`` each).
+
+    Removed: with ``everything`` all of them; otherwise every rootfs build whose key is not in
+    ``keep_keys`` (the current builds of known specs) and unused for ``older_than_s`` seconds,
+    every warm snapshot unused for ``older_than_s`` seconds or whose environment is gone, and
+    the Docker images of removed items."""
+    now = time.time()
+    keep = keep_keys or set()
+    removed: list[str] = []
+    envs = environments_dir(cache_dir)
+    for d in sorted(envs.iterdir()):
+        meta = d / "env.json"
+        complete = meta.is_file()
+        idle = now - (meta.stat().st_mtime if complete else d.stat().st_mtime)
+        if everything or not complete or (d.name not in keep and idle > older_than_s):
+            _remove_tree(d)
+            _remove_image(f"{ENV_IMAGE_REPO}:{d.name}")
+            removed.append(f"rootfs {d.name}")
+    present = {d.name for d in envs.iterdir()}
+    for d in sorted(warm_dir(cache_dir).iterdir()):
+        meta = d / "warm.json"
+        info = _read_json(meta)
+        idle = now - (meta.stat().st_mtime if meta.is_file() else d.stat().st_mtime)
+        orphan = info.get("backend") == "bwrap" and info.get("environment") not in present
+        if everything or not meta.is_file() or orphan or idle > older_than_s:
+            _remove_tree(d)
+            removed.append(f"warm {d.name}")
+    for repo in (ENV_IMAGE_REPO, WARM_IMAGE_REPO):
+        for row in docker_images(repo):
+            name = f"{repo}:{row['tag']}"
+            base_tag = row["tag"].removesuffix("-base")
+            stale = repo == ENV_IMAGE_REPO and base_tag not in keep and base_tag not in present
+            stale = stale or (
+                repo == WARM_IMAGE_REPO and not (warm_dir(cache_dir) / row["tag"]).is_dir()
+            )
+            if everything or stale:
+                _remove_image(name)
+                removed.append(f"image {name}")
+    return removed
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_image(name: str) -> None:
+    if shutil.which("docker"):
+        subprocess.run(["docker", "rmi", "-f", name], capture_output=True, timeout=120)
