@@ -1,12 +1,13 @@
 # clawrig: `make demo` runs the bundled demo suite offline; `make test` runs the tests.
 # Both create or refresh .venv with the project and its extras, and install Debian's
-# bubblewrap with apt-get when it is missing and we are root.
+# bubblewrap with apt-get when it is missing and we are root; `make test` also installs Debian's
+# docker.io and mmdebstrap and starts dockerd when none runs (the Docker and environment tests).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-model test lint format bench setup bwrap openclaw trainers chromium clean
+.PHONY: demo demo-model test lint format bench setup bwrap docker mmdebstrap openclaw trainers chromium clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "clawrig needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
@@ -19,6 +20,12 @@ setup: $(STAMP) bwrap
 
 bwrap:
 	@scripts/ensure-bwrap.sh
+
+docker:
+	@scripts/ensure-docker.sh
+
+mmdebstrap:
+	@scripts/ensure-mmdebstrap.sh
 
 demo: setup
 	$(BIN)/clawrig run suites/demo --agent oracle --output output/demo
@@ -41,7 +48,7 @@ trainers: $(VENV)/.trainers
 chromium:
 	@scripts/ensure-chromium.sh
 
-test: setup openclaw trainers chromium
+test: setup docker mmdebstrap openclaw trainers chromium
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
@@ -53,7 +60,7 @@ format: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks
 	$(BIN)/ruff check --fix src tests benchmarks
 
-bench: setup
+bench: setup docker mmdebstrap
 	$(BIN)/python benchmarks/sandbox.py
 	$(BIN)/python benchmarks/throughput.py
 	$(BIN)/python benchmarks/view.py

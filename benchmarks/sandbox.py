@@ -1,9 +1,13 @@
 """Sandbox benchmark: prints median and p95 of start+stop, exec round trip, 1 MB file write+read,
-and the harness's peak RSS with 100 sandboxes up at once.
+and the harness's peak RSS with 100 sandboxes up at once; first, start+stop side by side for
+every system a trial can run on (issue 13): bwrap on the host's read-only system, bwrap on the
+``base`` environment with a writable overlay (and with a warm snapshot layer under it), Docker on
+the ``base`` image against the real dockerd.
 
 Targets on a 2-core machine (issue 2): start+stop <= 50 ms median, exec round trip <= 3 ms
 median (round trip minus the command's own time), 100 concurrent sandboxes with harness RSS
-<= 300 MB. Usage: python benchmarks/sandbox.py [--backend bwrap] [--n 50]
+<= 300 MB. Usage: python benchmarks/sandbox.py [--backend bwrap] [--n 50] [--compare-n 20]
+(the comparison builds the ``base`` environment when missing: minutes the first time).
 """
 
 from __future__ import annotations
@@ -30,6 +34,59 @@ def show(name: str, ms: list[float]) -> None:
         f"{name:<34} median {statistics.median(ms):8.2f} ms   p95 {pct(ms, 0.95):8.2f} ms"
         f"   (n={len(ms)})"
     )
+
+
+async def start_stop(kind: str, fields: dict[str, object], n: int, base: Path) -> list[float]:
+    """Milliseconds of start + one ``true`` + stop, ``n`` times."""
+    out = []
+    for i in range(n):
+        cfg = SandboxConfig(workspace_dir=base / f"{kind}-{len(fields)}-{i}", **fields)
+        t = time.perf_counter()
+        sb = create_sandbox(kind, cfg)
+        await sb.start()
+        assert (await sb.exec("true")).exit_code == 0
+        await sb.stop()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+async def compare(n: int) -> None:
+    """start+stop of every system side by side (skipping what cannot run here)."""
+    from clawrig.env.build import ensure_image, ensure_rootfs
+    from clawrig.env.spec import load_env_spec
+    from clawrig.env.store import docker_available
+    from clawrig.env.warm import ensure_warm
+
+    base = Path(tempfile.mkdtemp(prefix="clawrig-bench-"))
+    try:
+        spec = load_env_spec("base")
+        rootfs = ensure_rootfs(spec, progress=lambda line: print("  " + line))
+        snap = await ensure_warm(
+            ["pip install --no-index pip"], backend="bwrap", rootfs=rootfs, environment=spec.key
+        )
+        rows = [
+            ("bwrap, host system (read-only)", "bwrap", {}),
+            (
+                "bwrap, base env, writable overlay",
+                "bwrap",
+                {"rootfs": rootfs, "writable_root": True},
+            ),
+            (
+                "bwrap, base env + warm layer",
+                "bwrap",
+                {"rootfs": rootfs, "writable_root": True, "layers": [snap.layer]},
+            ),
+        ]
+        if docker_available():
+            image = ensure_image(spec, progress=lambda line: print("  " + line))
+            rows.append(("docker, base image", "docker", {"image": image}))
+        else:
+            print("docker: no engine answers here (make test starts dockerd when root)")
+        print(f"start + exec true + stop, n={n} each:")
+        for name, kind, fields in rows:
+            show(name, await start_stop(kind, fields, n, base))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 async def main(backend: str, n: int) -> None:
@@ -89,5 +146,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="bwrap")
     ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--compare-n", type=int, default=20, help="0 skips the side-by-side table")
     args = ap.parse_args()
+    if args.compare_n:
+        asyncio.run(compare(args.compare_n))
     asyncio.run(main(args.backend, args.n))

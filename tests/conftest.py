@@ -37,3 +37,37 @@ def scripted_server() -> Iterator[Callable[..., ScriptedServer]]:
     yield make
     for server in servers:
         server.stop()
+
+
+def _skip_unless_root_tools() -> None:
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        pytest.skip("building an environment needs root (mmdebstrap --mode=root)")
+    if shutil.which("mmdebstrap") is None:
+        pytest.skip("mmdebstrap is not installed (make test installs it when root)")
+
+
+@pytest.fixture(scope="session")
+def base_rootfs() -> Any:
+    """The shipped ``base`` environment's root file system (python3, pip, apt, procps), built
+    once per machine into the cache (about two minutes the first time) and shared by tests."""
+    _skip_unless_root_tools()
+    from clawrig.env.build import ensure_rootfs
+    from clawrig.env.spec import load_env_spec
+
+    return ensure_rootfs(load_env_spec("base"))
+
+
+@pytest.fixture(scope="session")
+def docker_image(base_rootfs: Any) -> str:
+    """The ``base`` environment imported into the local Docker engine (``docker import``, no
+    registry), shared by every Docker test; skips with the reason when no engine answers."""
+    from clawrig.env.build import ensure_image
+    from clawrig.env.spec import load_env_spec
+    from clawrig.env.store import docker_available
+
+    if not docker_available():
+        pytest.skip("no Docker engine answers here (make test starts dockerd when root)")
+    return ensure_image(load_env_spec("base"))

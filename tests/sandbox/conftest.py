@@ -19,22 +19,28 @@ def backend_available(kind: str) -> str | None:
     """None when the backend can run here, else the reason to skip."""
     if kind == "bwrap" and shutil.which("bwrap") is None:
         return "bubblewrap is not installed"
-    if kind == "docker":
-        try:
-            import docker  # type: ignore[import-not-found]
-
-            docker.from_env().ping()
-        except Exception as exc:  # no SDK or no engine: skip with the reason
-            return f"no Docker engine answers here ({type(exc).__name__})"
     return None
+
+
+def _backend(request: pytest.FixtureRequest) -> str:
+    reason = backend_available(request.param)
+    if reason:
+        pytest.skip(reason)
+    if request.param == "docker":
+        request.getfixturevalue("docker_image")  # built once per session, or skip with why
+    return request.param
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    reason = backend_available(request.param)
-    if reason:
-        pytest.skip(reason)
-    return request.param
+    """Every backend: the conformance suite runs on each."""
+    return _backend(request)
+
+
+@pytest.fixture(params=["bwrap", "docker"])
+def isolated(request: pytest.FixtureRequest) -> str:
+    """The isolating backends: the escape suite runs on each."""
+    return _backend(request)
 
 
 @pytest.fixture
@@ -45,10 +51,15 @@ async def make_sandbox(
     made: list[SupervisedSandbox] = []
     counter = iter(range(1000))
 
-    async def factory(kind: str = "bwrap", workspace: Path | None = None, **limits: object):
+    async def factory(
+        kind: str = "bwrap",
+        workspace: Path | None = None,
+        config: dict[str, object] | None = None,
+        **limits: object,
+    ):
         ws = workspace or tmp_path / f"ws{next(counter)}"
         ws.mkdir(parents=True, exist_ok=True)
-        cfg = SandboxConfig(workspace_dir=ws, limits=Limits(**limits))
+        cfg = SandboxConfig(workspace_dir=ws, limits=Limits(**limits), **(config or {}))
         sb = create_sandbox(kind, cfg)
         assert isinstance(sb, SupervisedSandbox)
         await sb.start()

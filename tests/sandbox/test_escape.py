@@ -1,4 +1,5 @@
-"""The escape suite: every attempt to get out of a bwrap sandbox must fail from inside."""
+"""The escape suite: every attempt to get out of a sandbox must fail from inside (bwrap, and
+Docker against the real dockerd with an image built locally; ``isolated`` runs each on both)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ pytestmark = pytest.mark.skipif(
 REPO = Path(__file__).resolve().parents[2]
 
 
-async def test_host_files_outside_the_binds_are_invisible(make_sandbox):
-    sb = await make_sandbox("bwrap")
+async def test_host_files_outside_the_binds_are_invisible(make_sandbox, isolated):
+    sb = await make_sandbox(isolated)
     assert Path("/etc/shadow").exists()
     r = await sb.exec("cat /etc/shadow")
-    assert r.exit_code != 0 and "No such file" in r.stderr
-    git_config = REPO / ".git" / "config"
+    if isolated == "bwrap":
+        assert r.exit_code != 0 and "No such file" in r.stderr
+    else:  # the image's own /etc/shadow, never the host's
+        assert Path("/etc/shadow").read_text() != r.stdout
+    git_config = REPO / "pyproject.toml"  # a host file outside every bind (also in a worktree)
     assert git_config.exists()
     r = await sb.exec(f"cat {git_config}; ls {REPO}")
     assert r.exit_code != 0 and r.stdout == ""
@@ -50,7 +54,7 @@ async def test_usr_is_read_only(make_sandbox):
     assert caps.stdout.split()[-1] == "0000000000000000"
 
 
-async def test_network_is_loopback_only(make_sandbox):
+async def test_network_is_loopback_only(make_sandbox, isolated):
     # A server on the HOST's loopback: from inside, 127.0.0.1 is the sandbox's own loopback.
     srv = socket.create_server(("127.0.0.1", 0))
     port = srv.getsockname()[1]
@@ -65,7 +69,7 @@ async def test_network_is_loopback_only(make_sandbox):
 
     t = threading.Thread(target=accept, daemon=True)
     t.start()
-    sb = await make_sandbox("bwrap")
+    sb = await make_sandbox(isolated)
     code = (
         "import socket\n"
         "try:\n"
@@ -94,8 +98,8 @@ async def test_network_is_loopback_only(make_sandbox):
     assert accepted == []
 
 
-async def test_host_processes_are_invisible(make_sandbox):
-    sb = await make_sandbox("bwrap")
+async def test_host_processes_are_invisible(make_sandbox, isolated):
+    sb = await make_sandbox(isolated)
     me = os.getpid()
     r = await sb.exec(f"test -e /proc/{me}/cmdline && cat /proc/{me}/cmdline; ps -eo pid,args")
     assert "pytest" not in r.stdout
@@ -103,21 +107,23 @@ async def test_host_processes_are_invisible(make_sandbox):
     assert max(pids) < 1000 and 1 in pids  # a fresh PID namespace
 
 
-async def test_harness_environment_does_not_leak(make_sandbox, monkeypatch):
+async def test_harness_environment_does_not_leak(make_sandbox, monkeypatch, isolated):
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-planted-secret-123")
-    sb = await make_sandbox("bwrap")
+    sb = await make_sandbox(isolated)
     r = await sb.exec("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'")
     assert "sk-planted-secret-123" not in r.stdout
     assert "OPENROUTER_API_KEY" not in r.stdout
 
 
-async def test_symlink_to_a_host_path_does_not_resolve_to_the_host(make_sandbox, tmp_path):
+async def test_symlink_to_a_host_path_does_not_resolve_to_the_host(
+    make_sandbox, tmp_path, isolated
+):
     secret = tmp_path / "host-secret.txt"
     secret.write_text("HOST-ONLY-CONTENT")
     ws = tmp_path / "ws"
     ws.mkdir()
     os.symlink(secret, ws / "link.txt")
-    sb = await make_sandbox("bwrap", workspace=ws)
+    sb = await make_sandbox(isolated, workspace=ws)
     r = await sb.exec("cat /tmp_workspace/link.txt")
     assert "HOST-ONLY-CONTENT" not in r.stdout and r.exit_code != 0
     with pytest.raises(FileNotFoundError):
@@ -127,7 +133,7 @@ async def test_symlink_to_a_host_path_does_not_resolve_to_the_host(make_sandbox,
     assert not (out / "link.txt").exists() or (out / "link.txt").is_symlink()
 
 
-async def test_gt_is_unreadable_before_injection(make_sandbox, tmp_path):
+async def test_gt_is_unreadable_before_injection(make_sandbox, tmp_path, isolated):
     gt = tmp_path / "task" / "gt"
     gt.mkdir(parents=True)
     (gt / "answer.json").write_text('{"answer": "GT-MARKER-42"}')
@@ -138,7 +144,7 @@ async def test_gt_is_unreadable_before_injection(make_sandbox, tmp_path):
         source=SourceRef(path=tmp_path / "task.md"),
         workspace=Workspace(gt_dir=gt, gt_files={"inline.txt": FileContent(text="GT-INLINE")}),
     )
-    sb = await make_sandbox("bwrap")
+    sb = await make_sandbox(isolated)
     r = await sb.exec(
         "grep -rs GT-MARKER-42 / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr"
         " --exclude-dir=dev; ls /tmp_workspace"
@@ -173,8 +179,8 @@ def _host_processes_with(marker: str) -> list[int]:
     return found
 
 
-async def test_daemonised_child_dies_with_stop(make_sandbox):
-    sb = await make_sandbox("bwrap")
+async def test_daemonised_child_dies_with_stop(make_sandbox, isolated):
+    sb = await make_sandbox(isolated)
     await sb.exec("setsid nohup sleep 4242 > /dev/null 2>&1 & (setsid sleep 4243 &)")
     assert _host_processes_with("4242") and _host_processes_with("4243")
     await sb.stop()
@@ -185,22 +191,22 @@ async def test_daemonised_child_dies_with_stop(make_sandbox):
     assert _host_processes_with("4242") == [] and _host_processes_with("4243") == []
 
 
-async def test_fork_bomb_is_contained(make_sandbox):
-    sb = await make_sandbox("bwrap", max_processes=64)
+async def test_fork_bomb_is_contained(make_sandbox, isolated):
+    sb = await make_sandbox(isolated, max_processes=64)
     bomb = (
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     )
     r = await sb.exec(["python3", "-c", bomb], timeout_s=2)
     assert r.timed_out
     # the host is fine: another sandbox starts and runs a command
-    other = await make_sandbox("bwrap")
+    other = await make_sandbox(isolated)
     assert (await other.exec("echo ok")).stdout == "ok\n"
     left = await sb.exec("ls /proc | grep -c '^[0-9]'")
     assert int(left.stdout) < 10
 
 
-async def test_memory_limit_holds(make_sandbox):
-    sb = await make_sandbox("bwrap", memory_bytes=256 * 1024**2)
+async def test_memory_limit_holds(make_sandbox, isolated):
+    sb = await make_sandbox(isolated, memory_bytes=256 * 1024**2)
     r = await sb.exec(
         [
             "python3",
@@ -212,16 +218,16 @@ async def test_memory_limit_holds(make_sandbox):
     assert (await sb.exec("echo still-alive")).stdout == "still-alive\n"
 
 
-async def test_file_size_limit_holds(make_sandbox):
-    sb = await make_sandbox("bwrap", max_file_bytes=1024**2)
+async def test_file_size_limit_holds(make_sandbox, isolated):
+    sb = await make_sandbox(isolated, max_file_bytes=1024**2)
     r = await sb.exec("head -c 3000000 /dev/zero > /tmp_workspace/big; echo $?")
     assert r.stdout.strip() != "0"
     size = len(await sb.read_file("/tmp_workspace/big"))
     assert size == 1024**2
 
 
-async def test_root_inside_cannot_raise_its_limits(make_sandbox):
-    sb = await make_sandbox("bwrap", max_file_bytes=1024**2)
+async def test_root_inside_cannot_raise_its_limits(make_sandbox, isolated):
+    sb = await make_sandbox(isolated, max_file_bytes=1024**2)
     code = (
         "import resource\n"
         "try:\n"

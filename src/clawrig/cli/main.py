@@ -11,6 +11,7 @@ import sys
 import typer
 
 from clawrig import __version__
+from clawrig.cli import env as env_cli
 from clawrig.cli import export as export_cli
 from clawrig.cli import grade as grade_cli
 from clawrig.cli import pull as pull_cli
@@ -32,6 +33,7 @@ _app = typer.Typer(
 _app.add_typer(tasks_cli.app, name="tasks")
 _app.add_typer(tools_cli.app, name="tools")
 _app.add_typer(export_cli.app, name="export")
+_app.add_typer(env_cli.app, name="env")
 run_cli.register(_app)
 grade_cli.register(_app)
 verify_cli.register(_app)

@@ -104,6 +104,24 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--agent", help="native | oracle | nop | openclaw[@VERSION]")
         ] = "native",
         sandbox: Annotated[str, typer.Option("--sandbox", help="bwrap | docker | local")] = "bwrap",
+        environment: Annotated[
+            str,
+            typer.Option(
+                "--env",
+                help="the system tasks run on: auto (the format's, when built) | host | "
+                "base | wildclaw | dataclaw | a spec FILE (built when missing)",
+            ),
+        ] = "auto",
+        image: Annotated[
+            str | None, typer.Option("--image", help="a local Docker image (--sandbox docker)")
+        ] = None,
+        warm: Annotated[
+            bool,
+            typer.Option(
+                "--warm/--no-warm",
+                help="run a task's warmup installs once and start every trial from the result",
+            ),
+        ] = True,
         parallel: Annotated[int, typer.Option("--parallel", "-p", min=1)] = 1,
         runs: Annotated[int, typer.Option("--runs", min=1)] = 1,
         timeout_multiplier: Annotated[float, typer.Option("--timeout-multiplier", min=0.01)] = 1.0,
@@ -223,10 +241,14 @@ def register(app: typer.Typer) -> None:
             services.judge_cache = ResponseCache.from_file(judge_cache)
         if replay is None:
             _preflight(sandbox, services)
+        _resolve_environments(sandbox, environment, image, tasks)
         trial_cfg = TrialConfig(
             model=model_name or the_agent.name,
             agent=agent,
             sandbox=sandbox,
+            environment=environment,
+            image=image,
+            warm_snapshots=warm,
             timeout_multiplier=timeout_multiplier,
             max_turns=max_turns,
             grader=grader,  # type: ignore[arg-type]
@@ -339,6 +361,20 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         if len(errored) > 10:
             lines.append(f"  ... and {len(errored) - 10} more (see the summary JSON)")
     return lines
+
+
+def _resolve_environments(sandbox: str, environment: str, image: str | None, tasks: Any) -> None:
+    """Before any trial: build a named environment when missing (with progress) and say in one
+    line each where a format's environment is not built (see clawrig.env.system)."""
+    from clawrig.env.system import resolve_environment
+
+    def progress(line: str) -> None:
+        err_console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+
+    for fmt in sorted({str(t.format) for t in tasks}):
+        choice = resolve_environment(sandbox, environment, image, fmt, progress)
+        if choice.note:
+            err_console.print(f"note: {choice.note}", highlight=False, soft_wrap=True)
 
 
 def _preflight(sandbox: str, services: Any) -> None:

@@ -27,6 +27,7 @@ from clawrig.egress.proxy import LOG_FILE, EgressProxy, proxy_env, start_egress_
 from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
 
 if TYPE_CHECKING:
+    from clawrig.env.system import SetupNetwork
     from clawrig.llm.gateway import Gateway, GatewayLease
 
 PLACEHOLDER_KEY = "clawrig-placeholder-key"
@@ -196,6 +197,22 @@ class TrialNetwork:
             from clawrig.llm.gateway import start_forwarder
 
             self._handles.append((await start_forwarder(sandbox, self.gateway)).handle)
+
+    def setup_network(self) -> SetupNetwork | None:
+        """The network of a sandbox that makes a warm snapshot for this trial (setup phase):
+        this proxy (its setup policy, logged here), None without a proxy."""
+        from clawrig.env.system import SetupNetwork
+
+        proxy = self.proxy
+        if proxy is None:
+            return None
+
+        async def attach(sandbox: Sandbox) -> None:
+            self._handles.append(await start_egress_forwarder(sandbox, proxy))
+
+        return SetupNetwork(
+            env=proxy_env() | registry_env(), binds=proxy.sandbox_binds(), attach=attach
+        )
 
     def agent_phase(self) -> None:
         """Setup is over: the agent's policy from now on."""

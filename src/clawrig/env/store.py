@@ -183,10 +183,11 @@ def prune(
 ) -> list[str]:
     """Remove old builds and snapshots; returns what was removed (``kind key`` each).
 
-    Removed: with ``everything`` all of them; otherwise every rootfs build whose key is not in
-    ``keep_keys`` (the current builds of known specs) and unused for ``older_than_s`` seconds,
-    every warm snapshot unused for ``older_than_s`` seconds or whose environment is gone, and
-    the Docker images of removed items."""
+    Removed: with ``everything`` all of them and every clawrig image; otherwise every rootfs
+    build whose key is not in ``keep_keys`` (the current builds of known specs) and unused for
+    ``older_than_s`` seconds, every warm snapshot unused for ``older_than_s`` seconds or whose
+    environment is gone, and the Docker images of what was removed (only those: images of
+    other caches on the same engine stay)."""
     now = time.time()
     keep = keep_keys or set()
     removed: list[str] = []
@@ -197,8 +198,10 @@ def prune(
         idle = now - (meta.stat().st_mtime if complete else d.stat().st_mtime)
         if everything or not complete or (d.name not in keep and idle > older_than_s):
             _remove_tree(d)
-            _remove_image(f"{ENV_IMAGE_REPO}:{d.name}")
             removed.append(f"rootfs {d.name}")
+            for tag in (d.name, f"{d.name}-base"):
+                if _remove_image(f"{ENV_IMAGE_REPO}:{tag}"):
+                    removed.append(f"image {ENV_IMAGE_REPO}:{tag}")
     present = {d.name for d in envs.iterdir()}
     for d in sorted(warm_dir(cache_dir).iterdir()):
         meta = d / "warm.json"
@@ -208,17 +211,13 @@ def prune(
         if everything or not meta.is_file() or orphan or idle > older_than_s:
             _remove_tree(d)
             removed.append(f"warm {d.name}")
-    for repo in (ENV_IMAGE_REPO, WARM_IMAGE_REPO):
-        for row in docker_images(repo):
-            name = f"{repo}:{row['tag']}"
-            base_tag = row["tag"].removesuffix("-base")
-            stale = repo == ENV_IMAGE_REPO and base_tag not in keep and base_tag not in present
-            stale = stale or (
-                repo == WARM_IMAGE_REPO and not (warm_dir(cache_dir) / row["tag"]).is_dir()
-            )
-            if everything or stale:
-                _remove_image(name)
-                removed.append(f"image {name}")
+            if info.get("backend") == "docker" and _remove_image(f"{WARM_IMAGE_REPO}:{d.name}"):
+                removed.append(f"image {WARM_IMAGE_REPO}:{d.name}")
+    if everything:
+        for repo in (ENV_IMAGE_REPO, WARM_IMAGE_REPO):
+            for row in docker_images(repo):
+                if _remove_image(f"{repo}:{row['tag']}"):
+                    removed.append(f"image {repo}:{row['tag']}")
     return removed
 
 
@@ -226,6 +225,12 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _remove_image(name: str) -> None:
-    if shutil.which("docker"):
-        subprocess.run(["docker", "rmi", "-f", name], capture_output=True, timeout=120)
+def _remove_image(name: str) -> bool:
+    """``docker rmi`` ``name``; True when an image was removed."""
+    if not shutil.which("docker"):
+        return False
+    there = subprocess.run(["docker", "image", "inspect", name], capture_output=True, timeout=60)
+    if there.returncode != 0:  # (``rmi -f`` succeeds on a missing image)
+        return False
+    r = subprocess.run(["docker", "rmi", "-f", name], capture_output=True, timeout=120)
+    return r.returncode == 0

@@ -37,6 +37,7 @@ from clawrig import __version__
 from clawrig.agents import Agent, AgentContext, AgentLimits, create_agent
 from clawrig.agents.preamble import preamble_for
 from clawrig.egress.trial import TrialNetwork
+from clawrig.env.system import SetupNetwork, prepare_system, resolve_environment
 from clawrig.errors import (
     InfrastructureError,
     ModelRequestError,
@@ -97,6 +98,8 @@ class TrialServices:
     capped, recorded in model_calls.jsonl, replayable) and graders reach a judge through it."""
     judge_cache: ResponseCache | None = None
     """``--judge-cache``: recorded judge replies that answer graders' repeated judge calls."""
+    setup_network: SetupNetwork | None = None
+    """The network of the sandbox that makes a task's warm snapshot (None: loopback only)."""
 
 
 def trial_folder_name(model: str, when: dt.datetime | None = None) -> str:
@@ -300,6 +303,18 @@ async def run_trial(
                 await asyncio.to_thread(ensure_env, task.grader.requirements)
             )
             binds.append(grader_stage.bind)
+        mark("warm")  # the environment and the task's warm snapshot (made once, then reused)
+        system = await prepare_system(
+            resolve_environment(config.sandbox, config.environment, config.image, str(task.format)),
+            task.warmup,
+            sandbox=config.sandbox,
+            snapshots=config.warm_snapshots,
+            setup_network=services.setup_network or network.setup_network(),
+        )
+        result.versions["environment"] = system.choice.environment
+        if system.warm is not None:
+            result.versions["warm_snapshot"] = system.warm.key
+        mark("sandbox_start")
         sandbox = create_sandbox(
             config.sandbox,
             SandboxConfig(
@@ -307,6 +322,7 @@ async def run_trial(
                 limits=limits,
                 binds=binds,
                 env=network.env | dict(needs.env),
+                **system.sandbox_fields(),  # type: ignore[arg-type]
             ),
         )
         async with services.sandbox_starts or contextlib.nullcontext():
@@ -321,7 +337,7 @@ async def run_trial(
         for note in await install_skills(sandbox, task):
             with open(agent_log, "a", encoding="utf-8") as fh:
                 fh.write(f"setup: {note}\n")
-        await run_warmup(sandbox, task.warmup)
+        await run_warmup(sandbox, system.warmup)  # what the warm snapshot does not hold
         network.agent_phase()
         mark("agent")
         from clawrig.tools.catalog import Toolset

@@ -214,6 +214,8 @@ class BwrapSandbox(SupervisedSandbox):
     """A bubblewrap sandbox with the supervisor inside. See the module docstring."""
 
     backend_name = "bwrap"
+    supports_snapshots = True
+    """With an environment (``rootfs``) and the harness as root: warm snapshot layers."""
 
     def __init__(self, config: SandboxConfig):
         super().__init__(config)

@@ -2,20 +2,21 @@
 
 The image is ``SandboxConfig.image`` (``--image NAME``, or an environment's image built locally
 by :mod:`clawrig.env`); without one, the ``base`` environment's image when it is built
-(``clawrig env build base``). No image registry is needed or contacted (``--pull never``).
+(``clawrig env build base --docker``). No image registry is contacted (``--pull never``).
 
 The container's main process is the supervisor itself, behind Docker's init (``--init``), so it
 sits at pid 2 exactly as under bubblewrap and ``kill_all`` keeps the container alive. The
 channel is the container's stdin/stdout (``docker run -i``); the container is removed on stop
-(``--rm``, and a forced removal through the Docker Engine API via the ``docker`` SDK when it is
-installed). Inside: /tmp_workspace bound read-write, a private /root, no network
-(``--network none``) unless ``SandboxConfig.network``; memory, pids and file-size limits from
-``Limits`` (``--memory``, ``--pids-limit``, ``--ulimit fsize``); only the capabilities a
-package manager needs as root (chown, file ownership, setuid/setgid to drop to ``_apt``, kill)
-and ``no-new-privileges``. The container's own writable layer is the trial's writable system:
-``pip install``, ``npm install -g``, ``apt-get install`` work and vanish with the container;
-:meth:`DockerSandbox.commit` freezes it as an image (a warm snapshot). Needs a Docker engine:
-without one ``start`` raises SandboxError naming what is missing.
+(``--rm``, and ``docker rm -f`` by name, since killing the client leaves a container running).
+
+Inside: /tmp_workspace bound read-write, a private /root, no network (``--network none``;
+``--network host`` with ``SandboxConfig.network``, as bwrap shares the host's); memory, pids and
+file-size limits from ``Limits`` (``--memory``, ``--pids-limit``, ``--ulimit fsize``); only the
+capabilities a package manager needs as root (chown, file ownership, setuid/setgid to drop to
+``_apt``, kill) and ``no-new-privileges``. The container's own writable layer is the trial's
+writable system: ``pip install``, ``npm install -g``, ``apt-get install`` work and vanish with
+the container; :meth:`DockerSandbox.commit` freezes it as an image (a warm snapshot). Needs a
+Docker engine: without one ``start`` raises SandboxError naming what is missing.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def default_image() -> str:
 
 class DockerSandbox(SupervisedSandbox):
     backend_name = "docker"
+    supports_snapshots = True
 
     def __init__(self, config: SandboxConfig):
         super().__init__(config)
@@ -95,8 +97,8 @@ class DockerSandbox(SupervisedSandbox):
         argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
         argv += [f"--cap-add={c}" for c in CAPS]
         argv += ["--hostname", cfg.hostname, "--workdir", PATHS.workspace]
-        if not cfg.network:
-            argv += ["--network", "none"]
+        # as under bwrap: loopback only, or the host's own network (never a bridge to elsewhere)
+        argv += ["--network", "host" if cfg.network else "none"]
         if lim.memory_bytes:
             argv += ["--memory", str(lim.memory_bytes), "--memory-swap", str(lim.memory_bytes)]
         if lim.max_processes:
@@ -142,11 +144,17 @@ class DockerSandbox(SupervisedSandbox):
         return tag
 
     async def _cleanup(self) -> None:
+        # the client's death does not stop a container: remove it (and all inside) by name
         with contextlib.suppress(Exception):
-            import docker  # type: ignore[import-not-found]
-
-            client = docker.from_env()
-            client.containers.get(self.name).remove(force=True)
+            proc = await asyncio.create_subprocess_exec(
+                "docker",
+                "rm",
+                "-f",
+                self.name,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            await asyncio.wait_for(proc.wait(), 60)
         if self.base_dir is not None:
             base, self.base_dir = self.base_dir, None
             await asyncio.to_thread(shutil.rmtree, base, True)

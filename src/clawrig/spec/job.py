@@ -22,12 +22,18 @@ class TrialConfig(BaseModel):
     ``model`` is the agent's model name (``provider/model``; ``none`` for oracle/nop);
     ``agent`` native | oracle | nop | openclaw[@VERSION]; ``sandbox`` bwrap | docker | local;
     ``grader`` auto (the task's own: programmatic, else judge), judge, exact, both;
-    ``judge`` the judge model name (None: JUDGE_MODEL / exact fallback).
+    ``judge`` the judge model name (None: JUDGE_MODEL / exact fallback);
+    ``environment`` auto | host | an environment name or spec file, ``image`` a local Docker
+    image, ``warm_snapshots`` whether install lines of a warmup run once and are frozen
+    (:mod:`clawrig.env`).
     """
 
     model: str = "none"
     agent: str = "native"
     sandbox: str = "bwrap"
+    environment: str = "auto"
+    image: str | None = None
+    warm_snapshots: bool = True
     timeout_multiplier: float = 1.0
     max_turns: int = 100
     max_tokens_per_trial: int | None = None

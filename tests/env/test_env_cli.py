@@ -1,0 +1,121 @@
+"""`clawrig env build|list|prune` and `run --env/--image`: real builds from the cache, real files,
+one line and exit 2 for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clawrig.env.spec import load_env_spec
+
+CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def clawrig(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [CLAWRIG, *args],
+        env={**os.environ, "COLUMNS": "250", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_bad_specs_give_one_line_naming_the_file_and_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: Bad Name\ndebian: [python3]\n")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("name: ok\ndebain: [python3]\n")
+    pkg = tmp_path / "pkg.yaml"
+    pkg.write_text("name: ok\ndebian: ['python3; rm -rf /']\n")
+    cases = [
+        (["env", "build", "nosuch"], "environment nosuch: not a shipped name"),
+        (["env", "build", str(bad)], f"{bad}: field name:"),
+        (["env", "build", str(typo)], f"{typo}: field debain: Extra inputs"),
+        (["env", "build", str(pkg)], f"{pkg}: field debian: Value error, not a package name"),
+        (["run", str(REPO / "suites/demo"), "--env", "nosuch", "--agent", "nop"], "nosuch"),
+        (
+            ["run", str(REPO / "suites/demo"), "--image", "x:y", "--agent", "nop"],
+            "--image: only the docker sandbox runs images",
+        ),
+    ]
+    for args, needle in cases:
+        r = clawrig(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert needle in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_build_of_a_cached_environment_is_immediate_and_list_shows_it(base_rootfs):
+    spec = load_env_spec("base")
+    r = clawrig("env", "build", "base")
+    assert r.returncode == 0, r.stderr
+    assert str(base_rootfs) in r.stdout and "mmdebstrap" not in r.stderr  # not rebuilt
+    r = clawrig("env", "list")
+    row = next(line for line in r.stdout.splitlines() if spec.key in line)
+    size_mib = float(row.split("│")[3].split()[0])
+    du = subprocess.run(
+        ["du", "-s", "--apparent-size", "--block-size=1", str(base_rootfs)],
+        capture_output=True,
+        text=True,
+    )
+    # du also counts folders and links: the regular files alone are a bit less
+    assert 0.8 * int(du.stdout.split()[0]) <= size_mib * 1024**2 <= int(du.stdout.split()[0])
+
+
+def test_prune_removes_superseded_builds_and_idle_snapshots(tmp_path):
+    cache = tmp_path / "cache"
+    envs, warm = cache / "environments", cache / "warm"
+    old_env = envs / "base-000000000000"
+    kept_env = envs / load_env_spec("base").key
+    for d in (old_env, kept_env):
+        (d / "rootfs" / "usr").mkdir(parents=True)
+        (d / "rootfs" / "usr" / "f").write_bytes(b"x" * 1000)
+        (d / "env.json").write_text("{}")
+    old = time.time() - 30 * 86400
+    os.utime(old_env / "env.json", (old, old))
+    os.utime(kept_env / "env.json", (old, old))  # the current build of a shipped spec stays
+    snaps = {}
+    for name, env_name, age in (
+        ("idle", kept_env.name, 30),
+        ("fresh", kept_env.name, 0),
+        ("orphan", old_env.name, 0),
+    ):
+        d = warm / name
+        (d / "upper").mkdir(parents=True)
+        (d / "warm.json").write_text(
+            json.dumps({"backend": "bwrap", "environment": env_name, "lines": ["pip install x"]})
+        )
+        t = time.time() - age * 86400
+        os.utime(d / "warm.json", (t, t))
+        snaps[name] = d
+    r = clawrig("env", "prune", env={"CLAWRIG_CACHE_DIR": str(cache)})
+    assert r.returncode == 0, r.stderr
+    assert not old_env.exists() and kept_env.exists()
+    assert not snaps["idle"].exists() and not snaps["orphan"].exists()
+    assert snaps["fresh"].exists()
+    assert "3 item(s) removed" in r.stdout
+    r = clawrig("env", "list", env={"CLAWRIG_CACHE_DIR": str(cache)})
+    assert kept_env.name in r.stdout and "fresh" in r.stdout
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "docker"])
+def test_run_on_an_environment_with_each_backend(tmp_path, base_rootfs, sandbox, request):
+    if sandbox == "docker":
+        request.getfixturevalue("docker_image")
+    out = tmp_path / "out"
+    r = clawrig(
+        "run", str(REPO / "suites/demo"), "--suite", "000015", "--agent", "oracle",
+        "--sandbox", sandbox, "--env", "base", "--output", str(out),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    result = json.loads(next(out.rglob("result.json")).read_text())
+    assert result["error"] is None and result["score"]["score"] == 1.0
+    assert result["versions"]["environment"] == load_env_spec("base").key

@@ -1,0 +1,124 @@
+"""A writable system per trial: root inside installs software (pip, apt-get/dpkg) on the
+environment, and every write is gone when the sandbox stops; the host and other sandboxes never
+see it. bwrap: a kernel overlay over the ``base`` environment; Docker: the container's layer."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from clawrig.errors import SandboxError
+from clawrig.sandbox import SandboxConfig, create_sandbox
+
+sys.path.insert(0, str(Path(__file__).parent))
+from packages import make_deb, make_wheel  # noqa: E402
+
+
+@pytest.fixture(params=["bwrap", "docker"])
+def system(request: pytest.FixtureRequest, base_rootfs: Path) -> dict[str, object]:
+    """SandboxConfig fields of a writable system on the base environment, per backend."""
+    if request.param == "bwrap":
+        if shutil.which("bwrap") is None:
+            pytest.skip("bubblewrap is not installed")
+        return {"kind": "bwrap", "rootfs": base_rootfs, "writable_root": True}
+    return {"kind": "docker", "image": request.getfixturevalue("docker_image")}
+
+
+async def _start(tmp_path: Path, system: dict[str, object], name: str):
+    fields = {k: v for k, v in system.items() if k != "kind"}
+    ws = tmp_path / name
+    ws.mkdir()
+    sb = create_sandbox(str(system["kind"]), SandboxConfig(workspace_dir=ws, **fields))
+    await sb.start()
+    return sb, ws
+
+
+async def test_root_installs_with_pip_and_dpkg_and_it_is_gone_at_stop(tmp_path, system):
+    tag = secrets.token_hex(4)
+    mod, deb_name = f"clawrig_probe_{tag}", f"clawrig-probe-{tag}"
+    a, ws_a = await _start(tmp_path, system, "a")
+    b, _ = await _start(tmp_path, system, "b")
+    try:
+        make_wheel(ws_a, mod, f"value-{tag}")
+        make_deb(ws_a, deb_name, f"deb-{tag}")
+        r = await a.exec(
+            "pip install --no-index --root-user-action=ignore"
+            f" /tmp_workspace/{mod}-1.0-py3-none-any.whl"
+            f" && apt-get install -y /tmp_workspace/{deb_name}_1.0_all.deb"
+            " && echo system-write > /usr/local/bin/clawrig-mark && id -u",
+            merge_stderr=True,
+            timeout_s=120,
+        )
+        assert r.exit_code == 0, r.stdout
+        assert r.stdout.strip().endswith("0")  # root inside
+        r = await a.exec(
+            f"python3 -c 'import {mod}; print({mod}.VALUE)'; cat /usr/share/{deb_name}/hello.txt;"
+            f" dpkg -s {deb_name} | grep Status"
+        )
+        assert r.stdout.split("\n")[:3] == [
+            f"value-{tag}",
+            f"deb-{tag}",
+            "Status: install ok installed",
+        ]
+        # another sandbox on the same environment, running at the same time, sees none of it
+        r = await b.exec(
+            f"python3 -c 'import {mod}' 2>&1; ls /usr/share/{deb_name} /usr/local/bin/clawrig-mark"
+        )
+        assert "ModuleNotFoundError" in r.stdout and r.exit_code != 0
+    finally:
+        await a.stop()
+        await b.stop()
+    # nothing reached the host or the environment's cached files
+    assert not Path(f"/usr/share/{deb_name}").exists()
+    assert not Path("/usr/local/bin/clawrig-mark").exists()
+    if system["kind"] == "bwrap":
+        rootfs = Path(system["rootfs"])  # type: ignore[arg-type]
+        assert not (rootfs / "usr" / "share" / deb_name).exists()
+        assert not list(rootfs.glob(f"usr/lib/python3*/*-packages/{mod}"))
+        assert not list(rootfs.glob(f"usr/local/lib/python3*/*-packages/{mod}"))
+    # a new sandbox starts from the clean environment again
+    c, _ = await _start(tmp_path, system, "c")
+    try:
+        r = await c.exec(f"python3 -c 'import {mod}' 2>&1; ls /usr/share/{deb_name}")
+        assert "ModuleNotFoundError" in r.stdout and r.exit_code != 0
+    finally:
+        await c.stop()
+
+
+async def test_writable_bwrap_system_gives_no_capabilities_and_no_remount(tmp_path, base_rootfs):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    sb, _ = await _start(
+        tmp_path, {"kind": "bwrap", "rootfs": base_rootfs, "writable_root": True}, "w"
+    )
+    try:
+        caps = await sb.exec("grep CapEff /proc/self/status")
+        assert caps.stdout.split()[-1] == "0000000000000000"
+        r = await sb.exec(
+            "mount -t tmpfs none /usr 2>&1 || echo refused; mount -o remount,suid /usr"
+        )
+        assert "refused" in r.stdout and r.exit_code != 0
+        # a setuid file made inside is written to the trial's upper folder, under a 0700 parent
+        await sb.exec(
+            "cp /bin/true /usr/local/bin/suid-probe && chmod u+s /usr/local/bin/suid-probe"
+        )
+        ovl = sb.overlay  # type: ignore[attr-defined]
+        assert (ovl.upper / "usr/local/bin/suid-probe").exists()
+        assert (ovl.base.stat().st_mode & 0o777) == 0o700
+    finally:
+        await sb.stop()
+    assert not ovl.upper.exists()  # dropped with the sandbox
+
+
+async def test_overlay_needs_root_says_so(tmp_path, base_rootfs):
+    from clawrig.sandbox.bwrap import BwrapSandbox
+
+    ws = tmp_path / "ws"
+    sb = BwrapSandbox(SandboxConfig(workspace_dir=ws, rootfs=base_rootfs, writable_root=True))
+    sb.force_uid_drop = True  # as without cgroups: the sandbox's root is an unprivileged uid
+    with pytest.raises(SandboxError, match="needs the harness to run as root"):
+        await sb.start()
