@@ -108,3 +108,35 @@ async def test_second_trial_starts_from_the_warm_snapshot(tmp_path, backend):
             import subprocess
 
             subprocess.run(["docker", "rmi", "-f", f"clawrig-warm:{key}"], capture_output=True)
+
+
+async def test_warming_goes_through_the_trials_egress_proxy(tmp_path, base_rootfs):
+    """Without an explicit setup network the warming sandbox gets the trial's egress proxy (the
+    setup policy: package registries) and its forwarder: ``apt-get update`` reaches Debian's
+    mirror through it, logged in the trial's egress.jsonl, and the result is frozen."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    tag = secrets.token_hex(4)
+    (tmp_path / "task.md").write_text("# task\n")
+    line = f"apt-get update  # {tag}"
+    task = Task(
+        id=f"egress-{tag}",
+        prompt="nothing",
+        format=TaskFormat.WILDCLAW,
+        source=SourceRef(path=tmp_path / "task.md"),
+        # the package lists fetched while warming are there in the trial
+        warmup=[line, "ls /var/lib/apt/lists | grep -c _Packages > /tmp_workspace/probe.txt"],
+        grader=Grader(kind=GraderKind.PROGRAMMATIC, source=GRADER.format(value="1")),
+    )
+    cfg = TrialConfig(agent="nop", model="nop", environment="base")
+    result, folder = await run_trial(task, cfg, tmp_path / "out")
+    key = result.versions.get("warm_snapshot")
+    try:
+        assert result.error is None, result.error
+        assert key and json.loads((warm_dir() / key / "warm.json").read_text())["lines"] == [line]
+        assert (folder / "end_state" / "probe.txt").read_text() == "1\n"
+        log = [json.loads(x) for x in (folder / "egress.jsonl").read_text().splitlines()]
+        assert any(e.get("host") == "deb.debian.org" for e in log), log
+    finally:
+        if key:
+            shutil.rmtree(warm_dir() / key, ignore_errors=True)

@@ -4,7 +4,8 @@
 root) from Debian's package mirror, then ``pip install`` and ``npm install -g`` inside the new
 tree (chroot, with the host's CA bundle so a TLS-inspecting egress proxy is trusted), removes
 Python's EXTERNALLY-MANAGED marker (upstream's warmups run ``pip install`` as root), lets apt
-download as root (a sandbox has no capability to switch to ``_apt``), and moves
+download as root (a sandbox has no capability to switch to ``_apt``), adds the host's own CA
+certificates (``/usr/local/share/ca-certificates``: a TLS-inspecting proxy's) and moves
 the finished tree into the cache. :func:`ensure_image` imports that tree into Docker
 (``docker import``, no registry needed) and applies the spec's Dockerfile, if any, with
 ``docker build --build-arg BASE=<imported image>``. Both return at once when the build for the
@@ -32,6 +33,7 @@ from clawrig.errors import UserError
 
 MIRROR = "http://deb.debian.org/debian"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+HOST_EXTRA_CAS = "/usr/local/share/ca-certificates"
 CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 
@@ -59,6 +61,10 @@ def _hooks(spec: EnvSpec) -> list[str]:
         'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
         # a sandbox's root has no CAP_SETUID: apt downloads as root instead of _apt
         """echo 'APT::Sandbox::User "root";' > "$1"/etc/apt/apt.conf.d/99clawrig-sandbox""",
+        # trust what the host trusts (a TLS-inspecting egress proxy's CA, a company CA)
+        f"if ls {HOST_EXTRA_CAS}/*.crt >/dev/null 2>&1; then "
+        f'mkdir -p "$1"{HOST_EXTRA_CAS} && cp {HOST_EXTRA_CAS}/*.crt "$1"{HOST_EXTRA_CAS}/ && '
+        '{ chroot "$1" update-ca-certificates >/dev/null 2>&1 || true; }; fi',
     ]
     if spec.pip or spec.npm:
         hooks.append(f'cp {HOST_CA_BUNDLE} "$1"/tmp/clawrig-ca.crt')

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from clawrig.errors import UserError
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 """Bumped when the way a spec becomes a root file system changes (old builds then rebuild)."""
 
 SHIPPED = ("base", "wildclaw", "dataclaw")

@@ -109,6 +109,11 @@ def resolve_environment(
             if image_exists(tag):
                 return SystemChoice(image=tag, environment=spec.key)
             base = load_env_spec("base")
+            if not image_exists(image_name(base)):
+                raise UserError(
+                    "--sandbox docker: no image to run (build one: clawrig env build "
+                    f"{spec.name} --docker, or name a local one with --image)"
+                )
             note = (
                 f"environment {spec.name} is not built for Docker "
                 f"(clawrig env build {spec.name} --docker): tasks run on the base image"
