@@ -55,6 +55,7 @@ def test_reads_every_field(wildclaw_task, bench_root, grade_source):
     assert task.workspace.missing == []
     assert task.skills == ["pdf_reader"]
     assert task.skills_dirs == [bench_root / "skills"]  # the folder searched, as upstream
+    assert task.web_allowed is True  # upstream's agents have the web: --web on reaches them
     assert task.env == ["OPENROUTER_API_KEY", "JUDGE_MODEL"]
     # comment and blank lines of the warmup block are dropped, the background `&` kept
     assert task.warmup == [
