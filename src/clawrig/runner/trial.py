@@ -50,6 +50,7 @@ from clawrig.grading.judge import judge_answer
 from clawrig.grading.judge_proxy import judge_proxy, upstream_endpoint
 from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
+from clawrig.leftovers import owned_tempdir
 from clawrig.llm.base import ChatModel
 from clawrig.llm.gateway import RECORD_FILE, Gateway, GatewayRefusal, ResponseCache
 from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
@@ -217,7 +218,7 @@ async def run_trial(
     task_dir = out_root / task.id
     task_dir.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=task_dir))
-    work = Path(tempfile.mkdtemp(prefix="clawrig-trial-", dir=services.work_dir))
+    work = owned_tempdir("trial", services.work_dir)
     os.chmod(work, 0o755)
     ws = work / "workspace"
     timings: dict[str, float] = {}

@@ -42,11 +42,11 @@ import random
 import resource
 import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
 from clawrig.errors import SandboxError
+from clawrig.leftovers import owned_tempdir
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.overlay import Overlay, can_mount
@@ -242,7 +242,7 @@ class BwrapSandbox(SupervisedSandbox):
         return Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
 
     def _prepare_dirs(self) -> None:
-        self.base_dir = Path(tempfile.mkdtemp(prefix="clawrig-sbx-"))
+        self.base_dir = owned_tempdir("sbx")
         os.chmod(self.base_dir, 0o755)
         for sub in ("tmp", "run", "etc"):
             (self.base_dir / sub).mkdir()

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from clawrig.errors import SetupError, TaskFormatError
+from clawrig.leftovers import pid_alive
 from clawrig.sandbox.base import Bind
 from clawrig.sandbox.paths import PATHS
 
@@ -382,14 +383,9 @@ def _sweep_stale_stages(base: Path) -> None:
     """Remove staging folders left by harness processes that no longer run."""
     for entry in base.iterdir():
         pid = entry.name.split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
+        if not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
             continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(entry, ignore_errors=True)
-        except PermissionError:
-            continue
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 __all__ = [

@@ -1,0 +1,117 @@
+"""A harness killed with SIGKILL leaves its sandbox and trial folders behind; the next job
+removes them (issue 14: leftovers of a killed job are swept at the next start)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from clawrig.leftovers import owned_tempdir, pid_alive, sweep_dead
+
+TASK = """---
+id: slow_warmup
+name: Slow warmup
+category: 01_Productivity_Flow
+timeout_seconds: 60
+---
+
+## Prompt
+
+Do nothing.
+
+## Automated Checks
+
+```python
+def grade(**kwargs):
+    return {"overall_score": 1.0}
+```
+
+## Warmup
+
+```bash
+sleep 120
+```
+
+## Workspace Path
+
+```
+workspace/slow
+```
+"""
+
+
+def _suite(root: Path) -> Path:
+    (root / "tasks").mkdir(parents=True)
+    (root / "tasks" / "slow_warmup.md").write_text(TASK)
+    (root / "workspace" / "slow" / "exec").mkdir(parents=True)
+    return root / "tasks"
+
+
+def _ours(tmp: Path, pid: int) -> list[Path]:
+    return sorted(p for k in ("sbx", "trial") for p in tmp.glob(f"clawrig-{k}-{pid}-*"))
+
+
+@pytest.mark.sandbox
+def test_a_killed_jobs_folders_are_swept_by_the_next(tmp_path: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="leftovers-", dir="/tmp"))
+    os.chmod(tmp, 0o755)  # the sandbox's uid must reach its root under it
+    try:
+        suite = _suite(tmp_path / "bench")
+        env = dict(os.environ, TMPDIR=str(tmp))
+        cmd = [sys.executable, "-m", "clawrig", "run", str(suite), "--agent", "nop"]
+        first = subprocess.Popen(
+            cmd + ["-o", str(tmp_path / "out1")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(600):  # until its trial sits in the warmup: both folders exist
+            if {p.name.split("-")[1] for p in _ours(tmp, first.pid)} == {"sbx", "trial"}:
+                break
+            time.sleep(0.1)
+        left = _ours(tmp, first.pid)
+        assert {p.name.split("-")[1] for p in left} == {"sbx", "trial"}
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        time.sleep(0.5)
+        assert all(p.exists() for p in left)  # nothing cleaned up after a SIGKILL
+        second = subprocess.run(
+            cmd + ["--timeout-multiplier", "0.02", "-o", str(tmp_path / "out2")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert second.returncode in (0, 1), second.stderr
+        assert not any(p.exists() for p in left)
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwX", str(tmp)], check=False)
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+def test_sweep_keeps_folders_of_live_harnesses(tmp_path: Path) -> None:
+    mine = owned_tempdir("trial", tmp_path)
+    sleeper = subprocess.Popen(["sleep", "30"])
+    probe = subprocess.Popen(["true"])
+    probe.wait()
+    assert not pid_alive(probe.pid)
+    live = tmp_path / f"clawrig-sbx-{sleeper.pid}-abc"
+    live.mkdir()
+    dead = tmp_path / f"clawrig-trial-{probe.pid}-xyz"
+    (dead / "sub").mkdir(parents=True)
+    os.chmod(dead / "sub", 0o000)  # a folder the sandbox left unreadable
+    other = tmp_path / "clawrig-other-1-x"
+    other.mkdir()
+    try:
+        assert sweep_dead(tmp_path) == [dead]
+        assert mine.exists() and live.exists() and other.exists() and not dead.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
