@@ -62,6 +62,7 @@ format: $(STAMP)
 
 bench: setup docker mmdebstrap
 	$(BIN)/python benchmarks/sandbox.py
+	$(BIN)/python benchmarks/warm.py
 	$(BIN)/python benchmarks/throughput.py
 	$(BIN)/python benchmarks/view.py
 

@@ -3,9 +3,10 @@
 For each backend (bwrap on the ``base`` environment; Docker on its image when an engine answers)
 it prints: the warmup's install lines run in a fresh sandbox (what every trial paid without
 snapshots; ``--n`` times, each into an empty snapshot cache), and a trial's start from the
-frozen snapshot (sandbox start with the snapshot + the import the warmup's per-trial line does
-+ stop). The install is real: ``pip install`` of ``--package`` from PyPI, through the host's
-network and CA bundle (the setup phase's network). Usage:
+frozen snapshot (sandbox start with the snapshot + the import the warmup's per-trial line does +
+stop, the import timed apart). The install is real: ``pip install`` of ``--package`` from PyPI,
+through the host's network and CA bundle (the setup phase's network).
+Usage:
 ``python benchmarks/warm.py [--package requests] [--n 3]``.
 """
 
@@ -61,6 +62,7 @@ async def bench(backend: str, package: str, module: str, n: int) -> None:
             snap, keep = s, cache
     assert snap is not None
     warm: list[float] = []
+    imports: list[float] = []
     base = Path(tempfile.mkdtemp(prefix="clawrig-bench-ws-"))
     for i in range(max(n * 3, 5)):
         fields: dict[str, object] = (
@@ -71,9 +73,11 @@ async def bench(backend: str, package: str, module: str, n: int) -> None:
         t = time.perf_counter()
         sb = create_sandbox(backend, SandboxConfig(workspace_dir=base / f"w{i}", **fields))
         await sb.start()
+        t_exec = time.perf_counter()
         r = await sb.exec(["python3", "-c", f"import {module}"])
+        imports.append(time.perf_counter() - t_exec)
         await sb.stop()
-        warm.append(time.perf_counter() - t)
+        warm.append(time.perf_counter() - t - imports[-1])
         assert r.exit_code == 0, r.stderr
     shutil.rmtree(base, ignore_errors=True)
     shutil.rmtree(keep, ignore_errors=True)
@@ -81,8 +85,9 @@ async def bench(backend: str, package: str, module: str, n: int) -> None:
         await _rmi(snap.image)
     c, w = statistics.median(cold), statistics.median(warm)
     print(
-        f"{backend:<7} warmup `{lines[0]}` per trial: median {c:7.2f} s (n={len(cold)});"
-        f" start from the warm snapshot: median {w * 1000:7.1f} ms (n={len(warm)})"
+        f"{backend:<7} warmup `{lines[0]}` in a fresh sandbox: median {c:7.2f} s"
+        f" (n={len(cold)}); start+stop on the warm snapshot: median {w * 1000:7.1f} ms,"
+        f" `import {module}` there {statistics.median(imports) * 1000:.0f} ms (n={len(warm)})"
     )
     for trials in (1, 10, 60):
         print(
