@@ -33,6 +33,13 @@ def pull(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.Comp
     )
 
 
+def run(out: Path, suite: Path) -> subprocess.CompletedProcess:
+    """``clawrig run`` with the oracle agent on one sample of ``suite`` (wide terminal)."""
+    args = [CLAWRIG, "run", str(suite), "--agent", "oracle", "--suite", "000001", "-o", str(out)]
+    env = {**os.environ, "COLUMNS": "400"}
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=240)
+
+
 def test_pull_lays_out_validates_verifies_and_writes_a_manifest(hub, demo_dir, tmp_path) -> None:
     dest = tmp_path / "data"
     r = pull(tmp_path, "eigendata/wildclaw", "--to", str(dest))
@@ -68,9 +75,36 @@ def test_pull_lays_out_validates_verifies_and_writes_a_manifest(hub, demo_dir, t
     assert check["matches"] is True and check["files"] == len(want)
     assert drift_line(check) is None
 
-    # drift: one file edited, one removed, one added -> one line naming them
+    # a job on the pulled set carries the manifest's source, commit and digest in its summary
+    r = run(tmp_path / "out1", dest / "wildclaw")
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads((tmp_path / "out1" / "summary_oracle.json").read_text())["data"]
+    assert data["source"] == manifest["source"] and data["commit"] == COMMIT
+    assert data["matches"] is True and data["files"] == len(want)
+    assert (
+        data["files_sha256"]
+        == hashlib.sha256(
+            "".join(f"{p} {hashlib.sha256(want[p]).hexdigest()}\n" for p in sorted(want)).encode()
+        ).hexdigest()
+    )
+    assert "data differs" not in r.stderr
+
+    # drift: one file edited -> the job says so in one line, and its summary records it
     intent = dest / "wildclaw" / "intent" / "000001.json"
     intent.write_text(intent.read_text().replace("Expense", "Expanse"))
+    r = run(tmp_path / "out2", dest / "wildclaw")
+    assert r.returncode == 0, r.stdout + r.stderr
+    notes = [x for x in r.stderr.splitlines() if "data differs" in x]
+    assert notes == [
+        f"note: data differs from its manifest {dest / MANIFEST_NAME} "
+        f"(hf://datasets/jindidi/eigendata-demo-data@main, commit {COMMIT[:12]}): 1 changed, "
+        "0 missing, 0 added (first: wildclaw/intent/000001.json); `clawrig pull` again to "
+        "restore it"
+    ]
+    data = json.loads((tmp_path / "out2" / "summary_oracle.json").read_text())["data"]
+    assert data["matches"] is False and data["changed"] == ["wildclaw/intent/000001.json"]
+
+    # one removed, one added too
     (dest / "wildclaw" / "evaluators" / "evaluator_000002.py").unlink()
     (dest / "wildclaw" / "intent" / "000099.json").write_text("{}")
     check = check_data(dest / MANIFEST_NAME, dest / "wildclaw")

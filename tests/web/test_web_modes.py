@@ -182,7 +182,7 @@ async def test_replay_miss_is_a_typed_error_or_follows_web_miss(brave_env, tmp_p
 def test_bad_web_options_are_one_line_user_errors(tmp_path) -> None:
     with pytest.raises(UserError, match="--web: unknown mode 'sometimes'"):
         WebService("sometimes")
-    with pytest.raises(UserError, match="--web replay: give the folder too"):
+    with pytest.raises(UserError, match="--web replay: give its folder with --web-dir DIR"):
         WebService("replay")
     with pytest.raises(UserError, match="--web replay: no such job folder"):
         WebService("replay", source=tmp_path / "nope")
@@ -260,3 +260,27 @@ def test_corpus_errors_name_the_file_and_line(tmp_path) -> None:
     (tmp_path / "none").mkdir()
     with pytest.raises(UserError, match="no documents"):
         WebService("corpus", source=tmp_path / "none")
+
+
+def test_run_web_flags_are_checked_before_any_sandbox(tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path as P
+
+    from clawrig.testing.paths import REPO
+
+    clawrig = str(P(sys.executable).with_name("clawrig"))
+    demo = str(REPO / "suites" / "demo")
+    cases = [
+        (["--web", "sometimes"], "--web: unknown mode 'sometimes' (choose from off, live, record"),
+        (["--web", "replay"], "--web replay: give its folder with --web-dir DIR"),
+        (["--web", "corpus", "--web-dir", str(tmp_path / "nope")], "--web corpus: no such file"),
+        (["--web", "live", "--web-provider", "bing"], "--web-provider: choose from brave, tavily"),
+    ]
+    for flags, message in cases:
+        args = [clawrig, "run", demo, "--agent", "oracle", "-o", str(tmp_path / "o"), *flags]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], r.stderr
+        assert not (tmp_path / "o").exists()

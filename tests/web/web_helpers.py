@@ -1,14 +1,16 @@
 """A loopback web for web tests (the ``web_server`` fixture is in conftest.py): one FastAPI
 server on 127.0.0.1 that speaks the Brave Search
 API (``GET /res/v1/web/search`` with ``X-Subscription-Token``), the Tavily API (``POST /search``
-with ``Authorization: Bearer``) and serves a few pages. It counts every request, so a test can
-show a replay made none."""
+with ``Authorization: Bearer``) and serves a few pages, also as the host's forward HTTP proxy
+(``HTTP_PROXY``: a request for ``http://any.host/tern.html`` gets the page). It counts every
+request, so a test can show a replay made none."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -34,6 +36,8 @@ DOCS = [
 class WebServer:
     url: str
     requests: list[dict[str, Any]] = field(default_factory=list)
+    page_base: str = ""
+    """Where search results point (default: this server's URL)."""
 
 
 def _hits(query: str, count: int) -> list[tuple[str, str, str]]:
@@ -42,8 +46,21 @@ def _hits(query: str, count: int) -> list[tuple[str, str, str]]:
     return hits[:count]
 
 
-def build_app(state: WebServer) -> FastAPI:
+def build_app(state: WebServer) -> Any:
     app = FastAPI()
+
+    async def forward_proxy(scope: dict, receive: Any, send: Any) -> None:
+        """A proxied request names an absolute URL: serve its path."""
+        if scope["type"] == "http" and scope["path"].startswith(("http://", "https://")):
+            url = urlsplit(scope["path"])
+            path = url.path or "/"
+            scope = {
+                **scope,
+                "path": path,
+                "raw_path": path.encode(),
+                "query_string": url.query.encode(),
+            }
+        await app(scope, receive, send)
 
     @app.get("/res/v1/web/search")
     async def brave(
@@ -56,7 +73,12 @@ def build_app(state: WebServer) -> FastAPI:
                 {"type": "ErrorResponse", "error": {"code": "SUBSCRIPTION_TOKEN_INVALID"}}, 422
             )
         results = [
-            {"title": t, "url": state.url + p, "description": d, "age": "March 2, 2026"}
+            {
+                "title": t,
+                "url": (state.page_base or state.url) + p,
+                "description": d,
+                "age": "March 2, 2026",
+            }
             for t, p, d in _hits(q.get("q", ""), int(q.get("count", 20)))
         ]
         return JSONResponse(
@@ -78,7 +100,12 @@ def build_app(state: WebServer) -> FastAPI:
                 {"detail": {"error": "Unauthorized: missing or invalid API key."}}, 401
             )
         results = [
-            {"title": t, "url": state.url + p, "content": re.sub("<[^>]+>", "", d), "score": 0.9}
+            {
+                "title": t,
+                "url": (state.page_base or state.url) + p,
+                "content": re.sub("<[^>]+>", "", d),
+                "score": 0.9,
+            }
             for t, p, d in _hits(body["query"], int(body.get("max_results", 5)))
         ]
         return JSONResponse(
@@ -93,4 +120,4 @@ def build_app(state: WebServer) -> FastAPI:
             return Response(text.encode(), media_type=ctype)
         return PlainTextResponse("no such page", 404)
 
-    return app
+    return forward_proxy

@@ -137,7 +137,29 @@ def register(app: typer.Typer) -> None:
         ] = None,
         env_file: Annotated[Path | None, typer.Option("--env-file", help="default ./.env")] = None,
         max_attempts: Annotated[int, typer.Option("--max-attempts", min=1)] = 3,
-        web: Annotated[str, typer.Option("--web", help="off | on (tasks that allow it)")] = "off",
+        web: Annotated[
+            str,
+            typer.Option(
+                "--web", help="off | live | record | replay | corpus, for tasks that allow the web"
+            ),
+        ] = "off",
+        web_dir: Annotated[
+            Path | None,
+            typer.Option(
+                "--web-dir",
+                help="--web replay: the recorded job folder (default: --replay's); "
+                "--web corpus: the document folder or JSONL file",
+            ),
+        ] = None,
+        web_miss: Annotated[
+            str,
+            typer.Option(
+                "--web-miss", help="--web replay, an unrecorded request: error | live | empty"
+            ),
+        ] = "error",
+        web_provider: Annotated[
+            str, typer.Option("--web-provider", help="--web live|record search: brave | tavily")
+        ] = "brave",
         network: Annotated[
             str,
             typer.Option(
@@ -192,8 +214,19 @@ def register(app: typer.Typer) -> None:
             raise UserError(
                 f"--grader: unknown grader {grader!r} (choose from {', '.join(GRADERS)})"
             )
-        if web not in ("off", "on"):
-            raise UserError("--web: choose off or on")
+        from clawrig.web import WebService
+
+        if web == "replay" and web_dir is None:
+            web_dir = replay  # the whole run from one folder: --replay JOB --web replay
+        services_web = WebService(
+            web,
+            source=web_dir if web in ("replay", "corpus") else None,
+            output=output,
+            miss=web_miss,
+            provider=web_provider,
+        )
+        if problem := services_web.key_problem():
+            err_console.print(f"[bold yellow]note:[/] {problem}", highlight=False, soft_wrap=True)
         from clawrig.egress import NetworkPolicy
 
         NetworkPolicy.parse(network, option="--network")
@@ -219,7 +252,11 @@ def register(app: typer.Typer) -> None:
 
         # e.g. install the pinned OpenClaw once
         the_agent.prepare(lambda line: err_console.print(line, highlight=False))
-        services = TrialServices()
+        services = TrialServices(web=services_web)
+        from clawrig.data.manifest import data_summary, drift_line
+
+        if (data := data_summary(source, root)) is not None and (line := drift_line(data)):
+            err_console.print(f"[bold yellow]note:[/] {line}", highlight=False, soft_wrap=True)
         recorded = recorded_models(replay) if replay is not None else {}
         model_name = model or recorded.get("agent") or os.environ.get("DEFAULT_MODEL")
         if the_agent.needs_model:
@@ -269,6 +306,9 @@ def register(app: typer.Typer) -> None:
             max_attempts=max_attempts,
             resume=resume,
             trial=trial_cfg,
+            web_dir=web_dir if web in ("replay", "corpus") else None,
+            web_miss=web_miss,
+            web_provider=web_provider,
         )
         if not resume:
             _warn_unfinished(output, trial_cfg.model)

@@ -178,3 +178,13 @@ def drift_line(check: dict[str, Any]) -> str | None:
         f"missing, {check['added_count']} added (first: {first}); `clawrig pull` again to "
         "restore it"
     )
+
+
+def data_summary(*paths: Path | None) -> dict[str, Any] | None:
+    """The job summary's ``data`` entry for a job on ``paths`` (the suite path, then the
+    benchmark root): :func:`check_data` of the nearest manifest, or None when the data was not
+    pulled by ``clawrig pull``. Raises UserError for an unreadable manifest."""
+    found = find_manifest(*paths)
+    if found is None:
+        return None
+    return check_data(found, next((p for p in paths if p is not None), None))

@@ -365,7 +365,12 @@ def build_summary(
     state: JobState,
     job_id: str,
 ) -> dict[str, Any]:
-    """``summary_<model>.json``: DataClawBench's keys plus clawrig's statistics."""
+    """``summary_<model>.json``: DataClawBench's keys plus clawrig's statistics, the data
+    the job ran on (``data``: :func:`clawrig.data.manifest.data_summary`) and its web
+    (``web``: :func:`clawrig.web.service.web_summary`)."""
+    from clawrig.data.manifest import data_summary
+    from clawrig.web.service import web_summary
+
     stats = summarize(
         results,
         tasks={t.id: t.category for t in tasks},
@@ -403,6 +408,8 @@ def build_summary(
         "job_id": job_id,
         "suite": job.suite,
         "suite_path": str(job.suite_path),
+        "data": data_summary(job.suite_path, getattr(job, "root", None)),
+        "web": web_summary(job),
         "runs_per_task": job.runs,
         "tasks": rows,
         "overall_score": dc.get("overall_score"),

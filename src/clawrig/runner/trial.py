@@ -69,6 +69,7 @@ from clawrig.spec.transcript import Transcript
 from clawrig.spec.trial import ErrorKind, Score, StopReason, TrialError, TrialResult, Usage
 from clawrig.tools.base import ToolContext, WebPolicy
 from clawrig.transcript import dumps_openclaw_jsonl, to_formatted_dialog
+from clawrig.web.service import WebService, web_session
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
 AGENT_PHASES = ("agent", "kill", "collect", "gt_inject")
@@ -101,6 +102,8 @@ class TrialServices:
     """``--judge-cache``: recorded judge replies that answer graders' repeated judge calls."""
     setup_network: SetupNetwork | None = None
     """The network of the sandbox that makes a task's warm snapshot (None: loopback only)."""
+    web: WebService | None = None
+    """The job's web (``--web``: live, record, replay, corpus; see :mod:`clawrig.web`)."""
 
 
 def trial_folder_name(model: str, when: dt.datetime | None = None) -> str:
@@ -346,7 +349,8 @@ async def run_trial(
         tool_ctx = ToolContext(
             sandbox=sandbox,
             exec_timeout_s=limits.command_timeout_s,
-            web=WebPolicy(mode="on" if (config.web == "on" and task.web_allowed) else "off"),
+            web=WebPolicy(mode=config.web if task.web_allowed else "off"),
+            web_backend=web_session(services.web, config.web, task, run_index, tmp_dir, out_root),
             output_bytes=limits.output_bytes,
         )
         toolset = Toolset(task.tool_profile or config.tool_profile)
@@ -481,9 +485,12 @@ async def run_trial(
             result.error = TrialError(
                 kind=ErrorKind.INFRASTRUCTURE, message=str(exc), phase=phase, retryable=True
             )
-    except InfrastructureError as exc:
+    except InfrastructureError as exc:  # retried unless it says it would fail again
         result.error = TrialError(
-            kind=ErrorKind.INFRASTRUCTURE, message=str(exc), phase=phase, retryable=True
+            kind=ErrorKind.INFRASTRUCTURE,
+            message=str(exc),
+            phase=phase,
+            retryable=getattr(exc, "retryable", True),
         )
     except asyncio.CancelledError:
         result.error = TrialError(kind=ErrorKind.CANCELLED, message="cancelled", phase=phase)

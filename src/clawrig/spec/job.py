@@ -44,6 +44,7 @@ class TrialConfig(BaseModel):
     preamble: str | None = None
     tool_profile: str = "coding"
     web: str = "off"
+    """off | live | record | replay | corpus (``on`` = live), for tasks that allow the web."""
     network: str = "none"
     """The agent's egress policy: none | registries | allow:<hosts> | open
     (:mod:`clawrig.egress.policy`)."""
@@ -78,6 +79,13 @@ class JobConfig(BaseModel):
     max_attempts: int = 3
     resume: bool = False
     trial: TrialConfig = Field(default_factory=TrialConfig)
+    web_dir: Path | None = None
+    """``--web replay``: the recorded job folder (default: ``--replay``'s); ``--web corpus``:
+    the document collection."""
+    web_miss: str = "error"
+    """``--web replay``: what a request that was not recorded gets: error | live | empty."""
+    web_provider: str = "brave"
+    """``--web live|record``: the search provider (brave | tavily)."""
 
 
 class ProgressEntry(BaseModel):

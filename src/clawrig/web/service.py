@@ -4,7 +4,8 @@ Modes (``clawrig run --web MODE``; a task whose format forbids the web gets ``of
 
 - ``off``: web_search and web_fetch answer ``web access is disabled for this task``;
 - ``live``: they call the search provider (:mod:`clawrig.web.providers`) and fetch pages from
-  the host; keys come from the host's environment and never enter a sandbox;
+  the host (through its ``HTTP_PROXY``/``HTTPS_PROXY`` when set, ``NO_PROXY`` honoured); keys
+  come from the host's environment and never enter a sandbox;
 - ``record``: as live, and every exchange is recorded (:mod:`clawrig.web.records`) in the
   trial folder, bodies in the job folder's ``web_blobs/``;
 - ``replay DIR``: answered only from DIR's records (a finished job folder); a request that was
@@ -214,9 +215,11 @@ class WebService:
         if provider not in PROVIDERS:
             raise UserError(f"--web-provider: choose from {', '.join(PROVIDERS)}")
         if mode in ("replay", "corpus") and source is None:
-            raise UserError(f"--web {mode}: give the folder too, e.g. --web {mode} DIR")
+            raise UserError(f"--web {mode}: give its folder with --web-dir DIR")
         if mode not in ("replay", "corpus") and source is not None:
-            raise UserError(f"--web {mode}: takes no folder (only replay and corpus do)")
+            raise UserError(
+                f"--web-dir: only --web replay and --web corpus take a folder, not {mode}"
+            )
         self.mode = mode
         self.source = Path(source) if source is not None else None
         self.output = Path(output) if output is not None else None
@@ -365,3 +368,39 @@ class WebSession:
         if self.recorder is not None:
             self.recorder.add("fetch", request, out.fields(), None if out.error else out.body)
         return out
+
+
+def web_session(
+    service: WebService | None,
+    mode: str,
+    task: Any,
+    run_index: int,
+    record_dir: Path | None,
+    output: Path | None,
+) -> WebSession | None:
+    """A trial's web session: None when the task's web is off (``mode`` off, or the task does
+    not allow the web); else a session of the job's ``service``, or, without one, of a new
+    live or recording service (``output``: the job folder for recorded bodies). Raises
+    UserError for replay or corpus without a service (they need their folder)."""
+    if mode == "off" or not getattr(task, "web_allowed", False):
+        return None
+    if service is None:
+        if mode not in ("on", "live", "record"):
+            raise UserError(f"--web {mode}: the job has no web service (give --web-dir DIR)")
+        service = WebService(mode, output=output)
+    return service.session(task.id, run_index, record_dir)
+
+
+def web_summary(config: Any) -> dict[str, Any]:
+    """The job summary's ``web`` entry from a JobConfig: ``mode``, ``dir``, ``miss``,
+    ``provider`` (what answered web_search and web_fetch)."""
+    mode = "live" if config.trial.web == "on" else config.trial.web
+    web_dir = getattr(config, "web_dir", None)
+    return {
+        "mode": mode,
+        "dir": str(web_dir) if web_dir is not None and mode in ("replay", "corpus") else None,
+        "miss": getattr(config, "web_miss", "error") if mode == "replay" else None,
+        "provider": getattr(config, "web_provider", "brave")
+        if mode in ("live", "record")
+        else None,
+    }

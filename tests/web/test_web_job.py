@@ -1,0 +1,163 @@
+"""A whole job recorded with ``--web record`` and run again with ``--web replay`` and the model
+gateway's replay: every trial's transcript and score come out identical, with the model
+server and the web server stopped. The agent is the native loop driven by the scripted
+model; the web is the loopback Brave API and a page reached through the host's HTTP proxy."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from web_helpers import BRAVE_KEY
+
+from clawrig.llm.gateway import Gateway, replay_gateway, replay_model
+from clawrig.runner.batch import run_job
+from clawrig.runner.trial import TrialServices
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.tasks.registry import load_tasks
+from clawrig.testing.scripted_server import Reply, call, reply, usage
+from clawrig.web import WebService
+from clawrig.web.records import WEB_RECORD_FILE
+
+GRADE = """
+import os
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    path = os.path.join(workspace_path, "results", "out.txt")
+    got = open(path).read().strip() if os.path.exists(path) else ""
+    return {"correct": 1.0 if got == "2026-03-02" else 0.0,
+            "overall_score": 1.0 if got == "2026-03-02" else 0.0}
+"""
+
+
+def write_web_bench(root: Path, n: int) -> Path:
+    cat = "04_Search_Retrieval"
+    for k in range(1, n + 1):
+        slug = f"task_{k}_release_date"
+        md = root / "tasks" / cat / f"{cat}_{slug}.md"
+        md.parent.mkdir(parents=True, exist_ok=True)
+        md.write_text(
+            f"---\nid: {cat}_{slug}\nname: Release date {k}\ncategory: {cat}\n"
+            "timeout_seconds: 60\n---\n\n## Prompt\n\nFind when Tern 4.2 was released and write "
+            f"the date (YYYY-MM-DD) to /tmp_workspace/results/out.txt. TASKNUM={k}\n\n"
+            "## Expected Behavior\n\nSearch, read the page, write the date.\n\n"
+            "## Grading Criteria\n\n- [ ] the date\n\n"
+            "## Automated Checks\n\n```python\n" + GRADE.strip() + "\n```\n\n"
+            "## Workspace Path\n\n```\n" + f"workspace/{cat}/{slug}" + "\n```\n",
+            encoding="utf-8",
+        )
+        (root / "workspace" / cat / slug / "exec").mkdir(parents=True, exist_ok=True)
+        (root / "workspace" / cat / slug / "exec" / "notes.txt").write_text("look it up\n")
+    return root
+
+
+def researcher(request: dict[str, Any]) -> Reply:
+    """Search, fetch the first hit, write the date it finds; task 2 writes the year only."""
+    messages = request["messages"]
+    k = int(re.search(r"TASKNUM=(\d+)", json.dumps(messages[0])).group(1))
+    tools = [m for m in messages if m.get("role") == "tool"]
+    if not tools:
+        return reply(
+            tool_calls=[call("web_search", {"query": "Tern 4.2 release"})], usage=usage(50, 5)
+        )
+    if len(tools) == 1:
+        url = json.loads(tools[0]["content"])["results"][0]["url"]
+        return reply(tool_calls=[call("web_fetch", {"url": url})], usage=usage(80, 5))
+    if len(tools) == 2:
+        date = re.search(r"\d{4}-\d{2}-\d{2}", json.loads(tools[1]["content"])["text"]).group(0)
+        text = date if k == 1 else date[:4]
+        cmd = f"mkdir -p /tmp_workspace/results && echo {text} > /tmp_workspace/results/out.txt"
+        return reply(tool_calls=[call("exec", {"command": cmd})], usage=usage(120, 9))
+    return reply("done", usage=usage(130, 1))
+
+
+def without_clock(entry: dict[str, Any]) -> dict[str, Any]:
+    """An OpenClaw session entry without what differs between any two runs: wall-clock
+    timestamps, tool durations and the entries' random ids."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in ("timestamp", "durationMs")}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    return {k: strip(v) for k, v in entry.items() if k not in ("id", "parentId", "timestamp")}
+
+
+def trial_files(out: Path) -> dict[str, dict[str, Any]]:
+    """task id -> its trial's transcript (formatted_dialog.json and the OpenClaw chat.jsonl),
+    score and web records."""
+    found = {}
+    for result in sorted(out.glob("*/*/result.json")):
+        folder = result.parent
+        found[folder.parent.name] = {
+            "dialog": json.loads((folder / "formatted_dialog.json").read_text())[
+                "formatted_dialog"
+            ],
+            "chat": [
+                without_clock(json.loads(x))
+                for x in (folder / "chat.jsonl").read_text().splitlines()
+            ],
+            "score": json.loads((folder / "score.json").read_text()),
+            "web": [
+                {k: v for k, v in json.loads(x).items() if k not in ("task_id", "run_index")}
+                for x in (folder / WEB_RECORD_FILE).read_text().splitlines()
+            ],
+        }
+    return found
+
+
+async def test_recorded_job_replays_identically_without_network(
+    tmp_path, scripted_server, web_server, monkeypatch
+) -> None:
+    monkeypatch.setenv("BRAVE_API_KEY", BRAVE_KEY)
+    monkeypatch.setenv("CLAWRIG_BRAVE_ENDPOINT", f"{web_server.url}/res/v1/web/search")
+    monkeypatch.setenv("HTTP_PROXY", web_server.url)  # pages come through the host's proxy
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    web_server.page_base = "http://tern.example"
+    bench = write_web_bench(tmp_path / "bench", 2)
+    tasks = [t.model_copy(update={"web_allowed": True}) for t in load_tasks(bench / "tasks")]
+    srv = scripted_server(responder=researcher)
+    rec, rep = tmp_path / "rec", tmp_path / "rep"
+
+    def config(out: Path, mode: str) -> JobConfig:
+        trial = TrialConfig(agent="native", model="scripted/test", web=mode)
+        return JobConfig(suite_path=bench / "tasks", output=out, parallel=2, trial=trial,
+                         web_dir=rec if mode == "replay" else None)  # fmt: skip
+
+    gateway = Gateway()
+    services = TrialServices(
+        model=srv.chat_model("scripted/test"), gateway=gateway, web=WebService("record", output=rec)
+    )
+    with gateway:
+        recorded = await run_job(config(rec, "record"), tasks, services)
+    assert [
+        (r["task_id"].removeprefix("04_Search_Retrieval_"), r["score"]) for r in recorded["tasks"]
+    ] == [
+        ("task_1_release_date", 1.0),
+        ("task_2_release_date", 0.0),
+    ]
+    assert recorded["web"] == {"mode": "record", "dir": None, "miss": None, "provider": "brave"}
+    srv.stop()
+    seen = len(web_server.requests)
+    assert [r["api"] for r in web_server.requests] == ["brave", "brave", "page", "page"]
+
+    gateway = replay_gateway(rec)
+    services = TrialServices(
+        model=replay_model("scripted/test"),
+        gateway=gateway,
+        web=WebService("replay", source=rec, output=rep),
+    )
+    with gateway:
+        replayed = await run_job(config(rep, "replay"), tasks, services)
+    assert len(web_server.requests) == seen  # no search and no page reached the network
+    assert replayed["web"]["mode"] == "replay" and replayed["web"]["dir"] == str(rec)
+    assert [(r["task_id"], r["score"], r["error"]) for r in replayed["tasks"]] == [
+        (r["task_id"], r["score"], None) for r in recorded["tasks"]
+    ]
+    before, after = trial_files(rec), trial_files(rep)
+    assert before == after  # transcripts, scores and web exchanges, trial by trial
+    dialog = before[tasks[0].id]["dialog"]
+    fetched = json.loads(next(m["content"] for m in dialog if m.get("name") == "web_fetch"))
+    assert fetched["url"] == "http://tern.example/tern.html"
+    assert "Released on 2026-03-02" in fetched["text"]
