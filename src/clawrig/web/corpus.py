@@ -153,7 +153,7 @@ class Corpus:
             ctype = doc.get("content_type") or (
                 "text/html" if isinstance(html, str) else "text/plain"
             )
-            body = html if isinstance(html, str) else text
+            body: str = html if isinstance(html, str) else str(text)
             title, plain = _text_of(body, ctype)
             self._add(
                 normalise_url(url),
