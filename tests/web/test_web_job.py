@@ -6,20 +6,19 @@ model; the web is the loopback Brave API and a page reached through the host's H
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from web_helpers import BRAVE_KEY
 
-from clawrig.llm.gateway import Gateway, replay_gateway, replay_model
-from clawrig.runner.batch import run_job
-from clawrig.runner.trial import TrialServices
-from clawrig.spec.job import JobConfig, TrialConfig
-from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import Reply, call, reply, usage
-from clawrig.web import WebService
 from clawrig.web.records import WEB_RECORD_FILE
+
+CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
 
 GRADE = """
 import os
@@ -107,57 +106,65 @@ def trial_files(out: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
-async def test_recorded_job_replays_identically_without_network(
-    tmp_path, scripted_server, web_server, monkeypatch
+def clawrig_run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    return subprocess.run(
+        [CLAWRIG, "run", *args], capture_output=True, text=True, env={**environ, **env}, timeout=300
+    )
+
+
+def test_recorded_job_replays_identically_without_network(
+    tmp_path, scripted_server, web_server
 ) -> None:
-    monkeypatch.setenv("BRAVE_API_KEY", BRAVE_KEY)
-    monkeypatch.setenv("CLAWRIG_BRAVE_ENDPOINT", f"{web_server.url}/res/v1/web/search")
-    monkeypatch.setenv("HTTP_PROXY", web_server.url)  # pages come through the host's proxy
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    web_server.page_base = "http://tern.example"
+    web_server.page_base = "http://tern.example"  # pages come through the host's HTTP proxy
     bench = write_web_bench(tmp_path / "bench", 2)
-    tasks = [t.model_copy(update={"web_allowed": True}) for t in load_tasks(bench / "tasks")]
     srv = scripted_server(responder=researcher)
     rec, rep = tmp_path / "rec", tmp_path / "rep"
-
-    def config(out: Path, mode: str) -> JobConfig:
-        trial = TrialConfig(agent="native", model="scripted/test", web=mode)
-        return JobConfig(suite_path=bench / "tasks", output=out, parallel=2, trial=trial,
-                         web_dir=rec if mode == "replay" else None)  # fmt: skip
-
-    gateway = Gateway()
-    services = TrialServices(
-        model=srv.chat_model("scripted/test"), gateway=gateway, web=WebService("record", output=rec)
-    )
-    with gateway:
-        recorded = await run_job(config(rec, "record"), tasks, services)
-    assert [
-        (r["task_id"].removeprefix("04_Search_Retrieval_"), r["score"]) for r in recorded["tasks"]
-    ] == [
-        ("task_1_release_date", 1.0),
-        ("task_2_release_date", 0.0),
-    ]
+    live_env = {
+        "SCRIPTED_BASE_URL": srv.base_url,
+        "BRAVE_API_KEY": BRAVE_KEY,
+        "CLAWRIG_BRAVE_ENDPOINT": f"{web_server.url}/res/v1/web/search",
+        "HTTP_PROXY": web_server.url,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    r = clawrig_run(str(bench / "tasks"), "-m", "scripted/test", "-p", "2", "-o", str(rec),
+                    "--web", "record", env=live_env)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    recorded = json.loads((rec / "summary_scripted_test.json").read_text())
+    rows = [(t["task_id"].split("_task_")[1], t["score"]) for t in recorded["tasks"]]
+    assert rows == [("1_release_date", 1.0), ("2_release_date", 0.0)]
     assert recorded["web"] == {"mode": "record", "dir": None, "miss": None, "provider": "brave"}
+    assert [x["api"] for x in web_server.requests] == ["brave", "brave", "page", "page"]
     srv.stop()
     seen = len(web_server.requests)
-    assert [r["api"] for r in web_server.requests] == ["brave", "brave", "page", "page"]
 
-    gateway = replay_gateway(rec)
-    services = TrialServices(
-        model=replay_model("scripted/test"),
-        gateway=gateway,
-        web=WebService("replay", source=rec, output=rep),
-    )
-    with gateway:
-        replayed = await run_job(config(rep, "replay"), tasks, services)
+    # no model server, no search key, no proxy: the whole run from its folder
+    r = clawrig_run(str(bench / "tasks"), "--replay", str(rec), "--web", "replay", "-o", str(rep),
+                    env={})  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
     assert len(web_server.requests) == seen  # no search and no page reached the network
-    assert replayed["web"]["mode"] == "replay" and replayed["web"]["dir"] == str(rec)
-    assert [(r["task_id"], r["score"], r["error"]) for r in replayed["tasks"]] == [
-        (r["task_id"], r["score"], None) for r in recorded["tasks"]
+    replayed = json.loads((rep / "summary_scripted_test.json").read_text())
+    assert replayed["web"] == {"mode": "replay", "dir": str(rec), "miss": "error", "provider": None}
+    assert [(t["task_id"], t["score"], t["error"]) for t in replayed["tasks"]] == [
+        (t["task_id"], t["score"], None) for t in recorded["tasks"]
     ]
     before, after = trial_files(rec), trial_files(rep)
     assert before == after  # transcripts, scores and web exchanges, trial by trial
-    dialog = before[tasks[0].id]["dialog"]
+    dialog = before["04_Search_Retrieval_task_1_release_date"]["dialog"]
     fetched = json.loads(next(m["content"] for m in dialog if m.get("name") == "web_fetch"))
     assert fetched["url"] == "http://tern.example/tern.html"
     assert "Released on 2026-03-02" in fetched["text"]
+
+    # replayed against a web record without these searches: a typed error, never retried
+    other = tmp_path / "other" / "t" / "trial"
+    other.mkdir(parents=True)
+    line = next(iter((next(rec.glob("*/*/" + WEB_RECORD_FILE))).read_text().splitlines()))
+    (other / WEB_RECORD_FILE).write_text(line.replace("Tern 4.2 release", "something else") + "\n")
+    args = ["--replay", str(rec), "--web", "replay", "--web-dir", str(tmp_path / "other")]
+    r = clawrig_run(str(bench / "tasks"), *args, "-o", str(tmp_path / "miss"), env={})
+    assert r.returncode == 1, r.stdout + r.stderr
+    missed = json.loads((tmp_path / "miss" / "summary_scripted_test.json").read_text())
+    for row in missed["tasks"]:
+        assert row["error"]["kind"] == "infrastructure" and row["error"]["retryable"] is False
+        assert "--web replay: no recorded search for 'Tern 4.2 release'" in row["error"]["message"]
+        assert row["attempts"] == 1 and row["score"] is None

@@ -148,7 +148,8 @@ class WebRecords:
                     continue
                 try:
                     rec = json.loads(line)
-                    key, response = rec["key"], rec["response"]
+                    key = request_key(rec["kind"], rec["request"])  # not trusted from the file
+                    response = rec["response"]
                     scope = f"{rec.get('task_id')}#{rec.get('run_index', 0)}"
                 except (ValueError, KeyError, TypeError) as exc:
                     raise UserError(
