@@ -235,6 +235,24 @@ class WebService:
             self.corpus = Corpus(self.source)  # type: ignore[arg-type]
         self.blobs = BlobStore(self.output / BLOB_DIR) if self.output is not None else None
 
+    @classmethod
+    def for_job(cls, config: Any) -> WebService:
+        """The web of a job (a :class:`clawrig.spec.job.JobConfig`): ``trial.web``,
+        ``web_dir`` (for replay, default the job's ``replay`` folder), ``web_miss``,
+        ``web_provider``; bodies recorded under ``output``. Raises UserError as the
+        constructor does."""
+        mode = config.trial.web
+        web_dir = config.web_dir
+        if mode == "replay" and web_dir is None:
+            web_dir = getattr(config, "replay", None)  # the whole run from one folder
+        return cls(
+            mode,
+            source=web_dir if mode in ("replay", "corpus") else None,
+            output=config.output,
+            miss=config.web_miss,
+            provider=config.web_provider,
+        )
+
     @property
     def records_calls(self) -> bool:
         """True when trials record their exchanges (record, replay)."""
