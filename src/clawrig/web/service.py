@@ -21,8 +21,10 @@ results the same way in every mode, so a replayed trial sees byte-identical tool
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +39,15 @@ WebMode = Literal["off", "live", "record", "replay", "corpus"]
 WEB_MODES: tuple[str, ...] = ("off", "live", "record", "replay", "corpus")
 MISS_POLICIES: tuple[str, ...] = ("error", "live", "empty")
 USER_AGENT = "clawrig-web-fetch/0.1 (+https://github.com/clawrig)"
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """One TLS context (certifi's CA bundle, as httpx's default) shared by every web client:
+    building one per client costs tens to hundreds of milliseconds."""
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 class WebReplayMiss(InfrastructureError):
@@ -122,6 +133,7 @@ async def live_fetch(policy: Any, url: str) -> FetchOutcome:
     async def go() -> FetchOutcome:
         async with httpx.AsyncClient(
             follow_redirects=True,
+            verify=tls_context(),
             timeout=httpx.Timeout(policy.timeout_s),
             headers={"User-Agent": USER_AGENT, "Accept": "text/html,application/json,text/*;q=0.9"},
             event_hooks={"request": [_host_check(policy)]},
@@ -178,7 +190,9 @@ async def live_search(policy: Any, search: dict[str, Any]) -> SearchOutcome:
         policy.search_endpoint or os.environ.get(provider.endpoint_env) or provider.default_endpoint
     )
     try:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(policy.timeout_s)) as client:
+        async with httpx.AsyncClient(
+            verify=tls_context(), timeout=httpx.Timeout(policy.timeout_s)
+        ) as client:
             resp = await client.request(**provider.request(search, key, endpoint))
     except httpx.HTTPError as exc:
         return SearchOutcome(
