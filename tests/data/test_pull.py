@@ -186,3 +186,39 @@ def test_sources_and_layouts() -> None:
     assert layout_for(["workspace/01_X/t/exec/a"]) == ""
     assert layout_for(["database/x.csv", "qa_gold/cat/1.json"]) == "assets"
     assert layout_for(["wildclaw/intent/000001.json"]) == ""
+
+
+def test_dataclaw_and_wildclaw_data_are_laid_out_where_the_readers_look(hub, tmp_path) -> None:
+    from hf_helpers import Dataset
+
+    from clawrig.testing.paths import SHARED
+
+    assets = SHARED / "data" / "dataclawbench" / "assets"
+    files = {  # published without the assets/ folder: database/ and qa_gold/ at the top
+        p.relative_to(assets).as_posix(): p.read_bytes()
+        for sub in ("database", "qa_gold")
+        for p in sorted((assets / sub).rglob("*"))
+        if p.is_file()
+    }
+    hub.datasets["GTML-LAB/DataClaw"] = Dataset(files, COMMIT)
+    dest = tmp_path / "dc"
+    r = pull(tmp_path, "dataclawbench", "--to", str(dest))
+    assert r.returncode == 0, r.stdout + r.stderr
+    gold = len(list((assets / "qa_gold").glob("*/*.json")))
+    assert f"validate: {gold} tasks, 0 errors" in r.stdout
+    assert "verify:" not in r.stdout  # no expected rewards: nothing to verify
+    pulled = [p for p in (dest / "assets").rglob("*") if p.is_file() and ".cache" not in p.parts]
+    assert {p.relative_to(dest / "assets").as_posix() for p in pulled} == set(files)
+    manifest = json.loads((dest / MANIFEST_NAME).read_text())
+    assert manifest["layout"] == "assets" and manifest["suite"] == ""
+    assert set(manifest["files"]) == {f"assets/{p}" for p in files}
+
+    ws = {"01_Productivity_Flow/task_1_echo/exec/input.txt": b"task 1\n",
+          "01_Productivity_Flow/task_1_echo/gt/expected.txt": b"ok-1\n"}  # fmt: skip
+    hub.datasets["internlm/WildClawBench"] = Dataset(ws, COMMIT)
+    dest = tmp_path / "wc"
+    r = pull(tmp_path, "wildclawbench", "--to", str(dest))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for rel, data in ws.items():
+        assert (dest / "workspace" / rel).read_bytes() == data
+    assert f"no task files in this data: run the benchmark's tasks with --root {dest}" in r.stdout
