@@ -1,4 +1,5 @@
-"""Runs last (the folder name sorts last): no sandbox process or cgroup may outlive the tests.
+"""Runs last (the folder name sorts last): no sandbox process, cgroup, overlay mount or Docker
+container may outlive the tests.
 
 Scoped to this test session, so other clawrig runs on the machine do not count: a leftover is
 a process in a sandbox cgroup (``clawrig-<harness pid>-...``) whose harness is this process or
@@ -81,3 +82,41 @@ def test_no_sandbox_process_is_left_behind():
 
 def test_no_sandbox_cgroup_is_left_behind():
     assert _leftover_cgroups() == []
+
+
+def _overlay_mounts() -> list[str]:
+    return [
+        line.split()[4]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if " - overlay " in line and f"/ovl-{os.getpid()}/" in line.split()[4]
+    ]
+
+
+async def test_the_check_sees_a_sandbox_overlay(tmp_path, base_rootfs):
+    from clawrig.sandbox import SandboxConfig, create_sandbox
+
+    cfg = SandboxConfig(workspace_dir=tmp_path, rootfs=base_rootfs, writable_root=True)
+    sb = create_sandbox("bwrap", cfg)
+    await sb.start()
+    try:
+        assert _overlay_mounts() == [str(sb.overlay.merged)]  # type: ignore[attr-defined]
+    finally:
+        await sb.stop()
+
+
+def test_no_overlay_or_container_is_left_behind():
+    import shutil
+    import subprocess
+
+    from clawrig.sandbox.docker import HARNESS_LABEL
+
+    assert _overlay_mounts() == []  # every sandbox overlay is unmounted at stop
+    if shutil.which("docker") is None:
+        return
+    r = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={HARNESS_LABEL}={os.getpid()}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.stdout.split() == []

@@ -427,7 +427,9 @@ class BwrapSandbox(SupervisedSandbox):
         assert self.base_dir is not None
         lowers = [Path(p) for p in cfg.layers] + [Path(cfg.rootfs)]
         upper = Path(cfg.upper_dir) if cfg.upper_dir else None
-        self.overlay = Overlay(self.base_dir / "ovl", lowers, upper, writable=cfg.writable_root)
+        # the harness's pid in the path: leftover checks tell their mounts from other runs'
+        base = self.base_dir / f"ovl-{os.getpid()}"
+        self.overlay = Overlay(base, lowers, upper, writable=cfg.writable_root)
         self.overlay.mount()
 
     async def _cleanup(self) -> None:

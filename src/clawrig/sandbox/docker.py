@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import shutil
 import tempfile
@@ -33,6 +34,8 @@ from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.paths import PATHS
 
+HARNESS_LABEL = "clawrig.harness"
+"""Container label holding the pid of the harness that started it."""
 CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
 
 
@@ -94,6 +97,7 @@ class DockerSandbox(SupervisedSandbox):
                 "FILE) or name a local image with --image"
             )
         argv = [docker, "run", "-i", "--rm", "--init", "--pull", "never", "--name", self.name]
+        argv += ["--label", f"{HARNESS_LABEL}={os.getpid()}"]  # whose container (leftover checks)
         argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
         argv += [f"--cap-add={c}" for c in CAPS]
         argv += ["--hostname", cfg.hostname, "--workdir", PATHS.workspace]
