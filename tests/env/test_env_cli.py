@@ -119,3 +119,38 @@ def test_run_on_an_environment_with_each_backend(tmp_path, base_rootfs, sandbox,
     result = json.loads(next(out.rglob("result.json")).read_text())
     assert result["error"] is None and result["score"]["score"] == 1.0
     assert result["versions"]["environment"] == load_env_spec("base").key
+
+
+async def test_a_specs_dockerfile_builds_on_the_imported_tree(tmp_path, docker_image):
+    """A spec's Dockerfile is built FROM the imported root file system (no registry); the root
+    file system itself is the cached one (a Dockerfile does not change its key)."""
+    from clawrig.env.build import ensure_image, rootfs_path
+    from clawrig.sandbox import SandboxConfig, create_sandbox
+
+    base = load_env_spec("base")
+    marker = f"dockerfile-{os.getpid()}-{time.time_ns()}"
+    (tmp_path / "Dockerfile").write_text(
+        f"ARG BASE\nFROM ${{BASE}}\nRUN echo {marker} > /etc/clawrig-marker\n"
+    )
+    spec_file = tmp_path / "env.yaml"
+    spec_file.write_text(
+        base.model_dump_json(exclude={"source", "dockerfile"}).replace(
+            "}", ', "dockerfile": "Dockerfile"}'
+        )
+    )  # JSON is YAML
+    spec = load_env_spec(spec_file)
+    assert spec.rootfs_key == base.rootfs_key and spec.key != base.key
+    assert rootfs_path(spec) == rootfs_path(base)
+    tag = ensure_image(spec)
+    try:
+        assert tag == f"clawrig-env:{spec.key}"
+        sb = create_sandbox("docker", SandboxConfig(workspace_dir=tmp_path / "ws", image=tag))
+        await sb.start()
+        try:
+            r = await sb.exec("cat /etc/clawrig-marker; python3 -c 'print(6*7)'")
+        finally:
+            await sb.stop()
+        assert r.stdout == f"{marker}\n42\n"
+    finally:
+        for name in (tag, f"{tag}-base"):
+            subprocess.run(["docker", "rmi", "-f", name], capture_output=True)

@@ -41,7 +41,9 @@ def build(
 
 
 @app.command("list")
-def list_cmd() -> None:
+def list_cmd(
+    paths: Annotated[bool, typer.Option("--paths", help="show where each item is")] = False,
+) -> None:
     """Cached environments, warm snapshots and clawrig's Docker images, with their sizes."""
     from rich.table import Table
 
@@ -51,14 +53,18 @@ def list_cmd() -> None:
     if not items:
         console.print("nothing cached (clawrig env build base|wildclaw|dataclaw|FILE)")
         return
-    table = Table("kind", "name", "size", "last used", "detail", "path / id")
+    table = Table("kind", "name", "size", "last used", "detail")
+    table.columns[1].no_wrap = True
+    if paths:
+        table.add_column("path / image id", overflow="fold")
     for item in items:
         used = (
             dt.datetime.fromtimestamp(item.last_used).strftime("%Y-%m-%d %H:%M")
             if item.last_used
             else ""
         )
-        table.add_row(item.kind, item.key, item.size_text, used, item.detail, item.path)
+        row = [item.kind, item.key, item.size_text, used, item.detail]
+        table.add_row(*row, *([item.path] if paths else []))
     console.print(table)
 
 
@@ -73,7 +79,7 @@ def prune(
     from clawrig.env.spec import SHIPPED, load_env_spec
     from clawrig.env.store import prune as do_prune
 
-    keep = {load_env_spec(name).key for name in SHIPPED}
+    keep = {load_env_spec(name).rootfs_key for name in SHIPPED}
     removed = do_prune(keep_keys=keep, older_than_s=days * 86400, everything=everything)
     for line in removed:
         console.print(f"removed {line}", highlight=False)

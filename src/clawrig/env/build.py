@@ -50,7 +50,7 @@ def _quiet(_line: str) -> None:
 
 def rootfs_path(spec: EnvSpec, cache_dir: Path | None = None) -> Path | None:
     """The finished root file system of ``spec``, or None when it is not built."""
-    d = environments_dir(cache_dir) / spec.key
+    d = environments_dir(cache_dir) / spec.rootfs_key
     return d / "rootfs" if (d / "env.json").is_file() else None
 
 
@@ -140,8 +140,8 @@ def ensure_rootfs(
         )
     if os.geteuid() != 0:
         raise UserError("building an environment needs root (mmdebstrap --mode=root)")
-    final = environments_dir(cache_dir) / spec.key
-    partial = final.with_name(f".partial-{spec.key}-{os.getpid()}")
+    final = environments_dir(cache_dir) / spec.rootfs_key
+    partial = final.with_name(f".partial-{spec.rootfs_key}-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(mode=0o700)
     started = time.monotonic()
@@ -156,7 +156,7 @@ def ensure_rootfs(
             json.dumps(
                 {
                     "name": spec.name,
-                    "key": spec.key,
+                    "key": spec.rootfs_key,
                     "digest": spec.digest,
                     "seconds": round(seconds, 1),
                     "built_at": time.time(),

@@ -7,7 +7,8 @@ A spec is a YAML file (``name``, ``suite``, ``variant``, ``debian``, ``pip``, ``
 DataClawBench -> ``dataclaw``, four-folder sets -> none: the host's system, read-only).
 
 ``digest`` (sha256 hex of the canonical spec, the Dockerfile's text and :data:`BUILDER_VERSION`)
-names a build in the cache: a changed spec builds anew, an unchanged one is reused.
+names a build in the cache: a changed spec builds anew, an unchanged one is reused; a changed
+Dockerfile rebuilds the image only (the root file system's key leaves it out).
 """
 
 from __future__ import annotations
@@ -71,20 +72,29 @@ class EnvSpec(BaseModel):
         base = self.source.parent if self.source else Path.cwd()
         return (base / self.dockerfile).resolve()
 
-    @property
-    def digest(self) -> str:
-        """sha256 hex of what determines the build (see the module docstring)."""
+    def _digest(self, with_dockerfile: bool) -> str:
         body = self.model_dump(mode="json", exclude={"source", "dockerfile"})
         body["debian"] = sorted(body["debian"])
-        df = self.dockerfile_path
+        df = self.dockerfile_path if with_dockerfile else None
         body["dockerfile_text"] = df.read_text() if df is not None and df.is_file() else None
         body["builder"] = BUILDER_VERSION
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
     @property
+    def digest(self) -> str:
+        """sha256 hex of what determines the build, the Dockerfile's text included."""
+        return self._digest(with_dockerfile=True)
+
+    @property
     def key(self) -> str:
-        """Cache folder and image tag of this build: ``<name>-<first 12 of digest>``."""
+        """Image tag of this build: ``<name>-<first 12 of digest>``."""
         return f"{self.name}-{self.digest[:12]}"
+
+    @property
+    def rootfs_key(self) -> str:
+        """Cache folder of the root file system (the Dockerfile does not change it; equal to
+        :attr:`key` without one)."""
+        return f"{self.name}-{self._digest(with_dockerfile=False)[:12]}"
 
 
 def load_env_spec(ref: str | Path) -> EnvSpec:

@@ -123,7 +123,7 @@ def resolve_environment(
             return SystemChoice()
         built = rootfs_path(spec)
         if built is not None:
-            return SystemChoice(rootfs=built, environment=spec.key)
+            return SystemChoice(rootfs=built, environment=spec.rootfs_key)
         return SystemChoice(
             note=f"environment {name} is not built (clawrig env build {name}): tasks run on "
             "the host's read-only system"
@@ -131,7 +131,7 @@ def resolve_environment(
     spec = load_env_spec(environment)
     if sandbox == "docker":
         return SystemChoice(image=ensure_image(spec, progress=say), environment=spec.key)
-    return SystemChoice(rootfs=ensure_rootfs(spec, progress=say), environment=spec.key)
+    return SystemChoice(rootfs=ensure_rootfs(spec, progress=say), environment=spec.rootfs_key)
 
 
 async def prepare_system(
