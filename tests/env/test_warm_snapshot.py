@@ -97,6 +97,14 @@ async def test_second_trial_starts_from_the_warm_snapshot(tmp_path, backend):
             assert (folder / "end_state" / "probe.txt").read_text() == f"warm-{tag}\n"
         meta = json.loads((warm_dir() / key / "warm.json").read_text())
         assert meta["lines"] == task.warmup[:1] and meta["backend"] == backend
+        if backend == "docker":  # the setup's environment is not frozen into the image
+            import subprocess
+
+            inspect = ["docker", "image", "inspect", "--format", "{{json .Config.Env}}"]
+            env = subprocess.run(
+                [*inspect, f"clawrig-warm:{key}"], capture_output=True, text=True, check=True
+            ).stdout
+            assert "PIP_INDEX_URL" not in env and "PATH=" in env
         assert first.timings["warm"] >= meta["seconds"]
         # nothing leaked into the environment itself: a trial without the snapshot lacks it
         plain = task.model_copy(update={"warmup": [task.warmup[1]]})

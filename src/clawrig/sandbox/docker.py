@@ -31,6 +31,7 @@ from pathlib import Path
 
 from clawrig.errors import SandboxError
 from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.bwrap import DEFAULT_PATH
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.paths import PATHS
 
@@ -50,6 +51,8 @@ def default_image() -> str:
 class DockerSandbox(SupervisedSandbox):
     backend_name = "docker"
     supports_snapshots = True
+    host_uid = None
+    """Root in a container is the host's root (no user namespace remapping)."""
 
     def __init__(self, config: SandboxConfig):
         super().__init__(config)
@@ -113,16 +116,17 @@ class DockerSandbox(SupervisedSandbox):
         argv += ["-v", f"{SUPERVISOR_PATH}:{PATHS.clawrig}/supervisor.py:ro"]
         for b in cfg.binds:
             argv += ["-v", f"{Path(b.source).resolve()}:{b.dest}:{'ro' if b.read_only else 'rw'}"]
-        env = {"HOME": PATHS.home, "LANG": "C.UTF-8", "CLAWRIG_LOG_DIR": "/tmp/.clawrig", **cfg.env}
-        for k, v in env.items():
-            argv += ["-e", f"{k}={v}"]
-        argv += [
-            image,
-            "python3",
-            "-I",
-            "-S",
-            f"{PATHS.clawrig}/supervisor.py",
-        ]
+        env = {
+            "PATH": DEFAULT_PATH,
+            "HOME": PATHS.home,
+            "LANG": "C.UTF-8",
+            "CLAWRIG_LOG_DIR": "/tmp/.clawrig",
+            **cfg.env,
+        }
+        # the environment goes to the supervisor through `env -i`, not `docker run -e`: the
+        # container's configuration (and so an image committed from it) keeps none of it
+        argv += [image, "env", "-i", *(f"{k}={v}" for k, v in env.items())]
+        argv += ["python3", "-I", "-S", f"{PATHS.clawrig}/supervisor.py"]
         return await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
