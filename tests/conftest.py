@@ -16,12 +16,20 @@ Arguments are those of ``ScriptedServer`` (``script``, ``responder=``, ``models=
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from clawrig.testing.scripted_server import ScriptedServer
+
+# Environments the tests build live in a cache of their own (kept between sessions), so what a
+# developer built (e.g. wildclaw, which --env auto then picks) does not change what tests see.
+if "CLAWRIG_ENV_CACHE_DIR" not in os.environ:
+    from clawrig.sandbox.pyenv import cache_root
+
+    os.environ["CLAWRIG_ENV_CACHE_DIR"] = str(cache_root() / "test-environments")
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Where built environments and warm snapshots live, and how they are listed and pruned.
 
-Layout under ``<cache>`` (``$CLAWRIG_CACHE_DIR``, else ``$XDG_CACHE_HOME/clawrig``, else
-``~/.cache/clawrig``; see :func:`clawrig.sandbox.pyenv.cache_root`), every folder 0700 because a
-root file system written by a sandbox's root may hold setuid files:
+Layout under ``<cache>`` (``$CLAWRIG_ENV_CACHE_DIR``, else clawrig's cache: ``$CLAWRIG_CACHE_DIR``,
+``$XDG_CACHE_HOME/clawrig`` or ``~/.cache/clawrig``, see :func:`clawrig.sandbox.pyenv.cache_root`),
+every folder 0700 because a root file system written by a sandbox's root may hold setuid files:
 
 - ``environments/<name>-<digest12>/rootfs/`` a root file system for bwrap, ``env.json`` beside
   it (spec, build seconds); present only once complete;
@@ -36,12 +36,21 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
+def env_cache_root(cache_dir: Path | None = None) -> Path:
+    """``cache_dir``, else ``$CLAWRIG_ENV_CACHE_DIR``, else clawrig's cache folder."""
+    if cache_dir:
+        return Path(cache_dir)
+    if os.environ.get("CLAWRIG_ENV_CACHE_DIR"):
+        return Path(os.environ["CLAWRIG_ENV_CACHE_DIR"]).expanduser()
+    return cache_root()
+
+
 def environments_dir(cache_dir: Path | None = None) -> Path:
-    return _private_dir((Path(cache_dir) if cache_dir else cache_root()) / "environments")
+    return _private_dir(env_cache_root(cache_dir) / "environments")
 
 
 def warm_dir(cache_dir: Path | None = None) -> Path:
-    return _private_dir((Path(cache_dir) if cache_dir else cache_root()) / "warm")
+    return _private_dir(env_cache_root(cache_dir) / "warm")
 
 
 def tree_size(path: Path) -> int:
