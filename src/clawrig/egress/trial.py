@@ -152,6 +152,7 @@ class TrialNetwork:
         gateway: Gateway | None = None,
         lease: GatewayLease | None = None,
         writable_system: bool = False,
+        agent_forwards: bool = False,
     ) -> TrialNetwork:
         """Start the proxy (logging to ``folder/egress.jsonl``) and work out the agent's env.
 
@@ -159,7 +160,9 @@ class TrialNetwork:
         ``env_names``: the task's ``## Env``; ``gateway`` + ``lease``: the trial's model lease
         whose token the agent's programs use; ``writable_system``: the sandbox's system may be
         written (else packages install under /root, :data:`USER_INSTALL_ENV`). Raises UserError
-        for a bad policy.
+        for a bad policy. ``agent_forwards``: the agent starts the gateway forwarder itself (an
+        agent that runs its own model client in the sandbox, e.g. OpenClaw), so the agent's
+        programs use that one while the agent runs.
         """
         from clawrig.llm.gateway import FORWARDER_PORT, GatewayLease
 
@@ -185,7 +188,8 @@ class TrialNetwork:
                 model_id=model_id,
             )
             if keyed and any(model_setting(n) == "key" for n in env_names):
-                net.gateway = gateway
+                if not agent_forwards:
+                    net.gateway = gateway
                 net.binds += gateway.sandbox_binds()  # type: ignore[union-attr]
         return net
 

@@ -294,6 +294,7 @@ async def run_trial(
             env_names=task.env,
             gateway=services.gateway,
             lease=lease,
+            agent_forwards=agent.uses_gateway,
         )
         binds = list(needs.binds)
         binds += network.binds
