@@ -63,7 +63,11 @@ async def test_patterns_suite(scripted_server, tmp_path, monkeypatch, package_in
     job = JobConfig(
         suite_path=EXAMPLE / "tasks",
         output=tmp_path / "out",
-        trial=TrialConfig(agent="native", model="scripted/x"),
+        # the host's system and no warm snapshot: the installs run in each trial, so its
+        # egress.jsonl shows them (tests/env covers environments and warm snapshots)
+        trial=TrialConfig(
+            agent="native", model="scripted/x", environment="host", warm_snapshots=False
+        ),
     )
     with Gateway() as gateway:
         summary = await run_job(

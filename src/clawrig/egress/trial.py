@@ -151,18 +151,16 @@ class TrialNetwork:
         env_names: list[str] | None = None,
         gateway: Gateway | None = None,
         lease: GatewayLease | None = None,
-        writable_system: bool = False,
         agent_forwards: bool = False,
     ) -> TrialNetwork:
         """Start the proxy (logging to ``folder/egress.jsonl``) and work out the agent's env.
 
         ``setup`` / ``agent``: the policies as ``--setup-network`` / ``--network`` spell them;
         ``env_names``: the task's ``## Env``; ``gateway`` + ``lease``: the trial's model lease
-        whose token the agent's programs use; ``writable_system``: the sandbox's system may be
-        written (else packages install under /root, :data:`USER_INSTALL_ENV`). Raises UserError
-        for a bad policy. ``agent_forwards``: the agent starts the gateway forwarder itself (an
-        agent that runs its own model client in the sandbox, e.g. OpenClaw), so the agent's
-        programs use that one while the agent runs.
+        whose token the agent's programs use; ``agent_forwards``: the agent starts the gateway
+        forwarder itself (an agent that runs its own model client in the sandbox, e.g.
+        OpenClaw), so the agent's programs use that one while the agent runs. Raises UserError
+        for a bad policy.
         """
         from clawrig.llm.gateway import FORWARDER_PORT, GatewayLease
 
@@ -174,8 +172,6 @@ class TrialNetwork:
             net.proxy = await EgressProxy(folder / LOG_FILE, net.setup_policy).start()
             net.binds += net.proxy.sandbox_binds()
             net.env |= proxy_env() | registry_env()
-            if not writable_system:
-                net.env |= user_install_env()
         if env_names:
             keyed = lease is not None and gateway is not None
             model_id = ""
@@ -201,6 +197,13 @@ class TrialNetwork:
             from clawrig.llm.gateway import start_forwarder
 
             self._handles.append((await start_forwarder(sandbox, self.gateway)).handle)
+
+    def sandbox_env(self, *, writable_system: bool) -> dict[str, str]:
+        """The sandbox's environment: :attr:`env`, plus :func:`user_install_env` when its
+        system cannot be written (the host's read-only /usr)."""
+        if writable_system or self.proxy is None:
+            return dict(self.env)
+        return self.env | user_install_env()
 
     def setup_network(self) -> SetupNetwork | None:
         """The network of a sandbox that makes a warm snapshot for this trial (setup phase):

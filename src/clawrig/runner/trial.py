@@ -326,7 +326,7 @@ async def run_trial(
                 workspace_dir=ws,
                 limits=limits,
                 binds=binds,
-                env=network.env | dict(needs.env),
+                env=network.sandbox_env(writable_system=system.writable_root) | dict(needs.env),
                 **system.sandbox_fields(),  # type: ignore[arg-type]
             ),
         )
