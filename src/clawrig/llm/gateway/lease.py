@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import httpx
+from openai import AsyncOpenAI
 from pydantic import SecretStr
 
 from clawrig.errors import BudgetExceeded, ModelRequestError
@@ -123,10 +129,14 @@ class GatewayLease:
         retry: RetryPolicy | None = None,
         stream: bool = False,
         timeout_s: float | None = None,
+        in_process: bool = True,
     ) -> GatewayChatModel:
         """An :class:`OpenAIChatModel` on this lease (host side). The gateway does the upstream
-        retries, so by default the client makes one attempt per call."""
-        return GatewayChatModel(self, retry=retry, stream=stream, timeout_s=timeout_s)
+        retries, so by default the client makes one attempt per call; ``in_process``: see
+        :class:`GatewayChatModel`."""
+        return GatewayChatModel(
+            self, retry=retry, stream=stream, timeout_s=timeout_s, in_process=in_process
+        )
 
     def _count(self, usage: Usage | None, retries: int = 0) -> None:
         with self._lock:
@@ -167,10 +177,23 @@ class GatewayRefusal(BudgetExceeded):
         self.kind = kind
 
 
+UPSTREAM_CLIENT: contextvars.ContextVar[httpx.AsyncClient | None] = contextvars.ContextVar(
+    "clawrig_gateway_upstream", default=None
+)
+"""The upstream HTTP client of an in-process request (set by :class:`GatewayChatModel`; the
+gateway's own client, bound to its server thread's loop, serves requests over its sockets)."""
+
+
 class GatewayChatModel(OpenAIChatModel):
     """An :class:`OpenAIChatModel` whose requests go through a :class:`GatewayLease` (same
     name, provider, model id and prices as the upstream endpoint, so transcripts and usage are
-    those of a direct call). ``lease`` is kept for agents that need the gateway itself."""
+    those of a direct call). ``lease`` is kept for agents that need the gateway itself.
+
+    ``in_process`` (default): requests reach the gateway's app in the caller's event loop
+    (``httpx.ASGITransport``: no socket, no HTTP parsing, no hop to the gateway's server
+    thread), and the gateway's upstream call uses this model's own HTTP client (one per event
+    loop, closed by :meth:`aclose`); the same routes, counting, caps, records and replay as
+    over the socket. False: over the gateway's TCP listener (``http://127.0.0.1:<port>``)."""
 
     def __init__(
         self,
@@ -179,11 +202,13 @@ class GatewayChatModel(OpenAIChatModel):
         retry: RetryPolicy | None = None,
         stream: bool = False,
         timeout_s: float | None = None,
+        in_process: bool = True,
     ) -> None:
         upstream = lease.endpoint or placeholder_endpoint("gateway/unknown")
+        base = "http://clawrig-gateway.invalid" if in_process else lease.gateway.host_url
         endpoint = upstream.model_copy(
             update={
-                "base_url": f"{lease.gateway.host_url}/v1",
+                "base_url": f"{base}/v1",
                 "api_key": SecretStr(lease.token),
                 "api_key_env": None,
                 "extra_body": {},
@@ -197,12 +222,42 @@ class GatewayChatModel(OpenAIChatModel):
             timeout_s=timeout_s or upstream.timeout_s or 600.0,
         )
         self.lease = lease
+        self.in_process = in_process
+        self._upstreams: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _client(self) -> AsyncOpenAI:
+        """The SDK client of this event loop: over ``httpx.ASGITransport`` to the gateway's
+        app when in process, else over TCP (:meth:`OpenAIChatModel._client`)."""
+        if not self.in_process:
+            return super()._client()
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            transport = httpx.ASGITransport(app=self.lease.gateway.app)
+            client = AsyncOpenAI(
+                api_key=self.lease.token,
+                base_url=self.endpoint.base_url,
+                max_retries=0,
+                timeout=self.timeout_s,
+                http_client=httpx.AsyncClient(transport=transport, timeout=self.timeout_s),
+            )
+            self._clients[loop] = client
+        return client
 
     async def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         """:meth:`OpenAIChatModel.chat`; a request the gateway refused for a cap raises
         :class:`GatewayRefusal` (a :class:`clawrig.errors.BudgetExceeded`) instead of
         ModelRequestError. A replay miss stays a ModelRequestError (it stops the job)."""
         before = len(self.lease.refusals)
+        token = None
+        if self.in_process:
+            loop = asyncio.get_running_loop()
+            upstream = self._upstreams.get(loop)
+            if upstream is None:
+                upstream = self._upstreams[loop] = self.lease.gateway.new_upstream_client()
+            token = UPSTREAM_CLIENT.set(upstream)
         try:
             return await super().chat(messages, **kwargs)
         except ModelRequestError as exc:
@@ -210,3 +265,14 @@ class GatewayChatModel(OpenAIChatModel):
             if new and new[-1] in CAP_REFUSALS:
                 raise GatewayRefusal(str(exc), new[-1]) from None
             raise
+        finally:
+            if token is not None:
+                UPSTREAM_CLIENT.reset(token)
+
+    async def aclose(self) -> None:
+        """Close this event loop's SDK client and upstream client. Idempotent."""
+        await super().aclose()
+        with contextlib.suppress(RuntimeError):
+            upstream = self._upstreams.pop(asyncio.get_running_loop(), None)
+            if upstream is not None:
+                await upstream.aclose()

@@ -37,7 +37,7 @@ from clawrig.llm.gateway.forwarder import (
     SOCKET_NAME,
     forwarder_script,
 )
-from clawrig.llm.gateway.lease import GatewayLease, placeholder_endpoint
+from clawrig.llm.gateway.lease import UPSTREAM_CLIENT, GatewayLease, placeholder_endpoint
 from clawrig.llm.gateway.replay import (
     JUDGE_KEY_MODEL,
     KEY_EXCLUDED,
@@ -223,6 +223,14 @@ class Gateway:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def new_upstream_client(self) -> httpx.AsyncClient:
+        """A new HTTP client for upstream calls (``timeout_s`` per attempt, 30 s to connect);
+        bound to the event loop that first uses it."""
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout_s, connect=30.0),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
+
     # -- leases -------------------------------------------------------------------------------
     def open_trial(
         self,
@@ -307,10 +315,7 @@ class Gateway:
     def _build_app(self) -> FastAPI:
         @asynccontextmanager
         async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout_s, connect=30.0),
-                limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-            )
+            self._client = self.new_upstream_client()
             try:
                 yield
             finally:
@@ -463,7 +468,8 @@ class Gateway:
         started: float,
     ) -> Response:
         ep = lease.endpoint
-        assert ep is not None and self._client is not None
+        client = UPSTREAM_CLIENT.get() or self._client
+        assert ep is not None and client is not None
         out = dict(body)
         out["model"] = ep.model_id
         stream_to_client = False
@@ -482,7 +488,6 @@ class Gateway:
         if ep.api_key is not None:
             headers["authorization"] = f"Bearer {ep.api_key.get_secret_value()}"
         url = f"{ep.base_url.rstrip('/')}/chat/completions"
-        client = self._client
         attempts = 0
 
         async def attempt() -> httpx.Response:

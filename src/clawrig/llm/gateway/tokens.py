@@ -74,12 +74,11 @@ def capture_fields(server: TokenServer) -> dict[str, Any]:
 
 
 def _ints(value: Any) -> list[int] | None:
-    if not isinstance(value, list):
+    """``value`` when it is a list of ints as JSON decodes them (checked on its first item:
+    copying or checking each of a long prompt's ids costs more than the rest of the capture)."""
+    if not isinstance(value, list) or (value and type(value[0]) is not int):
         return None
-    try:
-        return [int(v) for v in value]
-    except (TypeError, ValueError):
-        return None
+    return value
 
 
 def _token_id(token: Any) -> int | None:
