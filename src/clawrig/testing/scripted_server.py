@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from clawrig.errors import UserError
 from clawrig.serving import ThreadedServer, tcp_listener
@@ -423,7 +423,7 @@ class ScriptedServer:
             provider=provider,
             model_id=model_id or name,
             base_url=self.base_url,
-            api_key="scripted-key",
+            api_key=SecretStr("scripted-key"),
             prices=prices or _Prices(),
             max_concurrency=max_concurrency,
             context_window=context_window,

@@ -16,7 +16,7 @@ from openai import AsyncOpenAI
 from pydantic import SecretStr
 
 from clawrig.errors import BudgetExceeded, ModelRequestError
-from clawrig.llm.client import OpenAIChatModel, RetryPolicy
+from clawrig.llm.client import OpenAIChatModel, RetryPolicy, sdk_httpx
 from clawrig.llm.gateway.forwarder import FORWARDER_PORT
 from clawrig.llm.gateway.replay import CacheMode, ResponseCache
 from clawrig.llm.gateway.tokens import TokenServer
@@ -235,13 +235,16 @@ class GatewayChatModel(OpenAIChatModel):
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            transport = httpx.ASGITransport(app=self.lease.gateway.app)
+            # the SDK's own HTTP library (httpx2 from openai 3), so its error mapping holds
+            transport = sdk_httpx.ASGITransport(
+                app=self.lease.gateway.app, raise_app_exceptions=False
+            )
             client = AsyncOpenAI(
                 api_key=self.lease.token,
                 base_url=self.endpoint.base_url,
                 max_retries=0,
                 timeout=self.timeout_s,
-                http_client=httpx.AsyncClient(transport=transport, timeout=self.timeout_s),
+                http_client=sdk_httpx.AsyncClient(transport=transport, timeout=self.timeout_s),
             )
             self._clients[loop] = client
         return client

@@ -169,10 +169,10 @@ class ResponseCache:
         seen: dict[Path, set[tuple[str, str]]] = {}
         for p in files:
             cache.load_records(p, seen=seen.setdefault(p.parent, set()))
-        for p in extra:
-            if not Path(p).is_file():
-                raise UserError(f"--judge-cache: no such file: {p}")
-            cache.load_records(p)
+        for extra_file in extra:
+            if not Path(extra_file).is_file():
+                raise UserError(f"--judge-cache: no such file: {extra_file}")
+            cache.load_records(extra_file)
         if len(cache) == 0:
             raise UserError(
                 f"{what}: {root}: no recorded model calls ({RECORD_FILE}, "

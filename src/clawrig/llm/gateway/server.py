@@ -510,7 +510,7 @@ class Gateway:
         )
         where = f"{ep.provider} ({ep.base_url})"
         try:
-            resp = await retrying(attempt)
+            resp: httpx.Response = await retrying(attempt)
         except _Retryable as exc:
             msg = (
                 f"{ep.name}: HTTP {exc.status} from {where} after {attempts} attempt"

@@ -114,8 +114,10 @@ def _sglang_meta(meta: Any) -> tuple[list[int] | None, list[float] | None]:
             elif isinstance(e, list | tuple) and len(e) >= 2:
                 lp, tid = e[0], e[1]
             else:
+                tid = lp = None
+            if not isinstance(tid, int) or not isinstance(lp, int | float):
                 return _ints(meta.get("output_ids")), None
-            ids.append(int(tid))
+            ids.append(tid)
             lps.append(float(lp))
         return ids, lps
     return _ints(meta.get("output_ids")), None
@@ -155,12 +157,12 @@ def tokens_from_completion(
         return _capture(prompt, ids, lps)
     prompt = _ints(completion.get("prompt_token_ids"))
     ids = _ints(choice.get("token_ids"))
-    lps: list[float] | None = None
+    logprobs: list[float] | None = None
     if logprob_content is not None:
-        parsed, lps = _from_logprob_content(logprob_content)
+        parsed, logprobs = _from_logprob_content(logprob_content)
         if ids is None and parsed and all(i is not None for i in parsed):
             ids = [int(i) for i in parsed if i is not None]
-    return _capture(prompt, ids, lps)
+    return _capture(prompt, ids, logprobs)
 
 
 class StreamTokens:
