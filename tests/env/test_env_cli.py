@@ -96,12 +96,19 @@ def test_prune_removes_superseded_builds_and_idle_snapshots(tmp_path):
         t = time.time() - age * 86400
         os.utime(d / "warm.json", (t, t))
         snaps[name] = d
+    # a snapshot being made now and its lock stay; an unfinished one from long ago goes
+    (warm / ".partial-now").mkdir()
+    (warm / ".now.lock").write_text("")
+    (warm / ".partial-old").mkdir()
+    os.utime(warm / ".partial-old", (old, old))
     r = clawrig("env", "prune", env={"CLAWRIG_ENV_CACHE_DIR": str(cache)})
     assert r.returncode == 0, r.stderr
     assert not old_env.exists() and kept_env.exists()
     assert not snaps["idle"].exists() and not snaps["orphan"].exists()
     assert snaps["fresh"].exists()
-    assert "3 item(s) removed" in r.stdout
+    assert (warm / ".partial-now").exists() and (warm / ".now.lock").exists()
+    assert not (warm / ".partial-old").exists()
+    assert "4 item(s) removed" in r.stdout
     r = clawrig("env", "list", env={"CLAWRIG_ENV_CACHE_DIR": str(cache)})
     assert kept_env.name in r.stdout and "fresh" in r.stdout
 

@@ -201,7 +201,11 @@ def prune(
     keep = keep_keys or set()
     removed: list[str] = []
     envs = environments_dir(cache_dir)
+    for folder in (envs, warm_dir(cache_dir)):
+        removed += _prune_in_progress(folder, now, everything)
     for d in sorted(envs.iterdir()):
+        if d.name.startswith("."):
+            continue
         meta = d / "env.json"
         complete = meta.is_file()
         idle = now - (meta.stat().st_mtime if complete else d.stat().st_mtime)
@@ -213,6 +217,8 @@ def prune(
                     removed.append(f"image {ENV_IMAGE_REPO}:{tag}")
     present = {d.name for d in envs.iterdir()}
     for d in sorted(warm_dir(cache_dir).iterdir()):
+        if d.name.startswith("."):
+            continue
         meta = d / "warm.json"
         info = _read_json(meta)
         idle = now - (meta.stat().st_mtime if meta.is_file() else d.stat().st_mtime)
@@ -227,6 +233,30 @@ def prune(
             for row in docker_images(repo):
                 if _remove_image(f"{repo}:{row['tag']}"):
                     removed.append(f"image {repo}:{row['tag']}")
+    return removed
+
+
+IN_PROGRESS_GRACE_S = 86400.0
+"""A build or snapshot in progress (``.partial-*``) or its lock older than this is stale."""
+
+
+def _prune_in_progress(folder: Path, now: float, everything: bool) -> list[str]:
+    """Remove stale ``.partial-*`` folders and ``.<key>.lock`` files (a day old, or all)."""
+    removed = []
+    for d in sorted(folder.iterdir()):
+        if not d.name.startswith("."):
+            continue
+        try:
+            idle = now - d.stat().st_mtime
+        except OSError:
+            continue
+        if not everything and idle <= IN_PROGRESS_GRACE_S:
+            continue
+        if d.is_dir():
+            _remove_tree(d)
+            removed.append(f"unfinished {d.name}")
+        else:
+            d.unlink(missing_ok=True)
     return removed
 
 
