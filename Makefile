@@ -28,12 +28,12 @@ mmdebstrap:
 	@scripts/ensure-mmdebstrap.sh
 
 demo: setup
-	$(BIN)/clawrig run suites/demo --agent oracle --output output/demo
+	rm -rf output/demo && $(BIN)/clawrig run suites/demo --agent oracle --output output/demo
 
 demo-model: setup
 	@$(BIN)/python -m clawrig.testing.scripted_server --script examples/scripted-000015.json --port 8765 > /dev/null 2>&1 & \
 	pid=$$!; sleep 2; \
-	SCRIPTED_BASE_URL=http://127.0.0.1:8765/v1 $(BIN)/clawrig run suites/demo --suite 000015 -m scripted/demo --output output/demo-model; \
+	rm -rf output/demo-model; SCRIPTED_BASE_URL=http://127.0.0.1:8765/v1 $(BIN)/clawrig run suites/demo --suite 000015 -m scripted/demo --output output/demo-model; \
 	rc=$$?; kill $$pid; exit $$rc
 
 openclaw: $(STAMP)

@@ -7,8 +7,10 @@ judge and process metrics -> parallel, resumable, budget-capped jobs.
 The curated public API (imported lazily, so ``import clawrig`` stays cheap):
 
 - tasks: :func:`load_tasks`, :class:`Task`
-- one trial / a job: :func:`run_trial`, :func:`run_job`, :class:`TrialConfig`,
-  :class:`JobConfig`, :class:`TrialResult`, :class:`TrialServices`
+- one trial / a job: :func:`run_trial`, :class:`Job` (``Job(config).run()``: what
+  ``clawrig run`` does, with the gateway, the budget, preflight and resume), :func:`run_job`
+  (the same in one call), :class:`TrialConfig`, :class:`JobConfig`, :class:`TrialResult`,
+  :class:`TrialServices`
 - sandboxes: :func:`create_sandbox`, :class:`SandboxConfig`, :class:`Limits`
 - models: :func:`get_model`
 - verification and export: :func:`verify_path`, :func:`export_fourfolder`, :func:`export_sft`
@@ -30,7 +32,8 @@ _EXPORTS = {
     "TrialResult": "clawrig.spec.trial",
     "run_trial": "clawrig.runner.trial",
     "TrialServices": "clawrig.runner.trial",
-    "run_job": "clawrig.runner.batch",
+    "Job": "clawrig.runner.job",
+    "run_job": "clawrig.runner.job",
     "create_sandbox": "clawrig.sandbox",
     "SandboxConfig": "clawrig.sandbox",
     "Limits": "clawrig.sandbox",

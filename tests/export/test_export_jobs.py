@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from clawrig.export.job import find_trials
@@ -19,7 +20,13 @@ async def test_only_the_summarised_job_is_exported(tmp_path):
     out = tmp_path / "out"
     job = JobConfig(suite_path=DEMO, output=out, trial=TrialConfig(agent="oracle", model="oracle"))
     first = await run_job(job, tasks, TrialServices())
-    second = await run_job(job, tasks, TrialServices())
+    # a job refuses a folder holding a finished one; a folder an older clawrig wrote twice
+    # into is built by hand: the second job's trials and summary moved over the first's
+    other = tmp_path / "other"
+    second = await run_job(job.model_copy(update={"output": other}), tasks, TrialServices())
+    for trial in other.glob("*/*/result.json"):
+        shutil.move(str(trial.parent), str(out / trial.parent.relative_to(other)))
+    shutil.copy(other / "summary_oracle.json", out / "summary_oracle.json")
     assert first["job_id"] != second["job_id"]
     assert len(list(out.glob("*/*/result.json"))) == 4  # both jobs' folders are there
     trials = find_trials(out)

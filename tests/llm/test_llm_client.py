@@ -236,11 +236,40 @@ async def test_exhausted_retries_raise_provider_error(scripted_server):
     assert srv.remaining == 1
 
 
-async def test_exhausted_script_reported_through_client(scripted_server):
+async def test_exhausted_script_fails_at_once_naming_the_server(scripted_server):
+    """The exhausted server says ``x-should-retry: false``: one request, no waiting, and a
+    request error (it stops a job) that names the URL the user set."""
     srv = scripted_server([])
-    policy = RetryPolicy(attempts=2, initial_s=0.001, max_s=0.001)
-    with pytest.raises(ProviderError, match="script exhausted"):
-        await srv.chat_model(retry=policy).chat(USER)
+    policy = RetryPolicy(attempts=6, initial_s=30, max_s=60)  # minutes, were it to retry
+    with pytest.raises(ModelRequestError) as info:
+        await asyncio.wait_for(srv.chat_model(retry=policy).chat(USER), timeout=20)
+    assert str(info.value).startswith(f"scripted/scripted: HTTP 500 from scripted ({srv.base_url})")
+    assert "script exhausted" in str(info.value)
+    assert len(srv.requests) == 1
+
+
+async def test_through_the_gateway_messages_name_the_upstream_and_its_attempts(scripted_server):
+    """Via the job's gateway: the message names the upstream URL (not the gateway's port) and
+    the attempts the gateway made (not the client's single one)."""
+    from clawrig.llm.gateway import Gateway
+
+    srv = scripted_server([error(503, "overloaded")] * 3)
+    fast = RetryPolicy(attempts=3, initial_s=0.001, max_s=0.005)
+    with Gateway(retry=fast) as gw:
+        lease = gw.open_trial(srv.chat_model().endpoint, trial_id="t1")
+        with pytest.raises(ProviderRetriesExhausted) as info:
+            await lease.chat_model().chat(USER)
+        assert str(info.value) == (
+            f"scripted/scripted: HTTP 503 from scripted ({srv.base_url}) after 3 attempts: "
+            "overloaded"
+        )
+        assert info.value.attempts == 3 and len(srv.requests) == 3
+
+        exhausted = scripted_server([])  # says x-should-retry: false: the gateway tries once
+        lease = gw.open_trial(exhausted.chat_model().endpoint, trial_id="t2")
+        with pytest.raises(ModelRequestError, match=f"from scripted \\({exhausted.base_url}\\)"):
+            await lease.chat_model().chat(USER)
+        assert len(exhausted.requests) == 1
 
 
 async def test_connection_refused_is_provider_error(scripted_server):

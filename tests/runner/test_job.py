@@ -259,6 +259,8 @@ async def test_retried_attempts_count_towards_spend_and_one_job_per_output(
     assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.75)
     assert len(list((tmp_path / "out" / "_retried").iterdir())) == 1
 
+    # a second job into a folder in use is refused (a new folder: the first one is finished)
+    job = job.model_copy(update={"output": tmp_path / "out2"})
     lock_holder = asyncio.create_task(run_job(job, tasks, TrialServices(model=srv.chat_model())))
     await asyncio.sleep(0)  # the first job takes the lock before its first await
     with pytest.raises(UserError, match="another clawrig job"):

@@ -9,8 +9,20 @@ from rich.console import Console
 
 from clawrig.errors import ClawrigError, UserError
 
+DEFAULT_PARALLEL = 1
+"""``--parallel``'s default in every command (trials or sandboxes at once)."""
+
+FLAG = ""
+"""metavar for on/off flags: they take no value, so --help shows none (not ``<bool>``)."""
+
 console = Console()
 err_console = Console(stderr=True)
+
+
+def stdout_console() -> Console:
+    """The stdout console; a wide one when stdout is not a terminal (a file, a pipe), so task
+    ids and trial folders in tables are never cut or wrapped."""
+    return console if console.is_terminal else Console(width=240, soft_wrap=False)
 
 
 def fail(message: str, code: int = 2) -> None:

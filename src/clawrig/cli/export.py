@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from clawrig.cli.common import console
+from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
 
 # The export machinery is imported inside each command (fast start-up); these mirror
@@ -53,6 +54,7 @@ def fourfolder(
 ) -> None:
     """Write the job's graded trials as a four-folder sample set that passes clawrig verify."""
     check_sandbox_kind(sandbox)
+    _check_writable(out, "OUT", folder=True)
     from clawrig.export.fourfolder import export_fourfolder
 
     report = asyncio.run(
@@ -83,9 +85,19 @@ def sft(
     """Write one SFT row (messages + tools) per graded trial of the job."""
     from clawrig.export.sft import export_sft
 
+    _check_writable(out, "OUT", folder=False)
+
     report = export_sft(job_dir, out, min_score=min_score, fmt=fmt, categories=category or [])
     console.print(
         f"wrote {report.rows} row(s) to {out} ({fmt}); skipped {len(report.skipped)} trial(s)",
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _check_writable(path: Path, label: str, *, folder: bool) -> None:
+    """UserError (one line, exit 2) when ``path`` cannot be written, before any work."""
+    from clawrig.runner.preflight import writable_problem
+
+    if problem := writable_problem(path, label, folder=folder):
+        raise UserError(problem)

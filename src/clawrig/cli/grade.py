@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         grader: Annotated[str, typer.Option("--grader")] = "auto",
         sandbox: Annotated[str, typer.Option("--sandbox")] = "bwrap",
-        as_json: Annotated[bool, typer.Option("--json")] = False,
+        as_json: Annotated[bool, typer.Option("--json", metavar="", help="Print JSON.")] = False,
     ) -> None:
         """Grade a finished trial again; exit 1 when the scores differ from the recorded ones."""
         from clawrig.runner.regrade import regrade_trial

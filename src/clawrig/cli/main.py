@@ -7,6 +7,7 @@ never a traceback.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -21,7 +22,7 @@ from clawrig.cli import tasks as tasks_cli
 from clawrig.cli import tools as tools_cli
 from clawrig.cli import verify as verify_cli
 from clawrig.cli import view as view_cli
-from clawrig.cli.common import run_guarded
+from clawrig.cli.common import FLAG, run_guarded
 
 _app = typer.Typer(
     name="clawrig",
@@ -48,6 +49,18 @@ def version() -> None:
     typer.echo(__version__)
 
 
+def _quiet_help_metavar(command: Any) -> Any:
+    """Give every command's ``--help`` no metavar (typer shows ``<bool>`` for it otherwise:
+    a flag takes no value). The help option is built once per command and cached, so setting
+    it here sticks."""
+    help_option = command.get_help_option(command.context_class(command))
+    if help_option is not None:
+        help_option.metavar = FLAG
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _quiet_help_metavar(sub)
+    return command
+
+
 def app() -> None:
     """Console-script entry point."""
-    sys.exit(run_guarded(_app))
+    sys.exit(run_guarded(_quiet_help_metavar(typer.main.get_command(_app))))

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clawrig.cli.common import console, err_console
+from clawrig.cli.common import FLAG, console, err_console, stdout_console
 from clawrig.errors import UserError
 
 if TYPE_CHECKING:  # the readers load on use, so `clawrig --help` starts fast
@@ -68,11 +68,6 @@ def default_suite() -> Path:
     import clawrig
 
     return Path(clawrig.__file__).resolve().parents[2] / DEMO_SUITE
-
-
-def _out() -> Console:
-    """The stdout console; a wide one when not a terminal so ids are never cut."""
-    return console if console.is_terminal else Console(width=240, soft_wrap=False)
 
 
 def workspace_present(task: Task) -> bool:
@@ -138,7 +133,9 @@ def list_tasks(
         "--root",
         help="Benchmark root for workspace paths (default: the folder that holds tasks/).",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
+    as_json: bool = typer.Option(
+        False, "--json", metavar=FLAG, help="Print a JSON list instead of a table."
+    ),
 ) -> None:
     """List the tasks of a suite. Exit 1 when some tasks could not be read."""
     suite = load_suite(path, root)
@@ -159,7 +156,7 @@ def list_tasks(
                 task.grader.kind.value,
                 Text("yes", style="green") if present else Text("no", style="yellow"),
             )
-        _out().print(table)
+        stdout_console().print(table)
     _summarise(suite)
 
 
@@ -185,9 +182,11 @@ def show_task(
     path_arg: Path | None = typer.Argument(
         None, metavar="[PATH]", help="Suite path (default: suites/demo)."
     ),
-    path_opt: Path | None = typer.Option(None, "--path", "-p", help="Suite path."),
+    path_opt: Path | None = typer.Option(
+        None, "--path", help="Suite path (instead of the PATH argument)."
+    ),
     root: Path | None = typer.Option(None, "--root", help="Benchmark root for workspace paths."),
-    as_json: bool = typer.Option(False, "--json", help="Print the Task as JSON."),
+    as_json: bool = typer.Option(False, "--json", metavar=FLAG, help="Print the Task as JSON."),
 ) -> None:
     """Show one task in full."""
     path = path_opt or path_arg or default_suite()
@@ -204,7 +203,7 @@ def show_task(
     if as_json:
         typer.echo(task.model_dump_json(indent=2))
         return
-    out = _out()
+    out = stdout_console()
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
@@ -262,7 +261,7 @@ def validate_suite(
     path: Path = typer.Argument(..., help="Task file or suite folder."),
     root: Path | None = typer.Option(None, "--root", help="Benchmark root for workspace paths."),
     as_json: bool = typer.Option(
-        False, "--json", help="Print {tasks, errors, warnings, issues[]} as JSON."
+        False, "--json", metavar=FLAG, help="Print {tasks, errors, warnings, issues[]} as JSON."
     ),
 ) -> None:
     """Report every problem (file, field, line). Exit 1 on any error; warnings do not fail."""
@@ -283,7 +282,7 @@ def validate_suite(
             )
         )
     else:
-        out = _out()
+        out = stdout_console()
         _print_issues(suite.issues, out)
         verdict = Text("FAIL", style="bold red") if suite.errors else Text("OK", style="green")
         summary = Text()

@@ -36,7 +36,7 @@ _PROFILE_HELP = f"Tool profile: {', '.join(PROFILES)}."
 
 @app.command("schema")
 def schema(
-    profile: str = typer.Option(DEFAULT_PROFILE, "--profile", "-p", help=_PROFILE_HELP),
+    profile: str = typer.Option(DEFAULT_PROFILE, "--profile", help=_PROFILE_HELP),
     indent: int = typer.Option(2, "--indent", help="JSON indent (0: one line)."),
 ) -> None:
     """Print the profile's tools as a JSON list of OpenAI function tools."""
@@ -46,7 +46,7 @@ def schema(
 
 @app.command("list")
 def list_tools(
-    profile: str = typer.Option(DEFAULT_PROFILE, "--profile", "-p", help=_PROFILE_HELP),
+    profile: str = typer.Option(DEFAULT_PROFILE, "--profile", help=_PROFILE_HELP),
 ) -> None:
     """Show the profile's tools, in the order they are sent to the model."""
     table = Table(title=f"profile {profile} (OpenClaw {OPENCLAW_VERSION})")

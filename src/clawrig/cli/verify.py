@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from clawrig.cli.common import console
+from clawrig.cli.common import DEFAULT_PARALLEL, FLAG, stdout_console
 from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
 
@@ -31,10 +31,6 @@ DEFAULT_THRESHOLD = 0.5
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim", "pass": "green",
           "warn": "yellow", "fail": "bold red"}  # fmt: skip
 SCORE_COLUMNS = ("golden", "oracle", "empty", "removed", "corrupted")
-
-
-def _out() -> Console:
-    return console if console.is_terminal else Console(width=200, soft_wrap=False)
 
 
 def _fmt(value: float | None) -> str:
@@ -104,7 +100,9 @@ def register(app: typer.Typer) -> None:
         path: Annotated[
             Path, typer.Argument(help="A four-folder set, WildClawBench task file(s), ...")
         ],
-        json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+        json_out: Annotated[
+            bool, typer.Option("--json", metavar=FLAG, help="Print the report as JSON.")
+        ] = False,
         threshold: Annotated[
             float,
             typer.Option("--threshold", help="An empty or wrong rollout must score below this."),
@@ -112,15 +110,21 @@ def register(app: typer.Typer) -> None:
         sandbox: Annotated[str, typer.Option("--sandbox", help="bwrap | docker | local")] = "bwrap",
         parallel: Annotated[
             int, typer.Option("--parallel", "-p", min=1, help="Sandboxes at once.")
-        ] = 4,
+        ] = DEFAULT_PARALLEL,
         root: Annotated[
             Path | None, typer.Option("--root", help="benchmark root for WildClawBench workspaces")
         ] = None,
         verbose: Annotated[
-            bool, typer.Option("--verbose", "-v", help="Also show what passed.")
+            bool, typer.Option("--verbose", "-v", metavar=FLAG, help="Also show what passed.")
         ] = False,
     ) -> None:
-        """Self-check, killer question and lint for every task or sample; exit 1 on failure."""
+        """Check that every task or sample can be trusted; exit 1 on failure.
+
+        Three checks per task: the self-check (its reference solution, replayed in a
+        sandbox, earns the expected score), the killer question (does the grader reward a
+        wrong rollout? an empty one and one with the answer removed must score below
+        --threshold) and lint (the files and fields the format asks for).
+        """
         check_sandbox_kind(sandbox)
         from clawrig.verify import verify_path
 
@@ -132,7 +136,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             typer.echo(report.model_dump_json(indent=2))
         else:
-            out = _out()
+            out = stdout_console()
             for f in report.suite_findings:
                 out.print(_finding_text(f))
             for sample in report.samples:

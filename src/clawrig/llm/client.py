@@ -9,7 +9,12 @@ retries are done here with tenacity:
   ``jitter_s``); a ``Retry-After`` (seconds or HTTP date) or ``retry-after-ms`` header is
   honoured instead, capped at ``RetryPolicy.retry_after_cap_s``.
 - fail fast: other 4xx (400, 401, 403, 404, 422 ...) raise :class:`ModelRequestError` at once,
-  with one line: model, status, provider and the provider's message (API key redacted).
+  with one line: model, status, provider and the provider's message (API key redacted); so
+  does any reply with the header ``x-should-retry: false`` (the OpenAI API's own signal, also
+  sent by a scripted server whose script is exhausted: retrying cannot help).
+- through the job's gateway (which retries upstream itself and reports
+  ``x-clawrig-upstream-attempts``), messages name the upstream URL the user set and the
+  attempts the gateway made (:meth:`OpenAIChatModel.where`).
 - after ``RetryPolicy.attempts`` attempts: :class:`ProviderRetriesExhausted` (a
   :class:`clawrig.errors.ProviderError`, i.e. an infrastructure error).
 
@@ -262,7 +267,28 @@ def _status_of(exc: BaseException) -> int | None:
     return None
 
 
+SHOULD_RETRY_HEADER = "x-should-retry"
+"""``false``: the server says retrying this request cannot help (OpenAI API convention)."""
+
+UPSTREAM_ATTEMPTS_HEADER = "x-clawrig-upstream-attempts"
+"""Set by the gateway on a failed reply: how many times it tried the upstream."""
+
+
+def _header(exc: BaseException, name: str) -> str | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        headers = getattr(exc, "headers", None)  # the gateway's own upstream errors
+    return headers.get(name) if headers is not None else None
+
+
+def refuses_retry(exc: BaseException) -> bool:
+    """True when the reply carried ``x-should-retry: false``."""
+    return (_header(exc, SHOULD_RETRY_HEADER) or "").strip().lower() == "false"
+
+
 def _retryable(exc: BaseException) -> bool:
+    if refuses_retry(exc):
+        return False
     if isinstance(exc, openai.APIStatusError | _BodyError):
         status = _status_of(exc)
         return status is None or status >= 500 or status in RETRY_STATUSES
@@ -536,12 +562,18 @@ class OpenAIChatModel:
         response.usage.elapsed_time = time.monotonic() - started
         return response
 
+    def where(self) -> str:
+        """``provider (base URL)`` for messages: the server this model's requests are for."""
+        return f"{self.endpoint.provider} ({self.endpoint.base_url})"
+
     def _error(self, exc: BaseException, attempts: int) -> Exception:
         ep = self.endpoint
         secret = ep.api_key.get_secret_value() if ep.api_key else None
         message = _one_line(_provider_message(exc), secret)
         status = _status_of(exc)
-        where = f"{ep.provider} ({ep.base_url})"
+        where = self.where()
+        with contextlib.suppress(TypeError, ValueError):
+            attempts = max(attempts, int(_header(exc, UPSTREAM_ATTEMPTS_HEADER) or 0))
         if _retryable(exc):
             what = f"HTTP {status}" if status is not None else "no reply"
             return ProviderRetriesExhausted(

@@ -36,8 +36,8 @@ from typing import Any
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
 from clawrig import __version__
-from clawrig.errors import UserError
-from clawrig.grading.aggregate import summarize
+from clawrig.errors import ClawrigError, UserError
+from clawrig.grading.aggregate import summarize, trial_score
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry, model_slug
 from clawrig.spec.task import Task
@@ -79,6 +79,101 @@ def _lock_output(output: Path) -> int:
     return fd
 
 
+def _lock_holder(output: Path) -> bool:
+    """True when another process holds ``<output>/.clawrig.lock`` (a job is writing there)."""
+    import fcntl
+
+    lock = output / ".clawrig.lock"
+    if not lock.is_file():
+        return False
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+    return False
+
+
+def output_state_problem(
+    output: Path, model: str, *, resume: bool, check_lock: bool = True
+) -> str | None:
+    """Why a job of ``model`` may not start in ``output`` (one line), or None.
+
+    Another job writing there (it holds the lock) refuses; an unfinished job of this model
+    (``progress_<model>.json`` present: interrupted, stopped by the budget, or trials that
+    errored) needs ``resume``; a finished one (a summary and no progress file) is not run again
+    into the same folder (with ``resume`` the Job reports it finished and runs nothing).
+    ``check_lock`` False: the caller holds the lock.
+    """
+    if not output.is_dir():
+        return None
+    if check_lock and _lock_holder(output):
+        return (
+            f"--output: another clawrig job is writing to {output}; wait for it or choose "
+            "another folder"
+        )
+    ppath = progress_path(output, model)
+    if ppath.exists() and not resume:
+        done = "?"
+        with contextlib.suppress(OSError, ValueError):
+            prog = Progress.model_validate_json(ppath.read_text(encoding="utf-8"))
+            done = str(len(prog.completed))
+        return (
+            f"--output: {output} holds an unfinished job of {model} ({done} trial(s) done, "
+            f"{ppath.name}): add --resume to continue it, or choose another folder"
+        )
+    spath = summary_path(output, model)
+    if spath.exists() and not ppath.exists() and not resume:
+        return (
+            f"--output: {output} holds a finished job of {model} ({spath.name}): choose "
+            "another folder to run it again"
+        )
+    return None
+
+
+def finished_summary(output: Path, model: str) -> dict[str, Any] | None:
+    """The summary of a finished job of ``model`` in ``output`` (summary present, no progress
+    file), or None."""
+    spath = summary_path(output, model)
+    if progress_path(output, model).exists() or not spath.is_file():
+        return None
+    try:
+        value = json.loads(spath.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def sweep_partial_trials(output: Path) -> int:
+    """Remove half-written ``<task>/.tmp-*`` trial folders and ``.summary_*``/``.progress_*``
+    temp files under ``output`` (only while this job holds the lock); returns how many."""
+    removed = 0
+    if not output.is_dir():
+        return 0
+    for tmp in output.glob(".*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed += 1
+    for tdir in output.glob("*/.tmp-*"):
+        shutil.rmtree(tdir, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _quiet_after_interrupt(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Loop exception handler once the job is interrupted: drops "exception was never
+    retrieved" reports of clawrig errors and cancellations; passes on everything else."""
+    exc = context.get("exception")
+    if isinstance(exc, ClawrigError | asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
+
+
 def _final(result: TrialResult) -> bool:
     """A trial whose outcome stands (no error, or an agent error scored 0): not re-run."""
     return result.error is None or str(result.error.kind) == "agent"
@@ -95,11 +190,16 @@ def summary_path(output: Path, model: str) -> Path:
 def write_json_atomic(path: Path, value: Any) -> None:
     """Write JSON to a temp file in the same folder, fsync, then rename over ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a Ctrl-C mid-write leaves no temp file behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def select_tasks(tasks: list[Task], suite: str, categories: list[str]) -> list[Task]:
@@ -161,6 +261,12 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
             except ValueError:
                 continue
             key = (res.task_id, res.run_index)
+            if res.job_id == job_id and not _final(res):
+                # an errored attempt is re-run: set it aside so the trial exists once
+                retried = job.output / "_retried"
+                retried.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(entry), str(retried / f"{task.id}__{entry.name}"))
+                continue
             if res.job_id == job_id and _final(res) and key not in done:
                 progress.completed.append(
                     ProgressEntry(
@@ -184,9 +290,31 @@ async def run_job(
     Raises UserError when ``--resume`` finds a progress file for another model, suite or runs,
     and :class:`clawrig.errors.ModelRequestError` when the provider refuses a request.
     """
-    model = job.trial.model
-    job.output.mkdir(parents=True, exist_ok=True)
+    try:
+        job.output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--output: cannot create {job.output}: {exc.strerror or exc}") from None
     lock_fd = _lock_output(job.output)
+    try:
+        return await _run_locked(job, tasks, services, on_update)
+    finally:
+        os.close(lock_fd)
+
+
+async def _run_locked(
+    job: JobConfig,
+    tasks: list[Task],
+    services: TrialServices,
+    on_update: Callable[[JobState, TrialResult | None], None] | None,
+) -> dict[str, Any]:
+    model = job.trial.model
+    problem = output_state_problem(job.output, model, resume=job.resume, check_lock=False)
+    if problem:
+        raise UserError(problem)
+    if job.resume and (finished := finished_summary(job.output, model)) is not None:
+        finished["already_finished"] = True  # nothing run: every trial is done
+        return finished
+    sweep_partial_trials(job.output)  # what a killed job left half-written
     ppath = progress_path(job.output, model)
     progress = _load_progress(job, model) if job.resume else None
     if job.resume and progress is not None:
@@ -308,9 +436,13 @@ async def run_job(
         nonlocal interrupts
         interrupts += 1
         if interrupts > 1:
+            sweep_partial_trials(job.output)
             os.write(2, b"clawrig: interrupted again: exiting now (trials in progress are lost)\n")
             os._exit(130)
         state.interrupted = True
+        # Ctrl-C also reached the sandboxes' processes (one process group): inner tasks that
+        # die of it (SandboxDied) are not tracebacks for the user; other reports stay
+        loop.set_exception_handler(_quiet_after_interrupt)
         for t in tasks_running:
             t.cancel()
         # a safety net: if clean shutdown stalls, leave anyway (sandboxes die with us)
@@ -322,6 +454,7 @@ async def run_job(
         if os.environ.get("CLAWRIG_DEBUG_INTERRUPT"):
             for t in asyncio.all_tasks(loop):
                 t.print_stack(limit=8, file=sys.stderr)
+        sweep_partial_trials(job.output)
         os.write(
             2,
             b"clawrig: interrupted: trials did not stop within the grace time, exiting now; "
@@ -338,10 +471,14 @@ async def run_job(
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGINT)
+        sweep_partial_trials(job.output)  # cancelled trials' half-written folders
     for out in outcomes:
         if isinstance(out, BaseException) and not isinstance(out, asyncio.CancelledError):
+            if state.interrupted:
+                # Ctrl-C reaches the sandboxes' processes too (one process group): a trial
+                # may end with their death instead of its cancellation; it is not run
+                continue
             raise out
-    os.close(lock_fd)
     from clawrig.llm.client import aclose_all
 
     await aclose_all()  # every model client of this loop, per-trial ones included
@@ -380,7 +517,7 @@ def build_summary(
     rows = []
     expected = {t.id: t.expected_reward for t in tasks}
     for r in sorted(results, key=lambda x: (x.task_id, x.run_index)):
-        score = r.score.score if r.score else None
+        score = trial_score(r)  # the one score rule (an agent error counts 0; others None)
         exp = expected.get(r.task_id)
         rows.append(
             {
@@ -408,8 +545,9 @@ def build_summary(
         "job_id": job_id,
         "suite": job.suite,
         "suite_path": str(job.suite_path),
-        "data": data_summary(job.suite_path, getattr(job, "root", None)),
+        "data": data_summary(job.suite_path, job.root),
         "web": web_summary(job),
+        "formats": sorted({str(t.format) for t in tasks}),
         "runs_per_task": job.runs,
         "tasks": rows,
         "overall_score": dc.get("overall_score"),

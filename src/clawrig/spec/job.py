@@ -67,7 +67,16 @@ class TrialConfig(BaseModel):
 
 
 class JobConfig(BaseModel):
-    """One ``clawrig run``: which tasks, how many runs each, parallelism, budget, output."""
+    """One job (``clawrig run``, or ``clawrig.Job(config).run()`` from Python): which tasks,
+    how many runs each, parallelism, budget (USD), output folder, and where models come from.
+
+    ``trial.model`` ``"none"`` (the default) means "not given": the job takes the replayed
+    job's model, else ``DEFAULT_MODEL`` (environment, then ``env_file``/``./.env``);
+    ``trial.judge`` None likewise takes the replayed judge, else ``JUDGE_MODEL``.
+    ``root``: benchmark root for WildClawBench workspace paths; ``env_file``: the .env file
+    (default ``./.env`` when present); ``replay``: a finished job's folder whose recorded model
+    calls answer every call (no model server needed).
+    """
 
     suite_path: Path
     suite: str = "all"
@@ -79,6 +88,9 @@ class JobConfig(BaseModel):
     max_attempts: int = 3
     resume: bool = False
     trial: TrialConfig = Field(default_factory=TrialConfig)
+    root: Path | None = None
+    env_file: Path | None = None
+    replay: Path | None = None
     web_dir: Path | None = None
     """``--web replay``: the recorded job folder (default: ``--replay``'s); ``--web corpus``:
     the document collection."""

@@ -17,6 +17,7 @@ returns the problems. Two tasks with the same id in one suite are an error.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -65,7 +66,30 @@ def task_files(folder: Path) -> list[Path]:
     """The task Markdown files of a folder: ``tasks/**/*.md`` when it has ``tasks/``, else
     ``**/*.md``; README files skipped; sorted."""
     base = folder / "tasks" if (folder / "tasks").is_dir() else folder
-    return sorted(p for p in base.rglob("*.md") if p.is_file() and not _is_readme(p))
+    return sorted(p for p in _markdown_under(base) if not _is_readme(p))
+
+
+def _markdown_under(base: Path) -> list[Path]:
+    """Every regular ``*.md`` file under ``base`` (symlinked folders not followed), walked with
+    an explicit stack: a folder tree of any depth (``/tmp`` can hold one) cannot overflow
+    Python's recursion limit, as ``Path.rglob`` does on 3.11. Unreadable folders are skipped."""
+    found: list[Path] = []
+    stack = [str(base)]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.name.endswith(".md") and entry.is_file():
+                            found.append(Path(entry.path))
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return found
 
 
 def _md_format(path: Path) -> TaskFormat:

@@ -12,8 +12,9 @@ over HTTP with the real ``openai`` SDK. It serves
 
 Each request consumes the next scripted :class:`Reply`; when the script is empty the optional
 ``responder(request_json) -> Reply | str`` is asked; with neither, the server answers HTTP 500
-``ScriptedServer: script exhausted ...``. Every request body is recorded in ``.requests`` (in
-arrival order, including error and dropped replies), so tests can assert on what was sent.
+``ScriptedServer: script exhausted ...`` with ``x-should-retry: false`` (no retry can help).
+Every request body is recorded in ``.requests`` (in arrival order, including error and dropped
+replies), so tests can assert on what was sent.
 
 Usage::
 
@@ -521,7 +522,8 @@ class ScriptedServer:
                 f"ScriptedServer: script exhausted: request #{n} came after all "
                 f"{self._used} scripted replies were used"
             )
-            return _error_response(500, msg, None)
+            # retrying cannot help: say so (the OpenAI API's header), so clients fail at once
+            return _error_response(500, msg, None, should_retry=False)
         if rep.delay > 0:
             await asyncio.sleep(rep.delay)
         if rep.drop:
@@ -693,10 +695,14 @@ def _as_reply(item: Reply | str | dict[str, Any]) -> Reply:
     return Reply.model_validate(item)
 
 
-def _error_response(status: int, message: str, retry_after: float | None) -> JSONResponse:
+def _error_response(
+    status: int, message: str, retry_after: float | None, *, should_retry: bool | None = None
+) -> JSONResponse:
     headers = {}
     if retry_after is not None:
         headers["Retry-After"] = f"{retry_after:g}"
+    if should_retry is not None:
+        headers["x-should-retry"] = "true" if should_retry else "false"
     err = {"message": message, "type": _ERROR_TYPES.get(status, "server_error"), "code": status}
     return JSONResponse({"error": err}, status_code=status, headers=headers)
 

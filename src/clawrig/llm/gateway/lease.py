@@ -222,6 +222,7 @@ class GatewayChatModel(OpenAIChatModel):
             timeout_s=timeout_s or upstream.timeout_s or 600.0,
         )
         self.lease = lease
+        self.upstream = upstream
         self.in_process = in_process
         self._upstreams: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
@@ -248,6 +249,10 @@ class GatewayChatModel(OpenAIChatModel):
             )
             self._clients[loop] = client
         return client
+
+    def where(self) -> str:
+        """The upstream the gateway calls (the URL the user set), not the gateway itself."""
+        return f"{self.upstream.provider} ({self.upstream.base_url})"
 
     async def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         """:meth:`OpenAIChatModel.chat`; a request the gateway refused for a cap raises

@@ -25,9 +25,12 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from clawrig.llm.client import (
     RETRY_STATUSES,
+    SHOULD_RETRY_HEADER,
+    UPSTREAM_ATTEMPTS_HEADER,
     OpenAIChatModel,
     RetryPolicy,
     RetryWait,
+    refuses_retry,
     retry_after_seconds,
     usage_from_openai,
 )
@@ -75,7 +78,16 @@ class _Retryable(Exception):
 
 
 def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, _Retryable | httpx.TransportError)
+    return isinstance(exc, _Retryable | httpx.TransportError) and not refuses_retry(exc)
+
+
+def _failure_headers(attempts: int, upstream: httpx.Headers | None = None) -> dict[str, str]:
+    """Headers of a relayed upstream failure: the attempts made (the client's message reports
+    them) and the upstream's ``x-should-retry`` when it sent one."""
+    out = {UPSTREAM_ATTEMPTS_HEADER: str(attempts)}
+    if upstream is not None and upstream.get(SHOULD_RETRY_HEADER):
+        out[SHOULD_RETRY_HEADER] = upstream[SHOULD_RETRY_HEADER]
+    return out
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -533,6 +545,7 @@ class Gateway:
                 exc.body,
                 status_code=exc.status,
                 media_type=exc.headers.get("content-type", "application/json"),
+                headers=_failure_headers(attempts, exc.headers),
             )
         except httpx.TransportError as exc:
             msg = (
@@ -545,7 +558,14 @@ class Gateway:
             self._record(
                 lease, seq, key, body, status=502, error=msg, started=started, retries=attempts - 1
             )
-            return _error_body(502, f"clawrig gateway: {msg}", "upstream_unreachable")
+            failed = _error_body(
+                502,
+                f"clawrig gateway: no reply from the upstream: {type(exc).__name__}: "
+                f"{_one_line(str(exc))}",
+                "upstream_unreachable",
+            )
+            failed.headers.update(_failure_headers(attempts))
+            return failed
         retries = attempts - 1
         ctype = resp.headers.get("content-type", "")
         if resp.status_code != 200:

@@ -1,0 +1,264 @@
+"""A job from its config: ``Job(config).run()`` is everything ``clawrig run`` does but render.
+
+The job, in order (:meth:`Job.prepare`, then :meth:`Job.arun`):
+
+1. env file: ``config.env_file`` (default ``./.env`` when present) fills unset environment
+   variables (python-dotenv, ``override=False``), so graders and tools see them too;
+2. tasks: the suite at ``config.suite_path`` (``root`` for WildClawBench workspaces),
+   narrowed by ``suite`` ids and ``categories``;
+3. models: the agent's model (``trial.model``, else the replayed job's, else
+   ``DEFAULT_MODEL``) and the judge (``trial.judge``, else the replayed job's, else
+   ``JUDGE_MODEL`` when the grader may use a judge), each from the environment and the env file;
+4. the gateway every model call goes through (usage, the ``budget_usd`` cap, records,
+   ``--replay``), the judge cache (``trial.judge_cache``), the web (``trial.web`` and the
+   ``web_*`` options) and a note when pulled data drifted from its manifest;
+5. preflight: :data:`clawrig.runner.preflight.CHECKS`, before any sandbox starts (option
+   values are checked first of all, by :func:`~clawrig.runner.preflight.check_config`), then
+   the notes of :data:`~clawrig.runner.preflight.NOTES`;
+6. the environments the tasks run on (built when missing) and the agent's own preparation
+   (e.g. installing the pinned OpenClaw);
+7. the trials (:func:`clawrig.runner.batch.run_job`: scheduling, retries, resume, progress,
+   summary), under the output folder's lock.
+
+Python users get the same job as the CLI::
+
+    from clawrig import Job, JobConfig, TrialConfig
+    summary = Job(JobConfig(suite_path="suites/demo", output="out",
+                            trial=TrialConfig(agent="oracle"))).run()
+
+Errors: :class:`clawrig.errors.UserError` (one line; a
+:class:`~clawrig.runner.preflight.PreflightError` holds one line per problem) for bad input,
+found before any sandbox starts; :class:`clawrig.errors.ModelRequestError` when the provider
+refuses a request mid-job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from clawrig.errors import UserError
+from clawrig.runner import batch
+from clawrig.runner.batch import JobState, select_tasks
+from clawrig.runner.preflight import (
+    NOTES,
+    Check,
+    PreflightError,
+    check_config,
+    run_preflight,
+)
+from clawrig.runner.trial import TrialServices
+from clawrig.spec.job import JobConfig
+from clawrig.spec.task import Task
+from clawrig.spec.trial import TrialResult
+
+JUDGE_GRADERS = ("auto", "judge", "both")
+"""Grader modes that use a judge when the job has one (``auto``: for tasks graded by one)."""
+
+UNSET_MODEL = ("", "none")
+"""``trial.model`` values that mean "not given"."""
+
+
+class Job:
+    """One job: ``Job(config).run()`` -> the summary dict (``summary_<model>.json``).
+
+    ``services``: pre-built models or gateway (e.g. a test's chat model); what is missing is
+    resolved from the config. ``checks``: the preflight checks (default
+    :data:`clawrig.runner.preflight.CHECKS`). ``on_note(line)``: one-line notes for the user
+    (warnings, the agent's install steps, "already finished"); ``on_update(state, result)``:
+    after every trial start and end (progress views).
+
+    After :meth:`prepare`: ``tasks`` (the selected tasks), ``config`` (with the resolved model
+    and judge names), ``services`` (models, gateway, judge cache).
+    """
+
+    def __init__(
+        self,
+        config: JobConfig,
+        *,
+        services: TrialServices | None = None,
+        checks: list[Check] | None = None,
+        on_note: Callable[[str], None] | None = None,
+        on_update: Callable[[JobState, TrialResult | None], None] | None = None,
+    ) -> None:
+        self.requested = config
+        self.config = config
+        self.services = services or TrialServices()
+        self.checks = checks
+        self.on_note = on_note or (lambda line: None)
+        self.on_update = on_update
+        self.tasks: list[Task] = []
+        self._prepared = False
+        self._owns_gateway = False
+
+    # -- before any sandbox ------------------------------------------------------------------
+    def prepare(self) -> Job:
+        """Steps 1-6 of the module docs (idempotent). Raises UserError / PreflightError."""
+        if self._prepared:
+            return self
+        cfg = self.requested
+        if problems := check_config(cfg):
+            raise PreflightError(problems)
+        self._load_env(cfg.env_file)
+        self.tasks = self._select(cfg)
+        from clawrig.agents import create_agent
+
+        agent = create_agent(cfg.trial.agent)
+        trial = cfg.trial.model_copy(update=self._resolve_models(cfg, agent.needs_model))
+        self.config = cfg.model_copy(update={"trial": trial})
+        self._gateway_and_cache()
+        self._web_and_data()
+        problems = run_preflight(self.tasks, self.config, self.checks)
+        if problems:
+            raise PreflightError(problems)
+        for line in run_preflight(self.tasks, self.config, NOTES):
+            self.on_note(f"note: {line}")
+        self._environments()
+        if self.config.trial.sandbox == "local":
+            self.on_note(
+                "WARNING: --sandbox local runs the agent's commands on this machine with NO "
+                "isolation."
+            )
+        agent.prepare(self.on_note)  # e.g. install the pinned OpenClaw once
+        self._prepared = True
+        return self
+
+    @staticmethod
+    def _load_env(env_file: Path | None) -> None:
+        from dotenv import load_dotenv
+
+        if env_file is not None and not env_file.is_file():
+            raise UserError(f"--env-file: no such file: {env_file}")
+        load_dotenv(env_file or Path(".env"), override=False)
+
+    @staticmethod
+    def _select(cfg: JobConfig) -> list[Task]:
+        from clawrig.tasks.registry import load_tasks
+
+        if not cfg.suite_path.exists():
+            raise UserError(f"PATH: no such file or folder: {cfg.suite_path}")
+        return select_tasks(load_tasks(cfg.suite_path, root=cfg.root), cfg.suite, cfg.categories)
+
+    def _resolve_models(self, cfg: JobConfig, needs_model: bool) -> dict[str, Any]:
+        """The agent's and the judge's names and models (step 3); fills ``self.services``."""
+        from clawrig.llm.providers import load_settings
+
+        settings = load_settings(env_file=cfg.env_file)
+        recorded: dict[str, str] = {}
+        if cfg.replay is not None:
+            from clawrig.llm.gateway import recorded_models
+
+            recorded = recorded_models(cfg.replay)
+        asked = None if cfg.trial.model in UNSET_MODEL else cfg.trial.model
+        svc = self.services
+        if svc.model is not None:
+            name = svc.model.name
+        elif needs_model:
+            wanted = asked or recorded.get("agent") or settings.get("DEFAULT_MODEL")
+            svc.model = self._model(wanted, "agent", settings, cfg.replay)
+            name = svc.model.name
+        else:
+            name = asked or cfg.trial.agent
+        judge_name = cfg.trial.judge or recorded.get("judge")
+        if judge_name is None and cfg.trial.grader in JUDGE_GRADERS:
+            judge_name = settings.get("JUDGE_MODEL") or None
+        if svc.judge is None and (cfg.trial.grader in ("judge", "both") or judge_name):
+            svc.judge = self._model(judge_name, "judge", settings, cfg.replay)
+        return {"model": name, "judge": svc.judge.name if svc.judge is not None else None}
+
+    @staticmethod
+    def _model(name: str | None, role: str, settings: Any, replay: Path | None) -> Any:
+        """The model ``name`` for ``role``; with ``replay`` a name the settings cannot resolve
+        (no base URL or key here) becomes a model only the replay gateway answers."""
+        from clawrig.llm.client import get_model
+
+        try:
+            return get_model(name, settings, role=role)  # type: ignore[arg-type]
+        except UserError:
+            if replay is None or not name:
+                raise
+            from clawrig.llm.gateway import replay_model
+
+            return replay_model(name)
+
+    def _gateway_and_cache(self) -> None:
+        from clawrig.llm.gateway import Gateway, ResponseCache, replay_gateway
+
+        cfg, svc = self.config, self.services
+        if svc.gateway is None:
+            svc.gateway = (
+                replay_gateway(cfg.replay, budget_usd=cfg.budget_usd)
+                if cfg.replay is not None
+                else Gateway(budget_usd=cfg.budget_usd)
+            )
+            self._owns_gateway = True
+        if cfg.trial.judge_cache is not None and svc.judge_cache is None:
+            if not cfg.trial.judge_cache.is_file():
+                raise UserError(f"--judge-cache: no such file: {cfg.trial.judge_cache}")
+            svc.judge_cache = ResponseCache.from_file(cfg.trial.judge_cache)
+
+    def _web_and_data(self) -> None:
+        """The job's web (``--web`` modes; a missing search key is a note) and, for data
+        pulled by ``clawrig pull``, a note when it drifted from its manifest."""
+        from clawrig.data.manifest import data_summary, drift_line
+        from clawrig.web import WebService
+
+        cfg, svc = self.config, self.services
+        if svc.web is None:
+            svc.web = WebService.for_job(cfg)
+            if problem := svc.web.key_problem():
+                self.on_note(f"note: {problem}")
+        data = data_summary(cfg.suite_path, cfg.root)
+        if data is not None and (line := drift_line(data)):
+            self.on_note(f"note: {line}")
+
+    def _environments(self) -> None:
+        """Before any trial: build a named environment when missing (its progress lines are
+        notes) and say in one line each where a format's environment is not built (see
+        :mod:`clawrig.env.system`)."""
+        from clawrig.env.system import resolve_environment
+
+        trial = self.config.trial
+
+        def progress(line: str) -> None:
+            self.on_note(f"  {line}")
+
+        for fmt in sorted({str(t.format) for t in self.tasks}):
+            choice = resolve_environment(
+                trial.sandbox, trial.environment, trial.image, fmt, progress
+            )
+            if choice.note:
+                self.on_note(f"note: {choice.note}")
+
+    # -- the trials --------------------------------------------------------------------------
+    async def arun(self) -> dict[str, Any]:
+        """:meth:`prepare`, then run every trial not already done; returns the summary dict
+        (``summary_<model>.json``; ``already_finished`` True when ``resume`` found the job
+        finished and ran nothing)."""
+        self.prepare()
+        gateway = self.services.gateway
+        owned = gateway if self._owns_gateway and gateway is not None else None
+        with owned if owned is not None else contextlib.nullcontext():
+            summary = await batch.run_job(
+                self.config, self.tasks, self.services, on_update=self.on_update
+            )
+        if summary.get("already_finished"):
+            self.on_note(
+                f"{self.config.output} holds a finished job of {self.config.trial.model}: "
+                "every trial is done, nothing to run"
+            )
+        return summary
+
+    def run(self) -> dict[str, Any]:
+        """:meth:`arun` in a new event loop (from async code, ``await job.arun()``)."""
+        return asyncio.run(self.arun())
+
+
+def run_job(config: JobConfig, **kwargs: Any) -> dict[str, Any]:
+    """``Job(config, **kwargs).run()``: the public one-call job (``clawrig.run_job``), with the
+    gateway, the budget, preflight and resume, exactly as ``clawrig run``. Returns the summary
+    dict; raises as :class:`Job` does."""
+    return Job(config, **kwargs).run()

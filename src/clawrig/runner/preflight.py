@@ -1,0 +1,185 @@
+"""Preflight: what can be checked before any sandbox starts, as a list of checks.
+
+A check is a function ``check(tasks, config) -> list[str]`` taking the selected tasks and the
+job's :class:`~clawrig.spec.job.JobConfig` (models already resolved by the Job) and returning
+one-line problems (empty when all is well), each naming the flag, file or field at fault.
+:data:`CHECKS` is the list a :class:`clawrig.runner.job.Job` runs (any problem refuses the
+job); :data:`NOTES` holds checks whose lines are only printed; add a check by appending a
+function to either (or pass ``checks=`` to :func:`run_preflight`). The checks that nothing
+falls back silently live in :mod:`clawrig.runner.fidelity_checks`. A check must not change
+anything on disk and must be quick: local files, a free probe of a loopback model server, a
+``docker version``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from clawrig.errors import UserError
+from clawrig.spec.job import JobConfig
+from clawrig.spec.task import Task
+
+Check = Callable[[list[Task], JobConfig], list[str]]
+
+
+class PreflightError(UserError):
+    """One or more preflight problems; ``problems`` holds one line each (exit 2 in the CLI)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def writable_problem(path: Path, label: str, *, folder: bool) -> str | None:
+    """Why ``path`` cannot be written (as a folder when ``folder``, else as a file), or None.
+
+    Walks up to the nearest existing ancestor and probes it by creating (and removing) a temp
+    folder there, so read-only file systems, permissions and pseudo file systems (/proc, /sys)
+    all show up; nothing is left on disk.
+    """
+    if path.exists():
+        if folder and not path.is_dir():
+            return f"{label}: {path} is a file, not a folder"
+        if not folder and path.is_dir():
+            return f"{label}: {path} is a folder, not a file"
+        probe_in = path if folder else path.parent
+    else:
+        probe_in = path.parent
+        while not probe_in.exists() and probe_in != probe_in.parent:
+            probe_in = probe_in.parent
+        if not probe_in.is_dir():
+            return f"{label}: cannot create {path}: {probe_in} is a file, not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".clawrig-probe-", dir=probe_in))
+    except OSError as exc:
+        return f"{label}: cannot write {path}: {probe_in}: {exc.strerror or exc}"
+    return None
+
+
+def check_output(tasks: list[Task], config: JobConfig) -> list[str]:
+    """The output folder can be written, no other job holds it, and what it already holds for
+    this model fits the request: an unfinished job needs ``--resume``; a finished one is not
+    run again into the same folder."""
+    from clawrig.runner.batch import output_state_problem
+
+    problem = writable_problem(config.output, "--output", folder=True)
+    if problem:
+        return [problem]
+    problem = output_state_problem(config.output, config.trial.model, resume=config.resume)
+    return [problem] if problem else []
+
+
+def check_config(config: JobConfig) -> list[str]:
+    """Option values pydantic's types do not pin down (``--sandbox``, ``--network``,
+    ``--setup-network``; the Job checks the ``--web`` options as it builds the web): checked
+    first, before tasks are read or models resolved."""
+    from clawrig.sandbox.kinds import check_sandbox_kind
+
+    problems = []
+    try:
+        check_sandbox_kind(config.trial.sandbox)
+    except UserError as exc:
+        problems.append(str(exc))
+    from clawrig.egress import NetworkPolicy
+
+    for option, value in (
+        ("--network", config.trial.network),
+        ("--setup-network", config.trial.setup_network),
+    ):
+        try:
+            NetworkPolicy.parse(value, option=option)
+        except UserError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def check_sandbox(tasks: list[Task], config: JobConfig) -> list[str]:
+    """The local sandbox runs one trial at a time; a Docker engine answers ``docker
+    version`` when ``--sandbox docker``."""
+    kind = config.trial.sandbox
+    if kind == "local" and config.parallel > 1:
+        return ["--parallel: the local sandbox runs one trial at a time"]
+    if kind == "docker":
+        docker = shutil.which("docker")
+        try:
+            probe = (
+                subprocess.run([docker, "version"], capture_output=True, timeout=20)
+                if docker
+                else None
+            )
+        except subprocess.TimeoutExpired:
+            probe = None
+        if probe is None or probe.returncode != 0:
+            return ["--sandbox docker: no Docker engine answers on this machine"]
+    return []
+
+
+def check_model_servers(tasks: list[Task], config: JobConfig) -> list[str]:
+    """A model or judge on a loopback server (vLLM, llama.cpp, the scripted server) answers
+    ``GET /models``: a free probe, nothing is spent. Remote providers are checked by their
+    first request; a replayed job needs no server."""
+    if config.replay is not None:
+        return []
+    import httpx
+
+    from clawrig.llm.providers import load_settings, resolve_model
+
+    wanted = []
+    if config.trial.model not in ("", "none"):
+        wanted.append(("--model", config.trial.model, "agent"))
+    if config.trial.judge:
+        wanted.append(("--judge", config.trial.judge, "judge"))
+    if not wanted:
+        return []
+    settings = load_settings(env_file=config.env_file)
+    problems = []
+    for flag, name, role in wanted:
+        try:
+            base = resolve_model(name, settings, role=role).base_url  # type: ignore[arg-type]
+        except UserError:
+            continue  # not a model this job calls (e.g. oracle's label), or checked earlier
+        if not str(base).startswith(("http://127.", "http://localhost", "http://[::1]")):
+            continue
+        try:
+            httpx.get(f"{str(base).rstrip('/')}/models", timeout=5)
+        except httpx.TransportError as exc:
+            problems.append(
+                f"{flag}: cannot reach {name} at {base} ({type(exc).__name__}): is the model "
+                "server running?"
+            )
+    return problems
+
+
+def _fidelity_checks() -> tuple[list[Check], list[Check]]:
+    from clawrig.runner import fidelity_checks as fc
+
+    return [fc.check_workspace_data, fc.check_judge], [fc.note_judge, fc.note_grader_imports]
+
+
+_FIDELITY_CHECKS, _FIDELITY_NOTES = _fidelity_checks()
+
+CHECKS: list[Check] = [
+    check_sandbox,
+    check_output,
+    *_FIDELITY_CHECKS,
+    check_model_servers,
+]
+"""The checks every Job runs, in order (append yours): any problem refuses the job."""
+
+NOTES: list[Check] = [*_FIDELITY_NOTES]
+"""Checks whose lines are only notes for the user: the job runs (append yours)."""
+
+
+def run_preflight(
+    tasks: list[Task], config: JobConfig, checks: list[Check] | None = None
+) -> list[str]:
+    """Every problem the checks find (one line each), in check order."""
+    problems: list[str] = []
+    for check in CHECKS if checks is None else checks:
+        problems.extend(check(tasks, config))
+    return problems

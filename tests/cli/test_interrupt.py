@@ -1,0 +1,62 @@
+"""Ctrl-C as a terminal sends it: SIGINT to the whole process group of a real ``clawrig run``
+(the harness and every sandbox process it started), once or twice, at different moments.
+Every time: exit 130, no traceback, and nothing half-written left in the job folder (no
+``.tmp-*`` trial folders, no ``.summary_*.tmp``/``.progress_*.tmp`` files)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from cli_helpers import CLAWRIG, DEMO, clean_env
+
+
+def leftovers(out: Path) -> list[str]:
+    return sorted(str(p.relative_to(out)) for p in [*out.glob("*/.tmp-*"), *out.glob(".*.tmp")])
+
+
+def interrupt(tmp_path: Path, after_s: float, times: int) -> tuple[int, str, Path]:
+    out = tmp_path / "out"
+    err_file = tmp_path / "stderr.txt"
+    with open(tmp_path / "stdout.txt", "w") as so, open(err_file, "w") as se:
+        proc = subprocess.Popen(
+            [CLAWRIG, "run", DEMO, "--agent", "oracle", "-p", "3", "-o", out],
+            env=clean_env(),
+            stdout=so,
+            stderr=se,
+            start_new_session=True,  # its own process group, as a terminal's foreground job
+        )
+    deadline = time.monotonic() + 60
+    while not list(out.glob("*/.tmp-*")) and time.monotonic() < deadline:
+        time.sleep(0.02)  # trials are under way
+    time.sleep(after_s)
+    for _ in range(times):
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.05)
+    rc = proc.wait(timeout=60)
+    return rc, err_file.read_text() + (tmp_path / "stdout.txt").read_text(), out
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.3, 0.8, 1.5, 2.5])
+def test_ctrl_c_leaves_no_traceback_and_no_partial_files(tmp_path, after_s):
+    rc, text, out = interrupt(tmp_path, after_s, times=1)
+    assert "Traceback" not in text and "SandboxDied" not in text, text[-3000:]
+    if rc == 0:  # the job finished before the signal arrived: nothing to check
+        return
+    assert rc == 130, text[-2000:]
+    assert "interrupted" in text
+    assert leftovers(out) == []
+
+
+@pytest.mark.parametrize("after_s", [0.1, 1.0])
+def test_double_ctrl_c_exits_at_once_and_cleans_up(tmp_path, after_s):
+    rc, text, out = interrupt(tmp_path, after_s, times=2)
+    assert "Traceback" not in text, text[-3000:]
+    if rc == 0:
+        return
+    assert rc == 130, text[-2000:]
+    assert leftovers(out) == []

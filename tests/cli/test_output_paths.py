@@ -1,0 +1,71 @@
+"""Output paths a new user gets wrong: ``-o`` at a file, under a file, or somewhere nothing
+can be written; ``export`` into a path under a file; ``tasks list`` on a folder tree deeper
+than Python's recursion limit. Each is one line naming the path and exit 2, never a
+traceback, and nothing is written."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from cli_helpers import DEMO
+
+
+def one_line_error(r, needle: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stdout[-800:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr and needle in r.stderr, r.stderr[-2000:]
+    assert len([ln for ln in r.stderr.splitlines() if ln.strip()]) == 1, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "needle"),
+    [
+        ("a_file", "a_file is a file, not a folder"),
+        ("a_file/out", "a_file is a file, not a folder"),
+        ("/proc/clawrig-out", "cannot write /proc/clawrig-out"),
+    ],
+)
+def test_run_output_that_cannot_be_a_folder(clawrig, tmp_path, target, needle):
+    (tmp_path / "a_file").write_text("keep me\n")
+    r = clawrig("run", DEMO, "--agent", "oracle", "--suite", "000001", "-o", target, cwd=tmp_path)
+    one_line_error(r, needle)
+    assert r.stderr.startswith("clawrig: error: --output:")
+    assert (tmp_path / "a_file").read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_export_into_a_path_under_a_file(clawrig, tmp_path):
+    (tmp_path / "a_file").write_text("")
+    job = tmp_path / "job"
+    r = clawrig("run", DEMO, "--agent", "oracle", "--suite", "000001", "-o", job, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    # a four-folder set's headline is its mean score, not WildClawBench's
+    (trial,) = [p.relative_to(job) for p in job.glob("000001/*") if p.is_dir()]
+    assert str(trial) in r.stdout and "mean score: 1.0000" in r.stdout
+    assert "WildClawBench" not in r.stdout
+    r = clawrig("export", "sft", job, "a_file/rows.jsonl", cwd=tmp_path)
+    one_line_error(r, "a_file/rows.jsonl: a_file is a file, not a folder")
+    r = clawrig("export", "fourfolder", job, "a_file/set", cwd=tmp_path)
+    one_line_error(r, "a_file/set: a_file is a file, not a folder")
+
+
+def test_tasks_list_on_a_very_deep_tree(clawrig, tmp_path):
+    # deeper than the recursion limit (1000): Path.rglob raised RecursionError here
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY)
+    try:
+        for _ in range(1100):  # relative mkdirs: the full path would pass PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        os.close(os.open("task.md", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    finally:
+        os.close(fd)
+    (deep / "ok.md").write_text("")
+    r = clawrig("tasks", "list", deep, "--json", cwd=tmp_path)
+    assert "Traceback" not in r.stderr and "RecursionError" not in r.stderr, r.stderr[-1500:]
+    # both files were found (and, being empty, reported as unreadable task files)
+    assert r.stderr.count("file is empty") == 2, r.stderr[-1500:]
+    assert r.returncode == 1

@@ -1,0 +1,181 @@
+"""The Job from Python equals the CLI, and one job per output folder: a finished folder is
+refused (and ``--resume`` runs nothing), an unfinished one needs ``--resume``, a second job
+into a folder in use is refused, a budget stop exits 3, and no trial ever exists twice."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from clawrig import Job, JobConfig, TrialConfig
+
+CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
+
+
+def _env(srv, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_API_KEY", "_BASE_URL")) and k not in ("DEFAULT_MODEL", "JUDGE_MODEL")
+    }
+    return {**env, "SCRIPTED_BASE_URL": srv.base_url, **extra}
+
+
+def _keys(out: Path) -> list[tuple[str, int]]:
+    """(task_id, run_index) of every trial folder in the job folder (``_retried`` aside)."""
+    keys = []
+    for rj in out.glob("*/*/result.json"):
+        if rj.parts[-3] == "_retried":
+            continue
+        res = json.loads(rj.read_text())
+        keys.append((res["task_id"], res["run_index"]))
+    return sorted(keys)
+
+
+def _unset_model_env(monkeypatch) -> None:
+    """Unset the model variables for this test; whatever the Job's env file then puts into
+    os.environ (python-dotenv fills unset variables) is removed again at teardown."""
+    for var in ("SCRIPTED_BASE_URL", "DEFAULT_MODEL", "JUDGE_MODEL"):
+        monkeypatch.setenv(var, "")  # recorded, so teardown restores the original state
+        monkeypatch.delenv(var)
+
+
+def _scores(summary: dict) -> dict[tuple[str, int], float | None]:
+    return {(r["task_id"], r["run_index"]): r["score"] for r in summary["tasks"]}
+
+
+def test_cli_and_python_job_give_the_same_summary(
+    mini_bench, scripted_server, tmp_path, even_responder, monkeypatch
+):
+    bench = mini_bench(4)
+    srv = scripted_server(responder=even_responder)
+    cli_out, py_out = tmp_path / "cli", tmp_path / "py"
+    r = subprocess.run(
+        [CLAWRIG, "run", bench / "tasks", "-m", "scripted/test", "-p", "2", "-o", cli_out],
+        env=_env(srv),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    cli = json.loads((cli_out / "summary_scripted_test.json").read_text())
+    # the console: a row per trial with its folder, and WildClawBench's own headline
+    for row in cli["tasks"]:
+        assert row["trial"] in r.stdout and row["task_id"] in r.stdout
+    assert "WildClawBench average score: 0.6250" in r.stdout
+
+    # the same job from Python: the model named in a .env file, as a user would keep it
+    env_file = tmp_path / "job.env"
+    env_file.write_text(f"DEFAULT_MODEL=scripted/test\nSCRIPTED_BASE_URL={srv.base_url}\n")
+    _unset_model_env(monkeypatch)
+    config = JobConfig(
+        suite_path=bench / "tasks", parallel=2, output=py_out, env_file=env_file,
+        trial=TrialConfig(agent="native"),
+    )  # fmt: skip
+    job = Job(config)
+    summary = job.run()
+    assert job.config.trial.model == "scripted/test"
+    assert job.services.gateway is not None  # every call went through the job's gateway
+    assert json.loads((py_out / "summary_scripted_test.json").read_text()) == summary
+
+    # task k writes ok-k when k is even (score 1.0), WRONG otherwise (0.25: file, no match)
+    expected = {(t, 0): (1.0 if int(t.split("_")[-2]) % 2 == 0 else 0.25) for t, _ in _keys(py_out)}
+    assert _scores(summary) == _scores(cli) == expected
+    assert math.isclose(summary["overall_score"], cli["overall_score"])
+    assert math.isclose(summary["overall_score"], (2 * 1.0 + 2 * 0.25) / 4)
+    assert summary["efficiency"] == cli["efficiency"]  # 2 calls x $0.01 per trial, both ways
+    assert math.isclose(summary["efficiency"]["total_cost_usd"], 4 * 0.02)
+    for out in (cli_out, py_out):  # every call recorded by the gateway, per trial
+        assert len(list(out.glob("*/*/model_calls.jsonl"))) == 4
+
+
+def test_judge_model_comes_from_the_env_file(scripted_server, tmp_path, monkeypatch):
+    """JUDGE_MODEL in .env makes the job's judge (auto grader); DEFAULT_MODEL its model."""
+    srv = scripted_server()
+    monkeypatch.chdir(tmp_path)
+    _unset_model_env(monkeypatch)
+    Path(".env").write_text(
+        f"SCRIPTED_BASE_URL={srv.base_url}\nDEFAULT_MODEL=scripted/agent\n"
+        "JUDGE_MODEL=scripted/judge\n"
+    )
+    suite = Path(__file__).resolve().parents[2] / "suites" / "demo"
+    job = Job(JobConfig(suite_path=suite, suite="000001", output=tmp_path / "out")).prepare()
+    assert (job.config.trial.model, job.config.trial.judge) == ("scripted/agent", "scripted/judge")
+    assert job.services.judge is not None and job.services.judge.name == "scripted/judge"
+    assert not (tmp_path / "out").exists()  # preparing starts nothing and writes nothing
+    assert srv.requests == []  # the loopback probe is GET /models: no chat request, no cost
+
+
+def test_budget_exit_unfinished_folder_resume_and_finished_folder(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    bench = mini_bench(6)
+    srv = scripted_server(responder=even_responder)  # $0.02 per trial
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
+
+    def run(*more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            args + list(more), env=_env(srv), capture_output=True, text=True, timeout=300
+        )
+
+    r = run("--budget-usd", "0.05")
+    assert r.returncode == 3, (r.returncode, r.stdout[-1500:], r.stderr[-1500:])
+    assert "budget of $0.05 stopped the job" in r.stdout
+    first = _keys(out)
+    assert len(first) == 3  # trials start while spend < $0.05: $0, $0.02, $0.04
+
+    r = run()  # a plain re-run into the unfinished folder: refused, nothing run
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "holds an unfinished job of scripted/test (3 trial(s) done" in r.stderr
+    assert "--resume" in r.stderr and _keys(out) == first
+
+    r = run("--resume")
+    assert r.returncode == 0, r.stderr[-1500:]
+    keys = _keys(out)
+    assert len(keys) == 6 and len(set(keys)) == 6 and set(first) <= set(keys)
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert len(summary["tasks"]) == 6 and math.isclose(summary["overall_score"], 0.625)
+
+    r = run()  # finished: refused with what the folder holds
+    assert r.returncode == 2 and "holds a finished job of scripted/test" in r.stderr
+    requests = len(srv.requests)
+    r = run("--resume")  # finished: nothing to run, the summary is shown again
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert "finished job" in r.stderr and "nothing to run" in r.stderr
+    assert _keys(out) == keys and len(srv.requests) == requests
+    assert "0.6250" in r.stdout  # the table of the finished job
+
+
+def test_a_second_job_into_a_folder_in_use_is_refused(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    import threading
+
+    bench = mini_bench(6)
+    second_done = threading.Event()
+
+    def slow(req):  # the first job crawls (up to ~24 s) until the second one has been refused
+        rep = even_responder(req)
+        rep.delay = 0.0 if second_done.is_set() else 2.0
+        return rep
+
+    srv = scripted_server(responder=slow)
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
+    with open(tmp_path / "first.err", "w") as err:
+        first = subprocess.Popen(args, env=_env(srv), stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 60
+    while not (out / "progress_scripted_test.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = subprocess.run(args, env=_env(srv), capture_output=True, text=True, timeout=120)
+    second_done.set()
+    assert first.wait(timeout=300) == 0, (tmp_path / "first.err").read_text()[-1500:]
+    assert second.returncode == 2 and "Traceback" not in second.stderr
+    assert f"another clawrig job is writing to {out}" in second.stderr
+    assert len(_keys(out)) == 6  # only the first job's trials
