@@ -130,6 +130,7 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--warm/--no-warm",
+                metavar=FLAG,
                 help="Run a task's warmup installs once and start every trial from the result.",
             ),
         ] = True,
