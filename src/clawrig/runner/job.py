@@ -207,6 +207,9 @@ class Job:
         from clawrig.web import WebService
 
         cfg, svc = self.config, self.services
+        if cfg.trial.web == "replay" and cfg.web_dir is None and cfg.replay is not None:
+            # the whole run from one folder: --replay JOB --web replay
+            self.config = cfg = cfg.model_copy(update={"web_dir": cfg.replay})
         if svc.web is None:
             svc.web = WebService.for_job(cfg)
             if problem := svc.web.key_problem():
