@@ -8,7 +8,9 @@ The job, in order (:meth:`Job.prepare`, then :meth:`Job.arun`):
    narrowed by ``suite`` ids and ``categories``;
 3. models: the agent's model (``trial.model``, else the replayed job's, else
    ``DEFAULT_MODEL``) and the judge (``trial.judge``, else the replayed job's, else
-   ``JUDGE_MODEL`` when the grader may use a judge), each from the environment and the env file;
+   ``JUDGE_MODEL`` when the grader may use a judge, else for WildClawBench graders that call a
+   judge upstream's default ``openrouter/openai/gpt-5.4`` when ``OPENROUTER_API_KEY`` is set),
+   each from the environment and the env file;
 4. the gateway every model call goes through (usage, the ``budget_usd`` cap, records,
    ``--replay``), the judge cache (``trial.judge_cache``), the web (``trial.web`` and the
    ``web_*`` options) and a note when pulled data drifted from its manifest;
@@ -165,6 +167,13 @@ class Job:
         judge_name = cfg.trial.judge or recorded.get("judge")
         if judge_name is None and cfg.trial.grader in JUDGE_GRADERS:
             judge_name = settings.get("JUDGE_MODEL") or None
+        if judge_name is None and cfg.trial.grader in JUDGE_GRADERS and cfg.replay is None:
+            # WildClawBench graders that call a judge: upstream's default judge when its key
+            # is configured (openai/gpt-5.4 through OpenRouter)
+            from clawrig.runner.fidelity_checks import upstream_judge
+
+            keys = {"OPENROUTER_API_KEY": settings.get("OPENROUTER_API_KEY") or ""}
+            judge_name = upstream_judge(self.tasks, keys)
         if svc.judge is None and (cfg.trial.grader in ("judge", "both") or judge_name):
             svc.judge = self._model(judge_name, "judge", settings, cfg.replay)
         return {"model": name, "judge": svc.judge.name if svc.judge is not None else None}
