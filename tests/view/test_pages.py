@@ -153,3 +153,48 @@ def test_unknown_pages_are_404(server):
     for path in ("job9/index.html", "job0/trials/000015/nope.html",
                  "job0/trials/..%2F..%2Fetc/passwd.html", "api/job9/state.json"):  # fmt: skip
         assert httpx.get(server + path).status_code == 404, path
+
+
+def test_egress_and_web_logs_show_as_tables(page, jobs, tmp_path):
+    """A trial folder with the egress proxy's and the web recorder's logs (their documented
+    line shapes) shows one table row per line, refused connections marked."""
+    import shutil
+
+    from conftest import start_view
+
+    job = tmp_path / "job"
+    shutil.copytree(jobs["model"], job, ignore=shutil.ignore_patterns(".clawrig*"))
+    [folder] = [p.parent for p in (job / "000015").glob("*/result.json")]
+    egress = [
+        {"time": "2026-01-01T00:00:01Z", "phase": "agent", "method": "CONNECT",
+         "host": "pypi.org", "port": 443, "verdict": "allowed", "bytes_up": 512,
+         "bytes_down": 20480, "seconds": 0.25},
+        {"time": "2026-01-01T00:00:02Z", "phase": "agent", "method": "CONNECT",
+         "host": "evil.example", "port": 443, "verdict": "refused", "bytes_up": 0,
+         "bytes_down": 0, "seconds": 0.0, "reason": "host not in the allow list"},
+    ]  # fmt: skip
+    web = [
+        {"kind": "search", "key": "a" * 64, "request": {"query": "coauthor graph", "count": 5},
+         "response": {"provider": "brave", "status": 200, "body_sha256": "b" * 64,
+                      "error": None}, "task_id": "000015", "run_index": 0},
+        {"kind": "fetch", "key": "c" * 64, "request": {"url": "https://example.org/"},
+         "response": {"status": None, "error": "host not allowed"}, "task_id": "000015",
+         "run_index": 0},
+    ]  # fmt: skip
+    (folder / "egress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in egress))
+    (folder / "web_calls.jsonl").write_text("".join(json.dumps(w) + "\n" for w in web))
+    view, base = start_view(job)
+    try:
+        page.goto(base + f"job0/trials/000015/{folder.name}.html")
+        rows = table(page, "#egress")
+        assert [(r[3], r[5], r[9]) for r in rows] == [
+            (e["host"], e["verdict"], e.get("reason", "")) for e in egress
+        ]
+        assert page.locator("#egress tr.bad").count() == 1
+        assert [(r[0], r[1], r[4]) for r in table(page, "#web")] == [
+            ("search", "coauthor graph", ""),
+            ("fetch", "https://example.org/", "host not allowed"),
+        ]
+    finally:
+        view.terminate()
+        view.wait(timeout=10)

@@ -93,7 +93,8 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     """The job page's numbers: from the job's summary when it has one, else live from rows.
 
     Keys: source ("summary" | "live"), running, model, agent, suite, job_id, timestamp, trials,
-    graded, wildclaw (overall or None), wild_categories, acc (DataClawBench overall_score),
+    graded, wildclaw (overall or None), wild_categories, wild_modalities (multimodal /
+    pure-text: {score, task_count}), acc (DataClawBench overall_score),
     mean ({mean, low, high, n, unit} or None), process ({ee, gpr, tpe, tgpr: {mean, n}}),
     pass (``{k: {pass_at_k, pass_hat_k, tasks}}``), errors (kind -> count), cost (USD),
     tokens, requests, elapsed (s), not_run, budget_stopped, interrupted."""
@@ -118,6 +119,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
             "model": rows[0]["model"] if rows else job.slug,
             "wildclaw": None,
             "wild_categories": {},
+            "wild_modalities": {},
             "acc": None,
             "mean": {"mean": _mean(graded), "n": len(graded), "unit": "trial"} if graded else None,
             "process": {},
@@ -140,6 +142,9 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
         "wildclaw": wild.get("overall"),
         "wild_categories": {
             k: v.get("score") if isinstance(v, dict) else v for k, v in sorted(cats.items())
+        },
+        "wild_modalities": {
+            k: as_dict(v) for k, v in sorted(as_dict(wild.get("modalities")).items())
         },
         "acc": s.get("overall_score"),
         "mean": s.get("mean") if isinstance(s.get("mean"), dict) else None,

@@ -23,6 +23,11 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
 
+def _tick(v: float) -> str:
+    """An axis label: whole numbers with thousands separators, else 3 significant digits."""
+    return f"{v:,.0f}" if abs(v) >= 10 or v == int(v) else f"{v:.3g}"
+
+
 def _empty(message: str, width: int = 520) -> str:
     return (
         f'<svg class="plot" width="{width}" height="40" role="img" aria-label="{escape(message)}">'
@@ -180,7 +185,7 @@ def columns(
         out.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" class="grid"/>'
             f'<text x="{left - 4}" y="{y + 4:.1f}" class="axis" text-anchor="end">'
-            f"{y_max * frac:.3g}</text>"
+            f"{_tick(y_max * frac)}</text>"
         )
     out.append(
         f'<text x="12" y="{top + ph / 2}" class="axis" text-anchor="middle" '

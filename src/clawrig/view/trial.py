@@ -25,8 +25,13 @@ FILE_LIMIT = 262_144
 KNOWN_FILES = {
     "result.json", "score.json", "process_score.json", "usage.json", "chat.jsonl",
     "formatted_dialog.json", "agent.log", "judge_chat.jsonl", "judge_process_chat.jsonl",
-    "model_calls.jsonl", "end_state_deleted.json", "openclaw_chat.jsonl",
+    "model_calls.jsonl", "end_state_deleted.json", "openclaw_chat.jsonl", "egress.jsonl",
+    "web_calls.jsonl",
 }  # fmt: skip
+EGRESS_FILE = "egress.jsonl"
+"""The egress proxy's per-trial log (:data:`clawrig.egress.proxy.LOG_FILE`)."""
+WEB_FILE = "web_calls.jsonl"
+"""The recorded web exchanges (:data:`clawrig.web.records.WEB_RECORD_FILE`)."""
 
 
 def cut(text: str | None, limit: int = TEXT_LIMIT) -> str:
@@ -235,10 +240,42 @@ def judge_chats(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
+def egress_log(folder: Path) -> dict[str, Any] | None:
+    """egress.jsonl (one line per connection through the trial's egress proxy: time, phase,
+    method, host, port, verdict, bytes_up, bytes_down, seconds, reason; see
+    :mod:`clawrig.egress.proxy`) as ``{"rows", "total", "refused"}``; None when absent."""
+    path = folder / EGRESS_FILE
+    if not path.is_file():
+        return None
+    rows, total = read_jsonl(path)
+    return {"rows": rows, "total": total,
+            "refused": sum(1 for r in rows if r.get("verdict") != "allowed")}  # fmt: skip
+
+
+def web_log(folder: Path) -> dict[str, Any] | None:
+    """web_calls.jsonl (every search and fetch of a recorded job; see
+    :mod:`clawrig.web.records`) as ``{"rows": [{kind, what, status, error}], "total"}``;
+    None when absent."""
+    path = folder / WEB_FILE
+    if not path.is_file():
+        return None
+    records, total = read_jsonl(path)
+    rows = []
+    for rec in records:
+        req, resp = as_dict(rec.get("request")), as_dict(rec.get("response"))
+        rows.append({
+            "kind": rec.get("kind"),
+            "what": req.get("query") or req.get("url") or json.dumps(req)[:200],
+            "status": resp.get("status"),
+            "detail": resp.get("provider") or resp.get("content_type") or "",
+            "error": resp.get("error"),
+        })  # fmt: skip
+    return {"rows": rows, "total": total}
+
+
 def other_logs(folder: Path) -> list[dict[str, Any]]:
-    """Logs the viewer has no special page part for, e.g. egress and web logs (``*egress*``,
-    ``*web*`` and any other ``*.jsonl`` / ``*.log`` in the trial folder or its ``logs/``):
-    name, record count and the first records (JSON) or lines (text)."""
+    """Logs the viewer has no page part for (any other ``*.jsonl`` / ``*.log`` / ``*.json`` in
+    the trial folder or its ``logs/``): name, record count and the first records or lines."""
     out = []
     candidates = sorted(p for p in folder.glob("*") if p.is_file()) + sorted(
         p for p in (folder / "logs").glob("*") if p.is_file()
@@ -257,9 +294,7 @@ def other_logs(folder: Path) -> list[dict[str, Any]]:
                 continue
             body = [cut(text, 50_000)]
             total = text.count("\n")
-        lower = name.lower()
-        label = "egress log" if "egress" in lower else "web log" if "web" in lower else "log"
-        out.append({"name": name, "label": label, "total": total, "lines": body})
+        out.append({"name": name, "label": "log", "total": total, "lines": body})
     return out
 
 
@@ -365,8 +400,8 @@ def read_trial(folder: Path, task: Any | None = None) -> dict[str, Any]:
     """Everything the trial page shows. ``result`` is the TrialResult (None when result.json is
     unreadable, with ``result_error`` saying why); ``score`` score.json; ``process``
     process_score.json; ``usage`` usage.json; ``timeline`` the transcript events;
-    ``model_calls``, ``judge``, ``end_state``, ``logs`` (egress, web and other logs) and
-    ``agent_log`` (agent.log text)."""
+    ``model_calls``, ``judge``, ``end_state``, ``egress`` and ``web`` (None when absent),
+    ``logs`` (other logs) and ``agent_log`` (agent.log text)."""
     raw = read_json(folder / "result.json")
     result, result_error = None, None
     try:
@@ -392,6 +427,8 @@ def read_trial(folder: Path, task: Any | None = None) -> dict[str, Any]:
         "model_calls": model_calls(folder),
         "judge": judge_chats(folder),
         "end_state": end_state(folder, task),
+        "egress": egress_log(folder),
+        "web": web_log(folder),
         "logs": other_logs(folder),
         "agent_log": cut(agent_log, 100_000),
     }
