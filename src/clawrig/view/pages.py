@@ -17,6 +17,7 @@ shows what is known so far from the trial rows: counted scores, errors by kind, 
 from __future__ import annotations
 
 import json
+import secrets
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -293,6 +294,7 @@ class Site:
         self._tasks: dict[str, Any] = {}
         self._resolvers: dict[Path, Any] = {}
         self._memo: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._boot = secrets.token_hex(3)
 
     def _cached(self, kind: str, job: JobView, compute: Any) -> Any:
         """``compute()`` once per (kind, job) until the job's rows or summary change."""
@@ -329,21 +331,28 @@ class Site:
             items.append({"job": j, "head": headline(j, rows)})
         return self._render("index.html", "", items=items)
 
-    def job_state(self, key: str, since_version: int = -1) -> dict[str, Any]:
-        """The job page's live state: ``version`` (of the folder index), ``running``,
-        ``headline`` (HTML), and, when the version differs from ``since_version``, ``plots``
-        (HTML) and ``rows`` (all of them, as :func:`table_rows`)."""
+    def _version(self, job: JobView) -> str:
+        """A stamp that changes when the job's rows or summary change (and per server run)."""
+        job.summary()
+        return f"{self._boot}.{job.index.version}.{job._summary_cache[0]}"
+
+    def job_state(self, key: str, since: str = "") -> str:
+        """The job page's live state as JSON text: ``version``, ``running``, ``source``,
+        ``headline`` (HTML), and, when ``version`` differs from ``since``, ``plots`` (HTML)
+        and ``rows`` (all of them, as :func:`table_rows`; spliced in from the cached JSON)."""
         job = self.by_key[key]
-        _, head, table, plots_html, _ = self._job_parts(job)
+        _, head, _, plots_html, table_json = self._job_parts(job)
+        version = self._version(job)
         state: dict[str, Any] = {
-            "version": job.index.version,
+            "version": version,
             "running": head["running"],
             "source": head["source"],
             "headline": self.env.get_template("_headline.html").render(h=head, root="../"),
         }
-        if since_version != job.index.version:
-            state |= {"plots": plots_html, "rows": table}
-        return state
+        if since == version:
+            return json.dumps(state)
+        state["plots"] = plots_html
+        return json.dumps(state)[:-1] + ', "rows": ' + table_json + "}"
 
     def job_page(self, key: str) -> str:
         job = self.by_key[key]
@@ -351,7 +360,7 @@ class Site:
         meta = {
             "key": key,
             "live": self.live,
-            "version": job.index.version,
+            "version": self._version(job),
             "running": head["running"],
             "api": f"../api/{key}/state.json",
         }
@@ -437,10 +446,16 @@ class Site:
         return out
 
     def compare_page(self, keys: list[str] | None = None) -> str:
+        """The compare page of jobs ``keys`` (default: all), cached until one of them changes."""
         jobs = [self.by_key[k] for k in keys if k in self.by_key] if keys else self.jobs
+        stamp = tuple(self._version(j) for j in jobs)
+        memo_key = ("compare", ",".join(j.key for j in jobs))
+        hit = self._memo.get(memo_key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
         rowsets = [j.rows() for j in jobs]
         heads = [headline(j, r) for j, r in zip(jobs, rowsets, strict=True)]
-        return self._render(
+        html = self._render(
             "compare.html",
             "",
             cjobs=jobs,
@@ -448,3 +463,5 @@ class Site:
             rows=self.compare_rows(jobs),
             p=job_plots(heads, rowsets),
         )
+        self._memo[memo_key] = (stamp, html)
+        return html

@@ -2,9 +2,9 @@
 
 Read-only: every route is a GET; a trial page is served only for a trial folder the folder
 index knows (no path from the URL is opened as is). Routes mirror the static bundle's file
-layout (:mod:`clawrig.view.pages`), plus ``GET /api/<job key>/state.json?since=<version>``, the
-live state a running job's page polls (:meth:`clawrig.view.pages.Site.job_state`). Unknown
-jobs, trials or pages answer 404.
+layout (:mod:`clawrig.view.pages`), plus ``GET /api/<job key>/state.json?since=<stamp>``,
+the live state a running job's page polls (:meth:`clawrig.view.pages.Site.job_state`).
+Unknown jobs, trials or pages answer 404.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Query
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from clawrig.view.index import open_jobs
@@ -44,9 +44,13 @@ def create_app(folders: list[Path]) -> FastAPI:
         return site.compare_page(keys or None)
 
     @app.get("/api/{key}/state.json")
-    def state(key: str, since: int = -1) -> JSONResponse:
+    def state(key: str, since: str = "") -> Response:
         job_or_404(key)
-        return JSONResponse(site.job_state(key, since), headers={"Cache-Control": "no-store"})
+        return Response(
+            site.job_state(key, since),
+            media_type="application/json",
+            headers={"Cache-Control": "no-store"},
+        )
 
     @app.get("/{key}", include_in_schema=False)
     def job_slash(key: str) -> RedirectResponse:

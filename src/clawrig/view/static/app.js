@@ -125,7 +125,7 @@ function clawrigJobPage() {
   let version = data.version;
   async function poll() {
     try {
-      const res = await fetch(`${data.api}?since=${version}`, { cache: "no-store" });
+      const res = await fetch(`${data.api}?since=${encodeURIComponent(version)}`, { cache: "no-store" });
       if (res.ok) {
         const st = await res.json();
         if (st.headline) $("headline").innerHTML = st.headline;
