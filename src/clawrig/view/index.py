@@ -316,11 +316,16 @@ class JobView:
         """This job's trial rows, sorted by (task, run, id)."""
         self.index.refresh()
         jid = self.job_id()
-        out = [
-            r for r in self.index.rows.values() if self._mine(r) and (not jid or r["job"] == jid)
-        ]
-        out.sort(key=lambda r: (r["task"], r["run"], r["id"]))
-        return out
+        key = (self.index.version, jid)
+        if self._rows_cache[0] != key:
+            out = [
+                r
+                for r in self.index.rows.values()
+                if self._mine(r) and (not jid or r["job"] == jid)
+            ]
+            out.sort(key=lambda r: (r["task"], r["run"], r["id"]))
+            self._rows_cache = (key, out)
+        return self._rows_cache[1]
 
     def job_summary(self) -> dict[str, Any] | None:
         """The summary when it describes the current job (not an earlier one), else None."""
