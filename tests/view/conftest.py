@@ -2,7 +2,8 @@
 
 - ``jobs``: three real job folders run once per session on the demo suite: ``oracle`` and
   ``nop`` (the same four tasks, so they disagree) and ``model`` (a scripted model on
-  127.0.0.1 solving 000015 and failing 000003, with token and cost usage recorded);
+  127.0.0.1 solving 000015, failing 000003 and, on 000001, starting a sub-agent and a cron
+  job, with token and cost usage recorded);
 - ``server``: ``clawrig view`` on a free loopback port over the three (a subprocess);
 - ``browser``: Debian's chromium driven by Playwright (skipped with the reason when absent).
 """
@@ -22,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from clawrig.testing.scripted_server import ScriptedServer, load_script, reply, usage
+from clawrig.testing.scripted_server import ScriptedServer, call, load_script, reply, usage
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "suites" / "demo"
@@ -54,17 +55,37 @@ def clawrig(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     )
 
 
-def solver_000015() -> Any:
-    """A responder: the example script's replies for task 000015 (picked by the number of
-    assistant turns so far), "I cannot help" for any other task; each reply costs COST."""
+SUB_TASK = "Write the word delegated to /tmp_workspace/sub.txt"
+CRON_TEXT = "time to check"
+
+
+def responder() -> Any:
+    """The scripted model: the example script's replies on task 000015 (picked by the number
+    of assistant turns so far); on 000001 a sub-agent (sessions_spawn, which writes sub.txt),
+    then a cron job whose message arrives between turns; "I cannot help" on any other task.
+    Every reply costs COST."""
     replies, _ = load_script(REPO / "examples" / "scripted-000015.json")
 
     def respond(request: dict[str, Any]) -> Any:
         messages = request.get("messages") or []
-        first = next((m.get("content") for m in messages if m.get("role") == "user"), "")
+        first = str(next((m.get("content") for m in messages if m.get("role") == "user"), ""))
         turn = sum(1 for m in messages if m.get("role") == "assistant")
-        base = replies[turn] if "coauthor" in str(first) and turn < len(replies) else None
-        base = base or reply("I cannot help with that.")
+        base = reply("I cannot help with that.")
+        if "coauthor" in first and turn < len(replies):
+            base = replies[turn]
+        elif first == SUB_TASK:
+            base = reply(tool_calls=[call("exec", {"command": "echo delegated > sub.txt"})])
+            base = base if turn == 0 else reply("sub-agent wrote sub.txt")
+        elif "expenses.csv" in first:
+            job = {"name": "ping", "schedule": {"kind": "delay", "delayMs": 50},
+                   "payload": {"kind": "message", "text": CRON_TEXT}}  # fmt: skip
+            steps = [
+                reply(tool_calls=[call("sessions_spawn", {"task": SUB_TASK, "label": "writer"})]),
+                reply(tool_calls=[call("sessions_yield", {"message": "waiting for writer"})]),
+                reply(tool_calls=[call("cron", {"action": "add", "job": job})]),
+                reply(tool_calls=[call("exec", {"command": "sleep 0.3"})]),
+            ]
+            base = steps[turn] if turn < len(steps) else reply("main: done")
         return base.model_copy(update={"usage": usage(100, 20, cost=COST)})
 
     return respond
@@ -85,9 +106,9 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                        "--parallel", "4", "--output", out[agent])  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
     out["model"] = root / "model"
-    with ScriptedServer(responder=solver_000015(), models=["demo"]) as srv:
+    with ScriptedServer(responder=responder(), models=["demo"]) as srv:
         proc = clawrig(
-            "run", DEMO, "--suite", "000015,000003", "-m", "scripted/demo",
+            "run", DEMO, "--suite", "000015,000003,000001", "-m", "scripted/demo",
             "--output", out["model"], env={"SCRIPTED_BASE_URL": srv.base_url},
         )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr

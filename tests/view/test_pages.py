@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import COST, read_summary
+from conftest import COST, CRON_TEXT, read_summary
 
 
 def f4(x: float) -> str:
@@ -108,6 +108,25 @@ def test_trial_page_shows_the_trial_files(page, server, jobs):
     shown = page.eval_on_selector_all("#end-state summary code", "e => e.map(x => x.textContent)")
     assert shown == files == ["results/results.md"]
     assert page.locator("#end-state .badge.st-created").count() == 1
+
+
+def test_sub_agent_session_nests_and_cron_messages_show(page, server, jobs):
+    [folder] = [p.parent for p in (jobs["model"] / "000001").glob("*/result.json")]
+    [sub] = list((folder / "subagents").glob("*.jsonl"))
+    sub_lines = [json.loads(x) for x in sub.read_text().splitlines()]
+    sub_user = next(x["message"] for x in sub_lines if x.get("message", {}).get("role") == "user")
+    page.goto(server + f"job2/trials/000001/{folder.name}.html")
+    nested = page.locator(".ev-tool .subagent")
+    assert nested.count() == 1
+    key = nested.locator(".ev-head code").first.text_content()  # the session key, as spawned
+    assert "".join(c if c.isalnum() or c in "-_." else "_" for c in key) == sub.stem
+    assert nested.locator(".ev-user pre").first.text_content() == sub_user["content"][0]["text"]
+    assert nested.locator(".ev-tool .tool-name").all_text_contents() == ["exec"]
+    # the spawning call is the main session's first tool call; the cron message came later
+    main_tools = page.locator("main > ol.timeline > li.ev-tool > .ev-head .tool-name")
+    assert main_tools.all_text_contents()[:3] == ["sessions_spawn", "sessions_yield", "cron"]
+    cron = page.locator(".ev-cron pre").all_text_contents()
+    assert len(cron) == 1 and cron[0].startswith("[cron") and CRON_TEXT in cron[0]
 
 
 def test_trial_page_of_a_failed_trial(page, server, jobs):
