@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 
 from clawrig.view.index import INDEX_FILE, FolderIndex
@@ -53,6 +54,12 @@ def test_bad_input_is_one_line(jobs, tmp_path):
     (tmp_path / "file").write_text("x")
     proc = clawrig("view", "--bundle", tmp_path / "file", jobs["oracle"])
     assert proc.returncode == 2 and "is a file" in proc.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        proc = clawrig("view", jobs["oracle"], "--port", taken.getsockname()[1])
+    assert proc.returncode == 2 and "--port: cannot listen" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
     proc = clawrig("export", "inspect", tmp_path / "empty", tmp_path / "logs")
     assert proc.returncode == 2 and "not a job folder" in proc.stderr
 

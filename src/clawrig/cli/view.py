@@ -50,12 +50,17 @@ def view(
     app = create_app(folders)  # reads and indexes the folders first: errors before listening
     import uvicorn
 
-    shown = host if ":" not in host else f"[{host}]"
-    console.print(f"clawrig view on http://{shown}:{port}/  (Ctrl-C to stop)", highlight=False)
+    from clawrig.serving import tcp_listener
+
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        sock = tcp_listener(host, port)
     except OSError as exc:
         fail(f"--port: cannot listen on {host}:{port} ({exc.strerror or exc})")
+    shown = sock.getsockname()
+    console.print(
+        f"clawrig view on http://{shown[0]}:{shown[1]}/  (Ctrl-C to stop)", highlight=False
+    )
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 def export_inspect(

@@ -270,6 +270,7 @@ class JobView:
     slug: str
     _summary_cache: tuple[int, Any] = field(default=(0, None), repr=False)
     _rows_cache: tuple[Any, list[Row]] = field(default=(None, []), repr=False)
+    _progress_cache: tuple[int, str] = field(default=(0, ""), repr=False)
 
     @property
     def folder(self) -> Path:
@@ -290,12 +291,26 @@ class JobView:
             self._summary_cache = (mtime, data if isinstance(data, dict) else None)
         return self._summary_cache[1]
 
+    def _progress_job_id(self) -> str:
+        """progress_<model>.json's job_id (re-read when the file changes), "" when absent."""
+        path = self._file("progress")
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            return ""
+        if self._progress_cache[0] != mtime:
+            data = _read_json(path)
+            jid = data.get("job_id") if isinstance(data, dict) else None
+            self._progress_cache = (mtime, jid if isinstance(jid, str) else "")
+        return self._progress_cache[1]
+
     def job_id(self) -> str:
         """The current job's id: the progress file's, else the summary's, else the latest."""
-        for prefix in ("progress", "summary"):
-            data = _read_json(self._file(prefix)) if prefix == "progress" else self.summary()
-            if isinstance(data, dict) and isinstance(data.get("job_id"), str) and data["job_id"]:
-                return data["job_id"]
+        if jid := self._progress_job_id():
+            return jid
+        s = self.summary()
+        if isinstance(s, dict) and isinstance(s.get("job_id"), str) and s["job_id"]:
+            return s["job_id"]
         mine = [r for r in self.index.rows.values() if self._mine(r)]
         return max(mine, key=lambda r: r.get("started") or "")["job"] if mine else ""
 

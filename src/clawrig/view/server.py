@@ -72,11 +72,3 @@ def create_app(folders: list[Path]) -> FastAPI:
         return page
 
     return app
-
-
-def serve(folders: list[Path], host: str = "127.0.0.1", port: int = 7788) -> None:
-    """Run the app with uvicorn until interrupted (Ctrl-C)."""
-    import uvicorn
-
-    app = create_app(folders)
-    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -134,7 +134,7 @@ def _session_events(
                 events.append({"kind": "assistant", "t": t, "step": step, "text": cut(m.text),
                                "usage": usage, "stop": m.stop_reason,
                                "error": m.error_message})  # fmt: skip
-            for call in m.tool_calls:
+            for i, call in enumerate(m.tool_calls):
                 res = results.get(call.id)
                 ev: dict[str, Any] = {
                     "kind": "tool",
@@ -146,6 +146,8 @@ def _session_events(
                     "result": cut(res.text) if res is not None else None,
                     "is_error": bool(res.is_error) if res is not None else False,
                     "result_t": rel(res.timestamp_ms) if res is not None else None,
+                    # a step without text shows its model usage on its first tool call
+                    "usage": usage if i == 0 and not (m.text or not m.tool_calls) else None,
                 }
                 if call.name == "sessions_spawn" and res is not None and depth < 3:
                     ev["subagent"] = _subagent(res.text or "", folder, depth, start)
