@@ -7,8 +7,9 @@ import shutil
 import socket
 from pathlib import Path
 
+from view_helpers import clawrig, read_summary
+
 from clawrig.view.index import INDEX_FILE, FolderIndex
-from conftest import clawrig, read_summary
 
 
 def copy_job(src: Path, dst: Path) -> Path:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import subprocess
 import time
 
+from view_helpers import CLAWRIG, DEMO, read_summary, start_view
+
 from clawrig.testing.scripted_server import ScriptedServer, reply
-from conftest import CLAWRIG, DEMO, read_summary, start_view
 
 
 def test_live_page_shows_trials_finishing(page, tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import COST, CRON_TEXT, read_summary
+from view_helpers import COST, CRON_TEXT, read_summary
 
 
 def f4(x: float) -> str:
@@ -147,7 +147,7 @@ def test_pages_request_nothing_but_the_local_server(page, server, jobs):
 
 
 def test_bundle_opens_from_file(page, jobs, tmp_path):
-    from conftest import clawrig
+    from view_helpers import clawrig
 
     out = tmp_path / "site"
     proc = clawrig("view", "--bundle", out, jobs["oracle"], jobs["model"])
@@ -179,7 +179,7 @@ def test_egress_and_web_logs_show_as_tables(page, jobs, tmp_path):
     line shapes) shows one table row per line, refused connections marked."""
     import shutil
 
-    from conftest import start_view
+    from view_helpers import start_view
 
     job = tmp_path / "job"
     shutil.copytree(jobs["model"], job, ignore=shutil.ignore_patterns(".clawrig*"))
