@@ -48,15 +48,41 @@ def server(jobs: dict[str, Path]) -> Iterator[str]:
     proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
+_PLAYWRIGHT: dict[str, Any] = {}
+"""One Playwright and one browser for all the tests of this folder (started on first use)."""
+
+
+def _stop_browser() -> None:
+    if "manager" in _PLAYWRIGHT:
+        _PLAYWRIGHT.pop("browser").close()
+        _PLAYWRIGHT.pop("manager").__exit__(None, None, None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Close the shared browser after the last test of this folder (once its fixtures are torn
+    down): Playwright's sync API keeps an event loop marked running, which later asyncio tests
+    could not start under."""
+    result = yield
+    if nextitem is None or Path(nextitem.path).parent != Path(__file__).parent:
+        _stop_browser()
+    return result
+
+
+@pytest.fixture
+def browser() -> Any:
+    """The shared headless chromium (Debian's, driven by Playwright)."""
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed (make test installs it when root)")
     sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    if "browser" not in _PLAYWRIGHT:
+        manager = sync_api.sync_playwright()
+        pw = manager.__enter__()
+        _PLAYWRIGHT["manager"] = manager
+        _PLAYWRIGHT["browser"] = pw.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+        )
+    return _PLAYWRIGHT["browser"]
 
 
 @pytest.fixture
