@@ -101,3 +101,34 @@ def _check_writable(path: Path, label: str, *, folder: bool) -> None:
 
     if problem := writable_problem(path, label, folder=folder):
         raise UserError(problem)
+
+
+@app.command("harbor")
+def harbor(
+    source: Annotated[
+        Path, typer.Argument(help="A suite path, or a job folder (the tasks it ran).")
+    ],
+    out: Annotated[Path, typer.Argument(help="Folder for the Harbor task folders.")],
+    image: Annotated[
+        str, typer.Option("--image", help="Base image of each Dockerfile (python3 and bash).")
+    ] = "python:3.11-slim",
+    suite: Annotated[str, typer.Option("--suite", help="all, or comma-separated ids.")] = "all",
+) -> None:
+    """Write each task in Harbor's layout (instruction, environment, tests that run the
+    clawrig grader and write the reward, solution from the golden trajectory)."""
+    from clawrig.export.harbor import export_harbor
+
+    report = export_harbor(source, out, image=image, suite=suite)
+    for t in report.tasks:
+        if t.skipped:
+            console.print(f"{t.task_id}  skipped: {t.skipped}", highlight=False)
+        else:
+            note = f"  ({'; '.join(t.notes)})" if t.notes else ""
+            console.print(f"{t.task_id}  {t.folder}{note}", highlight=False, soft_wrap=True)
+    console.print(
+        f"wrote {len(report.exported)} Harbor task(s) to {out}; skipped "
+        f"{len(report.tasks) - len(report.exported)}. Run one with: harbor run -p "
+        f"{out}/<task_id> -a oracle",
+        highlight=False,
+        soft_wrap=True,
+    )

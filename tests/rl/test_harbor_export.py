@@ -1,0 +1,133 @@
+"""``clawrig export harbor``: the written task folders, and their scripts run the way Harbor runs
+them (workspace at /tmp_workspace, solution/solve.sh as the oracle, then tests/test.sh with
+tests/ at /tests writing /logs/verifier/reward.txt), in a real bwrap sandbox."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from clawrig.export.harbor import export_harbor
+from clawrig.sandbox import SandboxConfig, create_sandbox
+from clawrig.sandbox.base import Bind
+from clawrig.tasks.registry import load_tasks
+
+from .conftest import DEMO
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("harbor")
+    return out, export_harbor(DEMO, out)
+
+
+async def run_like_harbor(task_dir: Path, work: Path, *, oracle: bool = True) -> dict:
+    """Copy the task's environment, run solve.sh (when ``oracle``) and test.sh in a sandbox;
+    return {"exit": test.sh's exit code, "reward": reward.txt or None, "json": reward.json}."""
+    ws, logs = work / "ws", work / "logs"
+    shutil.copytree(task_dir / "environment" / "workspace", ws)
+    logs.mkdir()
+    binds = [
+        Bind(source=task_dir / "tests", dest="/tests"),
+        Bind(source=task_dir / "solution", dest="/solution"),
+        Bind(source=logs, dest="/logs", read_only=False),
+    ]
+    sandbox = create_sandbox("bwrap", SandboxConfig(workspace_dir=ws, binds=binds))
+    await sandbox.start()
+    try:
+        if oracle:
+            solved = await sandbox.exec(["bash", "/solution/solve.sh"], cwd="/tmp_workspace")
+            assert solved.exit_code == 0, solved.stderr
+        test = await sandbox.exec(["bash", "/tests/test.sh"], cwd="/tmp_workspace")
+    finally:
+        await sandbox.stop()
+    reward = logs / "verifier" / "reward.txt"
+    rjson = logs / "verifier" / "reward.json"
+    return {
+        "exit": test.exit_code,
+        "stderr": test.stderr,
+        "reward": float(reward.read_text()) if reward.exists() else None,
+        "json": json.loads(rjson.read_text()) if rjson.exists() else None,
+    }
+
+
+def test_layout_of_an_exported_task(exported):
+    out, report = exported
+    by_id = {t.task_id: t for t in report.tasks}
+    assert by_id["000008"].skipped == "needs mock services (gmail, calendar, contacts)"
+    assert by_id["000009"].skipped == "needs mock services (slack)"
+    task = next(t for t in load_tasks(DEMO) if t.id == "000015")
+    folder = out / "000015"
+    assert by_id["000015"].folder == folder and by_id["000015"].has_solution
+    assert (folder / "instruction.md").read_text() == task.prompt.rstrip() + "\n"
+    meta = tomllib.loads((folder / "task.toml").read_text())
+    assert meta["version"] == "1.0"
+    assert meta["agent"]["timeout_sec"] == task.timeout_seconds
+    assert meta["verifier"]["timeout_sec"] == task.grader.timeout_seconds
+    assert meta["environment"]["allow_internet"] is False
+    assert meta["metadata"]["clawrig_task_id"] == "000015"
+    docker = (folder / "environment" / "Dockerfile").read_text().splitlines()
+    assert docker == ["FROM python:3.11-slim", "COPY workspace/ /tmp_workspace/",
+                      "WORKDIR /tmp_workspace"]  # fmt: skip
+    shipped = DEMO / "workspaces" / "000015" / "coauthorship.json"
+    assert (folder / "environment" / "workspace" / "coauthorship.json").read_bytes() == (
+        shipped.read_bytes()
+    )
+    assert not (folder / "environment" / "workspace" / "gt").exists()  # gt only in tests/
+    assert sorted(p.name for p in (folder / "tests" / "gt").iterdir()) == sorted(
+        task.workspace.gt_files
+    )
+    assert (folder / "tests" / "test.sh").stat().st_mode & 0o111
+
+
+async def test_oracle_reaches_the_expected_reward_the_harbor_way(exported, tmp_path):
+    out, report = exported
+    tasks = {t.id: t for t in load_tasks(DEMO)}
+    checked = 0
+    for entry in report.exported:
+        if not entry.has_solution or entry.notes:  # transcript-reading graders: see below
+            continue
+        got = await run_like_harbor(entry.folder, tmp_path / entry.task_id)
+        assert got["exit"] == 0, (entry.task_id, got["stderr"])
+        want = tasks[entry.task_id].expected_reward
+        assert got["reward"] == pytest.approx(want), entry.task_id
+        assert got["json"]["reward"] == got["reward"]
+        checked += 1
+    assert checked >= 5
+
+
+async def test_no_solution_scores_low_and_a_broken_grader_gives_no_reward(exported, tmp_path):
+    out, _ = exported
+    empty = await run_like_harbor(out / "000015", tmp_path / "empty", oracle=False)
+    assert empty["exit"] == 0 and empty["reward"] == 0.0  # no results file: grader says 0
+    broken = tmp_path / "broken"
+    shutil.copytree(out / "000015", broken)
+    (broken / "tests" / "grader.py").write_text("def grade(**kw):\n    raise RuntimeError('x')\n")
+    got = await run_like_harbor(broken, tmp_path / "b")
+    assert got["exit"] == 1 and got["reward"] is None  # a grading error, never a silent 0
+    assert "the grader failed" in got["stderr"]
+
+
+def test_cli_export_harbor_and_its_errors(tmp_path):
+    cli = [sys.executable, "-c", "from clawrig.cli.main import app; app()", "export", "harbor"]
+    ok = subprocess.run(
+        [*cli, str(DEMO), str(tmp_path / "h"), "--suite", "000015,000008"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert "000008  skipped: needs mock services" in ok.stdout
+    assert (tmp_path / "h" / "000015" / "task.toml").is_file()
+    bad = subprocess.run(
+        [*cli, str(tmp_path / "nope"), str(tmp_path / "h2")], capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        f"clawrig: error: JOB_OR_SUITE: no such file or folder: {tmp_path / 'nope'}"
+    ]
