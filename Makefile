@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-model test lint format bench setup bwrap docker mmdebstrap openclaw trainers chromium clean
+.PHONY: demo demo-model test lint format bench setup bwrap docker mmdebstrap openclaw trainers chromium harbor clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "clawrig needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
@@ -48,7 +48,10 @@ trainers: $(VENV)/.trainers
 chromium:
 	@scripts/ensure-chromium.sh
 
-test: setup docker mmdebstrap openclaw trainers chromium
+harbor:
+	-@scripts/install-harbor.sh || echo "Harbor not installed: the Harbor run test will be skipped"
+
+test: setup docker mmdebstrap openclaw trainers chromium harbor
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)

@@ -113,12 +113,20 @@ def harbor(
         str, typer.Option("--image", help="Base image of each Dockerfile (python3 and bash).")
     ] = "python:3.11-slim",
     suite: Annotated[str, typer.Option("--suite", help="all, or comma-separated ids.")] = "all",
+    allow_internet: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-internet/--no-internet",
+            help="task.toml's allow_internet (default: the task's own). Harbor's docker "
+            "environment enforces --no-internet with an egress sidecar it pulls from Docker Hub.",
+        ),
+    ] = None,
 ) -> None:
     """Write each task in Harbor's layout (instruction, environment, tests that run the
     clawrig grader and write the reward, solution from the golden trajectory)."""
     from clawrig.export.harbor import export_harbor
 
-    report = export_harbor(source, out, image=image, suite=suite)
+    report = export_harbor(source, out, image=image, suite=suite, allow_internet=allow_internet)
     for t in report.tasks:
         if t.skipped:
             console.print(f"{t.task_id}  skipped: {t.skipped}", highlight=False)

@@ -158,7 +158,8 @@ def _toml_str(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
 
 
-def _task_toml(task: Task) -> str:
+def _task_toml(task: Task, allow_internet: bool | None = None) -> str:
+    internet = task.web_allowed if allow_internet is None else allow_internet
     return "\n".join(
         [
             'version = "1.0"',
@@ -185,7 +186,7 @@ def _task_toml(task: Task) -> str:
             "build_timeout_sec = 600.0",
             "cpus = 1",
             "memory_mb = 4096",
-            f"allow_internet = {'true' if task.web_allowed else 'false'}",
+            f"allow_internet = {'true' if internet else 'false'}",
             "",
         ]
     )
@@ -232,9 +233,13 @@ def _skip_reason(task: Task) -> str | None:
     return None
 
 
-def export_task(task: Task, dest: Path, *, image: str = DEFAULT_IMAGE) -> HarborTaskReport:
+def export_task(
+    task: Task, dest: Path, *, image: str = DEFAULT_IMAGE, allow_internet: bool | None = None
+) -> HarborTaskReport:
     """Write one task as a Harbor task folder at ``dest`` (replaced if it exists). Returns
-    its report (``skipped`` set, nothing written, for a task that cannot run under Harbor)."""
+    its report (``skipped`` set, nothing written, for a task that cannot run under Harbor).
+    ``allow_internet``: task.toml's setting (None: the task's own, off unless it allows web
+    access)."""
     report = HarborTaskReport(task_id=task.id)
     reason = _skip_reason(task)
     if reason is not None:
@@ -243,7 +248,7 @@ def export_task(task: Task, dest: Path, *, image: str = DEFAULT_IMAGE) -> Harbor
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
     try:
         (tmp / "instruction.md").write_text(task.prompt.rstrip() + "\n", encoding="utf-8")
-        (tmp / "task.toml").write_text(_task_toml(task), encoding="utf-8")
+        (tmp / "task.toml").write_text(_task_toml(task, allow_internet), encoding="utf-8")
         env = tmp / "environment"
         materialise_workspace(task, env / "workspace")
         shutil.rmtree(env / "workspace" / "gt", ignore_errors=True)
@@ -311,11 +316,17 @@ def tasks_of(source: Path) -> list[Task]:
 
 
 def export_harbor(
-    source: Path | str, out: Path | str, *, image: str = DEFAULT_IMAGE, suite: str = "all"
+    source: Path | str,
+    out: Path | str,
+    *,
+    image: str = DEFAULT_IMAGE,
+    suite: str = "all",
+    allow_internet: bool | None = None,
 ) -> HarborReport:
     """Write every task of ``source`` (a suite path, or a job folder: the tasks it ran) as a
-    Harbor task folder ``out/<task_id>/``. ``suite``: all or comma-separated task ids.
-    Raises UserError for an unreadable source or an unknown id."""
+    Harbor task folder ``out/<task_id>/``. ``suite``: all or comma-separated task ids;
+    ``allow_internet``: see :func:`export_task`. Raises UserError for an unreadable source or
+    an unknown id."""
     from clawrig.runner.batch import select_tasks
 
     tasks = select_tasks(tasks_of(Path(source)), suite, [])
@@ -323,5 +334,7 @@ def export_harbor(
     out.mkdir(parents=True, exist_ok=True)
     report = HarborReport(out=out)
     for task in tasks:
-        report.tasks.append(export_task(task, out / task.id, image=image))
+        report.tasks.append(
+            export_task(task, out / task.id, image=image, allow_internet=allow_internet)
+        )
     return report
