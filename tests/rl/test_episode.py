@@ -129,3 +129,30 @@ async def test_bad_arguments_are_one_line_user_errors(env, task_15, tmp_path):
         )
     with pytest.raises(UserError, match="at least one"):
         await env.run_group(task_15, 0, base_url="http://127.0.0.1:9/v1", model="m")
+
+
+async def test_episode_on_a_sample_with_mock_services(env, scripted_server):
+    """Four-folder sample 000009 (mock Slack in the sandbox): the policy replays the sample's
+    golden trajectory and the episode reaches the sample's own expected reward."""
+    from clawrig.tasks.registry import load_tasks
+
+    from .conftest import DEMO
+
+    task = next(t for t in load_tasks(DEMO) if t.id == "000009")
+    assert task.services and task.golden_dialog
+    golden = [m for m in task.golden_dialog if m["role"] == "assistant"]
+    script = [
+        reply(
+            m.get("content") or None,
+            tool_calls=[
+                call(c["function"]["name"], c["function"]["arguments"], id=c["id"])
+                for c in m.get("tool_calls") or []
+            ],
+        )
+        for m in golden
+    ]
+    srv = scripted_server(script)
+    ep = await env.run_episode(task, base_url=srv.base_url, model="policy")
+    assert ep.error is None and not ep.mask
+    assert ep.reward == task.expected_reward
+    assert len(ep.turns) == len(golden) and srv.remaining == 0
