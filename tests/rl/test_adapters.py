@@ -137,3 +137,19 @@ def test_masked_error_names_the_task():
         task_id, error = "000015", "upstream 500"
 
     assert str(EpisodeMasked(Ep())) == "episode of task 000015 masked: upstream 500"
+
+
+def test_step_episode_closed_early_stops_its_sandbox(tmp_path, task_15):
+    from clawrig.rl.bridge import BridgeError, StepEpisode
+
+    rollouts = Rollouts(tmp_path / "out")
+    episode = StepEpisode(task_15, rollouts=rollouts, timeout_s=120)
+    try:
+        first = episode.start()
+        assert first[0]["role"] == "user" and task_15.prompt in first[0]["content"]
+        episode.close()  # the agent's pending call is refused; the trial ends
+        assert episode._future is not None and episode._future.done()
+        with pytest.raises(BridgeError, match="after the episode ended or was closed"):
+            episode.step("anything")
+    finally:
+        rollouts.close()

@@ -158,6 +158,7 @@ class StepEpisode:
         self._server: ThreadedServer | None = None
         self._future: concurrent.futures.Future[Episode] | None = None
         self.episode: Episode | None = None
+        self._closed = False
 
     # -- the policy bridge ---------------------------------------------------------------------
     def _app(self) -> FastAPI:
@@ -223,8 +224,8 @@ class StepEpisode:
         text read by :func:`parse_action`); return the tool results it led to, or, when the
         episode ended (a message without tool calls, max turns, time), ``done`` and the graded
         episode. Raises BridgeError after the episode ended or on a timeout."""
-        if self.episode is not None or self._future is None:
-            raise BridgeError("step() after the episode ended (or before start())")
+        if self._closed or self.episode is not None or self._future is None:
+            raise BridgeError("step() after the episode ended or was closed (or before start())")
         self.turn += 1
         if isinstance(message, str):
             message = parse_action(message, self.turn)
@@ -257,6 +258,7 @@ class StepEpisode:
 
     def close(self) -> None:
         """End the episode early (the agent's pending call is refused) and stop the bridge."""
+        self._closed = True
         if self._future is not None and not self._future.done():
             self._replies.put(_CLOSED)
             with contextlib.suppress(Exception):
