@@ -35,6 +35,9 @@ def _docker_up() -> bool:
 
 
 def _base_image() -> str:
+    """``$CLAWRIG_HARBOR_IMAGE`` when set, else clawrig's base environment image."""
+    if os.environ.get("CLAWRIG_HARBOR_IMAGE"):
+        return os.environ["CLAWRIG_HARBOR_IMAGE"]
     try:
         from clawrig.env.build import ensure_image
         from clawrig.env.spec import load_env_spec
