@@ -12,16 +12,28 @@
         assert srv.requests[0]["tools"]   # every request body, in order
 
 Arguments are those of ``ScriptedServer`` (``script``, ``responder=``, ``models=``).
+
+Two checks wrap every test session:
+
+- ``sandbox`` marker: a test that starts a sandbox in this process must carry
+  ``@pytest.mark.sandbox`` (or a module-level ``pytestmark``; tests using a fixture of
+  :data:`SANDBOX_FIXTURES` get it), so ``-m "not sandbox"`` selects the tests that need no
+  bubblewrap; an unmarked test that starts one fails with a message.
+- leftovers: when the session ends, no sandbox process or cgroup of this session may remain
+  (:mod:`session_leftovers`); the check fails the run (exit status 1) when one does.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from clawrig.sandbox.client import SupervisedSandbox
 from clawrig.testing.scripted_server import ScriptedServer
 
 # Environments the tests build live in a cache of their own (kept between sessions), so what a
@@ -30,6 +42,46 @@ if "CLAWRIG_ENV_CACHE_DIR" not in os.environ:
     from clawrig.sandbox.pyenv import cache_root
 
     os.environ["CLAWRIG_ENV_CACHE_DIR"] = str(cache_root() / "test-environments")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import session_leftovers  # noqa: E402  (tests/session_leftovers.py, importable by its test)
+
+SANDBOX_FIXTURES = {"sandbox", "make_sandbox", "gw_sandbox"}
+"""Fixtures (in tests/*/conftest.py) that start a sandbox: a test using one is marked."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.sandbox)
+
+
+@pytest.fixture(autouse=True)
+def _sandbox_marker_is_honest(request: pytest.FixtureRequest) -> Iterator[None]:
+    before = SupervisedSandbox.starts
+    yield
+    started = SupervisedSandbox.starts - before
+    if started and request.node.get_closest_marker("sandbox") is None:
+        pytest.fail(
+            f"{request.node.nodeid} started {started} sandbox(es) but is not marked "
+            "@pytest.mark.sandbox (add it, or pytestmark = pytest.mark.sandbox to the module)",
+            pytrace=False,
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The leftover-process check, once per session after every test and fixture ended."""
+    if getattr(session.config, "workerinput", None) is not None:
+        return  # an xdist worker: the controller's own session checks
+    problems = session_leftovers.wait_for_no_leftovers()
+    if problems:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = "sandbox leftovers after the tests: " + "; ".join(problems)
+        if reporter is not None:
+            reporter.write_line(text, red=True)
+        else:  # pragma: no cover
+            print(text, file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture
@@ -79,3 +131,24 @@ def docker_image(base_rootfs: Any) -> str:
     if not docker_available():
         pytest.skip("no Docker engine answers here (make test starts dockerd when root)")
     return ensure_image(load_env_spec("base"))
+
+
+DEMO = Path(__file__).resolve().parents[1] / "suites" / "demo"
+
+
+@pytest.fixture(scope="session")
+def demo_oracle_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``clawrig run suites/demo --agent oracle -o JOB`` run once per session, as a user runs
+    it (the CLI in a subprocess); returns the job folder. Read it, do not change it."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("demo-oracle") / "job"
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    r = subprocess.run(
+        [clawrig, "run", str(DEMO), "--agent", "oracle", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return out

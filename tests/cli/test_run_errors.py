@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.sandbox
+
 CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
 REPO = Path(__file__).resolve().parents[2]
 

@@ -25,6 +25,8 @@ import pytest
 
 from clawrig.testing.paths import SHARED
 
+pytestmark = pytest.mark.sandbox
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "suites" / "demo"
 SEED = SHARED / "examples" / "fourfolder"

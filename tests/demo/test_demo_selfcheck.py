@@ -27,6 +27,8 @@ import pytest
 from clawrig.agents.preamble import first_user_message
 from clawrig.testing.paths import SHARED
 
+pytestmark = pytest.mark.sandbox
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "suites" / "demo"
 CAPTURED_SCHEMA = SHARED / "reference" / "openclaw-2026.3.24" / "tool_schema.json"

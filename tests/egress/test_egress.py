@@ -14,9 +14,12 @@ from clawrig.egress.policy import HostRule, registry_hosts
 from clawrig.errors import UserError
 from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
 
-pytestmark = pytest.mark.skipif(
-    __import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed"
-)
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(
+        __import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed"
+    ),
+]
 
 
 def test_policy_parsing() -> None:

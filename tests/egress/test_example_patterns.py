@@ -23,7 +23,10 @@ from clawrig.testing.scripted_server import call, reply
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "wildclaw-patterns"
 QUESTION = "Which of Lisbon, Oslo, Kyiv is the capital of Portugal? Answer with the city only."
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap"),
+]
 
 
 def responder(request: dict):

@@ -29,6 +29,8 @@ from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks import load_tasks
 from clawrig.testing.paths import SHARED
 
+pytestmark = pytest.mark.sandbox
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "suites" / "demo"
 CAPTURED_SCHEMA = SHARED / "reference" / "openclaw-2026.3.24" / "tool_schema.json"

@@ -6,11 +6,15 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from clawrig.export.job import find_trials
 from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
+
+pytestmark = pytest.mark.sandbox
 
 DEMO = Path(__file__).resolve().parents[2] / "suites" / "demo"
 

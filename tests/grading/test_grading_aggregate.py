@@ -158,7 +158,7 @@ def test_wildclaw_average_counts_missing_and_errored_tasks_as_zero():
     assert out["modalities"]["pure-text"] == {"score": 0.0, "task_count": 2}
 
 
-def test_dataclaw_overall_uses_graded_non_error_trials_only():
+def test_dataclaw_overall_counts_agent_errors_as_zero_and_skips_other_errors():
     trials = [
         _trial("a", 1.0),
         _trial("b", 2 / 3),
@@ -167,9 +167,10 @@ def test_dataclaw_overall_uses_graded_non_error_trials_only():
         _trial("e", None, error=ErrorKind.AGENT),
     ]
     out = dataclaw_overall(trials)
-    # (1 + 2/3 + 0) / (1 + 1 + 1) = 5/9
-    assert out["overall_score"] == pytest.approx(5 / 9)
-    assert (out["evaluated_count"], out["error_count"]) == (3, 2)
+    # the one score rule: the agent error counts 0, the grading error is not scored
+    # (1 + 2/3 + 0 + 0) / (1 + 1 + 1 + 1) = 5/12
+    assert out["overall_score"] == pytest.approx(5 / 12)
+    assert (out["evaluated_count"], out["error_count"]) == (4, 1)
     assert error_counts(trials) == {"agent": 1, "grading": 1}
 
 

@@ -12,6 +12,8 @@ from clawrig.runner.trial import grader_env
 from clawrig.sandbox import SandboxConfig, create_sandbox
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat
 
+pytestmark = pytest.mark.sandbox
+
 
 def _task(source: str, env: list[str] | None = None) -> Task:
     return Task(

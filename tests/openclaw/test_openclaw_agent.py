@@ -46,7 +46,7 @@ from clawrig.testing.paths import SHARED
 from clawrig.testing.scripted_server import call, error, reply
 from clawrig.transcript import openclaw_entries_from_jsonl, read_openclaw_jsonl
 
-pytestmark = requires_openclaw
+pytestmark = [pytest.mark.sandbox, requires_openclaw]
 
 REFERENCE = SHARED / "reference" / "openclaw-2026.3.24"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openclaw-vs-native.md"

@@ -32,7 +32,10 @@ from clawrig.sandbox.pyenv import (
 )
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed"),
+]
 
 REQ = ["iniconfig==2.3.1"]
 

@@ -16,6 +16,8 @@ from clawrig.testing.scripted_server import error
 
 from .conftest import DEMO, REWARD, RIGHT, WRONG, by_seed
 
+pytestmark = pytest.mark.sandbox
+
 
 @pytest.fixture
 async def env(tmp_path):

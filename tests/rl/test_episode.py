@@ -15,6 +15,8 @@ from clawrig.testing.scripted_server import call, error, reply
 
 from .conftest import REWARD, RIGHT, WRONG, by_seed, files_text, write_answer
 
+pytestmark = pytest.mark.sandbox
+
 SECRET = "sk-trainer-0123456789-secret"
 
 

@@ -18,6 +18,8 @@ from clawrig.testing.scripted_server import reply
 
 from .conftest import DEMO, REWARD, RIGHT, WRONG, by_seed
 
+pytestmark = pytest.mark.sandbox
+
 
 @pytest.fixture
 def serve(tmp_path):

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import TrialConfig
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, reply
 from clawrig.transcript import read_openclaw_jsonl
+
+pytestmark = pytest.mark.sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 SUB_TASK = "Write the word delegated to /tmp_workspace/sub.txt"

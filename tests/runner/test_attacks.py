@@ -13,6 +13,8 @@ from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, reply
 from clawrig.transcript import read_openclaw_jsonl
 
+pytestmark = pytest.mark.sandbox
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -12,10 +12,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
+
+pytestmark = pytest.mark.sandbox
 
 CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
 

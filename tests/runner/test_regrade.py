@@ -3,11 +3,15 @@ judge calls are replayed without any model server."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from clawrig.runner.regrade import regrade_trial
 from clawrig.runner.trial import TrialServices, run_trial
@@ -15,6 +19,8 @@ from clawrig.spec.job import TrialConfig
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.paths import SHARED
 from clawrig.testing.scripted_server import call, reply
+
+pytestmark = pytest.mark.sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 GOLD = SHARED / "data/dataclawbench/assets/qa_gold/hypothesis_verification/hard001.json"
@@ -92,8 +98,8 @@ async def test_judged_trial_regrades_to_the_same_score_from_the_cache(scripted_s
     assert len(judge.requests) == 1
     judge.stop()  # no model server from here on
     report = await regrade_trial(folder)
-    assert report["same"] and report["after"]["score"] == 1.0
-    assert report["judge_cache"] == {"hits": 1, "misses": 0}
+    assert report.same and report.after.score == 1.0
+    assert report.judge_cache == {"hits": 1, "misses": 0}
 
 
 def test_cli_regrades_an_oracle_trial(tmp_path):
@@ -112,3 +118,143 @@ def test_cli_regrades_an_oracle_trial(tmp_path):
     assert report["same"] and report["after"]["score"] == result.score.score == 1.0
     bad = subprocess.run([clawrig, "grade", str(tmp_path / "nope")], capture_output=True, text=True)
     assert bad.returncode == 2 and "result.json" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _expected_rewards() -> dict[str, float]:
+    """EXPECTED_REWARD of each demo evaluator, read from its source."""
+    out = {}
+    for path in sorted((REPO / "suites" / "demo" / "evaluators").glob("evaluator_*.py")):
+        m = re.search(r"^EXPECTED_REWARD = ([0-9.]+)$", path.read_text(), re.M)
+        out[path.stem.removeprefix("evaluator_")] = float(m.group(1))
+    return out
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _grade(*args: str) -> subprocess.CompletedProcess:
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    return subprocess.run([clawrig, "grade", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_grade_reproduces_every_demo_oracle_trial_and_changes_nothing(demo_oracle_job):
+    """`clawrig grade JOB` re-grades each of the 10 demo oracle trials to its recorded score
+    (= the evaluator's EXPECTED_REWARD), and not one byte of the job folder changes."""
+    before = _tree_digest(demo_oracle_job)
+    r = _grade(str(demo_oracle_job), "--json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    reports = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    expected = _expected_rewards()
+    assert sorted(rep["task_id"] for rep in reports) == sorted(expected)
+    for rep in reports:
+        recorded = json.loads((Path(rep["trial"]) / "score.json").read_text())["score"]
+        assert rep["before"]["score"] == recorded == expected[rep["task_id"]], rep
+        assert rep["after"]["score"] == recorded, rep
+        assert rep["same"] and not rep["written"]
+    assert _tree_digest(demo_oracle_job) == before
+
+
+def test_grade_writes_the_folder_only_with_write(demo_oracle_job, tmp_path):
+    src = next((demo_oracle_job / "000006").iterdir())  # the one that deletes files
+    folder = tmp_path / src.name
+    shutil.copytree(src, folder)
+    result = json.loads((folder / "result.json").read_text())
+    result["score"]["score"] = 0.5  # a record that no longer matches its end state
+    (folder / "result.json").write_text(json.dumps(result))
+    before = _tree_digest(folder)
+    r = _grade(str(folder))
+    assert r.returncode == 1 and "recorded 0.5 -> re-graded 1.0: DIFFERENT" in r.stdout
+    assert _tree_digest(folder) == before
+    r = _grade(str(folder), "--write")
+    assert r.returncode == 1 and "written" in r.stdout
+    assert json.loads((folder / "score.json").read_text())["score"] == 1.0
+    assert json.loads((folder / "result.json").read_text())["score"]["score"] == 1.0
+    r = _grade(str(folder))
+    assert r.returncode == 0 and "recorded 1.0 -> re-graded 1.0: same" in r.stdout
+
+
+async def test_scripted_model_trials_regrade_to_their_scores(
+    mini_bench, scripted_server, even_responder, tmp_path
+):
+    """Native-agent trials against the scripted model (one right, one wrong) re-grade to the
+    recorded 1.0 and 0.25, under the recorded time limits (multiplier 2)."""
+    tasks = load_tasks(mini_bench(2) / "tasks")
+    srv = scripted_server(responder=even_responder)
+    config = TrialConfig(agent="native", model="scripted/test", timeout_multiplier=2.0)
+    for task, want in zip(tasks, (0.25, 1.0), strict=True):
+        result, folder = await run_trial(
+            task, config, tmp_path / "out", services=TrialServices(model=srv.chat_model())
+        )
+        assert result.score.score == want
+        report = await regrade_trial(folder)
+        assert report.same and report.after.score == report.before.score == want
+        assert report.grader_timeout_s == task.grader.timeout_seconds * 2.0
+
+
+JUDGE_GRADER = r"""
+import json, os, urllib.request
+
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    answer = open(os.path.join(workspace_path, "results", "out.txt")).read()
+    body = {"model": os.environ["JUDGE_MODEL"], "temperature": 0,
+            "messages": [{"role": "user", "content": "Rate from 0 to 1: " + answer}]}
+    req = urllib.request.Request(
+        os.environ["OPENROUTER_BASE_URL"].rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + os.environ["OPENROUTER_API_KEY"],
+                 "Content-Type": "application/json"})
+    reply = json.loads(urllib.request.urlopen(req, timeout=60).read())
+    score = json.loads(reply["choices"][0]["message"]["content"])["score"]
+    return {"judge": score, "overall_score": score}
+"""
+
+
+def _judged_task_file(root: Path) -> Path:
+    """A WildClawBench task whose grader asks an LLM judge (through the judge proxy)."""
+    cat = "01_Productivity_Flow"
+    md = root / "tasks" / cat / f"{cat}_task_1_judged.md"
+    md.parent.mkdir(parents=True)
+    md.write_text(
+        "---\n"
+        f"id: {cat}_task_1_judged\nname: Judged\ncategory: {cat}\ntimeout_seconds: 60\n"
+        "---\n\n## Prompt\n\nWrite ok-1 to /tmp_workspace/results/out.txt. TASKNUM=2\n\n"
+        "## Expected Behavior\n\nWrite it.\n\n## Grading Criteria\n\n- [ ] judged\n\n"
+        "## Automated Checks\n\n```python\n" + JUDGE_GRADER.strip() + "\n```\n\n"
+        "## Workspace Path\n\n```\nworkspace/x\n```\n",
+        encoding="utf-8",
+    )
+    (root / "workspace" / "x" / "exec").mkdir(parents=True)
+    return md
+
+
+async def test_a_graders_judge_calls_replay_through_the_gateway_on_regrade(
+    scripted_server, even_responder, tmp_path
+):
+    """A programmatic grader that asked a judge through the judge proxy re-grades to the same
+    score with no judge server: the proxy answers from the trial's recorded judge calls."""
+    from clawrig.llm.gateway import Gateway
+
+    (task,) = load_tasks(_judged_task_file(tmp_path / "bench"))
+    agent = scripted_server(responder=even_responder)
+    judge = scripted_server(responder=lambda req: reply('{"score": 0.75}'))
+    with Gateway() as gw:
+        services = TrialServices(
+            model=agent.chat_model(), judge=judge.chat_model("scripted/judge"), gateway=gw
+        )
+        result, folder = await run_trial(
+            task,
+            TrialConfig(agent="native", model="scripted/agent"),
+            tmp_path / "out",
+            services=services,
+        )
+    assert result.error is None and result.score.score == 0.75
+    assert len(judge.requests) == 1
+    judge.stop()  # no judge from here on
+    report = await regrade_trial(folder)
+    assert report.same and report.after.score == 0.75
+    assert report.judge_cache == {"hits": 1, "misses": 0}

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, reply
 from clawrig.transcript import read_openclaw_jsonl
+
+pytestmark = pytest.mark.sandbox
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "wildclaw"
 

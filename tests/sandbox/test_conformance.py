@@ -10,6 +10,8 @@ import pytest
 
 from clawrig.errors import SandboxDied
 
+pytestmark = pytest.mark.sandbox
+
 
 async def test_exec_captures_stdout_stderr_and_exit_code(make_sandbox, backend):
     sb = await make_sandbox(backend)

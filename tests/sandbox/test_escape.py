@@ -14,9 +14,12 @@ import pytest
 from clawrig.sandbox.workspace import inject_gt
 from clawrig.spec.task import FileContent, SourceRef, Task, TaskFormat, Workspace
 
-pytestmark = pytest.mark.skipif(
-    __import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed"
-)
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(
+        __import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed"
+    ),
+]
 REPO = Path(__file__).resolve().parents[2]
 
 

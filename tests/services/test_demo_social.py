@@ -18,6 +18,8 @@ from clawrig.grading.programmatic import run_grader
 from clawrig.services import parse_services, restart_services, save_audits, start_services
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat
 
+pytestmark = pytest.mark.sandbox
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "suites" / "demo"
 SOCIAL = ["000008", "000009"]

@@ -24,7 +24,10 @@ from clawrig.services import (
 )
 from clawrig.spec.task import ServiceSpec
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed"),
+]
 
 NOW = "2026-03-24T09:00:00"
 GMAIL = {

@@ -12,6 +12,8 @@ import pytest
 from clawrig.tools import CronScheduler
 from clawrig.tools.cron import cron_next, parse_cron
 
+pytestmark = pytest.mark.sandbox
+
 
 def body(r) -> dict:
     assert not r.is_error, r.text

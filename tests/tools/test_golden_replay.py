@@ -13,6 +13,8 @@ import pytest
 from clawrig.sandbox import SandboxConfig, create_sandbox
 from clawrig.tools import ToolContext, Toolset
 
+pytestmark = pytest.mark.sandbox
+
 DEMO = Path(__file__).resolve().parents[2] / "suites" / "demo"
 SAMPLES = sorted(
     p.stem

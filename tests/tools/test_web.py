@@ -18,6 +18,8 @@ import pytest
 from clawrig.tools import WebPolicy
 from clawrig.tools.web import html_to_text
 
+pytestmark = pytest.mark.sandbox
+
 PAGE = """<!doctype html><html><head><title>Tern  4.2
  notes</title><style>body{color:red}</style><script>var x = 1;</script></head>
 <body><h1>Tern 4.2</h1><p>Offline mode is <b>stable</b>. See

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from verify_helpers import DEMO, copy_sample, edit_json, replace_once, run
 
+pytestmark = pytest.mark.sandbox
+
 THRESHOLD = 0.5
 
 

@@ -84,6 +84,7 @@ from clawrig.llm.pricing import Prices
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.sandbox.base import Bind
 from clawrig.sandbox.paths import PATHS
+from clawrig.spec.layout import TMP_PREFIX, TrialPaths
 from clawrig.spec.task import Task
 from clawrig.spec.trial import StopReason
 from clawrig.transcript import read_openclaw_jsonl
@@ -116,7 +117,7 @@ NODE_PACKAGES = {
 SANDBOX_INSTALL_DIR = "/opt/openclaw"
 """Where the install folder is bound (read-only) inside the sandbox."""
 CONFIG_PATH = f"{PATHS.home}/.openclaw/openclaw.json"
-RAW_TRANSCRIPT_FILE = "openclaw_chat.jsonl"
+RAW_TRANSCRIPT_FILE = TrialPaths.OPENCLAW_CHAT
 """OpenClaw's own chat.jsonl, byte for byte, saved in the trial folder beside agent.log."""
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -498,7 +499,7 @@ class OpenClawAgent(Agent):
         trial_id = ctx.task.id
         if folder is not None:  # the runner writes into ".tmp-<trial>-<random>" first
             trial_id = folder.name
-            if trial_id.startswith(".tmp-"):
+            if trial_id.startswith(TMP_PREFIX):
                 trial_id = trial_id[5:].rsplit("-", 1)[0]
         lease = self._gateway().open_trial(
             endpoint,

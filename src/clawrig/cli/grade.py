@@ -1,4 +1,5 @@
-"""``clawrig grade TRIAL_DIR``: re-grade a finished trial (replaying recorded judge calls)."""
+"""``clawrig grade TRIAL_DIR...``: re-grade finished trials under their recorded conditions
+(replaying recorded judge calls); the trial folders change only with ``--write``."""
 
 from __future__ import annotations
 
@@ -12,12 +13,32 @@ import typer
 from clawrig.cli.common import console
 
 
+def _trial_folders(paths: list[Path]) -> list[Path]:
+    """Each path as given when it is a trial folder; a job folder gives its trial folders."""
+    from clawrig.spec.layout import JobPaths, TrialPaths
+
+    out: list[Path] = []
+    for path in paths:
+        if not TrialPaths(path).is_trial() and path.is_dir():
+            found = [rj.parent for rj in JobPaths(path).trial_results()]
+            if found:
+                out += found
+                continue
+        out.append(path)
+    return out
+
+
 def register(app: typer.Typer) -> None:
     """Add ``grade`` to the main app."""
 
     @app.command("grade")
     def grade(
-        trial_dir: Annotated[Path, typer.Argument(help="A trial folder (holds result.json).")],
+        trial_dirs: Annotated[
+            list[Path],
+            typer.Argument(
+                help="Trial folders (each holds result.json), or a job folder for all its trials."
+            ),
+        ],
         judge_cache: Annotated[
             list[Path] | None,
             typer.Option(
@@ -27,35 +48,75 @@ def register(app: typer.Typer) -> None:
         judge: Annotated[
             str | None, typer.Option("--judge", help="live judge for requests the cache lacks")
         ] = None,
-        grader: Annotated[str, typer.Option("--grader")] = "auto",
-        sandbox: Annotated[str, typer.Option("--sandbox")] = "bwrap",
-        as_json: Annotated[bool, typer.Option("--json", metavar="", help="Print JSON.")] = False,
+        grader: Annotated[
+            str | None,
+            typer.Option(
+                "--grader",
+                help="auto, programmatic, judge, exact or both (default: as the trial ran)",
+            ),
+        ] = None,
+        sandbox: Annotated[
+            str | None, typer.Option("--sandbox", help="default: the trial's sandbox kind")
+        ] = None,
+        write: Annotated[
+            bool,
+            typer.Option(
+                "--write",
+                metavar="",
+                help="replace the trial's score.json, process_score.json and result.json with "
+                "the new grading (without it nothing in the folder changes)",
+            ),
+        ] = False,
+        as_json: Annotated[
+            bool, typer.Option("--json", metavar="", help="One JSON report per trial, one per line.")
+        ] = False,
     ) -> None:
-        """Grade a finished trial again; exit 1 when the scores differ from the recorded ones."""
+        """Grade finished trials again; exit 1 when a score differs from the recorded one."""
+        from clawrig.errors import UserError
         from clawrig.runner.regrade import regrade_trial
 
+        if grader is not None and grader not in ("auto", "programmatic", "judge", "exact", "both"):
+            raise UserError(
+                f"--grader: {grader!r} is not one of auto, programmatic, judge, exact, both"
+            )
         live = None
         if judge:
             from clawrig.llm.client import get_model
 
             live = get_model(judge, role="judge")
-        report = asyncio.run(
-            regrade_trial(
-                trial_dir, grader=grader, judge=live, judge_cache=judge_cache, sandbox=sandbox
-            )
-        )
-        if as_json:
-            console.print_json(json.dumps(report, default=str))
-        else:
-            b, a = report["before"]["score"], report["after"]["score"]
-            verdict = "same scores" if report["same"] else "DIFFERENT scores"
+
+        async def all_reports():  # one event loop for every trial
+            return [
+                await regrade_trial(
+                    folder,
+                    grader=grader,  # type: ignore[arg-type]
+                    judge=live,
+                    judge_cache=judge_cache,
+                    sandbox=sandbox,
+                    write=write,
+                )
+                for folder in _trial_folders(trial_dirs)
+            ]
+
+        reports = asyncio.run(all_reports())
+        for report in reports:
+            if as_json:
+                typer.echo(json.dumps(report.model_dump(mode="json")))
+                continue
+            b, a = report.before.score, report.after.score
+            verdict = "same scores" if report.same else "DIFFERENT scores"
             console.print(
-                f"{report['task_id']}: recorded {b} -> re-graded {a}: {verdict} "
-                f"(judge cache: {report['judge_cache']['hits']} hits, "
-                f"{report['judge_cache']['misses']} misses)",
+                f"{report.task_id} {Path(report.trial).name}: recorded {b} -> re-graded {a}: "
+                f"{verdict} (judge records: {report.judge_cache['hits']} used, "
+                f"{report.judge_cache['misses']} missing)"
+                + ("; written" if report.written else ""),
                 highlight=False,
+                soft_wrap=True,
             )
-            if report["after"]["error"]:
-                console.print(f"grading error: {report['after']['error']}", highlight=False)
-        if not report["same"]:
+            if report.after.error:
+                console.print(f"grading error: {report.after.error}", highlight=False)
+        if len(reports) > 1 and not as_json:
+            same = sum(r.same for r in reports)
+            console.print(f"{same}/{len(reports)} trials re-grade to their recorded scores")
+        if not all(r.same for r in reports):
             raise typer.Exit(1)

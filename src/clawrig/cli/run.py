@@ -445,9 +445,7 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
         info = f"running {state.running}  failed {state.failed}  spend ${state.spend_usd:.4f}"
         progress.update(bar, total=state.total, completed=state.done, info=info)
         if verbose and result is not None:
-            from clawrig.grading.aggregate import trial_score
-
-            score = trial_score(result)
+            score = result.counted_score()
             err = f" ERROR {result.error.kind}: {result.error.message}" if result.error else ""
             progress.console.print(
                 f"{result.task_id} run {result.run_index}: score {score}{err} "

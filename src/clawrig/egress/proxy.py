@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 from clawrig.egress.policy import NetworkPolicy
 from clawrig.llm.gateway.forwarder import forwarder_script, spawn_forwarder
 from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
+from clawrig.spec.layout import TrialPaths
 
 EGRESS_PORT = 18200
 """The port of the egress forwarder on the sandbox's loopback."""
@@ -47,7 +48,7 @@ SANDBOX_EGRESS_DIR = "/opt/clawrig-egress"
 """Where the proxy's folder (socket + forwarder script) is bound read-only in a sandbox."""
 SOCKET_NAME = "egress.sock"
 FORWARDER_NAME = "forwarder.py"
-LOG_FILE = "egress.jsonl"
+LOG_FILE = TrialPaths.EGRESS
 """The per-trial connection log (in the trial folder)."""
 NO_PROXY = "localhost,127.0.0.1,::1"
 """Never proxied: the sandbox's own loopback (warmup services, the model gateway forwarder)."""

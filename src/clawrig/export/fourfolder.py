@@ -245,9 +245,7 @@ async def _export_one(
         initial = _tree_files(ws_dir)
     else:
         sample.notes.append("initial workspace not present: workspaces/ folder not written")
-    changed = (
-        _tree_files(trial.folder / "end_state") if (trial.folder / "end_state").is_dir() else {}
-    )
+    changed = _tree_files(trial.paths.end_state) if trial.paths.end_state.is_dir() else {}
     deleted = recorded_deletions(trial.folder)
     if deleted is None:
         deleted = set()

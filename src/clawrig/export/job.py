@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.errors import ClawrigError, UserError
-from clawrig.spec.job import model_slug
+from clawrig.spec.layout import JobPaths, TrialPaths
+from clawrig.spec.summary import JobSummary
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
 from clawrig.tasks.registry import find_task, load_tasks
@@ -34,20 +35,24 @@ class JobTrial:
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def paths(self) -> TrialPaths:
+        return TrialPaths(self.folder)
+
+    @property
     def score(self) -> float | None:
-        """The trial's score in [0, 1], None when it was not graded."""
-        s = self.result.score
-        return s.score if s is not None and s.error is None else None
+        """The trial's counted score in [0, 1] (:meth:`TrialResult.counted_score`: an agent
+        error counts 0), None when it is not scored."""
+        return self.result.counted_score()
 
     @property
     def graded(self) -> bool:
-        """Graded without error: a score and no trial error."""
-        return self.result.error is None and self.score is not None
+        """Scored: :attr:`score` is a number."""
+        return self.score is not None
 
     def dialog(self) -> dict[str, Any]:
         """formatted_dialog.json: ``{"formatted_dialog": [...], "tool_schema": [...]}``.
         Raises ExportError when missing or unreadable."""
-        path = self.folder / "formatted_dialog.json"
+        path = self.paths.dialog
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -58,7 +63,7 @@ class JobTrial:
 
     def usage(self) -> Usage:
         """usage.json (tokens, USD, seconds), else the result's usage."""
-        path = self.folder / "usage.json"
+        path = self.paths.usage
         try:
             return Usage.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -66,7 +71,7 @@ class JobTrial:
 
     def transcript_entries(self) -> list[dict[str, Any]]:
         """chat.jsonl parsed: one dict per line (unparsable lines skipped)."""
-        path = self.folder / "chat.jsonl"
+        path = self.paths.chat
         entries: list[dict[str, Any]] = []
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
@@ -91,7 +96,8 @@ def find_trials(job_dir: Path) -> list[JobTrial]:
     job_dir = Path(job_dir)
     if not job_dir.is_dir():
         raise UserError(f"JOB_DIR: no such folder: {job_dir}")
-    summaries = list(job_dir.glob("summary_*.json"))
+    layout = JobPaths(job_dir)
+    summaries = layout.summaries()
     if not summaries:
         raise UserError(f"{job_dir}: not a job folder (no summary_<model>.json)")
     job_ids: set[str] = set()
@@ -103,10 +109,8 @@ def find_trials(job_dir: Path) -> list[JobTrial]:
         if isinstance(job_id, str) and job_id:
             job_ids.add(job_id)
     trials: list[JobTrial] = []
-    for rj in sorted(job_dir.glob("*/*/result.json")):
+    for rj in layout.trial_results():
         folder = rj.parent
-        if folder.parent.name.startswith(("_", ".")) or folder.name.startswith("."):
-            continue
         try:
             raw = json.loads(rj.read_text(encoding="utf-8"))
             result = TrialResult.model_validate(raw)
@@ -119,24 +123,21 @@ def find_trials(job_dir: Path) -> list[JobTrial]:
     return trials
 
 
-def read_summary(job_dir: Path, model: str) -> dict[str, Any]:
+def read_summary(job_dir: Path, model: str) -> JobSummary:
     """``summary_<model>.json`` of the job. Raises UserError when missing or unreadable."""
-    path = Path(job_dir) / f"summary_{model_slug(model)}.json"
+    path = JobPaths(Path(job_dir)).summary(model)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return JobSummary.model_validate_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: no summary for model {model!r} in the job") from None
     except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not a readable summary ({exc})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: not a summary object")
-    return data
+        raise UserError(f"{path}: not a readable summary ({exc.__class__.__name__})") from None
 
 
-def _suite_candidates(job_dir: Path, trial: JobTrial, summary: dict[str, Any]) -> list[Path]:
+def _suite_candidates(job_dir: Path, trial: JobTrial, summary: JobSummary) -> list[Path]:
     out: list[Path] = []
-    recorded = summary.get("suite_path")
-    if isinstance(recorded, str) and recorded:
+    recorded = summary.suite_path
+    if recorded:
         p = Path(recorded)
         out += [p] if p.is_absolute() else [Path.cwd() / p, job_dir / p, job_dir.parent / p]
     source = trial.raw.get("task_source")
@@ -175,8 +176,7 @@ class TaskResolver:
         for path in candidates:
             if path.exists():
                 return find_task(self._tasks(path), trial.result.task_id)
-        named = summary.get("suite_path")
         raise UserError(
-            f"{self.job_dir / f'summary_{model_slug(trial.result.model)}.json'}: suite_path: "
-            f"{named!r} not found (give the suite with --suite)"
+            f"{JobPaths(self.job_dir).summary(trial.result.model)}: suite_path: "
+            f"{summary.suite_path!r} not found (give the suite with --suite)"
         )

@@ -11,24 +11,15 @@ files before and after. Only tools that can remove files trigger a replay: ``rea
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from clawrig.agents.base import AgentContext
-from clawrig.agents.oracle import OracleAgent
-from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
-from clawrig.sandbox.workspace import install_skills, materialise_workspace, run_warmup
+from clawrig.spec.job import TrialConfig
+from clawrig.spec.layout import TrialPaths
 from clawrig.spec.task import Task
-from clawrig.tools.base import ToolContext, WebPolicy
-
-DELETED_FILE = "end_state_deleted.json"
-"""Trial-folder file listing deleted workspace files, when the runner records them."""
 
 CANNOT_DELETE = {
     "read", "write", "edit", "web_search", "web_fetch", "memory_search", "memory_get",
@@ -50,7 +41,7 @@ def may_delete(dialog: Sequence[Mapping[str, Any]]) -> bool:
 
 def recorded_deletions(folder: Path) -> set[str] | None:
     """The deletions a trial folder records (``end_state_deleted.json``), else None."""
-    path = folder / DELETED_FILE
+    path = TrialPaths(folder).end_state_deleted
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -78,38 +69,17 @@ async def deleted_by_replay(
     work_dir: Path | None = None,
 ) -> set[str]:
     """Initial workspace files (relative paths) that are gone after replaying ``dialog``'s
-    tool calls (warmup first, as in the trial). Raises SetupError when the workspace cannot be
-    made and SandboxError when the sandbox fails."""
-    from clawrig.tools.catalog import Toolset
+    tool calls through a :class:`clawrig.runner.trial.Trial` (services, skills and warmup
+    first, the trial's time limits, as in the trial). Raises SetupError when the workspace
+    cannot be made and SandboxError when the sandbox fails."""
+    from clawrig.runner.trial import Trial, TrialServices
 
-    work = Path(tempfile.mkdtemp(prefix="clawrig-export-replay-", dir=work_dir))
-    os.chmod(work, 0o755)
-    ws = work / "workspace"
-    box = None
-    try:
-        materialise_workspace(task, ws)
-        before = _files(ws)
-        box = create_sandbox(
-            sandbox,
-            SandboxConfig(
-                workspace_dir=ws,
-                limits=Limits(command_timeout_s=max(task.timeout_seconds, 1.0)),
-            ),
-        )
-        await box.start()
-        await install_skills(box, task)
-        await run_warmup(box, task.warmup)
-        ctx = AgentContext(
-            task=task.model_copy(update={"golden_dialog": dialog}),
-            sandbox=box,
-            tool_ctx=ToolContext(sandbox=box, web=WebPolicy(mode="off")),
-            toolset=Toolset(task.tool_profile or tool_profile),
-        )
-        await OracleAgent().run(ctx)
-        await box.kill_all()
-        return before - _files(ws)
-    finally:
-        if box is not None:
-            with contextlib.suppress(Exception):
-                await box.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    config = TrialConfig(agent="oracle", model="oracle", sandbox=sandbox, tool_profile=tool_profile)
+    replayed = task.model_copy(update={"golden_dialog": dialog})
+    async with Trial(replayed, config, services=TrialServices(work_dir=work_dir)) as trial:
+        await trial.sandbox_up()
+        before = _files(trial.workspace)
+        await trial.workspace_and_services()
+        await trial.run_agent()
+        await trial.stop_agent(copy_end_state=False)
+        return before - _files(trial.workspace)

@@ -18,9 +18,10 @@ Sources of the formulas (shared/reference/metrics.md, formats.md):
 * Process metrics: EE averaged over the trials whose process_score has ``efficiency``; GPR, TPE
   and TGPR over those with ``gpr`` / ``tgpr`` (i.e. correct and incorrect runs respectively).
 
-"Graded" means: no trial error, a Score whose ``error`` is None and whose ``score`` is a
-number. Error trials are counted by kind (agent, infrastructure, grading, ...), never as 0
-except in the WildClawBench average, whose upstream definition says so.
+Every score here is :meth:`clawrig.spec.trial.TrialResult.counted_score` (the one score rule:
+an agent error counts 0, any other error is not scored). Trials without a counted score are
+counted by kind (infrastructure, grading, ...), never as 0 except in the WildClawBench average,
+whose upstream definition says so.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from clawrig import __version__
+from clawrig.spec.job import JobConfig
+from clawrig.spec.summary import JobSummary, TaskRow
+from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
 
 __all__ = [
@@ -46,8 +51,8 @@ __all__ = [
     "process_averages",
     "student_t_cdf",
     "student_t_quantile",
+    "job_summary",
     "summarize",
-    "trial_score",
     "usage_totals",
     "wildclaw_average",
 ]
@@ -205,17 +210,6 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def trial_score(trial: TrialResult) -> float | None:
-    """The graded score of a trial, or None for any error (trial error, grading error, none).
-
-    An agent error (the agent broke its sandbox) counts against the model: its score (0.0)."""
-    if trial.error is not None and str(trial.error.kind) == "agent" and trial.score is not None:
-        return trial.score.score
-    if trial.error is not None or trial.score is None or trial.score.error is not None:
-        return None
-    return trial.score.score
-
-
 def _error_kind(trial: TrialResult) -> str | None:
     if trial.error is not None:
         return str(trial.error.kind)
@@ -249,7 +243,7 @@ def pass_metrics(
     """
     per_task: dict[str, list[bool]] = defaultdict(list)
     for t in results:
-        s = trial_score(t)
+        s = t.counted_score()
         if s is not None:
             per_task[t.task_id].append(s >= threshold - 1e-12)
     out: dict[str, dict[str, Any]] = {}
@@ -291,7 +285,7 @@ def wildclaw_average(
     runs: dict[str, list[float]] = defaultdict(list)
     cats: dict[str, str] = {}
     for t in results:
-        s = trial_score(t)
+        s = t.counted_score()
         runs[t.task_id].append(0.0 if s is None else s)
         if t.category:
             cats.setdefault(t.task_id, t.category)
@@ -332,7 +326,7 @@ def dataclaw_overall(results: Iterable[TrialResult]) -> dict[str, Any]:
     score_sum = max_sum = 0.0
     evaluated = errors = 0
     for t in results:
-        s = trial_score(t)
+        s = t.counted_score()
         if s is None:
             errors += 1
             continue
@@ -430,12 +424,12 @@ def summarize(
     ``usage`` (:func:`usage_totals`), ``threshold``.
     """
     results = list(results)
-    scores = [s for s in (trial_score(t) for t in results) if s is not None]
+    scores = [s for s in (t.counted_score() for t in results) if s is not None]
     # Repeated runs of one task are not independent samples: with more than one run per task
     # the interval is computed over per-task mean scores (n = tasks), a cluster-robust choice.
     per_task_scores: dict[str, list[float]] = defaultdict(list)
     for t in results:
-        sc = trial_score(t)
+        sc = t.counted_score()
         if sc is not None:
             per_task_scores[t.task_id].append(sc)
     clustered = any(len(v) > 1 for v in per_task_scores.values())
@@ -443,7 +437,7 @@ def summarize(
     if ks is None:
         runs: dict[str, int] = defaultdict(int)
         for t in results:
-            if trial_score(t) is not None:
+            if t.counted_score() is not None:
                 runs[t.task_id] += 1
         most = max(runs.values(), default=0)
         ks = list(range(1, most + 1)) if most > 1 else []
@@ -463,3 +457,106 @@ def summarize(
         "usage": usage_totals(results),
         "threshold": threshold,
     }
+
+
+SUMMARY_NOTES = {
+    "wildclaw": "sum of scores over ALL selected tasks / task count; an errored or not-run "
+    "task counts 0 (WildClawBench's rule)",
+    "overall_score": "sum score / sum max over graded trials without error (DataClawBench's rule)",
+    "mean": "mean with a 95% t interval, over per-task mean scores when a task ran more than "
+    "once (unit: task), clipped to [0, 1]",
+    "pass": "pass@k and pass^k with success = score >= threshold",
+    "process": "EE/GPR/TPE/TGPR exist only for tasks with gold steps and milestones "
+    "(DataClawBench)",
+    "score": "a trial's score: an agent error counts 0; infrastructure, grading and cancelled "
+    "errors are not scored",
+}
+
+
+def job_summary(
+    job: JobConfig,
+    tasks: Sequence[Task],
+    results: Iterable[TrialResult],
+    *,
+    job_id: str,
+    budget_stopped: bool = False,
+    interrupted: bool = False,
+    elapsed_s: float = 0.0,
+    data: Mapping[str, Any] | None = None,
+    web: Mapping[str, Any] | None = None,
+) -> JobSummary:
+    """The job's ``summary_<model>.json``: DataClawBench's keys plus :func:`summarize`'s
+    statistics over ``results``, one row per trial (sorted by task id and run index) whose
+    ``score`` is its counted score. ``not_run`` = tasks x runs - results. ``data`` / ``web``:
+    the summary's entries for the pulled data and the web mode (the runner gives them)."""
+    import datetime as dt
+    import sys
+
+    results = list(results)
+    stats = summarize(
+        results,
+        tasks={t.id: t.category for t in tasks},
+        threshold=job.trial.success_threshold,
+        modalities={t.id: t.modality for t in tasks if t.format == "wildclaw"},
+    )
+    expected = {t.id: t.expected_reward for t in tasks}
+    rows = []
+    for r in sorted(results, key=lambda x: (x.task_id, x.run_index)):
+        score = r.counted_score()
+        exp = expected.get(r.task_id)
+        rows.append(
+            TaskRow(
+                task_id=r.task_id,
+                category=r.category,
+                run_index=r.run_index,
+                score=score,
+                expected_reward=exp,
+                meets_expected=None if exp is None or score is None else abs(score - exp) < 1e-6,
+                error=r.error,
+                trial=f"{r.task_id}/{r.trial_id}",
+                attempts=r.attempts,
+                cost_usd=round(r.usage.cost_usd, 9),
+                total_tokens=r.usage.total_tokens,
+                elapsed_time=r.usage.elapsed_time,
+            )
+        )
+    usage = stats["usage"]
+    return JobSummary.model_validate(
+        {
+            "model": job.trial.model,
+            "agent": job.trial.agent,
+            "benchmark_version": f"clawrig {__version__}",
+            "timestamp": dt.datetime.now(dt.UTC).isoformat(),
+            "job_id": job_id,
+            "suite": job.suite,
+            "suite_path": str(job.suite_path),
+            "data": data,
+            "web": web,
+            "formats": sorted({str(t.format) for t in tasks}),
+            "runs_per_task": job.runs,
+            "tasks": rows,
+            "overall_score": stats["dataclaw"]["overall_score"],
+            "error_count": stats["error_count"],
+            "evaluated_count": stats["evaluated_count"],
+            "efficiency": {
+                "total_tokens": usage["total_tokens"],
+                "total_cost_usd": round(usage["total_cost_usd"], 9),
+                "total_requests": usage["total_requests"],
+            },
+            "process": stats["process"],
+            "wildclaw": stats["wildclaw"],
+            "mean": stats["mean"],
+            "pass": stats["pass"],
+            "errors_by_kind": stats["errors_by_kind"],
+            "agreement": stats["agreement"],
+            "usage": usage,
+            "threshold": stats["threshold"],
+            "notes": SUMMARY_NOTES,
+            "budget_usd": job.budget_usd,
+            "budget_stopped": budget_stopped,
+            "interrupted": interrupted,
+            "not_run": len(tasks) * job.runs - len(results),
+            "elapsed_s": round(elapsed_s, 3),
+            "python": sys.version.split()[0],
+        }
+    )

@@ -28,7 +28,7 @@ forwarder killed) when grading ends.
 Usage (runner)::
 
     async with judge_proxy(sandbox, gateway, endpoint=judge_endpoint, trial_id=name,
-                           log_path=folder / "judge_chat.jsonl", cache=judge_cache) as proxy:
+                           log_path=TrialPaths(folder).judge_chat, cache=judge_cache) as proxy:
         score = await run_grader(sandbox, task, env=grader_env(task) | proxy.env)
 """
 

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from clawrig.errors import ModelRequestError, UserError
 from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.spec.job import TrialConfig
+from clawrig.spec.layout import TrialPaths
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage
 
@@ -185,13 +186,8 @@ def group_stats(rewards: list[float | None], epsilon: float = GRPO_EPSILON) -> G
 
 
 def _score_of(result: TrialResult) -> float | None:
-    """The one score rule (``TrialResult.counted_score`` once it exists)."""
-    counted = getattr(result, "counted_score", None)
-    if callable(counted):
-        return counted()
-    from clawrig.grading.aggregate import trial_score
-
-    return trial_score(result)
+    """The one score rule: :meth:`TrialResult.counted_score`."""
+    return result.counted_score()
 
 
 def _subscores(result: TrialResult) -> dict[str, float]:
@@ -263,7 +259,7 @@ def _messages(calls: list[dict[str, Any]], folder: Path) -> tuple[list[dict], li
             messages.append(reply)
         return messages, list(request.get("tools") or [])
     with contextlib.suppress(OSError, ValueError):
-        dialog = json.loads((folder / "formatted_dialog.json").read_text(encoding="utf-8"))
+        dialog = json.loads(TrialPaths(folder).dialog.read_text(encoding="utf-8"))
         return list(dialog.get("formatted_dialog") or []), list(dialog.get("tool_schema") or [])
     return [], []
 
@@ -274,10 +270,10 @@ def episode_from_trial(folder: Path | str, *, seed: int | None = None) -> Episod
     folder = Path(folder)
     try:
         result = TrialResult.model_validate_json(
-            (folder / "result.json").read_text(encoding="utf-8")
+            TrialPaths(folder).result.read_text(encoding="utf-8")
         )
     except (OSError, ValueError) as exc:
-        raise UserError(f"{folder / 'result.json'}: not a trial result ({exc})") from None
+        raise UserError(f"{TrialPaths(folder).result}: not a trial result ({exc})") from None
     calls = _read_calls(folder)
     turns = _turns(calls)
     messages, tools = _messages(calls, folder)

@@ -35,11 +35,11 @@ from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
-from clawrig import __version__
 from clawrig.errors import ClawrigError, UserError
-from clawrig.grading.aggregate import summarize, trial_score
+from clawrig.grading.aggregate import job_summary
 from clawrig.runner.trial import TrialServices, run_trial
-from clawrig.spec.job import JobConfig, Progress, ProgressEntry, model_slug
+from clawrig.spec.job import JobConfig, Progress, ProgressEntry
+from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
 
@@ -67,7 +67,7 @@ def _lock_output(output: Path) -> int:
     would interleave their progress and summaries. Raises UserError when another holds it."""
     import fcntl
 
-    fd = os.open(output / ".clawrig.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    fd = os.open(JobPaths(output).lock, os.O_CREAT | os.O_RDWR, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -180,11 +180,11 @@ def _final(result: TrialResult) -> bool:
 
 
 def progress_path(output: Path, model: str) -> Path:
-    return output / f"progress_{model_slug(model)}.json"
+    return JobPaths(output).progress(model)
 
 
 def summary_path(output: Path, model: str) -> Path:
-    return output / f"summary_{model_slug(model)}.json"
+    return JobPaths(output).summary(model)
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
@@ -250,10 +250,10 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
         if not tdir.is_dir():
             continue
         for entry in sorted(tdir.iterdir()):
-            if entry.name.startswith(".tmp-"):
+            if entry.name.startswith(TMP_PREFIX):
                 shutil.rmtree(entry, ignore_errors=True)
                 continue
-            rj = entry / "result.json"
+            rj = TrialPaths(entry).result
             if not rj.is_file():
                 continue
             try:
@@ -346,7 +346,7 @@ async def _run_locked(
     state = JobState(total=len(tasks) * job.runs, done=len(done), skipped=len(done))
     results: dict[tuple[str, int], TrialResult] = {}
     for entry in progress.completed:
-        rj = job.output / entry.result / "result.json"
+        rj = TrialPaths(job.output / entry.result).result
         with contextlib.suppress(OSError, ValueError):
             res = TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
             results[(entry.task_id, entry.run_index)] = res
@@ -358,7 +358,8 @@ async def _run_locked(
         max(2, os.cpu_count() or 2)
     )
     lock = asyncio.Lock()
-    retried_dir = job.output / "_retried"
+    paths = JobPaths(job.output)
+    retried_dir = paths.retried
 
     async def one(task: Task, run_index: int) -> None:
         async with slots:
@@ -408,21 +409,20 @@ async def _run_locked(
                 if last is not None:  # the previous attempt failed retryably: set it aside
                     retried_dir.mkdir(parents=True, exist_ok=True)
                     prev = last[1]
-                    shutil.move(str(prev), str(retried_dir / f"{task.id}__{prev.name}"))
+                    shutil.move(str(prev), str(paths.retried_trial(task.id, prev.name)))
                     spent_before = spent_before.add(last[0].usage)
-                res, folder = await run_trial(
+                # what the failed attempts spent counts too (budget, totals); written into
+                # result.json before the folder's rename, never rewritten afterwards
+                last = await run_trial(
                     task,
                     job.trial,
                     job.output,
                     run_index=run_index,
                     services=services,
                     job_id=job_id,
+                    attempt=attempt,
+                    earlier=spent_before,
                 )
-                res.attempts = attempt
-                # what the failed attempts spent counts too (budget, totals)
-                res.usage = res.usage.add(spent_before)
-                (folder / "result.json").write_text(res.model_dump_json(indent=2) + "\n")
-                last = (res, folder)
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
                 attempt_state.retry_state.set_result(last)
         assert last is not None
@@ -502,84 +502,20 @@ def build_summary(
     state: JobState,
     job_id: str,
 ) -> dict[str, Any]:
-    """``summary_<model>.json``: DataClawBench's keys plus clawrig's statistics, the data
-    the job ran on (``data``: :func:`clawrig.data.manifest.data_summary`) and its web
-    (``web``: :func:`clawrig.web.service.web_summary`)."""
+    """``summary_<model>.json`` (:class:`clawrig.spec.summary.JobSummary`) as a JSON object,
+    with the data the job ran on (``data``: :func:`clawrig.data.manifest.data_summary`) and its
+    web (``web``: :func:`clawrig.web.service.web_summary`)."""
     from clawrig.data.manifest import data_summary
     from clawrig.web.service import web_summary
 
-    stats = summarize(
+    return job_summary(
+        job,
+        tasks,
         results,
-        tasks={t.id: t.category for t in tasks},
-        threshold=job.trial.success_threshold,
-        modalities={t.id: t.modality for t in tasks if t.format == "wildclaw"},
-    )
-    rows = []
-    expected = {t.id: t.expected_reward for t in tasks}
-    for r in sorted(results, key=lambda x: (x.task_id, x.run_index)):
-        score = trial_score(r)  # the one score rule (an agent error counts 0; others None)
-        exp = expected.get(r.task_id)
-        rows.append(
-            {
-                "task_id": r.task_id,
-                "category": r.category,
-                "run_index": r.run_index,
-                "score": score,
-                "expected_reward": exp,
-                "meets_expected": None if exp is None or score is None else abs(score - exp) < 1e-6,
-                "error": r.error.model_dump(mode="json") if r.error else None,
-                "trial": f"{r.task_id}/{r.trial_id}",
-                "attempts": r.attempts,
-                "cost_usd": round(r.usage.cost_usd, 9),
-                "total_tokens": r.usage.total_tokens,
-                "elapsed_time": r.usage.elapsed_time,
-            }
-        )
-    dc = stats["dataclaw"]
-    usage = stats["usage"]
-    return {
-        "model": job.trial.model,
-        "agent": job.trial.agent,
-        "benchmark_version": f"clawrig {__version__}",
-        "timestamp": dt.datetime.now(dt.UTC).isoformat(),
-        "job_id": job_id,
-        "suite": job.suite,
-        "suite_path": str(job.suite_path),
-        "data": data_summary(job.suite_path, job.root),
-        "web": web_summary(job),
-        "formats": sorted({str(t.format) for t in tasks}),
-        "runs_per_task": job.runs,
-        "tasks": rows,
-        "overall_score": dc.get("overall_score"),
-        "error_count": stats["error_count"],
-        "evaluated_count": stats["evaluated_count"],
-        "efficiency": {
-            "total_tokens": usage.get("total_tokens", 0),
-            "total_cost_usd": round(usage.get("total_cost_usd", 0.0), 9),
-            "total_requests": usage.get("total_requests", 0),
-        },
-        "process": stats["process"],
-        "wildclaw": stats["wildclaw"],
-        "mean": stats["mean"],
-        "pass": stats["pass"],
-        "errors_by_kind": stats["errors_by_kind"],
-        "agreement": stats["agreement"],
-        "usage": usage,
-        "notes": {
-            "wildclaw": "sum of scores over ALL selected tasks / task count; an errored or "
-            "not-run task counts 0 (WildClawBench's rule)",
-            "overall_score": "sum score / sum max over graded trials without error "
-            "(DataClawBench's rule)",
-            "mean": "mean with a 95% t interval, over per-task mean scores when a task ran "
-            "more than once (unit: task), clipped to [0, 1]",
-            "pass": "pass@k and pass^k with success = score >= threshold",
-            "process": "EE/GPR/TPE/TGPR exist only for tasks with gold steps and milestones "
-            "(DataClawBench)",
-        },
-        "budget_usd": job.budget_usd,
-        "budget_stopped": state.budget_stopped,
-        "interrupted": state.interrupted,
-        "not_run": state.total - len(results),
-        "elapsed_s": round(time.monotonic() - state.started, 3),
-        "python": sys.version.split()[0],
-    }
+        job_id=job_id,
+        budget_stopped=state.budget_stopped,
+        interrupted=state.interrupted,
+        elapsed_s=time.monotonic() - state.started,
+        data=data_summary(job.suite_path, job.root),
+        web=web_summary(job),
+    ).to_json()

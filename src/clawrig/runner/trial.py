@@ -1,12 +1,13 @@
-"""One trial's lifecycle: sandbox up, setup, agent, agent processes killed, gt in, grading,
-results down; each phase timed. The trial folder is written to a temporary name and renamed,
-so it is either whole or absent (the unit of resume).
+"""One trial's lifecycle (:class:`Trial`): sandbox up, workspace and services, agent, agent
+stopped, gt in, grading, results written; each phase timed; every time limit from one
+:class:`TimeoutPlan`. Run, re-grade (:mod:`clawrig.runner.regrade`), verify
+(:mod:`clawrig.verify.sandboxed`) and export replay (:mod:`clawrig.export.replay`) all go
+through :class:`Trial`: it is the only place a task's sandbox is started. The trial folder is
+written to a temporary name and renamed, so it is either whole or absent (the unit of resume).
 
-Folder: ``<output>/<task_id>/<model>_<YYYYmmdd_HHMM>_<6 hex>/`` with score.json,
-process_score.json, usage.json, agent.log, chat.jsonl, judge_chat.jsonl,
-judge_process_chat.jsonl, formatted_dialog.json, task_output/ (the end state's results folder),
-end_state/ (every workspace file the agent created or changed) and result.json (DataClawBench's
-layout, formats.md section 3, plus result.json and end_state/).
+Folder: ``<output>/<task_id>/<model>_<YYYYmmdd_HHMM>_<6 hex>/``, its files named and described in
+:mod:`clawrig.spec.layout` (DataClawBench's layout, formats.md section 3, plus result.json and
+end_state/).
 
 Failures are typed (shared/DESIGN.md): setup errors and grading errors are recorded;
 infrastructure errors (sandbox died, provider down after retries) are marked retryable and
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -28,7 +30,7 @@ import stat
 import tempfile
 import time
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +54,8 @@ from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
 from clawrig.leftovers import owned_tempdir
 from clawrig.llm.base import ChatModel
-from clawrig.llm.gateway import RECORD_FILE, Gateway, GatewayRefusal, ResponseCache
-from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
+from clawrig.llm.gateway import Gateway, GatewayRefusal, ResponseCache
+from clawrig.sandbox import Limits, Sandbox, SandboxConfig, create_sandbox
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import GradingEnvStage, ensure_env
 from clawrig.sandbox.workspace import (
@@ -64,14 +66,32 @@ from clawrig.sandbox.workspace import (
 )
 from clawrig.services import restart_services, save_audits, service_binds, start_services
 from clawrig.spec.job import TrialConfig, model_slug
+from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.task import GraderKind, Task
 from clawrig.spec.transcript import Transcript
-from clawrig.spec.trial import ErrorKind, Score, StopReason, TrialError, TrialResult, Usage
+from clawrig.spec.trial import (
+    DialogFile,
+    ErrorKind,
+    Score,
+    ScoreFile,
+    StopReason,
+    TrialError,
+    TrialResult,
+    Usage,
+)
 from clawrig.tools.base import ToolContext, WebPolicy
-from clawrig.transcript import dumps_openclaw_jsonl, to_formatted_dialog
+from clawrig.transcript import (
+    dumps_openclaw_jsonl,
+    from_openclaw_entries,
+    openclaw_entries_from_jsonl,
+    to_formatted_dialog,
+)
 from clawrig.web.service import WebService, web_session
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
+TRIAL_OVERHEAD_S = 900.0
+"""Seconds a trial may take beyond its agent and grader limits (sandbox start, services,
+warmup, gt, collection) before its sandbox is stopped (:class:`TimeoutPlan`)."""
 AGENT_PHASES = ("agent", "kill", "collect", "gt_inject")
 """Phases in which a dead sandbox is the agent's doing (it had the sandbox to itself)."""
 _CAP_STOPS = {
@@ -126,7 +146,7 @@ def _manifest(root: Path) -> dict[str, str]:
                 h = hashlib.sha256()
                 fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
                 with os.fdopen(fd, "rb") as fh:
-                    for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
                         h.update(chunk)
                 out[os.path.relpath(full, root)] = h.hexdigest()
             except OSError:
@@ -139,7 +159,7 @@ def _copy_changed(ws: Path, before: dict[str, str], dest: Path) -> list[str]:
     Initial files that are gone are listed in ``<dest>_deleted.json``."""
     after = _manifest(ws)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(dest.parent / f"{dest.name}_deleted.json", sorted(set(before) - set(after)))
+    _write_json(TrialPaths(dest.parent).end_state_deleted, sorted(set(before) - set(after)))
     changed = sorted(
         rel
         for rel, digest in after.items()
@@ -167,6 +187,18 @@ def _copy_changed(ws: Path, before: dict[str, str], dest: Path) -> list[str]:
 
 def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def write_tree(dest: Path, files: Mapping[str, bytes]) -> None:
+    """Write relative path -> bytes under ``dest``. Raises SetupError for a path that would
+    leave it (absolute, or with ``..``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        p = Path(rel)
+        if p.is_absolute() or ".." in p.parts:
+            raise SetupError(f"path escapes the workspace: {rel!r}")
+        (dest / p).parent.mkdir(parents=True, exist_ok=True)
+        (dest / p).write_bytes(data)
 
 
 def suite_root_of(task: Task) -> Path:
@@ -200,103 +232,282 @@ def grader_env(task: Task) -> dict[str, str]:
     return env
 
 
-async def run_trial(
-    task: Task,
-    config: TrialConfig,
-    out_root: Path,
-    *,
-    run_index: int = 0,
-    services: TrialServices | None = None,
-    job_id: str = "",
-) -> tuple[TrialResult, Path]:
-    """Run one trial of ``task`` and write its folder under ``out_root/<task_id>/``.
+@dataclass(frozen=True)
+class TimeoutPlan:
+    """Every time limit of one trial, in seconds, computed once from the task and the job.
 
-    Returns (result, folder). Raises :class:`clawrig.errors.ModelRequestError` (the provider
-    refused a request: a user error that must stop the job) and UserError for bad settings;
-    every other failure is recorded in ``result.error``.
+    - ``agent_s`` = the task's ``timeout_seconds`` x ``timeout_multiplier``: the agent phase's
+      wall time, and the limit the agent is told in its first message;
+    - ``grader_s`` = the grader's ``timeout_seconds`` x ``timeout_multiplier``;
+    - ``command_s`` = ``max(agent_s, 1)``: the default wall time of one command in the sandbox;
+    - ``trial_s`` = ``agent_s + grader_s +`` :data:`TRIAL_OVERHEAD_S`: the whole trial's
+      deadline, after which the sandbox is stopped (``Limits.trial_timeout_s``).
+
+    The multiplier is the job's ``--timeout-multiplier`` (slow machines, big models).
     """
-    services = services or TrialServices()
-    started = dt.datetime.now(dt.UTC)
-    name = trial_folder_name(config.model, started.astimezone())
-    task_dir = out_root / task.id
-    task_dir.mkdir(parents=True, exist_ok=True)
-    tmp_dir = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=task_dir))
-    work = owned_tempdir("trial", services.work_dir)
-    os.chmod(work, 0o755)
-    ws = work / "workspace"
-    timings: dict[str, float] = {}
-    result = TrialResult(
-        task_id=task.id,
-        category=task.category,
-        run_index=run_index,
-        trial_id=name,
-        job_id=job_id,
-        task_source=str(suite_root_of(task)),
-        model=config.model,
-        agent=config.agent,
-        sandbox=config.sandbox,
-        config_hash=config.config_hash(),
-        versions={"clawrig": __version__},
-        started_at=started.isoformat(),
-    )
-    agent_log = tmp_dir / "agent.log"
-    agent_log.touch()
-    transcript = Transcript()
-    usage = Usage()
-    sandbox = None
-    grader_stage: GradingEnvStage | None = None
-    network: TrialNetwork | None = None
-    lease: Any = None
-    agent: Agent | None = None
-    phase = "setup"
-    t_phase = time.monotonic()
 
-    def mark(next_phase: str) -> None:
-        nonlocal phase, t_phase
-        now = time.monotonic()
-        timings[phase] = timings.get(phase, 0.0) + now - t_phase
-        phase, t_phase = next_phase, now
+    agent_s: float
+    grader_s: float
+    command_s: float
+    trial_s: float
 
-    try:
-        agent = create_agent(config.agent)
-        if agent.needs_model and services.model is None:
-            raise UserError(f"--model: the {agent.name} agent needs a model")
-        if services.gateway is not None and agent.uses_gateway:
-            agent.gateway = services.gateway  # agents that run their own client (openclaw)
-        materialise_workspace(task, ws)
-        before = await asyncio.to_thread(_manifest, ws)
-        mark("sandbox_start")
-        limits = Limits(
+    @classmethod
+    def of(cls, task: Task, config: TrialConfig) -> TimeoutPlan:
+        """The plan for ``task`` under ``config`` (see the class docs for the formulas)."""
+        m = config.timeout_multiplier
+        agent = task.timeout_seconds * m
+        grader = task.grader.timeout_seconds * m
+        return cls(
+            agent_s=agent,
+            grader_s=grader,
+            command_s=max(agent, 1.0),
+            trial_s=agent + grader + TRIAL_OVERHEAD_S,
+        )
+
+    def limits(self, config: TrialConfig) -> Limits:
+        """The sandbox limits of a trial under this plan (memory in bytes, times in seconds)."""
+        return Limits(
             memory_bytes=config.memory_mb * 1024**2,
             max_processes=config.max_processes,
-            command_timeout_s=max(task.timeout_seconds * config.timeout_multiplier, 1.0),
+            command_timeout_s=self.command_s,
+            trial_timeout_s=self.trial_s,
             call_timeout_s=config.call_timeout_s,
         )
-        needs = agent.sandbox_needs(task)
-        model = services.model
-        if services.gateway is not None and (endpoint := upstream_endpoint(model)) is not None:
-            # one lease per trial: the agent's calls and those its programs make with the
-            # task's model keys (TrialNetwork) are counted, capped and recorded together
-            lease = services.gateway.open_trial(
+
+
+@dataclass
+class RecordedEndState:
+    """A finished trial's end state, to grade again: the folder's ``end_state/`` overlaid on
+    the task's initial workspace, ``deleted`` (workspace-relative paths) removed, and the
+    transcript text the harness put at the session path (``chat.jsonl``)."""
+
+    end_state: Path | None
+    deleted: list[str]
+    transcript_text: str
+
+    @classmethod
+    def of(cls, folder: Path) -> RecordedEndState:
+        paths = TrialPaths(folder)
+        deleted: list[str] = []
+        with contextlib.suppress(OSError, ValueError):
+            value = json.loads(paths.end_state_deleted.read_text(encoding="utf-8"))
+            if isinstance(value, list):
+                deleted = [v for v in value if isinstance(v, str)]
+        try:
+            text = paths.chat.read_text(encoding="utf-8")
+        except OSError:
+            text = ""
+        return cls(
+            end_state=paths.end_state if paths.end_state.is_dir() else None,
+            deleted=deleted,
+            transcript_text=text,
+        )
+
+    def apply(self, ws: Path) -> None:
+        """Overlay the end state on the initial workspace ``ws`` (a host folder)."""
+        if self.end_state is not None:
+            shutil.copytree(self.end_state, ws, dirs_exist_ok=True, symlinks=False)
+        for rel in self.deleted:
+            p = Path(rel)
+            if p.is_absolute() or ".." in p.parts:
+                continue
+            target = ws / p
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            elif target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+
+
+class Trial:
+    """One trial of ``task`` under ``config``: the only place a task's sandbox is started.
+
+    One method per phase, in order (each timed into ``result.timings`` under today's phase
+    names: setup, warm, sandbox_start, agent, kill, collect, gt_inject, grading, results, stop):
+
+    1. :meth:`sandbox_up`: the workspace on the host (the task's initial files, or a recorded
+       end state), binds (agent needs, services environment, gateway, grader environment), the
+       sandbox started;
+    2. :meth:`workspace_and_services`: services started, skills installed, warmup run;
+    3. :meth:`run_agent`: the agent within ``plan.agent_s``;
+    4. :meth:`stop_agent`: service audits saved, every process killed, permissions restored,
+       the transcript at the session path, the end state copied out;
+    5. :meth:`gt_in`: gt/ injected, services restarted from their audits;
+    6. :meth:`grade`: the task's grader(s) and process metrics;
+    7. :meth:`write`: task_output/ collected, the trial folder written and renamed.
+
+    :meth:`run` does all of them with typed failures (module docs); re-grading, verify and
+    export replay use the phases they need (``async with Trial(...)`` stops the sandbox and
+    removes the work folder). ``folder`` is where the trial's files are written (default: a
+    ``.tmp-`` folder under ``out_root/<task_id>/`` when ``out_root`` is given, else a temporary
+    folder removed on close).
+    """
+
+    def __init__(
+        self,
+        task: Task,
+        config: TrialConfig,
+        *,
+        out_root: Path | None = None,
+        run_index: int = 0,
+        services: TrialServices | None = None,
+        job_id: str = "",
+        plan: TimeoutPlan | None = None,
+        folder: Path | None = None,
+    ) -> None:
+        self.task = task
+        self.config = config
+        self.services = services or TrialServices()
+        self.plan = plan or TimeoutPlan.of(task, config)
+        self.run_index = run_index
+        started = dt.datetime.now(dt.UTC)
+        self.name = trial_folder_name(config.model, started.astimezone())
+        self.task_dir: Path | None = None
+        self._own_folder = False
+        if folder is None and out_root is not None:
+            self.task_dir = JobPaths(out_root).task_dir(task.id)
+            self.task_dir.mkdir(parents=True, exist_ok=True)
+            folder = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{self.name}-", dir=self.task_dir))
+        elif folder is None:
+            folder = Path(tempfile.mkdtemp(prefix="clawrig-trial-files-"))
+            self._own_folder = True
+        folder.mkdir(parents=True, exist_ok=True)
+        self.paths = TrialPaths(folder)
+        self.out_root = out_root
+        self.work = owned_tempdir("trial", self.services.work_dir)
+        os.chmod(self.work, 0o755)
+        self.workspace = self.work / "workspace"
+        self.result = TrialResult(
+            task_id=task.id,
+            category=task.category,
+            run_index=run_index,
+            trial_id=self.name,
+            job_id=job_id,
+            task_source=str(suite_root_of(task)),
+            model=config.model,
+            agent=config.agent,
+            sandbox=config.sandbox,
+            config_hash=config.config_hash(),
+            versions={"clawrig": __version__},
+            started_at=started.isoformat(),
+            config=config,
+        )
+        self.paths.agent_log.touch()
+        self.transcript = Transcript()
+        self.transcript_text: str | None = None
+        """The session file's text as put in the sandbox (chat.jsonl is the same text)."""
+        self.usage = Usage()
+        self.sandbox: Sandbox | None = None
+        self.agent: Agent | None = None
+        self.network: TrialNetwork | None = None
+        self.system: Any = None
+        """The environment and warm snapshot the sandbox starts from (:mod:`clawrig.env`)."""
+        self.lease: Any = None
+        """The trial's gateway lease: the agent's calls and those its programs make with the
+        task's model keys are counted, capped and recorded together."""
+        self.grader_stage: GradingEnvStage | None = None
+        self.service_handles: list[Any] = []
+        self.before: dict[str, str] = {}
+        self.timings: dict[str, float] = {}
+        self.phase = "setup"
+        self._t_phase = time.monotonic()
+        self._closed = False
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def mark(self, next_phase: str) -> None:
+        """End the current phase (its seconds added to the timings) and start ``next_phase``."""
+        now = time.monotonic()
+        self.timings[self.phase] = self.timings.get(self.phase, 0.0) + now - self._t_phase
+        self.phase, self._t_phase = next_phase, now
+
+    def log(self, line: str) -> None:
+        with open(self.paths.agent_log, "a", encoding="utf-8") as fh:
+            fh.write(line.rstrip("\n") + "\n")
+
+    async def __aenter__(self) -> Trial:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop the sandbox, remove the work folder and the grader stage (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.mark("stop")
+        if self.sandbox is not None:
+            with contextlib.suppress(Exception):
+                await self.sandbox.stop()
+        if self.network is not None:
+            with contextlib.suppress(Exception):
+                await self.network.close()
+        if self.lease is not None and not self.lease.closed and self.services.gateway is not None:
+            self.services.gateway.close_trial(self.lease)
+        self.timings[self.phase] = self.timings.get(self.phase, 0.0) + (
+            time.monotonic() - self._t_phase
+        )
+        self._t_phase = time.monotonic()
+        shutil.rmtree(self.work, ignore_errors=True)
+        if self.grader_stage is not None:
+            self.grader_stage.cleanup()
+        if self._own_folder:
+            shutil.rmtree(self.paths.root, ignore_errors=True)
+
+    # -- phases --------------------------------------------------------------------------------
+
+    async def sandbox_up(
+        self,
+        *,
+        recorded: RecordedEndState | None = None,
+        files: Mapping[str, bytes] | None = None,
+        with_agent: bool = True,
+        warm: bool = True,
+    ) -> Sandbox:
+        """Phase 1. Make the workspace (the task's initial files; with ``recorded``, a finished
+        trial's end state over them; with ``files``, exactly those files), bind what the trial
+        needs and start the sandbox from the task's environment (and, with ``warm``, its warm
+        snapshot: the warmup's install lines run once and frozen). Raises SetupError (missing
+        workspace data), SandboxError, UserError (an agent that needs a model without one)."""
+        services, task, config = self.services, self.task, self.config
+        needs = None
+        if with_agent:
+            self.agent = create_agent(config.agent)
+            if self.agent.needs_model and services.model is None:
+                raise UserError(f"--model: the {self.agent.name} agent needs a model")
+            if services.gateway is not None and self.agent.uses_gateway:
+                self.agent.gateway = services.gateway  # agents that run their own client
+            needs = self.agent.sandbox_needs(task)
+        if files is not None:
+            write_tree(self.workspace, files)
+        else:
+            materialise_workspace(task, self.workspace)
+            if recorded is not None:
+                recorded.apply(self.workspace)
+        self.before = await asyncio.to_thread(_manifest, self.workspace)
+        self.mark("sandbox_start")
+        endpoint = upstream_endpoint(services.model)
+        if with_agent and services.gateway is not None and endpoint is not None:
+            self.lease = services.gateway.open_trial(
                 endpoint,
-                trial_id=name,
+                trial_id=self.name,
                 task_id=task.id,
-                run_index=run_index,
-                record_path=tmp_dir / RECORD_FILE,
+                run_index=self.run_index,
+                record_path=self.paths.model_calls,
                 max_cost_usd=config.max_cost_usd_per_trial,
                 max_tokens=config.max_tokens_per_trial,
             )
-        network = await TrialNetwork.open(
-            folder=tmp_dir,
+        self.network = network = await TrialNetwork.open(
+            folder=self.paths.root,
             sandbox_kind=config.sandbox,
             setup=config.setup_network,
             agent=config.network,
             env_names=task.env,
             gateway=services.gateway,
-            lease=lease,
-            agent_forwards=agent.uses_gateway,
+            lease=self.lease,
+            agent_forwards=self.agent is not None and self.agent.uses_gateway,
         )
-        binds = list(needs.binds)
+        binds = list(needs.binds) if needs else []
         binds += network.binds
         binds += await service_binds(task)  # the services environment, read-only
         if services.gateway is not None:  # the judge proxy (and OpenClaw) reach it inside
@@ -304,63 +515,91 @@ async def run_trial(
             binds += [b for b in services.gateway.sandbox_binds() if b.dest not in taken]
         if task.grader.requirements and task.grader.source and config.sandbox == "bwrap":
             # grader environment: an empty folder now, filled only after the agent is gone
-            grader_stage = GradingEnvStage(
+            self.grader_stage = GradingEnvStage(
                 await asyncio.to_thread(ensure_env, task.grader.requirements)
             )
-            binds.append(grader_stage.bind)
-        mark("warm")  # the environment and the task's warm snapshot (made once, then reused)
-        system = await prepare_system(
+            binds.append(self.grader_stage.bind)
+        self.mark("warm")  # the environment and the task's warm snapshot (made once, reused)
+        self.system = system = await prepare_system(
             resolve_environment(config.sandbox, config.environment, config.image, str(task.format)),
-            task.warmup,
+            task.warmup if warm else [],
             sandbox=config.sandbox,
             snapshots=config.warm_snapshots,
             setup_network=services.setup_network or network.setup_network(),
         )
-        result.versions["environment"] = system.choice.environment
+        self.result.versions["environment"] = system.choice.environment
         if system.warm is not None:
-            result.versions["warm_snapshot"] = system.warm.key
-        mark("sandbox_start")
-        sandbox = create_sandbox(
+            self.result.versions["warm_snapshot"] = system.warm.key
+        self.mark("sandbox_start")
+        self.sandbox = create_sandbox(
             config.sandbox,
             SandboxConfig(
-                workspace_dir=ws,
-                limits=limits,
+                workspace_dir=self.workspace,
+                limits=self.plan.limits(config),
                 binds=binds,
-                env=network.sandbox_env(writable_system=system.writable_root) | dict(needs.env),
+                env=network.sandbox_env(writable_system=system.writable_root)
+                | (dict(needs.env) if needs else {}),
                 **system.sandbox_fields(),  # type: ignore[arg-type]
             ),
         )
         async with services.sandbox_starts or contextlib.nullcontext():
-            await sandbox.start()
-        if sandbox.root_is_host_root:
+            await self.sandbox.start()
+        if self.sandbox.root_is_host_root:
             # the sandbox's root is the host's root: no other host user may reach its files
             # (a setuid program the agent made, gt/ once injected)
-            os.chmod(work, 0o700)
-        mark("setup")
-        await network.attach(sandbox)
-        service_handles = await start_services(sandbox, task)
-        for note in await install_skills(sandbox, task):
-            with open(agent_log, "a", encoding="utf-8") as fh:
-                fh.write(f"setup: {note}\n")
-        await run_warmup(sandbox, system.warmup)  # what the warm snapshot does not hold
-        network.agent_phase()
-        mark("agent")
+            os.chmod(self.work, 0o700)
+        self.mark("setup")
+        await network.attach(self.sandbox)
+        return self.sandbox
+
+    @property
+    def box(self) -> Sandbox:
+        """The started sandbox (RuntimeError before :meth:`sandbox_up`)."""
+        if self.sandbox is None:
+            raise RuntimeError("the trial's sandbox is not up")
+        return self.sandbox
+
+    async def workspace_and_services(self) -> None:
+        """Phase 2: services started (health-checked), skills installed, the warmup run (under
+        the setup network policy; the agent's policy from then on). Raises SetupError with the
+        failing service's log or warmup line's output."""
+        self.service_handles = await start_services(self.box, self.task)
+        for note in await install_skills(self.box, self.task):
+            self.log(f"setup: {note}")
+        warmup = self.system.warmup if self.system is not None else self.task.warmup
+        await run_warmup(self.box, warmup)  # what the warm snapshot does not hold
+        if self.network is not None:
+            self.network.agent_phase()
+
+    async def run_agent(self, agent: Any = None) -> None:
+        """Phase 3: the agent (``agent``, default the configured one) within ``plan.agent_s``
+        seconds; it is told that limit. Sets stop reason, turns, tool calls and usage."""
+        self.mark("agent")
+        services, config, result, task = self.services, self.config, self.result, self.task
+        agent = agent if agent is not None else self.agent
+        if agent is None:
+            agent = self.agent = create_agent(config.agent)
         from clawrig.tools.catalog import Toolset
 
+        limits = self.box.config.limits
         tool_ctx = ToolContext(
-            sandbox=sandbox,
+            sandbox=self.box,
             exec_timeout_s=limits.command_timeout_s,
-            web=WebPolicy(mode=config.web if task.web_allowed else "off"),
-            web_backend=web_session(services.web, config.web, task, run_index, tmp_dir, out_root),
+            web=WebPolicy(mode=config.web if task.web_allowed else "off"),  # type: ignore[arg-type]
+            web_backend=web_session(
+                services.web, config.web, task, self.run_index, self.paths.root, self.out_root
+            ),
             output_bytes=limits.output_bytes,
         )
         toolset = Toolset(task.tool_profile or config.tool_profile)
-        agent_time = task.timeout_seconds * config.timeout_multiplier
+        agent_time = self.plan.agent_s
+        model, lease = services.model, self.lease
         if lease is not None:
             model = lease.chat_model(stream=getattr(services.model, "stream", False))
         ctx = AgentContext(
-            task=task,
-            sandbox=sandbox,
+            # the agent is told the limit it really has (the multiplied one)
+            task=task.model_copy(update={"timeout_seconds": agent_time}),
+            sandbox=self.box,
             tool_ctx=tool_ctx,
             toolset=toolset,
             model=model,
@@ -371,10 +610,11 @@ async def run_trial(
                 cost_usd=config.max_cost_usd_per_trial,
             ),
             preamble=config.preamble if config.preamble is not None else preamble_for(task.format),
-            transcript=transcript,
-            log_path=agent_log,
+            transcript=self.transcript,
+            log_path=self.paths.agent_log,
         )
-        ctx.log(f"task {task.id} run {run_index} agent {agent.name} model {config.model}")
+        ctx.log(f"task {task.id} run {self.run_index} agent {agent.name} model {config.model}")
+        transcript = self.transcript
         try:
             outcome = await asyncio.wait_for(agent.run(ctx), timeout=agent_time)
             result.stop_reason = outcome.stop_reason
@@ -392,58 +632,92 @@ async def run_trial(
         finally:
             with contextlib.suppress(Exception):
                 await toolset.aclose(tool_ctx)
-            usage = ctx.usage
-            if lease is not None and lease.usage.request_count > usage.request_count:
+            self.usage = ctx.usage
+            if lease is not None and lease.usage.request_count > self.usage.request_count:
                 # the gateway also served calls the agent's programs made with the task's
                 # model keys (a skill script): the lease counted every one
-                usage = lease.usage
-            if lease is not None:
-                services.gateway.close_trial(lease)  # type: ignore[union-attr]
+                self.usage = lease.usage
+            if lease is not None and services.gateway is not None:
+                services.gateway.close_trial(lease)
                 with contextlib.suppress(Exception):
                     await model.aclose()  # type: ignore[union-attr]
             for key, sub in ctx.subagent_transcripts.items():
-                sub_dir = tmp_dir / "subagents"
-                sub_dir.mkdir(exist_ok=True)
+                self.paths.subagents.mkdir(exist_ok=True)
                 safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-                (sub_dir / f"{safe}.jsonl").write_text(dumps_openclaw_jsonl(sub))
-        mark("kill")
-        for service, status in (await save_audits(sandbox, task, service_handles)).items():
+                (self.paths.subagents / f"{safe}.jsonl").write_text(dumps_openclaw_jsonl(sub))
+
+    async def stop_agent(self, *, copy_end_state: bool = True) -> None:
+        """Phase 4: service audits saved, every process killed, permissions restored, the
+        transcript written at the session path, the end state copied to ``end_state/``."""
+        self.mark("kill")
+        box, task = self.box, self.task
+        for service, status in (await save_audits(box, task, self.service_handles)).items():
             if status != "saved":
-                ctx.log(f"service {service}: {status}")
-        await sandbox.kill_all()
-        mark("collect")
+                self.log(f"service {service}: {status}")
+        await box.kill_all()
+        self.mark("collect")
         # undo what the agent may have done to lock the harness out: permissions taken away,
         # a FIFO or a link where the transcript goes
-        await sandbox.exec(["chmod", "-R", "u+rwX", PATHS.workspace, PATHS.home])
-        if agent.raw_transcript is None:  # OpenClaw keeps its own file
-            await sandbox.exec(["rm", "-f", PATHS.transcript])
-            await sandbox.write_file(PATHS.transcript, dumps_openclaw_jsonl(transcript))
-        changed = await asyncio.to_thread(_copy_changed, ws, before, tmp_dir / "end_state")
-        ctx.log(f"end state: {len(changed)} file(s) created or changed")
-        mark("gt_inject")
-        await inject_gt(sandbox, task)
-        await restart_services(sandbox, task)  # graders may GET /<svc>/audit, as upstream
-        mark("grading")
-        python = grader_stage.activate() if grader_stage else "python3"
-        judge_model = _judge_model(task, services, name, run_index, tmp_dir)
+        await box.exec(["chmod", "-R", "u+rwX", PATHS.workspace, PATHS.home])
+        raw = self.agent.raw_transcript if self.agent is not None else None
+        if raw is not None:  # OpenClaw keeps its own session file in the sandbox
+            self.transcript_text = raw
+        else:
+            self.transcript_text = dumps_openclaw_jsonl(self.transcript)
+            await box.exec(["rm", "-f", PATHS.transcript])
+            await box.write_file(PATHS.transcript, self.transcript_text)
+        if copy_end_state:
+            changed = await asyncio.to_thread(
+                _copy_changed, self.workspace, self.before, self.paths.end_state
+            )
+            self.log(f"end state: {len(changed)} file(s) created or changed")
+
+    async def put_transcript(self, text: str | None) -> None:
+        """Re-grading and verify: put a recorded transcript (chat.jsonl text) at the session
+        path, as the harness did after the agent (None: no session file)."""
+        self.transcript_text = text
+        if text is not None:
+            self.transcript = from_openclaw_entries(openclaw_entries_from_jsonl(text, strict=False))
+            await self.box.write_file(PATHS.transcript, text)
+
+    async def gt_in(self) -> None:
+        """Phase 5: gt/ injected; services restarted from their saved audits (graders may
+        ``GET /<svc>/audit``, as upstream)."""
+        self.mark("gt_inject")
+        if self.network is not None:
+            self.network.agent_phase()  # grading runs under the agent's policy, as in a run
+        await inject_gt(self.box, self.task)
+        await restart_services(self.box, self.task)
+
+    async def grade(self) -> tuple[Score | None, Score | None, dict[str, Any]]:
+        """Phase 6: the outcome score (+ the judge score when both ran) and process metrics,
+        in the grading environment (``plan.grader_s``), a judge proxy when the job has a
+        gateway. Sets them on :attr:`result`, with a typed error for a grading failure."""
+        self.mark("grading")
+        services, task, config, result = self.services, self.task, self.config, self.result
+        python = self.grader_stage.activate() if self.grader_stage else "python3"
+        judge_model = _judge_model(task, services, self.name, self.run_index, self.paths)
         async with (
             services.grading_slots or contextlib.nullcontext(),
-            _judge_env(sandbox, task, config, services, name, run_index, tmp_dir) as judge_env,
+            _judge_env(
+                self.box, task, config, services, self.name, self.run_index, self.paths
+            ) as judge_env,
         ):
             score, judge_score, process = await _grade(
                 task,
                 config,
-                sandbox,
-                transcript,
-                tmp_dir,
+                self.box,
+                self.transcript,
+                self.paths,
                 services,
                 python=python,
                 judge_env=judge_env,
                 judge=judge_model,
+                grader_s=self.plan.grader_s,
             )
         if judge_model is not services.judge and judge_model is not None:
             with contextlib.suppress(Exception):
-                await judge_model.aclose()  # type: ignore[union-attr]
+                await judge_model.aclose()  # type: ignore[attr-defined]
         result.score, result.judge_score, result.process = score, judge_score, process
         if score is not None and score.error:
             kind = (
@@ -461,77 +735,153 @@ async def run_trial(
                 phase="grading",
                 retryable=kind == ErrorKind.INFRASTRUCTURE,
             )
-        mark("results")
+        return score, judge_score, process
+
+    async def grade_programmatic(self) -> Score:
+        """Phase 6 for verify: the task's programmatic grader alone (its environment, the
+        grader limit of the plan), no judge and no process metrics."""
+        self.mark("grading")
+        python = self.grader_stage.activate() if self.grader_stage else "python3"
+        return await run_grader(
+            self.box,
+            self.task,
+            timeout_s=self.plan.grader_s,
+            env=grader_env(self.task),
+            python=python,
+        )
+
+    async def collect_output(self) -> None:
+        """The end state's results folder into ``task_output/`` (size-capped)."""
+        self.mark("results")
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            left_out = await sandbox.get_dir(
-                PATHS.results, tmp_dir / "task_output", max_bytes=END_STATE_MAX_BYTES
+            left_out = await self.box.get_dir(
+                PATHS.results, self.paths.task_output, max_bytes=END_STATE_MAX_BYTES
             )
             if left_out:
-                with open(agent_log, "a", encoding="utf-8") as fh:
-                    fh.write(f"task_output: {len(left_out)} file(s) over the size cap left out\n")
-    except (ModelRequestError, UserError):
-        raise
-    except SetupError as exc:
-        result.error = TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)
-    except SandboxDied as exc:
-        if phase in AGENT_PHASES:
-            # The sandbox died while the agent ran or right after, before grading: the agent
-            # broke it (killed or stopped its supervisor, exhausted it). An agent error that
-            # counts against the model as 0, so breaking the sandbox is no way to abstain.
-            result.error = TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
-            result.score = Score(
-                score=0.0, grader="harness", details={"agent_error": str(exc), "phase": phase}
-            )
-        else:
-            result.error = TrialError(
-                kind=ErrorKind.INFRASTRUCTURE, message=str(exc), phase=phase, retryable=True
-            )
-    except InfrastructureError as exc:  # retried unless it says it would fail again
-        result.error = TrialError(
-            kind=ErrorKind.INFRASTRUCTURE,
-            message=str(exc),
-            phase=phase,
-            retryable=getattr(exc, "retryable", True),
-        )
-    except asyncio.CancelledError:
-        result.error = TrialError(kind=ErrorKind.CANCELLED, message="cancelled", phase=phase)
-        raise
-    except Exception as exc:  # a harness bug: infrastructure, with the traceback kept
-        with open(agent_log, "a", encoding="utf-8") as fh:
-            fh.write(traceback.format_exc())
-        result.error = TrialError(
-            kind=ErrorKind.INFRASTRUCTURE,
-            message=f"{type(exc).__name__}: {exc}",
-            phase=phase,
-            retryable=True,
-        )
-    finally:
-        mark("stop")
-        if sandbox is not None:
-            with contextlib.suppress(Exception):
-                await sandbox.stop()
-        if network is not None:
-            with contextlib.suppress(Exception):
-                await network.close()
-        if lease is not None and not lease.closed:
-            services.gateway.close_trial(lease)  # type: ignore[union-attr]
-        timings[phase] = timings.get(phase, 0.0) + time.monotonic() - t_phase
-        shutil.rmtree(work, ignore_errors=True)
-        if grader_stage is not None:
-            grader_stage.cleanup()
-    if result.error is not None:
-        with open(agent_log, "a", encoding="utf-8") as fh:
-            fh.write(
+                self.log(f"task_output: {len(left_out)} file(s) over the size cap left out")
+
+    def write(self, *, attempt: int = 1, earlier: Usage | None = None) -> Path:
+        """Phase 7 (after :meth:`close`): every file of the trial folder, result.json last,
+        then the atomic rename to ``<out_root>/<task_id>/<trial_id>``. ``attempt`` and
+        ``earlier`` (what failed attempts of the same trial spent) go into result.json and
+        usage.json here: the folder is never rewritten after the rename. Returns the folder."""
+        result = self.result
+        if result.error is not None:
+            self.log(
                 f"trial ended with a {result.error.kind} error in phase {result.error.phase}: "
-                f"{result.error.message}\n"
+                f"{result.error.message}"
             )
-    result.timings = {k: round(v, 6) for k, v in timings.items()}
-    result.finished_at = dt.datetime.now(dt.UTC).isoformat()
-    usage.elapsed_time = round(sum(timings.values()), 6)
-    result.usage = usage
-    raw = agent.raw_transcript if agent is not None else None
-    folder = _finish_folder(task, config, result, transcript, tmp_dir, task_dir / name, raw)
-    return result, folder
+        result.timings = {k: round(v, 6) for k, v in self.timings.items()}
+        result.finished_at = dt.datetime.now(dt.UTC).isoformat()
+        usage = self.usage.model_copy()
+        usage.elapsed_time = round(sum(self.timings.values()), 6)
+        result.usage = usage.add(earlier) if earlier is not None else usage
+        result.attempts = attempt
+        if self.task_dir is None:
+            raise RuntimeError("Trial.write: the trial has no out_root to write to")
+        raw = self.agent.raw_transcript if self.agent is not None else None
+        chat = raw if raw is not None else self.transcript_text
+        return _finish_folder(
+            self.task,
+            self.config,
+            result,
+            self.transcript,
+            self.paths,
+            self.task_dir / self.name,
+            chat,
+        )
+
+    # -- the whole lifecycle -------------------------------------------------------------------
+
+    async def run(
+        self, *, attempt: int = 1, earlier: Usage | None = None
+    ) -> tuple[TrialResult, Path]:
+        """Every phase in order with typed failures (module docs); returns (result, folder).
+
+        Raises :class:`clawrig.errors.ModelRequestError` and UserError; every other failure is
+        recorded in ``result.error``."""
+        result = self.result
+        try:
+            await self.sandbox_up()
+            await self.workspace_and_services()
+            await self.run_agent()
+            await self.stop_agent()
+            await self.gt_in()
+            await self.grade()
+            await self.collect_output()
+        except (ModelRequestError, UserError):
+            await self.close()
+            shutil.rmtree(self.paths.root, ignore_errors=True)
+            raise
+        except SetupError as exc:
+            result.error = TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=self.phase)
+        except SandboxDied as exc:
+            if self.phase in AGENT_PHASES:
+                # The sandbox died while the agent ran or right after, before grading: the
+                # agent broke it (killed or stopped its supervisor, exhausted it). An agent
+                # error that counts against the model as 0, so breaking the sandbox is no way
+                # to abstain.
+                result.error = TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=self.phase)
+                result.score = Score(
+                    score=0.0,
+                    grader="harness",
+                    details={"agent_error": str(exc), "phase": self.phase},
+                )
+            else:
+                result.error = TrialError(
+                    kind=ErrorKind.INFRASTRUCTURE,
+                    message=str(exc),
+                    phase=self.phase,
+                    retryable=True,
+                )
+        except InfrastructureError as exc:  # retried unless it says it would fail again
+            result.error = TrialError(
+                kind=ErrorKind.INFRASTRUCTURE,
+                message=str(exc),
+                phase=self.phase,
+                retryable=getattr(exc, "retryable", True),
+            )
+        except asyncio.CancelledError:
+            # not a finished trial: nothing of it stays (a resumed job runs it again)
+            await self.close()
+            shutil.rmtree(self.paths.root, ignore_errors=True)
+            raise
+        except Exception as exc:  # a harness bug: infrastructure, with the traceback kept
+            self.log(traceback.format_exc())
+            result.error = TrialError(
+                kind=ErrorKind.INFRASTRUCTURE,
+                message=f"{type(exc).__name__}: {exc}",
+                phase=self.phase,
+                retryable=True,
+            )
+        await self.close()
+        return result, self.write(attempt=attempt, earlier=earlier)
+
+
+async def run_trial(
+    task: Task,
+    config: TrialConfig,
+    out_root: Path,
+    *,
+    run_index: int = 0,
+    services: TrialServices | None = None,
+    job_id: str = "",
+    attempt: int = 1,
+    earlier: Usage | None = None,
+) -> tuple[TrialResult, Path]:
+    """Run one trial of ``task`` and write its folder under ``out_root/<task_id>/`` (a thin
+    wrapper over :meth:`Trial.run`).
+
+    ``attempt`` (1 + earlier attempts) and ``earlier`` (the usage of failed earlier attempts)
+    are written into result.json before the folder's rename. Returns (result, folder). Raises
+    :class:`clawrig.errors.ModelRequestError` (the provider refused a request: a user error that
+    must stop the job) and UserError for bad settings; every other failure is recorded in
+    ``result.error``.
+    """
+    trial = Trial(
+        task, config, out_root=out_root, run_index=run_index, services=services, job_id=job_id
+    )
+    return await trial.run(attempt=attempt, earlier=earlier)
 
 
 @contextlib.asynccontextmanager
@@ -542,7 +892,7 @@ async def _judge_env(
     services: TrialServices,
     trial_id: str,
     run_index: int,
-    folder: Path,
+    folder: TrialPaths,
 ) -> AsyncIterator[dict[str, str]]:
     """The judge proxy for a programmatic grader when the job has a gateway: yields the
     OPENROUTER_* / JUDGE_MODEL variables to give the grader ({} otherwise)."""
@@ -556,7 +906,7 @@ async def _judge_env(
         services.gateway,
         endpoint=upstream_endpoint(services.judge),
         trial_id=trial_id,
-        log_path=folder / "judge_chat.jsonl",
+        log_path=folder.judge_chat,
         cache=services.judge_cache,
         task_id=task.id,
         run_index=run_index,
@@ -565,7 +915,7 @@ async def _judge_env(
 
 
 def _judge_model(
-    task: Task, services: TrialServices, trial_id: str, run_index: int, folder: Path
+    task: Task, services: TrialServices, trial_id: str, run_index: int, folder: TrialPaths
 ) -> ChatModel | None:
     """The answer/process judge, through the gateway when there is one (recorded in
     model_calls.jsonl, so a replayed job re-judges without a model server)."""
@@ -578,7 +928,7 @@ def _judge_model(
         role="judge",
         task_id=task.id,
         run_index=run_index,
-        record_path=folder / RECORD_FILE,
+        record_path=folder.model_calls,
         cache=services.judge_cache,  # --judge-cache answers the answer judge too
     )
     return lease.chat_model()
@@ -589,16 +939,18 @@ async def _grade(
     config: TrialConfig,
     sandbox: Any,
     transcript: Transcript,
-    folder: Path,
+    folder: TrialPaths,
     services: TrialServices,
     *,
+    grader_s: float,
     python: str = "python3",
     judge_env: dict[str, str] | None = None,
     judge: ChatModel | None = None,
 ) -> tuple[Score | None, Score | None, dict[str, Any]]:
-    """Outcome score (+ judge score when both ran) and process metrics."""
+    """Outcome score (+ judge score when both ran) and process metrics; the programmatic
+    grader runs within ``grader_s`` seconds (the trial's :class:`TimeoutPlan`)."""
     judge = judge if judge is not None else services.judge
-    judge_log = folder / "judge_chat.jsonl"
+    judge_log = folder.judge_chat
     mode = config.grader
     kind = task.grader.kind
     score: Score | None = None
@@ -607,7 +959,7 @@ async def _grade(
         score = await run_grader(
             sandbox,
             task,
-            timeout_s=task.grader.timeout_seconds * config.timeout_multiplier,
+            timeout_s=grader_s,
             env=grader_env(task) | (judge_env or {}),
             python=python,
         )
@@ -640,7 +992,7 @@ async def _grade(
             value,
             method="judge" if judge is not None and mode != "exact" else "match",
             model=judge,
-            log_path=folder / "judge_process_chat.jsonl",
+            log_path=folder.judge_process_chat,
         )
     return score, judge_score, process
 
@@ -650,44 +1002,30 @@ def _finish_folder(
     config: TrialConfig,
     result: TrialResult,
     transcript: Transcript,
-    tmp_dir: Path,
+    paths: TrialPaths,
     final: Path,
-    raw_transcript: str | None = None,
+    chat: str | None = None,
 ) -> Path:
-    chat = raw_transcript if raw_transcript is not None else dumps_openclaw_jsonl(transcript)
-    (tmp_dir / "chat.jsonl").write_text(chat, encoding="utf-8")
-    for name in ("judge_chat.jsonl", "judge_process_chat.jsonl"):
-        (tmp_dir / name).touch()
+    """Write every file of the trial folder ``paths`` (result.json last) and rename it to
+    ``final``. ``chat``: the session file's text as the grader saw it (default: the transcript
+    as OpenClaw JSONL)."""
+    paths.chat.write_text(
+        chat if chat is not None else dumps_openclaw_jsonl(transcript), encoding="utf-8"
+    )
+    for log in paths.judge_logs:
+        log.touch()
     try:
         from clawrig.tools.catalog import tool_schema
 
         schema = tool_schema(task.tool_profile or config.tool_profile)
     except Exception:
         schema = []
-    _write_json(
-        tmp_dir / "formatted_dialog.json",
-        {"formatted_dialog": to_formatted_dialog(transcript), "tool_schema": schema},
-    )
-    score = result.score
-    _write_json(
-        tmp_dir / "score.json",
-        {
-            "task_id": task.id,
-            "category": task.category,
-            "score": score.score if score else None,
-            "max_score": score.max_score if score else 1.0,
-            "subscores": score.subscores if score else {},
-            "grader": score.grader if score else None,
-            "error": score.error if score else (result.error.message if result.error else None),
-            "judge": result.judge_score.model_dump(mode="json") if result.judge_score else None,
-        },
-    )
-    _write_json(tmp_dir / "process_score.json", result.process)
-    _write_json(
-        tmp_dir / "usage.json",
-        result.usage.model_dump(mode="json", exclude={"retries"})
-        | {"retries": result.usage.retries},
-    )
-    _write_json(tmp_dir / "result.json", result.model_dump(mode="json"))
-    os.replace(tmp_dir, final) if not final.exists() else shutil.move(str(tmp_dir), str(final))
+    dialog = DialogFile(formatted_dialog=to_formatted_dialog(transcript), tool_schema=schema)
+    _write_json(paths.dialog, dialog.model_dump(mode="json"))
+    _write_json(paths.score, ScoreFile.of(result).model_dump(mode="json"))
+    _write_json(paths.process_score, result.process)
+    _write_json(paths.usage, result.usage.model_dump(mode="json"))
+    _write_json(paths.result, result.model_dump(mode="json"))
+    tmp = paths.root
+    os.replace(tmp, final) if not final.exists() else shutil.move(str(tmp), str(final))
     return final

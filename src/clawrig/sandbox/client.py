@@ -153,6 +153,9 @@ class SupervisedSandbox:
         work folder must then be closed to other host users."""
         return self.host_uid is None
 
+    starts = 0
+    """How many sandboxes this process has started (the tests' ``sandbox`` marker check)."""
+
     def __init__(self, config: SandboxConfig):
         self.config = config
         self._proc: asyncio.subprocess.Process | None = None
@@ -181,6 +184,7 @@ class SupervisedSandbox:
         if self._proc is not None:
             raise SandboxError("sandbox already started")
         use_pidfd_child_watcher()
+        SupervisedSandbox.starts += 1
         self._proc = await self._launch()
         self._stderr_task = asyncio.create_task(self._drain_stderr())
         assert self._proc.stdout is not None

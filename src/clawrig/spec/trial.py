@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from clawrig.spec.job import TrialConfig
+
 
 class Usage(BaseModel):
     """Token and cost counts. Tokens are counts; ``cost_usd`` is US dollars; times in seconds.
@@ -112,7 +114,62 @@ class TrialResult(BaseModel):
     tool_calls: int = 0
     error: TrialError | None = None
     attempts: int = 1
+    """Attempts the batch runner made (1 + retries); set before the folder is written."""
+    config: TrialConfig | None = None
+    """The trial's configuration (None in folders written before it was recorded): re-grading
+    rebuilds the same time limits and grader mode from it."""
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def counted_score(self) -> float | None:
+        """The one score rule: the score every aggregate, console line, export and verify uses.
+
+        An agent error (the agent broke its sandbox; DESIGN.md "blame follows control") counts
+        0.0; any other trial error (infrastructure, setup, grading, budget, cancelled) is None:
+        not scored, reported (and retried where retryable); otherwise the grader's score in
+        [0, 1], or None when grading failed (``Score.error``) or there is no score.
+        """
+        if self.error is not None:
+            return 0.0 if self.error.kind == ErrorKind.AGENT else None
+        if self.score is None or self.score.error is not None:
+            return None
+        return self.score.score
+
+
+class ScoreFile(BaseModel):
+    """``score.json`` of a trial folder (DataClawBench's per-trial score file plus clawrig's
+    grader name, error and judge score): ``score`` in [0, 1] or None when not graded."""
+
+    task_id: str
+    category: str = ""
+    score: float | None = None
+    max_score: float = 1.0
+    subscores: dict[str, Any] = Field(default_factory=dict)
+    grader: str | None = None
+    error: str | None = None
+    judge: Score | None = None
+
+    @classmethod
+    def of(cls, result: TrialResult) -> ScoreFile:
+        """The score file of a finished trial (its outcome score, or its error)."""
+        s = result.score
+        return cls(
+            task_id=result.task_id,
+            category=result.category,
+            score=s.score if s else None,
+            max_score=s.max_score if s else 1.0,
+            subscores=s.subscores if s else {},
+            grader=s.grader if s else None,
+            error=s.error if s else (result.error.message if result.error else None),
+            judge=result.judge_score,
+        )
+
+
+class DialogFile(BaseModel):
+    """``formatted_dialog.json``: the transcript as OpenAI chat messages and the tool schema the
+    agent was offered (JSON objects as the OpenAI API defines them)."""
+
+    formatted_dialog: list[dict[str, Any]] = Field(default_factory=list)
+    tool_schema: list[dict[str, Any]] = Field(default_factory=list)

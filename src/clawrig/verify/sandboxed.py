@@ -1,9 +1,8 @@
 """Grading in a real sandbox for ``clawrig verify``: a given end state, or an agent's trial.
 
-- :func:`grade_files` writes an end state (relative path -> bytes) into a fresh workspace,
-  starts a sandbox on it, puts the transcript at the OpenClaw session path, injects gt/ and
-  runs the task's grader exactly as a trial does (:func:`clawrig.grading.programmatic.
-  run_grader`, cwd /tmp_workspace, the grader's own timeout).
+- :func:`grade_files` writes an end state (relative path -> bytes) into a fresh workspace and
+  grades it through a :class:`clawrig.runner.trial.Trial` (sandbox up, the transcript at the
+  OpenClaw session path, gt/ in, the task's grader exactly as a trial runs it).
 - :func:`run_agent` runs one whole trial (:func:`clawrig.runner.trial.run_trial`) with the
   oracle or nop agent and returns its result and transcript.
 """
@@ -11,20 +10,13 @@
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from clawrig.agents.preamble import first_user_message
-from clawrig.grading.programmatic import run_grader
-from clawrig.runner.trial import TrialServices, grader_env, run_trial
-from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
-from clawrig.sandbox.paths import PATHS
-from clawrig.sandbox.workspace import inject_gt
+from clawrig.runner.trial import Trial, TrialServices, run_trial
 from clawrig.spec.job import TrialConfig
+from clawrig.spec.layout import TrialPaths
 from clawrig.spec.task import FileContent, Task
 from clawrig.spec.transcript import Transcript, TranscriptMessage
 from clawrig.spec.trial import Score, TrialResult
@@ -54,17 +46,6 @@ def done_transcript(task: Task) -> Transcript:
     )
 
 
-def write_tree(dest: Path, files: Mapping[str, bytes]) -> None:
-    """Write relative path -> bytes under ``dest`` (paths must stay inside it)."""
-    for rel, data in files.items():
-        parts = Path(rel).parts
-        if Path(rel).is_absolute() or ".." in parts:
-            raise ValueError(f"path escapes the workspace: {rel!r}")
-        path = dest / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-
-
 async def grade_files(
     task: Task,
     files: Mapping[str, bytes],
@@ -73,40 +54,25 @@ async def grade_files(
     sandbox: str = "bwrap",
     work_dir: Path | None = None,
 ) -> Score:
-    """Grade the end state ``files`` (relative path -> bytes) in a fresh ``sandbox``.
+    """Grade the end state ``files`` (relative path -> bytes) in a fresh ``sandbox``, through
+    a :class:`clawrig.runner.trial.Trial` (the trial's time limits, grader environment, gt/
+    and services as in a trial; the task's own programmatic grader).
 
-    ``transcript``: a Transcript, chat.jsonl text, or None (no session file). gt/ is injected
-    before grading as in a trial. Returns the grader's :class:`Score` (``error`` set when the
-    grader crashed, timed out or printed no score); raises SandboxError when the sandbox
-    cannot start.
+    ``transcript``: a Transcript, chat.jsonl text, or None (no session file). Returns the
+    grader's :class:`Score` (``error`` set when the grader crashed, timed out or printed no
+    score); raises SandboxError when the sandbox cannot start.
     """
-    work = Path(tempfile.mkdtemp(prefix="clawrig-verify-", dir=work_dir))
-    os.chmod(work, 0o755)
-    ws = work / "workspace"
-    ws.mkdir()
-    box = None
-    try:
-        write_tree(ws, files)
-        timeout = task.grader.timeout_seconds
-        box = create_sandbox(
-            sandbox,
-            SandboxConfig(workspace_dir=ws, limits=Limits(command_timeout_s=timeout)),
-        )
-        await box.start()
-        if transcript is not None:
-            text = (
-                transcript
-                if isinstance(transcript, str)
-                else dumps_openclaw_jsonl(transcript, seed=0)
-            )
-            await box.write_file(PATHS.transcript, text)
-        await inject_gt(box, task)
-        return await run_grader(box, task, timeout_s=timeout, env=grader_env(task))
-    finally:
-        if box is not None:
-            with contextlib.suppress(Exception):
-                await box.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    config = TrialConfig(agent="nop", model="nop", sandbox=sandbox, grader="programmatic")
+    text = (
+        transcript
+        if transcript is None or isinstance(transcript, str)
+        else dumps_openclaw_jsonl(transcript, seed=0)
+    )
+    async with Trial(task, config, services=TrialServices(work_dir=work_dir)) as trial:
+        await trial.sandbox_up(files=files, with_agent=False, warm=False)
+        await trial.put_transcript(text)
+        await trial.gt_in()
+        return await trial.grade_programmatic()
 
 
 async def run_agent(
@@ -123,6 +89,6 @@ async def run_agent(
     result, folder = await run_trial(
         task, config, out_root, services=TrialServices(work_dir=work_dir)
     )
-    chat = folder / "chat.jsonl"
+    chat = TrialPaths(folder).chat
     transcript = read_openclaw_jsonl(chat) if chat.is_file() else Transcript()
     return result, transcript

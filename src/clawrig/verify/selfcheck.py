@@ -124,6 +124,6 @@ async def check_oracle(
         findings.append(
             compare("self_check.oracle", "the oracle replay", result.score, task.expected_reward)
         )
-        score_value = result.score.score if result.score and not result.score.error else None
+        score_value = result.counted_score()
     findings += replay_diff(task, transcript)
     return score_value, findings

@@ -15,8 +15,8 @@ one (a running or unfinished job), else that of its summary, else the most recen
 job's. A job is *running* while another process holds ``.clawrig.lock`` in the folder
 (:mod:`clawrig.runner.batch` holds it for the whole job).
 
-Scores are the counted score of :func:`clawrig.grading.aggregate.trial_score` (an agent error
-counts 0; other errors are not scored); error kinds those of
+Scores are the counted score (:meth:`clawrig.spec.trial.TrialResult.counted_score`: an agent
+error counts 0; other errors are not scored); error kinds those of
 :func:`clawrig.grading.aggregate.error_counts`.
 """
 
@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.errors import UserError
-from clawrig.grading.aggregate import error_counts, trial_score
+from clawrig.grading.aggregate import error_counts
 from clawrig.spec.job import model_slug
+from clawrig.spec.layout import JobPaths, TrialPaths
 from clawrig.spec.trial import TrialResult
 
 INDEX_FILE = ".clawrig_view_index.json"
 INDEX_VERSION = 1
-LOCK_FILE = ".clawrig.lock"
+LOCK_FILE = JobPaths.LOCK
 
 Row = dict[str, Any]
 """One trial: ``id`` (``<task>/<trial folder>``), ``task``, ``cat``, ``run``, ``job``, ``model``,
@@ -51,9 +52,8 @@ mtime, ns)."""
 
 
 def counted_score(result: TrialResult) -> float | None:
-    """The one score rule (``TrialResult.counted_score()`` once it exists, else aggregate's)."""
-    rule = getattr(result, "counted_score", None)
-    return rule() if callable(rule) else trial_score(result)
+    """The one score rule: :meth:`TrialResult.counted_score`."""
+    return result.counted_score()
 
 
 def error_kind(result: TrialResult) -> str | None:
@@ -239,7 +239,7 @@ class FolderIndex:
             if trial.name.startswith(".") or not trial.is_dir(follow_symlinks=False):
                 continue
             rel = f"{name}/{trial.name}"
-            rpath = Path(trial.path) / "result.json"
+            rpath = TrialPaths(Path(trial.path)).result
             try:
                 mtime = rpath.stat().st_mtime_ns
             except OSError:
@@ -277,10 +277,11 @@ class JobView:
         return self.index.folder
 
     def _file(self, prefix: str) -> Path:
-        return self.folder / f"{prefix}_{self.slug}.json"
+        paths = JobPaths(self.folder)
+        return paths.progress(self.slug) if prefix == "progress" else paths.summary(self.slug)
 
     def summary(self) -> dict[str, Any] | None:
-        """summary_<model>.json (re-read when it changes), None when absent or unreadable."""
+        """The job's summary file (re-read when it changes), None when absent or unreadable."""
         path = self._file("summary")
         try:
             mtime = path.stat().st_mtime_ns

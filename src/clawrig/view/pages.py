@@ -27,6 +27,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from clawrig.spec.layout import TrialPaths
 from clawrig.view import plots
 from clawrig.view.index import JobView, Row
 from clawrig.view.trial import as_dict, read_trial
@@ -399,7 +400,7 @@ class Site:
         from clawrig.spec.trial import TrialResult
 
         folder = job.folder / row["id"]
-        raw = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+        raw = json.loads(TrialPaths(folder).result.read_text(encoding="utf-8"))
         return JobTrial(folder=folder, result=TrialResult.model_validate(raw), raw=raw)
 
     def _task(self, job: JobView, row: Row) -> Any | None:

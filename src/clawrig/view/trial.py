@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from clawrig.spec.layout import TrialPaths
 from clawrig.spec.trial import TrialResult
 from clawrig.transcript.dialog import content_text
 
@@ -23,14 +24,14 @@ RECORD_LIMIT = 2_000
 FILE_LIMIT = 262_144
 """Bytes of an end-state file read for its content and diff."""
 KNOWN_FILES = {
-    "result.json", "score.json", "process_score.json", "usage.json", "chat.jsonl",
-    "formatted_dialog.json", "agent.log", "judge_chat.jsonl", "judge_process_chat.jsonl",
-    "model_calls.jsonl", "end_state_deleted.json", "openclaw_chat.jsonl", "egress.jsonl",
-    "web_calls.jsonl",
+    TrialPaths.RESULT, TrialPaths.SCORE, TrialPaths.PROCESS_SCORE, TrialPaths.USAGE,
+    TrialPaths.CHAT, TrialPaths.DIALOG, TrialPaths.AGENT_LOG, *TrialPaths.JUDGE_LOGS,
+    TrialPaths.MODEL_CALLS, TrialPaths.END_STATE_DELETED, TrialPaths.OPENCLAW_CHAT,
+    TrialPaths.EGRESS, TrialPaths.WEB_CALLS,
 }  # fmt: skip
-EGRESS_FILE = "egress.jsonl"
+EGRESS_FILE = TrialPaths.EGRESS
 """The egress proxy's per-trial log (:data:`clawrig.egress.proxy.LOG_FILE`)."""
-WEB_FILE = "web_calls.jsonl"
+WEB_FILE = TrialPaths.WEB_CALLS
 """The recorded web exchanges (:data:`clawrig.web.records.WEB_RECORD_FILE`)."""
 
 
@@ -179,7 +180,7 @@ def _subagent(result_text: str, folder: Path, depth: int, start: int | None) -> 
 def model_calls(folder: Path) -> dict[str, Any]:
     """model_calls.jsonl as rows: seq, role, model, status, tokens (input, output, cache read),
     cost (USD), latency (s), cached, retries, error, and the reply's text / tool calls."""
-    records, total = read_jsonl(folder / "model_calls.jsonl")
+    records, total = read_jsonl(TrialPaths(folder).model_calls)
     rows = []
     for rec in records:
         usage = as_dict(rec.get("usage"))
@@ -216,7 +217,7 @@ def judge_chats(folder: Path) -> list[dict[str, Any]]:
     """judge_chat.jsonl and judge_process_chat.jsonl: per record the request's messages, the
     reply, model, usage (tokens, USD), latency (s), cached, valid and error."""
     out = []
-    for name in ("judge_chat.jsonl", "judge_process_chat.jsonl"):
+    for name in TrialPaths.JUDGE_LOGS:
         records, _ = read_jsonl(folder / name)
         for rec in records:
             request = as_dict(rec.get("request"))
@@ -349,7 +350,7 @@ def end_state(folder: Path, task: Any | None) -> dict[str, Any]:
     Each file: ``path``, ``size`` (bytes), ``status`` (created | changed | unknown when the
     task's initial workspace could not be read), ``diff`` / ``content`` for text files."""
     files = []
-    root = folder / "end_state"
+    root = TrialPaths(folder).end_state
     paths = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
     for p in paths[:RECORD_LIMIT]:
         rel = p.relative_to(root).as_posix()
@@ -375,8 +376,8 @@ def end_state(folder: Path, task: Any | None) -> dict[str, Any]:
             "content": cut(new, 50_000) if new is not None and diff is None else None,
             "binary": new is None,
         })  # fmt: skip
-    deleted = read_json(folder / "end_state_deleted.json")
-    out_root = folder / "task_output"
+    deleted = read_json(TrialPaths(folder).end_state_deleted)
+    out_root = TrialPaths(folder).task_output
     outputs = sorted(p for p in out_root.rglob("*") if p.is_file()) if out_root.is_dir() else []
     return {
         "files": files,
@@ -404,25 +405,25 @@ def read_trial(folder: Path, task: Any | None = None) -> dict[str, Any]:
     process_score.json; ``usage`` usage.json; ``timeline`` the transcript events;
     ``model_calls``, ``judge``, ``end_state``, ``egress`` and ``web`` (None when absent),
     ``logs`` (other logs) and ``agent_log`` (agent.log text)."""
-    raw = read_json(folder / "result.json")
+    raw = read_json(TrialPaths(folder).result)
     result, result_error = None, None
     try:
         result = TrialResult.model_validate(raw)
     except ValueError as exc:
         result_error = f"result.json: {str(exc).splitlines()[0] if str(exc) else exc!r}"
     try:
-        agent_log = (folder / "agent.log").read_text(encoding="utf-8", errors="replace")
+        agent_log = TrialPaths(folder).agent_log.read_text(encoding="utf-8", errors="replace")
     except OSError:
         agent_log = ""
-    chat = folder / "chat.jsonl"
+    chat = TrialPaths(folder).chat
     return {
         "folder": folder,
         "result": result,
         "raw": raw if isinstance(raw, dict) else {},
         "result_error": result_error,
-        "score": read_json(folder / "score.json"),
-        "process": read_json(folder / "process_score.json"),
-        "usage": read_json(folder / "usage.json"),
+        "score": read_json(TrialPaths(folder).score),
+        "process": read_json(TrialPaths(folder).process_score),
+        "usage": read_json(TrialPaths(folder).usage),
         "timeline": _session_events(chat, folder)
         if chat.is_file()
         else {"events": [], "error": "no chat.jsonl"},

@@ -28,10 +28,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from clawrig.errors import UserError
+from clawrig.spec.layout import JobPaths, TrialPaths
 
-WEB_RECORD_FILE = "web_calls.jsonl"
+WEB_RECORD_FILE = TrialPaths.WEB_CALLS
 """The per-trial record of every web exchange (in the trial folder)."""
-BLOB_DIR = "web_blobs"
+BLOB_DIR = TrialPaths.WEB_BLOBS
 """The job folder's content-addressed store of recorded bodies."""
 
 
@@ -119,7 +120,7 @@ def _record_files(root: Path) -> list[Path]:
     return sorted(
         p
         for p in root.glob(f"**/{WEB_RECORD_FILE}")
-        if "_retried" not in p.relative_to(root).parts
+        if JobPaths.RETRIED not in p.relative_to(root).parts
         and not any(part.startswith(".tmp") for part in p.relative_to(root).parts)
     )
 

@@ -18,13 +18,14 @@ from typing import Any, Literal
 
 from clawrig.errors import UserError
 from clawrig.llm.gateway.wire import _completion
+from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 
 JUDGE_KEY_MODEL = "judge"
 """The model name in the cache keys of judge calls (:func:`request_key`), whichever judge
 endpoint answered them, so recorded judge replies match any judge configured later (or none)."""
-RECORD_FILE = "model_calls.jsonl"
+RECORD_FILE = TrialPaths.MODEL_CALLS
 """The per-trial record of every model request through the gateway (in the trial folder)."""
-JUDGE_LOGS = ("judge_chat.jsonl", "judge_process_chat.jsonl")
+JUDGE_LOGS = TrialPaths.JUDGE_LOGS
 """A trial's judge logs: the judge proxy's and :mod:`clawrig.grading.judge`'s records."""
 KEY_EXCLUDED = frozenset({"model", "stream", "stream_options"})
 """Request fields left out of the cache key: the model is keyed by the endpoint's name, and a
@@ -163,8 +164,8 @@ class ResponseCache:
             p
             for name in (RECORD_FILE, *JUDGE_LOGS)
             for p in root.glob(f"**/{name}")
-            if "_retried" not in p.relative_to(root).parts
-            and not any(part.startswith(".tmp-") for part in p.relative_to(root).parts)
+            if JobPaths.RETRIED not in p.relative_to(root).parts
+            and not any(part.startswith(TMP_PREFIX) for part in p.relative_to(root).parts)
         )
         seen: dict[Path, set[tuple[str, str]]] = {}
         for p in files:

@@ -1,9 +1,12 @@
-"""Runs last (the folder name sorts last): no sandbox process, cgroup, overlay mount or Docker
-container may outlive the tests.
+"""The leftover check the test session runs at its end (tests/conftest.py): no sandbox process,
+cgroup, overlay mount or Docker container may outlive the tests.
 
-Scoped to this test session, so other clawrig runs on the machine do not count: a leftover is
-a process in a sandbox cgroup (``clawrig-<harness pid>-...``) whose harness is this process or
-is gone (a job a test killed), or a bwrap process whose parent is this process.
+Scoped to this process, so other clawrig runs on the machine do not count: a leftover is a
+process in a sandbox cgroup (``clawrig-<harness pid>-...``) whose harness is this process or is
+gone (a job a test killed), or a bwrap process whose parent is this process; a leftover cgroup
+is one named for this process; a leftover overlay is a sandbox overlay mount with this
+process's pid in its path; a leftover container carries this process's ``clawrig.harness``
+label.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ def _ours(harness: int | None) -> bool:
     return harness is not None and (harness == os.getpid() or not Path(f"/proc/{harness}").exists())
 
 
-def _leftover_processes() -> list[str]:
+def leftover_processes() -> list[str]:
+    """``"<pid> <comm>"`` of every leftover sandbox process (see the module docs)."""
     found = []
     me = os.getpid()
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -50,7 +54,8 @@ def _leftover_processes() -> list[str]:
     return found
 
 
-def _leftover_cgroups() -> list[str]:
+def leftover_cgroups() -> list[str]:
+    """Sandbox cgroup folders named for this process."""
     left = []
     for root in CGROUP_PARENTS:
         if root.is_dir():
@@ -60,31 +65,8 @@ def _leftover_cgroups() -> list[str]:
     return left
 
 
-async def test_the_check_sees_a_running_sandbox(tmp_path):
-    from clawrig.sandbox import SandboxConfig, create_sandbox
-
-    sb = create_sandbox("bwrap", SandboxConfig(workspace_dir=tmp_path))
-    await sb.start()
-    try:
-        assert _leftover_processes()
-        if sb.cgroup is not None and sb.cgroup.dirs:
-            assert _leftover_cgroups()
-    finally:
-        await sb.stop()
-
-
-def test_no_sandbox_process_is_left_behind():
-    deadline = time.monotonic() + 5
-    while _leftover_processes() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _leftover_processes() == []
-
-
-def test_no_sandbox_cgroup_is_left_behind():
-    assert _leftover_cgroups() == []
-
-
-def _overlay_mounts() -> list[str]:
+def overlay_mounts() -> list[str]:
+    """Mount points of this process's sandbox overlays (``.../ovl-<pid>/...``)."""
     return [
         line.split()[4]
         for line in Path("/proc/self/mountinfo").read_text().splitlines()
@@ -92,31 +74,33 @@ def _overlay_mounts() -> list[str]:
     ]
 
 
-async def test_the_check_sees_a_sandbox_overlay(tmp_path, base_rootfs):
-    from clawrig.sandbox import SandboxConfig, create_sandbox
-
-    cfg = SandboxConfig(workspace_dir=tmp_path, rootfs=base_rootfs, writable_root=True)
-    sb = create_sandbox("bwrap", cfg)
-    await sb.start()
-    try:
-        assert _overlay_mounts() == [str(sb.overlay.merged)]  # type: ignore[attr-defined]
-    finally:
-        await sb.stop()
-
-
-def test_no_overlay_or_container_is_left_behind():
+def docker_containers() -> list[str]:
+    """Ids of Docker containers this process started (none when Docker is not installed)."""
     import shutil
     import subprocess
 
     from clawrig.sandbox.docker import HARNESS_LABEL
 
-    assert _overlay_mounts() == []  # every sandbox overlay is unmounted at stop
     if shutil.which("docker") is None:
-        return
+        return []
     r = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label={HARNESS_LABEL}={os.getpid()}"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert r.stdout.split() == []
+    return r.stdout.split()
+
+
+def wait_for_no_leftovers(grace_s: float = 5.0) -> list[str]:
+    """Leftover processes (after up to ``grace_s`` seconds for dying ones) and cgroups, as
+    one-line descriptions; empty when there are none."""
+    deadline = time.monotonic() + grace_s
+    while leftover_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return (
+        [f"process {p}" for p in leftover_processes()]
+        + [f"cgroup {c}" for c in leftover_cgroups()]
+        + [f"overlay mount {m}" for m in overlay_mounts()]
+        + [f"docker container {c}" for c in docker_containers()]
+    )

@@ -1,0 +1,191 @@
+"""The on-disk layout of a trial folder and a job folder: every file and folder name lives here.
+
+A job folder (one ``clawrig run -o OUTPUT``)::
+
+    OUTPUT/
+      .clawrig.lock                 held while a job writes here
+      progress_<model>.json         resume state (DataClawBench, formats.md section 3)
+      summary_<model>.json          the job summary (:class:`clawrig.spec.summary.JobSummary`)
+      _retried/<task>__<trial>/     failed attempts of retried trials (never counted)
+      <task_id>/.tmp-<trial>-<rnd>/ a trial being written (renamed when whole)
+      <task_id>/<trial>/            a finished trial folder (below)
+
+A trial folder (``<model>_<YYYYmmdd_HHMM>_<6 hex>``, DataClawBench's per-run layout plus
+clawrig's files)::
+
+    result.json                 :class:`clawrig.spec.trial.TrialResult` (written last, before
+                                the folder's atomic rename; never rewritten)
+    score.json                  :class:`clawrig.spec.trial.ScoreFile`
+    process_score.json          process metrics (EE/GPR/TPE/TGPR), {} when none apply
+    usage.json                  :class:`clawrig.spec.trial.Usage`
+    agent.log                   the harness's log of the trial
+    chat.jsonl                  the transcript as the harness wrote it (OpenClaw JSONL)
+    judge_chat.jsonl            judge requests and replies (answer judge, judge proxy)
+    judge_process_chat.jsonl    the process judge's requests and replies
+    model_calls.jsonl           every model call through the gateway (when one ran)
+    formatted_dialog.json       :class:`clawrig.spec.trial.DialogFile`
+    end_state/                  every workspace file the agent created or changed
+    end_state_deleted.json      initial workspace files that were gone after the agent
+    task_output/                the end state's results folder
+    subagents/<key>.jsonl       transcripts of sub-agent sessions
+    egress.jsonl                what the egress proxy allowed and refused
+    openclaw_chat.jsonl         OpenClaw's own session file (``--agent openclaw``)
+    web_calls.jsonl, web_blobs/ recorded web calls and bodies (``--web record``)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from clawrig.spec.job import model_slug
+
+TMP_PREFIX = ".tmp-"
+"""Prefix of a trial folder that is still being written (removed or renamed, never read)."""
+
+
+@dataclass(frozen=True)
+class TrialPaths:
+    """The files of one trial folder ``root`` (see the module docstring for their shapes)."""
+
+    root: Path
+
+    RESULT = "result.json"
+    SCORE = "score.json"
+    PROCESS_SCORE = "process_score.json"
+    USAGE = "usage.json"
+    AGENT_LOG = "agent.log"
+    CHAT = "chat.jsonl"
+    JUDGE_CHAT = "judge_chat.jsonl"
+    JUDGE_PROCESS_CHAT = "judge_process_chat.jsonl"
+    MODEL_CALLS = "model_calls.jsonl"
+    DIALOG = "formatted_dialog.json"
+    END_STATE = "end_state"
+    END_STATE_DELETED = "end_state_deleted.json"
+    TASK_OUTPUT = "task_output"
+    SUBAGENTS = "subagents"
+    JUDGE_LOGS = (JUDGE_CHAT, JUDGE_PROCESS_CHAT)
+    """The judge logs' names: the answer judge's / judge proxy's, the process judge's."""
+    EGRESS = "egress.jsonl"
+    """The egress proxy's log (:mod:`clawrig.egress.proxy`)."""
+    OPENCLAW_CHAT = "openclaw_chat.jsonl"
+    """OpenClaw's own session file, byte for byte (``--agent openclaw``)."""
+    WEB_CALLS = "web_calls.jsonl"
+    WEB_BLOBS = "web_blobs"
+    """Recorded web calls and their content-addressed bodies (``--web record``)."""
+
+    @property
+    def result(self) -> Path:
+        return self.root / self.RESULT
+
+    @property
+    def score(self) -> Path:
+        return self.root / self.SCORE
+
+    @property
+    def process_score(self) -> Path:
+        return self.root / self.PROCESS_SCORE
+
+    @property
+    def usage(self) -> Path:
+        return self.root / self.USAGE
+
+    @property
+    def agent_log(self) -> Path:
+        return self.root / self.AGENT_LOG
+
+    @property
+    def chat(self) -> Path:
+        return self.root / self.CHAT
+
+    @property
+    def judge_chat(self) -> Path:
+        return self.root / self.JUDGE_CHAT
+
+    @property
+    def judge_process_chat(self) -> Path:
+        return self.root / self.JUDGE_PROCESS_CHAT
+
+    @property
+    def judge_logs(self) -> tuple[Path, Path]:
+        """The two judge logs (answer/proxy judge, process judge)."""
+        return (self.judge_chat, self.judge_process_chat)
+
+    @property
+    def model_calls(self) -> Path:
+        return self.root / self.MODEL_CALLS
+
+    @property
+    def dialog(self) -> Path:
+        return self.root / self.DIALOG
+
+    @property
+    def end_state(self) -> Path:
+        return self.root / self.END_STATE
+
+    @property
+    def end_state_deleted(self) -> Path:
+        return self.root / self.END_STATE_DELETED
+
+    @property
+    def task_output(self) -> Path:
+        return self.root / self.TASK_OUTPUT
+
+    @property
+    def subagents(self) -> Path:
+        return self.root / self.SUBAGENTS
+
+    def is_trial(self) -> bool:
+        """True when the folder holds a result.json."""
+        return self.result.is_file()
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """The files of one job folder ``root`` (``clawrig run -o ROOT``)."""
+
+    root: Path
+
+    LOCK = ".clawrig.lock"
+    RETRIED = "_retried"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / self.LOCK
+
+    @property
+    def retried(self) -> Path:
+        return self.root / self.RETRIED
+
+    def progress(self, model: str) -> Path:
+        """``progress_<model slug>.json``."""
+        return self.root / f"progress_{model_slug(model)}.json"
+
+    def summary(self, model: str) -> Path:
+        """``summary_<model slug>.json``."""
+        return self.root / f"summary_{model_slug(model)}.json"
+
+    def summaries(self) -> list[Path]:
+        """Every ``summary_*.json`` of the folder, sorted."""
+        return sorted(self.root.glob("summary_*.json"))
+
+    def task_dir(self, task_id: str) -> Path:
+        return self.root / task_id
+
+    def trial(self, task_id: str, name: str) -> TrialPaths:
+        return TrialPaths(self.root / task_id / name)
+
+    def retried_trial(self, task_id: str, name: str) -> Path:
+        """Where a failed attempt's folder is set aside: ``_retried/<task>__<trial>``."""
+        return self.retried / f"{task_id}__{name}"
+
+    def trial_results(self) -> list[Path]:
+        """result.json of every finished trial folder (not ``_retried``, not ``.tmp-*``),
+        sorted by path."""
+        out = []
+        for rj in sorted(self.root.glob(f"*/*/{TrialPaths.RESULT}")):
+            folder = rj.parent
+            if folder.parent.name.startswith(("_", ".")) or folder.name.startswith("."):
+                continue
+            out.append(rj)
+        return out

@@ -1,0 +1,179 @@
+"""``summary_<model>.json``: the job summary, typed.
+
+DataClawBench's summary keys (formats.md section 3: model, benchmark_version, timestamp,
+overall_score, error_count, evaluated_count, efficiency{total_tokens, total_cost_usd,
+total_requests}) plus clawrig's statistics (shared/reference/metrics.md): WildClawBench's
+average, a mean with its confidence interval, pass@k / pass^k, process metrics, judge/exact
+agreement, usage totals. The formulas live in :mod:`clawrig.grading.aggregate`; every score
+in it is :meth:`clawrig.spec.trial.TrialResult.counted_score`. Scores are in [0, 1], money in
+USD, times in seconds, tokens as counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from clawrig.spec.trial import TrialError, Usage
+
+
+class TaskRow(BaseModel):
+    """One trial of the job: ``score`` is its counted score (None: not scored)."""
+
+    task_id: str
+    category: str = ""
+    run_index: int = 0
+    score: float | None = None
+    expected_reward: float | None = None
+    meets_expected: bool | None = None
+    error: TrialError | None = None
+    trial: str
+    """The trial folder, relative to the job folder (``<task_id>/<trial_id>``)."""
+    attempts: int = 1
+    cost_usd: float = 0.0
+    total_tokens: int = 0
+    elapsed_time: float = 0.0
+
+
+class Efficiency(BaseModel):
+    """DataClawBench's efficiency block."""
+
+    total_tokens: int = 0
+    total_cost_usd: float = 0.0
+    total_requests: int = 0
+
+
+class MeanStat(BaseModel):
+    """Mean with a Student-t (or normal) interval; interval fields None when n < 2.
+    ``unit``: "trial", or "task" when repeated runs were averaged per task first."""
+
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+    half_width: float | None = None
+    stdev: float | None = None
+    n: int = 0
+    confidence: float = 0.95
+    method: str = "t"
+    unit: str = "trial"
+
+
+class CategoryScore(BaseModel):
+    score: float
+    task_count: int
+
+
+class WildclawScore(BaseModel):
+    """WildClawBench's benchmark score: sum over all tasks / task count (missing = 0)."""
+
+    overall: float | None = None
+    task_count: int = 0
+    categories: dict[str, CategoryScore] = Field(default_factory=dict)
+    modalities: dict[str, CategoryScore] = Field(default_factory=dict)
+    """By modality (``multimodal`` | ``pure-text``), WildClawBench tasks only."""
+
+
+class DataclawScore(BaseModel):
+    """DataClawBench's overall_score = sum score / sum max over graded non-error trials."""
+
+    overall_score: float | None = None
+    score_sum: float = 0.0
+    max_sum: float = 0.0
+    evaluated_count: int = 0
+    error_count: int = 0
+
+
+class PassK(BaseModel):
+    """pass@k and pass^k for one k, averaged over ``tasks`` tasks with >= k graded runs."""
+
+    pass_at_k: float | None = None
+    pass_hat_k: float | None = None
+    tasks: int = 0
+
+
+class ProcessStat(BaseModel):
+    mean: float | None = None
+    n: int = 0
+
+
+class ProcessAverages(BaseModel):
+    """EE / GPR / TPE / TGPR means over the trials they apply to."""
+
+    ee: ProcessStat = Field(default_factory=ProcessStat)
+    gpr: ProcessStat = Field(default_factory=ProcessStat)
+    tpe: ProcessStat = Field(default_factory=ProcessStat)
+    tgpr: ProcessStat = Field(default_factory=ProcessStat)
+    error_count: int = 0
+
+
+class Agreement(BaseModel):
+    """Judge/exact agreement for ``--grader both``."""
+
+    rate: float | None = None
+    agree: int = 0
+    n: int = 0
+
+
+class UsageTotals(Usage):
+    """The field-wise sum of every trial's usage plus upstream's efficiency names."""
+
+    total_cost_usd: float = 0.0
+    total_requests: int = 0
+
+
+class WebSetting(BaseModel):
+    """How the job's web tools were answered: ``mode`` (off, live, record, replay, corpus),
+    ``dir`` (the records or corpus for replay/corpus), ``miss`` (replay's policy for a request
+    not recorded), ``provider`` (live/record search provider)."""
+
+    mode: str = "off"
+    dir: str | None = None
+    miss: str | None = None
+    provider: str | None = None
+
+
+class JobSummary(BaseModel):
+    """``summary_<model>.json`` (see the module docstring). ``pass`` is a Python keyword, so
+    the field is ``pass_k`` with the JSON name ``pass`` (dump with ``by_alias=True``)."""
+
+    model_config = ConfigDict(populate_by_name=True, protected_namespaces=())
+
+    model: str
+    agent: str
+    benchmark_version: str
+    timestamp: str
+    job_id: str = ""
+    suite: str = "all"
+    suite_path: str = ""
+    data: dict[str, Any] | None = None
+    """The pulled data the job ran on (:func:`clawrig.data.manifest.data_summary`: its manifest
+    check), None when the data was not pulled by ``clawrig pull``."""
+    web: WebSetting | None = None
+    formats: list[str] = Field(default_factory=list)
+    """The task formats of the job (wildclaw, fourfolder, dataclaw): which headline to show."""
+    runs_per_task: int = 1
+    tasks: list[TaskRow] = Field(default_factory=list)
+    overall_score: float | None = None
+    error_count: int = 0
+    evaluated_count: int = 0
+    efficiency: Efficiency = Field(default_factory=Efficiency)
+    process: ProcessAverages = Field(default_factory=ProcessAverages)
+    wildclaw: WildclawScore = Field(default_factory=WildclawScore)
+    mean: MeanStat = Field(default_factory=MeanStat)
+    pass_k: dict[str, PassK] = Field(default_factory=dict, alias="pass")
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    agreement: Agreement = Field(default_factory=Agreement)
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+    threshold: float = 1.0
+    notes: dict[str, str] = Field(default_factory=dict)
+    budget_usd: float | None = None
+    budget_stopped: bool = False
+    interrupted: bool = False
+    not_run: int = 0
+    elapsed_s: float = 0.0
+    python: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON object written to summary_<model>.json (``pass`` under its own name)."""
+        return self.model_dump(mode="json", by_alias=True)

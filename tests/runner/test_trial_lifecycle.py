@@ -1,0 +1,99 @@
+"""The one trial lifecycle: Trial's phases, one TimeoutPlan, one module that starts a task's
+sandbox, result.json written once before the folder's rename."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from clawrig.runner.trial import TRIAL_OVERHEAD_S, TimeoutPlan, Trial, TrialServices, run_trial
+from clawrig.spec.job import TrialConfig
+from clawrig.spec.layout import TrialPaths
+from clawrig.spec.trial import Usage
+from clawrig.tasks.registry import load_tasks
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "clawrig"
+DEMO = Path(__file__).resolve().parents[2] / "suites" / "demo"
+
+
+def _demo(task_id: str):
+    return next(t for t in load_tasks(DEMO) if t.id == task_id)
+
+
+def test_only_the_trial_module_starts_a_task_sandbox():
+    """create_sandbox / <sandbox>.start() outside the sandbox package: runner/trial.py only."""
+    pattern = re.compile(r"create_sandbox\(|\b(sb|box|sandbox)\.start\(")
+    starters = {
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if not p.is_relative_to(SRC / "sandbox") and pattern.search(p.read_text("utf-8"))
+    }
+    assert starters == {"runner/trial.py"}
+
+
+def test_timeout_plan_is_computed_once_from_task_and_job():
+    task = _demo("000001").model_copy(update={"timeout_seconds": 200.0})
+    task.grader.timeout_seconds = 30.0
+    plan = TimeoutPlan.of(task, TrialConfig(timeout_multiplier=2.5))
+    assert (plan.agent_s, plan.grader_s, plan.command_s) == (500.0, 75.0, 500.0)
+    assert plan.trial_s == 500.0 + 75.0 + TRIAL_OVERHEAD_S
+    tiny = TimeoutPlan.of(task.model_copy(update={"timeout_seconds": 0.2}), TrialConfig())
+    assert tiny.command_s == 1.0  # a command always gets at least a second
+    limits = plan.limits(TrialConfig(memory_mb=256, max_processes=64))
+    assert (limits.command_timeout_s, limits.trial_timeout_s) == (500.0, plan.trial_s)
+    assert (limits.memory_bytes, limits.max_processes) == (256 * 1024**2, 64)
+
+
+@pytest.mark.sandbox
+async def test_the_agent_is_told_and_given_the_multiplied_limit(tmp_path):
+    task = _demo("000001")  # timeout_seconds 600 in its intent
+    config = TrialConfig(agent="nop", model="nop", timeout_multiplier=1.5)
+    async with Trial(task, config, out_root=tmp_path) as trial:
+        await trial.sandbox_up()
+        limits = trial.box.config.limits
+        assert limits.command_timeout_s == 900.0
+        assert limits.trial_timeout_s == 900.0 + 120.0 * 1.5 + TRIAL_OVERHEAD_S
+    result, folder = await run_trial(task, config, tmp_path)
+    first = json.loads(TrialPaths(folder).dialog.read_text())["formatted_dialog"][0]["content"]
+    assert "timeout of 900 seconds" in first and "600 seconds" not in first
+    assert result.config == config  # recorded, so re-grading rebuilds the same plan
+    assert set(result.timings) >= {"setup", "sandbox_start", "agent", "grading", "stop"}
+
+
+@pytest.mark.sandbox
+async def test_attempts_and_earlier_spend_are_in_the_folder_as_written(tmp_path):
+    """The batch runner's retry bookkeeping goes into result.json and usage.json before the
+    folder's rename (never rewritten afterwards): both agree."""
+    earlier = Usage(cost_usd=0.5, request_count=3, total_tokens=40)
+    result, folder = await run_trial(
+        _demo("000003"),
+        TrialConfig(agent="oracle", model="oracle"),
+        tmp_path,
+        attempt=2,
+        earlier=earlier,
+    )
+    paths = TrialPaths(folder)
+    on_disk = json.loads(paths.result.read_text())
+    usage = json.loads(paths.usage.read_text())
+    assert on_disk["attempts"] == result.attempts == 2
+    assert on_disk["usage"]["cost_usd"] == usage["cost_usd"] == 0.5
+    assert usage["request_count"] == 3 and usage["total_tokens"] == 40
+    assert on_disk["score"]["score"] == 1.0
+
+
+@pytest.mark.sandbox
+async def test_a_cancelled_trial_leaves_no_folder(tmp_path):
+    import asyncio
+
+    task = _demo("000001").model_copy(update={"warmup": ["sleep 30"]})
+    job = asyncio.create_task(
+        run_trial(task, TrialConfig(agent="nop", model="nop"), tmp_path, services=TrialServices())
+    )
+    await asyncio.sleep(2.0)
+    job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await job
+    assert list((tmp_path / "000001").iterdir()) == []

@@ -1,0 +1,108 @@
+"""spec/layout.py owns every file and folder name of a trial and a job; the files users read
+have typed models (score.json, usage.json, formatted_dialog.json, result.json, the summary)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from clawrig.spec.layout import JobPaths, TrialPaths
+from clawrig.spec.summary import JobSummary
+from clawrig.spec.trial import DialogFile, ScoreFile, TrialResult, Usage
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "clawrig"
+
+# spelled as string literals anywhere in src: only spec/layout.py may do it
+OWNED_NAMES = [
+    "score.json",
+    "result.json",
+    "usage.json",
+    "process_score.json",
+    "agent.log",
+    "formatted_dialog.json",
+    "judge_process_chat.jsonl",
+    "end_state",
+    "end_state_deleted.json",
+    "task_output",
+    ".clawrig.lock",
+    "_retried",
+    "model_calls.jsonl",
+    "judge_chat.jsonl",
+    "egress.jsonl",
+    "web_calls.jsonl",
+    "web_blobs",
+    "openclaw_chat.jsonl",
+]
+
+
+def _spelled_in(name: str) -> set[str]:
+    """Modules that spell ``name`` as a string literal (a name without a dot, like a folder,
+    only where it is joined to a path: ``/ "end_state"``, so a dict key of that name is not
+    counted), and the layout's own ``NAME = "name"``."""
+    quoted = r"""["']""" + re.escape(name) + r"""["']"""
+    quoted = re.compile(quoted if "." in name else r"(/\s*|= )" + quoted)
+    return {
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if quoted.search(p.read_text(encoding="utf-8"))
+    }
+
+
+@pytest.mark.parametrize("name", OWNED_NAMES)
+def test_trial_and_job_file_names_are_spelled_only_in_the_layout(name):
+    assert _spelled_in(name) == {"spec/layout.py"}
+
+
+def test_progress_and_summary_names_are_spelled_only_in_the_layout():
+    pattern = re.compile(r"""f?["'](progress|summary)_""")
+    spelled = {
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if pattern.search(p.read_text(encoding="utf-8"))
+    }
+    assert spelled == {"spec/layout.py"}
+
+
+def test_job_paths_name_the_files_of_a_job(tmp_path):
+    paths = JobPaths(tmp_path)
+    assert paths.summary("openrouter/a/b") == tmp_path / "summary_openrouter_a_b.json"
+    assert paths.progress("m") == tmp_path / "progress_m.json"
+    assert paths.retried_trial("t1", "x") == tmp_path / "_retried" / "t1__x"
+    (tmp_path / "t1" / "run_a").mkdir(parents=True)
+    (tmp_path / "t1" / "run_a" / "result.json").write_text("{}")
+    (tmp_path / "t1" / ".tmp-run_b-1").mkdir()
+    (tmp_path / "t1" / ".tmp-run_b-1" / "result.json").write_text("{}")
+    (tmp_path / "_retried" / "t1__x").mkdir(parents=True)
+    (tmp_path / "_retried" / "t1__x" / "result.json").write_text("{}")
+    assert paths.trial_results() == [tmp_path / "t1" / "run_a" / "result.json"]
+
+
+def test_a_demo_trial_folder_is_the_layout_and_its_files_parse(demo_oracle_job):
+    """Every entry of every trial folder is a name of TrialPaths; the per-trial files users
+    read parse with their models and agree with result.json; the summary parses."""
+    names = {v for k, v in vars(TrialPaths).items() if k.isupper()}
+    folders = [rj.parent for rj in JobPaths(demo_oracle_job).trial_results()]
+    assert len(folders) == 10
+    for folder in folders:
+        assert {p.name for p in folder.iterdir()} <= names
+        paths = TrialPaths(folder)
+        result = TrialResult.model_validate_json(paths.result.read_text())
+        score = ScoreFile.model_validate_json(paths.score.read_text())
+        assert (score.task_id, score.score, score.subscores) == (
+            result.task_id,
+            result.score.score,
+            result.score.subscores,
+        )
+        assert Usage.model_validate_json(paths.usage.read_text()) == result.usage
+        dialog = DialogFile.model_validate_json(paths.dialog.read_text())
+        assert dialog.formatted_dialog[0]["role"] == "user" and dialog.tool_schema
+        assert result.config is not None and result.config.agent == "oracle"
+    raw = json.loads(JobPaths(demo_oracle_job).summary("oracle").read_text())
+    summary = JobSummary.model_validate(raw)
+    assert summary.to_json()["pass"] == raw["pass"]
+    assert [row.trial for row in summary.tasks] == sorted(
+        f"{f.parent.name}/{f.name}" for f in folders
+    )
