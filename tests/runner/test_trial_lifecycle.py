@@ -23,15 +23,23 @@ def _demo(task_id: str):
     return next(t for t in load_tasks(DEMO) if t.id == task_id)
 
 
-def test_only_the_trial_module_starts_a_task_sandbox():
-    """create_sandbox / <sandbox>.start() outside the sandbox package: runner/trial.py only."""
-    pattern = re.compile(r"create_sandbox\(|\b(sb|box|sandbox)\.start\(")
-    starters = {
+def _modules_matching(pattern: str) -> set[str]:
+    regex = re.compile(pattern)
+    return {
         str(p.relative_to(SRC))
         for p in SRC.rglob("*.py")
-        if not p.is_relative_to(SRC / "sandbox") and pattern.search(p.read_text("utf-8"))
+        if not p.is_relative_to(SRC / "sandbox") and regex.search(p.read_text("utf-8"))
     }
-    assert starters == {"runner/trial.py"}
+
+
+def test_only_the_trial_module_starts_a_task_sandbox():
+    """create_sandbox / <sandbox>.start() outside the sandbox package: runner/trial.py, and
+    env/warm.py, which makes a task's warm snapshot once, called only from Trial.sandbox_up
+    (through env/system.prepare_system)."""
+    starters = _modules_matching(r"create_sandbox\(|\b(sb|box|sandbox)\.start\(")
+    assert starters == {"runner/trial.py", "env/warm.py"}
+    assert _modules_matching(r"\bprepare_system\(") - {"env/system.py"} == {"runner/trial.py"}
+    assert _modules_matching(r"\bensure_warm\(") - {"env/warm.py"} == {"env/system.py"}
 
 
 def test_timeout_plan_is_computed_once_from_task_and_job():
