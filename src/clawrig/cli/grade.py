@@ -68,7 +68,8 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         as_json: Annotated[
-            bool, typer.Option("--json", metavar="", help="One JSON report per trial, one per line.")
+            bool,
+            typer.Option("--json", metavar="", help="One JSON report per trial, one per line."),
         ] = False,
     ) -> None:
         """Grade finished trials again; exit 1 when a score differs from the recorded one."""
