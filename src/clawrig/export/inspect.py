@@ -265,12 +265,10 @@ def export_inspect(job_dir: Path, out: Path) -> list[Path]:
     paths = []
     for model, trials in sorted(by_model.items()):
         summary = read_summary(job_dir, model)
-        job_trials = [
-            t for t in trials if t.result.job_id == summary.get("job_id", t.result.job_id)
-        ]
+        job_trials = [t for t in trials if t.result.job_id == (summary.job_id or t.result.job_id)]
         if not job_trials:
             continue
-        path = out / f"{summary.get('job_id') or 'job'}_{model_slug(model)}.eval"
-        write_eval_log(build_log(summary, job_trials), str(path))
+        path = out / f"{summary.job_id or 'job'}_{model_slug(model)}.eval"
+        write_eval_log(build_log(summary.to_json(), job_trials), str(path))
         paths.append(path)
     return paths

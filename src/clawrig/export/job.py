@@ -134,10 +134,14 @@ def read_summary(job_dir: Path, model: str) -> JobSummary:
         raise UserError(f"{path}: not a readable summary ({exc.__class__.__name__})") from None
 
 
-def _suite_candidates(job_dir: Path, trial: JobTrial, summary: JobSummary) -> list[Path]:
+def _suite_candidates(
+    job_dir: Path, trial: JobTrial, summary: JobSummary | dict[str, Any]
+) -> list[Path]:
+    """Where the job's suite may be: the summary's ``suite_path`` (tried against the current
+    folder, the job folder and its parent when relative), then the trial's ``task_source``."""
     out: list[Path] = []
-    recorded = summary.suite_path
-    if recorded:
+    recorded = summary.suite_path if isinstance(summary, JobSummary) else summary.get("suite_path")
+    if isinstance(recorded, str) and recorded:
         p = Path(recorded)
         out += [p] if p.is_absolute() else [Path.cwd() / p, job_dir / p, job_dir.parent / p]
     source = trial.raw.get("task_source")
