@@ -83,7 +83,7 @@ def _lock_holder(output: Path) -> bool:
     """True when another process holds ``<output>/.clawrig.lock`` (a job is writing there)."""
     import fcntl
 
-    lock = output / ".clawrig.lock"
+    lock = JobPaths(output).lock
     if not lock.is_file():
         return False
     try:
@@ -263,7 +263,7 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
             key = (res.task_id, res.run_index)
             if res.job_id == job_id and not _final(res):
                 # an errored attempt is re-run: set it aside so the trial exists once
-                retried = job.output / "_retried"
+                retried = JobPaths(job.output).retried
                 retried.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(entry), str(retried / f"{task.id}__{entry.name}"))
                 continue
