@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 from clawrig.errors import UserError
 from clawrig.grading.programmatic import _RUNNER, score_from_result
 from clawrig.sandbox.workspace import materialise_workspace, write_files
+from clawrig.spec.layout import JobPaths
 from clawrig.spec.task import GraderKind, Task
 
 DEFAULT_IMAGE = "python:3.11-slim"
@@ -302,7 +303,7 @@ def tasks_of(source: Path) -> list[Task]:
     source = Path(source)
     if not source.exists():
         raise UserError(f"JOB_OR_SUITE: no such file or folder: {source}")
-    summaries = sorted(source.glob("summary_*.json")) if source.is_dir() else []
+    summaries = JobPaths(source).summaries() if source.is_dir() else []
     if not summaries:
         return load_tasks(source)
     try:

@@ -293,7 +293,7 @@ class JobView:
         return self._summary_cache[1]
 
     def _progress_job_id(self) -> str:
-        """progress_<model>.json's job_id (re-read when the file changes), "" when absent."""
+        """The job id in the progress file (re-read when the file changes), "" when absent."""
         path = self._file("progress")
         try:
             mtime = path.stat().st_mtime_ns
