@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clawrig.egress.trial import PLACEHOLDER_KEY, agent_env, model_setting
+from clawrig.egress.trial import PASS_ENV_VAR, PLACEHOLDER_KEY, agent_env, model_setting
 
 BASE = "http://127.0.0.1:18199/v1"
 
@@ -19,7 +19,6 @@ def test_model_settings_lead_to_the_gateway(monkeypatch):
         "JUDGE_MODEL": "m-1",
         "BRAVE_API_KEY": PLACEHOLDER_KEY,  # not a model key: a placeholder, never the real one
         "GITHUB_TOKEN": PLACEHOLDER_KEY,
-        "REGION": "eu-west",
     }
     # without a gateway lease: placeholders, and no base URL that leads nowhere
     env = agent_env(
@@ -36,3 +35,19 @@ def test_model_setting_names():
     assert model_setting("DEFAULT_MODEL") == "model"
     assert model_setting("BRAVE_API_KEY") is None
     assert model_setting("OPENROUTER_KEY") is None
+
+
+def test_host_values_only_for_names_the_user_lets_through(monkeypatch):
+    # a task file is untrusted: its ## Env must not copy host values into a sandbox
+    monkeypatch.setenv("DATABASE_URL", "postgres://admin:hunter2@db")
+    monkeypatch.setenv("GITHUB_PAT", "ghp_real")
+    monkeypatch.setenv("REGION", "eu-west")
+    names = ["DATABASE_URL", "GITHUB_PAT", "REGION"]
+    assert agent_env(names, token="t", base_url=BASE, model_id="m") == {}
+    monkeypatch.setenv(PASS_ENV_VAR, "REGION")
+    assert agent_env(names, token="t", base_url=BASE, model_id="m") == {"REGION": "eu-west"}
+    # a secret-looking name never takes the host's value, even when listed
+    monkeypatch.setenv("VAULT_SECRET", "s3cr3t")
+    monkeypatch.setenv(PASS_ENV_VAR, "REGION,VAULT_SECRET")
+    env = agent_env(["VAULT_SECRET"], token="t", base_url=BASE, model_id="m")
+    assert env == {"VAULT_SECRET": PLACEHOLDER_KEY}

@@ -16,7 +16,10 @@ from clawrig.transcript import read_openclaw_jsonl
 
 SUITE = Path(__file__).resolve().parents[2] / "examples" / "wildclaw-patterns" / "tasks"
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap"),
+]
 
 
 @pytest.mark.parametrize("preamble", [None, "", "Custom preamble ({timeout_seconds} s).\n"])

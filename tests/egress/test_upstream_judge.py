@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from clawrig.runner.job import Job
 from clawrig.spec.job import JobConfig, TrialConfig
+
+pytestmark = pytest.mark.sandbox
 
 SUITE = Path(__file__).resolve().parents[2] / "examples" / "wildclaw-patterns" / "tasks"
 

@@ -14,6 +14,8 @@ import pytest
 
 from clawrig.env.spec import load_env_spec
 
+pytestmark = pytest.mark.sandbox
+
 CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
 REPO = Path(__file__).resolve().parents[2]
 

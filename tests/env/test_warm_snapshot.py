@@ -24,6 +24,8 @@ from packages import make_wheel, simple_index  # noqa: E402
 
 GRADER = """
 import os
+
+pytestmark = pytest.mark.sandbox
 def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
     with open(os.path.join(workspace_path, "probe.txt")) as fh:
         return {{"overall_score": 1.0 if fh.read() == "{value}\\n" else 0.0}}

@@ -17,6 +17,8 @@ from clawrig.sandbox import SandboxConfig, create_sandbox
 sys.path.insert(0, str(Path(__file__).parent))
 from packages import make_deb, make_wheel  # noqa: E402
 
+pytestmark = pytest.mark.sandbox
+
 
 @pytest.fixture(params=["bwrap", "docker"])
 def system(request: pytest.FixtureRequest, base_rootfs: Path) -> dict[str, object]:

@@ -20,6 +20,8 @@ from clawrig.tasks.registry import load_tasks
 
 from .conftest import DEMO
 
+pytestmark = pytest.mark.sandbox
+
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):

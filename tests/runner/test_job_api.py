@@ -12,7 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from clawrig import Job, JobConfig, TrialConfig
+
+pytestmark = pytest.mark.sandbox
 
 CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
 

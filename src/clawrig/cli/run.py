@@ -144,7 +144,10 @@ def register(app: typer.Typer) -> None:
         timeout_multiplier: Annotated[
             float,
             typer.Option(
-                "--timeout-multiplier", min=0.01, help="Multiplies every task's time limit."
+                "--timeout-multiplier",
+                min=0.01,
+                max=1000.0,
+                help="Multiplies every task's time limit.",
             ),
         ] = 1.0,
         max_turns: Annotated[

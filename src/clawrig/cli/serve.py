@@ -22,7 +22,9 @@ def register(app: typer.Typer) -> None:
     def serve(
         path: Annotated[Path, typer.Argument(help="Suite path (as for clawrig run).")],
         host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="TCP port (0 = any free port).")] = 8000,
+        port: Annotated[
+            int, typer.Option(min=0, max=65535, help="TCP port (0 = any free port).")
+        ] = 8000,
         output: Annotated[
             Path, typer.Option("--output", "-o", help="Where trial folders go.")
         ] = Path("output/rl"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import ipaddress
 import json
 import os
 import shutil
@@ -54,6 +55,11 @@ NO_PROXY = "localhost,127.0.0.1,::1"
 """Never proxied: the sandbox's own loopback (warmup services, the model gateway forwarder)."""
 MAX_HEAD_BYTES = 64 * 1024
 CONNECT_TIMEOUT_S = 30.0
+HEAD_TIMEOUT_S = 10.0
+"""Seconds a client has to send its request head; a silent connection is closed."""
+MAX_CONNECTIONS = 64
+"""Connections one trial's proxy holds at once; more are refused at once (503), so one sandbox
+cannot exhaust the harness's file descriptors."""
 _CHUNK = 65536
 _HOP_HEADERS = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
 
@@ -81,13 +87,28 @@ def _response(status: int, reason: str, text: str) -> bytes:
 
 
 def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
+    """(host, port) of ``host[:port]`` or ``[v6][:port]``. Raises ValueError for a port that
+    is not a number in 1..65535."""
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") else default_port
-    host, sep, port = text.rpartition(":")
-    if sep and port.isdigit() and host:
-        return host, int(port)
-    return text, default_port
+        port = int(rest[1:]) if rest.startswith(":") else default_port
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not (sep and host):
+            host, port = text, default_port
+        else:
+            port = int(port_text)
+    if not 0 < port < 65536:
+        raise ValueError(f"port {port} out of range")
+    return host, port
+
+
+def _is_public(address: str) -> bool:
+    """True for a globally routable IP address (not loopback, private, link-local, ...)."""
+    try:
+        return ipaddress.ip_address(address.split("%", 1)[0]).is_global
+    except ValueError:
+        return False
 
 
 class EgressProxy:
@@ -115,6 +136,8 @@ class EgressProxy:
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.records: list[dict[str, Any]] = []
+        self.refused_busy = 0
+        """Connections refused because :data:`MAX_CONNECTIONS` were open."""
 
     @property
     def socket_path(self) -> Path:
@@ -167,6 +190,12 @@ class EgressProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if len(self._tasks) >= MAX_CONNECTIONS:
+            with contextlib.suppress(Exception):
+                writer.write(b"HTTP/1.1 503 Too Many Connections\r\nConnection: close\r\n\r\n")
+                writer.close()
+            self.refused_busy += 1
+            return
         self._tasks.add(task)
         try:
             await self._handle(reader, writer)
@@ -195,8 +224,13 @@ class EgressProxy:
             "bytes_down": 0,
         }
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+            TimeoutError,
+        ):
             return  # nothing that names a host: not a connection attempt worth a line
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
@@ -205,15 +239,22 @@ class EgressProxy:
             return await self._refuse(writer, record, 400, "Bad Request", started)
         method, target, version = parts
         record["method"] = method
-        if method == "CONNECT":
-            host, port = _split_hostport(target, 443)
+        try:
+            if method == "CONNECT":
+                host, port = _split_hostport(target, 443)
+                url = None
+            else:
+                url = urlsplit(target)
+                host, port = url.hostname or "", url.port or 80
+        except ValueError as exc:
+            record["reason"] = f"bad target {target[:200]!r}: {exc}"
+            return await self._refuse(writer, record, 400, "Bad Request", started)
+        if url is None:
             upstream_head = None
         else:
-            url = urlsplit(target)
             if url.scheme != "http" or not url.hostname:
                 record["reason"] = "only CONNECT and absolute http:// requests are proxied"
                 return await self._refuse(writer, record, 400, "Bad Request", started)
-            host, port = url.hostname, url.port or 80
             path = url.path or "/"
             if url.query:
                 path += "?" + url.query
@@ -239,6 +280,22 @@ class EgressProxy:
                 f"policy ({self.policy})",
             )
         address = self.resolve.get(host.lower(), host)
+        if self.policy.mode == "open" and host.lower() not in self.resolve:
+            # "open" means the internet, not this machine or its private network: a name that
+            # resolves to loopback, private or link-local addresses is refused
+            try:
+                infos = await asyncio.get_running_loop().getaddrinfo(address, port)
+            except OSError:
+                infos = []
+            local = [i[4][0] for i in infos if not _is_public(str(i[4][0]))]
+            if local:
+                record["verdict"] = "refused"
+                record["reason"] = f"{host} resolves to a local or private address ({local[0]})"
+                return await self._refuse(
+                    writer, record, 403, "Forbidden", started, f"clawrig egress: {record['reason']}"
+                )
+            if infos:
+                address = str(infos[0][4][0])
         try:
             up_r, up_w = await asyncio.wait_for(
                 asyncio.open_connection(address, port), CONNECT_TIMEOUT_S

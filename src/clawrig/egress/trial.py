@@ -10,7 +10,9 @@ lease token (a per-trial placeholder, revoked when the trial ends), an ``*_BASE_
 gateway serves. Those calls are then counted in the trial's usage and cost, held to its budget,
 recorded in model_calls.jsonl and replayable. No real key enters the sandbox; any other secret-
 looking name (``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*PASSWORD*``) gets a placeholder, and the
-rest take the host's value when set.
+rest take the host's value only when the user lets that name through by listing it in
+``CLAWRIG_PASS_ENV`` (comma-separated): a task file is untrusted input, and ``## Env`` naming
+``DATABASE_URL`` or ``GITHUB_PAT`` must not copy the host's values into a sandbox (issue 14).
 """
 
 from __future__ import annotations
@@ -53,6 +55,20 @@ _MODEL_VAR = re.compile(
     + r")_(?P<kind>API_KEY|BASE_URL|API_BASE|MODEL_ID|MODEL)$"
 )
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
+PASS_ENV_VAR = "CLAWRIG_PASS_ENV"
+"""The host environment variable listing (comma-separated) the names whose host values a task's
+``## Env`` may pass into a sandbox (agent or grader). Nothing else from the host is passed."""
+
+
+def host_value(name: str) -> str | None:
+    """The host's value of ``name`` when the user lets it through (:data:`PASS_ENV_VAR`) and it
+    is not secret-looking; None otherwise."""
+    allowed = {n.strip() for n in os.environ.get(PASS_ENV_VAR, "").split(",") if n.strip()}
+    if name not in allowed or _SECRET.search(name):
+        return None
+    return os.environ.get(name)
+
+
 USER_INSTALL_ENV = {
     "PIP_BREAK_SYSTEM_PACKAGES": "1",
     "npm_config_prefix": "/root/.local",
@@ -118,8 +134,8 @@ def agent_env(
             env[name] = model_id
         elif _SECRET.search(name):
             env[name] = PLACEHOLDER_KEY
-        elif name in os.environ:
-            env[name] = os.environ[name]
+        elif (value := host_value(name)) is not None:
+            env[name] = value
     return env
 
 

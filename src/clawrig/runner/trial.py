@@ -217,15 +217,18 @@ def suite_root_of(task: Task) -> Path:
 
 
 def grader_env(task: Task) -> dict[str, str]:
-    """Environment for graders: the task's Env names with values from the host (.env loaded by
-    the CLI), plus placeholders so graders that read judge settings do not crash with a
+    """Environment for graders: the task's Env names, with host values only for names the user
+    lets through (``CLAWRIG_PASS_ENV``, :func:`clawrig.egress.trial.host_value`), placeholders
+    for keys, plus placeholders so graders that read judge settings do not crash with a
     KeyError when they are unset (peers.md pain point 15). Real keys are never passed."""
+    from clawrig.egress.trial import host_value
+
     env: dict[str, str] = {}
     for name in task.env:
         if name.endswith("_API_KEY"):
             env[name] = "clawrig-placeholder-key"
-        elif name in os.environ:
-            env[name] = os.environ[name]
+        elif (value := host_value(name)) is not None:
+            env[name] = value
     env.setdefault("OPENROUTER_API_KEY", "clawrig-placeholder-key")
     env.setdefault("OPENROUTER_BASE_URL", "http://127.0.0.1:9/v1")
     env.setdefault("JUDGE_MODEL", "clawrig-judge-unavailable")

@@ -1,0 +1,29 @@
+"""Out-of-range numbers on the command line are usage errors (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "suites/demo", "--port", "70000"],
+        ["serve", "suites/demo", "--port", "-1"],
+        ["run", "suites/demo", "--timeout-multiplier", "inf"],
+        ["run", "suites/demo", "--timeout-multiplier", "1e9"],
+    ],
+)
+def test_out_of_range_numbers_are_usage_errors(args: list[str], tmp_path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "clawrig", *args, "-o", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()
