@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import base64
+import os
 import shutil
+import stat
 from pathlib import Path
 
 from clawrig.errors import SetupError
@@ -75,6 +77,28 @@ def materialise_workspace(task: Task, dest: Path, root: Path | None = None) -> N
         else:
             shutil.copy2(src, target)
     write_files(dest, ws.inline_files)
+    _owner_writable(dest)
+
+
+def _owner_writable(root: Path) -> None:
+    """Give the owner write access (and folders search access) to everything copied in.
+
+    Published sample sets are sometimes read-only on disk (a read-only checkout, a data
+    folder without write bits). Upstream's root in a container writes to them anyway; root in
+    a clawrig sandbox has no capabilities, so a read-only copy would leave the agent unable to
+    create ``results/`` and score a silent 0 for the harness's fault. Symlinks are left as
+    they are."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            extra = stat.S_IWUSR | (stat.S_IRUSR | stat.S_IXUSR if stat.S_ISDIR(st.st_mode) else 0)
+            if st.st_mode & extra != extra:
+                os.chmod(path, stat.S_IMODE(st.st_mode) | extra)
+    st = os.lstat(root)
+    os.chmod(root, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
 
 
 async def install_skills(sandbox: Sandbox, task: Task) -> list[str]:
