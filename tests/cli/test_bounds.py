@@ -27,3 +27,18 @@ def test_out_of_range_numbers_are_usage_errors(args: list[str], tmp_path) -> Non
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_oracle_without_a_golden_trajectory_is_refused_before_any_sandbox(tmp_path) -> None:
+    task = "examples/wildclaw/tasks/01_Productivity_Flow/01_Productivity_Flow_task_1_word_count.md"
+    r = subprocess.run(
+        [sys.executable, "-m", "clawrig", "run", task, "--agent", "oracle"]
+        + ["-o", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "no golden trajectory or gold answer" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()  # no lock, no progress file, nothing to --resume

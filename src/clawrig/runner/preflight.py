@@ -155,6 +155,21 @@ def check_model_servers(tasks: list[Task], config: JobConfig) -> list[str]:
     return problems
 
 
+def check_oracle(tasks: list[Task], config: JobConfig) -> list[str]:
+    """``--agent oracle`` replays a golden trajectory (or states the gold answer): a task with
+    neither cannot run, so say so before any sandbox starts."""
+    if config.trial.agent.partition("@")[0] != "oracle":
+        return []
+    lacking = [t for t in tasks if not t.golden_dialog and t.answer is None]
+    if not lacking:
+        return []
+    names = ", ".join(t.id for t in lacking[:3]) + (", ..." if len(lacking) > 3 else "")
+    return [
+        f"--agent oracle: {len(lacking)} task(s) have no golden trajectory or gold answer to "
+        f"replay ({names}; first: {lacking[0].source})"
+    ]
+
+
 def _fidelity_checks() -> tuple[list[Check], list[Check]]:
     from clawrig.runner import fidelity_checks as fc
 
@@ -165,6 +180,7 @@ _FIDELITY_CHECKS, _FIDELITY_NOTES = _fidelity_checks()
 
 CHECKS: list[Check] = [
     check_sandbox,
+    check_oracle,
     check_output,
     *_FIDELITY_CHECKS,
     check_model_servers,
