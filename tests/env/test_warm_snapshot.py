@@ -22,10 +22,11 @@ from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat
 sys.path.insert(0, str(Path(__file__).parent))
 from packages import make_wheel, simple_index  # noqa: E402
 
+pytestmark = pytest.mark.sandbox
+
 GRADER = """
 import os
 
-pytestmark = pytest.mark.sandbox
 def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
     with open(os.path.join(workspace_path, "probe.txt")) as fh:
         return {{"overall_score": 1.0 if fh.read() == "{value}\\n" else 0.0}}
