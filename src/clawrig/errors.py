@@ -55,7 +55,12 @@ class ProviderError(InfrastructureError):
 
 
 class ModelRequestError(UserError):
-    """The provider refused the request (400/401/403/404): fail fast with one clear line."""
+    """The provider refused the request (400/401/403/404, or a 5xx that says not to retry):
+    fail fast with one clear line. ``status``: the HTTP status, when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class BudgetExceeded(ClawrigError):

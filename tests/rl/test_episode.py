@@ -90,6 +90,17 @@ async def test_server_down_is_masked_never_zero(env, scripted_server, task_15):
     assert len(srv.requests) == env.retry.attempts  # the gateway's retries, then given up
 
 
+async def test_a_server_that_says_do_not_retry_is_masked_too(env, scripted_server, task_15):
+    # an exhausted scripted server answers 500 with x-should-retry: false (a job stops at
+    # once); for a trainer it is still the model server's failure: masked, never a 0 or a 4xx
+    srv = scripted_server([])
+    ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
+    assert ep.mask is True and ep.reward is None
+    assert ep.stop_reason == "infra_error"
+    assert "HTTP 500" in (ep.error or "")
+    assert len(srv.requests) == 1
+
+
 async def test_group_statistics_and_advantages(env, scripted_server, task_15):
     srv = scripted_server(responder=by_seed)
     group = await env.run_group(task_15, 4, base_url=srv.base_url, model="policy", seed=100)

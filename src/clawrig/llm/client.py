@@ -587,7 +587,9 @@ class OpenAIChatModel:
         hint = ""
         if status in (401, 403) and ep.api_key_env:
             hint = f" (check {ep.api_key_env})"
-        return ModelRequestError(f"{self.name}: HTTP {status} from {where}: {message}{hint}")
+        return ModelRequestError(
+            f"{self.name}: HTTP {status} from {where}: {message}{hint}", status=status
+        )
 
     async def _attempt(self, params: dict[str, Any]) -> ChatResponse:
         """One request. ``timeout_s`` bounds each read (the SDK's timeout), and the whole

@@ -501,6 +501,18 @@ class Rollouts:
                     job_id=self.job_id,
                 )
             except ModelRequestError as exc:
+                if (exc.status or 0) >= 500:  # the model server failed, it did not refuse
+                    return Episode(
+                        episode_id="",
+                        task_id=the_task.id,
+                        model=endpoint.name,
+                        agent=agent,
+                        run_index=run_index,
+                        seed=seed,
+                        stop_reason="infra_error",
+                        mask=True,
+                        error=str(exc),
+                    )
                 if any(w in str(exc).lower() for w in _CONTEXT_WORDS):
                     return Episode(
                         episode_id="",
