@@ -502,30 +502,22 @@ class Rollouts:
                 )
             except ModelRequestError as exc:
                 if (exc.status or 0) >= 500:  # the model server failed, it did not refuse
-                    return Episode(
-                        episode_id="",
-                        task_id=the_task.id,
-                        model=endpoint.name,
-                        agent=agent,
-                        run_index=run_index,
-                        seed=seed,
-                        stop_reason="infra_error",
-                        mask=True,
-                        error=str(exc),
-                    )
-                if any(w in str(exc).lower() for w in _CONTEXT_WORDS):
-                    return Episode(
-                        episode_id="",
-                        task_id=the_task.id,
-                        model=endpoint.name,
-                        agent=agent,
-                        run_index=run_index,
-                        seed=seed,
-                        stop_reason="context_length",
-                        mask=True,
-                        error=str(exc),
-                    )
-                raise
+                    stop: EpisodeStop = "infra_error"
+                elif any(w in str(exc).lower() for w in _CONTEXT_WORDS):
+                    stop = "context_length"
+                else:
+                    raise
+                return Episode(
+                    episode_id="",
+                    task_id=the_task.id,
+                    model=endpoint.name,
+                    agent=agent,
+                    run_index=run_index,
+                    seed=seed,
+                    stop_reason=stop,
+                    mask=True,
+                    error=str(exc),
+                )
             finally:
                 with contextlib.suppress(Exception):
                     await chat.aclose()
