@@ -82,8 +82,11 @@ def test_a_killed_jobs_folders_are_swept_by_the_next(tmp_path: Path) -> None:
         first.wait()
         time.sleep(0.5)
         assert all(p.exists() for p in left)  # nothing cleaned up after a SIGKILL
+        quick = tmp_path / "quick"  # the same task without its slow warmup
+        _suite(quick)
+        (quick / "tasks" / "slow_warmup.md").write_text(TASK.replace("sleep 120", "true"))
         second = subprocess.run(
-            cmd + ["--timeout-multiplier", "0.02", "-o", str(tmp_path / "out2")],
+            [*cmd[:4], str(quick / "tasks"), *cmd[5:], "-o", str(tmp_path / "out2")],
             env=env,
             capture_output=True,
             text=True,
