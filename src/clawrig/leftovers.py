@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def pid_alive(pid: int) -> bool:
 
 def sweep_dead(base: Path) -> list[Path]:
     """Remove ``clawrig-<kind>-<pid>-*`` folders in ``base`` whose pid no longer runs; return
-    them. A folder a sandbox made read-only inside is made writable first."""
+    them. An overlay still mounted in one (a killed sandbox's writable system) is unmounted
+    first, and a folder a sandbox made read-only inside is made writable."""
     removed: list[Path] = []
     try:
         entries = list(base.iterdir())
@@ -52,6 +54,9 @@ def sweep_dead(base: Path) -> list[Path]:
             continue
         if entry.is_symlink() or not entry.is_dir():
             continue
+        for merged in entry.glob("ovl*/merged"):  # a killed sandbox's writable system
+            if os.path.ismount(merged):
+                subprocess.run(["umount", "-l", str(merged)], capture_output=True, check=False)
         for dirpath, dirnames, _ in os.walk(entry):
             for d in dirnames:
                 try:
