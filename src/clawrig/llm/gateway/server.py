@@ -469,6 +469,26 @@ class Gateway:
 
         return StreamingResponse(gen(), media_type="text/event-stream")
 
+    def _upstream_failed(
+        self,
+        lease: GatewayLease,
+        seq: int,
+        key: str,
+        body: dict[str, Any],
+        status: int,
+        msg: str,
+        started: float,
+        attempts: int,
+    ) -> None:
+        """An upstream that failed after ``attempts``: the lease's error list, its request
+        count and one record (HTTP ``status``, ``msg``)."""
+        with lease._lock:
+            lease._upstream_errors.append(msg)
+        lease._count(None, retries=attempts - 1)
+        self._record(
+            lease, seq, key, body, status=status, error=msg, started=started, retries=attempts - 1
+        )
+
     async def _forward(
         self,
         lease: GatewayLease,
@@ -528,19 +548,7 @@ class Gateway:
                 f"{ep.name}: HTTP {exc.status} from {where} after {attempts} attempt"
                 f"{'s' if attempts != 1 else ''}: {_upstream_message(exc.body)}"
             )
-            with lease._lock:
-                lease._upstream_errors.append(msg)
-            lease._count(None, retries=attempts - 1)
-            self._record(
-                lease,
-                seq,
-                key,
-                body,
-                status=exc.status,
-                error=msg,
-                started=started,
-                retries=attempts - 1,
-            )
+            self._upstream_failed(lease, seq, key, body, exc.status, msg, started, attempts)
             return Response(
                 exc.body,
                 status_code=exc.status,
@@ -552,12 +560,7 @@ class Gateway:
                 f"{ep.name}: no reply from {where} after {attempts} attempt"
                 f"{'s' if attempts != 1 else ''}: {type(exc).__name__}: {_one_line(str(exc))}"
             )
-            with lease._lock:
-                lease._upstream_errors.append(msg)
-            lease._count(None, retries=attempts - 1)
-            self._record(
-                lease, seq, key, body, status=502, error=msg, started=started, retries=attempts - 1
-            )
+            self._upstream_failed(lease, seq, key, body, 502, msg, started, attempts)
             failed = _error_body(
                 502,
                 f"clawrig gateway: no reply from the upstream: {type(exc).__name__}: "
