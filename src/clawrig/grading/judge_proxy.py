@@ -34,6 +34,7 @@ Usage (runner)::
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -50,9 +51,16 @@ from clawrig.llm.gateway import (
 )
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.sandbox.base import Sandbox
+from clawrig.spec.task import Task
 from clawrig.spec.trial import Usage
 
-__all__ = ["NO_JUDGE_MODEL", "JudgeProxy", "judge_proxy", "upstream_endpoint"]
+__all__ = [
+    "NO_JUDGE_MODEL",
+    "JudgeProxy",
+    "grader_may_call_judge",
+    "judge_proxy",
+    "upstream_endpoint",
+]
 
 NO_JUDGE_MODEL = "clawrig-judge"
 """``JUDGE_MODEL`` given to graders when no judge endpoint is configured (cache only)."""
@@ -80,6 +88,32 @@ def upstream_endpoint(model: object) -> ModelEndpoint | None:
         return lease.endpoint
     endpoint = getattr(model, "endpoint", None)
     return endpoint if isinstance(endpoint, ModelEndpoint) else None
+
+
+_REACHES_JUDGE = re.compile(
+    r"environ|getenv|subprocess|multiprocessing|\bos\.(system|popen|exec|spawn|posix_spawn)"
+    r"|\bpty\b|litellm|openrouter|judge",
+    re.IGNORECASE,
+)
+"""What a grader's source must mention to find the judge proxy: it reads its environment
+(``OPENROUTER_BASE_URL`` and the token are only there), runs another program that inherits it,
+or uses a client library that reads those variables by itself."""
+
+
+def grader_may_call_judge(task: Task) -> bool:
+    """True when ``task``'s programmatic grader can reach a judge: the task reader found it
+    calling one (``metadata["grader_uses_judge"]``), its ``## Env`` names a model setting
+    (``OPENROUTER_API_KEY``, ``JUDGE_MODEL`` ...; :func:`clawrig.egress.trial.model_setting`),
+    or its source mentions one of :data:`_REACHES_JUDGE`'s words. A grader that does none of
+    these can learn neither the proxy's address nor its token, so grading it needs no proxy
+    (no in-sandbox forwarder started and stopped per trial)."""
+    from clawrig.egress.trial import model_setting
+
+    if task.metadata.get("grader_uses_judge"):
+        return True
+    if any(model_setting(name) is not None for name in task.env):
+        return True
+    return bool(task.grader.source and _REACHES_JUDGE.search(task.grader.source))
 
 
 @asynccontextmanager

@@ -49,7 +49,7 @@ from clawrig.errors import (
 )
 from clawrig.grading.answers import check_answer, combine
 from clawrig.grading.judge import judge_answer
-from clawrig.grading.judge_proxy import judge_proxy, upstream_endpoint
+from clawrig.grading.judge_proxy import grader_may_call_judge, judge_proxy, upstream_endpoint
 from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
 from clawrig.leftovers import owned_tempdir
@@ -897,16 +897,24 @@ async def _judge_env(
     run_index: int,
     folder: TrialPaths,
 ) -> AsyncIterator[dict[str, str]]:
-    """The judge proxy for a programmatic grader when the job has a gateway: yields the
-    OPENROUTER_* / JUDGE_MODEL variables to give the grader ({} otherwise)."""
+    """The judge proxy for a programmatic grader when the job has a gateway, a judge to answer
+    (a judge model, or recorded replies) and the grader can call it
+    (:func:`~clawrig.grading.judge_proxy.grader_may_call_judge`): yields the OPENROUTER_* /
+    JUDGE_MODEL variables to give the grader ({} otherwise: no forwarder started)."""
     programmatic = task.grader.kind in (GraderKind.PROGRAMMATIC, GraderKind.BOTH)
     programmatic = programmatic and config.grader in ("auto", "programmatic")
-    if services.gateway is None or not programmatic:
+    gateway = services.gateway
+    answers = gateway is not None and (
+        upstream_endpoint(services.judge) is not None
+        or services.judge_cache is not None
+        or gateway.cache is not None
+    )
+    if gateway is None or not programmatic or not answers or not grader_may_call_judge(task):
         yield {}
         return
     async with judge_proxy(
         sandbox,
-        services.gateway,
+        gateway,
         endpoint=upstream_endpoint(services.judge),
         trial_id=trial_id,
         log_path=folder.judge_chat,

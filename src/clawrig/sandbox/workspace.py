@@ -167,16 +167,20 @@ async def inject_gt(sandbox: Sandbox, task: Task) -> int:
     """Kill every process the agent started, then copy gt/ to /tmp_workspace/gt.
 
     Returns how many processes were killed. gt comes from ``Workspace.gt_dir`` (a host folder)
-    and/or ``Workspace.gt_files`` (inline, four-folder reference payloads).
+    and/or ``Workspace.gt_files`` (inline, four-folder reference payloads); a task with neither
+    gets no gt/ and no scrub (nothing is written where the agent could have aimed a link).
     """
     killed = await sandbox.kill_all()
+    ws = task.workspace
+    gt_dir = Path(ws.gt_dir) if ws.gt_dir is not None and Path(ws.gt_dir).is_dir() else None
+    if gt_dir is None and not ws.gt_files:
+        return killed
     # Whatever the agent left at gt/ goes first (a symlink there would make the injection
     # write the answers into the agent's own files), and so does every symlink that points
     # into gt/ (a results file linked to an answer file would read as correct).
     await sandbox.exec(["python3", "-I", "-S", "-c", _SCRUB_GT, PATHS.workspace, PATHS.gt])
-    ws = task.workspace
-    if ws.gt_dir is not None and Path(ws.gt_dir).is_dir():
-        await sandbox.put_dir(Path(ws.gt_dir), PATHS.gt)
+    if gt_dir is not None:
+        await sandbox.put_dir(gt_dir, PATHS.gt)
     for rel, content in ws.gt_files.items():
         await sandbox.write_file(f"{PATHS.gt}/{_safe_rel(rel).as_posix()}", _content_bytes(content))
     return killed

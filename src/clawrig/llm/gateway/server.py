@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import json
 import os
 import secrets
 import shutil
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -92,6 +94,13 @@ def _failure_headers(attempts: int, upstream: httpx.Headers | None = None) -> di
 
 def _retry_after(exc: BaseException) -> float | None:
     return retry_after_seconds(exc.headers) if isinstance(exc, _Retryable) else None
+
+
+@functools.cache
+def upstream_tls() -> ssl.SSLContext:
+    """The TLS context of every upstream client of this process: httpx's default (the CA
+    bundle of ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, else certifi's), made once."""
+    return httpx.create_ssl_context()
 
 
 class Gateway:
@@ -237,10 +246,12 @@ class Gateway:
 
     def new_upstream_client(self) -> httpx.AsyncClient:
         """A new HTTP client for upstream calls (``timeout_s`` per attempt, 30 s to connect);
-        bound to the event loop that first uses it."""
+        bound to the event loop that first uses it. Every client shares one TLS context
+        (:func:`upstream_tls`): making one reads the CA bundle, ~50 ms of CPU per trial."""
         return httpx.AsyncClient(
             timeout=httpx.Timeout(self.timeout_s, connect=30.0),
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            verify=upstream_tls(),
         )
 
     # -- leases -------------------------------------------------------------------------------
