@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Generic, TypeVar, cast
 
 from clawrig.errors import UserError
@@ -61,6 +60,8 @@ class Registry(Generic[T]):
         if self._scanned:
             return
         self._scanned = True
+        from importlib.metadata import entry_points  # costs ~20 ms: only when a name is looked up
+
         for ep in entry_points(group=self.group):
             self._targets.setdefault(ep.name, ep.value)
 

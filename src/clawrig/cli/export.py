@@ -11,7 +11,6 @@ cannot be written.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -55,6 +54,8 @@ def fourfolder(
     """Write the job's graded trials as a four-folder sample set that passes clawrig verify."""
     check_sandbox_kind(sandbox)
     _check_writable(out, "OUT", folder=True)
+    import asyncio
+
     from clawrig.export.fourfolder import export_fourfolder
 
     report = asyncio.run(

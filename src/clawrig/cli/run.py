@@ -5,17 +5,17 @@ and a summary. Options follow DataClawBench's CLI (--model/-m, --judge, --suite/
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from clawrig.cli.common import DEFAULT_PARALLEL, FLAG, err_console, stdout_console
 from clawrig.errors import UserError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 # Heavy modules (the runner, pydantic models, the openai SDK) are imported inside the command,
 # so `clawrig --help` and other commands start fast.
@@ -26,6 +26,8 @@ GRADERS = ("auto", "judge", "exact", "both", "programmatic")
 def render_summary(summary: dict[str, Any]) -> Table:
     """The end-of-job table: one row per trial (task, run, score, error, trial folder), then
     the totals (trials, graded, errors, mean score with its 95% interval)."""
+    from rich.table import Table
+
     table = Table(title=f"clawrig: {summary['model']} ({summary['agent']})", show_lines=False)
     runs = int(summary.get("runs_per_task") or 1)
     table.add_column("task")
@@ -423,6 +425,16 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     """Prepare the Job (errors before any progress bar), then run it under a progress bar."""
+    import asyncio
+
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     from clawrig.runner.batch import JobState
     from clawrig.runner.job import Job
     from clawrig.spec.trial import TrialResult
