@@ -1,7 +1,7 @@
 """One request key for every recorded call, model or judge: a judge call recorded by the gateway
 (model_calls.jsonl) and by the judge's own log (judge_chat.jsonl) is replayed through a replay
-gateway of the trial folder, whichever judge is configured at re-grade time, and by the
-RecordedChatModel adapter; a request the records lack is refused (or asked of a live judge)."""
+gateway of the trial folder, whichever judge is configured at re-grade time; a request the
+records lack is refused (or asked of a live judge)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 from gw_helpers import FAST_RETRY, upstream
 
 from clawrig.errors import ModelRequestError
-from clawrig.grading.cache import JudgeCacheMiss, RecordedChatModel
 from clawrig.grading.judge import run_judge_attempts
 from clawrig.llm.gateway import (
     JUDGE_KEY_MODEL,
@@ -114,16 +113,6 @@ async def test_a_live_judge_answers_what_the_records_lack(
         assert [r["messages"] for r in live.requests] == [other]
     finally:
         rgw.stop()
-
-
-async def test_the_chat_model_adapter_uses_the_same_key_and_reader(recorded_trial):
-    # the gateway's record (request delta-encoded, rebuilt by the reader) answers the adapter
-    model = RecordedChatModel([recorded_trial / RECORD_FILE])
-    resp = await model.chat(MESSAGES, temperature=0)
-    assert resp.content == '{"score": 1}'
-    assert (model.hits, model.misses) == (1, 0)
-    with pytest.raises(JudgeCacheMiss):
-        await model.chat(MESSAGES, temperature=0.7)
 
 
 async def test_replay_of_a_folder_without_records_is_one_clear_error(tmp_path):

@@ -232,15 +232,13 @@ def _judged_task_file(root: Path) -> Path:
     return md
 
 
-async def test_a_graders_judge_calls_replay_through_the_gateway_on_regrade(
-    scripted_server, even_responder, tmp_path
-):
-    """A programmatic grader that asked a judge through the judge proxy re-grades to the same
-    score with no judge server: the proxy answers from the trial's recorded judge calls."""
+async def _judged_trial(scripted_server, responder, tmp_path):
+    """(result, folder, judge server) of one native-agent trial of the judged task, run through
+    a gateway whose judge (a scripted server) answers {"score": 0.75}."""
     from clawrig.llm.gateway import Gateway
 
     (task,) = load_tasks(_judged_task_file(tmp_path / "bench"))
-    agent = scripted_server(responder=even_responder)
+    agent = scripted_server(responder=responder)
     judge = scripted_server(responder=lambda req: reply('{"score": 0.75}'))
     with Gateway() as gw:
         services = TrialServices(
@@ -252,9 +250,110 @@ async def test_a_graders_judge_calls_replay_through_the_gateway_on_regrade(
             tmp_path / "out",
             services=services,
         )
+    return result, folder, judge
+
+
+async def test_a_graders_judge_calls_replay_through_the_gateway_on_regrade(
+    scripted_server, even_responder, tmp_path
+):
+    """A programmatic grader that asked a judge through the judge proxy re-grades to the same
+    score with no judge server: the proxy answers from the trial's recorded judge calls."""
+    result, folder, judge = await _judged_trial(scripted_server, even_responder, tmp_path)
     assert result.error is None and result.score.score == 0.75
     assert len(judge.requests) == 1
     judge.stop()  # no judge from here on
     report = await regrade_trial(folder)
     assert report.same and report.after.score == 0.75
     assert report.judge_cache == {"hits": 1, "misses": 0}
+
+
+def test_grade_write_recomputes_the_job_summary_and_the_viewer_index(demo_oracle_job, tmp_path):
+    """`grade --write` on one trial of a job whose end state lost its result file: the trial,
+    the job's summary and a running viewer's index all show the new score 0.0; the summary's
+    averages are the expected rewards with that one task at 0, worked out here."""
+    from clawrig.view.index import FolderIndex
+
+    job = tmp_path / "job"
+    shutil.copytree(demo_oracle_job, job)
+    (trial,) = (job / "000015").iterdir()
+    (trial / "end_state" / "results" / "results.md").unlink()
+    (summary_file,) = job.glob("summary_*.json")
+    before = json.loads(summary_file.read_text())
+    index = FolderIndex(job, min_interval=0)  # a viewer open on the job
+    assert index.rows[f"000015/{trial.name}"]["score"] == 1.0
+
+    r = _grade(str(trial), "--write")
+    assert r.returncode == 1 and "recorded 1.0 -> re-graded 0.0" in r.stdout, r.stdout
+    assert f"summary recomputed: {summary_file}" in r.stdout.replace("\n", "")
+    expected = _expected_rewards()
+    expected["000015"] = 0.0
+    mean = sum(expected.values()) / len(expected)
+    after = json.loads(summary_file.read_text())
+    row = next(t for t in after["tasks"] if t["task_id"] == "000015")
+    assert row["score"] == 0.0 and row["meets_expected"] is False
+    assert after["wildclaw"]["overall"] == pytest.approx(mean)
+    assert after["mean"]["mean"] == pytest.approx(mean)
+    assert after["overall_score"] == pytest.approx(mean)
+    assert after["regraded_at"] and after["job_id"] == before["job_id"]
+    assert after["timestamp"] == before["timestamp"] and after["model"] == before["model"]
+    index.refresh()
+    assert index.rows[f"000015/{trial.name}"]["score"] == 0.0
+    assert json.loads((trial / "score.json").read_text())["score"] == 0.0
+
+
+async def test_a_replay_miss_is_reported_and_a_live_judge_answers_it(
+    scripted_server, even_responder, tmp_path
+):
+    """The grader's judge request changes (the end state was edited): nothing recorded answers
+    it, so `clawrig grade` says so in one line and `--write` writes nothing; with `--judge` a
+    live judge answers it."""
+    import os
+
+    result, folder, judge = await _judged_trial(scripted_server, even_responder, tmp_path)
+    assert result.score.score == 0.75
+    judge.stop()
+    out = folder / "end_state" / "results" / "out.txt"
+    out.write_text(out.read_text() + " and more")
+    before = _tree_digest(folder)
+    r = _grade(str(folder), "--write")
+    assert r.returncode == 1
+    assert "replay miss: the grading asked the judge 1 request(s) the trial never recorded" in (
+        r.stdout.replace("\n", "")
+    )
+    assert "Traceback" not in r.stdout + r.stderr
+    assert _tree_digest(folder) == before  # not written
+    live = scripted_server(responder=lambda req: reply('{"score": 0.5}'))
+    env = dict(os.environ, LIVE_BASE_URL=live.base_url, LIVE_API_KEY="k")
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    r = subprocess.run(
+        [clawrig, "grade", str(folder), "--judge", "live/judge", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    report = json.loads(r.stdout)
+    assert report["after"]["score"] == 0.5 and report["judge_cache"]["misses"] == 1
+    assert len(live.requests) == 1
+
+
+async def test_an_answer_judge_replay_miss_is_a_grading_error_not_a_crash(
+    scripted_server, tmp_path
+):
+    """The answer judge's request is not in the records (the transcript's answer changed):
+    the re-grade reports a grading error naming the replay miss."""
+    root = _dataclaw_root(tmp_path)
+    (task,) = load_tasks(root)
+    agent = scripted_server([reply('["0.1142", "-0.2132", "0.33"]')])
+    judge = scripted_server(
+        [reply('{"scores": {"part_0": 1, "part_1": 1, "part_2": 1}, "total": 1.0, "notes": ""}')]
+    )
+    services = TrialServices(model=agent.chat_model(), judge=judge.chat_model("scripted/judge"))
+    config = TrialConfig(agent="native", model="scripted/agent")
+    _, folder = await run_trial(task, config, tmp_path / "out", services=services)
+    judge.stop()
+    chat = folder / "chat.jsonl"
+    chat.write_text(chat.read_text().replace("0.1142", "0.9999"))
+    report = await regrade_trial(folder)
+    assert report.judge_cache["misses"] >= 1 and report.replay_misses >= 1
+    assert report.after.score is None and "replay: no recorded response" in report.after.error

@@ -41,11 +41,18 @@ def register(app: typer.Typer) -> None:
         judge_cache: Annotated[
             list[Path] | None,
             typer.Option(
-                "--judge-cache", help="judge_chat.jsonl files to replay (default: the trial's)"
+                "--judge-cache",
+                help="more recorded judge calls to replay (judge_chat.jsonl or model_calls.jsonl "
+                "files), beside the trial's own",
             ),
         ] = None,
         judge: Annotated[
-            str | None, typer.Option("--judge", help="live judge for requests the cache lacks")
+            str | None,
+            typer.Option(
+                "--judge",
+                help="a live judge model for requests the records lack (without it such a "
+                "request is a replay miss: reported, and the trial is not written)",
+            ),
         ] = None,
         grader: Annotated[
             str | None,
@@ -63,7 +70,7 @@ def register(app: typer.Typer) -> None:
                 "--write",
                 metavar="",
                 help="replace the trial's score.json, process_score.json and result.json with "
-                "the new grading (without it nothing in the folder changes)",
+                "the new grading and recompute its job's summary (without it nothing changes)",
             ),
         ] = False,
         as_json: Annotated[
@@ -73,7 +80,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Grade finished trials again; exit 1 when a score differs from the recorded one."""
         from clawrig.errors import UserError
-        from clawrig.runner.regrade import regrade_trial
+        from clawrig.runner.regrade import RegradeReport, refresh_job_summary, regrade_trial
 
         if grader is not None and grader not in ("auto", "programmatic", "judge", "exact", "both"):
             raise UserError(
@@ -85,7 +92,7 @@ def register(app: typer.Typer) -> None:
 
             live = get_model(judge, role="judge")
 
-        async def all_reports():  # one event loop for every trial
+        async def all_reports() -> list[RegradeReport]:  # one event loop for every trial
             return [
                 await regrade_trial(
                     folder,
@@ -94,6 +101,7 @@ def register(app: typer.Typer) -> None:
                     judge_cache=judge_cache,
                     sandbox=sandbox,
                     write=write,
+                    refresh=False,
                 )
                 for folder in _trial_folders(trial_dirs)
             ]
@@ -101,6 +109,15 @@ def register(app: typer.Typer) -> None:
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
         reports = asyncio.run(all_reports())
+        summaries: dict[Path, Path] = {}  # job folder -> its refreshed summary
+        for report in reports:
+            job = Path(report.trial).parent.parent
+            if report.written and job not in summaries:
+                refreshed = refresh_job_summary(Path(report.trial))
+                if refreshed is not None:
+                    summaries[job] = refreshed
+            if report.written and job in summaries:
+                report.summary = str(summaries[job])
         for report in reports:
             if as_json:
                 typer.echo(json.dumps(report.model_dump(mode="json")))
@@ -115,10 +132,21 @@ def register(app: typer.Typer) -> None:
                 highlight=False,
                 soft_wrap=True,
             )
-            if report.after.error:
+            if report.replay_misses:
+                console.print(
+                    f"replay miss: the grading asked the judge {report.replay_misses} "
+                    "request(s) the trial never recorded; pass --judge MODEL to ask a live judge"
+                    + (" (not written)" if write else ""),
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            elif report.after.error:
                 console.print(f"grading error: {report.after.error}", highlight=False)
         if len(reports) > 1 and not as_json:
             same = sum(r.same for r in reports)
             console.print(f"{same}/{len(reports)} trials re-grade to their recorded scores")
+        if not as_json:
+            for path in summaries.values():
+                console.print(f"summary recomputed: {path}", highlight=False, soft_wrap=True)
         if not all(r.same for r in reports):
             raise typer.Exit(1)

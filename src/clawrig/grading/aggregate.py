@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from clawrig import __version__
 from clawrig.spec.job import JobConfig
-from clawrig.spec.summary import JobSummary, TaskRow
+from clawrig.spec.summary import JobSummary, TaskRef, TaskRow
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
 
@@ -52,6 +52,7 @@ __all__ = [
     "student_t_cdf",
     "student_t_quantile",
     "job_summary",
+    "rescore_summary",
     "summarize",
     "usage_totals",
     "wildclaw_average",
@@ -487,19 +488,84 @@ def job_summary(
 ) -> JobSummary:
     """The job's ``summary_<model>.json``: DataClawBench's keys plus :func:`summarize`'s
     statistics over ``results``, one row per trial (sorted by task id and run index) whose
-    ``score`` is its counted score. ``not_run`` = tasks x runs - results. ``data`` / ``web``:
-    the summary's entries for the pulled data and the web mode (the runner gives them)."""
+    ``score`` is its counted score. ``not_run`` = tasks x runs - results; ``unrun`` lists the
+    selected tasks without any trial (so :func:`rescore_summary` keeps WildClawBench's
+    denominator). ``data`` / ``web``: the summary's entries for the pulled data and the web
+    mode (the runner gives them)."""
     import datetime as dt
     import sys
 
     results = list(results)
+    ran = {r.task_id for r in results}
+    base = JobSummary.model_validate(
+        {
+            "model": job.trial.model,
+            "agent": job.trial.agent,
+            "benchmark_version": f"clawrig {__version__}",
+            "timestamp": dt.datetime.now(dt.UTC).isoformat(),
+            "job_id": job_id,
+            "suite": job.suite,
+            "suite_path": str(job.suite_path),
+            "data": data,
+            "web": web,
+            "formats": sorted({str(t.format) for t in tasks}),
+            "runs_per_task": job.runs,
+            "unrun": [
+                TaskRef(task_id=t.id, category=t.category, modality=_modality(t))
+                for t in tasks
+                if t.id not in ran
+            ],
+            "threshold": job.trial.success_threshold,
+            "notes": SUMMARY_NOTES,
+            "budget_usd": job.budget_usd,
+            "budget_stopped": budget_stopped,
+            "interrupted": interrupted,
+            "not_run": len(tasks) * job.runs - len(results),
+            "elapsed_s": round(elapsed_s, 3),
+            "python": sys.version.split()[0],
+        }
+    )
+    refs = [TaskRef(task_id=t.id, category=t.category, modality=_modality(t)) for t in tasks]
+    return _scored(base, results, refs, {t.id: t.expected_reward for t in tasks})
+
+
+def rescore_summary(summary: JobSummary, results: Iterable[TrialResult]) -> JobSummary:
+    """``summary`` with its rows and every statistic recomputed from ``results`` (the same
+    trials, e.g. after ``clawrig grade --write``), the job's own entries (model, suite, data,
+    web, budget, timings) kept. The task set is the summary's rows plus ``unrun``, with their
+    categories, modalities and expected rewards."""
+    refs: dict[str, TaskRef] = {}
+    expected: dict[str, float | None] = {}
+    for row in summary.tasks:
+        refs.setdefault(
+            row.task_id,
+            TaskRef(task_id=row.task_id, category=row.category, modality=row.modality),
+        )
+        expected.setdefault(row.task_id, row.expected_reward)
+    for ref in summary.unrun:
+        refs.setdefault(ref.task_id, ref)
+    return _scored(summary, results, list(refs.values()), expected)
+
+
+def _modality(task: Task) -> str | None:
+    return task.modality if task.format == "wildclaw" else None
+
+
+def _scored(
+    base: JobSummary,
+    results: Iterable[TrialResult],
+    refs: Sequence[TaskRef],
+    expected: Mapping[str, float | None],
+) -> JobSummary:
+    """``base`` with the rows and statistics of ``results`` over the task set ``refs``."""
+    results = list(results)
+    modality = {r.task_id: r.modality for r in refs if r.modality}
     stats = summarize(
         results,
-        tasks={t.id: t.category for t in tasks},
-        threshold=job.trial.success_threshold,
-        modalities={t.id: t.modality for t in tasks if t.format == "wildclaw"},
+        tasks={r.task_id: r.category for r in refs},
+        threshold=base.threshold,
+        modalities=modality,
     )
-    expected = {t.id: t.expected_reward for t in tasks}
     rows = []
     for r in sorted(results, key=lambda x: (x.task_id, x.run_index)):
         score = r.counted_score()
@@ -508,6 +574,7 @@ def job_summary(
             TaskRow(
                 task_id=r.task_id,
                 category=r.category,
+                modality=modality.get(r.task_id),
                 run_index=r.run_index,
                 score=score,
                 expected_reward=exp,
@@ -521,42 +588,22 @@ def job_summary(
             )
         )
     usage = stats["usage"]
-    return JobSummary.model_validate(
-        {
-            "model": job.trial.model,
-            "agent": job.trial.agent,
-            "benchmark_version": f"clawrig {__version__}",
-            "timestamp": dt.datetime.now(dt.UTC).isoformat(),
-            "job_id": job_id,
-            "suite": job.suite,
-            "suite_path": str(job.suite_path),
-            "data": data,
-            "web": web,
-            "formats": sorted({str(t.format) for t in tasks}),
-            "runs_per_task": job.runs,
-            "tasks": rows,
-            "overall_score": stats["dataclaw"]["overall_score"],
-            "error_count": stats["error_count"],
-            "evaluated_count": stats["evaluated_count"],
-            "efficiency": {
-                "total_tokens": usage["total_tokens"],
-                "total_cost_usd": round(usage["total_cost_usd"], 9),
-                "total_requests": usage["total_requests"],
-            },
-            "process": stats["process"],
-            "wildclaw": stats["wildclaw"],
-            "mean": stats["mean"],
-            "pass": stats["pass"],
-            "errors_by_kind": stats["errors_by_kind"],
-            "agreement": stats["agreement"],
-            "usage": usage,
-            "threshold": stats["threshold"],
-            "notes": SUMMARY_NOTES,
-            "budget_usd": job.budget_usd,
-            "budget_stopped": budget_stopped,
-            "interrupted": interrupted,
-            "not_run": len(tasks) * job.runs - len(results),
-            "elapsed_s": round(elapsed_s, 3),
-            "python": sys.version.split()[0],
-        }
-    )
+    scored = {
+        "tasks": [row.model_dump(mode="json") for row in rows],
+        "overall_score": stats["dataclaw"]["overall_score"],
+        "error_count": stats["error_count"],
+        "evaluated_count": stats["evaluated_count"],
+        "efficiency": {
+            "total_tokens": usage["total_tokens"],
+            "total_cost_usd": round(usage["total_cost_usd"], 9),
+            "total_requests": usage["total_requests"],
+        },
+        "process": stats["process"],
+        "wildclaw": stats["wildclaw"],
+        "mean": stats["mean"],
+        "pass": stats["pass"],
+        "errors_by_kind": stats["errors_by_kind"],
+        "agreement": stats["agreement"],
+        "usage": usage,
+    }
+    return JobSummary.model_validate(base.to_json() | scored)

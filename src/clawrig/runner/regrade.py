@@ -8,22 +8,23 @@ configuration (grader mode, sandbox kind, and so the same :class:`TimeoutPlan`: 
 transcript text the harness put at the session path (``chat.jsonl``), gt/ injected and the
 services restarted from their saved audits, then the same grader.
 
-Judge calls replay from the trial's records (``judge_chat.jsonl``, ``judge_process_chat.jsonl``,
-or the ``judge_cache`` files given): a programmatic grader's judge calls go through the judge
-proxy of a model gateway whose response cache holds them (:class:`clawrig.llm.gateway.
-ResponseCache`, the gateway's request key), as in the run; the answer and process judges are
-answered by :class:`clawrig.grading.cache.RecordedChatModel` (the seam left: its own request
-key, until the gateway owns that one too). ``judge`` (a live model) answers what the records
-lack; without it a missing reply is a grading error, never a silent 0.
+Every judge call, a programmatic grader's (through the judge proxy) and the answer and process
+judges', goes through a replay gateway of the trial folder
+(:func:`clawrig.llm.gateway.replay_gateway`): it answers from the calls the trial recorded
+(``model_calls.jsonl``, ``judge_chat.jsonl``, ``judge_process_chat.jsonl``) plus the
+``judge_cache`` files given, under the one request key of every recorded call
+(:func:`clawrig.llm.gateway.request_key`). A request the records lack is a *replay miss*: refused
+(the report counts it and says so in one line) unless ``judge`` (a live model) is given, which
+then answers it.
 
 Nothing in the trial folder changes unless ``write=True``: then score.json, process_score.json
-and result.json are replaced atomically (each written to a temporary file and renamed).
+and result.json are replaced atomically (each written to a temporary file and renamed), and
+the job folder's summary that lists the trial is recomputed from its trials' result.json
+(:func:`refresh_job_summary`), so the trial and the job agree.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -31,15 +32,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from clawrig.errors import UserError
-from clawrig.grading.cache import RecordedChatModel
+from clawrig.errors import ModelRequestError, UserError
 from clawrig.llm.base import ChatModel
-from clawrig.llm.gateway import Gateway, ResponseCache
+from clawrig.llm.gateway import recorded_models, replay_gateway, replay_model
 from clawrig.runner.trial import RecordedEndState, Trial, TrialServices
 from clawrig.spec.job import GraderMode, TrialConfig
-from clawrig.spec.layout import TrialPaths
-from clawrig.spec.task import GraderKind, Task
-from clawrig.spec.trial import ScoreFile, TrialResult
+from clawrig.spec.layout import JobPaths, TrialPaths
+from clawrig.spec.task import Task
+from clawrig.spec.trial import ErrorKind, Score, ScoreFile, TrialError, TrialResult
 from clawrig.tasks.registry import load_tasks
 
 
@@ -55,8 +55,9 @@ class GradeSide(BaseModel):
 class RegradeReport(BaseModel):
     """What ``clawrig grade`` reports for one trial: the recorded and the re-graded outcome,
     whether they are the same (scores, sub-scores and process metrics), the judge records
-    used (hits: answered from the trial's records; misses: asked of ``--judge``), and whether
-    the trial folder was rewritten (``--write``)."""
+    used (hits: answered from the records; misses: requests they lack, refused without a live
+    ``--judge``, else asked of it), and whether the trial folder (and its job summary) was
+    rewritten (``--write``)."""
 
     task_id: str
     trial: str
@@ -67,6 +68,15 @@ class RegradeReport(BaseModel):
     grader_timeout_s: float
     """The grader's limit used (the recorded trial's :class:`TimeoutPlan`), seconds."""
     written: bool = False
+    live_judge: bool = False
+    """True when a live judge answered what the records lack (``--judge``)."""
+    summary: str | None = None
+    """The job summary refreshed after ``--write`` (its path), None when none lists the trial."""
+
+    @property
+    def replay_misses(self) -> int:
+        """Judge requests the records lack that no live judge answered."""
+        return 0 if self.live_judge else self.judge_cache.get("misses", 0)
 
 
 def load_trial(folder: Path) -> TrialResult:
@@ -100,10 +110,37 @@ def _task_of(trial: TrialResult, folder: Path) -> Task:
     return tasks[0]
 
 
-def _write_json_atomic(path: Path, value: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+def refresh_job_summary(trial_folder: Path) -> Path | None:
+    """Recompute the summary of the job folder that holds ``trial_folder``
+    (``<job>/<task_id>/<trial>``) from the result.json of every trial it lists
+    (:func:`clawrig.grading.aggregate.rescore_summary`), written atomically with
+    ``regraded_at`` set, and mark the task folder changed so a running viewer re-reads the
+    trial. Returns the summary's path, None when no summary lists the trial. Raises UserError
+    naming a summary or a listed trial's result.json that cannot be read."""
+    import datetime as dt
+
+    from clawrig.grading.aggregate import rescore_summary
+    from clawrig.runner.batch import write_json_atomic
+    from clawrig.spec.summary import JobSummary
+
+    trial_folder = Path(trial_folder)
+    job = JobPaths(trial_folder.parent.parent)
+    rel = f"{trial_folder.parent.name}/{trial_folder.name}"
+    for path in job.summaries():
+        try:
+            summary = JobSummary.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{path}: not a readable summary ({exc.__class__.__name__})") from None
+        if not any(row.trial == rel for row in summary.tasks):
+            continue
+        results = [load_trial(job.root / row.trial) for row in summary.tasks]
+        fresh = rescore_summary(summary, results).model_copy(
+            update={"regraded_at": dt.datetime.now(dt.UTC).isoformat()}
+        )
+        write_json_atomic(path, fresh.to_json())
+        os.utime(trial_folder.parent)  # the viewer's index re-reads changed task folders
+        return path
+    return None
 
 
 async def regrade_trial(
@@ -115,15 +152,20 @@ async def regrade_trial(
     sandbox: str | None = None,
     out_dir: Path | None = None,
     write: bool = False,
+    refresh: bool = True,
 ) -> RegradeReport:
     """Grade the trial in ``folder`` again under its recorded conditions (module docs).
 
-    ``grader`` / ``sandbox``: None = as recorded. ``judge_cache`` defaults to the trial's
-    recorded judge logs; ``judge`` answers requests the records lack. The new judge logs go to
-    ``out_dir`` (default: a temporary folder). ``write``: replace the folder's score.json,
-    process_score.json and result.json with the new grading (never otherwise). Raises
+    ``grader`` / ``sandbox``: None = as recorded. ``judge_cache``: record files replayed
+    beside the trial's own; ``judge``: a live model for requests the records lack (without
+    it such a request is a replay miss: counted in the report, a grading error). The new
+    judge logs go to ``out_dir`` (default: a temporary folder). ``write``: replace the
+    folder's score.json, process_score.json and result.json with the new grading (never
+    otherwise; not after a replay miss, whose grading error would replace a real grading),
+    then, with ``refresh``, the job summary that lists the trial (:func:`refresh_job_summary`;
+    re-grading many trials of one job: pass False and refresh once at the end). Raises
     UserError for a folder that is not a gradable trial (no result.json, an infrastructure,
-    setup or cancelled error, a task that cannot be found).
+    setup or cancelled error, a task that cannot be found) or a missing ``judge_cache`` file.
     """
     folder = Path(folder)
     trial = load_trial(folder)
@@ -141,31 +183,37 @@ async def regrade_trial(
         update["sandbox"] = sandbox
     config = config.model_copy(update=update)
     paths = TrialPaths(folder)
-    caches = judge_cache
-    if caches is None:
-        caches = [p for p in paths.judge_logs if p.is_file() and p.stat().st_size > 0]
-    model = RecordedChatModel(caches, fallback=judge) if caches else judge
-    programmatic = task.grader.kind in (GraderKind.PROGRAMMATIC, GraderKind.BOTH)
-    programmatic = programmatic and config.grader in ("auto", "programmatic")
-    proxy_cache = ResponseCache()
-    for path in caches if programmatic else []:
-        proxy_cache.load_records(path)
+    extra = list(judge_cache or [])
+    for path in extra:
+        if not Path(path).is_file():
+            raise UserError(f"--judge-cache: no such file: {path}")
+    recorded_judge = recorded_models(folder).get("judge")
+    if recorded_judge is None and extra:
+        recorded_judge = "judge"
+    model = judge or (replay_model(recorded_judge) if recorded_judge else None)
     recorded = RecordedEndState.of(folder)
     logs = out_dir or Path(tempfile.mkdtemp(prefix="clawrig-regrade-logs-"))
-    with Gateway() if programmatic else contextlib.nullcontext() as gateway:
-        services = TrialServices(
-            judge=judge if programmatic else model,  # the proxy forwards misses to ``judge``
-            gateway=gateway,
-            judge_cache=proxy_cache if programmatic else None,
-        )
+    gateway = replay_gateway(
+        folder, extra=extra, live=judge is not None, what="TRIAL_DIR", allow_empty=True
+    )
+    with gateway:
+        services = TrialServices(judge=model, gateway=gateway)
         async with Trial(
             task, config, services=services, folder=logs, run_index=trial.run_index
         ) as again:
             await again.sandbox_up(recorded=recorded, with_agent=False)
             await again.put_transcript(recorded.transcript_text)
             await again.gt_in()
-            score, _judge_score, process = await again.grade()
-    records = proxy_cache if programmatic else model
+            try:
+                score, _judge_score, process = await again.grade()
+            except ModelRequestError as exc:  # a judge's replay miss (or a live judge refusing)
+                score, process = Score(grader="judge", error=str(exc)), {}
+                again.result.score = score
+                again.result.error = TrialError(
+                    kind=ErrorKind.GRADING, message=str(exc), phase="grading"
+                )
+    records = gateway.cache
+    assert records is not None  # a replay gateway always has its cache
     before_score = trial.score
     after_result = again.result
     before = GradeSide(
@@ -186,29 +234,35 @@ async def regrade_trial(
         and (trial.process or {}) == (process or {})
     )
     written = False
-    if write:
+    summary: Path | None = None
+    misses = 0 if judge is not None else records.misses
+    if write and not misses:
+        from clawrig.runner.batch import write_json_atomic
+
         updated = trial.model_copy(
             update={
                 "score": score,
                 "judge_score": after_result.judge_score,
                 "process": process,
-                "error": after_result.error if after_result.error else trial.error,
+                # a new grading replaces an old grading error; the agent's error stays
+                "error": after_result.error
+                or (trial.error if trial.error and trial.error.kind != ErrorKind.GRADING else None),
             }
         )
-        _write_json_atomic(paths.score, ScoreFile.of(updated).model_dump(mode="json"))
-        _write_json_atomic(paths.process_score, updated.process)
-        _write_json_atomic(paths.result, updated.model_dump(mode="json"))
+        write_json_atomic(paths.score, ScoreFile.of(updated).model_dump(mode="json"))
+        write_json_atomic(paths.process_score, updated.process)
+        write_json_atomic(paths.result, updated.model_dump(mode="json"))
         written = True
+        summary = refresh_job_summary(folder) if refresh else None
     return RegradeReport(
         task_id=trial.task_id,
         trial=str(folder),
         before=before,
         after=after,
         same=same,
-        judge_cache={
-            "hits": getattr(records, "hits", 0),
-            "misses": getattr(records, "misses", 0),
-        },
+        judge_cache={"hits": records.hits, "misses": records.misses},
         grader_timeout_s=again.plan.grader_s,
         written=written,
+        live_judge=judge is not None,
+        summary=str(summary) if summary is not None else None,
     )

@@ -18,11 +18,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from clawrig.spec.trial import TrialError, Usage
 
 
+class TaskRef(BaseModel):
+    """A task of the job's selection: its id, category and (WildClawBench) modality."""
+
+    task_id: str
+    category: str = ""
+    modality: str | None = None
+    """``multimodal`` | ``pure-text`` for WildClawBench tasks, else None."""
+
+
 class TaskRow(BaseModel):
     """One trial of the job: ``score`` is its counted score (None: not scored)."""
 
     task_id: str
     category: str = ""
+    modality: str | None = None
+    """``multimodal`` | ``pure-text`` for WildClawBench tasks, else None."""
     run_index: int = 0
     score: float | None = None
     expected_reward: float | None = None
@@ -154,6 +165,9 @@ class JobSummary(BaseModel):
     """The task formats of the job (wildclaw, fourfolder, dataclaw): which headline to show."""
     runs_per_task: int = 1
     tasks: list[TaskRow] = Field(default_factory=list)
+    unrun: list[TaskRef] = Field(default_factory=list)
+    """Selected tasks without any trial in ``tasks`` (budget stop, interrupt): WildClawBench's
+    average counts them 0, so a re-computed summary needs them."""
     overall_score: float | None = None
     error_count: int = 0
     evaluated_count: int = 0
@@ -173,6 +187,8 @@ class JobSummary(BaseModel):
     not_run: int = 0
     elapsed_s: float = 0.0
     python: str = ""
+    regraded_at: str | None = None
+    """When ``clawrig grade --write`` last recomputed the summary (ISO 8601, UTC), else None."""
 
     def to_json(self) -> dict[str, object]:
         """The JSON object written to summary_<model>.json (``pass`` under its own name)."""

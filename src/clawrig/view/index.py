@@ -5,9 +5,10 @@ A job folder (docs/outputs.md) holds ``<task_id>/<trial folder>/result.json`` pe
 on every page load would be slow, so :class:`FolderIndex` keeps one row per trial (the numbers
 the job page shows) in ``<job folder>/.clawrig_view_index.json`` and, on each refresh, re-reads
 only the task folders whose modification time changed (a trial folder is renamed into its task
-folder whole, which changes that folder's mtime). The first open of a job also checks every
-result.json's mtime, so a re-graded trial is picked up. Everything else a trial holds
-(transcript, model calls, end state) is read only when its page is asked for.
+folder whole, which changes that folder's mtime; ``clawrig grade --write`` touches the task
+folder too), comparing each trial's result.json mtime. The first open of a job checks every
+result.json's mtime, so a trial re-graded while no viewer ran is picked up as well. Everything
+else a trial holds (transcript, model calls, end state) is read only when its page is asked for.
 
 A folder may hold several jobs (one per model, and earlier jobs of the same model): a
 :class:`JobView` is one model's current job: the ``job_id`` of its progress file when there is
@@ -216,7 +217,7 @@ class FolderIndex:
                 except OSError:
                     continue
                 if full or self.dir_mtimes.get(name) != mtime:
-                    changed |= self._scan_task_dir(name, check_files=full)
+                    changed |= self._scan_task_dir(name)
                     self.dir_mtimes[name] = mtime
             for gone in [d for d in set(self.dir_mtimes) | set(self._in_dir) if d not in seen]:
                 self.dir_mtimes.pop(gone, None)
@@ -228,7 +229,7 @@ class FolderIndex:
                 self._save_cache()
             return changed
 
-    def _scan_task_dir(self, name: str, *, check_files: bool) -> bool:
+    def _scan_task_dir(self, name: str) -> bool:
         changed = False
         present: set[str] = set()
         try:
@@ -246,8 +247,8 @@ class FolderIndex:
                 continue
             present.add(rel)
             old = self.rows.get(rel)
-            if old is not None and (not check_files or old.get("mt") == mtime):
-                continue
+            if old is not None and old.get("mt") == mtime:
+                continue  # a re-graded trial (``clawrig grade --write``) has a new mtime
             raw = _read_json(rpath)
             if raw is None:
                 continue

@@ -149,13 +149,19 @@ class ResponseCache:
 
     @classmethod
     def from_job(
-        cls, job_dir: Path | str, *, extra: Iterable[Path | str] = (), what: str = "--replay"
+        cls,
+        job_dir: Path | str,
+        *,
+        extra: Iterable[Path | str] = (),
+        what: str = "--replay",
+        allow_empty: bool = False,
     ) -> ResponseCache:
         """Every recorded model call of a finished job folder or of one trial folder (each
         trial's :data:`RECORD_FILE` and :data:`JUDGE_LOGS`, a call recorded in two of them
         counted once; ``_retried`` and ``.tmp-*`` trials are skipped), plus the record files
         ``extra`` (e.g. ``--judge-cache`` files). ``what`` names the option in errors. Raises
-        UserError when the folder does not exist or no recorded call is found."""
+        UserError when the folder does not exist, or no recorded call is found and not
+        ``allow_empty`` (a re-grade of a trial that called no model)."""
         root = Path(job_dir)
         if not root.is_dir():
             raise UserError(f"{what}: no such job or trial folder: {root}")
@@ -174,7 +180,7 @@ class ResponseCache:
             if not Path(extra_file).is_file():
                 raise UserError(f"--judge-cache: no such file: {extra_file}")
             cache.load_records(extra_file)
-        if len(cache) == 0:
+        if len(cache) == 0 and not allow_empty:
             raise UserError(
                 f"{what}: {root}: no recorded model calls ({RECORD_FILE}, "
                 f"{', '.join(JUDGE_LOGS)}) in its trial folders"

@@ -864,6 +864,7 @@ def replay_gateway(
     extra: Iterable[Path | str] = (),
     live: bool = False,
     what: str = "--replay",
+    allow_empty: bool = False,
     **kwargs: Any,
 ) -> Gateway:
     """An (unstarted) gateway that answers every request, the agent's or a judge's (the judge
@@ -874,13 +875,16 @@ def replay_gateway(
     ``live``: False refuses a request the records lack (HTTP 404, one line: the run diverged);
     True forwards it to the lease's endpoint (a live ``--judge``) without adding it to the
     records. ``what`` names the option in errors; ``kwargs`` go to :class:`Gateway`. Raises
-    UserError when the folder does not exist or holds no recorded call.
+    UserError when the folder does not exist or holds no recorded call (unless
+    ``allow_empty``: a re-grade of a trial that called no model, where any request is a miss).
 
     Re-grading: ``gw = replay_gateway(trial_dir, what="TRIAL_DIR").start()``, then
     ``TrialServices(gateway=gw, judge=live_judge or replay_model(recorded_models(trial_dir)
     ["judge"]))``; the trial's grading phase reaches the judge through the gateway.
     """
-    cache = ResponseCache.from_job(trial_or_job_dir, extra=extra, what=what)
+    cache = ResponseCache.from_job(
+        trial_or_job_dir, extra=extra, what=what, allow_empty=allow_empty
+    )
     return Gateway(cache=cache, cache_mode="prefer" if live else "only", **kwargs)
 
 
