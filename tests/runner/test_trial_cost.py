@@ -1,20 +1,28 @@
-"""What a trial does not pay for when it does not need it (issue 19): no judge proxy (its
-in-sandbox forwarder) for a grader that cannot call a judge or when no judge can answer, and
-no gt/ work for a task without gt. Real trials in real bwrap sandboxes, a real gateway, a
-scripted judge server on loopback."""
+"""Per-trial cost and time limits (issue 19). A trial does not pay for what it does not need:
+no judge proxy (its in-sandbox forwarder) for a grader that cannot call a judge or when no
+judge can answer, no gt/ work for a task without gt. Time it waits on the harness (sandbox-start,
+model and grading slots) is recorded and not held against the agent. Real trials in real bwrap
+sandboxes, a real gateway, scripted model servers on loopback."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
+from clawrig.cli.run import waits_line
+from clawrig.grading.aggregate import job_summary
 from clawrig.grading.judge_proxy import grader_may_call_judge
+from clawrig.llm import client as llm_client
 from clawrig.llm.gateway import FORWARDER_PORT, Gateway
 from clawrig.runner.trial import Trial, TrialServices, run_trial
 from clawrig.sandbox.workspace import inject_gt
-from clawrig.spec.job import TrialConfig
+from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat, Workspace
+from clawrig.spec.trial import HarnessWaits, TrialResult
 from clawrig.testing.scripted_server import reply
 
 pytestmark = pytest.mark.sandbox
@@ -92,3 +100,69 @@ async def test_no_gt_work_for_a_task_without_gt(tmp_path):
             names = sorted(e.name for e in await box.list("/tmp_workspace/gt"))
         # without gt the harness leaves the folder alone (no scrub); with gt, only the task's
         assert names == (["mine.txt"] if kept else ["answer.txt"])
+
+
+class Gate(asyncio.Semaphore):
+    """A real one-place semaphore the test holds: the first acquire that finds it taken gets
+    it ``hold_s`` seconds later (so that waiter waits at least that long)."""
+
+    def __init__(self, hold_s: float) -> None:
+        super().__init__(1)
+        self.hold_s = hold_s
+        self.timer: asyncio.TimerHandle | None = None
+
+    async def acquire(self) -> Literal[True]:
+        if self.locked() and self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(self.hold_s, self.release)
+        return await super().acquire()
+
+
+async def test_waits_on_the_harness_are_recorded_and_not_held_against_the_agent(
+    scripted_server, tmp_path
+):
+    """The agent's one model request waits 8 s for its provider's only slot, longer than its
+    time limit of 5 s: the agent still finishes (its deadline moved by the wait), and the trial's
+    waits for a sandbox start, the model and a grading slot are at least what they were held."""
+    srv = scripted_server([reply("warm"), reply("done")])
+    model = srv.chat_model("scripted/agent", max_concurrency=1)
+    await model.chat([{"role": "user", "content": "hi"}])  # its client made before the clock runs
+    gates = {"sandbox_start": Gate(0.5), "model": Gate(8.0), "grading": Gate(0.5)}
+    for gate in gates.values():
+        await gate.acquire()  # held by the test until a trial waits for it
+    # the provider's slot of this event loop is the held gate (clawrig.llm.client registry)
+    llm_client._SEMAPHORES.setdefault(asyncio.get_running_loop(), {})["scripted"] = gates["model"]
+    services = TrialServices(
+        model=model, sandbox_starts=gates["sandbox_start"], grading_slots=gates["grading"]
+    )
+    task = task_with(PROBE).model_copy(update={"timeout_seconds": 5.0})
+    result, folder = await run_trial(
+        task, TrialConfig(agent="native", model="scripted/agent"), tmp_path, services=services
+    )
+    assert result.error is None, result.error
+    assert result.stop_reason == "final_answer" and len(srv.requests) == 2, result.waits
+    for kind, gate in gates.items():
+        assert getattr(result.waits, kind) >= gate.hold_s, (kind, result.waits)
+    written = json.loads((folder / "result.json").read_text())["waits"]
+    assert written["model"] == round(result.waits.model, 6)
+
+
+def test_the_summary_says_how_long_trials_waited():
+    def trial(n: int, **waits: float) -> TrialResult:
+        return TrialResult(
+            task_id=f"t{n}",
+            trial_id=f"x{n}",
+            model="m",
+            agent="a",
+            sandbox="bwrap",
+            waits=HarnessWaits(**waits),
+        )
+
+    results = [trial(0, sandbox_start=1.0), trial(1, grading=2.0), trial(2, model=4.0, grading=1)]
+    summary = job_summary(JobConfig(suite_path=Path("s")), [], results, job_id="j")
+    waits = summary.waits
+    assert (waits.total.total_s, waits.total.median_s, waits.total.max_s) == (8.0, 2.0, 5.0)
+    assert (waits.grading.total_s, waits.grading.median_s, waits.grading.max_s) == (3.0, 1.0, 2.0)
+    assert (waits.model.median_s, waits.model.max_s) == (0.0, 4.0)
+    line = waits_line(summary.to_json())
+    assert line is not None and "median 2.00 s, max 5.00 s" in line
+    assert "sandbox start 0.00/1.00" in line and "model 0.00/4.00" in line

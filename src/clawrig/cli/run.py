@@ -399,9 +399,28 @@ def _preamble_text(value: str | None) -> str | None:
         raise UserError(f"--preamble: cannot read {path}: {exc}") from None
 
 
+def waits_line(summary: dict[str, Any]) -> str | None:
+    """How long trials waited on the harness (the summary's ``waits``), or None without
+    trials: the median and largest per trial, and the kinds that were waited for."""
+    waits = summary.get("waits") or {}
+    total = waits.get("total") or {}
+    if not summary.get("tasks") or not total:
+        return None
+    kinds = [
+        f"{kind.replace('_', ' ')} {waits[kind]['median_s']:.2f}/{waits[kind]['max_s']:.2f}"
+        for kind in ("sandbox_start", "grading", "model")
+        if (waits.get(kind) or {}).get("max_s")
+    ]
+    return (
+        f"harness waits per trial (not counted toward time limits): median "
+        f"{total['median_s']:.2f} s, max {total['max_s']:.2f} s"
+        + (f" (median/max: {', '.join(kinds)})" if kinds else "")
+    )
+
+
 def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """The lines printed under the table: the benchmark's headline numbers, pass@k, and why
-    each errored trial failed (at most 10)."""
+    """The lines printed under the table: the benchmark's headline numbers, pass@k, how long
+    trials waited on the harness, and why each errored trial failed (at most 10)."""
     lines = headline(summary)
     passes = summary.get("pass") or {}
     if passes:
@@ -411,6 +430,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             if v.get("pass_at_k") is not None
         ]
         lines.append(f"success = score >= {summary.get('threshold', 1.0):g}: " + ", ".join(bits))
+    if line := waits_line(summary):
+        lines.append(line)
     errored = [r for r in summary.get("tasks", []) if r.get("error")]
     if errored:
         lines.append(f"{len(errored)} trial(s) ended with an error:")

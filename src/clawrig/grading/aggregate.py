@@ -35,9 +35,9 @@ from typing import Any, Literal
 
 from clawrig import __version__
 from clawrig.spec.job import JobConfig
-from clawrig.spec.summary import JobSummary, TaskRef, TaskRow
+from clawrig.spec.summary import JobSummary, TaskRef, TaskRow, WaitsSummary, WaitStat
 from clawrig.spec.task import Task
-from clawrig.spec.trial import TrialResult, Usage
+from clawrig.spec.trial import HarnessWaits, TrialResult, Usage
 
 __all__ = [
     "MeanCI",
@@ -398,6 +398,26 @@ def usage_totals(results: Iterable[TrialResult]) -> dict[str, Any]:
     return out
 
 
+def harness_waits(results: Iterable[TrialResult]) -> WaitsSummary:
+    """Seconds trials waited on the harness (``TrialResult.waits``): per kind and in total,
+    the sum over trials and the median and largest per trial (zeros for no trials)."""
+    rows = [r.waits for r in results]
+
+    def stat(values: list[float]) -> WaitStat:
+        if not values:
+            return WaitStat()
+        return WaitStat(
+            total_s=round(sum(values), 3),
+            median_s=round(statistics.median(values), 3),
+            max_s=round(max(values), 3),
+        )
+
+    return WaitsSummary(
+        total=stat([w.total for w in rows]),
+        **{kind: stat([getattr(w, kind) for w in rows]) for kind in HarnessWaits.model_fields},
+    )
+
+
 def _bounded(ci: dict[str, Any]) -> dict[str, Any]:
     """Scores live in [0, 1]: clip the interval's ends to it."""
     for key, clip in (("low", max), ("high", min)):
@@ -605,5 +625,6 @@ def _scored(
         "errors_by_kind": stats["errors_by_kind"],
         "agreement": stats["agreement"],
         "usage": usage,
+        "waits": harness_waits(results).model_dump(mode="json"),
     }
     return JobSummary.model_validate(base.to_json() | scored)

@@ -23,7 +23,8 @@ Each call returns a :class:`clawrig.spec.llm.ChatResponse` whose ``usage`` count
 attempts, ``usage.elapsed_time`` the seconds of the whole call (retries and waits included) and
 ``latency_s`` the seconds of the attempt that succeeded. Requests to one provider are limited
 to ``ModelEndpoint.max_concurrency`` in flight (one asyncio.Semaphore per provider name and
-event loop, shared by every model of that provider).
+event loop, shared by every model of that provider); the time a request waits for a place is a
+harness wait of the trial it belongs to (:mod:`clawrig.waits`: not held against the agent).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from clawrig.llm.pricing import Prices, cost_usd
 from clawrig.llm.providers import ModelEndpoint, Role, Settings, load_settings, resolve_model
 from clawrig.spec.llm import ChatResponse, ToolCall
 from clawrig.spec.trial import Usage
+from clawrig.waits import slot
 
 try:  # the HTTP library the openai SDK is built on: httpx2 (its fork) from openai 3, else httpx
     sdk_httpx: Any = importlib.import_module("httpx2")
@@ -545,11 +547,8 @@ class OpenAIChatModel:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
                     sem = provider_semaphore(self.endpoint.provider, self.endpoint.max_concurrency)
-                    if sem is None:
+                    async with slot(sem, "model"):  # waiting for it: a harness wait
                         response = await self._attempt(params)
-                    else:
-                        async with sem:
-                            response = await self._attempt(params)
         except (
             openai.APIError,
             _BodyError,

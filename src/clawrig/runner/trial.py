@@ -72,6 +72,7 @@ from clawrig.spec.transcript import Transcript
 from clawrig.spec.trial import (
     DialogFile,
     ErrorKind,
+    HarnessWaits,
     Score,
     ScoreFile,
     StopReason,
@@ -86,6 +87,7 @@ from clawrig.transcript import (
     openclaw_entries_from_jsonl,
     to_formatted_dialog,
 )
+from clawrig.waits import WaitClock, slot
 from clawrig.web.service import WebService, web_session
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
@@ -411,6 +413,9 @@ class Trial:
         self.service_handles: list[Any] = []
         self.before: dict[str, str] = {}
         self.timings: dict[str, float] = {}
+        self.clock = WaitClock()
+        """The trial's harness waits (sandbox-start and grading slots, model slots), which move
+        the agent's deadline and are written as ``result.waits``."""
         self.phase = "setup"
         self._t_phase = time.monotonic()
         self._closed = False
@@ -545,7 +550,7 @@ class Trial:
                 **system.sandbox_fields(),  # type: ignore[arg-type]
             ),
         )
-        async with services.sandbox_starts or contextlib.nullcontext():
+        async with slot(services.sandbox_starts, "sandbox_start", self.clock):
             await self.sandbox.start()
         if self.sandbox.root_is_host_root:
             # the sandbox's root is the host's root: no other host user may reach its files
@@ -618,8 +623,13 @@ class Trial:
         )
         ctx.log(f"task {task.id} run {self.run_index} agent {agent.name} model {config.model}")
         transcript = self.transcript
+        # the agent's deadline: agent_time of its own, moved later by every wait on the
+        # harness meanwhile (a model-request slot: clawrig.waits)
+        clock_token = self.clock.install()
         try:
-            outcome = await asyncio.wait_for(agent.run(ctx), timeout=agent_time)
+            async with asyncio.timeout(agent_time) as deadline:
+                self.clock.deadline = deadline
+                outcome = await agent.run(ctx)
             result.stop_reason = outcome.stop_reason
             result.turns, result.tool_calls = outcome.turns, outcome.tool_calls
         except TimeoutError:
@@ -633,6 +643,8 @@ class Trial:
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
             ctx.log(f"agent stopped: {exc}")
         finally:
+            self.clock.deadline = None
+            WaitClock.uninstall(clock_token)
             with contextlib.suppress(Exception):
                 await toolset.aclose(tool_ctx)
             self.usage = ctx.usage
@@ -701,7 +713,7 @@ class Trial:
         python = self.grader_stage.activate() if self.grader_stage else "python3"
         judge_model = _judge_model(task, services, self.name, self.run_index, self.paths)
         async with (
-            services.grading_slots or contextlib.nullcontext(),
+            slot(services.grading_slots, "grading", self.clock),
             _judge_env(
                 self.box, task, config, services, self.name, self.run_index, self.paths
             ) as judge_env,
@@ -775,6 +787,9 @@ class Trial:
                 f"{result.error.message}"
             )
         result.timings = {k: round(v, 6) for k, v in self.timings.items()}
+        result.waits = HarnessWaits(
+            **{k: round(v, 6) for k, v in self.clock.waits.model_dump().items()}
+        )
         result.finished_at = dt.datetime.now(dt.UTC).isoformat()
         usage = self.usage.model_copy()
         usage.elapsed_time = round(sum(self.timings.values()), 6)

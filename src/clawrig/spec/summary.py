@@ -144,6 +144,25 @@ class WebSetting(BaseModel):
     provider: str | None = None
 
 
+class WaitStat(BaseModel):
+    """Seconds the job's trials waited on the harness for one thing: the sum over trials, the
+    median and the largest per trial."""
+
+    total_s: float = 0.0
+    median_s: float = 0.0
+    max_s: float = 0.0
+
+
+class WaitsSummary(BaseModel):
+    """How long trials waited on the harness (:class:`clawrig.spec.trial.HarnessWaits`, never
+    counted toward their time limits): all waits of a trial (``total``), and per kind."""
+
+    total: WaitStat = Field(default_factory=WaitStat)
+    sandbox_start: WaitStat = Field(default_factory=WaitStat)
+    grading: WaitStat = Field(default_factory=WaitStat)
+    model: WaitStat = Field(default_factory=WaitStat)
+
+
 class JobSummary(BaseModel):
     """``summary_<model>.json`` (see the module docstring). ``pass`` is a Python keyword, so
     the field is ``pass_k`` with the JSON name ``pass`` (dump with ``by_alias=True``)."""
@@ -179,6 +198,7 @@ class JobSummary(BaseModel):
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     agreement: Agreement = Field(default_factory=Agreement)
     usage: UsageTotals = Field(default_factory=UsageTotals)
+    waits: WaitsSummary = Field(default_factory=WaitsSummary)
     threshold: float = 1.0
     notes: dict[str, str] = Field(default_factory=dict)
     budget_usd: float | None = None

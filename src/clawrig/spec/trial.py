@@ -83,6 +83,21 @@ class Score(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
+class HarnessWaits(BaseModel):
+    """Seconds a trial waited on the harness, none of them counted toward its time limits
+    (:mod:`clawrig.waits`): for a sandbox-start slot, a grading slot, and a model-request slot
+    (a provider's ``max_concurrency``; the agent's deadline moved later by these)."""
+
+    sandbox_start: float = 0.0
+    grading: float = 0.0
+    model: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """The sum of the waits (seconds)."""
+        return self.sandbox_start + self.grading + self.model
+
+
 class TrialResult(BaseModel):
     """Everything a trial produced, written as result.json in the trial folder.
 
@@ -105,6 +120,8 @@ class TrialResult(BaseModel):
     started_at: str = ""
     finished_at: str = ""
     timings: dict[str, float] = Field(default_factory=dict)
+    waits: HarnessWaits = Field(default_factory=HarnessWaits)
+    """Seconds the trial waited on the harness (within ``timings``; not held against it)."""
     score: Score | None = None
     judge_score: Score | None = None
     process: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,107 @@
+"""Harness waits: time a trial spends waiting on the harness, never counted toward its limits.
+
+A trial waits on the harness for a sandbox-start slot, a grading slot, and (in the agent phase)
+a model-request slot (a provider's ``max_concurrency``). Those seconds are the harness's
+congestion, not the agent's work: :class:`WaitClock` sums them per kind into the trial's
+:class:`clawrig.spec.trial.HarnessWaits` (result.json ``waits``; the job summary's ``waits``),
+and moves the agent phase's deadline (an :func:`asyncio.timeout`) later by each wait that
+happens while the agent runs, so the task's time limit measures the agent.
+
+The runner sets the trial's clock in a context variable (:func:`WaitClock.current`); code deep
+in the stack takes a slot with :func:`slot`, which is a plain ``async with sem`` outside a trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import AsyncIterator
+
+from clawrig.spec.trial import HarnessWaits
+
+_CURRENT: contextvars.ContextVar[WaitClock | None] = contextvars.ContextVar(
+    "clawrig_wait_clock", default=None
+)
+
+
+class WaitClock:
+    """One trial's harness waits (``waits``, seconds per kind) and the agent deadline they move.
+
+    While a wait is in progress the agent's deadline is suspended; when it ends the deadline
+    is put back, later by the time waited. Waits of one trial may overlap (sub-agents calling
+    the model at once): the deadline moves by the time during which at least one was in
+    progress, never by more.
+    """
+
+    def __init__(self) -> None:
+        self.waits = HarnessWaits()
+        self.deadline: asyncio.Timeout | None = None
+        """The agent phase's timeout while it runs (moved by waits), else None."""
+        self._active = 0
+        self._paused_at = 0.0
+        self._paused_when: float | None = None
+
+    @staticmethod
+    def current() -> WaitClock | None:
+        """The clock of the trial running in this context, or None."""
+        return _CURRENT.get()
+
+    def install(self) -> contextvars.Token[WaitClock | None]:
+        """Make this the clock of the current context (and of the tasks it starts); give the
+        token to :meth:`uninstall` after."""
+        return _CURRENT.set(self)
+
+    @staticmethod
+    def uninstall(token: contextvars.Token[WaitClock | None]) -> None:
+        """Undo :meth:`install`."""
+        _CURRENT.reset(token)
+
+    def _begin(self) -> None:
+        self._active += 1
+        if self._active > 1:
+            return
+        self._paused_at = time.monotonic()
+        deadline = self.deadline
+        if deadline is not None and not deadline.expired() and deadline.when() is not None:
+            self._paused_when = deadline.when()
+            deadline.reschedule(None)
+
+    def _end(self, kind: str, started: float) -> None:
+        now = time.monotonic()
+        setattr(self.waits, kind, getattr(self.waits, kind) + (now - started))
+        self._active -= 1
+        if self._active > 0 or self._paused_when is None:
+            return
+        when, self._paused_when = self._paused_when, None
+        deadline = self.deadline
+        if deadline is not None and not deadline.expired():
+            deadline.reschedule(when + (now - self._paused_at))
+
+
+@contextlib.asynccontextmanager
+async def slot(
+    sem: asyncio.Semaphore | None, kind: str, clock: WaitClock | None = None
+) -> AsyncIterator[None]:
+    """Hold ``sem`` (None: no limit) for the body; the time spent waiting to get it is a harness
+    wait of ``kind`` (a :class:`HarnessWaits` field) for ``clock`` (default: the current
+    trial's :class:`WaitClock`, if any), during which the agent's deadline is suspended."""
+    if sem is None:
+        yield
+        return
+    clock = clock or _CURRENT.get()
+    if clock is None or not sem.locked():
+        async with sem:  # free now: no wait to account for
+            yield
+        return
+    started = time.monotonic()
+    clock._begin()
+    try:
+        await sem.acquire()
+    finally:
+        clock._end(kind, started)
+    try:
+        yield
+    finally:
+        sem.release()
