@@ -1,13 +1,20 @@
-"""examples/wildclaw-patterns end to end on bwrap with the scripted model: warmups that install
-from a pip index and an npm registry on loopback (through the egress proxy, setup policy
-``registries`` = this machine's configured index and registry), a skill copied to
-/root/skills/<name>, a skill script that calls an LLM with the task's OPENROUTER_* settings
-(served by the gateway), and a grader that asks an LLM judge (through the judge proxy)."""
+"""examples/wildclaw-patterns end to end with the scripted model: warmups that install from a
+pip index and an npm registry on loopback (through the egress proxy, setup policy
+``registries`` = this machine's configured index and registry) and from Debian's mirror with
+apt-get, a skill copied to /root/skills/<name>, a skill script that calls an LLM with the
+task's OPENROUTER_* settings (served by the gateway), a grader that asks an LLM judge (through
+the judge proxy), and a web task answered from the example's own corpus (``web/``, offline).
+
+On the host's read-only system (bwrap, no snapshots: each trial's egress.jsonl shows its
+installs), and on the ``base`` environment with warm snapshots on bwrap and on Docker, each task
+run twice: the second run of a task starts from the snapshot the first made."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +26,7 @@ from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, reply
+from clawrig.web import WebService
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "wildclaw-patterns"
 QUESTION = "Which of Lisbon, Oslo, Kyiv is the capital of Portugal? Answer with the city only."
@@ -29,10 +37,28 @@ pytestmark = [
 ]
 
 
+def researcher(messages: list[dict]):
+    """The web task: search, fetch the first hit, write the date the page gives."""
+    tools = [m for m in messages if m.get("role") == "tool"]
+    if not tools:
+        return reply(tool_calls=[call("web_search", {"query": "Tern 4.2 release notes"})])
+    if len(tools) == 1:
+        url = json.loads(tools[0]["content"])["results"][0]["url"]
+        return reply(tool_calls=[call("web_fetch", {"url": url})])
+    if len(tools) == 2:
+        date = re.search(r"released on (\d{4}-\d{2}-\d{2})", tools[1]["content"]).group(1)
+        return reply(
+            tool_calls=[call("exec", {"command": f"echo {date} > /tmp_workspace/results/date.txt"})]
+        )
+    return reply("done")
+
+
 def responder(request: dict):
     first = request["messages"][0]["content"]
     if first == QUESTION:  # the skill script's own call, through the gateway
         return reply("Lisbon")
+    if "Tern build tool" in first:
+        return researcher(request["messages"])
     turns = sum(1 for m in request["messages"] if m.get("role") == "assistant")
     if "cities.txt" in first:
         command = (
@@ -44,6 +70,11 @@ def responder(request: dict):
         command = (
             "echo 'A full cache broke the build; clearing it fixed it.'"
             " > /tmp_workspace/results/summary.txt"
+        )
+    elif "scores.json" in first:
+        command = (
+            "jq '[.[].points] | add' /tmp_workspace/scores.json > /tmp_workspace/results/total.txt"
+            " && jq --version > /tmp_workspace/results/jq_version.txt"
         )
     else:
         command = f"{NPM_PACKAGE} > /tmp_workspace/results/npm.txt"
@@ -60,26 +91,37 @@ async def test_patterns_suite(scripted_server, tmp_path, monkeypatch, package_in
     monkeypatch.setenv("PIP_INDEX_URL", package_index)  # this machine's pip index
     monkeypatch.setenv("npm_config_registry", npm_registry)  # and npm registry
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-real-key-never-in-a-sandbox")
-    tasks = load_tasks(EXAMPLE / "tasks")
+    # apt-get needs a writable system: not the host's
+    tasks = [t for t in load_tasks(EXAMPLE / "tasks") if "apt_tool" not in t.id]
     srv = scripted_server(responder=responder)
     judge_srv = scripted_server(responder=judge)
     job = JobConfig(
         suite_path=EXAMPLE / "tasks",
         output=tmp_path / "out",
+        web_dir=EXAMPLE / "web",
         # the host's system and no warm snapshot: the installs run in each trial, so its
         # egress.jsonl shows them (tests/env covers environments and warm snapshots)
         trial=TrialConfig(
-            agent="native", model="scripted/x", environment="host", warm_snapshots=False
+            agent="native",
+            model="scripted/x",
+            environment="host",
+            warm_snapshots=False,
+            web="corpus",
         ),
     )
     with Gateway() as gateway:
         summary = await run_job(
             job,
             tasks,
-            TrialServices(model=srv.chat_model(), judge=judge_srv.chat_model(), gateway=gateway),
+            TrialServices(
+                model=srv.chat_model(),
+                judge=judge_srv.chat_model(),
+                gateway=gateway,
+                web=WebService.for_job(job),
+            ),
         )
     out = tmp_path / "out"
-    assert len(summary["tasks"]) == 3
+    assert len(summary["tasks"]) == 4
     for row in summary["tasks"]:
         log = next(out.glob(f"{row['task_id']}/*/agent.log")).read_text()
         assert row["error"] is None and row["score"] == 1.0, (row, log)
@@ -114,3 +156,86 @@ async def test_patterns_suite(scripted_server, tmp_path, monkeypatch, package_in
     for path in folder.rglob("*"):
         if path.is_file():
             assert "sk-real-key" not in path.read_text(errors="replace"), path
+
+
+@pytest.fixture(params=["bwrap", "docker"])
+def on_base(request: pytest.FixtureRequest, base_rootfs: Path, tmp_path: Path, monkeypatch):
+    """The ``base`` environment on each backend (Docker: its image, the Docker tests' one),
+    with a warm-snapshot cache of this test's own (the built environments are shared), so the
+    first run of a task here always makes its snapshot."""
+    if request.param == "docker":
+        request.getfixturevalue("docker_image")
+    from clawrig.env.store import env_cache_root
+
+    cache = tmp_path / "env-cache"
+    cache.mkdir()
+    (cache / "environments").symlink_to(env_cache_root() / "environments")
+    monkeypatch.setenv("CLAWRIG_ENV_CACHE_DIR", str(cache))
+    return request.param
+
+
+async def test_patterns_suite_on_an_environment_twice(
+    on_base, scripted_server, tmp_path, monkeypatch, package_index
+):
+    """Every task but the npm one (``base`` has no node) twice (``--runs 2``) on the base
+    environment: pip and apt-get install into the writable system once, in a warm snapshot;
+    the other run of the task starts from it (same snapshot, no install traffic)."""
+    monkeypatch.setenv("PIP_INDEX_URL", package_index)
+    tasks = [t for t in load_tasks(EXAMPLE / "tasks") if "npm_tool" not in t.id]
+    srv = scripted_server(responder=responder)
+    judge_srv = scripted_server(responder=judge)
+    job = JobConfig(
+        suite_path=EXAMPLE / "tasks",
+        output=tmp_path / "out",
+        web_dir=EXAMPLE / "web",
+        runs=2,
+        parallel=2,
+        trial=TrialConfig(
+            agent="native", model="scripted/x", sandbox=on_base, environment="base", web="corpus"
+        ),
+    )
+    keys: set[str] = set()
+    try:
+        with Gateway() as gateway:
+            summary = await run_job(
+                job,
+                tasks,
+                TrialServices(
+                    model=srv.chat_model(),
+                    judge=judge_srv.chat_model(),
+                    gateway=gateway,
+                    web=WebService.for_job(job),
+                ),
+            )
+        results = {
+            p.parent: json.loads(p.read_text()) for p in (tmp_path / "out").glob("*/*/result.json")
+        }
+        keys = {
+            r["versions"]["warm_snapshot"]
+            for r in results.values()
+            if r["versions"].get("warm_snapshot")
+        }
+        assert len(results) == 8
+        for folder, r in results.items():
+            assert r["error"] is None and r["score"]["score"] == 1.0, (
+                folder,
+                r["error"],
+                r["score"],
+            )
+        for slug, hosts in (("skill_llm", {OUTSIDE}), ("apt_tool", {"deb.debian.org"})):
+            runs = [(f, r) for f, r in results.items() if slug in f.parent.name]
+            assert len(runs) == 2
+            [key] = {r["versions"]["warm_snapshot"] for _, r in runs}  # one snapshot, both runs
+            # made once: one run's egress log holds the installs, the other's none
+            setups = []
+            for folder, _ in runs:
+                log = folder / "egress.jsonl"
+                lines = log.read_text().splitlines() if log.is_file() else []
+                records = [json.loads(x) for x in lines]
+                setups.append({e["host"] for e in records if e["phase"] == "setup"})
+            assert sorted(setups, key=len) == [set(), hosts], setups
+        assert summary["tasks"] and all(row["score"] == 1.0 for row in summary["tasks"])
+    finally:
+        if on_base == "docker":
+            for key in keys:
+                subprocess.run(["docker", "rmi", "-f", f"clawrig-warm:{key}"], capture_output=True)

@@ -1,6 +1,6 @@
 """A writable system per trial: root inside installs software (pip, apt-get/dpkg) on the
 environment, and every write is gone when the sandbox stops; the host and other sandboxes never
-see it. bwrap: a kernel overlay over the ``base`` environment; Docker: the container's layer."""
+see it. The environment's own /root entries show in the home. bwrap: a kernel overlay over the ``base`` environment; Docker: the container's layer."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ async def _start(tmp_path: Path, system: dict[str, object], name: str):
     return sb, ws
 
 
-async def test_root_installs_with_pip_and_dpkg_and_it_is_gone_at_stop(tmp_path, system):
+async def test_root_installs_with_pip_and_dpkg_and_it_is_gone_at_stop(
+    tmp_path, system, base_rootfs
+):
     tag = secrets.token_hex(4)
     mod, deb_name = f"clawrig_probe_{tag}", f"clawrig-probe-{tag}"
     a, ws_a = await _start(tmp_path, system, "a")
@@ -71,9 +73,17 @@ async def test_root_installs_with_pip_and_dpkg_and_it_is_gone_at_stop(tmp_path, 
             f"python3 -c 'import {mod}' 2>&1; ls /usr/share/{deb_name} /usr/local/bin/clawrig-mark"
         )
         assert "ModuleNotFoundError" in r.stdout and r.exit_code != 0
+        # the environment's own /root entries are in the home, beside the harness's folders,
+        # as in an image (upstream's /root/miniconda3); a write there is the sandbox's alone
+        profile = (base_rootfs / "root" / ".profile").read_text()
+        r = await a.exec("cat /root/.profile; echo mine >> /root/.profile; ls /root/skills")
+        assert r.exit_code == 0 and r.stdout == profile, r.stdout
+        r = await b.exec("cat /root/.profile")
+        assert r.stdout == profile
     finally:
         await a.stop()
         await b.stop()
+    assert (base_rootfs / "root" / ".profile").read_text() == profile
     # nothing reached the host or the environment's cached files
     assert not Path(f"/usr/share/{deb_name}").exists()
     assert not Path("/usr/local/bin/clawrig-mark").exists()

@@ -149,7 +149,7 @@ def register(app: typer.Typer) -> None:
                 "--timeout-multiplier",
                 min=0.01,
                 max=1000.0,
-                help="Multiplies every task's time limit.",
+                help="Multiplies every task's time limit (agent and grader; not the warmup).",
             ),
         ] = 1.0,
         max_turns: Annotated[

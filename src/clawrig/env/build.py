@@ -2,7 +2,8 @@
 
 :func:`ensure_rootfs` runs ``mmdebstrap`` (Debian's package, installed by ``make test`` when
 root) from Debian's package mirror, then ``pip install`` and ``npm install -g`` inside the new
-tree (chroot, with the host's CA bundle so a TLS-inspecting egress proxy is trusted), removes
+tree (chroot, with the host's CA bundle so a TLS-inspecting egress proxy is trusted) and the spec's
+``run`` commands (chroot, ``sh -ec``), removes
 Python's EXTERNALLY-MANAGED marker (upstream's warmups run ``pip install`` as root), lets apt
 download as root (a sandbox has no capability to switch to ``_apt``), adds the host's own CA
 certificates (``/usr/local/share/ca-certificates``: a TLS-inspecting proxy's) and moves
@@ -82,6 +83,8 @@ def _hooks(spec: EnvSpec) -> list[str]:
         )
     if spec.pip or spec.npm:
         hooks.append('rm -rf "$1"/tmp/clawrig-ca.crt "$1"/root/.npm "$1"/root/.cache')
+    for command in spec.run:
+        hooks.append(f'chroot "$1" {clean_env} /bin/sh -ec {shlex.quote(command)}')
     return hooks
 
 

@@ -1,7 +1,7 @@
 """EnvSpec: the system a suite's tasks expect (Debian packages, then pip and npm packages).
 
 A spec is a YAML file (``name``, ``suite``, ``variant``, ``debian``, ``pip``, ``npm``, optional
-``dockerfile``). Three ship with clawrig in ``clawrig/env/specs/`` (``base``, ``wildclaw``,
+``run`` and ``dockerfile``). Three ship with clawrig in ``clawrig/env/specs/`` (``base``, ``wildclaw``,
 ``dataclaw``); :func:`load_env_spec` takes one of those names or a path.
 :func:`env_for_format` says which one a task format expects (WildClawBench -> ``wildclaw``,
 DataClawBench -> ``dataclaw``, four-folder sets -> none: the host's system, read-only).
@@ -34,7 +34,9 @@ _PACKAGE = re.compile(r"^[A-Za-z0-9@][A-Za-z0-9@/_.+:=<>~!,\[\]-]*$")
 
 class EnvSpec(BaseModel):
     """One environment: ``debian`` packages installed with mmdebstrap from Debian ``suite``
-    (``variant`` as mmdebstrap names it), then ``pip`` and ``npm`` (global) packages.
+    (``variant`` as mmdebstrap names it), then ``pip`` and ``npm`` (global) packages, then the
+    ``run`` shell commands (as root in the new tree, ``/bin/sh -c``, ``HOME=/root``; what they
+    put under ``/root`` seeds every sandbox's home, as an image's ``/root`` does).
     ``dockerfile``: an optional Dockerfile (path relative to the spec file) applied on top of
     the imported root file system for the Docker backend (``FROM ${BASE}``)."""
 
@@ -46,6 +48,7 @@ class EnvSpec(BaseModel):
     debian: list[str] = Field(default_factory=list)
     pip: list[str] = Field(default_factory=list)
     npm: list[str] = Field(default_factory=list)
+    run: list[str] = Field(default_factory=list)
     dockerfile: Path | None = None
     source: Path | None = Field(default=None, exclude=True)
     """The YAML file this spec was read from (not part of the digest)."""
@@ -75,6 +78,8 @@ class EnvSpec(BaseModel):
     def _digest(self, with_dockerfile: bool) -> str:
         body = self.model_dump(mode="json", exclude={"source", "dockerfile"})
         body["debian"] = sorted(body["debian"])
+        if not body["run"]:
+            del body["run"]  # specs without run commands keep the keys they had before it
         df = self.dockerfile_path if with_dockerfile else None
         body["dockerfile_text"] = df.read_text() if df is not None and df.is_file() else None
         body["builder"] = BUILDER_VERSION

@@ -208,7 +208,7 @@ async def _make(
         upper_dir=partial / "upper" if backend == "bwrap" else None,
         network=network,
         binds=binds,
-        env=env,
+        env={"PIP_NO_CACHE_DIR": "1", **env},  # no wheel cache frozen into the snapshot
         limits=Limits(command_timeout_s=timeout_s, trial_timeout_s=timeout_s * max(len(lines), 1)),
     )
     sandbox = create_sandbox(backend, cfg)

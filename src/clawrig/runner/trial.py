@@ -248,7 +248,11 @@ class TimeoutPlan:
     - ``trial_s`` = ``agent_s + grader_s +`` :data:`TRIAL_OVERHEAD_S`: the whole trial's
       deadline, after which the sandbox is stopped (``Limits.trial_timeout_s``).
 
-    The multiplier is the job's ``--timeout-multiplier`` (slow machines, big models).
+    The multiplier is the job's ``--timeout-multiplier`` (slow machines, big models). It scales
+    the task's own limits only: setup is the harness's (each warmup line at most 300 s,
+    :func:`clawrig.sandbox.workspace.run_warmup`; a warm snapshot's install lines 1800 s each),
+    as upstream runs a warmup before the task's clock starts, so a small multiplier never
+    fails an install.
     """
 
     agent_s: float

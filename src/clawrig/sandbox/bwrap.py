@@ -12,7 +12,8 @@ What is inside (and how each limit is enforced):
   folders bound writable, so pip, npm -g and apt-get work as root inside and every write is
   dropped at stop (or kept in ``upper_dir``);
 - /tmp_workspace: a writable bind of the trial's workspace; /root (HOME): a private writable
-  folder holding /root/.openclaw/agents/main/sessions/ and /root/skills/; a private /tmp;
+  folder holding /root/.openclaw/agents/main/sessions/ and /root/skills/, with an
+  environment's own /root entries (e.g. /root/miniconda3) bound in; a private /tmp;
 - own user, PID, IPC, UTS, cgroup and network namespaces (loopback only, so a service started
   inside is reachable from inside only and nothing outside is reachable); a clean environment
   (only ``SandboxConfig.env`` plus PATH/HOME/LANG); ``--die-with-parent``; ``--new-session``.
@@ -266,6 +267,24 @@ class BwrapSandbox(SupervisedSandbox):
                 _chown_tree(d, self.host_uid)
             os.chmod(self.base_dir / "tmp", 0o1777)
 
+    def _home_seed(self, tree_home: Path, writable: bool) -> list[str]:
+        """Bind arguments for the environment's own /root entries (e.g. /root/miniconda3,
+        ~/.cache/ms-playwright) inside the private home, as an image's /root would show them;
+        an entry the home already has (.openclaw, skills) stays the harness's. Writable (into
+        the trial's overlay) when the system is."""
+        if not tree_home.is_dir():
+            return []
+        a: list[str] = []
+        for entry in sorted(tree_home.iterdir()):
+            dest = f"{PATHS.home}/{entry.name}"
+            if os.path.lexists(self.home_dir / entry.name):
+                continue
+            if entry.is_symlink():
+                a += ["--symlink", os.readlink(entry), dest]
+            elif entry.is_dir() or entry.is_file():
+                a += ["--bind" if writable else "--ro-bind", str(entry), dest]
+        return a
+
     def _argv(self) -> list[str]:
         bwrap = bwrap_path()
         if bwrap is None:
@@ -315,6 +334,8 @@ class BwrapSandbox(SupervisedSandbox):
         a += self._bind(self.base_dir / "run", "/run/clawrig", False)
         a += self._bind(Path(cfg.workspace_dir).resolve(), PATHS.workspace, False)
         a += self._bind(self.home_dir, PATHS.home, False)
+        if cfg.rootfs:
+            a += self._home_seed(root / PATHS.home.lstrip("/"), writable)
         a += self._bind(SUPERVISOR_PATH, f"{PATHS.clawrig}/supervisor.py", True)
         for b in cfg.binds:
             a += self._bind(Path(b.source).resolve(), b.dest, b.read_only)

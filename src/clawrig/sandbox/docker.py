@@ -9,7 +9,8 @@ sits at pid 2 exactly as under bubblewrap and ``kill_all`` keeps the container a
 channel is the container's stdin/stdout (``docker run -i``); the container is removed on stop
 (``--rm``, and ``docker rm -f`` by name, since killing the client leaves a container running).
 
-Inside: /tmp_workspace bound read-write, a private /root, no network (``--network none``;
+Inside: /tmp_workspace bound read-write, /root the image's with the harness's folders
+(/root/.openclaw, /root/skills) bound in, no network (``--network none``;
 ``--network host`` with ``SandboxConfig.network``, as bwrap shares the host's); memory, pids and
 file-size limits from ``Limits`` (``--memory``, ``--pids-limit``, ``--ulimit fsize``); only the
 capabilities a package manager needs as root (chown, file ownership, setuid/setgid to drop to
@@ -112,7 +113,11 @@ class DockerSandbox(SupervisedSandbox):
             argv += ["--pids-limit", str(lim.max_processes)]
         if lim.max_file_bytes:
             argv += ["--ulimit", f"fsize={lim.max_file_bytes}:{lim.max_file_bytes}"]
-        argv += ["-v", f"{ws}:{PATHS.workspace}:rw", "-v", f"{home}:{PATHS.home}:rw"]
+        argv += ["-v", f"{ws}:{PATHS.workspace}:rw"]
+        # the harness's folders in /root, not /root itself: the image's own /root entries
+        # (e.g. /root/miniconda3) stay visible, as under bwrap with an environment
+        for entry in sorted(home.iterdir()):
+            argv += ["-v", f"{entry}:{PATHS.home}/{entry.name}:rw"]
         argv += ["-v", f"{SUPERVISOR_PATH}:{PATHS.clawrig}/supervisor.py:ro"]
         for b in cfg.binds:
             argv += ["-v", f"{Path(b.source).resolve()}:{b.dest}:{'ro' if b.read_only else 'rw'}"]
