@@ -3,6 +3,7 @@ one line and exit 2 for bad input."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from clawrig.env.spec import load_env_spec
+from clawrig.env.build import mmdebstrap_argv
+from clawrig.env.spec import BUILDER_VERSION, load_env_spec
 
 pytestmark = pytest.mark.sandbox
 
@@ -37,7 +39,10 @@ def test_bad_specs_give_one_line_naming_the_file_and_field(tmp_path):
     typo.write_text("name: ok\ndebain: [python3]\n")
     pkg = tmp_path / "pkg.yaml"
     pkg.write_text("name: ok\ndebian: ['python3; rm -rf /']\n")
+    run = tmp_path / "run.yaml"
+    run.write_text("name: ok\nrun: echo hi\n")
     cases = [
+        (["env", "build", str(run)], f"{run}: field run: Input should be a valid list"),
         (["env", "build", "nosuch"], "environment nosuch: not a shipped name"),
         (["env", "build", str(bad)], f"{bad}: field name:"),
         (["env", "build", str(typo)], f"{typo}: field debain: Extra inputs"),
@@ -163,3 +168,22 @@ async def test_a_specs_dockerfile_builds_on_the_imported_tree(tmp_path, docker_i
     finally:
         for name in (tag, f"{tag}-base"):
             subprocess.run(["docker", "rmi", "-f", name], capture_output=True)
+
+
+def test_a_specs_run_commands_run_last_in_the_new_tree(tmp_path):
+    """``run`` commands become the last mmdebstrap hooks, each in a chroot of the new tree
+    after pip and npm, and are part of the build's key; a spec without any keeps the key it
+    had before ``run`` existed (its digest leaves the empty field out)."""
+    spec = tmp_path / "r.yaml"
+    spec.write_text("name: r\npip: [requests]\nrun:\n  - echo 'a b' > /root/x\n")
+    with_run = load_env_spec(spec)
+    hooks = [a for a in mmdebstrap_argv(with_run, tmp_path / "t") if a.startswith("--customize")]
+    assert "pip install" in hooks[-3] and "rm -rf" in hooks[-2]  # pip, its cache gone, run
+    assert hooks[-1].startswith('--customize-hook=chroot "$1" env -i ')
+    assert hooks[-1].endswith("/bin/sh -ec 'echo '\"'\"'a b'\"'\"' > /root/x'")
+    spec.write_text("name: r\npip: [requests]\n")
+    without = load_env_spec(spec)
+    assert without.key != with_run.key
+    body = without.model_dump(mode="json", exclude={"source", "dockerfile", "run"})
+    body |= {"dockerfile_text": None, "builder": BUILDER_VERSION}
+    assert without.digest == hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()

@@ -1,6 +1,7 @@
 """A writable system per trial: root inside installs software (pip, apt-get/dpkg) on the
 environment, and every write is gone when the sandbox stops; the host and other sandboxes never
-see it. The environment's own /root entries show in the home. bwrap: a kernel overlay over the ``base`` environment; Docker: the container's layer."""
+see it. The environment's own /root entries show in the home. bwrap: a kernel overlay over the
+``base`` environment; Docker: the container's layer."""
 
 from __future__ import annotations
 

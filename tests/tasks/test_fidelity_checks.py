@@ -3,6 +3,9 @@ readers from real files."""
 
 from __future__ import annotations
 
+import json
+import re
+
 from clawrig.runner.fidelity_checks import (
     check_judge,
     check_workspace_data,
@@ -87,3 +90,19 @@ def test_upstream_default_judge(wildclaw_task, task_sections, bench_root, datacl
     assert upstream_judge(tasks, {"OPENROUTER_API_KEY": "k", "JUDGE_MODEL": "x/y"}) == "x/y"
     assert upstream_judge(tasks, {}) is None  # no key: no judge, said by note_judge
     assert upstream_judge(load_tasks(dataclaw_real), {"OPENROUTER_API_KEY": "k"}) is None
+
+
+def test_tasks_missing_the_same_data_share_one_line(dataclaw_real, tmp_path):
+    """The real DataClawBench files hold 2 of the database's 19 files: every task misses the
+    same 17, said once (not once per task)."""
+    tasks = load_tasks(dataclaw_real)
+    upstream = next((dataclaw_real / "tasks").glob("task_001_*.md")).read_text()
+    files = json.loads(re.search(r"workspace_files: (\[.*?\n\])", upstream, re.S).group(1))
+    missing = [f for f in files if not (dataclaw_real / "assets" / f["source"]).exists()]
+    assert len(missing) == 17
+    [line] = check_workspace_data(tasks, _config(tmp_path))
+    assert line.startswith(f"{len(tasks)} tasks ({tasks[0].id}, {tasks[1].id}, {tasks[2].id}, ...)")
+    assert ": workspace data missing: " in line and "(+14 more)" in line
+    assert line.endswith(
+        "download the DataClawBench assets (Hugging Face dataset GTML-LAB/DataClaw)"
+    )

@@ -1,8 +1,8 @@
 """EnvSpec: the system a suite's tasks expect (Debian packages, then pip and npm packages).
 
 A spec is a YAML file (``name``, ``suite``, ``variant``, ``debian``, ``pip``, ``npm``, optional
-``run`` and ``dockerfile``). Three ship with clawrig in ``clawrig/env/specs/`` (``base``, ``wildclaw``,
-``dataclaw``); :func:`load_env_spec` takes one of those names or a path.
+``run`` and ``dockerfile``). Three ship with clawrig in ``clawrig/env/specs/`` (``base``,
+``wildclaw``, ``dataclaw``); :func:`load_env_spec` takes one of those names or a path.
 :func:`env_for_format` says which one a task format expects (WildClawBench -> ``wildclaw``,
 DataClawBench -> ``dataclaw``, four-folder sets -> none: the host's system, read-only).
 

@@ -2,7 +2,8 @@
 ``check(tasks, config) -> list[str]``, one line per problem.
 
 - :func:`check_workspace_data`: a task whose workspace data is not there (one line naming what
-  to download and where), instead of a setup error per trial after sandboxes started;
+  to download and where; one line for the tasks missing the same files), instead of a setup
+  error per trial after sandboxes started;
 - :func:`check_judge`: a task graded by an LLM judge while no judge is configured:
   ``--grader auto`` refuses (set ``--judge`` / ``JUDGE_MODEL``, or choose ``--grader exact``);
 - :func:`note_judge` (a note, the job runs): graders that call a judge themselves while none is
@@ -63,19 +64,28 @@ def import_names(requirement: str) -> list[str]:
 
 
 def check_workspace_data(tasks: list[Task], config: JobConfig) -> list[str]:
-    """One line per task whose workspace data is missing: what to download and where."""
-    lines = []
+    """One line per set of missing workspace data (tasks missing the same files share it,
+    e.g. every DataClawBench task misses the one database): what to download and where."""
+    groups: dict[tuple[str, ...], list[Task]] = {}
     for task in tasks:
-        if not task.workspace.missing:
-            continue
-        where = ", ".join(str(p) for p in task.workspace.missing[:3])
-        if len(task.workspace.missing) > 3:
-            where += f" (+{len(task.workspace.missing) - 3} more)"
+        if task.workspace.missing:
+            missing = tuple(str(p) for p in task.workspace.missing)
+            groups.setdefault(missing, []).append(task)
+    lines = []
+    for missing, group in groups.items():
+        task = group[0]
+        where = ", ".join(missing[:3])
+        if len(missing) > 3:
+            where += f" (+{len(missing) - 3} more)"
         what = DOWNLOAD_HINTS.get(str(task.format), "the task's workspace data")
         root = task.metadata.get("benchmark_root")
         at = f" under {root} (or pass --root)" if root else ""
-        lines.append(f"task {task.id}: workspace data missing: {where}: download {what}{at}")
-    return _capped(lines, "task(s) with missing workspace data")
+        who = f"task {task.id}"
+        if len(group) > 1:
+            who = f"{len(group)} tasks ({', '.join(t.id for t in group[:3])}"
+            who += ", ...)" if len(group) > 3 else ")"
+        lines.append(f"{who}: workspace data missing: {where}: download {what}{at}")
+    return _capped(lines, "set(s) of missing workspace data")
 
 
 def _judge_graded(task: Task) -> bool:
