@@ -13,6 +13,7 @@ import typer
 
 from clawrig.cli.common import DEFAULT_PARALLEL, FLAG, err_console, stdout_console
 from clawrig.errors import UserError
+from clawrig.runner.executors import EXECUTORS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -143,6 +144,22 @@ def register(app: typer.Typer) -> None:
             ),
         ] = DEFAULT_PARALLEL,
         runs: Annotated[int, typer.Option("--runs", min=1, help="Trials per task.")] = 1,
+        executor: Annotated[
+            str,
+            typer.Option(
+                "--executor", help="local | ray (the nodes of a Ray cluster, docs/ray.md)"
+            ),
+        ] = "local",
+        ray_address: Annotated[
+            str | None,
+            typer.Option("--ray-address", help="--executor ray: the cluster (auto, HOST:PORT)."),
+        ] = None,
+        slots_per_node: Annotated[
+            int | None,
+            typer.Option(
+                "--slots-per-node", min=1, help="--executor ray: trials at once per node."
+            ),
+        ] = None,
         timeout_multiplier: Annotated[
             float,
             typer.Option(
@@ -265,6 +282,10 @@ def register(app: typer.Typer) -> None:
             raise UserError(
                 f"--grader: unknown grader {grader!r} (choose from {', '.join(GRADERS)})"
             )
+        if executor not in EXECUTORS:
+            raise UserError(
+                f"--executor: unknown executor {executor!r} (choose from {', '.join(EXECUTORS)})"
+            )
         source = task or path
         if source is None:
             raise UserError("PATH: give a suite path or --task FILE")
@@ -284,6 +305,9 @@ def register(app: typer.Typer) -> None:
             web_dir=web_dir if web in ("replay", "corpus") else None,
             web_miss=web_miss,
             web_provider=web_provider,
+            executor=executor,  # type: ignore[arg-type]
+            ray_address=ray_address,
+            slots_per_node=slots_per_node,
             trial=TrialConfig(
                 model=model or "none",
                 agent=agent,

@@ -37,7 +37,8 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from clawrig.errors import ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
-from clawrig.runner.trial import TrialServices, run_trial
+from clawrig.runner.executors import Executor, create_executor
+from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.task import Task
@@ -284,8 +285,13 @@ async def run_job(
     services: TrialServices,
     *,
     on_update: Callable[[JobState, TrialResult | None], None] | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Run every (task, run_index) of the job not already done; return the summary dict.
+
+    ``executor``: where trial attempts run (default: the one ``job.executor`` names,
+    :func:`clawrig.runner.executors.create_executor`), started once the output folder is
+    locked and checked, closed at the end.
 
     Raises UserError when ``--resume`` finds a progress file for another model, suite or runs,
     and :class:`clawrig.errors.ModelRequestError` when the provider refuses a request.
@@ -296,7 +302,9 @@ async def run_job(
         raise UserError(f"--output: cannot create {job.output}: {exc.strerror or exc}") from None
     lock_fd = _lock_output(job.output)
     try:
-        return await _run_locked(job, tasks, services, on_update)
+        return await _run_locked(
+            job, tasks, services, on_update, executor or create_executor(job, tasks, services)
+        )
     finally:
         os.close(lock_fd)
 
@@ -306,6 +314,7 @@ async def _run_locked(
     tasks: list[Task],
     services: TrialServices,
     on_update: Callable[[JobState, TrialResult | None], None] | None,
+    executor: Executor,
 ) -> dict[str, Any]:
     model = job.trial.model
     problem = output_state_problem(job.output, model, resume=job.resume, check_lock=False)
@@ -351,7 +360,29 @@ async def _run_locked(
             res = TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
             results[(entry.task_id, entry.run_index)] = res
             state.spend_usd += res.usage.cost_usd
-    slots = asyncio.Semaphore(max(1, job.parallel))
+    try:
+        await executor.start()
+        return await _run_trials(
+            job, tasks, services, on_update, executor, progress, todo, state, results
+        )
+    finally:
+        await executor.close()
+
+
+async def _run_trials(
+    job: JobConfig,
+    tasks: list[Task],
+    services: TrialServices,
+    on_update: Callable[[JobState, TrialResult | None], None] | None,
+    executor: Executor,
+    progress: Progress,
+    todo: list[tuple[Task, int]],
+    state: JobState,
+    results: dict[tuple[str, int], TrialResult],
+) -> dict[str, Any]:
+    model, job_id = job.trial.model, progress.job_id
+    ppath = progress_path(job.output, model)
+    slots = asyncio.Semaphore(max(1, executor.capacity or job.parallel))
     # separate limits: sandbox starts (a burst of bwrap starts is all kernel work) and grading
     services.sandbox_starts = services.sandbox_starts or asyncio.Semaphore(16)
     services.grading_slots = services.grading_slots or asyncio.Semaphore(
@@ -413,15 +444,8 @@ async def _run_locked(
                     spent_before = spent_before.add(last[0].usage)
                 # what the failed attempts spent counts too (budget, totals); written into
                 # result.json before the folder's rename, never rewritten afterwards
-                last = await run_trial(
-                    task,
-                    job.trial,
-                    job.output,
-                    run_index=run_index,
-                    services=services,
-                    job_id=job_id,
-                    attempt=attempt,
-                    earlier=spent_before,
+                last = await executor.run(
+                    task, run_index, job_id=job_id, attempt=attempt, earlier=spent_before
                 )
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
                 attempt_state.retry_state.set_result(last)

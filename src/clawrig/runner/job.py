@@ -198,10 +198,17 @@ class Job:
 
         cfg, svc = self.config, self.services
         if svc.gateway is None:
+            # with Ray, nodes reach the driver's gateway (the only holder of keys) at the
+            # driver's cluster address (docs/ray.md)
+            host = "127.0.0.1"
+            if cfg.executor == "ray":
+                from clawrig.runner.executors.ray import driver_host
+
+                host = driver_host()
             svc.gateway = (
-                replay_gateway(cfg.replay, budget_usd=cfg.budget_usd)
+                replay_gateway(cfg.replay, budget_usd=cfg.budget_usd, host=host)
                 if cfg.replay is not None
-                else Gateway(budget_usd=cfg.budget_usd)
+                else Gateway(budget_usd=cfg.budget_usd, host=host)
             )
             self._owns_gateway = True
         if cfg.trial.judge_cache is not None and svc.judge_cache is None:

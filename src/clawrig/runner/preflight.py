@@ -95,6 +95,10 @@ def check_config(config: JobConfig) -> list[str]:
             NetworkPolicy.parse(value, option=option)
         except UserError as exc:
             problems.append(str(exc))
+    if config.executor == "ray":
+        from clawrig.runner.executors.ray import config_problems
+
+        problems += config_problems(config)
     return problems
 
 

@@ -98,6 +98,14 @@ class JobConfig(BaseModel):
     """``--web replay``: what a request that was not recorded gets: error | live | empty."""
     web_provider: str = "brave"
     """``--web live|record``: the search provider (brave | tavily)."""
+    executor: Literal["local", "ray"] = "local"
+    """Where trials run: ``local`` (this process, ``parallel`` at once) or ``ray`` (the nodes
+    of a Ray cluster, :mod:`clawrig.runner.executors.ray`; needs ``pip install clawrig[ray]``)."""
+    ray_address: str | None = None
+    """``--executor ray``: the cluster to join (``ray.init(address=...)``: ``auto``,
+    ``HOST:PORT``, ``ray://HOST:PORT``); None starts a one-node cluster on this machine."""
+    slots_per_node: int | None = Field(default=None, ge=1)
+    """``--executor ray``: trials at once per node (None: the node's CPU count)."""
 
 
 class ProgressEntry(BaseModel):

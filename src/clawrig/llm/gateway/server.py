@@ -92,6 +92,16 @@ def _failure_headers(attempts: int, upstream: httpx.Headers | None = None) -> di
     return out
 
 
+def _chained_refusal(data: bytes) -> str | None:
+    """The refusal kind in a clawrig gateway's 402 body (``{"error": {"type": kind}}``), or
+    None when ``data`` is not one."""
+    try:
+        error = json.loads(data).get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error.get("type") if isinstance(error, dict) else None
+
+
 def _retry_after(exc: BaseException) -> float | None:
     return retry_after_seconds(exc.headers) if isinstance(exc, _Retryable) else None
 
@@ -111,7 +121,9 @@ class Gateway:
     :meth:`ResponseCache.from_job` cache with mode ``only``). ``retry``: upstream retries.
     ``socket_dir``: the folder for the unix socket and the forwarder script (default: a new
     temporary folder, removed by :meth:`stop`). ``tcp``: also listen on 127.0.0.1 (needed by
-    :meth:`GatewayLease.chat_model`). ``timeout_s``: seconds per upstream attempt.
+    :meth:`GatewayLease.chat_model`). ``host``: the address the TCP listener binds
+    (``127.0.0.1``; the Ray executor binds the driver's cluster address so nodes reach it).
+    ``timeout_s``: seconds per upstream attempt.
 
     Thread-safe; :meth:`start` / :meth:`stop` (or ``with``) from any thread or event loop.
     """
@@ -125,6 +137,7 @@ class Gateway:
         retry: RetryPolicy | None = None,
         socket_dir: Path | None = None,
         tcp: bool = True,
+        host: str = "127.0.0.1",
         timeout_s: float = 600.0,
     ) -> None:
         self.budget_usd = budget_usd
@@ -133,6 +146,7 @@ class Gateway:
         self.retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
         self._tcp = tcp
+        self.host = host
         self._own_dir = socket_dir is None
         self._dir = Path(socket_dir) if socket_dir is not None else None
         self._leases: dict[str, GatewayLease] = {}
@@ -166,10 +180,10 @@ class Gateway:
 
     @property
     def host_url(self) -> str:
-        """``http://127.0.0.1:<port>`` (no path) for host-side clients."""
+        """``http://<host>:<port>`` (no path) for host-side clients (and Ray nodes)."""
         if not self._port:
             raise RuntimeError("the gateway has no TCP listener (start it with tcp=True)")
-        return f"http://127.0.0.1:{self._port}"
+        return f"http://{self.host}:{self._port}"
 
     @property
     def spent_usd(self) -> float:
@@ -200,7 +214,7 @@ class Gateway:
         os.chmod(path, 0o666)
         self._sockets = [unix]
         if self._tcp:
-            tcp = tcp_listener("127.0.0.1", 0)
+            tcp = tcp_listener(self.host, 0)
             self._port = tcp.getsockname()[1]
             self._sockets.append(tcp)
         try:
@@ -586,6 +600,8 @@ class Gateway:
             data = await resp.aread()
             await resp.aclose()
             msg = f"{ep.name}: HTTP {resp.status_code} from {where}: {_upstream_message(data)}"
+            if resp.status_code == 402 and _chained_refusal(data) == "budget_exceeded":
+                lease._refuse("budget")  # a gateway upstream (the Ray driver's): the job's cap
             lease._count(None, retries=retries)
             self._record(
                 lease,

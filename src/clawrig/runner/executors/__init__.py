@@ -1,0 +1,91 @@
+"""Where a job's trials run: the seam between the job's loop (:mod:`clawrig.runner.batch`:
+scheduling order, retries, resume, budget, progress, summary) and the machines.
+
+An executor runs one attempt of one trial and hands back ``(TrialResult, folder)`` with the
+folder whole under ``<output>/<task_id>/`` on the driver, exactly as
+:func:`clawrig.runner.trial.run_trial` does; everything else stays in the job's loop.
+
+- ``local`` (:class:`LocalExecutor`, the default): :func:`~clawrig.runner.trial.run_trial` in
+  this process; the job runs ``parallel`` trials at once. Needs no Ray.
+- ``ray`` (:class:`clawrig.runner.executors.ray.RayExecutor`): trials run on the nodes of a Ray
+  cluster, ``slots_per_node`` at once per node (docs/ray.md). Imported only when chosen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from clawrig.runner.trial import TrialServices
+    from clawrig.spec.job import JobConfig
+    from clawrig.spec.task import Task
+    from clawrig.spec.trial import TrialResult, Usage
+
+EXECUTORS = ("local", "ray")
+"""The ``--executor`` choices (``JobConfig.executor``)."""
+
+
+class Executor(Protocol):
+    """Runs trial attempts for one job (see the module docs).
+
+    ``capacity``: trials the executor runs at once (None: the job's ``parallel``), known after
+    :meth:`start`."""
+
+    capacity: int | None
+
+    async def start(self) -> None:
+        """Get ready before the first trial (e.g. join the cluster). Raises UserError."""
+
+    async def run(
+        self, task: Task, run_index: int, *, job_id: str, attempt: int, earlier: Usage
+    ) -> tuple[TrialResult, Path]:
+        """One attempt: ``attempt`` (1-based) and ``earlier`` (the usage of the trial's failed
+        attempts) go into result.json. Returns (result, folder on the driver). Raises what
+        :func:`~clawrig.runner.trial.run_trial` raises."""
+        ...
+
+    async def close(self) -> None:
+        """Release what :meth:`start` took (idempotent)."""
+
+
+class LocalExecutor:
+    """Every trial in this process (:func:`clawrig.runner.trial.run_trial`)."""
+
+    capacity: int | None = None
+
+    def __init__(self, job: JobConfig, services: TrialServices) -> None:
+        self.job = job
+        self.services = services
+
+    async def start(self) -> None:
+        return None
+
+    async def run(
+        self, task: Task, run_index: int, *, job_id: str, attempt: int, earlier: Usage
+    ) -> tuple[TrialResult, Path]:
+        from clawrig.runner.trial import run_trial
+
+        return await run_trial(
+            task,
+            self.job.trial,
+            self.job.output,
+            run_index=run_index,
+            services=self.services,
+            job_id=job_id,
+            attempt=attempt,
+            earlier=earlier,
+        )
+
+    async def close(self) -> None:
+        return None
+
+
+def create_executor(job: JobConfig, tasks: list[Task], services: TrialServices) -> Executor:
+    """The executor ``job.executor`` names (``ray`` imports Ray; UserError when it is not
+    installed)."""
+    if job.executor == "ray":
+        from clawrig.runner.executors.ray import RayExecutor
+
+        return RayExecutor(job, tasks, services)
+    return LocalExecutor(job, services)

@@ -1,0 +1,488 @@
+"""``--executor ray``: a job's trials on the nodes of a Ray cluster (design: docs/ray.md).
+
+- The driver (the process that runs ``clawrig run``) keeps the job: the output folder, the
+  progress file, resume, retries, the budget and the summary (:mod:`clawrig.runner.batch`,
+  unchanged). This executor only runs trial attempts.
+- One :class:`NodeWorker` Ray actor per alive node, pinned there by Ray's
+  ``NodeAffinitySchedulingStrategy``; it runs up to ``slots`` trials at once (``--slots-per-node``,
+  default the node's CPU count) with :func:`clawrig.runner.trial.run_trial`. Sandboxes stay on
+  the node that started them. Ray places the actors, carries calls and results, and reports a
+  lost node (``RayActorError``); the driver hands each attempt to a node with a free slot.
+- Tasks data: the folder that holds the suite (every path its tasks name) is packed once
+  (tar, at most :data:`SUITE_MAX_BYTES`) into Ray's object store; each node unpacks it once into
+  ``<cache>/ray-suites/<sha256>/`` and loads the same tasks from there. Environments are
+  resolved (built when missing) once per node, and warm snapshots are made by the node's own
+  trials, once per node (:mod:`clawrig.env`).
+- Keys: the driver's model gateway is the only holder of provider keys; it listens on the
+  driver's cluster address. For every attempt the driver opens a lease per model (agent, judge)
+  and sends the node only the lease token; the node's own gateway (no keys) forwards to the
+  driver's, records the trial's ``model_calls.jsonl`` and enforces the trial's caps, while the
+  driver's counts every USD and enforces the job's budget (a 402 from it is the node's budget
+  refusal).
+- Trial folders come back whole: the node packs the finished folder (tar) and returns it
+  through the object store; the driver unpacks it into ``<task>/.tmp-*`` and renames it into
+  place (the same atomic rename as a local trial).
+- A node lost mid-trial: the attempt is run again on another node, with what the lost attempt
+  spent (the driver's leases counted it) added to the trial's usage as an earlier attempt's;
+  it is neither scored nor counted against ``max_attempts``. Every node lost: UserError (the
+  finished trials are kept; ``--resume`` continues).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from clawrig.errors import UserError
+from clawrig.runner.trial import TrialServices
+from clawrig.spec.job import JobConfig
+from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
+from clawrig.spec.task import Task
+from clawrig.spec.trial import TrialResult, Usage
+
+SUITE_MAX_BYTES = 1 << 30
+"""The largest suite folder (bytes, files summed) shipped to nodes through Ray's object store."""
+
+SUITE_CACHE = "ray-suites"
+"""The folder under clawrig's cache (:func:`clawrig.sandbox.pyenv.cache_root`) where nodes keep
+unpacked suites, one ``<sha256>/`` each."""
+
+NODE_LOG_LINE = "ray: ran on node {node_id}"
+"""The line a node appends to a trial's agent.log before sending the folder back."""
+
+NODE_RETRY_ATTEMPTS = 2
+"""Tries a node's gateway makes per request to the driver's (the driver's retries the
+provider itself)."""
+
+
+def import_ray() -> Any:
+    """The ``ray`` module; UserError (one line) when it is not installed."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError(
+            "--executor ray: Ray is not installed (pip install 'clawrig[ray]')"
+        ) from None
+    return ray
+
+
+def driver_host() -> str:
+    """The address other nodes reach this machine at (Ray's own choice of this node's IP)."""
+    ray = import_ray()
+    return str(ray.util.get_node_ip_address())
+
+
+def config_problems(job: JobConfig) -> list[str]:
+    """What ``--executor ray`` does not run (one line each): ``--replay``, ``--web`` other than
+    off, and a missing Ray."""
+    problems = []
+    try:
+        import_ray()
+    except UserError as exc:
+        problems.append(str(exc))
+    if job.replay is not None:
+        problems.append("--replay: not supported with --executor ray (run it with local)")
+    if job.trial.web not in ("off", ""):
+        problems.append(
+            f"--web {job.trial.web}: not supported with --executor ray (only --web off)"
+        )
+    return problems
+
+
+# -- the suite: packed once on the driver, unpacked once per node ------------------------------
+
+
+@dataclass(frozen=True)
+class SuitePack:
+    """The folder ``base`` that holds every path of the job's tasks, packed: ``data`` (an
+    uncompressed tar of it), ``digest`` (sha256 hex of ``data``), and ``suite_path`` /
+    ``root`` relative to ``base``."""
+
+    base: Path
+    data: bytes
+    digest: str
+    suite_rel: str
+    root_rel: str | None
+
+
+def _task_paths(task: Task) -> list[Path]:
+    ws = task.workspace
+    paths = [task.source.path, ws.root, ws.exec_dir, ws.tmp_dir, ws.gt_dir]
+    paths += [f.source for f in ws.files] + list(task.skills_dirs)
+    return [Path(p).resolve() for p in paths if p is not None]
+
+
+def pack_suite(job: JobConfig, tasks: list[Task]) -> SuitePack:
+    """Pack the folder holding ``job.suite_path``, ``job.root`` and every path the tasks name.
+    Raises UserError (naming the folder and the limit) past :data:`SUITE_MAX_BYTES`."""
+    suite = job.suite_path.resolve()
+    paths = [suite] + ([job.root.resolve()] if job.root is not None else [])
+    for task in tasks:
+        paths += [p for p in _task_paths(task) if p.exists()]
+    base = Path(os.path.commonpath([str(p) for p in paths]))
+    if base.is_file():
+        base = base.parent
+    size = 0
+    for dirpath, _dirs, files in os.walk(base):
+        for name in files:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(dirpath, name)).st_size
+        if size > SUITE_MAX_BYTES:
+            raise UserError(
+                f"--executor ray: the suite's folder {base} holds more than "
+                f"{SUITE_MAX_BYTES >> 20} MiB, the most clawrig ships to Ray nodes; run a "
+                "smaller --suite or --category selection"
+            )
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(base), arcname=".")
+    data = buf.getvalue()
+    return SuitePack(
+        base=base,
+        data=data,
+        digest=hashlib.sha256(data).hexdigest(),
+        suite_rel=str(suite.relative_to(base)),
+        root_rel=str(job.root.resolve().relative_to(base)) if job.root is not None else None,
+    )
+
+
+def unpack_suite(data: bytes, digest: str, cache: Path) -> Path:
+    """``<cache>/<digest>/``, unpacked from ``data`` by the first caller on this machine (a file
+    lock keeps concurrent workers to one unpack). Raises ValueError when ``data`` does not match
+    ``digest``."""
+    dest = cache / digest
+    done = cache / f"{digest}.done"
+    if done.exists():
+        return dest
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return dest
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"suite pack {digest[:12]}: corrupted in transfer")
+        shutil.rmtree(dest, ignore_errors=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(dest, filter="tar")
+        done.touch()
+    return dest
+
+
+def pack_folder(folder: Path) -> bytes:
+    """An uncompressed tar of ``folder``'s contents (symlinks kept as links)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(folder), arcname=".")
+    return buf.getvalue()
+
+
+def unpack_trial(data: bytes, task_dir: Path, name: str) -> Path:
+    """Unpack a trial folder packed by a node into ``task_dir/.tmp-<name>-*`` and rename it to
+    ``task_dir/<name>`` (whole or absent, as a local trial's). Returns the folder."""
+    task_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=task_dir))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(tmp, filter="tar")
+        final = task_dir / name
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+# -- the node side ------------------------------------------------------------------------------
+
+
+def _node_endpoint(endpoint: Any, gateway_url: str, token: str) -> Any:
+    """``endpoint`` (name, model id, prices kept) reached through the driver's gateway with a
+    lease ``token`` instead of the provider's URL and key."""
+    return endpoint.model_copy(
+        update={
+            "base_url": f"{gateway_url}/v1",
+            "api_key": SecretStr(token),
+            "api_key_env": None,
+            "extra_body": {},
+            "headers": {},
+            "server": None,
+        }
+    )
+
+
+class NodeWorker:
+    """The clawrig worker of one node (a Ray actor): the suite's tasks, a key-less gateway that
+    forwards to the driver's, and trials run with :func:`clawrig.runner.trial.run_trial` into a
+    node-local folder, returned packed."""
+
+    def __init__(self, job_json: str) -> None:
+        self.job = JobConfig.model_validate_json(job_json)
+        self.tasks: dict[str, Task] = {}
+        self.gateway: Any = None
+        self.out: Path | None = None
+
+    def node_id(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    async def prepare(self, suite: bytes, digest: str, suite_rel: str, root_rel: str | None) -> str:
+        """Unpack the suite (once per machine), load its tasks, start the node's gateway,
+        resolve the environments (built when missing) and prepare the agent. Returns the
+        node id."""
+        from clawrig.agents import create_agent
+        from clawrig.env.system import resolve_environment
+        from clawrig.leftovers import owned_tempdir
+        from clawrig.llm.client import RetryPolicy
+        from clawrig.llm.gateway import Gateway
+        from clawrig.sandbox.pyenv import cache_root
+        from clawrig.tasks.registry import load_tasks
+
+        base = await asyncio.to_thread(unpack_suite, suite, digest, cache_root() / SUITE_CACHE)
+        root = base / root_rel if root_rel is not None else None
+        loaded = await asyncio.to_thread(load_tasks, base / suite_rel, root=root)
+        self.tasks = {t.id: t for t in loaded}
+        self.gateway = Gateway(retry=RetryPolicy(attempts=NODE_RETRY_ATTEMPTS)).start()
+        self.out = owned_tempdir("ray-trials")
+        trial = self.job.trial
+        for fmt in sorted({str(t.format) for t in loaded}):
+            await asyncio.to_thread(
+                resolve_environment, trial.sandbox, trial.environment, trial.image, fmt, None
+            )
+        await asyncio.to_thread(create_agent(trial.agent).prepare, lambda line: None)
+        return self.node_id()
+
+    async def run(
+        self,
+        task_id: str,
+        run_index: int,
+        job_id: str,
+        attempt: int,
+        earlier: dict[str, Any],
+        models: dict[str, Any],
+    ) -> tuple[str, str, bytes]:
+        """One attempt of a trial; ``models`` = {"gateway": the driver's gateway URL, "agent"
+        / "judge": (endpoint JSON, lease token, stream) or None}. Returns (result.json text,
+        the trial folder's name, the folder packed). Raises what ``run_trial`` raises."""
+        from clawrig.llm.client import OpenAIChatModel
+        from clawrig.llm.providers import ModelEndpoint
+        from clawrig.runner.trial import run_trial
+
+        assert self.out is not None, "prepare() first"
+        chat: dict[str, Any] = {}
+        for role in ("agent", "judge"):
+            spec = models.get(role)
+            if spec is not None:
+                ep_json, token, stream = spec
+                ep = _node_endpoint(
+                    ModelEndpoint.model_validate_json(ep_json), models["gateway"], token
+                )
+                chat[role] = OpenAIChatModel(ep, stream=stream)
+        services = TrialServices(
+            model=chat.get("agent"), judge=chat.get("judge"), gateway=self.gateway
+        )
+        result, folder = await run_trial(
+            self.tasks[task_id],
+            self.job.trial,
+            self.out,
+            run_index=run_index,
+            services=services,
+            job_id=job_id,
+            attempt=attempt,
+            earlier=Usage.model_validate(earlier),
+        )
+        try:
+            with open(TrialPaths(folder).agent_log, "a", encoding="utf-8") as log:
+                log.write(NODE_LOG_LINE.format(node_id=self.node_id()) + "\n")
+            data = await asyncio.to_thread(pack_folder, folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return result.model_dump_json(), folder.name, data
+
+
+# -- the driver side ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    node_id: str
+    actor: Any
+    slots: int
+    alive: bool = True
+
+
+class RayExecutor:
+    """Runs a job's trial attempts on a Ray cluster (module docs). ``capacity`` = the slots of
+    every node alive at :meth:`start`."""
+
+    def __init__(self, job: JobConfig, tasks: list[Task], services: TrialServices) -> None:
+        self.job = job
+        self.tasks = tasks
+        self.services = services
+        self.capacity: int | None = None
+        self.nodes: list[_Node] = []
+        self.lost_attempts = 0
+        """Attempts lost with their node (run again elsewhere)."""
+        self._free: asyncio.Queue[_Node | None] = asyncio.Queue()
+        self._ray: Any = None
+        self._owns_ray = False
+
+    async def start(self) -> None:
+        """Join the cluster (``ray_address``; none: a local one), ship the suite, start one
+        worker per alive node and wait until each is ready. Raises UserError."""
+        ray = self._ray = import_ray()
+        if not ray.is_initialized():
+            try:
+                ray.init(
+                    address=self.job.ray_address,
+                    log_to_driver=False,
+                    include_dashboard=False,
+                    configure_logging=False,
+                )
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise UserError(
+                    f"--ray-address: cannot join the Ray cluster at "
+                    f"{self.job.ray_address or '(local)'}: {exc}".splitlines()[0]
+                ) from None
+            self._owns_ray = True
+        gateway = self.services.gateway
+        if gateway is None:
+            raise UserError("--executor ray: the job has no model gateway")
+        pack = await asyncio.to_thread(pack_suite, self.job, self.tasks)
+        suite_ref = ray.put(pack.data)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        worker = ray.remote(num_cpus=0, max_restarts=0, max_concurrency=10_000)(NodeWorker)
+        job_json = self.job.model_dump_json()
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        started = []
+        for n in nodes:
+            slots = self.job.slots_per_node or max(1, int(n.get("Resources", {}).get("CPU", 1)))
+            actor = worker.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            ).remote(job_json)
+            ready = actor.prepare.remote(suite_ref, pack.digest, pack.suite_rel, pack.root_rel)
+            started.append((_Node(n["NodeID"], actor, slots), ready))
+        for node, ready in started:
+            try:
+                await ready
+            except ray.exceptions.RayActorError:
+                continue  # a node that died while starting: the others run the job
+            except ray.exceptions.RayTaskError as exc:
+                raise _cause(exc) from None
+            self.nodes.append(node)
+            for _ in range(node.slots):
+                self._free.put_nowait(node)
+        if not self.nodes:
+            raise UserError("--executor ray: no node of the cluster could start a worker")
+        self.capacity = sum(n.slots for n in self.nodes)
+
+    def _leases(self, task: Task, run_index: int, attempt: int) -> dict[str, Any]:
+        """The driver-side leases of one attempt (agent, judge), keyed by role."""
+        from clawrig.grading.judge_proxy import upstream_endpoint
+
+        gateway, svc = self.services.gateway, self.services
+        assert gateway is not None
+        out: dict[str, Any] = {}
+        for role, model in (("agent", svc.model), ("judge", svc.judge)):
+            endpoint = upstream_endpoint(model)
+            if model is None or endpoint is None:
+                continue
+            out[role] = gateway.open_trial(
+                endpoint,
+                trial_id=f"{task.id}#{run_index}@{attempt}",
+                role=role,
+                task_id=task.id,
+                run_index=run_index,
+                cache=svc.judge_cache if role == "judge" else None,
+            )
+        return out
+
+    async def run(
+        self, task: Task, run_index: int, *, job_id: str, attempt: int, earlier: Usage
+    ) -> tuple[TrialResult, Path]:
+        ray, gateway = self._ray, self.services.gateway
+        assert ray is not None and gateway is not None
+        while True:
+            node = await self._free.get()
+            if node is None:
+                self._free.put_nowait(None)  # wake the next waiter too
+                raise UserError(
+                    "--executor ray: every node of the cluster is gone; finished trials are "
+                    "kept (--resume continues)"
+                )
+            if not node.alive:
+                continue
+            leases = self._leases(task, run_index, attempt)
+            models: dict[str, Any] = {"gateway": gateway.host_url}
+            for role, lease in leases.items():
+                model = self.services.model if role == "agent" else self.services.judge
+                models[role] = (
+                    lease.endpoint.model_dump_json(),
+                    lease.token,
+                    bool(getattr(model, "stream", False)),
+                )
+            ref = node.actor.run.remote(
+                task.id, run_index, job_id, attempt, earlier.model_dump(mode="json"), models
+            )
+            try:
+                result_json, name, data = await ref
+            except ray.exceptions.RayActorError:
+                # the node (or its worker) is gone: what the attempt spent still counts, the
+                # attempt runs again elsewhere, not scored and not counted as a failure
+                node.alive = False
+                self.lost_attempts += 1
+                for lease in leases.values():
+                    earlier = earlier.add(gateway.close_trial(lease))
+                if not any(n.alive for n in self.nodes):
+                    self._free.put_nowait(None)
+                continue
+            except ray.exceptions.RayTaskError as exc:
+                self._free.put_nowait(node)
+                raise _cause(exc) from None
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
+                self._free.put_nowait(node)
+                raise
+            finally:
+                for lease in leases.values():
+                    if not lease.closed:
+                        gateway.close_trial(lease)
+            self._free.put_nowait(node)
+            result = TrialResult.model_validate_json(result_json)
+            folder = await asyncio.to_thread(
+                unpack_trial, data, JobPaths(self.job.output).task_dir(task.id), name
+            )
+            return result, folder
+
+    async def close(self) -> None:
+        ray = self._ray
+        if ray is None:
+            return
+        for node in self.nodes:
+            with contextlib.suppress(Exception):
+                ray.kill(node.actor)
+        self.nodes = []
+        if self._owns_ray:
+            ray.shutdown()
+        self._ray = None
+
+
+def _cause(exc: Any) -> BaseException:
+    """The exception a remote call raised (a UserError, ModelRequestError ...), unwrapped from
+    Ray's ``RayTaskError``."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc

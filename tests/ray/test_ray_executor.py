@@ -1,0 +1,236 @@
+"""``--executor ray`` on a real two-node Ray cluster (tests/ray/conftest.py): a 40-trial job
+spread over both nodes with the same summary as the local executor's, a node killed mid-job, the
+driver killed (SIGKILL) then ``--resume``, and the budget stopping a job across nodes.
+
+Every model call is answered by the scripted OpenAI-compatible server at $0.01 a request
+(solve_even_tasks: 2 requests per trial), so the server's own request count is the independent
+measure of what the job spent."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray_helpers import NODE_CPUS, env_for, node_ids, solve_even_tasks, write_mini_bench
+
+from clawrig.runner.executors.ray import NODE_LOG_LINE
+from clawrig.runner.job import Job
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.testing.scripted_server import ScriptedServer
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
+
+CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
+COST = 0.01
+"""USD the scripted model charges per request."""
+VOLATILE = {"job_id", "timestamp", "elapsed_s", "suite_path"}
+"""Summary fields that differ between any two runs of one job."""
+
+
+def _config(bench: Path, out: Path, **kw: Any) -> JobConfig:
+    return JobConfig(
+        suite_path=bench / "tasks", output=out, trial=TrialConfig(model="scripted/test"), **kw
+    )
+
+
+def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary without what differs between two runs of the same job (ids, times)."""
+    out = {k: v for k, v in summary.items() if k not in VOLATILE}
+    out["tasks"] = sorted(
+        (
+            {k: v for k, v in t.items() if k not in ("trial", "elapsed_time")}
+            for t in summary["tasks"]
+        ),
+        key=lambda t: (t["task_id"], t["run_index"]),
+    )
+    out.pop("usage", None)  # holds elapsed seconds
+    return out
+
+
+def _trials(out: Path) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """(task id, run index) -> the result.json of every finished trial folder of that trial."""
+    found: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for rj in out.glob("*/*/result.json"):
+        if rj.parent.parent.name.startswith(("_", ".")):
+            continue
+        r = json.loads(rj.read_text())
+        found.setdefault((r["task_id"], r["run_index"]), []).append(r)
+    return found
+
+
+def _nodes_used(out: Path) -> set[str]:
+    used = set()
+    prefix = NODE_LOG_LINE.split("{")[0]
+    for log in out.glob("*/*/agent.log"):
+        for line in log.read_text().splitlines():
+            if line.startswith(prefix):
+                used.add(line[len(prefix) :].strip())
+    return used
+
+
+@pytest.fixture
+def model_server():
+    servers: list[ScriptedServer] = []
+
+    def make(delay: float = 0.0) -> ScriptedServer:
+        def responder(request: dict[str, Any]) -> Any:
+            rep = solve_even_tasks(request, cost=COST)
+            rep.delay = delay
+            return rep
+
+        srv = ScriptedServer(responder=responder).start()
+        servers.append(srv)
+        return srv
+
+    yield make
+    for srv in servers:
+        srv.stop()
+
+
+def test_forty_trials_spread_over_both_nodes_with_the_local_summary(
+    ray_cluster, model_server, tmp_path, monkeypatch
+):
+    bench = write_mini_bench(tmp_path / "bench", 20)
+    srv = model_server()
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    ray_out = tmp_path / "ray"
+    cfg = _config(bench, ray_out, runs=2, executor="ray", ray_address=ray_cluster.address)
+    on_ray = Job(cfg).run()
+    ray_requests = len(srv.requests)
+    local = Job(_config(bench, tmp_path / "local", runs=2, parallel=2 * NODE_CPUS)).run()
+
+    trials = _trials(ray_out)
+    assert len(trials) == 40 and all(len(v) == 1 for v in trials.values())
+    assert _nodes_used(ray_out) == node_ids(ray_cluster)  # each node ran some
+    # 20 tasks x 2 runs: even tasks 1.0, odd 0.25; 2 requests at $0.01 each per trial
+    assert on_ray["error_count"] == 0 and on_ray["evaluated_count"] == 40
+    assert math.isclose(on_ray["overall_score"], (20 * 1.0 + 20 * 0.25) / 40)
+    assert ray_requests == 80
+    assert math.isclose(on_ray["efficiency"]["total_cost_usd"], ray_requests * COST)
+    assert _comparable(on_ray) == _comparable(local)
+    # the trial folders hold what a local trial's does (model calls recorded on the node)
+    for folder in ray_out.glob("*/scripted_test_*"):
+        calls = (folder / "model_calls.jsonl").read_text().splitlines()
+        assert len(calls) == 2 and (folder / "score.json").is_file()
+
+
+def test_a_node_killed_mid_job_reruns_its_trials_elsewhere_once(
+    ray_cluster, model_server, tmp_path, monkeypatch
+):
+    victim = ray_cluster.add_node(num_cpus=NODE_CPUS)
+    ray_cluster.wait_for_nodes()
+    bench = write_mini_bench(tmp_path / "bench", 12)
+    srv = model_server(delay=0.5)
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    out = tmp_path / "out"
+    killed = threading.Event()
+
+    def kill_when_busy() -> None:
+        # every node has trials talking to the model by the time 3 x slots requests arrived
+        deadline = time.monotonic() + 300
+        while len(srv.requests) < 3 * 3 * NODE_CPUS and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ray_cluster.remove_node(victim, allow_graceful=False)
+        killed.set()
+
+    killer = threading.Thread(target=kill_when_busy, daemon=True)
+    killer.start()
+    summary = Job(
+        _config(bench, out, runs=2, executor="ray", ray_address=ray_cluster.address)
+    ).run()
+    killer.join(timeout=60)
+    assert killed.is_set()
+
+    trials = _trials(out)
+    assert len(trials) == 24 and all(len(v) == 1 for v in trials.values())
+    assert summary["error_count"] == 0 and summary["evaluated_count"] == 24
+    assert math.isclose(summary["overall_score"], (12 * 1.0 + 12 * 0.25) / 24)
+    # what the lost attempts spent counts once, in the trial that ran again: the job's total
+    # is every request the model answered
+    total = summary["efficiency"]["total_cost_usd"]
+    assert math.isclose(total, len(srv.requests) * COST)
+    rerun = [r for (r,) in trials.values() if r["usage"]["request_count"] > 2]
+    assert rerun, "no trial lost a started attempt with the node"
+    for r in rerun:
+        assert math.isclose(r["usage"]["cost_usd"], r["usage"]["request_count"] * COST)
+    assert victim.node_id not in node_ids(ray_cluster)
+
+
+def test_driver_killed_then_resume_finishes_on_the_cluster(ray_cluster, model_server, tmp_path):
+    bench = write_mini_bench(tmp_path / "bench", 10)
+    srv = model_server(delay=0.2)
+    out = tmp_path / "out"
+    args = [
+        CLAWRIG,
+        "run",
+        str(bench / "tasks"),
+        "-m",
+        "scripted/test",
+        "--runs",
+        "2",
+        "-o",
+        str(out),
+        "--executor",
+        "ray",
+        "--ray-address",
+        ray_cluster.address,
+    ]
+    proc = subprocess.Popen(
+        args,
+        env=env_for(srv),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    progress = out / "progress_scripted_test.json"
+    deadline = time.monotonic() + 300
+    done = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            done = len(json.loads(progress.read_text())["completed"])
+        except (OSError, ValueError, KeyError):
+            done = 0
+        if done >= 4:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert 4 <= done < 20
+
+    r = subprocess.run(
+        args + ["--resume"], env=env_for(srv), capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    trials = _trials(out)
+    assert len(trials) == 20 and all(len(v) == 1 for v in trials.values())
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["error_count"] == 0 and len(summary["tasks"]) == 20
+    assert math.isclose(summary["overall_score"], (10 * 1.0 + 10 * 0.25) / 20)
+    assert not progress.exists()
+
+
+def test_budget_stops_the_job_across_nodes(ray_cluster, model_server, tmp_path, monkeypatch):
+    bench = write_mini_bench(tmp_path / "bench", 20)
+    srv = model_server(delay=0.1)
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    out = tmp_path / "out"
+    budget = 0.10
+    cfg = _config(bench, out, executor="ray", ray_address=ray_cluster.address, budget_usd=budget)
+    summary = Job(cfg).run()
+    assert summary["budget_stopped"] and summary["not_run"] > 0
+    spent = len(srv.requests) * COST
+    assert math.isclose(summary["efficiency"]["total_cost_usd"], spent)
+    # the driver's gateway refuses every request once the job's spend reached the budget:
+    # past it, at most one request per busy slot was already on its way
+    slots = len(node_ids(ray_cluster)) * NODE_CPUS
+    assert budget <= spent <= budget + slots * COST + 1e-9
+    assert len(_nodes_used(out)) == len(node_ids(ray_cluster))
