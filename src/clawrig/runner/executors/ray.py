@@ -439,9 +439,10 @@ class RayExecutor:
             )
             try:
                 result_json, name, data = await ref
-            except ray.exceptions.RayActorError:
-                # the node (or its worker) is gone: what the attempt spent still counts, the
-                # attempt runs again elsewhere, not scored and not counted as a failure
+            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
+                # the node (or its worker, or the returned folder) is gone: what the attempt
+                # spent still counts, the attempt runs again elsewhere, neither scored nor
+                # counted as a failure
                 node.alive = False
                 self.lost_attempts += 1
                 for lease in leases.values():
