@@ -126,6 +126,9 @@ class TrialServices:
     """The network of the sandbox that makes a task's warm snapshot (None: loopback only)."""
     web: WebService | None = None
     """The job's web (``--web``: live, record, replay, corpus; see :mod:`clawrig.web`)."""
+    environments: dict[tuple[str, ...], Any] = field(default_factory=dict)
+    """Environments resolved for this job's trials (:func:`resolve_environment` by sandbox,
+    environment, image and task format): read once, not per trial (~8 ms of YAML each)."""
 
 
 def trial_folder_name(model: str, when: dt.datetime | None = None) -> str:
@@ -532,8 +535,14 @@ class Trial:
             )
             binds.append(self.grader_stage.bind)
         self.mark("warm")  # the environment and the task's warm snapshot (made once, reused)
+        key = (config.sandbox, config.environment, config.image or "", str(task.format))
+        choice = services.environments.get(key)
+        if choice is None:
+            choice = services.environments[key] = resolve_environment(
+                config.sandbox, config.environment, config.image, str(task.format)
+            )
         self.system = system = await prepare_system(
-            resolve_environment(config.sandbox, config.environment, config.image, str(task.format)),
+            choice,
             task.warmup if warm else [],
             sandbox=config.sandbox,
             snapshots=config.warm_snapshots,

@@ -400,6 +400,14 @@ class BwrapSandbox(SupervisedSandbox):
                 os.setresgid(uid, uid, uid)
                 os.setresuid(uid, uid, uid)
 
+        # With nothing to drop or to limit by rlimits but core and file size (the usual case: root
+        # with cgroups), a shell puts itself in the cgroups, sets those two and becomes bwrap,
+        # so this (large) process is not forked to run ``preexec`` (subprocess can vfork)
+        launcher: list[str] = []
+        if uid is None and not use_as and not use_nproc:
+            fsize = max(1, lim.max_file_bytes // 512) if lim.max_file_bytes else 0  # 512 B blocks
+            launcher = ["/bin/sh", "-c", _LAUNCHER, "sh", str(fsize), str(len(procs_files))]
+            launcher += procs_files
         try:
             argv = self._argv()
             # Arguments go through a pipe (--args FD), so the sandbox's init process shows
@@ -415,6 +423,7 @@ class BwrapSandbox(SupervisedSandbox):
             os.close(wfd)
             try:
                 return await asyncio.create_subprocess_exec(
+                    *launcher,
                     argv[0],
                     "--args",
                     str(rfd),
@@ -423,7 +432,7 @@ class BwrapSandbox(SupervisedSandbox):
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
-                    preexec_fn=preexec,
+                    preexec_fn=None if launcher else preexec,
                     limit=1 << 30,
                     env={"PATH": DEFAULT_PATH},
                     cwd="/",
@@ -480,6 +489,16 @@ class BwrapSandbox(SupervisedSandbox):
             "file_size": "RLIMIT_FSIZE" if lim.max_file_bytes else "none",
             "uid": f"host uid {self.host_uid} mapped to root" if self.host_uid else "caller's uid",
         }
+
+
+_LAUNCHER = (
+    'fsize=$1; n=$2; shift 2; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; '
+    'n=$((n - 1)); done; ulimit -c 0 || exit 126; if [ "$fsize" != 0 ]; then '
+    'ulimit -f "$fsize" || exit 126; fi; exec "$@"'
+)
+"""``sh -c _LAUNCHER sh FSIZE_BLOCKS N PROCS_FILE... BWRAP ARGS...``: join the N cgroups, no
+core dumps, RLIMIT_FSIZE (512-byte blocks, 0: none), then exec bwrap (what ``preexec`` does
+when no uid drop and no RLIMIT_AS / RLIMIT_NPROC are needed)."""
 
 
 def _traversable(path: Path) -> bool:
