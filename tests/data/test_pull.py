@@ -72,7 +72,7 @@ def test_pull_lays_out_validates_verifies_and_writes_a_manifest(hub, demo_dir, t
         p: hashlib.sha256(b).hexdigest() for p, b in want.items()
     }
     check = check_data(dest / MANIFEST_NAME, dest / "wildclaw")
-    assert check["matches"] is True and check["files"] == len(want)
+    assert check.matches is True and check.files == len(want)
     assert drift_line(check) is None
 
     # a job on the pulled set carries the manifest's source, commit and digest in its summary
@@ -108,7 +108,7 @@ def test_pull_lays_out_validates_verifies_and_writes_a_manifest(hub, demo_dir, t
     (dest / "wildclaw" / "evaluators" / "evaluator_000002.py").unlink()
     (dest / "wildclaw" / "intent" / "000099.json").write_text("{}")
     check = check_data(dest / MANIFEST_NAME, dest / "wildclaw")
-    assert (check["changed"], check["missing"], check["added"]) == (
+    assert (check.changed, check.missing, check.added) == (
         ["wildclaw/intent/000001.json"],
         ["wildclaw/evaluators/evaluator_000002.py"],
         ["wildclaw/intent/000099.json"],
@@ -130,7 +130,7 @@ def test_pull_lays_out_validates_verifies_and_writes_a_manifest(hub, demo_dir, t
     )
     assert intent.read_bytes() == want["wildclaw/intent/000001.json"]
     check = check_data(dest / MANIFEST_NAME, dest / "wildclaw")
-    assert check["matches"] is True, check
+    assert check.matches is True, check
 
 
 def test_missing_private_and_unknown_revision_are_one_line_errors(hub, tmp_path) -> None:

@@ -174,19 +174,23 @@ def test_dataclaw_overall_counts_agent_errors_as_zero_and_skips_other_errors():
     assert error_counts(trials) == {"agent": 1, "grading": 1}
 
 
+def _incorrect(n: int, m: int, achieved: int, weights: float) -> dict:
+    """process_score.json of an incorrect run: N gold steps, M milestones, the sum of the
+    achieved milestones' weights (metrics.md)."""
+    counts = {"milestones_total": m, "milestones_achieved": achieved}
+    return {
+        "gpr": {"gpr": achieved / m, **counts},
+        "tgpr": {"tgpr": weights / m, "tpe": weights / achieved, "gpr": achieved / m,
+                 "gamma": 0.9, "s_gold": n, **counts},
+    }  # fmt: skip
+
+
 def test_process_averages_over_the_trials_they_apply_to():
     trials = [
         _trial("a", 1.0, process={"efficiency": {"s_agent": 5, "s_gold": 7, "efficiency": 1.4}}),
         _trial("b", 1.0, process={"efficiency": {"s_agent": 8, "s_gold": 6, "efficiency": 0.75}}),
-        _trial(
-            "c",
-            1 / 3,
-            process={
-                "gpr": {"gpr": 7 / 9},
-                "tgpr": {"tpe": 6.81 / 7, "tgpr": 6.81 / 9, "gpr": 7 / 9},
-            },
-        ),
-        _trial("d", 0.0, process={"gpr": {"gpr": 4 / 6}, "tgpr": {"tpe": 0.9525, "tgpr": 0.635}}),
+        _trial("c", 1 / 3, process=_incorrect(7, 9, 7, 6.81)),
+        _trial("d", 0.0, process=_incorrect(6, 6, 4, 3.81)),
         _trial("e", 0.0, process={"error": "process judge unparseable", "error_kind": "grading"}),
     ]
     out = process_averages(trials)

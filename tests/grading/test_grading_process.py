@@ -23,6 +23,7 @@ from clawrig.grading.process import (
     value_matches,
 )
 from clawrig.spec.llm import ToolCall
+from clawrig.spec.process import ProcessScore
 from clawrig.spec.transcript import Transcript, TranscriptMessage
 from clawrig.testing.scripted_server import reply
 
@@ -140,6 +141,12 @@ def test_hard001_incorrect_run_deterministic_matcher(dcb, make_transcript):
     assert ps["gpr"]["details"][0]["milestone"] == "医药相关政策总数（条）"
     # the whole dict is JSON (process_score.json) with Chinese kept readable
     assert "医药相关政策总数" in json.dumps(ps, ensure_ascii=False)
+    # its typed model (what result.json holds and readers use) keeps the file's shape exactly
+    typed = ProcessScore.model_validate(ps)
+    assert typed.model_dump(mode="json") == json.loads(json.dumps(ps))
+    assert typed.metrics() == pytest.approx(
+        {"ee": None, "gpr": 7 / 9, "tpe": 6.81 / 7, "tgpr": 6.81 / 9}
+    )
 
 
 def test_hard001_correct_run_gives_execution_efficiency(dcb, make_transcript):
@@ -158,6 +165,9 @@ def test_hard001_correct_run_gives_execution_efficiency(dcb, make_transcript):
     # correct run: EE = N / T = 7 / 5 = 1.4 (four tool steps + the final answer)
     ps = process_metrics(task, transcript, score.score, None)
     assert ps == {"efficiency": {"s_agent": 5, "s_gold": 7, "efficiency": 1.4}}
+    typed = ProcessScore.model_validate(ps)
+    assert typed.model_dump(mode="json") == ps
+    assert typed.metrics() == {"ee": 1.4, "gpr": None, "tpe": None, "tgpr": None}
 
 
 MEDIUM003_STEPS = [

@@ -94,7 +94,11 @@ async def test_judged_trial_regrades_to_the_same_score_from_the_cache(scripted_s
         services=services,
     )
     assert result.error is None and result.score.score == 1.0
-    assert result.process["efficiency"] == {"s_agent": 2, "s_gold": 7, "efficiency": 3.5}
+    assert result.process.model_dump()["efficiency"] == {
+        "s_agent": 2,
+        "s_gold": 7,
+        "efficiency": 3.5,
+    }
     assert len(judge.requests) == 1
     judge.stop()  # no model server from here on
     report = await regrade_trial(folder)

@@ -22,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
+
+from clawrig.spec.summary import DataCheck
 
 MANIFEST_NAME = "clawrig-data.json"
 LIST_CAP = 20
@@ -108,7 +109,7 @@ def find_manifest(*paths: Path | None) -> Path | None:
     return None
 
 
-def check_data(manifest_path: Path, suite_path: Path | None = None) -> dict[str, Any]:
+def check_data(manifest_path: Path, suite_path: Path | None = None) -> DataCheck:
     """The job summary's ``data`` entry: the manifest's source, revision, commit, file count
     and digest, and how the files on disk differ: ``changed`` (content differs), ``missing``,
     ``added`` (files under ``suite_path`` that the manifest does not list); ``matches`` is True
@@ -149,38 +150,38 @@ def check_data(manifest_path: Path, suite_path: Path | None = None) -> dict[str,
                         and rel not in manifest.files
                     ):
                         added.append(rel)
-    return {
-        "manifest": str(manifest_path),
-        "source": manifest.source,
-        "repo_id": manifest.repo_id,
-        "revision": manifest.revision,
-        "commit": manifest.commit,
-        "files": len(manifest.files),
-        "files_sha256": manifest.files_digest(),
-        "matches": not (changed or missing or added),
-        "changed": changed[:LIST_CAP],
-        "changed_count": len(changed),
-        "missing": missing[:LIST_CAP],
-        "missing_count": len(missing),
-        "added": added[:LIST_CAP],
-        "added_count": len(added),
-    }
+    return DataCheck(
+        manifest=str(manifest_path),
+        source=manifest.source,
+        repo_id=manifest.repo_id,
+        revision=manifest.revision,
+        commit=manifest.commit,
+        files=len(manifest.files),
+        files_sha256=manifest.files_digest(),
+        matches=not (changed or missing or added),
+        changed=changed[:LIST_CAP],
+        changed_count=len(changed),
+        missing=missing[:LIST_CAP],
+        missing_count=len(missing),
+        added=added[:LIST_CAP],
+        added_count=len(added),
+    )
 
 
-def drift_line(check: dict[str, Any]) -> str | None:
+def drift_line(check: DataCheck) -> str | None:
     """The one line a job prints when its data differs from the manifest, else None."""
-    if check["matches"]:
+    if check.matches:
         return None
-    first = (check["changed"] or check["missing"] or check["added"])[0]
+    first = (check.changed or check.missing or check.added)[0]
     return (
-        f"data differs from its manifest {check['manifest']} ({check['source']}, commit "
-        f"{check['commit'][:12]}): {check['changed_count']} changed, {check['missing_count']} "
-        f"missing, {check['added_count']} added (first: {first}); `clawrig pull` again to "
+        f"data differs from its manifest {check.manifest} ({check.source}, commit "
+        f"{check.commit[:12]}): {check.changed_count} changed, {check.missing_count} "
+        f"missing, {check.added_count} added (first: {first}); `clawrig pull` again to "
         "restore it"
     )
 
 
-def data_summary(*paths: Path | None) -> dict[str, Any] | None:
+def data_summary(*paths: Path | None) -> DataCheck | None:
     """The job summary's ``data`` entry for a job on ``paths`` (the suite path, then the
     benchmark root): :func:`check_data` of the nearest manifest, or None when the data was not
     pulled by ``clawrig pull``. Raises UserError for an unreadable manifest."""

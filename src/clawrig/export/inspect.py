@@ -140,7 +140,7 @@ def _sample(trial: JobTrial) -> Any:
             "turns": r.turns,
             "tool_calls": r.tool_calls,
             "error": r.error.model_dump(mode="json") if r.error else None,
-            "process": r.process,
+            "process": r.process.model_dump(mode="json"),
         },
         model_usage={
             r.model: ModelUsage(

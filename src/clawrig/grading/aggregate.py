@@ -35,7 +35,14 @@ from typing import Any, Literal
 
 from clawrig import __version__
 from clawrig.spec.job import JobConfig
-from clawrig.spec.summary import JobSummary, TaskRef, TaskRow, WaitsSummary, WaitStat
+from clawrig.spec.summary import (
+    DataCheck,
+    JobSummary,
+    TaskRef,
+    TaskRow,
+    WaitsSummary,
+    WaitStat,
+)
 from clawrig.spec.task import Task
 from clawrig.spec.trial import HarnessWaits, TrialResult, Usage
 
@@ -345,25 +352,17 @@ def dataclaw_overall(results: Iterable[TrialResult]) -> dict[str, Any]:
 
 def process_averages(results: Iterable[TrialResult]) -> dict[str, Any]:
     """EE / GPR / TPE / TGPR means over the trials they apply to (from ``TrialResult.process``,
-    the process_score.json dict). Returns ``{"ee": {"mean", "n"}, "gpr": ..., "tpe": ...,
-    "tgpr": ..., "error_count": trials whose process dict has "error"}``."""
+    :meth:`clawrig.spec.process.ProcessScore.metrics`). Returns ``{"ee": {"mean", "n"}, "gpr":
+    ..., "tpe": ..., "tgpr": ..., "error_count": trials whose process metrics are an error}``."""
     values: dict[str, list[float]] = {"ee": [], "gpr": [], "tpe": [], "tgpr": []}
     errors = 0
     for t in results:
-        p = t.process or {}
-        if "error" in p:
+        if t.process.error is not None:
             errors += 1
             continue
-        eff = p.get("efficiency")
-        if isinstance(eff, dict) and isinstance(eff.get("efficiency"), int | float):
-            values["ee"].append(float(eff["efficiency"]))
-        gpr, tgpr = p.get("gpr"), p.get("tgpr")
-        if isinstance(gpr, dict) and isinstance(gpr.get("gpr"), int | float):
-            values["gpr"].append(float(gpr["gpr"]))
-        if isinstance(tgpr, dict):
-            for key in ("tpe", "tgpr"):
-                if isinstance(tgpr.get(key), int | float):
-                    values[key].append(float(tgpr[key]))
+        for key, value in t.process.metrics().items():
+            if value is not None:
+                values[key].append(value)
     out: dict[str, Any] = {
         k: {"mean": statistics.fmean(v) if v else None, "n": len(v)} for k, v in values.items()
     }
@@ -503,7 +502,7 @@ def job_summary(
     budget_stopped: bool = False,
     interrupted: bool = False,
     elapsed_s: float = 0.0,
-    data: Mapping[str, Any] | None = None,
+    data: DataCheck | None = None,
     web: Mapping[str, Any] | None = None,
 ) -> JobSummary:
     """The job's ``summary_<model>.json``: DataClawBench's keys plus :func:`summarize`'s

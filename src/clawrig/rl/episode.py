@@ -204,11 +204,8 @@ def _subscores(result: TrialResult) -> dict[str, float]:
             put(k, v)
     if result.judge_score is not None:
         put("judge", result.judge_score.score)
-    proc = result.process or {}
-    put("ee", (proc.get("efficiency") or {}).get("efficiency"))
-    put("gpr", (proc.get("gpr") or {}).get("gpr"))
-    put("tpe", (proc.get("tgpr") or {}).get("tpe"))
-    put("tgpr", (proc.get("tgpr") or {}).get("tgpr"))
+    for key, value in result.process.metrics().items():
+        put(key, value)
     return out
 
 

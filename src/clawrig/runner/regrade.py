@@ -38,6 +38,7 @@ from clawrig.llm.gateway import recorded_models, replay_gateway, replay_model
 from clawrig.runner.trial import RecordedEndState, Trial, TrialServices
 from clawrig.spec.job import GraderMode, TrialConfig
 from clawrig.spec.layout import JobPaths, TrialPaths
+from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, Score, ScoreFile, TrialError, TrialResult
 from clawrig.tasks.registry import load_tasks
@@ -49,7 +50,7 @@ class GradeSide(BaseModel):
     score: float | None = None
     subscores: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
-    process: dict[str, Any] = Field(default_factory=dict)
+    process: ProcessScore = Field(default_factory=ProcessScore)
 
 
 class RegradeReport(BaseModel):
@@ -207,7 +208,7 @@ async def regrade_trial(
             try:
                 score, _judge_score, process = await again.grade()
             except ModelRequestError as exc:  # a judge's replay miss (or a live judge refusing)
-                score, process = Score(grader="judge", error=str(exc)), {}
+                score, process = Score(grader="judge", error=str(exc)), ProcessScore()
                 again.result.score = score
                 again.result.error = TrialError(
                     kind=ErrorKind.GRADING, message=str(exc), phase="grading"
@@ -231,7 +232,7 @@ async def regrade_trial(
     same = (
         before.score == after.score
         and before.subscores == after.subscores
-        and (trial.process or {}) == (process or {})
+        and trial.process == process
     )
     written = False
     summary: Path | None = None
@@ -250,7 +251,7 @@ async def regrade_trial(
             }
         )
         write_json_atomic(paths.score, ScoreFile.of(updated).model_dump(mode="json"))
-        write_json_atomic(paths.process_score, updated.process)
+        write_json_atomic(paths.process_score, updated.process.model_dump(mode="json"))
         write_json_atomic(paths.result, updated.model_dump(mode="json"))
         written = True
         summary = refresh_job_summary(folder) if refresh else None

@@ -67,6 +67,7 @@ from clawrig.sandbox.workspace import (
 from clawrig.services import restart_services, save_audits, service_binds, start_services
 from clawrig.spec.job import TrialConfig, model_slug
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
+from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import GraderKind, Task
 from clawrig.spec.transcript import Transcript
 from clawrig.spec.trial import (
@@ -717,7 +718,7 @@ class Trial:
         await inject_gt(self.box, self.task)
         await restart_services(self.box, self.task)
 
-    async def grade(self) -> tuple[Score | None, Score | None, dict[str, Any]]:
+    async def grade(self) -> tuple[Score | None, Score | None, ProcessScore]:
         """Phase 6: the outcome score (+ the judge score when both ran) and process metrics,
         in the grading environment (``plan.grader_s``), a judge proxy when the job has a
         gateway. Sets them on :attr:`result`, with a typed error for a grading failure."""
@@ -985,7 +986,7 @@ async def _grade(
     python: str = "python3",
     judge_env: dict[str, str] | None = None,
     judge: ChatModel | None = None,
-) -> tuple[Score | None, Score | None, dict[str, Any]]:
+) -> tuple[Score | None, Score | None, ProcessScore]:
     """Outcome score (+ judge score when both ran) and process metrics; the programmatic
     grader runs within ``grader_s`` seconds (the trial's :class:`TimeoutPlan`)."""
     judge = judge if judge is not None else services.judge
@@ -1022,10 +1023,10 @@ async def _grade(
             judge_score = None if score is judge_score else judge_score
     else:
         score = Score(grader="none", error="the task has no grader")
-    process: dict[str, Any] = {}
+    process = ProcessScore()
     if task.milestones or task.steps_num:
         value = score.score if score is not None and score.error is None else None
-        process = await grade_process(
+        metrics = await grade_process(
             task,
             transcript,
             value,
@@ -1033,6 +1034,7 @@ async def _grade(
             model=judge,
             log_path=folder.judge_process_chat,
         )
+        process = ProcessScore.model_validate(metrics)
     return score, judge_score, process
 
 
@@ -1062,7 +1064,7 @@ def _finish_folder(
     dialog = DialogFile(formatted_dialog=to_formatted_dialog(transcript), tool_schema=schema)
     _write_json(paths.dialog, dialog.model_dump(mode="json"))
     _write_json(paths.score, ScoreFile.of(result).model_dump(mode="json"))
-    _write_json(paths.process_score, result.process)
+    _write_json(paths.process_score, result.process.model_dump(mode="json"))
     _write_json(paths.usage, result.usage.model_dump(mode="json"))
     _write_json(paths.result, result.model_dump(mode="json"))
     tmp = paths.root

@@ -11,8 +11,6 @@ USD, times in seconds, tokens as counts.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from clawrig.spec.trial import TrialError, Usage
@@ -163,6 +161,30 @@ class WaitsSummary(BaseModel):
     model: WaitStat = Field(default_factory=WaitStat)
 
 
+class DataCheck(BaseModel):
+    """The summary's ``data`` entry: the ``clawrig pull`` manifest the job's data came from
+    (:func:`clawrig.data.manifest.check_data`) and how the files on disk differ from it at the
+    end of the job. ``files``: the manifest's file count; ``files_sha256``: SHA-256 (hex) over
+    its sorted ``path sha256`` lines; ``changed`` / ``missing`` / ``added``: at most 20 paths
+    each (relative to the manifest's folder; ``*_count`` has the full number); ``matches``:
+    True when all three are empty."""
+
+    manifest: str
+    source: str
+    repo_id: str = ""
+    revision: str = ""
+    commit: str = ""
+    files: int = 0
+    files_sha256: str = ""
+    matches: bool = True
+    changed: list[str] = Field(default_factory=list)
+    changed_count: int = 0
+    missing: list[str] = Field(default_factory=list)
+    missing_count: int = 0
+    added: list[str] = Field(default_factory=list)
+    added_count: int = 0
+
+
 class JobSummary(BaseModel):
     """``summary_<model>.json`` (see the module docstring). ``pass`` is a Python keyword, so
     the field is ``pass_k`` with the JSON name ``pass`` (dump with ``by_alias=True``)."""
@@ -176,7 +198,7 @@ class JobSummary(BaseModel):
     job_id: str = ""
     suite: str = "all"
     suite_path: str = ""
-    data: dict[str, Any] | None = None
+    data: DataCheck | None = None
     """The pulled data the job ran on (:func:`clawrig.data.manifest.data_summary`: its manifest
     check), None when the data was not pulled by ``clawrig pull``."""
     web: WebSetting | None = None

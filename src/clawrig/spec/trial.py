@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from clawrig.spec.job import TrialConfig
+from clawrig.spec.process import ProcessScore
 
 
 class Usage(BaseModel):
@@ -124,7 +125,8 @@ class TrialResult(BaseModel):
     """Seconds the trial waited on the harness (within ``timings``; not held against it)."""
     score: Score | None = None
     judge_score: Score | None = None
-    process: dict[str, Any] = Field(default_factory=dict)
+    process: ProcessScore = Field(default_factory=ProcessScore)
+    """process_score.json (:class:`clawrig.spec.process.ProcessScore`)."""
     usage: Usage = Field(default_factory=Usage)
     stop_reason: StopReason | None = None
     turns: int = 0

@@ -63,23 +63,6 @@ def error_kind(result: TrialResult) -> str | None:
     return next(iter(kinds), None)
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def process_values(process: dict[str, Any]) -> dict[str, float | None]:
-    """EE, GPR, TPE, TGPR of one trial's process dict (process_score.json's shape; the same
-    keys :func:`clawrig.grading.aggregate.process_averages` averages)."""
-    p = process if isinstance(process, dict) else {}
-    eff, gpr, tgpr = p.get("efficiency"), p.get("gpr"), p.get("tgpr")
-    return {
-        "ee": _num(eff.get("efficiency")) if isinstance(eff, dict) else None,
-        "gpr": _num(gpr.get("gpr")) if isinstance(gpr, dict) else None,
-        "tpe": _num(tgpr.get("tpe")) if isinstance(tgpr, dict) else None,
-        "tgpr": _num(tgpr.get("tgpr")) if isinstance(tgpr, dict) else None,
-    }
-
-
 def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
     """The index row of one trial from its parsed result.json (``raw``). A result.json that is
     not a TrialResult gives a row with error kind ``unreadable`` and the reason."""
@@ -110,7 +93,7 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
         "tools": r.tool_calls,
         "stop": str(r.stop_reason) if r.stop_reason else None,
         "started": r.started_at,
-        **process_values(r.process),
+        **r.process.metrics(),
         "mt": mtime_ns,
     }
 

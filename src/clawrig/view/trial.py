@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.spec.layout import TrialPaths
+from clawrig.spec.process import ProcessScore
 from clawrig.spec.trial import TrialResult
 from clawrig.transcript.dialog import content_text
 
@@ -399,6 +400,15 @@ def end_state(folder: Path, task: Any | None) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
+def _process_score(folder: Path) -> dict[str, Any] | None:
+    """process_score.json through :class:`ProcessScore` (None when absent or not that shape)."""
+    raw = read_json(TrialPaths(folder).process_score)
+    try:
+        return ProcessScore.model_validate(raw).model_dump(mode="json") if raw else None
+    except ValueError:
+        return None
+
+
 def read_trial(folder: Path, task: Any | None = None) -> dict[str, Any]:
     """Everything the trial page shows. ``result`` is the TrialResult (None when result.json is
     unreadable, with ``result_error`` saying why); ``score`` score.json; ``process``
@@ -422,7 +432,7 @@ def read_trial(folder: Path, task: Any | None = None) -> dict[str, Any]:
         "raw": raw if isinstance(raw, dict) else {},
         "result_error": result_error,
         "score": read_json(TrialPaths(folder).score),
-        "process": read_json(TrialPaths(folder).process_score),
+        "process": _process_score(folder),
         "usage": read_json(TrialPaths(folder).usage),
         "timeline": _session_events(chat, folder)
         if chat.is_file()
