@@ -1,6 +1,7 @@
 """Third-party plugins found through real entry points: an installed-looking distribution
-(a ``*.dist-info`` with ``entry_points.txt``) on PYTHONPATH adds an agent and a task format,
-and ``clawrig`` (a real subprocess) runs them; unknown or broken names are one line, exit 2."""
+(a ``*.dist-info`` with ``entry_points.txt``) on PYTHONPATH adds an agent, a task format and a
+service kind, and ``clawrig`` (a real subprocess) runs them; unknown or broken names are one
+line, exit 2."""
 
 from __future__ import annotations
 
@@ -54,6 +55,38 @@ class TinyFormat:
 '''
 
 
+SERVICE = '''
+from clawrig.services.mock.core import Body, FixtureError, MockService
+
+class Add(Body):
+    n: int
+
+class Nothing(Body):
+    pass
+
+class CounterService(MockService):
+    """POST /counter/add {n} adds n; POST /counter/total answers the total."""
+    kind, default_port = "counter", 9300
+    fixture_keys = frozenset({"now", "user", "start"})
+
+    def _register(self):
+        self.endpoints = {"/counter/add": (Add, self.add), "/counter/total": (Nothing, self.total)}
+
+    def _load(self, fixtures):
+        start = fixtures.get("start", 0)
+        if not isinstance(start, int):
+            raise FixtureError("start: must be an integer")
+        self.value = start
+
+    def add(self, req):
+        self.value += req.n
+        return {"total": self.value}
+
+    def total(self, req):
+        return {"total": self.value}
+'''
+
+
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("plugins")
@@ -62,6 +95,9 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (pkg / "__init__.py").write_text("")
     (pkg / "agents.py").write_text(AGENT)
     (pkg / "formats.py").write_text(FORMAT)
+    # the package's __init__ imports what a sandbox lacks: only the kind's module goes in
+    (pkg / "__init__.py").write_text("import typer  # noqa: F401\n")
+    (pkg / "services.py").write_text(SERVICE)
     dist = root / "my_plugins-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-plugins\nVersion: 0.1\n")
@@ -75,6 +111,10 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
             [clawrig.formats]
             tiny = my_plugins.formats:TinyFormat
+
+            [clawrig.services]
+            counter = my_plugins.services:CounterService
+            gmail = my_plugins.services:CounterService
             """
         )
     )
@@ -160,7 +200,9 @@ def test_bad_agent_names_are_one_line(
 def test_registry_lists_builtins_then_entry_points(plugin_path: Path) -> None:
     code = (
         "from clawrig.agents import AGENTS; from clawrig.sandbox.kinds import SANDBOXES;"
-        "print(','.join(AGENTS.names())); print(','.join(SANDBOXES.names()))"
+        "from clawrig.services import SERVICE_KINDS;"
+        "print(','.join(AGENTS.names())); print(','.join(SANDBOXES.names()));"
+        "print(','.join(SERVICE_KINDS.names()))"
     )
     env = dict(os.environ, PYTHONPATH=str(plugin_path))
     out = subprocess.run(
@@ -169,3 +211,85 @@ def test_registry_lists_builtins_then_entry_points(plugin_path: Path) -> None:
     assert out[0].split(",")[:4] == ["native", "oracle", "nop", "openclaw"]
     assert {"echo", "not-an-agent", "missing"} <= set(out[0].split(","))
     assert out[1] == "bwrap,docker,local"
+    # a built-in name wins over the plugin's "gmail"
+    assert out[2] == "gmail,calendar,contacts,slack,counter"
+
+
+SERVICE_RUN = r'''
+import asyncio, json, sys
+from pathlib import Path
+from clawrig.errors import TaskFormatError
+from clawrig.sandbox import SandboxConfig
+from clawrig.sandbox.bwrap import BwrapSandbox
+from clawrig.services import (
+    parse_services, restart_services, save_audits, service_binds, start_services)
+from clawrig.spec.task import SourceRef, Task, TaskFormat
+
+CALL = """
+import json, sys, urllib.request
+for path, body in json.loads(sys.argv[1]):
+    req = urllib.request.Request("http://127.0.0.1:9300" + path, data=json.dumps(body).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    print(urllib.request.urlopen(req, timeout=10).read().decode().replace(" ", ""))
+"""
+
+async def main(ws):
+    out = {}
+    for bad in ({"start": "five"}, {"bogus": 1}):
+        try:
+            parse_services([{"kind": "counter", "fixtures": bad}], Path("intent.json"))
+        except TaskFormatError as exc:
+            out.setdefault("bad", []).append(str(exc))
+    specs = parse_services([{"kind": "counter", "fixtures": {"start": 5}}], Path("intent.json"))
+    out["port"] = specs[0].port
+    task = Task(id="c", prompt="p", format=TaskFormat.FOURFOLDER,
+                source=SourceRef(path=Path("intent.json")), services=specs)
+    sb = BwrapSandbox(SandboxConfig(workspace_dir=Path(ws), binds=await service_binds(task)))
+    await sb.start()
+    try:
+        handles = await start_services(sb, task)
+        calls = [["/counter/add", {"n": 3}], ["/counter/add", {"n": 4}]]
+        r = await sb.exec(["python3", "-c", CALL, json.dumps(calls)])
+        out["live"] = [json.loads(x) for x in r.stdout.split()]
+        out["saved"] = await save_audits(sb, task, handles)
+        await sb.kill_all()
+        out["modes"] = [h.mode for h in await restart_services(sb, task)]
+        r = await sb.exec(["python3", "-c", CALL, json.dumps([["/counter/total", {}]])])
+        out["restored"] = json.loads(r.stdout)
+    finally:
+        await sb.stop()
+    audit = json.loads((Path(ws) / ".services" / "counter" / "audit.json").read_text())
+    out["audit"] = [[c["endpoint"], c["request_body"]] for c in audit["calls"]]
+    out["service"] = audit["service"]
+    print(json.dumps(out))
+
+asyncio.run(main(sys.argv[1]))
+'''
+
+
+@pytest.mark.sandbox
+def test_entry_point_service_kind_runs_in_the_sandbox(plugin_path: Path, tmp_path: Path) -> None:
+    """A service kind from an entry point: its fixtures are checked when the task is read, it
+    serves the agent inside the sandbox (its module copied in, its package's __init__ not),
+    its audit is saved, and it comes back from the audit for grading."""
+    env = dict(os.environ, PYTHONPATH=str(plugin_path))
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVICE_RUN, str(tmp_path / "ws")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["bad"] == [
+        "intent.json: services[0].fixtures: start: must be an integer",
+        "intent.json: services[0].fixtures.bogus: unknown fixture for counter "
+        "(known: now, start, user)",
+    ]
+    assert out["port"] == 9300  # the kind's default_port
+    assert out["live"] == [{"total": 8}, {"total": 12}]  # 5 + 3, + 4
+    assert out["saved"] == {"counter": "saved"} and out["modes"] == ["restored"]
+    assert out["restored"] == {"total": 12}  # rebuilt from the fixtures and the audit
+    assert out["service"] == "counter"
+    assert out["audit"] == [["/counter/add", {"n": 3}], ["/counter/add", {"n": 4}]]

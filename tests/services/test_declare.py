@@ -42,7 +42,7 @@ def test_defaults_by_kind() -> None:
         ({"kind": "gmail"}, "services: must be a list of service objects"),
         (
             [{"kind": "todo"}],
-            "services[0].kind: 'todo' is not a built-in service (gmail, "
+            "services[0].kind: 'todo' is not a service kind (gmail, "
             "calendar, contacts, slack); give a `command` to start another one",
         ),
         (

@@ -15,6 +15,7 @@ Task declaration: :func:`parse_services` (the ``services`` list of a four-folder
 """
 
 from clawrig.services.declare import parse_service, parse_services
+from clawrig.services.kinds import SERVICE_KINDS, service_class
 from clawrig.services.lifecycle import (
     SERVICES_REQUIREMENTS,
     ServiceHandle,
@@ -35,6 +36,7 @@ __all__ = [
     "DEFAULT_PORTS",
     "KINDS",
     "SERVICES_REQUIREMENTS",
+    "SERVICE_KINDS",
     "FixtureError",
     "ServiceHandle",
     "audit_file",
@@ -46,6 +48,7 @@ __all__ = [
     "restart_services",
     "save_audits",
     "service_binds",
+    "service_class",
     "services_env",
     "services_python",
     "start_services",

@@ -11,10 +11,12 @@ reader)::
       {"name": "crm", "command": "python3 crm.py", "port": 9200, "health_path": "/health"}
     ]
 
-- ``kind``: a built-in service (gmail, calendar, contacts, slack), or omitted with ``command``
-  (a start command run with ``/bin/sh -c`` in /tmp_workspace);
+- ``kind``: a service kind (built-in: gmail, calendar, contacts, slack; more from the
+  ``clawrig.services`` entry points, :mod:`clawrig.services.kinds`), or omitted with
+  ``command`` (a start command run with ``/bin/sh -c`` in /tmp_workspace);
 - ``name``: defaults to the kind; names the end-state folder ``.services/<name>/``;
-- ``port``: defaults to the kind's (gmail 9100, calendar 9101, contacts 9103, slack 9110);
+- ``port``: defaults to the kind's ``default_port`` (gmail 9100, calendar 9101, contacts 9103,
+  slack 9110);
 - ``fixtures``: an object (inline; never visible to the agent), or a path relative to
   /tmp_workspace of a JSON object (read in the sandbox when the service starts), stored as
   ``{"$file": path}``; inside the object, a string value ending in ``.json`` (except ``now``)
@@ -22,8 +24,8 @@ reader)::
 - ``faults``: see :mod:`clawrig.services.mock.core` (seeded 429/500 rate and latency);
 - ``health_path`` (default ``/health``), ``reset_path`` (default ``/<kind>/reset`` for built-ins).
 
-Inline fixtures and faults of built-in services are checked here with the services' own code,
-so a typo is a read-time error naming the file and the field.
+Inline fixtures and faults of a kind are checked here with the kind's own code, so a typo is a
+read-time error naming the file and the field.
 """
 
 from __future__ import annotations
@@ -32,15 +34,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from clawrig.errors import TaskFormatError
-from clawrig.services.mock.core import (
-    DEFAULT_PORTS,
-    KINDS,
-    SERVICES,
-    Faults,
-    FixtureError,
-    make_service,
-)
+from clawrig.errors import TaskFormatError, UserError
+from clawrig.services.kinds import SERVICE_KINDS, service_class
+from clawrig.services.mock.core import Faults, FixtureError, MockService
 from clawrig.spec.task import ServiceSpec
 
 ENTRY_KEYS = {"name", "kind", "command", "port", "health_path", "fixtures", "faults", "reset_path"}
@@ -67,18 +63,24 @@ def parse_service(entry: Any, path: Path, where: str, line: int | None = None) -
         raise fail("command", "must be a non-empty shell command")
     if kind is not None and not isinstance(kind, str):
         raise fail("kind", "must be a string")
-    if command is None and kind not in KINDS:
-        raise fail(
-            "kind",
-            f"{kind!r} is not a built-in service ({', '.join(KINDS)}); give a `command` "
-            "to start another one",
-        )
+    cls: type[MockService] | None = None
+    if command is None:
+        if kind not in SERVICE_KINDS:
+            raise fail(
+                "kind",
+                f"{kind!r} is not a service kind ({', '.join(SERVICE_KINDS.names())}); give a "
+                "`command` to start another one",
+            )
+        try:
+            cls = service_class(str(kind))
+        except UserError as exc:
+            raise fail("kind", str(exc).removeprefix("services[].kind: ")) from None
     name = entry.get("name", kind)
     if name is None:
         raise fail("name", "required for a service started by a command")
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise fail("name", f"{name!r}: letters, digits, '_', '.', '-' only")
-    port = entry.get("port", DEFAULT_PORTS.get(kind or "") if command is None else None)
+    port = entry.get("port", cls.default_port if cls is not None else None)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise fail("port", f"must be a port number, got {port!r}")
     for key in ("health_path", "reset_path"):
@@ -99,17 +101,16 @@ def parse_service(entry: Any, path: Path, where: str, line: int | None = None) -
         Faults(faults)
     except FixtureError as exc:
         raise fail("faults", str(exc).removeprefix("faults: ").removeprefix("faults.")) from None
-    if command is None and kind in SERVICES:
+    if cls is not None:
         inline = {k: v for k, v in fixtures.items() if k != "$file" and not _is_path(k, v)}
         for key in fixtures:
-            if key != "$file" and key not in SERVICES[kind].fixture_keys:
+            if key != "$file" and key not in cls.fixture_keys:
                 raise fail(
                     f"fixtures.{key}",
-                    f"unknown fixture for {kind} "
-                    f"(known: {', '.join(sorted(SERVICES[kind].fixture_keys))})",
+                    f"unknown fixture for {kind} (known: {', '.join(sorted(cls.fixture_keys))})",
                 )
         try:
-            make_service(kind, inline, None)
+            cls(inline, None)
         except FixtureError as exc:
             raise fail("fixtures", str(exc)) from None
     reset_path = entry.get("reset_path")

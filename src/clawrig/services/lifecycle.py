@@ -7,9 +7,11 @@ its own network namespace, so parallel trials use the same port numbers without 
    environment (FastAPI + uvicorn, :data:`SERVICES_REQUIREMENTS`, built once by
    :func:`clawrig.sandbox.pyenv.ensure_env`) read-only at ``/opt/clawrig-env/<key>``;
 2. after the sandbox starts, before the warmup and the agent: :func:`start_services` copies the
-   service code to ``/run/clawrig/services/``, starts each service with a configuration file
-   that it deletes once read (fixtures are gone before the agent starts) and waits until every
-   health check answers;
+   service code to ``/run/clawrig/services/`` (the built-in services' package as
+   ``clawrig.services.mock`` under empty parent packages, and the module file of each
+   entry-point kind the task uses, :mod:`clawrig.services.kinds`), starts each service with a
+   configuration file that it deletes once read (fixtures are gone before the agent starts)
+   and waits until every health check answers;
    a service that exits or stays unhealthy is a :class:`clawrig.errors.SetupError` carrying its
    log;
 3. when the agent has finished, BEFORE its processes are killed: :func:`save_audits` removes any
@@ -24,7 +26,8 @@ its own network namespace, so parallel trials use the same port numbers without 
    so graders written the upstream way (``GET http://localhost:<port>/<svc>/audit``) work;
 5. :func:`stop_services` (or stopping the sandbox) ends them.
 
-Built-in kinds and ports: gmail 9100, calendar 9101, contacts 9103, slack 9110. A service with a
+Built-in kinds and ports: gmail 9100, calendar 9101, contacts 9103, slack 9110; other kinds come
+from the ``clawrig.services`` entry points (:mod:`clawrig.services.kinds`). A service with a
 ``command`` instead of a kind is started with ``/bin/sh -c command`` in /tmp_workspace (its port
 in ``CLAWRIG_SERVICE_PORT``, its JSON configuration in the file ``CLAWRIG_SERVICE_CONFIG``
 names, removed once the service is healthy); its audit is read from
@@ -44,14 +47,16 @@ from clawrig.errors import SetupError
 from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import ENV_MOUNT, ensure_env, env_bind, env_key, env_python
-from clawrig.services.mock.core import DEFAULT_PORTS, KINDS
+from clawrig.services.kinds import SERVICE_KINDS, service_target
 from clawrig.spec.task import ServiceSpec, Task
 
 SERVICES_REQUIREMENTS: tuple[str, ...] = ("fastapi==0.165.0", "uvicorn==0.54.0")
 """The services environment (pinned: every machine serves the same API)."""
 
 CODE_DIR = "/run/clawrig/services"
-"""Where the service code is copied inside the sandbox (package ``clawrig_mock``)."""
+"""Where the service code is copied inside the sandbox (``sys.path`` of the service processes:
+package ``clawrig.services.mock`` and the entry-point kinds' modules)."""
+MOCK_PACKAGE = "clawrig.services.mock"
 
 HEALTH_TIMEOUT_S = 60.0
 """How long :func:`start_services` waits for every health check, seconds."""
@@ -165,11 +170,14 @@ class ServiceHandle:
 
 
 def is_builtin(spec: ServiceSpec) -> bool:
-    return spec.command is None and spec.kind in KINDS
+    """True for a service of a registered kind (built-in or an entry point's), run by
+    clawrig's service server; False for a ``command`` service."""
+    return spec.command is None and spec.kind in SERVICE_KINDS
 
 
 def needs_services_env(task: Task) -> bool:
-    """True when the task has a built-in service (which runs on the services environment)."""
+    """True when the task has a service of a registered kind (which runs on the services
+    environment)."""
     return any(is_builtin(s) for s in task.services)
 
 
@@ -206,18 +214,53 @@ def audit_file(spec: ServiceSpec) -> str:
     return f"{PATHS.services_state}/{spec.name}/audit.json"
 
 
-async def _install_code(sandbox: Sandbox) -> tuple[str, str]:
-    """Copy the service code into the sandbox; return (sys.path entry, package name)."""
-    if sandbox.backend == "local":
-        return str(MOCK_SOURCE.parent), MOCK_SOURCE.name
+def _code_files(task: Task) -> dict[str, bytes]:
+    """The service code a task needs, relative path under :data:`CODE_DIR` -> bytes: the
+    built-in package as ``clawrig/services/mock/`` (empty ``__init__.py`` for its parents, so
+    clawrig itself is not imported) and each entry-point kind's module file, its parent
+    packages likewise empty."""
+    files: dict[str, bytes] = {}
+
+    def put(module: str, source: bytes, *, package: bool = False) -> None:
+        parts = module.split(".")
+        for i in range(1, len(parts)):
+            files.setdefault("/".join(parts[:i]) + "/__init__.py", b"")
+        files["/".join(parts) + ("/__init__.py" if package else ".py")] = source
+
     for path in sorted(MOCK_SOURCE.glob("*.py")):
-        await sandbox.write_file(f"{CODE_DIR}/clawrig_mock/{path.name}", path.read_bytes())
-    return CODE_DIR, "clawrig_mock"
+        name = path.stem
+        put(
+            MOCK_PACKAGE if name == "__init__" else f"{MOCK_PACKAGE}.{name}",
+            path.read_bytes(),
+            package=name == "__init__",
+        )
+    for spec in task.services:
+        if is_builtin(spec):
+            module, _, source = service_target(str(spec.kind))
+            if not module.startswith(MOCK_PACKAGE + "."):
+                put(module, source.read_bytes())
+    return files
 
 
-def _launcher(code_dir: str, package: str, module: str) -> str:
+async def _install_code(sandbox: Sandbox, task: Task) -> str:
+    """Copy the service code into the sandbox; return its ``sys.path`` entry."""
+    for rel, data in _code_files(task).items():
+        await sandbox.write_file(f"{CODE_DIR}/{rel}", data)
+    return CODE_DIR
+
+
+def _target(spec: ServiceSpec) -> str | None:
+    """``module:Class`` of a registered kind's service (what the service process imports)."""
+    if not is_builtin(spec):
+        return None
+    module, name, _ = service_target(str(spec.kind))
+    return f"{module}:{name}"
+
+
+def _launcher(code_dir: str, module: str) -> str:
     return (
-        f"import sys; sys.path.insert(0, {code_dir!r}); from {package}.{module} import main; main()"
+        f"import sys; sys.path.insert(0, {code_dir!r}); "
+        f"from {MOCK_PACKAGE}.{module} import main; main()"
     )
 
 
@@ -259,7 +302,7 @@ async def _spawn(
     sandbox: Sandbox,
     spec: ServiceSpec,
     python: str | None,
-    code: tuple[str, str] | None,
+    code: str | None,
     config: dict[str, Any],
     module: str = "server",
 ) -> ProcessHandle:
@@ -277,7 +320,7 @@ async def _spawn(
         return await sandbox.spawn(spec.command, cwd=PATHS.workspace, env=env)
     assert code is not None
     interpreter = python if module == "server" and python is not None else "python3"
-    argv = [interpreter, "-I", "-c", _launcher(code[0], code[1], module), path]
+    argv = [interpreter, "-I", "-c", _launcher(code, module), path]
     return await sandbox.spawn(argv, cwd=PATHS.workspace, env=env)
 
 
@@ -330,7 +373,7 @@ async def start_services(
     """
     if not task.services:
         return []
-    code: tuple[str, str] | None = None
+    code: str | None = None
     if needs_services_env(task):
         if sandbox.backend == "docker":
             raise SetupError(
@@ -344,12 +387,13 @@ async def start_services(
                 f"task {task.id}: the services environment is not in the sandbox ({python}): "
                 "add clawrig.services.service_binds(task) to SandboxConfig.binds"
             )
-        code = await _install_code(sandbox)
+        code = await _install_code(sandbox, task)
     handles: list[ServiceHandle] = []
     try:
         for spec in task.services:
             config = {
                 "kind": spec.kind,
+                "target": _target(spec),
                 "name": spec.name,
                 "port": spec.port,
                 "fixtures": await _resolve_fixtures(sandbox, spec),
@@ -429,7 +473,7 @@ async def restart_services(
     """
     if not task.services:
         return []
-    code = await _install_code(sandbox)
+    code = await _install_code(sandbox, task)
     if needs_services_env(task):
         python = python or services_python(sandbox)
     handles: list[ServiceHandle] = []
@@ -441,6 +485,7 @@ async def restart_services(
             if is_builtin(spec):
                 config = {
                     "kind": spec.kind,
+                    "target": _target(spec),
                     "name": spec.name,
                     "port": spec.port,
                     "fixtures": await _resolve_fixtures(sandbox, spec),
@@ -474,4 +519,7 @@ async def stop_services(handles: list[ServiceHandle]) -> None:
 
 
 def default_port(kind: str) -> int | None:
-    return DEFAULT_PORTS.get(kind)
+    """The port of a registered kind when a task gives none (None for an unknown kind)."""
+    from clawrig.services.kinds import service_class
+
+    return service_class(kind).default_port if kind in SERVICE_KINDS else None

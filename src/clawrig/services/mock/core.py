@@ -38,8 +38,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-KINDS = ("gmail", "calendar", "contacts", "slack")
-DEFAULT_PORTS = {"gmail": 9100, "calendar": 9101, "contacts": 9103, "slack": 9110}
 AUDIT_KEYS = (
     "calls",
     "sent_messages",
@@ -194,9 +192,16 @@ Handler = Callable[[Any], Any]
 
 
 class MockService:
-    """One service: fixtures -> state, ``dispatch(endpoint, body)`` -> (status, JSON payload)."""
+    """One service: fixtures -> state, ``dispatch(endpoint, body)`` -> (status, JSON payload).
+
+    A kind (built-in or a third party's, see :mod:`clawrig.services.kinds`) subclasses it:
+    ``kind`` names its routes (``/<kind>/...``), ``default_port`` its port when a task gives
+    none, ``fixture_keys`` the fixtures it takes; ``_register`` fills ``endpoints``
+    (``{"/<kind>/<name>": (pydantic Body model, handler)}``) and ``_load`` builds the state
+    from the fixtures (raising :class:`FixtureError` naming the key)."""
 
     kind = ""
+    default_port: int | None = None
     fixture_keys: frozenset[str] = frozenset({"now", "user"})
 
     def __init__(
@@ -341,6 +346,7 @@ class GmailService(MockService):
     """
 
     kind = "gmail"
+    default_port = 9100
     fixture_keys = frozenset({"now", "user", "messages", "reactions"})
 
     def _register(self) -> None:
@@ -495,6 +501,7 @@ class CalendarService(MockService):
     ``evt_new_NNN`` and the reply lists the existing events it ``conflicts`` with."""
 
     kind = "calendar"
+    default_port = 9101
     fixture_keys = frozenset({"now", "user", "events"})
 
     def _register(self) -> None:
@@ -583,6 +590,7 @@ class ContactsService(MockService):
     ``title``, ``notes`` ...), ``user``, ``now``."""
 
     kind = "contacts"
+    default_port = 9103
     fixture_keys = frozenset({"now", "user", "contacts"})
     SUMMARY = ("id", "name", "email", "company", "title")
 
@@ -644,6 +652,7 @@ class SlackService(MockService):
     ({name}), ``now``. A message sent to a channel appears in it; a draft is only saved."""
 
     kind = "slack"
+    default_port = 9110
     fixture_keys = frozenset({"now", "user", "channels", "messages"})
 
     def _register(self) -> None:
@@ -748,6 +757,9 @@ SERVICES: dict[str, type[MockService]] = {
     "contacts": ContactsService,
     "slack": SlackService,
 }
+"""The built-in kinds (:data:`clawrig.services.kinds.SERVICE_KINDS` adds third parties')."""
+KINDS = tuple(SERVICES)
+DEFAULT_PORTS = {kind: cls.default_port for kind, cls in SERVICES.items()}
 
 
 def make_service(

@@ -3,15 +3,18 @@
 Started by :func:`clawrig.services.lifecycle.start_services` with the services environment's
 interpreter, one process per service::
 
-    python3 -I -c "import sys; sys.path.insert(0, DIR); from clawrig_mock.server import main; \
-        main()" CONFIG_FILE
+    python3 -I -c "import sys; sys.path.insert(0, DIR); \
+        from clawrig.services.mock.server import main; main()" CONFIG_FILE
 
 The configuration is a JSON file named by the first argument, which the service deletes as soon
 as it has read it (services start before the agent, so fixtures, which may script what other
 people will answer, are gone before the agent could read them)::
 
-    {"kind": "gmail", "port": 9100, "host": "127.0.0.1", "fixtures": {...}, "faults": {...},
-     "restore": <a saved audit> | null}
+    {"kind": "gmail", "target": "clawrig.services.mock.core:GmailService", "port": 9100,
+     "host": "127.0.0.1", "fixtures": {...}, "faults": {...}, "restore": <a saved audit> | null}
+
+``target`` (``module:Class``, importable from DIR) names the kind's class: a built-in one or an
+entry-point kind's (:mod:`clawrig.services.kinds`); without it ``kind`` picks a built-in.
 
 Routes: ``GET /health``, ``GET /<kind>/audit``, ``POST /<kind>/reset`` and the kind's API
 endpoints (``POST``, JSON bodies; see :mod:`.core`). API calls, including malformed ones and
@@ -20,6 +23,7 @@ process with exit code 2 and one line on stderr naming the key.
 """
 
 import asyncio
+import importlib
 import json
 import os
 import sys
@@ -115,7 +119,13 @@ def main() -> None:
     config = read_config()
     kind = config.get("kind", "?")
     try:
-        service = make_service(kind, config.get("fixtures"), config.get("faults"))
+        target = config.get("target")
+        if target:
+            module, _, name = str(target).partition(":")
+            cls = getattr(importlib.import_module(module), name)
+            service = cls(config.get("fixtures"), config.get("faults"))
+        else:
+            service = make_service(kind, config.get("fixtures"), config.get("faults"))
         if config.get("restore"):
             service.restore(config["restore"])
     except FixtureError as exc:
