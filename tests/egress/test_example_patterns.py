@@ -22,6 +22,7 @@ from egress_helpers import NPM_PACKAGE, OUTSIDE
 
 from clawrig.llm.gateway import RECORD_FILE, Gateway
 from clawrig.runner.batch import run_job
+from clawrig.runner.regrade import regrade_trial
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
@@ -130,6 +131,11 @@ async def test_patterns_suite(scripted_server, tmp_path, monkeypatch, package_in
     [judge_call] = [json.loads(x) for x in (judged / "judge_chat.jsonl").read_text().splitlines()]
     assert "names the cause (cache)" in json.dumps(judge_call)
     assert json.loads((judged / "score.json").read_text())["subscores"]["judge"] == 1.0
+    # re-graded with the judge server stopped: the proxy answers from the recorded call
+    judge_srv.stop()
+    report = await regrade_trial(judged)
+    assert report.same and report.after.subscores["judge"] == 1.0
+    assert report.judge_cache == {"hits": 1, "misses": 0}
     # npm installed from the registry configured here, through the proxy, in the setup phase
     npm_log = next(out.glob("*npm_tool/*/egress.jsonl")).read_text().splitlines()
     assert npm_log

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from clawrig.runner.batch import run_job
+from clawrig.runner.regrade import regrade_trial
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
@@ -68,3 +69,8 @@ async def test_example_suite_runs_and_scores(scripted_server, tmp_path):
     chat = read_openclaw_jsonl(next((tmp_path / "out").glob("*local_service/*/chat.jsonl")))
     (result,) = [m for m in chat.messages if m.role == "toolResult"]
     assert result.text.splitlines() == ["b-20261129.7", "results", "[exit code 0]"]
+    # re-graded from their folders (no model server): the recorded scores again
+    srv.stop()
+    for row in summary["tasks"]:
+        report = await regrade_trial(tmp_path / "out" / row["trial"])
+        assert report.same and report.after.score == report.before.score == 1.0
