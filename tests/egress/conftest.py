@@ -2,39 +2,28 @@
 
 from __future__ import annotations
 
-import hashlib
 import socketserver
 import threading
 from collections.abc import Iterator
 
 import pytest
-from egress_helpers import (
-    OTHER,
-    OUTSIDE,
-    PROBE_DIST,
-    _Echo,
-    build_npm_registry,
-    build_wheel,
-    serve_dir,
-)
+from egress_helpers import OTHER, OUTSIDE, _Echo, serve_dir
+
+from clawrig.testing.packages import probe_registries
 
 
 @pytest.fixture(scope="session")
-def package_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A PEP 503 simple index on 127.0.0.2 holding the probe wheel; yields its /simple URL."""
-    root = tmp_path_factory.mktemp("index")
-    (root / "files").mkdir()
-    wheel = build_wheel(root / "files")
-    project = root / "simple" / PROBE_DIST
-    project.mkdir(parents=True)
-    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    (project / "index.html").write_text(
-        f'<html><body><a href="../../files/{wheel.name}#sha256={sha}">{wheel.name}</a>'
-        "</body></html>\n"
-    )
-    url, server = serve_dir(root)
-    yield f"{url}/simple"
-    server.shutdown()
+def registries() -> Iterator[dict[str, str]]:
+    """The probe packages' pip index and npm registry on 127.0.0.2 (``PIP_INDEX_URL``,
+    ``npm_config_registry``)."""
+    with probe_registries(OUTSIDE) as settings:
+        yield settings
+
+
+@pytest.fixture(scope="session")
+def package_index(registries: dict[str, str]) -> str:
+    """A PEP 503 simple index on 127.0.0.2 holding the probe wheel: its /simple URL."""
+    return registries["PIP_INDEX_URL"]
 
 
 @pytest.fixture(scope="session")
@@ -46,8 +35,8 @@ def outside_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     a, sa = serve_dir(root, OUTSIDE)
     b, sb = serve_dir(root, OTHER)
     yield {"allowed": a, "other": b, "text": "hello from outside\n"}
-    sa.shutdown()
-    sb.shutdown()
+    sa.stop()
+    sb.stop()
 
 
 @pytest.fixture(scope="session")
@@ -61,10 +50,6 @@ def echo_server() -> Iterator[tuple[str, int]]:
 
 
 @pytest.fixture(scope="session")
-def npm_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A static npm registry on 127.0.0.2 holding clawrig-npm-probe; yields its URL."""
-    root = tmp_path_factory.mktemp("npm")
-    url, server = serve_dir(root)
-    build_npm_registry(root, url)
-    yield url + "/"
-    server.shutdown()
+def npm_registry(registries: dict[str, str]) -> str:
+    """A static npm registry on 127.0.0.2 holding clawrig-npm-probe: its URL."""
+    return registries["npm_config_registry"]

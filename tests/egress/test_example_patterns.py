@@ -11,81 +11,30 @@ run twice: the second run of a task starts from the snapshot the first made."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from egress_helpers import NPM_PACKAGE, OUTSIDE
+from egress_helpers import OUTSIDE
 
-from clawrig.llm.gateway import RECORD_FILE, Gateway
-from clawrig.runner.batch import run_job
+from clawrig.llm.gateway import RECORD_FILE
 from clawrig.runner.regrade import regrade_trial
-from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
-from clawrig.testing.scripted_server import call, reply
-from clawrig.web import WebService
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "wildclaw-patterns"
-QUESTION = "Which of Lisbon, Oslo, Kyiv is the capital of Portugal? Answer with the city only."
+_spec = importlib.util.spec_from_file_location("wildclaw_patterns", EXAMPLE / "scripted.py")
+scripted = importlib.util.module_from_spec(_spec)  # the example's scripted agent and judge
+_spec.loader.exec_module(scripted)
+responder, judge, QUESTION = scripted.responder, scripted.judge, scripted.QUESTION
 
 pytestmark = [
     pytest.mark.sandbox,
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap"),
 ]
-
-
-def researcher(messages: list[dict]):
-    """The web task: search, fetch the first hit, write the date the page gives."""
-    tools = [m for m in messages if m.get("role") == "tool"]
-    if not tools:
-        return reply(tool_calls=[call("web_search", {"query": "Tern 4.2 release notes"})])
-    if len(tools) == 1:
-        url = json.loads(tools[0]["content"])["results"][0]["url"]
-        return reply(tool_calls=[call("web_fetch", {"url": url})])
-    if len(tools) == 2:
-        date = re.search(r"released on (\d{4}-\d{2}-\d{2})", tools[1]["content"]).group(1)
-        return reply(
-            tool_calls=[call("exec", {"command": f"echo {date} > /tmp_workspace/results/date.txt"})]
-        )
-    return reply("done")
-
-
-def responder(request: dict):
-    first = request["messages"][0]["content"]
-    if first == QUESTION:  # the skill script's own call, through the gateway
-        return reply("Lisbon")
-    if "Tern build tool" in first:
-        return researcher(request["messages"])
-    turns = sum(1 for m in request["messages"] if m.get("role") == "assistant")
-    if "cities.txt" in first:
-        command = (
-            f"python3 /root/skills/ask_llm/ask.py '{QUESTION}' > /tmp_workspace/results/answer.txt"
-            " && python3 -c 'import egress_probe; print(egress_probe.VALUE)'"
-            " > /tmp_workspace/results/probe.txt"
-        )
-    elif "incident.txt" in first:
-        command = (
-            "echo 'A full cache broke the build; clearing it fixed it.'"
-            " > /tmp_workspace/results/summary.txt"
-        )
-    elif "scores.json" in first:
-        command = (
-            "jq '[.[].points] | add' /tmp_workspace/scores.json > /tmp_workspace/results/total.txt"
-            " && jq --version > /tmp_workspace/results/jq_version.txt"
-        )
-    else:
-        command = f"{NPM_PACKAGE} > /tmp_workspace/results/npm.txt"
-    steps = [reply(tool_calls=[call("exec", {"command": command})]), reply("done")]
-    return steps[min(turns, len(steps) - 1)]
-
-
-def judge(request: dict):
-    assert "names the cause (cache)" in request["messages"][0]["content"]
-    return reply("1.0")
 
 
 async def test_patterns_suite(scripted_server, tmp_path, monkeypatch, package_index, npm_registry):
@@ -110,17 +59,7 @@ async def test_patterns_suite(scripted_server, tmp_path, monkeypatch, package_in
             web="corpus",
         ),
     )
-    with Gateway() as gateway:
-        summary = await run_job(
-            job,
-            tasks,
-            TrialServices(
-                model=srv.chat_model(),
-                judge=judge_srv.chat_model(),
-                gateway=gateway,
-                web=WebService.for_job(job),
-            ),
-        )
+    summary = await scripted.run_suite(job, tasks, srv, judge_srv)
     out = tmp_path / "out"
     assert len(summary["tasks"]) == 4
     for row in summary["tasks"]:
@@ -202,17 +141,7 @@ async def test_patterns_suite_on_an_environment_twice(
     )
     keys: set[str] = set()
     try:
-        with Gateway() as gateway:
-            summary = await run_job(
-                job,
-                tasks,
-                TrialServices(
-                    model=srv.chat_model(),
-                    judge=judge_srv.chat_model(),
-                    gateway=gateway,
-                    web=WebService.for_job(job),
-                ),
-            )
+        summary = await scripted.run_suite(job, tasks, srv, judge_srv)
         results = {
             p.parent: json.loads(p.read_text()) for p in (tmp_path / "out").glob("*/*/result.json")
         }

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,7 @@ from clawrig.env.warm import is_install_line, split_warmup
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import TrialConfig
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat
-
-sys.path.insert(0, str(Path(__file__).parent))
-from packages import make_wheel, simple_index  # noqa: E402
+from clawrig.testing.packages import FolderServer, make_simple_index, make_wheel
 
 pytestmark = pytest.mark.sandbox
 
@@ -65,7 +62,7 @@ def backend(request: pytest.FixtureRequest, base_rootfs: Path) -> str:
 async def test_second_trial_starts_from_the_warm_snapshot(tmp_path, backend):
     tag = secrets.token_hex(4)
     module = f"clawrig_warm_probe_{tag}"
-    wheel = make_wheel(tmp_path / "wheels", module, f"warm-{tag}")
+    wheel = make_wheel(tmp_path / "wheels", module.replace("_", "-"), module, f"warm-{tag}")
     (tmp_path / "task.md").write_text("# task\n")
     task = Task(
         id=f"warm-{tag}",
@@ -79,15 +76,19 @@ async def test_second_trial_starts_from_the_warm_snapshot(tmp_path, backend):
         grader=Grader(kind=GraderKind.PROGRAMMATIC, source=GRADER.format(value=f"warm-{tag}")),
     )
     cfg = TrialConfig(agent="nop", model="nop", sandbox=backend, environment="base")
-    with simple_index([wheel]) as (url, requests):
+    make_simple_index(tmp_path / "index", [wheel])
+    index = FolderServer(tmp_path / "index")
+    try:
         services = TrialServices(
-            setup_network=SetupNetwork(network=True, env={"PIP_INDEX_URL": url})
+            setup_network=SetupNetwork(network=True, env={"PIP_INDEX_URL": index.url + "/simple"})
         )
         first, folder1 = await run_trial(task, cfg, tmp_path / "out", services=services)
         second, folder2 = await run_trial(
             task, cfg, tmp_path / "out", run_index=1, services=services
         )
-        fetched = [r for r in requests if r.endswith(".whl")]
+    finally:
+        index.stop()
+    fetched = [r for r in index.requests if r.endswith(".whl")]
     key = first.versions.get("warm_snapshot")
     try:
         assert first.error is None and second.error is None, (first.error, second.error)

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from clawrig.errors import SandboxError
 from clawrig.sandbox import SandboxConfig, create_sandbox
-
-sys.path.insert(0, str(Path(__file__).parent))
-from packages import make_deb, make_wheel  # noqa: E402
+from clawrig.testing.packages import make_deb, make_wheel
 
 pytestmark = pytest.mark.sandbox
 
@@ -48,7 +45,7 @@ async def test_root_installs_with_pip_and_dpkg_and_it_is_gone_at_stop(
     a, ws_a = await _start(tmp_path, system, "a")
     b, _ = await _start(tmp_path, system, "b")
     try:
-        make_wheel(ws_a, mod, f"value-{tag}")
+        make_wheel(ws_a, mod, mod, f"value-{tag}")
         make_deb(ws_a, deb_name, f"deb-{tag}")
         r = await a.exec(
             "pip install --no-index --root-user-action=ignore"
