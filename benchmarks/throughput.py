@@ -18,8 +18,9 @@ seconds per call).
 
 Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wall vs the ideal
 (calls per trial x delay), trials/s, the harness's peak RSS (the clawrig process, sampled from
-/proc), CPU seconds per trial (clawrig and its sandboxes), errors, and how many trials hit their
-time limit.
+/proc), CPU seconds per trial (clawrig and its sandboxes), errors, how many trials hit their
+time limit, and how long trials waited on the harness (the summary's ``waits``: slots for a
+sandbox start, a model request, grading; not counted toward time limits).
 
 Usage: python benchmarks/throughput.py [--trials 200] [--parallel 1,8,32] [--reps 3]
        [--model-delay 0] [--no-inspect]
@@ -175,6 +176,7 @@ def run_clawrig(n: int, parallel: int, base: Path, delay: float) -> dict[str, An
             timeouts += 1
     shutil.rmtree(root, ignore_errors=True)
     errors = summary.get("error_count", 0)
+    waited = (summary.get("waits") or {}).get("total") or {}
     ok = errors == 0 and len(rows) == n and all(s == 1.0 for s in scores)
     return {
         "ok": ok,
@@ -185,6 +187,8 @@ def run_clawrig(n: int, parallel: int, base: Path, delay: float) -> dict[str, An
         "peak_rss_mb": rss.peak_mb,
         "errors": errors,
         "time_limits": timeouts,
+        "waits_median_s": waited.get("median_s", 0.0),
+        "waits_max_s": waited.get("max_s", 0.0),
     }
 
 
@@ -262,7 +266,8 @@ def main() -> None:
                         extra = (
                             f" cpu/trial {r['cpu_per_trial_s'] * 1000:.0f} ms"
                             f" rss {r['peak_rss_mb']:.0f} MB errors {r['errors']}"
-                            f" time-limits {r['time_limits']}"
+                            f" time-limits {r['time_limits']} harness waits/trial"
+                            f" {r['waits_median_s']:.1f}/{r['waits_max_s']:.1f} s (median/max)"
                         )
                     status = "ok" if r["ok"] else f"REJECTED ({r['why']})"
                     print(

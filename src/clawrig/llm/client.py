@@ -604,6 +604,11 @@ class OpenAIChatModel:
 
     async def _plain(self, params: dict[str, Any]) -> ChatResponse:
         completion = await self._client().chat.completions.create(**params)
+        return self._from_completion(completion)
+
+    def _from_completion(self, completion: Any) -> ChatResponse:
+        """The :class:`ChatResponse` of an SDK ``ChatCompletion`` (raises _BodyError for a
+        reply without choices)."""
         if not completion.choices:
             raise _body_error(completion) or _BodyError(None, "reply has no choices")
         choice = completion.choices[0]

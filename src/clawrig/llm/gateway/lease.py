@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -13,14 +14,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion
 from pydantic import SecretStr
 
 from clawrig.errors import BudgetExceeded, ModelRequestError
-from clawrig.llm.client import OpenAIChatModel, RetryPolicy, sdk_httpx
+from clawrig.llm.client import OpenAIChatModel, RetryPolicy, _BodyError, sdk_httpx
 from clawrig.llm.gateway.forwarder import FORWARDER_PORT
 from clawrig.llm.gateway.replay import CacheMode, ResponseCache
 from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.llm.providers import ModelEndpoint
+from clawrig.spec.llm import ChatResponse
 from clawrig.spec.trial import Usage
 
 if TYPE_CHECKING:
@@ -189,11 +192,12 @@ class GatewayChatModel(OpenAIChatModel):
     name, provider, model id and prices as the upstream endpoint, so transcripts and usage are
     those of a direct call). ``lease`` is kept for agents that need the gateway itself.
 
-    ``in_process`` (default): requests reach the gateway's app in the caller's event loop
-    (``httpx.ASGITransport``: no socket, no HTTP parsing, no hop to the gateway's server
+    ``in_process`` (default): requests reach the gateway in the caller's event loop (a plain
+    request handed over as a dict, :meth:`Gateway.chat_in_process`; streamed ones through the
+    gateway's app over ``httpx.ASGITransport``: no socket, no hop to the gateway's server
     thread), and the gateway's upstream call uses this model's own HTTP client (one per event
-    loop, closed by :meth:`aclose`); the same routes, counting, caps, records and replay as
-    over the socket. False: over the gateway's TCP listener (``http://127.0.0.1:<port>``)."""
+    loop, closed by :meth:`aclose`); the same counting, caps, records and replay as over the
+    socket. False: over the gateway's TCP listener (``http://127.0.0.1:<port>``)."""
 
     def __init__(
         self,
@@ -249,6 +253,34 @@ class GatewayChatModel(OpenAIChatModel):
             )
             self._clients[loop] = client
         return client
+
+    async def _plain(self, params: dict[str, Any]) -> ChatResponse:
+        """In process: the request body handed to the gateway as the SDK would send it (its
+        fields and ``extra_body`` merged), without building an HTTP request or parsing one;
+        the reply read as the SDK reads it (a 4xx/5xx raised as the SDK's status error). Over
+        TCP: :meth:`OpenAIChatModel._plain`."""
+        if not self.in_process:
+            return await super()._plain(params)
+        body = {k: v for k, v in params.items() if k != "extra_body"}
+        body.update(params.get("extra_body") or {})
+        # the gateway keeps the body (records diff each request against the previous one):
+        # a snapshot of the message list, which the agent goes on appending to
+        body["messages"] = [dict(m) if isinstance(m, dict) else m for m in body["messages"]]
+        reply = await self.lease.gateway.chat_in_process(self.lease.token, body)
+        raw = bytes(reply.body)
+        if reply.status_code >= 400:
+            response = sdk_httpx.Response(
+                reply.status_code,
+                headers=reply.headers.raw,
+                content=raw,
+                request=sdk_httpx.Request("POST", f"{self.endpoint.base_url}/chat/completions"),
+            )
+            raise self._client()._make_status_error_from_response(response)
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise _BodyError(reply.status_code, "the reply is not JSON") from None
+        return self._from_completion(ChatCompletion.construct(**data))
 
     def where(self) -> str:
         """The upstream the gateway calls (the URL the user set), not the gateway itself."""

@@ -106,6 +106,9 @@ def _retry_after(exc: BaseException) -> float | None:
     return retry_after_seconds(exc.headers) if isinstance(exc, _Retryable) else None
 
 
+UNKNOWN_TOKEN = "clawrig gateway: unknown or closed trial token"
+
+
 @functools.cache
 def upstream_tls() -> ssl.SSLContext:
     """The TLS context of every upstream client of this process: httpx's default (the CA
@@ -368,7 +371,7 @@ class Gateway:
         async def models(request: Request, token: str | None = None) -> Response:
             lease = self._lease_for(request, token)
             if lease is None:
-                return _error_body(401, "clawrig gateway: unknown or closed trial token", "auth")
+                return _error_body(401, UNKNOWN_TOKEN, "auth")
             ids = [lease.endpoint.model_id] if lease.endpoint is not None else []
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "clawrig"} for m in ids]
             return JSONResponse({"object": "list", "data": data})
@@ -376,7 +379,7 @@ class Gateway:
         async def chat(request: Request, token: str | None = None) -> Response:
             lease = self._lease_for(request, token)
             if lease is None:
-                return _error_body(401, "clawrig gateway: unknown or closed trial token", "auth")
+                return _error_body(401, UNKNOWN_TOKEN, "auth")
             try:
                 body = await request.json()
             except ValueError:
@@ -394,6 +397,16 @@ class Gateway:
         app.add_api_route("/v1/chat/completions", chat, methods=["POST"])
         app.add_api_route("/t/{token}/v1/chat/completions", chat, methods=["POST"])
         return app
+
+    async def chat_in_process(self, token: str, body: dict[str, Any]) -> Response:
+        """A chat-completions request from this process (:class:`GatewayChatModel` in
+        process): the route's work without HTTP, ``body`` as the JSON object the route would
+        have parsed. An unknown or closed ``token`` gets the route's 401."""
+        with self._lock:
+            lease = self._leases.get(token)
+        if lease is None:
+            return _error_body(401, UNKNOWN_TOKEN, "auth")
+        return await self._chat(lease, body)
 
     def _refusal(self, lease: GatewayLease) -> tuple[str, str] | None:
         """(kind, message) when a cap forbids another request for ``lease``."""
