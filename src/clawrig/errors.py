@@ -63,6 +63,25 @@ class ModelRequestError(UserError):
         self.status = status
 
 
+class AgentLimitExceeded(ClawrigError):
+    """The agent's doing exceeded a limit of its trial: the per-trial disk, the entries or
+    depth of its end state, the deadline of a phase it controlled. An agent error, scored 0
+    (blame follows control: the agent could have stayed within it)."""
+
+
+class TrialDeadline(ClawrigError):
+    """A phase of the trial, or the trial as a whole, ran past its deadline
+    (:class:`clawrig.runner.trial.TimeoutPlan`). ``phase``: the phase that was cut off;
+    ``limit_s``: the limit in seconds."""
+
+    def __init__(self, phase: str, limit_s: float, *, whole_trial: bool = False) -> None:
+        self.phase = phase
+        self.limit_s = limit_s
+        self.whole_trial = whole_trial
+        what = "the trial's deadline" if whole_trial else f"the {phase} phase's deadline"
+        super().__init__(f"{what} of {limit_s:g} s passed in phase {phase}")
+
+
 class BudgetExceeded(ClawrigError):
     """The job's or trial's spend reached its cap (USD or tokens)."""
 

@@ -54,16 +54,54 @@ def sweep_dead(base: Path) -> list[Path]:
             continue
         if entry.is_symlink() or not entry.is_dir():
             continue
-        for merged in entry.glob("ovl*/merged"):  # a killed sandbox's writable system
-            if os.path.ismount(merged):
-                subprocess.run(["umount", "-l", str(merged)], capture_output=True, check=False)
-        for dirpath, dirnames, _ in os.walk(entry):
-            for d in dirnames:
-                try:
-                    os.chmod(os.path.join(dirpath, d), 0o700, follow_symlinks=False)
-                except (OSError, NotImplementedError):
-                    pass
-        shutil.rmtree(entry, ignore_errors=True)
+        unmount_below(entry)  # a killed sandbox's writable system, a trial's disk
+        remove_tree(entry)
         if not entry.exists():
             removed.append(entry)
     return removed
+
+
+def mounts_below(path: Path) -> list[str]:
+    """Mount points at or below ``path`` (from /proc/self/mountinfo), deepest first."""
+    prefix = os.path.realpath(path)
+    found: list[str] = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        # octal escapes (\040 for a space) as the kernel writes them
+        point = fields[4].encode().decode("unicode_escape")
+        if point == prefix or point.startswith(prefix + "/"):
+            found.append(point)
+    return sorted(set(found), key=lambda p: p.count("/"), reverse=True)
+
+
+def unmount_below(path: Path) -> None:
+    """Lazily unmount every file system mounted at or below ``path`` (deepest first)."""
+    for point in mounts_below(path):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+
+def remove_tree(path: Path | str) -> None:
+    """Remove a folder whatever a sandbox left in it: any depth (``shutil.rmtree`` recurses
+    and dies of RecursionError past ~1,000 levels, even with ``ignore_errors``), paths longer
+    than PATH_MAX, folders without permissions. Never follows links, never crosses into another
+    file system, never raises; what cannot be removed stays."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    try:
+        shutil.rmtree(path)
+        return
+    except (RecursionError, OSError):
+        pass
+    # GNU chmod and rm walk with fts (file-descriptor relative, no recursion limit)
+    if os.geteuid() != 0:
+        subprocess.run(["chmod", "-R", "u+rwx", "--", str(path)], capture_output=True, check=False)
+    subprocess.run(
+        ["rm", "-rf", "--one-file-system", "--", str(path)], capture_output=True, check=False
+    )

@@ -3,6 +3,8 @@ server and anything else the harness hosts on loopback or a unix socket."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -74,3 +76,24 @@ class ThreadedServer:
             except OSError:
                 pass
         self.thread = None
+
+
+PIPE_CHUNK = 65536
+
+
+async def pipe_streams(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+    """Copy ``reader`` to ``writer`` until EOF (then half-close ``writer``); returns the bytes
+    copied. A connection error ends the copy quietly (the other side went away)."""
+    total = 0
+    try:
+        while data := await reader.read(PIPE_CHUNK):
+            total += len(data)
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            if writer.can_write_eof():
+                writer.write_eof()
+    return total

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from gw_helpers import FAST_RETRY
 
-from clawrig.llm.gateway import Gateway
+from clawrig.llm.gateway import Gateway, GatewayDoor
 from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
 from clawrig.sandbox.base import Bind
 
@@ -43,11 +43,12 @@ def bwrap_missing() -> str | None:
 @pytest.fixture
 async def gw_sandbox() -> AsyncIterator[Callable[..., Any]]:
     """``await gw_sandbox(gateway, binds=[], uid_drop=False)`` -> a started bwrap sandbox with
-    the gateway's folder bound read-only; stopped after the test."""
+    its own door to the gateway bound read-only; stopped (and the door closed) after the test."""
     if reason := bwrap_missing():
         pytest.skip(reason)
     made: list[Any] = []
     folders: list[Path] = []
+    doors: list[GatewayDoor] = []
     counter = iter(range(1000))
 
     async def factory(gateway: Gateway, binds: list[Bind] | None = None, uid_drop: bool = False):
@@ -55,10 +56,12 @@ async def gw_sandbox() -> AsyncIterator[Callable[..., Any]]:
         ws = Path(tempfile.mkdtemp(prefix=f"clawrig-test-ws{next(counter)}-"))
         os.chmod(ws, 0o755)
         folders.append(ws)
+        door = await GatewayDoor(gateway).start()  # the sandbox's own capped socket
+        doors.append(door)
         cfg = SandboxConfig(
             workspace_dir=ws,
             limits=Limits(),
-            binds=[*gateway.sandbox_binds(), *(binds or [])],
+            binds=[*door.sandbox_binds(), *(binds or [])],
         )
         sb = create_sandbox("bwrap", cfg)
         if uid_drop:
@@ -71,5 +74,7 @@ async def gw_sandbox() -> AsyncIterator[Callable[..., Any]]:
     for sb in made:
         with contextlib.suppress(Exception):
             await sb.stop()
+    for door in doors:
+        await door.stop()
     for ws in folders:
         shutil.rmtree(ws, ignore_errors=True)

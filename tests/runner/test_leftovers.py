@@ -55,7 +55,12 @@ def _suite(root: Path) -> Path:
 
 
 def _ours(tmp: Path, pid: int) -> list[Path]:
-    return sorted(p for k in ("sbx", "trial") for p in tmp.glob(f"clawrig-{k}-{pid}-*"))
+    """The harness ``pid``'s trial folders in ``tmp`` and the sandbox folders on their disks."""
+    return sorted(
+        p
+        for pattern in (f"clawrig-trial-{pid}-*", f"clawrig-trial-{pid}-*/fs/clawrig-sbx-{pid}-*")
+        for p in tmp.glob(pattern)
+    )
 
 
 @pytest.mark.sandbox
@@ -94,7 +99,11 @@ def test_a_killed_jobs_folders_are_swept_by_the_next(tmp_path: Path) -> None:
         )
         assert second.returncode in (0, 1), second.stderr
         assert not any(p.exists() for p in left)
+        assert str(tmp) not in Path("/proc/self/mountinfo").read_text()  # the disk unmounted
     finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
         subprocess.run(["chmod", "-R", "u+rwX", str(tmp)], check=False)
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
 

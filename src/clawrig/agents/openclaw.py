@@ -464,6 +464,7 @@ class OpenClawAgent(Agent):
         if self._private is None:
             self._private = Gateway().start()
             weakref.finalize(self, self._private.stop)
+        self.gateway = self._private
         return self._private
 
     def prepare(self, log: Callable[[str], None] | None = None) -> None:
@@ -481,10 +482,12 @@ class OpenClawAgent(Agent):
             self.install = find_openclaw(self.version)
 
     def sandbox_needs(self, task: Task) -> SandboxNeeds:
-        """The OpenClaw install and the gateway's folder (both read-only). Installs OpenClaw
-        first when the cache lacks it (UserError naming what is missing when impossible)."""
+        """The OpenClaw install, read-only (the runner binds the trial's gateway door).
+        Installs OpenClaw first when the cache lacks it (UserError naming what is missing when
+        impossible)."""
         self.install = self.install or ensure_openclaw(self.version)
-        return SandboxNeeds(binds=[self.install.bind(), *self._gateway().sandbox_binds()])
+        self._gateway()  # the job's, or a private one: the runner binds its door
+        return SandboxNeeds(binds=[self.install.bind()])
 
     def _lease(self, ctx: AgentContext) -> tuple[GatewayLease, bool]:
         """(lease, opened here)."""

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 from clawrig.egress.policy import NetworkPolicy
 from clawrig.llm.gateway.forwarder import forwarder_script, spawn_forwarder
 from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
+from clawrig.serving import pipe_streams
 from clawrig.spec.layout import TrialPaths
 
 EGRESS_PORT = 18200
@@ -60,7 +61,6 @@ HEAD_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 64
 """Connections one trial's proxy holds at once; more are refused at once (503), so one sandbox
 cannot exhaust the harness's file descriptors."""
-_CHUNK = 65536
 _HOP_HEADERS = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
 
 
@@ -318,7 +318,7 @@ class EgressProxy:
                 await writer.drain()
             else:
                 up_w.write(upstream_head)
-            counts = await asyncio.gather(_pipe(reader, up_w), _pipe(up_r, writer))
+            counts = await asyncio.gather(pipe_streams(reader, up_w), pipe_streams(up_r, writer))
             record["bytes_up"], record["bytes_down"] = counts
         finally:
             with contextlib.suppress(Exception):
@@ -340,23 +340,6 @@ class EgressProxy:
         with contextlib.suppress(ConnectionError, OSError):
             writer.write(_response(status, reason, text or f"clawrig egress: {record['reason']}"))
             await writer.drain()
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
-    """Copy until EOF (then half-close ``writer``); returns the bytes copied."""
-    total = 0
-    try:
-        while data := await reader.read(_CHUNK):
-            total += len(data)
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-            if writer.can_write_eof():
-                writer.write_eof()
-    return total
 
 
 async def start_egress_forwarder(

@@ -199,10 +199,8 @@ class TrialNetwork:
                 base_url=GatewayLease.sandbox_base_url(FORWARDER_PORT),
                 model_id=model_id,
             )
-            if keyed and any(model_setting(n) == "key" for n in env_names):
-                if not agent_forwards:
-                    net.gateway = gateway
-                net.binds += gateway.sandbox_binds()  # type: ignore[union-attr]
+            if keyed and any(model_setting(n) == "key" for n in env_names) and not agent_forwards:
+                net.gateway = gateway  # reached through the trial's door (the runner binds it)
         return net
 
     async def attach(self, sandbox: Sandbox) -> None:

@@ -42,7 +42,7 @@ from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.task import Task
-from clawrig.spec.trial import TrialResult, Usage
+from clawrig.spec.trial import ErrorKind, TrialError, TrialResult, Usage
 
 INTERRUPT_GRACE_S = 10.0
 """Seconds a first Ctrl-C waits for running trials to stop before exiting anyway."""
@@ -342,10 +342,23 @@ async def _run_locked(
                 f"(it ran model={progress.model} suite={progress.suite} runs={progress.runs}); "
                 "run with the same options, or delete the progress file to start over"
             )
+    digests = {t.id: t.digest() for t in tasks}
+    if job.resume and progress is not None and progress.task_digests:
+        changed = sorted(
+            tid for tid, d in digests.items() if progress.task_digests.get(tid, d) != d
+        )
+        if changed:
+            shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
+            raise UserError(
+                f"{ppath}: --resume: {len(changed)} task(s) differ from those the interrupted "
+                f"job ran ({shown}): {job.suite_path} is another suite or its tasks changed; "
+                "resume with the same suite, or choose another --output"
+            )
     if progress is None or not progress.job_id:
         progress = progress or Progress(model=model, suite=job.suite, runs=job.runs)
         progress.job_id = f"{dt.datetime.now():%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"
     job_id = progress.job_id
+    progress.task_digests = {**progress.task_digests, **digests}
     if job.resume:
         _adopt_orphans(job, job_id, progress, tasks)
     write_json_atomic(ppath, progress.model_dump(mode="json"))
@@ -438,15 +451,21 @@ async def _run_trials(
             with attempt_state:
                 attempt += 1
                 if last is not None:  # the previous attempt failed retryably: set it aside
-                    retried_dir.mkdir(parents=True, exist_ok=True)
                     prev = last[1]
-                    shutil.move(str(prev), str(paths.retried_trial(task.id, prev.name)))
+                    if prev.is_dir():  # (a trial whose folder could not be written has none)
+                        retried_dir.mkdir(parents=True, exist_ok=True)
+                        shutil.move(str(prev), str(paths.retried_trial(task.id, prev.name)))
                     spent_before = spent_before.add(last[0].usage)
                 # what the failed attempts spent counts too (budget, totals); written into
                 # result.json before the folder's rename, never rewritten afterwards
-                last = await executor.run(
-                    task, run_index, job_id=job_id, attempt=attempt, earlier=spent_before
-                )
+                try:
+                    last = await executor.run(
+                        task, run_index, job_id=job_id, attempt=attempt, earlier=spent_before
+                    )
+                except (UserError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one trial's failure never ends the job
+                    last = _unstarted(task, job, run_index, job_id, attempt, exc)
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
                 attempt_state.retry_state.set_result(last)
         assert last is not None
@@ -517,6 +536,31 @@ async def _run_trials(
         with contextlib.suppress(FileNotFoundError):
             ppath.unlink()
     return summary
+
+
+def _unstarted(
+    task: Task, job: JobConfig, run_index: int, job_id: str, attempt: int, exc: Exception
+) -> tuple[TrialResult, Path]:
+    """The result of a trial that failed before it had a folder of its own (e.g. no space
+    for its work folder on the host): an infrastructure error, retried; no folder."""
+    result = TrialResult(
+        task_id=task.id,
+        category=task.category,
+        run_index=run_index,
+        trial_id="",
+        job_id=job_id,
+        model=job.trial.model,
+        agent=job.trial.agent,
+        sandbox=job.trial.sandbox,
+        attempts=attempt,
+        error=TrialError(
+            kind=ErrorKind.INFRASTRUCTURE,
+            message=f"the trial could not start: {type(exc).__name__}: {exc}",
+            phase="setup",
+            retryable=True,
+        ),
+    )
+    return result, JobPaths(job.output).task_dir(task.id) / ".unwritten"
 
 
 def build_summary(

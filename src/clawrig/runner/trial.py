@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import errno
 import functools
 import hashlib
 import json
@@ -41,10 +42,12 @@ from clawrig.agents.preamble import preamble_for
 from clawrig.egress.trial import TrialNetwork
 from clawrig.env.system import SetupNetwork, prepare_system, resolve_environment
 from clawrig.errors import (
+    AgentLimitExceeded,
     InfrastructureError,
     ModelRequestError,
     SandboxDied,
     SetupError,
+    TrialDeadline,
     UserError,
 )
 from clawrig.grading.answers import check_answer, combine
@@ -52,10 +55,11 @@ from clawrig.grading.judge import judge_answer
 from clawrig.grading.judge_proxy import grader_may_call_judge, judge_proxy, upstream_endpoint
 from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
-from clawrig.leftovers import owned_tempdir
+from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
-from clawrig.llm.gateway import Gateway, GatewayRefusal, ResponseCache
+from clawrig.llm.gateway import Gateway, GatewayDoor, GatewayRefusal, ResponseCache
 from clawrig.sandbox import Limits, Sandbox, SandboxConfig, create_sandbox
+from clawrig.sandbox.disk import TrialDisk
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import GradingEnvStage, ensure_env
 from clawrig.sandbox.workspace import (
@@ -138,32 +142,92 @@ def trial_folder_name(model: str, when: dt.datetime | None = None) -> str:
     return f"{model_slug(model)}_{when:%Y%m%d_%H%M}_{secrets.token_hex(3)}"
 
 
-def _manifest(root: Path) -> dict[str, str]:
-    """Relative path -> sha256 of every regular file under ``root`` (symlinks not followed)."""
+DISK_RESERVE_BYTES = 16 * 1024**2
+DISK_RESERVE_INODES = 256
+"""What the agent must leave free on its disk (:meth:`Trial.check_disk`): the harness writes
+the transcript there after the agent. Less free is the agent's error."""
+MANIFEST_MAX_ENTRIES = 100_000
+"""Entries (files, folders, links, others) the harness lists in a workspace; more is an agent
+error after the agent ran (a setup error in a task's initial workspace)."""
+MANIFEST_MAX_DEPTH = 128
+"""Folder depth the harness lists in a workspace; deeper is handled like too many entries."""
+
+
+def _manifest(
+    root: Path, *, known: Mapping[str, str] | None = None, deadline: float | None = None
+) -> dict[str, str]:
+    """Relative path -> ``"<size>:<sha256>"`` of every regular file under ``root`` (links not
+    followed, FIFOs and devices skipped).
+
+    With ``known`` (the manifest of the initial workspace) a file is hashed only when a known
+    file of the same path has the same size; any other file is new or changed without reading
+    it (``"<size>:"``), so what hashing costs is bounded by the initial workspace (40 sparse
+    1000 MiB files the agent made are never read). Walks without recursion. Raises
+    :class:`clawrig.errors.AgentLimitExceeded` past :data:`MANIFEST_MAX_ENTRIES` entries,
+    :data:`MANIFEST_MAX_DEPTH` levels, a path too long to open, or ``deadline`` (a
+    ``time.monotonic()`` value)."""
     out: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-        for name in filenames:
-            full = os.path.join(dirpath, name)
+    entries = 0
+    stack: list[tuple[str, int]] = [("", 0)]
+    while stack:
+        rel_dir, depth = stack.pop()
+        if depth > MANIFEST_MAX_DEPTH:
+            raise AgentLimitExceeded(
+                f"the workspace is more than {MANIFEST_MAX_DEPTH} folders deep ({rel_dir[:200]})"
+            )
+        try:
+            with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
+                listing = list(it)
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                raise AgentLimitExceeded("a workspace path is too long to open") from None
+            continue
+        for entry in listing:
+            entries += 1
+            if entries > MANIFEST_MAX_ENTRIES:
+                raise AgentLimitExceeded(
+                    f"the workspace holds more than {MANIFEST_MAX_ENTRIES} files and folders"
+                )
+            if deadline is not None and time.monotonic() > deadline:
+                raise AgentLimitExceeded("listing the workspace ran past the phase's deadline")
+            rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
             try:
-                st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                h = hashlib.sha256()
-                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
-                with os.fdopen(fd, "rb") as fh:
-                    for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
-                        h.update(chunk)
-                out[os.path.relpath(full, root)] = h.hexdigest()
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                stack.append((rel, depth + 1))
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if known is not None and not (known.get(rel) or "").startswith(f"{st.st_size}:"):
+                out[rel] = f"{st.st_size}:"
+                continue
+            try:
+                out[rel] = f"{st.st_size}:{_sha256(entry.path, deadline)}"
             except OSError:
                 continue
     return out
 
 
-def _copy_changed(ws: Path, before: dict[str, str], dest: Path) -> list[str]:
+def _sha256(path: str, deadline: float | None) -> str:
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
+            h.update(chunk)
+            if deadline is not None and time.monotonic() > deadline:
+                raise AgentLimitExceeded("hashing the workspace ran past the phase's deadline")
+    return h.hexdigest()
+
+
+def _copy_changed(
+    ws: Path, before: dict[str, str], dest: Path, deadline: float | None = None
+) -> list[str]:
     """Copy files the agent created or changed (not gt/) into ``dest``; return their paths.
-    Initial files that are gone are listed in ``<dest>_deleted.json``."""
-    after = _manifest(ws)
+    Initial files that are gone are listed in ``<dest>_deleted.json``. Raises
+    :class:`clawrig.errors.AgentLimitExceeded` (:func:`_manifest`)."""
+    after = _manifest(ws, known=before, deadline=deadline)
     dest.parent.mkdir(parents=True, exist_ok=True)
     _write_json(TrialPaths(dest.parent).end_state_deleted, sorted(set(before) - set(after)))
     changed = sorted(
@@ -241,6 +305,20 @@ def grader_env(task: Task) -> dict[str, str]:
     return env
 
 
+SETUP_S = 600.0
+"""Seconds for setting a trial up (sandbox start, services, skills, the warmup lines the warm
+snapshot does not hold), not counting a warm snapshot being built (built once per task, with
+limits of its own)."""
+AGENT_GRACE_S = 30.0
+"""Seconds the agent phase may run past the agent's limit (closing its tools, sub-agents)."""
+COLLECT_S = 120.0
+"""Seconds for each of stopping the agent (audits, kill, end state copied out), gt in, and
+the results folder copied out."""
+JUDGE_S = 300.0
+"""Seconds the grading phase may run past the grader's own limit (judge calls, process
+metrics)."""
+
+
 @dataclass(frozen=True)
 class TimeoutPlan:
     """Every time limit of one trial, in seconds, computed once from the task and the job.
@@ -250,7 +328,11 @@ class TimeoutPlan:
     - ``grader_s`` = the grader's ``timeout_seconds`` x ``timeout_multiplier``;
     - ``command_s`` = ``max(agent_s, 1)``: the default wall time of one command in the sandbox;
     - ``trial_s`` = ``agent_s + grader_s +`` :data:`TRIAL_OVERHEAD_S`: the whole trial's
-      deadline, after which the sandbox is stopped (``Limits.trial_timeout_s``).
+      deadline (from its start, a warm snapshot build excluded), and the sandbox's
+      (``Limits.trial_timeout_s``, after which it is stopped);
+    - per phase (:meth:`phase_s`): setup :data:`SETUP_S` x ``max(1, multiplier)``, agent
+      ``agent_s +`` :data:`AGENT_GRACE_S`, kill/collect, gt_inject and results
+      :data:`COLLECT_S` each, grading ``grader_s +`` :data:`JUDGE_S`.
 
     The multiplier is the job's ``--timeout-multiplier`` (slow machines, big models). It scales
     the task's own limits only: setup is the harness's (each warmup line at most 300 s,
@@ -263,6 +345,7 @@ class TimeoutPlan:
     grader_s: float
     command_s: float
     trial_s: float
+    setup_s: float = SETUP_S
 
     @classmethod
     def of(cls, task: Task, config: TrialConfig) -> TimeoutPlan:
@@ -275,13 +358,29 @@ class TimeoutPlan:
             grader_s=grader,
             command_s=max(agent, 1.0),
             trial_s=agent + grader + TRIAL_OVERHEAD_S,
+            setup_s=SETUP_S * max(1.0, m),
         )
 
+    def phase_s(self, phase: str) -> float:
+        """The limit of one phase of :meth:`Trial.run` (``setup``, ``agent``, ``kill``,
+        ``gt_inject``, ``grading``, ``results``), seconds."""
+        if phase == "setup":
+            return self.setup_s
+        if phase == "agent":
+            return self.agent_s + AGENT_GRACE_S
+        if phase == "grading":
+            return self.grader_s + JUDGE_S
+        return COLLECT_S
+
     def limits(self, config: TrialConfig) -> Limits:
-        """The sandbox limits of a trial under this plan (memory in bytes, times in seconds)."""
+        """The sandbox limits of a trial under this plan (memory, disk and /dev/shm in bytes,
+        times in seconds). /dev/shm gets a quarter of the memory, at most 256 MiB."""
+        memory = config.memory_mb * 1024**2
         return Limits(
-            memory_bytes=config.memory_mb * 1024**2,
+            memory_bytes=memory,
             max_processes=config.max_processes,
+            disk_bytes=config.disk_mb * 1024**2 or None,
+            shm_bytes=min(256 * 1024**2, memory // 4),
             command_timeout_s=self.command_s,
             trial_timeout_s=self.trial_s,
             call_timeout_s=config.call_timeout_s,
@@ -388,7 +487,9 @@ class Trial:
         self.out_root = out_root
         self.work = owned_tempdir("trial", self.services.work_dir)
         os.chmod(self.work, 0o755)
-        self.workspace = self.work / "workspace"
+        self.disk = TrialDisk(self.work, config.disk_mb * 1024**2)
+        """The trial's disk: the workspace and the sandbox's own folders live on it."""
+        self.workspace = self.disk.path / "workspace"
         self.result = TrialResult(
             task_id=task.id,
             category=task.category,
@@ -412,6 +513,8 @@ class Trial:
         self.sandbox: Sandbox | None = None
         self.agent: Agent | None = None
         self.network: TrialNetwork | None = None
+        self.door: GatewayDoor | None = None
+        """The sandbox's capped socket to the job's gateway (:mod:`clawrig.llm.gateway.door`)."""
         self.system: Any = None
         """The environment and warm snapshot the sandbox starts from (:mod:`clawrig.env`)."""
         self.lease: Any = None
@@ -427,6 +530,9 @@ class Trial:
         self.phase = "setup"
         self._t_phase = time.monotonic()
         self._closed = False
+        self._timeout: asyncio.Timeout | None = None
+        self._deadline: float | None = None
+        """The whole trial's deadline (event-loop time) while :meth:`run` runs."""
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -436,8 +542,48 @@ class Trial:
         self.timings[self.phase] = self.timings.get(self.phase, 0.0) + now - self._t_phase
         self.phase, self._t_phase = next_phase, now
 
+    def _extend_deadline(self, seconds: float) -> None:
+        """Move the trial's and the running phase's deadlines ``seconds`` later (time spent on
+        something with limits of its own: a warm snapshot being built)."""
+        if self._deadline is not None:
+            self._deadline += seconds
+        if self._timeout is not None and (when := self._timeout.when()) is not None:
+            self._timeout.reschedule(when + seconds)
+
+    def _wall_deadline(self) -> float | None:
+        """The running phase's deadline as a ``time.monotonic()`` value (for work in threads,
+        which a cancelled phase cannot stop), None outside :meth:`run`."""
+        return self._timeout.when() if self._timeout is not None else None
+
+    async def _within(self, group: str, coro: Any) -> Any:
+        """Await ``coro`` within the ``group`` phase's limit (:meth:`TimeoutPlan.phase_s`) and
+        what is left of the whole trial's. Raises :class:`clawrig.errors.TrialDeadline`."""
+        loop = asyncio.get_running_loop()
+        limit = self.plan.phase_s(group)
+        end = loop.time() + limit
+        whole = self._deadline is not None and self._deadline < end
+        if whole:
+            assert self._deadline is not None
+            end = self._deadline
+        cm = asyncio.timeout_at(end)
+        self._timeout = cm
+        try:
+            async with cm:
+                return await coro
+        except TimeoutError:
+            if cm.expired():
+                total = self.plan.trial_s if whole else limit
+                raise TrialDeadline(self.phase, total, whole_trial=whole) from None
+            raise
+        finally:
+            self._timeout = None
+
     def log(self, line: str) -> None:
-        with open(self.paths.agent_log, "a", encoding="utf-8") as fh:
+        """Append a line to agent.log (a full host disk loses the line, never the job)."""
+        with (
+            contextlib.suppress(OSError),
+            open(self.paths.agent_log, "a", encoding="utf-8") as fh,
+        ):
             fh.write(line.rstrip("\n") + "\n")
 
     async def __aenter__(self) -> Trial:
@@ -455,20 +601,29 @@ class Trial:
         if self.sandbox is not None:
             with contextlib.suppress(Exception):
                 await self.sandbox.stop()
+        await asyncio.to_thread(self.disk.release)
         if self.network is not None:
             with contextlib.suppress(Exception):
                 await self.network.close()
+        if self.door is not None:
+            if self.door.refused or self.door.dropped:
+                self.log(
+                    f"gateway door: {self.door.refused} connection(s) refused over the cap, "
+                    f"{self.door.dropped} silent one(s) dropped"
+                )
+            with contextlib.suppress(Exception):
+                await self.door.stop()
         if self.lease is not None and not self.lease.closed and self.services.gateway is not None:
             self.services.gateway.close_trial(self.lease)
         self.timings[self.phase] = self.timings.get(self.phase, 0.0) + (
             time.monotonic() - self._t_phase
         )
         self._t_phase = time.monotonic()
-        shutil.rmtree(self.work, ignore_errors=True)
+        remove_tree(self.work)
         if self.grader_stage is not None:
             self.grader_stage.cleanup()
         if self._own_folder:
-            shutil.rmtree(self.paths.root, ignore_errors=True)
+            remove_tree(self.paths.root)
 
     # -- phases --------------------------------------------------------------------------------
 
@@ -494,13 +649,19 @@ class Trial:
             if services.gateway is not None and self.agent.uses_gateway:
                 self.agent.gateway = services.gateway  # agents that run their own client
             needs = self.agent.sandbox_needs(task)
+        await asyncio.to_thread(self.disk.mount)
+        if self.disk.problem:
+            self.log(f"setup: no disk limit: {self.disk.problem}")
         if files is not None:
             write_tree(self.workspace, files)
         else:
             materialise_workspace(task, self.workspace)
             if recorded is not None:
                 recorded.apply(self.workspace)
-        self.before = await asyncio.to_thread(_manifest, self.workspace)
+        try:
+            self.before = await asyncio.to_thread(_manifest, self.workspace)
+        except AgentLimitExceeded as exc:  # the task's own files, before any agent
+            raise SetupError(f"the task's initial workspace: {exc}") from None
         self.mark("sandbox_start")
         endpoint = upstream_endpoint(services.model)
         if with_agent and services.gateway is not None and endpoint is not None:
@@ -526,9 +687,13 @@ class Trial:
         binds = list(needs.binds) if needs else []
         binds += network.binds
         binds += await service_binds(task)  # the services environment, read-only
-        if services.gateway is not None:  # the judge proxy (and OpenClaw) reach it inside
-            taken = {b.dest for b in binds}
-            binds += [b for b in services.gateway.sandbox_binds() if b.dest not in taken]
+        gateway = services.gateway
+        if gateway is None and self.agent is not None and self.agent.uses_gateway:
+            gateway = self.agent.gateway  # an agent's own (OpenClaw without a job gateway)
+        if gateway is not None:  # the judge proxy, OpenClaw, the agent's programs reach it
+            # through the trial's own door: a capped socket, never the gateway's
+            self.door = await GatewayDoor(gateway).start()
+            binds += self.door.sandbox_binds()
         if task.grader.requirements and task.grader.source and config.sandbox == "bwrap":
             # grader environment: an empty folder now, filled only after the agent is gone
             self.grader_stage = GradingEnvStage(
@@ -542,6 +707,7 @@ class Trial:
             choice = services.environments[key] = resolve_environment(
                 config.sandbox, config.environment, config.image, str(task.format)
             )
+        warm_started = time.monotonic()
         self.system = system = await prepare_system(
             choice,
             task.warmup if warm else [],
@@ -549,6 +715,7 @@ class Trial:
             snapshots=config.warm_snapshots,
             setup_network=services.setup_network or network.setup_network(),
         )
+        self._extend_deadline(time.monotonic() - warm_started)  # built once, limits of its own
         self.result.versions["environment"] = system.choice.environment
         if system.warm is not None:
             self.result.versions["warm_snapshot"] = system.warm.key
@@ -558,6 +725,7 @@ class Trial:
             SandboxConfig(
                 workspace_dir=self.workspace,
                 limits=self.plan.limits(config),
+                scratch_dir=self.disk.path,
                 binds=binds,
                 env=network.sandbox_env(writable_system=system.writable_root)
                 | (dict(needs.env) if needs else {}),
@@ -685,6 +853,7 @@ class Trial:
                 self.log(f"service {service}: {status}")
         await box.kill_all()
         self.mark("collect")
+        self.check_disk()
         # undo what the agent may have done to lock the harness out: permissions taken away,
         # a FIFO or a link where the transcript goes
         await box.exec(["chmod", "-R", "u+rwX", PATHS.workspace, PATHS.home])
@@ -697,9 +866,28 @@ class Trial:
             await box.write_file(PATHS.transcript, self.transcript_text)
         if copy_end_state:
             changed = await asyncio.to_thread(
-                _copy_changed, self.workspace, self.before, self.paths.end_state
+                _copy_changed,
+                self.workspace,
+                self.before,
+                self.paths.end_state,
+                self._wall_deadline(),
             )
             self.log(f"end state: {len(changed)} file(s) created or changed")
+
+    def check_disk(self) -> None:
+        """Raise :class:`clawrig.errors.AgentLimitExceeded` when the agent left its disk full
+        (less than :data:`DISK_RESERVE_BYTES` or :data:`DISK_RESERVE_INODES` free): the
+        harness's own writes after the agent (the transcript) must not fail for its doing."""
+        if not self.disk.enforced:
+            return
+        used, inodes = self.disk.usage()
+        st = os.statvfs(self.disk.path)
+        free, free_inodes = st.f_bavail * st.f_frsize, st.f_favail
+        if free < DISK_RESERVE_BYTES or free_inodes < DISK_RESERVE_INODES:
+            raise AgentLimitExceeded(
+                f"the trial's disk ({self.config.disk_mb} MiB) is full: {used} bytes and "
+                f"{inodes} files and folders used"
+            )
 
     async def put_transcript(self, text: str | None) -> None:
         """Re-grading and verify: put a recorded transcript (chat.jsonl text) at the session
@@ -833,61 +1021,91 @@ class Trial:
         Raises :class:`clawrig.errors.ModelRequestError` and UserError; every other failure is
         recorded in ``result.error``."""
         result = self.result
+        self._deadline = asyncio.get_running_loop().time() + self.plan.trial_s
         try:
-            await self.sandbox_up()
-            await self.workspace_and_services()
-            await self.run_agent()
-            await self.stop_agent()
-            await self.gt_in()
-            await self.grade()
-            await self.collect_output()
+            await self._within("setup", self._set_up())
+            await self._within("agent", self.run_agent())
+            await self._within("kill", self.stop_agent())
+            await self._within("gt_inject", self.gt_in())
+            await self._within("grading", self.grade())
+            await self._within("results", self.collect_output())
         except (ModelRequestError, UserError):
             await self.close()
-            shutil.rmtree(self.paths.root, ignore_errors=True)
+            remove_tree(self.paths.root)
             raise
-        except SetupError as exc:
-            result.error = TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=self.phase)
-        except SandboxDied as exc:
-            if self.phase in AGENT_PHASES:
-                # The sandbox died while the agent ran or right after, before grading: the
-                # agent broke it (killed or stopped its supervisor, exhausted it). An agent
-                # error that counts against the model as 0, so breaking the sandbox is no way
-                # to abstain.
-                result.error = TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=self.phase)
-                result.score = Score(
-                    score=0.0,
-                    grader="harness",
-                    details={"agent_error": str(exc), "phase": self.phase},
-                )
-            else:
-                result.error = TrialError(
-                    kind=ErrorKind.INFRASTRUCTURE,
-                    message=str(exc),
-                    phase=self.phase,
-                    retryable=True,
-                )
-        except InfrastructureError as exc:  # retried unless it says it would fail again
-            result.error = TrialError(
-                kind=ErrorKind.INFRASTRUCTURE,
-                message=str(exc),
-                phase=self.phase,
-                retryable=getattr(exc, "retryable", True),
-            )
         except asyncio.CancelledError:
             # not a finished trial: nothing of it stays (a resumed job runs it again)
             await self.close()
-            shutil.rmtree(self.paths.root, ignore_errors=True)
+            remove_tree(self.paths.root)
             raise
-        except Exception as exc:  # a harness bug: infrastructure, with the traceback kept
-            self.log(traceback.format_exc())
+        except Exception as exc:
+            result.error = self._error_of(exc)
+            if result.error.kind == ErrorKind.AGENT:
+                result.score = Score(
+                    score=0.0,
+                    grader="harness",
+                    details={"agent_error": result.error.message, "phase": self.phase},
+                )
+        finally:
+            self._deadline = None
+        try:
+            await self.close()
+        except Exception:  # noqa: BLE001 - nothing of the sandbox's stopping ends the job
+            self.log(f"closing the trial: {traceback.format_exc()}")
+        try:
+            return result, self.write(attempt=attempt, earlier=earlier)
+        except Exception as exc:  # e.g. the host's disk is full: this trial ends, not the job
+            remove_tree(self.paths.root)
             result.error = TrialError(
                 kind=ErrorKind.INFRASTRUCTURE,
-                message=f"{type(exc).__name__}: {exc}",
-                phase=self.phase,
+                message=f"the trial folder could not be written: {type(exc).__name__}: {exc}",
+                phase="write",
                 retryable=True,
             )
-        await self.close()
-        return result, self.write(attempt=attempt, earlier=earlier)
+            assert self.task_dir is not None
+            return result, self.task_dir / self.name
+
+    async def _set_up(self) -> None:
+        await self.sandbox_up()
+        await self.workspace_and_services()
+
+    def _error_of(self, exc: Exception) -> TrialError:
+        """The typed error of a failed phase (blame follows control): what the agent caused
+        while it had the sandbox (it broke the sandbox, filled its disk, left an end state
+        past the caps or too slow to collect) is an agent error; setup failures are setup
+        errors; a grading deadline is a grading error; the rest is infrastructure, retried
+        (a harness bug keeps its traceback in agent.log)."""
+        phase = self.phase
+        agents = phase in AGENT_PHASES or phase == "results"
+        if isinstance(exc, SetupError):
+            return TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)
+        if isinstance(exc, AgentLimitExceeded):
+            return TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
+        if isinstance(exc, TrialDeadline):
+            if agents:
+                return TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
+            if phase == "grading":
+                return TrialError(kind=ErrorKind.GRADING, message=str(exc), phase=phase)
+            return TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)
+        if agents and isinstance(exc, SandboxDied):
+            # The sandbox died while the agent ran or right after, before grading: the agent
+            # broke it (killed or stopped its supervisor, exhausted it). An agent error that
+            # counts against the model as 0, so breaking the sandbox is no way to abstain.
+            return TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
+        if isinstance(exc, InfrastructureError):  # retried unless it says it would fail again
+            return TrialError(
+                kind=ErrorKind.INFRASTRUCTURE,
+                message=str(exc),
+                phase=phase,
+                retryable=getattr(exc, "retryable", True),
+            )
+        self.log(traceback.format_exc())  # a harness bug: infrastructure, traceback kept
+        return TrialError(
+            kind=ErrorKind.INFRASTRUCTURE,
+            message=f"{type(exc).__name__}: {exc}",
+            phase=phase,
+            retryable=True,
+        )
 
 
 async def run_trial(

@@ -25,6 +25,9 @@ class Limits(BaseModel):
     memory_bytes: address space / cgroup memory cap for the whole sandbox.
     max_processes: processes (tasks) alive at once inside the sandbox.
     max_file_bytes: largest file a process may write (RLIMIT_FSIZE).
+    disk_bytes: the trial's disk (:mod:`clawrig.sandbox.disk`): everything the sandbox can
+      write on the host (workspace, /root, /tmp, the writable system) shares this many bytes.
+    shm_bytes: the size of /dev/shm, a tmpfs (memory) of its own, with or without cgroups.
     output_bytes: captured stdout/stderr per command; longer output keeps head and tail.
     command_timeout_s: default wall time of one exec.
     trial_timeout_s: wall time of the whole sandbox life; it is stopped after that.
@@ -33,6 +36,8 @@ class Limits(BaseModel):
     memory_bytes: int | None = 4 * 1024**3
     max_processes: int | None = 512
     max_file_bytes: int | None = 1024**3
+    disk_bytes: int | None = 8 * 1024**3
+    shm_bytes: int = 64 * 1024**2
     output_bytes: int = 256 * 1024
     command_timeout_s: float = 600.0
     trial_timeout_s: float | None = None
@@ -77,6 +82,10 @@ class SandboxConfig(BaseModel):
     layers: list[Path] = Field(default_factory=list)
     writable_root: bool = False
     upper_dir: Path | None = None
+    scratch_dir: Path | None = None
+    """Where the sandbox makes its own folder (/tmp, /root, /run/clawrig, the writable
+    system's upper folder); a trial puts it on its disk (:mod:`clawrig.sandbox.disk`). None:
+    the system temp folder."""
 
 
 class ExecResult(BaseModel):

@@ -38,16 +38,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import random
 import resource
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 from clawrig.errors import SandboxError
-from clawrig.leftovers import owned_tempdir
+from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.overlay import Overlay, can_mount
@@ -243,7 +245,7 @@ class BwrapSandbox(SupervisedSandbox):
         return Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
 
     def _prepare_dirs(self) -> None:
-        self.base_dir = owned_tempdir("sbx")
+        self.base_dir = owned_tempdir("sbx", self.config.scratch_dir)
         os.chmod(self.base_dir, 0o755)
         for sub in ("tmp", "run", "etc"):
             (self.base_dir / sub).mkdir()
@@ -330,6 +332,14 @@ class BwrapSandbox(SupervisedSandbox):
         for name in ("hosts", "hostname") if writable else ("passwd", "group", "hosts", "hostname"):
             a += self._bind(etc / name, f"/etc/{name}", True)
         a += ["--proc", "/proc", "--dev", "/dev"]
+        # /dev/shm: a tmpfs of bounded size (the /dev tmpfs bwrap makes has none: without a
+        # memory cgroup a sandbox could hold gigabytes there), then /dev itself read-only
+        a += ["--perms", "1777", "--size", str(cfg.limits.shm_bytes), "--tmpfs", "/dev/shm"]
+        a += ["--remount-ro", "/dev"]
+        if _supports_disable_userns(bwrap):
+            # no nested user namespace: inside one, an unprivileged process could mount a
+            # tmpfs of its own, unbounded without a memory cgroup
+            a.append("--disable-userns")
         a += self._bind(self.base_dir / "tmp", "/tmp", False)
         a += self._bind(self.base_dir / "run", "/run/clawrig", False)
         a += self._bind(Path(cfg.workspace_dir).resolve(), PATHS.workspace, False)
@@ -472,7 +482,8 @@ class BwrapSandbox(SupervisedSandbox):
         if self.base_dir is not None:
             base = self.base_dir
             self.base_dir = None
-            await asyncio.to_thread(shutil.rmtree, base, True)
+            if self.config.scratch_dir is None:  # else its owner removes it (a trial's disk)
+                await asyncio.to_thread(remove_tree, base)
 
     @property
     def limits_enforced(self) -> dict[str, str]:
@@ -487,6 +498,7 @@ class BwrapSandbox(SupervisedSandbox):
             if cg and cg.enforces_pids
             else ("RLIMIT_NPROC" if lim.max_processes else "none"),
             "file_size": "RLIMIT_FSIZE" if lim.max_file_bytes else "none",
+            "shm": f"tmpfs of {lim.shm_bytes} bytes",
             "uid": f"host uid {self.host_uid} mapped to root" if self.host_uid else "caller's uid",
         }
 
@@ -499,6 +511,17 @@ _LAUNCHER = (
 """``sh -c _LAUNCHER sh FSIZE_BLOCKS N PROCS_FILE... BWRAP ARGS...``: join the N cgroups, no
 core dumps, RLIMIT_FSIZE (512-byte blocks, 0: none), then exec bwrap (what ``preexec`` does
 when no uid drop and no RLIMIT_AS / RLIMIT_NPROC are needed)."""
+
+
+@functools.cache
+def _supports_disable_userns(bwrap: str) -> bool:
+    """True when this bwrap has ``--disable-userns`` (bubblewrap 0.8.0 and later)."""
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10)
+        version = tuple(int(x) for x in out.stdout.split()[-1].split(".")[:2])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return False
+    return version >= (0, 8)
 
 
 def _traversable(path: Path) -> bool:

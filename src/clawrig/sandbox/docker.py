@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 from clawrig.errors import SandboxError
+from clawrig.leftovers import remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.bwrap import DEFAULT_PATH
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
@@ -170,4 +171,4 @@ class DockerSandbox(SupervisedSandbox):
             await asyncio.wait_for(proc.wait(), 60)
         if self.base_dir is not None:
             base, self.base_dir = self.base_dir, None
-            await asyncio.to_thread(shutil.rmtree, base, True)
+            await asyncio.to_thread(remove_tree, base)

@@ -18,7 +18,6 @@ import contextlib
 import fcntl
 import os
 import resource
-import shutil
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ import warnings
 from pathlib import Path
 
 from clawrig.errors import SandboxError
+from clawrig.leftovers import remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.paths import PATHS
@@ -134,4 +134,4 @@ class LocalSandbox(SupervisedSandbox):
             self._lock_fd = None
         if self.base_dir is not None:
             base, self.base_dir = self.base_dir, None
-            await asyncio.to_thread(shutil.rmtree, base, True)
+            await asyncio.to_thread(remove_tree, base)

@@ -52,6 +52,9 @@ class TrialConfig(BaseModel):
     """The egress policy while skills are copied and the warmup runs."""
     memory_mb: int = 4096
     max_processes: int = 512
+    disk_mb: int = 8192
+    """The trial's disk in MiB (:mod:`clawrig.sandbox.disk`): workspace, /root, /tmp and the
+    writable system together; 0 = no disk of its own (only the per-file size limit)."""
     grader_timeout_s: float = 120.0
     call_timeout_s: float = 120.0
     """Seconds the sandbox's supervisor may take to answer (beyond an exec's own timeout)."""
@@ -123,6 +126,9 @@ class Progress(BaseModel):
     runs: int
     job_id: str = ""
     completed: list[ProgressEntry] = Field(default_factory=list)
+    task_digests: dict[str, str] = Field(default_factory=dict)
+    """Task id -> :meth:`clawrig.spec.task.Task.digest` of the tasks the job ran: ``--resume``
+    refuses a suite whose tasks differ (empty in files written before it was recorded)."""
 
     def done(self) -> set[tuple[str, int]]:
         return {(c.task_id, c.run_index) for c in self.completed}

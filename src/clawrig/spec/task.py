@@ -13,6 +13,8 @@ No behaviour lives here: readers are in ``clawrig.tasks``, graders in ``clawrig.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -177,6 +179,25 @@ class Task(BaseModel):
     """A built-in format, or the name of a third-party format (clawrig.formats)."""
     source: SourceRef
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of what the task asks and how it is graded, without host paths: the
+        same task read from a moved folder has the same digest; another suite's task with the
+        same id has another. ``--resume`` compares them (workspace files are named, not read).
+        """
+        value = self.model_dump(
+            mode="json", exclude={"source": True, "metadata": True, "skills_dirs": True}
+        )
+        value["grader"].pop("origin", None)
+        ws = value.pop("workspace")
+        value["workspace"] = {
+            "files": sorted(f["dest"] for f in ws["files"]),
+            "inline_files": ws["inline_files"],
+            "gt_files": ws["gt_files"],
+            "dirs": [ws[k] is not None for k in ("exec_dir", "tmp_dir", "gt_dir")],
+        }
+        blob = json.dumps(value, sort_keys=True, ensure_ascii=False).encode()
+        return hashlib.sha256(blob).hexdigest()
 
 
 class ValidationIssue(BaseModel):

@@ -22,8 +22,9 @@ asking a judge), the request reaches this gateway, which
   response; in ``only`` mode a request not in the cache is refused with HTTP 404 and a clear
   message, so a diverging replay stops instead of calling a model).
 
-Serving: FastAPI + uvicorn in a background thread, on a unix socket (bound read-only into
-sandboxes, where :mod:`clawrig.llm.forwarder` exposes it on ``127.0.0.1:FORWARDER_PORT``) and on
+Serving: FastAPI + uvicorn in a background thread, on a unix socket that no sandbox sees (each
+sandbox gets its own :class:`GatewayDoor`, a capped socket piped to it, bound read-only; inside,
+:mod:`clawrig.llm.forwarder` exposes it on ``127.0.0.1:FORWARDER_PORT``) and on
 ``127.0.0.1:<free port>`` for host-side clients (:meth:`GatewayLease.chat_model`). Routes:
 ``POST /v1/chat/completions`` (streaming SSE and plain JSON, tool calls, usage),
 ``GET /v1/models``, ``GET /healthz``; the same under ``/t/<token>``.
@@ -33,18 +34,21 @@ Usage::
     with Gateway(budget_usd=5.0) as gw:
         lease = gw.open_trial(endpoint, trial_id="t1", record_path=folder / RECORD_FILE)
         model = lease.chat_model()          # an OpenAIChatModel that goes through the gateway
-        ...                                 # or, in a sandbox bound with gw.sandbox_binds():
+        ...                                 # or, in a sandbox bound with a door's binds
+        door = await GatewayDoor(gw).start()  # door.sandbox_binds() into the sandbox
         fwd = await start_forwarder(sandbox, gw)   # http://127.0.0.1:18199/v1, key lease.token
         gw.close_trial(lease); lease.usage  # per-trial Usage (tokens, USD, requests, retries)
 
 Modules: :mod:`.server` (the Gateway and its HTTP app), :mod:`.lease` (a trial's lease and
 chat model), :mod:`.replay` (the request key, the record reader, the replay cache), :mod:`.wire`
-(completions, SSE), :mod:`.forwarder` (the in-sandbox forwarder's launcher), :mod:`.tokens`
+(completions, SSE), :mod:`.forwarder` (the in-sandbox forwarder's launcher), :mod:`.door` (a
+sandbox's capped socket to the gateway), :mod:`.tokens`
 (token capture for RL). Every name below is importable from ``clawrig.llm.gateway``.
 """
 
 from __future__ import annotations
 
+from clawrig.llm.gateway.door import GatewayDoor
 from clawrig.llm.gateway.forwarder import (
     FORWARDER_NAME,
     FORWARDER_PORT,
@@ -94,6 +98,7 @@ __all__ = [
     "CacheMode",
     "Forwarder",
     "Gateway",
+    "GatewayDoor",
     "GatewayChatModel",
     "GatewayLease",
     "GatewayRefusal",

@@ -66,7 +66,6 @@ from clawrig.llm.gateway.wire import (
     sse_from_completion,
 )
 from clawrig.llm.providers import ModelEndpoint
-from clawrig.sandbox.base import Bind
 from clawrig.serving import ThreadedServer, tcp_listener
 from clawrig.spec.trial import Usage
 
@@ -193,11 +192,6 @@ class Gateway:
         """USD spent upstream by the whole job so far (cache hits excluded)."""
         with self._lock:
             return self._spent
-
-    def sandbox_binds(self) -> list[Bind]:
-        """The read-only bind that makes the gateway reachable from a sandbox (through
-        :func:`start_forwarder`)."""
-        return [Bind(source=self.folder, dest=SANDBOX_GATEWAY_DIR, read_only=True)]
 
     def start(self) -> Gateway:
         """Create the socket folder, listen, and serve in a background thread. Idempotent."""

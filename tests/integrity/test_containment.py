@@ -1,0 +1,193 @@
+"""Attack class 3 (issue 14): one trial must not take down the job. Each attack runs for real:
+bwrap sandboxes, the native agent driven by a scripted model on loopback, real grading, real
+file systems (a loop-mounted trial disk; a small tmpfs as a full output disk)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from integrity_helpers import HONEST, responder, tool_outputs, write_bench
+
+from clawrig.errors import AgentLimitExceeded
+from clawrig.leftovers import remove_tree, sweep_dead
+from clawrig.runner import trial as trial_mod
+from clawrig.runner.batch import run_job
+from clawrig.runner.trial import TrialServices, _manifest, run_trial
+from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
+from clawrig.sandbox.disk import can_make_disks
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.tasks.registry import load_tasks
+
+DEEP = (
+    "python3 -c \"import os\nfor root in ('/tmp_workspace', '/tmp'):\n os.chdir(root)\n"
+    " for _ in range(1500):\n  os.mkdir('d'); os.chdir('d')\nprint('deep')\""
+)
+
+
+def _results(out: Path) -> dict[str, dict]:
+    found = {}
+    for rj in out.glob("*/*/result.json"):
+        res = json.loads(rj.read_text())
+        found[res["task_id"].rsplit("_", 1)[-1]] = res | {"folder": str(rj.parent)}
+    return found
+
+
+def _job(bench: Path, out: Path, **trial: object) -> JobConfig:
+    return JobConfig(
+        suite_path=bench,
+        output=out,
+        max_attempts=1,
+        trial=TrialConfig(agent="native", model="scripted/x", **trial),
+    )
+
+
+@pytest.mark.sandbox
+async def test_a_deep_tree_or_too_many_files_end_their_trial_not_the_job(
+    scripted_server, tmp_path, monkeypatch
+):
+    # t1: 1,500 nested folders in the workspace and /tmp (RecursionError in the manifest and
+    # in rmtree on main); t2: more files than the harness lists; t3: honest
+    monkeypatch.setattr(trial_mod, "MANIFEST_MAX_ENTRIES", 2000)
+    many = "mkdir -p /tmp_workspace/m && cd /tmp_workspace/m && seq 3000 | xargs touch"
+    tasks_dir = write_bench(tmp_path / "bench", 3)
+    srv = scripted_server(responder=responder({1: [DEEP, HONEST], 2: [many, HONEST]}))
+    job = _job(tmp_path / "bench", tmp_path / "out")
+    summary = await run_job(job, load_tasks(tasks_dir), TrialServices(model=srv.chat_model()))
+    got = _results(tmp_path / "out")
+    assert sorted(got) == ["t1", "t2", "t3"] and len(summary["tasks"]) == 3
+    assert (
+        got["t1"]["error"]["kind"] == "agent"
+        and "128 folders deep" in got["t1"]["error"]["message"]
+    )
+    assert got["t1"]["score"]["score"] == 0.0
+    assert "deep" in tool_outputs(Path(got["t1"]["folder"]))[0]
+    assert got["t2"]["error"]["kind"] == "agent"
+    assert "more than 2000 files" in got["t2"]["error"]["message"]
+    assert got["t3"]["error"] is None and got["t3"]["score"]["score"] == 1.0
+
+
+def test_deep_trees_left_by_a_killed_job_are_swept(tmp_path):
+    # what a killed harness left: a trial folder holding a 2,000-level tree (shutil.rmtree
+    # dies of RecursionError there, even with ignore_errors)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder = tmp_path / f"clawrig-trial-{dead.pid}-abc"
+    folder.mkdir()
+    here = os.getcwd()
+    try:
+        os.chdir(folder)
+        for _ in range(2000):
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(here)
+    assert sweep_dead(tmp_path) == [folder] and not folder.exists()
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    subprocess.run(
+        ["sh", "-c", "cd deep && for i in $(seq 1500); do mkdir d && cd d; done"],
+        cwd=tmp_path,
+        check=True,
+    )
+    remove_tree(deep)
+    assert not deep.exists()
+
+
+def test_collecting_never_reads_new_files_and_stops_at_its_deadline(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "same.txt").write_text("initial\n")
+    (ws / "kept.txt").write_text("kept\n")
+    before = _manifest(ws)
+    assert before["kept.txt"] == "5:" + hashlib.sha256(b"kept\n").hexdigest()
+    (ws / "same.txt").write_text("changed\n")  # same size: must be hashed to be seen
+    with open(ws / "sparse.bin", "wb") as fh:
+        fh.truncate(1000 * 1024**2)  # a 1000 MiB sparse file: new, so never read
+    after = _manifest(ws, known=before)
+    assert after["sparse.bin"] == f"{1000 * 1024**2}:"
+    assert after["same.txt"] == "8:" + hashlib.sha256(b"changed\n").hexdigest()
+    assert after["kept.txt"] == before["kept.txt"]
+    with pytest.raises(AgentLimitExceeded, match="deadline"):
+        _manifest(ws, deadline=0.0)
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+async def test_filling_the_disk_is_the_agents_error_and_stays_on_its_disk(
+    scripted_server, tmp_path
+):
+    tasks = load_tasks(write_bench(tmp_path / "bench", 1))
+    fill = "head -c 200M /dev/zero > /tmp_workspace/big; echo rc=$?; head -c 50M /dev/zero > /tmp/x"
+    srv = scripted_server(responder=responder({1: [HONEST, fill]}))
+    config = TrialConfig(agent="native", model="scripted/x", disk_mb=64)
+    result, folder = await run_trial(
+        tasks[0], config, tmp_path / "out", services=TrialServices(model=srv.chat_model())
+    )
+    outputs = tool_outputs(folder)
+    assert "No space left on device" in outputs[1] and "rc=1" in outputs[1]
+    assert result.error is not None and result.error.kind == "agent"
+    assert "disk (64 MiB) is full" in result.error.message and result.score.score == 0.0
+    # the disk is gone with the trial: nothing of it mounted, nothing left in the temp folder
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert f"clawrig-trial-{os.getpid()}-" not in mounts
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small output disk needs root")
+async def test_a_full_output_disk_ends_that_trial_not_the_job(scripted_server, tmp_path):
+    # the job's output folder is a 3 MiB tmpfs; t1's agent leaves a 4 MiB result that the
+    # harness copies into its trial folder (ENOSPC), t2 is honest
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(out)], check=True)
+    try:
+        tasks = load_tasks(write_bench(tmp_path / "bench", 2))
+        big = "mkdir -p results && head -c 4M /dev/urandom > results/r.bin"
+        srv = scripted_server(responder=responder({1: [big]}))
+        summary = await run_job(
+            _job(tmp_path / "bench", out), tasks, TrialServices(model=srv.chat_model())
+        )
+        got = _results(out)
+        assert list(got) == ["t2"] and got["t2"]["score"]["score"] == 1.0
+        assert summary["tasks"] and (out / "summary_scripted_x.json").is_file()
+        assert not list(out.glob("*/.tmp-*"))  # the half-written folder is gone
+    finally:
+        subprocess.run(["umount", "-l", str(out)], check=False)
+
+
+@pytest.mark.sandbox
+async def test_dev_shm_is_bounded_and_no_tmpfs_can_be_mounted_inside(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.chmod(tmp_path, 0o755)
+    limits = Limits(memory_bytes=256 * 1024**2, shm_bytes=32 * 1024**2)
+    sb = create_sandbox("bwrap", SandboxConfig(workspace_dir=ws, limits=limits))
+    await sb.start()
+    try:
+        r = await sb.exec("head -c 100M /dev/zero > /dev/shm/x; echo rc=$?; du -k /dev/shm/x")
+        assert "No space left on device" in r.stderr and "rc=1" in r.stdout
+        assert int(r.stdout.split()[-2]) <= 32 * 1024
+        r = await sb.exec("unshare -Urm sh -c 'mount -t tmpfs none /tmp && echo MOUNTED'")
+        assert r.exit_code != 0 and "MOUNTED" not in r.stdout
+        r = await sb.exec("echo x > /dev/planted")
+        assert r.exit_code != 0 and "Read-only file system" in r.stderr
+    finally:
+        await sb.stop()
+
+
+@pytest.mark.sandbox
+async def test_a_hanging_warmup_meets_the_setup_deadline(scripted_server, tmp_path, monkeypatch):
+    monkeypatch.setattr(trial_mod, "SETUP_S", 3.0)
+    tasks_dir = write_bench(tmp_path / "bench", 2, warmup={1: "sleep 600"})
+    srv = scripted_server(responder=responder({}))
+    job = _job(tmp_path / "bench", tmp_path / "out")
+    await run_job(job, load_tasks(tasks_dir), TrialServices(model=srv.chat_model()))
+    got = _results(tmp_path / "out")
+    assert got["t1"]["error"]["kind"] == "setup"
+    assert "setup phase's deadline of 3 s" in got["t1"]["error"]["message"]
+    assert got["t2"]["error"] is None and got["t2"]["score"]["score"] == 1.0
