@@ -40,6 +40,7 @@ folder every user may enter (``/root`` usually may not be) in that case.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -92,21 +93,35 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "clawrig"
 
 
+def requirement_problem(line: str) -> str | None:
+    """Why a requirement string may not be installed, or None. Refused: pip options (``-r``,
+    ``--index-url`` ...) and anything that is not a package from the index: a direct reference
+    (``pkg @ file:///...``, ``pkg @ git+https://...``), a URL, a path. Requirements come from
+    task files, which are untrusted input: a local project's build backend would run on the
+    host, and installs take wheels only (:func:`ensure_env`)."""
+    if line.startswith("-"):
+        return "pip options are not supported"
+    if "@" in line or "://" in line or line.startswith((".", "/", "~")) or "/" in line:
+        return (
+            "direct references, URLs and paths are not supported (a task is untrusted input): "
+            "name a package on the index"
+        )
+    return None
+
+
 def normalize_requirements(requirements: Iterable[str]) -> list[str]:
     """Requirement strings stripped, without blanks and ``#`` comments, de-duplicated, sorted.
 
-    Raises :class:`clawrig.errors.SetupError` for pip options (``-r``, ``--index-url`` ...):
-    an environment is described by requirement strings only.
+    Raises :class:`clawrig.errors.SetupError` for a refused requirement
+    (:func:`requirement_problem`): an environment is described by index packages only.
     """
     out: set[str] = set()
     for raw in requirements:
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
-        if line.startswith("-"):
-            raise SetupError(
-                f"requirement {line!r}: pip options are not supported, list packages only"
-            )
+        if problem := requirement_problem(line):
+            raise SetupError(f"requirement {line!r}: {problem}")
         out.add(line)
     return sorted(out)
 
@@ -199,12 +214,19 @@ def _build(tmp: Path, reqs: list[str], python: str) -> None:
             "--no-input",
             "--disable-pip-version-check",
             "--no-warn-script-location",
+            "--only-binary",  # wheels only: no package's build backend runs on the host
+            ":all:",
             "--quiet",
             *reqs,
         ]
         try:
             proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=PIP_TIMEOUT_S,
+                check=False,
+                env=_pip_env(),
             )
         except subprocess.TimeoutExpired:
             raise SetupError(
@@ -214,21 +236,48 @@ def _build(tmp: Path, reqs: list[str], python: str) -> None:
             raise SetupError(
                 f"pip could not install {', '.join(reqs)}: {_last_error(proc.stderr + proc.stdout)}"
             )
-    freeze = subprocess.run(
-        [str(env_python), "-I", "-c", _FREEZE], capture_output=True, text=True, check=False
-    )
     manifest = {
         "requirements": reqs,
         "python": base_python_info(python),
-        "installed": freeze.stdout.split(),
+        "installed": _installed(tmp),
     }
     (tmp / "clawrig-env.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
 
-_FREEZE = (
-    "import importlib.metadata as m; "
-    "print('\\n'.join(sorted(f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions())))"
-)
+_PIP_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def _pip_env() -> dict[str, str]:
+    """The environment pip runs in: what it needs to reach the index (PATH, HOME, locale, pip's
+    own ``PIP_*`` settings, proxies, CA bundles), none of the harness's keys."""
+    keep = set(_PIP_ENV_KEEP) | {"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k in keep
+        or k.startswith("PIP_")
+        or k.lower() in ("http_proxy", "https_proxy", "no_proxy")
+    }
+
+
+def _installed(env: Path) -> list[str]:
+    """``Name==version`` of every distribution in the environment, read from its
+    ``*.dist-info/METADATA`` files (the environment's Python is never run on the host: a
+    package's ``.pth`` file would run there)."""
+    found = set()
+    for meta in env.glob("lib/python*/site-packages/*.dist-info/METADATA"):
+        name = version = ""
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            for line in meta.read_text(encoding="utf-8").splitlines():
+                if line.startswith("Name: "):
+                    name = line[6:].strip()
+                elif line.startswith("Version: "):
+                    version = line[9:].strip()
+                elif not line:
+                    break
+        if name and version:
+            found.add(f"{name}=={version}")
+    return sorted(found)
 
 
 def ensure_env(
@@ -296,10 +345,8 @@ def read_requirements(path: Path) -> list[str]:
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
-        if line.startswith("-"):
-            raise TaskFormatError(
-                path, "requirements", f"{line!r}: pip options are not supported", n
-            )
+        if problem := requirement_problem(line):
+            raise TaskFormatError(path, "requirements", f"{line!r}: {problem}", n)
         out.append(line)
     return normalize_requirements(out)
 

@@ -148,15 +148,26 @@ def name_problem(name: str) -> str | None:
 def escaping_symlinks(folder: Path, base: Path, limit: int = 5) -> list[Path]:
     """Symlinks under ``folder`` (not followed) whose target resolves outside ``base``.
 
-    Returns at most ``limit`` of them, in walk order. A missing folder yields [].
-    """
+    Returns at most ``limit`` of them, in walk order. A missing folder yields []. Walks without
+    recursion (a task's folder may be thousands of levels deep)."""
     out: list[Path] = []
     base_real = base.resolve()
-    for dirpath, dirnames, filenames in os.walk(folder):
-        for name in sorted(dirnames + filenames):
-            entry = Path(dirpath) / name
-            if entry.is_symlink() and not is_inside(entry, base_real):
-                out.append(entry)
-                if len(out) >= limit:
-                    return out
+    stack = [Path(folder)]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as it:
+                entries = sorted(it, key=lambda e: e.name, reverse=True)
+        except OSError:
+            continue
+        for entry in reversed(entries):
+            path = Path(entry.path)
+            if entry.is_symlink():
+                if not is_inside(path, base_real):
+                    out.append(path)
+                    if len(out) >= limit:
+                        return out
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(path)
+    return out
     return out

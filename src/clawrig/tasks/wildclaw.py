@@ -16,6 +16,7 @@ error.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -77,9 +78,11 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def default_root(task_file: Path) -> Path:
     """The benchmark root of a task file: the folder that holds its ``tasks/`` ancestor.
 
-    Falls back to the task file's folder when no ancestor is named ``tasks``.
+    Falls back to the task file's folder when no ancestor is named ``tasks``. The file's own
+    path is not resolved: a task file that is a link into another folder keeps its benchmark's
+    root (and the pre-run check refuses the link: ``runner.preflight.task_path_problems``).
     """
-    path = task_file.resolve()
+    path = Path(os.path.abspath(task_file))
     for parent in path.parents:
         if parent.name == "tasks":
             return parent.parent
