@@ -4,6 +4,10 @@ every system a trial can run on (issue 13): bwrap on the host's read-only system
 ``base`` environment with a writable overlay (and with a warm snapshot layer under it), Docker on
 the ``base`` image against the real dockerd.
 
+Then what a trial's containment (issue 14) costs at start: bwrap without and with its /dev/shm
+cap, read-only /dev and no nested user namespaces; with the trial's own disk (mkfs, loop mount,
+unmount); with a gateway door (a capped unix socket served by the harness).
+
 Targets on a 2-core machine (issue 2): start+stop <= 50 ms median, exec round trip <= 3 ms
 median (round trip minus the command's own time), 100 concurrent sandboxes with harness RSS
 <= 300 MB. Usage: python benchmarks/sandbox.py [--backend bwrap] [--n 50] [--compare-n 20]
@@ -89,6 +93,61 @@ async def compare(n: int) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+async def containment(n: int) -> None:
+    """start + exec true + stop without and with each containment piece (issue 14)."""
+    from clawrig.llm.gateway import Gateway, GatewayDoor
+    from clawrig.sandbox import bwrap as bwrap_mod
+    from clawrig.sandbox.disk import TrialDisk, can_make_disks
+
+    base = Path(tempfile.mkdtemp(prefix="clawrig-bench-"))
+    real_argv = bwrap_mod.BwrapSandbox._argv
+
+    def without_extras(self: bwrap_mod.BwrapSandbox) -> list[str]:
+        a = real_argv(self)
+        i = a.index("/dev/shm")  # --perms 1777 --size N --tmpfs /dev/shm --remount-ro /dev
+        del a[i - 5 : i + 3]
+        return [x for x in a if x != "--disable-userns"]
+
+    async def one(_: int, *, disk: bool = False, door: Gateway | None = None) -> float:
+        t = time.perf_counter()
+        work = Path(tempfile.mkdtemp(dir=base))
+        td = TrialDisk(work, 8 * 1024**3 if disk else None)
+        td.mount()
+        gd = await GatewayDoor(door).start() if door is not None else None
+        cfg = SandboxConfig(
+            workspace_dir=td.path / "ws",
+            scratch_dir=td.path,
+            binds=gd.sandbox_binds() if gd else [],
+        )
+        sb = create_sandbox("bwrap", cfg)
+        await sb.start()
+        assert (await sb.exec("true")).exit_code == 0
+        await sb.stop()
+        if gd is not None:
+            await gd.stop()
+        td.release()
+        return (time.perf_counter() - t) * 1000
+
+    try:
+        print(f"containment (issue 14): start + exec true + stop, n={n} each:")
+        bwrap_mod.BwrapSandbox._argv = without_extras  # type: ignore[method-assign]
+        show("bwrap, no containment extras", [await one(i) for i in range(n)])
+        bwrap_mod.BwrapSandbox._argv = real_argv  # type: ignore[method-assign]
+        show("bwrap, /dev/shm cap + no userns", [await one(i) for i in range(n)])
+        if can_make_disks():
+            show("  + trial disk (8 GiB ext4)", [await one(i, disk=True) for i in range(n)])
+        else:
+            print("trial disk: needs root and mke2fs")
+        with Gateway() as gw:
+            show(
+                "  + trial disk + gateway door",
+                [await one(i, disk=True, door=gw) for i in range(n)],
+            )
+    finally:
+        bwrap_mod.BwrapSandbox._argv = real_argv  # type: ignore[method-assign]
+        shutil.rmtree(base, ignore_errors=True)
+
+
 async def main(backend: str, n: int) -> None:
     base = Path(tempfile.mkdtemp(prefix="clawrig-bench-"))
     try:
@@ -147,7 +206,10 @@ if __name__ == "__main__":
     ap.add_argument("--backend", default="bwrap")
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--compare-n", type=int, default=20, help="0 skips the side-by-side table")
+    ap.add_argument("--containment-n", type=int, default=20, help="0 skips the containment rows")
     args = ap.parse_args()
     if args.compare_n:
         asyncio.run(compare(args.compare_n))
+    if args.containment_n and args.backend == "bwrap":
+        asyncio.run(containment(args.containment_n))
     asyncio.run(main(args.backend, args.n))

@@ -63,10 +63,12 @@ class ModelRequestError(UserError):
         self.status = status
 
 
-class AgentLimitExceeded(ClawrigError):
-    """The agent's doing exceeded a limit of its trial: the per-trial disk, the entries or
-    depth of its end state, the deadline of a phase it controlled. An agent error, scored 0
-    (blame follows control: the agent could have stayed within it)."""
+class AgentFault(ClawrigError):
+    """A failure whose cause lies in state the agent could touch (its end state, its
+    transcript, its sandbox), e.g. a limit of its trial its doing exceeded: the trial's disk
+    left full, a workspace too deep or with too many entries for the harness to list, a phase
+    deadline missed while the harness handled what it left. An agent error that counts 0
+    (DESIGN.md "blame follows control")."""
 
 
 class TrialDeadline(ClawrigError):

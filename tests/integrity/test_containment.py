@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from integrity_helpers import HONEST, responder, tool_outputs, write_bench
 
-from clawrig.errors import AgentLimitExceeded
+from clawrig.errors import AgentFault
 from clawrig.leftovers import remove_tree, sweep_dead
 from clawrig.runner import trial as trial_mod
 from clawrig.runner.batch import run_job
@@ -112,7 +112,7 @@ def test_collecting_never_reads_new_files_and_stops_at_its_deadline(tmp_path):
     assert after["sparse.bin"] == f"{1000 * 1024**2}:"
     assert after["same.txt"] == "8:" + hashlib.sha256(b"changed\n").hexdigest()
     assert after["kept.txt"] == before["kept.txt"]
-    with pytest.raises(AgentLimitExceeded, match="deadline"):
+    with pytest.raises(AgentFault, match="deadline"):
         _manifest(ws, deadline=0.0)
 
 

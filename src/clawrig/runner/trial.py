@@ -42,7 +42,7 @@ from clawrig.agents.preamble import preamble_for
 from clawrig.egress.trial import TrialNetwork
 from clawrig.env.system import SetupNetwork, prepare_system, resolve_environment
 from clawrig.errors import (
-    AgentLimitExceeded,
+    AgentFault,
     InfrastructureError,
     ModelRequestError,
     SandboxDied,
@@ -163,7 +163,7 @@ def _manifest(
     file of the same path has the same size; any other file is new or changed without reading
     it (``"<size>:"``), so what hashing costs is bounded by the initial workspace (40 sparse
     1000 MiB files the agent made are never read). Walks without recursion. Raises
-    :class:`clawrig.errors.AgentLimitExceeded` past :data:`MANIFEST_MAX_ENTRIES` entries,
+    :class:`clawrig.errors.AgentFault` past :data:`MANIFEST_MAX_ENTRIES` entries,
     :data:`MANIFEST_MAX_DEPTH` levels, a path too long to open, or ``deadline`` (a
     ``time.monotonic()`` value)."""
     out: dict[str, str] = {}
@@ -172,7 +172,7 @@ def _manifest(
     while stack:
         rel_dir, depth = stack.pop()
         if depth > MANIFEST_MAX_DEPTH:
-            raise AgentLimitExceeded(
+            raise AgentFault(
                 f"the workspace is more than {MANIFEST_MAX_DEPTH} folders deep ({rel_dir[:200]})"
             )
         try:
@@ -180,16 +180,16 @@ def _manifest(
                 listing = list(it)
         except OSError as exc:
             if exc.errno == errno.ENAMETOOLONG:
-                raise AgentLimitExceeded("a workspace path is too long to open") from None
+                raise AgentFault("a workspace path is too long to open") from None
             continue
         for entry in listing:
             entries += 1
             if entries > MANIFEST_MAX_ENTRIES:
-                raise AgentLimitExceeded(
+                raise AgentFault(
                     f"the workspace holds more than {MANIFEST_MAX_ENTRIES} files and folders"
                 )
             if deadline is not None and time.monotonic() > deadline:
-                raise AgentLimitExceeded("listing the workspace ran past the phase's deadline")
+                raise AgentFault("listing the workspace ran past the phase's deadline")
             rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -217,7 +217,7 @@ def _sha256(path: str, deadline: float | None) -> str:
         for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
             h.update(chunk)
             if deadline is not None and time.monotonic() > deadline:
-                raise AgentLimitExceeded("hashing the workspace ran past the phase's deadline")
+                raise AgentFault("hashing the workspace ran past the phase's deadline")
     return h.hexdigest()
 
 
@@ -226,7 +226,7 @@ def _copy_changed(
 ) -> list[str]:
     """Copy files the agent created or changed (not gt/) into ``dest``; return their paths.
     Initial files that are gone are listed in ``<dest>_deleted.json``. Raises
-    :class:`clawrig.errors.AgentLimitExceeded` (:func:`_manifest`)."""
+    :class:`clawrig.errors.AgentFault` (:func:`_manifest`)."""
     after = _manifest(ws, known=before, deadline=deadline)
     dest.parent.mkdir(parents=True, exist_ok=True)
     _write_json(TrialPaths(dest.parent).end_state_deleted, sorted(set(before) - set(after)))
@@ -652,15 +652,23 @@ class Trial:
         await asyncio.to_thread(self.disk.mount)
         if self.disk.problem:
             self.log(f"setup: no disk limit: {self.disk.problem}")
-        if files is not None:
-            write_tree(self.workspace, files)
-        else:
-            materialise_workspace(task, self.workspace)
-            if recorded is not None:
-                recorded.apply(self.workspace)
+        try:
+            if files is not None:
+                write_tree(self.workspace, files)
+            else:
+                materialise_workspace(task, self.workspace)
+                if recorded is not None:
+                    recorded.apply(self.workspace)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self.disk.enforced:
+                raise
+            raise SetupError(
+                f"the task's workspace does not fit the trial's disk of {config.disk_mb} MiB "
+                "(TrialConfig.disk_mb)"
+            ) from None
         try:
             self.before = await asyncio.to_thread(_manifest, self.workspace)
-        except AgentLimitExceeded as exc:  # the task's own files, before any agent
+        except AgentFault as exc:  # the task's own files, before any agent
             raise SetupError(f"the task's initial workspace: {exc}") from None
         self.mark("sandbox_start")
         endpoint = upstream_endpoint(services.model)
@@ -875,7 +883,7 @@ class Trial:
             self.log(f"end state: {len(changed)} file(s) created or changed")
 
     def check_disk(self) -> None:
-        """Raise :class:`clawrig.errors.AgentLimitExceeded` when the agent left its disk full
+        """Raise :class:`clawrig.errors.AgentFault` when the agent left its disk full
         (less than :data:`DISK_RESERVE_BYTES` or :data:`DISK_RESERVE_INODES` free): the
         harness's own writes after the agent (the transcript) must not fail for its doing."""
         if not self.disk.enforced:
@@ -884,7 +892,7 @@ class Trial:
         st = os.statvfs(self.disk.path)
         free, free_inodes = st.f_bavail * st.f_frsize, st.f_favail
         if free < DISK_RESERVE_BYTES or free_inodes < DISK_RESERVE_INODES:
-            raise AgentLimitExceeded(
+            raise AgentFault(
                 f"the trial's disk ({self.config.disk_mb} MiB) is full: {used} bytes and "
                 f"{inodes} files and folders used"
             )
@@ -1079,7 +1087,7 @@ class Trial:
         agents = phase in AGENT_PHASES or phase == "results"
         if isinstance(exc, SetupError):
             return TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)
-        if isinstance(exc, AgentLimitExceeded):
+        if isinstance(exc, AgentFault):
             return TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
         if isinstance(exc, TrialDeadline):
             if agents:
