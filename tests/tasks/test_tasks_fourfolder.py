@@ -53,6 +53,9 @@ def test_reads_the_real_sample(fourfolder_real):
     assert task.grader.origin.line == 1
     assert task.grader.stdlib_only is True
     assert task.expected_reward == 1.0
+    # its recorded tools include the web's, so --web on reaches it
+    names = {t["function"]["name"] for t in datapoint["tool_schema"]}
+    assert {"web_search", "web_fetch"} <= names and task.web_allowed is True
     # the golden workspace, read with ast from the evaluator (not executed)
     assert sorted(task.golden_workspace) == ["coauthorship.json", "results/results.md"]
     assert task.golden_workspace["results/results.md"].text == (
@@ -220,3 +223,14 @@ def test_json_with_bom_is_read_and_latin1_is_refused(sample):
     assert err.value.field == "encoding"
     offset = data.index(b"\xe9")  # the é of Café
     assert f"byte offset {offset}" in err.value.message
+
+
+def test_a_sample_whose_tools_lack_the_web_does_not_get_it(sample):
+    path = sample / "datapoints" / "000015.json"
+    data = _load(path)
+    data["tool_schema"] = [
+        t for t in data["tool_schema"] if t["function"]["name"] not in ("web_search", "web_fetch")
+    ]
+    _dump(path, data)
+    [task] = read_fourfolder(sample)
+    assert task.web_allowed is False

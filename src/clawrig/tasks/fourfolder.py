@@ -72,6 +72,19 @@ DATAPOINT_KEYS = {
 PAYLOAD_KEYS = {"id", "category", "expected_reward", "gt", "golden_workspace_files"}
 
 
+_WEB_TOOLS = {"web_search", "web_fetch"}
+
+
+def _tool_names(schema: list) -> set[str]:
+    """The function names of an OpenAI tool schema (entries without one are skipped)."""
+    names = set()
+    for tool in schema:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            names.add(fn["name"])
+    return names
+
+
 def file_names(sample_id: str) -> dict[str, str]:
     """Folder -> relative file path of one sample id."""
     return {
@@ -555,6 +568,8 @@ def read_fourfolder_sample(
             ),
             golden_dialog=datapoint["dialog"],
             golden_tool_schema=datapoint["tool_schema"],
+            # the recorded agent had the web when its tools did (--web on then reaches it)
+            web_allowed=bool(_WEB_TOOLS & _tool_names(datapoint["tool_schema"])),
             golden_workspace=golden,
             services=intent["services"],
             expected_reward=pl_reward if pl_reward is not None else ev_reward,
