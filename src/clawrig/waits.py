@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from clawrig.spec.trial import HarnessWaits
 
@@ -82,11 +82,17 @@ class WaitClock:
 
 @contextlib.asynccontextmanager
 async def slot(
-    sem: asyncio.Semaphore | None, kind: str, clock: WaitClock | None = None
+    sem: asyncio.Semaphore | None,
+    kind: str,
+    clock: WaitClock | None = None,
+    *,
+    on_wait: Callable[[float], None] | None = None,
 ) -> AsyncIterator[None]:
     """Hold ``sem`` (None: no limit) for the body; the time spent waiting to get it is a harness
     wait of ``kind`` (a :class:`HarnessWaits` field) for ``clock`` (default: the current
-    trial's :class:`WaitClock`, if any), during which the agent's deadline is suspended."""
+    trial's :class:`WaitClock`, if any), during which the agent's deadline is suspended.
+    ``on_wait(seconds)``: called after a wait with its length (e.g. to move another
+    deadline)."""
     if sem is None:
         yield
         return
@@ -101,6 +107,8 @@ async def slot(
         await sem.acquire()
     finally:
         clock._end(kind, started)
+    if on_wait is not None:
+        on_wait(time.monotonic() - started)
     try:
         yield
     finally:

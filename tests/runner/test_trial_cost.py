@@ -14,11 +14,13 @@ from typing import Literal
 import pytest
 
 from clawrig.cli.run import waits_line
+from clawrig.errors import SandboxDied
 from clawrig.grading.aggregate import job_summary
 from clawrig.grading.judge_proxy import grader_may_call_judge
 from clawrig.llm import client as llm_client
 from clawrig.llm.gateway import FORWARDER_PORT, Gateway
 from clawrig.runner.trial import Trial, TrialServices, run_trial
+from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
 from clawrig.sandbox.workspace import inject_gt
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat, Workspace
@@ -166,3 +168,28 @@ def test_the_summary_says_how_long_trials_waited():
     line = waits_line(summary.to_json())
     assert line is not None and "median 2.00 s, max 5.00 s" in line
     assert "sandbox start 0.00/1.00" in line and "model 0.00/4.00" in line
+
+
+async def test_a_sandbox_stop_postponed_by_a_harness_wait(tmp_path):
+    """The whole-trial stop (``Limits.trial_timeout_s``) moves by what the trial waited on the
+    harness (the runner postpones it by its grading-slot wait): past its 2 s the sandbox still
+    answers; one not postponed is stopped."""
+    boxes = []
+    for postpone in (30.0, 0.0):
+        ws = tmp_path / f"ws{len(boxes)}"
+        ws.mkdir()
+        box = create_sandbox(
+            "bwrap", SandboxConfig(workspace_dir=ws, limits=Limits(trial_timeout_s=2))
+        )
+        await box.start()
+        box.postpone_stop(postpone)
+        boxes.append(box)
+    try:
+        await asyncio.sleep(4)
+        alive, stopped = boxes
+        assert (await alive.exec(["echo", "up"])).stdout == "up\n"
+        with pytest.raises(SandboxDied, match="trial time limit of 2 s"):
+            await stopped.exec(["echo", "up"])
+    finally:
+        for box in boxes:
+            await box.stop()

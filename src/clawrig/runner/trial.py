@@ -923,7 +923,8 @@ class Trial:
         python = self.grader_stage.activate() if self.grader_stage else "python3"
         judge_model = _judge_model(task, services, self.name, self.run_index, self.paths)
         async with (
-            slot(services.grading_slots, "grading", self.clock),
+            # waiting for a grading slot is the harness's time: the sandbox's stop moves too
+            slot(services.grading_slots, "grading", self.clock, on_wait=self.box.postpone_stop),
             _judge_env(
                 self.box, task, config, services, self.name, self.run_index, self.paths
             ) as judge_env,

@@ -198,6 +198,10 @@ class Sandbox(Protocol):
         are left out too; returns their names."""
         ...
 
+    def postpone_stop(self, seconds: float) -> None:
+        """Move the stop at ``Limits.trial_timeout_s`` ``seconds`` later (harness waits)."""
+        ...
+
     async def kill_all(self) -> int:
         """Kill every process inside except the supervisor; returns how many were killed.
         Used before gt/ is injected so nothing the agent started survives into grading."""
