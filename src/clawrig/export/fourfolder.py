@@ -50,7 +50,7 @@ from clawrig.export.evaluator import (
 )
 from clawrig.export.job import ExportError, JobTrial, TaskResolver, find_trials
 from clawrig.export.replay import deleted_by_replay, may_delete, recorded_deletions
-from clawrig.sandbox.workspace import materialise_workspace
+from clawrig.sandbox.workspace import materialise_workspace, read_tree
 from clawrig.spec.task import ServiceSpec, Task, TaskFormat
 from clawrig.tasks.fourfolder import file_names
 from clawrig.tasks.text import dumps_json_text
@@ -102,24 +102,12 @@ def select_trials(
     return chosen, skipped
 
 
-def _tree_files(root: Path) -> dict[str, bytes]:
-    out: dict[str, bytes] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-        for name in filenames:
-            full = Path(dirpath) / name
-            if full.is_symlink() or not full.is_file():
-                continue
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
-
-
 def gt_files(task: Task) -> dict[str, bytes]:
     """The task's gt (relative path under gt/ -> bytes): its gt folder and inline gt files."""
     out: dict[str, bytes] = {}
     ws = task.workspace
     if ws.gt_dir is not None and Path(ws.gt_dir).is_dir():
-        out.update(_tree_files(Path(ws.gt_dir)))
+        out.update(read_tree(Path(ws.gt_dir)))
     for rel, content in ws.gt_files.items():
         if content.base64 is not None:
             import base64
@@ -242,10 +230,10 @@ async def _export_one(
             materialise_workspace(task, ws_dir)
         except SetupError as exc:
             raise ExportError(f"task {task.id}: initial workspace: {exc}") from None
-        initial = _tree_files(ws_dir)
+        initial = read_tree(ws_dir)
     else:
         sample.notes.append("initial workspace not present: workspaces/ folder not written")
-    changed = _tree_files(trial.paths.end_state) if trial.paths.end_state.is_dir() else {}
+    changed = read_tree(trial.paths.end_state) if trial.paths.end_state.is_dir() else {}
     deleted = recorded_deletions(trial.folder)
     if deleted is None:
         deleted = set()

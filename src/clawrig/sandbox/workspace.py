@@ -45,6 +45,20 @@ def write_files(dest: Path, files: dict[str, FileContent]) -> None:
         path.write_bytes(_content_bytes(content))
 
 
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Every regular file under ``root`` as relative POSIX path -> bytes (symlinks, and
+    folders behind them, left out); :func:`clawrig.runner.trial.write_tree` writes it back."""
+    out: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        for name in filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink() or not full.is_file():
+                continue
+            out[full.relative_to(root).as_posix()] = full.read_bytes()
+    return out
+
+
 def materialise_workspace(task: Task, dest: Path, root: Path | None = None) -> None:
     """Fill the host folder that becomes /tmp_workspace with the task's initial files.
 

@@ -19,9 +19,9 @@
   driver's, records the trial's ``model_calls.jsonl`` and enforces the trial's caps, while the
   driver's counts every USD and enforces the job's budget (a 402 from it is the node's budget
   refusal).
-- Trial folders come back whole: the node packs the finished folder (tar) and returns it
-  through the object store; the driver unpacks it into ``<task>/.tmp-*`` and renames it into
-  place (the same atomic rename as a local trial).
+- Trial folders come back whole: the node packs the finished folder (its files' bytes) and
+  returns it through the object store; the driver writes it into ``<task>/.tmp-*`` and renames
+  it into place (the same atomic rename as a local trial).
 - A node lost mid-trial: the attempt is run again on another node, with what the lost attempt
   spent (the driver's leases counted it) added to the trial's usage as an earlier attempt's;
   it is neither scored nor counted against ``max_attempts``. Every node lost: UserError (the
@@ -37,6 +37,7 @@ import hashlib
 import io
 import os
 import shutil
+import socket
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -45,8 +46,9 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from clawrig.errors import UserError
-from clawrig.runner.trial import TrialServices
+from clawrig.errors import SetupError, UserError
+from clawrig.runner.trial import TrialServices, write_tree
+from clawrig.sandbox.workspace import read_tree
 from clawrig.spec.job import JobConfig
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.task import Task
@@ -84,14 +86,32 @@ def driver_host() -> str:
     return str(ray.util.get_node_ip_address())
 
 
+def address_problem(address: str | None, timeout_s: float = 5.0) -> str | None:
+    """One line when nothing accepts a TCP connection at a ``HOST:PORT`` address within
+    ``timeout_s`` seconds (Ray itself would retry for minutes); None for a reachable one, for
+    None (a local cluster), ``auto`` and ``ray://`` (Ray Client) addresses."""
+    if not address or address == "auto" or "://" in address:
+        return None
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return f"--ray-address: {address!r} is not HOST:PORT, auto or ray://HOST:PORT"
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        return f"--ray-address: no Ray cluster answers at {address} ({exc.strerror or exc})"
+    return None
+
+
 def config_problems(job: JobConfig) -> list[str]:
-    """What ``--executor ray`` does not run (one line each): ``--replay``, ``--web`` other than
-    off, and a missing Ray."""
+    """What ``--executor ray`` cannot run (one line each): a missing Ray, an address nothing
+    answers at, ``--replay``, ``--web`` other than off."""
     problems = []
     try:
         import_ray()
     except UserError as exc:
         problems.append(str(exc))
+    if problem := address_problem(job.ray_address):
+        problems.append(problem)
     if job.replay is not None:
         problems.append("--replay: not supported with --executor ray (run it with local)")
     if job.trial.web not in ("off", ""):
@@ -180,22 +200,26 @@ def unpack_suite(data: bytes, digest: str, cache: Path) -> Path:
     return dest
 
 
-def pack_folder(folder: Path) -> bytes:
-    """An uncompressed tar of ``folder``'s contents (symlinks kept as links)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(str(folder), arcname=".")
-    return buf.getvalue()
+def pack_folder(folder: Path) -> tuple[list[str], dict[str, bytes]]:
+    """A trial folder as (every sub-folder, relative; every regular file, relative path ->
+    bytes): what :func:`unpack_trial` writes back (a trial folder holds no symlinks)."""
+    dirs = sorted(os.path.relpath(dirpath, folder) for dirpath, _d, _f in os.walk(folder))
+    return dirs, read_tree(folder)
 
 
-def unpack_trial(data: bytes, task_dir: Path, name: str) -> Path:
-    """Unpack a trial folder packed by a node into ``task_dir/.tmp-<name>-*`` and rename it to
-    ``task_dir/<name>`` (whole or absent, as a local trial's). Returns the folder."""
+def unpack_trial(packed: tuple[list[str], dict[str, bytes]], task_dir: Path, name: str) -> Path:
+    """Write a trial folder packed by a node into ``task_dir/.tmp-<name>-*`` and rename it to
+    ``task_dir/<name>`` (whole or absent, as a local trial's). Returns the folder. Raises
+    SetupError for a path that would leave the folder."""
+    dirs, files = packed
     task_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=task_dir))
     try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(tmp, filter="tar")
+        for rel in dirs:
+            if Path(rel).is_absolute() or ".." in Path(rel).parts:
+                raise SetupError(f"path escapes the trial folder: {rel!r}")
+            (tmp / rel).mkdir(parents=True, exist_ok=True)
+        write_tree(tmp, files)
         final = task_dir / name
         os.replace(tmp, final)
     except BaseException:
@@ -272,10 +296,11 @@ class NodeWorker:
         attempt: int,
         earlier: dict[str, Any],
         models: dict[str, Any],
-    ) -> tuple[str, str, bytes]:
+    ) -> tuple[str, str, tuple[list[str], dict[str, bytes]]]:
         """One attempt of a trial; ``models`` = {"gateway": the driver's gateway URL, "agent"
         / "judge": (endpoint JSON, lease token, stream) or None}. Returns (result.json text,
-        the trial folder's name, the folder packed). Raises what ``run_trial`` raises."""
+        the trial folder's name, the folder packed by :func:`pack_folder`). Raises what
+        ``run_trial`` raises."""
         from clawrig.llm.client import OpenAIChatModel
         from clawrig.llm.providers import ModelEndpoint
         from clawrig.runner.trial import run_trial
@@ -306,10 +331,10 @@ class NodeWorker:
         try:
             with open(TrialPaths(folder).agent_log, "a", encoding="utf-8") as log:
                 log.write(NODE_LOG_LINE.format(node_id=self.node_id()) + "\n")
-            data = await asyncio.to_thread(pack_folder, folder)
+            packed = pack_folder(folder)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        return result.model_dump_json(), folder.name, data
+        return result.model_dump_json(), folder.name, packed
 
 
 # -- the driver side ----------------------------------------------------------------------------
@@ -438,7 +463,7 @@ class RayExecutor:
                 task.id, run_index, job_id, attempt, earlier.model_dump(mode="json"), models
             )
             try:
-                result_json, name, data = await ref
+                result_json, name, packed = await ref
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
                 # the node (or its worker, or the returned folder) is gone: what the attempt
                 # spent still counts, the attempt runs again elsewhere, neither scored nor
@@ -464,9 +489,7 @@ class RayExecutor:
                         gateway.close_trial(lease)
             self._free.put_nowait(node)
             result = TrialResult.model_validate_json(result_json)
-            folder = await asyncio.to_thread(
-                unpack_trial, data, JobPaths(self.job.output).task_dir(task.id), name
-            )
+            folder = unpack_trial(packed, JobPaths(self.job.output).task_dir(task.id), name)
             return result, folder
 
     async def close(self) -> None:

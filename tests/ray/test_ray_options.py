@@ -1,0 +1,76 @@
+"""``--executor ray``'s bad input: one line, exit 2, before any trial (no cluster needed)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ray_helpers import write_mini_bench
+
+from clawrig.errors import UserError
+from clawrig.runner.executors import ray as ray_executor
+from clawrig.spec.job import JobConfig
+from clawrig.tasks.registry import load_tasks
+
+CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the block ends: nothing listens
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--executor", "slurm"], "--executor: unknown executor 'slurm' (choose from local, ray)"),
+        (["--executor", "ray", "--ray-address", "nohost"], "--ray-address: 'nohost' is not"),
+        (["--executor", "ray", "--ray-address", "127.0.0.1:{port}"], "no Ray cluster answers"),
+        (["--executor", "ray", "--web", "live"], "--web live: not supported with --executor ray"),
+    ],
+)
+def test_bad_ray_options_are_one_line_and_exit_2(tmp_path, extra, expected):
+    bench = write_mini_bench(tmp_path / "bench", 1)
+    port = _closed_port()
+    args = [a.replace("{port}", str(port)) for a in extra]
+    r = subprocess.run(
+        [CLAWRIG, "run", str(bench / "tasks"), "--agent", "nop", "-o", str(tmp_path / "o")] + args,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert expected.replace("{port}", str(port)) in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "o").exists()
+
+
+def test_a_suite_over_the_size_limit_is_refused_naming_the_folder(tmp_path, monkeypatch):
+    bench = write_mini_bench(tmp_path / "bench", 2)
+    (bench / "workspace" / "big.bin").write_bytes(b"x" * 4096)
+    monkeypatch.setattr(ray_executor, "SUITE_MAX_BYTES", 4096)
+    job = JobConfig(suite_path=bench / "tasks")
+    with pytest.raises(UserError) as err:
+        ray_executor.pack_suite(job, load_tasks(bench / "tasks"))
+    assert str(err.value).startswith(f"--executor ray: the suite's folder {bench.resolve()} ")
+    assert "\n" not in str(err.value)
+
+
+def test_the_suite_pack_holds_every_task_path_and_unpacks_once(tmp_path):
+    bench = write_mini_bench(tmp_path / "bench", 3)
+    tasks = load_tasks(bench / "tasks")
+    pack = ray_executor.pack_suite(JobConfig(suite_path=bench / "tasks"), tasks)
+    assert pack.base == bench.resolve() and pack.suite_rel == "tasks"  # workspace/ is included
+    cache = tmp_path / "cache"
+    first = ray_executor.unpack_suite(pack.data, pack.digest, cache)
+    (first / "marker").write_text("kept")  # a second unpack would have removed it
+    assert ray_executor.unpack_suite(pack.data, pack.digest, cache) == first
+    assert (first / "marker").read_text() == "kept"
+    again = load_tasks(first / "tasks")
+    assert sorted(t.id for t in again) == sorted(t.id for t in tasks)
+    for t in again:  # the unpacked tasks read their data from the cache, not the driver's copy
+        assert Path(t.workspace.exec_dir).resolve().is_relative_to(first.resolve())
+        assert (Path(t.workspace.gt_dir) / "expected.txt").is_file()
