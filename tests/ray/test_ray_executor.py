@@ -34,8 +34,8 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
 CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
 COST = 0.01
 """USD the scripted model charges per request."""
-VOLATILE = {"job_id", "timestamp", "elapsed_s", "suite_path"}
-"""Summary fields that differ between any two runs of one job."""
+VOLATILE = {"job_id", "timestamp", "elapsed_s", "suite_path", "usage", "waits"}
+"""Summary fields that differ between any two runs of one job (ids, seconds)."""
 
 
 def _config(bench: Path, out: Path, **kw: Any) -> JobConfig:
@@ -54,7 +54,6 @@ def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
         ),
         key=lambda t: (t["task_id"], t["run_index"]),
     )
-    out.pop("usage", None)  # holds elapsed seconds
     return out
 
 
