@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,16 @@ async def test_a_hanging_warmup_meets_the_setup_deadline(scripted_server, tmp_pa
     assert got["t1"]["error"]["kind"] == "setup"
     assert "setup phase's deadline of 3 s" in got["t1"]["error"]["message"]
     assert got["t2"]["error"] is None and got["t2"]["score"]["score"] == 1.0
+
+
+def test_a_note_when_trials_at_once_could_fill_the_hosts_disk(tmp_path):
+    from clawrig.runner.preflight import note_disk_space
+
+    tasks = load_tasks(write_bench(tmp_path / "bench", 2))
+    st = os.statvfs(tempfile.gettempdir())
+    free_mib = st.f_bavail * st.f_frsize // 1024**2
+    big = JobConfig(suite_path=tmp_path, parallel=2, trial=TrialConfig(disk_mb=free_mib // 2 + 64))
+    [note] = note_disk_space(tasks, big)
+    assert note.startswith("2 trials at once") and " GiB free under " in note
+    small = big.model_copy(update={"trial": TrialConfig(disk_mb=64)})
+    assert note_disk_space(tasks, small) == []

@@ -76,7 +76,7 @@ def test_a_skill_or_task_file_linked_outside_the_benchmark_is_refused(tmp_path):
     (skills / "hostskill").unlink()
     (skills / "hostskill").mkdir()
     (skills / "hostskill" / "key").symlink_to(secret / "id_rsa")  # a link inside it does
-    _refused(_run(tasks, tmp_path), "skill hostskill holds a link leading outside")
+    _refused(_run(tasks, tmp_path), "skill: hostskill holds a link leading outside")
     shutil.rmtree(skills / "hostskill")
     (skills / "hostskill").mkdir()
     outside = tmp_path / "outside.md"  # the task file is a link to a file outside

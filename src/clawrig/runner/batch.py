@@ -37,6 +37,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from clawrig.errors import ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
+from clawrig.leftovers import remove_tree
 from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry
@@ -161,7 +162,7 @@ def sweep_partial_trials(output: Path) -> int:
             tmp.unlink()
             removed += 1
     for tdir in output.glob("*/.tmp-*"):
-        shutil.rmtree(tdir, ignore_errors=True)
+        remove_tree(tdir)
         removed += 1
     return removed
 
@@ -252,7 +253,7 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
             continue
         for entry in sorted(tdir.iterdir()):
             if entry.name.startswith(TMP_PREFIX):
-                shutil.rmtree(entry, ignore_errors=True)
+                remove_tree(entry)
                 continue
             rj = TrialPaths(entry).result
             if not rj.is_file():

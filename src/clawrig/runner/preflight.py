@@ -174,65 +174,6 @@ def check_oracle(tasks: list[Task], config: JobConfig) -> list[str]:
     ]
 
 
-def _benchmark_root(task: Task, config: JobConfig) -> Path:
-    """The folder a task's files must stay in: the WildClawBench root its reader used, else
-    ``--root``, else the suite path (its folder, for a single task file)."""
-    if root := task.metadata.get("benchmark_root"):
-        return Path(root)
-    if config.root is not None:
-        return Path(config.root)
-    suite = Path(config.suite_path)
-    return suite if suite.is_dir() else suite.parent
-
-
-def task_path_problems(task: Task, root: Path) -> list[str]:
-    """One line for each file or folder ``task`` names that leaves ``root`` once links are
-    resolved (the task file, its grader's file, its workspace, its skills), and for each skill
-    folder holding a link that leads out of it. A task is input a user downloaded: nothing
-    outside its benchmark may be read into a sandbox."""
-    from clawrig.tasks.safety import escaping_symlinks, is_inside
-
-    named: list[tuple[str, Path]] = [("task file", Path(task.source.path))]
-    if task.grader.origin is not None:
-        named.append(("grader", Path(task.grader.origin.path)))
-    ws = task.workspace
-    for label, folder in (
-        ("workspace", ws.root),
-        ("workspace exec", ws.exec_dir),
-        ("workspace tmp", ws.tmp_dir),
-        ("workspace gt", ws.gt_dir),
-    ):
-        if folder is not None:
-            named.append((label, Path(folder)))
-    named += [("workspace file", Path(f.source)) for f in ws.files]
-    skills = [Path(base) / name for base in task.skills_dirs for name in task.skills]
-    named += [("skill", p) for p in skills]
-    problems = []
-    for label, path in named:
-        if (path.exists() or path.is_symlink()) and not is_inside(path, root):
-            problems.append(
-                f"{task.source}: {label} {path} leads outside the benchmark root {root} "
-                f"(to {path.resolve()})"
-            )
-    for skill in skills:
-        if skill.is_dir() and is_inside(skill, root):
-            for link in escaping_symlinks(skill, root, limit=1):
-                problems.append(
-                    f"{task.source}: skill {skill.name} holds a link leading outside the "
-                    f"benchmark root {root}: {link}"
-                )
-    return problems
-
-
-def check_task_paths(tasks: list[Task], config: JobConfig) -> list[str]:
-    """No task names a file or folder outside its benchmark root (:func:`task_path_problems`):
-    refused in one line each, before any sandbox starts."""
-    problems: list[str] = []
-    for task in tasks:
-        problems += task_path_problems(task, _benchmark_root(task, config))
-    return problems
-
-
 def check_requirements(tasks: list[Task], config: JobConfig) -> list[str]:
     """Every grader requirement names a package on the index: a direct reference, URL or path
     (``pkg @ file:///...``) is refused (:func:`clawrig.sandbox.pyenv.requirement_problem`)."""
@@ -246,6 +187,29 @@ def check_requirements(tasks: list[Task], config: JobConfig) -> list[str]:
     return problems
 
 
+def note_disk_space(tasks: list[Task], config: JobConfig) -> list[str]:
+    """A note when the trials running at once could write more than the host has free: each
+    trial's disk (``TrialConfig.disk_mb``) is sparse, so the host pays only for what agents
+    write, but agents that fill theirs together could fill the host's."""
+    disk = config.trial.disk_mb * 1024**2
+    if not disk or not tasks:
+        return []
+    at_once = max(1, min(config.parallel, len(tasks) * config.runs))
+    try:
+        st = os.statvfs(tempfile.gettempdir())
+    except OSError:
+        return []
+    free = st.f_bavail * st.f_frsize
+    if at_once * disk <= free:
+        return []
+    return [
+        f"{at_once} trials at once with a {config.trial.disk_mb} MiB disk each could write "
+        f"{at_once * disk / 1024**3:.0f} GiB, more than the {free / 1024**3:.0f} GiB free under "
+        f"{tempfile.gettempdir()}: lower --parallel or TrialConfig.disk_mb if agents may fill "
+        "their disks"
+    ]
+
+
 def _fidelity_checks() -> tuple[list[Check], list[Check]]:
     from clawrig.runner import fidelity_checks as fc
 
@@ -255,7 +219,6 @@ def _fidelity_checks() -> tuple[list[Check], list[Check]]:
 _FIDELITY_CHECKS, _FIDELITY_NOTES = _fidelity_checks()
 
 CHECKS: list[Check] = [
-    check_task_paths,
     check_requirements,
     check_sandbox,
     check_oracle,
@@ -265,7 +228,7 @@ CHECKS: list[Check] = [
 ]
 """The checks every Job runs, in order (append yours): any problem refuses the job."""
 
-NOTES: list[Check] = [*_FIDELITY_NOTES]
+NOTES: list[Check] = [*_FIDELITY_NOTES, note_disk_space]
 """Checks whose lines are only notes for the user: the job runs (append yours)."""
 
 

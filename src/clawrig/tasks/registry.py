@@ -32,6 +32,7 @@ from clawrig.tasks.dataclaw import (
     read_dataclaw_task_md,
 )
 from clawrig.tasks.fourfolder import is_fourfolder_root, read_fourfolder
+from clawrig.tasks.safety import task_path_problems
 from clawrig.tasks.text import IssueCollector, parse_markdown
 from clawrig.tasks.wildclaw import read_wildclaw_task
 
@@ -272,6 +273,21 @@ def _check_duplicates(tasks: list[Task], issues: IssueCollector) -> None:
         )
 
 
+def _check_paths(tasks: list[Task], root: Path, issues: IssueCollector) -> None:
+    """An error for every file or folder a task names outside its benchmark root
+    (:func:`clawrig.tasks.safety.task_path_problems`): the WildClawBench root its reader used,
+    a DataClawBench task's folder holding ``assets/``, else ``root`` (the suite's folder; a
+    single task file's folder)."""
+    default = root if root.is_dir() else root.parent
+    for task in tasks:
+        base = task.metadata.get("benchmark_root") or default
+        if task.format == "dataclaw":  # its root holds assets/ beside tasks/
+            source = Path(os.path.abspath(task.source.path))
+            base = next((p for p in source.parents if (p / "assets").is_dir()), base)
+        for file, what, message in task_path_problems(task, Path(base)):
+            issues.error(file, what, message)
+
+
 def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
     """Read every task under ``path`` and collect every problem (never stops at the first).
 
@@ -294,6 +310,7 @@ def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
     if reader is not None:
         tasks = reader.read(path, root_dir, issues)
     _check_duplicates(tasks, issues)
+    _check_paths(tasks, root_dir if root_dir is not None else path, issues)
     return Suite(path=path, format=fmt, tasks=tasks, issues=issues.issues)
 
 

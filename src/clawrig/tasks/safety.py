@@ -171,3 +171,49 @@ def escaping_symlinks(folder: Path, base: Path, limit: int = 5) -> list[Path]:
                 stack.append(path)
     return out
     return out
+
+
+def task_path_problems(task: Any, root: Path) -> list[tuple[Path, str, str]]:
+    """(file, field, message) for each file or folder ``task`` (a
+    :class:`clawrig.spec.task.Task`) names that leads outside ``root`` once links are resolved
+    (the task file, its grader's file, its workspace, its skills), and for each skill folder
+    holding a link that leads out of it. A task is input a user downloaded: nothing outside its
+    benchmark may be read into a sandbox."""
+    source = Path(task.source.path)
+    named: list[tuple[str, Path]] = [("task file", source)]
+    if task.grader.origin is not None:
+        named.append(("grader", Path(task.grader.origin.path)))
+    ws = task.workspace
+    for label, folder in (
+        ("workspace", ws.root),
+        ("workspace exec", ws.exec_dir),
+        ("workspace tmp", ws.tmp_dir),
+        ("workspace gt", ws.gt_dir),
+    ):
+        if folder is not None:
+            named.append((label, Path(folder)))
+    named += [("workspace file", Path(f.source)) for f in ws.files]
+    skills = [Path(base) / name for base in task.skills_dirs for name in task.skills]
+    named += [("skill", p) for p in skills]
+    problems = []
+    for label, path in named:
+        if (path.exists() or path.is_symlink()) and not is_inside(path, root):
+            problems.append(
+                (
+                    source,
+                    label,
+                    f"{path} leads outside the benchmark root {root} (to {path.resolve()})",
+                )
+            )
+    for skill in skills:
+        if skill.is_dir() and is_inside(skill, root):
+            for link in escaping_symlinks(skill, root, limit=1):
+                problems.append(
+                    (
+                        source,
+                        "skill",
+                        f"{skill.name} holds a link leading outside the "
+                        f"benchmark root {root}: {link}",
+                    )
+                )
+    return problems
