@@ -39,9 +39,15 @@ class WaitClock:
         self.waits = HarnessWaits()
         self.deadline: asyncio.Timeout | None = None
         """The agent phase's timeout while it runs (moved by waits), else None."""
+        self.moved: list[asyncio.Timeout] = []
+        """Other deadlines that waits move like the agent's (the trial's phase deadlines)."""
+        self.paused_s = 0.0
+        """Seconds during which at least one wait was in progress: what every deadline of the
+        trial (its whole-trial deadline too) is moved by."""
         self._active = 0
         self._paused_at = 0.0
         self._paused_when: float | None = None
+        self._moved_when: list[tuple[asyncio.Timeout, float]] = []
 
     @staticmethod
     def current() -> WaitClock | None:
@@ -63,6 +69,11 @@ class WaitClock:
         if self._active > 1:
             return
         self._paused_at = time.monotonic()
+        self._moved_when = [
+            (t, when) for t in self.moved if not t.expired() and (when := t.when()) is not None
+        ]
+        for t, _ in self._moved_when:
+            t.reschedule(None)
         deadline = self.deadline
         if deadline is not None and not deadline.expired() and deadline.when() is not None:
             self._paused_when = deadline.when()
@@ -72,7 +83,15 @@ class WaitClock:
         now = time.monotonic()
         setattr(self.waits, kind, getattr(self.waits, kind) + (now - started))
         self._active -= 1
-        if self._active > 0 or self._paused_when is None:
+        if self._active > 0:
+            return
+        paused = now - self._paused_at
+        self.paused_s += paused
+        for t, when in self._moved_when:
+            if not t.expired():
+                t.reschedule(when + paused)
+        self._moved_when = []
+        if self._paused_when is None:
             return
         when, self._paused_when = self._paused_when, None
         deadline = self.deadline

@@ -205,3 +205,22 @@ def test_a_note_when_trials_at_once_could_fill_the_hosts_disk(tmp_path):
     assert note.startswith("2 trials at once") and " GiB free under " in note
     small = big.model_copy(update={"trial": TrialConfig(disk_mb=64)})
     assert note_disk_space(tasks, small) == []
+
+
+async def test_waiting_on_the_harness_moves_the_phase_deadlines():
+    # a phase deadline (0.5 s) while the trial waits 1 s for a grading slot another trial
+    # holds: the wait is the harness's, so the deadline moves and the phase finishes
+    import asyncio
+
+    from clawrig.waits import WaitClock, slot
+
+    clock, sem = WaitClock(), asyncio.Semaphore(1)
+    await sem.acquire()
+    asyncio.get_running_loop().call_later(1.0, sem.release)
+    cm = asyncio.timeout(0.5)
+    clock.moved.append(cm)
+    async with cm:
+        async with slot(sem, "grading", clock):
+            await asyncio.sleep(0.1)
+    assert not cm.expired() and clock.paused_s >= 0.9
+    assert clock.waits.grading >= 0.9

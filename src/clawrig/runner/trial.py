@@ -561,12 +561,15 @@ class Trial:
         loop = asyncio.get_running_loop()
         limit = self.plan.phase_s(group)
         end = loop.time() + limit
-        whole = self._deadline is not None and self._deadline < end
+        # time the trial waited on the harness (slots) is not the trial's: every deadline moves
+        trial_end = None if self._deadline is None else self._deadline + self.clock.paused_s
+        whole = trial_end is not None and trial_end < end
         if whole:
-            assert self._deadline is not None
-            end = self._deadline
+            assert trial_end is not None
+            end = trial_end
         cm = asyncio.timeout_at(end)
         self._timeout = cm
+        self.clock.moved.append(cm)
         try:
             async with cm:
                 return await coro
@@ -577,6 +580,7 @@ class Trial:
             raise
         finally:
             self._timeout = None
+            self.clock.moved.remove(cm)
 
     def log(self, line: str) -> None:
         """Append a line to agent.log (a full host disk loses the line, never the job)."""
