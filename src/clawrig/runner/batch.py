@@ -27,6 +27,7 @@ import secrets
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -190,8 +191,9 @@ def summary_path(output: Path, model: str) -> Path:
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
-    """Write JSON to a temp file in the same folder, fsync, then rename over ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write JSON to a temp file in the same folder, fsync, then rename over ``path``. Safe from
+    several threads at once (one temp file each)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
@@ -433,7 +435,9 @@ async def _run_trials(
                     progress.completed.append(
                         ProgressEntry(task_id=task.id, run_index=run_index, result=result_folder)
                     )
-                    write_json_atomic(ppath, progress.model_dump(mode="json"))
+                    # its fsync off the event loop (held under the lock: written in order)
+                    dumped = progress.model_dump(mode="json")
+                    await asyncio.to_thread(write_json_atomic, ppath, dumped)
             if on_update:
                 on_update(state, result)
 
