@@ -13,7 +13,8 @@
 
 Arguments are those of ``ScriptedServer`` (``script``, ``responder=``, ``models=``).
 
-Two checks wrap every test session:
+`make test` runs the tests on two pytest-xdist workers, a package's tests on one worker (its
+session fixtures start once). Two checks wrap every test session:
 
 - ``sandbox`` marker: a test that starts a sandbox in this process must carry
   ``@pytest.mark.sandbox`` (or a module-level ``pytestmark``; tests using a fixture of
@@ -51,9 +52,14 @@ SANDBOX_FIXTURES = {"sandbox", "make_sandbox", "gw_sandbox"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
     for item in items:
         if SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.sandbox)
+        # `make test` runs two xdist workers with --dist loadgroup: a package's tests stay on one
+        # worker, so its session fixtures (a Ray cluster, Chromium, images) start once
+        rel = Path(str(item.fspath)).resolve().relative_to(tests)
+        item.add_marker(pytest.mark.xdist_group(rel.parts[0] if len(rel.parts) > 1 else "top"))
 
 
 @pytest.fixture(autouse=True)
