@@ -69,3 +69,37 @@ async def test_bad_targets_are_a_400_with_a_logged_reason(tmp_path: Path):
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["verdict"] for r in records] == ["bad_request"] * 3
     assert all(r["reason"].startswith("bad target") for r in records)
+
+
+async def test_a_flood_of_requests_is_logged_up_to_the_cap_then_counted(
+    tmp_path: Path, monkeypatch
+):
+    monkeypatch.setattr(proxy_mod, "MAX_LOG_RECORDS", 5)
+    log = tmp_path / "egress.jsonl"
+    async with EgressProxy(log, NetworkPolicy.parse("none"), phase="agent") as proxy:
+        for i in range(12):
+            answer = await _ask(proxy, f"CONNECT h{i}.example:443 HTTP/1.1\r\n\r\n".encode())
+            assert answer.startswith(b"HTTP/1.1 403")  # refused as before, just not logged
+        assert len(proxy.records) == 5 and proxy.unlogged == 7
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["host"] for r in records[:5]] == [f"h{i}.example" for i in range(5)]
+    assert records[5]["verdict"] == "unlogged" and records[5]["reason"].startswith("7 more")
+    assert len(records) == 6
+
+
+async def test_the_log_is_capped_in_bytes_and_long_hosts_are_a_400(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(proxy_mod, "MAX_LOG_BYTES", 2000)
+    log = tmp_path / "egress.jsonl"
+    async with EgressProxy(log, NetworkPolicy.parse("none"), phase="agent") as proxy:
+        answer = await _ask(proxy, f"GET http://{'a' * 60000}.example/ HTTP/1.1\r\n\r\n".encode())
+        assert answer.startswith(b"HTTP/1.1 400")
+        for i in range(40):
+            await _ask(proxy, f"CONNECT host-{i:02}.example:443 HTTP/1.1\r\n\r\n".encode())
+    text = log.read_text()
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert lines[0]["verdict"] == "bad_request" and len(lines[0]["host"]) == 67
+    assert "60008 characters" in lines[0]["reason"]
+    logged = lines[:-1]
+    assert sum(len(json.dumps(r, ensure_ascii=False)) + 1 for r in logged) <= 2000
+    assert lines[-1]["verdict"] == "unlogged"
+    assert int(lines[-1]["reason"].split()[0]) == 41 - len(logged)

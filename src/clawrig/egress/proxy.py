@@ -14,7 +14,10 @@ A refused host gets ``403`` with a one-line reason; an unreachable one ``502``. 
 connection is one JSON line in the trial's ``egress.jsonl``: ``time`` (ISO 8601 UTC),
 ``phase`` (setup | agent ...), ``method``, ``host``, ``port``, ``verdict`` (allowed | refused |
 failed | bad_request), ``bytes_up`` / ``bytes_down`` (bytes sent to / received from the host,
-after the head), ``seconds``, and ``reason`` for a refusal or failure.
+after the head), ``seconds``, and ``reason`` for a refusal or failure. The log is capped
+(:data:`MAX_LOG_RECORDS` lines, :data:`MAX_LOG_BYTES` bytes: a sandbox that floods the proxy
+cannot fill the job's disk or the harness's memory); connections past the cap are counted and
+summed up in one last line (``verdict`` ``unlogged``) when the proxy stops.
 
 The proxy listens on a unix socket in a folder bound read-only into the sandbox
 (:data:`SANDBOX_EGRESS_DIR`); inside, :mod:`clawrig.llm.forwarder` exposes it on the sandbox's
@@ -58,6 +61,12 @@ MAX_HEAD_BYTES = 64 * 1024
 CONNECT_TIMEOUT_S = 30.0
 HEAD_TIMEOUT_S = 10.0
 """Seconds a client has to send its request head; a silent connection is closed."""
+MAX_HOST_CHARS = 253
+"""The longest host name DNS allows (RFC 1035 s. 2.3.4); a longer one is a 400."""
+MAX_LOG_RECORDS = 10_000
+"""Lines of ``egress.jsonl`` per proxy (a trial); later connections are only counted."""
+MAX_LOG_BYTES = 8 * 1024 * 1024
+"""Bytes of ``egress.jsonl`` per proxy (a trial); later connections are only counted."""
 MAX_CONNECTIONS = 64
 """Connections one trial's proxy holds at once; more are refused at once (503), so one sandbox
 cannot exhaust the harness's file descriptors."""
@@ -136,6 +145,10 @@ class EgressProxy:
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.records: list[dict[str, Any]] = []
+        """The logged records (at most :data:`MAX_LOG_RECORDS`), as in ``egress.jsonl``."""
+        self.unlogged = 0
+        """Connections past the log's cap (counted, not logged)."""
+        self._log_bytes = 0
         self.refused_busy = 0
         """Connections refused because :data:`MAX_CONNECTIONS` were open."""
 
@@ -168,7 +181,8 @@ class EgressProxy:
         return self
 
     async def stop(self) -> None:
-        """Stop listening, close open tunnels, remove the socket folder. Idempotent."""
+        """Stop listening, close open tunnels, remove the socket folder; the ``unlogged`` line
+        when connections went past the log's cap. Idempotent."""
         if self._server is not None:
             self._server.close()
             self._server = None
@@ -176,6 +190,22 @@ class EgressProxy:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.unlogged:
+            summary = {
+                "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+                "phase": self.phase,
+                "method": "",
+                "host": "",
+                "port": 0,
+                "verdict": "unlogged",
+                "bytes_up": 0,
+                "bytes_down": 0,
+                "reason": f"{self.unlogged} more connection(s) past the log's cap of "
+                f"{MAX_LOG_RECORDS} lines / {MAX_LOG_BYTES} bytes",
+            }
+            with open(self.log_path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(summary) + "\n")
+            self.unlogged = 0
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
@@ -207,9 +237,15 @@ class EgressProxy:
                 writer.close()
 
     def _log(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        size = len(line.encode("utf-8"))
+        if len(self.records) >= MAX_LOG_RECORDS or self._log_bytes + size > MAX_LOG_BYTES:
+            self.unlogged += 1
+            return
         self.records.append(record)
+        self._log_bytes += size
         with open(self.log_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            fh.write(line)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         started = time.monotonic()
@@ -266,6 +302,10 @@ class EgressProxy:
             upstream_head = "\r\n".join(
                 [f"{method} {path} {version}", *headers, "Connection: close", "", ""]
             ).encode("latin-1")
+        if len(host) > MAX_HOST_CHARS:
+            record["host"] = host[:64].lower() + "..."
+            record["reason"] = f"a host name of {len(host)} characters (at most {MAX_HOST_CHARS})"
+            return await self._refuse(writer, record, 400, "Bad Request", started)
         record["host"], record["port"] = host.lower(), port
         if not self.policy.allows(host, port):
             record["verdict"] = "refused"
