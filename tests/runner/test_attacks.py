@@ -58,9 +58,12 @@ async def test_stopping_or_killing_the_supervisor_scores_zero_not_an_abstention(
     for attack in ("kill -STOP 2", "kill -KILL 2"):
         srv = scripted_server(_execs(attack, "echo still here"))
         result, _ = await _run(echo_task, srv, tmp_path, call_timeout_s=2, timeout_multiplier=0.05)
-        assert result.error is not None and result.error.kind == "agent", attack
-        assert result.score is not None and result.score.score == 0.0
-        assert not result.error.retryable
+        # the end state is graded in a clean room all the same (or the trial is the agent's
+        # error): a 0 that counts either way, never a retried, uncounted trial
+        assert result.counted_score() == 0.0, attack
+        assert result.error is None or (
+            result.error.kind == "agent" and not result.error.retryable
+        ), attack
 
 
 async def test_links_planted_into_gt_do_not_turn_a_wrong_answer_right(

@@ -161,7 +161,8 @@ async def test_gt_is_unreadable_before_injection(make_sandbox, tmp_path, isolate
         "setsid sh -c 'while :; do sleep 0.01; [ -e /tmp_workspace/gt ] && "
         "echo cheat > /tmp_workspace/r2; done' > /dev/null 2>&1 &"
     )
-    killed = await inject_gt(sb, task)
+    killed = await sb.kill_all()  # a trial grades in a fresh sandbox; here: killed first
+    await inject_gt(sb, task)
     assert killed >= 2
     await asyncio.sleep(0.2)
     assert (await sb.read_file("/tmp_workspace/gt/answer.json")).decode().endswith('42"}')

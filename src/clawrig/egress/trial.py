@@ -212,6 +212,16 @@ class TrialNetwork:
 
             self._handles.append((await start_forwarder(sandbox, self.gateway)).handle)
 
+    def grading_env(self) -> dict[str, str]:
+        """The clean room's environment: the egress proxy's settings only (none of the agent's
+        model keys)."""
+        return proxy_env() | registry_env() if self.proxy is not None else {}
+
+    async def attach_grading(self, sandbox: Sandbox) -> None:
+        """Start the egress forwarder in the clean room (not the agent's gateway forwarder)."""
+        if self.proxy is not None and sandbox.backend != "local":
+            self._handles.append(await start_egress_forwarder(sandbox, self.proxy))
+
     def sandbox_env(self, *, writable_system: bool) -> dict[str, str]:
         """The sandbox's environment: :attr:`env`, plus :func:`user_install_env` when its
         system cannot be written (the host's read-only /usr)."""

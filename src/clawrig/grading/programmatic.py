@@ -4,22 +4,31 @@ Contract (shared/reference/formats.md section 1): after every agent process is k
 is injected, the task's ``grade()`` runs in the sandbox with cwd /tmp_workspace, called as
 ``grade(transcript=<OpenClaw transcript entries>, workspace_path="/tmp_workspace")``; the
 transcript is also at /root/.openclaw/agents/main/sessions/chat.jsonl. The result is the last
-JSON object printed on stdout. Score = ``overall_score`` when present, else the mean of the
-numeric entries (upstream's rule). 120 s by default, scaled by the timeout multiplier.
+JSON object printed on stdout; in a trial, what the grader's runner sends on the harness's
+verdict channel (:class:`clawrig.sandbox.channel.HarnessChannel`), never stdout, which anything
+the grader starts shares. Score = ``overall_score`` when present, else the mean of the numeric
+entries (upstream's rule). 120 s by default, scaled by the timeout multiplier.
 
-A grader that crashes, times out, prints no JSON, or returns a score outside [0,1] is a
-grading error (``Score.error``), never a silent 0.
+A grader that crashes, times out, sends no verdict, or returns a score outside [0,1] fails
+(``Score.error``), never a silent 0; ``details["blame"]`` says whether the task's grader or the
+agent's end state is the cause (:func:`run_grader`).
+
+Residual risk of the verdict channel: a grader that imports or runs the agent's code *in its own
+process* hands that code the runner's socket; graders that run agent code in a subprocess do
+not (the socket is not inherited and the runner is not dumpable).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 from typing import Any
 
 from clawrig.grading.textscan import json_objects
 from clawrig.sandbox.base import Sandbox
+from clawrig.sandbox.channel import HarnessChannel
 from clawrig.sandbox.paths import PATHS
 from clawrig.spec.task import Task
 from clawrig.spec.trial import Score
@@ -28,7 +37,15 @@ GRADER_DIR = "/run/clawrig/grader"
 _RUNNER = r"""
 import json, sys, os, traceback
 src_path, origin = sys.argv[1], sys.argv[2]
-transcript_path = sys.argv[3]
+transcript_path, verdict_path = sys.argv[3], sys.argv[4]
+channel = None
+if verdict_path:
+    # before any grader code: nothing else in this sandbox can reach our descriptors (not
+    # dumpable) and the harness takes only the first connection, which is this one
+    import ctypes, socket
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+    channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel.connect(verdict_path)
 entries = []
 try:
     with open(transcript_path, encoding="utf-8") as fh:
@@ -42,16 +59,24 @@ try:
 except OSError:
     pass
 ns = {"__name__": "clawrig_grader", "__file__": origin}
-with open(src_path, encoding="utf-8") as fh:
-    code = compile(fh.read(), origin, "exec")
-exec(code, ns)
+try:
+    with open(src_path, encoding="utf-8") as fh:
+        code = compile(fh.read(), origin, "exec")
+    exec(code, ns)
+except BaseException:
+    traceback.print_exc()
+    sys.exit(4)  # the grader itself cannot load: the task's fault
 grade = ns.get("grade")
 if not callable(grade):
     print("clawrig: the grader defines no grade() function", file=sys.stderr)
     sys.exit(3)
 result = grade(transcript=entries, workspace_path="/tmp_workspace")
+text = json.dumps(result, default=str)
 sys.stdout.flush()
-print("\n" + json.dumps(result, default=str))
+print("\n" + text)
+if channel is not None:
+    channel.sendall(text.encode("utf-8") + b"\n")
+    channel.close()
 """
 
 
@@ -89,8 +114,19 @@ async def run_grader(
     timeout_s: float = 120.0,
     env: dict[str, str] | None = None,
     python: str = "python3",
+    verdict: HarnessChannel | None = None,
 ) -> Score:
-    """Run the task's grade() in the sandbox. Returns a Score (``error`` set on failure)."""
+    """Run the task's grade() in the sandbox. Returns a Score (``error`` set on failure).
+
+    ``verdict``: an open :class:`HarnessChannel` bound into ``sandbox`` (the trial's clean
+    room): the result is then what the grader's runner sends on it, the first connection and
+    the first line only, and stdout is a log; without one, the last JSON object on stdout
+    (upstream's rule, for callers that grade in a sandbox of their own).
+
+    On failure ``details["blame"]`` says whose it is: ``"task"`` when the grader itself cannot
+    run (no grade(), a failure while its module loads, a missing module the task's grader
+    requirements name), else ``"agent"`` (grade() crashed, hung, sent no verdict or no score
+    in [0,1] on the end state the agent left)."""
     grader = task.grader
     if not grader.source:
         return Score(grader="programmatic", error="the task has no programmatic grader")
@@ -113,37 +149,80 @@ async def run_grader(
             f"{folder}/grader.py",
             origin,
             PATHS.transcript,
+            verdict.path_in(sandbox) if verdict is not None else "",
         ],
         cwd=PATHS.workspace,
         env=env,
         timeout_s=timeout_s,
     )
-    details = {"exit_code": r.exit_code, "stderr": r.stderr[-4000:], "stdout": r.stdout[-4000:]}
+    details: dict[str, Any] = {
+        "exit_code": r.exit_code,
+        "stderr": r.stderr[-4000:],
+        "stdout": r.stdout[-4000:],
+        "blame": "agent",
+    }
+
+    def failed(error: str, **extra: Any) -> Score:
+        return Score(grader="programmatic", details=details, error=error, **extra)
+
     if r.timed_out:
-        return Score(
-            grader="programmatic", details=details, error=f"grader timed out after {timeout_s:g} s"
-        )
+        return failed(f"grader timed out after {timeout_s:g} s")
     if r.exit_code != 0:
         last = _last_line(r.stderr) or f"exit code {r.exit_code}"
         missing = _missing_module(r.stderr)
+        declared = {_dist_name(req) for req in grader.requirements}
+        if r.exit_code in (3, 4) or (
+            missing
+            and (_dist_name(missing) in declared or _environment_import(grader.source, missing))
+        ):
+            details["blame"] = "task"
         if missing:
+            details["missing_module"] = missing
             last = (
                 f"grader needs the Python module {missing!r}: add it to the suite's grader "
                 f"requirements (requirements.txt beside the tasks) ({last})"
             )
-        return Score(grader="programmatic", details=details, error=f"grader crashed: {last}")
-    result = last_json_object(r.stdout)
-    if result is None:
-        return Score(grader="programmatic", details=details, error="grader printed no JSON object")
+        return failed(f"grader crashed: {last}")
+    if verdict is not None:
+        await verdict.wait_ended(5.0)
+        first = verdict.connections[0] if verdict.connections else None
+        result = _verdict_object(first.lines[0]) if first and first.lines else None
+        if result is None:
+            return failed("the grader sent no verdict (a JSON object) on the harness channel")
+    else:
+        result = last_json_object(r.stdout)
+        if result is None:
+            return failed("grader printed no JSON object")
     score = score_from_result(result)
     if score is None or math.isnan(score) or not 0.0 <= score <= 1.0:
-        return Score(
-            grader="programmatic",
-            subscores=result,
-            details=details,
-            error=f"grader returned no score in [0,1] (overall_score={score})",
+        return failed(
+            f"grader returned no score in [0,1] (overall_score={score})", subscores=result
         )
+    details.pop("blame")
     return Score(score=score, subscores=result, grader="programmatic", details=details)
+
+
+def _verdict_object(line: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _environment_import(source: str, module: str) -> bool:
+    """True when ``source`` imports ``module`` by name and never touches ``sys.path`` or
+    importlib (so the module was to come from the grader's environment, not the workspace)."""
+    if "sys.path" in source or "importlib" in source or "__import__" in source:
+        return False
+    pattern = rf"^\s*(import|from)\s+{re.escape(module)}(\s|\.|,|$)"
+    return re.search(pattern, source, re.MULTILINE) is not None
+
+
+def _dist_name(requirement: str) -> str:
+    """The normalised project or module name at the start of a requirement line."""
+    name = re.split(r"[\s<>=!~\[;@]", requirement.strip(), maxsplit=1)[0]
+    return name.lower().replace("-", "_").replace(".", "_")
 
 
 def _last_line(text: str) -> str:

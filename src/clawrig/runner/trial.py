@@ -27,7 +27,6 @@ import json
 import os
 import secrets
 import shutil
-import stat
 import tempfile
 import time
 import traceback
@@ -52,14 +51,22 @@ from clawrig.errors import (
 )
 from clawrig.grading.answers import check_answer, combine
 from clawrig.grading.judge import judge_answer
-from clawrig.grading.judge_proxy import grader_may_call_judge, judge_proxy, upstream_endpoint
+from clawrig.grading.judge_proxy import (
+    JudgeProxy,
+    grader_may_call_judge,
+    judge_proxy,
+    upstream_endpoint,
+)
 from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
 from clawrig.llm.gateway import Gateway, GatewayDoor, GatewayRefusal, ResponseCache
-from clawrig.sandbox import Limits, Sandbox, SandboxConfig, create_sandbox
+from clawrig.llm.gateway.replay import read_records
+from clawrig.sandbox import Bind, Limits, Sandbox, SandboxConfig, create_sandbox
+from clawrig.sandbox.channel import HarnessChannel
 from clawrig.sandbox.disk import TrialDisk
+from clawrig.sandbox.endstate import EndState, EndStateCaps, EndStateRejected, scan, settle
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import GradingEnvStage, ensure_env
 from clawrig.sandbox.workspace import (
@@ -68,7 +75,15 @@ from clawrig.sandbox.workspace import (
     materialise_workspace,
     run_warmup,
 )
-from clawrig.services import restart_services, save_audits, service_binds, start_services
+from clawrig.services import (
+    audit_file,
+    audit_text,
+    audits_from_streams,
+    fetch_audits,
+    restart_services,
+    service_binds,
+    start_services,
+)
 from clawrig.spec.job import TrialConfig, model_slug
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.process import ProcessScore
@@ -88,6 +103,7 @@ from clawrig.spec.trial import (
 from clawrig.tools.base import ToolContext, WebPolicy
 from clawrig.transcript import (
     dumps_openclaw_jsonl,
+    from_formatted_dialog,
     from_openclaw_entries,
     openclaw_entries_from_jsonl,
     to_formatted_dialog,
@@ -96,10 +112,17 @@ from clawrig.waits import WaitClock, slot
 from clawrig.web.service import WebService, web_session
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
+"""Bytes of changed files kept in a trial folder's ``end_state/`` (and of ``task_output/``)."""
+END_STATE_CAPS = EndStateCaps()
+"""Caps on the end state beyond the task's initial workspace (:func:`settle`)."""
+AUDIT_DEST = "/run/clawrig-audit"
+"""Where the services' audit channel is bound in the agent's sandbox (sealed before it runs)."""
+VERDICT_DEST = "/run/clawrig-verdict"
+"""Where the grader's verdict channel is bound in the clean room."""
 TRIAL_OVERHEAD_S = 900.0
 """Seconds a trial may take beyond its agent and grader limits (sandbox start, services,
 warmup, gt, collection) before its sandbox is stopped (:class:`TimeoutPlan`)."""
-AGENT_PHASES = ("agent", "kill", "collect", "gt_inject")
+AGENT_PHASES = ("agent", "kill", "collect")
 """Phases in which a dead sandbox is the agent's doing (it had the sandbox to itself)."""
 _CAP_STOPS = {
     "budget": StopReason.COST_BUDGET,
@@ -146,95 +169,27 @@ DISK_RESERVE_BYTES = 16 * 1024**2
 DISK_RESERVE_INODES = 256
 """What the agent must leave free on its disk (:meth:`Trial.check_disk`): the harness writes
 the transcript there after the agent. Less free is the agent's error."""
-MANIFEST_MAX_ENTRIES = 100_000
-"""Entries (files, folders, links, others) the harness lists in a workspace; more is an agent
-error after the agent ran (a setup error in a task's initial workspace)."""
-MANIFEST_MAX_DEPTH = 128
-"""Folder depth the harness lists in a workspace; deeper is handled like too many entries."""
+MANIFEST_CAPS = EndStateCaps(max_depth=128, max_entries=100_000, max_path_bytes=4096)
+"""What the harness lists of a task's initial workspace (more is a setup error)."""
 
 
 def _manifest(
     root: Path, *, known: Mapping[str, str] | None = None, deadline: float | None = None
 ) -> dict[str, str]:
     """Relative path -> ``"<size>:<sha256>"`` of every regular file under ``root`` (links not
-    followed, FIFOs and devices skipped).
-
-    With ``known`` (the manifest of the initial workspace) a file is hashed only when a known
-    file of the same path has the same size; any other file is new or changed without reading
-    it (``"<size>:"``), so what hashing costs is bounded by the initial workspace (40 sparse
-    1000 MiB files the agent made are never read). Walks without recursion. Raises
-    :class:`clawrig.errors.AgentFault` past :data:`MANIFEST_MAX_ENTRIES` entries,
-    :data:`MANIFEST_MAX_DEPTH` levels, a path too long to open, or ``deadline`` (a
-    ``time.monotonic()`` value)."""
-    out: dict[str, str] = {}
-    entries = 0
-    stack: list[tuple[str, int]] = [("", 0)]
-    while stack:
-        rel_dir, depth = stack.pop()
-        if depth > MANIFEST_MAX_DEPTH:
-            raise AgentFault(
-                f"the workspace is more than {MANIFEST_MAX_DEPTH} folders deep ({rel_dir[:200]})"
-            )
-        try:
-            with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
-                listing = list(it)
-        except OSError as exc:
-            if exc.errno == errno.ENAMETOOLONG:
-                raise AgentFault("a workspace path is too long to open") from None
-            continue
-        for entry in listing:
-            entries += 1
-            if entries > MANIFEST_MAX_ENTRIES:
-                raise AgentFault(
-                    f"the workspace holds more than {MANIFEST_MAX_ENTRIES} files and folders"
-                )
-            if deadline is not None and time.monotonic() > deadline:
-                raise AgentFault("listing the workspace ran past the phase's deadline")
-            rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                stack.append((rel, depth + 1))
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            if known is not None and not (known.get(rel) or "").startswith(f"{st.st_size}:"):
-                out[rel] = f"{st.st_size}:"
-                continue
-            try:
-                out[rel] = f"{st.st_size}:{_sha256(entry.path, deadline)}"
-            except OSError:
-                continue
-    return out
+    followed, FIFOs and devices skipped; :func:`clawrig.sandbox.endstate.scan`, with ``known``
+    and ``deadline`` as there). Raises :class:`clawrig.errors.AgentFault` past
+    :data:`MANIFEST_CAPS` or the deadline."""
+    return scan(root, caps=MANIFEST_CAPS, known=known, deadline=deadline).files
 
 
-def _sha256(path: str, deadline: float | None) -> str:
-    h = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as fh:
-        for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
-            h.update(chunk)
-            if deadline is not None and time.monotonic() > deadline:
-                raise AgentFault("hashing the workspace ran past the phase's deadline")
-    return h.hexdigest()
-
-
-def _copy_changed(
-    ws: Path, before: dict[str, str], dest: Path, deadline: float | None = None
-) -> list[str]:
-    """Copy files the agent created or changed (not gt/) into ``dest``; return their paths.
-    Initial files that are gone are listed in ``<dest>_deleted.json``. Raises
-    :class:`clawrig.errors.AgentFault` (:func:`_manifest`)."""
-    after = _manifest(ws, known=before, deadline=deadline)
+def _copy_changed(ws: Path, before: dict[str, str], after: EndState, dest: Path) -> list[str]:
+    """Copy the files the agent created or changed (``after``, a settled end state: no links
+    left) into ``dest``; return their paths. Initial files that are gone are listed in
+    ``<dest>_deleted.json``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(TrialPaths(dest.parent).end_state_deleted, sorted(set(before) - set(after)))
-    changed = sorted(
-        rel
-        for rel, digest in after.items()
-        if before.get(rel) != digest and not rel.startswith("gt" + os.sep)
-    )
+    _write_json(TrialPaths(dest.parent).end_state_deleted, sorted(set(before) - set(after.files)))
+    changed = sorted(rel for rel, digest in after.files.items() if before.get(rel) != digest)
     total = 0
     kept = []
     for rel in changed:
@@ -253,6 +208,73 @@ def _copy_changed(
             shutil.copyfileobj(fh, out)
         kept.append(rel)
     return kept
+
+
+def _put_audits(ws: Path, task: Task, audits: Mapping[str, Any], state: EndState) -> None:
+    """Write the harness's audits into the settled workspace (``.services/<name>/audit.json``)
+    and list them among ``state``'s files (so ``end_state/`` keeps them for re-grading)."""
+    for spec in task.services:
+        if spec.name not in audits:
+            continue
+        rel = audit_file(spec).removeprefix(PATHS.workspace + "/")
+        data = audit_text(audits[spec.name]).encode("utf-8")
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_bytes(data)
+        state.files[rel] = f"{len(data)}:{hashlib.sha256(data).hexdigest()}"
+
+
+def _copy_capped(src: Path, dest: Path, max_bytes: int) -> list[str]:
+    """Copy the settled folder ``src`` (no links, bounded depth) to ``dest``; files past
+    ``max_bytes`` in total are left out. Returns the relative paths left out."""
+    left_out: list[str] = []
+    total = 0
+    for rel in sorted(scan(src, hash_files=False).files):
+        size = os.lstat(src / rel).st_size
+        if total + size > max_bytes:
+            left_out.append(rel)
+            continue
+        total += size
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / rel, dest / rel, follow_symlinks=False)
+    return left_out
+
+
+def transcript_from_model_calls(path: Path, trial_id: str) -> Transcript | None:
+    """The agent's conversation as the gateway recorded it (``model_calls.jsonl``): the last
+    answered request of the trial's agent, its messages plus the reply, as a Transcript (None
+    when there is none). The harness's own evidence, unlike a session file in the sandbox.
+
+    Residual risk: request histories are sent from inside the agent's sandbox (OpenClaw's, or
+    requests the agent's programs make through the forwarder with the trial's token), so they
+    are the agent's account of the past turns; only the replies are the provider's."""
+    if not path.is_file():
+        return None
+    try:
+        records = read_records(path)
+    except UserError:
+        return None
+    answered = [
+        r
+        for r in records
+        if r.get("role") == "agent"
+        and r.get("trial_id") == trial_id
+        and isinstance(r.get("response"), dict)
+        and isinstance(r.get("request"), dict)
+    ]
+    for rec in reversed(answered):
+        choices = rec["response"].get("choices") or [{}]
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        messages = rec["request"].get("messages")
+        if not isinstance(message, dict) or not isinstance(messages, list):
+            continue
+        reply: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+        if message.get("tool_calls"):
+            reply["tool_calls"] = message["tool_calls"]
+        try:
+            return from_formatted_dialog([*messages, reply], source=str(path))
+        except (UserError, ValueError):
+            continue
+    return None
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -523,6 +545,16 @@ class Trial:
         self.grader_stage: GradingEnvStage | None = None
         self.service_handles: list[Any] = []
         self.before: dict[str, str] = {}
+        self.initial = EndState()
+        """The task's initial workspace as the harness made it (files, folders, links)."""
+        self.end_state: EndState | None = None
+        """The settled end state (:meth:`stop_agent`)."""
+        self.grading_binds: list[Bind] = []
+        self.audit_channel: HarnessChannel | None = None
+        self.audits: dict[str, Any] = {}
+        """Service name -> its audit as the harness recorded it (:meth:`stop_agent`)."""
+        self.verdict: HarnessChannel | None = None
+        """The grader's verdict channel into the clean room (:meth:`gt_in`)."""
         self.timings: dict[str, float] = {}
         self.clock = WaitClock()
         """The trial's harness waits (sandbox-start and grading slots, model slots), which move
@@ -602,9 +634,10 @@ class Trial:
             return
         self._closed = True
         self.mark("stop")
-        if self.sandbox is not None:
-            with contextlib.suppress(Exception):
-                await self.sandbox.stop()
+        await self._stop_sandbox()
+        for channel in (self.audit_channel, self.verdict):
+            if channel is not None:
+                await channel.close()
         await asyncio.to_thread(self.disk.release)
         if self.network is not None:
             with contextlib.suppress(Exception):
@@ -638,12 +671,14 @@ class Trial:
         files: Mapping[str, bytes] | None = None,
         with_agent: bool = True,
         warm: bool = True,
-    ) -> Sandbox:
+    ) -> Sandbox | None:
         """Phase 1. Make the workspace (the task's initial files; with ``recorded``, a finished
         trial's end state over them; with ``files``, exactly those files), bind what the trial
         needs and start the sandbox from the task's environment (and, with ``warm``, its warm
-        snapshot: the warmup's install lines run once and frozen). Raises SetupError (missing
-        workspace data), SandboxError, UserError (an agent that needs a model without one)."""
+        snapshot: the warmup's install lines run once and frozen). Without ``with_agent``
+        (re-grading, verify) no sandbox starts: :meth:`gt_in` starts the clean room. Raises
+        SetupError (missing workspace data), SandboxError, UserError (an agent that needs a
+        model without one)."""
         services, task, config = self.services, self.task, self.config
         needs = None
         if with_agent:
@@ -671,9 +706,12 @@ class Trial:
                 "(TrialConfig.disk_mb)"
             ) from None
         try:
-            self.before = await asyncio.to_thread(_manifest, self.workspace)
+            self.initial = await asyncio.to_thread(
+                functools.partial(scan, self.workspace, caps=MANIFEST_CAPS)
+            )
         except AgentFault as exc:  # the task's own files, before any agent
             raise SetupError(f"the task's initial workspace: {exc}") from None
+        self.before = self.initial.files
         self.mark("sandbox_start")
         endpoint = upstream_endpoint(services.model)
         if with_agent and services.gateway is not None and endpoint is not None:
@@ -696,22 +734,29 @@ class Trial:
             lease=self.lease,
             agent_forwards=self.agent is not None and self.agent.uses_gateway,
         )
-        binds = list(needs.binds) if needs else []
-        binds += network.binds
-        binds += await service_binds(task)  # the services environment, read-only
+        # what the clean room for grading needs too: the services environment (read-only),
+        # the gateway's door (the judge proxy), the egress proxy, the grader environment
+        shared = list(network.binds) + await service_binds(task)
         gateway = services.gateway
         if gateway is None and self.agent is not None and self.agent.uses_gateway:
             gateway = self.agent.gateway  # an agent's own (OpenClaw without a job gateway)
         if gateway is not None:  # the judge proxy, OpenClaw, the agent's programs reach it
             # through the trial's own door: a capped socket, never the gateway's
             self.door = await GatewayDoor(gateway).start()
-            binds += self.door.sandbox_binds()
+            shared += self.door.sandbox_binds()
         if task.grader.requirements and task.grader.source and config.sandbox == "bwrap":
             # grader environment: an empty folder now, filled only after the agent is gone
             self.grader_stage = GradingEnvStage(
                 await asyncio.to_thread(ensure_env, task.grader.requirements)
             )
-            binds.append(self.grader_stage.bind)
+            shared.append(self.grader_stage.bind)
+        self.grading_binds = shared
+        binds = (list(needs.binds) if needs else []) + shared
+        if task.services:  # the services' audit events reach the harness as they happen
+            self.audit_channel = await HarnessChannel(
+                self.work / "audit", AUDIT_DEST, max_connections=len(task.services)
+            ).open()
+            binds.append(self.audit_channel.bind)
         self.mark("warm")  # the environment and the task's warm snapshot (made once, reused)
         key = (config.sandbox, config.environment, config.image or "", str(task.format))
         choice = services.environments.get(key)
@@ -732,27 +777,46 @@ class Trial:
         if system.warm is not None:
             self.result.versions["warm_snapshot"] = system.warm.key
         self.mark("sandbox_start")
-        self.sandbox = create_sandbox(
-            config.sandbox,
-            SandboxConfig(
-                workspace_dir=self.workspace,
-                limits=self.plan.limits(config),
-                scratch_dir=self.disk.path,
-                binds=binds,
-                env=network.sandbox_env(writable_system=system.writable_root)
-                | (dict(needs.env) if needs else {}),
-                **system.sandbox_fields(),  # type: ignore[arg-type]
-            ),
+        if not with_agent:  # re-grading and verify: only the clean room (gt_in) starts
+            self.mark("setup")
+            return None
+        self.sandbox = await self._start_sandbox(
+            binds,
+            network.sandbox_env(writable_system=system.writable_root)
+            | (dict(needs.env) if needs else {}),
         )
-        async with slot(services.sandbox_starts, "sandbox_start", self.clock):
-            await self.sandbox.start()
-        if self.sandbox.root_is_host_root:
-            # the sandbox's root is the host's root: no other host user may reach its files
-            # (a setuid program the agent made, gt/ once injected)
-            os.chmod(self.work, 0o700)
         self.mark("setup")
         await network.attach(self.sandbox)
         return self.sandbox
+
+    async def _start_sandbox(self, binds: list[Bind], env: dict[str, str]) -> Sandbox:
+        """Start a sandbox of this trial: its workspace folder, the plan's limits, the system
+        (environment and warm snapshot) :meth:`sandbox_up` prepared. Raises SandboxError."""
+        box = create_sandbox(
+            self.config.sandbox,
+            SandboxConfig(
+                workspace_dir=self.workspace,
+                limits=self.plan.limits(self.config),
+                scratch_dir=self.disk.path,
+                binds=binds,
+                env=env,
+                **self.system.sandbox_fields(),  # type: ignore[union-attr]
+            ),
+        )
+        async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
+            await box.start()
+        if box.root_is_host_root:
+            # the sandbox's root is the host's root: no other host user may reach its files
+            # (a setuid program the agent made, gt/ once injected)
+            os.chmod(self.work, 0o700)
+        return box
+
+    async def _stop_sandbox(self) -> None:
+        """Stop the current sandbox: every process in it ends (errors ignored)."""
+        box, self.sandbox = self.sandbox, None
+        if box is not None:
+            with contextlib.suppress(Exception):
+                await box.stop()
 
     @property
     def box(self) -> Sandbox:
@@ -765,7 +829,7 @@ class Trial:
         """Phase 2: services started (health-checked), skills installed, the warmup run (under
         the setup network policy; the agent's policy from then on). Raises SetupError with the
         failing service's log or warmup line's output."""
-        self.service_handles = await start_services(self.box, self.task)
+        self.service_handles = await start_services(self.box, self.task, audit=self.audit_channel)
         for note in await install_skills(self.box, self.task):
             self.log(f"setup: {note}")
         warmup = self.system.warmup if self.system is not None else self.task.warmup
@@ -856,33 +920,62 @@ class Trial:
                 (self.paths.subagents / f"{safe}.jsonl").write_text(dumps_openclaw_jsonl(sub))
 
     async def stop_agent(self, *, copy_end_state: bool = True) -> None:
-        """Phase 4: service audits saved, every process killed, permissions restored, the
-        transcript written at the session path, the end state copied to ``end_state/``."""
+        """Phase 4: the agent's sandbox stopped (every process in it ends), its service audits
+        taken from what the harness recorded as it happened, the transcript chosen, and the
+        workspace settled into inert data on the host side (:func:`settle`: regular files and
+        folders only, within :data:`END_STATE_CAPS`), the changed files copied to
+        ``end_state/``. Raises :class:`EndStateRejected` (an agent error) over a cap."""
         self.mark("kill")
         box, task = self.box, self.task
-        for service, status in (await save_audits(box, task, self.service_handles)).items():
-            if status != "saved":
-                self.log(f"service {service}: {status}")
-        await box.kill_all()
+        # command services keep their own audit (no event stream): fetched while they run
+        fetched, status = await fetch_audits(box, task, self.service_handles, builtin=False)
+        await self._stop_sandbox()
         self.mark("collect")
         self.check_disk()
-        # undo what the agent may have done to lock the harness out: permissions taken away,
-        # a FIFO or a link where the transcript goes
-        await box.exec(["chmod", "-R", "u+rwX", PATHS.workspace, PATHS.home])
+        recorded = await self._recorded_audits() | fetched
+        for service, why in status.items():
+            if why != "saved":
+                self.log(f"service {service}: {why}")
         raw = self.agent.raw_transcript if self.agent is not None else None
-        if raw is not None:  # OpenClaw keeps its own session file in the sandbox
-            self.transcript_text = raw
-        else:
-            self.transcript_text = dumps_openclaw_jsonl(self.transcript)
-            await box.exec(["rm", "-f", PATHS.transcript])
-            await box.write_file(PATHS.transcript, self.transcript_text)
+        if raw is not None:
+            # OpenClaw's own session file is the agent's to edit: graded is the conversation
+            # the gateway recorded (the raw file stays in the trial folder as an artifact)
+            recorded_tr = await asyncio.to_thread(
+                transcript_from_model_calls, self.paths.model_calls, self.name
+            )
+            if recorded_tr is not None:
+                recorded_tr.session_id = self.transcript.session_id or recorded_tr.session_id
+                self.transcript.messages[:] = recorded_tr.messages
+            else:
+                self.transcript.messages[:] = []
+                self.log("transcript: the gateway recorded no answered model call of the agent")
+        self.transcript_text = dumps_openclaw_jsonl(self.transcript)
+        caps = END_STATE_CAPS.over(self.initial)
+        try:
+            state = await asyncio.to_thread(
+                functools.partial(
+                    settle,
+                    self.workspace,
+                    caps,
+                    keep_links=self.initial.links,
+                    known=self.before,
+                    deadline=self._wall_deadline(),
+                )
+            )
+        except EndStateRejected:
+            raise
+        except OSError as exc:  # only the agent's files are read here
+            raise EndStateRejected(f"the end state cannot be read: {exc}") from exc
+        self.end_state = state
+        self.audits = recorded
+        _put_audits(self.workspace, task, recorded, state)
+        dropped = {k: v for k, v in state.dropped.items() if v != "top-level"}
+        if dropped:
+            self.log(f"end state: {len(dropped)} link(s) or special file(s) left out: {dropped}")
+            _write_json(self.paths.root / "end_state_dropped.json", state.dropped)
         if copy_end_state:
             changed = await asyncio.to_thread(
-                _copy_changed,
-                self.workspace,
-                self.before,
-                self.paths.end_state,
-                self._wall_deadline(),
+                _copy_changed, self.workspace, self.before, state, self.paths.end_state
             )
             self.log(f"end state: {len(changed)} file(s) created or changed")
 
@@ -901,27 +994,58 @@ class Trial:
                 f"{inodes} files and folders used"
             )
 
+    async def _recorded_audits(self) -> dict[str, Any]:
+        """The built-in services' audits from their event streams (the agent's sandbox is
+        stopped, so every stream has ended)."""
+        channel = self.audit_channel
+        if channel is None:
+            return {}
+        await channel.wait_ended(10.0)
+        return audits_from_streams(self.task, channel.connections)
+
     async def put_transcript(self, text: str | None) -> None:
-        """Re-grading and verify: put a recorded transcript (chat.jsonl text) at the session
-        path, as the harness did after the agent (None: no session file)."""
+        """Re-grading and verify: a recorded transcript (chat.jsonl text) for the session path
+        of the clean room, as the harness wrote it after the agent (None: no session file)."""
         self.transcript_text = text
         if text is not None:
             self.transcript = from_openclaw_entries(openclaw_entries_from_jsonl(text, strict=False))
-            await self.box.write_file(PATHS.transcript, text)
 
     async def gt_in(self) -> None:
-        """Phase 5: gt/ injected; services restarted from their saved audits (graders may
-        ``GET /<svc>/audit``, as upstream)."""
+        """Phase 5, the clean room: a fresh sandbox from the same environment and warm snapshot
+        the agent started from, holding the settled end state (the workspace folder), gt/, the
+        transcript the harness wrote at the session path and the services restarted from the
+        audits the harness recorded (graders may ``GET /<svc>/audit``, as upstream). Nothing of
+        the agent's runs there and nothing it wrote outside the workspace is there. Raises
+        SandboxError when it cannot start (an infrastructure error)."""
         self.mark("gt_inject")
+        await self._stop_sandbox()
         if self.network is not None:
             self.network.agent_phase()  # grading runs under the agent's policy, as in a run
-        await inject_gt(self.box, self.task)
-        await restart_services(self.box, self.task)
+        self.verdict = await HarnessChannel(self.work / "verdict", VERDICT_DEST).open()
+        env = self.network.grading_env() if self.network is not None else {}
+        self.sandbox = box = await self._start_sandbox(
+            [*self.grading_binds, self.verdict.bind], env
+        )
+        if self.network is not None:
+            await self.network.attach_grading(box)
+        if self.transcript_text is not None:
+            await box.write_file(PATHS.transcript, self.transcript_text)
+        await inject_gt(box, self.task)
+        fixtures = {h.name: h.extra.get("fixtures") for h in self.service_handles}
+        await restart_services(
+            box,
+            self.task,
+            audits=self.audits if self.end_state is not None else None,
+            fixtures={k: v for k, v in fixtures.items() if v is not None},
+        )
 
     async def grade(self) -> tuple[Score | None, Score | None, ProcessScore]:
         """Phase 6: the outcome score (+ the judge score when both ran) and process metrics,
-        in the grading environment (``plan.grader_s``), a judge proxy when the job has a
-        gateway. Sets them on :attr:`result`, with a typed error for a grading failure."""
+        in the clean room (``plan.grader_s``), a judge proxy when the job has a gateway. Sets
+        them on :attr:`result`, with a typed error for a failure (blame follows control: a
+        grader that fails on the agent's end state is an agent error, scored 0; the judge's
+        provider failing is infrastructure; a grader that cannot run at all is a grading
+        error)."""
         self.mark("grading")
         services, task, config, result = self.services, self.task, self.config, self.result
         python = self.grader_stage.activate() if self.grader_stage else "python3"
@@ -931,7 +1055,7 @@ class Trial:
             slot(services.grading_slots, "grading", self.clock, on_wait=self.box.postpone_stop),
             _judge_env(
                 self.box, task, config, services, self.name, self.run_index, self.paths
-            ) as judge_env,
+            ) as proxy,
         ):
             score, judge_score, process = await _grade(
                 task,
@@ -941,30 +1065,43 @@ class Trial:
                 self.paths,
                 services,
                 python=python,
-                judge_env=judge_env,
+                judge_env=proxy.env if proxy is not None else {},
                 judge=judge_model,
                 grader_s=self.plan.grader_s,
+                verdict=self.verdict,
             )
+            judge_failures = (proxy.lease.upstream_errors, proxy.lease.refusals) if proxy else None
         if judge_model is not services.judge and judge_model is not None:
             with contextlib.suppress(Exception):
                 await judge_model.aclose()  # type: ignore[attr-defined]
         result.score, result.judge_score, result.process = score, judge_score, process
         if score is not None and score.error:
-            kind = (
-                ErrorKind.INFRASTRUCTURE
-                if score.details.get("error_kind") == "infrastructure"
-                else ErrorKind.GRADING
-            )
-            if score.details.get("error_kind") == "agent":
+            blame = score.details.get("blame")
+            kind = ErrorKind.GRADING
+            if score.details.get("error_kind") == "infrastructure":
+                kind = ErrorKind.INFRASTRUCTURE
+            elif score.details.get("error_kind") == "agent":
                 # the run ended on a model/API error (stopReason "error"): upstream marks it an
                 # error, not a 0; it is the provider's failure, so it is retried
                 kind = ErrorKind.INFRASTRUCTURE
+            elif judge_failures and judge_failures[0]:
+                kind = ErrorKind.INFRASTRUCTURE  # the judge's provider failed (harness evidence)
+            elif blame == "agent" and not (judge_failures and judge_failures[1]):
+                kind = ErrorKind.AGENT
             result.error = TrialError(
                 kind=kind,
                 message=score.error,
                 phase="grading",
                 retryable=kind == ErrorKind.INFRASTRUCTURE,
             )
+            if kind == ErrorKind.AGENT:
+                # the grader failed on what the agent left: a 0 that counts, not an abstention
+                result.score = score.model_copy(
+                    update={
+                        "score": 0.0,
+                        "details": score.details | {"agent_error": score.error},
+                    }
+                )
         return score, judge_score, process
 
     async def grade_programmatic(self) -> Score:
@@ -978,14 +1115,31 @@ class Trial:
             timeout_s=self.plan.grader_s,
             env=grader_env(self.task),
             python=python,
+            verdict=self.verdict,
         )
 
     async def collect_output(self) -> None:
-        """The end state's results folder into ``task_output/`` (size-capped)."""
+        """The clean room stopped, then the end state's results folder into ``task_output/``
+        (settled again, since graders write there too; size-capped)."""
         self.mark("results")
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            left_out = await self.box.get_dir(
-                PATHS.results, self.paths.task_output, max_bytes=END_STATE_MAX_BYTES
+        await self._stop_sandbox()
+        try:
+            await asyncio.to_thread(
+                functools.partial(
+                    settle,
+                    self.workspace,
+                    END_STATE_CAPS.over(self.initial),
+                    keep_links=self.initial.links,
+                    hash_files=False,
+                )
+            )
+        except EndStateRejected as exc:
+            self.log(f"task_output: left out ({exc})")
+            return
+        results = self.workspace / Path(PATHS.results).relative_to(PATHS.workspace)
+        if results.is_dir() and not results.is_symlink():
+            left_out = await asyncio.to_thread(
+                _copy_capped, results, self.paths.task_output, END_STATE_MAX_BYTES
             )
             if left_out:
                 self.log(f"task_output: {len(left_out)} file(s) over the size cap left out")
@@ -1012,8 +1166,6 @@ class Trial:
         result.attempts = attempt
         if self.task_dir is None:
             raise RuntimeError("Trial.write: the trial has no out_root to write to")
-        raw = self.agent.raw_transcript if self.agent is not None else None
-        chat = raw if raw is not None else self.transcript_text
         return _finish_folder(
             self.task,
             self.config,
@@ -1021,7 +1173,7 @@ class Trial:
             self.transcript,
             self.paths,
             self.task_dir / self.name,
-            chat,
+            self.transcript_text,
         )
 
     # -- the whole lifecycle -------------------------------------------------------------------
@@ -1156,11 +1308,11 @@ async def _judge_env(
     trial_id: str,
     run_index: int,
     folder: TrialPaths,
-) -> AsyncIterator[dict[str, str]]:
+) -> AsyncIterator[JudgeProxy | None]:
     """The judge proxy for a programmatic grader when the job has a gateway, a judge to answer
     (a judge model, or recorded replies) and the grader can call it
-    (:func:`~clawrig.grading.judge_proxy.grader_may_call_judge`): yields the OPENROUTER_* /
-    JUDGE_MODEL variables to give the grader ({} otherwise: no forwarder started)."""
+    (:func:`~clawrig.grading.judge_proxy.grader_may_call_judge`); None otherwise (no forwarder
+    started). Its ``env`` holds the OPENROUTER_* / JUDGE_MODEL variables to give the grader."""
     programmatic = task.grader.kind in (GraderKind.PROGRAMMATIC, GraderKind.BOTH)
     programmatic = programmatic and config.grader in ("auto", "programmatic")
     gateway = services.gateway
@@ -1170,7 +1322,7 @@ async def _judge_env(
         or gateway.cache is not None
     )
     if gateway is None or not programmatic or not answers or not grader_may_call_judge(task):
-        yield {}
+        yield None
         return
     async with judge_proxy(
         sandbox,
@@ -1182,7 +1334,7 @@ async def _judge_env(
         task_id=task.id,
         run_index=run_index,
     ) as proxy:
-        yield proxy.env
+        yield proxy
 
 
 def _judge_model(
@@ -1217,6 +1369,7 @@ async def _grade(
     python: str = "python3",
     judge_env: dict[str, str] | None = None,
     judge: ChatModel | None = None,
+    verdict: HarnessChannel | None = None,
 ) -> tuple[Score | None, Score | None, ProcessScore]:
     """Outcome score (+ judge score when both ran) and process metrics; the programmatic
     grader runs within ``grader_s`` seconds (the trial's :class:`TimeoutPlan`)."""
@@ -1233,6 +1386,7 @@ async def _grade(
             timeout_s=grader_s,
             env=grader_env(task) | (judge_env or {}),
             python=python,
+            verdict=verdict,
         )
     elif task.answer is not None or kind == GraderKind.JUDGE:
         use_judge = mode in ("judge", "both") or (mode == "auto" and judge is not None)

@@ -6,8 +6,9 @@
    skipped with a warning, as upstream), then the warmup lines in
    order (:func:`run_warmup`): a line ending in ``&`` keeps running in the background, a failing
    line is a :class:`clawrig.errors.SetupError` carrying its output;
-3. after the agent: :func:`inject_gt` first kills every process the agent started, then copies
-   ``gt/`` to /tmp_workspace/gt. The agent never sees gt/: it is not in the sandbox before this.
+3. after the agent, in the clean room (a fresh sandbox holding the settled end state):
+   :func:`inject_gt` copies ``gt/`` to /tmp_workspace/gt. The agent never sees gt/: it is never
+   in the agent's sandbox.
 """
 
 from __future__ import annotations
@@ -159,42 +160,16 @@ async def run_warmup(
     return handles
 
 
-_SCRUB_GT = r"""
-import os, shutil, sys
-ws, gt = sys.argv[1], sys.argv[2]
-if os.path.islink(gt) or os.path.isfile(gt):
-    os.unlink(gt)
-elif os.path.isdir(gt):
-    shutil.rmtree(gt)
-for dirpath, dirnames, filenames in os.walk(ws):
-    for name in dirnames + filenames:
-        p = os.path.join(dirpath, name)
-        if os.path.islink(p):
-            target = os.path.realpath(p)
-            if target == gt or target.startswith(gt + os.sep):
-                os.unlink(p)
-                print("removed a link into gt/:", p)
-"""
+async def inject_gt(sandbox: Sandbox, task: Task) -> None:
+    """Copy gt/ to /tmp_workspace/gt of the clean room (:meth:`clawrig.runner.trial.Trial.gt_in`:
+    a fresh sandbox whose workspace is the settled end state, where nothing of the agent's runs
+    and no link is left to point into gt/; :mod:`clawrig.sandbox.endstate`).
 
-
-async def inject_gt(sandbox: Sandbox, task: Task) -> int:
-    """Kill every process the agent started, then copy gt/ to /tmp_workspace/gt.
-
-    Returns how many processes were killed. gt comes from ``Workspace.gt_dir`` (a host folder)
-    and/or ``Workspace.gt_files`` (inline, four-folder reference payloads); a task with neither
-    gets no gt/ and no scrub (nothing is written where the agent could have aimed a link).
+    gt comes from ``Workspace.gt_dir`` (a host folder) and/or ``Workspace.gt_files`` (inline,
+    four-folder reference payloads); a task with neither gets no gt/.
     """
-    killed = await sandbox.kill_all()
     ws = task.workspace
-    gt_dir = Path(ws.gt_dir) if ws.gt_dir is not None and Path(ws.gt_dir).is_dir() else None
-    if gt_dir is None and not ws.gt_files:
-        return killed
-    # Whatever the agent left at gt/ goes first (a symlink there would make the injection
-    # write the answers into the agent's own files), and so does every symlink that points
-    # into gt/ (a results file linked to an answer file would read as correct).
-    await sandbox.exec(["python3", "-I", "-S", "-c", _SCRUB_GT, PATHS.workspace, PATHS.gt])
-    if gt_dir is not None:
-        await sandbox.put_dir(gt_dir, PATHS.gt)
+    if ws.gt_dir is not None and Path(ws.gt_dir).is_dir():
+        await sandbox.put_dir(Path(ws.gt_dir), PATHS.gt)
     for rel, content in ws.gt_files.items():
         await sandbox.write_file(f"{PATHS.gt}/{_safe_rel(rel).as_posix()}", _content_bytes(content))
-    return killed

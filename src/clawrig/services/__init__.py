@@ -5,11 +5,11 @@ audit saved to the end state (``/tmp_workspace/.services/<name>/audit.json``).
 Wiring in a trial (see :mod:`clawrig.services.lifecycle` for the order and the reasons)::
 
     binds += await service_binds(task)                 # before the sandbox is created
-    handles = await start_services(sandbox, task)      # after start, before the warmup
+    handles = await start_services(sandbox, task, audit=channel)  # before the warmup
     ...agent...
-    await save_audits(sandbox, task, handles)          # before kill_all
-    ...kill_all, gt injection...
-    await restart_services(sandbox, task)              # before grading
+    audits, _ = await fetch_audits(sandbox, task, handles, builtin=False)  # command services
+    ...the agent's sandbox stopped; audits_from_streams(task, channel.connections)...
+    await restart_services(clean_room, task, audits=audits)  # before grading
 
 Task declaration: :func:`parse_services` (the ``services`` list of a four-folder intent).
 """
@@ -21,6 +21,9 @@ from clawrig.services.lifecycle import (
     ServiceHandle,
     audit_file,
     audit_path,
+    audit_text,
+    audits_from_streams,
+    fetch_audits,
     needs_services_env,
     restart_services,
     save_audits,
@@ -41,6 +44,9 @@ __all__ = [
     "ServiceHandle",
     "audit_file",
     "audit_path",
+    "audit_text",
+    "audits_from_streams",
+    "fetch_audits",
     "make_service",
     "needs_services_env",
     "parse_service",

@@ -14,11 +14,14 @@ its own network namespace, so parallel trials use the same port numbers without 
    and waits until every health check answers;
    a service that exits or stays unhealthy is a :class:`clawrig.errors.SetupError` carrying its
    log;
-3. when the agent has finished, BEFORE its processes are killed: :func:`save_audits` removes any
-   ``/tmp_workspace/.services`` the agent may have made, fetches ``GET /<svc>/audit`` from each
-   service (from the process clawrig started: a port served by another process is refused) and
-   writes ``/tmp_workspace/.services/<name>/audit.json``; so the audit is part of the end state
-   and the agent never sees the folder;
+3. while the agent runs, each built-in service streams its audit's growth to the harness over
+   a channel sealed before the agent started (``start_services(audit=...)``): a reset the agent
+   calls is recorded and erases nothing, and no file swap or later call can take back what the
+   harness already holds (:func:`audits_from_streams`); a command service's audit is fetched
+   from the service when the agent has finished (:func:`fetch_audits`, from the process clawrig
+   started: a port served by another process is refused); the harness writes both to
+   ``/tmp_workspace/.services/<name>/audit.json`` of the settled end state. (:func:`save_audits`
+   does the fetch and the write inside a sandbox, for callers without a trial);
 4. after every process is killed and gt/ is injected, before grading:
    :func:`restart_services` restarts each service from its saved audit (built-in services rebuild
    their end state by replaying the successful calls, and serve the saved audit verbatim, with
@@ -45,9 +48,11 @@ from typing import Any
 
 from clawrig.errors import SetupError
 from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
+from clawrig.sandbox.channel import Connection, HarnessChannel
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import ENV_MOUNT, ensure_env, env_bind, env_key, env_python
 from clawrig.services.kinds import SERVICE_KINDS, service_target
+from clawrig.services.mock.core import AUDIT_KEYS
 from clawrig.spec.task import ServiceSpec, Task
 
 SERVICES_REQUIREMENTS: tuple[str, ...] = ("fastapi==0.165.0", "uvicorn==0.54.0")
@@ -362,8 +367,14 @@ async def start_services(
     *,
     python: str | None = None,
     timeout_s: float = HEALTH_TIMEOUT_S,
+    audit: HarnessChannel | None = None,
 ) -> list[ServiceHandle]:
     """Start every service of ``task`` in ``sandbox`` and wait until all are healthy.
+
+    ``audit``: an open harness channel bound into ``sandbox``: each built-in service streams
+    its audit's growth on it (:class:`clawrig.services.mock.server.AuditStream`); it is sealed
+    once every service is healthy, before anything else runs, so only the services hold a
+    connection (:func:`audits_from_streams` reads them back).
 
     ``python`` is the services interpreter inside the sandbox (default
     :func:`services_python`; its environment must be bound, see :func:`service_binds`).
@@ -400,13 +411,71 @@ async def start_services(
                 "faults": spec.faults,
                 "restore": None,
             }
+            if audit is not None and is_builtin(spec):
+                config["audit_socket"] = audit.path_in(sandbox)
             proc = await _spawn(sandbox, spec, python, code, config)
-            handles.append(ServiceHandle(spec=spec, process=proc))
+            handles.append(
+                ServiceHandle(spec=spec, process=proc, extra={"fixtures": config["fixtures"]})
+            )
     except BaseException:
         await stop_services(handles)
         raise
-    await _wait_healthy(sandbox, handles, timeout_s)
+    try:
+        await _wait_healthy(sandbox, handles, timeout_s)
+    finally:
+        if audit is not None:
+            audit.seal()
     return handles
+
+
+def audits_from_streams(task: Task, connections: list[Connection]) -> dict[str, dict[str, Any]]:
+    """Service name -> its audit as the harness received it (built-in services that streamed,
+    :func:`start_services`): every item the service ever appended to a list of its audit, in
+    order, and the last value of every other key; a ``POST /<kind>/reset`` the agent called is
+    itself a call (``"reset": true``) and erases nothing. ``truncated`` is set when a stream
+    went over its byte cap. Services are matched by the name in their hello line."""
+    specs = {s.name: s for s in task.services if is_builtin(s)}
+    out: dict[str, dict[str, Any]] = {}
+    for conn in connections:
+        events = []
+        for line in conn.lines:
+            with contextlib.suppress(ValueError, RecursionError):
+                events.append(json.loads(line))
+        hello = events[0] if events and isinstance(events[0], dict) else {}
+        spec = specs.get(str(hello.get("hello")))
+        if spec is None or spec.name in out:
+            continue
+        kind = str(hello.get("kind") or spec.kind or spec.name)
+        audit: dict[str, Any] = {"service": kind, "now": hello.get("now")}
+        audit.update({key: [] for key in AUDIT_KEYS})
+        for event in events[1:]:
+            if not isinstance(event, dict):
+                continue
+            if event.get("reset"):
+                audit.setdefault("calls", []).append(
+                    {
+                        "method": "POST",
+                        "endpoint": f"/{kind}/reset",
+                        "request_body": None,
+                        "status": 200,
+                        "fault": False,
+                        "latency_s": 0.0,
+                        "reset": True,
+                    }
+                )
+            for key, items in (event.get("append") or {}).items():
+                if isinstance(items, list):
+                    current = audit.get(key)
+                    audit[key] = (current if isinstance(current, list) else []) + items
+            for key, value in (event.get("set") or {}).items():
+                audit[key] = value
+        for seq, call in enumerate(audit.get("calls") or [], 1):
+            if isinstance(call, dict):
+                call["seq"] = seq
+        if conn.overflow:
+            audit["truncated"] = True
+        out[spec.name] = audit
+    return out
 
 
 async def _fetch(sandbox: Sandbox, port: int, path: str, pid: int = 0) -> tuple[int, str]:
@@ -422,6 +491,37 @@ async def _fetch(sandbox: Sandbox, port: int, path: str, pid: int = 0) -> tuple[
     return int(info["status"]), str(info["body"])
 
 
+async def fetch_audits(
+    sandbox: Sandbox,
+    task: Task,
+    handles: list[ServiceHandle] | None = None,
+    *,
+    builtin: bool = True,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each service's audit, fetched with ``GET /<svc>/audit`` from the running service (with
+    ``handles``: only from the process clawrig started). ``builtin`` False: command services
+    only (built-in ones stream theirs to the harness). Returns (``{name: audit}``,
+    ``{name: "saved" | why not}``)."""
+    audits: dict[str, Any] = {}
+    out: dict[str, str] = {}
+    pids = {h.name: getattr(h.process, "pid", 0) for h in handles or []}
+    for spec in task.services:
+        if not builtin and is_builtin(spec):
+            continue
+        try:
+            status, body = await _fetch(
+                sandbox, spec.port, audit_path(spec), pids.get(spec.name, 0)
+            )
+            if status != 200:
+                raise SetupError(f"GET {audit_path(spec)} answered {status}")
+            audits[spec.name] = json.loads(body)
+        except (SetupError, ValueError, RecursionError) as exc:
+            out[spec.name] = f"no audit: {exc}"
+            continue
+        out[spec.name] = "saved"
+    return audits, out
+
+
 async def save_audits(
     sandbox: Sandbox, task: Task, handles: list[ServiceHandle] | None = None
 ) -> dict[str, str]:
@@ -434,26 +534,19 @@ async def save_audits(
     ``{name: "saved" | why not}``; a service without an audit is left without a file
     (its graders then find none), never a harness failure.
     """
-    out: dict[str, str] = {}
     if not task.services:
-        return out
+        return {}
     await sandbox.exec(["rm", "-rf", PATHS.services_state])
-    pids = {h.name: getattr(h.process, "pid", 0) for h in handles or []}
+    audits, out = await fetch_audits(sandbox, task, handles)
     for spec in task.services:
-        try:
-            status, body = await _fetch(
-                sandbox, spec.port, audit_path(spec), pids.get(spec.name, 0)
-            )
-            if status != 200:
-                raise SetupError(f"GET {audit_path(spec)} answered {status}")
-            audit = json.loads(body)
-        except (SetupError, ValueError) as exc:
-            out[spec.name] = f"no audit: {exc}"
-            continue
-        text = json.dumps(audit, ensure_ascii=False, indent=2) + "\n"
-        await sandbox.write_file(audit_file(spec), text)
-        out[spec.name] = "saved"
+        if spec.name in audits:
+            await sandbox.write_file(audit_file(spec), audit_text(audits[spec.name]))
     return out
+
+
+def audit_text(audit: Any) -> str:
+    """A saved audit file's text (``audit.json``)."""
+    return json.dumps(audit, ensure_ascii=False, indent=2) + "\n"
 
 
 async def restart_services(
@@ -462,8 +555,14 @@ async def restart_services(
     *,
     python: str | None = None,
     timeout_s: float = HEALTH_TIMEOUT_S,
+    audits: dict[str, Any] | None = None,
+    fixtures: dict[str, Any] | None = None,
 ) -> list[ServiceHandle]:
     """Start the services again from their saved audits, for graders (after gt/ injection).
+
+    ``audits``: name -> audit as the harness holds it (default: the saved ``audit.json``
+    files in the workspace); ``fixtures``: name -> the fixtures the service started with
+    (default: read again from the task's files in the workspace).
 
     A built-in service rebuilds its end state from the fixtures and the saved audit's
     successful calls and serves that audit verbatim (faults off); a command service is replaced
@@ -480,15 +579,23 @@ async def restart_services(
     try:
         for spec in task.services:
             saved: Any = None
-            with contextlib.suppress(FileNotFoundError, ValueError):
-                saved = json.loads(await sandbox.read_file(audit_file(spec)))
+            if audits is not None:
+                saved = audits.get(spec.name)
+            else:
+                with contextlib.suppress(FileNotFoundError, ValueError, RecursionError):
+                    saved = json.loads(await sandbox.read_file(audit_file(spec)))
             if is_builtin(spec):
+                held = (fixtures or {}).get(spec.name)
+                if held is None:
+                    held = await _resolve_fixtures(sandbox, spec)
                 config = {
                     "kind": spec.kind,
                     "target": _target(spec),
                     "name": spec.name,
                     "port": spec.port,
-                    "fixtures": await _resolve_fixtures(sandbox, spec),
+                    "fixtures": held
+                    if held is not None
+                    else await _resolve_fixtures(sandbox, spec),
                     "faults": spec.faults,
                     "restore": saved,
                 }

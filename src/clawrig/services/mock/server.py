@@ -16,6 +16,14 @@ people will answer, are gone before the agent could read them)::
 ``target`` (``module:Class``, importable from DIR) names the kind's class: a built-in one or an
 entry-point kind's (:mod:`clawrig.services.kinds`); without it ``kind`` picks a built-in.
 
+With ``"audit_socket": PATH`` in the configuration, the service connects to that unix socket
+(the harness's, :class:`clawrig.sandbox.channel.HarnessChannel`) before it serves, makes itself
+non-dumpable, and sends every change of its audit as it happens, one JSON line each:
+``{"hello": name, "kind": kind, "now": ...}`` first, then ``{"append": {key: [new items]},
+"set": {key: new value}}`` after each call (lists of the audit grow, other values are replaced)
+and ``{"reset": true}`` for ``POST /<kind>/reset``; so the harness holds the audit as it grew,
+whatever happens to the service later (issue 14).
+
 Routes: ``GET /health``, ``GET /<kind>/audit``, ``POST /<kind>/reset`` and the kind's API
 endpoints (``POST``, JSON bodies; see :mod:`.core`). API calls, including malformed ones and
 calls to unknown paths under ``/<kind>/``, are recorded in the audit. Bad fixtures end the
@@ -35,6 +43,53 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .core import FixtureError, MockService, make_service
 
+_UNSET = object()
+
+
+class AuditStream:
+    """The audit's growth, sent to the harness as it happens (see the module docstring)."""
+
+    def __init__(self, path: str | None, service: MockService, name: str = "") -> None:
+        self.sock = None
+        self.sent: dict[str, int] = {}
+        self.scalars: dict[str, Any] = {}
+        if not path:
+            return
+        import ctypes
+        import socket
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/fd
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self._send({"hello": name or service.kind, "kind": service.kind, "now": service.now})
+
+    def _send(self, event: dict[str, Any]) -> None:
+        if self.sock is not None:
+            line = json.dumps(event, ensure_ascii=False, default=str) + "\n"
+            self.sock.sendall(line.encode("utf-8"))
+
+    def sync(self, service: MockService) -> None:
+        """Send what changed in the audit since the last sync: the items appended to each list
+        (``append``) and any other value that changed (``set``)."""
+        if self.sock is None:
+            return
+        new: dict[str, Any] = {}
+        changed: dict[str, Any] = {}
+        for key, value in service.audit.items():
+            if isinstance(value, list):
+                done = self.sent.get(key, 0)
+                if len(value) > done:
+                    new[key] = value[done:]
+                    self.sent[key] = len(value)
+            elif self.scalars.get(key, _UNSET) != value:
+                changed[key] = self.scalars[key] = value
+        if new or changed:
+            self._send({"append": new, "set": changed})
+
+    def reset(self) -> None:
+        self._send({"reset": True})
+        self.sent = {}
+
 
 def _parse(raw: bytes) -> tuple[Any, str | None]:
     """(body, error): None for an empty body; the text and an error for invalid JSON."""
@@ -47,7 +102,7 @@ def _parse(raw: bytes) -> tuple[Any, str | None]:
         return text, "the request body is not valid JSON"
 
 
-def _handler(service: MockService, endpoint: str) -> Any:
+def _handler(service: MockService, endpoint: str, stream: AuditStream) -> Any:
     async def handle(request: Request) -> JSONResponse:
         body, error = _parse(await request.body())
         latency, fault = service.faults.draw(endpoint)
@@ -55,6 +110,7 @@ def _handler(service: MockService, endpoint: str) -> Any:
             await asyncio.sleep(latency)
         if fault is not None:
             service.record("POST", endpoint, body, fault, fault=True, latency_s=latency)
+            stream.sync(service)
             if fault == 429:
                 return JSONResponse(
                     {"error": "rate limited: retry later"},
@@ -67,13 +123,15 @@ def _handler(service: MockService, endpoint: str) -> Any:
             service.record("POST", endpoint, body, status, latency_s=latency)
         else:
             status, payload = service.call(endpoint, body, latency_s=latency)
+        stream.sync(service)
         return JSONResponse(payload, status_code=status)
 
     return handle
 
 
-def create_app(service: MockService) -> FastAPI:
-    """The FastAPI app serving ``service``."""
+def create_app(service: MockService, stream: AuditStream | None = None) -> FastAPI:
+    """The FastAPI app serving ``service`` (its audit's growth sent on ``stream``)."""
+    stream = stream or AuditStream(None, service)
     kind = service.kind
     prefix = f"/{kind}"
     app = FastAPI(title=f"clawrig mock {kind}", docs_url=None, redoc_url=None, openapi_url=None)
@@ -86,19 +144,21 @@ def create_app(service: MockService) -> FastAPI:
 
     async def reset() -> dict[str, str]:
         service.reset()
+        stream.reset()
         return {"status": "reset"}
 
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route(f"{prefix}/audit", audit, methods=["GET"])
     app.add_api_route(f"{prefix}/reset", reset, methods=["POST"])
     for endpoint in service.endpoints:
-        app.add_api_route(endpoint, _handler(service, endpoint), methods=["POST"])
+        app.add_api_route(endpoint, _handler(service, endpoint, stream), methods=["POST"])
 
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         path = request.url.path
         if path.startswith(prefix + "/") and path not in (f"{prefix}/audit", f"{prefix}/reset"):
             body, _ = _parse(await request.body())
             service.record(request.method, path, body, exc.status_code)
+            stream.sync(service)
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
 
     app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
@@ -131,12 +191,13 @@ def main() -> None:
     except FixtureError as exc:
         print(f"clawrig mock {kind}: bad fixtures: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
+    stream = AuditStream(config.get("audit_socket"), service, str(config.get("name") or ""))
     import uvicorn
 
     host, port = config.get("host", "127.0.0.1"), int(config["port"])
     print(f"clawrig mock {kind} serving on {host}:{port}", flush=True)
     uvicorn.run(
-        create_app(service),
+        create_app(service, stream),
         host=host,
         port=port,
         log_level="warning",
