@@ -9,10 +9,13 @@ Folder: ``<output>/<task_id>/<model>_<YYYYmmdd_HHMM>_<6 hex>/``, its files named
 :mod:`clawrig.spec.layout` (DataClawBench's layout, formats.md section 3, plus result.json and
 end_state/).
 
-Failures are typed (shared/DESIGN.md): setup errors and grading errors are recorded;
-infrastructure errors (sandbox died, provider down after retries) are marked retryable and
-never scored; a refused model request (:class:`clawrig.errors.ModelRequestError`) propagates
-to stop the job with one line.
+Failures are typed (shared/DESIGN.md), and blame follows control: what the agent could cause is
+an agent error that counts 0 (its sandbox dying under it, an end state over a cap, a grader that
+crashes or hangs on what it left); infrastructure errors (the clean room failing to start, a
+provider down after retries, on the harness's own evidence) are marked retryable and never
+scored; setup errors and grading errors (the task's grader cannot run at all) are recorded; a
+refused model request (:class:`clawrig.errors.ModelRequestError`) propagates to stop the job
+with one line.
 """
 
 from __future__ import annotations
@@ -463,10 +466,14 @@ class Trial:
        sandbox started;
     2. :meth:`workspace_and_services`: services started, skills installed, warmup run;
     3. :meth:`run_agent`: the agent within ``plan.agent_s``;
-    4. :meth:`stop_agent`: service audits saved, every process killed, permissions restored,
-       the transcript at the session path, the end state copied out;
-    5. :meth:`gt_in`: gt/ injected, services restarted from their audits;
-    6. :meth:`grade`: the task's grader(s) and process metrics;
+    4. :meth:`stop_agent`: the agent's sandbox stopped, the services' audits as the harness
+       recorded them, the transcript the harness writes, the end state settled into inert data
+       on the host (:mod:`clawrig.sandbox.endstate`) and its changes copied out;
+    5. :meth:`gt_in`: the clean room: a fresh sandbox from the same environment and warm
+       snapshot with the end state, gt/, the transcript and the services restarted from their
+       audits;
+    6. :meth:`grade`: the task's grader(s) (verdict on a harness-held channel) and process
+       metrics;
     7. :meth:`write`: task_output/ collected, the trial folder written and renamed.
 
     :meth:`run` does all of them with typed failures (module docs); re-grading, verify and

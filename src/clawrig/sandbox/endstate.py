@@ -223,7 +223,9 @@ def _walk(
                 out.dropped[name] = "top-level"
                 shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
                 prefix = name + "/"
-                out.files = {k: v for k, v in out.files.items() if not k.startswith(prefix)}
+                out.files = {
+                    k: v for k, v in out.files.items() if k != name and not k.startswith(prefix)
+                }
                 out.dirs = [d for d in out.dirs if d != name and not d.startswith(prefix)]
     return out
 

@@ -1,0 +1,100 @@
+"""The end state as inert data (:mod:`clawrig.sandbox.endstate`), on real folders: what settle
+keeps, drops and records, its caps, and that no depth or link can crash or mislead it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clawrig.sandbox.endstate import EndStateCaps, EndStateRejected, scan, settle
+
+
+def test_settle_keeps_files_and_folders_and_drops_everything_else(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "results" / "deep").mkdir(parents=True)
+    (ws / "results" / "out.txt").write_text("answer\n")
+    (ws / "shipped").write_text("x")
+    os.symlink("../gt/answer.txt", ws / "results" / "copy.txt")
+    os.symlink("/", ws / "results" / "root")
+    os.symlink("input.txt", ws / "alias")  # the task shipped this one
+    os.mkfifo(ws / "results" / "pipe")
+    (ws / "gt").mkdir()
+    (ws / "gt" / "answer.txt").write_text("planted")
+    (ws / ".services").write_text("fake audit")
+    os.chmod(ws / "results" / "out.txt", 0)
+    os.chmod(ws / "results" / "deep", 0)
+    state = settle(ws, EndStateCaps(), keep_links={"alias": "input.txt"})
+    assert state.files == {
+        "results/out.txt": "7:" + hashlib.sha256(b"answer\n").hexdigest(),
+        "shipped": "1:" + hashlib.sha256(b"x").hexdigest(),
+    }
+    assert state.links == {
+        "results/copy.txt": "../gt/answer.txt",
+        "results/root": "/",
+        "alias": "input.txt",
+    }
+    assert state.dropped == {
+        "results/copy.txt": "link",
+        "results/root": "link",
+        "results/pipe": "fifo",
+        "gt": "top-level",
+        ".services": "top-level",
+    }
+    left = sorted(str(p.relative_to(ws)) for p in ws.rglob("*"))
+    assert left == ["alias", "results", "results/deep", "results/out.txt", "shipped"]
+    assert os.readlink(ws / "alias") == "input.txt"
+    assert stat.S_IMODE(os.stat(ws / "results" / "out.txt").st_mode) & 0o600 == 0o600
+    assert stat.S_IMODE(os.stat(ws / "results" / "deep").st_mode) & 0o700 == 0o700
+
+
+def test_a_1200_level_tree_is_read_without_recursion_and_refused_over_the_depth_cap(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1200):  # made level by level: no path of the whole depth is ever used
+        os.mkdir("d", dir_fd=fd)
+        fd, old = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+        os.close(old)
+    os.close(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    os.close(fd)
+    assert scan(ws).depth == 1200  # no RecursionError, no cap
+    with pytest.raises(EndStateRejected, match="deeper than 64 folders"):
+        settle(ws, EndStateCaps())
+    settled = settle(ws, EndStateCaps(max_depth=2000, max_path_bytes=4000))  # within caps
+    assert settled.depth == 1200 and list(settled.files) == ["/".join(["d"] * 1200) + "/leaf.txt"]
+    subprocess.run(["rm", "-rf", str(ws)], check=True)  # pytest's own cleanup would recurse
+
+
+@pytest.mark.parametrize(
+    ("caps", "message"),
+    [
+        (EndStateCaps(max_entries=50), "more than 50 entries"),
+        (EndStateCaps(max_bytes=10_000), "more than 10000 bytes"),
+        (EndStateCaps(max_path_bytes=20), "longer than 20 bytes"),
+    ],
+)
+def test_each_cap_is_an_agent_fault(tmp_path: Path, caps: EndStateCaps, message: str) -> None:
+    ws = tmp_path / "ws"
+    (ws / "many").mkdir(parents=True)
+    for i in range(60):
+        (ws / "many" / f"file-with-a-long-name-{i}").write_bytes(b"z" * 200)
+    with pytest.raises(EndStateRejected, match=message):
+        settle(ws, caps)
+
+
+def test_caps_apply_on_top_of_the_initial_workspace(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "data").mkdir(parents=True)
+    for i in range(30):
+        (ws / "data" / f"{i}.bin").write_bytes(b"q" * 1000)
+    initial = scan(ws)
+    caps = EndStateCaps(max_entries=5, max_bytes=100).over(initial)
+    assert (caps.max_entries, caps.max_bytes) == (5 + 31, 100 + 30_000)
+    assert len(settle(ws, caps).files) == 30
