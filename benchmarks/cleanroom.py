@@ -1,13 +1,12 @@
 """Clean-room grading benchmark (issue 14): what grading in a fresh sandbox costs per trial,
 printed beside the sandbox start it is measured against.
 
-Per trial the clean room adds: settling the end state on the host (:func:`settle`: one walk,
-every file hashed; the walk replaced the old manifest's, so only its extra work counts), the
-grading sandbox's start (the agent's sandbox is stopped instead of kill_all + gt scrub), and the
-verdict channel (a unix socket opened and closed). Prints medians and p95 in ms for: sandbox
-start+stop (the reference), settle of a workspace of ``--files`` files (``--kb`` KB each) vs the
-old manifest walk, the verdict channel, and the clean room's extra per trial: a second start +
-stop of the sandbox + settle - manifest + channel.
+Per trial the clean room adds: settling the end state on the host (:func:`settle`, the walk
+that also lists what changed, against a plain listing of the same tree), the grading sandbox's
+start and stop, and the verdict channel (a unix socket opened and closed); it saves what the
+harness did in the agent's sandbox before grading (kill_all, ``chmod -R``, the gt scrub's walk
+inside the sandbox). Prints medians and p95 in ms for each, for a workspace of ``--files``
+files (``--kb`` KB each), and the net extra per trial.
 
 Goal: the clean room's extra under 50 ms beside the sandbox start. Usage:
 python benchmarks/cleanroom.py [--n 20] [--files 200] [--kb 8]
@@ -17,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import os
 import shutil
-import stat
 import statistics
 import tempfile
 import time
@@ -43,18 +40,16 @@ def show(name: str, ms: list[float]) -> None:
     )
 
 
-def old_manifest(root: Path) -> dict[str, str]:
-    """The manifest walk of clawrig before the clean room (os.walk, every file hashed)."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            if not stat.S_ISREG(os.lstat(full).st_mode):
-                continue
-            with open(full, "rb") as fh:
-                out[os.path.relpath(full, root)] = hashlib.sha256(fh.read()).hexdigest()
-    return out
+OLD_SCRUB = r"""
+import os, shutil, sys
+ws, gt = sys.argv[1], sys.argv[2]
+for dirpath, dirnames, filenames in os.walk(ws):
+    for name in dirnames + filenames:
+        p = os.path.join(dirpath, name)
+        if os.path.islink(p) and os.path.realpath(p).startswith(gt):
+            os.unlink(p)
+"""
+"""The gt scrub the harness ran inside the agent's sandbox before the clean room."""
 
 
 def workspace(root: Path, files: int, kb: int) -> None:
@@ -76,7 +71,7 @@ async def main() -> None:
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="clawrig-bench-cleanroom-"))
     try:
-        starts, settles, manifests, channels = [], [], [], []
+        starts, settles, manifests, channels, saved = [], [], [], [], []
         for i in range(args.n):
             ws = base / f"ws{i}"
             ws.mkdir()
@@ -86,30 +81,38 @@ async def main() -> None:
             await sb.stop()
             starts.append((time.perf_counter() - t) * 1000)
             workspace(ws, args.files, args.kb)
-            t = time.perf_counter()
-            old_manifest(ws)
-            manifests.append((time.perf_counter() - t) * 1000)
             initial = scan(ws)
+            sb = create_sandbox(args.backend, SandboxConfig(workspace_dir=ws))
+            await sb.start()
             t = time.perf_counter()
-            settle(ws, EndStateCaps().over(initial), keep_links={})
+            await sb.kill_all()
+            await sb.exec(["chmod", "-R", "u+rwX", "/tmp_workspace", "/root"])
+            scrub = ["python3", "-I", "-S", "-c", OLD_SCRUB, "/tmp_workspace", "/tmp_workspace/gt"]
+            await sb.exec(scrub)
+            saved.append((time.perf_counter() - t) * 1000)
+            await sb.stop()
+            t = time.perf_counter()
+            scan(ws, known=initial.files)
+            manifests.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            settle(ws, EndStateCaps().over(initial), keep_links={}, known=initial.files)
             settles.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
             channel = await HarnessChannel(base / f"ch{i}", "/run/clawrig-verdict").open()
             await channel.close()
             channels.append((time.perf_counter() - t) * 1000)
         show(f"sandbox start+stop ({args.backend})", starts)
-        show(f"old manifest walk ({args.files} x {args.kb} KB)", manifests)
+        show(f"listing the end state ({args.files} x {args.kb} KB)", manifests)
         show(f"settle ({args.files} x {args.kb} KB)", settles)
         show("verdict channel open+close", channels)
+        show("saved: kill_all + chmod -R + gt scrub", saved)
         extra = [
-            s + (st - m) + c
-            for s, st, m, c in zip(starts, settles, manifests, channels, strict=True)
+            s + (st - m) + c - v
+            for s, st, m, c, v in zip(starts, settles, manifests, channels, saved, strict=True)
         ]
-        show("clean room extra per trial", extra)
-        show(
-            "  of which beside the sandbox start",
-            [e - s for e, s in zip(extra, starts, strict=True)],
-        )
+        beside = [e - s for e, s in zip(extra, starts, strict=True)]
+        show("clean room net extra per trial", extra)
+        show("  of which beside the sandbox start", beside)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
