@@ -88,11 +88,11 @@ async def test_results_linked_to_the_root_does_not_void_the_trial(attack, make_t
 
 async def test_a_workspace_deeper_than_the_cap_is_the_agents_zero(attack, make_task):
     task = make_task()
-    deep = "/".join(["d"] * 80)
+    deep = "/".join(["d"] * 140)
     result, _ = await attack(task, f"mkdir -p {deep} results && echo SECRET > results/out.txt")
     assert_counted_zero(result)
     assert result.error is not None and result.error.phase == "collect"
-    assert "deeper than 64 folders" in result.error.message
+    assert "more than 128 folders deep" in result.error.message
 
 
 async def test_a_grader_that_cannot_load_is_a_grading_error_not_the_agents(attack, make_task):

@@ -116,8 +116,6 @@ from clawrig.web.service import WebService, web_session
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
 """Bytes of changed files kept in a trial folder's ``end_state/`` (and of ``task_output/``)."""
-END_STATE_CAPS = EndStateCaps()
-"""Caps on the end state beyond the task's initial workspace (:func:`settle`)."""
 AUDIT_DEST = "/run/clawrig-audit"
 """Where the services' audit channel is bound in the agent's sandbox (sealed before it runs)."""
 VERDICT_DEST = "/run/clawrig-verdict"
@@ -172,8 +170,17 @@ DISK_RESERVE_BYTES = 16 * 1024**2
 DISK_RESERVE_INODES = 256
 """What the agent must leave free on its disk (:meth:`Trial.check_disk`): the harness writes
 the transcript there after the agent. Less free is the agent's error."""
-MANIFEST_CAPS = EndStateCaps(max_depth=128, max_entries=100_000, max_path_bytes=4096)
-"""What the harness lists of a task's initial workspace (more is a setup error)."""
+MANIFEST_MAX_ENTRIES = 100_000
+"""Entries (files, folders, links, others) the harness lists in a workspace; more is an agent
+error after the agent ran (a setup error in a task's initial workspace)."""
+MANIFEST_MAX_DEPTH = 128
+"""Folder depth the harness lists in a workspace; deeper is handled like too many entries."""
+
+
+def manifest_caps() -> EndStateCaps:
+    """The caps of every listing of a workspace (:data:`MANIFEST_MAX_ENTRIES`,
+    :data:`MANIFEST_MAX_DEPTH`; :class:`EndStateCaps` for paths and bytes)."""
+    return EndStateCaps(max_depth=MANIFEST_MAX_DEPTH, max_entries=MANIFEST_MAX_ENTRIES)
 
 
 def _manifest(
@@ -182,8 +189,8 @@ def _manifest(
     """Relative path -> ``"<size>:<sha256>"`` of every regular file under ``root`` (links not
     followed, FIFOs and devices skipped; :func:`clawrig.sandbox.endstate.scan`, with ``known``
     and ``deadline`` as there). Raises :class:`clawrig.errors.AgentFault` past
-    :data:`MANIFEST_CAPS` or the deadline."""
-    return scan(root, caps=MANIFEST_CAPS, known=known, deadline=deadline).files
+    :func:`manifest_caps` or the deadline."""
+    return scan(root, caps=manifest_caps(), known=known, deadline=deadline).files
 
 
 def _copy_changed(ws: Path, before: dict[str, str], after: EndState, dest: Path) -> list[str]:
@@ -714,7 +721,7 @@ class Trial:
             ) from None
         try:
             self.initial = await asyncio.to_thread(
-                functools.partial(scan, self.workspace, caps=MANIFEST_CAPS)
+                functools.partial(scan, self.workspace, caps=manifest_caps())
             )
         except AgentFault as exc:  # the task's own files, before any agent
             raise SetupError(f"the task's initial workspace: {exc}") from None
@@ -930,7 +937,7 @@ class Trial:
         """Phase 4: the agent's sandbox stopped (every process in it ends), its service audits
         taken from what the harness recorded as it happened, the transcript chosen, and the
         workspace settled into inert data on the host side (:func:`settle`: regular files and
-        folders only, within :data:`END_STATE_CAPS`), the changed files copied to
+        folders only, within :func:`manifest_caps`), the changed files copied to
         ``end_state/``. Raises :class:`EndStateRejected` (an agent error) over a cap."""
         self.mark("kill")
         box, task = self.box, self.task
@@ -957,7 +964,7 @@ class Trial:
                 self.transcript.messages[:] = []
                 self.log("transcript: the gateway recorded no answered model call of the agent")
         self.transcript_text = dumps_openclaw_jsonl(self.transcript)
-        caps = END_STATE_CAPS.over(self.initial)
+        caps = manifest_caps().over(self.initial)
         try:
             state = await asyncio.to_thread(
                 functools.partial(
@@ -1135,7 +1142,7 @@ class Trial:
                 functools.partial(
                     settle,
                     self.workspace,
-                    END_STATE_CAPS.over(self.initial),
+                    manifest_caps().over(self.initial),
                     keep_links=self.initial.links,
                     hash_files=False,
                 )

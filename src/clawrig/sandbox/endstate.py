@@ -51,18 +51,19 @@ class EndStateCaps:
     workspace; ``max_path_bytes``: a relative path's length in bytes; ``max_entries``: files,
     folders, links and others together; ``max_bytes``: the regular files' sizes summed."""
 
-    max_depth: int = 64
+    max_depth: int = 128
     max_path_bytes: int = 2048
-    max_entries: int = 200_000
+    max_entries: int = 100_000
     max_bytes: int = 8 * 1024**3
 
     def over(self, initial: EndState) -> EndStateCaps:
-        """These caps on top of what the task's initial workspace already holds."""
+        """These caps, raised where the task's initial workspace alone comes near them (room
+        for the agent beyond what the task shipped)."""
         return EndStateCaps(
             max_depth=max(self.max_depth, initial.depth + 8),
             max_path_bytes=max(self.max_path_bytes, initial.longest_path + 256),
-            max_entries=self.max_entries + initial.entries,
-            max_bytes=self.max_bytes + initial.bytes,
+            max_entries=max(self.max_entries, 2 * initial.entries),
+            max_bytes=max(self.max_bytes, 2 * initial.bytes),
         )
 
 
@@ -149,7 +150,8 @@ def _walk(
                     if caps is not None:
                         if out.entries > caps.max_entries:
                             raise EndStateRejected(
-                                f"the workspace holds more than {caps.max_entries} entries"
+                                f"the workspace holds more than {caps.max_entries} files and "
+                                "folders"
                             )
                         if len(child) > caps.max_path_bytes:
                             raise EndStateRejected(
@@ -200,7 +202,10 @@ def _walk(
                 continue
             name = subdirs.pop()
             if caps is not None and depth + 1 > caps.max_depth:
-                raise EndStateRejected(f"the workspace is deeper than {caps.max_depth} folders")
+                raise EndStateRejected(
+                    f"the workspace is more than {caps.max_depth} folders deep "
+                    f"({os.fsdecode(rel)[:200]})"
+                )
             out.depth = max(out.depth, depth + 1)
             pending.append(
                 (
