@@ -332,8 +332,8 @@ class NodeWorker:
             with open(TrialPaths(folder).agent_log, "a", encoding="utf-8") as log:
                 log.write(NODE_LOG_LINE.format(node_id=self.node_id()) + "\n")
             packed = pack_folder(folder)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        finally:  # the node's copy goes while the folder travels (not on the trial's path)
+            asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, folder, True)
         return result.model_dump_json(), folder.name, packed
 
 
