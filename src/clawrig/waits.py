@@ -7,8 +7,10 @@ congestion, not the agent's work: :class:`WaitClock` sums them per kind into the
 and moves the agent phase's deadline (an :func:`asyncio.timeout`) later by each wait that
 happens while the agent runs, so the task's time limit measures the agent.
 
-The runner sets the trial's clock in a context variable (:func:`WaitClock.current`); code deep
-in the stack takes a slot with :func:`slot`, which is a plain ``async with sem`` outside a trial.
+While the agent runs, the event loop's own lateness counts too (:func:`watch_loop`: the harness
+too busy to serve the trial). The runner sets the trial's clock in a context variable
+(:func:`WaitClock.current`); code deep in the stack takes a slot with :func:`slot`, which is a
+plain ``async with sem`` outside a trial.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import AsyncIterator, Callable
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from clawrig.spec.trial import HarnessWaits
 
@@ -63,6 +66,20 @@ class WaitClock:
     def uninstall(token: contextvars.Token[WaitClock | None]) -> None:
         """Undo :meth:`install`."""
         _CURRENT.reset(token)
+
+    def charge(self, kind: str, seconds: float) -> None:
+        """A wait that already happened (``seconds`` of ``kind``, e.g. the event loop too busy to
+        serve the trial: :func:`watch_loop`): recorded, and every deadline of the trial moved
+        by it. Skipped while a slot wait is in progress (its deadlines are suspended; that
+        wait covers the time)."""
+        if seconds <= 0 or self._active:
+            return
+        setattr(self.waits, kind, getattr(self.waits, kind) + seconds)
+        self.paused_s += seconds
+        for t in [*self.moved, *([self.deadline] if self.deadline is not None else [])]:
+            when = t.when()
+            if when is not None and not t.expired():
+                t.reschedule(when + seconds)
 
     def _begin(self) -> None:
         self._active += 1
@@ -132,3 +149,43 @@ async def slot(
         yield
     finally:
         sem.release()
+
+
+LAG_TICK_S = 0.1
+"""How often :func:`watch_loop` looks at the event loop (seconds)."""
+LAG_MIN_S = 0.05
+"""Lateness of one look below which the loop counts as serving trials on time (seconds)."""
+_WATCHED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[WaitClock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@contextlib.contextmanager
+def watch_loop(clock: WaitClock) -> Iterator[None]:
+    """While the body runs, the event loop's lateness is a harness wait (``loop``) of
+    ``clock``: one watcher task per loop wakes every :data:`LAG_TICK_S` and charges how late it
+    woke (beyond :data:`LAG_MIN_S`) to every watched clock (:meth:`WaitClock.charge`). A
+    harness too busy to attend to a trial (hundreds of trials on a few cores) then does not
+    use up the trial's time limit."""
+    loop = asyncio.get_running_loop()
+    clocks = _WATCHED.get(loop)
+    if clocks is None:
+        clocks = _WATCHED[loop] = set()
+    if not clocks:
+        loop.create_task(_watch(clocks), name="clawrig-loop-watch")
+    clocks.add(clock)
+    try:
+        yield
+    finally:
+        clocks.discard(clock)
+
+
+async def _watch(clocks: set[WaitClock]) -> None:
+    loop = asyncio.get_running_loop()
+    while clocks:
+        before = loop.time()
+        await asyncio.sleep(LAG_TICK_S)
+        late = loop.time() - before - LAG_TICK_S
+        if late > LAG_MIN_S:
+            for clock in list(clocks):
+                clock.charge("loop", late)

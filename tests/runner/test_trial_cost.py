@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Literal
 
 import pytest
 
+from clawrig import waits
 from clawrig.cli.run import waits_line
 from clawrig.errors import SandboxDied
 from clawrig.grading.aggregate import job_summary
@@ -25,7 +27,7 @@ from clawrig.sandbox.workspace import inject_gt
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat, Workspace
 from clawrig.spec.trial import HarnessWaits, TrialResult
-from clawrig.testing.scripted_server import reply
+from clawrig.testing.scripted_server import call, reply
 
 pytestmark = pytest.mark.sandbox
 
@@ -193,3 +195,47 @@ async def test_a_sandbox_stop_postponed_by_a_harness_wait(tmp_path):
     finally:
         for box in boxes:
             await box.stop()
+
+
+class Stall(asyncio.Semaphore):
+    """A free one-place semaphore (the provider's slot) that, when the agent first asks for it,
+    stalls the event loop ``chunks`` times for ``chunk_s`` seconds, 0.05 s apart (a harness too
+    busy to serve the trial, as hundreds of other trials' work would make it)."""
+
+    def __init__(self, chunks: int, chunk_s: float) -> None:
+        super().__init__(1)
+        self.chunks, self.chunk_s, self.started = chunks, chunk_s, False
+
+    async def acquire(self) -> Literal[True]:
+        if not self.started:
+            self.started = True
+            loop = asyncio.get_running_loop()
+            for n in range(self.chunks):
+                loop.call_later(0.1 + n * (self.chunk_s + 0.05), time.sleep, self.chunk_s)
+        return await super().acquire()
+
+
+async def test_a_busy_harness_loop_is_not_held_against_the_agent(scripted_server, tmp_path):
+    """The agent (time limit 5 s) makes 4 exec calls and answers, its model taking 0.3 s a
+    reply (1.5 s); meanwhile the harness's event loop is stalled 8 times for 0.75 s (6 s in
+    all): the agent still finishes, and its phase less the trial's ``loop`` wait is within the
+    limit."""
+    turns = [reply(tool_calls=[call("exec", {"command": "echo hi"})], delay=0.3)] * 4
+    srv = scripted_server([reply("warm"), *turns, reply("done", delay=0.3)])
+    model = srv.chat_model("scripted/agent", max_concurrency=1)
+    await model.chat([{"role": "user", "content": "hi"}])  # its client made before the clock runs
+    stall = Stall(8, 0.75)
+    llm_client._SEMAPHORES.setdefault(asyncio.get_running_loop(), {})["scripted"] = stall
+    task = task_with(PROBE).model_copy(update={"timeout_seconds": 5.0})
+    result, _ = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/agent"),
+        tmp_path,
+        services=TrialServices(model=model),
+    )
+    assert result.error is None, result.error
+    assert result.stop_reason == "final_answer", (result.waits, result.timings)
+    assert result.tool_calls == 4
+    # the time the agent had beyond its waits was within its limit
+    assert result.waits.loop > 1.0, result.waits
+    assert result.timings["agent"] - result.waits.loop <= 5.0 + waits.LAG_TICK_S

@@ -438,7 +438,7 @@ def waits_line(summary: dict[str, Any]) -> str | None:
         return None
     kinds = [
         f"{kind.replace('_', ' ')} {waits[kind]['median_s']:.2f}/{waits[kind]['max_s']:.2f}"
-        for kind in ("sandbox_start", "grading", "model")
+        for kind in ("sandbox_start", "grading", "model", "loop")
         if (waits.get(kind) or {}).get("max_s")
     ]
     return (

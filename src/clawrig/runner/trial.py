@@ -111,7 +111,7 @@ from clawrig.transcript import (
     openclaw_entries_from_jsonl,
     to_formatted_dialog,
 )
-from clawrig.waits import WaitClock, slot
+from clawrig.waits import WaitClock, slot, watch_loop
 from clawrig.web.service import WebService, web_session
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
@@ -901,7 +901,8 @@ class Trial:
         try:
             async with asyncio.timeout(agent_time) as deadline:
                 self.clock.deadline = deadline
-                outcome = await agent.run(ctx)
+                with watch_loop(self.clock):  # and by the harness's busy event loop
+                    outcome = await agent.run(ctx)
             result.stop_reason = outcome.stop_reason
             result.turns, result.tool_calls = outcome.turns, outcome.tool_calls
         except TimeoutError:

@@ -159,6 +159,7 @@ class WaitsSummary(BaseModel):
     sandbox_start: WaitStat = Field(default_factory=WaitStat)
     grading: WaitStat = Field(default_factory=WaitStat)
     model: WaitStat = Field(default_factory=WaitStat)
+    loop: WaitStat = Field(default_factory=WaitStat)
 
 
 class DataCheck(BaseModel):

@@ -86,17 +86,20 @@ class Score(BaseModel):
 
 class HarnessWaits(BaseModel):
     """Seconds a trial waited on the harness, none of them counted toward its time limits
-    (:mod:`clawrig.waits`): for a sandbox-start slot, a grading slot, and a model-request slot
-    (a provider's ``max_concurrency``; the agent's deadline moved later by these)."""
+    (:mod:`clawrig.waits`): for a sandbox-start slot, a grading slot, a model-request slot (a
+    provider's ``max_concurrency``), and the harness's busy event loop while the agent ran
+    (the agent's deadline moved later by these)."""
 
     sandbox_start: float = 0.0
     grading: float = 0.0
     model: float = 0.0
+    loop: float = 0.0
+    """While the agent ran: the harness's event loop too busy to serve the trial."""
 
     @property
     def total(self) -> float:
         """The sum of the waits (seconds)."""
-        return self.sandbox_start + self.grading + self.model
+        return self.sandbox_start + self.grading + self.model + self.loop
 
 
 class TrialResult(BaseModel):
