@@ -31,6 +31,8 @@ def _closed_port() -> int:
         (["--executor", "ray", "--ray-address", "nohost"], "--ray-address: 'nohost' is not"),
         (["--executor", "ray", "--ray-address", "127.0.0.1:{port}"], "no Ray cluster answers"),
         (["--executor", "ray", "--web", "live"], "--web live: not supported with --executor ray"),
+        (["--ray-address", "10.0.0.1:6379"], "--ray-address: only with --executor ray"),
+        (["--slots-per-node", "2"], "--slots-per-node: only with --executor ray"),
     ],
 )
 def test_bad_ray_options_are_one_line_and_exit_2(tmp_path, extra, expected):

@@ -99,6 +99,13 @@ def check_config(config: JobConfig) -> list[str]:
         from clawrig.runner.executors.ray import config_problems
 
         problems += config_problems(config)
+    else:  # a cluster option without the cluster would silently run here, on this machine
+        for option, value in (
+            ("--ray-address", config.ray_address),
+            ("--slots-per-node", config.slots_per_node),
+        ):
+            if value is not None:
+                problems.append(f"{option}: only with --executor ray (this job runs locally)")
     return problems
 
 

@@ -104,20 +104,23 @@ def address_problem(address: str | None, timeout_s: float = 5.0) -> str | None:
 
 def config_problems(job: JobConfig) -> list[str]:
     """What ``--executor ray`` cannot run (one line each): a missing Ray, an address nothing
-    answers at, ``--replay``, ``--web`` other than off."""
+    answers at, ``--replay``, ``--web`` other than off. The options are checked first: Ray
+    (seconds to import) and the address only when they are fine."""
     problems = []
-    try:
-        import_ray()
-    except UserError as exc:
-        problems.append(str(exc))
-    if problem := address_problem(job.ray_address):
-        problems.append(problem)
     if job.replay is not None:
         problems.append("--replay: not supported with --executor ray (run it with local)")
     if job.trial.web not in ("off", ""):
         problems.append(
             f"--web {job.trial.web}: not supported with --executor ray (only --web off)"
         )
+    if problems:
+        return problems
+    if problem := address_problem(job.ray_address):
+        return [problem]
+    try:
+        import_ray()
+    except UserError as exc:
+        problems.append(str(exc))
     return problems
 
 
