@@ -72,7 +72,10 @@ def test_layout_of_an_exported_task(exported):
     assert meta["version"] == "1.0"
     assert meta["agent"]["timeout_sec"] == task.timeout_seconds
     assert meta["verifier"]["timeout_sec"] == task.grader.timeout_seconds
-    assert meta["environment"]["allow_internet"] is False
+    # the recorded agent of 000015 had web_search/web_fetch: the task allows the web (--web on)
+    datapoint = json.loads((DEMO / "datapoints" / "000015.json").read_text())
+    tools = {t["function"]["name"] for t in datapoint["tool_schema"]}
+    assert meta["environment"]["allow_internet"] is bool({"web_search", "web_fetch"} & tools)
     assert meta["metadata"]["clawrig_task_id"] == "000015"
     docker = (folder / "environment" / "Dockerfile").read_text().splitlines()
     assert docker == ["FROM python:3.11-slim", "COPY workspace/ /tmp_workspace/",
