@@ -100,12 +100,12 @@ def check_config(config: JobConfig) -> list[str]:
 
         problems += config_problems(config)
     else:  # a cluster option without the cluster would silently run here, on this machine
-        for option, value in (
+        for flag, given in (
             ("--ray-address", config.ray_address),
             ("--slots-per-node", config.slots_per_node),
         ):
-            if value is not None:
-                problems.append(f"{option}: only with --executor ray (this job runs locally)")
+            if given is not None:
+                problems.append(f"{flag}: only with --executor ray (this job runs locally)")
     return problems
 
 

@@ -222,16 +222,18 @@ def _walk(
     if change:
         # the harness's own names go whatever the agent put there (settled above: plain
         # folders and files within the caps, so removing them cannot recurse too deep)
-        for name in TOP_LEVEL_DROPPED:
-            p = root / name
+        for harness_name in TOP_LEVEL_DROPPED:
+            p = root / harness_name
             if os.path.lexists(p):
-                out.dropped[name] = "top-level"
+                out.dropped[harness_name] = "top-level"
                 shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-                prefix = name + "/"
+                prefix = harness_name + "/"
                 out.files = {
-                    k: v for k, v in out.files.items() if k != name and not k.startswith(prefix)
+                    k: v
+                    for k, v in out.files.items()
+                    if k != harness_name and not k.startswith(prefix)
                 }
-                out.dirs = [d for d in out.dirs if d != name and not d.startswith(prefix)]
+                out.dirs = [d for d in out.dirs if d != harness_name and not d.startswith(prefix)]
     return out
 
 
