@@ -37,7 +37,8 @@ GRADER_DIR = "/run/clawrig/grader"
 _RUNNER = r"""
 import json, sys, os, traceback
 src_path, origin = sys.argv[1], sys.argv[2]
-transcript_path, verdict_path = sys.argv[3], sys.argv[4]
+transcript_path = sys.argv[3]
+verdict_path = sys.argv[4] if len(sys.argv) > 4 else ""  # none: stdout only (Harbor's tests)
 channel = None
 if verdict_path:
     # before any grader code: nothing else in this sandbox can reach our descriptors (not
