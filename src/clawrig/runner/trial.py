@@ -805,7 +805,8 @@ class Trial:
 
     async def _start_sandbox(self, binds: list[Bind], env: dict[str, str]) -> Sandbox:
         """Start a sandbox of this trial: its workspace folder, the plan's limits, the system
-        (environment and warm snapshot) :meth:`sandbox_up` prepared. Raises SandboxError."""
+        (environment and warm snapshot) :meth:`sandbox_up` prepared; it becomes
+        :attr:`sandbox`. Raises SandboxError."""
         box = create_sandbox(
             self.config.sandbox,
             SandboxConfig(
@@ -817,6 +818,7 @@ class Trial:
                 **self.system.sandbox_fields(),  # type: ignore[union-attr]
             ),
         )
+        self.sandbox = box  # stopped by close() even when cancelled while it starts
         async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
             await box.start()
         if box.root_is_host_root:
