@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -116,13 +117,14 @@ async def test_put_dir_and_get_dir_round_trip(make_sandbox, backend, tmp_path: P
 
 async def test_kill_all_leaves_only_the_supervisor(make_sandbox, backend):
     sb = await make_sandbox(backend)
+    tag = f"{os.getpid()}{time.monotonic_ns() % 10**6:06d}"  # local sees the host's processes
     for i in range(3):
-        await sb.spawn(f"sleep 40{i}")
-    await sb.exec("(setsid sleep 409 &) ; true")
+        await sb.spawn(f"sleep 40{i}.{tag}")
+    await sb.exec(f"(setsid sleep 409.{tag} &) ; true")
     killed = await sb.kill_all()
     assert killed >= 4
     ps = await sb.exec("ps -eo args")
-    assert not any(f"sleep 40{i}" in ps.stdout for i in range(10))
+    assert tag not in ps.stdout
     assert (await sb.exec("echo alive")).stdout == "alive\n"
 
 

@@ -209,6 +209,38 @@ async def test_fork_bomb_is_contained(make_sandbox, isolated):
     assert int(left.stdout) < 10
 
 
+async def test_a_sandbox_held_at_its_process_cap_refuses_commands_and_still_answers(
+    make_sandbox, isolated
+):
+    """Processes that keep the sandbox at its cap leave the supervisor no thread for a new
+    request: that request fails with EAGAIN, and the supervisor does not die (a dead one would
+    end the trial as a sandbox fault the agent caused)."""
+    import errno
+
+    sb = await make_sandbox(isolated, max_processes=24)
+    refill = (
+        "import os, time\n"
+        "while True:\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(120)\n"
+        "            os._exit(0)\n"
+        "    except OSError:\n"
+        "        time.sleep(0.005)\n"
+    )
+    await sb.spawn(["python3", "-c", refill])
+    refused: list[OSError] = []
+    for _ in range(200):
+        try:
+            await sb.exec("true", timeout_s=5)
+        except OSError as exc:
+            refused.append(exc)
+            if len(refused) == 3:
+                break
+        await asyncio.sleep(0.02)
+    assert [e.errno for e in refused] == [errno.EAGAIN] * 3
+
+
 async def test_memory_limit_holds(make_sandbox, isolated):
     sb = await make_sandbox(isolated, memory_bytes=256 * 1024**2)
     r = await sb.exec(

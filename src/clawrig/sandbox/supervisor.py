@@ -19,6 +19,7 @@ only) translates in-sandbox path prefixes to host folders for file operations an
 
 import binascii
 import collections
+import errno
 import json
 import os
 import signal
@@ -209,20 +210,65 @@ def op_ping(req):
     return {"pid": os.getpid()}
 
 
+def _start_thread(target, *args):
+    """Start a daemon thread; a sandbox at its process cap (threads count against it) gives
+    OSError(EAGAIN) for this request instead of ending the supervisor."""
+    try:
+        threading.Thread(target=target, args=args, daemon=True).start()
+    except RuntimeError:
+        raise OSError(errno.EAGAIN, "the sandbox's process limit is reached") from None
+
+
+def _close(*fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def op_exec(req):
     marker = "%d-%d" % (os.getpid(), req["id"])
     limit = int(req.get("limit") or 262144)
     merge = bool(req.get("merge"))
     stdin_data = _b64decode(req["stdin"]) if req.get("stdin") is not None else None
     start = time.monotonic()
+    out_cap, err_cap = _Capture(limit), _Capture(limit)
+    out_done, err_done = threading.Event(), threading.Event()
+    # The pipes and their threads exist before the command does: a command that forks up to the
+    # sandbox's process cap at once must not leave this request without its readers.
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe() if not merge else (-1, -1)
+    in_r, in_w = os.pipe() if stdin_data is not None else (-1, -1)
+    out_f = os.fdopen(out_r, "rb", 0)
+    err_f = os.fdopen(err_r, "rb", 0) if not merge else None
+    try:
+        _start_thread(_reader, out_f, out_cap, out_done)
+        if err_f is not None:
+            _start_thread(_reader, err_f, err_cap, err_done)
+        else:
+            err_done.set()
+        if stdin_data is not None:
+
+            def feed():
+                try:
+                    with os.fdopen(in_w, "wb") as w:
+                        w.write(stdin_data)
+                except OSError:
+                    pass
+
+            _start_thread(feed)
+    except OSError:
+        _close(out_w, err_w, in_r, in_w)
+        raise
     try:
         p = subprocess.Popen(
             _argv(req["cmd"]),
             cwd=_host(req.get("cwd")) or None,
             env=_env(req.get("env"), marker),
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+            stdin=in_r if stdin_data is not None else subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=subprocess.STDOUT if merge else err_w,
             start_new_session=True,
             close_fds=True,
         )
@@ -235,25 +281,10 @@ def op_exec(req):
             "truncated": False,
             "duration": 0.0,
         }
+    finally:  # the child holds its own copies (or never started): the readers end at its EOF
+        _close(out_w, err_w, in_r)
     with _procs_lock:
         _running[req["id"]] = (p, marker)
-    out_cap, err_cap = _Capture(limit), _Capture(limit)
-    out_done, err_done = threading.Event(), threading.Event()
-    threading.Thread(target=_reader, args=(p.stdout, out_cap, out_done), daemon=True).start()
-    if not merge:
-        threading.Thread(target=_reader, args=(p.stderr, err_cap, err_done), daemon=True).start()
-    else:
-        err_done.set()
-    if stdin_data is not None:
-
-        def feed():
-            try:
-                p.stdin.write(stdin_data)
-                p.stdin.close()
-            except OSError:
-                pass
-
-        threading.Thread(target=feed, daemon=True).start()
     timeout = req.get("timeout")
     timed_out = False
     try:
@@ -268,10 +299,10 @@ def op_exec(req):
     # A background grandchild may hold the pipes open: give readers a short grace, then stop.
     out_done.wait(0.1 if not timed_out else 0.5)
     err_done.wait(0.05)
-    for s in (p.stdout, p.stderr):
-        if s is not None:
+    for f in (out_f, err_f):
+        if f is not None:
             try:
-                s.close()
+                f.close()
             except OSError:
                 pass
     out, t1 = out_cap.result()
@@ -382,7 +413,6 @@ READ_CAP = 256 * 1024 * 1024
 def _open_regular(path, flags, mode=0o644):
     """Open without blocking and refuse anything but a regular file: a FIFO, a device or a
     socket planted where the harness reads or writes must not hang or flood it."""
-    import errno
     import stat
 
     fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
@@ -564,8 +594,6 @@ def _serve(req):
         if isinstance(exc, (ValueError, TypeError)) and req.get("op") in _ARG_OPS:
             # bad arguments from the model (a NUL byte in a path or command ...): an OS-level
             # "invalid argument" for this call, not a failure of the sandbox
-            import errno
-
             exc = OSError(errno.EINVAL, "invalid argument: %s" % exc)
         err = {"type": type(exc).__name__, "message": str(exc)}
         if isinstance(exc, OSError) and exc.errno is not None:
@@ -619,7 +647,11 @@ def main(argv):
         if req.get("op") in ("ping", "poll", "log", "cancel"):
             _serve(req)  # cheap ops inline: no thread start cost
         else:
-            threading.Thread(target=_serve, args=(req,), daemon=True).start()
+            try:
+                _start_thread(_serve, req)
+            except OSError as exc:
+                err = {"type": "BlockingIOError", "errno": exc.errno, "message": exc.strerror}
+                _send({"id": req.get("id"), "ok": False, "error": err})
     os._exit(0)
 
 
