@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
 import uvicorn
+
+from clawrig.sandbox.base import Bind
 
 
 def tcp_listener(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -97,3 +103,119 @@ async def pipe_streams(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
             if writer.can_write_eof():
                 writer.write_eof()
     return total
+
+
+REFUSED_REPLY = b"HTTP/1.1 503 Too Many Connections\r\nConnection: close\r\n\r\n"
+
+
+class SandboxSocketServer:
+    """A unix socket the harness serves for one sandbox: it lives in a fresh host folder (with
+    ``files`` copied beside it, e.g. the in-sandbox forwarder script) that is bound read-only at
+    ``sandbox_dir`` inside the sandbox. At most ``max_connections`` connections are handled at
+    once; more get ``503`` and are counted in :attr:`refused` (never a log line each), so one
+    sandbox cannot exhaust the harness's file descriptors.
+
+    Subclasses implement :meth:`handle` (one connection; exceptions and cancellation end only
+    that connection). ``await start()`` (or ``async with``) in the event loop that serves it;
+    :meth:`stop` closes every open connection and removes the folder (idempotent).
+    ``head_limit``: the stream reader's buffer limit (bytes) for ``readline``/``readuntil``.
+    """
+
+    def __init__(
+        self,
+        *,
+        socket_name: str,
+        sandbox_dir: str,
+        prefix: str,
+        files: dict[str, Path] | None = None,
+        max_connections: int = 64,
+        head_limit: int | None = None,
+    ) -> None:
+        self.socket_name = socket_name
+        self.sandbox_dir = sandbox_dir
+        self.prefix = prefix
+        self.files = dict(files or {})
+        self.max_connections = max_connections
+        self.head_limit = head_limit
+        self.folder: Path | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.refused = 0
+        """Connections refused because ``max_connections`` were open."""
+
+    @property
+    def socket_path(self) -> Path:
+        if self.folder is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self.folder / self.socket_name
+
+    def sandbox_binds(self) -> list[Bind]:
+        """The read-only bind that makes the socket (and ``files``) reachable in a sandbox."""
+        if self.folder is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return [Bind(source=self.folder, dest=self.sandbox_dir, read_only=True)]
+
+    async def start(self) -> Self:
+        """Create the folder, copy ``files`` in and listen. Idempotent."""
+        if self._server is not None:
+            return self
+        self.folder = Path(tempfile.mkdtemp(prefix=self.prefix))
+        os.chmod(self.folder, 0o755)  # sandboxes may run as another host uid
+        for name, source in self.files.items():
+            shutil.copyfile(source, self.folder / name)
+            os.chmod(self.folder / name, 0o644)
+        self.on_start()
+        kwargs = {} if self.head_limit is None else {"limit": self.head_limit}
+        self._server = await asyncio.start_unix_server(
+            self._accept, path=str(self.socket_path), **kwargs
+        )
+        os.chmod(self.socket_path, 0o666)
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening, close every open connection, remove the folder. Idempotent."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.on_stop()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+    def on_start(self) -> None:
+        """Called by :meth:`start` before listening (the folder exists)."""
+
+    def on_stop(self) -> None:
+        """Called by :meth:`stop` after the last connection ended, before the folder goes."""
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if len(self._tasks) >= self.max_connections:
+            self.refused += 1
+            with contextlib.suppress(Exception):
+                writer.write(REFUSED_REPLY)
+                writer.close()
+            return
+        self._tasks.add(task)
+        try:
+            await self.handle(reader, writer)
+        except (asyncio.CancelledError, ConnectionError, OSError):
+            pass
+        finally:
+            self._tasks.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()

@@ -33,9 +33,6 @@ import contextlib
 import datetime as dt
 import ipaddress
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,8 +40,8 @@ from urllib.parse import urlsplit
 
 from clawrig.egress.policy import NetworkPolicy
 from clawrig.llm.gateway.forwarder import forwarder_script, spawn_forwarder
-from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
-from clawrig.serving import pipe_streams
+from clawrig.sandbox.base import ProcessHandle, Sandbox
+from clawrig.serving import SandboxSocketServer, pipe_streams
 from clawrig.spec.layout import TrialPaths
 
 EGRESS_PORT = 18200
@@ -120,7 +117,7 @@ def _is_public(address: str) -> bool:
         return False
 
 
-class EgressProxy:
+class EgressProxy(SandboxSocketServer):
     """One trial's egress proxy (see the module docs).
 
     ``policy``: the :class:`NetworkPolicy` in force; change it (and ``phase``) between phases,
@@ -137,59 +134,30 @@ class EgressProxy:
         phase: str = "setup",
         resolve: dict[str, str] | None = None,
     ) -> None:
+        super().__init__(
+            socket_name=SOCKET_NAME,
+            sandbox_dir=SANDBOX_EGRESS_DIR,
+            prefix="clawrig-egress-",
+            files={FORWARDER_NAME: forwarder_script()},
+            max_connections=MAX_CONNECTIONS,
+            head_limit=MAX_HEAD_BYTES,
+        )
         self.log_path = Path(log_path)
         self.policy = policy or NetworkPolicy()
         self.phase = phase
         self.resolve = {k.lower(): v for k, v in (resolve or {}).items()}
-        self.folder: Path | None = None
-        self._server: asyncio.AbstractServer | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
         self.records: list[dict[str, Any]] = []
         """The logged records (at most :data:`MAX_LOG_RECORDS`), as in ``egress.jsonl``."""
         self.unlogged = 0
         """Connections past the log's cap (counted, not logged)."""
         self._log_bytes = 0
-        self.refused_busy = 0
-        """Connections refused because :data:`MAX_CONNECTIONS` were open."""
 
-    @property
-    def socket_path(self) -> Path:
-        if self.folder is None:
-            raise RuntimeError("the egress proxy is not started")
-        return self.folder / SOCKET_NAME
-
-    def sandbox_binds(self) -> list[Bind]:
-        """The read-only bind that makes the proxy reachable from a sandbox."""
-        if self.folder is None:
-            raise RuntimeError("the egress proxy is not started")
-        return [Bind(source=self.folder, dest=SANDBOX_EGRESS_DIR, read_only=True)]
-
-    async def start(self) -> EgressProxy:
-        """Create the socket folder and listen. Idempotent."""
-        if self._server is not None:
-            return self
-        self.folder = Path(tempfile.mkdtemp(prefix="clawrig-egress-"))
-        os.chmod(self.folder, 0o755)  # sandboxes may run as another host uid
-        shutil.copyfile(forwarder_script(), self.folder / FORWARDER_NAME)
-        os.chmod(self.folder / FORWARDER_NAME, 0o644)
+    def on_start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path.touch()
-        self._server = await asyncio.start_unix_server(
-            self._accept, path=str(self.socket_path), limit=MAX_HEAD_BYTES
-        )
-        os.chmod(self.socket_path, 0o666)
-        return self
 
-    async def stop(self) -> None:
-        """Stop listening, close open tunnels, remove the socket folder; the ``unlogged`` line
-        when connections went past the log's cap. Idempotent."""
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+    def on_stop(self) -> None:
+        """The ``unlogged`` line when connections went past the log's cap."""
         if self.unlogged:
             summary = {
                 "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
@@ -206,35 +174,6 @@ class EgressProxy:
             with open(self.log_path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(summary) + "\n")
             self.unlogged = 0
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
-
-    async def __aenter__(self) -> EgressProxy:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    # -- one connection -------------------------------------------------------------------------
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        if len(self._tasks) >= MAX_CONNECTIONS:
-            with contextlib.suppress(Exception):
-                writer.write(b"HTTP/1.1 503 Too Many Connections\r\nConnection: close\r\n\r\n")
-                writer.close()
-            self.refused_busy += 1
-            return
-        self._tasks.add(task)
-        try:
-            await self._handle(reader, writer)
-        except asyncio.CancelledError:
-            pass
-        finally:
-            self._tasks.discard(task)
-            with contextlib.suppress(Exception):
-                writer.close()
 
     def _log(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False) + "\n"
@@ -247,7 +186,7 @@ class EgressProxy:
         with open(self.log_path, "a", encoding="utf-8") as fh:
             fh.write(line)
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         started = time.monotonic()
         record: dict[str, Any] = {
             "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
