@@ -66,6 +66,8 @@ def responder(request: dict) -> Reply:
             "echo 'A full cache broke the build; clearing it fixed it.'"
             " > /tmp_workspace/results/summary.txt"
         )
+    elif "poem.txt" in first:
+        command = "wc -w < /tmp_workspace/poem.txt > /tmp_workspace/results/words.txt"
     elif "scores.json" in first:
         command = (
             "jq '[.[].points] | add' /tmp_workspace/scores.json > /tmp_workspace/results/total.txt"

@@ -41,8 +41,14 @@ async def test_patterns_suite(scripted_server, tmp_path, monkeypatch, package_in
     monkeypatch.setenv("PIP_INDEX_URL", package_index)  # this machine's pip index
     monkeypatch.setenv("npm_config_registry", npm_registry)  # and npm registry
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-real-key-never-in-a-sandbox")
-    # apt-get needs a writable system: not the host's
-    tasks = [t for t in load_tasks(EXAMPLE / "tasks") if "apt_tool" not in t.id]
+    # apt-get needs a writable system: not the host's; without an environment a WildClawBench
+    # grader gets clawrig's grader environment, which lacks the package the grader-package
+    # task's warmup installs (that task runs on an environment below)
+    tasks = [
+        t
+        for t in load_tasks(EXAMPLE / "tasks")
+        if "apt_tool" not in t.id and "grader_package" not in t.id
+    ]
     srv = scripted_server(responder=responder)
     judge_srv = scripted_server(responder=judge)
     job = JobConfig(
@@ -124,7 +130,9 @@ async def test_patterns_suite_on_an_environment_twice(
 ):
     """Every task but the npm one (``base`` has no node) twice (``--runs 2``) on the base
     environment: pip and apt-get install into the writable system once, in a warm snapshot;
-    the other run of the task starts from it (same snapshot, no install traffic)."""
+    the other run of the task starts from it (same snapshot, no install traffic). The
+    grader-package task's grader imports the package its warmup installed (on the system's
+    python3 with the snapshot, in the clean room): its score comes from that package."""
     monkeypatch.setenv("PIP_INDEX_URL", package_index)
     tasks = [t for t in load_tasks(EXAMPLE / "tasks") if "npm_tool" not in t.id]
     srv = scripted_server(responder=responder)
@@ -150,7 +158,7 @@ async def test_patterns_suite_on_an_environment_twice(
             for r in results.values()
             if r["versions"].get("warm_snapshot")
         }
-        assert len(results) == 8
+        assert len(results) == 10
         for folder, r in results.items():
             assert r["error"] is None and r["score"]["score"] == 1.0, (
                 folder,
@@ -170,6 +178,15 @@ async def test_patterns_suite_on_an_environment_twice(
                 setups.append({e["host"] for e in records if e["phase"] == "setup"})
             assert sorted(setups, key=len) == [set(), hosts], setups
         assert summary["tasks"] and all(row["score"] == 1.0 for row in summary["tasks"])
+        # the grader-package task: the poem's word count as the warmup's package counts it
+        poem = EXAMPLE / "workspace/05_Creative_Synthesis/task_6_grader_package/gt/poem.txt"
+        for folder in (f for f in results if "grader_package" in f.parent.name):
+            words = (folder / "task_output" / "words.txt").read_text().strip()
+            assert words == str(len(poem.read_text().split())) == "30"
+            assert json.loads((folder / "score.json").read_text())["subscores"] == {
+                "word_count": 1.0,
+                "overall_score": 1.0,
+            }
     finally:
         if on_base == "docker":
             for key in keys:

@@ -235,7 +235,8 @@ async def test_grader_env_is_there_for_grading_only(
         assert score.score is None
         assert score.error == (
             "grader crashed: grader needs the Python module 'iniconfig': add it to the suite's "
-            "grader requirements (requirements.txt beside the tasks) "
+            "grader requirements (requirements.txt beside the tasks; for a WildClawBench "
+            "grader on an environment, to the task's warmup or the environment) "
             "(ModuleNotFoundError: No module named 'iniconfig')"
         )
         # grading phase: the same running sandbox now sees the environment

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import re
 
+from clawrig.env.pymodules import requirement_modules
 from clawrig.runner.fidelity_checks import (
     check_judge,
     check_workspace_data,
-    import_names,
     note_grader_imports,
     note_judge,
 )
@@ -70,11 +70,11 @@ def test_grader_imports_the_environment_lacks(wildclaw_task, task_sections, benc
     assert note_grader_imports(load_tasks(bench_root), _config(bench_root)) == []
 
 
-def test_import_names():
-    assert import_names("Pillow==13.0.0") == ["PIL"]
-    assert import_names("PyYAML>=6") == ["yaml"]
-    assert import_names("python_docx") == ["docx"]
-    assert import_names("some-package[extra]==1") == ["some_package"]
+def test_requirement_modules():
+    assert requirement_modules("Pillow==13.0.0") == ["PIL"]
+    assert requirement_modules("PyYAML>=6") == ["yaml"]
+    assert requirement_modules("python_docx") == ["docx"]
+    assert requirement_modules("some-package[extra]==1") == ["some_package"]
 
 
 def test_upstream_default_judge(wildclaw_task, task_sections, bench_root, dataclaw_real):

@@ -141,3 +141,16 @@ def load_env_spec(ref: str | Path) -> EnvSpec:
 def env_for_format(task_format: str) -> str | None:
     """The shipped environment a task format expects, or None for the host's system."""
     return {"wildclaw": "wildclaw", "dataclaw": "dataclaw"}.get(str(task_format))
+
+
+GRADERS_ON_ENVIRONMENT = frozenset({"wildclaw"})
+"""Formats whose graders run on the agent's system, as upstream's do: WildClawBench's
+``grade()`` runs in the task's container with the container's Python, so what the image and
+the warmup installed is importable (shared/reference/upstream-harnesses.md). Other formats'
+graders get their declared grader environment (a ``requirements.txt`` beside the tasks)."""
+
+
+def graders_use_environment(task_format: str) -> bool:
+    """True when ``task_format``'s graders run on the environment's own ``python3`` (with the
+    task's warm snapshot) rather than a grader environment of their own."""
+    return str(task_format) in GRADERS_ON_ENVIRONMENT

@@ -10,6 +10,13 @@
 - a name or a YAML file: that environment, built first when missing (progress shown);
 - ``--image NAME`` (Docker): that local image.
 
+With ``build=False`` (the pre-run checks) nothing is built: a named environment not built yet
+comes back as a choice with its ``spec`` only (no ``rootfs``/``image``).
+
+:func:`grader_on_system` says where a task's grader runs: on the trial's own system
+(``python3`` of the environment and its warm snapshot, in the clean room) or in the grader
+environment of its own (:class:`clawrig.sandbox.pyenv.GradingEnvStage`).
+
 :func:`prepare_system` adds the task's warm snapshot (:mod:`clawrig.env.warm`) and returns the
 :class:`TrialSystem` a trial builds its :class:`clawrig.sandbox.base.SandboxConfig` from, plus the
 warmup lines still to run in the trial. Errors: UserError (bad name, build failure),
@@ -24,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.env.build import ensure_image, ensure_rootfs, image_exists, image_name, rootfs_path
-from clawrig.env.spec import env_for_format, load_env_spec
+from clawrig.env.spec import EnvSpec, env_for_format, graders_use_environment, load_env_spec
 from clawrig.env.warm import WarmSnapshot, ensure_warm, split_warmup
 from clawrig.errors import UserError
 from clawrig.sandbox.base import Bind
@@ -53,10 +60,34 @@ class SystemChoice:
     image: str | None = None
     environment: str = "host"
     note: str = ""
+    spec: EnvSpec | None = field(default=None, compare=False)
+    """The spec the environment is (or, with ``build=False``, will be) built from; None for
+    the host's system and ``--image``."""
 
     @property
     def has_environment(self) -> bool:
         return self.rootfs is not None or self.image is not None
+
+    @property
+    def will_have_environment(self) -> bool:
+        """An environment now, or one the job builds before its trials (``build=False``)."""
+        return self.has_environment or self.spec is not None
+
+
+def grader_on_system(choice: SystemChoice, sandbox: str, task_format: str) -> bool:
+    """True when a task's grader runs on the trial's own system: the clean room's ``python3``
+    (the environment's, with the task's warm snapshot: what the image and the warmup's install
+    lines installed, nothing the agent installed). So on Docker always (an image has its own
+    interpreter, for which no grader environment is made) and on bwrap for the formats whose
+    graders run with the agent's environment upstream
+    (:func:`clawrig.env.spec.graders_use_environment`: WildClawBench) when the trial runs on an
+    environment. False: the grader environment the task declares (bwrap) or the host's
+    ``python3`` (the host's read-only system, the local sandbox)."""
+    if sandbox == "docker":
+        return True
+    if sandbox != "bwrap":
+        return False
+    return choice.will_have_environment and graders_use_environment(task_format)
 
 
 @dataclass
@@ -88,8 +119,11 @@ def resolve_environment(
     image: str | None = None,
     task_format: str = "",
     progress: Callable[[str], None] | None = None,
+    *,
+    build: bool = True,
 ) -> SystemChoice:
-    """The system for ``sandbox`` (bwrap | docker | local); see the module docstring."""
+    """The system for ``sandbox`` (bwrap | docker | local); see the module docstring. Raises
+    UserError (an unknown environment or image, no image to run)."""
     say = progress or (lambda _line: None)
     if sandbox == "local":
         return SystemChoice(note="the local sandbox runs on the host's own system")
@@ -107,7 +141,7 @@ def resolve_environment(
         if sandbox == "docker":
             tag = image_name(spec)
             if image_exists(tag):
-                return SystemChoice(image=tag, environment=spec.key)
+                return SystemChoice(image=tag, environment=spec.key, spec=spec)
             base = load_env_spec("base")
             if not image_exists(image_name(base)):
                 raise UserError(
@@ -118,20 +152,29 @@ def resolve_environment(
                 f"environment {spec.name} is not built for Docker "
                 f"(clawrig env build {spec.name} --docker): tasks run on the base image"
             )
-            return SystemChoice(image=image_name(base), environment=base.key, note=note)
+            return SystemChoice(image=image_name(base), environment=base.key, note=note, spec=base)
         if name is None:
             return SystemChoice()
         built = rootfs_path(spec)
         if built is not None:
-            return SystemChoice(rootfs=built, environment=spec.rootfs_key)
+            return SystemChoice(rootfs=built, environment=spec.rootfs_key, spec=spec)
         return SystemChoice(
             note=f"environment {name} is not built (clawrig env build {name}): tasks run on "
             "the host's read-only system"
         )
     spec = load_env_spec(environment)
+    if not build:
+        tag, built = image_name(spec), rootfs_path(spec)
+        if sandbox == "docker":
+            return SystemChoice(
+                image=tag if image_exists(tag) else None, environment=spec.key, spec=spec
+            )
+        return SystemChoice(rootfs=built, environment=spec.rootfs_key, spec=spec)
     if sandbox == "docker":
-        return SystemChoice(image=ensure_image(spec, progress=say), environment=spec.key)
-    return SystemChoice(rootfs=ensure_rootfs(spec, progress=say), environment=spec.rootfs_key)
+        return SystemChoice(image=ensure_image(spec, progress=say), environment=spec.key, spec=spec)
+    return SystemChoice(
+        rootfs=ensure_rootfs(spec, progress=say), environment=spec.rootfs_key, spec=spec
+    )
 
 
 async def prepare_system(

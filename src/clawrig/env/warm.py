@@ -1,7 +1,8 @@
 """Warm snapshots: a task's install lines run once per (environment, lines) and are frozen.
 
 :func:`split_warmup` separates a warmup's *install* lines (``pip install``, ``npm install -g``,
-``apt-get install``/``update``, with no path argument, nothing in the background) from the rest
+``apt-get install``/``update``, with no path argument, nothing in the background; output sent
+to ``/dev/null`` allowed) from the rest
 (services, files in the workspace), keeping each group's order. :func:`ensure_warm` runs the
 install lines once in a fresh sandbox on the environment and freezes the result:
 
@@ -51,9 +52,14 @@ _INSTALL = re.compile(
 )
 
 
+_QUIET = re.compile(r"(\s+(\d?>|&>)\s*/dev/null|\s+\d>&\d)+\s*$")
+"""Output thrown away at the end of a line (``2>/dev/null``, ``>/dev/null 2>&1``): an install
+line still (upstream's service tasks run ``pip install -q fastapi uvicorn 2>/dev/null``)."""
+
+
 def is_install_line(line: str) -> bool:
     """True for a package install that depends on nothing in the trial (see module doc)."""
-    text = line.strip()
+    text = _QUIET.sub("", line.strip())
     if not _INSTALL.match(text) or text.endswith("&") or "/tmp_workspace" in text:
         return False
     if any(op in text for op in (";", "&&", "||", "|", ">", "<", "`", "$(")):

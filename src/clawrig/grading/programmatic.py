@@ -181,7 +181,8 @@ async def run_grader(
             details["missing_module"] = missing
             last = (
                 f"grader needs the Python module {missing!r}: add it to the suite's grader "
-                f"requirements (requirements.txt beside the tasks) ({last})"
+                "requirements (requirements.txt beside the tasks; for a WildClawBench grader on "
+                f"an environment, to the task's warmup or the environment) ({last})"
             )
         return failed(f"grader crashed: {last}")
     if verdict is not None:

@@ -9,39 +9,25 @@
 - :func:`note_judge` (a note, the job runs): graders that call a judge themselves while none is
   configured (their calls fail, so they error or use their own fallback), and judge-graded
   tasks graded by exact match only under ``--grader exact``;
-- :func:`note_grader_imports` (a note): a grader importing a module the grading environment
-  lacks (it would crash, or score 0 where it catches the ImportError).
+- :func:`note_grader_imports` (a note): a grader importing a module its grading environment
+  lacks, looked up where the grader will run (the environment's ``python3`` and the task's
+  warm snapshot for WildClawBench on an environment; it would crash, or score 0 where it
+  catches the ImportError).
 """
 
 from __future__ import annotations
 
-import re
 import sys
 
+from clawrig.env.pymodules import grading_modules, requirement_modules
+from clawrig.env.system import SystemChoice, grader_on_system, resolve_environment
+from clawrig.errors import UserError
 from clawrig.pysource import third_party_modules
 from clawrig.spec.job import JobConfig
 from clawrig.spec.task import GraderKind, Task
 
 MAX_LINES = 10
 """At most this many per-task lines per check; the rest are counted in one more line."""
-
-IMPORT_NAMES = {
-    "pillow": ["PIL"],
-    "pymupdf": ["fitz", "pymupdf"],
-    "beautifulsoup4": ["bs4"],
-    "pyyaml": ["yaml"],
-    "opencv-python": ["cv2"],
-    "opencv-python-headless": ["cv2"],
-    "python-docx": ["docx"],
-    "python-pptx": ["pptx"],
-    "scikit-learn": ["sklearn"],
-    "scikit-image": ["skimage"],
-    "python-dateutil": ["dateutil"],
-    "pypdf2": ["PyPDF2"],
-    "attrs": ["attr", "attrs"],
-    "protobuf": ["google"],
-}
-"""Import names of distributions whose import name differs from the distribution's."""
 
 DOWNLOAD_HINTS = {
     "wildclaw": "the WildClawBench workspace data (Hugging Face dataset internlm/WildClawBench)",
@@ -54,13 +40,6 @@ def _capped(lines: list[str], what: str) -> list[str]:
     if len(lines) <= MAX_LINES:
         return lines
     return [*lines[:MAX_LINES], f"... and {len(lines) - MAX_LINES} more {what}"]
-
-
-def import_names(requirement: str) -> list[str]:
-    """The module names a requirement line (``Pillow==13.0.0``, ``pymupdf>=1``) provides."""
-    dist = re.split(r"[\s<>=!~;\[@]", requirement.strip(), maxsplit=1)[0]
-    key = dist.lower().replace("_", "-")
-    return IMPORT_NAMES.get(key, [dist.replace("-", "_")])
 
 
 def check_workspace_data(tasks: list[Task], config: JobConfig) -> list[str]:
@@ -138,27 +117,85 @@ def note_judge(tasks: list[Task], config: JobConfig) -> list[str]:
 
 
 def note_grader_imports(tasks: list[Task], config: JobConfig) -> list[str]:
-    """One line per grader that imports modules its grading environment lacks (the declared
-    requirements; the standard library only when it declares none)."""
+    """One line per grader that imports modules where it runs lacks. Where it runs
+    (:func:`clawrig.env.system.grader_on_system`): on the environment's ``python3`` with the
+    task's warm snapshot (WildClawBench on an environment, every task on Docker; its modules
+    read from files, :func:`clawrig.env.pymodules.grading_modules`: what a spec or warmup not
+    built yet names counts as there), else its declared grader environment (the standard
+    library only when it declares none). Nothing is built."""
     lines = []
+    choices: dict[str, SystemChoice | None] = {}
     for task in tasks:
         if not task.grader.source or task.grader.kind not in (
             GraderKind.PROGRAMMATIC,
             GraderKind.BOTH,
         ):
             continue
-        wanted = third_party_modules(task.grader.source)
+        wanted = [
+            m for m in third_party_modules(task.grader.source) if m not in sys.stdlib_module_names
+        ]
         if not wanted:
             continue
-        have = {n for r in task.grader.requirements for n in import_names(r)}
-        lacking = [m for m in wanted if m not in have and m not in sys.stdlib_module_names]
-        if lacking:
+        fmt = str(task.format)
+        if fmt not in choices:
+            choices[fmt] = _planned_system(config, fmt)
+        choice = choices[fmt]
+        if choice is None:
+            continue  # no system to run on: another check says why
+        if grader_on_system(choice, config.trial.sandbox, fmt):
+            line = _environment_line(task, wanted, choice, config)
+        else:
+            have = {n for r in task.grader.requirements for n in requirement_modules(r)}
+            lacking = [m for m in wanted if m not in have]
             env = ", ".join(task.grader.requirements) or "the standard library only"
-            lines.append(
+            line = (
                 f"task {task.id}: grader imports {', '.join(lacking)}, which its grading "
                 f"environment lacks ({env}); add them to a requirements.txt beside the tasks"
+                if lacking
+                else None
             )
+        if line:
+            lines.append(line)
     return _capped(lines, "grader(s) with missing imports")
+
+
+def _planned_system(config: JobConfig, task_format: str) -> SystemChoice | None:
+    trial = config.trial
+    try:
+        return resolve_environment(
+            trial.sandbox, trial.environment, trial.image, task_format, build=False
+        )
+    except UserError:
+        return None
+
+
+def _environment_line(
+    task: Task, wanted: list[str], choice: SystemChoice, config: JobConfig
+) -> str | None:
+    modules = grading_modules(
+        choice, config.trial.sandbox, task.warmup, snapshots=config.trial.warm_snapshots
+    )
+    lacking = modules.lacks(wanted)
+    if lacking is None:
+        return (
+            f"task {task.id}: grader imports {', '.join(wanted)}: cannot list what "
+            f"{modules.where} holds (not an overlay2 image here), so not checked"
+        )
+    if not lacking:
+        return None
+    agent_only = [m for m in lacking if m in modules.agent_only]
+    line = f"task {task.id}: grader imports {', '.join(lacking)}, which {modules.where} lacks"
+    if agent_only:
+        why = (
+            "--no-warm: no warm snapshot"
+            if not config.trial.warm_snapshots
+            else "a line the warm snapshot cannot hold"
+        )
+        return (
+            f"{line}: the warmup installs {', '.join(agent_only)} in the agent's sandbox only "
+            f"({why}), and the grader runs in a fresh one"
+        )
+    return f"{line}; install them in the task's warmup (pip install ...) or the environment"
 
 
 UPSTREAM_JUDGE = "openrouter/openai/gpt-5.4"

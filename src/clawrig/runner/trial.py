@@ -42,7 +42,12 @@ from clawrig import __version__
 from clawrig.agents import Agent, AgentContext, AgentLimits, create_agent
 from clawrig.agents.preamble import preamble_for
 from clawrig.egress.trial import TrialNetwork
-from clawrig.env.system import SetupNetwork, prepare_system, resolve_environment
+from clawrig.env.system import (
+    SetupNetwork,
+    grader_on_system,
+    prepare_system,
+    resolve_environment,
+)
 from clawrig.errors import (
     AgentFault,
     InfrastructureError,
@@ -557,6 +562,8 @@ class Trial:
         """The trial's gateway lease: the agent's calls and those its programs make with the
         task's model keys are counted, capped and recorded together."""
         self.grader_stage: GradingEnvStage | None = None
+        self.grader_on_system = False
+        """The grader runs on the clean room's own python3 (:func:`grader_on_system`)."""
         self.service_handles: list[Any] = []
         self.before: dict[str, str] = {}
         self.initial = EndState()
@@ -758,12 +765,22 @@ class Trial:
             # through the trial's own door: a capped socket, never the gateway's
             self.door = await GatewayDoor(gateway).start()
             shared += self.door.sandbox_binds()
-        if task.grader.requirements and task.grader.source and config.sandbox == "bwrap":
-            # grader environment: an empty folder now, filled only after the agent is gone
-            self.grader_stage = GradingEnvStage(
-                await asyncio.to_thread(ensure_env, task.grader.requirements)
+        key = (config.sandbox, config.environment, config.image or "", str(task.format))
+        choice = services.environments.get(key)
+        if choice is None:
+            choice = services.environments[key] = resolve_environment(
+                config.sandbox, config.environment, config.image, str(task.format)
             )
-            shared.append(self.grader_stage.bind)
+        # a grader on the system runs on the clean room's python3 (the environment and the warm
+        # snapshot: what the warmup installed, nothing the agent did); else its own environment
+        self.grader_on_system = grader_on_system(choice, config.sandbox, str(task.format))
+        if task.grader.requirements and task.grader.source and not self.grader_on_system:
+            if config.sandbox == "bwrap":
+                # grader environment: an empty folder now, filled only after the agent is gone
+                self.grader_stage = GradingEnvStage(
+                    await asyncio.to_thread(ensure_env, task.grader.requirements)
+                )
+                shared.append(self.grader_stage.bind)
         self.grading_binds = shared
         binds = (list(needs.binds) if needs else []) + shared
         if task.services:  # the services' audit events reach the harness as they happen
@@ -772,12 +789,6 @@ class Trial:
             ).open()
             binds.append(self.audit_channel.bind)
         self.mark("warm")  # the environment and the task's warm snapshot (made once, reused)
-        key = (config.sandbox, config.environment, config.image or "", str(task.format))
-        choice = services.environments.get(key)
-        if choice is None:
-            choice = services.environments[key] = resolve_environment(
-                config.sandbox, config.environment, config.image, str(task.format)
-            )
         warm_started = time.monotonic()
         self.system = system = await prepare_system(
             choice,

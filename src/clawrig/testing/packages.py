@@ -12,7 +12,8 @@ example suite (no network is needed).
 - :class:`FolderServer`: a folder over HTTP (stdlib ``http.server``, own thread) on a loopback
   address, recording the paths it is asked for;
 - :func:`probe_registries`: a pip index and an npm registry serving the probe packages
-  (:data:`PROBE_DIST`, :data:`NPM_PROBE`) that examples/wildclaw-patterns' warmups install.
+  (:data:`PROBE_DIST`, :data:`TEXT_KIT_DIST`, :data:`NPM_PROBE`) that
+  examples/wildclaw-patterns' warmups install.
 
 Errors: ``subprocess.CalledProcessError`` when ``dpkg-deb`` fails, ``OSError`` from the files.
 """
@@ -37,6 +38,16 @@ from pathlib import Path
 PROBE_DIST = "clawrig-egress-probe"
 PROBE_MODULE = "egress_probe"
 PROBE_VALUE = "installed through the egress proxy"
+TEXT_KIT_DIST = "clawrig-text-kit"
+TEXT_KIT_MODULE = "clawrig_text_kit"
+TEXT_KIT_SOURCE = '''
+
+def word_count(text):
+    """Words of ``text``: its whitespace-separated tokens (as ``wc -w`` counts them)."""
+    return len(text.split())
+'''
+"""A library a grader imports (examples/wildclaw-patterns' grader-package task): only the
+task's warmup installs it."""
 NPM_PROBE = "clawrig-npm-probe"
 NPM_PROBE_OUTPUT = "npm probe says hello"
 
@@ -46,14 +57,14 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def make_wheel(folder: Path, dist: str, module: str, value: str) -> Path:
+def make_wheel(folder: Path, dist: str, module: str, value: str, source: str = "") -> Path:
     """The wheel ``<dist>-1.0`` (py3-none-any) in ``folder``: package ``module`` with
-    ``VALUE = value``. Returns its path."""
+    ``VALUE = value`` and ``source`` (more Python) after it. Returns its path."""
     folder.mkdir(parents=True, exist_ok=True)
     norm = dist.replace("-", "_")
     info = f"{norm}-1.0.dist-info"
     files = {
-        f"{module}/__init__.py": f"VALUE = {value!r}\n".encode(),
+        f"{module}/__init__.py": f"VALUE = {value!r}\n{source}".encode(),
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n".encode(),
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: clawrig-testing\n"
         b"Root-Is-Purelib: true\nTag: py3-none-any\n",
@@ -167,13 +178,16 @@ class FolderServer:
 
 @contextlib.contextmanager
 def probe_registries(host: str = "127.0.0.2") -> Iterator[dict[str, str]]:
-    """Serve the probe wheel (a PEP 503 index) and the npm probe (a registry) on ``host`` (not
+    """Serve the probe wheels (a PEP 503 index) and the npm probe (a registry) on ``host`` (not
     a sandbox's own 127.0.0.1, so a sandbox reaches them through its egress proxy); yields
     the settings that point pip and npm at them (``PIP_INDEX_URL``, ``npm_config_registry``)."""
     with tempfile.TemporaryDirectory(prefix="clawrig-probe-registries-") as tmp:
         root = Path(tmp)
-        wheel = make_wheel(root, PROBE_DIST, PROBE_MODULE, PROBE_VALUE)
-        make_simple_index(root / "pypi", [wheel])
+        wheels = [
+            make_wheel(root, PROBE_DIST, PROBE_MODULE, PROBE_VALUE),
+            make_wheel(root, TEXT_KIT_DIST, TEXT_KIT_MODULE, "1.0", TEXT_KIT_SOURCE),
+        ]
+        make_simple_index(root / "pypi", wheels)
         pypi = FolderServer(root / "pypi", host)
         (root / "npm").mkdir()
         npm = FolderServer(root / "npm", host)
