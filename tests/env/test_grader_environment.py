@@ -9,17 +9,21 @@ Docker; real wheels from a PEP 503 index on 127.0.0.1; task files read by the re
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from clawrig.env.pymodules import grading_modules, tree_modules
+from clawrig.env.spec import graders_use_environment, load_env_spec
 from clawrig.env.store import warm_dir
 from clawrig.env.system import SetupNetwork, grader_on_system, resolve_environment
 from clawrig.runner.fidelity_checks import note_grader_imports
 from clawrig.runner.trial import TrialServices, run_trial
+from clawrig.sandbox.pyenv import WILDCLAW_GRADER_REQUIREMENTS
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.packages import (
@@ -146,6 +150,14 @@ async def test_agent_installs_do_not_reach_the_grader(tmp_path, backend, scripte
                 subprocess.run(["docker", "rmi", "-f", f"clawrig-warm:{key}"], capture_output=True)
 
 
+def test_the_wildclaw_environment_has_what_graders_import_beyond_warmups():
+    """WildClawBench graders run on the wildclaw environment's python3 there: it holds the
+    packages (and pins) of the grader environment they get without one."""
+    pip = load_env_spec("wildclaw").pip
+    assert set(WILDCLAW_GRADER_REQUIREMENTS) <= set(pip)
+    assert graders_use_environment("wildclaw") and not graders_use_environment("dataclaw")
+
+
 def _config(tmp_path: Path, **trial) -> JobConfig:
     return JobConfig(suite_path=tmp_path, trial=TrialConfig(**trial))
 
@@ -211,3 +223,55 @@ def test_preflight_looks_where_the_grader_runs(tmp_path, base_rootfs, monkeypatc
         "clawrig_text_kit",
     }
     assert note_grader_imports([task], on_env) == []
+
+
+CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "wildclaw-patterns"
+
+
+def test_cli_says_it_before_any_sandbox_starts(tmp_path, base_rootfs):
+    """`clawrig run`: missing workspace data refuses the job (one line, exit 2, nothing
+    written); a grader importing what the environment lacks gets its one line before the
+    trial, which then fails on exactly that import."""
+    suite = tmp_path / "wp"
+    shutil.copytree(EXAMPLE, suite)
+    shutil.rmtree(suite / "workspace" / "04_Search_Retrieval")
+    env = {k: v for k, v in os.environ.items() if k not in ("JUDGE_MODEL", "OPENROUTER_API_KEY")}
+    run = [CLAWRIG, "run", "--agent", "nop", "--env", "base"]
+    r = subprocess.run(
+        [*run, str(suite / "tasks"), "-o", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    [error] = [ln for ln in r.stderr.splitlines() if ln.startswith("clawrig: error:")]
+    assert error == (
+        "clawrig: error: task 04_Search_Retrieval_task_5_web_lookup: workspace data missing: "
+        f"{suite}/workspace/04_Search_Retrieval/task_5_web_lookup: download the WildClawBench "
+        f"workspace data (Hugging Face dataset internlm/WildClawBench) under {suite} (or pass "
+        "--root)"
+    )
+    assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()
+    # a grader importing a module nothing installs: its line, then the trial
+    bench = tmp_path / "bench"
+    _task_file(bench, ["mkdir -p /tmp_workspace/results"], "def grade(**kw):\n    import fitz\n")
+    r = subprocess.run(
+        [*run, str(bench / "tasks"), "-o", str(tmp_path / "out2")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = r.stdout + r.stderr
+    note = (
+        f"task {TASK_ID}: grader imports fitz, which the base environment's python3 with the "
+        "task's warmup lacks"
+    )
+    assert note in output and "Traceback" not in output, output
+    [result] = (tmp_path / "out2").glob("*/*/result.json")
+    error = json.loads(result.read_text())["error"]
+    assert error["phase"] == "grading" and "'fitz'" in error["message"], error

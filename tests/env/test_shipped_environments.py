@@ -45,6 +45,11 @@ CHECKS = {
             "ffmpeg -version | head -c 14; echo; pdftotext -v 2>&1 | head -c 9",
             "ffmpeg version\npdftotext",
         ),
+        # what upstream's graders import beyond their warmups, on the system's python3
+        (
+            "python3 -I -c 'import numpy, openai, PIL, yaml, requests; print(PIL.__version__)'",
+            "13.0.0\n",
+        ),
     ],
     "dataclaw": [
         (

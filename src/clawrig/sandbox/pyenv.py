@@ -79,7 +79,9 @@ WILDCLAW_GRADER_REQUIREMENTS: tuple[str, ...] = (
 standard library: ``openai`` (LLM/VLM judges; 16 of 60 graders fail at import on a bare Python
 with ``openai`` or ``PIL``), ``PIL`` (Pillow, image checks), ``numpy`` and ``yaml`` (PyYAML);
 ``requests`` is what graders written against the mock services use for
-``GET http://localhost:<port>/<svc>/audit``. Pinned so every machine grades with the same code."""
+``GET http://localhost:<port>/<svc>/audit``. Pinned so every machine grades with the same code.
+The shipped ``wildclaw`` environment installs the same pins: on it, WildClawBench graders run on
+its own ``python3`` (:func:`clawrig.env.system.grader_on_system`)."""
 
 _env_memo: dict[str, Path] = {}
 
