@@ -275,3 +275,13 @@ def test_cli_says_it_before_any_sandbox_starts(tmp_path, base_rootfs):
     [result] = (tmp_path / "out2").glob("*/*/result.json")
     error = json.loads(result.read_text())["error"]
     assert error["phase"] == "grading" and "'fitz'" in error["message"], error
+
+
+def test_preflight_reads_a_docker_images_layers(docker_image):
+    """On Docker the grader runs on the image's python3: its modules are read from the image's
+    overlay2 layers (``docker image inspect``), the warmup's from its pip lines until made."""
+    choice = resolve_environment("docker", "base", None, "wildclaw", build=False)
+    assert choice.image == docker_image and grader_on_system(choice, "docker", "fourfolder")
+    modules = grading_modules(choice, "docker", [f"pip install {TEXT_KIT_DIST}"])
+    assert modules.found is not None and "pip" in modules.found  # Debian's python3-pip
+    assert "fitz" not in modules.found and modules.lacks(["fitz", TEXT_KIT_MODULE]) == ["fitz"]
