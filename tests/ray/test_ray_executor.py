@@ -265,3 +265,47 @@ def test_budget_stops_the_job_across_nodes(ray_cluster, model_server, tmp_path, 
     slots = len(node_ids(ray_cluster)) * NODE_CPUS
     assert budget <= spent <= budget + slots * COST + 1e-9
     assert len(_nodes_used(out)) == len(node_ids(ray_cluster))
+
+
+def test_a_node_that_joins_mid_job_takes_trials(ray_cluster, model_server, tmp_path, monkeypatch):
+    bench = write_mini_bench(tmp_path / "bench", 12)
+    srv = model_server(delay=1.0)
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    out = tmp_path / "out"
+    before = node_ids(ray_cluster)
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        cfg = _config(bench, out, runs=2, executor="ray", ray_address=ray_cluster.address)
+        try:
+            done["summary"] = Job(cfg).run()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            done["error"] = exc
+
+    job = threading.Thread(target=run, daemon=True)
+    job.start()
+    # once the job has finished a trial (its workers are busy), a node joins the cluster
+    # (from this thread: a Ray node registers signal handlers)
+    progress = out / "progress_scripted_test.json"
+    deadline = time.monotonic() + 300
+    joined = None
+    while joined is None and job.is_alive() and time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if json.loads(progress.read_text())["completed"]:
+                joined = ray_cluster.add_node(num_cpus=NODE_CPUS)
+        time.sleep(0.05)
+    try:
+        job.join(timeout=600)
+        assert joined is not None, "the job ended before a node could join"
+        assert "error" not in done, done.get("error")
+        summary = done["summary"]
+        assert joined.node_id not in before
+        trials = _trials(out)
+        assert len(trials) == 24 and all(len(v) == 1 for v in trials.values())
+        assert summary["error_count"] == 0
+        assert math.isclose(summary["overall_score"], (12 * 1.0 + 12 * 0.25) / 24)
+        used = _nodes_used(out)
+        assert joined.node_id in used and before <= used  # the joined node's worker ran some
+    finally:
+        if joined is not None:
+            ray_cluster.remove_node(joined)

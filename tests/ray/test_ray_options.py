@@ -76,3 +76,40 @@ def test_the_suite_pack_holds_every_task_path_and_unpacks_once(tmp_path):
     for t in again:  # the unpacked tasks read their data from the cache, not the driver's copy
         assert Path(t.workspace.exec_dir).resolve().is_relative_to(first.resolve())
         assert (Path(t.workspace.gt_dir) / "expected.txt").is_file()
+
+
+@pytest.mark.parametrize(
+    ("kw", "expected"),
+    [
+        ({"executor": "slurm"}, "executor: unknown executor 'slurm' (choose from local, ray)"),
+        ({"ray_address": "10.0.0.1:6379"}, "ray_address / slots_per_node: only with"),
+        ({"executor": "ray", "slots_per_node": 0}, "slots_per_node: at least 1 (got 0)"),
+        ({"executor": "ray", "ray_address": "127.0.0.1:{port}"}, "ray_address: no Ray cluster"),
+    ],
+)
+def test_bad_rollouts_executor_options_are_one_line_user_errors(tmp_path, kw, expected):
+    from clawrig.rl import Rollouts
+
+    port = str(_closed_port())
+    kw = {k: v.replace("{port}", port) if isinstance(v, str) else v for k, v in kw.items()}
+    with pytest.raises(UserError) as err:
+        Rollouts(tmp_path / "out", **kw)
+    assert str(err.value).startswith(expected) and "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_local_executor_imports_no_ray(tmp_path):
+    code = (
+        "import sys\n"
+        "from clawrig.rl import Rollouts\n"
+        "from clawrig.runner.executors import create_executor\n"
+        "from clawrig.runner.job import Job\n"
+        "from clawrig.runner.trial import TrialServices\n"
+        "from clawrig.spec.job import JobConfig\n"
+        f"Rollouts({str(tmp_path / 'rl')!r}).close()\n"
+        f"create_executor(JobConfig(suite_path={str(tmp_path)!r}), [], TrialServices())\n"
+        "print('ray' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"

@@ -60,6 +60,13 @@ PASS_ENV_VAR = "CLAWRIG_PASS_ENV"
 ``## Env`` may pass into a sandbox (agent or grader). Nothing else from the host is passed."""
 
 
+def stays_on_host(name: str) -> bool:
+    """True for a variable that never leaves the harness's host (not even to a Ray node): a
+    model setting (``<PROVIDER>_API_KEY``, ``_BASE_URL``, ``_MODEL`` ...) or a secret-looking
+    name."""
+    return bool(_MODEL_VAR.match(name) or _SECRET.search(name))
+
+
 def host_value(name: str) -> str | None:
     """The host's value of ``name`` when the user lets it through (:data:`PASS_ENV_VAR`) and it
     is not secret-looking; None otherwise."""

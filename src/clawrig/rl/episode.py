@@ -342,6 +342,14 @@ class Rollouts:
     ``retry``: the gateway's retries of the trainer's server (default: 3 attempts, 0.5 s
     backoff: an episode whose server stays down ends masked quickly).
 
+    ``executor``: where episodes run: ``local`` (this process, the default; no Ray import) or
+    ``ray`` (the nodes of a Ray cluster at ``ray_address``, None: a one-machine cluster;
+    ``slots_per_node`` episodes at once per node, default its CPU count; docs/ray.md). With
+    ``ray`` the gateway (the only holder of the trainer's key) stays here, listening on this
+    machine's cluster address; each node's gateway forwards to it and records the episode's
+    token ids; each task's folder is shipped once per node; trial folders come back whole into
+    ``output``. Raises UserError for an unknown executor or Ray options without ``ray``.
+
     Use ``async with Rollouts() as env`` or :meth:`close`. Thread-safe to share between
     tasks of one event loop.
     """
@@ -355,10 +363,22 @@ class Rollouts:
         max_concurrency: int = 64,
         retry: Any = None,
         job_id: str = "rl",
+        executor: str = "local",
+        ray_address: str | None = None,
+        slots_per_node: int | None = None,
     ) -> None:
         from clawrig.llm.client import RetryPolicy
         from clawrig.llm.gateway import Gateway
+        from clawrig.runner.executors import EXECUTORS
 
+        if executor not in EXECUTORS:
+            raise UserError(
+                f"executor: unknown executor {executor!r} (choose from {', '.join(EXECUTORS)})"
+            )
+        if executor != "ray" and (ray_address is not None or slots_per_node is not None):
+            raise UserError("ray_address / slots_per_node: only with executor='ray'")
+        if slots_per_node is not None and slots_per_node < 1:
+            raise UserError(f"slots_per_node: at least 1 (got {slots_per_node})")
         self._own_output = output is None
         self.output = (
             Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="clawrig-rl-"))
@@ -367,7 +387,19 @@ class Rollouts:
         self.judge = judge
         self.job_id = job_id
         self.retry = retry or RetryPolicy(attempts=3, initial_s=0.5, max_s=4.0)
-        self.gateway = Gateway(retry=self.retry)
+        self.executor = executor
+        self.ray_address = ray_address
+        self.slots_per_node = slots_per_node
+        host = "127.0.0.1"
+        if executor == "ray":  # nodes reach the gateway at this machine's cluster address
+            from clawrig.runner.executors.ray import address_problem, driver_host
+
+            if problem := address_problem(ray_address):
+                raise UserError(problem.replace("--ray-address", "ray_address", 1))
+            host = driver_host()
+        self.gateway = Gateway(retry=self.retry, host=host)
+        self._ray: Any = None
+        self._ray_lock: asyncio.Lock | None = None
         self.max_concurrency = max(1, max_concurrency)
         self._slots: asyncio.Semaphore | None = None
         self._starts: asyncio.Semaphore | None = None
@@ -383,7 +415,10 @@ class Rollouts:
         return self
 
     def close(self) -> None:
-        """Stop the gateway. Trial folders stay."""
+        """Stop the gateway (and the Ray executor's node workers). Trial folders stay."""
+        if self._ray is not None:
+            self._ray.shutdown()
+            self._ray = None
         if self._started:
             self.gateway.stop()
             self._started = False
@@ -400,6 +435,34 @@ class Rollouts:
             self._starts = asyncio.Semaphore(16)
             self._grading = asyncio.Semaphore(max(2, os.cpu_count() or 2))
         return self._slots, self._starts, self._grading  # type: ignore[return-value]
+
+    async def _ray_executor(self) -> Any:
+        """The Ray executor, started by the first episode that needs it."""
+        from clawrig.runner.executors.ray import RayExecutor
+        from clawrig.runner.trial import TrialServices
+        from clawrig.spec.job import JobConfig
+
+        if self._ray_lock is None:
+            self._ray_lock = asyncio.Lock()
+        async with self._ray_lock:
+            if self._ray is None:
+                job = JobConfig(
+                    suite_path=self.output,  # no suite: each episode's task is shipped
+                    output=self.output,
+                    trial=self.trial,
+                    executor="ray",
+                    ray_address=self.ray_address,
+                    slots_per_node=self.slots_per_node,
+                )
+                services = TrialServices(judge=self.judge, gateway=self.gateway)
+                executor = RayExecutor(job, [], services)
+                try:
+                    await executor.start()
+                except BaseException:
+                    executor.shutdown()
+                    raise
+                self._ray = executor
+        return self._ray
 
     def endpoint(
         self,
@@ -489,14 +552,26 @@ class Rollouts:
         config = self.trial.model_copy(update=update)
         async with slots:
             try:
-                _, folder = await run_trial(
-                    the_task,
-                    config,
-                    self.output,
-                    run_index=run_index,
-                    services=services,
-                    job_id=self.job_id,
-                )
+                if self.executor == "ray":
+                    executor = await self._ray_executor()
+                    _, folder = await executor.run(
+                        the_task,
+                        run_index,
+                        job_id=self.job_id,
+                        attempt=1,
+                        earlier=Usage(),
+                        trial=config,
+                        services=services,
+                    )
+                else:
+                    _, folder = await run_trial(
+                        the_task,
+                        config,
+                        self.output,
+                        run_index=run_index,
+                        services=services,
+                        job_id=self.job_id,
+                    )
             except ModelRequestError as exc:
                 if (exc.status or 0) >= 500:  # the model server failed, it did not refuse
                     stop: EpisodeStop = "infra_error"

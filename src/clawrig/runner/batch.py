@@ -399,6 +399,12 @@ async def _run_trials(
     model, job_id = job.trial.model, progress.job_id
     ppath = progress_path(job.output, model)
     slots = asyncio.Semaphore(max(1, executor.capacity or job.parallel))
+
+    def more_slots(n: int) -> None:  # nodes that joined the cluster mid-job (Ray)
+        for _ in range(n):
+            slots.release()
+
+    executor.on_capacity = more_slots
     # separate limits: sandbox starts (a burst of bwrap starts is all kernel work) and grading
     services.sandbox_starts = services.sandbox_starts or asyncio.Semaphore(16)
     services.grading_slots = services.grading_slots or asyncio.Semaphore(

@@ -106,6 +106,9 @@ def _retry_after(exc: BaseException) -> float | None:
 
 
 UNKNOWN_TOKEN = "clawrig gateway: unknown or closed trial token"
+CACHED_HEADER = "x-clawrig-cached"
+"""Set (``1``) on a reply the gateway served from its cache: a gateway in front of it (a Ray
+node's) records that call as cached too, and counts no spend for it."""
 
 
 @functools.cache
@@ -465,7 +468,7 @@ class Gateway:
                     cached=True,
                     started=started,
                 )
-                return self._answer(hit, stream, wants_usage)
+                return self._answer(hit, stream, wants_usage, cached=True)
             if lease.cache_mode == "only":
                 lease._refuse("replay_miss")
                 msg = (
@@ -490,16 +493,19 @@ class Gateway:
 
         return lease.endpoint.prices if lease.endpoint is not None else Prices()
 
-    def _answer(self, completion: dict[str, Any], stream: bool, wants_usage: bool) -> Response:
+    def _answer(
+        self, completion: dict[str, Any], stream: bool, wants_usage: bool, cached: bool = False
+    ) -> Response:
+        headers = {CACHED_HEADER: "1"} if cached else None
         if not stream:
-            return JSONResponse(completion)
+            return JSONResponse(completion, headers=headers)
         events = sse_from_completion(completion, include_usage=wants_usage)
 
         async def gen() -> AsyncIterator[bytes]:
             for e in events:
                 yield e
 
-        return StreamingResponse(gen(), media_type="text/event-stream")
+        return StreamingResponse(gen(), media_type="text/event-stream", headers=headers)
 
     def _upstream_failed(
         self,
@@ -603,6 +609,7 @@ class Gateway:
             return failed
         retries = attempts - 1
         ctype = resp.headers.get("content-type", "")
+        cached = resp.headers.get(CACHED_HEADER) == "1"  # served by a gateway's cache upstream
         if resp.status_code != 200:
             data = await resp.aread()
             await resp.aclose()
@@ -638,10 +645,12 @@ class Gateway:
             if server is not None:
                 tokens = tokens_from_completion(server, completion)
                 strip_capture_fields(completion, body)
-            self._finish(lease, seq, key, body, completion, started, retries, tokens=tokens)
+            self._finish(
+                lease, seq, key, body, completion, started, retries, tokens=tokens, cached=cached
+            )
             return self._answer(completion, stream or stream_to_client, wants_usage)
         return StreamingResponse(
-            self._relay(lease, seq, key, body, resp, wants_usage, started, retries),
+            self._relay(lease, seq, key, body, resp, wants_usage, started, retries, cached),
             media_type="text/event-stream",
         )
 
@@ -655,6 +664,7 @@ class Gateway:
         wants_usage: bool,
         started: float,
         retries: int,
+        cached: bool = False,
     ) -> AsyncIterator[bytes]:
         """Pass an upstream SSE stream through line by line, keeping the parsed chunks."""
         chunks: list[dict[str, Any]] = []
@@ -704,6 +714,7 @@ class Gateway:
                 retries,
                 error=error,
                 tokens=tokens.result() if tokens is not None else None,
+                cached=cached,
             )
 
     def _finish(
@@ -718,11 +729,15 @@ class Gateway:
         *,
         error: str | None = None,
         tokens: dict[str, Any] | None = None,
+        cached: bool = False,
     ) -> None:
+        """Count and record an upstream's 200 reply (``cached``: the upstream, a gateway,
+        served it from its cache: recorded as cached, no spend)."""
         usage = usage_from_openai(completion.get("usage"), self._prices(lease))
         lease._count(usage, retries=retries)
-        with self._lock:
-            self._spent += usage.cost_usd
+        if not cached:
+            with self._lock:
+                self._spent += usage.cost_usd
         if completion.get("error") and error is None:
             error = (
                 f"{lease.model_name}: error in reply: {_one_line(json.dumps(completion['error']))}"
@@ -735,6 +750,7 @@ class Gateway:
             status=200,
             response=completion,
             usage=usage,
+            cached=cached,
             error=error,
             started=started,
             retries=retries,

@@ -13,6 +13,7 @@ folder whole under ``<output>/<task_id>/`` on the driver, exactly as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,9 +31,11 @@ class Executor(Protocol):
     """Runs trial attempts for one job (see the module docs).
 
     ``capacity``: trials the executor runs at once (None: the job's ``parallel``), known after
-    :meth:`start`."""
+    :meth:`start`; ``on_capacity``: set by the job's loop, called with the slots the executor
+    gains later (Ray nodes joining mid-job)."""
 
     capacity: int | None
+    on_capacity: Callable[[int], None] | None
 
     async def start(self) -> None:
         """Get ready before the first trial (e.g. join the cluster). Raises UserError."""
@@ -53,6 +56,7 @@ class LocalExecutor:
     """Every trial in this process (:func:`clawrig.runner.trial.run_trial`)."""
 
     capacity: int | None = None
+    on_capacity: Callable[[int], None] | None = None
 
     def __init__(self, job: JobConfig, services: TrialServices) -> None:
         self.job = job

@@ -40,7 +40,8 @@ import shutil
 import socket
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from pydantic import SecretStr
 from clawrig.errors import SetupError, UserError
 from clawrig.runner.trial import TrialServices, write_tree
 from clawrig.sandbox.workspace import read_tree
-from clawrig.spec.job import JobConfig
+from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
@@ -63,6 +64,9 @@ unpacked suites, one ``<sha256>/`` each."""
 
 NODE_LOG_LINE = "ray: ran on node {node_id}"
 """The line a node appends to a trial's agent.log before sending the folder back."""
+
+JOIN_POLL_S = 2.0
+"""Seconds between two looks at the cluster's node table for nodes that joined mid-job."""
 
 NODE_RETRY_ATTEMPTS = 2
 """Tries a node's gateway makes per request to the driver's (the driver's retries the
@@ -100,6 +104,23 @@ def address_problem(address: str | None, timeout_s: float = 5.0) -> str | None:
     except OSError as exc:
         return f"--ray-address: no Ray cluster answers at {address} ({exc.strerror or exc})"
     return None
+
+
+def node_environment(env_file: Path | None) -> dict[str, str]:
+    """The job's environment variables its nodes get (Ray's ``runtime_env`` ``env_vars`` of
+    the node workers): every name of the env file (``env_file``, default ``./.env`` when
+    present), ``CLAWRIG_PASS_ENV`` and the names it lists, with this process's values (the
+    job loaded the env file into it without overriding), except model settings and
+    secret-looking names (:func:`clawrig.egress.trial.stays_on_host`: keys stay with the
+    driver's gateway)."""
+    from dotenv import dotenv_values
+
+    from clawrig.egress.trial import PASS_ENV_VAR, stays_on_host
+
+    path = env_file if env_file is not None else Path(".env")
+    names = set(dotenv_values(path)) if path.is_file() else set()
+    names |= {PASS_ENV_VAR} | {n.strip() for n in os.environ.get(PASS_ENV_VAR, "").split(",")}
+    return {n: os.environ[n] for n in sorted(names) if n in os.environ and not stays_on_host(n)}
 
 
 def config_problems(job: JobConfig) -> list[str]:
@@ -147,16 +168,9 @@ def _task_paths(task: Task) -> list[Path]:
     return [Path(p).resolve() for p in paths if p is not None]
 
 
-def pack_suite(job: JobConfig, tasks: list[Task]) -> SuitePack:
-    """Pack the folder holding ``job.suite_path``, ``job.root`` and every path the tasks name.
-    Raises UserError (naming the folder and the limit) past :data:`SUITE_MAX_BYTES`."""
-    suite = job.suite_path.resolve()
-    paths = [suite] + ([job.root.resolve()] if job.root is not None else [])
-    for task in tasks:
-        paths += [p for p in _task_paths(task) if p.exists()]
-    base = Path(os.path.commonpath([str(p) for p in paths]))
-    if base.is_file():
-        base = base.parent
+def pack_tree(base: Path, what: str) -> tuple[bytes, str]:
+    """``base`` as an uncompressed tar and its sha256 hex. Raises UserError (naming ``what``,
+    the folder and the limit) past :data:`SUITE_MAX_BYTES`."""
     size = 0
     for dirpath, _dirs, files in os.walk(base):
         for name in files:
@@ -164,7 +178,7 @@ def pack_suite(job: JobConfig, tasks: list[Task]) -> SuitePack:
                 size += os.lstat(os.path.join(dirpath, name)).st_size
         if size > SUITE_MAX_BYTES:
             raise UserError(
-                f"--executor ray: the suite's folder {base} holds more than "
+                f"--executor ray: {what} {base} holds more than "
                 f"{SUITE_MAX_BYTES >> 20} MiB, the most clawrig ships to Ray nodes; run a "
                 "smaller --suite or --category selection"
             )
@@ -172,13 +186,98 @@ def pack_suite(job: JobConfig, tasks: list[Task]) -> SuitePack:
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(str(base), arcname=".")
     data = buf.getvalue()
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def _common_base(paths: list[Path]) -> Path:
+    base = Path(os.path.commonpath([str(p) for p in paths]))
+    return base.parent if base.is_file() else base
+
+
+def pack_suite(job: JobConfig, tasks: list[Task]) -> SuitePack:
+    """Pack the folder holding ``job.suite_path``, ``job.root`` and every path the tasks name.
+    Raises UserError (naming the folder and the limit) past :data:`SUITE_MAX_BYTES`."""
+    suite = job.suite_path.resolve()
+    paths = [suite] + ([job.root.resolve()] if job.root is not None else [])
+    for task in tasks:
+        paths += [p for p in _task_paths(task) if p.exists()]
+    base = _common_base(paths)
+    data, digest = pack_tree(base, "the suite's folder")
     return SuitePack(
         base=base,
         data=data,
-        digest=hashlib.sha256(data).hexdigest(),
+        digest=digest,
         suite_rel=str(suite.relative_to(base)),
         root_rel=str(job.root.resolve().relative_to(base)) if job.root is not None else None,
     )
+
+
+def _paths_in(value: Any) -> list[Path]:
+    """Every :class:`Path` in a ``model_dump()`` (nested dicts, lists, tuples)."""
+    if isinstance(value, Path):
+        return [value]
+    if isinstance(value, dict):
+        return [p for v in value.values() for p in _paths_in(v)]
+    if isinstance(value, list | tuple):
+        return [p for v in value for p in _paths_in(v)]
+    return []
+
+
+def _map_paths(value: Any, fn: Any) -> Any:
+    """``value`` (a ``model_dump()``) with every :class:`Path` replaced by ``fn(path)``."""
+    if isinstance(value, Path):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _map_paths(v, fn) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_map_paths(v, fn) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class TaskPack:
+    """A task given on its own (the RL episode API) for nodes: ``task_json`` (its paths made
+    absolute), ``base`` (:func:`task_base`), ``data`` / ``digest`` (:func:`pack_tree` of
+    ``base``)."""
+
+    task_json: str
+    base: str
+    data: bytes
+    digest: str
+
+
+def task_base(task: Task) -> Path:
+    """The folder holding every existing path ``task`` names (its file, workspace, gt,
+    grader, skills): the same for every task of one suite folder. Raises UserError for a
+    task that names none."""
+    paths = [p.resolve() for p in _paths_in(task.model_dump()) if p.exists()]
+    if not paths:
+        raise UserError(f"task {task.id}: names no file to ship to Ray nodes")
+    return _common_base(paths)
+
+
+def pack_task(task: Task, packed: dict[Path, tuple[bytes, str]] | None = None) -> TaskPack:
+    """``task`` for nodes; ``packed`` (base -> (data, digest)) keeps one pack per folder
+    across calls. Raises UserError past :data:`SUITE_MAX_BYTES`."""
+    base = task_base(task)
+    cache = packed if packed is not None else {}
+    if base not in cache:
+        cache[base] = pack_tree(base, "the task's folder")
+    data, digest = cache[base]
+    absolute = Task.model_validate(_map_paths(task.model_dump(), Path.resolve))
+    return TaskPack(absolute.model_dump_json(), str(base), data, digest)
+
+
+def rebase_task(task_json: str, base: str, dest: Path) -> Task:
+    """The task of a :class:`TaskPack` with every path under the driver's ``base`` moved to
+    the same place under ``dest`` (a node's unpacked copy of ``base``)."""
+    root = Path(base)
+
+    def move(path: Path) -> Path:
+        return dest / path.relative_to(root) if path.is_relative_to(root) else path
+
+    task = Task.model_validate_json(task_json)
+    return Task.model_validate(_map_paths(task.model_dump(), move))
 
 
 def unpack_suite(data: bytes, digest: str, cache: Path) -> Path:
@@ -236,7 +335,12 @@ def unpack_trial(packed: tuple[list[str], dict[str, bytes]], task_dir: Path, nam
 
 def _node_endpoint(endpoint: Any, gateway_url: str, token: str) -> Any:
     """``endpoint`` (name, model id, prices kept) reached through the driver's gateway with a
-    lease ``token`` instead of the provider's URL and key."""
+    lease ``token`` instead of the provider's URL and key. Its token server (vLLM / SGLang)
+    stays: the node's gateway asks the driver's for the sampled token ids, the driver's asks
+    the upstream and passes them back (the client asked), and the node's records them in the
+    trial's ``model_calls.jsonl`` (``token_capture``)."""
+    from clawrig.llm.gateway.tokens import capture_server
+
     return endpoint.model_copy(
         update={
             "base_url": f"{gateway_url}/v1",
@@ -244,7 +348,7 @@ def _node_endpoint(endpoint: Any, gateway_url: str, token: str) -> Any:
             "api_key_env": None,
             "extra_body": {},
             "headers": {},
-            "server": None,
+            "server": capture_server(endpoint),
         }
     )
 
@@ -259,56 +363,91 @@ class NodeWorker:
         self.tasks: dict[str, Task] = {}
         self.gateway: Any = None
         self.out: Path | None = None
+        self.environments: dict[tuple[str, ...], Any] = {}
+        self._agents: dict[str, asyncio.Task[None]] = {}
+        self._packs: dict[str, Path] = {}
 
     def node_id(self) -> str:
         import ray
 
         return str(ray.get_runtime_context().get_node_id())
 
-    async def prepare(self, suite: bytes, digest: str, suite_rel: str, root_rel: str | None) -> str:
-        """Unpack the suite (once per machine), load its tasks, start the node's gateway,
-        resolve the environments (built when missing) and prepare the agent. Returns the
-        node id."""
-        from clawrig.agents import create_agent
+    async def prepare(
+        self, suite: bytes | None, digest: str, suite_rel: str, root_rel: str | None
+    ) -> str:
+        """Start the node's gateway, prepare the agent and, for a job (``suite`` not None):
+        unpack the suite (once per machine), load its tasks and resolve their environments
+        (built when missing). Returns the node id."""
         from clawrig.env.system import resolve_environment
         from clawrig.leftovers import owned_tempdir
         from clawrig.llm.client import RetryPolicy
         from clawrig.llm.gateway import Gateway
-        from clawrig.sandbox.pyenv import cache_root
         from clawrig.tasks.registry import load_tasks
 
-        base = await asyncio.to_thread(unpack_suite, suite, digest, cache_root() / SUITE_CACHE)
-        root = base / root_rel if root_rel is not None else None
-        loaded = await asyncio.to_thread(load_tasks, base / suite_rel, root=root)
-        self.tasks = {t.id: t for t in loaded}
         self.gateway = Gateway(retry=RetryPolicy(attempts=NODE_RETRY_ATTEMPTS)).start()
         self.out = owned_tempdir("ray-trials")
-        trial = self.job.trial
-        for fmt in sorted({str(t.format) for t in loaded}):
-            await asyncio.to_thread(
-                resolve_environment, trial.sandbox, trial.environment, trial.image, fmt, None
-            )
-        await asyncio.to_thread(create_agent(trial.agent).prepare, lambda line: None)
+        if suite is not None:
+            base = await self.unpack(suite, digest)
+            root = base / root_rel if root_rel is not None else None
+            loaded = await asyncio.to_thread(load_tasks, base / suite_rel, root=root)
+            self.tasks = {t.id: t for t in loaded}
+            trial = self.job.trial
+            for fmt in sorted({str(t.format) for t in loaded}):
+                await asyncio.to_thread(
+                    resolve_environment, trial.sandbox, trial.environment, trial.image, fmt, None
+                )
+            await self._agent_ready(trial.agent)
         return self.node_id()
+
+    async def unpack(self, data: bytes, digest: str) -> Path:
+        """Unpack a :func:`pack_tree` pack into ``<cache>/ray-suites/<digest>/`` (once per
+        machine); returns the folder."""
+        from clawrig.sandbox.pyenv import cache_root
+
+        if digest not in self._packs:
+            self._packs[digest] = await asyncio.to_thread(
+                unpack_suite, data, digest, cache_root() / SUITE_CACHE
+            )
+        return self._packs[digest]
+
+    async def _agent_ready(self, agent: str) -> None:
+        """The agent's own preparation (e.g. installing OpenClaw), once per agent per node."""
+        from clawrig.agents import create_agent
+
+        if agent not in self._agents:
+            prep = create_agent(agent).prepare
+            self._agents[agent] = asyncio.ensure_future(asyncio.to_thread(prep, lambda line: None))
+        await self._agents[agent]
 
     async def run(
         self,
-        task_id: str,
+        task: str | tuple[str, str, str],
         run_index: int,
         job_id: str,
         attempt: int,
         earlier: dict[str, Any],
         models: dict[str, Any],
+        trial_json: str | None = None,
     ) -> tuple[str, str, tuple[list[str], dict[str, bytes]]]:
-        """One attempt of a trial; ``models`` = {"gateway": the driver's gateway URL, "agent"
-        / "judge": (endpoint JSON, lease token, stream) or None}. Returns (result.json text,
-        the trial folder's name, the folder packed by :func:`pack_folder`). Raises what
-        ``run_trial`` raises."""
+        """One attempt of a trial. ``task``: a task id of the job's suite, or (task JSON, the
+        driver's base folder, pack digest) of a :class:`TaskPack` unpacked here before;
+        ``models`` = {"gateway": the driver's gateway URL, "agent" / "judge": (endpoint JSON,
+        lease token, stream) or None}; ``trial_json``: the trial's settings (default: the
+        job's). Returns (result.json text, the trial folder's name, the folder packed by
+        :func:`pack_folder`). Raises what ``run_trial`` raises."""
         from clawrig.llm.client import OpenAIChatModel
         from clawrig.llm.providers import ModelEndpoint
         from clawrig.runner.trial import run_trial
+        from clawrig.spec.job import TrialConfig
 
         assert self.out is not None, "prepare() first"
+        if isinstance(task, str):
+            the_task = self.tasks[task]
+        else:
+            task_json, base, digest = task
+            the_task = rebase_task(task_json, base, self._packs[digest])
+        trial = TrialConfig.model_validate_json(trial_json) if trial_json else self.job.trial
+        await self._agent_ready(trial.agent)
         chat: dict[str, Any] = {}
         for role in ("agent", "judge"):
             spec = models.get(role)
@@ -319,11 +458,14 @@ class NodeWorker:
                 )
                 chat[role] = OpenAIChatModel(ep, stream=stream)
         services = TrialServices(
-            model=chat.get("agent"), judge=chat.get("judge"), gateway=self.gateway
+            model=chat.get("agent"),
+            judge=chat.get("judge"),
+            gateway=self.gateway,
+            environments=self.environments,
         )
         result, folder = await run_trial(
-            self.tasks[task_id],
-            self.job.trial,
+            the_task,
+            trial,
             self.out,
             run_index=run_index,
             services=services,
@@ -349,11 +491,17 @@ class _Node:
     actor: Any
     slots: int
     alive: bool = True
+    packs: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
+    """Task packs (by digest) unpacked on the node, or being unpacked."""
 
 
 class RayExecutor:
     """Runs a job's trial attempts on a Ray cluster (module docs). ``capacity`` = the slots of
-    every node alive at :meth:`start`."""
+    every node alive at :meth:`start`.
+
+    ``tasks`` empty (the RL episode API, :class:`clawrig.rl.Rollouts`): no suite is shipped
+    at start; each task given to :meth:`run` is shipped with its folder (:func:`pack_task`,
+    once per folder per node)."""
 
     def __init__(self, job: JobConfig, tasks: list[Task], services: TrialServices) -> None:
         self.job = job
@@ -366,6 +514,17 @@ class RayExecutor:
         self._free: asyncio.Queue[_Node | None] = asyncio.Queue()
         self._ray: Any = None
         self._owns_ray = False
+        self.on_capacity: Callable[[int], None] | None = None
+        """Told the slots of each node that joins after :meth:`start` (the job's loop grows
+        its limit by them)."""
+        self._suite_ids = {id(t) for t in tasks}
+        self._known: set[str] = set()
+        self._worker: Any = None
+        self._suite_args: tuple[Any, ...] = ()
+        self._runtime_env: dict[str, Any] | None = None
+        self._watcher: asyncio.Future[None] | None = None
+        self._task_packs: dict[Path, tuple[bytes, str]] = {}
+        self._pack_refs: dict[str, Any] = {}
 
     async def start(self) -> None:
         """Join the cluster (``ray_address``; none: a local one), ship the suite, start one
@@ -388,21 +547,16 @@ class RayExecutor:
         gateway = self.services.gateway
         if gateway is None:
             raise UserError("--executor ray: the job has no model gateway")
-        pack = await asyncio.to_thread(pack_suite, self.job, self.tasks)
-        suite_ref = ray.put(pack.data)
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        worker = ray.remote(num_cpus=0, max_restarts=0, max_concurrency=10_000)(NodeWorker)
-        job_json = self.job.model_dump_json()
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        started = []
-        for n in nodes:
-            slots = self.job.slots_per_node or max(1, int(n.get("Resources", {}).get("CPU", 1)))
-            actor = worker.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
-            ).remote(job_json)
-            ready = actor.prepare.remote(suite_ref, pack.digest, pack.suite_rel, pack.root_rel)
-            started.append((_Node(n["NodeID"], actor, slots), ready))
+        if self.tasks:
+            pack = await asyncio.to_thread(pack_suite, self.job, self.tasks)
+            suite = (ray.put(pack.data), pack.digest, pack.suite_rel, pack.root_rel)
+        else:
+            suite = (None, "", "", None)
+        self._worker = ray.remote(num_cpus=0, max_restarts=0, max_concurrency=10_000)(NodeWorker)
+        self._suite_args = suite
+        env = node_environment(self.job.env_file)
+        self._runtime_env = {"env_vars": env} if env else None
+        started = [self._launch(n) for n in ray.nodes() if n.get("Alive")]
         for node, ready in started:
             try:
                 await ready
@@ -410,18 +564,68 @@ class RayExecutor:
                 continue  # a node that died while starting: the others run the job
             except ray.exceptions.RayTaskError as exc:
                 raise _cause(exc) from None
-            self.nodes.append(node)
-            for _ in range(node.slots):
-                self._free.put_nowait(node)
+            self._add(node)
         if not self.nodes:
             raise UserError("--executor ray: no node of the cluster could start a worker")
         self.capacity = sum(n.slots for n in self.nodes)
+        self._watcher = asyncio.ensure_future(self._watch_joins())
 
-    def _leases(self, task: Task, run_index: int, attempt: int) -> dict[str, Any]:
+    def _launch(self, info: dict[str, Any]) -> tuple[_Node, Any]:
+        """Start the worker of the node ``info`` (an entry of ``ray.nodes()``), pinned there;
+        returns the node and its ``prepare`` call."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node_id = info["NodeID"]
+        self._known.add(node_id)
+        cpus = int(info.get("Resources", {}).get("CPU", 1))
+        slots = self.job.slots_per_node or max(1, cpus)
+        actor = self._worker.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            runtime_env=self._runtime_env,
+        ).remote(self.job.model_dump_json())
+        return _Node(node_id, actor, slots), actor.prepare.remote(*self._suite_args)
+
+    def _add(self, node: _Node) -> None:
+        self.nodes.append(node)
+        for _ in range(node.slots):
+            self._free.put_nowait(node)
+
+    async def _watch_joins(self) -> None:
+        """Every :data:`JOIN_POLL_S` seconds, start a worker on each node that joined the
+        cluster since; once it is ready its slots take trials (``capacity`` grows and
+        ``on_capacity`` is told)."""
+        ray = self._ray
+        joining: set[asyncio.Future[None]] = set()
+        while True:
+            await asyncio.sleep(JOIN_POLL_S)
+            try:
+                found = await asyncio.to_thread(ray.nodes)
+            except Exception:  # noqa: BLE001 - the cluster's table is unreachable: next poll
+                continue
+            for info in found:
+                if info.get("Alive") and info["NodeID"] not in self._known:
+                    fut = asyncio.ensure_future(self._join(*self._launch(info)))
+                    joining.add(fut)
+                    fut.add_done_callback(joining.discard)
+
+    async def _join(self, node: _Node, ready: Any) -> None:
+        ray = self._ray
+        try:
+            await ready
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+            return  # a node that cannot start a worker takes no trials
+        self._add(node)
+        self.capacity = (self.capacity or 0) + node.slots
+        if self.on_capacity is not None:
+            self.on_capacity(node.slots)
+
+    def _leases(
+        self, task: Task, run_index: int, attempt: int, svc: TrialServices
+    ) -> dict[str, Any]:
         """The driver-side leases of one attempt (agent, judge), keyed by role."""
         from clawrig.grading.judge_proxy import upstream_endpoint
 
-        gateway, svc = self.services.gateway, self.services
+        gateway = self.services.gateway
         assert gateway is not None
         out: dict[str, Any] = {}
         for role, model in (("agent", svc.model), ("judge", svc.judge)):
@@ -438,11 +642,40 @@ class RayExecutor:
             )
         return out
 
+    async def _task_ref(self, node: _Node, task: Task) -> str | tuple[str, str, str]:
+        """What the node's :meth:`NodeWorker.run` gets for ``task``: its id when it is one of
+        the job's suite, else its :class:`TaskPack` (the pack unpacked on the node first,
+        once per folder)."""
+        if id(task) in self._suite_ids:
+            return task.id
+        pack = await asyncio.to_thread(pack_task, task, self._task_packs)
+        if pack.digest not in self._pack_refs:
+            self._pack_refs[pack.digest] = self._ray.put(pack.data)
+        if pack.digest not in node.packs:
+            ref = node.actor.unpack.remote(self._pack_refs[pack.digest], pack.digest)
+            node.packs[pack.digest] = asyncio.ensure_future(_awaited(ref))
+        await asyncio.shield(node.packs[pack.digest])
+        return (pack.task_json, pack.base, pack.digest)
+
     async def run(
-        self, task: Task, run_index: int, *, job_id: str, attempt: int, earlier: Usage
+        self,
+        task: Task,
+        run_index: int,
+        *,
+        job_id: str,
+        attempt: int,
+        earlier: Usage,
+        trial: TrialConfig | None = None,
+        services: TrialServices | None = None,
     ) -> tuple[TrialResult, Path]:
+        """One attempt on a node with a free slot (see :class:`Executor`). ``trial`` /
+        ``services``: this attempt's settings and models instead of the job's (the RL episode
+        API: each episode has its own sampling endpoint); their output folder stays
+        ``job.output``."""
         ray, gateway = self._ray, self.services.gateway
         assert ray is not None and gateway is not None
+        svc = services or self.services
+        trial_json = trial.model_dump_json() if trial is not None else None
         while True:
             node = await self._free.get()
             if node is None:
@@ -453,19 +686,28 @@ class RayExecutor:
                 )
             if not node.alive:
                 continue
-            leases = self._leases(task, run_index, attempt)
-            models: dict[str, Any] = {"gateway": gateway.host_url}
-            for role, lease in leases.items():
-                model = self.services.model if role == "agent" else self.services.judge
-                models[role] = (
-                    lease.endpoint.model_dump_json(),
-                    lease.token,
-                    bool(getattr(model, "stream", False)),
-                )
-            ref = node.actor.run.remote(
-                task.id, run_index, job_id, attempt, earlier.model_dump(mode="json"), models
-            )
+            leases: dict[str, Any] = {}
+            ref = None
             try:
+                task_ref = await self._task_ref(node, task)
+                leases = self._leases(task, run_index, attempt, svc)
+                models: dict[str, Any] = {"gateway": gateway.host_url}
+                for role, lease in leases.items():
+                    model = svc.model if role == "agent" else svc.judge
+                    models[role] = (
+                        lease.endpoint.model_dump_json(),
+                        lease.token,
+                        bool(getattr(model, "stream", False)),
+                    )
+                ref = node.actor.run.remote(
+                    task_ref,
+                    run_index,
+                    job_id,
+                    attempt,
+                    earlier.model_dump(mode="json"),
+                    models,
+                    trial_json,
+                )
                 result_json, name, packed = await ref
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
                 # the node (or its worker, or the returned folder) is gone: what the attempt
@@ -481,9 +723,10 @@ class RayExecutor:
             except ray.exceptions.RayTaskError as exc:
                 self._free.put_nowait(node)
                 raise _cause(exc) from None
-            except asyncio.CancelledError:
-                with contextlib.suppress(Exception):
-                    ray.cancel(ref)
+            except BaseException:  # cancelled (or the task could not be shipped)
+                if ref is not None:
+                    with contextlib.suppress(Exception):
+                        ray.cancel(ref)
                 self._free.put_nowait(node)
                 raise
             finally:
@@ -496,6 +739,13 @@ class RayExecutor:
             return result, folder
 
     async def close(self) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """End the node workers (and Ray, when :meth:`start` started it). Idempotent."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
         ray = self._ray
         if ray is None:
             return
@@ -506,6 +756,10 @@ class RayExecutor:
         if self._owns_ray:
             ray.shutdown()
         self._ray = None
+
+
+async def _awaited(ref: Any) -> Any:
+    return await ref
 
 
 def _cause(exc: Any) -> BaseException:
