@@ -113,3 +113,24 @@ def test_the_local_executor_imports_no_ray(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--executor", "slurm"], "--executor: unknown executor 'slurm' (choose from local, ray)"),
+        (["--ray-address", "10.0.0.1:6379"], "--ray-address / --slots-per-node: only with"),
+        (["--executor", "ray", "--ray-address", "127.0.0.1:{port}"], "--ray-address: no Ray"),
+    ],
+)
+def test_bad_serve_executor_options_are_one_line_and_exit_2(tmp_path, extra, expected):
+    port = str(_closed_port())
+    r = subprocess.run(
+        [CLAWRIG, "serve", str(tmp_path), "--port", "0", "-o", str(tmp_path / "o")]
+        + [a.replace("{port}", port) for a in extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert expected in r.stderr and "Traceback" not in r.stderr

@@ -3,7 +3,9 @@
 Serves every task of SUITE (any path ``clawrig run`` reads) on HOST:PORT until Ctrl-C. Trial
 folders go under ``--output``. ``--api-key-env VAR`` names the variable holding the default
 key for the trainer's model server (a request's own ``api_key`` wins); it stays in this
-process's gateway and never enters a sandbox. Exit 2 with one line for bad usage.
+process's gateway and never enters a sandbox. ``--executor ray`` runs the episodes on the nodes
+of a Ray cluster (``--ray-address``, ``--slots-per-node``; docs/ray.md). Exit 2 with one line
+for bad usage.
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(help="Variable with the default key of the trainer's model server."),
         ] = None,
+        executor: Annotated[
+            str, typer.Option(help="Where episodes run: local | ray (docs/ray.md).")
+        ] = "local",
+        ray_address: Annotated[
+            str | None, typer.Option(help="--executor ray: the cluster (HOST:PORT, auto).")
+        ] = None,
+        slots_per_node: Annotated[
+            int | None, typer.Option(min=1, help="--executor ray: episodes at once per node.")
+        ] = None,
     ) -> None:
         """Serve episodes over HTTP: POST /v1/episodes, POST /v1/groups, GET /v1/tasks,
         GET /health."""
@@ -61,6 +72,17 @@ def register(app: typer.Typer) -> None:
         from clawrig.tasks.registry import load_tasks
 
         check_sandbox_kind(sandbox)
+        try:
+            rollouts = Rollouts(
+                output,
+                trial=TrialConfig(sandbox=sandbox, max_turns=max_turns),
+                max_concurrency=max_concurrency,
+                executor=executor,
+                ray_address=ray_address,
+                slots_per_node=slots_per_node,
+            )
+        except UserError as exc:  # named as the options are
+            raise UserError(_as_flags(str(exc))) from None
         if not path.exists():
             raise UserError(f"PATH: no such file or folder: {path}")
         tasks = select_tasks(load_tasks(path, root=root), suite, [])
@@ -73,11 +95,6 @@ def register(app: typer.Typer) -> None:
             sock = tcp_listener(host, port)
         except OSError as exc:
             raise UserError(f"--port: cannot listen on {host}:{port}: {exc.strerror}") from None
-        rollouts = Rollouts(
-            output,
-            trial=TrialConfig(sandbox=sandbox, max_turns=max_turns),
-            max_concurrency=max_concurrency,
-        )
         app_ = create_app(rollouts, tasks, max_queue=max_queue, timeout_s=timeout_s, api_key=key)
         err_console.print(
             f"clawrig serve: {len(tasks)} task(s) on http://{host}:{sock.getsockname()[1]} "
@@ -89,3 +106,17 @@ def register(app: typer.Typer) -> None:
             server.run(sockets=[sock])
         finally:
             rollouts.close()
+
+
+def _as_flags(message: str) -> str:
+    """A :class:`~clawrig.rl.Rollouts` argument error worded with this command's options."""
+    for arg, flag in (
+        ("ray_address / slots_per_node", "--ray-address / --slots-per-node"),
+        ("executor='ray'", "--executor ray"),
+        ("ray_address", "--ray-address"),
+        ("slots_per_node", "--slots-per-node"),
+        ("executor", "--executor"),
+    ):
+        if message.startswith(arg) or arg == "executor='ray'":
+            message = message.replace(arg, flag, 1)
+    return message
