@@ -10,7 +10,13 @@ unmount); with a gateway door (a capped unix socket served by the harness).
 
 Targets on a 2-core machine (issue 2): start+stop <= 50 ms median, exec round trip <= 3 ms
 median (round trip minus the command's own time), 100 concurrent sandboxes with harness RSS
-<= 300 MB. Usage: python benchmarks/sandbox.py [--backend bwrap] [--n 50] [--compare-n 20]
+<= 300 MB.
+
+Warm pool (issue 19): a sandbox ready cold vs from the pool (median, p90; goal <= 15 ms), and
+the clean room's grading cost per real trial without and with the pool (issue 14: under 50 ms).
+
+Usage: python benchmarks/sandbox.py [--backend bwrap] [--n 50] [--compare-n 20] [--pool-n 30]
+[--only-pool]
 (the comparison builds the ``base`` environment when missing: minutes the first time).
 """
 
@@ -25,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from clawrig.sandbox import SandboxConfig, create_sandbox
+from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
 
 
 def pct(values: list[float], q: float) -> float:
@@ -33,10 +39,10 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
 
 
-def show(name: str, ms: list[float]) -> None:
+def show(name: str, ms: list[float], p: float = 0.95) -> None:
     print(
-        f"{name:<34} median {statistics.median(ms):8.2f} ms   p95 {pct(ms, 0.95):8.2f} ms"
-        f"   (n={len(ms)})"
+        f"{name:<34} median {statistics.median(ms):8.2f} ms   p{round(p * 100)} "
+        f"{pct(ms, p):8.2f} ms   (n={len(ms)})"
     )
 
 
@@ -148,6 +154,114 @@ async def containment(n: int) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+async def pool(n: int) -> None:
+    """The warm pool (issue 19): a trial's sandbox ready cold (its disk made and mounted, bwrap
+    and the supervisor started) vs taken from a warm pool (its workspace and binds mounted,
+    the trial's environment, its time limit armed), median and p90; then what grading in a
+    clean room costs per trial in real trials (oracle agent, demo suite), without and with the
+    pool, beside the agent's sandbox start."""
+    from clawrig.sandbox.bwrap import BwrapSandbox
+    from clawrig.sandbox.disk import TrialDisk
+    from clawrig.sandbox.pool import WarmPool, pooling_possible
+
+    if not pooling_possible():
+        print("warm pool: needs root, mke2fs and bwrap")
+        return
+    base = Path(tempfile.mkdtemp(prefix="clawrig-bench-pool-"))
+    limits = Limits(disk_bytes=8 * 1024**3)
+    try:
+        cold, warm = [], []
+        for i in range(n):
+            ws = base / f"cold{i}"
+            t = time.perf_counter()
+            disk = TrialDisk(base / f"d{i}", limits.disk_bytes)
+            await asyncio.to_thread(disk.mount)
+            sb = BwrapSandbox(SandboxConfig(workspace_dir=ws, scratch_dir=disk.path, limits=limits))
+            await sb.start()
+            cold.append((time.perf_counter() - t) * 1000)
+            assert (await sb.exec("true")).exit_code == 0
+            await sb.stop()
+            disk.release()
+        async with WarmPool(parallel=1, work_dir=base) as wp:
+            for i in range(n + 1):
+                ws = base / f"warm{i}"
+                ws.mkdir()
+                cfg = SandboxConfig(workspace_dir=ws, limits=limits)
+                while i and wp.idle < 1:  # a trial takes one when the pool has one ready
+                    await asyncio.sleep(0.01)
+                t = time.perf_counter()
+                entry = await wp.take("bwrap", cfg)
+                assert entry is not None
+                box = await entry.claim(cfg)
+                if i:  # the first one is started on demand (a miss)
+                    warm.append((time.perf_counter() - t) * 1000)
+                assert (await box.exec("true")).exit_code == 0
+                await entry.release()
+        print(f"warm pool (issue 19), n={n}: sandbox ready")
+        show("cold (disk mkfs+mount, bwrap, supervisor)", cold, p=0.9)
+        show("from the warm pool (mounts, env, limit)", warm, p=0.9)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    await clean_room_cost(max(4, n // 2))
+
+
+async def clean_room_cost(n: int) -> None:
+    """Per real trial (oracle agent on the demo suite, one at a time): the agent's sandbox
+    start, and the clean room's grading cost: stop_agent (kill + settle: timings kill and
+    collect) + the clean room ready + gt in (timings gt_inject, which also starts the egress
+    forwarder in it), without and with the warm pool. Medians in ms."""
+    from clawrig.runner.trial import TrialServices, run_trial
+    from clawrig.sandbox.pool import WarmPool
+    from clawrig.spec.job import TrialConfig
+    from clawrig.tasks.registry import load_tasks
+
+    suite = Path(__file__).resolve().parents[1] / "suites" / "demo"
+    tasks = load_tasks(suite)
+    config = TrialConfig(agent="oracle", model="none")
+    out = Path(tempfile.mkdtemp(prefix="clawrig-bench-cr-"))
+    rows: dict[str, dict[str, list[float]]] = {}
+    try:
+        for label in ("cold", "warm pool"):
+            wp = WarmPool(parallel=1) if label == "warm pool" else None
+            cols: dict[str, list[float]] = {
+                k: [] for k in ("start", "stop_agent", "ready", "gt_in", "total")
+            }
+            for i in range(n + (1 if wp else 0)):
+                if wp is not None and i:
+                    while wp.idle < 2:  # both keys refilled: a trial's turn comes
+                        await asyncio.sleep(0.01)
+                services = TrialServices(pool=wp)
+                result, _ = await run_trial(tasks[i % len(tasks)], config, out, services=services)
+                assert result.error is None, result.error
+                if wp is not None and not i:
+                    continue  # each key's first is started on demand
+                t = {k: v * 1000 for k, v in result.timings.items()}
+                cr = result.pooled.get("clean_room")
+                stop_agent = t["kill"] + t["collect"]
+                cols["start"].append(t["sandbox_start"])
+                cols["stop_agent"].append(stop_agent)
+                cols["ready"].append(cr.ready_s * 1000 if cr else float("nan"))
+                cols["gt_in"].append(t["gt_inject"])
+                cols["total"].append(stop_agent + t["gt_inject"])
+            if wp is not None:
+                await wp.close()
+            rows[label] = cols
+        print(f"clean-room grading cost per trial (oracle, demo suite, n={n}; medians, ms):")
+        print(
+            f"{'':<11}{'sandbox start':>14}{'stop_agent':>12}{'room ready':>12}"
+            f"{'gt_inject':>11}{'stop+gt_in':>12}"
+        )
+        for label, cols in rows.items():
+            med = {k: statistics.median(v) for k, v in cols.items()}
+            print(
+                f"{label:<11}{med['start']:>14.1f}{med['stop_agent']:>12.1f}{med['ready']:>12.1f}"
+                f"{med['gt_in']:>11.1f}{med['total']:>12.1f}"
+            )
+        print("  (gt_inject = clean room ready + transcript + egress forwarder + gt + services)")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 async def main(backend: str, n: int) -> None:
     base = Path(tempfile.mkdtemp(prefix="clawrig-bench-"))
     try:
@@ -207,7 +321,13 @@ if __name__ == "__main__":
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--compare-n", type=int, default=20, help="0 skips the side-by-side table")
     ap.add_argument("--containment-n", type=int, default=20, help="0 skips the containment rows")
+    ap.add_argument("--pool-n", type=int, default=30, help="0 skips the warm pool rows")
+    ap.add_argument("--only-pool", action="store_true", help="only the warm pool rows")
     args = ap.parse_args()
+    if args.pool_n and args.backend == "bwrap":
+        asyncio.run(pool(args.pool_n))
+    if args.only_pool:
+        raise SystemExit(0)
     if args.compare_n:
         asyncio.run(compare(args.compare_n))
     if args.containment_n and args.backend == "bwrap":

@@ -41,6 +41,7 @@ from clawrig.grading.aggregate import job_summary
 from clawrig.leftovers import remove_tree
 from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import TrialServices
+from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.task import Task
@@ -376,6 +377,9 @@ async def _run_locked(
             res = TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
             results[(entry.task_id, entry.run_index)] = res
             state.spend_usd += res.usage.cost_usd
+    pool = None
+    if services.pool is None and job.trial.sandbox == "bwrap" and warm_pool_wanted():
+        pool = services.pool = WarmPool(parallel=job.parallel, work_dir=services.work_dir)
     try:
         await executor.start()
         return await _run_trials(
@@ -383,6 +387,9 @@ async def _run_locked(
         )
     finally:
         await executor.close()
+        if pool is not None:  # job end, Ctrl-C: every idle sandbox stopped and removed
+            services.pool = None
+            await pool.close()
 
 
 async def _run_trials(

@@ -76,6 +76,7 @@ from clawrig.sandbox.channel import HarnessChannel
 from clawrig.sandbox.disk import TrialDisk
 from clawrig.sandbox.endstate import EndState, EndStateCaps, EndStateRejected, scan, settle
 from clawrig.sandbox.paths import PATHS
+from clawrig.sandbox.pool import PoolEntry, WarmPool
 from clawrig.sandbox.pyenv import GradingEnvStage, ensure_env
 from clawrig.sandbox.workspace import (
     inject_gt,
@@ -101,6 +102,7 @@ from clawrig.spec.trial import (
     DialogFile,
     ErrorKind,
     HarnessWaits,
+    PooledSandbox,
     Score,
     ScoreFile,
     StopReason,
@@ -160,6 +162,9 @@ class TrialServices:
     """The network of the sandbox that makes a task's warm snapshot (None: loopback only)."""
     web: WebService | None = None
     """The job's web (``--web``: live, record, replay, corpus; see :mod:`clawrig.web`)."""
+    pool: WarmPool | None = None
+    """The job's warm pool (:mod:`clawrig.sandbox.pool`): the agent's sandbox and the clean
+    room are taken started from it (None: every sandbox starts cold)."""
     environments: dict[tuple[str, ...], Any] = field(default_factory=dict)
     """Environments resolved for this job's trials (:func:`resolve_environment` by sandbox,
     environment, image and task format): read once, not per trial (~8 ms of YAML each)."""
@@ -552,6 +557,8 @@ class Trial:
         """The session file's text as put in the sandbox (chat.jsonl is the same text)."""
         self.usage = Usage()
         self.sandbox: Sandbox | None = None
+        self.pooled: list[PoolEntry] = []
+        """Sandboxes taken from the job's warm pool (released, with their disks, at close)."""
         self.agent: Agent | None = None
         self.network: TrialNetwork | None = None
         self.door: GatewayDoor | None = None
@@ -659,6 +666,8 @@ class Trial:
         for channel in (self.audit_channel, self.verdict):
             if channel is not None:
                 await channel.close()
+        for entry in reversed(self.pooled):  # the clean room's mounts first, then the disks
+            await entry.release()
         await asyncio.to_thread(self.disk.release)
         if self.network is not None:
             with contextlib.suppress(Exception):
@@ -709,30 +718,9 @@ class Trial:
             if services.gateway is not None and self.agent.uses_gateway:
                 self.agent.gateway = services.gateway  # agents that run their own client
             needs = self.agent.sandbox_needs(task)
-        await asyncio.to_thread(self.disk.mount)
-        if self.disk.problem:
-            self.log(f"setup: no disk limit: {self.disk.problem}")
-        try:
-            if files is not None:
-                write_tree(self.workspace, files)
-            else:
-                materialise_workspace(task, self.workspace)
-                if recorded is not None:
-                    recorded.apply(self.workspace)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self.disk.enforced:
-                raise
-            raise SetupError(
-                f"the task's workspace does not fit the trial's disk of {config.disk_mb} MiB "
-                "(TrialConfig.disk_mb)"
-            ) from None
-        try:
-            self.initial = await asyncio.to_thread(
-                functools.partial(scan, self.workspace, caps=manifest_caps())
-            )
-        except AgentFault as exc:  # the task's own files, before any agent
-            raise SetupError(f"the task's initial workspace: {exc}") from None
-        self.before = self.initial.files
+        pool = services.pool if with_agent and config.sandbox == "bwrap" else None
+        if pool is None:
+            await self._workspace_in(recorded, files)
         self.mark("sandbox_start")
         endpoint = upstream_endpoint(services.model)
         if with_agent and services.gateway is not None and endpoint is not None:
@@ -805,30 +793,98 @@ class Trial:
         if not with_agent:  # re-grading and verify: only the clean room (gt_in) starts
             self.mark("setup")
             return None
-        self.sandbox = await self._start_sandbox(
-            binds,
-            network.sandbox_env(writable_system=system.writable_root)
-            | (dict(needs.env) if needs else {}),
-        )
+        env = network.sandbox_env(writable_system=system.writable_root)
+        env |= dict(needs.env) if needs else {}
+        entry = None
+        if pool is not None:  # the workspace goes on the pooled sandbox's own disk
+            entry = await self._take_pooled(self._sandbox_config(binds, env))
+            if entry is not None:
+                self.disk, self.workspace = entry.disk, entry.disk.path / "workspace"
+            self.mark("setup")
+            await self._workspace_in(recorded, files)
+            self.mark("sandbox_start")
+        self.sandbox = await self._start_sandbox(binds, env, entry=entry)
         self.mark("setup")
         await network.attach(self.sandbox)
         return self.sandbox
 
-    async def _start_sandbox(self, binds: list[Bind], env: dict[str, str]) -> Sandbox:
-        """Start a sandbox of this trial: its workspace folder, the plan's limits, the system
-        (environment and warm snapshot) :meth:`sandbox_up` prepared; it becomes
-        :attr:`sandbox`. Raises SandboxError."""
-        box = create_sandbox(
-            self.config.sandbox,
-            SandboxConfig(
-                workspace_dir=self.workspace,
-                limits=self.plan.limits(self.config),
-                scratch_dir=self.disk.path,
-                binds=binds,
-                env=env,
-                **self.system.sandbox_fields(),  # type: ignore[union-attr]
-            ),
+    async def _workspace_in(
+        self, recorded: RecordedEndState | None, files: Mapping[str, bytes] | None
+    ) -> None:
+        """The trial's disk mounted and the workspace made on it (:meth:`sandbox_up`), its
+        initial listing taken. Raises SetupError."""
+        await asyncio.to_thread(self.disk.mount)
+        if self.disk.problem:
+            self.log(f"setup: no disk limit: {self.disk.problem}")
+        try:
+            if files is not None:
+                write_tree(self.workspace, files)
+            else:
+                materialise_workspace(self.task, self.workspace)
+                if recorded is not None:
+                    recorded.apply(self.workspace)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self.disk.enforced:
+                raise
+            raise SetupError(
+                f"the task's workspace does not fit the trial's disk of {self.config.disk_mb} MiB "
+                "(TrialConfig.disk_mb)"
+            ) from None
+        try:
+            self.initial = await asyncio.to_thread(
+                functools.partial(scan, self.workspace, caps=manifest_caps())
+            )
+        except AgentFault as exc:  # the task's own files, before any agent
+            raise SetupError(f"the task's initial workspace: {exc}") from None
+        self.before = self.initial.files
+
+    def _sandbox_config(self, binds: list[Bind], env: dict[str, str]) -> SandboxConfig:
+        """The config of a sandbox of this trial: its workspace folder, the plan's limits, its
+        disk, the system (environment and warm snapshot) :meth:`sandbox_up` prepared."""
+        return SandboxConfig(
+            workspace_dir=self.workspace,
+            limits=self.plan.limits(self.config),
+            scratch_dir=self.disk.path,
+            binds=binds,
+            env=env,
+            **self.system.sandbox_fields(),  # type: ignore[union-attr]
         )
+
+    async def _take_pooled(self, cfg: SandboxConfig) -> PoolEntry | None:
+        """A started sandbox for ``cfg`` from the job's warm pool (None: no pool, or ``cfg``
+        cannot be pooled); it is the trial's at once (released at close)."""
+        pool = self.services.pool
+        if pool is None:
+            return None
+        async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
+            entry = await pool.take(self.config.sandbox, cfg)
+        if entry is not None:
+            self.pooled.append(entry)
+        return entry
+
+    async def _start_sandbox(
+        self,
+        binds: list[Bind],
+        env: dict[str, str],
+        *,
+        entry: PoolEntry | None = None,
+        role: str = "agent",
+    ) -> Sandbox:
+        """Start a sandbox of this trial (:meth:`_sandbox_config`), or make ``entry`` (or one
+        taken now from the job's warm pool) this trial's; it becomes :attr:`sandbox`, and
+        ``result.pooled[role]`` says how it was had. Raises SandboxError (OSError: a pooled
+        sandbox's mounts failed)."""
+        cfg = self._sandbox_config(binds, env)
+        if entry is None and self.config.sandbox == "bwrap":
+            entry = await self._take_pooled(cfg)
+        if entry is not None:
+            self.sandbox = entry.box
+            box = await entry.claim(cfg)
+            self.result.pooled[role] = PooledSandbox(
+                id=entry.id, hit=entry.hit, ready_s=round(entry.ready_s, 6)
+            )
+            return box
+        box = create_sandbox(self.config.sandbox, cfg)
         self.sandbox = box  # stopped by close() even when cancelled while it starts
         async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
             await box.start()
@@ -1052,7 +1108,7 @@ class Trial:
         self.verdict = await HarnessChannel(self.work / "verdict", VERDICT_DEST).open()
         env = self.network.grading_env() if self.network is not None else {}
         self.sandbox = box = await self._start_sandbox(
-            [*self.grading_binds, self.verdict.bind], env
+            [*self.grading_binds, self.verdict.bind], env, role="clean_room"
         )
         if self.network is not None:
             await self.network.attach_grading(box)

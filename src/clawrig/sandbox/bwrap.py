@@ -85,6 +85,19 @@ ETC_PIECES = (
 )
 TOP_LEVEL_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_ENV = {
+    "PATH": DEFAULT_PATH,
+    "HOME": PATHS.home,
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "USER": "root",
+    "LOGNAME": "root",
+    "SHELL": "/bin/sh",
+    "TERM": "dumb",
+    "TMPDIR": "/tmp",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+"""The environment every sandbox's processes start from (``SandboxConfig.env`` over it)."""
 UID_BASE = 200_000
 UID_SPAN = 60_000
 
@@ -349,26 +362,26 @@ class BwrapSandbox(SupervisedSandbox):
         a += self._bind(SUPERVISOR_PATH, f"{PATHS.clawrig}/supervisor.py", True)
         for b in cfg.binds:
             a += self._bind(Path(b.source).resolve(), b.dest, b.read_only)
-        env = {
-            "PATH": DEFAULT_PATH,
-            "HOME": PATHS.home,
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "USER": "root",
-            "LOGNAME": "root",
-            "SHELL": "/bin/sh",
-            "TERM": "dumb",
-            "TMPDIR": "/tmp",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-        env.update(cfg.env)
         a.append("--clearenv")
-        for k, v in env.items():
+        for k, v in self.environment().items():
             a += ["--setenv", k, v]
         a += ["--setenv", "CLAWRIG_LOG_DIR", "/run/clawrig"]
         a += ["--chdir", PATHS.workspace]
         a += [_find_python(root), "-I", "-S", f"{PATHS.clawrig}/supervisor.py"]
         return a
+
+    def environment(self) -> dict[str, str]:
+        """The environment processes in the sandbox see: the defaults (PATH, HOME, LANG ...)
+        with ``SandboxConfig.env`` over them."""
+        return DEFAULT_ENV | self.config.env
+
+    async def adopt(self) -> None:
+        """A pooled sandbox taken by a trial (:meth:`clawrig.sandbox.pool.PoolEntry.claim`,
+        after its workspace and binds are mounted and :attr:`config` is the trial's): the
+        supervisor takes the trial's environment and enters the workspace, and the trial time
+        limit starts. Raises SandboxDied when the supervisor is gone."""
+        await self._call("adopt", env=self.environment(), cwd=PATHS.workspace)
+        self._arm()
 
     async def _launch(self) -> asyncio.subprocess.Process:
         lim = self.config.limits

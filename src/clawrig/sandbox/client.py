@@ -181,7 +181,10 @@ class SupervisedSandbox:
     async def _cleanup(self) -> None:
         """Release backend resources after the supervisor is gone (folders, cgroups)."""
 
-    async def start(self) -> None:
+    async def start(self, *, arm: bool = True) -> None:
+        """Start the supervisor and wait for its greeting; with ``arm``, the trial time limit
+        (``Limits.trial_timeout_s``) starts now (a pooled sandbox arms it when a trial takes
+        it, :mod:`clawrig.sandbox.pool`). Raises SandboxError."""
         if self._proc is not None:
             raise SandboxError("sandbox already started")
         use_pidfd_child_watcher()
@@ -203,8 +206,13 @@ class SupervisedSandbox:
             await self._abort_start()
             raise SandboxError(f"{self.backend} supervisor sent an unexpected greeting: {hello}")
         self._reader = asyncio.create_task(self._read_responses())
+        if arm:
+            self._arm()
+
+    def _arm(self) -> None:
+        """Start the sandbox's trial time limit (``Limits.trial_timeout_s``), if any."""
         limit = self.config.limits.trial_timeout_s
-        if limit:
+        if limit and self._watchdog is None:
             self._expires_at = asyncio.get_running_loop().time() + limit
             self._watchdog = asyncio.create_task(self._expire(limit))
 

@@ -62,7 +62,10 @@ class TrialDisk:
     def mount(self) -> Path:
         """Make and mount the disk (or a plain folder when disks cannot be made); return
         :attr:`path`. Never raises for a missing capability; raises OSError when the host's
-        own disk fails (no space for the folder)."""
+        own disk fails (no space for the folder). A mounted disk is left as it is (a pooled
+        sandbox's, :mod:`clawrig.sandbox.pool`)."""
+        if self.enforced:
+            return self.path
         self.path.mkdir(parents=True, exist_ok=True)
         if not self.size_bytes:
             return self.path

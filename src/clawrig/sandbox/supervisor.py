@@ -11,7 +11,7 @@ Protocol (one JSON object per line, on stdin/stdout):
 Binary payloads are base64 strings. Requests are served concurrently (a thread each).
 
 Ops: ping, exec, spawn, poll, log, write, kill, read_file, write_file, list, tar_out, tar_in,
-kill_all, shutdown. See ``clawrig.sandbox.bwrap`` for the client side.
+kill_all, adopt, shutdown. See ``clawrig.sandbox.bwrap`` for the client side.
 
 Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]``; ``--root-map`` (LocalSandbox
 only) translates in-sandbox path prefixes to host folders for file operations and cwd.
@@ -559,6 +559,17 @@ def op_kill_all(req):
             except subprocess.TimeoutExpired:
                 pass
     return {"killed": len(killed)}
+
+
+def op_adopt(req):
+    """A pooled sandbox taken by a trial: its environment replaces the pooled defaults and
+    the supervisor enters the workspace mounted meanwhile (its old cwd is the empty slot)."""
+    global _base_env
+    _base_env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
+    _base_env.pop("CLAWRIG_LOG_DIR", None)
+    if req.get("cwd"):
+        os.chdir(_host(req["cwd"]))
+    return {}
 
 
 def op_shutdown(req):

@@ -102,6 +102,17 @@ class HarnessWaits(BaseModel):
         return self.sandbox_start + self.grading + self.model + self.loop
 
 
+class PooledSandbox(BaseModel):
+    """One of a trial's sandboxes as it came from the job's warm pool
+    (:mod:`clawrig.sandbox.pool`): its pool ``id`` (taken by this trial only), ``hit`` (started
+    ahead; False: started when the trial asked) and ``ready_s``, the seconds from taking it to
+    ready (its workspace and binds mounted, the trial's environment, its time limit armed)."""
+
+    id: str
+    hit: bool
+    ready_s: float
+
+
 class TrialResult(BaseModel):
     """Everything a trial produced, written as result.json in the trial folder.
 
@@ -126,6 +137,9 @@ class TrialResult(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     waits: HarnessWaits = Field(default_factory=HarnessWaits)
     """Seconds the trial waited on the harness (within ``timings``; not held against it)."""
+    pooled: dict[str, PooledSandbox] = Field(default_factory=dict)
+    """``agent`` / ``clean_room`` -> how that sandbox came from the warm pool (absent: started
+    cold)."""
     score: Score | None = None
     judge_score: Score | None = None
     process: ProcessScore = Field(default_factory=ProcessScore)

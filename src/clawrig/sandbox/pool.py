@@ -1,0 +1,409 @@
+"""A job's warm pool: bwrap sandboxes started ahead, each on a trial disk made ahead, so a trial's
+sandbox (the agent's, then the clean room for grading) is ready in milliseconds instead of a
+cold start (mkfs + mount + cgroup + bwrap + the supervisor's interpreter).
+
+What makes a sandbox reusable for a trial it was not started for is that nothing of the trial
+is decided at its start: the pooled sandbox binds empty **slots** (host folders or files under
+its entry folder) where the trial's workspace and binds go, with its supervisor up and no
+environment but the defaults. When a trial takes it (:meth:`PoolEntry.claim`):
+
+1. each of the trial's binds (and its workspace) is bind-mounted on the host onto its slot: a
+   bind in a private staging folder, remounted read-only (with ``nosuid,nodev``) when the bind
+   is, then moved onto the slot. The slots' folder is a shared mount and the sandbox's binds of
+   the slots are its slaves, so the move shows inside the sandbox at once, read-only as made
+   (mount propagation, see the kernel's ``sharedsubtree.txt``); the sandbox has no
+   capabilities and the mounts come from a more privileged namespace (locked), so nothing
+   inside can unmount them to see the slot below;
+2. the supervisor is told the trial's environment and enters the now-mounted workspace
+   (``adopt``: commands never saw the pooled defaults);
+3. the sandbox's trial time limit starts.
+
+Everything that decides what a sandbox is at its start is the pool's **key**
+(:func:`pool_key`): backend, root file system and warm snapshot layers, writable system,
+network, hostname, the limits bwrap and the cgroup enforce (memory, processes, file size,
+/dev/shm, disk), and the binds' destinations, modes and kinds. A sandbox is taken by exactly
+one trial and never returned: after the trial it is stopped, its disk unmounted and its folder
+removed (:meth:`PoolEntry.release`), so nothing of one trial reaches another. Fresh ones are
+started in the background to refill the key the trial took from.
+
+Bounded: :class:`WarmPool` keeps at most ``max_idle`` sandboxes idle or starting (default from
+the job's concurrency, the CPUs and the free memory, :func:`default_size`); :meth:`WarmPool.close`
+(job end, Ctrl-C: the batch runner's ``finally``) stops and removes every idle one. Each entry
+is a ``clawrig-trial-<pid>-*`` folder in the work folder, so after ``kill -9``
+:func:`clawrig.leftovers.sweep_dead` unmounts and removes it at the next start (the sandboxes
+die with the harness: ``--die-with-parent``; their cgroups are swept by
+:func:`clawrig.sandbox.bwrap.sweep_stale_cgroups`).
+
+Pooling needs the harness as root (mounts) with cgroups (no per-sandbox uid drop) and the
+bwrap backend; :meth:`WarmPool.take` returns None otherwise (and for a config it cannot pool:
+a kept overlay ``upper_dir``, a fixed ``home_dir``), and the caller starts a sandbox cold.
+Measured: ``benchmarks/sandbox.py`` (cold start vs pooled ready, the clean room's cost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import functools
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawrig.leftovers import owned_tempdir, remove_tree
+from clawrig.sandbox.base import Bind, Limits, SandboxConfig
+from clawrig.sandbox.disk import TrialDisk, can_make_disks
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_MOVE = 8192
+MS_PRIVATE = 1 << 18
+MS_SHARED = 1 << 20
+MNT_DETACH = 2
+WORKSPACE_SLOT = "ws"
+"""The slot bound at /tmp_workspace (the trial's workspace is mounted onto it)."""
+
+_ids = itertools.count(1)
+
+
+@functools.cache
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(source: str | None, target: Path, flags: int) -> None:
+    """mount(2) with no file system type or data. Raises OSError."""
+    src = os.fsencode(source) if source is not None else None
+    if _libc().mount(src, os.fsencode(target), None, flags, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def _umount(target: Path) -> None:
+    """Lazy umount2(2); errors ignored (nothing mounted there)."""
+    _libc().umount2(os.fsencode(target), MNT_DETACH)
+
+
+def bind_onto(source: Path, slot: Path, stage: Path, *, read_only: bool) -> None:
+    """Bind ``source`` onto ``slot`` (a folder or file under a shared mount) so that sandboxes
+    binding ``slot`` see it: bound first at ``stage`` (a fresh point under a private mount,
+    of the same kind as ``source``), remounted ``nosuid,nodev`` (and read-only when asked),
+    then moved onto ``slot`` (the move propagates with its flags). Raises OSError."""
+    _mount(str(source), stage, MS_BIND)
+    try:
+        flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (MS_RDONLY if read_only else 0)
+        _mount(None, stage, flags)
+        _mount(str(stage), slot, MS_MOVE)
+    except OSError:
+        _umount(stage)
+        raise
+
+
+def _private_mount(folder: Path, *, shared: bool) -> None:
+    """Make ``folder`` a mount of its own: a private one, or (``shared``) the root of a new
+    peer group whose binds (the sandboxes') receive what is later mounted below it."""
+    _mount(str(folder), folder, MS_BIND)
+    _mount(None, folder, MS_PRIVATE)
+    if shared:
+        _mount(None, folder, MS_SHARED)
+
+
+def pooling_possible() -> bool:
+    """True when this process may pool sandboxes: root (mounts), mke2fs, bwrap."""
+    from clawrig.sandbox.bwrap import bwrap_path
+
+    return os.geteuid() == 0 and can_make_disks() and bwrap_path() is not None
+
+
+def warm_pool_wanted() -> bool:
+    """False when the environment says ``CLAWRIG_WARM_POOL=0`` (every sandbox starts cold:
+    benchmarks' "before", debugging)."""
+    return os.environ.get("CLAWRIG_WARM_POOL", "1").strip() not in ("0", "false", "no", "off")
+
+
+def default_size(parallel: int) -> int:
+    """How many sandboxes a job keeps idle or starting: two per concurrent trial (its agent's
+    and its clean room's next), at most 4 per CPU, and at most what 1/8 of the available memory
+    holds at ~16 MiB each (a supervisor and bwrap); at least 2."""
+    cpus = os.cpu_count() or 2
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        avail = 1 << 30
+    by_memory = max(2, avail // 8 // (16 * 1024**2))
+    return max(2, min(2 * max(1, parallel), 4 * cpus, by_memory))
+
+
+def pool_key(kind: str, config: SandboxConfig) -> tuple[Any, ...] | None:
+    """Everything that decides a sandbox at its start (module docs), or None when ``config``
+    cannot be pooled (another backend, a kept ``upper_dir``, a fixed ``home_dir``, a bind
+    source that does not exist)."""
+    if kind != "bwrap" or config.upper_dir is not None or config.home_dir is not None:
+        return None
+    binds = []
+    for b in config.binds:
+        try:
+            is_dir = Path(b.source).resolve().is_dir()
+        except OSError:
+            return None
+        if not is_dir and not Path(b.source).is_file():
+            return None
+        binds.append((b.dest, b.read_only, is_dir))
+    lim = config.limits
+    return (
+        kind,
+        str(config.rootfs or ""),
+        tuple(str(p) for p in config.layers),
+        config.writable_root,
+        config.network,
+        config.hostname,
+        lim.memory_bytes,
+        lim.max_processes,
+        lim.max_file_bytes,
+        lim.shm_bytes,
+        lim.disk_bytes,
+        tuple(binds),
+    )
+
+
+@dataclass
+class PoolEntry:
+    """One pooled sandbox: its folder (``clawrig-trial-<pid>-*``: ``fs/`` its disk, ``b/`` the
+    slots, ``st/`` the staging points), its disk, the started sandbox. ``hit``: it was started
+    ahead (False: started for the trial that took it). ``ready_s``: seconds :meth:`claim` took
+    (mounts, adopt, the time limit armed)."""
+
+    id: str
+    key: tuple[Any, ...]
+    folder: Path
+    disk: TrialDisk
+    box: Any = None
+    hit: bool = False
+    ready_s: float = 0.0
+    claimed: bool = False
+    _mounts: list[Path] = field(default_factory=list)
+
+    @property
+    def slots(self) -> Path:
+        return self.folder / "b"
+
+    @property
+    def stage(self) -> Path:
+        return self.folder / "st"
+
+    async def claim(self, config: SandboxConfig) -> Any:
+        """Make the sandbox ``config``'s (module docs, steps 1-3) and return it. ``config``
+        must have this entry's key; its ``scratch_dir`` is replaced by this entry's disk.
+        Raises OSError (a mount failed) or SandboxError/SandboxDied (the supervisor)."""
+        t = time.monotonic()
+        if self.claimed:
+            raise RuntimeError(f"pooled sandbox {self.id} was already taken")
+        self.claimed = True
+        box = self.box
+        self._mount_all(config)  # a few mount(2) calls: microseconds, no thread hop
+        box.config = config.model_copy(update={"scratch_dir": self.disk.path})
+        await box.adopt()
+        self.ready_s = time.monotonic() - t
+        return box
+
+    def _mount_all(self, config: SandboxConfig) -> None:
+        pairs = [(Path(config.workspace_dir), WORKSPACE_SLOT, False)]
+        pairs += [(Path(b.source), str(i), b.read_only) for i, b in enumerate(config.binds)]
+        for source, name, read_only in pairs:
+            slot = self.slots / name
+            point = self.stage / name
+            if source.resolve().is_dir():
+                point.mkdir(exist_ok=True)
+            else:
+                point.touch(exist_ok=True)
+            bind_onto(source.resolve(), slot, point, read_only=read_only)
+            self._mounts.append(slot)
+
+    async def release(self) -> None:
+        """Stop the sandbox, unmount everything of the entry and remove its folder (never
+        raises; idempotent)."""
+        box, self.box = self.box, None
+        if box is not None:
+            with contextlib.suppress(Exception):
+                await box.stop()
+        await asyncio.to_thread(self._remove)
+
+    def _remove(self) -> None:
+        for slot in reversed(self._mounts):
+            _umount(slot)
+        self._mounts = []
+        for point in (self.slots, self.stage):
+            _umount(point)
+        self.disk.release()
+        if not os.path.ismount(self.disk.path):
+            remove_tree(self.folder)
+
+
+class WarmPool:
+    """Pre-started sandboxes per key (module docs). ``max_idle``: sandboxes idle or starting at
+    once (default :func:`default_size` of ``parallel``); ``depth``: how many each key keeps
+    ahead (default: ``parallel``, within ``max_idle``); ``work_dir``: where entry folders go
+    (default: the temp folder). Use inside one event loop; :meth:`close` at the end."""
+
+    def __init__(
+        self,
+        *,
+        parallel: int = 1,
+        max_idle: int | None = None,
+        depth: int | None = None,
+        work_dir: Path | None = None,
+    ) -> None:
+        self.max_idle = max_idle if max_idle is not None else default_size(parallel)
+        self.depth = max(1, min(depth or parallel, self.max_idle))
+        self.work_dir = work_dir
+        self.enabled = pooling_possible()
+        self._idle: dict[tuple[Any, ...], list[PoolEntry]] = {}
+        self._starting: dict[tuple[Any, ...], int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._unpoolable: set[tuple[Any, ...]] = set()
+        self._closed = False
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def idle(self) -> int:
+        """Sandboxes started and waiting for a trial."""
+        return sum(len(v) for v in self._idle.values())
+
+    @property
+    def starting(self) -> int:
+        return sum(self._starting.values())
+
+    async def take(self, kind: str, config: SandboxConfig) -> PoolEntry | None:
+        """A started sandbox for ``config``'s key, taken out of the pool for good (one started
+        now when none waits), with its key refilled in the background; None when the pool is
+        off or cannot pool ``config`` (start one cold). Raises SandboxError when a sandbox
+        started now fails to start."""
+        key = pool_key(kind, config)
+        if not self.enabled or self._closed or key is None or key in self._unpoolable:
+            return None
+        waiting = self._idle.get(key)
+        entry = waiting.pop() if waiting else None
+        if entry is not None and (entry.box is None or entry.box._died is not None):
+            await entry.release()  # died while idle (never seen by a trial): start another
+            entry = None
+        if entry is not None:
+            self.hits += 1
+            entry.hit = True
+        else:
+            self.misses += 1
+            entry = await self._start(key, config)
+            if entry is None:
+                return None
+        self._refill(key, config)
+        return entry
+
+    def _refill(self, key: tuple[Any, ...], config: SandboxConfig) -> None:
+        have = len(self._idle.get(key, [])) + self._starting.get(key, 0)
+        room = self.max_idle - self.idle - self.starting
+        for _ in range(max(0, min(self.depth - have, room))):
+            self._starting[key] = self._starting.get(key, 0) + 1
+            task = asyncio.get_running_loop().create_task(self._fill(key, config))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _fill(self, key: tuple[Any, ...], config: SandboxConfig) -> None:
+        try:
+            entry = await self._start(key, config)
+        except Exception:  # noqa: BLE001 - a failed refill leaves the key to cold starts
+            entry = None
+        finally:
+            self._starting[key] -= 1
+        if entry is None:
+            return
+        if self._closed:
+            await entry.release()
+            return
+        self._idle.setdefault(key, []).append(entry)
+
+    async def _start(self, key: tuple[Any, ...], config: SandboxConfig) -> PoolEntry | None:
+        """A new entry for ``key``: folder, disk, slots, and a sandbox started on them."""
+        from clawrig.sandbox.bwrap import BwrapSandbox
+
+        folder = owned_tempdir("trial", self.work_dir)
+        os.chmod(folder, 0o700)  # the sandbox's root is the host's root (no uid drop)
+        entry = PoolEntry(
+            id=f"{os.getpid()}-{next(_ids)}",
+            key=key,
+            folder=folder,
+            disk=TrialDisk(folder, config.limits.disk_bytes),
+        )
+        try:
+            await asyncio.to_thread(self._prepare, entry, config)
+            lim = config.limits
+            box = BwrapSandbox(
+                SandboxConfig(
+                    workspace_dir=entry.slots / WORKSPACE_SLOT,
+                    scratch_dir=entry.disk.path,
+                    binds=[
+                        Bind(source=entry.slots / str(i), dest=b.dest, read_only=b.read_only)
+                        for i, b in enumerate(config.binds)
+                    ],
+                    limits=Limits(
+                        memory_bytes=lim.memory_bytes,
+                        max_processes=lim.max_processes,
+                        max_file_bytes=lim.max_file_bytes,
+                        disk_bytes=lim.disk_bytes,
+                        shm_bytes=lim.shm_bytes,
+                        trial_timeout_s=None,  # armed when a trial takes it
+                    ),
+                    rootfs=config.rootfs,
+                    layers=config.layers,
+                    writable_root=config.writable_root,
+                    network=config.network,
+                    hostname=config.hostname,
+                )
+            )
+            entry.box = box
+            await box.start(arm=False)
+        except BaseException:
+            await entry.release()
+            raise
+        if box.host_uid is not None:  # no cgroups: rlimits on a dropped uid, not poolable
+            self._unpoolable.add(key)
+            await entry.release()
+            return None
+        return entry
+
+    @staticmethod
+    def _prepare(entry: PoolEntry, config: SandboxConfig) -> None:
+        entry.disk.mount()
+        entry.slots.mkdir()
+        entry.stage.mkdir()
+        (entry.slots / WORKSPACE_SLOT).mkdir()
+        for i, b in enumerate(config.binds):
+            slot = entry.slots / str(i)
+            if Path(b.source).resolve().is_dir():
+                slot.mkdir()
+            else:
+                slot.touch()
+        _private_mount(entry.stage, shared=False)
+        _private_mount(entry.slots, shared=True)
+
+    async def close(self) -> None:
+        """Stop refilling and release every idle sandbox (job end, Ctrl-C). Idempotent."""
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        idle = [e for entries in self._idle.values() for e in entries]
+        self._idle.clear()
+        await asyncio.gather(*(e.release() for e in idle), return_exceptions=True)
+
+    async def __aenter__(self) -> WarmPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,96 @@
+"""The warm pool (clawrig.sandbox.pool) on real bubblewrap sandboxes and real loop-mounted disks:
+a pooled sandbox is the taking trial's only (its workspace, binds and environment mounted and
+set at claim, read-only binds read-only), it has its own disk, nothing of one trial reaches the
+next, and nothing of the pool is left after it closes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from clawrig.leftovers import mounts_below
+from clawrig.sandbox.base import Bind, Limits, SandboxConfig
+from clawrig.sandbox.pool import WarmPool, pool_key, pooling_possible
+
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(not pooling_possible(), reason="pooling needs root, mke2fs and bwrap"),
+]
+
+DISK = 64 * 1024**2
+
+
+def _config(ws: Path, src: Path, value: str) -> SandboxConfig:
+    return SandboxConfig(
+        workspace_dir=ws,
+        binds=[Bind(source=src, dest="/opt/clawrig-test-ro", read_only=True)],
+        env={"TRIAL_VALUE": value},
+        limits=Limits(disk_bytes=DISK, trial_timeout_s=600),
+    )
+
+
+def _ours(base: Path) -> list[Path]:
+    return sorted(base.glob(f"clawrig-trial-{os.getpid()}-*"))
+
+
+async def _wait_idle(pool: WarmPool, n: int) -> None:
+    for _ in range(600):
+        if pool.idle >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the pool did not refill: {pool.idle} idle")
+
+
+async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    src = tmp_path / "ro"
+    src.mkdir()
+    (src / "tool.txt").write_text("harness file\n")
+    seen: list[tuple[str, Path]] = []
+    async with WarmPool(parallel=1, work_dir=work) as pool:
+        for name in ("first", "second"):
+            ws = tmp_path / f"ws-{name}"
+            ws.mkdir()
+            (ws / "task.txt").write_text(f"{name} task\n")
+            cfg = _config(ws, src, name)
+            if name == "second":
+                await _wait_idle(pool, 1)
+            entry = await pool.take("bwrap", cfg)
+            assert entry is not None and entry.key == pool_key("bwrap", cfg)
+            assert entry.hit is (name == "second")  # the first was started on demand
+            box = await entry.claim(cfg)
+            assert entry.ready_s > 0
+            r = await box.exec(
+                'pwd; cat task.txt; echo "v=$TRIAL_VALUE"; cat /opt/clawrig-test-ro/tool.txt; '
+                "ls /tmp /root; echo x > /opt/clawrig-test-ro/planted; echo ro=$?; "
+                "echo mine > /tmp/left-by-trial; echo mine > /root/left-by-trial; "
+                "echo out > result.txt; df -k /tmp | tail -1",
+                merge_stderr=True,
+            )
+            out = r.stdout
+            assert out.startswith(f"/tmp_workspace\n{name} task\nv={name}\nharness file\n"), out
+            assert "left-by-trial" not in out.split("ro=")[0]  # the previous trial left nothing
+            assert "ro=" in out and "ro=0" not in out  # the read-only bind stayed read-only
+            assert not (src / "planted").exists()
+            assert (ws / "result.txt").read_text() == "out\n"  # the trial's own workspace
+            size_kb = int(out.strip().splitlines()[-1].split()[1])
+            assert size_kb <= DISK // 1024  # /tmp is on the entry's own small disk
+            assert all(entry.id != i and entry.folder != f for i, f in seen)
+            seen.append((entry.id, entry.folder))
+            await entry.release()
+            assert not entry.folder.exists() and not mounts_below(entry.folder)
+        await _wait_idle(pool, 1)
+    # closed: every idle sandbox stopped, its disk unmounted, its folder removed
+    assert _ours(work) == [] and mounts_below(work) == []
+
+
+async def test_a_config_the_pool_cannot_hold_starts_cold(tmp_path):
+    cfg = SandboxConfig(workspace_dir=tmp_path / "ws", home_dir=tmp_path / "home")
+    async with WarmPool(parallel=1, work_dir=tmp_path) as pool:
+        assert await pool.take("bwrap", cfg) is None
+        assert await pool.take("local", SandboxConfig(workspace_dir=tmp_path / "ws")) is None
+    assert pool_key("bwrap", cfg) is None
