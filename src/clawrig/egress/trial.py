@@ -229,6 +229,19 @@ class TrialNetwork:
         if self.proxy is not None and sandbox.backend != "local":
             self._handles.append(await start_egress_forwarder(sandbox, self.proxy))
 
+    def forwarders(self, *, grading: bool = False) -> list[tuple[str, int]]:
+        """(socket path inside the sandbox, port) of each forwarder :meth:`attach` (or, with
+        ``grading``, :meth:`attach_grading`) starts in a bwrap sandbox: what a warm pool may
+        start ahead (:mod:`clawrig.sandbox.pool`)."""
+        from clawrig.egress.proxy import EGRESS_PORT, SANDBOX_EGRESS_DIR, SOCKET_NAME
+
+        out = [(f"{SANDBOX_EGRESS_DIR}/{SOCKET_NAME}", EGRESS_PORT)] if self.proxy else []
+        if self.gateway is not None and not grading:
+            from clawrig.llm.gateway import FORWARDER_PORT
+
+            out.append((self.gateway.sandbox_socket, FORWARDER_PORT))
+        return out
+
     def sandbox_env(self, *, writable_system: bool) -> dict[str, str]:
         """The sandbox's environment: :attr:`env`, plus :func:`user_install_env` when its
         system cannot be written (the host's read-only /usr)."""

@@ -666,9 +666,11 @@ class Trial:
         for channel in (self.audit_channel, self.verdict):
             if channel is not None:
                 await channel.close()
-        for entry in reversed(self.pooled):  # the clean room's mounts first, then the disks
-            await entry.release()
-        await asyncio.to_thread(self.disk.release)
+        pool = self.services.pool
+        for entry in reversed(self.pooled):  # stopped now, unmounted and removed meanwhile
+            await (pool.retire(entry) if pool is not None else entry.release())
+        if not any(entry.disk is self.disk for entry in self.pooled):
+            await asyncio.to_thread(self.disk.release)
         if self.network is not None:
             with contextlib.suppress(Exception):
                 await self.network.close()
@@ -797,7 +799,7 @@ class Trial:
         env |= dict(needs.env) if needs else {}
         entry = None
         if pool is not None:  # the workspace goes on the pooled sandbox's own disk
-            entry = await self._take_pooled(self._sandbox_config(binds, env))
+            entry = await self._take_pooled(self._sandbox_config(binds, env), network.forwarders())
             if entry is not None:
                 self.disk, self.workspace = entry.disk, entry.disk.path / "workspace"
             self.mark("setup")
@@ -850,14 +852,17 @@ class Trial:
             **self.system.sandbox_fields(),  # type: ignore[union-attr]
         )
 
-    async def _take_pooled(self, cfg: SandboxConfig) -> PoolEntry | None:
-        """A started sandbox for ``cfg`` from the job's warm pool (None: no pool, or ``cfg``
-        cannot be pooled); it is the trial's at once (released at close)."""
+    async def _take_pooled(
+        self, cfg: SandboxConfig, forwarders: list[tuple[str, int]]
+    ) -> PoolEntry | None:
+        """A started sandbox for ``cfg`` from the job's warm pool, with ``forwarders`` running
+        (:meth:`TrialNetwork.forwarders`); None: no pool, or ``cfg`` cannot be pooled. It is
+        the trial's at once (released at close)."""
         pool = self.services.pool
         if pool is None:
             return None
         async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
-            entry = await pool.take(self.config.sandbox, cfg)
+            entry = await pool.take(self.config.sandbox, cfg, forwarders)
         if entry is not None:
             self.pooled.append(entry)
         return entry
@@ -875,8 +880,11 @@ class Trial:
         ``result.pooled[role]`` says how it was had. Raises SandboxError (OSError: a pooled
         sandbox's mounts failed)."""
         cfg = self._sandbox_config(binds, env)
-        if entry is None and self.config.sandbox == "bwrap":
-            entry = await self._take_pooled(cfg)
+        if entry is None and self.config.sandbox == "bwrap":  # the clean room
+            network = self.network
+            entry = await self._take_pooled(
+                cfg, network.forwarders(grading=True) if network is not None else []
+            )
         if entry is not None:
             self.sandbox = entry.box
             box = await entry.claim(cfg)

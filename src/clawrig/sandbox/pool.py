@@ -49,6 +49,7 @@ import functools
 import itertools
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ from typing import Any
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
 from clawrig.sandbox.disk import TrialDisk, can_make_disks
+from clawrig.sandbox.paths import PATHS
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -67,6 +69,9 @@ MS_PRIVATE = 1 << 18
 MS_SHARED = 1 << 20
 MNT_DETACH = 2
 WORKSPACE_SLOT = "ws"
+FORWARDER_DEST = f"{PATHS.clawrig}/forwarder.py"
+"""Where a pooled sandbox that starts forwarders ahead has the forwarder script (read-only;
+the trial's own copy is in a slot, empty until it is taken)."""
 """The slot bound at /tmp_workspace (the trial's workspace is mounted onto it)."""
 
 _ids = itertools.count(1)
@@ -187,6 +192,8 @@ class PoolEntry:
     hit: bool = False
     ready_s: float = 0.0
     claimed: bool = False
+    forwarders: dict[tuple[str, int], Any] = field(default_factory=dict)
+    """(socket path, port) -> the handle of a forwarder started ahead in the sandbox."""
     _mounts: list[Path] = field(default_factory=list)
 
     @property
@@ -208,6 +215,7 @@ class PoolEntry:
         box = self.box
         self._mount_all(config)  # a few mount(2) calls: microseconds, no thread hop
         box.config = config.model_copy(update={"scratch_dir": self.disk.path})
+        box.forwarders = dict(self.forwarders)
         await box.adopt()
         self.ready_s = time.monotonic() - t
         return box
@@ -266,6 +274,7 @@ class WarmPool:
         self._idle: dict[tuple[Any, ...], list[PoolEntry]] = {}
         self._starting: dict[tuple[Any, ...], int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._retiring: set[asyncio.Task[None]] = set()
         self._unpoolable: set[tuple[Any, ...]] = set()
         self._closed = False
         self.hits = 0
@@ -280,12 +289,18 @@ class WarmPool:
     def starting(self) -> int:
         return sum(self._starting.values())
 
-    async def take(self, kind: str, config: SandboxConfig) -> PoolEntry | None:
+    async def take(
+        self, kind: str, config: SandboxConfig, forwarders: Sequence[tuple[str, int]] = ()
+    ) -> PoolEntry | None:
         """A started sandbox for ``config``'s key, taken out of the pool for good (one started
         now when none waits), with its key refilled in the background; None when the pool is
-        off or cannot pool ``config`` (start one cold). Raises SandboxError when a sandbox
-        started now fails to start."""
+        off or cannot pool ``config`` (start one cold). ``forwarders``: (socket path inside,
+        port) of the TCP -> unix socket forwarders the trial will start in it
+        (:func:`clawrig.llm.gateway.forwarder.spawn_forwarder`), started ahead too (part of
+        the key). Raises SandboxError when a sandbox started now fails to start."""
         key = pool_key(kind, config)
+        if key is not None:
+            key = (*key, tuple(forwarders))
         if not self.enabled or self._closed or key is None or key in self._unpoolable:
             return None
         waiting = self._idle.get(key)
@@ -328,7 +343,9 @@ class WarmPool:
         self._idle.setdefault(key, []).append(entry)
 
     async def _start(self, key: tuple[Any, ...], config: SandboxConfig) -> PoolEntry | None:
-        """A new entry for ``key``: folder, disk, slots, and a sandbox started on them."""
+        """A new entry for ``key``: folder, disk, slots, and a sandbox started on them (with
+        the key's forwarders running in it)."""
+        from clawrig.llm.gateway.forwarder import forwarder_script, spawn_forwarder
         from clawrig.sandbox.bwrap import BwrapSandbox
 
         folder = owned_tempdir("trial", self.work_dir)
@@ -349,7 +366,8 @@ class WarmPool:
                     binds=[
                         Bind(source=entry.slots / str(i), dest=b.dest, read_only=b.read_only)
                         for i, b in enumerate(config.binds)
-                    ],
+                    ]
+                    + ([Bind(source=forwarder_script(), dest=FORWARDER_DEST)] if key[-1] else []),
                     limits=Limits(
                         memory_bytes=lim.memory_bytes,
                         max_processes=lim.max_processes,
@@ -367,6 +385,11 @@ class WarmPool:
             )
             entry.box = box
             await box.start(arm=False)
+            for sock, port in key[-1]:
+                entry.forwarders[(sock, port)] = await spawn_forwarder(
+                    box, FORWARDER_DEST, sock, port=port, what="a pooled forwarder"
+                )
+            await box._call("preload")
         except BaseException:
             await entry.release()
             raise
@@ -391,13 +414,30 @@ class WarmPool:
         _private_mount(entry.stage, shared=False)
         _private_mount(entry.slots, shared=True)
 
+    async def retire(self, entry: PoolEntry) -> None:
+        """Release ``entry`` after its trial (:meth:`PoolEntry.release`) in the background: its
+        sandbox is stopped at once, its unmounts and removal finish before :meth:`close`
+        returns. Never raises."""
+        if entry.box is not None:
+            with contextlib.suppress(Exception):
+                await entry.box.stop()
+        if self._closed:
+            await entry.release()
+            return
+        task = asyncio.get_running_loop().create_task(entry.release())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
     async def close(self) -> None:
-        """Stop refilling and release every idle sandbox (job end, Ctrl-C). Idempotent."""
+        """Stop refilling, release every idle sandbox and wait for retired ones to be gone
+        (job end, Ctrl-C). Idempotent."""
         self._closed = True
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
         idle = [e for entries in self._idle.values() for e in entries]
         self._idle.clear()
         await asyncio.gather(*(e.release() for e in idle), return_exceptions=True)

@@ -11,7 +11,7 @@ Protocol (one JSON object per line, on stdin/stdout):
 Binary payloads are base64 strings. Requests are served concurrently (a thread each).
 
 Ops: ping, exec, spawn, poll, log, write, kill, read_file, write_file, list, tar_out, tar_in,
-kill_all, adopt, shutdown. See ``clawrig.sandbox.bwrap`` for the client side.
+kill_all, adopt, preload, shutdown. See ``clawrig.sandbox.bwrap`` for the client side.
 
 Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]``; ``--root-map`` (LocalSandbox
 only) translates in-sandbox path prefixes to host folders for file operations and cwd.
@@ -569,6 +569,15 @@ def op_adopt(req):
     _base_env.pop("CLAWRIG_LOG_DIR", None)
     if req.get("cwd"):
         os.chdir(_host(req["cwd"]))
+    return {}
+
+
+def op_preload(req):
+    """Import what file copies need (tarfile, io) while a pooled sandbox waits for a trial, so
+    its first put_dir/get_dir does not pay for it."""
+    import io  # noqa: F401
+    import tarfile  # noqa: F401
+
     return {}
 
 

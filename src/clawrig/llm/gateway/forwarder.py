@@ -93,8 +93,14 @@ async def spawn_forwarder(
     unix socket ``socket_path`` (inside too) and wait until it listens; returns its handle.
 
     Raises :class:`clawrig.errors.SandboxError` naming ``what`` when it does not come up
-    within ``ready_timeout_s`` seconds (with its output).
+    within ``ready_timeout_s`` seconds (with its output). A pooled sandbox may hold this very
+    forwarder started ahead (:attr:`clawrig.sandbox.pool.PoolEntry.forwarders`): that one is
+    returned while it runs.
     """
+    ahead = getattr(sandbox, "forwarders", None)
+    handle = ahead.pop((socket_path, port), None) if ahead else None
+    if handle is not None and await handle.poll() is None:
+        return handle
     handle = await sandbox.spawn(
         [python, "-I", "-S", "-u", script, "--port", str(port), "--socket", socket_path]
     )
