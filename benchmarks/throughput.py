@@ -22,8 +22,12 @@ Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wal
 time limit, and how long trials waited on the harness (the summary's ``waits``: slots for a
 sandbox start, a model request, grading; not counted toward time limits).
 
+Each clawrig line also gives the per-trial medians of the sandbox start and the clean room's
+grading cost (stop_agent + settle + clean room ready + gt in: timings kill + collect +
+gt_inject); ``--pool-compare`` runs clawrig without its warm pool too (``clawrig-cold``).
+
 Usage: python benchmarks/throughput.py [--trials 200] [--parallel 1,8,32] [--reps 3]
-       [--model-delay 0] [--no-inspect]
+       [--model-delay 0] [--no-inspect] [--pool-compare]
 """
 
 from __future__ import annotations
@@ -139,14 +143,18 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_clawrig(n: int, parallel: int, base: Path, delay: float) -> dict[str, Any]:
-    """One `clawrig run` of the workload; raises RuntimeError when its summary is wrong."""
+def run_clawrig(
+    n: int, parallel: int, base: Path, delay: float, *, pool: bool = True
+) -> dict[str, Any]:
+    """One `clawrig run` of the workload (``pool`` False: ``CLAWRIG_WARM_POOL=0``, every
+    sandbox started cold); raises RuntimeError when its summary is wrong."""
     root = Path(tempfile.mkdtemp(prefix=f"p{parallel}-", dir=base))
     tasks_dir = make_bench(root, n)
     out = root / "out"
     exe = shutil.which("clawrig") or str(Path(sys.executable).with_name("clawrig"))
     with ModelServer(delay) as srv:
         env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
+        env["CLAWRIG_WARM_POOL"] = "1" if pool else "0"
         cpu0 = _children_cpu_s()
         t = time.perf_counter()
         proc = subprocess.Popen(
@@ -171,9 +179,15 @@ def run_clawrig(n: int, parallel: int, base: Path, delay: float) -> dict[str, An
     rows = summary.get("tasks", [])
     scores = [r.get("score") for r in rows]
     timeouts = 0
+    starts, clean_room = [], []
     for result in out.glob("*/*/result.json"):
-        if json.loads(result.read_text()).get("stop_reason") == "time_limit":
+        data = json.loads(result.read_text())
+        if data.get("stop_reason") == "time_limit":
             timeouts += 1
+        t = data.get("timings") or {}
+        starts.append(t.get("sandbox_start", 0.0))
+        # the clean room's grading cost: stop_agent (kill, settle) + clean room ready + gt in
+        clean_room.append(t.get("kill", 0.0) + t.get("collect", 0.0) + t.get("gt_inject", 0.0))
     shutil.rmtree(root, ignore_errors=True)
     errors = summary.get("error_count", 0)
     waited = (summary.get("waits") or {}).get("total") or {}
@@ -189,6 +203,8 @@ def run_clawrig(n: int, parallel: int, base: Path, delay: float) -> dict[str, An
         "time_limits": timeouts,
         "waits_median_s": waited.get("median_s", 0.0),
         "waits_max_s": waited.get("max_s", 0.0),
+        "sandbox_start_ms": statistics.median(starts) * 1000 if starts else 0.0,
+        "clean_room_ms": statistics.median(clean_room) * 1000 if clean_room else 0.0,
     }
 
 
@@ -240,6 +256,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--model-delay", type=float, default=0.0, help="seconds per model call")
     ap.add_argument("--no-inspect", action="store_true")
+    ap.add_argument(
+        "--pool-compare",
+        action="store_true",
+        help="also run clawrig without its warm pool (clawrig-cold), interleaved",
+    )
     args = ap.parse_args()
     ps = [int(x) for x in args.parallel.split(",")]
     try:
@@ -256,18 +277,27 @@ def main() -> None:
         for rep in range(args.reps):
             for p in ps:
                 runs = [("clawrig", lambda p=p: run_clawrig(args.trials, p, base, model_delay))]
+                if args.pool_compare:
+                    runs.append(
+                        (
+                            "clawrig-cold",
+                            lambda p=p: run_clawrig(args.trials, p, base, model_delay, pool=False),
+                        )
+                    )
                 if have_inspect and args.model_delay == 0:
                     runs.append(("inspect", lambda p=p: run_inspect(args.trials, p, base)))
                 for name, fn in runs:
                     r = fn()
                     results.setdefault((name, p), []).append(r)
                     extra = ""
-                    if name == "clawrig":
+                    if name.startswith("clawrig"):
                         extra = (
                             f" cpu/trial {r['cpu_per_trial_s'] * 1000:.0f} ms"
                             f" rss {r['peak_rss_mb']:.0f} MB errors {r['errors']}"
                             f" time-limits {r['time_limits']} harness waits/trial"
                             f" {r['waits_median_s']:.1f}/{r['waits_max_s']:.1f} s (median/max)"
+                            f" sandbox start {r['sandbox_start_ms']:.0f} ms clean-room"
+                            f" grading cost {r['clean_room_ms']:.0f} ms (medians per trial)"
                         )
                     status = "ok" if r["ok"] else f"REJECTED ({r['why']})"
                     print(
@@ -283,6 +313,28 @@ def main() -> None:
             i = [args.trials / r["wall_s"] for r in results.get(("inspect", p), []) if r["ok"]]
             ratio = f"{statistics.median(c) / statistics.median(i):6.2f}x" if c and i else "-"
             print(f"{p:>5} {_stat(c):>24} {_stat(i):>24} {ratio:>7}")
+        if args.pool_compare:
+            print(
+                f"{'-p':>5} {'warm pool trials/s':>24} {'cold trials/s':>24} {'ratio':>7}"
+                f" {'start ms pool/cold':>19} {'clean room ms pool/cold':>24}"
+            )
+            for p in ps:
+                w = [r for r in results.get(("clawrig", p), []) if r["ok"]]
+                c = [r for r in results.get(("clawrig-cold", p), []) if r["ok"]]
+                if not w or not c:
+                    continue
+                tw = [args.trials / r["wall_s"] for r in w]
+                tc = [args.trials / r["wall_s"] for r in c]
+
+                def med(rows: list[dict[str, Any]], k: str) -> float:
+                    return statistics.median(r[k] for r in rows)
+
+                print(
+                    f"{p:>5} {_stat(tw):>24} {_stat(tc):>24}"
+                    f" {statistics.median(tw) / statistics.median(tc):6.2f}x"
+                    f" {med(w, 'sandbox_start_ms'):>9.0f}/{med(c, 'sandbox_start_ms'):<9.0f}"
+                    f" {med(w, 'clean_room_ms'):>11.0f}/{med(c, 'clean_room_ms'):<12.0f}"
+                )
         if args.model_delay > 0:
             ideal = CALLS + 1
             for p in ps:

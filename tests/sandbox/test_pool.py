@@ -79,6 +79,17 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
             assert (ws / "result.txt").read_text() == "out\n"  # the trial's own workspace
             size_kb = int(out.strip().splitlines()[-1].split()[1])
             assert size_kb <= DISK // 1024  # /tmp is on the entry's own small disk
+            # what still sees the bare slot (bwrap's init entered it before the mount) cannot
+            # write there, and nothing inside can take the trial's mounts away
+            r = await box.exec(
+                "echo x > /proc/1/cwd/planted; echo w=$?; umount -l /tmp_workspace; "
+                "echo u=$?; umount -l /opt/clawrig-test-ro; echo r=$?; cat task.txt",
+                merge_stderr=True,
+            )
+            for code in ("w", "u", "r"):
+                assert f"{code}=" in r.stdout and f"{code}=0" not in r.stdout, r.stdout
+            assert r.stdout.endswith(f"{name} task\n")
+            assert not (ws / "planted").exists()
             assert all(entry.id != i and entry.folder != f for i, f in seen)
             seen.append((entry.id, entry.folder))
             await entry.release()

@@ -887,6 +887,7 @@ class Trial:
             )
         if entry is not None:
             self.sandbox = entry.box
+            os.chmod(self.work, 0o700)  # a pooled sandbox's root is the host's root
             box = await entry.claim(cfg)
             self.result.pooled[role] = PooledSandbox(
                 id=entry.id, hit=entry.hit, ready_s=round(entry.ready_s, 6)

@@ -135,20 +135,22 @@ def warm_pool_wanted() -> bool:
 def default_size(parallel: int) -> int:
     """How many sandboxes a job keeps idle or starting: two per concurrent trial (its agent's
     and its clean room's next), at most 4 per CPU, and at most what 1/8 of the available memory
-    holds at ~16 MiB each (a supervisor and bwrap); at least 2."""
+    holds at ~32 MiB each (bwrap, the supervisor, a forwarder); at least 2."""
     cpus = os.cpu_count() or 2
     try:
         avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
         avail = 1 << 30
-    by_memory = max(2, avail // 8 // (16 * 1024**2))
+    by_memory = max(2, avail // 8 // (32 * 1024**2))
     return max(2, min(2 * max(1, parallel), 4 * cpus, by_memory))
 
 
-def pool_key(kind: str, config: SandboxConfig) -> tuple[Any, ...] | None:
-    """Everything that decides a sandbox at its start (module docs), or None when ``config``
-    cannot be pooled (another backend, a kept ``upper_dir``, a fixed ``home_dir``, a bind
-    source that does not exist)."""
+def pool_key(
+    kind: str, config: SandboxConfig, forwarders: Sequence[tuple[str, int]] = ()
+) -> tuple[Any, ...] | None:
+    """Everything that decides a sandbox at its start (module docs; ``forwarders`` last), or
+    None when ``config`` cannot be pooled (another backend, a kept ``upper_dir``, a fixed
+    ``home_dir``, a bind source that does not exist)."""
     if kind != "bwrap" or config.upper_dir is not None or config.home_dir is not None:
         return None
     binds = []
@@ -174,6 +176,7 @@ def pool_key(kind: str, config: SandboxConfig) -> tuple[Any, ...] | None:
         lim.shm_bytes,
         lim.disk_bytes,
         tuple(binds),
+        tuple(forwarders),
     )
 
 
@@ -298,9 +301,7 @@ class WarmPool:
         port) of the TCP -> unix socket forwarders the trial will start in it
         (:func:`clawrig.llm.gateway.forwarder.spawn_forwarder`), started ahead too (part of
         the key). Raises SandboxError when a sandbox started now fails to start."""
-        key = pool_key(kind, config)
-        if key is not None:
-            key = (*key, tuple(forwarders))
+        key = pool_key(kind, config, forwarders)
         if not self.enabled or self._closed or key is None or key in self._unpoolable:
             return None
         waiting = self._idle.get(key)
@@ -411,6 +412,11 @@ class WarmPool:
                 slot.mkdir()
             else:
                 slot.touch()
+        for slot in entry.slots.iterdir():
+            # read-only below the mounts: a process that still sees the bare slot (bwrap's init
+            # process entered the workspace slot before it was mounted: /proc/1/cwd) cannot
+            # write there (no capabilities inside, so the owner's bits hold for root)
+            os.chmod(slot, 0o555 if slot.is_dir() else 0o444)
         _private_mount(entry.stage, shared=False)
         _private_mount(entry.slots, shared=True)
 
