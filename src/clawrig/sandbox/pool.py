@@ -180,6 +180,10 @@ def pool_key(
     )
 
 
+KEY_BINDS = -2
+"""Where :func:`pool_key` keeps the binds' (destination, read-only, is a folder)."""
+
+
 @dataclass
 class PoolEntry:
     """One pooled sandbox: its folder (``clawrig-trial-<pid>-*``: ``fs/`` its disk, ``b/`` the
@@ -358,15 +362,15 @@ class WarmPool:
             disk=TrialDisk(folder, config.limits.disk_bytes),
         )
         try:
-            await asyncio.to_thread(self._prepare, entry, config)
+            await asyncio.to_thread(self._prepare, entry)
             lim = config.limits
             box = BwrapSandbox(
                 SandboxConfig(
                     workspace_dir=entry.slots / WORKSPACE_SLOT,
                     scratch_dir=entry.disk.path,
                     binds=[
-                        Bind(source=entry.slots / str(i), dest=b.dest, read_only=b.read_only)
-                        for i, b in enumerate(config.binds)
+                        Bind(source=entry.slots / str(i), dest=dest, read_only=read_only)
+                        for i, (dest, read_only, _) in enumerate(key[KEY_BINDS])
                     ]
                     + ([Bind(source=forwarder_script(), dest=FORWARDER_DEST)] if key[-1] else []),
                     limits=Limits(
@@ -401,14 +405,16 @@ class WarmPool:
         return entry
 
     @staticmethod
-    def _prepare(entry: PoolEntry, config: SandboxConfig) -> None:
+    def _prepare(entry: PoolEntry) -> None:
+        """Mount the entry's disk and make its slots, of the kinds its key says (the template
+        config's bind sources may be gone by now: a refill runs after its trial)."""
         entry.disk.mount()
         entry.slots.mkdir()
         entry.stage.mkdir()
         (entry.slots / WORKSPACE_SLOT).mkdir()
-        for i, b in enumerate(config.binds):
+        for i, (_, _, is_dir) in enumerate(entry.key[KEY_BINDS]):
             slot = entry.slots / str(i)
-            if Path(b.source).resolve().is_dir():
+            if is_dir:
                 slot.mkdir()
             else:
                 slot.touch()
