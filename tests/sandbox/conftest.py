@@ -17,8 +17,13 @@ BACKENDS = ["bwrap", "local", "docker"]
 
 def backend_available(kind: str) -> str | None:
     """None when the backend can run here, else the reason to skip."""
-    if kind == "bwrap" and shutil.which("bwrap") is None:
+    if kind in ("bwrap", "pooled") and shutil.which("bwrap") is None:
         return "bubblewrap is not installed"
+    if kind == "pooled":
+        from clawrig.sandbox.pool import pooling_possible
+
+        if not pooling_possible():
+            return "a warm pool needs root and mke2fs"
     return None
 
 
@@ -37,9 +42,10 @@ def backend(request: pytest.FixtureRequest) -> str:
     return _backend(request)
 
 
-@pytest.fixture(params=["bwrap", "docker"])
+@pytest.fixture(params=["bwrap", "pooled", "docker"])
 def isolated(request: pytest.FixtureRequest) -> str:
-    """The isolating backends: the escape suite runs on each."""
+    """The isolating backends: the escape suite runs on each (``pooled``: a bwrap sandbox
+    started by a warm pool, then taken by the test, :mod:`clawrig.sandbox.pool`)."""
     return _backend(request)
 
 
@@ -47,9 +53,12 @@ def isolated(request: pytest.FixtureRequest) -> str:
 async def make_sandbox(
     tmp_path: Path,
 ) -> AsyncIterator[Callable[..., object]]:
-    """``await make_sandbox(kind, **limits)`` -> a started sandbox, stopped after the test."""
+    """``await make_sandbox(kind, **limits)`` -> a started sandbox, stopped after the test
+    (``pooled``: started by a warm pool with empty slots, then taken: the workspace mounted,
+    the environment and time limit set)."""
     made: list[SupervisedSandbox] = []
     counter = iter(range(1000))
+    pool = None
 
     async def factory(
         kind: str = "bwrap",
@@ -60,13 +69,29 @@ async def make_sandbox(
         ws = workspace or tmp_path / f"ws{next(counter)}"
         ws.mkdir(parents=True, exist_ok=True)
         cfg = SandboxConfig(workspace_dir=ws, limits=Limits(**limits), **(config or {}))
+        if kind == "pooled":
+            from clawrig.sandbox.pool import WarmPool
+
+            nonlocal pool
+            pool = pool or WarmPool(parallel=1, work_dir=tmp_path)
+            entry = await pool.take("bwrap", cfg)
+            assert entry is not None, "the warm pool cannot hold this config"
+            pooled.append(entry)
+            sb = await entry.claim(cfg)
+            made.append(sb)
+            return sb
         sb = create_sandbox(kind, cfg)
         assert isinstance(sb, SupervisedSandbox)
         await sb.start()
         made.append(sb)
         return sb
 
+    pooled: list = []
     yield factory
     for sb in made:
         with contextlib.suppress(Exception):
             await sb.stop()
+    for entry in pooled:
+        await entry.release()
+    if pool is not None:
+        await pool.close()

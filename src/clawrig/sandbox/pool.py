@@ -444,8 +444,8 @@ class WarmPool:
         """Stop refilling, release every idle sandbox and wait for retired ones to be gone
         (job end, Ctrl-C). Idempotent."""
         self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
+        # sandboxes being started finish starting and are then released (a start cancelled
+        # half-way could leave a bwrap whose process the harness never got to know)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._retiring:
