@@ -270,3 +270,42 @@ async def test_retried_attempts_count_towards_spend_and_one_job_per_output(
     with pytest.raises(UserError, match="another clawrig job"):
         await run_job(job, tasks, TrialServices(model=srv.chat_model()))
     await lock_holder
+
+
+async def test_progress_writes_coalesce_and_a_failed_write_is_raised_at_the_end(tmp_path):
+    from clawrig.runner.batch import ProgressWriter
+    from clawrig.spec.job import Progress, ProgressEntry
+
+    path = tmp_path / "progress_m.json"
+    progress = Progress(model="m", suite="all", runs=1, job_id="j")
+    writer = ProgressWriter(path, progress)
+    for k in range(5):  # five trials finish before the writer gets to run: one write of all
+        progress.completed.append(ProgressEntry(task_id=f"t{k}", run_index=0, result=f"t{k}/x"))
+        writer.changed()
+    await writer.flush()
+    assert writer.writes == 1
+    assert [c["task_id"] for c in json.loads(path.read_text())["completed"]] == [
+        "t0",
+        "t1",
+        "t2",
+        "t3",
+        "t4",
+    ]
+    progress.completed.append(ProgressEntry(task_id="t5", run_index=0, result="t5/x"))
+    writer.changed()
+    await writer.flush()
+    assert writer.writes == 2 and len(json.loads(path.read_text())["completed"]) == 6
+    # a folder that is gone: the write fails, and the job's end says so
+    broken = ProgressWriter(tmp_path / "gone" / "progress_m.json", progress)
+    broken.changed()
+    with pytest.raises(FileNotFoundError):
+        await broken.flush()
+
+
+def test_harness_slots_scale_with_the_cpus():
+    from clawrig.waits import harness_slots
+
+    starts, grading = harness_slots(2)
+    assert (starts._value, grading._value) == (64, 8)
+    starts, grading = harness_slots(8)
+    assert (starts._value, grading._value) == (256, 32)

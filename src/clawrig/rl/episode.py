@@ -43,6 +43,7 @@ from clawrig.spec.job import TrialConfig
 from clawrig.spec.layout import TrialPaths
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage
+from clawrig.waits import harness_slots
 
 EpisodeStop = Literal[
     "complete", "max_turns", "time_limit", "context_length", "agent_error", "infra_error"
@@ -338,7 +339,8 @@ class Rollouts:
     temporary folder); ``trial``: the trial settings every episode starts from (sandbox,
     max_turns, timeout_multiplier, grader, memory); ``judge``: the judge model for tasks graded
     by a judge (a :class:`clawrig.llm.base.ChatModel`) or None; ``max_concurrency``: episodes
-    running at once (sandbox starts are limited to 16 at once, grading to the core count);
+    running at once (sandbox starts and grading have the job's limits,
+    :func:`clawrig.waits.harness_slots`);
     ``retry``: the gateway's retries of the trainer's server (default: 3 attempts, 0.5 s
     backoff: an episode whose server stays down ends masked quickly).
 
@@ -432,8 +434,7 @@ class Rollouts:
     def _limits(self) -> tuple[asyncio.Semaphore, asyncio.Semaphore, asyncio.Semaphore]:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_concurrency)
-            self._starts = asyncio.Semaphore(16)
-            self._grading = asyncio.Semaphore(max(2, os.cpu_count() or 2))
+            self._starts, self._grading = harness_slots()
         return self._slots, self._starts, self._grading  # type: ignore[return-value]
 
     async def _ray_executor(self) -> Any:

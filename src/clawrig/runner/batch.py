@@ -7,7 +7,8 @@
   ``<output>/_retried/`` and never counted.
 - Resume (DataClawBench's progress file, formats.md section 3): ``progress_<model>.json`` =
   {model, suite, runs, job_id, completed[{task_id, run_index, result}]}, written atomically after
-  each trial that ended without error. ``--resume`` refuses (UserError, exit 2) when model, suite
+  trials that ended without error (one write at a time, of the latest state:
+  :class:`ProgressWriter`). ``--resume`` refuses (UserError, exit 2) when model, suite
   or runs differ; it adopts whole trial folders of this job that a crash left out of the
   progress file, removes half-written ``.tmp-*`` folders, and runs the rest: every trial exactly
   once. The file is deleted when every trial finished without error.
@@ -46,6 +47,7 @@ from clawrig.spec.job import JobConfig, Progress, ProgressEntry
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, TrialError, TrialResult, Usage
+from clawrig.waits import harness_slots
 
 INTERRUPT_GRACE_S = 10.0
 """Seconds a first Ctrl-C waits for running trials to stop before exiting anyway."""
@@ -205,6 +207,47 @@ def write_json_atomic(path: Path, value: Any) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+class ProgressWriter:
+    """Writes the progress file (:func:`write_json_atomic`, off the event loop) after trials
+    finish: one write at a time, each of the latest state, so a trial that finishes while a
+    write is under way is in the next one and no trial waits for a disk write (at hundreds of
+    trials at once, one write per trial of a file that grows with the job was quadratic).
+    A crash loses at most the trials finished since the last write: ``--resume`` adopts their
+    whole folders. A failed write is raised by :meth:`flush`."""
+
+    def __init__(self, path: Path, progress: Progress) -> None:
+        self.path = path
+        self.progress = progress
+        self.writes = 0
+        """Writes done so far."""
+        self._dirty = False
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+
+    def changed(self) -> None:
+        """The progress changed: write it soon (from the running event loop)."""
+        self._dirty = True
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        while self._dirty and self._error is None:
+            self._dirty = False
+            dumped = self.progress.model_dump(mode="json")
+            try:
+                await asyncio.to_thread(write_json_atomic, self.path, dumped)
+            except Exception as exc:  # noqa: BLE001 - raised by flush(), at the job's end
+                self._error = exc
+            self.writes += 1
+
+    async def flush(self) -> None:
+        """Wait until the latest state is written. Raises what a write raised (OSError)."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+        if self._error is not None:
+            raise self._error
 
 
 def select_tasks(tasks: list[Task], suite: str, categories: list[str]) -> list[Task]:
@@ -412,12 +455,12 @@ async def _run_trials(
             slots.release()
 
     executor.on_capacity = more_slots
-    # separate limits: sandbox starts (a burst of bwrap starts is all kernel work) and grading
-    services.sandbox_starts = services.sandbox_starts or asyncio.Semaphore(16)
-    services.grading_slots = services.grading_slots or asyncio.Semaphore(
-        max(2, os.cpu_count() or 2)
-    )
+    # separate limits: sandbox starts and grading (waiting for either is a harness wait)
+    starts, grading = harness_slots()
+    services.sandbox_starts = services.sandbox_starts or starts
+    services.grading_slots = services.grading_slots or grading
     lock = asyncio.Lock()
+    writer = ProgressWriter(ppath, progress)
     paths = JobPaths(job.output)
     retried_dir = paths.retried
 
@@ -448,9 +491,7 @@ async def _run_trials(
                     progress.completed.append(
                         ProgressEntry(task_id=task.id, run_index=run_index, result=result_folder)
                     )
-                    # its fsync off the event loop (held under the lock: written in order)
-                    dumped = progress.model_dump(mode="json")
-                    await asyncio.to_thread(write_json_atomic, ppath, dumped)
+                    writer.changed()
             if on_update:
                 on_update(state, result)
 
@@ -529,6 +570,7 @@ async def _run_trials(
         installed = True
     try:
         outcomes = await asyncio.gather(*tasks_running, return_exceptions=True)
+        await writer.flush()  # the progress file holds every finished trial before the end
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGINT)
