@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 # so `clawrig --help` and other commands start fast.
 
 GRADERS = ("auto", "judge", "exact", "both", "programmatic")
+PROGRESS_REFRESH_HZ = 2.0
+"""Redraws per second of the progress bar on a terminal (none when stderr is not one)."""
 
 
 def render_summary(summary: dict[str, Any]) -> Table:
@@ -499,6 +501,10 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
         TimeRemainingColumn(),
         console=err_console,
         transient=False,
+        # redrawn twice a second on a terminal (each redraw renders the whole table in the
+        # harness's process); elsewhere nothing is drawn until the end, so no redraws at all
+        auto_refresh=err_console.is_terminal,
+        refresh_per_second=PROGRESS_REFRESH_HZ,
     )
     started = time.monotonic()
     bar: Any = None
