@@ -7,6 +7,7 @@ evaluator that promises stdlib only) and the four-folder reader.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 
 
@@ -48,7 +49,13 @@ def non_stdlib_imports(source: str) -> list[tuple[str, int]]:
 
 def third_party_modules(source: str) -> list[str]:
     """Sorted names of the non-stdlib modules ``source`` imports ([] when it does not parse)."""
+    return list(_third_party(source))
+
+
+@functools.lru_cache(maxsize=256)
+def _third_party(source: str) -> tuple[str, ...]:
+    # one parse per grader source: a task's reader, its grader and the preflight all ask
     try:
-        return sorted({name for name, _ in non_stdlib_imports(source)})
+        return tuple(sorted({name for name, _ in non_stdlib_imports(source)}))
     except SyntaxError:
-        return []
+        return ()
