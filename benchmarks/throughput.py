@@ -14,11 +14,13 @@ seconds per call).
   results saying ``hi``, one submit, score ``C``; a run that fails the check is reported and
   its time is not used.
 - Repetitions are interleaved (clawrig p, Inspect p, clawrig p', ...), and each number is the
-  median over ``--reps`` with its min-max spread.
+  median over ``--reps`` with its min-max spread. Each run's line ends with the machine's
+  1-minute load average before and after it (other work on the machine skews wall times).
 
 Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wall vs the ideal
 (calls per trial x delay), trials/s, the harness's peak RSS (the clawrig process, sampled from
-/proc), CPU seconds per trial (clawrig and its sandboxes), errors, how many trials hit their
+/proc), CPU seconds per trial (clawrig and its sandboxes; the harness process alone in
+parentheses), errors, how many trials hit their
 time limit, and how long trials waited on the harness (the summary's ``waits``: slots for a
 sandbox start, a model request, grading; not counted toward time limits).
 
@@ -122,11 +124,14 @@ class ModelServer:
 
 
 class PeakRSS(threading.Thread):
-    """Samples a process's resident set size (MB) from /proc every 0.1 s; keeps the peak."""
+    """Samples a process from /proc every 0.1 s: its peak resident set size (MB) and its own
+    CPU seconds (user + system, without its children: the harness alone; the last sample,
+    at most 0.1 s before it exited)."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
-        self.pid, self.peak_mb, self.done = pid, 0.0, threading.Event()
+        self.pid, self.peak_mb, self.cpu_s, self.done = pid, 0.0, 0.0, threading.Event()
+        self.tick = os.sysconf("SC_CLK_TCK")
 
     def run(self) -> None:
         while not self.done.wait(0.1):
@@ -134,7 +139,10 @@ class PeakRSS(threading.Thread):
                 for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
                     if line.startswith("VmRSS:"):
                         self.peak_mb = max(self.peak_mb, int(line.split()[1]) / 1024)
-            except OSError:
+                stat = Path(f"/proc/{self.pid}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+                self.cpu_s = (int(fields[11]) + int(fields[12])) / self.tick  # utime, stime
+            except (OSError, ValueError, IndexError):
                 return
 
 
@@ -198,6 +206,7 @@ def run_clawrig(
         "wall_s": wall,
         "trials_per_s": n / wall,
         "cpu_per_trial_s": cpu / n,
+        "harness_cpu_per_trial_s": rss.cpu_s / n,
         "peak_rss_mb": rss.peak_mb,
         "errors": errors,
         "time_limits": timeouts,
@@ -287,12 +296,15 @@ def main() -> None:
                 if have_inspect and args.model_delay == 0:
                     runs.append(("inspect", lambda p=p: run_inspect(args.trials, p, base)))
                 for name, fn in runs:
+                    load0 = os.getloadavg()[0]
                     r = fn()
+                    load = f" load {load0:.1f}->{os.getloadavg()[0]:.1f}"
                     results.setdefault((name, p), []).append(r)
                     extra = ""
                     if name.startswith("clawrig"):
                         extra = (
-                            f" cpu/trial {r['cpu_per_trial_s'] * 1000:.0f} ms"
+                            f" cpu/trial {r['cpu_per_trial_s'] * 1000:.0f} ms (harness"
+                            f" {r['harness_cpu_per_trial_s'] * 1000:.0f})"
                             f" rss {r['peak_rss_mb']:.0f} MB errors {r['errors']}"
                             f" time-limits {r['time_limits']} harness waits/trial"
                             f" {r['waits_median_s']:.1f}/{r['waits_max_s']:.1f} s (median/max)"
@@ -302,7 +314,7 @@ def main() -> None:
                     status = "ok" if r["ok"] else f"REJECTED ({r['why']})"
                     print(
                         f"rep {rep + 1} {name:8} -p {p:<4} wall {r['wall_s']:7.1f} s "
-                        f"{args.trials / r['wall_s']:7.2f} /s{extra} {status}",
+                        f"{args.trials / r['wall_s']:7.2f} /s{extra}{load} {status}",
                         flush=True,
                     )
         print()
