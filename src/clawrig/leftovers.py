@@ -1,7 +1,8 @@
 """Folders a harness process owns are named with its pid, so the next harness can remove what
 a killed one (``kill -9``, a lost machine) left behind: ``clawrig-sbx-<pid>-*`` (a sandbox's
-root and scratch), ``clawrig-trial-<pid>-*`` (a trial's work folder). Cgroups and grading
-environment stages follow the same rule in their own places (sandbox/bwrap.py, sandbox/pyenv.py).
+root and scratch), ``clawrig-trial-<pid>-*`` (a trial's work folder) and the others in
+:data:`KINDS`. Cgroups and grading environment stages follow the same rule in their own places
+(sandbox/bwrap.py, sandbox/pyenv.py).
 """
 
 from __future__ import annotations
@@ -12,13 +13,29 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-KINDS = ("sbx", "trial")
+KINDS = (
+    "sbx",  # a sandbox's root and scratch
+    "trial",  # a trial's work folder (its disk is mounted below it)
+    "trial-files",  # a trial's folder when no output folder is given
+    "chan",  # a harness channel's socket folder
+    "gw",  # the model gateway's socket folder
+    "gwdoor",  # a sandbox's door to the gateway
+    "egress",  # a trial's egress proxy socket
+    "docker",  # a Docker sandbox's scratch
+    "local",  # a local sandbox's scratch
+    "warm-ws",  # the empty workspace a warm snapshot is made in
+    "ray-trials",  # a Ray node's trial folders on their way to the driver
+)
+"""Every ``<kind>`` :func:`owned_tempdir` makes and :func:`sweep_dead` removes."""
 _swept: set[Path] = set()
 
 
 def owned_tempdir(kind: str, directory: Path | str | None = None) -> Path:
     """A new folder ``clawrig-<kind>-<pid>-<random>`` under ``directory`` (default: the temp
-    folder); the first call per folder sweeps what dead harnesses left there."""
+    folder); the first call per folder sweeps what dead harnesses left there. Raises
+    ValueError for a kind not in :data:`KINDS` (the sweep would never find it)."""
+    if kind not in KINDS:
+        raise ValueError(f"owned_tempdir: unknown kind {kind!r} (add it to KINDS)")
     base = Path(directory) if directory is not None else Path(tempfile.gettempdir())
     if base not in _swept:
         _swept.add(base)
@@ -37,6 +54,17 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def _owner_pid(name: str) -> int | None:
+    """The pid in ``clawrig-<kind>-<pid>-<random>`` for a kind in :data:`KINDS`, else None."""
+    for kind in KINDS:
+        prefix = f"clawrig-{kind}-"
+        if name.startswith(prefix):
+            pid, sep, rest = name[len(prefix) :].partition("-")
+            if pid.isdigit() and sep and rest:
+                return int(pid)
+    return None
+
+
 def sweep_dead(base: Path) -> list[Path]:
     """Remove ``clawrig-<kind>-<pid>-*`` folders in ``base`` whose pid no longer runs; return
     them. An overlay still mounted in one (a killed sandbox's writable system) is unmounted
@@ -47,10 +75,8 @@ def sweep_dead(base: Path) -> list[Path]:
     except OSError:
         return removed
     for entry in entries:
-        parts = entry.name.split("-")
-        if len(parts) < 4 or parts[0] != "clawrig" or parts[1] not in KINDS:
-            continue
-        if not parts[2].isdigit() or int(parts[2]) == os.getpid() or pid_alive(int(parts[2])):
+        pid = _owner_pid(entry.name)
+        if pid is None or pid == os.getpid() or pid_alive(pid):
             continue
         if entry.is_symlink() or not entry.is_dir():
             continue

@@ -8,7 +8,6 @@ import contextlib
 import os
 import shutil
 import socket
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, Self
 
 import uvicorn
 
+from clawrig.leftovers import owned_tempdir
 from clawrig.sandbox.base import Bind
 
 
@@ -111,7 +111,8 @@ REFUSED_REPLY = b"HTTP/1.1 503 Too Many Connections\r\nConnection: close\r\n\r\n
 class SandboxSocketServer:
     """A unix socket the harness serves for one sandbox: it lives in a fresh host folder (with
     ``files`` copied beside it, e.g. the in-sandbox forwarder script) that is bound read-only at
-    ``sandbox_dir`` inside the sandbox. At most ``max_connections`` connections are handled at
+    ``sandbox_dir`` inside the sandbox; the folder is ``owned_tempdir(kind)``, so the next
+    harness removes it after a ``kill -9``. At most ``max_connections`` connections are handled at
     once; more get ``503`` and are counted in :attr:`refused` (never a log line each), so one
     sandbox cannot exhaust the harness's file descriptors.
 
@@ -126,14 +127,14 @@ class SandboxSocketServer:
         *,
         socket_name: str,
         sandbox_dir: str,
-        prefix: str,
+        kind: str,
         files: dict[str, Path] | None = None,
         max_connections: int = 64,
         head_limit: int | None = None,
     ) -> None:
         self.socket_name = socket_name
         self.sandbox_dir = sandbox_dir
-        self.prefix = prefix
+        self.kind = kind
         self.files = dict(files or {})
         self.max_connections = max_connections
         self.head_limit = head_limit
@@ -159,7 +160,7 @@ class SandboxSocketServer:
         """Create the folder, copy ``files`` in and listen. Idempotent."""
         if self._server is not None:
             return self
-        self.folder = Path(tempfile.mkdtemp(prefix=self.prefix))
+        self.folder = owned_tempdir(self.kind)
         os.chmod(self.folder, 0o755)  # sandboxes may run as another host uid
         for name, source in self.files.items():
             shutil.copyfile(source, self.folder / name)

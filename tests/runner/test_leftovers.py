@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clawrig.leftovers import owned_tempdir, pid_alive, sweep_dead
+from clawrig.leftovers import KINDS, owned_tempdir, pid_alive, sweep_dead
 
 TASK = """---
 id: slow_warmup
@@ -127,3 +127,24 @@ def test_sweep_keeps_folders_of_live_harnesses(tmp_path: Path) -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_every_owned_folder_kind_is_swept_after_its_harness_died(tmp_path: Path) -> None:
+    """A folder of each kind a harness makes (sockets, scratch, the gateway's door, the egress
+    proxy ...) is removed by the next harness once its owner is gone; one whose kind is only a
+    prefix of a known kind, or whose owner lives, stays."""
+    probe = subprocess.Popen(["true"])
+    probe.wait()
+    assert not pid_alive(probe.pid)
+    dead = [tmp_path / f"clawrig-{kind}-{probe.pid}-q1" for kind in KINDS]
+    alive = [tmp_path / f"clawrig-{kind}-{os.getppid()}-q2" for kind in KINDS]
+    unknown = [tmp_path / f"clawrig-gwdoorx-{probe.pid}-q3", tmp_path / f"clawrig-{probe.pid}-q4"]
+    for folder in dead + alive + unknown:
+        (folder / "sock").mkdir(parents=True)
+    assert sorted(sweep_dead(tmp_path)) == sorted(dead)
+    assert all(f.exists() for f in alive + unknown) and not any(f.exists() for f in dead)
+
+
+def test_an_owned_folder_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown kind 'nope'"):
+        owned_tempdir("nope", tmp_path)

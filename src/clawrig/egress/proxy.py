@@ -137,7 +137,7 @@ class EgressProxy(SandboxSocketServer):
         super().__init__(
             socket_name=SOCKET_NAME,
             sandbox_dir=SANDBOX_EGRESS_DIR,
-            prefix="clawrig-egress-",
+            kind="egress",
             files={FORWARDER_NAME: forwarder_script()},
             max_connections=MAX_CONNECTIONS,
             head_limit=MAX_HEAD_BYTES,

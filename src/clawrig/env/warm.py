@@ -33,7 +33,6 @@ import json
 import re
 import shlex
 import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.env.store import WARM_IMAGE_REPO, touch_meta, warm_dir
+from clawrig.leftovers import owned_tempdir
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
 
 _INSTALL = re.compile(
@@ -205,7 +205,7 @@ async def _make(
     partial = folder.with_name(f".partial-{key}")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(mode=0o700)
-    ws = Path(tempfile.mkdtemp(prefix="clawrig-warm-ws-"))
+    ws = owned_tempdir("warm-ws")
     cfg = SandboxConfig(
         workspace_dir=ws,
         rootfs=rootfs if backend == "bwrap" else None,

@@ -526,7 +526,7 @@ class Trial:
             self.task_dir.mkdir(parents=True, exist_ok=True)
             folder = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{self.name}-", dir=self.task_dir))
         elif folder is None:
-            folder = Path(tempfile.mkdtemp(prefix="clawrig-trial-files-"))
+            folder = owned_tempdir("trial-files")
             self._own_folder = True
         folder.mkdir(parents=True, exist_ok=True)
         self.paths = TrialPaths(folder)

@@ -27,11 +27,10 @@ import contextlib
 import os
 import secrets
 import shutil
-import tempfile
 from pathlib import Path
 
 from clawrig.errors import SandboxError
-from clawrig.leftovers import remove_tree
+from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.bwrap import DEFAULT_PATH
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
@@ -80,7 +79,7 @@ class DockerSandbox(SupervisedSandbox):
                 f"no Docker engine answers: {msg[-1] if msg else 'docker version failed'}"
             )
         cfg = self.config
-        self.base_dir = Path(tempfile.mkdtemp(prefix="clawrig-docker-"))
+        self.base_dir = owned_tempdir("docker")
         home = Path(cfg.home_dir) if cfg.home_dir else self.base_dir / "home"
         (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
         (home / "skills").mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ import warnings
 from pathlib import Path
 
 from clawrig.errors import SandboxError
-from clawrig.leftovers import remove_tree
+from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.paths import PATHS
@@ -80,7 +80,7 @@ class LocalSandbox(SupervisedSandbox):
             self._linked = False
 
     async def _launch(self) -> asyncio.subprocess.Process:
-        self.base_dir = Path(tempfile.mkdtemp(prefix="clawrig-local-"))
+        self.base_dir = owned_tempdir("local")
         home = Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
         (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
         (home / "skills").mkdir(parents=True, exist_ok=True)

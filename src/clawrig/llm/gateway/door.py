@@ -49,7 +49,7 @@ class GatewayDoor(SandboxSocketServer):
         super().__init__(
             socket_name=SOCKET_NAME,
             sandbox_dir=SANDBOX_GATEWAY_DIR,
-            prefix="clawrig-gwdoor-",
+            kind="gwdoor",
             files={FORWARDER_NAME: forwarder_script()},
             max_connections=MAX_CONNECTIONS,
         )

@@ -12,7 +12,6 @@ import secrets
 import shutil
 import socket
 import ssl
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -25,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
+from clawrig.leftovers import owned_tempdir
 from clawrig.llm.client import (
     RETRY_STATUSES,
     SHOULD_RETRY_HEADER,
@@ -201,7 +201,7 @@ class Gateway:
         if self._thread is not None:
             return self
         if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="clawrig-gw-"))
+            self._dir = owned_tempdir("gw")
         self._dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self._dir, 0o755)  # sandboxes may run as another host uid
         shutil.copyfile(forwarder_script(), self._dir / FORWARDER_NAME)
