@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -185,14 +186,17 @@ def _host_processes_with(marker: str) -> list[int]:
 
 async def test_daemonised_child_dies_with_stop(make_sandbox, isolated):
     sb = await make_sandbox(isolated)
-    await sb.exec("setsid nohup sleep 4242 > /dev/null 2>&1 & (setsid sleep 4243 &)")
-    assert _host_processes_with("4242") and _host_processes_with("4243")
+    # sleeps tagged with this test's own number: the host scan must not see another run's
+    tag = f"{os.getpid()}{time.monotonic_ns() % 10**6:06d}"
+    one, two = f"4242.{tag}", f"4243.{tag}"
+    await sb.exec(f"setsid nohup sleep {one} > /dev/null 2>&1 & (setsid sleep {two} &)")
+    assert _host_processes_with(one) and _host_processes_with(two)
     await sb.stop()
     for _ in range(100):
-        if not _host_processes_with("4242") and not _host_processes_with("4243"):
+        if not _host_processes_with(one) and not _host_processes_with(two):
             break
         await asyncio.sleep(0.02)
-    assert _host_processes_with("4242") == [] and _host_processes_with("4243") == []
+    assert _host_processes_with(one) == [] and _host_processes_with(two) == []
 
 
 async def test_fork_bomb_is_contained(make_sandbox, isolated):
