@@ -4,9 +4,16 @@ error. Each attack runs a whole trial (real bwrap sandbox, scripted model, real 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from clawrig.runner.trial import TrialServices, run_trial
+from clawrig.sandbox.disk import can_make_disks
+from clawrig.spec.job import TrialConfig
+from clawrig.spec.task import FileContent
 from clawrig.spec.trial import ErrorKind
+from clawrig.testing.scripted_server import call, reply
 
 pytestmark = pytest.mark.sandbox
 
@@ -101,3 +108,118 @@ async def test_a_grader_that_cannot_load_is_a_grading_error_not_the_agents(attac
     result, _ = await attack(task, "echo nothing")
     assert result.error is not None and result.error.kind == ErrorKind.GRADING
     assert result.counted_score() is None
+
+
+async def test_file_names_that_are_not_utf8_do_not_void_the_trial(attack, make_task):
+    # a link and a file whose names are the byte 0xff: recording them (end_state_dropped.json,
+    # agent.log) raised UnicodeEncodeError, an infrastructure error, retried and never counted
+    task = make_task()
+    result, folder = await attack(
+        task,
+        "mkdir -p results && ln -s x results/$(printf '\\377') && echo WRONG > results/out.txt",
+    )
+    assert result.error is None and result.score.score == 0.0
+    dropped = json.loads((folder / "end_state_dropped.json").read_text(encoding="utf-8"))
+    assert dropped["results/\udcff"] == "link"
+
+
+async def test_a_tree_past_the_depth_cap_under_a_non_utf8_name_is_the_agents_zero(
+    attack, make_task
+):
+    # the cap's message names the path: with a 0xff byte in it the trial folder could not be
+    # written (an infrastructure error, retried, never counted)
+    task = make_task()
+    deep = "/".join(["d"] * 130)
+    result, folder = await attack(task, f"mkdir -p $(printf 'x\\377')/{deep}")
+    assert_counted_zero(result)
+    assert result.error is not None and "more than 128 folders deep (x\\xff/d/d" in (
+        result.error.message
+    )
+    assert json.loads((folder / "result.json").read_text())["error"]["kind"] == "agent"
+
+
+NUMBER_GRADER = """
+import os
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    want = open(os.path.join(workspace_path, "gt", "answer.txt")).read().strip()
+    got = float(open(os.path.join(workspace_path, "results", "out.txt")).read())
+    return {"overall_score": 1.0 if str(got) == want else 0.0}
+"""
+
+
+async def test_words_of_the_agent_in_the_graders_traceback_cannot_blame_the_task(attack, make_task):
+    # float('No module named os') fails with the agent's text in the traceback: read as a
+    # missing module the grader imports, the failure was the task's (a grading error, not
+    # counted) instead of the agent's 0
+    task = make_task(NUMBER_GRADER)
+    result, _ = await attack(
+        task, "mkdir -p results && printf 'No module named os' > results/out.txt"
+    )
+    assert_counted_zero(result)
+    assert "missing_module" not in result.score.details
+
+
+async def test_agent_code_the_grader_imports_while_loading_is_the_agents_fault(attack, make_task):
+    # a grader that imports the agent's module at load time: the agent's broken code made the
+    # grader "unable to load", the task's fault (a grading error, not counted)
+    grader = (
+        "import sys\nsys.path.insert(0, '/tmp_workspace')\nimport solution\n"
+        "def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n"
+        "    return {'overall_score': 1.0 if solution.answer() == 42 else 0.0}\n"
+    )
+    task = make_task(grader)
+    result, _ = await attack(task, "printf 'def answer(:\\n' > solution.py")
+    assert_counted_zero(result)
+    assert "SyntaxError" in result.score.details["stderr"]
+
+
+async def test_a_module_missing_from_the_graders_environment_stays_the_tasks(attack, make_task):
+    # the other way round: grade() importing a module its environment lacks is the task's
+    grader = (
+        "def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n"
+        "    import clawrig_no_such_module\n"
+        "    return {'overall_score': 1.0}\n"
+    )
+    result, _ = await attack(make_task(grader), "echo hi")
+    assert result.error is not None and result.error.kind == ErrorKind.GRADING
+    assert result.score.details["missing_module"] == "clawrig_no_such_module"
+    assert result.counted_score() is None
+
+
+async def test_a_300_character_agent_id_does_not_void_the_trial(
+    scripted_server, make_task, tmp_path
+):
+    # sessions_spawn with a 300-character agentId: the sub-agent's transcript file name was
+    # too long for the file system (OSError, an infrastructure error, retried, not counted)
+    spawn = {"task": "say hi", "agentId": "a" * 300, "timeoutSeconds": 20}
+    first = [True]
+
+    def respond(request):
+        if first[0]:
+            first[0] = False
+            return reply(tool_calls=[call("sessions_spawn", spawn)])
+        return reply("done")
+
+    srv = scripted_server(responder=respond)
+    config = TrialConfig(agent="native", model="scripted/x")
+    result, folder = await run_trial(
+        make_task(), config, tmp_path / "out", services=TrialServices(model=srv.chat_model())
+    )
+    assert result.error is None and result.score.score == 0.0
+    [sub] = (folder / "subagents").iterdir()
+    assert len(sub.name) < 120 and sub.read_text().strip()
+
+
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+async def test_a_disk_left_too_full_for_gt_is_the_agents_zero(attack, make_task):
+    # gt/ of 24 MiB, and the agent leaves 20 MiB free (more than the 16 MiB reserve): writing
+    # gt/ into the clean room failed with ENOSPC, an infrastructure error, never counted
+    task = make_task()
+    task.workspace.gt_files["media.txt"] = FileContent(text="g" * (24 * 1024**2))
+    fill = (
+        "python3 -c \"import os; st = os.statvfs('/tmp'); "
+        "open('/tmp/fill', 'wb').write(b'z' * (st.f_bavail * st.f_frsize - 20 * 2**20))\""
+    )
+    result, _ = await attack(task, fill, disk_mb=96)
+    assert_counted_zero(result)
+    assert result.error is not None and "disk (96 MiB) is full" in result.error.message

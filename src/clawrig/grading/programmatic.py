@@ -47,6 +47,29 @@ if verdict_path:
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
     channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     channel.connect(verdict_path)
+
+
+def report(obj):
+    # the runner's own account of a failure, on the channel only it holds: stderr is shared
+    # with everything the grader runs and holds what the agent wrote, so it decides nothing
+    if channel is not None:
+        channel.sendall(json.dumps(obj).encode("utf-8") + b"\n")
+
+
+def from_workspace(exc):
+    # True when the agent's files are where it failed: a frame of a workspace file (its code
+    # imported or run in process) or a workspace file the exception names
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        names = [f.filename for f in traceback.extract_tb(exc.__traceback__)]
+        names.append(str(getattr(exc, "filename", None) or ""))
+        if any(n == "/tmp_workspace" or n.startswith("/tmp_workspace/") for n in names):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 entries = []
 try:
     with open(transcript_path, encoding="utf-8") as fh:
@@ -64,14 +87,24 @@ try:
     with open(src_path, encoding="utf-8") as fh:
         code = compile(fh.read(), origin, "exec")
     exec(code, ns)
-except BaseException:
+except BaseException as exc:
     traceback.print_exc()
+    if from_workspace(exc):
+        sys.exit(1)  # the agent's code or files broke the grader while it loaded
+    report({"clawrig_blame": "task", "why": "the grader cannot load"})
     sys.exit(4)  # the grader itself cannot load: the task's fault
 grade = ns.get("grade")
 if not callable(grade):
     print("clawrig: the grader defines no grade() function", file=sys.stderr)
+    report({"clawrig_blame": "task", "why": "no grade() function"})
     sys.exit(3)
-result = grade(transcript=entries, workspace_path="/tmp_workspace")
+try:
+    result = grade(transcript=entries, workspace_path="/tmp_workspace")
+except ModuleNotFoundError as exc:
+    traceback.print_exc()
+    if exc.name and not from_workspace(exc):
+        report({"clawrig_blame": "task", "missing_module": exc.name})
+    sys.exit(1)
 text = json.dumps(result, default=str)
 sys.stdout.flush()
 print("\n" + text)
@@ -170,9 +203,19 @@ async def run_grader(
         return failed(f"grader timed out after {timeout_s:g} s")
     if r.exit_code != 0:
         last = _last_line(r.stderr) or f"exit code {r.exit_code}"
-        missing = _missing_module(r.stderr)
         declared = {_dist_name(req) for req in grader.requirements}
-        if r.exit_code in (3, 4) or (
+        if verdict is not None:
+            # in a clean room only the runner's report on the channel can blame the task
+            # (stderr holds what the agent wrote: a "No module named os" of its own)
+            said = await _channel_object(verdict) or {}
+            said = said if said.get("clawrig_blame") == "task" else {}
+            missing = said.get("missing_module")
+            missing = missing.split(".")[0] if isinstance(missing, str) and missing else None
+            cannot_load = bool(said) and missing is None
+        else:
+            missing = _missing_module(r.stderr)
+            cannot_load = r.exit_code in (3, 4)
+        if cannot_load or (
             missing
             and (_dist_name(missing) in declared or _environment_import(grader.source, missing))
         ):
@@ -186,9 +229,7 @@ async def run_grader(
             )
         return failed(f"grader crashed: {last}")
     if verdict is not None:
-        await verdict.wait_ended(5.0)
-        first = verdict.connections[0] if verdict.connections else None
-        result = _verdict_object(first.lines[0]) if first and first.lines else None
+        result = await _channel_object(verdict)
         if result is None:
             return failed("the grader sent no verdict (a JSON object) on the harness channel")
     else:
@@ -202,6 +243,14 @@ async def run_grader(
         )
     details.pop("blame")
     return Score(score=score, subscores=result, grader="programmatic", details=details)
+
+
+async def _channel_object(verdict: HarnessChannel) -> dict[str, Any] | None:
+    """The JSON object the grader's runner sent on the verdict channel (its first connection,
+    first line): the verdict, or after a failure the runner's ``clawrig_blame`` report."""
+    await verdict.wait_ended(5.0)
+    first = verdict.connections[0] if verdict.connections else None
+    return _verdict_object(first.lines[0]) if first and first.lines else None
 
 
 def _verdict_object(line: bytes) -> dict[str, Any] | None:

@@ -79,6 +79,7 @@ from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pool import PoolEntry, WarmPool
 from clawrig.sandbox.pyenv import GradingEnvStage, ensure_env
 from clawrig.sandbox.workspace import (
+    gt_size,
     inject_gt,
     install_skills,
     materialise_workspace,
@@ -132,6 +133,10 @@ TRIAL_OVERHEAD_S = 900.0
 warmup, gt, collection) before its sandbox is stopped (:class:`TimeoutPlan`)."""
 AGENT_PHASES = ("agent", "kill", "collect")
 """Phases in which a dead sandbox is the agent's doing (it had the sandbox to itself)."""
+CONVERSATION_REFUSALS = (400, 413, 422)
+"""HTTP statuses of a provider refusing a request for its content (a conversation past the
+model's context, a body too large, an unreadable image): after the trial's first answered
+request, the agent's doing (:meth:`Trial.run_agent`), never the job's end."""
 _CAP_STOPS = {
     "budget": StopReason.COST_BUDGET,
     "cost_budget": StopReason.COST_BUDGET,
@@ -298,7 +303,15 @@ def transcript_from_model_calls(path: Path, trial_id: str) -> Transcript | None:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+    """Write ``value`` as indented JSON (UTF-8). A string holding a file name that is not UTF-8
+    (lone surrogates, e.g. an agent's file in ``end_state_dropped.json``) is written as JSON
+    ``\\uXXXX`` escapes instead of failing."""
+    text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = json.dumps(value, ensure_ascii=True, indent=2, default=str).encode("ascii")
+    path.write_bytes(data + b"\n")
 
 
 def write_tree(dest: Path, files: Mapping[str, bytes]) -> None:
@@ -646,7 +659,7 @@ class Trial:
         """Append a line to agent.log (a full host disk loses the line, never the job)."""
         with (
             contextlib.suppress(OSError),
-            open(self.paths.agent_log, "a", encoding="utf-8") as fh,
+            open(self.paths.agent_log, "a", encoding="utf-8", errors="backslashreplace") as fh,
         ):
             fh.write(line.rstrip("\n") + "\n")
 
@@ -993,6 +1006,17 @@ class Trial:
             result.turns = len(transcript.steps)
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
             ctx.log(f"agent stopped: {exc}")
+        except ModelRequestError as exc:
+            # the provider refused a request after answering this trial's earlier ones: the
+            # settings are the same, the conversation grew ("maximum context length", an image
+            # the agent read): the agent's doing, so it stops and is graded as it stands. Only
+            # a refusal of the first request (a bad model, key or setting) stops the job.
+            if exc.status not in CONVERSATION_REFUSALS or not transcript.steps:
+                raise
+            result.stop_reason = StopReason.MODEL_ERROR
+            result.turns = len(transcript.steps)
+            result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
+            ctx.log(f"agent stopped: the provider refused its conversation: {exc}")
         finally:
             self.clock.deadline = None
             WaitClock.uninstall(clock_token)
@@ -1009,8 +1033,7 @@ class Trial:
                     await model.aclose()  # type: ignore[union-attr]
             for key, sub in ctx.subagent_transcripts.items():
                 self.paths.subagents.mkdir(exist_ok=True)
-                safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-                (self.paths.subagents / f"{safe}.jsonl").write_text(dumps_openclaw_jsonl(sub))
+                self.paths.subagent(key).write_text(dumps_openclaw_jsonl(sub))
 
     async def stop_agent(self, *, copy_end_state: bool = True) -> None:
         """Phase 4: the agent's sandbox stopped (every process in it ends), its service audits
@@ -1024,7 +1047,6 @@ class Trial:
         fetched, status = await fetch_audits(box, task, self.service_handles, builtin=False)
         await self._stop_sandbox()
         self.mark("collect")
-        self.check_disk()
         recorded = await self._recorded_audits() | fetched
         for service, why in status.items():
             if why != "saved":
@@ -1043,6 +1065,10 @@ class Trial:
                 self.transcript.messages[:] = []
                 self.log("transcript: the gateway recorded no answered model call of the agent")
         self.transcript_text = dumps_openclaw_jsonl(self.transcript)
+        gt_bytes, gt_entries = await asyncio.to_thread(gt_size, task)
+        # the clean room writes gt/ and the transcript on the agent's disk: room for them
+        text_bytes = len(self.transcript_text.encode("utf-8", "replace"))
+        self.check_disk(text_bytes + gt_bytes, gt_entries + 8)
         caps = manifest_caps().over(self.initial)
         try:
             state = await asyncio.to_thread(
@@ -1072,16 +1098,20 @@ class Trial:
             )
             self.log(f"end state: {len(changed)} file(s) created or changed")
 
-    def check_disk(self) -> None:
-        """Raise :class:`clawrig.errors.AgentFault` when the agent left its disk full
-        (less than :data:`DISK_RESERVE_BYTES` or :data:`DISK_RESERVE_INODES` free): the
-        harness's own writes after the agent (the transcript) must not fail for its doing."""
+    def check_disk(self, need_bytes: int = 0, need_inodes: int = 0) -> None:
+        """Raise :class:`clawrig.errors.AgentFault` when the agent left its disk full: less
+        than ``need_bytes`` + :data:`DISK_RESERVE_BYTES` or ``need_inodes`` +
+        :data:`DISK_RESERVE_INODES` free. The harness's own writes after the agent (gt/ and
+        the transcript in the clean room, ``need_*``) must not fail for its doing."""
         if not self.disk.enforced:
             return
         used, inodes = self.disk.usage()
         st = os.statvfs(self.disk.path)
         free, free_inodes = st.f_bavail * st.f_frsize, st.f_favail
-        if free < DISK_RESERVE_BYTES or free_inodes < DISK_RESERVE_INODES:
+        if (
+            free < DISK_RESERVE_BYTES + need_bytes
+            or free_inodes < DISK_RESERVE_INODES + need_inodes
+        ):
             raise AgentFault(
                 f"the trial's disk ({self.config.disk_mb} MiB) is full: {used} bytes and "
                 f"{inodes} files and folders used"

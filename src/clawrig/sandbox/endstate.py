@@ -100,6 +100,12 @@ def _kind(mode: int) -> str:
     return "other"
 
 
+def _shown(path: bytes) -> str:
+    """``path`` for a message: a name that is not UTF-8 (the agent's to choose) shows its bytes
+    as ``\\xNN``, so no message carries a lone surrogate that cannot be written as UTF-8."""
+    return path.decode("utf-8", "backslashreplace")
+
+
 def _hash(dir_fd: int, name: bytes, deadline: float | None) -> str:
     fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
     try:
@@ -144,7 +150,7 @@ def _walk(
                 for name_s, _entry in names:
                     name = os.fsencode(name_s)
                     child = rel + b"/" + name if rel else name
-                    path = os.fsdecode(child)
+                    path = os.fsdecode(child)  # a non-UTF-8 name keeps its bytes (surrogates)
                     out.entries += 1
                     out.longest_path = max(out.longest_path, len(child))
                     if caps is not None:
@@ -156,7 +162,7 @@ def _walk(
                         if len(child) > caps.max_path_bytes:
                             raise EndStateRejected(
                                 f"a workspace path is longer than {caps.max_path_bytes} bytes: "
-                                f"{path[:120]}..."
+                                f"{_shown(child)[:120]}..."
                             )
                     if deadline is not None and time.monotonic() > deadline:
                         raise EndStateRejected(
@@ -204,7 +210,7 @@ def _walk(
             if caps is not None and depth + 1 > caps.max_depth:
                 raise EndStateRejected(
                     f"the workspace is more than {caps.max_depth} folders deep "
-                    f"({os.fsdecode(rel)[:200]})"
+                    f"({_shown(rel)[:200]})"
                 )
             out.depth = max(out.depth, depth + 1)
             pending.append(

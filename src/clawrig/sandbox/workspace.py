@@ -160,6 +160,22 @@ async def run_warmup(
     return handles
 
 
+def gt_size(task: Task) -> tuple[int, int]:
+    """(bytes, files and folders) :func:`inject_gt` writes for ``task``: what the clean room
+    needs free on the trial's disk besides the transcript."""
+    from clawrig.sandbox.endstate import scan
+
+    ws = task.workspace
+    size = entries = 0
+    if ws.gt_dir is not None and Path(ws.gt_dir).is_dir():
+        listed = scan(Path(ws.gt_dir), hash_files=False)
+        size, entries = listed.bytes, listed.entries + 1
+    for content in ws.gt_files.values():
+        size += len(_content_bytes(content))
+        entries += 2  # the file and, at most, a folder of its own
+    return size, entries
+
+
 async def inject_gt(sandbox: Sandbox, task: Task) -> None:
     """Copy gt/ to /tmp_workspace/gt of the clean room (:meth:`clawrig.runner.trial.Trial.gt_in`:
     a fresh sandbox whose workspace is the settled end state, where nothing of the agent's runs

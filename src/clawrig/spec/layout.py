@@ -35,6 +35,7 @@ clawrig's files)::
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,6 +135,18 @@ class TrialPaths:
     @property
     def subagents(self) -> Path:
         return self.root / self.SUBAGENTS
+
+    def subagent(self, key: str) -> Path:
+        """``subagents/<key>.jsonl``: the sub-agent session ``key``'s transcript. The key is the
+        agent's to choose (``sessions_spawn``'s ``agentId``), so its file name keeps only
+        ``[A-Za-z0-9._-]`` (others become ``_``) and at most 100 characters, a longer key
+        ending in 16 hex digits of its sha256 (a 300-character key must not fail the trial
+        with "file name too long")."""
+        safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in key)
+        if len(safe) > 100:
+            digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            safe = f"{safe[:83]}-{digest}"
+        return self.subagents / f"{safe}.jsonl"
 
     def is_trial(self) -> bool:
         """True when the folder holds a result.json."""

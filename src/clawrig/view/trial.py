@@ -164,8 +164,7 @@ def _subagent(result_text: str, folder: Path, depth: int, start: int | None) -> 
         return None
     if not isinstance(key, str):
         return None
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-    path = folder / "subagents" / f"{safe}.jsonl"
+    path = TrialPaths(folder).subagent(key)
     if not path.is_file():
         return None
     session = _session_events(path, folder, depth + 1, start)

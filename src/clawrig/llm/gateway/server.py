@@ -26,6 +26,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from clawrig.leftovers import owned_tempdir
 from clawrig.llm.client import (
+    MAX_REPLY_BYTES,
     RETRY_STATUSES,
     SHOULD_RETRY_HEADER,
     UPSTREAM_ATTEMPTS_HEADER,
@@ -76,6 +77,48 @@ class _Retryable(Exception):
         self.status = status
         self.headers = headers
         self.body = body
+
+
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+"""Largest request body the gateway reads (a program in a sandbox can send any length: a
+larger one gets a 413 after at most this much is read, never the harness's memory)."""
+MAX_ERROR_BYTES = 1024 * 1024
+"""Bytes of an upstream error reply the gateway reads (the rest is dropped)."""
+
+
+async def _read_request(request: Request, cap: int) -> bytes | None:
+    """The request's body, or None when it is over ``cap`` bytes (by Content-Length at once,
+    else while reading)."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > cap:
+        return None
+    parts: list[bytes] = []
+    seen = 0
+    async for chunk in request.stream():
+        seen += len(chunk)
+        if seen > cap:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def _read_reply(resp: httpx.Response, cap: int) -> bytes | None:
+    """An upstream reply's body (then closed), or None when it is over ``cap`` bytes (by
+    Content-Length at once, else while reading: the rest is never read)."""
+    try:
+        length = resp.headers.get("content-length", "")
+        if length.isdigit() and int(length) > cap:
+            return None
+        parts: list[bytes] = []
+        seen = 0
+        async for chunk in resp.aiter_bytes():  # decoded: a gzip bomb is capped too
+            seen += len(chunk)
+            if seen > cap:
+                return None
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        await resp.aclose()
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -377,9 +420,16 @@ class Gateway:
             lease = self._lease_for(request, token)
             if lease is None:
                 return _error_body(401, UNKNOWN_TOKEN, "auth")
+            raw = await _read_request(request, MAX_REQUEST_BYTES)
+            if raw is None:
+                return _error_body(
+                    413,
+                    f"clawrig gateway: the request body is over {MAX_REQUEST_BYTES // 2**20} MiB",
+                    "request_too_large",
+                )
             try:
-                body = await request.json()
-            except ValueError:
+                body = json.loads(raw)
+            except (ValueError, RecursionError):
                 return _error_body(
                     400, "clawrig gateway: the request body is not JSON", "bad_request"
                 )
@@ -566,8 +616,7 @@ class Gateway:
             req = client.build_request("POST", url, json=out, headers=headers)
             resp = await client.send(req, stream=True)
             if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
-                data = await resp.aread()
-                await resp.aclose()
+                data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
                 raise _Retryable(resp.status_code, resp.headers, data)
             return resp
 
@@ -611,8 +660,7 @@ class Gateway:
         ctype = resp.headers.get("content-type", "")
         cached = resp.headers.get(CACHED_HEADER) == "1"  # served by a gateway's cache upstream
         if resp.status_code != 200:
-            data = await resp.aread()
-            await resp.aclose()
+            data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
             msg = f"{ep.name}: HTTP {resp.status_code} from {where}: {_upstream_message(data)}"
             if resp.status_code == 402 and _chained_refusal(data) == "budget_exceeded":
                 lease._refuse("budget")  # a gateway upstream (the Ray driver's): the job's cap
@@ -631,12 +679,14 @@ class Gateway:
                 data, status_code=resp.status_code, media_type=ctype or "application/json"
             )
         if "text/event-stream" not in ctype:
-            data = await resp.aread()
-            await resp.aclose()
+            reply = await _read_reply(resp, MAX_REPLY_BYTES)
             try:
-                completion = json.loads(data)
-            except ValueError:
-                msg = f"{ep.name}: unusable reply from {where}: not JSON"
+                if reply is None:
+                    raise ValueError(f"over {MAX_REPLY_BYTES // 2**20} MiB")
+                completion = json.loads(reply)
+            except (ValueError, RecursionError) as exc:
+                why = str(exc) if reply is None else "not JSON"
+                msg = f"{ep.name}: unusable reply from {where}: {why}"
                 self._record(
                     lease, seq, key, body, status=502, error=msg, started=started, retries=retries
                 )
@@ -671,9 +721,14 @@ class Gateway:
         error: str | None = None
         done = False
         tokens = StreamTokens() if lease.token_server is not None else None
+        seen = 0
         try:
             skip_blank = False
             async for line in resp.aiter_lines():
+                seen += len(line) + 1
+                if seen > MAX_REPLY_BYTES:  # the provider's fault: its stream ends here
+                    error = f"upstream stream over {MAX_REPLY_BYTES // 2**20} MiB"
+                    break
                 if line.startswith("data:"):
                     payload = line[5:].strip()
                     if payload == "[DONE]":

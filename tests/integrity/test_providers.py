@@ -1,0 +1,186 @@
+"""Issue 14, classes 3 and 4 on the path every job takes: the model gateway. A provider's reply
+and a sandbox's request are bounded by the gateway itself (not only by the harness's direct
+client), and a provider refusing a conversation the agent grew ends that trial, never the job.
+Real HTTP servers on 127.0.0.1, a real gateway, real bwrap sandboxes and jobs."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from integrity_helpers import HONEST, tool_outputs, write_bench
+
+from clawrig.errors import ProviderError
+from clawrig.llm.client import MAX_REPLY_BYTES, RetryPolicy
+from clawrig.llm.gateway import Gateway
+from clawrig.llm.pricing import Prices
+from clawrig.llm.providers import ModelEndpoint
+from clawrig.runner.batch import run_job
+from clawrig.runner.trial import TrialServices
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.tasks.registry import load_tasks
+from clawrig.testing.scripted_server import call, error, reply
+
+Handler = Callable[[BaseHTTPRequestHandler], None]
+
+
+@pytest.fixture
+def provider() -> Iterator[Callable[[Handler], str]]:
+    """``provider(handle)`` -> the base URL of a stdlib HTTP server on 127.0.0.1 whose POSTs
+    ``handle`` answers by hand."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(handle: Handler) -> str:
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                try:
+                    handle(self)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        srv.daemon_threads = True
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}/v1"
+
+    yield start
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+
+
+def _endless(h: BaseHTTPRequestHandler, *, length: bool) -> None:
+    """A 200 reply of 200 MiB of spaces (with or without Content-Length)."""
+    h.send_response(200)
+    h.send_header("content-type", "application/json")
+    if length:
+        h.send_header("content-length", str(200 * 2**20))
+    h.end_headers()
+    chunk = b" " * 2**20
+    for _ in range(200):
+        h.wfile.write(chunk)
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["content-length", "unbounded"])
+async def test_a_reply_over_the_cap_is_refused_by_the_gateway(provider, length) -> None:
+    # the gateway read any reply whole (200 MiB: ~0.5 GB of harness memory) and then called it
+    # "not JSON"; now it stops at the cap and says so: a provider fault, retried
+    url = provider(lambda h: _endless(h, length=length))
+    endpoint = ModelEndpoint(
+        name="p/m", provider="p", model_id="m", base_url=url, prices=Prices(input=1.0)
+    )
+    with Gateway(retry=RetryPolicy(attempts=1)) as gw:
+        model = gw.open_trial(endpoint, trial_id="t").chat_model()
+        with pytest.raises(ProviderError) as info:
+            await model.chat([{"role": "user", "content": "hi"}])
+        await model.aclose()
+    assert f"over {MAX_REPLY_BYTES // 2**20} MiB" in str(info.value)
+
+
+def _respond_by_task(turns: dict[int, Callable[[int], object]]) -> Callable[[dict], object]:
+    """A scripted-model responder: task k (TASKNUM=k in the prompt) answers
+    ``turns[k](tool results so far)``; other tasks run the honest command, then say done."""
+
+    def respond(request: dict) -> object:
+        first = request["messages"][0]["content"]
+        k = int(re.search(r"TASKNUM=(\d+)", json.dumps(first)).group(1))
+        done = sum(1 for m in request["messages"] if m.get("role") == "tool")
+        if k in turns:
+            return turns[k](done)
+        return reply(tool_calls=[call("exec", {"command": HONEST})]) if not done else reply("ok")
+
+    return respond
+
+
+def _results(out: Path) -> dict[str, dict]:
+    found = {}
+    for rj in out.glob("*/*/result.json"):
+        res = json.loads(rj.read_text())
+        found[res["task_id"].rsplit("_", 1)[-1]] = res | {"folder": str(rj.parent)}
+    return found
+
+
+@pytest.mark.sandbox
+async def test_a_conversation_the_provider_refuses_ends_that_trial_not_the_job(
+    scripted_server, tmp_path
+):
+    # t1's agent grows its conversation past the model's context (the provider's 400 on its
+    # second request): a ModelRequestError, a "user error" that stopped the whole job with no
+    # summary. Its conversation is its doing: t1 stops there and is graded as it stands.
+    overflow = "This model's maximum context length is 131072 tokens; the messages hold 250000."
+
+    def t1(done: int) -> object:
+        return (
+            reply(tool_calls=[call("exec", {"command": HONEST})])
+            if not done
+            else error(400, overflow)
+        )
+
+    tasks_dir = write_bench(tmp_path / "bench", 2)
+    srv = scripted_server(responder=_respond_by_task({1: t1}))
+    job = JobConfig(
+        suite_path=tmp_path / "bench",
+        output=tmp_path / "out",
+        max_attempts=1,
+        trial=TrialConfig(agent="native", model="scripted/x"),
+    )
+    with Gateway() as gw:  # as `clawrig run` has one
+        services = TrialServices(model=srv.chat_model(), gateway=gw)
+        summary = await run_job(job, load_tasks(tasks_dir), services)
+    got = _results(tmp_path / "out")
+    assert sorted(got) == ["t1", "t2"] and len(summary["tasks"]) == 2
+    assert got["t1"]["stop_reason"] == "model_error" and got["t1"]["error"] is None
+    assert got["t1"]["score"]["score"] == 1.0  # graded as it stands: it had written ok
+    assert got["t2"]["score"]["score"] == 1.0
+    assert "maximum context length" in Path(got["t1"]["folder"], "agent.log").read_text()
+
+
+@pytest.mark.sandbox
+async def test_a_request_body_of_any_size_from_a_sandbox_is_cut_at_the_cap(
+    scripted_server, tmp_path
+):
+    # a task whose skill scripts use the model (## Env OPENAI_API_KEY): its programs reach
+    # the gateway with the trial's token. One streams 100 MiB of body: the gateway read it
+    # all into the harness's memory (any size: the job OOM-killed); now a 413 at 64 MiB.
+    tasks_dir = write_bench(tmp_path / "bench", 1)
+    md = next(tasks_dir.rglob("*.md"))
+    md.write_text(md.read_text() + "\n## Env\n\n```\nOPENAI_API_KEY\n```\n")
+    flood = (
+        "head -c 100M /dev/zero | curl -sS --max-time 60 -H 'Content-Type: application/json' "
+        '-H "Authorization: Bearer $OPENAI_API_KEY" --data-binary @- '
+        '"$OPENAI_BASE_URL/chat/completions"; echo; echo rc=$?'
+    )
+    srv = scripted_server(
+        responder=_respond_by_task(
+            {
+                1: lambda done: (
+                    reply(tool_calls=[call("exec", {"command": flood})])
+                    if not done
+                    else reply("ok")
+                )
+            }
+        )
+    )
+    job = JobConfig(
+        suite_path=tmp_path / "bench",
+        output=tmp_path / "out",
+        max_attempts=1,
+        trial=TrialConfig(agent="native", model="scripted/x"),
+    )
+    with Gateway() as gw:  # as `clawrig run` has one
+        services = TrialServices(model=srv.chat_model(), gateway=gw)
+        await run_job(job, load_tasks(tasks_dir), services)
+    got = _results(tmp_path / "out")
+    [output] = tool_outputs(Path(got["t1"]["folder"]))
+    assert "request body is over 64 MiB" in output, output
+    assert got["t1"]["error"] is None
