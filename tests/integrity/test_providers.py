@@ -184,3 +184,44 @@ async def test_a_request_body_of_any_size_from_a_sandbox_is_cut_at_the_cap(
     [output] = tool_outputs(Path(got["t1"]["folder"]))
     assert "request body is over 64 MiB" in output, output
     assert got["t1"]["error"] is None
+
+
+def _completion(message: object) -> dict:
+    return {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
+
+
+MALFORMED = {
+    "message null": _completion(None),
+    "tool_calls a string": _completion({"role": "assistant", "content": None, "tool_calls": "x"}),
+    "content an object": _completion({"role": "assistant", "content": {"text": "hi"}}),
+    "choices a string": {"id": "c", "choices": "none", "model": "m"},
+    "a list": [1, 2],
+}
+
+
+@pytest.mark.parametrize("shape", list(MALFORMED))
+async def test_a_reply_of_the_wrong_shape_is_a_provider_fault(provider, shape) -> None:
+    # through the gateway a malformed reply raised AttributeError or a ValidationError in the
+    # harness, logged as a harness bug with its traceback; it is the provider's fault (retried
+    # by the trial, then infrastructure), said in one line
+    body = json.dumps(MALFORMED[shape]).encode()
+
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    endpoint = ModelEndpoint(name="p/m", provider="p", model_id="m", base_url=provider(answer))
+    with Gateway(retry=RetryPolicy(attempts=1)) as gw:
+        model = gw.open_trial(endpoint, trial_id="t").chat_model()
+        with pytest.raises(ProviderError, match="wrong shape|not a JSON object"):
+            await model.chat([{"role": "user", "content": "hi"}])
+        await model.aclose()

@@ -607,8 +607,15 @@ class OpenAIChatModel:
         return self._from_completion(completion)
 
     def _from_completion(self, completion: Any) -> ChatResponse:
-        """The :class:`ChatResponse` of an SDK ``ChatCompletion`` (raises _BodyError for a
-        reply without choices)."""
+        """The :class:`ChatResponse` of an SDK ``ChatCompletion`` (raises _BodyError, a
+        provider fault that is retried, for a reply without choices or of another shape: a
+        null message, tool calls that are not a list, content that is not text)."""
+        try:
+            return self._read_completion(completion)
+        except (AttributeError, TypeError, ValueError) as exc:  # ValidationError too
+            raise _BodyError(None, f"a reply of the wrong shape: {_one_line(str(exc))}") from None
+
+    def _read_completion(self, completion: Any) -> ChatResponse:
         if not completion.choices:
             raise _body_error(completion) or _BodyError(None, "reply has no choices")
         choice = completion.choices[0]

@@ -1119,12 +1119,21 @@ class Trial:
 
     async def _recorded_audits(self) -> dict[str, Any]:
         """The built-in services' audits from their event streams (the agent's sandbox is
-        stopped, so every stream has ended)."""
+        stopped, so every stream has ended). Raises :class:`clawrig.errors.AgentFault` when
+        the agent's calls made a stream go over its cap (an audit with a hole is not graded)."""
         channel = self.audit_channel
         if channel is None:
             return {}
         await channel.wait_ended(10.0)
-        return audits_from_streams(self.task, channel.connections)
+        audits = audits_from_streams(self.task, channel.connections)
+        for name, audit in audits.items():
+            if audit.get("truncated"):
+                # what came after the cap is lost, a forbidden call among it: never graded
+                raise AgentFault(
+                    f"service {name}: the agent's calls went over the audit stream's cap of "
+                    f"{channel.max_bytes // 2**20} MiB (the rest of its audit is lost)"
+                )
+        return audits
 
     async def put_transcript(self, text: str | None) -> None:
         """Re-grading and verify: a recorded transcript (chat.jsonl text) for the session path

@@ -280,6 +280,8 @@ class GatewayChatModel(OpenAIChatModel):
             data = json.loads(raw)
         except ValueError:
             raise _BodyError(reply.status_code, "the reply is not JSON") from None
+        if not isinstance(data, dict):
+            raise _BodyError(None, "the reply is not a JSON object")
         return self._from_completion(ChatCompletion.construct(**data))
 
     def where(self) -> str:

@@ -684,8 +684,10 @@ class Gateway:
                 if reply is None:
                     raise ValueError(f"over {MAX_REPLY_BYTES // 2**20} MiB")
                 completion = json.loads(reply)
+                if not isinstance(completion, dict):
+                    raise ValueError("not a JSON object")
             except (ValueError, RecursionError) as exc:
-                why = str(exc) if reply is None else "not JSON"
+                why = "not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
                 msg = f"{ep.name}: unusable reply from {where}: {why}"
                 self._record(
                     lease, seq, key, body, status=502, error=msg, started=started, retries=retries
