@@ -16,12 +16,12 @@ import pytest
 from integrity_helpers import HONEST, tool_outputs, write_bench
 
 from clawrig.errors import ProviderError
-from clawrig.llm.client import MAX_REPLY_BYTES, RetryPolicy
+from clawrig.llm.client import MAX_REPLY_BYTES, OpenAIChatModel, RetryPolicy
 from clawrig.llm.gateway import Gateway
 from clawrig.llm.pricing import Prices
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.runner.batch import run_job
-from clawrig.runner.trial import TrialServices
+from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, error, reply
@@ -225,3 +225,49 @@ async def test_a_reply_of_the_wrong_shape_is_a_provider_fault(provider, shape) -
         with pytest.raises(ProviderError, match="wrong shape|not a JSON object"):
             await model.chat([{"role": "user", "content": "hi"}])
         await model.aclose()
+
+
+def _reply_bytes(message: str) -> bytes:
+    """A chat.completion whose message is the JSON text ``message`` (written by hand: the
+    JSON escapes in it reach the harness as sent)."""
+    return (
+        '{"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": '
+        f'[{{"index": 0, "message": {message}, "finish_reason": "stop"}}], '
+        '"usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+    ).encode()
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("through_gateway", [False, True], ids=["direct", "gateway"])
+async def test_lone_surrogates_in_the_models_reply_do_not_void_the_trial(
+    provider, make_task, tmp_path, through_gateway
+) -> None:
+    # the model's command and final answer hold the JSON escape of a lone surrogate
+    # ("\udcff"): no UTF-8 file can hold one, so the trial folder (or the gateway's record)
+    # could not be written, an infrastructure error, retried and never counted
+    replies = [
+        _reply_bytes(
+            '{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": '
+            '"function", "function": {"name": "exec", "arguments": '
+            '"{\\"command\\": \\"echo \\\\udcff > /tmp_workspace/x\\"}"}}]}'
+        ),
+        _reply_bytes('{"role": "assistant", "content": "done \\udcff"}'),
+    ]
+
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        body = replies.pop(0) if len(replies) > 1 else replies[0]
+        h.send_response(200)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    endpoint = ModelEndpoint(name="p/m", provider="p", model_id="m", base_url=provider(answer))
+    model = OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=1))
+    config = TrialConfig(agent="native", model="p/m")
+    with Gateway() as gw:
+        services = TrialServices(model=model, gateway=gw if through_gateway else None)
+        result, folder = await run_trial(make_task(), config, tmp_path / "out", services=services)
+    assert result.error is None and result.score.score == 0.0
+    chat = (folder / "chat.jsonl").read_text(encoding="utf-8")
+    assert "done \ufffd" in chat and "echo \ufffd" in chat

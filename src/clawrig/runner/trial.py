@@ -95,7 +95,7 @@ from clawrig.services import (
     start_services,
 )
 from clawrig.spec.job import TrialConfig, model_slug
-from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
+from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths, json_text
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import GraderKind, Task
 from clawrig.spec.transcript import Transcript
@@ -303,15 +303,7 @@ def transcript_from_model_calls(path: Path, trial_id: str) -> Transcript | None:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    """Write ``value`` as indented JSON (UTF-8). A string holding a file name that is not UTF-8
-    (lone surrogates, e.g. an agent's file in ``end_state_dropped.json``) is written as JSON
-    ``\\uXXXX`` escapes instead of failing."""
-    text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        data = json.dumps(value, ensure_ascii=True, indent=2, default=str).encode("ascii")
-    path.write_bytes(data + b"\n")
+    path.write_text(json_text(value) + "\n", encoding="utf-8")
 
 
 def write_tree(dest: Path, files: Mapping[str, bytes]) -> None:
@@ -1120,7 +1112,8 @@ class Trial:
     async def _recorded_audits(self) -> dict[str, Any]:
         """The built-in services' audits from their event streams (the agent's sandbox is
         stopped, so every stream has ended). Raises :class:`clawrig.errors.AgentFault` when
-        the agent's calls made a stream go over its cap (an audit with a hole is not graded)."""
+        the agent's calls made a stream go over its cap or left a change unrecorded (an audit
+        with a hole is not graded)."""
         channel = self.audit_channel
         if channel is None:
             return {}
@@ -1128,10 +1121,11 @@ class Trial:
         audits = audits_from_streams(self.task, channel.connections)
         for name, audit in audits.items():
             if audit.get("truncated"):
-                # what came after the cap is lost, a forbidden call among it: never graded
+                # a change the harness never got, a forbidden call among it: never graded
                 raise AgentFault(
                     f"service {name}: the agent's calls went over the audit stream's cap of "
-                    f"{channel.max_bytes // 2**20} MiB (the rest of its audit is lost)"
+                    f"{channel.max_bytes // 2**20} MiB or could not be recorded (its audit "
+                    "has a hole)"
                 )
         return audits
 

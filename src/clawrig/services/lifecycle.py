@@ -53,6 +53,7 @@ from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import ENV_MOUNT, ensure_env, env_bind, env_key, env_python
 from clawrig.services.kinds import SERVICE_KINDS, service_target
 from clawrig.services.mock.core import AUDIT_KEYS
+from clawrig.spec.layout import json_text
 from clawrig.spec.task import ServiceSpec, Task
 
 SERVICES_REQUIREMENTS: tuple[str, ...] = ("fastapi==0.165.0", "uvicorn==0.54.0")
@@ -315,7 +316,7 @@ async def _spawn(
     (and :func:`_wait_healthy` removes in any case), so fixtures are gone before the agent
     starts."""
     path = _config_file(spec)
-    await sandbox.write_file(path, json.dumps(config, ensure_ascii=False), mode=0o600)
+    await sandbox.write_file(path, json_text(config, indent=None), mode=0o600)
     env = {
         "PYTHONUNBUFFERED": "1",
         "CLAWRIG_SERVICE_PORT": str(spec.port),
@@ -433,14 +434,18 @@ def audits_from_streams(task: Task, connections: list[Connection]) -> dict[str, 
     :func:`start_services`): every item the service ever appended to a list of its audit, in
     order, and the last value of every other key; a ``POST /<kind>/reset`` the agent called is
     itself a call (``"reset": true``) and erases nothing. ``truncated`` is set when a stream
-    went over its byte cap. Services are matched by the name in their hello line."""
+    went over its byte cap or holds a change that could not be read (an audit with a hole).
+    Services are matched by the name in their hello line."""
     specs = {s.name: s for s in task.services if is_builtin(s)}
     out: dict[str, dict[str, Any]] = {}
     for conn in connections:
         events = []
+        hole = False  # a change the harness could not read: the audit is not whole
         for line in conn.lines:
-            with contextlib.suppress(ValueError, RecursionError):
+            try:
                 events.append(json.loads(line))
+            except (ValueError, RecursionError):
+                hole = True
         hello = events[0] if events and isinstance(events[0], dict) else {}
         spec = specs.get(str(hello.get("hello")))
         if spec is None or spec.name in out:
@@ -449,7 +454,8 @@ def audits_from_streams(task: Task, connections: list[Connection]) -> dict[str, 
         audit: dict[str, Any] = {"service": kind, "now": hello.get("now")}
         audit.update({key: [] for key in AUDIT_KEYS})
         for event in events[1:]:
-            if not isinstance(event, dict):
+            if not isinstance(event, dict) or "unrecorded" in event:
+                hole = True
                 continue
             if event.get("reset"):
                 audit.setdefault("calls", []).append(
@@ -472,7 +478,7 @@ def audits_from_streams(task: Task, connections: list[Connection]) -> dict[str, 
         for seq, call in enumerate(audit.get("calls") or [], 1):
             if isinstance(call, dict):
                 call["seq"] = seq
-        if conn.overflow:
+        if conn.overflow or hole:
             audit["truncated"] = True
         out[spec.name] = audit
     return out
@@ -545,8 +551,9 @@ async def save_audits(
 
 
 def audit_text(audit: Any) -> str:
-    """A saved audit file's text (``audit.json``)."""
-    return json.dumps(audit, ensure_ascii=False, indent=2) + "\n"
+    """A saved audit file's text (``audit.json``; always UTF-8-encodable: the agent's strings
+    in it may hold lone surrogates, :func:`clawrig.spec.layout.json_text`)."""
+    return json_text(audit) + "\n"
 
 
 async def restart_services(

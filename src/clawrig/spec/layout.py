@@ -36,10 +36,26 @@ clawrig's files)::
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from clawrig.spec.job import model_slug
+
+
+def json_text(value: Any, *, indent: int | None = 2) -> str:
+    """``value`` as JSON text that always encodes as UTF-8 (files of a trial folder, saved
+    audits): non-ASCII kept as is, unless a string holds a lone surrogate (a file name that is
+    not UTF-8, a ``"\\udcff"`` escape an agent sent a service), then every non-ASCII character
+    is written as a ``\\uXXXX`` escape. Values JSON cannot hold are written with ``str``."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, indent=indent, default=str)
+    return text
+
 
 TMP_PREFIX = ".tmp-"
 """Prefix of a trial folder that is still being written (removed or renamed, never read)."""

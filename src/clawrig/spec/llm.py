@@ -6,9 +6,38 @@ are OpenAI function tools (``{"type": "function", "function": {...}}``).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+import re
+
+from pydantic import BaseModel, Field, field_validator
 
 from clawrig.spec.trial import Usage
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(
+    r"(?<!\\)((?:\\\\)*)"  # an even run of backslashes before: the escape is one
+    r"\\u(?:([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?|[dD][c-fC-F][0-9a-fA-F]{2})"
+)
+
+
+def model_text(text: str | None) -> str | None:
+    """A model's text as clawrig keeps it: lone surrogates (a provider may send the JSON escape
+    ``"\\udcff"``; no UTF-8 file can hold one, so the transcript, the records and the trial
+    folder could not be written) become U+FFFD, as a UTF-8 decoder makes of invalid bytes."""
+    return text if text is None or not _SURROGATE.search(text) else _SURROGATE.sub("\ufffd", text)
+
+
+def model_arguments(raw: str) -> str:
+    """A tool call's raw JSON arguments as clawrig keeps them: :func:`model_text`, and a JSON
+    escape of a lone surrogate (``\\udcff``, which would decode to one) written as
+    ``\\ufffd``; an escaped pair (``\\ud83d\\ude00``) stays."""
+    raw = model_text(raw) or ""
+
+    def fix(m: re.Match[str]) -> str:
+        if m.group(2) and m.group(3):
+            return m.group(0)
+        return m.group(1) + "\\ufffd"
+
+    return _ESCAPED_SURROGATE.sub(fix, raw) if "\\u" in raw else raw
 
 
 class ToolCall(BaseModel):
@@ -17,6 +46,16 @@ class ToolCall(BaseModel):
     id: str
     name: str
     arguments: str = "{}"
+
+    @field_validator("name", "id")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return model_text(value) or ""
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments(cls, value: str) -> str:
+        return model_arguments(value)
 
 
 class ChatResponse(BaseModel):
@@ -39,3 +78,8 @@ class ChatResponse(BaseModel):
     usage_rejected: list[str] = Field(default_factory=list)
     """Usage fields the provider reported with impossible values (negative, not finite, or
     over :data:`clawrig.llm.client.MAX_TOKENS_PER_REQUEST`), counted as 0 instead."""
+
+    @field_validator("content", "reasoning")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return model_text(value)

@@ -68,6 +68,7 @@ from clawrig.llm.gateway.wire import (
 )
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.serving import ThreadedServer, tcp_listener
+from clawrig.spec.layout import json_text
 from clawrig.spec.trial import Usage
 
 
@@ -547,8 +548,10 @@ class Gateway:
         self, completion: dict[str, Any], stream: bool, wants_usage: bool, cached: bool = False
     ) -> Response:
         headers = {CACHED_HEADER: "1"} if cached else None
-        if not stream:
-            return JSONResponse(completion, headers=headers)
+        if not stream:  # the provider's JSON: its lone surrogates (if any) as escapes
+            return Response(
+                json_text(completion, indent=None), media_type="application/json", headers=headers
+            )
         events = sse_from_completion(completion, include_usage=wants_usage)
 
         async def gen() -> AsyncIterator[bytes]:
@@ -885,7 +888,7 @@ class Gateway:
                 }
                 if lease.token_server is not None:
                     rec["token_capture"] = tokens
-            line = json.dumps(rec, ensure_ascii=False, default=str) + "\n"
+            line = json_text(rec, indent=None) + "\n"
             with path.open("a", encoding="utf-8") as fh:
                 fh.write(line)
 

@@ -21,7 +21,7 @@ def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as fh:
         config = json.load(fh)
     os.unlink(sys.argv[1])
-    audit = json.dumps(config.get("audit"), ensure_ascii=False).encode("utf-8")
+    audit = json.dumps(config.get("audit")).encode("ascii")  # lone surrogates escaped
     audit_path, health_path = config["audit_path"], config.get("health_path", "/health")
 
     class Handler(BaseHTTPRequestHandler):

@@ -64,9 +64,14 @@ class AuditStream:
         self._send({"hello": name or service.kind, "kind": service.kind, "now": service.now})
 
     def _send(self, event: dict[str, Any]) -> None:
-        if self.sock is not None:
-            line = json.dumps(event, ensure_ascii=False, default=str) + "\n"
-            self.sock.sendall(line.encode("utf-8"))
+        if self.sock is None:
+            return
+        try:  # ASCII: a lone surrogate the agent sent (JSON "\\udcff") travels as an escape
+            line = json.dumps(event, default=str) + "\n"
+        except (ValueError, TypeError, RecursionError) as exc:
+            # the change cannot be told: the harness learns there is a hole in the audit
+            line = json.dumps({"unrecorded": f"{type(exc).__name__}: {exc}"[:300]}) + "\n"
+        self.sock.sendall(line.encode("ascii"))
 
     def sync(self, service: MockService) -> None:
         """Send what changed in the audit since the last sync: the items appended to each list
@@ -91,15 +96,37 @@ class AuditStream:
         self.sent = {}
 
 
+MAX_BODY_DEPTH = 64
+"""Nesting levels of a request body the service accepts (a deeper one is recorded as text and
+refused with 400): its audit event, a few levels deeper, must always serialise."""
+
+
 def _parse(raw: bytes) -> tuple[Any, str | None]:
-    """(body, error): None for an empty body; the text and an error for invalid JSON."""
+    """(body, error): None for an empty body; the text and an error for invalid JSON or JSON
+    nested deeper than :data:`MAX_BODY_DEPTH`."""
     if not raw.strip():
         return None, None
     text = raw.decode("utf-8", "replace")
     try:
-        return json.loads(text), None
-    except ValueError:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
         return text, "the request body is not valid JSON"
+    if _depth(body) > MAX_BODY_DEPTH:
+        return text, f"the request body is nested more than {MAX_BODY_DEPTH} levels deep"
+    return body, None
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value (0 for a scalar), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level + 1)
+            stack.extend(
+                (v, level + 1) for v in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
 
 
 def _handler(service: MockService, endpoint: str, stream: AuditStream) -> Any:
