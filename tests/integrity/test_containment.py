@@ -224,3 +224,24 @@ async def test_waiting_on_the_harness_moves_the_phase_deadlines():
             await asyncio.sleep(0.1)
     assert not cm.expired() and clock.paused_s >= 0.9
     assert clock.waits.grading >= 0.9
+
+
+@pytest.mark.sandbox
+async def test_many_small_files_are_kept_in_the_trial_folder_up_to_a_count(
+    scripted_server, tmp_path
+):
+    # 12,000 empty files in results/: only bytes were capped, so each became a file in
+    # end_state/ and another in task_output/ (99,000 of them: two minutes, 200,000 files in
+    # the job's folder for one trial); now at most END_STATE_MAX_FILES of each
+    tasks = load_tasks(write_bench(tmp_path / "bench", 1))
+    many = "mkdir -p results/m && cd results/m && seq 12000 | xargs touch"
+    srv = scripted_server(responder=responder({1: [HONEST, many]}))
+    config = TrialConfig(agent="native", model="scripted/x")
+    result, folder = await run_trial(
+        tasks[0], config, tmp_path / "out", services=TrialServices(model=srv.chat_model())
+    )
+    assert result.error is None and result.score.score == 1.0
+    for copy in ("end_state", "task_output"):
+        kept = [p for p in (folder / copy).rglob("*") if p.is_file()]
+        assert len(kept) == 10_000, copy
+        assert (folder / copy / ("results/out.txt" if copy == "end_state" else "out.txt")).is_file()

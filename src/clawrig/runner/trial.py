@@ -124,6 +124,9 @@ from clawrig.web.service import WebService, web_session
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
 """Bytes of changed files kept in a trial folder's ``end_state/`` (and of ``task_output/``)."""
+END_STATE_MAX_FILES = 10_000
+"""Files kept in a trial folder's ``end_state/`` (and in ``task_output/``): an agent leaving
+99,000 empty files cost two minutes of copying and 200,000 files in the job's folder."""
 AUDIT_DEST = "/run/clawrig-audit"
 """Where the services' audit channel is bound in the agent's sandbox (sealed before it runs)."""
 VERDICT_DEST = "/run/clawrig-verdict"
@@ -208,21 +211,32 @@ def _manifest(
     return scan(root, caps=manifest_caps(), known=known, deadline=deadline).files
 
 
+def _shallow_first(rel: str) -> tuple[int, str]:
+    """Sort key of the copies under caps: shallow files first (``results/out.txt`` before the
+    thousands in ``results/m/``), then by path."""
+    return rel.count("/"), rel
+
+
 def _copy_changed(ws: Path, before: dict[str, str], after: EndState, dest: Path) -> list[str]:
     """Copy the files the agent created or changed (``after``, a settled end state: no links
-    left) into ``dest``; return their paths. Initial files that are gone are listed in
-    ``<dest>_deleted.json``."""
+    left) into ``dest``, within :data:`END_STATE_MAX_BYTES` and :data:`END_STATE_MAX_FILES`;
+    return their paths. Initial files that are gone are listed in ``<dest>_deleted.json``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     _write_json(TrialPaths(dest.parent).end_state_deleted, sorted(set(before) - set(after.files)))
-    changed = sorted(rel for rel, digest in after.files.items() if before.get(rel) != digest)
+    changed = sorted(
+        (rel for rel, digest in after.files.items() if before.get(rel) != digest),
+        key=_shallow_first,
+    )
     total = 0
-    kept = []
+    kept: list[str] = []
     for rel in changed:
         src = ws / rel
         try:
             size = os.lstat(src).st_size
         except OSError:
             continue
+        if len(kept) >= END_STATE_MAX_FILES:
+            break
         if total + size > END_STATE_MAX_BYTES:
             continue
         total += size
@@ -250,15 +264,17 @@ def _put_audits(ws: Path, task: Task, audits: Mapping[str, Any], state: EndState
 
 def _copy_capped(src: Path, dest: Path, max_bytes: int) -> list[str]:
     """Copy the settled folder ``src`` (no links, bounded depth) to ``dest``; files past
-    ``max_bytes`` in total are left out. Returns the relative paths left out."""
+    ``max_bytes`` in total or past :data:`END_STATE_MAX_FILES` are left out. Returns the
+    relative paths left out."""
     left_out: list[str] = []
-    total = 0
-    for rel in sorted(scan(src, hash_files=False).files):
+    total = copied = 0
+    for rel in sorted(scan(src, hash_files=False).files, key=_shallow_first):
         size = os.lstat(src / rel).st_size
-        if total + size > max_bytes:
+        if total + size > max_bytes or copied >= END_STATE_MAX_FILES:
             left_out.append(rel)
             continue
         total += size
+        copied += 1
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src / rel, dest / rel, follow_symlinks=False)
     return left_out

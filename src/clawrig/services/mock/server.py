@@ -38,12 +38,20 @@ import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse as _JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .core import FixtureError, MockService, make_service
 
 _UNSET = object()
+
+
+class JSONResponse(_JSONResponse):
+    """A JSON response in ASCII: a lone surrogate the agent sent (and the audit recorded) is
+    written as an escape instead of failing the response (``GET /<kind>/audit`` included)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
 
 
 class AuditStream:
