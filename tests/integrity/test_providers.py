@@ -23,6 +23,7 @@ from clawrig.llm.providers import ModelEndpoint
 from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.spec.task import Grader, GraderKind, SourceRef, Task
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, error, reply
 
@@ -271,3 +272,59 @@ async def test_lone_surrogates_in_the_models_reply_do_not_void_the_trial(
     assert result.error is None and result.score.score == 0.0
     chat = (folder / "chat.jsonl").read_text(encoding="utf-8")
     assert "done \ufffd" in chat and "echo \ufffd" in chat
+
+
+def _judged_task(tmp_path: Path, k: int) -> Task:
+    """Task ``t<k>``: answer 42, graded by the answer judge."""
+    source = tmp_path / f"t{k}.json"
+    source.write_text("{}")
+    return Task(
+        id=f"t{k}",
+        category="judged",
+        prompt=f"What is six times seven? TASKNUM={k}",
+        format="fourfolder",
+        source=SourceRef(path=source),
+        timeout_seconds=60,
+        answer="42",
+        grader=Grader(kind=GraderKind.JUDGE),
+    )
+
+
+@pytest.mark.sandbox
+async def test_a_judge_refusing_the_agents_answer_is_its_zero_not_the_jobs_end(
+    scripted_server, tmp_path
+):
+    # t2's answer trips the judge provider's content filter (a 400): a ModelRequestError, a
+    # "bad judge setting" that stopped the whole job, though the judge had answered t1 in the
+    # same job. With that evidence the refusal is about the agent's answer: its 0.
+    answers = {1: "42", 2: "42, and FLAGGED words"}
+    agent = scripted_server(
+        responder=lambda req: reply(
+            answers[int(re.search(r"TASKNUM=(\d+)", json.dumps(req["messages"])).group(1))]
+        )
+    )
+
+    def judge(request: dict) -> object:
+        if "FLAGGED" in json.dumps(request["messages"]):
+            return error(400, "Invalid prompt: flagged as potentially violating the usage policy")
+        return reply('{"scores": {"match": 1}, "total": 1.0, "notes": "right"}')
+
+    judge_srv = scripted_server(responder=judge)
+    job = JobConfig(
+        suite_path=tmp_path,
+        output=tmp_path / "out",
+        max_attempts=1,
+        parallel=1,
+        trial=TrialConfig(agent="native", model="scripted/x", grader="judge"),
+    )
+    services = TrialServices(model=agent.chat_model(), judge=judge_srv.chat_model())
+    tasks = [_judged_task(tmp_path, 1), _judged_task(tmp_path, 2)]
+    summary = await run_job(job, tasks, services)
+    got = {
+        r["task_id"]: r
+        for r in map(json.loads, map(Path.read_text, (tmp_path / "out").glob("*/*/result.json")))
+    }
+    assert len(summary["tasks"]) == 2
+    assert got["t1"]["error"] is None and got["t1"]["score"]["score"] == 1.0
+    assert got["t2"]["error"]["kind"] == "agent" and got["t2"]["score"]["score"] == 0.0
+    assert "refused the agent's answer" in got["t2"]["error"]["message"]

@@ -131,3 +131,14 @@ def test_env_names_never_copy_host_secrets_into_the_grader(tmp_path, monkeypatch
     monkeypatch.setenv("CLAWRIG_PASS_ENV", "DATABASE_URL")  # a plain name the user allows
     assert grader_env(load_tasks(tasks_dir)[0])["DATABASE_URL"] == "host-value-of-DATABASE_URL"
     assert os.environ["HF_TOKEN"] not in grader_env(load_tasks(tasks_dir)[0]).values()
+
+
+def test_a_yaml_alias_bomb_in_the_front_matter_is_refused(tmp_path):
+    # nine lines of anchors and aliases stand for 9**10 strings: kept in the task's metadata,
+    # `clawrig tasks show --json` asked for 2 GiB and aborted (more without a memory limit)
+    tasks = write_bench(tmp_path / "bench", 1)
+    md = next(tasks.rglob("*.md"))
+    bomb = ['lol0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    bomb += [f"lol{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    md.write_text(md.read_text().replace("name: T1\n", "name: T1\n" + "\n".join(bomb) + "\n"))
+    _refused(_run(tasks, tmp_path), md.name, "front matter", "YAML aliases")

@@ -171,6 +171,9 @@ def provider_semaphore(provider: str, limit: int | None) -> asyncio.Semaphore | 
     return sem
 
 
+_ANSWERED: set[tuple[str, str]] = set()
+"""(provider, model id) of every model that answered a request in this process."""
+
 MAX_TOKENS_PER_REQUEST = 50_000_000
 """More tokens than any model reads or writes in one request: a larger count is a provider
 fault (or an attack on the budget), counted as 0 and flagged."""
@@ -559,7 +562,13 @@ class OpenAIChatModel:
             raise self._error(exc, attempts) from None
         response.usage.retries = attempts - 1
         response.usage.elapsed_time = time.monotonic() - started
+        _ANSWERED.add((self.endpoint.provider, self.endpoint.model_id))
         return response
+
+    def has_answered(self) -> bool:
+        """True when this model's provider and model id answered a request in this process
+        (evidence that a later refusal of a request is about its content, not the settings)."""
+        return (self.endpoint.provider, self.endpoint.model_id) in _ANSWERED
 
     def where(self) -> str:
         """``provider (base URL)`` for messages: the server this model's requests are for."""

@@ -138,8 +138,9 @@ AGENT_PHASES = ("agent", "kill", "collect")
 """Phases in which a dead sandbox is the agent's doing (it had the sandbox to itself)."""
 CONVERSATION_REFUSALS = (400, 413, 422)
 """HTTP statuses of a provider refusing a request for its content (a conversation past the
-model's context, a body too large, an unreadable image): after the trial's first answered
-request, the agent's doing (:meth:`Trial.run_agent`), never the job's end."""
+model's context, a body too large, an unreadable image, a content filter): after the trial's
+first answered request, or the judge's first in the job, the agent's doing
+(:meth:`Trial.run_agent`, :meth:`Trial.grade`), never the job's end."""
 _CAP_STOPS = {
     "budget": StopReason.COST_BUDGET,
     "cost_budget": StopReason.COST_BUDGET,
@@ -1199,19 +1200,32 @@ class Trial:
                 self.box, task, config, services, self.name, self.run_index, self.paths
             ) as proxy,
         ):
-            score, judge_score, process = await _grade(
-                task,
-                config,
-                self.box,
-                self.transcript,
-                self.paths,
-                services,
-                python=python,
-                judge_env=proxy.env if proxy is not None else {},
-                judge=judge_model,
-                grader_s=self.plan.grader_s,
-                verdict=self.verdict,
-            )
+            try:
+                score, judge_score, process = await _grade(
+                    task,
+                    config,
+                    self.box,
+                    self.transcript,
+                    self.paths,
+                    services,
+                    python=python,
+                    judge_env=proxy.env if proxy is not None else {},
+                    judge=judge_model,
+                    grader_s=self.plan.grader_s,
+                    verdict=self.verdict,
+                )
+            except ModelRequestError as exc:
+                # the judge's provider refused a request carrying the agent's answer, after
+                # it answered others in this job (a content filter, an answer past its
+                # context): the agent's doing, its 0. Never answered: the judge's settings,
+                # which stop the job.
+                judge = judge_model if judge_model is not None else services.judge
+                answered = getattr(judge, "has_answered", None)
+                if exc.status not in CONVERSATION_REFUSALS or not (answered and answered()):
+                    raise
+                raise AgentFault(
+                    f"the judge's provider refused the agent's answer: {exc}"
+                ) from None
             judge_failures = (proxy.lease.upstream_errors, proxy.lease.refusals) if proxy else None
         if judge_model is not services.judge and judge_model is not None:
             with contextlib.suppress(Exception):

@@ -249,6 +249,14 @@ def parse_front_matter(
     loader = _YAML_LOADER(raw)
     try:
         node = loader.get_single_node()
+        if node is not None and (alias := _first_alias(node)) is not None:
+            raise TaskFormatError(
+                path,
+                "front matter",
+                "YAML aliases (`*name`) are not allowed: a few lines of them can stand for "
+                "billions of values",
+                alias.start_mark.line + 2,
+            )
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -268,6 +276,23 @@ def parse_front_matter(
         )
     key_lines = _front_matter_lines(node, 1) if node is not None else {}
     return data, key_lines, end + 2, True
+
+
+def _first_alias(root: yaml.Node) -> yaml.Node | None:
+    """The first node of a composed YAML document reached twice (an alias of an anchor), else
+    None. Iterative, and linear in the document's size: aliases are never expanded."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            return node
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(part for pair in node.value for part in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return None
 
 
 def split_sections(lines: list[str], first_line: int) -> tuple[list[str], list[Section]]:
