@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -59,11 +60,18 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
             cfg = _config(ws, src, name)
             if name == "second":
                 await _wait_idle(pool, 1)
+            asked = time.monotonic()
             entry = await pool.take("bwrap", cfg)
             assert entry is not None and entry.key == pool_key("bwrap", cfg)
             assert entry.hit is (name == "second")  # the first was started on demand
             box = await entry.claim(cfg)
-            assert entry.ready_s > 0
+            waited = time.monotonic() - asked
+            # ready_s is the trial's wait: a miss's includes the start it waited for
+            assert 0 < entry.ready_s <= waited
+            if not entry.hit:
+                assert entry.start_s > 0 and entry.ready_s > entry.start_s
+            else:
+                assert entry.start_s == 0.0
             r = await box.exec(
                 'pwd; cat task.txt; echo "v=$TRIAL_VALUE"; cat /opt/clawrig-test-ro/tool.txt; '
                 "ls /tmp /root; echo x > /opt/clawrig-test-ro/planted; echo ro=$?; "

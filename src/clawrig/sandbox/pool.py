@@ -188,8 +188,9 @@ KEY_BINDS = -2
 class PoolEntry:
     """One pooled sandbox: its folder (``clawrig-trial-<pid>-*``: ``fs/`` its disk, ``b/`` the
     slots, ``st/`` the staging points), its disk, the started sandbox. ``hit``: it was started
-    ahead (False: started for the trial that took it). ``ready_s``: seconds :meth:`claim` took
-    (mounts, adopt, the time limit armed)."""
+    ahead (False: started for the trial that took it). ``ready_s``: seconds from the trial asking
+    for it to its being the trial's: :meth:`claim` (mounts, adopt, the time limit armed), plus
+    ``start_s``, the start a miss waited for (0.0 on a hit)."""
 
     id: str
     key: tuple[Any, ...]
@@ -198,6 +199,7 @@ class PoolEntry:
     box: Any = None
     hit: bool = False
     ready_s: float = 0.0
+    start_s: float = 0.0
     claimed: bool = False
     forwarders: dict[tuple[str, int], Any] = field(default_factory=dict)
     """(socket path, port) -> the handle of a forwarder started ahead in the sandbox."""
@@ -224,7 +226,7 @@ class PoolEntry:
         box.config = config.model_copy(update={"scratch_dir": self.disk.path})
         box.forwarders = dict(self.forwarders)
         await box.adopt()
-        self.ready_s = time.monotonic() - t
+        self.ready_s = self.start_s + time.monotonic() - t
         return box
 
     def _mount_all(self, config: SandboxConfig) -> None:
@@ -318,9 +320,11 @@ class WarmPool:
             entry.hit = True
         else:
             self.misses += 1
+            started = time.monotonic()
             entry = await self._start(key, config)
             if entry is None:
                 return None
+            entry.start_s = time.monotonic() - started
         self._refill(key, config)
         return entry
 
