@@ -18,10 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import os
+import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
 
 from clawrig.spec.trial import HarnessWaits
 
@@ -150,6 +153,48 @@ async def slot(
         yield
     finally:
         sem.release()
+
+
+_T = TypeVar("_T")
+THREAD_START_GRACE_S = 5.0
+"""Seconds a worker thread waits for the event loop to move the trial's deadlines before it
+runs the call anyway (:func:`in_thread`)."""
+
+
+async def in_thread(fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+    """``await asyncio.to_thread(fn, *args, **kwargs)`` for a trial's file work (the end state's
+    walk, the disk's mount, copies): the time the call waits for one of the event loop's worker
+    threads (busy with other trials' and the warm pool's work) is a harness wait (``thread``)
+    of the current trial's :class:`WaitClock`, its deadlines suspended meanwhile and moved
+    after, and ``fn`` starts only once they are moved (a deadline it reads, e.g. the phase's
+    ``time.monotonic()`` end, is the moved one). Outside a trial it is plain ``to_thread``.
+    Raises what ``fn`` raises."""
+    call = functools.partial(fn, *args, **kwargs)
+    clock = _CURRENT.get()
+    if clock is None:
+        return await asyncio.to_thread(call)
+    loop = asyncio.get_running_loop()
+    submitted = time.monotonic()
+    moved = threading.Event()
+    ended = False
+
+    def end() -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            clock._end("thread", submitted)
+        moved.set()
+
+    def run() -> _T:
+        loop.call_soon_threadsafe(end)
+        moved.wait(THREAD_START_GRACE_S)
+        return call()
+
+    clock._begin()
+    try:
+        return await asyncio.to_thread(run)
+    finally:
+        end()
 
 
 SANDBOX_STARTS_PER_CPU = 32

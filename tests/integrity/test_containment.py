@@ -226,6 +226,38 @@ async def test_waiting_on_the_harness_moves_the_phase_deadlines():
     assert clock.waits.grading >= 0.9
 
 
+async def test_a_phase_queued_for_a_worker_thread_is_not_cut_off_by_its_deadline():
+    # 500 trials on 2 cores: the end state's walk queued behind other trials' and the warm
+    # pool's file work in the loop's worker threads, past the collect deadline (120 s), and the
+    # trials were scored 0 as agent errors: the queueing is the harness's, so it moves the
+    # deadline, and the work reads the moved deadline once it runs
+    import asyncio
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from clawrig.waits import WaitClock, in_thread
+
+    loop = asyncio.get_running_loop()
+    workers = ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(workers)
+    clock = WaitClock()
+    token = clock.install()
+    try:
+        busy = loop.run_in_executor(None, time.sleep, 1.0)  # another trial's work holds the thread
+        cm = asyncio.timeout(0.4)
+        clock.moved.append(cm)
+        seen: list[float] = []
+        async with cm:
+            await in_thread(lambda: seen.append(cm.when() - loop.time()))
+        await busy
+    finally:
+        clock.uninstall(token)
+        workers.shutdown()
+    assert not cm.expired()
+    assert clock.waits.thread >= 0.8 and clock.paused_s >= 0.8
+    assert seen and seen[0] > 0.2  # the deadline the work read was already moved
+
+
 @pytest.mark.sandbox
 async def test_many_small_files_are_kept_in_the_trial_folder_up_to_a_count(
     scripted_server, tmp_path

@@ -434,13 +434,15 @@ def _preamble_text(value: str | None) -> str | None:
 def waits_line(summary: dict[str, Any]) -> str | None:
     """How long trials waited on the harness (the summary's ``waits``), or None without
     trials: the median and largest per trial, and the kinds that were waited for."""
+    from clawrig.spec.trial import HarnessWaits
+
     waits = summary.get("waits") or {}
     total = waits.get("total") or {}
     if not summary.get("tasks") or not total:
         return None
     kinds = [
         f"{kind.replace('_', ' ')} {waits[kind]['median_s']:.2f}/{waits[kind]['max_s']:.2f}"
-        for kind in ("sandbox_start", "grading", "model", "loop")
+        for kind in HarnessWaits.model_fields
         if (waits.get(kind) or {}).get("max_s")
     ]
     return (

@@ -119,7 +119,7 @@ from clawrig.transcript import (
     openclaw_entries_from_jsonl,
     to_formatted_dialog,
 )
-from clawrig.waits import WaitClock, slot, watch_loop
+from clawrig.waits import WaitClock, in_thread, slot, watch_loop
 from clawrig.web.service import WebService, web_session
 
 END_STATE_MAX_BYTES = 64 * 1024 * 1024
@@ -692,7 +692,7 @@ class Trial:
         for entry in reversed(self.pooled):  # stopped now, unmounted and removed meanwhile
             await (pool.retire(entry) if pool is not None else entry.release())
         if not any(entry.disk is self.disk for entry in self.pooled):
-            await asyncio.to_thread(self.disk.release)
+            await in_thread(self.disk.release)
         if self.network is not None:
             with contextlib.suppress(Exception):
                 await self.network.close()
@@ -790,7 +790,7 @@ class Trial:
             if config.sandbox == "bwrap":
                 # grader environment: an empty folder now, filled only after the agent is gone
                 self.grader_stage = GradingEnvStage(
-                    await asyncio.to_thread(ensure_env, task.grader.requirements)
+                    await in_thread(ensure_env, task.grader.requirements)
                 )
                 shared.append(self.grader_stage.bind)
         self.grading_binds = shared
@@ -837,7 +837,7 @@ class Trial:
     ) -> None:
         """The trial's disk mounted and the workspace made on it (:meth:`sandbox_up`), its
         initial listing taken. Raises SetupError."""
-        await asyncio.to_thread(self.disk.mount)
+        await in_thread(self.disk.mount)
         if self.disk.problem:
             self.log(f"setup: no disk limit: {self.disk.problem}")
         try:
@@ -855,7 +855,7 @@ class Trial:
                 "(TrialConfig.disk_mb)"
             ) from None
         try:
-            self.initial = await asyncio.to_thread(
+            self.initial = await in_thread(
                 functools.partial(scan, self.workspace, caps=manifest_caps())
             )
         except AgentFault as exc:  # the task's own files, before any agent
@@ -1064,7 +1064,7 @@ class Trial:
         if raw is not None:
             # OpenClaw's own session file is the agent's to edit: graded is the conversation
             # the gateway recorded (the raw file stays in the trial folder as an artifact)
-            recorded_tr = await asyncio.to_thread(
+            recorded_tr = await in_thread(
                 transcript_from_model_calls, self.paths.model_calls, self.name
             )
             if recorded_tr is not None:
@@ -1074,20 +1074,20 @@ class Trial:
                 self.transcript.messages[:] = []
                 self.log("transcript: the gateway recorded no answered model call of the agent")
         self.transcript_text = dumps_openclaw_jsonl(self.transcript)
-        gt_bytes, gt_entries = await asyncio.to_thread(gt_size, task)
+        gt_bytes, gt_entries = await in_thread(gt_size, task)
         # the clean room writes gt/ and the transcript on the agent's disk: room for them
         text_bytes = len(self.transcript_text.encode("utf-8", "replace"))
         self.check_disk(text_bytes + gt_bytes, gt_entries + 8)
         caps = manifest_caps().over(self.initial)
         try:
-            state = await asyncio.to_thread(
-                functools.partial(
-                    settle,
+            initial = self.initial
+            state = await in_thread(
+                lambda: settle(
                     self.workspace,
                     caps,
-                    keep_links=self.initial.links,
+                    keep_links=initial.links,
                     known=self.before,
-                    deadline=self._wall_deadline(),
+                    deadline=self._wall_deadline(),  # read once the thread runs: moved by waits
                 )
             )
         except EndStateRejected:
@@ -1102,7 +1102,7 @@ class Trial:
             self.log(f"end state: {len(dropped)} link(s) or special file(s) left out: {dropped}")
             _write_json(self.paths.root / "end_state_dropped.json", state.dropped)
         if copy_end_state:
-            changed = await asyncio.to_thread(
+            changed = await in_thread(
                 _copy_changed, self.workspace, self.before, state, self.paths.end_state
             )
             self.log(f"end state: {len(changed)} file(s) created or changed")
@@ -1280,7 +1280,7 @@ class Trial:
         self.mark("results")
         await self._stop_sandbox()
         try:
-            await asyncio.to_thread(
+            await in_thread(
                 functools.partial(
                     settle,
                     self.workspace,
@@ -1294,7 +1294,7 @@ class Trial:
             return
         results = self.workspace / Path(PATHS.results).relative_to(PATHS.workspace)
         if results.is_dir() and not results.is_symlink():
-            left_out = await asyncio.to_thread(
+            left_out = await in_thread(
                 _copy_capped, results, self.paths.task_output, END_STATE_MAX_BYTES
             )
             if left_out:

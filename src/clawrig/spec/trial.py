@@ -87,19 +87,22 @@ class Score(BaseModel):
 class HarnessWaits(BaseModel):
     """Seconds a trial waited on the harness, none of them counted toward its time limits
     (:mod:`clawrig.waits`): for a sandbox-start slot, a grading slot, a model-request slot (a
-    provider's ``max_concurrency``), and the harness's busy event loop while the agent ran
-    (the agent's deadline moved later by these)."""
+    provider's ``max_concurrency``), the harness's busy event loop while the agent ran, and a
+    worker thread for the trial's file work (the deadlines moved later by these)."""
 
     sandbox_start: float = 0.0
     grading: float = 0.0
     model: float = 0.0
     loop: float = 0.0
     """While the agent ran: the harness's event loop too busy to serve the trial."""
+    thread: float = 0.0
+    """Queued for one of the harness's worker threads (the end state's walk, the trial disk's
+    mount, copies: :func:`clawrig.waits.in_thread`)."""
 
     @property
     def total(self) -> float:
         """The sum of the waits (seconds)."""
-        return self.sandbox_start + self.grading + self.model + self.loop
+        return self.sandbox_start + self.grading + self.model + self.loop + self.thread
 
 
 class PooledSandbox(BaseModel):
