@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +160,33 @@ def demo_oracle_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return out
+
+
+@pytest.fixture
+def provider() -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], None]], str]]:
+    """``provider(handle)`` -> the base URL of a stdlib HTTP server on 127.0.0.1 whose POSTs
+    ``handle`` answers by hand."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(handle: Callable[[BaseHTTPRequestHandler], None]) -> str:
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                try:
+                    handle(self)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        srv.daemon_threads = True
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}/v1"
+
+    yield start
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()

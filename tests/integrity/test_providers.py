@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -28,36 +27,6 @@ from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, error, reply
 
 Handler = Callable[[BaseHTTPRequestHandler], None]
-
-
-@pytest.fixture
-def provider() -> Iterator[Callable[[Handler], str]]:
-    """``provider(handle)`` -> the base URL of a stdlib HTTP server on 127.0.0.1 whose POSTs
-    ``handle`` answers by hand."""
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(handle: Handler) -> str:
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                try:
-                    handle(self)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, *args: object) -> None:
-                return None
-
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        srv.daemon_threads = True
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        servers.append(srv)
-        return f"http://127.0.0.1:{srv.server_address[1]}/v1"
-
-    yield start
-    for srv in servers:
-        srv.shutdown()
-        srv.server_close()
 
 
 def _endless(h: BaseHTTPRequestHandler, *, length: bool) -> None:

@@ -8,10 +8,9 @@ The provider is a real HTTP server on 127.0.0.1 (stdlib) sending hand-made repli
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -39,34 +38,6 @@ def completion(message: dict, usage: dict) -> bytes:
             "usage": usage,
         }
     ).encode()
-
-
-@pytest.fixture
-def provider() -> Iterator[Callable[[Handler], str]]:
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(handle: Handler) -> str:
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                try:
-                    handle(self)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, *args: object) -> None:
-                return None
-
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        srv.daemon_threads = True
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        servers.append(srv)
-        return f"http://127.0.0.1:{srv.server_address[1]}/v1"
-
-    yield start
-    for srv in servers:
-        srv.shutdown()
-        srv.server_close()
 
 
 def model_on(base_url: str, timeout_s: float = 10.0) -> OpenAIChatModel:
