@@ -29,6 +29,31 @@ def test_out_of_range_numbers_are_usage_errors(args: list[str], tmp_path) -> Non
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["run", "suites/demo", "--bogus"], "--bogus"),
+        (["run", "suites/demo", "-p", "0"], "--parallel"),
+        (["serve", "suites/demo", "--port", "70000"], "--port"),
+        (["grade"], "trial_dirs"),
+        (["export", "no-such-format"], "no-such-format"),
+        (["run", "suites/[demo]", "--runs", "x"], "--runs"),
+    ],
+)
+def test_usage_errors_are_one_line_naming_the_option(args: list[str], named: str) -> None:
+    """click's usage errors print as clawrig's own: one line on stderr naming the option and the
+    command's --help, exit 2 (not typer's boxed panel)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "clawrig", *args], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("clawrig: error: ") and named in lines[0], lines[0]
+    assert f"'clawrig {args[0]} --help'" in lines[0]
+    assert r.stdout == ""
+
+
 def test_oracle_without_a_golden_trajectory_is_refused_before_any_sandbox(tmp_path) -> None:
     task = "examples/wildclaw/tasks/01_Productivity_Flow/01_Productivity_Flow_task_1_word_count.md"
     r = subprocess.run(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from clawrig.errors import ClawrigError, UserError
 
@@ -18,6 +20,9 @@ FLAG = ""
 console = Console()
 err_console = Console(stderr=True)
 
+_click_errors = sys.modules[typer.BadParameter.__module__]
+"""click's exception module as typer uses it (typer >= 0.29 vendors click as ``typer._click``)."""
+
 
 def stdout_console() -> Console:
     """The stdout console; a wide one when stdout is not a terminal (a file, a pipe), so task
@@ -27,31 +32,50 @@ def stdout_console() -> Console:
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``clawrig: error: <message>`` on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]clawrig: error:[/] {message}", highlight=False, soft_wrap=True)
+    _error_line(message)
     raise typer.Exit(code)
 
 
 def run_guarded(app: Callable[..., object]) -> int:
-    """Run a typer app; turn clawrig errors into one line on stderr and an exit code.
+    """Run a typer app; turn every error a user can cause into one line on stderr and an exit
+    code, never a traceback or a boxed panel.
 
-    The app runs in click's standalone mode, so usage errors (unknown option, missing
-    argument) are printed by click with exit code 2; clawrig's own errors give one line:
-    :class:`UserError` exit 2, other :class:`ClawrigError` exit 1; Ctrl-C exit 130.
+    The app runs in click's non-standalone mode so its usage errors (unknown option, missing
+    argument, a value out of range) reach here: one line naming the option and the command's
+    ``--help``, exit 2. clawrig's own errors: :class:`UserError` exit 2, other
+    :class:`ClawrigError` exit 1; Ctrl-C exit 130.
     """
     try:
-        app()
+        result = app(standalone_mode=False, prog_name="clawrig")
     except SystemExit as exc:
         return exit_code_of(exc.code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         err_console.print("clawrig: interrupted")
         return 130
+    except _click_errors.UsageError as exc:
+        if not exc.format_message():  # no arguments: the help was printed already
+            return exc.exit_code
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        _error_line(f"{exc.format_message()}{where}")
+        return exc.exit_code
+    except _click_errors.ClickException as exc:
+        _error_line(exc.format_message())
+        return exc.exit_code
     except UserError as exc:
-        err_console.print(f"[bold red]clawrig: error:[/] {exc}", highlight=False, soft_wrap=True)
+        _error_line(str(exc))
         return 2
     except ClawrigError as exc:
-        err_console.print(f"[bold red]clawrig: error:[/] {exc}", highlight=False, soft_wrap=True)
+        _error_line(str(exc))
         return 1
-    return 0
+    # non-standalone click returns an Exit's code (typer.Exit(n)) or the command's own value
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def _error_line(message: str) -> None:
+    """``clawrig: error: <message>`` on stderr (the message printed as is, never as markup)."""
+    err_console.print(
+        f"[bold red]clawrig: error:[/] {escape(message)}", highlight=False, soft_wrap=True
+    )
 
 
 def exit_code_of(code: object) -> int:

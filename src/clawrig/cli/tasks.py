@@ -56,8 +56,8 @@ DEMO_SUITE = Path("suites") / "demo"
 
 
 def _exit(code: int) -> None:
-    """Exit with ``code``. SystemExit, not typer.Exit: ``run_guarded`` calls the app with
-    ``standalone_mode=False``, where click turns typer.Exit into a return value it drops."""
+    """Exit with ``code`` (SystemExit: the same in click's standalone and non-standalone
+    modes, and when a test invokes the command directly)."""
     raise SystemExit(code)
 
 
