@@ -67,7 +67,9 @@ def test_build_of_a_cached_environment_is_immediate_and_list_shows_it(base_rootf
     assert str(base_rootfs) in r.stdout and "mmdebstrap" not in r.stderr  # not rebuilt
     r = clawrig("env", "list")
     row = next(line for line in r.stdout.splitlines() if spec.key in line)
-    size_mib = float(row.split("│")[3].split()[0])
+    kind, _name, size, unit = row.split()[:4]
+    assert (kind, unit) == ("rootfs", "MiB"), row
+    size_mib = float(size)
     du = subprocess.run(
         ["du", "-s", "--apparent-size", "--block-size=1", str(base_rootfs)],
         capture_output=True,

@@ -45,6 +45,7 @@ def list_cmd(
     paths: Annotated[bool, typer.Option("--paths", help="show where each item is")] = False,
 ) -> None:
     """Cached environments, warm snapshots and clawrig's Docker images, with their sizes."""
+    from rich import box
     from rich.table import Table
 
     from clawrig.env.store import list_cached
@@ -53,13 +54,17 @@ def list_cmd(
     if not items:
         console.print("nothing cached (clawrig env build base|wildclaw|dataclaw|FILE)")
         return
-    table = Table("kind", "name", "size", "last used", "detail")
-    table.columns[1].no_wrap = True
+    # one line per item where the terminal allows: only the detail wraps
+    table = Table(
+        "kind", "name", "size", "last used", "detail", box=box.SIMPLE_HEAD, padding=(0, 1)
+    )
+    for column in table.columns[:4]:
+        column.no_wrap = True
     if paths:
         table.add_column("path / image id", overflow="fold")
     for item in items:
         used = (
-            dt.datetime.fromtimestamp(item.last_used).strftime("%Y-%m-%d %H:%M")
+            dt.datetime.fromtimestamp(item.last_used).strftime("%m-%d %H:%M")
             if item.last_used
             else ""
         )
