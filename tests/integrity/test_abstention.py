@@ -223,3 +223,84 @@ async def test_a_disk_left_too_full_for_gt_is_the_agents_zero(attack, make_task)
     result, _ = await attack(task, fill, disk_mb=96)
     assert_counted_zero(result)
     assert result.error is not None and "disk (96 MiB) is full" in result.error.message
+
+
+IMPORT_TIME_JSON_GRADER = """
+import json
+with open("/tmp_workspace/results/out.json") as fh:
+    GOT = json.load(fh)  # at import, before grade() runs
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    return {"overall_score": 1.0 if GOT == {"answer": "SECRET-ANSWER-7"} else 0.0}
+"""
+
+
+async def test_agent_data_a_grader_reads_while_loading_is_the_agents_zero(attack, make_task):
+    # the grader parses results/out.json at module level: the agent's broken JSON made the
+    # grader "unable to load", the task's fault (a grading error, not counted)
+    task = make_task(IMPORT_TIME_JSON_GRADER)
+    result, _ = await attack(task, "mkdir -p results && printf '{not json' > results/out.json")
+    assert_counted_zero(result)
+    assert "JSONDecodeError" in result.score.details["stderr"]
+
+
+PICKLE_GRADER = """
+import pickle
+with open("results/model.pkl", "rb") as fh:  # relative: the cwd is the workspace
+    MODEL = pickle.load(fh)
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    return {"overall_score": 1.0 if MODEL == "SECRET-ANSWER-7" else 0.0}
+"""
+
+
+async def test_an_agents_pickle_naming_a_missing_module_at_load_is_its_zero(attack, make_task):
+    # the pickle names a module no environment has: a ModuleNotFoundError while the grader
+    # loads, read as the grader missing a package (the task's)
+    task = make_task(PICKLE_GRADER)
+    make = (
+        "import pickle, types, sys; m = types.ModuleType('clawrig_evil'); "
+        "sys.modules['clawrig_evil'] = m; exec('class C: pass', m.__dict__); "
+        "m.C.__module__ = 'clawrig_evil'; "
+        "open('results/model.pkl', 'wb').write(pickle.dumps(m.C()))"
+    )
+    result, _ = await attack(task, f'mkdir -p results && python3 -c "{make}"')
+    assert_counted_zero(result)
+    assert "clawrig_evil" in result.score.details["stderr"]
+    assert "missing_module" not in result.score.details
+
+
+GRADE_TIME_PICKLE_GRADER = """
+import json, pickle
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    with open("results/model.pkl", "rb") as fh:
+        got = pickle.load(fh)
+    return {"overall_score": 1.0 if got == json.loads('"SECRET-ANSWER-7"') else 0.0}
+"""
+
+
+async def test_an_agents_pickle_naming_a_submodule_of_the_graders_import_is_its_zero(
+    attack, make_task
+):
+    # the pickle names json.clawrig_nope: "No module named 'json.clawrig_nope'", and json is a
+    # module the grader imports by name, so the failure read as the grader's environment
+    # lacking it (the task's) instead of the agent's 0
+    task = make_task(GRADE_TIME_PICKLE_GRADER)
+    make = (
+        "open('results/model.pkl', 'wb').write(b'cjson.clawrig_nope\\nlen\\n.')"
+    )
+    result, _ = await attack(task, f'mkdir -p results && python3 -c "{make}"')
+    assert_counted_zero(result)
+    assert "json.clawrig_nope" in result.score.details["stderr"]
+
+
+async def test_a_grader_missing_a_package_after_reading_the_workspace_stays_the_tasks(
+    attack, make_task
+):
+    # the other way round: the grader read the workspace at load, then its own import failed
+    grader = (
+        "import os\nFILES = os.listdir('/tmp_workspace')\nimport clawrig_no_such_module\n"
+        "def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n"
+        "    return {'overall_score': 1.0}\n"
+    )
+    result, _ = await attack(make_task(grader), "echo hi")
+    assert result.error is not None and result.error.kind == ErrorKind.GRADING
+    assert result.score.details["missing_module"] == "clawrig_no_such_module"

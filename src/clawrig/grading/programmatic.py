@@ -70,6 +70,58 @@ def from_workspace(exc):
     return False
 
 
+def agent_data(path):
+    # the agent's end state: the workspace (gt/ aside) and the transcript's folder
+    try:
+        path = os.fsdecode(path)
+    except TypeError:
+        return False  # a descriptor: opened from a path already seen
+    path = os.path.normpath(os.path.join(os.getcwd(), path))
+    if path == "/tmp_workspace/gt" or path.startswith("/tmp_workspace/gt/"):
+        return False
+    sessions = os.path.dirname(transcript_path)
+    return (
+        path == "/tmp_workspace"
+        or path.startswith("/tmp_workspace/")
+        or path == sessions
+        or path.startswith(sessions + "/")
+    )
+
+
+touched = []  # what of the agent's the grader read (or ran) while its module loaded
+loading = False
+_PATH_EVENTS = {"open", "os.listdir", "os.scandir", "glob.glob", "sqlite3.connect", "shutil.copyfile"}
+_RUN_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork"}
+
+
+def audit(event, args):
+    if not loading or touched:
+        return
+    try:
+        if event in _RUN_EVENTS:  # a program run in the agent's workspace (the cwd)
+            touched.append(event)
+        elif event in _PATH_EVENTS and args and agent_data(args[0]):
+            touched.append(event)
+    except Exception:
+        pass
+
+
+sys.addaudithook(audit)
+
+
+def environment_module(exc):
+    # the name of a module this environment lacks altogether (a submodule of an installed
+    # package that is missing, e.g. one named by the agent's pickle, is no missing package)
+    import importlib.util
+    name = getattr(exc, "name", None) or ""
+    top = name.split(".")[0]
+    try:
+        found = importlib.util.find_spec(top) is not None if top else True
+    except (ImportError, ValueError):
+        found = True
+    return None if found else name
+
+
 entries = []
 try:
     with open(transcript_path, encoding="utf-8") as fh:
@@ -86,24 +138,36 @@ ns = {"__name__": "clawrig_grader", "__file__": origin}
 try:
     with open(src_path, encoding="utf-8") as fh:
         code = compile(fh.read(), origin, "exec")
+    loading = True
     exec(code, ns)
 except BaseException as exc:
+    loading = False
     traceback.print_exc()
     if from_workspace(exc):
         sys.exit(1)  # the agent's code or files broke the grader while it loaded
+    if touched:
+        # it read the agent's data (or ran a program in its workspace) before it failed:
+        # the agent's, unless a package of the grader's environment is missing
+        missing = environment_module(exc) if isinstance(exc, ModuleNotFoundError) else None
+        if missing:
+            report({"clawrig_blame": "task", "missing_module": missing})
+        sys.exit(1)
     report({"clawrig_blame": "task", "why": "the grader cannot load"})
     sys.exit(4)  # the grader itself cannot load: the task's fault
+loading = False
 grade = ns.get("grade")
 if not callable(grade):
     print("clawrig: the grader defines no grade() function", file=sys.stderr)
-    report({"clawrig_blame": "task", "why": "no grade() function"})
+    if not touched:
+        report({"clawrig_blame": "task", "why": "no grade() function"})
     sys.exit(3)
 try:
     result = grade(transcript=entries, workspace_path="/tmp_workspace")
 except ModuleNotFoundError as exc:
     traceback.print_exc()
-    if exc.name and not from_workspace(exc):
-        report({"clawrig_blame": "task", "missing_module": exc.name})
+    missing = environment_module(exc)
+    if missing and not from_workspace(exc):
+        report({"clawrig_blame": "task", "missing_module": missing})
     sys.exit(1)
 text = json.dumps(result, default=str)
 sys.stdout.flush()
@@ -220,7 +284,7 @@ async def run_grader(
             and (_dist_name(missing) in declared or _environment_import(grader.source, missing))
         ):
             details["blame"] = "task"
-        if missing:
+        if missing and details["blame"] == "task":  # else: one the agent's data named
             details["missing_module"] = missing
             last = (
                 f"grader needs the Python module {missing!r}: add it to the suite's grader "
