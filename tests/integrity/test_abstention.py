@@ -284,9 +284,7 @@ async def test_an_agents_pickle_naming_a_submodule_of_the_graders_import_is_its_
     # module the grader imports by name, so the failure read as the grader's environment
     # lacking it (the task's) instead of the agent's 0
     task = make_task(GRADE_TIME_PICKLE_GRADER)
-    make = (
-        "open('results/model.pkl', 'wb').write(b'cjson.clawrig_nope\\nlen\\n.')"
-    )
+    make = "open('results/model.pkl', 'wb').write(b'cjson.clawrig_nope\\nlen\\n.')"
     result, _ = await attack(task, f'mkdir -p results && python3 -c "{make}"')
     assert_counted_zero(result)
     assert "json.clawrig_nope" in result.score.details["stderr"]

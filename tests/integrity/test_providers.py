@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 from integrity_helpers import HONEST, tool_outputs, write_bench
 
-from clawrig.errors import ProviderError
+from clawrig.errors import ModelRequestError, ProviderError
 from clawrig.llm.client import MAX_REPLY_BYTES, OpenAIChatModel, RetryPolicy
 from clawrig.llm.gateway import Gateway
 from clawrig.llm.pricing import Prices
@@ -23,6 +25,7 @@ from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task
+from clawrig.spec.trial import ErrorKind
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, error, reply
 
@@ -297,3 +300,235 @@ async def test_a_judge_refusing_the_agents_answer_is_its_zero_not_the_jobs_end(
     assert got["t1"]["error"] is None and got["t1"]["score"]["score"] == 1.0
     assert got["t2"]["error"]["kind"] == "agent" and got["t2"]["score"]["score"] == 0.0
     assert "refused the agent's answer" in got["t2"]["error"]["message"]
+
+
+PROXY_JUDGE_GRADER = """
+import json, os, urllib.request
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    answer = open(os.path.join(workspace_path, "results", "out.txt")).read()
+    body = {"model": os.environ["JUDGE_MODEL"],
+            "messages": [{"role": "user", "content": "Score this answer: " + answer}]}
+    req = urllib.request.Request(
+        os.environ["OPENROUTER_BASE_URL"] + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"authorization": "Bearer " + os.environ["OPENROUTER_API_KEY"],
+                 "content-type": "application/json"},
+    )
+    reply = json.load(urllib.request.urlopen(req))  # an HTTP error: the grader crashes
+    return {"overall_score": float(reply["choices"][0]["message"]["content"])}
+"""
+
+
+async def _proxy_judged(
+    scripted_server,
+    make_task,
+    out: Path,
+    judge: Callable[[dict], object],
+    answers: list[str],
+    **task_kwargs: object,
+) -> list:
+    """One trial per answer the agent writes to results/out.txt, graded by a programmatic
+    grader that asks the judge (``judge``: the scripted judge's responder) through the judge
+    proxy, all in one gateway; returns their results."""
+    name = f"scripted/judge-{uuid.uuid4().hex[:8]}"  # a model no earlier test saw answer
+    judge_srv = scripted_server(responder=judge)
+    results = []
+    with Gateway(retry=RetryPolicy(attempts=2, initial_s=0.01, max_s=0.01)) as gw:
+        for k, answer in enumerate(answers):
+            command = f"mkdir -p results && printf '{answer}' > results/out.txt"
+            agent = scripted_server(
+                [reply(tool_calls=[call("exec", {"command": command})]), reply("done")]
+            )
+            task = make_task(PROXY_JUDGE_GRADER, **task_kwargs).model_copy(update={"id": f"t{k}"})
+            services = TrialServices(
+                model=agent.chat_model(), judge=judge_srv.chat_model(name), gateway=gw
+            )
+            config = TrialConfig(agent="native", model="scripted/x")
+            result, _ = await run_trial(task, config, out, services=services)
+            results.append(result)
+    return results
+
+
+def _flagging_judge(request: dict) -> object:
+    if "FLAGGED" in json.dumps(request["messages"]):
+        return error(400, "Invalid prompt: flagged as potentially violating the usage policy")
+    return reply("1.0")
+
+
+@pytest.mark.sandbox
+async def test_a_proxy_judge_refusing_the_agents_answer_after_answering_is_its_zero(
+    scripted_server, make_task, tmp_path
+):
+    # the grader's judge call through the proxy: refused for the agent's words after the judge
+    # answered another trial. The agent's 0, with the judge's refusal named.
+    honest, flagged = await _proxy_judged(
+        scripted_server, make_task, tmp_path / "out", _flagging_judge, ["42", "42 FLAGGED"]
+    )
+    assert honest.error is None and honest.score.score == 1.0
+    assert flagged.error is not None and flagged.error.kind == ErrorKind.AGENT
+    assert flagged.counted_score() == 0.0
+    assert "refused the agent's answer (HTTP 400)" in flagged.error.message
+
+
+@pytest.mark.sandbox
+async def test_a_proxy_judge_that_never_answered_stops_the_job_not_zero_for_the_agent(
+    scripted_server, make_task, tmp_path
+):
+    # a judge that refuses every request (a wrong model name, a bad setting): the grader
+    # crashed on the 400 and each trial was the agent's 0, a whole job scored 0 by the judge's
+    # settings. The judge never answered: the job stops with one line.
+    with pytest.raises(ModelRequestError) as info:
+        await _proxy_judged(
+            scripted_server,
+            make_task,
+            tmp_path / "out",
+            lambda req: error(400, "clawrig-judge is not a valid model ID"),
+            ["42"],
+        )
+    assert "has answered none" in str(info.value) and "HTTP 400" in str(info.value)
+
+
+@pytest.mark.sandbox
+async def test_a_proxy_judge_that_hangs_is_infrastructure_not_the_agents_zero(
+    scripted_server, make_task, tmp_path
+):
+    # the judge answers nothing for longer than the grader may run: the grader was killed at
+    # its limit ("grader timed out"), the agent's 0. The gateway saw the request silent:
+    # the judge's outage, retried.
+    (hung,) = await _proxy_judged(
+        scripted_server,
+        make_task,
+        tmp_path / "out",
+        lambda req: reply("1.0", delay=30),
+        ["42"],
+        grader_timeout_s=4,
+    )
+    assert hung.error is not None and hung.error.kind == ErrorKind.INFRASTRUCTURE
+    assert hung.error.retryable and hung.counted_score() is None
+    assert "the judge's provider stalled" in hung.error.message
+
+
+def _first_turn_then(later: Handler, *, stream: bool = False) -> Handler:
+    """A provider whose first reply (streamed with ``stream``) runs one command and whose later
+    replies are ``later``."""
+    seen = []
+
+    def handle(h: BaseHTTPRequestHandler) -> None:
+        seen.append(1)
+        if len(seen) > 1:
+            return later(h)
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "exec", "arguments": '{"command": "echo hi"}'},
+                }
+            ],
+        }
+        body = json.dumps(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        ).encode()
+        if stream:
+            delta = dict(message, tool_calls=[dict(message["tool_calls"][0], index=0)])
+            chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+            chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": "tool_calls"}]
+            body = b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
+        h.send_response(200)
+        h.send_header("content-type", "text/event-stream" if stream else "application/json")
+        h.send_header("content-length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    return handle
+
+
+def _dribble(h: BaseHTTPRequestHandler) -> None:
+    """A 200 reply whose JSON body comes one byte every 0.5 s (no read ever waits long)."""
+    body = b'{"id": "x", "choices": [' + b" " * 400 + b"]}"
+    h.send_response(200)
+    h.send_header("content-type", "application/json")
+    h.send_header("content-length", str(len(body)))
+    h.end_headers()
+    for byte in body:
+        h.wfile.write(bytes([byte]))
+        h.wfile.flush()
+        time.sleep(0.5)
+
+
+def _steady_stream(h: BaseHTTPRequestHandler) -> None:
+    """A streamed reply: a token every 0.2 s for a minute (a model writing a long answer)."""
+    h.send_response(200)
+    h.send_header("content-type", "text/event-stream")
+    h.end_headers()
+    for _ in range(300):
+        chunk = {
+            "id": "x",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "delta": {"content": "word "}, "finish_reason": None}],
+        }
+        h.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        h.wfile.flush()
+        time.sleep(0.2)
+
+
+async def _timed_trial(make_task, out: Path, model: OpenAIChatModel):
+    task = make_task(timeout_s=6)
+    config = TrialConfig(agent="native", model="scripted/x")
+    result, _ = await run_trial(task, config, out, services=TrialServices(model=model))
+    return result
+
+
+def _model_on(url: str, *, stream: bool = False) -> OpenAIChatModel:
+    endpoint = ModelEndpoint(name="p/m", provider="p", model_id="m", base_url=url)
+    return OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=1), stream=stream, timeout_s=30)
+
+
+@pytest.mark.sandbox
+async def test_a_provider_that_hangs_past_the_agents_time_is_infrastructure(
+    scripted_server, make_task, tmp_path
+):
+    # the second request is never answered within the agent's 6 s: the trial ended as the
+    # model's time_limit, scored 0, an outage counted against the model
+    srv = scripted_server(
+        [reply(tool_calls=[call("exec", {"command": "echo hi"})]), reply("done", delay=60)]
+    )
+    result = await _timed_trial(make_task, tmp_path / "out", srv.chat_model())
+    assert result.error is not None and result.error.kind == ErrorKind.INFRASTRUCTURE
+    assert result.error.retryable and result.counted_score() is None
+    assert "the model's provider stalled" in result.error.message
+
+
+@pytest.mark.sandbox
+async def test_a_provider_that_dribbles_past_the_agents_time_is_infrastructure(
+    provider, make_task, tmp_path
+):
+    # a byte every 0.5 s: no read times out and the request's total deadline (60 s) is past
+    # the agent's 6 s, so the trial ended as the model's time_limit (0)
+    url = provider(_first_turn_then(_dribble))
+    result = await _timed_trial(make_task, tmp_path / "out", _model_on(url))
+    assert result.error is not None and result.error.kind == ErrorKind.INFRASTRUCTURE
+    assert result.counted_score() is None
+
+
+@pytest.mark.sandbox
+async def test_a_model_streaming_its_reply_until_the_time_limit_is_its_time_limit(
+    provider, make_task, tmp_path
+):
+    # the other way round: tokens keep coming (the model writes a long answer), so the time
+    # is the model's, not an outage: time_limit, counted
+    url = provider(_first_turn_then(_steady_stream, stream=True))
+    result = await _timed_trial(make_task, tmp_path / "out", _model_on(url, stream=True))
+    assert result.error is None and result.stop_reason == "time_limit"
+    assert result.counted_score() == 0.0

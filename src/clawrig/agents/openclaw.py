@@ -632,6 +632,13 @@ class OpenClawAgent(Agent):
             outcome.stop_reason = StopReason.MODEL_ERROR
             outcome.error = last.error_message or "openclaw ended with an error"
         elif last.tool_calls:
+            if ctx.limits.time_s and lease.watch.stalled(
+                ctx.limits.time_s
+            ):  # the provider's silence, no limit
+                raise ProviderError(
+                    f"the model's provider stalled: a request unanswered for "
+                    f"{lease.watch.silent_s():.0f} s when the agent's time ran out"
+                )
             outcome.stop_reason = StopReason.TIME_LIMIT
         return outcome
 

@@ -90,8 +90,12 @@ def agent_data(path):
 
 touched = []  # what of the agent's the grader read (or ran) while its module loaded
 loading = False
-_PATH_EVENTS = {"open", "os.listdir", "os.scandir", "glob.glob", "sqlite3.connect", "shutil.copyfile"}
-_RUN_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork"}
+_PATH_EVENTS = {
+    "open", "os.listdir", "os.scandir", "glob.glob", "sqlite3.connect", "shutil.copyfile"
+}
+_RUN_EVENTS = {
+    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork"
+}
 
 
 def audit(event, args):

@@ -50,6 +50,8 @@ from tenacity.wait import wait_exponential, wait_random
 from clawrig.errors import ModelRequestError, ProviderError
 from clawrig.llm.pricing import Prices, cost_usd
 from clawrig.llm.providers import ModelEndpoint, Role, Settings, load_settings, resolve_model
+from clawrig.llm.stalls import current_watch
+from clawrig.llm.stalls import progress as stall_progress
 from clawrig.spec.llm import ChatResponse, ToolCall
 from clawrig.spec.trial import Usage
 from clawrig.waits import slot
@@ -173,6 +175,18 @@ def provider_semaphore(provider: str, limit: int | None) -> asyncio.Semaphore | 
 
 _ANSWERED: set[tuple[str, str]] = set()
 """(provider, model id) of every model that answered a request in this process."""
+
+
+def mark_answered(endpoint: ModelEndpoint) -> None:
+    """Note that ``endpoint``'s model answered a request (its settings work)."""
+    _ANSWERED.add((endpoint.provider, endpoint.model_id))
+
+
+def has_answered(endpoint: ModelEndpoint) -> bool:
+    """True when ``endpoint``'s provider and model id answered a request in this process
+    (evidence that a later refusal of a request is about its content, not the settings)."""
+    return (endpoint.provider, endpoint.model_id) in _ANSWERED
+
 
 MAX_TOKENS_PER_REQUEST = 50_000_000
 """More tokens than any model reads or writes in one request: a larger count is a provider
@@ -545,13 +559,15 @@ class OpenAIChatModel:
             retry=retry_if_exception(_retryable),
             reraise=True,
         )
+        watch = current_watch()  # the trial's: a provider silent past the agent's time
         try:
             async for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
                     sem = provider_semaphore(self.endpoint.provider, self.endpoint.max_concurrency)
                     async with slot(sem, "model"):  # waiting for it: a harness wait
-                        response = await self._attempt(params)
+                        with watch.request() if watch is not None else contextlib.nullcontext():
+                            response = await self._attempt(params)
         except (
             openai.APIError,
             _BodyError,
@@ -562,13 +578,12 @@ class OpenAIChatModel:
             raise self._error(exc, attempts) from None
         response.usage.retries = attempts - 1
         response.usage.elapsed_time = time.monotonic() - started
-        _ANSWERED.add((self.endpoint.provider, self.endpoint.model_id))
+        mark_answered(self.endpoint)
         return response
 
     def has_answered(self) -> bool:
-        """True when this model's provider and model id answered a request in this process
-        (evidence that a later refusal of a request is about its content, not the settings)."""
-        return (self.endpoint.provider, self.endpoint.model_id) in _ANSWERED
+        """:func:`has_answered` of this model's endpoint."""
+        return has_answered(self.endpoint)
 
     def where(self) -> str:
         """``provider (base URL)`` for messages: the server this model's requests are for."""
@@ -682,10 +697,13 @@ class OpenAIChatModel:
                         finish = choice.finish_reason
                     if delta is None:
                         continue
+                    if delta.content or delta.tool_calls:
+                        stall_progress()  # the provider is answering: not a stall
                     if delta.content:
                         content.append(delta.content)
                     if piece := _extra_text(delta, "reasoning_content", "reasoning"):
                         reasoning.append(piece)
+                        stall_progress()
                     for tc in delta.tool_calls or []:
                         entry = calls.setdefault(tc.index, {"id": None, "name": "", "args": []})
                         if tc.id:

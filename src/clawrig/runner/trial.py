@@ -52,6 +52,7 @@ from clawrig.errors import (
     AgentFault,
     InfrastructureError,
     ModelRequestError,
+    ProviderError,
     SandboxDied,
     SetupError,
     TrialDeadline,
@@ -69,8 +70,10 @@ from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
+from clawrig.llm.client import has_answered
 from clawrig.llm.gateway import Gateway, GatewayDoor, GatewayRefusal, ResponseCache
 from clawrig.llm.gateway.replay import read_records
+from clawrig.llm.stalls import RequestWatch, stall_limit_s, watching
 from clawrig.sandbox import Bind, Limits, Sandbox, SandboxConfig, create_sandbox
 from clawrig.sandbox.channel import HarnessChannel
 from clawrig.sandbox.disk import TrialDisk
@@ -998,14 +1001,24 @@ class Trial:
         # the agent's deadline: agent_time of its own, moved later by every wait on the
         # harness meanwhile (a model-request slot: clawrig.waits)
         clock_token = self.clock.install()
+        requests = RequestWatch()  # the agent's model requests: a provider's stall is no limit
         try:
             async with asyncio.timeout(agent_time) as deadline:
                 self.clock.deadline = deadline
-                with watch_loop(self.clock):  # and by the harness's busy event loop
+                with watch_loop(self.clock), watching(requests):  # and the harness's busy loop
                     outcome = await agent.run(ctx)
             result.stop_reason = outcome.stop_reason
             result.turns, result.tool_calls = outcome.turns, outcome.tool_calls
         except TimeoutError:
+            # the time ran out while the provider kept a request silent (a hang, a dribble):
+            # an outage, not the model's time limit (retried by the job)
+            silent = max(requests.silent_s(), lease.watch.silent_s() if lease else 0.0)
+            if silent >= stall_limit_s(agent_time):
+                ctx.log(f"agent stopped: its model's provider silent for {silent:.0f} s")
+                raise ProviderError(
+                    f"the model's provider stalled: a request unanswered for {silent:.0f} s "
+                    f"when the agent's {agent_time:g} s ran out"
+                ) from None
             result.stop_reason = StopReason.TIME_LIMIT
             result.turns = len(transcript.steps)
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
@@ -1227,6 +1240,7 @@ class Trial:
                     f"the judge's provider refused the agent's answer: {exc}"
                 ) from None
             judge_failures = (proxy.lease.upstream_errors, proxy.lease.refusals) if proxy else None
+            judge_fault = _proxy_judge_fault(proxy, self.plan.grader_s) if proxy else None
         if judge_model is not services.judge and judge_model is not None:
             with contextlib.suppress(Exception):
                 await judge_model.aclose()  # type: ignore[attr-defined]
@@ -1240,13 +1254,16 @@ class Trial:
                 # the run ended on a model/API error (stopReason "error"): upstream marks it an
                 # error, not a 0; it is the provider's failure, so it is retried
                 kind = ErrorKind.INFRASTRUCTURE
-            elif judge_failures and judge_failures[0]:
-                kind = ErrorKind.INFRASTRUCTURE  # the judge's provider failed (harness evidence)
+            elif judge_fault is not None:  # the judge's provider (the gateway's record)
+                kind, why = judge_fault
+                result.score = score = score.model_copy(
+                    update={"error": f"{why}; the grader: {score.error}"}
+                )
             elif blame == "agent" and not (judge_failures and judge_failures[1]):
                 kind = ErrorKind.AGENT
             result.error = TrialError(
                 kind=kind,
-                message=score.error,
+                message=score.error or "",
                 phase="grading",
                 retryable=kind == ErrorKind.INFRASTRUCTURE,
             )
@@ -1453,6 +1470,34 @@ async def run_trial(
         task, config, out_root=out_root, run_index=run_index, services=services, job_id=job_id
     )
     return await trial.run(attempt=attempt, earlier=earlier)
+
+
+def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorKind, str] | None:
+    """(kind, why) of a grader's failure when its judge calls through the proxy went wrong,
+    from the gateway's record (the harness's evidence), else None: the judge's provider
+    failing after retries, or silent past a stall (:func:`clawrig.llm.stalls.stall_limit_s`
+    of the grader's ``grader_s`` limit) is infrastructure; refusing a request for its content
+    (:data:`CONVERSATION_REFUSALS`) after the judge answered in this process is the agent's
+    (the grader sent it the agent's answer). Raises :class:`ModelRequestError` when the judge
+    refused and never answered: its settings, which stop the job."""
+    lease = proxy.lease
+    errors, refused = lease.upstream_errors, lease.upstream_refusals
+    if errors:
+        return ErrorKind.INFRASTRUCTURE, f"the judge's provider failed: {errors[-1]}"
+    if lease.watch.stalled(grader_s):
+        silent = lease.watch.silent_s()
+        return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
+    if not refused:
+        return None
+    answered = lease.endpoint is not None and has_answered(lease.endpoint)
+    if not answered or any(s not in CONVERSATION_REFUSALS for s in refused):
+        raise ModelRequestError(
+            f"the judge ({lease.model_name or 'no endpoint'}) refused a grader's request with "
+            f"HTTP {refused[-1]} and has answered none: check its settings (--judge, "
+            "JUDGE_MODEL, its key)",
+            status=refused[-1],
+        )
+    return ErrorKind.AGENT, f"the judge's provider refused the agent's answer (HTTP {refused[-1]})"
 
 
 @contextlib.asynccontextmanager

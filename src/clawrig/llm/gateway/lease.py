@@ -23,6 +23,7 @@ from clawrig.llm.gateway.forwarder import FORWARDER_PORT
 from clawrig.llm.gateway.replay import CacheMode, ResponseCache
 from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.llm.providers import ModelEndpoint
+from clawrig.llm.stalls import RequestWatch
 from clawrig.spec.llm import ChatResponse
 from clawrig.spec.trial import Usage
 
@@ -50,7 +51,9 @@ class GatewayLease:
     Counters (read them with the properties; they are updated from the gateway's thread):
     ``usage`` (a :class:`Usage` copy), ``requests``, ``refusals`` (why requests were refused:
     ``budget``, ``cost_budget``, ``token_budget``, ``max_requests``, ``replay_miss``,
-    ``no_upstream``), ``upstream_errors`` (one line per upstream failure after retries).
+    ``no_upstream``), ``upstream_errors`` (one line per upstream failure after retries),
+    ``upstream_refusals`` (the 4xx statuses the upstream refused requests with); ``watch``:
+    the lease's upstream requests in flight (a stall: :mod:`clawrig.llm.stalls`).
     """
 
     gateway: Gateway
@@ -75,6 +78,9 @@ class GatewayLease:
     _requests: int = 0
     _refusals: list[str] = field(default_factory=list)
     _upstream_errors: list[str] = field(default_factory=list)
+    _upstream_refusals: list[int] = field(default_factory=list)
+    watch: RequestWatch = field(default_factory=RequestWatch)
+    """The upstream requests of this lease in flight (:mod:`clawrig.llm.stalls`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _last_body: dict[str, Any] | None = None
     _last_seq: int | None = None
@@ -114,6 +120,12 @@ class GatewayLease:
     def upstream_errors(self) -> list[str]:
         with self._lock:
             return list(self._upstream_errors)
+
+    @property
+    def upstream_refusals(self) -> list[int]:
+        """HTTP statuses (4xx) with which the upstream refused requests of this lease."""
+        with self._lock:
+            return list(self._upstream_refusals)
 
     @property
     def host_base_url(self) -> str:

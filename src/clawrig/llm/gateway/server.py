@@ -33,6 +33,7 @@ from clawrig.llm.client import (
     OpenAIChatModel,
     RetryPolicy,
     RetryWait,
+    mark_answered,
     refuses_retry,
     retry_after_seconds,
     usage_from_openai,
@@ -612,6 +613,7 @@ class Gateway:
             headers["authorization"] = f"Bearer {ep.api_key.get_secret_value()}"
         url = f"{ep.base_url.rstrip('/')}/chat/completions"
         attempts = 0
+        lease.watch.begin(seq)  # ended by the request's record (answered) or a transport error
 
         async def attempt() -> httpx.Response:
             nonlocal attempts
@@ -646,6 +648,7 @@ class Gateway:
                 headers=_failure_headers(attempts, exc.headers),
             )
         except httpx.TransportError as exc:
+            lease.watch.end(seq, answered=False)
             msg = (
                 f"{ep.name}: no reply from {where} after {attempts} attempt"
                 f"{'s' if attempts != 1 else ''}: {type(exc).__name__}: {_one_line(str(exc))}"
@@ -667,6 +670,8 @@ class Gateway:
             msg = f"{ep.name}: HTTP {resp.status_code} from {where}: {_upstream_message(data)}"
             if resp.status_code == 402 and _chained_refusal(data) == "budget_exceeded":
                 lease._refuse("budget")  # a gateway upstream (the Ray driver's): the job's cap
+            with lease._lock:
+                lease._upstream_refusals.append(resp.status_code)
             lease._count(None, retries=retries)
             self._record(
                 lease,
@@ -745,6 +750,8 @@ class Gateway:
                             obj = None
                         if isinstance(obj, dict):
                             chunks.append(obj)
+                            if obj.get("choices"):
+                                lease.watch.progress(seq)  # answering: not a stall
                             if tokens is not None:
                                 tokens.feed(obj)
                             if not obj.get("choices") and obj.get("usage") and not wants_usage:
@@ -795,6 +802,8 @@ class Gateway:
         served it from its cache: recorded as cached, no spend)."""
         usage = usage_from_openai(completion.get("usage"), self._prices(lease))
         lease._count(usage, retries=retries)
+        if error is None and lease.endpoint is not None:
+            mark_answered(lease.endpoint)  # evidence for a later refusal (runner/trial.py)
         if not cached:
             with self._lock:
                 self._spent += usage.cost_usd
@@ -856,6 +865,7 @@ class Gateway:
         k messages + the messages given here (:func:`read_records` rebuilds full requests).
         "judge" shape (judge_chat.jsonl, always whole requests): see :meth:`_judge_record`.
         """
+        lease.watch.end(seq, answered=True)  # a reply (or a refusal) came
         path = lease.record_path
         if path is None:
             return

@@ -1,0 +1,126 @@
+"""Model requests in flight, and when a phase that ran out of time is the provider's fault.
+
+A provider that hangs, or sends a byte every few seconds, never trips a per-read timeout and
+can hold a request past the phase it runs in (the agent's time limit, the grader's). Ending such
+a trial as the model's ``time_limit`` (a 0) or as a grader failure on the agent's end state
+would count an outage against the model. The harness's own evidence decides instead: a
+:class:`RequestWatch` notes when each model request began, when its reply last made progress
+(a streamed chunk) and whether it was answered. When a phase runs out of time, the provider
+**stalled** (an infrastructure error, retried by the job) if a request was still unanswered
+after :func:`stall_limit_s` of silence: ``min(STALL_S, phase limit / 2)``. A request that
+streams tokens until the deadline (a model writing a long reply) is not silent: its time is
+the model's.
+
+The agent's model calls are watched by the client (:class:`clawrig.llm.client.OpenAIChatModel`
+reports to :func:`current_watch`, installed by the trial), the gateway's upstream calls by
+each lease (:attr:`clawrig.llm.gateway.GatewayLease.watch`: OpenClaw's requests and a
+grader's judge calls through the judge proxy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+
+__all__ = ["STALL_S", "RequestWatch", "current_watch", "progress", "stall_limit_s", "watching"]
+
+STALL_S = 300.0
+"""Seconds of silence after which a model request is the provider's stall, whatever the phase's
+limit (a reply that takes five minutes to start is an outage, not a model's thinking)."""
+
+
+def stall_limit_s(phase_s: float) -> float:
+    """Seconds of silence that make an unanswered request a stall in a phase of ``phase_s``
+    seconds: ``min(STALL_S, phase_s / 2)``."""
+    return min(STALL_S, phase_s / 2)
+
+
+class RequestWatch:
+    """The model requests of one trial phase (thread-safe: the gateway updates it from its
+    thread). :meth:`request` wraps one request; :meth:`silent_s` is the longest silence of a
+    request still in flight or cut off unanswered (cancelled, e.g. by the phase's deadline)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._open: dict[int, float] = {}  # request -> when its reply last made progress
+        self._cut_s = 0.0
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[int]:
+        """Watch one request for the body; an exception (a cancellation too) leaves it
+        unanswered (its silence counts), a normal exit answered."""
+        rid = self.begin()
+        token = _REQUEST.set((self, rid))
+        answered = False
+        try:
+            yield rid
+            answered = True
+        finally:
+            _REQUEST.reset(token)
+            self.end(rid, answered=answered)
+
+    def begin(self, rid: int | None = None) -> int:
+        """Start watching request ``rid`` (default: a fresh id); returns its id."""
+        rid = next(self._ids) if rid is None else rid
+        with self._lock:
+            self._open[rid] = time.monotonic()
+        return rid
+
+    def progress(self, rid: int) -> None:
+        """Part of the reply arrived (a streamed chunk with content): the silence restarts."""
+        with self._lock:
+            if rid in self._open:
+                self._open[rid] = time.monotonic()
+
+    def end(self, rid: int, *, answered: bool) -> None:
+        with self._lock:
+            since = self._open.pop(rid, None)
+            if since is not None and not answered:
+                self._cut_s = max(self._cut_s, time.monotonic() - since)
+
+    def silent_s(self) -> float:
+        """Seconds: the longest silence of an unanswered request (in flight or cut off)."""
+        now = time.monotonic()
+        with self._lock:
+            return max([self._cut_s, *(now - t for t in self._open.values())])
+
+    def stalled(self, phase_s: float) -> bool:
+        """True when a request stayed silent for :func:`stall_limit_s` of ``phase_s``."""
+        return self.silent_s() >= stall_limit_s(phase_s)
+
+
+_REQUEST: contextvars.ContextVar[tuple[RequestWatch, int] | None] = contextvars.ContextVar(
+    "clawrig_watched_request", default=None
+)
+
+
+def progress() -> None:
+    """The reply of the request watched in this context made progress (a streamed chunk)."""
+    current = _REQUEST.get()
+    if current is not None:
+        current[0].progress(current[1])
+
+
+_CURRENT: contextvars.ContextVar[RequestWatch | None] = contextvars.ContextVar(
+    "clawrig_request_watch", default=None
+)
+
+
+def current_watch() -> RequestWatch | None:
+    """The watch of the trial phase running in this context (None outside one)."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def watching(watch: RequestWatch) -> Iterator[RequestWatch]:
+    """Make ``watch`` the current one for the body (and the tasks it starts)."""
+    token = _CURRENT.set(watch)
+    try:
+        yield watch
+    finally:
+        _CURRENT.reset(token)
