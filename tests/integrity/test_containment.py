@@ -4,6 +4,7 @@ file systems (a loop-mounted trial disk; a small tmpfs as a full output disk).""
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices, _manifest, run_trial
 from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
 from clawrig.sandbox.disk import can_make_disks
+from clawrig.sandbox.userns import SANDBOX_INOTIFY_INSTANCES
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
 
@@ -179,6 +181,46 @@ async def test_dev_shm_is_bounded_and_no_tmpfs_can_be_mounted_inside(tmp_path):
         assert r.exit_code != 0 and "Read-only file system" in r.stderr
     finally:
         await sb.stop()
+
+
+INOTIFY_HOG = (
+    "python3 -c \"import ctypes, time\nlibc = ctypes.CDLL(None)\nn = 0\n"
+    "while n < 100000 and libc.inotify_init() >= 0:\n n += 1\n"
+    "open('/tmp/hogged', 'w').write(str(n))\ntime.sleep(60)\" > /dev/null 2>&1 &"
+    " while [ ! -s /tmp/hogged ]; do sleep 0.1; done; cat /tmp/hogged"
+)
+
+
+def _host_inotify_ok() -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init()
+    if fd >= 0:
+        os.close(fd)
+    return fd >= 0
+
+
+@pytest.mark.sandbox
+async def test_a_sandbox_cannot_take_the_hosts_inotify_instances(tmp_path):
+    # a daemon opening inotify instances until refused: sandboxes started by root count
+    # against root's per-user limit (128 on Debian), so one sandbox took all of them and the
+    # host's root could open none (systemd, dockerd, any watcher: EMFILE)
+    boxes = []
+    for name in ("a", "b"):
+        ws = tmp_path / name
+        ws.mkdir()
+        boxes.append(create_sandbox("bwrap", SandboxConfig(workspace_dir=ws)))
+    os.chmod(tmp_path, 0o755)
+    try:
+        counts = []
+        for sb in boxes:
+            await sb.start()
+            r = await sb.exec(INOTIFY_HOG, timeout_s=60)
+            counts.append(int(r.stdout.split()[-1]))
+            assert _host_inotify_ok()  # the host keeps its own share
+        assert counts == [SANDBOX_INOTIFY_INSTANCES] * 2  # each sandbox its own cap
+    finally:
+        for sb in boxes:
+            await sb.stop()
 
 
 @pytest.mark.sandbox

@@ -54,6 +54,7 @@ from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.overlay import Overlay, can_mount
 from clawrig.sandbox.paths import PATHS
+from clawrig.sandbox.userns import cap_sandbox
 
 ETC_PIECES = (
     "alternatives",
@@ -256,6 +257,13 @@ class BwrapSandbox(SupervisedSandbox):
     def home_dir(self) -> Path:
         assert self.base_dir is not None
         return Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
+
+    async def _after_start(self) -> None:
+        """The sandbox's own inotify caps (:mod:`clawrig.sandbox.userns`)."""
+        assert self._proc is not None
+        why = await cap_sandbox(self._proc.pid)
+        if why is not None:
+            raise SandboxError(f"bwrap sandbox: its inotify caps could not be set: {why}")
 
     def _prepare_dirs(self) -> None:
         self.base_dir = owned_tempdir("sbx", self.config.scratch_dir)

@@ -206,8 +206,17 @@ class SupervisedSandbox:
             await self._abort_start()
             raise SandboxError(f"{self.backend} supervisor sent an unexpected greeting: {hello}")
         self._reader = asyncio.create_task(self._read_responses())
+        try:
+            await self._after_start()
+        except BaseException:
+            await self.stop()
+            raise
         if arm:
             self._arm()
+
+    async def _after_start(self) -> None:
+        """The backend's last step of :meth:`start`, the supervisor up and nothing of a trial
+        run yet (raises SandboxError)."""
 
     def _arm(self) -> None:
         """Start the sandbox's trial time limit (``Limits.trial_timeout_s``), if any."""
