@@ -184,7 +184,7 @@ async def test_dev_shm_is_bounded_and_no_tmpfs_can_be_mounted_inside(tmp_path):
 
 
 INOTIFY_HOG = (
-    "python3 -c \"import ctypes, time\nlibc = ctypes.CDLL(None)\nn = 0\n"
+    'python3 -c "import ctypes, time\nlibc = ctypes.CDLL(None)\nn = 0\n'
     "while n < 100000 and libc.inotify_init() >= 0:\n n += 1\n"
     "open('/tmp/hogged', 'w').write(str(n))\ntime.sleep(60)\" > /dev/null 2>&1 &"
     " while [ ! -s /tmp/hogged ]; do sleep 0.1; done; cat /tmp/hogged"
