@@ -75,6 +75,16 @@ def test_defaults_by_kind() -> None:
             [{"kind": "slack", "fixtures": "../secret.json"}],
             "services[0].fixtures: '../secret.json' is not a path relative to /tmp_workspace",
         ),
+        (  # a fixture's own file: also inside the workspace (issue 14)
+            [{"kind": "slack", "fixtures": {"messages": "/etc/clawrig-host.json"}}],
+            "services[0].fixtures.messages: '/etc/clawrig-host.json' is not a path relative "
+            "to /tmp_workspace",
+        ),
+        (
+            [{"kind": "gmail", "fixtures": {"messages": "data/../../up.json"}}],
+            "services[0].fixtures.messages: 'data/../../up.json' is not a path relative to "
+            "/tmp_workspace",
+        ),
         (
             [{"kind": "slack", "name": "a/b"}],
             "services[0].name: 'a/b': letters, digits, '_', '.', '-' only",

@@ -47,6 +47,11 @@ def _is_path(key: str, value: Any) -> bool:
     return isinstance(value, str) and value.endswith(".json") and key != "now"
 
 
+def _workspace_path(value: str) -> bool:
+    """True for a path relative to /tmp_workspace that stays in it (no '/' start, no '..')."""
+    return bool(value.strip()) and not value.startswith("/") and ".." not in Path(value).parts
+
+
 def parse_service(entry: Any, path: Path, where: str, line: int | None = None) -> ServiceSpec:
     """One entry of a ``services`` list. Raises TaskFormatError naming ``where.<field>``."""
 
@@ -89,11 +94,14 @@ def parse_service(entry: Any, path: Path, where: str, line: int | None = None) -
             raise fail(key, f"must be a path starting with '/', got {value!r}")
     fixtures = entry.get("fixtures", {})
     if isinstance(fixtures, str):
-        if not fixtures.strip() or fixtures.startswith("/") or ".." in Path(fixtures).parts:
+        if not _workspace_path(fixtures):
             raise fail("fixtures", f"{fixtures!r} is not a path relative to /tmp_workspace")
         fixtures = {"$file": fixtures}
     elif not isinstance(fixtures, dict):
         raise fail("fixtures", "must be an object or a workspace path of a JSON file")
+    for key, value in fixtures.items():
+        if _is_path(key, value) and not _workspace_path(value):
+            raise fail(f"fixtures.{key}", f"{value!r} is not a path relative to /tmp_workspace")
     faults = entry.get("faults", {})
     if not isinstance(faults, dict):
         raise fail("faults", "must be an object")
