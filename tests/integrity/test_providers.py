@@ -385,7 +385,23 @@ async def test_a_proxy_judge_that_never_answered_stops_the_job_not_zero_for_the_
             lambda req: error(400, "clawrig-judge is not a valid model ID"),
             ["42"],
         )
-    assert "has answered none" in str(info.value) and "HTTP 400" in str(info.value)
+    assert "answers no plain request either" in str(info.value)
+    assert "HTTP 400" in str(info.value)
+
+
+@pytest.mark.sandbox
+async def test_a_proxy_judge_refusing_the_first_answer_of_the_job_is_the_agents_zero(
+    scripted_server, make_task, tmp_path
+):
+    # the job's first judge call carries the agent's flagged answer: with no earlier answer as
+    # evidence the refusal stopped the whole job (one agent's words ended everyone's run). The
+    # harness asks the judge a plain question of its own: answered, so the refusal was the
+    # agent's content, its 0.
+    (flagged,) = await _proxy_judged(
+        scripted_server, make_task, tmp_path / "out", _flagging_judge, ["42 FLAGGED"]
+    )
+    assert flagged.error is not None and flagged.error.kind == ErrorKind.AGENT
+    assert flagged.counted_score() == 0.0
 
 
 @pytest.mark.sandbox
@@ -532,3 +548,33 @@ async def test_a_model_streaming_its_reply_until_the_time_limit_is_its_time_limi
     result = await _timed_trial(make_task, tmp_path / "out", _model_on(url, stream=True))
     assert result.error is None and result.stop_reason == "time_limit"
     assert result.counted_score() == 0.0
+
+
+@pytest.mark.sandbox
+async def test_the_answer_judge_refusing_the_jobs_first_answer_is_the_agents_zero(
+    scripted_server, tmp_path
+):
+    # the same for the answer judge: its first request of the job carries a flagged answer;
+    # the harness's own plain request is answered, so the refusal is the agent's 0 and the job
+    # goes on (it stopped, one agent's words ending everyone's run)
+    agent = scripted_server(responder=lambda req: reply("42, and FLAGGED words"))
+    judge_srv = scripted_server(
+        responder=lambda req: (
+            error(400, "Invalid prompt: flagged")
+            if "FLAGGED" in json.dumps(req["messages"])
+            else reply('{"scores": {"match": 1}, "total": 1.0, "notes": "ok"}')
+        )
+    )
+    job = JobConfig(
+        suite_path=tmp_path,
+        output=tmp_path / "out",
+        max_attempts=1,
+        parallel=1,
+        trial=TrialConfig(agent="native", model="scripted/x", grader="judge"),
+    )
+    name = f"scripted/judge-{uuid.uuid4().hex[:8]}"  # a model no earlier test saw answer
+    services = TrialServices(model=agent.chat_model(), judge=judge_srv.chat_model(name))
+    summary = await run_job(job, [_judged_task(tmp_path, 2)], services)
+    (found,) = [json.loads(p.read_text()) for p in (tmp_path / "out").glob("*/*/result.json")]
+    assert len(summary["tasks"]) == 1
+    assert found["error"]["kind"] == "agent" and found["score"]["score"] == 0.0

@@ -70,9 +70,10 @@ from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
-from clawrig.llm.client import has_answered
+from clawrig.llm.client import OpenAIChatModel, RetryPolicy, has_answered
 from clawrig.llm.gateway import Gateway, GatewayDoor, GatewayRefusal, ResponseCache
 from clawrig.llm.gateway.replay import read_records
+from clawrig.llm.providers import ModelEndpoint
 from clawrig.llm.stalls import RequestWatch, stall_limit_s, watching
 from clawrig.sandbox import Bind, Limits, Sandbox, SandboxConfig, create_sandbox
 from clawrig.sandbox.channel import HarnessChannel
@@ -1233,14 +1234,15 @@ class Trial:
                 # context): the agent's doing, its 0. Never answered: the judge's settings,
                 # which stop the job.
                 judge = judge_model if judge_model is not None else services.judge
-                answered = getattr(judge, "has_answered", None)
-                if exc.status not in CONVERSATION_REFUSALS or not (answered and answered()):
+                if exc.status not in CONVERSATION_REFUSALS or not await _judge_works(
+                    upstream_endpoint(judge)
+                ):
                     raise
                 raise AgentFault(
                     f"the judge's provider refused the agent's answer: {exc}"
                 ) from None
             judge_failures = (proxy.lease.upstream_errors, proxy.lease.refusals) if proxy else None
-            judge_fault = _proxy_judge_fault(proxy, self.plan.grader_s) if proxy else None
+            judge_fault = await _proxy_judge_fault(proxy, self.plan.grader_s) if proxy else None
         if judge_model is not services.judge and judge_model is not None:
             with contextlib.suppress(Exception):
                 await judge_model.aclose()  # type: ignore[attr-defined]
@@ -1472,7 +1474,30 @@ async def run_trial(
     return await trial.run(attempt=attempt, earlier=earlier)
 
 
-def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorKind, str] | None:
+JUDGE_PROBE = [{"role": "user", "content": "Reply with the single word OK."}]
+"""The harness's own request to a judge that refused a grader's: answered, the judge's settings
+work and the refusal was about the request's content (:func:`_judge_works`)."""
+
+
+async def _judge_works(endpoint: ModelEndpoint | None) -> bool:
+    """True when the judge at ``endpoint`` answers requests: it answered one in this process,
+    or it answers :data:`JUDGE_PROBE` now (evidence that a refusal of another request was for
+    its content, the agent's answer in it, not the judge's settings). False without an
+    endpoint or when the probe is refused too; raises ProviderError when it fails (an
+    outage)."""
+    if endpoint is None:
+        return False
+    if has_answered(endpoint):
+        return True
+    async with OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=2, max_s=5.0)) as model:
+        try:
+            await model.chat(JUDGE_PROBE, max_tokens=8)
+        except ModelRequestError:
+            return False
+    return True
+
+
+async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorKind, str] | None:
     """(kind, why) of a grader's failure when its judge calls through the proxy went wrong,
     from the gateway's record (the harness's evidence), else None: the judge's provider
     failing after retries, or silent past a stall (:func:`clawrig.llm.stalls.stall_limit_s`
@@ -1489,12 +1514,12 @@ def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorKind, s
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
     if not refused:
         return None
-    answered = lease.endpoint is not None and has_answered(lease.endpoint)
-    if not answered or any(s not in CONVERSATION_REFUSALS for s in refused):
+    content = all(s in CONVERSATION_REFUSALS for s in refused)
+    if not content or not await _judge_works(lease.endpoint):
         raise ModelRequestError(
             f"the judge ({lease.model_name or 'no endpoint'}) refused a grader's request with "
-            f"HTTP {refused[-1]} and has answered none: check its settings (--judge, "
-            "JUDGE_MODEL, its key)",
+            f"HTTP {refused[-1]} and answers no plain request either: check its settings "
+            "(--judge, JUDGE_MODEL, its key)",
             status=refused[-1],
         )
     return ErrorKind.AGENT, f"the judge's provider refused the agent's answer (HTTP {refused[-1]})"
