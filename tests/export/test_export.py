@@ -111,7 +111,7 @@ def exported(job: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_exported_set_passes_verify(exported: Path, trials: dict[str, Path]) -> None:
-    proc = run("verify", exported, "--json")
+    proc = run("verify", exported, "--json", "-p", "4")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     report = json.loads(proc.stdout)
     assert [s["id"] for s in report["samples"]] == NEW_IDS

@@ -1,4 +1,4 @@
-"""``--executor ray`` on a real two-node Ray cluster (tests/ray/conftest.py): a 40-trial job
+"""``--executor ray`` on a real two-node Ray cluster (tests/ray/conftest.py): a 16-trial job
 spread over both nodes with the same summary as the local executor's, a node killed mid-job, the
 driver killed (SIGKILL) then ``--resume``, and the budget stopping a job across nodes.
 
@@ -97,10 +97,10 @@ def model_server():
         srv.stop()
 
 
-def test_forty_trials_spread_over_both_nodes_with_the_local_summary(
+def test_sixteen_trials_spread_over_both_nodes_with_the_local_summary(
     ray_cluster, model_server, tmp_path, monkeypatch
 ):
-    bench = write_mini_bench(tmp_path / "bench", 20)
+    bench = write_mini_bench(tmp_path / "bench", 8)
     srv = model_server()
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     ray_out = tmp_path / "ray"
@@ -110,12 +110,12 @@ def test_forty_trials_spread_over_both_nodes_with_the_local_summary(
     local = Job(_config(bench, tmp_path / "local", runs=2, parallel=2 * NODE_CPUS)).run()
 
     trials = _trials(ray_out)
-    assert len(trials) == 40 and all(len(v) == 1 for v in trials.values())
+    assert len(trials) == 16 and all(len(v) == 1 for v in trials.values())
     assert _nodes_used(ray_out) == node_ids(ray_cluster)  # each node ran some
-    # 20 tasks x 2 runs: even tasks 1.0, odd 0.25; 2 requests at $0.01 each per trial
-    assert on_ray["error_count"] == 0 and on_ray["evaluated_count"] == 40
-    assert math.isclose(on_ray["overall_score"], (20 * 1.0 + 20 * 0.25) / 40)
-    assert ray_requests == 80
+    # 8 tasks x 2 runs: even tasks 1.0, odd 0.25; 2 requests at $0.01 each per trial
+    assert on_ray["error_count"] == 0 and on_ray["evaluated_count"] == 16
+    assert math.isclose(on_ray["overall_score"], (8 * 1.0 + 8 * 0.25) / 16)
+    assert ray_requests == 32
     assert math.isclose(on_ray["efficiency"]["total_cost_usd"], ray_requests * COST)
     assert _comparable(on_ray) == _comparable(local)
     # the trial folders hold what a local trial's does (model calls recorded on the node)

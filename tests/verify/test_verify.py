@@ -26,7 +26,7 @@ def _payload(sample_id: str) -> dict:
 
 
 def test_demo_suite_passes() -> None:
-    proc = run("verify", DEMO, "--json")
+    proc = run("verify", DEMO, "--json", "-p", "4")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     report = json.loads(proc.stdout)
     ids = sorted(p.stem for p in (DEMO / "intent").glob("*.json"))
@@ -126,7 +126,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict[
     # 000109: an evaluator that does not parse
     with open(files["000109"]["evaluators"], "a", encoding="utf-8") as fh:
         fh.write("\ndef broken(:\n    pass\n")
-    proc = run("verify", root, "--json")
+    proc = run("verify", root, "--json", "-p", "4")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
     report = json.loads(proc.stdout)
     return root, report, lines
@@ -251,7 +251,7 @@ def test_unreadable_sample_is_reported(planted) -> None:
 
 def test_text_report_and_summary_table(planted) -> None:
     root, _, _ = planted
-    proc = run("verify", root)
+    proc = run("verify", root, "-p", "4")
     assert proc.returncode == 1
     out = proc.stdout
     assert "grader rewards a wrong rollout: the empty rollout" in out
@@ -352,7 +352,7 @@ def test_wildclawbench_task_files_get_the_killer_question(tmp_path: Path) -> Non
     write_wildclaw_task(bench, 1, GOOD_GRADER)
     loophole = write_wildclaw_task(bench, 2, LOOPHOLE_GRADER)
     gt_task = write_wildclaw_task(bench, 3, GT_GRADER)
-    proc = run("verify", bench, "--json")
+    proc = run("verify", bench, "--json", "-p", "4")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
     report = json.loads(proc.stdout)
     assert report["format"] == "wildclaw"
