@@ -302,3 +302,24 @@ async def test_a_grader_missing_a_package_after_reading_the_workspace_stays_the_
     result, _ = await attack(make_task(grader), "echo hi")
     assert result.error is not None and result.error.kind == ErrorKind.GRADING
     assert result.score.details["missing_module"] == "clawrig_no_such_module"
+
+
+ECHOING_GRADER = """
+import os
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    got = int(open(os.path.join(workspace_path, "results", "out.txt")).read())
+    return {"right": 1.0 if got == 7 else 0.0, "value": got}  # no overall_score: the mean
+"""
+
+
+async def test_a_number_too_large_for_a_float_in_the_verdict_is_the_agents_zero(
+    attack, make_task
+):
+    # the grader echoes the agent's number in its verdict: a 400-digit int made the harness's
+    # mean raise OverflowError, an infrastructure error (retried, never counted)
+    result, _ = await attack(
+        make_task(ECHOING_GRADER),
+        "mkdir -p results && python3 -c \"print('9' * 400)\" > results/out.txt",
+    )
+    assert_counted_zero(result)
+    assert "no score in [0,1]" in result.error.message

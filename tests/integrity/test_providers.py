@@ -578,3 +578,42 @@ async def test_the_answer_judge_refusing_the_jobs_first_answer_is_the_agents_zer
     (found,) = [json.loads(p.read_text()) for p in (tmp_path / "out").glob("*/*/result.json")]
     assert len(summary["tasks"]) == 1
     assert found["error"]["kind"] == "agent" and found["score"]["score"] == 0.0
+
+
+@pytest.mark.sandbox
+async def test_an_agent_programs_own_slow_request_is_no_provider_stall(
+    scripted_server, make_task, tmp_path
+):
+    # the agent's program asks the model (through the gateway, with the trial's placeholder
+    # key) for something slow, in the background, then the agent idles past its time: the
+    # program's request was in flight and silent, read as the provider's stall, so the agent
+    # could void any trial it was losing (an infrastructure error, retried, never counted)
+    script = (
+        "import json, os, urllib.request\n"
+        "body = {'model': 'x', 'messages': [{'role': 'user', 'content': 'SLOW' + '-SCRIPT'}]}\n"
+        "req = urllib.request.Request(os.environ['OPENROUTER_BASE_URL'] + '/chat/completions',"
+        " data=json.dumps(body).encode(), headers={'content-type': 'application/json', "
+        "'authorization': 'Bearer ' + os.environ['OPENROUTER_API_KEY']})\n"
+        "urllib.request.urlopen(req)\n"
+    )
+    turns = [
+        reply(tool_calls=[call("exec", {"command": f"cat > s.py <<'EOF'\n{script}EOF"})]),
+        reply(tool_calls=[call("exec", {"command": "(python3 s.py > /dev/null 2>&1 &); sleep 1"})]),
+        reply(tool_calls=[call("exec", {"command": "sleep 30"})]),
+    ]
+
+    def responder(request: dict) -> object:
+        if "SLOW-SCRIPT" in json.dumps(request["messages"]):
+            return reply("late", delay=60)
+        done = sum(m.get("role") == "assistant" for m in request["messages"])
+        return turns[done] if done < len(turns) else reply("done")
+
+    srv = scripted_server(responder=responder)
+    task = make_task(timeout_s=6).model_copy(update={"env": ["OPENROUTER_API_KEY"]})
+    with Gateway() as gw:
+        services = TrialServices(model=srv.chat_model(), gateway=gw)
+        config = TrialConfig(agent="native", model="scripted/x")
+        result, _ = await run_trial(task, config, tmp_path / "out", services=services)
+    assert any("SLOW-SCRIPT" in json.dumps(r) for r in srv.requests)  # the program asked
+    assert result.error is None and result.stop_reason == "time_limit"
+    assert result.counted_score() == 0.0

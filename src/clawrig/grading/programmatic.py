@@ -204,9 +204,18 @@ def score_from_result(result: dict[str, Any]) -> float | None:
     if isinstance(value, bool):
         value = float(value)
     if isinstance(value, int | float):
-        return float(value)
-    nums = [float(v) for v in result.values() if isinstance(v, int | float)]
+        return _float(value)
+    nums = [_float(v) for v in result.values() if isinstance(v, int | float)]
     return sum(nums) / len(nums) if nums else None
+
+
+def _float(value: float) -> float:
+    """``float(value)``; an int too large for a float (a grader echoing the agent's 400-digit
+    number) is +-inf, never an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 async def run_grader(

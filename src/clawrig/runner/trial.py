@@ -1013,7 +1013,10 @@ class Trial:
         except TimeoutError:
             # the time ran out while the provider kept a request silent (a hang, a dribble):
             # an outage, not the model's time limit (retried by the job)
-            silent = max(requests.silent_s(), lease.watch.silent_s() if lease else 0.0)
+            # the requests the harness made for the agent; OpenClaw's go through the gateway
+            # (streamed ones only: a program's own non-streamed request is the agent's choice)
+            sandboxed = lease is not None and config.agent.startswith("openclaw")
+            silent = max(requests.silent_s(), lease.watch.silent_s() if sandboxed else 0.0)
             if silent >= stall_limit_s(agent_time):
                 ctx.log(f"agent stopped: its model's provider silent for {silent:.0f} s")
                 raise ProviderError(

@@ -53,7 +53,8 @@ class GatewayLease:
     ``budget``, ``cost_budget``, ``token_budget``, ``max_requests``, ``replay_miss``,
     ``no_upstream``), ``upstream_errors`` (one line per upstream failure after retries),
     ``upstream_refusals`` (the 4xx statuses the upstream refused requests with); ``watch``:
-    the lease's upstream requests in flight (a stall: :mod:`clawrig.llm.stalls`).
+    the lease's upstream requests in flight (a stall: :mod:`clawrig.llm.stalls`; an agent
+    lease watches streamed requests only).
     """
 
     gateway: Gateway

@@ -613,7 +613,10 @@ class Gateway:
             headers["authorization"] = f"Bearer {ep.api_key.get_secret_value()}"
         url = f"{ep.base_url.rstrip('/')}/chat/completions"
         attempts = 0
-        lease.watch.begin(seq)  # ended by the request's record (answered) or a transport error
+        if lease.role != "agent" or body.get("stream"):
+            # watched for a stall (ended by the request's record or a transport error); not an
+            # agent program's non-streamed request: how long it stays silent is its choice
+            lease.watch.begin(seq)
 
         async def attempt() -> httpx.Response:
             nonlocal attempts
