@@ -312,9 +312,7 @@ def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
 """
 
 
-async def test_a_number_too_large_for_a_float_in_the_verdict_is_the_agents_zero(
-    attack, make_task
-):
+async def test_a_number_too_large_for_a_float_in_the_verdict_is_the_agents_zero(attack, make_task):
     # the grader echoes the agent's number in its verdict: a 400-digit int made the harness's
     # mean raise OverflowError, an infrastructure error (retried, never counted)
     result, _ = await attack(
