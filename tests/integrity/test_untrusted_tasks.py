@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,22 @@ def test_a_four_folder_evaluator_linked_outside_is_refused(tmp_path):
     evaluator.symlink_to(host)
     proc = _run(suite, tmp_path, "--agent", "oracle")
     _refused(proc, "grader", "evaluator_000001.py leads outside the benchmark root")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_device_node_or_a_pipe_in_a_workspace_is_refused(tmp_path):
+    # a benchmark archive extracted as root keeps device nodes: a "file" of the workspace
+    # that is the host's disk (a block device) was copied into the sandbox whole, the host's
+    # disk for the agent to read; /dev/zero's node filled the trial's disk; a named pipe
+    # failed every trial as infrastructure (retried, never refused)
+    suite = tmp_path / "demo"
+    shutil.copytree(REPO / "suites" / "demo", suite)
+    ws = suite / "workspaces" / "000001"
+    os.mknod(ws / "zero", 0o644 | stat.S_IFCHR, os.makedev(1, 5))
+    _refused(_run(suite, tmp_path, "--agent", "oracle"), "workspaces/000001/zero is a device")
+    (ws / "zero").unlink()
+    os.mkfifo(ws / "pipe")
+    _refused(_run(suite, tmp_path, "--agent", "oracle"), "000001/pipe is a named pipe")
 
 
 async def test_resume_checks_the_suites_content_not_its_ids(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -145,8 +146,28 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def escaping_symlinks(folder: Path, base: Path, limit: int = 5) -> list[Path]:
-    """Symlinks under ``folder`` (not followed) whose target resolves outside ``base``.
+def special_kind(path: Path) -> str | None:
+    """ "a named pipe", "a socket" or "a device" when ``path`` (not followed) is one, else None
+    (a regular file, a folder, a link, or nothing)."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return None
+
+
+def escaping_symlinks(
+    folder: Path, base: Path, limit: int = 5, *, special: bool = False
+) -> list[Path]:
+    """Symlinks under ``folder`` (not followed) whose target resolves outside ``base``, and with
+    ``special`` also the named pipes, sockets and devices there (:func:`special_kind`: copying a
+    device node reads the host's device, a pipe hangs the copy).
 
     Returns at most ``limit`` of them, in walk order. A missing folder yields []. Walks without
     recursion (a task's folder may be thousands of levels deep)."""
@@ -165,19 +186,21 @@ def escaping_symlinks(folder: Path, base: Path, limit: int = 5) -> list[Path]:
             if entry.is_symlink():
                 if not is_inside(path, base_real):
                     out.append(path)
-                    if len(out) >= limit:
-                        return out
             elif entry.is_dir(follow_symlinks=False):
                 stack.append(path)
-    return out
+            elif special and not entry.is_file(follow_symlinks=False):
+                out.append(path)
+            if len(out) >= limit:
+                return out
     return out
 
 
 def task_path_problems(task: Any, root: Path) -> list[tuple[Path, str, str]]:
     """(file, field, message) for each file or folder ``task`` (a
     :class:`clawrig.spec.task.Task`) names that leads outside ``root`` once links are resolved
-    (the task file, its grader's file, its workspace, its skills), and for each skill folder
-    holding a link that leads out of it. A task is input a user downloaded: nothing outside its
+    (the task file, its grader's file, its workspace, its skills), for each skill folder
+    holding a link that leads out of it, and for each named pipe, socket or device among the
+    workspace's and skills' files. A task is input a user downloaded: nothing outside its
     benchmark may be read into a sandbox."""
     source = Path(task.source.path)
     named: list[tuple[str, Path]] = [("task file", source)]
@@ -205,6 +228,14 @@ def task_path_problems(task: Any, root: Path) -> list[tuple[Path, str, str]]:
                     f"{path} leads outside the benchmark root {root} (to {path.resolve()})",
                 )
             )
+    seen: set[Path] = set()
+    for label, path in named[1:]:  # what is copied into a sandbox: no pipe, socket, device
+        inside = path.is_dir() and not path.is_symlink() and is_inside(path, root)
+        found = escaping_symlinks(path, root, limit=1, special=True) if inside else [path]
+        for entry in found:
+            if entry not in seen and (kind := special_kind(entry)):
+                seen.add(entry)
+                problems.append((source, label, f"{entry} is {kind}, not a file or folder"))
     for skill in skills:
         if skill.is_dir() and is_inside(skill, root):
             for link in escaping_symlinks(skill, root, limit=1):
