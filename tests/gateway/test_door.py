@@ -77,7 +77,7 @@ async def test_the_sandbox_sees_its_door_never_the_gateways_socket(make_gateway,
     st = os.stat(gw.socket_path)
     assert inside and inside != f"{st.st_dev}:{st.st_ino}"
     r = await sb.exec(["ls", SANDBOX_GATEWAY_DIR])
-    assert r.stdout.split() == ["forwarder.py", "gateway.sock"]
+    assert r.stdout.split() == ["gateway.sock"]
 
 
 async def test_a_silent_connection_is_dropped_and_a_full_door_refuses_at_once(

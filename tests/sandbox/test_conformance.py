@@ -42,7 +42,7 @@ async def test_exec_timeout_kills_the_whole_tree(make_sandbox, backend):
     # a daemonised grandchild (own session via setsid) must die too
     r = await sb.exec("setsid sh -c 'sleep 311' & sleep 312", timeout_s=0.5)
     assert r.timed_out and r.exit_code == 124
-    await asyncio.sleep(0.1)
+    # the answer comes once they are gone (the kill waits on them): no pause before looking
     ps = await sb.exec("ps -eo args")
     assert "sleep 311" not in ps.stdout and "sleep 312" not in ps.stdout
 
@@ -126,6 +126,22 @@ async def test_kill_all_leaves_only_the_supervisor(make_sandbox, backend):
     ps = await sb.exec("ps -eo args")
     assert tag not in ps.stdout
     assert (await sb.exec("echo alive")).stdout == "alive\n"
+
+
+async def test_kill_all_kills_in_one_round_and_returns_once_they_are_gone(make_sandbox, backend):
+    sb = await make_sandbox(backend)
+    tag = f"{os.getpid()}{time.monotonic_ns() % 10**6:06d}"
+    await sb.spawn(f"sleep 41.{tag}")
+    # a daemonised one that ignores SIGTERM and a busy one
+    await sb.exec(f"(setsid sh -c 'trap \"\" TERM; sleep 419.{tag}' &) ; true")
+    await sb.exec(f"(setsid sh -c 'while :; do :; done; : {tag}' &) ; true")
+    r = await sb._call("kill_all")
+    # one kill of everyone, then a look that finds no one: no rounds of pauses
+    assert r["rounds"] == 1 and r["killed"] >= 3
+    ps = await sb.exec("ps -eo args")
+    assert tag not in ps.stdout, ps.stdout
+    again = await sb._call("kill_all")
+    assert (again["rounds"], again["killed"]) == (0, 0)
 
 
 async def test_stop_is_idempotent_and_later_calls_fail(make_sandbox, backend):

@@ -20,7 +20,7 @@ cannot fill the job's disk or the harness's memory); connections past the cap ar
 summed up in one last line (``verdict`` ``unlogged``) when the proxy stops.
 
 The proxy listens on a unix socket in a folder bound read-only into the sandbox
-(:data:`SANDBOX_EGRESS_DIR`); inside, :mod:`clawrig.llm.forwarder` exposes it on the sandbox's
+(:data:`SANDBOX_EGRESS_DIR`); inside, the sandbox's supervisor forwards the sandbox's
 own loopback at ``127.0.0.1:EGRESS_PORT``, and :func:`proxy_env` points ``HTTP(S)_PROXY`` there.
 There is no other route out: the sandbox's network namespace has loopback only. The proxy adds
 nothing to requests (no key, no header): model keys go through the model gateway.
@@ -39,17 +39,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from clawrig.egress.policy import NetworkPolicy
-from clawrig.llm.gateway.forwarder import forwarder_script, spawn_forwarder
-from clawrig.sandbox.base import ProcessHandle, Sandbox
+from clawrig.llm.gateway.forwarder import open_forward
+from clawrig.sandbox.base import Forward, Sandbox
 from clawrig.serving import SandboxSocketServer, pipe_streams
 from clawrig.spec.layout import TrialPaths
 
 EGRESS_PORT = 18200
 """The port of the egress forwarder on the sandbox's loopback."""
 SANDBOX_EGRESS_DIR = "/opt/clawrig-egress"
-"""Where the proxy's folder (socket + forwarder script) is bound read-only in a sandbox."""
+"""Where the proxy's folder (its socket) is bound read-only in a sandbox."""
 SOCKET_NAME = "egress.sock"
-FORWARDER_NAME = "forwarder.py"
 LOG_FILE = TrialPaths.EGRESS
 """The per-trial connection log (in the trial folder)."""
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -138,7 +137,6 @@ class EgressProxy(SandboxSocketServer):
             socket_name=SOCKET_NAME,
             sandbox_dir=SANDBOX_EGRESS_DIR,
             kind="egress",
-            files={FORWARDER_NAME: forwarder_script()},
             max_connections=MAX_CONNECTIONS,
             head_limit=MAX_HEAD_BYTES,
         )
@@ -322,25 +320,11 @@ class EgressProxy(SandboxSocketServer):
 
 
 async def start_egress_forwarder(
-    sandbox: Sandbox,
-    proxy: EgressProxy,
-    *,
-    port: int = EGRESS_PORT,
-    python: str = "/usr/bin/python3",
-    ready_timeout_s: float = 15.0,
-) -> ProcessHandle:
-    """Start the forwarder inside ``sandbox`` (created with ``proxy.sandbox_binds()``) on
-    ``127.0.0.1:port`` and wait until it listens. Returns its process handle.
-
-    Raises :class:`clawrig.errors.SandboxError` when it does not come up within
-    ``ready_timeout_s`` seconds.
-    """
-    return await spawn_forwarder(
-        sandbox,
-        f"{SANDBOX_EGRESS_DIR}/{FORWARDER_NAME}",
-        f"{SANDBOX_EGRESS_DIR}/{SOCKET_NAME}",
-        port=port,
-        python=python,
-        ready_timeout_s=ready_timeout_s,
-        what="the egress forwarder",
+    sandbox: Sandbox, proxy: EgressProxy, *, port: int = EGRESS_PORT
+) -> Forward:
+    """Forward ``sandbox``'s ``127.0.0.1:port`` to the proxy (the sandbox was created with
+    ``proxy.sandbox_binds()``); listening on return. Raises
+    :class:`clawrig.errors.SandboxError` when it cannot listen."""
+    return await open_forward(
+        sandbox, f"{SANDBOX_EGRESS_DIR}/{SOCKET_NAME}", port=port, what="the egress forwarder"
     )

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from clawrig.egress.policy import NetworkPolicy, registry_env
 from clawrig.egress.proxy import LOG_FILE, EgressProxy, proxy_env, start_egress_forwarder
-from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
+from clawrig.sandbox.base import Bind, Forward, Sandbox
 
 if TYPE_CHECKING:
     from clawrig.env.system import SetupNetwork
@@ -161,7 +161,7 @@ class TrialNetwork:
     gateway: Gateway | None = None
     env: dict[str, str] = field(default_factory=dict)
     binds: list[Bind] = field(default_factory=list)
-    _handles: list[ProcessHandle] = field(default_factory=list)
+    _handles: list[Forward] = field(default_factory=list)
 
     @classmethod
     async def open(
@@ -229,19 +229,6 @@ class TrialNetwork:
         if self.proxy is not None and sandbox.backend != "local":
             self._handles.append(await start_egress_forwarder(sandbox, self.proxy))
 
-    def forwarders(self, *, grading: bool = False) -> list[tuple[str, int]]:
-        """(socket path inside the sandbox, port) of each forwarder :meth:`attach` (or, with
-        ``grading``, :meth:`attach_grading`) starts in a bwrap sandbox: what a warm pool may
-        start ahead (:mod:`clawrig.sandbox.pool`)."""
-        from clawrig.egress.proxy import EGRESS_PORT, SANDBOX_EGRESS_DIR, SOCKET_NAME
-
-        out = [(f"{SANDBOX_EGRESS_DIR}/{SOCKET_NAME}", EGRESS_PORT)] if self.proxy else []
-        if self.gateway is not None and not grading:
-            from clawrig.llm.gateway import FORWARDER_PORT
-
-            out.append((self.gateway.sandbox_socket, FORWARDER_PORT))
-        return out
-
     def sandbox_env(self, *, writable_system: bool) -> dict[str, str]:
         """The sandbox's environment: :attr:`env`, plus :func:`user_install_env` when its
         system cannot be written (the host's read-only /usr)."""
@@ -274,6 +261,6 @@ class TrialNetwork:
     async def close(self) -> None:
         for handle in self._handles:
             with contextlib.suppress(Exception):
-                await handle.kill()
+                await handle.stop()
         if self.proxy is not None:
             await self.proxy.stop()

@@ -825,7 +825,7 @@ class Trial:
         env |= dict(needs.env) if needs else {}
         entry = None
         if pool is not None:  # the workspace goes on the pooled sandbox's own disk
-            entry = await self._take_pooled(self._sandbox_config(binds, env), network.forwarders())
+            entry = await self._take_pooled(self._sandbox_config(binds, env))
             if entry is not None:
                 self.disk, self.workspace = entry.disk, entry.disk.path / "workspace"
             self.mark("setup")
@@ -878,17 +878,14 @@ class Trial:
             **self.system.sandbox_fields(),  # type: ignore[union-attr]
         )
 
-    async def _take_pooled(
-        self, cfg: SandboxConfig, forwarders: list[tuple[str, int]]
-    ) -> PoolEntry | None:
-        """A started sandbox for ``cfg`` from the job's warm pool, with ``forwarders`` running
-        (:meth:`TrialNetwork.forwarders`); None: no pool, or ``cfg`` cannot be pooled. It is
-        the trial's at once (released at close)."""
+    async def _take_pooled(self, cfg: SandboxConfig) -> PoolEntry | None:
+        """A started sandbox for ``cfg`` from the job's warm pool; None: no pool, or ``cfg``
+        cannot be pooled. It is the trial's at once (released at close)."""
         pool = self.services.pool
         if pool is None:
             return None
         async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
-            entry = await pool.take(self.config.sandbox, cfg, forwarders)
+            entry = await pool.take(self.config.sandbox, cfg)
         if entry is not None:
             self.pooled.append(entry)
         return entry
@@ -907,10 +904,7 @@ class Trial:
         sandbox's mounts failed)."""
         cfg = self._sandbox_config(binds, env)
         if entry is None and self.config.sandbox == "bwrap":  # the clean room
-            network = self.network
-            entry = await self._take_pooled(
-                cfg, network.forwarders(grading=True) if network is not None else []
-            )
+            entry = await self._take_pooled(cfg)
         if entry is not None:
             self.sandbox = entry.box
             os.chmod(self.work, 0o700)  # a pooled sandbox's root is the host's root

@@ -130,6 +130,17 @@ class ProcessHandle(Protocol):
         ...
 
 
+class Forward(Protocol):
+    """A TCP -> unix socket forward inside a sandbox (:meth:`Sandbox.forward`)."""
+
+    port: int
+
+    async def stop(self) -> None:
+        """Stop listening and close its connections (idempotent; no error once the sandbox
+        is gone)."""
+        ...
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """One isolated environment per trial. Backends: bwrap (default), docker, local."""
@@ -205,6 +216,12 @@ class Sandbox(Protocol):
     async def kill_all(self) -> int:
         """Kill every process inside except the supervisor; returns how many were killed.
         Used before gt/ is injected so nothing the agent started survives into grading."""
+        ...
+
+    async def forward(self, port: int, socket_path: str, *, max_connections: int = 64) -> Forward:
+        """Pipe TCP connections to the sandbox's ``127.0.0.1:port`` to the unix socket
+        ``socket_path`` inside (at most ``max_connections`` at once); listening on return.
+        Raises OSError (the port is taken) or SandboxDied."""
         ...
 
     async def stop(self) -> None:

@@ -42,6 +42,7 @@ import functools
 import os
 import random
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -212,7 +213,38 @@ class Cgroup:
             self.procs_files.append(str(d / "cgroup.procs"))
             self.enforces_pids = True
 
+    def kill(self) -> int:
+        """SIGKILL every process in the cgroup (the sandbox's, every one of them: its launcher
+        joined it before it became bwrap); returns how many were signalled. What bwrap's
+        ``--die-with-parent`` misses (bwrap killed before its init process asked for it, a race
+        under load) dies here, so no sandbox outlives its stop."""
+        pids: set[int] = set()
+        for procs in self.procs_files:
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(p) for p in Path(procs).read_text().split())
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        return len(pids)
+
+    def try_remove(self) -> bool:
+        """Remove the cgroup if it is empty already (one rmdir each, no wait); True when it is
+        gone."""
+        left = []
+        for d in self.dirs:
+            try:
+                d.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(d)
+        self.dirs = left
+        return not left
+
     def remove(self) -> None:
+        """Remove the cgroup, killing what is still in it: a sandbox's processes die just after
+        bwrap (its PID namespace is torn down), so a busy cgroup's processes are killed and
+        waited for on their pid file descriptors (up to 1 s per try, 50 tries), not polled."""
         for d in self.dirs:
             for _ in range(50):
                 try:
@@ -221,10 +253,36 @@ class Cgroup:
                 except FileNotFoundError:
                     break
                 except OSError:
-                    import time
-
-                    time.sleep(0.02)
+                    _kill_and_wait(d / "cgroup.procs", 1.0)
         self.dirs = []
+
+
+def _kill_and_wait(procs_file: Path, limit_s: float) -> None:
+    """SIGKILL every process listed in ``procs_file`` and wait until each has exited (at most
+    ``limit_s`` seconds); a 1 ms pause when none is listed (the cgroup is being emptied)."""
+    fds: list[int] = []
+    try:
+        with contextlib.suppress(OSError, ValueError):
+            for pid in procs_file.read_text().split():
+                with contextlib.suppress(OSError):
+                    fds.append(os.pidfd_open(int(pid)))
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        if not fds:
+            time.sleep(0.001)
+            return
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        left, end = len(fds), time.monotonic() + limit_s
+        while left and (wait_ms := (end - time.monotonic()) * 1000) > 0:
+            for fd, _ in poller.poll(wait_ms):
+                poller.unregister(fd)
+                left -= 1
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 class BwrapSandbox(SupervisedSandbox):
@@ -493,9 +551,18 @@ class BwrapSandbox(SupervisedSandbox):
         self.overlay = Overlay(base, lowers, upper, writable=cfg.writable_root)
         self.overlay.mount()
 
+    def _kill(self) -> None:
+        """bwrap, then every process of the sandbox's cgroup (:meth:`Cgroup.kill`)."""
+        super()._kill()
+        if self.cgroup is not None:
+            self.cgroup.kill()
+
     async def _cleanup(self) -> None:
         if self.cgroup is not None:
-            await asyncio.to_thread(self.cgroup.remove)
+            # empty by now as a rule (the supervisor's pipes closed: its PID namespace is gone):
+            # a few rmdir calls here, a worker thread only to wait for stragglers
+            if not self.cgroup.try_remove():
+                await asyncio.to_thread(self.cgroup.remove)
             self.cgroup = None
         if self.overlay is not None:
             await asyncio.to_thread(self.overlay.unmount)

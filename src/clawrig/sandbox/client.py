@@ -132,6 +132,25 @@ class SupervisedProcess:
         await self._sandbox._call("kill", handle=self.id)
 
 
+class SupervisedForward:
+    """A TCP -> unix socket forward served by a sandbox's supervisor (:meth:`SupervisedSandbox.
+    forward`): programs inside reach ``127.0.0.1:port``."""
+
+    def __init__(self, sandbox: SupervisedSandbox, port: int, socket_path: str):
+        self._sandbox = sandbox
+        self.port = port
+        self.socket_path = socket_path
+        self.closed = False
+
+    async def stop(self) -> None:
+        """Close the listener and its connections (a stopped sandbox has none: no error)."""
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(SandboxError):  # SandboxDied: gone with its sandbox
+            await self._sandbox._call("unforward", port=self.port)
+
+
 class SupervisedSandbox:
     """Base class: a sandbox whose commands all run through one supervisor process."""
 
@@ -225,11 +244,18 @@ class SupervisedSandbox:
             self._expires_at = asyncio.get_running_loop().time() + limit
             self._watchdog = asyncio.create_task(self._expire(limit))
 
-    async def _abort_start(self) -> None:
-        if self._proc and self._proc.returncode is None:
+    def _kill(self) -> None:
+        """SIGKILL the supervisor's process (a backend kills what else it can reach)."""
+        if self._proc is not None and self._proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
-            await self._proc.wait()
+
+    async def _abort_start(self) -> None:
+        if self._proc is not None:
+            self._kill()
+            # bounded: asyncio waits for the pipes too, which an orphan could hold
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._proc.wait(), 10)
         if self._stderr_task:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._stderr_task, 1)
@@ -338,8 +364,7 @@ class SupervisedSandbox:
             self._watchdog.cancel()
         proc = self._proc
         if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()  # bwrap dies -> PID namespace init dies -> kernel kills everyone
+            self._kill()  # bwrap dies -> PID namespace init dies -> kernel kills everyone
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(proc.wait(), 10)
         for task in (self._reader, self._stderr_task):
@@ -440,6 +465,16 @@ class SupervisedSandbox:
 
     async def kill_all(self) -> int:
         return int((await self._call("kill_all"))["killed"])
+
+    async def forward(
+        self, port: int, socket_path: str, *, max_connections: int = 64
+    ) -> SupervisedForward:
+        """Listen on the sandbox's ``127.0.0.1:port`` and pipe each connection to the unix
+        socket ``socket_path`` (a path inside the sandbox), at most ``max_connections`` at
+        once, in the supervisor's own process (no interpreter of its own). Listening when this
+        returns. Raises OSError (e.g. the port is taken) or SandboxDied."""
+        await self._call("forward", port=port, socket=socket_path, max_connections=max_connections)
+        return SupervisedForward(self, port, socket_path)
 
 
 def _skip_unsafe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:

@@ -19,10 +19,13 @@ harness's folders.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from clawrig.leftovers import remove_tree
 
@@ -31,6 +34,20 @@ BYTES_PER_INODE = 32 * 1024
 folders."""
 IMAGE_NAME = "disk.img"
 MOUNT_NAME = "fs"
+MNT_DETACH = 2
+
+
+@functools.cache
+def libc() -> Any:
+    """The C library (ctypes, errno kept) for mount(2) and umount2(2)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def umount_lazy(target: Path) -> bool:
+    """Lazy umount2(2) (``MNT_DETACH``, what ``umount -l`` does, without its process); True
+    when something was unmounted there. A loop device ``mount -o loop`` set up (autoclear)
+    is freed by the kernel with its last mount."""
+    return bool(libc().umount2(os.fsencode(target), MNT_DETACH) == 0)
 
 
 def can_make_disks() -> bool:
@@ -114,7 +131,7 @@ class TrialDisk:
         """Unmount (lazily: a process still holding a file cannot keep it) and remove the
         image and folder. Idempotent; never raises."""
         if self.enforced:
-            subprocess.run(["umount", "-l", str(self.path)], capture_output=True, check=False)
+            umount_lazy(self.path)
             self.enforced = False
         if os.path.ismount(self.path):  # the unmount failed: never walk into a live disk
             return

@@ -27,7 +27,11 @@ removed (:meth:`PoolEntry.release`), so nothing of one trial reaches another. Fr
 started in the background to refill the key the trial took from.
 
 Bounded: :class:`WarmPool` keeps at most ``max_idle`` sandboxes idle or starting (default from
-the job's concurrency, the CPUs and the free memory, :func:`default_size`); :meth:`WarmPool.close`
+the job's concurrency, the CPUs and the free memory, :func:`default_size`), starts at most one
+refill per CPU at once, and does its file work (making and mounting disks, unmounting and
+removing them) on a few threads of its own (:data:`POOL_THREADS`), so at -p 8 its refills queue
+behind each other instead of taking the CPU and the event loop's worker threads from the live
+trials' (their end-state walks and copies, :func:`clawrig.waits.in_thread`). :meth:`WarmPool.close`
 (job end, Ctrl-C: the batch runner's ``finally``) stops and removes every idle one. Each entry
 is a ``clawrig-trial-<pid>-*`` folder in the work folder, so after ``kill -9``
 :func:`clawrig.leftovers.sweep_dead` unmounts and removes it at the next start (the sandboxes
@@ -45,19 +49,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import functools
 import itertools
 import os
 import time
-from collections.abc import Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
-from clawrig.sandbox.disk import TrialDisk, can_make_disks
-from clawrig.sandbox.paths import PATHS
+from clawrig.sandbox.disk import TrialDisk, can_make_disks, libc, umount_lazy
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -67,32 +69,20 @@ MS_BIND = 4096
 MS_MOVE = 8192
 MS_PRIVATE = 1 << 18
 MS_SHARED = 1 << 20
-MNT_DETACH = 2
+POOL_THREADS = 2
+"""Threads of a pool's own executor (disks made, mounted, unmounted and removed)."""
 WORKSPACE_SLOT = "ws"
-FORWARDER_DEST = f"{PATHS.clawrig}/forwarder.py"
-"""Where a pooled sandbox that starts forwarders ahead has the forwarder script (read-only;
-the trial's own copy is in a slot, empty until it is taken)."""
 """The slot bound at /tmp_workspace (the trial's workspace is mounted onto it)."""
 
 _ids = itertools.count(1)
 
 
-@functools.cache
-def _libc() -> Any:
-    return ctypes.CDLL(None, use_errno=True)
-
-
 def _mount(source: str | None, target: Path, flags: int) -> None:
     """mount(2) with no file system type or data. Raises OSError."""
     src = os.fsencode(source) if source is not None else None
-    if _libc().mount(src, os.fsencode(target), None, flags, None) != 0:
+    if libc().mount(src, os.fsencode(target), None, flags, None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
-
-
-def _umount(target: Path) -> None:
-    """Lazy umount2(2); errors ignored (nothing mounted there)."""
-    _libc().umount2(os.fsencode(target), MNT_DETACH)
 
 
 def bind_onto(source: Path, slot: Path, stage: Path, *, read_only: bool) -> None:
@@ -106,7 +96,7 @@ def bind_onto(source: Path, slot: Path, stage: Path, *, read_only: bool) -> None
         _mount(None, stage, flags)
         _mount(str(stage), slot, MS_MOVE)
     except OSError:
-        _umount(stage)
+        umount_lazy(stage)
         raise
 
 
@@ -145,10 +135,8 @@ def default_size(parallel: int) -> int:
     return max(2, min(2 * max(1, parallel), 4 * cpus, by_memory))
 
 
-def pool_key(
-    kind: str, config: SandboxConfig, forwarders: Sequence[tuple[str, int]] = ()
-) -> tuple[Any, ...] | None:
-    """Everything that decides a sandbox at its start (module docs; ``forwarders`` last), or
+def pool_key(kind: str, config: SandboxConfig) -> tuple[Any, ...] | None:
+    """Everything that decides a sandbox at its start (module docs), or
     None when ``config`` cannot be pooled (another backend, a kept ``upper_dir``, a fixed
     ``home_dir``, a bind source that does not exist)."""
     if kind != "bwrap" or config.upper_dir is not None or config.home_dir is not None:
@@ -176,11 +164,10 @@ def pool_key(
         lim.shm_bytes,
         lim.disk_bytes,
         tuple(binds),
-        tuple(forwarders),
     )
 
 
-KEY_BINDS = -2
+KEY_BINDS = -1
 """Where :func:`pool_key` keeps the binds' (destination, read-only, is a folder)."""
 
 
@@ -201,8 +188,9 @@ class PoolEntry:
     ready_s: float = 0.0
     start_s: float = 0.0
     claimed: bool = False
-    forwarders: dict[tuple[str, int], Any] = field(default_factory=dict)
-    """(socket path, port) -> the handle of a forwarder started ahead in the sandbox."""
+    threads: Executor | None = None
+    """Where :meth:`release` does its file work (its pool's own threads; None: the event
+    loop's default ones)."""
     _mounts: list[Path] = field(default_factory=list)
 
     @property
@@ -224,7 +212,6 @@ class PoolEntry:
         box = self.box
         self._mount_all(config)  # a few mount(2) calls: microseconds, no thread hop
         box.config = config.model_copy(update={"scratch_dir": self.disk.path})
-        box.forwarders = dict(self.forwarders)
         await box.adopt()
         self.ready_s = self.start_s + time.monotonic() - t
         return box
@@ -249,14 +236,17 @@ class PoolEntry:
         if box is not None:
             with contextlib.suppress(Exception):
                 await box.stop()
-        await asyncio.to_thread(self._remove)
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.threads, self._remove)
+        except RuntimeError:  # its pool has closed (a trial cancelled late): default threads
+            await asyncio.to_thread(self._remove)
 
     def _remove(self) -> None:
         for slot in reversed(self._mounts):
-            _umount(slot)
+            umount_lazy(slot)
         self._mounts = []
         for point in (self.slots, self.stage):
-            _umount(point)
+            umount_lazy(point)
         self.disk.release()
         if not os.path.ismount(self.disk.path):
             remove_tree(self.folder)
@@ -280,6 +270,10 @@ class WarmPool:
         self.depth = max(1, min(depth or parallel, self.max_idle))
         self.work_dir = work_dir
         self.enabled = pooling_possible()
+        cpus = os.cpu_count() or 2
+        self._threads = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="clawrig-pool")
+        self._refills = asyncio.Semaphore(cpus)
+        """Refills starting at once: one per CPU (a trial's own start, a miss, does not wait)."""
         self._idle: dict[tuple[Any, ...], list[PoolEntry]] = {}
         self._starting: dict[tuple[Any, ...], int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -298,16 +292,12 @@ class WarmPool:
     def starting(self) -> int:
         return sum(self._starting.values())
 
-    async def take(
-        self, kind: str, config: SandboxConfig, forwarders: Sequence[tuple[str, int]] = ()
-    ) -> PoolEntry | None:
+    async def take(self, kind: str, config: SandboxConfig) -> PoolEntry | None:
         """A started sandbox for ``config``'s key, taken out of the pool for good (one started
         now when none waits), with its key refilled in the background; None when the pool is
-        off or cannot pool ``config`` (start one cold). ``forwarders``: (socket path inside,
-        port) of the TCP -> unix socket forwarders the trial will start in it
-        (:func:`clawrig.llm.gateway.forwarder.spawn_forwarder`), started ahead too (part of
-        the key). Raises SandboxError when a sandbox started now fails to start."""
-        key = pool_key(kind, config, forwarders)
+        off or cannot pool ``config`` (start one cold). Raises SandboxError when a sandbox
+        started now fails to start."""
+        key = pool_key(kind, config)
         if not self.enabled or self._closed or key is None or key in self._unpoolable:
             return None
         waiting = self._idle.get(key)
@@ -339,7 +329,8 @@ class WarmPool:
 
     async def _fill(self, key: tuple[Any, ...], config: SandboxConfig) -> None:
         try:
-            entry = await self._start(key, config)
+            async with self._refills:
+                entry = None if self._closed else await self._start(key, config)
         except Exception:  # noqa: BLE001 - a failed refill leaves the key to cold starts
             entry = None
         finally:
@@ -352,9 +343,7 @@ class WarmPool:
         self._idle.setdefault(key, []).append(entry)
 
     async def _start(self, key: tuple[Any, ...], config: SandboxConfig) -> PoolEntry | None:
-        """A new entry for ``key``: folder, disk, slots, and a sandbox started on them (with
-        the key's forwarders running in it)."""
-        from clawrig.llm.gateway.forwarder import forwarder_script, spawn_forwarder
+        """A new entry for ``key``: folder, disk, slots, and a sandbox started on them."""
         from clawrig.sandbox.bwrap import BwrapSandbox
 
         folder = owned_tempdir("trial", self.work_dir)
@@ -364,9 +353,10 @@ class WarmPool:
             key=key,
             folder=folder,
             disk=TrialDisk(folder, config.limits.disk_bytes),
+            threads=self._threads,
         )
         try:
-            await asyncio.to_thread(self._prepare, entry)
+            await asyncio.get_running_loop().run_in_executor(self._threads, self._prepare, entry)
             lim = config.limits
             box = BwrapSandbox(
                 SandboxConfig(
@@ -375,8 +365,7 @@ class WarmPool:
                     binds=[
                         Bind(source=entry.slots / str(i), dest=dest, read_only=read_only)
                         for i, (dest, read_only, _) in enumerate(key[KEY_BINDS])
-                    ]
-                    + ([Bind(source=forwarder_script(), dest=FORWARDER_DEST)] if key[-1] else []),
+                    ],
                     limits=Limits(
                         memory_bytes=lim.memory_bytes,
                         max_processes=lim.max_processes,
@@ -394,10 +383,6 @@ class WarmPool:
             )
             entry.box = box
             await box.start(arm=False)
-            for sock, port in key[-1]:
-                entry.forwarders[(sock, port)] = await spawn_forwarder(
-                    box, FORWARDER_DEST, sock, port=port, what="a pooled forwarder"
-                )
             await box._call("preload")
         except BaseException:
             await entry.release()
@@ -457,6 +442,7 @@ class WarmPool:
         idle = [e for entries in self._idle.values() for e in entries]
         self._idle.clear()
         await asyncio.gather(*(e.release() for e in idle), return_exceptions=True)
+        self._threads.shutdown(wait=False)  # idle by now: their work was awaited above
 
     async def __aenter__(self) -> WarmPool:
         return self

@@ -11,7 +11,16 @@ Protocol (one JSON object per line, on stdin/stdout):
 Binary payloads are base64 strings. Requests are served concurrently (a thread each).
 
 Ops: ping, exec, spawn, poll, log, write, kill, read_file, write_file, list, tar_out, tar_in,
-kill_all, adopt, preload, shutdown. See ``clawrig.sandbox.bwrap`` for the client side.
+kill_all, adopt, preload, forward, unforward, shutdown. See ``clawrig.sandbox.client`` for the
+client side.
+
+``forward`` listens on the sandbox's ``127.0.0.1:<port>`` and pipes each TCP connection, byte
+for byte, to a unix socket inside (the model gateway's door, the egress proxy: bound read-only
+from the host). One thread of this process serves every forward and connection with a selector,
+so a sandbox's way out costs no interpreter of its own; it understands nothing of HTTP and
+reaches nothing but that socket. At most ``max_connections`` connections per forward are piped
+at once (more are closed at once), so a sandbox's programs cannot exhaust this process's file
+descriptors. ``unforward`` closes the listener and its connections.
 
 Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]``; ``--root-map`` (LocalSandbox
 only) translates in-sandbox path prefixes to host folders for file operations and cwd.
@@ -152,10 +161,52 @@ def _proc_stat(pid):
         return None
 
 
-def _pause(round_no):
-    """Wait before looking again for survivors of a SIGKILL: 0.25 ms doubling to 8 ms (a
-    killed process is usually gone at the first look)."""
-    time.sleep(min(0.00025 * (2**round_no), 0.008))
+def _pidfds(pids):
+    """Pid file descriptors of ``pids`` (those still there), opened before they are killed so
+    each names that very process; None where this Python or kernel has none (< 3.9, < 5.3)."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(opener(pid))
+        except OSError as exc:
+            if exc.errno in (errno.ENOSYS, errno.EPERM):
+                _close(*fds)
+                return None
+    return fds
+
+
+KILL_WAIT_S = 1.0
+"""Longest a kill (:func:`_kill_tree`, ``kill_all``) waits for its processes to be gone (one
+stuck in the kernel, in uninterruptible sleep, cannot die sooner); then it gives up."""
+
+
+def _wait_exited(fds, round_no, end):
+    """Wait until every process of ``fds`` (from :func:`_pidfds`) has exited: a pid file
+    descriptor polls readable then, so this returns as soon as the last one is gone, no
+    rounds of sleeps, or at ``end`` (``time.monotonic()``). Without pid file descriptors
+    (``fds`` None): a pause of 0.25 ms doubling to 8 ms per round. Closes ``fds``."""
+    if fds is None:
+        time.sleep(min(0.00025 * (2**round_no), 0.008))
+        return
+    import select
+
+    try:
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        left = len(fds)
+        while left > 0:
+            wait_ms = (end - time.monotonic()) * 1000
+            if wait_ms <= 0:
+                break
+            for fd, _ in poller.poll(wait_ms):
+                poller.unregister(fd)
+                left -= 1
+    finally:
+        _close(*fds)
 
 
 def _marker_of(pid):
@@ -177,7 +228,10 @@ def _kill_tree(root_pid, marker):
     """Kill the command's process group, its session, its descendants and every process that
     still carries its marker (daemonised grandchildren), repeating until none is left."""
     me = os.getpid()
+    end = time.monotonic() + KILL_WAIT_S
     for round_no in range(40):
+        if round_no and time.monotonic() > end:
+            return
         try:
             os.killpg(root_pid, signal.SIGKILL)
         except OSError:
@@ -198,12 +252,13 @@ def _kill_tree(root_pid, marker):
             frontier = children
         if not doomed:
             return
+        fds = _pidfds(doomed)
         for pid in doomed:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        _pause(round_no)
+        _wait_exited(fds, round_no, end)
 
 
 def op_ping(req):
@@ -528,18 +583,27 @@ def _ours(me):
 
 
 def op_kill_all(req):
-    """Kill every process in the sandbox except init (pid 1) and this supervisor.
+    """Kill every process in the sandbox except init (pid 1) and this supervisor, and wait
+    until they have exited (:func:`_wait_exited`: on their pid file descriptors, not in
+    rounds of sleeps). ``rounds``: how many times it killed (1 unless something escaped a
+    round: a process forked between the listing and the kill, ``--local`` only).
 
     Inside a PID namespace that is everyone else; with ``--local`` only what we started."""
     me = os.getpid()
     killed = set()
+    rounds = 0
+    end = time.monotonic() + KILL_WAIT_S
     for round_no in range(80):
+        if round_no and time.monotonic() > end:
+            break
         if _local[0]:
             others = _ours(me)
         else:
             others = [pid for pid in _pids() if pid not in (1, me) and _proc_stat(pid)]
         if not others:
             break
+        rounds += 1
+        fds = _pidfds(others)
         if not _local[0]:
             try:
                 os.kill(-1, signal.SIGKILL)  # in the PID namespace: everyone but us and init
@@ -551,14 +615,277 @@ def op_kill_all(req):
             except OSError:
                 pass
         killed.update(others)
-        _pause(round_no)
+        _wait_exited(fds, round_no, end)
     with _procs_lock:
         for p, _ in _procs.values():
             try:
                 p.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 pass
-    return {"killed": len(killed)}
+    return {"killed": len(killed), "rounds": rounds}
+
+
+class _Relay:
+    """Every ``forward`` of this supervisor, served by one thread with a selector (see the
+    module docs). Changes come from request threads through :meth:`call`, which runs a
+    function in the relay's thread and waits for it."""
+
+    CHUNK = 65536
+
+    def __init__(self):
+        import selectors
+        import socket
+
+        self.socket = socket
+        self.sel = selectors.DefaultSelector()
+        self.READ, self.WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        self.sel.register(self.wake_r, self.READ, None)
+        self.todo = collections.deque()
+        self.listeners = {}  # port -> (listening socket, unix path, max connections, pairs)
+        self.ends = {}  # connected socket -> _End
+        _start_thread(self._run)
+
+    def call(self, fn, *args):
+        """Run ``fn(*args)`` in the relay's thread; returns its result (or raises its error)."""
+        done = threading.Event()
+        box = []
+
+        def job():
+            try:
+                box.append((True, fn(*args)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                box.append((False, exc))
+            done.set()
+
+        self.todo.append(job)
+        os.write(self.wake_w, b"x")
+        done.wait()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    def _run(self):
+        while True:
+            for key, mask in self.sel.select():
+                try:
+                    self._event(key, mask)
+                except Exception:  # noqa: BLE001 - one connection's failure ends only it
+                    if isinstance(key.data, _End):
+                        self._close_pair(key.data)
+
+    def _event(self, key, mask):
+        data = key.data
+        if data is None:  # woken for jobs
+            try:
+                os.read(self.wake_r, 4096)
+            except BlockingIOError:
+                pass
+            while self.todo:
+                self.todo.popleft()()
+        elif isinstance(data, int):  # a listener: data is its port
+            self._accept(data)
+        elif data.sock is not None:  # a piped connection (closed earlier in this batch: skip)
+            if mask & self.READ:
+                self._read(data)
+            if mask & self.WRITE and data.sock is not None:
+                self._write(data)
+
+    def listen(self, port, path, max_connections):
+        sock = self.socket.socket(self.socket.AF_INET, self.socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(self.socket.SOL_SOCKET, self.socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self.listeners[port] = (sock, path, max_connections, set())
+        self.sel.register(sock, self.READ, port)
+
+    def unlisten(self, port):
+        entry = self.listeners.pop(port, None)
+        if entry is None:
+            return False
+        sock, _, _, pairs = entry
+        self.sel.unregister(sock)
+        sock.close()
+        for end in list(pairs):
+            self._close_pair(end)
+        return True
+
+    def _accept(self, port):
+        sock, path, cap, pairs = self.listeners[port]
+        while True:
+            try:
+                client, _ = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of descriptors: the next event tries again
+                return
+            if len(pairs) >= cap:
+                client.close()
+                continue
+            upstream = self.socket.socket(self.socket.AF_UNIX, self.socket.SOCK_STREAM)
+            try:
+                upstream.setblocking(False)
+                upstream.connect(path)
+            except OSError as exc:
+                upstream.close()
+                body = ("clawrig forwarder: %s is not reachable (%s)\n" % (path, exc)).encode()
+                head = (
+                    "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n"
+                    "Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+                )
+                try:  # a few hundred bytes: the socket's buffer takes them at once
+                    client.setblocking(False)
+                    client.send(head.encode() + body)
+                except OSError:
+                    pass
+                client.close()
+                continue
+            client.setblocking(False)
+            a, b = _End(client, pairs), _End(upstream, pairs)
+            a.peer, b.peer = b, a
+            pairs.add(a)
+            for end in (a, b):
+                self.ends[end.sock] = end
+                self.sel.register(end.sock, self.READ, end)
+
+    def _update(self, end):
+        """(Re)register ``end`` for what it waits for: reading while what it read last went
+        out to its peer, writing while its peer's bytes wait for it."""
+        if end.sock is None:
+            return
+        events = 0
+        if not end.eof and not end.out_for_peer:
+            events |= self.READ
+        if end.peer.out_for_peer:
+            events |= self.WRITE
+        key = self.sel.get_map().get(end.sock)
+        if key is None:
+            if events:
+                self.sel.register(end.sock, events, end)
+        elif not events:
+            self.sel.unregister(end.sock)
+        elif key.events != events:
+            self.sel.modify(end.sock, events, end)
+
+    def _read(self, end):
+        try:
+            data = end.sock.recv(self.CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close_pair(end)
+            return
+        peer = end.peer
+        if not data:
+            end.eof = True
+        else:
+            end.out_for_peer = data
+            self._flush(end)
+        if end.eof and not end.out_for_peer:
+            self._shut(peer)
+        self._update(end)
+        self._update(peer)
+        self._maybe_done(end)
+
+    def _write(self, end):
+        self._flush(end.peer)
+        if end.peer.eof and not end.peer.out_for_peer:
+            self._shut(end)
+        self._update(end)
+        self._update(end.peer)
+        self._maybe_done(end)
+
+    def _flush(self, src):
+        """Send what ``src`` read to its peer, as much as its socket takes now."""
+        dest = src.peer
+        if dest.sock is None:
+            src.out_for_peer = b""
+            return
+        try:
+            sent = dest.sock.send(src.out_for_peer)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close_pair(src)
+            return
+        src.out_for_peer = src.out_for_peer[sent:]
+
+    def _shut(self, end):
+        if end.sock is not None and not end.shut:
+            end.shut = True
+            try:
+                end.sock.shutdown(self.socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def _maybe_done(self, end):
+        a, b = end, end.peer
+        if a.sock is None or b.sock is None:
+            return
+        if a.eof and b.eof and not a.out_for_peer and not b.out_for_peer:
+            self._close_pair(a)
+
+    def _close_pair(self, end):
+        end.pairs.discard(end)
+        end.pairs.discard(end.peer)
+        for e in (end, end.peer):
+            if e is None or e.sock is None:
+                continue
+            if e.sock in self.sel.get_map():
+                self.sel.unregister(e.sock)
+            self.ends.pop(e.sock, None)
+            e.sock.close()
+            e.sock = None
+
+
+class _End:
+    """One side of a piped connection: its socket, what it read that still waits to go to
+    its peer, whether it sent EOF, whether we shut its writing side."""
+
+    __slots__ = ("sock", "peer", "out_for_peer", "eof", "shut", "pairs")
+
+    def __init__(self, sock, pairs):
+        self.sock = sock
+        self.peer = None
+        self.out_for_peer = b""
+        self.eof = False
+        self.shut = False
+        self.pairs = pairs
+
+
+_relay = []  # type: list
+_relay_lock = threading.Lock()
+
+
+def _the_relay():
+    with _relay_lock:
+        if not _relay:
+            _relay.append(_Relay())
+        return _relay[0]
+
+
+def op_forward(req):
+    """Listen on 127.0.0.1:``port`` and pipe each connection to the unix socket ``socket``
+    (at most ``max_connections`` at once); listening when this returns."""
+    relay = _the_relay()
+    path = _host(req["socket"])
+    relay.call(relay.listen, int(req["port"]), path, int(req.get("max_connections") or 64))
+    return {"port": int(req["port"])}
+
+
+def op_unforward(req):
+    """Stop the forward on ``port``: its listener and its connections closed."""
+    if not _relay:
+        return {"closed": False}
+    relay = _relay[0]
+    return {"closed": relay.call(relay.unlisten, int(req["port"]))}
 
 
 def op_adopt(req):

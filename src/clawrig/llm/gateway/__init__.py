@@ -24,7 +24,7 @@ asking a judge), the request reaches this gateway, which
 
 Serving: FastAPI + uvicorn in a background thread, on a unix socket that no sandbox sees (each
 sandbox gets its own :class:`GatewayDoor`, a capped socket piped to it, bound read-only; inside,
-:mod:`clawrig.llm.forwarder` exposes it on ``127.0.0.1:FORWARDER_PORT``) and on
+the sandbox's supervisor forwards ``127.0.0.1:FORWARDER_PORT`` to it) and on
 ``127.0.0.1:<free port>`` for host-side clients (:meth:`GatewayLease.chat_model`). Routes:
 ``POST /v1/chat/completions`` (streaming SSE and plain JSON, tool calls, usage),
 ``GET /v1/models``, ``GET /healthz``; the same under ``/t/<token>``.
@@ -41,7 +41,7 @@ Usage::
 
 Modules: :mod:`.server` (the Gateway and its HTTP app), :mod:`.lease` (a trial's lease and
 chat model), :mod:`.replay` (the request key, the record reader, the replay cache), :mod:`.wire`
-(completions, SSE), :mod:`.forwarder` (the in-sandbox forwarder's launcher), :mod:`.door` (a
+(completions, SSE), :mod:`.forwarder` (the in-sandbox forwarder), :mod:`.door` (a
 sandbox's capped socket to the gateway), :mod:`.tokens`
 (token capture for RL). Every name below is importable from ``clawrig.llm.gateway``.
 """
@@ -50,7 +50,6 @@ from __future__ import annotations
 
 from clawrig.llm.gateway.door import GatewayDoor
 from clawrig.llm.gateway.forwarder import (
-    FORWARDER_NAME,
     FORWARDER_PORT,
     SANDBOX_GATEWAY_DIR,
     SOCKET_NAME,
@@ -87,7 +86,6 @@ from clawrig.llm.gateway.tokens import read_token_capture
 from clawrig.llm.gateway.wire import completion_from_chunks, sse_from_completion
 
 __all__ = [
-    "FORWARDER_NAME",
     "SOCKET_NAME",
     "CAP_REFUSALS",
     "KEY_EXCLUDED",

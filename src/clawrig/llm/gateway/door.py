@@ -9,9 +9,9 @@ the job was lost. Now a sandbox can hold at most :data:`MAX_CONNECTIONS` of the 
 descriptors; more are refused at once (a 503, counted in :attr:`GatewayDoor.refused`, never a
 log line per connection), and other sandboxes' doors are untouched.
 
-The door's folder holds the socket (``gateway.sock``) and the forwarder script, and is bound
-read-only at :data:`clawrig.llm.gateway.forwarder.SANDBOX_GATEWAY_DIR`, so the in-sandbox
-forwarder (:func:`clawrig.llm.gateway.forwarder.start_forwarder`) works unchanged. The door
+The door's folder holds the socket (``gateway.sock``) and is bound read-only at
+:data:`clawrig.llm.gateway.forwarder.SANDBOX_GATEWAY_DIR`; the sandbox's supervisor forwards
+its loopback port to it (:func:`clawrig.llm.gateway.forwarder.start_forwarder`). The door
 understands nothing of HTTP and adds nothing: the trial's token travels in the request.
 """
 
@@ -22,18 +22,13 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clawrig.llm.gateway.forwarder import (
-    FORWARDER_NAME,
-    SANDBOX_GATEWAY_DIR,
-    SOCKET_NAME,
-    forwarder_script,
-)
+from clawrig.llm.gateway.forwarder import MAX_FORWARDED, SANDBOX_GATEWAY_DIR, SOCKET_NAME
 from clawrig.serving import PIPE_CHUNK, SandboxSocketServer, pipe_streams
 
 if TYPE_CHECKING:
     from clawrig.llm.gateway.server import Gateway
 
-MAX_CONNECTIONS = 64
+MAX_CONNECTIONS = MAX_FORWARDED
 """Connections one sandbox's door holds at once (the egress proxy's cap too)."""
 FIRST_BYTE_TIMEOUT_S = 10.0
 """Seconds a new connection has to send its first byte before it is closed."""
@@ -50,7 +45,6 @@ class GatewayDoor(SandboxSocketServer):
             socket_name=SOCKET_NAME,
             sandbox_dir=SANDBOX_GATEWAY_DIR,
             kind="gwdoor",
-            files={FORWARDER_NAME: forwarder_script()},
             max_connections=MAX_CONNECTIONS,
         )
         self.gateway = gateway

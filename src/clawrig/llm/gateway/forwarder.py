@@ -1,19 +1,15 @@
-"""Launching the in-sandbox forwarder (:mod:`clawrig.llm.forwarder`, the stdlib-only script
-that pipes a sandbox's ``127.0.0.1:FORWARDER_PORT`` to the gateway's unix socket)."""
+"""A sandbox's way to the model gateway: its supervisor listens on the sandbox's own
+``127.0.0.1:FORWARDER_PORT`` and pipes each connection to the trial's gateway door, a unix socket
+bound read-only into the sandbox (:meth:`clawrig.sandbox.base.Sandbox.forward`; the same for the
+egress proxy, :func:`clawrig.egress.proxy.start_egress_forwarder`)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clawrig.errors import SandboxError
-from clawrig.llm.forwarder import READY_PREFIX
-from clawrig.llm.gateway.wire import _one_line
-from clawrig.sandbox.base import ProcessHandle, Sandbox
+from clawrig.sandbox.base import Forward, Sandbox
 
 if TYPE_CHECKING:
     from clawrig.llm.gateway.server import Gateway
@@ -21,22 +17,17 @@ if TYPE_CHECKING:
 FORWARDER_PORT = 18199
 """The TCP port the in-sandbox forwarder listens on (the sandbox's own loopback)."""
 SANDBOX_GATEWAY_DIR = "/opt/clawrig-gateway"
-"""Where the gateway's folder (socket + forwarder script) is bound read-only in a sandbox."""
+"""Where the gateway door's folder (its socket) is bound read-only in a sandbox."""
 SOCKET_NAME = "gateway.sock"
-FORWARDER_NAME = "forwarder.py"
-
-
-def forwarder_script() -> Path:
-    """The forwarder script's path in the installed package (copied into the gateway's
-    folder)."""
-    return Path(__file__).resolve().parent.parent / "forwarder.py"
+MAX_FORWARDED = 64
+"""Connections a sandbox's forwarder pipes at once (its door's and the egress proxy's cap)."""
 
 
 @dataclass
 class Forwarder:
     """A running in-sandbox forwarder: ``base_url`` is what programs inside use."""
 
-    handle: ProcessHandle
+    handle: Forward
     port: int
 
     @property
@@ -44,80 +35,30 @@ class Forwarder:
         return f"http://127.0.0.1:{self.port}/v1"
 
     async def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.handle.kill()
+        await self.handle.stop()
 
 
 async def start_forwarder(
-    sandbox: Sandbox,
-    gateway: Gateway,
-    *,
-    port: int = FORWARDER_PORT,
-    python: str = "/usr/bin/python3",
-    ready_timeout_s: float = 15.0,
+    sandbox: Sandbox, gateway: Gateway, *, port: int = FORWARDER_PORT
 ) -> Forwarder:
-    """Start the forwarder inside ``sandbox`` (bound with ``gateway.sandbox_binds()``) on
-    ``127.0.0.1:port`` and wait until it listens.
+    """Forward ``sandbox``'s ``127.0.0.1:port`` (bound with the trial's door,
+    :class:`clawrig.llm.gateway.GatewayDoor`) to the gateway; listening on return.
 
     On the ``local`` backend (no binds, host network) the host's socket path is used. Raises
-    :class:`clawrig.errors.SandboxError` when it does not come up within ``ready_timeout_s``
-    seconds (with its output).
+    :class:`clawrig.errors.SandboxError` when it cannot listen (the port is taken).
     """
-    if sandbox.backend == "local":
-        script, sock = str(gateway.folder / FORWARDER_NAME), str(gateway.socket_path)
-    else:
-        script, sock = f"{SANDBOX_GATEWAY_DIR}/{FORWARDER_NAME}", gateway.sandbox_socket
-    handle = await spawn_forwarder(
-        sandbox,
-        script,
-        sock,
-        port=port,
-        python=python,
-        ready_timeout_s=ready_timeout_s,
-        what="the model gateway forwarder",
-    )
+    sock = str(gateway.socket_path) if sandbox.backend == "local" else gateway.sandbox_socket
+    handle = await open_forward(sandbox, sock, port=port, what="the model gateway forwarder")
     return Forwarder(handle=handle, port=port)
 
 
-async def spawn_forwarder(
-    sandbox: Sandbox,
-    script: str,
-    socket_path: str,
-    *,
-    port: int,
-    python: str = "/usr/bin/python3",
-    ready_timeout_s: float = 15.0,
-    what: str = "the forwarder",
-) -> ProcessHandle:
-    """Run the forwarder ``script`` (a path inside ``sandbox``) from ``127.0.0.1:port`` to the
-    unix socket ``socket_path`` (inside too) and wait until it listens; returns its handle.
-
-    Raises :class:`clawrig.errors.SandboxError` naming ``what`` when it does not come up
-    within ``ready_timeout_s`` seconds (with its output). A pooled sandbox may hold this very
-    forwarder started ahead (:attr:`clawrig.sandbox.pool.PoolEntry.forwarders`): that one is
-    returned while it runs.
-    """
-    ahead = getattr(sandbox, "forwarders", None)
-    handle = ahead.pop((socket_path, port), None) if ahead else None
-    if handle is not None and await handle.poll() is None:
-        return handle
-    handle = await sandbox.spawn(
-        [python, "-I", "-S", "-u", script, "--port", str(port), "--socket", socket_path]
-    )
-    deadline = time.monotonic() + ready_timeout_s
-    text = ""
-    looks = 0
-    while time.monotonic() < deadline:
-        text, _ = await handle.read_log(0)
-        if READY_PREFIX in text:
-            return handle
-        looks += 1
-        # whether it exited: when it wrote something else (an error), else every 5th look
-        # (each look is a call to the sandbox's supervisor: harness CPU per sandbox start)
-        if (text or looks % 5 == 0) and await handle.poll() is not None:
-            text, _ = await handle.read_log(0)  # what it wrote before it exited
-            break
-        await asyncio.sleep(0.02)
-    with contextlib.suppress(Exception):
-        await handle.kill()
-    raise SandboxError(f"{what} did not start in the sandbox: {_one_line(text) or 'no output'}")
+async def open_forward(sandbox: Sandbox, socket_path: str, *, port: int, what: str) -> Forward:
+    """``sandbox.forward(port, socket_path)`` with :data:`MAX_FORWARDED`; raises
+    :class:`clawrig.errors.SandboxError` naming ``what`` when it cannot listen (SandboxDied
+    when the sandbox is gone)."""
+    try:
+        return await sandbox.forward(port, socket_path, max_connections=MAX_FORWARDED)
+    except OSError as exc:
+        raise SandboxError(
+            f"{what} cannot listen on 127.0.0.1:{port} in the sandbox: {exc}"
+        ) from None

@@ -38,12 +38,7 @@ from clawrig.llm.client import (
     retry_after_seconds,
     usage_from_openai,
 )
-from clawrig.llm.gateway.forwarder import (
-    FORWARDER_NAME,
-    SANDBOX_GATEWAY_DIR,
-    SOCKET_NAME,
-    forwarder_script,
-)
+from clawrig.llm.gateway.forwarder import SANDBOX_GATEWAY_DIR, SOCKET_NAME
 from clawrig.llm.gateway.lease import UPSTREAM_CLIENT, GatewayLease, placeholder_endpoint
 from clawrig.llm.gateway.replay import (
     JUDGE_KEY_MODEL,
@@ -249,8 +244,6 @@ class Gateway:
             self._dir = owned_tempdir("gw")
         self._dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self._dir, 0o755)  # sandboxes may run as another host uid
-        shutil.copyfile(forwarder_script(), self._dir / FORWARDER_NAME)
-        os.chmod(self._dir / FORWARDER_NAME, 0o644)
         path = self.socket_path
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
