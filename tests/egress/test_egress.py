@@ -53,6 +53,22 @@ def test_registries_follow_this_machines_configuration(monkeypatch, tmp_path) ->
     assert policy.allows("npm.example", 4873) and not policy.allows("npm.example", 80)
 
 
+def test_registries_are_read_again_when_the_configuration_changes(monkeypatch, tmp_path) -> None:
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://one.example/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    assert "one.example" in registry_hosts() and "one.example" in registry_hosts()
+    conf.write_text("[global]\nindex-url = https://second.example/simple\n")
+    hosts = registry_hosts()  # the file's size changed: read again
+    assert "second.example" in hosts and "one.example" not in hosts
+    monkeypatch.setenv("PIP_INDEX_URL", "https://third.example:8443/simple")
+    assert "third.example:8443" in registry_hosts()
+    monkeypatch.delenv("PIP_CONFIG_FILE")
+    monkeypatch.delenv("PIP_INDEX_URL")
+    assert "second.example" not in registry_hosts()
+
+
 async def _sandbox(tmp_path: Path, proxy: EgressProxy):
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)

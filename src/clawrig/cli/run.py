@@ -481,6 +481,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     """Prepare the Job (errors before any progress bar), then run it under a progress bar."""
     import asyncio
+    import gc
 
     from rich.progress import (
         BarColumn,
@@ -530,5 +531,8 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
 
     job = Job(config, on_note=note, on_update=on_update).prepare()
     bar = progress.add_task("trials", total=len(job.tasks) * config.runs, info="")
+    # what exists now (modules, tasks, settings) lives as long as the process: keep it out of
+    # the cyclic collector's full passes, which otherwise walk it again and again mid-job
+    gc.freeze()
     with progress:
         return asyncio.run(job.arun()), job

@@ -197,14 +197,42 @@ def _apt_hosts() -> list[str]:
     return hosts or list(DEFAULT_APT_HOSTS)
 
 
+def _registry_sources() -> tuple[object, ...]:
+    """What :func:`registry_hosts` reads, as (path, mtime, size) of each file and the
+    environment variables' values: the same tuple means the same hosts."""
+    apt = Path("/etc/apt/sources.list.d")
+    paths = [*pip_config_files(), Path.home() / ".npmrc", Path("/etc/npmrc")]
+    paths += [Path("/usr/etc/npmrc"), Path("/etc/apt/sources.list"), apt]
+    if apt.is_dir():
+        paths += sorted(apt.iterdir())
+    seen: list[object] = [os.environ.get(n) for n in (*PIP_ENV, *NPM_ENV)]
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            seen.append((str(path), None))
+            continue
+        seen.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(seen)
+
+
+_REGISTRY_HOSTS: tuple[tuple[object, ...], list[str]] | None = None
+
+
 def registry_hosts() -> list[str]:
     """The hosts pip, npm and apt use on this machine: pip's index URLs (pip.conf files and
     ``PIP_INDEX_URL``/``PIP_EXTRA_INDEX_URL``; PyPI and its file host when no index is set),
     npm's registry (``npm_config_registry``, ``.npmrc``; registry.npmjs.org by default) and
-    apt's sources (sources.list and deb822 files). ``file://`` indexes are left out."""
+    apt's sources (sources.list and deb822 files). ``file://`` indexes are left out. Read
+    again only when one of those files or variables changed (every trial's setup asks)."""
+    global _REGISTRY_HOSTS
+    sources = _registry_sources()
+    if _REGISTRY_HOSTS is not None and _REGISTRY_HOSTS[0] == sources:
+        return list(_REGISTRY_HOSTS[1])
     seen: dict[str, None] = {}
     for host in (*_pip_hosts(), *_npm_hosts(), *_apt_hosts()):
         seen.setdefault(host.lower(), None)
+    _REGISTRY_HOSTS = (sources, list(seen))
     return list(seen)
 
 

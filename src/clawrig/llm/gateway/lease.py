@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import copy
 import json
 import threading
 import weakref
@@ -13,14 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
-from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletion
 from pydantic import SecretStr
 
 from clawrig.errors import BudgetExceeded, ModelRequestError
-from clawrig.llm.client import OpenAIChatModel, RetryPolicy, _BodyError, sdk_httpx
+from clawrig.llm.client import (
+    OpenAIChatModel,
+    RetryPolicy,
+    _BodyError,
+    completion_fields,
+    sdk_httpx,
+)
 from clawrig.llm.gateway.forwarder import FORWARDER_PORT
-from clawrig.llm.gateway.replay import CacheMode, ResponseCache
+from clawrig.llm.gateway.replay import CacheMode, ResponseCache, canonical_json
 from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.llm.stalls import RequestWatch
@@ -28,6 +33,8 @@ from clawrig.spec.llm import ChatResponse
 from clawrig.spec.trial import Usage
 
 if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
     from clawrig.llm.gateway.server import Gateway
 
 
@@ -85,6 +92,7 @@ class GatewayLease:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _last_body: dict[str, Any] | None = None
     _last_seq: int | None = None
+    _tools_json: tuple[Any, Any, str, str | None] | None = None
 
     @property
     def model_name(self) -> str:
@@ -153,6 +161,24 @@ class GatewayLease:
         return GatewayChatModel(
             self, retry=retry, stream=stream, timeout_s=timeout_s, in_process=in_process
         )
+
+    def tools_json(self, tools: list[Any]) -> tuple[str, str | None]:
+        """``tools`` (a request's tool list) as (:func:`canonical_json`, compact JSON as sent
+        upstream; None when JSON cannot hold it, NaN say). The agent in this process sends the
+        same list object with each request: made once for it (~0.5 ms a request for ~10 KB),
+        and again when the list is another or was changed since (compared with a copy)."""
+        memo = self._tools_json
+        if memo is not None and memo[0] is tools and memo[1] == tools:
+            return memo[2], memo[3]
+        canonical = canonical_json(tools)
+        try:
+            compact: str | None = json.dumps(
+                tools, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+            )
+        except ValueError:
+            compact = None
+        self._tools_json = (tools, copy.deepcopy(tools), canonical, compact)
+        return canonical, compact
 
     def _count(self, usage: Usage | None, retries: int = 0) -> None:
         with self._lock:
@@ -250,6 +276,8 @@ class GatewayChatModel(OpenAIChatModel):
         app when in process, else over TCP (:meth:`OpenAIChatModel._client`)."""
         if not self.in_process:
             return super()._client()
+        import openai
+
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
@@ -257,7 +285,7 @@ class GatewayChatModel(OpenAIChatModel):
             transport = sdk_httpx.ASGITransport(
                 app=self.lease.gateway.app, raise_app_exceptions=False
             )
-            client = AsyncOpenAI(
+            client = openai.AsyncOpenAI(
                 api_key=self.lease.token,
                 base_url=self.endpoint.base_url,
                 max_retries=0,
@@ -280,6 +308,8 @@ class GatewayChatModel(OpenAIChatModel):
         # a snapshot of the message list, which the agent goes on appending to
         body["messages"] = [dict(m) if isinstance(m, dict) else m for m in body["messages"]]
         reply = await self.lease.gateway.chat_in_process(self.lease.token, body)
+        if isinstance(reply, dict):  # a 200 reply's completion object, as the SDK would parse it
+            return self._from_completion(completion_fields(reply))
         raw = bytes(reply.body)
         if reply.status_code >= 400:
             response = sdk_httpx.Response(
@@ -295,7 +325,7 @@ class GatewayChatModel(OpenAIChatModel):
             raise _BodyError(reply.status_code, "the reply is not JSON") from None
         if not isinstance(data, dict):
             raise _BodyError(None, "the reply is not a JSON object")
-        return self._from_completion(ChatCompletion.construct(**data))
+        return self._from_completion(completion_fields(data))
 
     def where(self) -> str:
         """The upstream the gateway calls (the URL the user set), not the gateway itself."""

@@ -39,13 +39,28 @@ and add the reply; only: answer from the cache, refuse a request it does not hol
 # ------------------------------------------------------------------------------ cache keys
 
 
-def request_key(model: str, body: dict[str, Any]) -> str:
+def canonical_json(value: Any) -> str:
+    """``value`` as the canonical JSON of :func:`request_key` (sorted keys, ``", "`` and
+    ``": "`` separators, non-ASCII kept)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def request_key(model: str, body: dict[str, Any], *, tools_json: str | None = None) -> str:
     """The one key of every recorded model call, the agent's or a judge's: SHA-256 (hex) of
     ``model`` (the endpoint's name; :data:`JUDGE_KEY_MODEL` for judge calls) and the body's
-    canonical JSON (sorted keys, UTF-8) without :data:`KEY_EXCLUDED`. A judge request of
-    :mod:`clawrig.grading.judge` is the body ``{"messages": [...], "temperature": 0}``."""
+    canonical JSON (:func:`canonical_json`, UTF-8) without :data:`KEY_EXCLUDED`. A judge
+    request of :mod:`clawrig.grading.judge` is the body ``{"messages": [...], "temperature":
+    0}``. ``tools_json``: ``canonical_json(body["tools"])`` made earlier (the same ~10 KB list
+    comes with every request of a trial); the key is the same with or without it."""
     kept = {k: v for k, v in body.items() if k not in KEY_EXCLUDED}
-    blob = json.dumps({"model": model, "body": kept}, sort_keys=True, ensure_ascii=False)
+    if tools_json is None or "tools" not in kept or not all(isinstance(k, str) for k in kept):
+        blob = canonical_json({"model": model, "body": kept})
+    else:  # the same text, put together around the tools' (json's dict layout: sorted items)
+        fields = ", ".join(
+            f"{canonical_json(k)}: {tools_json if k == 'tools' else canonical_json(v)}"
+            for k, v in sorted(kept.items())
+        )
+        blob = f'{{"body": {{{fields}}}, "model": {canonical_json(model)}}}'
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

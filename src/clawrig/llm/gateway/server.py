@@ -118,6 +118,19 @@ async def _read_reply(resp: httpx.Response, cap: int) -> bytes | None:
         await resp.aclose()
 
 
+def _with_tools(body: dict[str, Any], tools_json: str) -> bytes | None:
+    """``body`` as the compact JSON an HTTP client sends (httpx's ``json=``), its ``tools``
+    given as JSON text already (put last: key order means nothing to a server); None when JSON
+    cannot hold the rest (NaN, say: httpx then says so)."""
+    rest = {k: v for k, v in body.items() if k != "tools"}
+    try:
+        text = json.dumps(rest, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return None
+    sep = "," if rest else ""
+    return f'{text[:-1]}{sep}"tools":{tools_json}}}'.encode()
+
+
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, _Retryable | httpx.TransportError) and not refuses_retry(exc)
 
@@ -415,15 +428,15 @@ class Gateway:
             lease = self._lease_for(request, token)
             if lease is None:
                 return _error_body(401, UNKNOWN_TOKEN, "auth")
-            raw = await _read_request(request, MAX_REQUEST_BYTES)
-            if raw is None:
+            data = await _read_request(request, MAX_REQUEST_BYTES)
+            if data is None:
                 return _error_body(
                     413,
                     f"clawrig gateway: the request body is over {MAX_REQUEST_BYTES // 2**20} MiB",
                     "request_too_large",
                 )
             try:
-                body = json.loads(raw)
+                body = json.loads(data)
             except (ValueError, RecursionError):
                 return _error_body(
                     400, "clawrig gateway: the request body is not JSON", "bad_request"
@@ -432,7 +445,9 @@ class Gateway:
                 return _error_body(
                     400, "clawrig gateway: the body must be a JSON object", "bad_request"
                 )
-            return await self._chat(lease, body)
+            reply = await self._chat(lease, body)
+            assert isinstance(reply, Response)  # not raw: always a response
+            return reply
 
         app.add_api_route("/v1/models", models, methods=["GET"])
         app.add_api_route("/t/{token}/v1/models", models, methods=["GET"])
@@ -440,15 +455,18 @@ class Gateway:
         app.add_api_route("/t/{token}/v1/chat/completions", chat, methods=["POST"])
         return app
 
-    async def chat_in_process(self, token: str, body: dict[str, Any]) -> Response:
+    async def chat_in_process(self, token: str, body: dict[str, Any]) -> Response | dict[str, Any]:
         """A chat-completions request from this process (:class:`GatewayChatModel` in
         process): the route's work without HTTP, ``body`` as the JSON object the route would
-        have parsed. An unknown or closed ``token`` gets the route's 401."""
+        have parsed. A plain request answered 200 returns the completion object itself (the
+        JSON the route's response would carry, parsed; the same object is recorded: do not
+        change it), anything else the route's response (an unknown or closed ``token``: its
+        401)."""
         with self._lock:
             lease = self._leases.get(token)
         if lease is None:
             return _error_body(401, UNKNOWN_TOKEN, "auth")
-        return await self._chat(lease, body)
+        return await self._chat(lease, body, raw=True)
 
     def _refusal(self, lease: GatewayLease) -> tuple[str, str] | None:
         """(kind, message) when a cap forbids another request for ``lease``."""
@@ -479,10 +497,17 @@ class Gateway:
             )
         return None
 
-    async def _chat(self, lease: GatewayLease, body: dict[str, Any]) -> Response:
+    async def _chat(
+        self, lease: GatewayLease, body: dict[str, Any], *, raw: bool = False
+    ) -> Response | dict[str, Any]:
+        """The answer to one chat-completions request of ``lease`` (caps, cache, upstream,
+        record): an HTTP response, or with ``raw`` (an in-process caller) a plain reply's
+        completion object itself (what the response's body would hold)."""
         stream = bool(body.get("stream"))
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        key = request_key(lease.cache_model, body)
+        tools = body.get("tools")
+        texts = lease.tools_json(tools) if raw and isinstance(tools, list) else None
+        key = request_key(lease.cache_model, body, tools_json=texts and texts[0])
         started = time.monotonic()
         with self._lock:
             self._seq += 1
@@ -513,7 +538,7 @@ class Gateway:
                     cached=True,
                     started=started,
                 )
-                return self._answer(hit, stream, wants_usage, cached=True)
+                return self._answer(hit, stream, wants_usage, cached=True, raw=raw)
             if lease.cache_mode == "only":
                 lease._refuse("replay_miss")
                 msg = (
@@ -530,7 +555,10 @@ class Gateway:
             )
             self._record(lease, seq, key, body, status=503, error=msg, started=started)
             return _error_body(503, msg, "no_upstream")
-        return await self._forward(lease, seq, key, body, stream, wants_usage, started)
+        wire_tools = texts[1] if texts is not None else None
+        return await self._forward(
+            lease, seq, key, body, stream, wants_usage, started, raw, wire_tools
+        )
 
     @staticmethod
     def _prices(lease: GatewayLease) -> Any:
@@ -539,8 +567,15 @@ class Gateway:
         return lease.endpoint.prices if lease.endpoint is not None else Prices()
 
     def _answer(
-        self, completion: dict[str, Any], stream: bool, wants_usage: bool, cached: bool = False
-    ) -> Response:
+        self,
+        completion: dict[str, Any],
+        stream: bool,
+        wants_usage: bool,
+        cached: bool = False,
+        raw: bool = False,
+    ) -> Response | dict[str, Any]:
+        if raw and not stream:  # an in-process caller reads the object itself
+            return completion
         headers = {CACHED_HEADER: "1"} if cached else None
         if not stream:  # the provider's JSON: its lone surrogates (if any) as escapes
             return Response(
@@ -583,7 +618,11 @@ class Gateway:
         stream: bool,
         wants_usage: bool,
         started: float,
-    ) -> Response:
+        raw: bool = False,
+        wire_tools: str | None = None,
+    ) -> Response | dict[str, Any]:
+        """Send ``body`` upstream (retrying), count, record and answer. ``wire_tools``: the
+        body's ``tools`` as compact JSON made earlier (:meth:`GatewayLease.tools_json`)."""
         ep = lease.endpoint
         client = UPSTREAM_CLIENT.get() or self._client
         assert ep is not None and client is not None
@@ -605,6 +644,9 @@ class Gateway:
         if ep.api_key is not None:
             headers["authorization"] = f"Bearer {ep.api_key.get_secret_value()}"
         url = f"{ep.base_url.rstrip('/')}/chat/completions"
+        content = None
+        if wire_tools is not None and out.get("tools") is body.get("tools"):
+            content = _with_tools(out, wire_tools)
         attempts = 0
         if lease.role != "agent" or body.get("stream"):
             # watched for a stall (ended by the request's record or a transport error); not an
@@ -614,7 +656,10 @@ class Gateway:
         async def attempt() -> httpx.Response:
             nonlocal attempts
             attempts += 1
-            req = client.build_request("POST", url, json=out, headers=headers)
+            if content is not None:
+                req = client.build_request("POST", url, content=content, headers=headers)
+            else:
+                req = client.build_request("POST", url, json=out, headers=headers)
             resp = await client.send(req, stream=True)
             if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
                 data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
@@ -704,7 +749,7 @@ class Gateway:
             self._finish(
                 lease, seq, key, body, completion, started, retries, tokens=tokens, cached=cached
             )
-            return self._answer(completion, stream or stream_to_client, wants_usage)
+            return self._answer(completion, stream or stream_to_client, wants_usage, raw=raw)
         return StreamingResponse(
             self._relay(lease, seq, key, body, resp, wants_usage, started, retries, cached),
             media_type="text/event-stream",

@@ -1,0 +1,181 @@
+"""The native agent's in-process path to the gateway (a request handed over as a dict, the
+reply object handed back) against the HTTP path (the SDK over the gateway's TCP listener): for
+the same scripted server and the same requests, the same model_calls.jsonl records, the same
+replies and the same errors, live and from a replay.
+
+Each path gets its own gateway and its own scripted server with the same script, so sequence
+numbers, call ids and usage line up; only what the server makes up per reply (``id``,
+``created``) and the clocks (``ts``, ``latency_s``) differ.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gw_helpers import upstream
+
+from clawrig.errors import ModelRequestError
+from clawrig.llm.gateway import RECORD_FILE, GatewayRefusal, read_records, replay_gateway
+from clawrig.llm.pricing import Prices
+from clawrig.testing.scripted_server import call, error, reply, usage
+
+PRICES = Prices(input=1.0, output=2.0, cache_read=0.5)
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "exec",
+            "description": "Run a command ünïcode",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
+
+
+def script() -> list[Any]:
+    return [
+        reply(
+            tool_calls=[call("exec", {"command": "ls -l"}, id="c1"), call("exec", "{bad json")],
+            reasoning="list first",
+            usage=usage(100, 20, cached=10, cost=0.00125),
+        ),
+        reply("done: ✓", reasoning="all good", reasoning_key="reasoning", usage=usage(50, 5)),
+        error(400, "the prompt is too long"),
+        reply(None, usage=usage(7, 0, reasoning_tokens=3)),
+    ]
+
+
+def conversation() -> list[list[dict[str, Any]]]:
+    """The requests, each the whole message list so far (as the agent sends them)."""
+    first = [{"role": "system", "content": "S"}, {"role": "user", "content": "go"}]
+    second = [
+        *first,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "exec", "arguments": '{"command": "ls -l"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+    ]
+    third = [*second, {"role": "assistant", "content": "done: ✓"}, {"role": "user", "content": "x"}]
+    return [first, second, third, [*third, {"role": "user", "content": "y"}]]
+
+
+async def run_path(gw: Any, endpoint: Any, folder: Path, in_process: bool) -> list[Any]:
+    """Every request of :func:`conversation` (and one past the trial's cap of 4) through one
+    lease; returns the replies and the errors' (type, message)."""
+    lease = gw.open_trial(
+        endpoint,
+        trial_id="t1",
+        task_id="task_a",
+        run_index=2,
+        record_path=folder / RECORD_FILE,
+        max_requests=4,
+    )
+    model = lease.chat_model(in_process=in_process)
+    out: list[Any] = []
+    for messages in [*conversation(), [{"role": "user", "content": "over the cap"}]]:
+        try:
+            out.append(await model.chat(messages, tools=TOOLS, max_tokens=64))
+        except (ModelRequestError, GatewayRefusal) as exc:
+            out.append((type(exc).__name__, str(exc)))
+    await model.aclose()
+    gw.close_trial(lease)
+    assert lease.usage.request_count == 3  # two answered, the last one empty; caps refused
+    return out
+
+
+def comparable_reply(r: Any, record: dict[str, Any] | None, base_url: str) -> Any:
+    if isinstance(r, tuple):
+        return r[0], r[1].replace(base_url, "<upstream>")
+    assert record is not None and r.response_id == record["response"]["id"]
+    return r.model_dump(exclude={"latency_s": True, "response_id": True, "usage": {"elapsed_time"}})
+
+
+def comparable_records(path: Path, base_url: str) -> list[dict[str, Any]]:
+    """The record file's lines as written, without the clocks and what the server made up
+    (its address in error messages too)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line.replace(base_url, "<upstream>"))
+        assert isinstance(rec.pop("ts"), float) and isinstance(rec.pop("latency_s"), float)
+        if rec["response"] is not None:
+            assert rec["response"].pop("id").startswith("chatcmpl-")
+            assert isinstance(rec["response"].pop("created"), int)
+        out.append(rec)
+    return out
+
+
+async def test_in_process_calls_record_and_answer_as_the_http_path(
+    scripted_server, make_gateway, tmp_path
+):
+    runs = {}
+    for in_process in (True, False):
+        srv = scripted_server(script())
+        folder = tmp_path / ("in-process" if in_process else "http")
+        gw = make_gateway()
+        replies = await run_path(gw, upstream(srv, prices=PRICES), folder, in_process)
+        runs[in_process] = (replies, folder, srv.base_url)
+    (fast, fast_dir, fast_url), (http, http_dir, http_url) = runs[True], runs[False]
+    fast_records = comparable_records(fast_dir / RECORD_FILE, fast_url)
+    assert fast_records == comparable_records(http_dir / RECORD_FILE, http_url)
+    assert len(fast_records) == 5
+    assert [r["status"] for r in fast_records] == [200, 200, 400, 200, 402]
+    # worked out from the script: 90 input + 10 cache-read tokens at $1 / $0.5 per 1M and 20
+    # output at $2 per 1M would be $0.000135, but the provider's own cost is used when sent
+    assert fast_records[0]["usage"]["cost_usd"] == pytest.approx(0.00125)
+    assert fast_records[1]["request"]["messages"][-1]["content"] == "a.txt"  # a delta
+    whole = read_records(fast_dir / RECORD_FILE)
+    assert whole[3]["request"]["messages"] == conversation()[3]
+    assert whole[3]["request"]["tools"] == TOOLS
+    by_seq = {r["seq"]: r for r in read_records(fast_dir / RECORD_FILE)}
+    http_records = read_records(http_dir / RECORD_FILE)
+    assert [comparable_reply(r, by_seq.get(n), fast_url) for n, r in enumerate(fast, 1)] == [
+        comparable_reply(r, rec, http_url) for r, rec in zip(http, http_records, strict=True)
+    ]
+    first, second, bad, empty, capped = fast
+    assert [(c.id, c.name, c.arguments) for c in first.tool_calls] == [
+        ("c1", "exec", '{"command": "ls -l"}'),
+        ("call_1", "exec", "{bad json"),
+    ]
+    assert (first.reasoning, first.finish_reason) == ("list first", "tool_calls")
+    assert (second.content, second.reasoning) == ("done: ✓", "all good")
+    assert bad[0] == "ModelRequestError" and "HTTP 400" in bad[1]
+    assert "the prompt is too long" in bad[1]
+    assert (empty.content, empty.finish_reason, empty.usage.output_tokens) == (None, "stop", 0)
+    assert capped[0] == "GatewayRefusal" and "limit of 4 model requests" in capped[1]
+
+    # a replay of the recorded trial answers both paths from the records alike
+    replayed = {}
+    for in_process in (True, False):
+        gw = replay_gateway(fast_dir, what="TRIAL_DIR").start()
+        try:
+            folder = tmp_path / f"replay-{in_process}"
+            lease = gw.open_trial(
+                upstream(srv, prices=PRICES),
+                trial_id="t1",
+                task_id="task_a",
+                run_index=2,
+                record_path=folder / RECORD_FILE,
+            )
+            model = lease.chat_model(in_process=in_process)
+            again = [await model.chat(m, tools=TOOLS, max_tokens=64) for m in conversation()[:2]]
+            await model.aclose()
+            replayed[in_process] = (again, comparable_records(folder / RECORD_FILE, srv.base_url))
+        finally:
+            gw.stop()
+    assert replayed[True][1] == replayed[False][1]
+    assert [r["cached"] for r in replayed[True][1]] == [True, True]
+    assert [r.model_dump(exclude={"latency_s", "usage"}) for r in replayed[True][0]] == [
+        r.model_dump(exclude={"latency_s", "usage"}) for r in replayed[False][0]
+    ]
+    assert replayed[True][0][1].content == "done: ✓"
