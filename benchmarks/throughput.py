@@ -19,10 +19,11 @@ seconds per call).
 
 Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wall vs the ideal
 (calls per trial x delay), trials/s, the harness's peak RSS (the clawrig process, sampled from
-/proc), CPU seconds per trial (clawrig and its sandboxes; the harness process alone in
-parentheses), errors, how many trials hit their
-time limit, and how long trials waited on the harness (the summary's ``waits``: slots for a
-sandbox start, a model request, grading; not counted toward time limits).
+/proc), CPU per trial (clawrig and its sandboxes; the harness process alone and the rest),
+errors (by kind), how many trials hit their time limit, how long trials waited on the harness
+(the summary's ``waits``, median per trial, by kind: slots for a sandbox start, grading, a
+model request, worker threads, the busy event loop; not counted toward time limits), how long
+the command took to exit after writing its summary, and the load average at the end.
 
 Each clawrig line also gives the per-trial medians of the sandbox start and the clean room's
 grading cost (stop_agent + settle + clean room ready + gt in: timings kill + collect +
@@ -177,12 +178,15 @@ def run_clawrig(
         rss.start()
         _, stderr = proc.communicate()
         wall = time.perf_counter() - t
+        ended = time.time()
         rss.done.set()
         cpu = _children_cpu_s() - cpu0
     summaries = sorted(out.glob("summary_*.json"))
     if not summaries:
         why = f"exit {proc.returncode}: {stderr[-400:]}"
         raise RuntimeError(f"clawrig run wrote no summary ({why})")
+    # seconds between the summary's writing and the command's exit (the job's close)
+    exit_tail = max(0.0, ended - summaries[0].stat().st_mtime)
     summary = json.loads(summaries[0].read_text())
     rows = summary.get("tasks", [])
     scores = [r.get("score") for r in rows]
@@ -212,6 +216,14 @@ def run_clawrig(
         "time_limits": timeouts,
         "waits_median_s": waited.get("median_s", 0.0),
         "waits_max_s": waited.get("max_s", 0.0),
+        "waits_by_kind": {
+            k: v.get("median_s", 0.0)
+            for k, v in (summary.get("waits") or {}).items()
+            if k != "total" and isinstance(v, dict) and v.get("total_s")
+        },
+        "errors_by_kind": summary.get("errors_by_kind") or {},
+        "exit_tail_s": exit_tail,
+        "load": os.getloadavg()[0],
         "sandbox_start_ms": statistics.median(starts) * 1000 if starts else 0.0,
         "clean_room_ms": statistics.median(clean_room) * 1000 if clean_room else 0.0,
     }
@@ -350,16 +362,28 @@ def main() -> None:
         if args.model_delay > 0:
             ideal = CALLS + 1
             for p in ps:
-                rows = [r for r in results.get(("clawrig", p), []) if r["ok"]]
+                # every run counts here, a rejected one too (its errors are the point)
+                rows = results.get(("clawrig", p), [])
                 if not rows:
                     continue
                 waves = -(-args.trials // p)
+                harness = statistics.median(r["harness_cpu_per_trial_s"] for r in rows)
+                total = statistics.median(r["cpu_per_trial_s"] for r in rows)
+                last = rows[-1]
+                waits = ", ".join(f"{k} {v:.1f}" for k, v in last["waits_by_kind"].items())
+                errors = ", ".join(f"{k} {v}" for k, v in last["errors_by_kind"].items())
                 print(
                     f"-p {p}: wall {_stat([r['wall_s'] for r in rows])} s vs ideal "
                     f"{waves * ideal * args.model_delay:.0f} s (model time); "
-                    f"rss {max(r['peak_rss_mb'] for r in rows):.0f} MB; cpu/trial "
-                    f"{statistics.median(r['cpu_per_trial_s'] for r in rows) * 1000:.0f} ms; "
-                    f"time limits {sum(r['time_limits'] for r in rows)}"
+                    f"{statistics.median(args.trials / r['wall_s'] for r in rows):.2f} trials/s; "
+                    f"harness rss {max(r['peak_rss_mb'] for r in rows):.0f} MB; cpu/trial "
+                    f"{total * 1000:.0f} ms (harness {harness * 1000:.0f}, sandboxes "
+                    f"{(total - harness) * 1000:.0f}); errors "
+                    f"{sum(r['errors'] for r in rows)} ({errors or 'none'}); time limits "
+                    f"{sum(r['time_limits'] for r in rows)}; harness waits median/trial "
+                    f"{last['waits_median_s']:.1f} s (max {last['waits_max_s']:.1f}; by kind: "
+                    f"{waits or 'none'}); exit {last['exit_tail_s']:.1f} s after the summary; "
+                    f"load {last['load']:.1f} at the end"
                 )
     finally:
         shutil.rmtree(base, ignore_errors=True)
