@@ -199,6 +199,20 @@ async def test_daemonised_child_dies_with_stop(make_sandbox, isolated):
     assert _host_processes_with(one) == [] and _host_processes_with(two) == []
 
 
+async def test_no_process_of_the_agent_can_reach_the_harness_protocol(make_sandbox, isolated):
+    # bwrap's init process (pid 1, dumpable, the agent's uid) held the supervisor's stdio,
+    # the harness's pipes: a line written to /proc/1/fd/1 went into the harness's answers (a
+    # forged answer, a line of gigabytes held in the harness's memory; here garbage, which
+    # killed the sandbox) and /proc/1/fd/0 let the agent read or steal the harness's requests
+    sb = await make_sandbox(isolated)
+    r = await sb.exec(
+        "for fd in 0 1 2; do [ -p /proc/1/fd/$fd ] && printf 'not json\\n' > /proc/1/fd/$fd "
+        "2>/dev/null && echo wrote $fd; done; true"
+    )
+    after = await sb.exec("echo alive")
+    assert after.stdout.strip() == "alive", (r.stdout, after)
+
+
 async def test_fork_bomb_is_contained(make_sandbox, isolated):
     sb = await make_sandbox(isolated, max_processes=64)
     bomb = (

@@ -497,8 +497,21 @@ class BwrapSandbox(SupervisedSandbox):
             fsize = max(1, lim.max_file_bytes // 512) if lim.max_file_bytes else 0  # 512 B blocks
             launcher = ["/bin/sh", "-c", _LAUNCHER, "sh", str(fsize), str(len(procs_files))]
             launcher += procs_files
+        # The protocol's pipes are extra descriptors, not bwrap's stdio: bwrap's init process
+        # (pid 1 inside, dumpable) keeps its stdio and closes the rest, so the agent could
+        # open /proc/1/fd/1 and write into the harness's answers (a line of gigabytes, forged
+        # answers) or read its requests from /proc/1/fd/0. The supervisor moves them to 0/1.
+        req_r, req_w = os.pipe()
+        ans_r, ans_w = os.pipe()
         try:
-            argv = self._argv()
+            self._channel = await self._open_channel(ans_r, req_w)
+        except BaseException:
+            for fd in (req_r, req_w, ans_r, ans_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
+        try:
+            argv = self._argv() + ["--proto-fds", f"{req_r},{ans_w}"]
             # Arguments go through a pipe (--args FD), so the sandbox's init process shows
             # "bwrap --args 3" in /proc and no host path leaks into the sandbox.
             rfd, wfd = os.pipe()
@@ -517,9 +530,9 @@ class BwrapSandbox(SupervisedSandbox):
                     "--args",
                     str(rfd),
                     *argv[cmd_at:],
-                    pass_fds=(rfd,),
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
+                    pass_fds=(rfd, req_r, ans_w),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.DEVNULL,
                     stderr=asyncio.subprocess.PIPE,
                     preexec_fn=None if launcher else preexec,
                     limit=1 << 30,
@@ -528,7 +541,10 @@ class BwrapSandbox(SupervisedSandbox):
                 )
             finally:
                 os.close(rfd)
+                os.close(req_r)  # the supervisor's ends: held by it alone from now on
+                os.close(ans_w)
         except BaseException:
+            self._channel[1].close()
             await self._cleanup()
             raise
 

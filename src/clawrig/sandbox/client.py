@@ -188,6 +188,41 @@ class SupervisedSandbox:
         self._watchdog: asyncio.Task[None] | None = None
         self._expires_at: float | None = None
         self._write_lock = asyncio.Lock()
+        self._channel: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        """The protocol's pipes when they are not the process's stdout and stdin (bwrap:
+        :meth:`_open_channel`)."""
+
+    @property
+    def _rx(self) -> asyncio.StreamReader:
+        """Where the supervisor's answers come from."""
+        if self._channel is not None:
+            return self._channel[0]
+        assert self._proc is not None and self._proc.stdout is not None
+        return self._proc.stdout
+
+    @property
+    def _tx(self) -> asyncio.StreamWriter:
+        """Where requests to the supervisor go."""
+        if self._channel is not None:
+            return self._channel[1]
+        assert self._proc is not None and self._proc.stdin is not None
+        return self._proc.stdin
+
+    @staticmethod
+    async def _open_channel(
+        answers: int, requests: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Streams on the harness's ends of the protocol's two pipes (``answers``: read end,
+        ``requests``: write end; both owned by the returned streams)."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 30, loop=loop)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(answers, "rb", 0)
+        )
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(requests, "wb", 0)
+        )
+        return reader, asyncio.StreamWriter(transport, protocol, None, loop)
 
     @property
     def backend(self) -> str:
@@ -210,9 +245,8 @@ class SupervisedSandbox:
         SupervisedSandbox.starts += 1
         self._proc = await self._launch()
         self._stderr_task = asyncio.create_task(self._drain_stderr())
-        assert self._proc.stdout is not None
         try:
-            line = await asyncio.wait_for(self._proc.stdout.readline(), READY_TIMEOUT_S)
+            line = await asyncio.wait_for(self._rx.readline(), READY_TIMEOUT_S)
         except TimeoutError:
             line = b""
         if not line:
@@ -287,10 +321,9 @@ class SupervisedSandbox:
         return text if len(text) <= 600 else "..." + text[-600:]
 
     async def _read_responses(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
         try:
             while True:
-                line = await self._proc.stdout.readline()
+                line = await self._rx.readline()
                 if not line:
                     break
                 msg = json.loads(line)
@@ -319,11 +352,10 @@ class SupervisedSandbox:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = fut
         line = json.dumps({"id": req_id, "op": op, **args}, ensure_ascii=False).encode() + b"\n"
-        assert self._proc.stdin is not None
         try:
             async with self._write_lock:
-                self._proc.stdin.write(line)
-                await self._proc.stdin.drain()
+                self._tx.write(line)
+                await self._tx.drain()
         except (BrokenPipeError, ConnectionResetError) as exc:
             self._pending.pop(req_id, None)
             raise SandboxDied(self._died or f"supervisor gone: {exc}") from None
@@ -377,6 +409,9 @@ class SupervisedSandbox:
             with contextlib.suppress(Exception):
                 if proc.stdin is not None:
                     proc.stdin.close()
+            if self._channel is not None:
+                with contextlib.suppress(Exception):
+                    self._channel[1].close()
             transport = getattr(proc, "_transport", None)
             if transport is not None:
                 with contextlib.suppress(Exception):

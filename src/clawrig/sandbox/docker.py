@@ -33,10 +33,12 @@ from clawrig.errors import SandboxError
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.bwrap import DEFAULT_PATH
-from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
+from clawrig.sandbox.client import READY_TIMEOUT_S, SUPERVISOR_PATH, SupervisedSandbox
 from clawrig.sandbox.paths import PATHS
 
 HARNESS_LABEL = "clawrig.harness"
+PROTO_DIR = "/run/clawrig-proto"
+"""Where the folder of the harness's protocol socket is bound in a container."""
 """Container label holding the pid of the harness that started it."""
 CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
 
@@ -119,6 +121,24 @@ class DockerSandbox(SupervisedSandbox):
         for entry in sorted(home.iterdir()):
             argv += ["-v", f"{entry}:{PATHS.home}/{entry.name}:rw"]
         argv += ["-v", f"{SUPERVISOR_PATH}:{PATHS.clawrig}/supervisor.py:ro"]
+        # The protocol goes over a socket the supervisor connects to at start, not the
+        # container's stdio: docker-init (pid 1, dumpable, the agent's uid) holds the stdio, so
+        # the agent could write into the harness's answers through /proc/1/fd/1. The harness
+        # takes the first connection and removes the socket.
+        proto = self.base_dir / "proto"
+        proto.mkdir()
+        accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if accepted.done():
+                writer.close()
+            else:
+                accepted.set_result((reader, writer))
+
+        server = await asyncio.start_unix_server(accept, proto / "s", limit=1 << 30)
+        argv += ["-v", f"{proto}:{PROTO_DIR}:ro"]
         for b in cfg.binds:
             argv += ["-v", f"{Path(b.source).resolve()}:{b.dest}:{'ro' if b.read_only else 'rw'}"]
         env = {
@@ -132,13 +152,33 @@ class DockerSandbox(SupervisedSandbox):
         # container's configuration (and so an image committed from it) keeps none of it
         argv += [image, "env", "-i", *(f"{k}={v}" for k, v in env.items())]
         argv += ["python3", "-I", "-S", f"{PATHS.clawrig}/supervisor.py"]
-        return await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=1 << 30,
-        )
+        argv += ["--proto-socket", f"{PROTO_DIR}/s"]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            exited: asyncio.Future[object] = asyncio.ensure_future(proc.wait())
+            waited: set[asyncio.Future[object]] = {accepted, exited}  # type: ignore[arg-type]
+            await asyncio.wait(waited, timeout=READY_TIMEOUT_S, return_when="FIRST_COMPLETED")
+            exited.cancel()
+            if not accepted.done():
+                if proc.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                assert proc.stderr is not None
+                said = (await proc.stderr.read()).decode(errors="replace").strip()
+                await proc.wait()
+                why = said[-600:] or "the supervisor never connected"
+                raise SandboxError(f"docker sandbox failed to start: {why}")
+            self._channel = accepted.result()
+            return proc
+        finally:
+            server.close()
+            with contextlib.suppress(OSError):
+                (proto / "s").unlink()
 
     async def commit(self, tag: str) -> str:
         """Freeze the running container's file system (not its binds) as image ``tag``;

@@ -976,6 +976,23 @@ def main(argv):
             _root_map.append((src, dst))
         elif a == "--local":
             _local[0] = True
+        elif a == "--proto-socket" and args:
+            # the harness's socket (Docker: not the container's stdio, which pid 1 holds)
+            import socket
+
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(args.pop(0))
+            os.dup2(conn.fileno(), 0)
+            os.dup2(conn.fileno(), 1)
+            conn.close()
+        elif a == "--proto-fds" and args:
+            # the harness's pipes, passed beside stdio (not held by bwrap's init): they become
+            # this process's stdin and stdout; stdio it had (/dev/null) is replaced
+            fd_in, fd_out = (int(x) for x in args.pop(0).split(","))
+            os.dup2(fd_in, 0)
+            os.dup2(fd_out, 1)
+            os.close(fd_in)
+            os.close(fd_out)
     _root_map.sort(key=lambda x: -len(x[0]))
     if not _local[0]:
         _protect_self()
