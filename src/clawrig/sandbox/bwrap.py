@@ -535,7 +535,6 @@ class BwrapSandbox(SupervisedSandbox):
                     stdout=asyncio.subprocess.DEVNULL,
                     stderr=asyncio.subprocess.PIPE,
                     preexec_fn=None if launcher else preexec,
-                    limit=1 << 30,
                     env={"PATH": DEFAULT_PATH},
                     cwd="/",
                 )

@@ -26,6 +26,10 @@ from clawrig.sandbox.base import ExecResult, FileEntry, SandboxConfig
 
 SUPERVISOR_PATH = Path(__file__).with_name("supervisor.py")
 READY_TIMEOUT_S = 30.0
+STDERR_CHUNK = 65536
+"""Bytes of a sandbox process's stderr read at once (only its last 4 KiB are kept)."""
+STDERR_PAUSE_S = 0.05
+"""Seconds the harness waits after a full :data:`STDERR_CHUNK` of stderr (at most ~1.3 MB/s)."""
 _OS_ERRORS: dict[str, type[OSError]] = {
     "FileNotFoundError": FileNotFoundError,
     "IsADirectoryError": IsADirectoryError,
@@ -311,10 +315,15 @@ class SupervisedSandbox:
     async def _drain_stderr(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
         while True:
-            chunk = await self._proc.stderr.read(4096)
+            chunk = await self._proc.stderr.read(STDERR_CHUNK)
             if not chunk:
                 return
             self._stderr_tail = (self._stderr_tail + chunk)[-4096:]
+            if len(chunk) == STDERR_CHUNK:
+                # a flood (the agent writing to /proc/1/fd/2, which bwrap's init holds): read
+                # at most ~1 MB/s; the pipe fills and the writer waits (the stream's buffer is
+                # capped by its default limit), instead of the harness's CPU copying GB/s
+                await asyncio.sleep(STDERR_PAUSE_S)
 
     def _stderr_text(self) -> str:
         text = self._stderr_tail.decode("utf-8", "replace").strip().replace("\n", " | ")
