@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import pytest
 from integrity_helpers import HONEST, tool_outputs, write_bench
 
 from clawrig.errors import ModelRequestError, ProviderError
-from clawrig.llm.client import MAX_REPLY_BYTES, OpenAIChatModel, RetryPolicy
+from clawrig.llm.client import MAX_REPLY_BYTES, PROBE, OpenAIChatModel, RetryPolicy
 from clawrig.llm.gateway import Gateway
 from clawrig.llm.pricing import Prices
 from clawrig.llm.providers import ModelEndpoint
@@ -517,13 +518,75 @@ async def test_a_provider_that_hangs_past_the_agents_time_is_infrastructure(
 ):
     # the second request is never answered within the agent's 6 s: the trial ended as the
     # model's time_limit, scored 0, an outage counted against the model
-    srv = scripted_server(
-        [reply(tool_calls=[call("exec", {"command": "echo hi"})]), reply("done", delay=60)]
-    )
+    # (the provider is down: the harness's own plain request gets no answer either)
+    first = reply(tool_calls=[call("exec", {"command": "echo hi"})])
+    srv = scripted_server(responder=lambda req: first if len(req["messages"]) == 2 else _HUNG)
     result = await _timed_trial(make_task, tmp_path / "out", srv.chat_model())
     assert result.error is not None and result.error.kind == ErrorKind.INFRASTRUCTURE
     assert result.error.retryable and result.counted_score() is None
     assert "the model's provider stalled" in result.error.message
+    assert srv.requests[-1]["messages"] == PROBE  # the probe was asked and went unanswered
+
+
+_HUNG = reply("late", delay=60)
+
+
+def _probe_answered_else(other: Callable[[dict], object]) -> Callable[[dict], object]:
+    """A responder that answers the harness's probe at once and ``other`` the rest."""
+    return lambda req: reply("OK") if req["messages"] == PROBE else other(req)
+
+
+@pytest.mark.sandbox
+async def test_a_slow_request_of_a_provider_that_is_up_is_the_models_time_limit(
+    scripted_server, make_task, tmp_path
+):
+    # the agent's second request takes a minute (a model thinking long on what it was asked,
+    # or a request made slow on purpose) while the provider answers the harness's own plain
+    # request at once: the provider is up, so the time is the model's: time_limit, counted 0
+    first = reply(tool_calls=[call("exec", {"command": "echo hi"})])
+    srv = scripted_server(
+        responder=_probe_answered_else(lambda req: first if len(req["messages"]) == 2 else _HUNG)
+    )
+    result = await _timed_trial(make_task, tmp_path / "out", srv.chat_model())
+    assert srv.requests[-1]["messages"] == PROBE
+    assert result.error is None and result.stop_reason == "time_limit"
+    assert result.counted_score() == 0.0
+
+
+async def test_an_unread_stream_is_no_provider_stall(provider) -> None:
+    # a program of the agent's asks the gateway for a long streamed answer and never reads it:
+    # the gateway stops pulling chunks when the client's socket is full, which looked like a
+    # silent provider (the trial voided as the provider's stall when the agent's time ran out)
+    def long_stream(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("content-type", "text/event-stream")
+        h.end_headers()
+        chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+        chunk["choices"] = [{"index": 0, "delta": {"content": "word " * 40}}]
+        line = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        for _ in range(20_000):  # ~5 MB, sent as fast as the gateway takes it
+            h.wfile.write(line)
+        h.wfile.write(b"data: [DONE]\n\n")
+
+    endpoint = ModelEndpoint(name="p/m", provider="p", model_id="m", base_url=provider(long_stream))
+    with Gateway() as gw:
+        lease = gw.open_trial(endpoint, trial_id="t")
+        host, port = gw.host_url.split("//")[1].split(":")
+        body = json.dumps({"model": "m", "stream": True, "messages": []}).encode()
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((host, int(port)))
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json"
+            + f"\r\nauthorization: Bearer {lease.token}\r\ncontent-length: {len(body)}".encode()
+            + b"\r\n\r\n"
+            + body
+        )
+        time.sleep(6)  # never read
+        silent = lease.watch.silent_s()
+        sock.close()
+    # the six seconds were spent waiting on the client, not on the provider
+    assert silent < 3.0, silent
 
 
 @pytest.mark.sandbox
@@ -616,4 +679,71 @@ async def test_an_agent_programs_own_slow_request_is_no_provider_stall(
         result, _ = await run_trial(task, config, tmp_path / "out", services=services)
     assert any("SLOW-SCRIPT" in json.dumps(r) for r in srv.requests)  # the program asked
     assert result.error is None and result.stop_reason == "time_limit"
+    assert result.counted_score() == 0.0
+
+
+_SLOW_JUDGE_GRADER = """
+import json, os, subprocess, urllib.request
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    out = subprocess.run(["python3", os.path.join(workspace_path, "solution.py")],
+                         capture_output=True, text=True).stdout
+    body = {"model": os.environ["JUDGE_MODEL"],
+            "messages": [{"role": "user", "content": "Score this output: " + out}]}
+    req = urllib.request.Request(
+        os.environ["OPENROUTER_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
+        headers={"authorization": "Bearer " + os.environ["OPENROUTER_API_KEY"],
+                 "content-type": "application/json"})
+    reply = json.load(urllib.request.urlopen(req))
+    return {"overall_score": float(reply["choices"][0]["message"]["content"])}
+"""
+
+_SLOW_JUDGE_SOLUTION = """
+import json, os, time, urllib.request
+if os.fork():
+    os._exit(0)  # the child keeps the grader's stdout open: the grader waits for it
+os.setsid()
+body = {"model": os.environ["JUDGE_MODEL"], "max_tokens": 32000,
+        "messages": [{"role": "user", "content": "LONG-" + "ESSAY please"}]}
+req = urllib.request.Request(
+    os.environ["OPENROUTER_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
+    headers={"authorization": "Bearer " + os.environ["OPENROUTER_API_KEY"],
+             "content-type": "application/json"})
+try:
+    urllib.request.urlopen(req)
+except Exception:
+    pass
+time.sleep(3600)
+"""
+
+
+@pytest.mark.sandbox
+async def test_an_agent_programs_slow_judge_request_is_no_judge_stall(
+    scripted_server, make_task, tmp_path
+):
+    # a grader runs the agent's program (with the judge proxy's variables in its environment);
+    # the program asks the judge for a long essay, non-streamed, and hangs the grader. The
+    # grader's timeout is the agent's 0, but the judge's silent request read as the judge's
+    # stall: infrastructure, retried, never counted. The judge answers the harness's probe
+    # at once: it is up, so the outcome stands.
+    def judge(req: dict) -> object:
+        if "LONG-ESSAY" in json.dumps(req["messages"]):
+            return reply("x" * 2000, delay=40)
+        return reply("1.0")
+
+    judge_srv = scripted_server(responder=judge)
+    cmd = f"cat > solution.py <<'EOF'\n{_SLOW_JUDGE_SOLUTION}EOF"
+    agent = scripted_server([reply(tool_calls=[call("exec", {"command": cmd})]), reply("done")])
+    task = make_task(_SLOW_JUDGE_GRADER, grader_timeout_s=10)
+    name = f"scripted/judge-{uuid.uuid4().hex[:8]}"
+    with Gateway(retry=RetryPolicy(attempts=2, initial_s=0.01, max_s=0.01)) as gw:
+        services = TrialServices(
+            model=agent.chat_model(), judge=judge_srv.chat_model(name), gateway=gw
+        )
+        result, _ = await run_trial(
+            task, TrialConfig(agent="native", model="scripted/x"), tmp_path / "out",
+            services=services,
+        )  # fmt: skip
+    assert any("LONG-ESSAY" in json.dumps(r["messages"]) for r in judge_srv.requests)
+    assert judge_srv.requests[-1]["messages"] == PROBE
+    assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
     assert result.counted_score() == 0.0

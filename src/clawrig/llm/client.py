@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_exponential, wait_random
 
-from clawrig.errors import ModelRequestError, ProviderError
+from clawrig.errors import ClawrigError, ModelRequestError, ProviderError
 from clawrig.llm.pricing import Prices, cost_usd
 from clawrig.llm.providers import ModelEndpoint, Role, Settings, load_settings, resolve_model
 from clawrig.llm.stalls import current_watch
@@ -78,6 +78,8 @@ __all__ = [
     "get_model",
     "ProviderRetriesExhausted",
     "RetryPolicy",
+    "PROBE",
+    "provider_answers",
     "provider_semaphore",
     "usage_from_openai",
 ]
@@ -198,6 +200,32 @@ def has_answered(endpoint: ModelEndpoint) -> bool:
     """True when ``endpoint``'s provider and model id answered a request in this process
     (evidence that a later refusal of a request is about its content, not the settings)."""
     return (endpoint.provider, endpoint.model_id) in _ANSWERED
+
+
+PROBE: list[dict[str, Any]] = [{"role": "user", "content": "Reply with the single word OK."}]
+"""The harness's own request to a provider (up to 8 completion tokens): evidence of whether the
+provider answers plain requests now, whatever a trial's requests held."""
+
+
+async def provider_answers(endpoint: ModelEndpoint | None, within_s: float) -> bool:
+    """True when the provider at ``endpoint`` answers :data:`PROBE` within ``within_s``
+    seconds (one attempt, no retry). The harness's evidence for a request that stayed silent
+    past a phase's limit: the provider answering its own plain request now means it is up, so
+    the silence was that request's (its content: the model's slow answer, or a request an
+    agent's program chose to make), not an outage (:mod:`clawrig.llm.stalls`). False without
+    an endpoint, or when the probe fails, is refused or takes longer. Never raises (but
+    cancellation)."""
+    if endpoint is None:
+        return False
+    try:
+        async with asyncio.timeout(within_s):
+            async with OpenAIChatModel(
+                endpoint, retry=RetryPolicy(attempts=1), timeout_s=within_s
+            ) as model:
+                await model.chat(PROBE, max_tokens=8)
+    except (TimeoutError, ClawrigError, httpx.HTTPError, OSError, ValueError):
+        return False
+    return True
 
 
 MAX_TOKENS_PER_REQUEST = 50_000_000

@@ -7,9 +7,15 @@ would count an outage against the model. The harness's own evidence decides inst
 :class:`RequestWatch` notes when each model request began, when its reply last made progress
 (a streamed chunk) and whether it was answered. When a phase runs out of time, the provider
 **stalled** (an infrastructure error, retried by the job) if a request was still unanswered
-after :func:`stall_limit_s` of silence: ``min(STALL_S, phase limit / 2)``. A request that
-streams tokens until the deadline (a model writing a long reply) is not silent: its time is
-the model's.
+after :func:`stall_limit_s` of silence: ``min(STALL_S, phase limit / 2)``, **and** the
+provider does not answer the harness's own plain request either
+(:func:`clawrig.llm.client.provider_answers` within :func:`probe_s`). A request that streams
+tokens until the deadline (a model writing a long reply) is not silent: its time is the
+model's. Nor is a request whose reader stopped reading: while the gateway waits for the client
+to take a chunk (:meth:`RequestWatch.waiting_on_client`) the silence clock stops: that wait
+is the client's, not the provider's. And a provider that answers the probe is up: the silent
+request was slow for what it asked (a model thinking long, or a request an agent's program
+made to void its trial).
 
 The agent's model calls are watched by the client (:class:`clawrig.llm.client.OpenAIChatModel`
 reports to :func:`current_watch`, installed by the trial), the gateway's upstream calls by
@@ -26,7 +32,16 @@ import threading
 import time
 from collections.abc import Iterator
 
-__all__ = ["STALL_S", "RequestWatch", "current_watch", "progress", "stall_limit_s", "watching"]
+__all__ = [
+    "PROBE_S",
+    "STALL_S",
+    "RequestWatch",
+    "current_watch",
+    "probe_s",
+    "progress",
+    "stall_limit_s",
+    "watching",
+]
 
 STALL_S = 300.0
 """Seconds of silence after which a model request is the provider's stall, whatever the phase's
@@ -39,6 +54,16 @@ def stall_limit_s(phase_s: float) -> float:
     return min(STALL_S, phase_s / 2)
 
 
+PROBE_S = 20.0
+"""Seconds, at most, the provider gets to answer the harness's probe once a request stalled."""
+
+
+def probe_s(phase_s: float) -> float:
+    """Seconds the provider gets to answer the probe in a phase of ``phase_s`` seconds:
+    ``min(PROBE_S, stall_limit_s(phase_s))``."""
+    return min(PROBE_S, stall_limit_s(phase_s))
+
+
 class RequestWatch:
     """The model requests of one trial phase (thread-safe: the gateway updates it from its
     thread). :meth:`request` wraps one request; :meth:`silent_s` is the longest silence of a
@@ -48,6 +73,7 @@ class RequestWatch:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._open: dict[int, float] = {}  # request -> when its reply last made progress
+        self._paused: dict[int, float] = {}  # request -> since when it waits on its client
         self._cut_s = 0.0
 
     @contextlib.contextmanager
@@ -76,18 +102,39 @@ class RequestWatch:
         with self._lock:
             if rid in self._open:
                 self._open[rid] = time.monotonic()
+                self._paused.pop(rid, None)
+
+    def waiting_on_client(self, rid: int) -> None:
+        """The gateway waits for request ``rid``'s client to take a chunk (backpressure, e.g.
+        a reader that stopped reading): the silence clock stops until :meth:`client_took`."""
+        with self._lock:
+            if rid in self._open:
+                self._paused.setdefault(rid, time.monotonic())
+
+    def client_took(self, rid: int) -> None:
+        """The client took the chunk: the silence clock runs again from where it stopped."""
+        with self._lock:
+            since = self._paused.pop(rid, None)
+            if since is not None and rid in self._open:
+                self._open[rid] += time.monotonic() - since
+
+    def _silence(self, rid: int, now: float) -> float:
+        return self._paused.get(rid, now) - self._open[rid]
 
     def end(self, rid: int, *, answered: bool) -> None:
         with self._lock:
-            since = self._open.pop(rid, None)
-            if since is not None and not answered:
-                self._cut_s = max(self._cut_s, time.monotonic() - since)
+            if rid in self._open:
+                if not answered:
+                    self._cut_s = max(self._cut_s, self._silence(rid, time.monotonic()))
+                del self._open[rid]
+                self._paused.pop(rid, None)
 
     def silent_s(self) -> float:
-        """Seconds: the longest silence of an unanswered request (in flight or cut off)."""
+        """Seconds: the longest silence of an unanswered request (in flight or cut off),
+        not counting time spent waiting on its client."""
         now = time.monotonic()
         with self._lock:
-            return max([self._cut_s, *(now - t for t in self._open.values())])
+            return max([self._cut_s, *(self._silence(rid, now) for rid in self._open)])
 
     def stalled(self, phase_s: float) -> bool:
         """True when a request stayed silent for :func:`stall_limit_s` of ``phase_s``."""

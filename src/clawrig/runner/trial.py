@@ -70,11 +70,11 @@ from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
-from clawrig.llm.client import OpenAIChatModel, RetryPolicy, has_answered
+from clawrig.llm.client import PROBE, OpenAIChatModel, RetryPolicy, has_answered, provider_answers
 from clawrig.llm.gateway import Gateway, GatewayDoor, GatewayRefusal, ResponseCache
 from clawrig.llm.gateway.replay import read_records
 from clawrig.llm.providers import ModelEndpoint
-from clawrig.llm.stalls import RequestWatch, stall_limit_s, watching
+from clawrig.llm.stalls import RequestWatch, probe_s, stall_limit_s, watching
 from clawrig.sandbox import Bind, Limits, Sandbox, SandboxConfig, create_sandbox
 from clawrig.sandbox.channel import HarnessChannel
 from clawrig.sandbox.disk import TrialDisk
@@ -1011,7 +1011,12 @@ class Trial:
             # (streamed ones only: a program's own non-streamed request is the agent's choice)
             sandboxed = lease is not None and config.agent.startswith("openclaw")
             silent = max(requests.silent_s(), lease.watch.silent_s() if sandboxed else 0.0)
-            if silent >= stall_limit_s(agent_time):
+            # and the provider does not answer the harness's own plain request either (it
+            # does: it is up, and the silent request was slow for what it asked)
+            if silent >= stall_limit_s(agent_time) and not await provider_answers(
+                lease.endpoint if lease is not None else getattr(model, "endpoint", None),
+                probe_s(agent_time),
+            ):
                 ctx.log(f"agent stopped: its model's provider silent for {silent:.0f} s")
                 raise ProviderError(
                     f"the model's provider stalled: a request unanswered for {silent:.0f} s "
@@ -1471,24 +1476,19 @@ async def run_trial(
     return await trial.run(attempt=attempt, earlier=earlier)
 
 
-JUDGE_PROBE = [{"role": "user", "content": "Reply with the single word OK."}]
-"""The harness's own request to a judge that refused a grader's: answered, the judge's settings
-work and the refusal was about the request's content (:func:`_judge_works`)."""
-
-
 async def _judge_works(endpoint: ModelEndpoint | None) -> bool:
     """True when the judge at ``endpoint`` answers requests: it answered one in this process,
-    or it answers :data:`JUDGE_PROBE` now (evidence that a refusal of another request was for
-    its content, the agent's answer in it, not the judge's settings). False without an
-    endpoint or when the probe is refused too; raises ProviderError when it fails (an
-    outage)."""
+    or it answers :data:`clawrig.llm.client.PROBE` now (evidence that a refusal of another
+    request was for its content, the agent's answer in it, not the judge's settings). False
+    without an endpoint or when the probe is refused too; raises ProviderError when it fails
+    (an outage)."""
     if endpoint is None:
         return False
     if has_answered(endpoint):
         return True
     async with OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=2, max_s=5.0)) as model:
         try:
-            await model.chat(JUDGE_PROBE, max_tokens=8)
+            await model.chat(PROBE, max_tokens=8)
         except ModelRequestError:
             return False
     return True
@@ -1506,7 +1506,9 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
     errors, refused = lease.upstream_errors, lease.upstream_refusals
     if errors:
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider failed: {errors[-1]}"
-    if lease.watch.stalled(grader_s):
+    if lease.watch.stalled(grader_s) and not await provider_answers(
+        lease.endpoint, probe_s(grader_s)
+    ):
         silent = lease.watch.silent_s()
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
     if not refused:

@@ -802,7 +802,11 @@ class Gateway:
                     skip_blank = False
                     continue
                 skip_blank = False
+                # the wait for the client to take the line is the client's (a reader that
+                # stopped reading holds it): not the provider's silence
+                lease.watch.waiting_on_client(seq)
                 yield (line + "\n").encode("utf-8")
+                lease.watch.client_took(seq)
         except httpx.TransportError as exc:
             error = f"upstream stream broke: {type(exc).__name__}: {_one_line(str(exc))}"
             with lease._lock:
