@@ -208,8 +208,8 @@ async def pool(n: int) -> None:
 async def clean_room_cost(n: int) -> None:
     """Per real trial (oracle agent on the demo suite, one at a time): the agent's sandbox
     start, and the clean room's grading cost: stop_agent (kill + settle: timings kill and
-    collect) + the clean room ready + gt in (timings gt_inject, which also starts the egress
-    forwarder in it), without and with the warm pool. Medians in ms."""
+    collect) + the clean room ready + gt in (timings gt_inject, which also opens the egress
+    forward in its supervisor), without and with the warm pool. Medians in ms."""
     from clawrig.runner.trial import TrialServices, run_trial
     from clawrig.sandbox.pool import WarmPool
     from clawrig.spec.job import TrialConfig
@@ -257,7 +257,7 @@ async def clean_room_cost(n: int) -> None:
                 f"{label:<11}{med['start']:>14.1f}{med['stop_agent']:>12.1f}{med['ready']:>12.1f}"
                 f"{med['gt_in']:>11.1f}{med['total']:>12.1f}"
             )
-        print("  (gt_inject = clean room ready + transcript + egress forwarder + gt + services)")
+        print("  (gt_inject = clean room ready + transcript + egress forward + gt + services)")
     finally:
         shutil.rmtree(out, ignore_errors=True)
 

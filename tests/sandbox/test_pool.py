@@ -113,3 +113,22 @@ async def test_a_config_the_pool_cannot_hold_starts_cold(tmp_path):
         assert await pool.take("bwrap", cfg) is None
         assert await pool.take("local", SandboxConfig(workspace_dir=tmp_path / "ws")) is None
     assert pool_key("bwrap", cfg) is None
+
+
+async def test_refills_start_one_per_cpu_and_queued_ones_never_start_after_close(tmp_path):
+    from clawrig.sandbox.client import SupervisedSandbox
+
+    cpus = os.cpu_count() or 2
+    ws, src = tmp_path / "ws", tmp_path / "src"
+    ws.mkdir()
+    src.mkdir()
+    cfg = _config(ws, src, "x")
+    pool = WarmPool(parallel=cpus + 4, max_idle=cpus + 4, work_dir=tmp_path)
+    before = SupervisedSandbox.starts
+    entry = await pool.take("bwrap", cfg)  # a miss: started now, then cpus + 4 refills asked
+    assert entry is not None and not entry.hit
+    assert pool.starting == cpus + 4
+    await pool.close()  # the ones waiting for a refill slot never start
+    await entry.release()
+    assert SupervisedSandbox.starts - before <= 1 + cpus
+    assert pool.idle == 0 and _ours(tmp_path) == [] and mounts_below(tmp_path) == []

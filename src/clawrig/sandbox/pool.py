@@ -125,7 +125,7 @@ def warm_pool_wanted() -> bool:
 def default_size(parallel: int) -> int:
     """How many sandboxes a job keeps idle or starting: two per concurrent trial (its agent's
     and its clean room's next), at most 4 per CPU, and at most what 1/8 of the available memory
-    holds at ~32 MiB each (bwrap, the supervisor, a forwarder); at least 2."""
+    holds at ~32 MiB each (bwrap and the supervisor); at least 2."""
     cpus = os.cpu_count() or 2
     try:
         avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
