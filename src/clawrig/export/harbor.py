@@ -42,7 +42,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from clawrig.errors import UserError
-from clawrig.grading.programmatic import _RUNNER, score_from_result
+from clawrig.grading.programmatic import _RUNNER, _float, score_from_result
 from clawrig.sandbox.workspace import materialise_workspace, write_files
 from clawrig.spec.layout import JobPaths
 from clawrig.spec.task import GraderKind, Task
@@ -81,7 +81,7 @@ import json
 import math
 import sys
 
-{score_from_result}
+{score_rule}
 
 with open(sys.argv[1], encoding="utf-8") as fh:
     lines = [ln for ln in fh.read().splitlines() if ln.strip()]
@@ -266,7 +266,9 @@ def export_task(
         (tests / "grader.py").write_text("\n" * offset + (task.grader.source or ""))
         (tests / "runner.py").write_text(_RUNNER.lstrip(), encoding="utf-8")
         (tests / "reward.py").write_text(
-            _REWARD.format(score_from_result=inspect.getsource(score_from_result)),
+            _REWARD.format(
+                score_rule="\n\n".join(inspect.getsource(f) for f in (_float, score_from_result))
+            ),
             encoding="utf-8",
         )
         (tests / "test.sh").write_text(
