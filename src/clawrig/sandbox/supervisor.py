@@ -31,6 +31,7 @@ import collections
 import errno
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -113,10 +114,28 @@ class _Capture:
         return bytes(self.head) + note + tail, True
 
 
-def _reader(stream, cap, done):
+DRAIN_S = 1.0
+"""Seconds, at most, a reader keeps taking output once its command ended."""
+
+
+def _reader(stream, cap, done, ended):
+    """Read a command's output pipe into ``cap`` until EOF. Once the command ``ended``, what
+    the pipe holds is read to its end (all the command wrote: however late this thread ran),
+    and the reader stops when the pipe is empty (a background process of the command's may hold
+    it open; what it writes later is not the command's output), within DRAIN_S."""
+    fd = stream.fileno()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    until = None
     try:
         while True:
-            chunk = os.read(stream.fileno(), 65536)
+            if ended.is_set():
+                until = until or time.monotonic() + DRAIN_S
+                if time.monotonic() >= until or not poller.poll(0):
+                    break
+            elif not poller.poll(100):
+                continue
+            chunk = os.read(fd, 65536)
             if not chunk:
                 break
             cap.feed(chunk)
@@ -289,7 +308,7 @@ def op_exec(req):
     stdin_data = _b64decode(req["stdin"]) if req.get("stdin") is not None else None
     start = time.monotonic()
     out_cap, err_cap = _Capture(limit), _Capture(limit)
-    out_done, err_done = threading.Event(), threading.Event()
+    out_done, err_done, ended = threading.Event(), threading.Event(), threading.Event()
     # The pipes and their threads exist before the command does: a command that forks up to the
     # sandbox's process cap at once must not leave this request without its readers.
     out_r, out_w = os.pipe()
@@ -298,9 +317,9 @@ def op_exec(req):
     out_f = os.fdopen(out_r, "rb", 0)
     err_f = os.fdopen(err_r, "rb", 0) if not merge else None
     try:
-        _start_thread(_reader, out_f, out_cap, out_done)
+        _start_thread(_reader, out_f, out_cap, out_done, ended)
         if err_f is not None:
-            _start_thread(_reader, err_f, err_cap, err_done)
+            _start_thread(_reader, err_f, err_cap, err_done, ended)
         else:
             err_done.set()
         if stdin_data is not None:
@@ -351,9 +370,10 @@ def op_exec(req):
     duration = time.monotonic() - start
     with _procs_lock:
         _running.pop(req["id"], None)
-    # A background grandchild may hold the pipes open: give readers a short grace, then stop.
-    out_done.wait(0.1 if not timed_out else 0.5)
-    err_done.wait(0.05)
+    # the readers take what the pipes hold and stop (a background grandchild may hold them open)
+    ended.set()
+    out_done.wait(DRAIN_S + 1.0)
+    err_done.wait(DRAIN_S + 1.0)
     for f in (out_f, err_f):
         if f is not None:
             try:
