@@ -271,12 +271,21 @@ def startup_s() -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--parallel", default="1,8,32")
-    ap.add_argument("--reps", type=int, default=3)
+    ap = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0].replace("\n", " "),
+        epilog="Each run prints one line (trials/s, CPU per trial of the clawrig process and "
+        "of the rest, peak RSS, errors, harness waits, sandbox start and clean-room grading "
+        "cost medians, the 1-minute load average before->after, ok or why the run was "
+        "rejected); then a table of medians [min-max over --reps] per -p and clawrig/Inspect "
+        "ratios. See the module docstring for the workload.",
+    )
+    ap.add_argument("--trials", type=int, default=200, help="trials (samples) per run")
+    ap.add_argument(
+        "--parallel", default="1,8,32", help="comma-separated -p values, each run for both"
+    )
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per -p")
     ap.add_argument("--model-delay", type=float, default=0.0, help="seconds per model call")
-    ap.add_argument("--no-inspect", action="store_true")
+    ap.add_argument("--no-inspect", action="store_true", help="clawrig only")
     ap.add_argument(
         "--pool-compare",
         action="store_true",

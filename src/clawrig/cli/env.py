@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from clawrig.cli.common import console, err_console
+from clawrig.cli.common import console, err_console, stdout_console
 
 app = typer.Typer(
     help="Environments tasks run on: build (mmdebstrap, docker import), list, prune.",
@@ -70,7 +70,7 @@ def list_cmd(
         )
         row = [item.kind, item.key, item.size_text, used, item.detail]
         table.add_row(*row, *([item.path] if paths else []))
-    console.print(table)
+    stdout_console().print(table)
 
 
 @app.command("prune")

@@ -56,14 +56,14 @@ def render_summary(summary: dict[str, Any]) -> Table:
         mean_txt = f"{m['mean']:.4f}"
         if m.get("low") is not None and m.get("high") is not None:  # scores live in [0, 1]
             mean_txt += f" [{max(m['low'], 0.0):.3f}, {min(m['high'], 1.0):.3f}]"
-    kinds = summary.get("errors_by_kind") or {}
-    by_kind = ", ".join(
-        f"{kind} {n}" + (" (scored 0)" if kind == "agent" else "") for kind, n in kinds.items()
-    )
+    # an agent error is scored (0); every other kind is not scored (error_count)
+    kinds = dict(summary.get("errors_by_kind") or {})
+    agent = kinds.pop("agent", 0)
     table.caption = (
-        f"{len(summary['tasks'])} trial(s), {summary['evaluated_count']} graded, "
-        f"{summary['error_count']} error(s)"
-        + (f" (by kind: {by_kind})" if by_kind else "")
+        f"{len(summary['tasks'])} trial(s), {summary['evaluated_count']} graded"
+        + (f" ({agent} of them agent error(s), scored 0)" if agent else "")
+        + f", {summary['error_count']} not scored"
+        + (f" ({', '.join(f'{kind} {n}' for kind, n in kinds.items())})" if kinds else "")
         + f"; mean score [95% CI] {mean_txt}"
     )
     return table
