@@ -90,14 +90,20 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-def _kind(mode: int) -> str:
+def special_file_kind(mode: int) -> str | None:
+    """ "fifo", "socket" or "device" (character or block) for an ``st_mode`` of one, else None:
+    the files the end state and a task's files never carry."""
     if stat.S_ISFIFO(mode):
         return "fifo"
     if stat.S_ISSOCK(mode):
         return "socket"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "device"
-    return "other"
+    return None
+
+
+def _kind(mode: int) -> str:
+    return special_file_kind(mode) or "other"
 
 
 def _shown(path: bytes) -> str:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from clawrig.sandbox.endstate import special_file_kind
 
 SAFE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 """A task id: a letter or digit, then letters, digits, ``.``, ``_`` or ``-`` (no ``..``)."""
@@ -150,16 +151,10 @@ def special_kind(path: Path) -> str | None:
     """ "a named pipe", "a socket" or "a device" when ``path`` (not followed) is one, else None
     (a regular file, a folder, a link, or nothing)."""
     try:
-        mode = path.lstat().st_mode
+        kind = special_file_kind(path.lstat().st_mode)
     except OSError:
         return None
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return None
+    return {"fifo": "a named pipe", "socket": "a socket", "device": "a device"}.get(kind or "")
 
 
 def escaping_symlinks(
