@@ -504,11 +504,10 @@ class BwrapSandbox(SupervisedSandbox):
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         try:
-            self._channel = await self._open_channel(ans_r, req_w)
+            self._channel = await self._open_channel(ans_r, req_w)  # owns ans_r and req_w
         except BaseException:
-            for fd in (req_r, req_w, ans_r, ans_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            os.close(req_r)
+            os.close(ans_w)
             raise
         try:
             argv = self._argv() + ["--proto-fds", f"{req_r},{ans_w}"]

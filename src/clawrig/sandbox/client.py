@@ -217,15 +217,25 @@ class SupervisedSandbox:
         answers: int, requests: int
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """Streams on the harness's ends of the protocol's two pipes (``answers``: read end,
-        ``requests``: write end; both owned by the returned streams)."""
+        ``requests``: write end). Both descriptors are theirs from the call on, closed by them
+        or here on failure (a cancelled start too), never by the caller."""
         loop = asyncio.get_running_loop()
+        rfile, wfile = os.fdopen(answers, "rb", 0), os.fdopen(requests, "wb", 0)
         reader = asyncio.StreamReader(limit=1 << 30, loop=loop)
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(answers, "rb", 0)
-        )
-        transport, protocol = await loop.connect_write_pipe(
-            lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(requests, "wb", 0)
-        )
+        rtransport: asyncio.BaseTransport | None = None
+        try:
+            rtransport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader, loop=loop), rfile
+            )
+            transport, protocol = await loop.connect_write_pipe(
+                lambda: asyncio.streams.FlowControlMixin(loop=loop), wfile
+            )
+        except BaseException:
+            if rtransport is not None:
+                rtransport.close()
+            rfile.close()  # idempotent: a transport closing it later finds it closed
+            wfile.close()
+            raise
         return reader, asyncio.StreamWriter(transport, protocol, None, loop)
 
     @property
