@@ -380,7 +380,11 @@ class SupervisedSandbox:
             raise SandboxDied(self._died or f"supervisor gone: {exc}") from None
         try:
             wait = _wait_s or self.config.limits.call_timeout_s
-            msg = await asyncio.wait_for(fut, wait)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that
+            # arrives as the answer does (the caller's cancel is lost: a removed cron job kept
+            # firing)
+            async with asyncio.timeout(wait):
+                msg = await fut
         except TimeoutError:
             self._pending.pop(req_id, None)
             self._died = f"the sandbox's supervisor did not answer {op} within {wait:g} s"

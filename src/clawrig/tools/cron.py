@@ -342,7 +342,12 @@ class CronScheduler:
         job.task = asyncio.create_task(self._loop(job), name=f"cron-{job.id}")
 
     async def _loop(self, job: CronJob) -> None:
-        while job.enabled and job.next_run is not None and not self._stopped:
+        while (
+            job.enabled
+            and job.next_run is not None
+            and not self._stopped
+            and self.jobs.get(job.id) is job  # not removed (even if a cancel went astray)
+        ):
             await asyncio.sleep(max(0.0, job.next_run - time.time()))
             try:
                 await self._fire(job)
