@@ -390,3 +390,24 @@ async def test_replay_helpers_find_the_models_and_answer_without_settings(
         assert (await j.chat_model().chat([{"role": "user", "content": "rate"}])).content == (
             "judge says"
         )
+
+
+async def test_a_request_whose_client_went_away_still_counts_once_settled(
+    scripted_server, make_gateway
+):
+    # a lost Ray node: its request reached the gateway, then the node died. The provider still
+    # answers and bills it, so the lease's usage, read after settle(), must include it
+    srv = scripted_server([reply("late", usage=usage(1000, 0), delay=0.6)])
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv, prices=Prices(input=1.0)), trial_id="t")
+    url = f"{lease.host_base_url}/chat/completions"
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up (dies) mid-request
+            await client.post(url, json={"model": "m", "messages": []}, timeout=0.3)
+    assert lease.in_flight == 1 and lease.requests == 1
+    assert lease.usage.cost_usd == 0  # not answered yet: what close_trial alone would report
+    gw.close_trial(lease)
+    settled = await gw.settle(lease, within_s=10)
+    assert lease.in_flight == 0
+    assert settled.cost_usd == pytest.approx(1000 * 1.0 / 1e6)  # 1000 input tokens x $1/1M
+    assert gw.spent_usd == pytest.approx(1e-3)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from pathlib import Path
 
@@ -39,12 +40,15 @@ async def test_exec_argv_cwd_env_and_stdin(make_sandbox, backend):
 
 async def test_exec_timeout_kills_the_whole_tree(make_sandbox, backend):
     sb = await make_sandbox(backend)
-    # a daemonised grandchild (own session via setsid) must die too
-    r = await sb.exec("setsid sh -c 'sleep 311' & sleep 312", timeout_s=0.5)
+    # a daemonised grandchild (own session via setsid) must die too. The sleeps' lengths are
+    # this call's own: the local backend's ps sees the host, and the other backends' runs of
+    # this test (another pytest worker) would otherwise be seen as survivors
+    a, b = (random.randrange(10**6, 10**7) for _ in range(2))
+    r = await sb.exec(f"setsid sh -c 'sleep {a}' & sleep {b}", timeout_s=0.5)
     assert r.timed_out and r.exit_code == 124
     # the answer comes once they are gone (the kill waits on them): no pause before looking
     ps = await sb.exec("ps -eo args")
-    assert "sleep 311" not in ps.stdout and "sleep 312" not in ps.stdout
+    assert f"sleep {a}" not in ps.stdout and f"sleep {b}" not in ps.stdout
 
 
 async def test_output_is_truncated_keeping_head_and_tail(make_sandbox, backend):

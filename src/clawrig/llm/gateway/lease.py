@@ -87,6 +87,8 @@ class GatewayLease:
     _refusals: list[str] = field(default_factory=list)
     _upstream_errors: list[str] = field(default_factory=list)
     _upstream_refusals: list[int] = field(default_factory=list)
+    _upstream_open: set[int] = field(default_factory=set)
+    """Sequence numbers of this lease's requests sent upstream and not yet recorded."""
     watch: RequestWatch = field(default_factory=RequestWatch)
     """The upstream requests of this lease in flight (:mod:`clawrig.llm.stalls`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -119,6 +121,12 @@ class GatewayLease:
     def requests(self) -> int:
         with self._lock:
             return self._requests
+
+    @property
+    def in_flight(self) -> int:
+        """Requests of this lease sent upstream whose reply is not yet counted and recorded."""
+        with self._lock:
+            return len(self._upstream_open)
 
     @property
     def refusals(self) -> list[str]:

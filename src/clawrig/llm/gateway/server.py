@@ -3,6 +3,7 @@ forwarding to upstreams with retries, caps, replay and the per-trial records."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import functools
@@ -376,6 +377,18 @@ class Gateway:
         lease.closed = True
         return lease.usage
 
+    async def settle(self, lease: GatewayLease, within_s: float) -> Usage:
+        """Wait until none of ``lease``'s upstream requests is in flight (each one's reply
+        counted and recorded), at most ``within_s`` seconds, and return its usage then. For a
+        lease whose client went away mid-request (a lost Ray node): the provider still answers
+        and bills what was sent, so the trial's usage must wait for it. A request still open
+        after ``within_s`` is missing from the returned usage (the job's spend,
+        :attr:`spent_usd`, counts it whenever it ends)."""
+        end = time.monotonic() + within_s
+        while lease.in_flight and time.monotonic() < end:
+            await asyncio.sleep(0.02)
+        return lease.usage
+
     @asynccontextmanager
     async def trial(
         self, endpoint: ModelEndpoint | None, **kwargs: Any
@@ -622,7 +635,33 @@ class Gateway:
         wire_tools: str | None = None,
     ) -> Response | dict[str, Any]:
         """Send ``body`` upstream (retrying), count, record and answer. ``wire_tools``: the
-        body's ``tools`` as compact JSON made earlier (:meth:`GatewayLease.tools_json`)."""
+        body's ``tools`` as compact JSON made earlier (:meth:`GatewayLease.tools_json`). The
+        request is in flight (:attr:`GatewayLease.in_flight`) until its record is written
+        (for a relayed stream, when the stream ends) or this call is cancelled."""
+        with lease._lock:
+            lease._upstream_open.add(seq)
+        try:
+            return await self._send(
+                lease, seq, key, body, stream, wants_usage, started, raw, wire_tools
+            )
+        except BaseException:
+            with lease._lock:
+                lease._upstream_open.discard(seq)
+            raise
+
+    async def _send(
+        self,
+        lease: GatewayLease,
+        seq: int,
+        key: str,
+        body: dict[str, Any],
+        stream: bool,
+        wants_usage: bool,
+        started: float,
+        raw: bool = False,
+        wire_tools: str | None = None,
+    ) -> Response | dict[str, Any]:
+        """:meth:`_forward`'s work."""
         ep = lease.endpoint
         client = UPSTREAM_CLIENT.get() or self._client
         assert ep is not None and client is not None
@@ -911,6 +950,40 @@ class Gateway:
         "judge" shape (judge_chat.jsonl, always whole requests): see :meth:`_judge_record`.
         """
         lease.watch.end(seq, answered=True)  # a reply (or a refusal) came
+        try:
+            self._write_record(
+                lease,
+                seq,
+                key,
+                body,
+                status,
+                response,
+                usage,
+                cached,
+                error,
+                started,
+                retries,
+                tokens,
+            )
+        finally:
+            with lease._lock:
+                lease._upstream_open.discard(seq)
+
+    def _write_record(
+        self,
+        lease: GatewayLease,
+        seq: int,
+        key: str,
+        body: dict[str, Any],
+        status: int,
+        response: dict[str, Any] | None,
+        usage: Usage | None,
+        cached: bool,
+        error: str | None,
+        started: float,
+        retries: int,
+        tokens: dict[str, Any] | None,
+    ) -> None:
         path = lease.record_path
         if path is None:
             return

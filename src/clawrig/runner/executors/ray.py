@@ -72,6 +72,11 @@ NODE_RETRY_ATTEMPTS = 2
 """Tries a node's gateway makes per request to the driver's (the driver's retries the
 provider itself)."""
 
+LOST_REQUEST_WAIT_S = 120.0
+"""How long, in seconds, the driver waits for the model requests a lost node left in flight
+before it reads what the lost attempt spent (the provider answers them and bills them anyway);
+a request still open then is missing from the trial's usage, never from the job's spend."""
+
 
 def import_ray() -> Any:
     """The ``ray`` module; UserError (one line) when it is not installed."""
@@ -716,7 +721,9 @@ class RayExecutor:
                 node.alive = False
                 self.lost_attempts += 1
                 for lease in leases.values():
-                    earlier = earlier.add(gateway.close_trial(lease))
+                    gateway.close_trial(lease)  # no new requests; those in flight still bill
+                for lease in leases.values():
+                    earlier = earlier.add(await gateway.settle(lease, LOST_REQUEST_WAIT_S))
                 if not any(n.alive for n in self.nodes):
                     self._free.put_nowait(None)
                 continue
