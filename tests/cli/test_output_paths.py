@@ -23,7 +23,10 @@ def one_line_error(r, needle: str) -> None:
     [
         ("a_file", "a_file is a file, not a folder"),
         ("a_file/out", "a_file is a file, not a folder"),
-        ("/proc/clawrig-out", "cannot write /proc/clawrig-out"),
+        (
+            "/proc/clawrig-out",
+            "cannot write /proc/clawrig-out: no file or folder can be created in /proc",
+        ),
     ],
 )
 def test_run_output_that_cannot_be_a_folder(clawrig, tmp_path, target, needle):

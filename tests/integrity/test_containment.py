@@ -135,6 +135,10 @@ async def test_filling_the_disk_is_the_agents_error_and_stays_on_its_disk(
     assert "No space left on device" in outputs[1] and "rc=1" in outputs[1]
     assert result.error is not None and result.error.kind == "agent"
     assert "disk (64 MiB) is full" in result.error.message and result.score.score == 0.0
+    # result.json says how the sandbox was held: a 64 MiB disk, each limit's mechanism
+    recorded = json.loads((folder / "result.json").read_text())["protections"]
+    assert recorded["disk"] == f"trial disk of {64 * 1024**2} bytes"
+    assert set(recorded) == {"memory", "processes", "file_size", "shm", "uid", "disk"}
     # the disk is gone with the trial: nothing of it mounted, nothing left in the temp folder
     mounts = Path("/proc/self/mountinfo").read_text()
     assert f"clawrig-trial-{os.getpid()}-" not in mounts

@@ -173,6 +173,8 @@ def test_grade_writes_the_folder_only_with_write(demo_oracle_job, tmp_path):
     before = _tree_digest(folder)
     r = _grade(str(folder))
     assert r.returncode == 1 and "recorded 0.5 -> re-graded 1.0: DIFFERENT" in r.stdout
+    # one trial too ends with the closing line
+    assert r.stdout.splitlines()[-1] == "0/1 trial re-grades to its recorded score"
     assert _tree_digest(folder) == before
     r = _grade(str(folder), "--write")
     assert r.returncode == 1 and "written" in r.stdout
@@ -180,6 +182,7 @@ def test_grade_writes_the_folder_only_with_write(demo_oracle_job, tmp_path):
     assert json.loads((folder / "result.json").read_text())["score"]["score"] == 1.0
     r = _grade(str(folder))
     assert r.returncode == 0 and "recorded 1.0 -> re-graded 1.0: same" in r.stdout
+    assert r.stdout.splitlines()[-1] == "1/1 trial re-grades to its recorded score"
 
 
 async def test_scripted_model_trials_regrade_to_their_scores(

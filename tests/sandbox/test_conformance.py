@@ -51,6 +51,15 @@ async def test_exec_timeout_kills_the_whole_tree(make_sandbox, backend):
     assert f"sleep {a}" not in ps.stdout and f"sleep {b}" not in ps.stdout
 
 
+async def test_dev_shm_has_the_limits_size(make_sandbox, backend):
+    if backend == "local":
+        pytest.skip("the local backend shares the host's /dev/shm (its limits_enforced says so)")
+    sb = await make_sandbox(backend, shm_bytes=24 * 1024**2)
+    r = await sb.exec("df -B1 --output=size /dev/shm | tail -1")
+    assert int(r.stdout.strip()) == 24 * 1024**2, r.stdout + r.stderr
+    assert sb.limits_enforced["shm"].endswith(f"{24 * 1024**2} bytes")
+
+
 async def test_output_is_truncated_keeping_head_and_tail(make_sandbox, backend):
     sb = await make_sandbox(backend, output_bytes=10_000)
     r = await sb.exec("python3 -c \"print('HEAD' + 'x' * 1000000 + 'TAIL')\"")

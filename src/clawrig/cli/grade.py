@@ -142,9 +142,14 @@ def register(app: typer.Typer) -> None:
                 )
             elif report.after.error:
                 console.print(f"grading error: {report.after.error}", highlight=False)
-        if len(reports) > 1 and not as_json:
-            same = sum(r.same for r in reports)
-            console.print(f"{same}/{len(reports)} trials re-grade to their recorded scores")
+        if not as_json:  # the closing line, one trial or many
+            same, n = sum(r.same for r in reports), len(reports)
+            tail = (
+                "trial re-grades to its recorded score"
+                if n == 1
+                else "trials re-grade to their recorded scores"
+            )
+            console.print(f"{same}/{n} {tail}")
         if not as_json:
             for path in summaries.values():
                 console.print(f"summary recomputed: {path}", highlight=False, soft_wrap=True)

@@ -117,7 +117,8 @@ class Episode(BaseModel):
     logprobs when captured; ``reward`` in [0, 1] or None when masked; ``scores``: named
     sub-scores (the grader's numeric sub-scores, ``judge``, and ``ee``, ``gpr``, ``tpe``,
     ``tgpr`` where the task has gold steps and milestones); ``usage`` tokens/USD/requests;
-    ``timings`` seconds per trial phase; ``trial_dir`` the trial folder.
+    ``timings`` seconds per trial phase; ``trial_dir`` the trial folder (None when the model
+    server refused or failed the first request: no trial ran, no folder is written).
     """
 
     episode_id: str

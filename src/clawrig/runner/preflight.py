@@ -57,7 +57,11 @@ def writable_problem(path: Path, label: str, *, folder: bool) -> str | None:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".clawrig-probe-", dir=probe_in))
     except OSError as exc:
-        return f"{label}: cannot write {path}: {probe_in}: {exc.strerror or exc}"
+        # the error is about creating in ``probe_in`` (/proc answers ENOENT for any new name)
+        return (
+            f"{label}: cannot write {path}: no file or folder can be created in {probe_in} "
+            f"({exc.strerror or exc})"
+        )
     return None
 
 

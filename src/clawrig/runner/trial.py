@@ -832,6 +832,13 @@ class Trial:
             await self._workspace_in(recorded, files)
             self.mark("sandbox_start")
         self.sandbox = await self._start_sandbox(binds, env, entry=entry)
+        disk = self.disk
+        self.result.protections = {
+            **self.sandbox.limits_enforced,
+            "disk": f"trial disk of {disk.size_bytes} bytes"
+            if disk.enforced
+            else f"none: {disk.problem or 'no disk size set'}",
+        }
         self.mark("setup")
         await network.attach(self.sandbox)
         return self.sandbox

@@ -159,6 +159,12 @@ class Sandbox(Protocol):
         """True when root inside is root on the host (the work folder must be closed)."""
         ...
 
+    @property
+    def limits_enforced(self) -> dict[str, str]:
+        """Each limit -> how this backend enforces it (memory, processes, file_size, shm,
+        uid)."""
+        ...
+
     async def start(self) -> None:
         """Start the sandbox and its supervisor. Raises SandboxError."""
         ...

@@ -589,7 +589,7 @@ class BwrapSandbox(SupervisedSandbox):
 
     @property
     def limits_enforced(self) -> dict[str, str]:
-        """How each limit is enforced for this sandbox (for reports and docs)."""
+        """How each limit is enforced for this sandbox (see the base class)."""
         lim = self.config.limits
         cg = self.cgroup
         return {

@@ -176,6 +176,13 @@ class SupervisedSandbox:
         work folder must then be closed to other host users."""
         return self.host_uid is None
 
+    @property
+    def limits_enforced(self) -> dict[str, str]:
+        """How each of :class:`clawrig.sandbox.base.Limits` is enforced for this sandbox, for
+        result.json's ``protections``: {memory, processes, file_size, shm, uid} -> the
+        mechanism ("cgroup", "RLIMIT_AS", "none", ...). Each backend says its own."""
+        return {}
+
     starts = 0
     """How many sandboxes this process has started (the tests' ``sandbox`` marker check)."""
 

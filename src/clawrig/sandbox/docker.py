@@ -62,6 +62,20 @@ class DockerSandbox(SupervisedSandbox):
         self.name = f"clawrig-{secrets.token_hex(6)}"
         self.base_dir: Path | None = None
 
+    @property
+    def limits_enforced(self) -> dict[str, str]:
+        """How each limit is enforced (see the base class): Docker's own flags."""
+        lim = self.config.limits
+        return {
+            "memory": "docker --memory (cgroup)" if lim.memory_bytes else "none",
+            "processes": "docker --pids-limit (cgroup)" if lim.max_processes else "none",
+            "file_size": "docker --ulimit fsize" if lim.max_file_bytes else "none",
+            "shm": f"docker --shm-size of {lim.shm_bytes} bytes"
+            if lim.shm_bytes
+            else "docker's default (64 MiB)",
+            "uid": "root in a container (the host's user namespace)",
+        }
+
     async def _launch(self) -> asyncio.subprocess.Process:
         docker = shutil.which("docker")
         if docker is None:
@@ -115,6 +129,8 @@ class DockerSandbox(SupervisedSandbox):
             argv += ["--pids-limit", str(lim.max_processes)]
         if lim.max_file_bytes:
             argv += ["--ulimit", f"fsize={lim.max_file_bytes}:{lim.max_file_bytes}"]
+        if lim.shm_bytes:  # as under bwrap: /dev/shm of its own size (Docker's default: 64 MiB)
+            argv += ["--shm-size", str(lim.shm_bytes)]
         argv += ["-v", f"{ws}:{PATHS.workspace}:rw"]
         # the harness's folders in /root, not /root itself: the image's own /root entries
         # (e.g. /root/miniconda3) stay visible, as under bwrap with an environment

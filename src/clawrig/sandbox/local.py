@@ -6,9 +6,9 @@ and working folders (/tmp_workspace -> the trial's workspace, /root -> a private
 Shell commands that spell out ``/tmp_workspace`` work when the harness may point the host path
 /tmp_workspace at the trial's workspace (a symlink, taken under an exclusive lock, so only one
 local sandbox runs at a time per machine); otherwise such commands see no /tmp_workspace.
-Limits: per-command wall time and output size as in every backend; RLIMIT_FSIZE, RLIMIT_AS and
-RLIMIT_NPROC on the supervisor (NPROC counts all of the user's processes); no network or
-filesystem isolation at all. ``kill_all`` kills only the processes this sandbox started.
+Limits: per-command wall time and output size as in every backend; RLIMIT_FSIZE on the
+supervisor; no memory or process limit, no network or filesystem isolation at all.
+``kill_all`` kills only the processes this sandbox started.
 """
 
 from __future__ import annotations
@@ -44,6 +44,18 @@ class LocalSandbox(SupervisedSandbox):
 
     backend_name = "local"
     network = "host"
+
+    @property
+    def limits_enforced(self) -> dict[str, str]:
+        """How each limit is enforced (see the base class): hardly at all."""
+        lim = self.config.limits
+        return {
+            "memory": "none",
+            "processes": "none",
+            "file_size": "RLIMIT_FSIZE" if lim.max_file_bytes else "none",
+            "shm": "none (the host's /dev/shm)",
+            "uid": "the harness's own (no isolation)",
+        }
 
     def __init__(self, config: SandboxConfig, warn: bool = True):
         super().__init__(config)

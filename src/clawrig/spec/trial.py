@@ -143,6 +143,12 @@ class TrialResult(BaseModel):
     pooled: dict[str, PooledSandbox] = Field(default_factory=dict)
     """``agent`` / ``clean_room`` -> how that sandbox came from the warm pool (absent: started
     cold)."""
+    protections: dict[str, str] = Field(default_factory=dict)
+    """How the agent's sandbox was held: each limit -> its mechanism (``memory``,
+    ``processes``, ``file_size``, ``shm``, ``uid``: the backend's
+    :attr:`clawrig.sandbox.base.Sandbox.limits_enforced`; e.g. "cgroup", "RLIMIT_AS", "none")
+    and ``disk``: "trial disk of N bytes" or "none: why". Empty in folders written before it was
+    recorded, and when no agent sandbox started."""
     score: Score | None = None
     judge_score: Score | None = None
     process: ProcessScore = Field(default_factory=ProcessScore)
