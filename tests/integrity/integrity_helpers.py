@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.testing.scripted_server import Reply, call, reply, usage
 
 CATEGORY = "01_Productivity_Flow"
@@ -71,3 +72,26 @@ def tool_outputs(folder: Path) -> list[str]:
         for m in read_openclaw_jsonl(folder / "chat.jsonl").messages
         if m.role == "toolResult"
     ]
+
+
+def attack_job(bench: Path, out: Path, *, parallel: int | None = None, **trial: Any) -> JobConfig:
+    """A job of the benchmark at ``bench`` into ``out``: one attempt per trial (an attack's
+    outcome is not retried away), the native agent on ``scripted/x``, ``trial`` overrides."""
+    more: dict[str, Any] = {"parallel": parallel} if parallel is not None else {}
+    return JobConfig(
+        suite_path=bench,
+        output=out,
+        max_attempts=1,
+        trial=TrialConfig(agent="native", model="scripted/x", **trial),
+        **more,
+    )
+
+
+def job_results(out: Path) -> dict[str, dict]:
+    """Each trial's result.json under the job folder ``out`` by task number ("t1" of
+    ``..._t1``), with its ``folder``."""
+    found = {}
+    for rj in out.glob("*/*/result.json"):
+        res = json.loads(rj.read_text())
+        found[res["task_id"].rsplit("_", 1)[-1]] = res | {"folder": str(rj.parent)}
+    return found

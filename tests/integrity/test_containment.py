@@ -13,7 +13,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from integrity_helpers import HONEST, responder, tool_outputs, write_bench
+from integrity_helpers import (
+    HONEST,
+    attack_job,
+    job_results,
+    responder,
+    tool_outputs,
+    write_bench,
+)
 
 from clawrig.errors import AgentFault
 from clawrig.leftovers import remove_tree, sweep_dead
@@ -32,23 +39,6 @@ DEEP = (
 )
 
 
-def _results(out: Path) -> dict[str, dict]:
-    found = {}
-    for rj in out.glob("*/*/result.json"):
-        res = json.loads(rj.read_text())
-        found[res["task_id"].rsplit("_", 1)[-1]] = res | {"folder": str(rj.parent)}
-    return found
-
-
-def _job(bench: Path, out: Path, **trial: object) -> JobConfig:
-    return JobConfig(
-        suite_path=bench,
-        output=out,
-        max_attempts=1,
-        trial=TrialConfig(agent="native", model="scripted/x", **trial),
-    )
-
-
 @pytest.mark.sandbox
 async def test_a_deep_tree_or_too_many_files_end_their_trial_not_the_job(
     scripted_server, tmp_path, monkeypatch
@@ -59,9 +49,9 @@ async def test_a_deep_tree_or_too_many_files_end_their_trial_not_the_job(
     many = "mkdir -p /tmp_workspace/m && cd /tmp_workspace/m && seq 3000 | xargs touch"
     tasks_dir = write_bench(tmp_path / "bench", 3)
     srv = scripted_server(responder=responder({1: [DEEP, HONEST], 2: [many, HONEST]}))
-    job = _job(tmp_path / "bench", tmp_path / "out")
+    job = attack_job(tmp_path / "bench", tmp_path / "out")
     summary = await run_job(job, load_tasks(tasks_dir), TrialServices(model=srv.chat_model()))
-    got = _results(tmp_path / "out")
+    got = job_results(tmp_path / "out")
     assert sorted(got) == ["t1", "t2", "t3"] and len(summary["tasks"]) == 3
     assert (
         got["t1"]["error"]["kind"] == "agent"
@@ -157,9 +147,9 @@ async def test_a_full_output_disk_ends_that_trial_not_the_job(scripted_server, t
         big = "mkdir -p results && head -c 4M /dev/urandom > results/r.bin"
         srv = scripted_server(responder=responder({1: [big]}))
         summary = await run_job(
-            _job(tmp_path / "bench", out), tasks, TrialServices(model=srv.chat_model())
+            attack_job(tmp_path / "bench", out), tasks, TrialServices(model=srv.chat_model())
         )
-        got = _results(out)
+        got = job_results(out)
         assert list(got) == ["t2"] and got["t2"]["score"]["score"] == 1.0
         assert summary["tasks"] and (out / "summary_scripted_x.json").is_file()
         assert not list(out.glob("*/.tmp-*"))  # the half-written folder is gone
@@ -232,9 +222,9 @@ async def test_a_hanging_warmup_meets_the_setup_deadline(scripted_server, tmp_pa
     monkeypatch.setattr(trial_mod, "SETUP_S", 3.0)
     tasks_dir = write_bench(tmp_path / "bench", 2, warmup={1: "sleep 600"})
     srv = scripted_server(responder=responder({}))
-    job = _job(tmp_path / "bench", tmp_path / "out")
+    job = attack_job(tmp_path / "bench", tmp_path / "out")
     await run_job(job, load_tasks(tasks_dir), TrialServices(model=srv.chat_model()))
-    got = _results(tmp_path / "out")
+    got = job_results(tmp_path / "out")
     assert got["t1"]["error"]["kind"] == "setup"
     assert "deadline of 3 s" in got["t1"]["error"]["message"]  # setup or sandbox_start
     assert got["t2"]["error"] is None and got["t2"]["score"]["score"] == 1.0

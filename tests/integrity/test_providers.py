@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from integrity_helpers import HONEST, tool_outputs, write_bench
+from integrity_helpers import HONEST, attack_job, job_results, tool_outputs, write_bench
 
 from clawrig.errors import ModelRequestError, ProviderError
 from clawrig.llm.client import MAX_REPLY_BYTES, PROBE, OpenAIChatModel, RetryPolicy
@@ -24,7 +24,7 @@ from clawrig.llm.pricing import Prices
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices, run_trial
-from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.spec.job import TrialConfig
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task
 from clawrig.spec.trial import ErrorKind
 from clawrig.tasks.registry import load_tasks
@@ -76,14 +76,6 @@ def _respond_by_task(turns: dict[int, Callable[[int], object]]) -> Callable[[dic
     return respond
 
 
-def _results(out: Path) -> dict[str, dict]:
-    found = {}
-    for rj in out.glob("*/*/result.json"):
-        res = json.loads(rj.read_text())
-        found[res["task_id"].rsplit("_", 1)[-1]] = res | {"folder": str(rj.parent)}
-    return found
-
-
 @pytest.mark.sandbox
 async def test_a_conversation_the_provider_refuses_ends_that_trial_not_the_job(
     scripted_server, tmp_path
@@ -102,16 +94,11 @@ async def test_a_conversation_the_provider_refuses_ends_that_trial_not_the_job(
 
     tasks_dir = write_bench(tmp_path / "bench", 2)
     srv = scripted_server(responder=_respond_by_task({1: t1}))
-    job = JobConfig(
-        suite_path=tmp_path / "bench",
-        output=tmp_path / "out",
-        max_attempts=1,
-        trial=TrialConfig(agent="native", model="scripted/x"),
-    )
+    job = attack_job(tmp_path / "bench", tmp_path / "out")
     with Gateway() as gw:  # as `clawrig run` has one
         services = TrialServices(model=srv.chat_model(), gateway=gw)
         summary = await run_job(job, load_tasks(tasks_dir), services)
-    got = _results(tmp_path / "out")
+    got = job_results(tmp_path / "out")
     assert sorted(got) == ["t1", "t2"] and len(summary["tasks"]) == 2
     assert got["t1"]["stop_reason"] == "model_error" and got["t1"]["error"] is None
     assert got["t1"]["score"]["score"] == 1.0  # graded as it stands: it had written ok
@@ -145,16 +132,11 @@ async def test_a_request_body_of_any_size_from_a_sandbox_is_cut_at_the_cap(
             }
         )
     )
-    job = JobConfig(
-        suite_path=tmp_path / "bench",
-        output=tmp_path / "out",
-        max_attempts=1,
-        trial=TrialConfig(agent="native", model="scripted/x"),
-    )
+    job = attack_job(tmp_path / "bench", tmp_path / "out")
     with Gateway() as gw:  # as `clawrig run` has one
         services = TrialServices(model=srv.chat_model(), gateway=gw)
         await run_job(job, load_tasks(tasks_dir), services)
-    got = _results(tmp_path / "out")
+    got = job_results(tmp_path / "out")
     [output] = tool_outputs(Path(got["t1"]["folder"]))
     assert "request body is over 64 MiB" in output, output
     assert got["t1"]["error"] is None
@@ -283,13 +265,7 @@ async def test_a_judge_refusing_the_agents_answer_is_its_zero_not_the_jobs_end(
         return reply('{"scores": {"match": 1}, "total": 1.0, "notes": "right"}')
 
     judge_srv = scripted_server(responder=judge)
-    job = JobConfig(
-        suite_path=tmp_path,
-        output=tmp_path / "out",
-        max_attempts=1,
-        parallel=1,
-        trial=TrialConfig(agent="native", model="scripted/x", grader="judge"),
-    )
+    job = attack_job(tmp_path, tmp_path / "out", parallel=1, grader="judge")
     services = TrialServices(model=agent.chat_model(), judge=judge_srv.chat_model())
     tasks = [_judged_task(tmp_path, 1), _judged_task(tmp_path, 2)]
     summary = await run_job(job, tasks, services)
@@ -628,13 +604,7 @@ async def test_the_answer_judge_refusing_the_jobs_first_answer_is_the_agents_zer
             else reply('{"scores": {"match": 1}, "total": 1.0, "notes": "ok"}')
         )
     )
-    job = JobConfig(
-        suite_path=tmp_path,
-        output=tmp_path / "out",
-        max_attempts=1,
-        parallel=1,
-        trial=TrialConfig(agent="native", model="scripted/x", grader="judge"),
-    )
+    job = attack_job(tmp_path, tmp_path / "out", parallel=1, grader="judge")
     name = f"scripted/judge-{uuid.uuid4().hex[:8]}"  # a model no earlier test saw answer
     services = TrialServices(model=agent.chat_model(), judge=judge_srv.chat_model(name))
     summary = await run_job(job, [_judged_task(tmp_path, 2)], services)
