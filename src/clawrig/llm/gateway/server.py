@@ -569,9 +569,16 @@ class Gateway:
             self._record(lease, seq, key, body, status=503, error=msg, started=started)
             return _error_body(503, msg, "no_upstream")
         wire_tools = texts[1] if texts is not None else None
-        return await self._forward(
-            lease, seq, key, body, stream, wants_usage, started, raw, wire_tools
-        )
+        with lease._lock:  # in flight until its record is written, or this call is cancelled
+            lease._upstream_open.add(seq)
+        try:
+            return await self._forward(
+                lease, seq, key, body, stream, wants_usage, started, raw, wire_tools
+            )
+        except BaseException:
+            with lease._lock:
+                lease._upstream_open.discard(seq)
+            raise
 
     @staticmethod
     def _prices(lease: GatewayLease) -> Any:
@@ -636,32 +643,8 @@ class Gateway:
     ) -> Response | dict[str, Any]:
         """Send ``body`` upstream (retrying), count, record and answer. ``wire_tools``: the
         body's ``tools`` as compact JSON made earlier (:meth:`GatewayLease.tools_json`). The
-        request is in flight (:attr:`GatewayLease.in_flight`) until its record is written
-        (for a relayed stream, when the stream ends) or this call is cancelled."""
-        with lease._lock:
-            lease._upstream_open.add(seq)
-        try:
-            return await self._send(
-                lease, seq, key, body, stream, wants_usage, started, raw, wire_tools
-            )
-        except BaseException:
-            with lease._lock:
-                lease._upstream_open.discard(seq)
-            raise
-
-    async def _send(
-        self,
-        lease: GatewayLease,
-        seq: int,
-        key: str,
-        body: dict[str, Any],
-        stream: bool,
-        wants_usage: bool,
-        started: float,
-        raw: bool = False,
-        wire_tools: str | None = None,
-    ) -> Response | dict[str, Any]:
-        """:meth:`_forward`'s work."""
+        request is in flight (:attr:`GatewayLease.in_flight`) until it is counted and recorded
+        (for a relayed stream, when the stream ends) or :meth:`_chat` is cancelled."""
         ep = lease.endpoint
         client = UPSTREAM_CLIENT.get() or self._client
         assert ep is not None and client is not None
@@ -950,40 +933,8 @@ class Gateway:
         "judge" shape (judge_chat.jsonl, always whole requests): see :meth:`_judge_record`.
         """
         lease.watch.end(seq, answered=True)  # a reply (or a refusal) came
-        try:
-            self._write_record(
-                lease,
-                seq,
-                key,
-                body,
-                status,
-                response,
-                usage,
-                cached,
-                error,
-                started,
-                retries,
-                tokens,
-            )
-        finally:
-            with lease._lock:
-                lease._upstream_open.discard(seq)
-
-    def _write_record(
-        self,
-        lease: GatewayLease,
-        seq: int,
-        key: str,
-        body: dict[str, Any],
-        status: int,
-        response: dict[str, Any] | None,
-        usage: Usage | None,
-        cached: bool,
-        error: str | None,
-        started: float,
-        retries: int,
-        tokens: dict[str, Any] | None,
-    ) -> None:
+        with lease._lock:  # counted (usage before the record): no longer in flight
+            lease._upstream_open.discard(seq)
         path = lease.record_path
         if path is None:
             return
