@@ -29,17 +29,14 @@ from clawrig.spec.task import Grader, GraderKind, SourceRef, Task
 from clawrig.spec.trial import ErrorKind
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, error, reply
+from http_replies import send_body, start_reply
 
 Handler = Callable[[BaseHTTPRequestHandler], None]
 
 
 def _endless(h: BaseHTTPRequestHandler, *, length: bool) -> None:
     """A 200 reply of 200 MiB of spaces (with or without Content-Length)."""
-    h.send_response(200)
-    h.send_header("content-type", "application/json")
-    if length:
-        h.send_header("content-length", str(200 * 2**20))
-    h.end_headers()
+    start_reply(h, 200 * 2**20 if length else None)
     chunk = b" " * 2**20
     for _ in range(200):
         h.wfile.write(chunk)
@@ -169,11 +166,7 @@ async def test_a_reply_of_the_wrong_shape_is_a_provider_fault(provider, shape) -
     body = json.dumps(MALFORMED[shape]).encode()
 
     def answer(h: BaseHTTPRequestHandler) -> None:
-        h.send_response(200)
-        h.send_header("content-type", "application/json")
-        h.send_header("content-length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
+        send_body(h, body)
 
     endpoint = ModelEndpoint(name="p/m", provider="p", model_id="m", base_url=provider(answer))
     with Gateway(retry=RetryPolicy(attempts=1)) as gw:
@@ -211,12 +204,7 @@ async def test_lone_surrogates_in_the_models_reply_do_not_void_the_trial(
     ]
 
     def answer(h: BaseHTTPRequestHandler) -> None:
-        body = replies.pop(0) if len(replies) > 1 else replies[0]
-        h.send_response(200)
-        h.send_header("content-type", "application/json")
-        h.send_header("content-length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
+        send_body(h, replies.pop(0) if len(replies) > 1 else replies[0])
 
     endpoint = ModelEndpoint(name="p/m", provider="p", model_id="m", base_url=provider(answer))
     model = OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=1))
@@ -436,11 +424,7 @@ def _first_turn_then(later: Handler, *, stream: bool = False) -> Handler:
             chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m"}
             chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": "tool_calls"}]
             body = b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
-        h.send_response(200)
-        h.send_header("content-type", "text/event-stream" if stream else "application/json")
-        h.send_header("content-length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
+        send_body(h, body, "text/event-stream" if stream else "application/json")
 
     return handle
 
@@ -448,10 +432,7 @@ def _first_turn_then(later: Handler, *, stream: bool = False) -> Handler:
 def _dribble(h: BaseHTTPRequestHandler) -> None:
     """A 200 reply whose JSON body comes one byte every 0.5 s (no read ever waits long)."""
     body = b'{"id": "x", "choices": [' + b" " * 400 + b"]}"
-    h.send_response(200)
-    h.send_header("content-type", "application/json")
-    h.send_header("content-length", str(len(body)))
-    h.end_headers()
+    start_reply(h, len(body))
     for byte in body:
         h.wfile.write(bytes([byte]))
         h.wfile.flush()
@@ -460,9 +441,7 @@ def _dribble(h: BaseHTTPRequestHandler) -> None:
 
 def _steady_stream(h: BaseHTTPRequestHandler) -> None:
     """A streamed reply: a token every 0.2 s for a minute (a model writing a long answer)."""
-    h.send_response(200)
-    h.send_header("content-type", "text/event-stream")
-    h.end_headers()
+    start_reply(h, None, "text/event-stream")
     for _ in range(300):
         chunk = {
             "id": "x",
@@ -534,9 +513,7 @@ async def test_an_unread_stream_is_no_provider_stall(provider) -> None:
     # the gateway stops pulling chunks when the client's socket is full, which looked like a
     # silent provider (the trial voided as the provider's stall when the agent's time ran out)
     def long_stream(h: BaseHTTPRequestHandler) -> None:
-        h.send_response(200)
-        h.send_header("content-type", "text/event-stream")
-        h.end_headers()
+        start_reply(h, None, "text/event-stream")
         chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m"}
         chunk["choices"] = [{"index": 0, "delta": {"content": "word " * 40}}]
         line = b"data: " + json.dumps(chunk).encode() + b"\n\n"

@@ -20,6 +20,7 @@ from clawrig.llm.pricing import Prices
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.tools.base import ToolContext
 from clawrig.tools.catalog import Toolset
+from http_replies import send_body, start_reply
 
 USER = [{"role": "user", "content": "hi"}]
 FAST = RetryPolicy(attempts=2, initial_s=0.001, max_s=0.005, retry_after_cap_s=0.01)
@@ -51,17 +52,9 @@ def model_on(base_url: str, timeout_s: float = 10.0) -> OpenAIChatModel:
     return OpenAIChatModel(endpoint, retry=FAST, timeout_s=timeout_s)
 
 
-def send(handler: BaseHTTPRequestHandler, body: bytes) -> None:
-    handler.send_response(200)
-    handler.send_header("content-type", "application/json")
-    handler.send_header("content-length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
-
-
 async def test_impossible_usage_is_rejected_and_flagged(provider) -> None:
     usage = {"prompt_tokens": 12, "completion_tokens": -1e9, "cost": -3000.0}
-    url = provider(lambda h: send(h, completion({"role": "assistant", "content": "x"}, usage)))
+    url = provider(lambda h: send_body(h, completion({"role": "assistant", "content": "x"}, usage)))
     resp = await model_on(url).chat(USER)
     assert resp.usage.output_tokens == 0
     assert resp.usage.input_tokens == 12
@@ -89,7 +82,7 @@ async def test_non_numbers_and_absurd_counts_are_rejected(provider, bad) -> None
         },
         allow_nan=True,
     ).encode()
-    url = provider(lambda h: send(h, body))
+    url = provider(lambda h: send_body(h, body))
     resp = await model_on(url).chat(USER)
     assert resp.usage.input_tokens == 0 and resp.usage.output_tokens == 3
     assert resp.usage_rejected == ["prompt_tokens"]
@@ -101,7 +94,7 @@ async def test_tool_call_without_a_name_is_a_tool_error_for_the_model(provider) 
         "content": None,
         "tool_calls": [{"id": "call_1", "type": "function", "function": {"arguments": "{}"}}],
     }
-    url = provider(lambda h: send(h, completion(message, {"prompt_tokens": 1})))
+    url = provider(lambda h: send_body(h, completion(message, {"prompt_tokens": 1})))
     resp = await model_on(url).chat(USER)
     (tc,) = resp.tool_calls
     assert tc.name == ""
@@ -113,10 +106,7 @@ async def test_a_reply_over_the_cap_is_refused_by_its_length(provider) -> None:
     sent: list[int] = []
 
     def huge(h: BaseHTTPRequestHandler) -> None:
-        h.send_response(200)
-        h.send_header("content-type", "application/json")
-        h.send_header("content-length", str(MAX_REPLY_BYTES * 2))
-        h.end_headers()
+        start_reply(h, MAX_REPLY_BYTES * 2)
         for _ in range(64):  # the client hangs up long before this ends
             h.wfile.write(b" " * 65536)
             sent.append(65536)
@@ -146,10 +136,7 @@ async def test_a_chunked_reply_over_the_cap_is_refused_while_read(provider) -> N
 async def test_a_dribbling_provider_meets_the_total_deadline(provider) -> None:
     def dribble(h: BaseHTTPRequestHandler) -> None:
         body = completion({"role": "assistant", "content": "slow"}, {"prompt_tokens": 1})
-        h.send_response(200)
-        h.send_header("content-type", "application/json")
-        h.send_header("content-length", str(len(body)))
-        h.end_headers()
+        start_reply(h, len(body))
         for byte in body:  # one byte every 0.1 s: no single read ever waits 0.5 s
             h.wfile.write(bytes([byte]))
             h.wfile.flush()
