@@ -11,18 +11,25 @@ import pytest
 
 from clawrig.cli.run import headline
 
-COMMANDS = [
-    ["run"],
-    ["verify"],
-    ["grade"],
-    ["tasks", "list"],
-    ["tasks", "show"],
-    ["tasks", "validate"],
-    ["tools", "schema"],
-    ["tools", "list"],
-    ["export", "sft"],
-    ["export", "fourfolder"],
-]
+
+def every_command() -> list[list[str]]:
+    """Every command path of ``clawrig`` (leaves and groups), walked from the click tree."""
+    import typer
+
+    from clawrig.cli.main import _app
+
+    out: list[list[str]] = []
+
+    def walk(group, path: list[str]) -> None:
+        ctx = group.context_class(group)
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            out.append([*path, name])
+            if hasattr(cmd, "list_commands"):
+                walk(cmd, [*path, name])
+
+    walk(typer.main.get_command(_app), [])
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +39,38 @@ def helps() -> dict[str, str]:
     from cli_helpers import CLAWRIG, clean_env
 
     out = {}
-    for cmd in COMMANDS:
+    for cmd in [[], *every_command()]:
         r = subprocess.run(
             [CLAWRIG, *cmd, "--help"], env=clean_env(), capture_output=True, text=True, timeout=60
         )
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0 and "Traceback" not in r.stderr, (cmd, r.stderr[-2000:])
         out[" ".join(cmd)] = r.stdout
     return out
+
+
+def test_every_command_has_help(helps):
+    # `clawrig pull --help` once died on its own help text (rich read "[/PATH]" as markup)
+    paths = set(helps)
+    assert {"run", "pull", "serve", "view", "env build", "export inspect", "tasks list"} <= paths
+    for cmd, text in helps.items():
+        assert text.lstrip().startswith(f"Usage: clawrig {cmd}".rstrip()), cmd
+
+
+def test_start_up_loads_only_the_command_it_runs():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.argv = ['clawrig', 'version']\n"
+        "from clawrig.cli.main import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('clawrig.cli.'))))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    version, loaded = r.stdout.splitlines()
+    assert loaded.split() == ["clawrig.cli.common", "clawrig.cli.main"]
 
 
 def test_each_short_flag_has_one_meaning(helps):

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from clawrig.errors import ClawrigError, UserError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    console: Console
+    err_console: Console
 
 DEFAULT_PARALLEL = 1
 """``--parallel``'s default in every command (trials or sandboxes at once)."""
@@ -17,8 +22,24 @@ DEFAULT_PARALLEL = 1
 FLAG = ""
 """metavar for on/off flags: they take no value, so --help shows none (not ``<bool>``)."""
 
-console = Console()
-err_console = Console(stderr=True)
+
+def _console(name: str) -> Console:
+    """``console`` (stdout) or ``err_console`` (stderr): a rich console made on first use, so
+    a command that prints nothing through rich (``clawrig version``) never imports rich."""
+    made = globals().get(name)
+    if made is None:
+        from rich.console import Console
+
+        made = globals()[name] = Console(stderr=name == "err_console")
+    return made
+
+
+def __getattr__(name: str) -> Any:
+    """``from clawrig.cli.common import console, err_console`` (:func:`_console`)."""
+    if name in ("console", "err_console"):
+        return _console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _click_errors = sys.modules[typer.BadParameter.__module__]
 """click's exception module as typer uses it (typer >= 0.29 vendors click as ``typer._click``)."""
@@ -27,7 +48,10 @@ _click_errors = sys.modules[typer.BadParameter.__module__]
 def stdout_console() -> Console:
     """The stdout console; a wide one when stdout is not a terminal (a file, a pipe), so task
     ids and trial folders in tables are never cut or wrapped."""
-    return console if console.is_terminal else Console(width=240, soft_wrap=False)
+    from rich.console import Console
+
+    out = _console("console")
+    return out if out.is_terminal else Console(width=240, soft_wrap=False)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -50,7 +74,7 @@ def run_guarded(app: Callable[..., object]) -> int:
     except SystemExit as exc:
         return exit_code_of(exc.code)
     except (KeyboardInterrupt, typer.Abort):
-        err_console.print("clawrig: interrupted")
+        _console("err_console").print("clawrig: interrupted")
         return 130
     except _click_errors.UsageError as exc:
         if not exc.format_message():  # no arguments: the help was printed already
@@ -73,7 +97,9 @@ def run_guarded(app: Callable[..., object]) -> int:
 
 def _error_line(message: str) -> None:
     """``clawrig: error: <message>`` on stderr (the message printed as is, never as markup)."""
-    err_console.print(
+    from rich.markup import escape
+
+    _console("err_console").print(
         f"[bold red]clawrig: error:[/] {escape(message)}", highlight=False, soft_wrap=True
     )
 

@@ -11,6 +11,7 @@ import typer
 from clawrig.cli.common import console, err_console, stdout_console
 
 app = typer.Typer(
+    add_completion=False,
     help="Environments tasks run on: build (mmdebstrap, docker import), list, prune.",
     no_args_is_help=True,
 )

@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from clawrig.cli.common import console
+from clawrig.cli.view import export_inspect
 from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
 
@@ -25,8 +26,11 @@ from clawrig.sandbox.kinds import check_sandbox_kind
 DEFAULT_MIN_SCORE = 0.96
 FORMATS = ("openai", "sharegpt")
 
-app = typer.Typer(help="Export a job's graded trials: four-folder sets, SFT data.",
-                  no_args_is_help=True)  # fmt: skip
+app = typer.Typer(
+    help="Export a job's graded trials: four-folder sets, SFT data.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 JobDir = Annotated[Path, typer.Argument(help="A job's output folder (clawrig run --output).")]
 MinScore = Annotated[
@@ -141,3 +145,6 @@ def harbor(
         highlight=False,
         soft_wrap=True,
     )
+
+
+app.command("inspect")(export_inspect)  # written beside `clawrig view` (the Inspect log format)

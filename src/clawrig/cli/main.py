@@ -6,23 +6,90 @@ never a traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from clawrig import __version__
-from clawrig.cli import env as env_cli
-from clawrig.cli import export as export_cli
-from clawrig.cli import grade as grade_cli
-from clawrig.cli import pull as pull_cli
-from clawrig.cli import run as run_cli
-from clawrig.cli import serve as serve_cli
-from clawrig.cli import tasks as tasks_cli
-from clawrig.cli import tools as tools_cli
-from clawrig.cli import verify as verify_cli
-from clawrig.cli import view as view_cli
 from clawrig.cli.common import FLAG, run_guarded
+
+COMMANDS = {
+    "run": "register",
+    "grade": "register",
+    "verify": "register",
+    "pull": "register",
+    "serve": "register",
+    "view": "register",
+    "version": "",
+    "tasks": "app",
+    "tools": "app",
+    "export": "app",
+    "env": "app",
+}
+"""Every subcommand -> how its module ``clawrig.cli.<name>`` provides it: ``register(app)``
+adds its command to a typer app, ``app`` is its own typer sub-app, "" is defined here. A
+command's module is imported only when that command is used (or listed by ``--help``): start-up
+imports no other command's machinery (the order here is the help's order)."""
+
+
+def _load(name: str) -> Any:
+    """The click command for ``name`` (:data:`COMMANDS`), built from its module."""
+    module = importlib.import_module(f"clawrig.cli.{name}")
+    if COMMANDS[name] == "app":
+        command = typer.main.get_command(module.app)
+    else:
+        scratch = typer.Typer(add_completion=False)
+        module.register(scratch)
+        command = typer.main.get_command(scratch)  # one command: the command itself
+    command.name = name
+    return _quiet_help_metavar(command)
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """A click group's ``commands``: every name of :data:`COMMANDS` is there (help, "did you
+    mean"), each command built on first access (:func:`_load`)."""
+
+    def __init__(self, loaded: MutableMapping[str, Any]) -> None:
+        self._loaded = dict(loaded)
+        self._names = [n for n in COMMANDS if n in self._loaded or COMMANDS[n]]
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._loaded:
+            if name not in self._names:
+                raise KeyError(name)
+            self._loaded[name] = _load(name)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._loaded[name] = command
+        if name not in self._names:
+            self._names.append(name)
+
+    def __delitem__(self, name: str) -> None:
+        self._names.remove(name)
+        self._loaded.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class _LazyGroup(TyperGroup):
+    """The ``clawrig`` group: its subcommands load on use (:class:`_LazyCommands`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(self.commands)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names only: nothing is loaded to list them
+
 
 _app = typer.Typer(
     name="clawrig",
@@ -30,17 +97,13 @@ _app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_LazyGroup,
 )
-_app.add_typer(tasks_cli.app, name="tasks")
-_app.add_typer(tools_cli.app, name="tools")
-_app.add_typer(export_cli.app, name="export")
-_app.add_typer(env_cli.app, name="env")
-run_cli.register(_app)
-grade_cli.register(_app)
-verify_cli.register(_app)
-pull_cli.register(_app)
-serve_cli.register(_app)
-view_cli.register(_app, export_cli.app)
+
+
+@_app.callback()
+def _main() -> None:
+    """Run Claw-style agent benchmarks: tasks -> sandbox -> agent -> grading -> summary."""
 
 
 @_app.command("version")
@@ -50,13 +113,18 @@ def version() -> None:
 
 
 def _quiet_help_metavar(command: Any) -> Any:
-    """Give every command's ``--help`` no metavar (typer shows ``<bool>`` for it otherwise:
-    a flag takes no value). The help option is built once per command and cached, so setting
-    it here sticks."""
+    """Give every flag of ``command`` and of its loaded subcommands no metavar (typer shows
+    ``<bool>`` otherwise: a flag takes no value), ``--help`` included. The help option is built
+    once per command and cached, so setting it here sticks. Subcommands not loaded yet get it
+    when they load (:func:`_load`)."""
     help_option = command.get_help_option(command.context_class(command))
     if help_option is not None:
         help_option.metavar = FLAG
-    for sub in (getattr(command, "commands", None) or {}).values():
+    for param in command.params:
+        if getattr(param, "is_flag", False):
+            param.metavar = FLAG
+    subs = getattr(command, "commands", None) or {}
+    for sub in (subs._loaded if isinstance(subs, _LazyCommands) else subs).values():
         _quiet_help_metavar(sub)
     return command
 

@@ -22,7 +22,8 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Argument(
                 help="eigendata/wildclaw | wildclawbench | dataclawbench | "
-                "hf://datasets/OWNER/NAME[/PATH], optionally @REVISION (branch, tag, commit)"
+                "hf://datasets/OWNER/NAME or hf://datasets/OWNER/NAME/PATH, optionally @REVISION "
+                "(branch, tag, commit)"
             ),
         ],
         include: Annotated[

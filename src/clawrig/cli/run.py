@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clawrig.cli.common import DEFAULT_PARALLEL, FLAG, err_console, stdout_console
+from clawrig.cli.common import DEFAULT_PARALLEL, err_console, stdout_console
 from clawrig.errors import UserError
 from clawrig.runner.executors import EXECUTORS
 
@@ -141,7 +141,6 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--warm/--no-warm",
-                metavar=FLAG,
                 help="Run a task's warmup installs once and start every trial from the result.",
             ),
         ] = True,
@@ -192,7 +191,6 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--resume",
-                metavar=FLAG,
                 help="Continue the unfinished job in --output: run only the trials not done.",
             ),
         ] = False,
@@ -280,7 +278,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         verbose: Annotated[
             bool,
-            typer.Option("--verbose", "-v", metavar=FLAG, help="Print each trial as it ends."),
+            typer.Option("--verbose", "-v", help="Print each trial as it ends."),
         ] = False,
     ) -> None:
         """Run a suite: every task (x runs) in its own sandbox, graded, with a summary."""

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clawrig.cli.common import FLAG, console, err_console, stdout_console
+from clawrig.cli.common import console, err_console, stdout_console
 from clawrig.errors import UserError
 
 if TYPE_CHECKING:  # the readers load on use, so `clawrig --help` starts fast
@@ -48,6 +48,7 @@ def build_dataclaw(root: Path, **kwargs: Any) -> Any:
 
 
 app = typer.Typer(
+    add_completion=False,
     help="List, show and validate task suites (WildClawBench, four-folder, DataClawBench).",
     no_args_is_help=True,
 )
@@ -133,9 +134,7 @@ def list_tasks(
         "--root",
         help="Benchmark root for workspace paths (default: the folder that holds tasks/).",
     ),
-    as_json: bool = typer.Option(
-        False, "--json", metavar=FLAG, help="Print a JSON list instead of a table."
-    ),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
 ) -> None:
     """List the tasks of a suite. Exit 1 when some tasks could not be read."""
     suite = load_suite(path, root)
@@ -186,7 +185,7 @@ def show_task(
         None, "--path", help="Suite path (instead of the PATH argument)."
     ),
     root: Path | None = typer.Option(None, "--root", help="Benchmark root for workspace paths."),
-    as_json: bool = typer.Option(False, "--json", metavar=FLAG, help="Print the Task as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the Task as JSON."),
 ) -> None:
     """Show one task in full."""
     path = path_opt or path_arg or default_suite()
@@ -261,7 +260,7 @@ def validate_suite(
     path: Path = typer.Argument(..., help="Task file or suite folder."),
     root: Path | None = typer.Option(None, "--root", help="Benchmark root for workspace paths."),
     as_json: bool = typer.Option(
-        False, "--json", metavar=FLAG, help="Print {tasks, errors, warnings, issues[]} as JSON."
+        False, "--json", help="Print {tasks, errors, warnings, issues[]} as JSON."
     ),
 ) -> None:
     """Report every problem (file, field, line). Exit 1 on any error; warnings do not fail."""

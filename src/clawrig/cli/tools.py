@@ -27,6 +27,7 @@ def tool_schema(profile: str) -> list[dict]:
 
 
 app = typer.Typer(
+    add_completion=False,
     help=f"The native tools (OpenClaw {OPENCLAW_VERSION} action space): schemas and profiles.",
     no_args_is_help=True,
 )

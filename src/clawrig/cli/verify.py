@@ -16,7 +16,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from clawrig.cli.common import DEFAULT_PARALLEL, FLAG, stdout_console
+from clawrig.cli.common import DEFAULT_PARALLEL, stdout_console
 from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
 
@@ -99,9 +99,7 @@ def register(app: typer.Typer) -> None:
         path: Annotated[
             Path, typer.Argument(help="A four-folder set, WildClawBench task file(s), ...")
         ],
-        json_out: Annotated[
-            bool, typer.Option("--json", metavar=FLAG, help="Print the report as JSON.")
-        ] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
         threshold: Annotated[
             float,
             typer.Option("--threshold", help="An empty or wrong rollout must score below this."),
@@ -114,7 +112,7 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--root", help="benchmark root for WildClawBench workspaces")
         ] = None,
         verbose: Annotated[
-            bool, typer.Option("--verbose", "-v", metavar=FLAG, help="Also show what passed.")
+            bool, typer.Option("--verbose", "-v", help="Also show what passed.")
         ] = False,
     ) -> None:
         """Check that every task or sample can be trusted; exit 1 on failure.

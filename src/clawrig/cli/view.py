@@ -74,7 +74,7 @@ def export_inspect(
         console.print(f"wrote {path}", highlight=False, soft_wrap=True)
 
 
-def register(app: typer.Typer, export_app: typer.Typer) -> None:
-    """Add ``view`` to the main app and ``inspect`` to ``clawrig export``."""
+def register(app: typer.Typer) -> None:
+    """Add ``view`` to the main app (``clawrig export inspect`` is :func:`export_inspect`,
+    registered by :mod:`clawrig.cli.export`)."""
     app.command("view")(view)
-    export_app.command("inspect")(export_inspect)
