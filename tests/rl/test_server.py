@@ -137,18 +137,21 @@ async def test_malformed_json_and_group_size(serve):
 
 async def test_busy_server_says_429_and_slow_episode_504(serve, scripted_server):
     url = serve(max_concurrency=1, max_queue=0)
-    policy = scripted_server(responder=lambda req: reply("done", delay=3.0))
-    body = {"task_id": "000015", "base_url": policy.base_url, "model": "p", "timeout_s": 1.5}
+    # the model answers after 30 s; the episode may take 6 s (room for a slow sandbox start on
+    # a loaded machine before the model is first asked)
+    policy = scripted_server(responder=lambda req: reply("done", delay=30.0))
+    body = {"task_id": "000015", "base_url": policy.base_url, "model": "p", "timeout_s": 6}
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         first = asyncio.create_task(client.post("/v1/episodes", json=body))
-        while not policy.requests:  # the first episode holds the only slot
+        while not policy.requests and not first.done():  # the first holds the only slot
             await asyncio.sleep(0.02)
+        assert not first.done(), first.result().text
         second = await client.post("/v1/episodes", json=body)
         assert second.status_code == 429 and second.headers["retry-after"] == "1"
         assert second.json()["error"].startswith("busy: 1 episode(s) admitted")
         slow = await first
     assert slow.status_code == 504
-    assert slow.json() == {"error": "timeout_s: the episode did not finish in 1.5 s"}
+    assert slow.json() == {"error": "timeout_s: the episode did not finish in 6 s"}
 
 
 def test_cli_serve_refuses_a_missing_suite(tmp_path):
