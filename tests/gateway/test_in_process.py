@@ -179,3 +179,52 @@ async def test_in_process_calls_record_and_answer_as_the_http_path(
         r.model_dump(exclude={"latency_s", "usage"}) for r in replayed[False][0]
     ]
     assert replayed[True][0][1].content == "done: ✓"
+
+
+async def test_trials_sending_equal_tool_lists_get_their_exact_json(
+    scripted_server, make_gateway, tmp_path
+):
+    # three trials' tool lists: two equal (distinct objects), one that differs only in a
+    # value's JSON type (1 where the others say true: equal in Python, not in JSON)
+    strict = [{**TOOLS[0], "function": {**TOOLS[0]["function"], "strict": True}}]
+    same = json.loads(json.dumps(strict))
+    numeric = [{**TOOLS[0], "function": {**TOOLS[0]["function"], "strict": 1}}]
+    assert strict == same == numeric and strict is not same
+    srv = scripted_server([reply("a"), reply("b"), reply("c"), reply("d")])
+    gw = make_gateway()
+    keys = []
+    for n, tools in enumerate([strict, same, numeric, strict]):
+        lease = gw.open_trial(upstream(srv), trial_id=f"t{n}", record_path=tmp_path / f"{n}.jsonl")
+        model = lease.chat_model()
+        await model.chat([{"role": "user", "content": "go"}], tools=tools)
+        await model.aclose()
+        gw.close_trial(lease)
+        keys.append(read_records(tmp_path / f"{n}.jsonl")[0]["key"])
+    sent = [json.dumps(r["tools"]) for r in srv.requests]
+    assert sent == [json.dumps(t) for t in (strict, same, numeric, strict)]
+    assert '"strict": 1' in sent[2] and '"strict": true' in sent[0]
+    assert keys[0] == keys[1] == keys[3] != keys[2]
+
+
+async def test_a_jobs_trials_share_one_upstream_connection(scripted_server, make_gateway):
+    # within Gateway.shared_upstream (a job), each trial's model (made and closed per trial)
+    # sends over the job's one kept-alive connection; outside it, each model has its own
+    srv = scripted_server([reply(str(n)) for n in range(6)])
+    gw = make_gateway()
+
+    async def trial(n: int) -> str:
+        lease = gw.open_trial(upstream(srv), trial_id=f"t{n}")
+        model = lease.chat_model()
+        try:
+            return (await model.chat([{"role": "user", "content": "go"}])).content
+        finally:
+            await model.aclose()
+            gw.close_trial(lease)
+
+    async with gw.shared_upstream():
+        shared = [await trial(n) for n in range(3)]
+    alone = [await trial(n) for n in range(3, 6)]
+    assert shared + alone == ["0", "1", "2", "3", "4", "5"]
+    ports = srv.peers
+    assert None not in ports and len(set(ports[:3])) == 1
+    assert len(set(ports[3:])) == 3 and ports[0] not in ports[3:]

@@ -106,3 +106,29 @@ def test_a_demo_trial_folder_is_the_layout_and_its_files_parse(demo_oracle_job):
     assert [row.trial for row in summary.tasks] == sorted(
         f"{f.parent.name}/{f.name}" for f in folders
     )
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [
+        {"formatted_dialog": [{"role": "user", "content": "héllo\nthere"}]},
+        {"formatted_dialog": []},
+        {"a": {}, "b": [1, 1.0, True, None]},
+        {"formatted_dialog": [{"role": "tool", "content": "bad name \udcff"}]},  # not UTF-8
+    ],
+)
+def test_a_trial_folders_json_reusing_its_tool_schemas_text_is_the_same_text(rest):
+    from clawrig.spec.layout import json_text_reusing
+
+    schema = [{"type": "function", "function": {"name": "exec", "description": "ünï\ttab"}}]
+    flags = [
+        {"type": "function", "function": {"name": "exec", "strict": flag}} for flag in (1, True)
+    ]
+    for tools in (schema, json.loads(json.dumps(schema)), *flags, schema):
+        value = {**rest, "tool_schema": tools}
+        try:  # what json.dumps writes (every non-ASCII escaped when a lone surrogate is in)
+            expected = json.dumps(value, ensure_ascii=False, indent=2)
+            expected.encode("utf-8")
+        except UnicodeEncodeError:
+            expected = json.dumps(value, indent=2)
+        assert json_text_reusing(value, "tool_schema") == expected

@@ -261,9 +261,11 @@ class Job:
         gateway = self.services.gateway
         owned = gateway if self._owns_gateway and gateway is not None else None
         with owned if owned is not None else contextlib.nullcontext():
-            summary = await batch.run_job(
-                self.config, self.tasks, self.services, on_update=self.on_update
-            )
+            # the trials' model calls share one upstream client (and its connections)
+            async with gateway.shared_upstream() if gateway else contextlib.nullcontext():
+                summary = await batch.run_job(
+                    self.config, self.tasks, self.services, on_update=self.on_update
+                )
         if summary.get("already_finished"):
             self.on_note(
                 f"{self.config.output} holds a finished job of {self.config.trial.model}: "

@@ -99,7 +99,7 @@ from clawrig.services import (
     start_services,
 )
 from clawrig.spec.job import TrialConfig, model_slug
-from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths, json_text
+from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths, json_text, json_text_reusing
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import GraderKind, Task
 from clawrig.spec.transcript import Transcript
@@ -1679,7 +1679,8 @@ def _finish_folder(
     except Exception:
         schema = []
     dialog = DialogFile(formatted_dialog=to_formatted_dialog(transcript), tool_schema=schema)
-    _write_json(paths.dialog, dialog.model_dump(mode="json"))
+    text = json_text_reusing(dialog.model_dump(mode="json"), "tool_schema")  # the same each trial
+    paths.dialog.write_text(text + "\n", encoding="utf-8")
     _write_json(paths.score, ScoreFile.of(result).model_dump(mode="json"))
     _write_json(paths.process_score, result.process.model_dump(mode="json"))
     _write_json(paths.usage, result.usage.model_dump(mode="json"))

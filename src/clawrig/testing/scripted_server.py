@@ -307,6 +307,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
+        self._peers: list[int | None] = []
         self._in_flight = 0
         self._max_in_flight = 0
         self._received = 0
@@ -346,6 +347,13 @@ class ScriptedServer:
         """The HTTP headers (lower-case names) of each recorded request, same order."""
         with self._lock:
             return list(self._headers)
+
+    @property
+    def peers(self) -> list[int | None]:
+        """The client's TCP port of each recorded request, same order (requests that share a
+        port came over one kept-alive connection)."""
+        with self._lock:
+            return list(self._peers)
 
     @property
     def sent_tokens(self) -> list[dict[str, Any]]:
@@ -458,11 +466,12 @@ class ScriptedServer:
     # ----------------------------------------------------------------- internals
 
     def _next_reply(
-        self, body: dict[str, Any], headers: dict[str, str]
+        self, body: dict[str, Any], headers: dict[str, str], peer: int | None = None
     ) -> tuple[Reply | None, int]:
         with self._lock:
             self._requests.append(body)
             self._headers.append(headers)
+            self._peers.append(peer)
             self._received += 1
             n = self._received
             if self._script:
@@ -503,17 +512,20 @@ class ScriptedServer:
                 self._in_flight += 1
                 self._max_in_flight = max(self._max_in_flight, self._in_flight)
             try:
-                return await self._answer(body, dict(request.headers))
+                peer = request.client.port if request.client is not None else None
+                return await self._answer(body, dict(request.headers), peer)
             finally:
                 with self._lock:
                     self._in_flight -= 1
 
         return app
 
-    async def _answer(self, body: dict[str, Any], headers: dict[str, str]) -> Response:
+    async def _answer(
+        self, body: dict[str, Any], headers: dict[str, str], peer: int | None = None
+    ) -> Response:
         """Build the response to one chat request (consumes one reply)."""
         try:
-            rep, n = self._next_reply(body, headers)
+            rep, n = self._next_reply(body, headers, peer)
         except Exception as exc:  # a responder bug: report it to the client, keep serving
             _log.exception("ScriptedServer responder failed")
             return _error_response(500, f"ScriptedServer responder failed: {exc!r}", None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import copy
 import json
 import threading
 import weakref
@@ -25,7 +24,7 @@ from clawrig.llm.client import (
     sdk_httpx,
 )
 from clawrig.llm.gateway.forwarder import FORWARDER_PORT
-from clawrig.llm.gateway.replay import CacheMode, ResponseCache, canonical_json
+from clawrig.llm.gateway.replay import CacheMode, ResponseCache
 from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.llm.stalls import RequestWatch
@@ -173,19 +172,14 @@ class GatewayLease:
     def tools_json(self, tools: list[Any]) -> tuple[str, str | None]:
         """``tools`` (a request's tool list) as (:func:`canonical_json`, compact JSON as sent
         upstream; None when JSON cannot hold it, NaN say). The agent in this process sends the
-        same list object with each request: made once for it (~0.5 ms a request for ~10 KB),
-        and again when the list is another or was changed since (compared with a copy)."""
+        same list object with each request: made once for it, and again when the list is
+        another or was changed since (compared with a copy); a list equal to the one another
+        trial sent gets that trial's texts (:meth:`Gateway.tools_texts`)."""
         memo = self._tools_json
         if memo is not None and memo[0] is tools and memo[1] == tools:
             return memo[2], memo[3]
-        canonical = canonical_json(tools)
-        try:
-            compact: str | None = json.dumps(
-                tools, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-            )
-        except ValueError:
-            compact = None
-        self._tools_json = (tools, copy.deepcopy(tools), canonical, compact)
+        snapshot, canonical, compact = self.gateway.tools_texts(tools)
+        self._tools_json = (tools, snapshot, canonical, compact)
         return canonical, compact
 
     def _count(self, usage: Usage | None, retries: int = 0) -> None:
@@ -232,6 +226,13 @@ UPSTREAM_CLIENT: contextvars.ContextVar[httpx.AsyncClient | None] = contextvars.
 )
 """The upstream HTTP client of an in-process request (set by :class:`GatewayChatModel`; the
 gateway's own client, bound to its server thread's loop, serves requests over its sockets)."""
+
+
+SHARED_UPSTREAM: contextvars.ContextVar[
+    tuple[Any, asyncio.AbstractEventLoop, httpx.AsyncClient] | None
+] = contextvars.ContextVar("clawrig_gateway_shared_upstream", default=None)
+"""(gateway, event loop, client) while :meth:`Gateway.shared_upstream` runs: the in-process
+chat models of that gateway on that loop send upstream through that one client."""
 
 
 class GatewayChatModel(OpenAIChatModel):
@@ -347,9 +348,14 @@ class GatewayChatModel(OpenAIChatModel):
         token = None
         if self.in_process:
             loop = asyncio.get_running_loop()
-            upstream = self._upstreams.get(loop)
-            if upstream is None:
-                upstream = self._upstreams[loop] = self.lease.gateway.new_upstream_client()
+            shared = SHARED_UPSTREAM.get()
+            if shared is not None and shared[0] is self.lease.gateway and shared[1] is loop:
+                upstream = shared[2]  # the job's: its connections outlive this trial
+            else:
+                own = self._upstreams.get(loop)
+                if own is None:
+                    own = self._upstreams[loop] = self.lease.gateway.new_upstream_client()
+                upstream = own
             token = UPSTREAM_CLIENT.set(upstream)
         try:
             return await super().chat(messages, **kwargs)
