@@ -172,6 +172,13 @@ CACHED_HEADER = "x-clawrig-cached"
 node's) records that call as cached too, and counts no spend for it."""
 
 
+@functools.lru_cache(maxsize=64)
+def _url(text: str) -> httpx.URL:
+    """``text`` parsed as httpx parses a request's URL (kept: ~0.2 ms of CPU a request to parse
+    the same upstream URL again). Raises httpx.InvalidURL."""
+    return httpx.URL(text)
+
+
 @functools.cache
 def upstream_tls() -> ssl.SSLContext:
     """The TLS context of every upstream client of this process: httpx's default (the CA
@@ -724,9 +731,9 @@ class Gateway:
             nonlocal attempts
             attempts += 1
             if content is not None:
-                req = client.build_request("POST", url, content=content, headers=headers)
+                req = client.build_request("POST", _url(url), content=content, headers=headers)
             else:
-                req = client.build_request("POST", url, json=out, headers=headers)
+                req = client.build_request("POST", _url(url), json=out, headers=headers)
             resp = await client.send(req, stream=True)
             if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
                 data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
