@@ -27,16 +27,20 @@ removed (:meth:`PoolEntry.release`), so nothing of one trial reaches another. Fr
 started in the background to refill the key the trial took from.
 
 Bounded: :class:`WarmPool` keeps at most ``max_idle`` sandboxes idle or starting (default from
-the job's concurrency, the CPUs and the free memory, :func:`default_size`), starts at most one
-refill per CPU at once, and does its file work (making and mounting disks, unmounting and
-removing them) on a few threads of its own (:data:`POOL_THREADS`), so at -p 8 its refills queue
-behind each other instead of taking the CPU and the event loop's worker threads from the live
-trials' (their end-state walks and copies, :func:`clawrig.waits.in_thread`). :meth:`WarmPool.close`
-(job end, Ctrl-C: the batch runner's ``finally``) stops and removes every idle one. Each entry
-is a ``clawrig-trial-<pid>-*`` folder in the work folder, so after ``kill -9``
-:func:`clawrig.leftovers.sweep_dead` unmounts and removes it at the next start (the sandboxes
-die with the harness: ``--die-with-parent``; their cgroups are swept by
-:func:`clawrig.sandbox.bwrap.sweep_stale_cgroups`).
+the job's concurrency, the CPUs and the free memory, :func:`default_size`), and starts at most
+one refill's sandbox per CPU at once (bwrap and the supervisor: CPU). Its file work (disks
+written, attached and mounted, slots made; unmounts and removals) is a few system calls per
+sandbox (no process: :mod:`clawrig.sandbox.disk`) that may wait on the kernel's mount lock and
+the disk, so it runs on threads of the pool's own, not tied to the CPU count and not the event
+loop's worker threads (the live trials' end-state walks and copies,
+:func:`clawrig.waits.in_thread`): :data:`POOL_THREADS` for starts and as many again for
+releases, so hundreds of trials ending at once never hold up the ones starting.
+:meth:`WarmPool.close` (job end, Ctrl-C: the batch runner's ``finally``) stops and removes every
+idle one. Each entry is a ``clawrig-trial-<pid>-*`` folder in the work folder, so after
+``kill -9`` :func:`clawrig.leftovers.sweep_dead` unmounts and removes it at the next start (the
+sandboxes die with the harness: ``--die-with-parent``; their cgroups are swept by
+:func:`clawrig.sandbox.bwrap.sweep_stale_cgroups`; a loop device frees itself with its disk's
+last mount).
 
 Pooling needs the harness as root (mounts) with cgroups (no per-sandbox uid drop) and the
 bwrap backend; :meth:`WarmPool.take` returns None otherwise (and for a config it cannot pool:
@@ -69,12 +73,17 @@ MS_BIND = 4096
 MS_MOVE = 8192
 MS_PRIVATE = 1 << 18
 MS_SHARED = 1 << 20
-POOL_THREADS = 2
-"""Threads of a pool's own executor (disks made, mounted, unmounted and removed)."""
+POOL_THREADS = 8
+"""Threads of each of a pool's two executors: starts (disks written and mounted, slots made) and
+releases (unmounts, removal)."""
 WORKSPACE_SLOT = "ws"
 """The slot bound at /tmp_workspace (the trial's workspace is mounted onto it)."""
 
 _ids = itertools.count(1)
+
+
+class _PoolClosed(Exception):
+    """A refill that waited for its start until the pool closed (it never starts)."""
 
 
 def _mount(source: str | None, target: Path, flags: int) -> None:
@@ -189,7 +198,7 @@ class PoolEntry:
     start_s: float = 0.0
     claimed: bool = False
     threads: Executor | None = None
-    """Where :meth:`release` does its file work (its pool's own threads; None: the event
+    """Where :meth:`release` does its file work (its pool's release threads; None: the event
     loop's default ones)."""
     _mounts: list[Path] = field(default_factory=list)
 
@@ -272,8 +281,10 @@ class WarmPool:
         self.enabled = pooling_possible()
         cpus = os.cpu_count() or 2
         self._threads = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="clawrig-pool")
+        self._release_threads = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="clawrig-rel")
         self._refills = asyncio.Semaphore(cpus)
-        """Refills starting at once: one per CPU (a trial's own start, a miss, does not wait)."""
+        """Refills' sandboxes starting at once: one per CPU (a trial's own start, a miss, does
+        not wait; nor does a refill's file work)."""
         self._idle: dict[tuple[Any, ...], list[PoolEntry]] = {}
         self._starting: dict[tuple[Any, ...], int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -329,8 +340,7 @@ class WarmPool:
 
     async def _fill(self, key: tuple[Any, ...], config: SandboxConfig) -> None:
         try:
-            async with self._refills:
-                entry = None if self._closed else await self._start(key, config)
+            entry = None if self._closed else await self._start(key, config, self._refills)
         except Exception:  # noqa: BLE001 - a failed refill leaves the key to cold starts
             entry = None
         finally:
@@ -342,8 +352,14 @@ class WarmPool:
             return
         self._idle.setdefault(key, []).append(entry)
 
-    async def _start(self, key: tuple[Any, ...], config: SandboxConfig) -> PoolEntry | None:
-        """A new entry for ``key``: folder, disk, slots, and a sandbox started on them."""
+    async def _start(
+        self,
+        key: tuple[Any, ...],
+        config: SandboxConfig,
+        starts: asyncio.Semaphore | None = None,
+    ) -> PoolEntry | None:
+        """A new entry for ``key``: folder, disk, slots, and a sandbox started on them (within
+        ``starts``, when given: the disk and slots are made first, outside it)."""
         from clawrig.sandbox.bwrap import BwrapSandbox
 
         folder = owned_tempdir("trial", self.work_dir)
@@ -353,7 +369,7 @@ class WarmPool:
             key=key,
             folder=folder,
             disk=TrialDisk(folder, config.limits.disk_bytes),
-            threads=self._threads,
+            threads=self._release_threads,
         )
         try:
             await asyncio.get_running_loop().run_in_executor(self._threads, self._prepare, entry)
@@ -382,7 +398,10 @@ class WarmPool:
                 )
             )
             entry.box = box
-            await box.start(arm=False)
+            async with starts or contextlib.nullcontext():
+                if self._closed and starts is not None:  # a refill that waited past close
+                    raise _PoolClosed
+                await box.start(arm=False)
             await box._call("preload")
         except BaseException:
             await entry.release()
@@ -442,7 +461,8 @@ class WarmPool:
         idle = [e for entries in self._idle.values() for e in entries]
         self._idle.clear()
         await asyncio.gather(*(e.release() for e in idle), return_exceptions=True)
-        self._threads.shutdown(wait=False)  # idle by now: their work was awaited above
+        for threads in (self._threads, self._release_threads):
+            threads.shutdown(wait=False)  # idle by now: their work was awaited above
 
     async def __aenter__(self) -> WarmPool:
         return self

@@ -1,0 +1,117 @@
+"""Trial disks (clawrig.sandbox.disk) on real loop devices: each disk written from the size's
+template holds its own size and inode count, is its own file system (nothing written on one
+shows on another or on a disk made later), many can be attached at once, and a released one
+leaves no mount, image or loop device behind; the process path (an older kernel) still makes
+a disk that holds its size."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from clawrig.sandbox import disk as disk_mod
+from clawrig.sandbox.disk import BYTES_PER_INODE, TrialDisk, can_make_disks
+
+pytestmark = pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+
+SIZE = 64 * 1024**2
+
+
+def _loop_of(path: Path) -> Path:
+    """/sys/dev/block/<major>:<minor> of the device mounted at ``path``."""
+    dev = os.stat(path).st_dev
+    return Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+
+
+def _fill(path: Path) -> int:
+    """Write 1 MiB chunks into one file until the disk is full; returns the bytes written."""
+    written = 0
+    chunk = b"\xa5" * 1024**2
+    with open(path / "fill", "wb", buffering=0) as fh:
+        try:
+            while written < 4 * SIZE:
+                written += fh.write(chunk)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return written
+
+
+def _gone(disk: TrialDisk, loop: Path) -> None:
+    assert not os.path.ismount(disk.path) and not disk.image.exists()
+    for _ in range(200):  # the kernel frees an autoclear device as its last mount goes
+        if not (loop / "loop" / "backing_file").exists():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{loop} still attached to {(loop / 'loop/backing_file').read_text()}")
+
+
+def test_disks_from_one_template_are_separate_and_hold_their_size(tmp_path):
+    a, b = TrialDisk(tmp_path / "a", SIZE), TrialDisk(tmp_path / "b", SIZE)
+    for d in (a, b):
+        d.mount()
+        assert d.enforced and d.problem == "" and os.path.ismount(d.path)
+        assert sorted(os.listdir(d.path)) == []  # no lost+found
+        st = os.statvfs(d.path)
+        assert 0.9 * SIZE <= st.f_blocks * st.f_frsize <= SIZE
+        assert SIZE // BYTES_PER_INODE <= st.f_files <= 1.1 * SIZE // BYTES_PER_INODE
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        opts = [ln.split()[5] for ln in lines if ln.split()[4] == str(d.path)]
+        assert opts and {"nosuid", "nodev", "noatime"} <= set(opts[0].split(","))
+    assert os.stat(a.path).st_dev != os.stat(b.path).st_dev
+    loop_a = _loop_of(a.path)
+    assert Path((loop_a / "loop" / "backing_file").read_text().strip()) == a.image
+    (a.path / "mine").write_text("a's file\n")
+    assert not (b.path / "mine").exists()
+    written = _fill(a.path)
+    assert 0.8 * SIZE <= written <= SIZE
+    assert os.stat(a.image).st_blocks * 512 <= SIZE + 1024**2  # on the host: the image's blocks
+    free = os.statvfs(b.path)
+    assert free.f_bavail * free.f_frsize >= 0.9 * SIZE  # a's full disk took nothing of b's
+    a.release()
+    _gone(a, loop_a)
+    c = TrialDisk(tmp_path / "c", SIZE)
+    c.mount()  # from the same template after a was filled: empty
+    assert c.enforced and os.listdir(c.path) == []
+    assert os.statvfs(c.path).f_bfree == os.statvfs(b.path).f_bfree
+    for d in (b, c):
+        loop = _loop_of(d.path)
+        d.release()
+        _gone(d, loop)
+    d.release()  # idempotent
+
+
+def test_many_disks_attach_at_once(tmp_path):
+    disks = [TrialDisk(tmp_path / f"d{i}", SIZE) for i in range(16)]
+    with ThreadPoolExecutor(16) as threads:
+        list(threads.map(TrialDisk.mount, disks))
+    try:
+        assert all(d.enforced for d in disks), [d.problem for d in disks]
+        assert len({os.stat(d.path).st_dev for d in disks}) == len(disks)
+        for i, d in enumerate(disks):
+            (d.path / "n").write_text(str(i))
+        assert [(d.path / "n").read_text() for d in disks] == [str(i) for i in range(16)]
+    finally:
+        loops = [_loop_of(d.path) for d in disks if d.enforced]
+        with ThreadPoolExecutor(16) as threads:
+            list(threads.map(TrialDisk.release, disks))
+    for d, loop in zip(disks, loops, strict=True):
+        _gone(d, loop)
+
+
+def test_without_the_loop_ioctls_the_processes_make_the_disk(tmp_path, monkeypatch):
+    def old_kernel(image: Path) -> tuple[int, str]:
+        raise OSError(errno.ENOTTY, "Inappropriate ioctl for device")
+
+    monkeypatch.setattr(disk_mod, "attach_loop", old_kernel)
+    d = TrialDisk(tmp_path / "old", SIZE)
+    d.mount()
+    assert d.enforced and os.path.ismount(d.path) and os.listdir(d.path) == []
+    assert 0.8 * SIZE <= _fill(d.path) <= SIZE
+    loop = _loop_of(d.path)
+    d.release()
+    _gone(d, loop)
