@@ -5,7 +5,11 @@ What is inside (and how each limit is enforced):
 - the host's /usr read-only (with /bin, /lib, ... as on the host) and the /etc pieces programs
   need (alternatives, ld.so cache, certificates, timezone, python config), or the top-level
   folders of a root filesystem folder (``SandboxConfig.rootfs``, an environment); a generated
-  /etc/hosts and /etc/hostname, and /etc/passwd and /etc/group unless the system is writable;
+  /etc/hosts and /etc/hostname, and /etc/passwd and /etc/group unless the system is writable.
+  On the host's system /etc is one read-only bind of a copy of those pieces and the generated
+  files, made once per hostname and process (:func:`host_etc`): bwrap reads the whole mount
+  table (``/proc/self/mountinfo``) for every bind it makes, so with hundreds of sandboxes'
+  disks mounted on the host each bind costs milliseconds of system CPU, and 26 of them did;
 - with ``writable_root`` (or warm snapshot ``layers``) and the harness as root, the root file
   system is a kernel overlay (:mod:`clawrig.sandbox.overlay`) mounted before bwrap starts: the
   environment and its layers read-only below, a per-sandbox upper folder above, its top-level
@@ -37,6 +41,7 @@ namespace. Then:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import os
@@ -46,6 +51,7 @@ import select
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -100,8 +106,58 @@ DEFAULT_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 """The environment every sandbox's processes start from (``SandboxConfig.env`` over it)."""
+ETC_SKIP = ("ssl/private",)
+"""Parts of :data:`ETC_PIECES` left out of a sandbox's /etc (the host's private keys)."""
 UID_BASE = 200_000
 UID_SPAN = 60_000
+
+
+def etc_files(hostname: str) -> dict[str, str]:
+    """The /etc files every sandbox gets generated (name -> text): root and nobody as the only
+    users, ``hostname`` on loopback."""
+    return {
+        "passwd": "root:x:0:0:root:/root:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+        "group": "root:x:0:\nnogroup:x:65534:\n",
+        "hosts": f"127.0.0.1\tlocalhost {hostname}\n::1\tlocalhost ip6-localhost\n",
+        "hostname": hostname + "\n",
+    }
+
+
+_etc_lock = threading.Lock()
+_etc: dict[str, Path] = {}
+
+
+def host_etc(hostname: str) -> Path:
+    """A folder to bind read-only as /etc in sandboxes on the host's system: a copy of the
+    host's :data:`ETC_PIECES` (a piece that is a link is copied as what it points to, links
+    inside a copied folder stay links, as binding them showed them; :data:`ETC_SKIP` left out)
+    and :func:`etc_files`. Made once per ``hostname`` and process (``clawrig-etc-<pid>-*`` in
+    the temp folder, removed at exit, swept after ``kill -9``). Raises OSError."""
+    with _etc_lock:
+        if (done := _etc.get(hostname)) is not None and done.is_dir():
+            return done
+        folder = owned_tempdir("etc")
+        atexit.register(remove_tree, folder)
+        os.chmod(folder, 0o755)  # reachable by a sandbox's own host uid
+        for piece in ETC_PIECES:
+            src = Path("/etc") / piece
+            if not src.exists():
+                continue
+            if src.is_dir():
+                skip = [Path(s).name for s in ETC_SKIP if s.startswith(piece + "/")]
+                shutil.copytree(
+                    src.resolve(),
+                    folder / piece,
+                    symlinks=True,
+                    ignore=shutil.ignore_patterns(*skip),
+                )
+            else:
+                shutil.copy2(src.resolve(), folder / piece)
+        for name, text in etc_files(hostname).items():
+            (folder / name).write_text(text)
+        _etc[hostname] = folder
+        return folder
 
 
 def bwrap_path() -> str | None:
@@ -326,20 +382,16 @@ class BwrapSandbox(SupervisedSandbox):
     def _prepare_dirs(self) -> None:
         self.base_dir = owned_tempdir("sbx", self.config.scratch_dir)
         os.chmod(self.base_dir, 0o755)
-        for sub in ("tmp", "run", "etc"):
+        for sub in ("tmp", "run"):
             (self.base_dir / sub).mkdir()
         home = self.home_dir
         (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
         (home / "skills").mkdir(parents=True, exist_ok=True)
-        etc = self.base_dir / "etc"
-        (etc / "passwd").write_text(
-            "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
-        )
-        (etc / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
-        (etc / "hosts").write_text(
-            f"127.0.0.1\tlocalhost {self.config.hostname}\n::1\tlocalhost ip6-localhost\n"
-        )
-        (etc / "hostname").write_text(self.config.hostname + "\n")
+        if self.config.rootfs:  # the host's system gets them in host_etc's folder
+            etc = self.base_dir / "etc"
+            etc.mkdir()
+            for name, text in etc_files(self.config.hostname).items():
+                (etc / name).write_text(text)
         ws = Path(self.config.workspace_dir)
         ws.mkdir(parents=True, exist_ok=True)
         if self.drop_uid:
@@ -402,14 +454,13 @@ class BwrapSandbox(SupervisedSandbox):
                     a += ["--symlink", os.readlink(p), "/" + name]
                 elif p.is_dir():
                     a += ["--ro-bind", str(p), "/" + name]
-            for piece in ETC_PIECES:
-                p = Path("/etc") / piece
-                if p.exists():
-                    a += ["--ro-bind", str(p), str(p)]
-        etc = self.base_dir / "etc"
-        # a writable system keeps its own users (package scripts add some with adduser)
-        for name in ("hosts", "hostname") if writable else ("passwd", "group", "hosts", "hostname"):
-            a += self._bind(etc / name, f"/etc/{name}", True)
+            a += self._bind(host_etc(cfg.hostname), "/etc", True)
+        if cfg.rootfs:
+            etc = self.base_dir / "etc"
+            # a writable system keeps its own users (package scripts add some with adduser)
+            names = ("hosts", "hostname") if writable else ("passwd", "group", "hosts", "hostname")
+            for name in names:
+                a += self._bind(etc / name, f"/etc/{name}", True)
         a += ["--proc", "/proc", "--dev", "/dev"]
         # /dev/shm: a tmpfs of bounded size (the /dev tmpfs bwrap makes has none: without a
         # memory cgroup a sandbox could hold gigabytes there), then /dev itself read-only

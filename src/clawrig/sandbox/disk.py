@@ -214,10 +214,13 @@ def attach_loop(image: Path) -> tuple[int, str]:
 
 
 def mount_ext4(device: str, target: Path) -> None:
-    """mount(2) ``device`` (ext4) at ``target`` with ``nosuid,nodev,noatime``. Raises
-    OSError."""
+    """mount(2) ``device`` (ext4) at ``target`` with ``nosuid,nodev,noatime`` and
+    ``noinit_itable`` (the kernel does not zero the never-used inode tables mke2fs left
+    uninitialised: a kernel thread writing 64 MiB per 8 GiB disk, for nothing; ext4 knows them
+    unused from the group descriptors' checksummed counts). Raises OSError."""
     flags = MS_NOSUID | MS_NODEV | MS_NOATIME
-    if libc().mount(os.fsencode(device), os.fsencode(target), b"ext4", flags, None) != 0:
+    data = b"noinit_itable"
+    if libc().mount(os.fsencode(device), os.fsencode(target), b"ext4", flags, data) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {device} on {target}: {os.strerror(err)}")
 
@@ -280,7 +283,13 @@ class TrialDisk:
                 with open(self.image, "wb") as fh:
                     fh.truncate(self.size_bytes)
                 _run("mke2fs", *MKE2FS_ARGS, str(self.image))
-                _run("mount", "-o", "loop,nosuid,nodev,noatime", str(self.image), str(self.path))
+                _run(
+                    "mount",
+                    "-o",
+                    "loop,nosuid,nodev,noatime,noinit_itable",
+                    str(self.image),
+                    str(self.path),
+                )
         except (OSError, subprocess.CalledProcessError) as exc:
             self.problem = _why(exc)
             with contextlib.suppress(OSError):
