@@ -25,6 +25,7 @@ KINDS = (
     "local",  # a local sandbox's scratch
     "warm-ws",  # the empty workspace a warm snapshot is made in
     "ray-trials",  # a Ray node's trial folders on their way to the driver
+    "pool",  # a warm pool's root (sandbox/pool.py: its sandboxes' folders are below it)
     "etc",  # the /etc sandboxes on the host's system see (sandbox/bwrap.py: host_etc)
 )
 """Every ``<kind>`` :func:`owned_tempdir` makes and :func:`sweep_dead` removes."""

@@ -41,7 +41,12 @@ def _private_tmp() -> Path:
 
 
 def _leftovers(tmp: Path, pid: int) -> tuple[list[Path], list[str]]:
-    folders = sorted(tmp.glob(f"clawrig-trial-{pid}-*"))
+    # a job's trial folders, and its pool's root with the pooled sandboxes' folders below it
+    folders = sorted(
+        p
+        for pattern in (f"clawrig-trial-{pid}-*", f"clawrig-pool-{pid}-*/w/clawrig-trial-{pid}-*")
+        for p in tmp.glob(pattern)
+    )
     mounts = [
         line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(tmp) in line
     ]

@@ -34,7 +34,13 @@ def _config(ws: Path, src: Path, value: str) -> SandboxConfig:
 
 
 def _ours(base: Path) -> list[Path]:
-    return sorted(base.glob(f"clawrig-trial-{os.getpid()}-*"))
+    """This process's pool roots and entry folders in ``base``."""
+    pid = os.getpid()
+    return sorted(
+        p
+        for pattern in (f"clawrig-pool-{pid}-*", f"clawrig-trial-{pid}-*")
+        for p in base.glob(pattern)
+    )
 
 
 async def _wait_idle(pool: WarmPool, n: int) -> None:
@@ -45,14 +51,19 @@ async def _wait_idle(pool: WarmPool, n: int) -> None:
     raise AssertionError(f"the pool did not refill: {pool.idle} idle")
 
 
-async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next(tmp_path):
+@pytest.mark.parametrize("isolated", [False, True], ids=["shared-ns", "isolated"])
+async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next(
+    tmp_path, isolated
+):
+    # isolated: each sandbox starts in a mount namespace without the pool's other mounts
+    # (what happens with many alive), and the trial's mounts at claim still reach it
     work = tmp_path / "work"
     work.mkdir()
     src = tmp_path / "ro"
     src.mkdir()
     (src / "tool.txt").write_text("harness file\n")
     seen: list[tuple[str, Path]] = []
-    async with WarmPool(parallel=1, work_dir=work) as pool:
+    async with WarmPool(parallel=1, work_dir=work, isolate_from=0 if isolated else 10**6) as pool:
         for name in ("first", "second"):
             ws = tmp_path / f"ws-{name}"
             ws.mkdir()
@@ -66,6 +77,11 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
             assert entry.hit is (name == "second")  # the first was started on demand
             box = await entry.claim(cfg)
             waited = time.monotonic() - asked
+            assert (box.launch_ns is not None) is isolated
+            if isolated:  # bwrap's own mount table: of the pool's mounts, only its entry's
+                table = Path(f"/proc/{box._proc.pid}/mountinfo").read_text().splitlines()
+                pool_lines = [ln for ln in table if str(work) in ln]
+                assert pool_lines and all(str(entry.folder) in ln for ln in pool_lines)
             # ready_s is the trial's wait: a miss's includes the start it waited for
             assert 0 < entry.ready_s <= waited
             if not entry.hit:

@@ -42,6 +42,13 @@ sandboxes die with the harness: ``--die-with-parent``; their cgroups are swept b
 :func:`clawrig.sandbox.bwrap.sweep_stale_cgroups`; a loop device frees itself with its disk's
 last mount).
 
+Every sandbox of the pool adds a few mounts to the host's table (its disk, its slots), and bwrap
+reads the whole table for each bind it makes: with :data:`ISOLATE_FROM` sandboxes alive, new
+ones start in a mount namespace where the pool's mounts are gone but their own
+(:data:`clawrig.sandbox.bwrap._ISOLATE`). For that the entries' folders are below the pool's
+root, ``clawrig-pool-<pid>-*/w`` (a mount of its own, private: what is mounted below it never
+reaches other namespaces), removed by :meth:`WarmPool.close` once its last entry is gone.
+
 Pooling needs the harness as root (mounts) with cgroups (no per-sandbox uid drop) and the
 bwrap backend; :meth:`WarmPool.take` returns None otherwise (and for a config it cannot pool:
 a kept overlay ``upper_dir``, a fixed ``home_dir``), and the caller starts a sandbox cold.
@@ -55,7 +62,10 @@ import contextlib
 import ctypes
 import itertools
 import os
+import shutil
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +83,10 @@ MS_BIND = 4096
 MS_MOVE = 8192
 MS_PRIVATE = 1 << 18
 MS_SHARED = 1 << 20
+ISOLATE_FROM = 48
+"""Sandboxes of a pool alive (starting, idle or a trial's) from which a new one starts isolated
+from the others' mounts (module docs): below that, the three processes it takes cost more
+than bwrap reading the mount table (``benchmarks/sandbox.py``)."""
 POOL_THREADS = 8
 """Threads of each of a pool's two executors: starts (disks written and mounted, slots made) and
 releases (unmounts, removal)."""
@@ -123,6 +137,11 @@ def pooling_possible() -> bool:
     from clawrig.sandbox.bwrap import bwrap_path
 
     return os.geteuid() == 0 and can_make_disks() and bwrap_path() is not None
+
+
+def can_isolate() -> bool:
+    """True when isolated starts are possible here (util-linux's unshare, mount, umount)."""
+    return all(shutil.which(name) for name in ("unshare", "mount", "umount"))
 
 
 def warm_pool_wanted() -> bool:
@@ -200,6 +219,8 @@ class PoolEntry:
     threads: Executor | None = None
     """Where :meth:`release` does its file work (its pool's release threads; None: the event
     loop's default ones)."""
+    removed: Callable[[PoolEntry], None] | None = None
+    """Told (in a thread) once the entry's mounts and folder are gone."""
     _mounts: list[Path] = field(default_factory=list)
 
     @property
@@ -259,13 +280,18 @@ class PoolEntry:
         self.disk.release()
         if not os.path.ismount(self.disk.path):
             remove_tree(self.folder)
+        if (told := self.removed) is not None:
+            self.removed = None
+            told(self)
 
 
 class WarmPool:
     """Pre-started sandboxes per key (module docs). ``max_idle``: sandboxes idle or starting at
     once (default :func:`default_size` of ``parallel``); ``depth``: how many each key keeps
-    ahead (default: ``parallel``, within ``max_idle``); ``work_dir``: where entry folders go
-    (default: the temp folder). Use inside one event loop; :meth:`close` at the end."""
+    ahead (default: ``parallel``, within ``max_idle``); ``work_dir``: where the pool's root
+    goes (default: the temp folder); ``isolate_from``: sandboxes alive from which new ones start
+    isolated from the others' mounts (module docs). Use inside one event loop; :meth:`close`
+    at the end."""
 
     def __init__(
         self,
@@ -274,10 +300,12 @@ class WarmPool:
         max_idle: int | None = None,
         depth: int | None = None,
         work_dir: Path | None = None,
+        isolate_from: int = ISOLATE_FROM,
     ) -> None:
         self.max_idle = max_idle if max_idle is not None else default_size(parallel)
         self.depth = max(1, min(depth or parallel, self.max_idle))
         self.work_dir = work_dir
+        self.isolate_from = isolate_from
         self.enabled = pooling_possible()
         cpus = os.cpu_count() or 2
         self._threads = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="clawrig-pool")
@@ -291,6 +319,12 @@ class WarmPool:
         self._retiring: set[asyncio.Task[None]] = set()
         self._unpoolable: set[tuple[Any, ...]] = set()
         self._closed = False
+        self._root: Path | None = None
+        """``clawrig-pool-<pid>-*``: ``w`` the entries' folders (a private mount), ``p`` the
+        point an isolated start binds its entry at (module docs)."""
+        self._alive: set[str] = set()
+        """Entries made and not yet removed (their mounts are on the host)."""
+        self._alive_lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
@@ -362,7 +396,8 @@ class WarmPool:
         ``starts``, when given: the disk and slots are made first, outside it)."""
         from clawrig.sandbox.bwrap import BwrapSandbox
 
-        folder = owned_tempdir("trial", self.work_dir)
+        root = self._entries_root()
+        folder = owned_tempdir("trial", root / "w")
         os.chmod(folder, 0o700)  # the sandbox's root is the host's root (no uid drop)
         entry = PoolEntry(
             id=f"{os.getpid()}-{next(_ids)}",
@@ -370,7 +405,11 @@ class WarmPool:
             folder=folder,
             disk=TrialDisk(folder, config.limits.disk_bytes),
             threads=self._release_threads,
+            removed=self._removed,
         )
+        with self._alive_lock:
+            self._alive.add(entry.id)
+            isolate = len(self._alive) >= self.isolate_from and can_isolate()
         try:
             await asyncio.get_running_loop().run_in_executor(self._threads, self._prepare, entry)
             lim = config.limits
@@ -398,6 +437,8 @@ class WarmPool:
                 )
             )
             entry.box = box
+            if isolate:
+                box.launch_ns = (root / "w", folder, root / "p")
             async with starts or contextlib.nullcontext():
                 if self._closed and starts is not None:  # a refill that waited past close
                     raise _PoolClosed
@@ -411,6 +452,33 @@ class WarmPool:
             await entry.release()
             return None
         return entry
+
+    def _entries_root(self) -> Path:
+        """The pool's root (made on first use: module docs). Raises OSError."""
+        if self._root is None:
+            root = owned_tempdir("pool", self.work_dir)
+            os.chmod(root, 0o700)
+            (root / "w").mkdir()
+            (root / "p").mkdir()
+            _private_mount(root / "w", shared=False)
+            self._root = root
+        return self._root
+
+    def _removed(self, entry: PoolEntry) -> None:
+        """An entry's mounts and folder are gone (in a thread): the pool's root goes with the
+        last one after :meth:`close`."""
+        with self._alive_lock:
+            self._alive.discard(entry.id)
+            last = self._closed and not self._alive
+        if last:
+            self._remove_root()
+
+    def _remove_root(self) -> None:
+        root, self._root = self._root, None
+        if root is not None:
+            umount_lazy(root / "w")
+            if not os.path.ismount(root / "w"):
+                remove_tree(root)
 
     @staticmethod
     def _prepare(entry: PoolEntry) -> None:
@@ -461,6 +529,10 @@ class WarmPool:
         idle = [e for entries in self._idle.values() for e in entries]
         self._idle.clear()
         await asyncio.gather(*(e.release() for e in idle), return_exceptions=True)
+        with self._alive_lock:
+            last = not self._alive  # else the last trial's release removes the root
+        if last:
+            self._remove_root()
         for threads in (self._threads, self._release_threads):
             threads.shutdown(wait=False)  # idle by now: their work was awaited above
 
