@@ -15,8 +15,17 @@ median (round trip minus the command's own time), 100 concurrent sandboxes with 
 Warm pool (issue 19): a sandbox ready cold vs from the pool (median, p90; goal <= 15 ms), and
 the clean room's grading cost per real trial without and with the pool (issue 14: under 50 ms).
 
+Trial disks and crowds (issue 19, 500-1,000 trials at once): a trial disk made, mounted and
+removed by the template and loop ioctls vs by mke2fs and mount processes (wall and CPU, the
+processes' own included); and a pooled sandbox's start (take, claim, exec, release) with
+``--crowd-mounts`` other mounts on the host (what hundreds of live sandboxes leave there:
+bwrap reads the whole table for each of its binds), started plainly vs isolated from the pool's
+mounts (wall and CPU per start, children included via a cpuacct cgroup when there is one). The
+crowd runs in a private mount namespace of its own (``unshare -m``), so the host's table is
+left alone.
+
 Usage: python benchmarks/sandbox.py [--backend bwrap] [--n 50] [--compare-n 20] [--pool-n 30]
-[--only-pool]
+[--only-pool] [--disk-n 50] [--crowd-n 20] [--crowd-mounts 3000]
 (the comparison builds the ``base`` environment when missing: minutes the first time).
 """
 
@@ -24,9 +33,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import errno
+import os
 import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -262,6 +276,129 @@ async def clean_room_cost(n: int) -> None:
         shutil.rmtree(out, ignore_errors=True)
 
 
+class CpuMeter:
+    """CPU seconds of this process and everything it starts, sandboxes included: a cgroup v1
+    ``cpuacct`` group this process joins (the sandboxes' own cgroups are memory and pids ones);
+    None where there is none (then only wall times are printed)."""
+
+    def __init__(self) -> None:
+        self.dir: Path | None = Path(f"/sys/fs/cgroup/cpuacct/clawrig-bench-{os.getpid()}")
+        try:
+            self.dir.mkdir(exist_ok=True)
+            (self.dir / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            self.dir = None
+
+    def seconds(self) -> float | None:
+        if self.dir is None:
+            return None
+        return int((self.dir / "cpuacct.usage").read_text()) / 1e9
+
+    def close(self) -> None:
+        if self.dir is not None:
+            with contextlib.suppress(OSError):
+                Path("/sys/fs/cgroup/cpuacct/cgroup.procs").write_text(str(os.getpid()))
+                self.dir.rmdir()
+
+
+def show_cpu(name: str, wall_ms: list[float], cpu_s: float | None) -> None:
+    cpu = f"   cpu {cpu_s * 1000 / len(wall_ms):7.2f} ms each" if cpu_s is not None else ""
+    print(f"{name:<44} median {statistics.median(wall_ms):8.2f} ms{cpu}   (n={len(wall_ms)})")
+
+
+def disks(n: int) -> None:
+    """A trial disk (8 GiB) made, mounted and removed: the template and loop ioctls vs the
+    mke2fs and mount processes (what an older kernel gets)."""
+    from clawrig.sandbox import disk as disk_mod
+
+    if not disk_mod.can_make_disks():
+        print("trial disks: need root and mke2fs")
+        return
+    base = Path(tempfile.mkdtemp(prefix="clawrig-bench-disk-"))
+    meter = CpuMeter()
+    fast = disk_mod.attach_loop
+
+    def old_kernel(image: Path) -> tuple[int, str]:
+        raise OSError(errno.ENOTTY, "no LOOP_CONFIGURE")
+
+    try:
+        disk_mod.TrialDisk(base / "warm", 8 * 1024**3).mount()  # the template, made once
+        print(f"trial disk (issue 19): made + mounted + removed, n={n}")
+        for name, attach in (
+            ("template + loop ioctls", fast),
+            ("mke2fs + mount -o loop", old_kernel),
+        ):
+            disk_mod.attach_loop = attach  # type: ignore[assignment]
+            ms = []
+            cpu0 = meter.seconds()
+            for i in range(n):
+                t = time.perf_counter()
+                d = disk_mod.TrialDisk(base / f"{len(name)}-{i}", 8 * 1024**3)
+                d.mount()
+                assert d.enforced, d.problem
+                d.release()
+                ms.append((time.perf_counter() - t) * 1000)
+            cpu1 = meter.seconds()
+            show_cpu(f"  {name}", ms, None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
+    finally:
+        disk_mod.attach_loop = fast  # type: ignore[assignment]
+        for d in base.glob("*/fs"):
+            disk_mod.umount_lazy(d)
+        shutil.rmtree(base, ignore_errors=True)
+        meter.close()
+
+
+async def crowd(n: int, mounts: int) -> None:
+    """Pooled sandbox starts with ``mounts`` other mounts below the pool's root (what its other
+    live sandboxes' disks and slots are), plain vs isolated from them; in a private mount
+    namespace (the caller's ``unshare -m``)."""
+    from clawrig.sandbox.disk import libc, umount_lazy
+    from clawrig.sandbox.pool import WarmPool, can_isolate, pooling_possible
+
+    if not pooling_possible() or not can_isolate():
+        print("crowd: needs root, mke2fs, bwrap and util-linux's unshare")
+        return
+    base = Path(tempfile.mkdtemp(prefix="clawrig-bench-crowd-"))
+    meter = CpuMeter()
+    limits = Limits(disk_bytes=8 * 1024**3)
+    print(f"crowd (issue 19): pooled sandbox take + claim + exec + release, n={n} each")
+    try:
+        for name, isolate_from in (("plain", 10**9), ("isolated from the pool's mounts", 0)):
+            wp = WarmPool(parallel=1, max_idle=1, work_dir=base, isolate_from=isolate_from)
+            wp._refill = lambda *a: None  # type: ignore[method-assign]  # one at a time
+            crowd_dir = wp._entries_root() / "w" / "crowd"
+            crowd_dir.mkdir()
+            for i in range(mounts):  # mount(2): thousands of mount processes take minutes
+                (crowd_dir / str(i)).mkdir()
+                point = os.fsencode(crowd_dir / str(i))
+                assert libc().mount(b"c", point, b"tmpfs", 0, b"size=4k") == 0
+            have = len(Path("/proc/self/mountinfo").read_text().splitlines())
+            ms = []
+            cpu0 = meter.seconds()
+            try:
+                for i in range(n):
+                    ws = base / f"{isolate_from}-{i}"
+                    ws.mkdir()
+                    cfg = SandboxConfig(workspace_dir=ws, limits=limits)
+                    t = time.perf_counter()
+                    entry = await wp.take("bwrap", cfg)
+                    assert entry is not None
+                    box = await entry.claim(cfg)
+                    assert (await box.exec("true")).exit_code == 0
+                    await entry.release()
+                    ms.append((time.perf_counter() - t) * 1000)
+            finally:
+                cpu1 = meter.seconds()
+                for i in range(mounts):
+                    umount_lazy(crowd_dir / str(i))
+                await wp.close()
+            cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+            show_cpu(f"  {name} ({have} mounts)", ms, cpu)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        meter.close()
+
+
 async def main(backend: str, n: int) -> None:
     base = Path(tempfile.mkdtemp(prefix="clawrig-bench-"))
     try:
@@ -323,7 +460,29 @@ if __name__ == "__main__":
     ap.add_argument("--containment-n", type=int, default=20, help="0 skips the containment rows")
     ap.add_argument("--pool-n", type=int, default=30, help="0 skips the warm pool rows")
     ap.add_argument("--only-pool", action="store_true", help="only the warm pool rows")
+    ap.add_argument("--disk-n", type=int, default=50, help="0 skips the trial disk rows")
+    ap.add_argument("--crowd-n", type=int, default=20, help="0 skips the crowd rows")
+    ap.add_argument("--crowd-mounts", type=int, default=3000, help="other mounts in the crowd")
+    ap.add_argument("--only-crowd", action="store_true", help="only the disk and crowd rows")
+    ap.add_argument("--crowd-inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.crowd_inner:  # in its own mount namespace (below)
+        asyncio.run(crowd(args.crowd_n, args.crowd_mounts))
+        raise SystemExit(0)
+    if args.backend == "bwrap" and args.disk_n:
+        disks(args.disk_n)
+    if args.backend == "bwrap" and args.crowd_n:
+        if shutil.which("unshare") is None:
+            print("crowd: needs util-linux's unshare")
+        else:
+            subprocess.run(
+                ["unshare", "-m", "--propagation", "private", sys.executable, __file__]
+                + ["--crowd-inner", "--crowd-n", str(args.crowd_n)]
+                + ["--crowd-mounts", str(args.crowd_mounts)],
+                check=False,
+            )
+    if args.only_crowd:
+        raise SystemExit(0)
     if args.pool_n and args.backend == "bwrap":
         asyncio.run(pool(args.pool_n))
     if args.only_pool:
