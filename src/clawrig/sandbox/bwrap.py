@@ -58,7 +58,12 @@ from pathlib import Path
 from clawrig.errors import SandboxError
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
-from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
+from clawrig.sandbox.client import (
+    SUPERVISOR_PATH,
+    SupervisedSandbox,
+    supervisor_argv,
+    supervisor_pyc,
+)
 from clawrig.sandbox.overlay import Overlay, can_mount
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.userns import cap_sandbox
@@ -480,7 +485,11 @@ class BwrapSandbox(SupervisedSandbox):
         a += self._bind(self.home_dir, PATHS.home, False)
         if cfg.rootfs:
             a += self._home_seed(root / PATHS.home.lstrip("/"), writable)
-        a += self._bind(SUPERVISOR_PATH, f"{PATHS.clawrig}/supervisor.py", True)
+        source = f"{PATHS.clawrig}/supervisor.py"
+        a += self._bind(SUPERVISOR_PATH, source, True)
+        pyc = supervisor_pyc(source)
+        if pyc is not None:
+            a += self._bind(pyc, f"{source}c", True)
         for b in cfg.binds:
             a += self._bind(Path(b.source).resolve(), b.dest, b.read_only)
         a.append("--clearenv")
@@ -488,7 +497,7 @@ class BwrapSandbox(SupervisedSandbox):
             a += ["--setenv", k, v]
         a += ["--setenv", "CLAWRIG_LOG_DIR", "/run/clawrig"]
         a += ["--chdir", PATHS.workspace]
-        a += [_find_python(root), "-I", "-S", f"{PATHS.clawrig}/supervisor.py"]
+        a += supervisor_argv(_find_python(root), source, f"{source}c" if pyc else None)
         return a
 
     def environment(self) -> dict[str, str]:

@@ -11,12 +11,18 @@ import asyncio
 import base64
 import builtins
 import contextlib
+import functools
+import hashlib
+import importlib.util
 import io
 import itertools
 import json
+import marshal
 import os
+import stat
 import sys
 import tarfile
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,6 +31,20 @@ from clawrig.errors import SandboxDied, SandboxError
 from clawrig.sandbox.base import ExecResult, FileEntry, SandboxConfig
 
 SUPERVISOR_PATH = Path(__file__).with_name("supervisor.py")
+SUPERVISOR_BOOT = (
+    "import sys,marshal;"
+    "m=getattr(sys.modules.get('_frozen_importlib_external'),'MAGIC_NUMBER',b'?');"
+    "s,p=sys.argv[1:3];"
+    "d=open(p,'rb').read() if p else b'';"
+    "c=marshal.loads(memoryview(d)[16:]) if d[:4]==m else compile(open(s,'rb').read(),s,'exec');"
+    "del sys.argv[1:3];"
+    "sys.argv[0]=s;"
+    "exec(c,{'__name__':'__main__','__file__':s,'__builtins__':__builtins__})"
+)
+"""How every backend starts the supervisor (``python3 -I -S -c SUPERVISOR_BOOT SOURCE PYC
+ARGS...``): its code precompiled by the harness (:func:`supervisor_pyc`) when PYC holds code
+for this interpreter's bytecode version (the magic number), else compiled from SOURCE. Compiling
+the supervisor cost as much CPU as the interpreter's own start, in every sandbox."""
 READY_TIMEOUT_S = 30.0
 STDERR_CHUNK = 65536
 """Bytes of a sandbox process's stderr read at once (only its last 4 KiB are kept)."""
@@ -38,6 +58,48 @@ _OS_ERRORS: dict[str, type[OSError]] = {
     "FileExistsError": FileExistsError,
     "BrokenPipeError": BrokenPipeError,
 }
+
+
+@functools.cache
+def supervisor_pyc(filename: str) -> Path | None:
+    """The supervisor's code compiled by this interpreter, named ``filename`` in tracebacks
+    (its path where it runs), in a file of the temp folder named for its content and owned by
+    this user (made once; reused across runs when its owner and content check out). None when
+    no such file can be had: the supervisor then compiles its source. Read by
+    :data:`SUPERVISOR_BOOT` only in an interpreter of the same bytecode version."""
+    code = compile(SUPERVISOR_PATH.read_bytes(), filename, "exec", dont_inherit=True)
+    data = importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code)
+    digest = hashlib.sha256(data).hexdigest()[:20]
+    path = Path(tempfile.gettempdir()) / f"clawrig-supervisor-{os.geteuid()}-{digest}.pyc"
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            mine = st.st_uid == os.geteuid() and not st.st_mode & 0o022
+            if stat.S_ISREG(st.st_mode) and mine and fh.read() == data:
+                return path
+        return None  # someone else's, or not what we compiled: not ours to trust
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".clawrig-supervisor-")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)
+        return None
+    return path
+
+
+def supervisor_argv(python: str, source: str, pyc: str | None) -> list[str]:
+    """The supervisor's command line (before its own arguments): ``python`` running
+    :data:`SUPERVISOR_BOOT` on ``source`` (the supervisor's path where it runs) and ``pyc``
+    (its precompiled code there, or None)."""
+    return [python, "-I", "-S", "-c", SUPERVISOR_BOOT, source, pyc or ""]
 
 
 class _PidfdWatcher(asyncio.AbstractChildWatcher):

@@ -33,7 +33,13 @@ from clawrig.errors import SandboxError
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.bwrap import DEFAULT_PATH
-from clawrig.sandbox.client import READY_TIMEOUT_S, SUPERVISOR_PATH, SupervisedSandbox
+from clawrig.sandbox.client import (
+    READY_TIMEOUT_S,
+    SUPERVISOR_PATH,
+    SupervisedSandbox,
+    supervisor_argv,
+    supervisor_pyc,
+)
 from clawrig.sandbox.paths import PATHS
 
 HARNESS_LABEL = "clawrig.harness"
@@ -136,7 +142,11 @@ class DockerSandbox(SupervisedSandbox):
         # (e.g. /root/miniconda3) stay visible, as under bwrap with an environment
         for entry in sorted(home.iterdir()):
             argv += ["-v", f"{entry}:{PATHS.home}/{entry.name}:rw"]
-        argv += ["-v", f"{SUPERVISOR_PATH}:{PATHS.clawrig}/supervisor.py:ro"]
+        source = f"{PATHS.clawrig}/supervisor.py"
+        argv += ["-v", f"{SUPERVISOR_PATH}:{source}:ro"]
+        pyc = supervisor_pyc(source)
+        if pyc is not None:
+            argv += ["-v", f"{pyc}:{source}c:ro"]
         # The protocol goes over a socket the supervisor connects to at start, not the
         # container's stdio: docker-init (pid 1, dumpable, the agent's uid) holds the stdio, so
         # the agent could write into the harness's answers through /proc/1/fd/1. The harness
@@ -167,7 +177,7 @@ class DockerSandbox(SupervisedSandbox):
         # the environment goes to the supervisor through `env -i`, not `docker run -e`: the
         # container's configuration (and so an image committed from it) keeps none of it
         argv += [image, "env", "-i", *(f"{k}={v}" for k, v in env.items())]
-        argv += ["python3", "-I", "-S", f"{PATHS.clawrig}/supervisor.py"]
+        argv += supervisor_argv("python3", source, f"{source}c" if pyc else None)
         argv += ["--proto-socket", f"{PROTO_DIR}/s"]
         try:
             proc = await asyncio.create_subprocess_exec(

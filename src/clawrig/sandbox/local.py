@@ -27,7 +27,12 @@ from pathlib import Path
 from clawrig.errors import SandboxError
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
-from clawrig.sandbox.client import SUPERVISOR_PATH, SupervisedSandbox
+from clawrig.sandbox.client import (
+    SUPERVISOR_PATH,
+    SupervisedSandbox,
+    supervisor_argv,
+    supervisor_pyc,
+)
 from clawrig.sandbox.paths import PATHS
 
 LOCK_PATH = Path(tempfile.gettempdir()) / "clawrig-local-sandbox.lock"
@@ -115,7 +120,9 @@ class LocalSandbox(SupervisedSandbox):
             if lim.max_file_bytes:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (lim.max_file_bytes,) * 2)
 
-        argv = [sys.executable, "-I", "-S", str(SUPERVISOR_PATH), "--local"]
+        pyc = supervisor_pyc(str(SUPERVISOR_PATH))
+        argv = supervisor_argv(sys.executable, str(SUPERVISOR_PATH), str(pyc) if pyc else None)
+        argv.append("--local")
         for src, dst in ((PATHS.workspace, ws), (PATHS.home, home)):
             argv += ["--root-map", f"{src}={dst}"]
         return await asyncio.create_subprocess_exec(

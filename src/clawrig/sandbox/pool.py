@@ -443,7 +443,6 @@ class WarmPool:
                 if self._closed and starts is not None:  # a refill that waited past close
                     raise _PoolClosed
                 await box.start(arm=False)
-            await box._call("preload")
         except BaseException:
             await entry.release()
             raise

@@ -11,7 +11,7 @@ Protocol (one JSON object per line, on stdin/stdout):
 Binary payloads are base64 strings. Requests are served concurrently (a thread each).
 
 Ops: ping, exec, spawn, poll, log, write, kill, read_file, write_file, list, tar_out, tar_in,
-kill_all, adopt, preload, forward, unforward, shutdown. See ``clawrig.sandbox.client`` for the
+kill_all, adopt, forward, unforward, shutdown. See ``clawrig.sandbox.client`` for the
 client side.
 
 ``forward`` listens on the sandbox's ``127.0.0.1:<port>`` and pipes each TCP connection, byte
@@ -26,20 +26,106 @@ Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]``; ``--root-m
 only) translates in-sandbox path prefixes to host folders for file operations and cwd.
 """
 
+import _thread
 import binascii
-import collections
 import errno
-import json
 import os
 import select
-import signal
-import subprocess
 import sys
-import threading
 import time
 
-# base64 (which pulls in re) and tarfile are left out of start-up: every sandbox pays for what
-# the supervisor imports before it says "ready".
+try:  # CPython's C modules: neither ``re`` nor ``enum`` (collections, json, signal pull them in)
+    from _collections import deque
+except ImportError:  # pragma: no cover - another Python
+    from collections import deque
+
+# Start-up is what every sandbox pays (two per trial: the agent's and the clean room), so only
+# C modules are imported before "ready": json's decoder, subprocess (locale), signal and
+# threading pull in re, enum and collections, 3x the interpreter's own start. base64 and
+# tarfile wait for the requests that need them; the code itself comes precompiled
+# (:data:`clawrig.sandbox.client.SUPERVISOR_BOOT`).
+
+SIGKILL = 9
+SIGPIPE = 13
+SIGXFSZ = 25
+"""Linux signal numbers (``signal`` imports enum)."""
+
+
+def _json_codec():
+    """(loads, dumps) for the protocol's lines: json's own C scanner and encoder (json's
+    module imports re), or json where this Python has no ``_json``."""
+    try:
+        import _json
+
+        class Context:  # what the C scanner reads (json.decoder.JSONDecoder's attributes)
+            strict = True
+            object_hook = None
+            object_pairs_hook = None
+            parse_float = float
+            parse_int = int
+            parse_constant = {
+                "NaN": float("nan"),
+                "Infinity": float("inf"),
+                "-Infinity": float("-inf"),
+            }.__getitem__
+            memo = {}  # type: dict
+
+        scan = _json.make_scanner(Context())
+
+        def default(obj):
+            raise TypeError("not JSON serializable: %s" % type(obj).__name__)
+
+        encode = _json.make_encoder(
+            None, default, _json.encode_basestring, None, ": ", ", ", False, False, True
+        )
+
+        def loads(text):
+            try:
+                obj, end = scan(text, 0)
+            except StopIteration:
+                raise ValueError("not a JSON value") from None
+            if end != len(text):
+                raise ValueError("extra data after a JSON value")
+            return obj
+
+        def dumps(obj):
+            return "".join(encode(obj, 0))
+
+        return loads, dumps
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - another Python
+        import json
+
+        return json.loads, lambda obj: json.dumps(obj, ensure_ascii=False)
+
+
+_loads, _dumps = _json_codec()
+
+
+class _Event:
+    """threading.Event on a bare lock (threading imports collections and more)."""
+
+    def __init__(self):
+        self._flag = False
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self):
+        if not self._flag:
+            self._flag = True
+            try:
+                self._lock.release()
+            except RuntimeError:  # set twice at once: released already
+                pass
+
+    def is_set(self):
+        return self._flag
+
+    def wait(self, timeout=None):
+        if self._flag:
+            return True
+        if self._lock.acquire(True, -1 if timeout is None else max(timeout, 0)):
+            self._lock.release()
+        return self._flag
 
 
 def _b64decode(text):
@@ -51,9 +137,9 @@ def _b64encode(data):
 
 
 MARKER = "CLAWRIG_CMD"
-_out_lock = threading.Lock()
+_out_lock = _thread.allocate_lock()
 _procs = {}  # type: dict
-_procs_lock = threading.Lock()
+_procs_lock = _thread.allocate_lock()
 _running = {}  # type: dict
 """exec request id -> (Popen, marker), so a cancel op can kill it."""
 _next_proc = [0]
@@ -64,7 +150,7 @@ _local = [False]
 
 
 def _send(obj):
-    line = json.dumps(obj, ensure_ascii=False) + "\n"
+    line = _dumps(obj) + "\n"
     with _out_lock:
         sys.stdout.write(line)
         sys.stdout.flush()
@@ -86,7 +172,7 @@ class _Capture:
     def __init__(self, limit):
         self.half = max(limit // 2, 1)
         self.head = bytearray()
-        self.tail = collections.deque()
+        self.tail = deque()
         self.tail_len = 0
         self.total = 0
 
@@ -252,7 +338,7 @@ def _kill_tree(root_pid, marker):
         if round_no and time.monotonic() > end:
             return
         try:
-            os.killpg(root_pid, signal.SIGKILL)
+            os.killpg(root_pid, SIGKILL)
         except OSError:
             pass
         stats = {}
@@ -274,7 +360,7 @@ def _kill_tree(root_pid, marker):
         fds = _pidfds(doomed)
         for pid in doomed:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, SIGKILL)
             except OSError:
                 pass
         _wait_exited(fds, round_no, end)
@@ -284,11 +370,147 @@ def op_ping(req):
     return {"pid": os.getpid()}
 
 
+_devnull = []  # type: list
+
+
+def _null_fd():
+    """A descriptor of /dev/null (opened once) for a command's stdin."""
+    if not _devnull:
+        _devnull.append(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+    return _devnull[0]
+
+
+def _which(name, env):
+    """The program ``name`` runs: itself when it names a path, else the first executable file
+    of that name on the command's own PATH (as subprocess looks it up). Raises
+    FileNotFoundError."""
+    if "/" in name:
+        return name
+    for folder in (env.get("PATH") or os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(errno.ENOENT, "No such file or directory", name)
+
+
+_CD = 'cd -- "$0" && exec "$@"'
+"""The shell line that enters a command's cwd, when it is not the supervisor's own (posix_spawn
+has no chdir before Python 3.13); the program then replaces the shell (same pid)."""
+
+
+def _exit_code(status):
+    if hasattr(os, "waitstatus_to_exitcode"):
+        return os.waitstatus_to_exitcode(status)
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+class _Child:
+    """A started command: its pid, its return code once reaped (negative: killed by that
+    signal, as subprocess says), ``stdin`` (a pipe's writing end, or None). Waits on a pid file
+    descriptor (no polling) where the kernel has them."""
+
+    def __init__(self, pid, stdin=None):
+        self.pid = pid
+        self.stdin = stdin
+        self.returncode = None
+        self.popen = None
+        self._lock = _thread.allocate_lock()
+        self._fd = None
+        try:
+            self._fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pass
+
+    def _reap(self, flags):
+        with self._lock:
+            if self.returncode is None:
+                try:
+                    pid, status = os.waitpid(self.pid, flags)
+                except ChildProcessError:
+                    pid, status = self.pid, 255 << 8
+                if pid == self.pid:
+                    self.returncode = _exit_code(status)
+                    if self._fd is not None:
+                        _close(self._fd)
+                        self._fd = None
+            return self.returncode
+
+    def poll(self):
+        return self._reap(os.WNOHANG)
+
+    def wait(self, timeout=None):
+        """Wait until the command exits (at most ``timeout`` seconds); True when it has."""
+        if self.returncode is not None:
+            return True
+        fd = self._fd
+        if fd is not None:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            try:
+                ready = poller.poll(None if timeout is None else max(timeout, 0) * 1000)
+            except (OSError, ValueError):  # closed by another waiter meanwhile
+                ready = True
+            if not ready:
+                return self.poll() is not None
+            return self._reap(0) is not None
+        end = None if timeout is None else time.monotonic() + timeout
+        delay = 0.0005
+        while self.poll() is None:
+            if end is not None and time.monotonic() >= end:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return True
+
+
+def _spawn(cmd, cwd, env, stdin_fd, stdout_fd, stderr_fd, stdin=None):
+    """Start ``cmd`` (str: under /bin/sh -c) in a session of its own with ``stdin_fd``,
+    ``stdout_fd`` and ``stderr_fd`` as its 0, 1 and 2, SIGPIPE and SIGXFSZ at their defaults
+    (as subprocess does) and only those descriptors (every other is close-on-exec). Returns a
+    :class:`_Child`. Raises FileNotFoundError (no such program or cwd) or OSError."""
+    argv = _argv(cmd)
+    if not argv:
+        raise ValueError("empty command")
+    exe = _which(argv[0], env)
+    if cwd is not None and cwd != os.getcwd():
+        if not os.path.isdir(cwd):
+            cls = NotADirectoryError if os.path.exists(cwd) else FileNotFoundError
+            code = errno.ENOTDIR if os.path.exists(cwd) else errno.ENOENT
+            raise cls(code, os.strerror(code), cwd)
+        argv, exe = ["/bin/sh", "-c", _CD, cwd, exe] + argv[1:], "/bin/sh"
+    if not hasattr(os, "posix_spawn"):  # pragma: no cover - Python < 3.8
+        import subprocess
+
+        p = subprocess.Popen(
+            argv,
+            executable=exe,
+            cwd=cwd,
+            env=env,
+            stdin=stdin_fd,
+            stdout=stdout_fd,
+            stderr=stderr_fd,
+            start_new_session=True,
+            close_fds=True,
+        )
+        child = _Child(p.pid, stdin)
+        child.popen = p  # held: a dropped Popen would reap the child behind our back
+        return child
+    actions = [
+        (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
+        (os.POSIX_SPAWN_DUP2, stdout_fd, 1),
+        (os.POSIX_SPAWN_DUP2, stderr_fd, 2),
+    ]
+    pid = os.posix_spawn(
+        exe, argv, env, file_actions=actions, setsid=True, setsigdef=(SIGPIPE, SIGXFSZ)
+    )
+    return _Child(pid, stdin)
+
+
 def _start_thread(target, *args):
     """Start a daemon thread; a sandbox at its process cap (threads count against it) gives
     OSError(EAGAIN) for this request instead of ending the supervisor."""
     try:
-        threading.Thread(target=target, args=args, daemon=True).start()
+        _thread.start_new_thread(target, args)
     except RuntimeError:
         raise OSError(errno.EAGAIN, "the sandbox's process limit is reached") from None
 
@@ -308,7 +530,7 @@ def op_exec(req):
     stdin_data = _b64decode(req["stdin"]) if req.get("stdin") is not None else None
     start = time.monotonic()
     out_cap, err_cap = _Capture(limit), _Capture(limit)
-    out_done, err_done, ended = threading.Event(), threading.Event(), threading.Event()
+    out_done, err_done, ended = _Event(), _Event(), _Event()
     # The pipes and their threads exist before the command does: a command that forks up to the
     # sandbox's process cap at once must not leave this request without its readers.
     out_r, out_w = os.pipe()
@@ -336,15 +558,13 @@ def op_exec(req):
         _close(out_w, err_w, in_r, in_w)
         raise
     try:
-        p = subprocess.Popen(
-            _argv(req["cmd"]),
-            cwd=_host(req.get("cwd")) or None,
-            env=_env(req.get("env"), marker),
-            stdin=in_r if stdin_data is not None else subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=subprocess.STDOUT if merge else err_w,
-            start_new_session=True,
-            close_fds=True,
+        p = _spawn(
+            req["cmd"],
+            _host(req.get("cwd")) or None,
+            _env(req.get("env"), marker),
+            in_r if stdin_data is not None else _null_fd(),
+            out_w,
+            out_w if merge else err_w,
         )
     except FileNotFoundError as exc:
         return {
@@ -361,9 +581,7 @@ def op_exec(req):
         _running[req["id"]] = (p, marker)
     timeout = req.get("timeout")
     timed_out = False
-    try:
-        p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    if not p.wait(timeout):
         timed_out = True
         _kill_tree(p.pid, marker)
         p.wait()
@@ -412,18 +630,23 @@ def op_spawn(req):
         _next_proc[0] += 1
         hid = "p%d" % _next_proc[0]
     log_path = os.path.join(_log_dir, hid + ".log")
-    log = open(log_path, "wb")
-    p = subprocess.Popen(
-        _argv(req["cmd"]),
-        cwd=_host(req.get("cwd")) or None,
-        env=_env(req.get("env"), "%d-bg-%s" % (os.getpid(), hid)),
-        stdin=subprocess.PIPE,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        close_fds=True,
-    )
-    log.close()
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    in_r, in_w = os.pipe()
+    try:
+        p = _spawn(
+            req["cmd"],
+            _host(req.get("cwd")) or None,
+            _env(req.get("env"), "%d-bg-%s" % (os.getpid(), hid)),
+            in_r,
+            log,
+            log,
+            stdin=os.fdopen(in_w, "wb"),
+        )
+    except BaseException:
+        _close(in_w)
+        raise
+    finally:
+        _close(log, in_r)
     with _procs_lock:
         _procs[hid] = (p, log_path)
     return {"handle": hid, "pid": p.pid}
@@ -472,10 +695,7 @@ def op_write(req):
 def op_kill(req):
     p, _ = _proc(req)
     _kill_tree(p.pid, "%d-bg-%s" % (os.getpid(), req["handle"]))
-    try:
-        p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
+    p.wait(5)
     return {"exit_code": p.returncode}
 
 
@@ -626,22 +846,19 @@ def op_kill_all(req):
         fds = _pidfds(others)
         if not _local[0]:
             try:
-                os.kill(-1, signal.SIGKILL)  # in the PID namespace: everyone but us and init
+                os.kill(-1, SIGKILL)  # in the PID namespace: everyone but us and init
             except OSError:
                 pass
         for pid in others:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, SIGKILL)
             except OSError:
                 pass
         killed.update(others)
         _wait_exited(fds, round_no, end)
     with _procs_lock:
         for p, _ in _procs.values():
-            try:
-                p.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                pass
+            p.wait(1)
     return {"killed": len(killed), "rounds": rounds}
 
 
@@ -662,14 +879,14 @@ class _Relay:
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         self.sel.register(self.wake_r, self.READ, None)
-        self.todo = collections.deque()
+        self.todo = deque()
         self.listeners = {}  # port -> (listening socket, unix path, max connections, pairs)
         self.ends = {}  # connected socket -> _End
         _start_thread(self._run)
 
     def call(self, fn, *args):
         """Run ``fn(*args)`` in the relay's thread; returns its result (or raises its error)."""
-        done = threading.Event()
+        done = _Event()
         box = []
 
         def job():
@@ -881,7 +1098,7 @@ class _End:
 
 
 _relay = []  # type: list
-_relay_lock = threading.Lock()
+_relay_lock = _thread.allocate_lock()
 
 
 def _the_relay():
@@ -916,15 +1133,6 @@ def op_adopt(req):
     _base_env.pop("CLAWRIG_LOG_DIR", None)
     if req.get("cwd"):
         os.chdir(_host(req["cwd"]))
-    return {}
-
-
-def op_preload(req):
-    """Import what file copies need (tarfile, io) while a pooled sandbox waits for a trial, so
-    its first put_dir/get_dir does not pay for it."""
-    import io  # noqa: F401
-    import tarfile  # noqa: F401
-
     return {}
 
 
@@ -986,6 +1194,21 @@ def _protect_self():
         sys.stderr.write("supervisor: cannot protect itself: %s\n" % exc)
 
 
+def _close_on_exec():
+    """Mark every descriptor this process inherited beyond stdio close-on-exec: commands start
+    with their own 0, 1 and 2 only (what a launcher left open must not reach them)."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # pragma: no cover - no /proc
+        return
+    for fd in fds:
+        if fd > 2:
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass
+
+
 def main(argv):
     global _base_env
     args = list(argv)
@@ -1014,6 +1237,7 @@ def main(argv):
             os.close(fd_in)
             os.close(fd_out)
     _root_map.sort(key=lambda x: -len(x[0]))
+    _close_on_exec()
     if not _local[0]:
         _protect_self()
     _base_env = {k: v for k, v in os.environ.items() if k != "CLAWRIG_LOG_DIR"}
@@ -1025,7 +1249,7 @@ def main(argv):
         if not line:
             continue
         try:
-            req = json.loads(line)
+            req = _loads(line)
         except ValueError:
             continue
         if req.get("op") in ("ping", "poll", "log", "cancel"):

@@ -1,0 +1,154 @@
+"""Per-process CPU breakdown of a trial (issue 19): where the CPU of ``clawrig run`` goes, by
+process kind, per trial.
+
+Runs the throughput workload (benchmarks/throughput.py: N trials of a task whose agent makes 5
+``exec`` calls and answers, graded in the clean room) with ``clawrig run`` under ``perf record``
+(which follows every child: bwrap, the sandboxes' processes in their PID namespaces, nsenter,
+mke2fs ...), then sorts the CPU samples by process kind using the fork and exec records perf
+keeps: the harness process, the bwrap launcher, bwrap (outer and its init), the supervisors
+(python3 started by bwrap), the grader's interpreter (python3 started by a supervisor), the
+agent's commands (other children of a supervisor), nsenter and its shell, and the rest by
+program name. Prints ms per trial for each kind, the total, and the load average.
+
+Needs ``perf`` (Debian: linux-perf) and root (as ``clawrig run`` needs for its warm pool).
+Usage: python benchmarks/trial_cpu.py [--trials 30] [-p 1] [--freq 2999]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from throughput import ModelServer, make_bench  # noqa: E402
+
+_TASK = re.compile(r"PERF_RECORD_(FORK|EXIT)\((\d+):(\d+)\):\((\d+):(\d+)\)")
+_EXEC = re.compile(r"PERF_RECORD_COMM exec: (.+):(\d+)/(\d+)")
+_SAMPLE = re.compile(r"^\s*(.+?)\s+(\d+)/(\d+)\s+[\d.]+:\s+(\d+)\s+cpu-clock")
+
+
+class Tree:
+    """Processes (by host pid) from perf's task events: parent and the programs each ran."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+        self.progs: dict[int, list[str]] = collections.defaultdict(list)
+
+    def prog(self, pid: int) -> str:
+        progs = self.progs.get(pid)
+        if progs:
+            return progs[-1]
+        parent = self.parent.get(pid)
+        return self.prog(parent) if parent is not None and parent != pid else "?"
+
+    def kind(self, pid: int, comm: str, root: int) -> str:
+        if pid == root:
+            return "harness (clawrig process)"
+        parent = self.parent.get(pid)
+        pprog = self.prog(parent) if parent is not None else "?"
+        progs = self.progs.get(pid, [])
+        if comm.startswith("python"):
+            if pprog == "bwrap":
+                return "supervisor (python3 -I -S)"
+            if pprog.startswith("python"):
+                return "python3 started by a supervisor (grader, agent's python)"
+        if comm == "bwrap":
+            return "bwrap (launcher exec, outer, init)"
+        if comm == "sh" and "bwrap" in progs:
+            return "bwrap launcher (sh before exec)"
+        if comm == "nsenter" or (comm == "sh" and "nsenter" in progs):
+            return "nsenter (inotify caps)"
+        if pprog.startswith("python") and parent is not None and self.prog(
+            self.parent.get(parent, -1)
+        ) == "bwrap":
+            return f"agent/harness commands in a sandbox ({comm})"
+        return f"other: {comm}"
+
+
+def breakdown(data: Path, root: int) -> dict[str, float]:
+    """Seconds of CPU per process kind from ``perf script`` of ``data``."""
+    out = subprocess.run(
+        ["perf", "script", "-i", str(data), "--show-task-events", "-F", "comm,pid,tid,time,period,event"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    tree = Tree()
+    samples: list[tuple[int, str, int]] = []
+    for line in out.splitlines():
+        m = _TASK.search(line)
+        if m:
+            if m.group(1) == "FORK" and m.group(2) == m.group(3):  # a process, not a thread
+                tree.parent[int(m.group(2))] = int(m.group(4))
+            continue
+        m = _EXEC.search(line)
+        if m:
+            tree.progs[int(m.group(2))].append(m.group(1))
+            continue
+        m = _SAMPLE.match(line)
+        if m:
+            samples.append((int(m.group(2)), m.group(1).strip(), int(m.group(4))))
+    cpu: dict[str, float] = collections.Counter()
+    for pid, comm, period in samples:
+        cpu[tree.kind(pid, comm, root)] += period / 1e9
+    return dict(cpu)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("-p", "--parallel", type=int, default=1)
+    ap.add_argument("--freq", type=int, default=2999, help="perf samples per second")
+    args = ap.parse_args()
+    if shutil.which("perf") is None:
+        sys.exit("trial_cpu.py needs perf (Debian: apt-get install linux-perf)")
+    base = Path(tempfile.mkdtemp(prefix="clawrig-trial-cpu-"))
+    try:
+        tasks = make_bench(base, args.trials)
+        exe = shutil.which("clawrig") or str(Path(sys.executable).with_name("clawrig"))
+        data = base / "perf.data"
+        load0 = os.getloadavg()[0]
+        with ModelServer(0.0) as srv:
+            env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
+            cmd = [exe, "run", str(tasks), "-m", "scripted/bench", "-p", str(args.parallel)]
+            cmd += ["-o", str(base / "out")]
+            proc = subprocess.run(
+                ["perf", "record", "-q", "-F", str(args.freq), "-o", str(data), "--", *cmd],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        load1 = os.getloadavg()[0]
+        if proc.returncode != 0:
+            sys.exit(f"clawrig run failed: {proc.stderr[-600:]}")
+        # the harness: the process perf started (its first exec of clawrig's interpreter)
+        head = subprocess.run(
+            ["perf", "script", "-i", str(data), "--show-task-events", "-F", "comm,pid,tid"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        m = _EXEC.search(head)
+        root = int(m.group(2)) if m else -1
+        cpu = breakdown(data, root)
+        n = args.trials
+        total = sum(cpu.values())
+        print(f"{n} trials, -p {args.parallel}, load {load0:.1f}->{load1:.1f}")
+        for kind, s in sorted(cpu.items(), key=lambda kv: -kv[1]):
+            print(f"  {s / n * 1000:7.1f} ms/trial  {kind}")
+        sandboxes = total - cpu.get("harness (clawrig process)", 0.0)
+        print(f"  {total / n * 1000:7.1f} ms/trial  total ({sandboxes / n * 1000:.1f} beside the harness)")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
