@@ -65,9 +65,11 @@ class Tree:
             return "bwrap launcher (sh before exec)"
         if comm == "nsenter" or (comm == "sh" and "nsenter" in progs):
             return "nsenter (inotify caps)"
-        if pprog.startswith("python") and parent is not None and self.prog(
-            self.parent.get(parent, -1)
-        ) == "bwrap":
+        if (
+            pprog.startswith("python")
+            and parent is not None
+            and self.prog(self.parent.get(parent, -1)) == "bwrap"
+        ):
             return f"agent/harness commands in a sandbox ({comm})"
         return f"other: {comm}"
 
@@ -75,7 +77,15 @@ class Tree:
 def breakdown(data: Path, root: int) -> dict[str, float]:
     """Seconds of CPU per process kind from ``perf script`` of ``data``."""
     out = subprocess.run(
-        ["perf", "script", "-i", str(data), "--show-task-events", "-F", "comm,pid,tid,time,period,event"],
+        [
+            "perf",
+            "script",
+            "-i",
+            str(data),
+            "--show-task-events",
+            "-F",
+            "comm,pid,tid,time,period,event",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -145,7 +155,8 @@ def main() -> None:
         for kind, s in sorted(cpu.items(), key=lambda kv: -kv[1]):
             print(f"  {s / n * 1000:7.1f} ms/trial  {kind}")
         sandboxes = total - cpu.get("harness (clawrig process)", 0.0)
-        print(f"  {total / n * 1000:7.1f} ms/trial  total ({sandboxes / n * 1000:.1f} beside the harness)")
+        beside = f"{sandboxes / n * 1000:.1f} beside the harness"
+        print(f"  {total / n * 1000:7.1f} ms/trial  total ({beside})")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

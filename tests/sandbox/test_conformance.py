@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import time
@@ -216,3 +217,71 @@ async def test_os_errors_keep_their_errno(make_sandbox, backend):
         with pytest.raises(OSError) as info:
             await sb.write_file("/usr/clawrig-denied.txt", "x")
         assert info.value.errno == errno.EROFS
+
+
+PROBE = r"""
+import json, os, sys
+print(json.dumps({
+    "argv": sys.argv, "cwd": os.getcwd(), "name": __name__, "file": __file__,
+    "env": os.environ.get("GREETING"), "fds": sorted(os.listdir("/proc/self/fd")),
+    "leader": os.getsid(0) == os.getpid(), "path": sys.path, "site": "site" in sys.modules,
+    "no_bytecode": sys.dont_write_bytecode, "isolated": sys.flags.isolated,
+    "stdin": sys.stdin.read(), "child_env": os.popen("echo $GREETING").read(),
+    "forked": "supervisor.py" in open("/proc/self/cmdline").read(), "exe": sys.executable,
+}))
+sys.stderr.write("said on stderr\n")
+if sys.argv[1] == "raise":
+    raise ValueError("from the script")
+sys.exit(int(sys.argv[1]))
+"""
+
+
+async def test_forked_python_is_the_command_it_replaces(make_sandbox, backend):
+    """``fork_python``: ``python3 -I -B SCRIPT`` run as a fork of the supervisor sees what a
+    fresh interpreter sees (argv, cwd, environment, only stdio open, its own session, sys.path
+    with the site packages, no bytecode written, exit code, stderr), and is a fork (its
+    /proc/self/cmdline is the supervisor's) only where python3 is the supervisor's own
+    interpreter."""
+    sb = await make_sandbox(backend)
+    await sb.write_file("/tmp_workspace/sub/probe.py", PROBE)
+    python = (await sb.exec(["sh", "-c", "command -v python3"])).stdout.strip()
+    # the supervisor's interpreter: its argv[0] (the shell's parent's), looked up on PATH
+    cmdline = "tr '\\0' ' ' < /proc/$PPID/cmdline"
+    supervisor = (await sb.exec(["sh", "-c", cmdline])).stdout.split()[0]
+    if "/" not in supervisor:
+        supervisor = (await sb.exec(["sh", "-c", f"command -v {supervisor}"])).stdout.strip()
+
+    async def run(exe: str, fork: bool) -> tuple[int, dict[str, object], str]:
+        r = await sb.exec(
+            [exe, "-I", "-B", "/tmp_workspace/sub/probe.py", "3", "x y"],
+            cwd="/tmp_workspace/sub",
+            env={"GREETING": "hallo"},
+            fork_python=fork,
+        )
+        assert r.stdout, r.stderr
+        data = json.loads(r.stdout.splitlines()[0])
+        data["argv"] = data["argv"][1:]
+        return r.exit_code, data, r.stderr
+
+    fresh = await run(python, False)
+    forked = await run(python, True)
+    assert fresh[1].pop("forked") is False
+    assert forked[1].pop("forked") is (python == supervisor)
+    assert fresh[0] == forked[0] == 3
+    assert forked[1] == fresh[1]
+    assert fresh[1]["argv"] == ["3", "x y"] and fresh[1]["env"] == "hallo"
+    assert fresh[1]["child_env"] == "hallo\n" and fresh[1]["leader"] is True
+    # the probe's listing of /proc/self/fd holds a descriptor of its own beside 0, 1, 2
+    assert fresh[1]["cwd"].endswith("/sub") and len(fresh[1]["fds"]) == 4
+    assert forked[2] == fresh[2] == "said on stderr\n"
+    # another path to the same program (a virtual environment's python) is another
+    # interpreter: started afresh
+    await sb.exec(["ln", "-s", str(fresh[1]["exe"]), "/tmp_workspace/sub/py3"])
+    other = await run("/tmp_workspace/sub/py3", True)
+    assert other[1].pop("forked") is False and other[0] == 3
+    crash = await sb.exec(
+        [python, "-I", "-B", "/tmp_workspace/sub/probe.py", "raise"], fork_python=True
+    )
+    assert crash.exit_code == 1
+    assert crash.stderr.endswith("ValueError: from the script\n")
+    assert "supervisor" not in crash.stderr  # the traceback starts at the script

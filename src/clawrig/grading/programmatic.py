@@ -35,7 +35,7 @@ from clawrig.spec.trial import Score
 
 GRADER_DIR = "/run/clawrig/grader"
 _RUNNER = r"""
-import json, sys, os, traceback
+import json, sys, os
 src_path, origin = sys.argv[1], sys.argv[2]
 transcript_path = sys.argv[3]
 verdict_path = sys.argv[4] if len(sys.argv) > 4 else ""  # none: stdout only (Harbor's tests)
@@ -43,9 +43,9 @@ channel = None
 if verdict_path:
     # before any grader code: nothing else in this sandbox can reach our descriptors (not
     # dumpable) and the harness takes only the first connection, which is this one
-    import ctypes, socket
+    import ctypes, _socket  # _socket: socket's module imports enum (start-up is the harness's)
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
-    channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     channel.connect(verdict_path)
 
 
@@ -59,6 +59,7 @@ def report(obj):
 def from_workspace(exc):
     # True when the agent's files are where it failed: a frame of a workspace file (its code
     # imported or run in process) or a workspace file the exception names
+    import traceback
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -146,6 +147,7 @@ try:
     exec(code, ns)
 except BaseException as exc:
     loading = False
+    import traceback
     traceback.print_exc()
     if from_workspace(exc):
         sys.exit(1)  # the agent's code or files broke the grader while it loaded
@@ -168,6 +170,7 @@ if not callable(grade):
 try:
     result = grade(transcript=entries, workspace_path="/tmp_workspace")
 except ModuleNotFoundError as exc:
+    import traceback
     traceback.print_exc()
     missing = environment_module(exc)
     if missing and not from_workspace(exc):
@@ -265,6 +268,9 @@ async def run_grader(
         cwd=PATHS.workspace,
         env=env,
         timeout_s=timeout_s,
+        # the system's python3 (the supervisor's own interpreter): a fork of the supervisor,
+        # no interpreter start on the way to the verdict
+        fork_python=True,
     )
     details: dict[str, Any] = {
         "exit_code": r.exit_code,

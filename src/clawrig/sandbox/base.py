@@ -178,9 +178,16 @@ class Sandbox(Protocol):
         timeout_s: float | None = None,
         stdin: str | bytes | None = None,
         merge_stderr: bool = False,
+        fork_python: bool = False,
     ) -> ExecResult:
         """Run a command to completion. A str runs under ``/bin/sh -c``. On timeout every
-        process the command started is killed and ``timed_out`` is True (exit code 124)."""
+        process the command started is killed and ``timed_out`` is True (exit code 124).
+
+        ``fork_python`` (harness code only, never the agent's): a command
+        ``[PYTHON, "-I", "-B", SCRIPT, ARGS...]`` whose PYTHON is the supervisor's own
+        interpreter runs as a fork of the supervisor, the same program without a new
+        interpreter's start (:func:`clawrig.sandbox.supervisor._fork_python`); any other
+        command runs as usual."""
         ...
 
     async def spawn(

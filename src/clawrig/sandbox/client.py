@@ -527,6 +527,7 @@ class SupervisedSandbox:
         timeout_s: float | None = None,
         stdin: str | bytes | None = None,
         merge_stderr: bool = False,
+        fork_python: bool = False,
     ) -> ExecResult:
         limits = self.config.limits
         wait = timeout_s if timeout_s is not None else limits.command_timeout_s
@@ -540,6 +541,7 @@ class SupervisedSandbox:
             stdin=_encode(stdin) if stdin is not None else None,
             merge=merge_stderr,
             limit=limits.output_bytes,
+            fork_python=fork_python,
         )
         return ExecResult(
             exit_code=r["exit_code"],

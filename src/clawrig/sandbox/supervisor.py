@@ -506,6 +506,111 @@ def _spawn(cmd, cwd, env, stdin_fd, stdout_fd, stderr_fd, stdin=None):
     return _Child(pid, stdin)
 
 
+_kept = []  # type: list
+"""The supervisor's own stdio objects in a forked Python child: never used, flushed or freed
+there (another thread of the supervisor may have held their locks at the fork)."""
+
+
+def _python_fork_target(argv, env):
+    """``(script, args)`` when ``argv`` is ``[PYTHON, "-I", "-B", SCRIPT, ARGS...]`` and PYTHON,
+    looked up on the command's PATH, is this very interpreter (the same path: a virtual
+    environment's python is another interpreter even where it links to this one); else None."""
+    if not isinstance(argv, list) or len(argv) < 4 or argv[1:3] != ["-I", "-B"]:
+        return None
+    try:
+        exe = _which(argv[0], env)
+    except OSError:
+        return None
+    if os.path.abspath(exe) != os.path.abspath(sys.executable):
+        return None
+    return argv[3], list(argv[4:])
+
+
+def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
+    """Run ``python3 -I -B SCRIPT ARGS...`` as a fork of this process instead of a new
+    interpreter (the grader's runner in the clean room, :mod:`clawrig.grading.programmatic`):
+    the child is what that command would be (its own session, cwd, environment, stdio on the
+    given descriptors and no other, ``sys.argv``, a fresh ``__main__``, the site packages,
+    bytecode not written, SIGPIPE ignored as Python does) without the interpreter's start, the
+    site import's .pth files aside. Its exit code is the script's (1 for an uncaught exception,
+    traceback on stderr). Returns a :class:`_Child`. Raises FileNotFoundError (no such cwd)."""
+    if cwd is not None and not os.path.isdir(cwd):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", cwd)
+    if sys.version_info >= (3, 12):  # its warning about forking with threads: not for us
+        import _warnings
+
+        _warnings.filters.insert(0, ("ignore", None, DeprecationWarning, None, 0))
+    with _out_lock:  # no answer half-written by another thread in the child's copy
+        pid = os.fork()
+    if pid:
+        return _Child(pid)
+    code = 1
+    try:
+        os.setsid()
+        os.dup2(stdin_fd, 0)
+        os.dup2(stdout_fd, 1)
+        os.dup2(stderr_fd, 2)
+        os.closerange(3, 1 << 20)
+        if cwd is not None:
+            os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        _kept.extend((sys.stdin, sys.stdout, sys.stderr))
+        enc, errs = sys.stdout.encoding, sys.stdout.errors
+        streams = (
+            open(0, encoding=enc, errors=errs, closefd=False),
+            open(1, "w", encoding=enc, errors=errs, closefd=False),
+            open(2, "w", encoding=enc, errors="backslashreplace", closefd=False, buffering=1),
+        )
+        for fd, name in enumerate(("stdin", "stdout", "stderr")):
+            stream = streams[fd]
+            setattr(sys, name, stream)
+            setattr(sys, "__%s__" % name, stream)
+        sys.argv = [script] + args
+        sys.dont_write_bytecode = True
+        main = type(sys)("__main__")
+        main.__file__ = script
+        main.__builtins__ = __builtins__
+        sys.modules["__main__"] = main
+        import site
+
+        site.main()
+        with open(script, "rb") as fh:
+            source = fh.read()
+        try:
+            exec(compile(source, script, "exec"), main.__dict__)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+            if code is None:
+                code = 0
+            elif not isinstance(code, int):
+                sys.stderr.write("%s\n" % (code,))
+                code = 1
+        except BaseException:
+            etype, value, tb = sys.exc_info()
+            tb = tb.tb_next if tb is not None else tb  # the traceback from the script on
+            sys.excepthook(etype, value.with_traceback(tb), tb)
+            code = 1
+        if "threading" in sys.modules:  # as at an interpreter's exit: its threads, atexit
+            sys.modules["threading"]._shutdown()
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - the child's own failure, said on its stderr
+        try:
+            sys.excepthook(*sys.exc_info())
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+        os._exit(code & 0xFF if isinstance(code, int) else 1)
+
+
 def _start_thread(target, *args):
     """Start a daemon thread; a sandbox at its process cap (threads count against it) gives
     OSError(EAGAIN) for this request instead of ending the supervisor."""
@@ -557,11 +662,14 @@ def op_exec(req):
     except OSError:
         _close(out_w, err_w, in_r, in_w)
         raise
+    env = _env(req.get("env"), marker)
+    fork = _python_fork_target(req["cmd"], env) if req.get("fork_python") else None
     try:
-        p = _spawn(
-            req["cmd"],
+        start_fn = _spawn if fork is None else _fork_python
+        p = start_fn(
+            *((req["cmd"],) if fork is None else fork),
             _host(req.get("cwd")) or None,
-            _env(req.get("env"), marker),
+            env,
             in_r if stdin_data is not None else _null_fd(),
             out_w,
             out_w if merge else err_w,
