@@ -13,6 +13,11 @@ A grader that crashes, times out, sends no verdict, or returns a score outside [
 (``Score.error``), never a silent 0; ``details["blame"]`` says whether the task's grader or the
 agent's end state is the cause (:func:`run_grader`).
 
+The runner is started as ``python3 -I -B`` with ``fork_python``: on the supervisor's own
+interpreter (the system's python3) it is a fork of the supervisor, the same program without an
+interpreter's start (:meth:`clawrig.sandbox.base.Sandbox.exec`); a grading environment's python
+starts afresh.
+
 Residual risk of the verdict channel: a grader that imports or runs the agent's code *in its own
 process* hands that code the runner's socket; graders that run agent code in a subprocess do
 not (the socket is not inherited and the runner is not dumpable).

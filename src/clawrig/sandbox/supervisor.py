@@ -22,7 +22,12 @@ reaches nothing but that socket. At most ``max_connections`` connections per for
 at once (more are closed at once), so a sandbox's programs cannot exhaust this process's file
 descriptors. ``unforward`` closes the listener and its connections.
 
-Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]``; ``--root-map`` (LocalSandbox
+``exec`` with ``fork_python`` runs ``[python3, "-I", "-B", SCRIPT, ARGS...]`` as a fork of this
+process when that python3 is this very interpreter (:func:`_fork_python`: the grader's runner
+in the clean room). Commands start with ``posix_spawn`` (:func:`_spawn`).
+
+Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]`` (the backends start it
+through :data:`clawrig.sandbox.client.SUPERVISOR_BOOT`, its code precompiled); ``--root-map`` (LocalSandbox
 only) translates in-sandbox path prefixes to host folders for file operations and cwd.
 """
 
