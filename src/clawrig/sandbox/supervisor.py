@@ -27,8 +27,9 @@ process when that python3 is this very interpreter (:func:`_fork_python`: the gr
 in the clean room). Commands start with ``posix_spawn`` (:func:`_spawn`).
 
 Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]`` (the backends start it
-through :data:`clawrig.sandbox.client.SUPERVISOR_BOOT`, its code precompiled); ``--root-map`` (LocalSandbox
-only) translates in-sandbox path prefixes to host folders for file operations and cwd.
+through :data:`clawrig.sandbox.client.SUPERVISOR_BOOT`, its code precompiled);
+``--root-map`` (LocalSandbox only) translates in-sandbox path prefixes to host folders for file
+operations and cwd.
 """
 
 import _thread
