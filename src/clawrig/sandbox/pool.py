@@ -47,7 +47,8 @@ reads the whole table for each bind it makes: with :data:`ISOLATE_FROM` sandboxe
 ones start in a mount namespace where the pool's mounts are gone but their own
 (:data:`clawrig.sandbox.bwrap._ISOLATE`). For that the entries' folders are below the pool's
 root, ``clawrig-pool-<pid>-*/w`` (a mount of its own, private: what is mounted below it never
-reaches other namespaces), removed by :meth:`WarmPool.close` once its last entry is gone.
+reaches other namespaces), removed by :meth:`WarmPool.close` once its last entry is gone. The
+entries' staging points share one private mount there too (``w/st``): a mount fewer each.
 
 Pooling needs the harness as root (mounts) with cgroups (no per-sandbox uid drop) and the
 bwrap backend; :meth:`WarmPool.take` returns None otherwise (and for a config it cannot pool:
@@ -202,10 +203,10 @@ KEY_BINDS = -1
 @dataclass
 class PoolEntry:
     """One pooled sandbox: its folder (``clawrig-trial-<pid>-*``: ``fs/`` its disk, ``b/`` the
-    slots, ``st/`` the staging points), its disk, the started sandbox. ``hit``: it was started
-    ahead (False: started for the trial that took it). ``ready_s``: seconds from the trial asking
-    for it to its being the trial's: :meth:`claim` (mounts, adopt, the time limit armed), plus
-    ``start_s``, the start a miss waited for (0.0 on a hit)."""
+    slots; its staging points in :attr:`stage_dir`), its disk, the started sandbox. ``hit``: it
+    was started ahead (False: started for the trial that took it). ``ready_s``: seconds from the
+    trial asking for it to its being the trial's: :meth:`claim` (mounts, adopt, the time limit
+    armed), plus ``start_s``, the start a miss waited for (0.0 on a hit)."""
 
     id: str
     key: tuple[Any, ...]
@@ -221,6 +222,9 @@ class PoolEntry:
     loop's default ones)."""
     removed: Callable[[PoolEntry], None] | None = None
     """Told (in a thread) once the entry's mounts and folder are gone."""
+    stage_dir: Path | None = None
+    """Its staging points' folder under its pool's private staging mount (None: ``st/`` in its
+    own folder, a private mount of its own)."""
     _mounts: list[Path] = field(default_factory=list)
 
     @property
@@ -229,7 +233,7 @@ class PoolEntry:
 
     @property
     def stage(self) -> Path:
-        return self.folder / "st"
+        return self.stage_dir or self.folder / "st"
 
     async def claim(self, config: SandboxConfig) -> Any:
         """Make the sandbox ``config``'s (module docs, steps 1-3) and return it. ``config``
@@ -280,6 +284,8 @@ class PoolEntry:
         self.disk.release()
         if not os.path.ismount(self.disk.path):
             remove_tree(self.folder)
+        if self.stage_dir is not None:
+            remove_tree(self.stage_dir)
         if (told := self.removed) is not None:
             self.removed = None
             told(self)
@@ -406,6 +412,7 @@ class WarmPool:
             disk=TrialDisk(folder, config.limits.disk_bytes),
             threads=self._release_threads,
             removed=self._removed,
+            stage_dir=root / "w" / "st" / folder.name,
         )
         with self._alive_lock:
             self._alive.add(entry.id)
@@ -457,9 +464,11 @@ class WarmPool:
         if self._root is None:
             root = owned_tempdir("pool", self.work_dir)
             os.chmod(root, 0o700)
-            (root / "w").mkdir()
-            (root / "p").mkdir()
+            for part in ("w", "p"):
+                (root / part).mkdir()
             _private_mount(root / "w", shared=False)
+            (root / "w" / "st").mkdir()
+            _private_mount(root / "w" / "st", shared=False)
             self._root = root
         return self._root
 
@@ -475,8 +484,9 @@ class WarmPool:
     def _remove_root(self) -> None:
         root, self._root = self._root, None
         if root is not None:
-            umount_lazy(root / "w")
-            if not os.path.ismount(root / "w"):
+            for part in ("w/st", "w"):
+                umount_lazy(root / part)
+            if not any(os.path.ismount(root / part) for part in ("w/st", "w")):
                 remove_tree(root)
 
     @staticmethod
@@ -498,7 +508,8 @@ class WarmPool:
             # process entered the workspace slot before it was mounted: /proc/1/cwd) cannot
             # write there (no capabilities inside, so the owner's bits hold for root)
             os.chmod(slot, 0o555 if slot.is_dir() else 0o444)
-        _private_mount(entry.stage, shared=False)
+        if entry.stage_dir is None:
+            _private_mount(entry.stage, shared=False)
         _private_mount(entry.slots, shared=True)
 
     async def retire(self, entry: PoolEntry) -> None:
