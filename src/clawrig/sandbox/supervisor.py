@@ -543,9 +543,12 @@ def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
     if cwd is not None and not os.path.isdir(cwd):
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", cwd)
     if sys.version_info >= (3, 12):  # its warning about forking with threads: not for us
-        import _warnings
+        try:
+            import _warnings
 
-        _warnings.filters.insert(0, ("ignore", None, DeprecationWarning, None, 0))
+            _warnings.filters.insert(0, ("ignore", None, DeprecationWarning, None, 0))
+        except (ImportError, AttributeError):  # pragma: no cover - another Python
+            pass
     with _out_lock:  # no answer half-written by another thread in the child's copy
         pid = os.fork()
     if pid:
@@ -556,7 +559,13 @@ def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
         os.dup2(stdin_fd, 0)
         os.dup2(stdout_fd, 1)
         os.dup2(stderr_fd, 2)
-        os.closerange(3, 1 << 20)
+        try:  # every other descriptor: the protocol's pipes, other commands' pipes
+            fds = [int(name) for name in os.listdir("/proc/self/fd")]
+        except OSError:  # pragma: no cover - no /proc
+            fds = list(range(3, os.sysconf("SC_OPEN_MAX")))
+        for fd in fds:
+            if fd > 2:
+                _close(fd)
         if cwd is not None:
             os.chdir(cwd)
         os.environ.clear()
