@@ -137,21 +137,21 @@ async def test_malformed_json_and_group_size(serve):
 
 async def test_busy_server_says_429_and_slow_episode_504(serve, scripted_server):
     url = serve(max_concurrency=1, max_queue=0)
-    # the model answers after 30 s; the episode may take 6 s (room for a slow sandbox start on
-    # a loaded machine before the model is first asked)
-    policy = scripted_server(responder=lambda req: reply("done", delay=30.0))
-    body = {"task_id": "000015", "base_url": policy.base_url, "model": "p", "timeout_s": 6}
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+    # the model answers after 120 s and the episode may take 20 s: it times out however slowly
+    # its sandbox starts on a loaded machine (under load 40 one took over 6 s to ask the model)
+    policy = scripted_server(responder=lambda req: reply("done", delay=120.0))
+    body = {"task_id": "000015", "base_url": policy.base_url, "model": "p", "timeout_s": 20}
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         first = asyncio.create_task(client.post("/v1/episodes", json=body))
-        while not policy.requests and not first.done():  # the first holds the only slot
+        while (await client.get("/health")).json()["running"] < 1:  # it holds the only slot
+            assert not first.done(), first.result().text
             await asyncio.sleep(0.02)
-        assert not first.done(), first.result().text
         second = await client.post("/v1/episodes", json=body)
         assert second.status_code == 429 and second.headers["retry-after"] == "1"
         assert second.json()["error"].startswith("busy: 1 episode(s) admitted")
         slow = await first
     assert slow.status_code == 504
-    assert slow.json() == {"error": "timeout_s: the episode did not finish in 6 s"}
+    assert slow.json() == {"error": "timeout_s: the episode did not finish in 20 s"}
 
 
 def test_cli_serve_refuses_a_missing_suite(tmp_path):
