@@ -80,6 +80,9 @@ def test_trials_take_pooled_sandboxes_once_each_and_the_job_leaves_nothing(
         ids = [r["pooled"][role]["id"] for r in results for role in ("agent", "clean_room")]
         assert len(set(ids)) == len(ids) == 16  # no sandbox (nor its disk) served two
         assert all(r["pooled"][role]["ready_s"] > 0 for r in results for role in r["pooled"])
+        # a miss's start is the harness's wait, not the trial's time
+        misses = [r for r in results if not r["pooled"]["agent"]["hit"]]
+        assert misses and all(r["waits"]["sandbox_start"] > 0 for r in misses)
         hits = [r["pooled"][role]["hit"] for r in results for role in ("agent", "clean_room")]
         assert sum(hits) >= 8  # after each key's first trials, started ahead
         # the job's end drained the pool: no folder, no disk, no slot mount left

@@ -895,6 +895,9 @@ class Trial:
             entry = await pool.take(self.config.sandbox, cfg)
         if entry is not None:
             self.pooled.append(entry)
+            # a miss waited for a start the pool should have made ahead: a harness wait (at
+            # -p 1000 such starts took minutes and ran the clean room's phase out of time)
+            self.clock.charge("sandbox_start", entry.start_s)
         return entry
 
     async def _start_sandbox(
