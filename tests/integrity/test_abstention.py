@@ -321,3 +321,28 @@ async def test_a_number_too_large_for_a_float_in_the_verdict_is_the_agents_zero(
     )
     assert_counted_zero(result)
     assert "no score in [0,1]" in result.error.message
+
+
+RUNS_SOLUTION = """
+import os, subprocess
+def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):
+    subprocess.run(['python3', os.path.join(workspace_path, 'solution.py')], timeout=20)
+    return {'overall_score': 0.0}
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"])
+async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_the_agents_zero(
+    attack, make_task, signal_name
+):
+    # the grader runs the agent's solution.py in the clean room; it kills or stops the
+    # supervisor (pid 2, the same uid): the trial ended as a retried infrastructure error, a
+    # free abstention for a wrong answer (found by the red-team review of the forked grader)
+    sol = f"import os, signal\nos.kill(2, signal.{signal_name})\n"
+    result, _ = await attack(
+        make_task(RUNS_SOLUTION, grader_timeout_s=5),
+        f"cat > solution.py <<'EOF'\n{sol}EOF",
+        call_timeout_s=3,
+    )
+    assert_counted_zero(result)
+    assert result.error is not None and result.error.phase == "grading"

@@ -1439,10 +1439,13 @@ class Trial:
             if phase == "grading":
                 return TrialError(kind=ErrorKind.GRADING, message=str(exc), phase=phase)
             return TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)
-        if agents and isinstance(exc, SandboxDied):
+        if (agents or phase == "grading") and isinstance(exc, SandboxDied):
             # The sandbox died while the agent ran or right after, before grading: the agent
             # broke it (killed or stopped its supervisor, exhausted it). An agent error that
             # counts against the model as 0, so breaking the sandbox is no way to abstain.
+            # While grading, the clean room runs only the task's grader on the agent's data
+            # and the programs of the agent's it runs: one of those killed or stopped its
+            # supervisor (or exhausted it), the agent's doing too.
             return TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
         if isinstance(exc, InfrastructureError):  # retried unless it says it would fail again
             return TrialError(
