@@ -11,6 +11,7 @@ import asyncio
 import base64
 import builtins
 import contextlib
+import fcntl
 import functools
 import hashlib
 import importlib.util
@@ -60,30 +61,68 @@ _OS_ERRORS: dict[str, type[OSError]] = {
 }
 
 
+_pyc_locks: list[int] = []
+"""Descriptors holding a shared lock on each supervisor ``.pyc`` this process uses, for its
+lifetime: another harness sweeps only the files no live process holds (:func:`_sweep_pycs`)."""
+
+
 @functools.cache
 def supervisor_pyc(filename: str) -> Path | None:
     """The supervisor's code compiled by this interpreter, named ``filename`` in tracebacks
     (its path where it runs), in a file of the temp folder named for its content and owned by
     this user (made once; reused across runs when its owner and content check out). None when
     no such file can be had: the supervisor then compiles its source. Read by
-    :data:`SUPERVISOR_BOOT` only in an interpreter of the same bytecode version."""
+    :data:`SUPERVISOR_BOOT` only in an interpreter of the same bytecode version.
+
+    This process holds a shared ``flock`` on the file while it lives; making a new file removes
+    this user's other supervisor files that no live process holds (older clawrig versions'),
+    so the temp folder keeps one per version in use."""
     code = compile(SUPERVISOR_PATH.read_bytes(), filename, "exec", dont_inherit=True)
     data = importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code)
     digest = hashlib.sha256(data).hexdigest()[:20]
-    path = Path(tempfile.gettempdir()) / f"clawrig-supervisor-{os.geteuid()}-{digest}.pyc"
-    try:
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
+    path = Path(tempfile.gettempdir()) / f"{_PYC_PREFIX}{os.geteuid()}-{digest}.pyc"
+    for _ in range(3):  # a sweeper may remove it between our open and our lock: once more
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            if not _write_pyc(path, data):
+                return None
+            _sweep_pycs(path)
+            continue
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
             mine = st.st_uid == os.geteuid() and not st.st_mode & 0o022
-            if stat.S_ISREG(st.st_mode) and mine and fh.read() == data:
-                return path
-        return None  # someone else's, or not what we compiled: not ours to trust
-    except FileNotFoundError:
-        pass
-    except OSError:
-        return None
+            if not (stat.S_ISREG(st.st_mode) and mine and _read_all(fd) == data):
+                os.close(fd)
+                return None  # someone else's, or not what we compiled: not ours to trust
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            now = os.stat(path, follow_symlinks=False)
+        except OSError:
+            os.close(fd)
+            continue
+        if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+            _pyc_locks.append(fd)
+            return path
+        os.close(fd)  # swept and made anew meanwhile: check the new file
+    return None
+
+
+_PYC_PREFIX = "clawrig-supervisor-"
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _write_pyc(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` atomically (mode 0644); False when it cannot be written."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".clawrig-supervisor-")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{_PYC_PREFIX}")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.chmod(tmp, 0o644)
@@ -91,8 +130,32 @@ def supervisor_pyc(filename: str) -> Path | None:
     except OSError:
         with contextlib.suppress(OSError, UnboundLocalError):
             os.unlink(tmp)
-        return None
-    return path
+        return False
+    return True
+
+
+def _sweep_pycs(keep: Path) -> list[Path]:
+    """Remove this user's supervisor ``.pyc`` files beside ``keep`` (other than it) that no
+    live process holds a lock on; returns what was removed."""
+    removed = []
+    for other in keep.parent.glob(f"{_PYC_PREFIX}{os.geteuid()}-*.pyc"):
+        if other == keep:
+            continue
+        try:
+            fd = os.open(other, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if os.fstat(fd).st_uid != os.geteuid():
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: in use
+            other.unlink()
+            removed.append(other)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 def supervisor_argv(python: str, source: str, pyc: str | None) -> list[str]:

@@ -621,7 +621,7 @@ class Gateway:
             self._record(lease, seq, key, body, status=503, error=msg, started=started)
             return _error_body(503, msg, "no_upstream")
         wire_tools = texts[1] if texts is not None else None
-        with lease._lock:  # in flight until its record is written, or this call is cancelled
+        with lease._lock:  # in flight until its usage is counted (_record), or it is cancelled
             lease._upstream_open.add(seq)
         try:
             return await self._forward(

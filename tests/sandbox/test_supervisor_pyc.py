@@ -1,0 +1,78 @@
+"""The precompiled supervisor file (sandbox/client.py ``supervisor_pyc``): one per version in
+use is kept in the temp folder; files no live process holds are removed when a new one is made."""
+
+from __future__ import annotations
+
+import importlib.util
+import marshal
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from clawrig.sandbox import client
+
+
+@pytest.fixture
+def tmp_tempdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def _hold_lock(path: Path) -> subprocess.Popen[str]:
+    """Another process holding a shared lock on ``path`` until its stdin closes."""
+    code = (
+        "import fcntl,sys;f=open(sys.argv[1],'rb');fcntl.flock(f,fcntl.LOCK_SH);"
+        "print('held',flush=True);sys.stdin.read()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_new_file_removes_the_unheld_ones_and_keeps_the_held(tmp_tempdir: Path) -> None:
+    uid = os.geteuid()
+    stale = tmp_tempdir / f"clawrig-supervisor-{uid}-{'a' * 20}.pyc"
+    held = tmp_tempdir / f"clawrig-supervisor-{uid}-{'b' * 20}.pyc"
+    unrelated = tmp_tempdir / "clawrig-supervisor-notes.txt"
+    for p in (stale, held, unrelated):
+        p.write_bytes(b"old")
+    holder = _hold_lock(held)
+    try:
+        path = client.supervisor_pyc("/sandbox/test-a-new-file/supervisor.py")
+    finally:
+        holder.communicate("")
+    assert path is not None and path.parent == tmp_tempdir
+    # the file holds this interpreter's code for the name asked
+    data = path.read_bytes()
+    assert data[:4] == importlib.util.MAGIC_NUMBER
+    code = marshal.loads(data[16:])
+    assert code.co_filename == "/sandbox/test-a-new-file/supervisor.py"
+    assert sorted(p.name for p in tmp_tempdir.iterdir()) == sorted(
+        [path.name, held.name, unrelated.name]
+    )
+
+
+def test_the_file_in_use_is_locked_against_a_sweep(tmp_tempdir: Path) -> None:
+    path = client.supervisor_pyc("/sandbox/test-in-use/supervisor.py")
+    assert path is not None
+    # another harness making a file of its own version sweeps; ours is held by this process
+    other = tmp_tempdir / f"clawrig-supervisor-{os.geteuid()}-{'c' * 20}.pyc"
+    other.write_bytes(b"x")
+    code = (
+        "import sys;from pathlib import Path;from clawrig.sandbox import client;"
+        "print([p.name for p in client._sweep_pycs(Path(sys.argv[1]))])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(other)], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+    assert path.exists()
