@@ -47,9 +47,12 @@ verdict_path = sys.argv[4] if len(sys.argv) > 4 else ""  # none: stdout only (Ha
 channel = None
 if verdict_path:
     # before any grader code: nothing else in this sandbox can reach our descriptors (not
-    # dumpable) and the harness takes only the first connection, which is this one
-    import ctypes, _socket  # _socket: socket's module imports enum (start-up is the harness's)
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+    # dumpable: a fork of the clean room's supervisor is already) and the harness takes only
+    # the first connection, which is this one
+    import _socket  # _socket: socket's module imports enum (start-up is the harness's)
+    if not getattr(sys, "clawrig_not_dumpable", False):
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
     channel = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     channel.connect(verdict_path)
 

@@ -583,6 +583,7 @@ def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
             setattr(sys, "__%s__" % name, stream)
         sys.argv = [script] + args
         sys.dont_write_bytecode = True
+        sys.clawrig_not_dumpable = _protected[0]
         main = type(sys)("__main__")
         main.__file__ = script
         main.__builtins__ = __builtins__
@@ -985,6 +986,61 @@ def op_kill_all(req):
     return {"killed": len(killed), "rounds": rounds}
 
 
+class _Selector:
+    """The part of ``selectors`` the relay uses, on ``select.poll`` (``selectors`` imports
+    collections and math, ``socket`` enum: most of a supervisor's start again). Objects with a
+    ``fileno()`` (or descriptors) are registered for READ and/or WRITE with a datum;
+    :meth:`select` waits and returns (datum, READ|WRITE) pairs as ``selectors`` does (a hang-up
+    or an error counts as both, masked by what was asked)."""
+
+    READ, WRITE = 1, 2
+
+    def __init__(self):
+        self._poll = select.poll()
+        self._keys = {}  # descriptor -> (events, datum)
+
+    @staticmethod
+    def _fd(obj):
+        return obj if isinstance(obj, int) else obj.fileno()
+
+    @staticmethod
+    def _mask(events):
+        return (select.POLLIN if events & 1 else 0) | (select.POLLOUT if events & 2 else 0)
+
+    def register(self, obj, events, data):
+        fd = self._fd(obj)
+        self._poll.register(fd, self._mask(events))
+        self._keys[fd] = (events, data)
+
+    def modify(self, obj, events, data):
+        fd = self._fd(obj)
+        self._poll.modify(fd, self._mask(events))
+        self._keys[fd] = (events, data)
+
+    def unregister(self, obj):
+        fd = self._fd(obj)
+        self._poll.unregister(fd)
+        del self._keys[fd]
+
+    def events(self, obj):
+        """What ``obj`` is registered for, None when it is not."""
+        key = self._keys.get(self._fd(obj))
+        return None if key is None else key[0]
+
+    def select(self):
+        ready = []
+        for fd, ev in self._poll.poll():
+            key = self._keys.get(fd)
+            if key is None:
+                continue
+            mask = (self.WRITE if ev & ~select.POLLIN else 0) | (
+                self.READ if ev & ~select.POLLOUT else 0
+            )
+            if mask & key[0]:
+                ready.append((key[1], mask & key[0]))
+        return ready
+
+
 class _Relay:
     """Every ``forward`` of this supervisor, served by one thread with a selector (see the
     module docs). Changes come from request threads through :meth:`call`, which runs a
@@ -993,12 +1049,11 @@ class _Relay:
     CHUNK = 65536
 
     def __init__(self):
-        import selectors
-        import socket
+        import _socket  # C: socket's module imports enum (a supervisor's start, twice over)
 
-        self.socket = socket
-        self.sel = selectors.DefaultSelector()
-        self.READ, self.WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+        self.socket = _socket
+        self.sel = _Selector()
+        self.READ, self.WRITE = _Selector.READ, _Selector.WRITE
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         self.sel.register(self.wake_r, self.READ, None)
@@ -1029,15 +1084,14 @@ class _Relay:
 
     def _run(self):
         while True:
-            for key, mask in self.sel.select():
+            for data, mask in self.sel.select():
                 try:
-                    self._event(key, mask)
+                    self._event(data, mask)
                 except Exception:  # noqa: BLE001 - one connection's failure ends only it
-                    if isinstance(key.data, _End):
-                        self._close_pair(key.data)
+                    if isinstance(data, _End):
+                        self._close_pair(data)
 
-    def _event(self, key, mask):
-        data = key.data
+    def _event(self, data, mask):
         if data is None:  # woken for jobs
             try:
                 os.read(self.wake_r, 4096)
@@ -1081,7 +1135,8 @@ class _Relay:
         sock, path, cap, pairs = self.listeners[port]
         while True:
             try:
-                client, _ = sock.accept()
+                fd, _ = sock._accept()
+                client = self.socket.socket(sock.family, sock.type, 0, fd)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # out of descriptors: the next event tries again
@@ -1125,13 +1180,13 @@ class _Relay:
             events |= self.READ
         if end.peer.out_for_peer:
             events |= self.WRITE
-        key = self.sel.get_map().get(end.sock)
-        if key is None:
+        have = self.sel.events(end.sock)
+        if have is None:
             if events:
                 self.sel.register(end.sock, events, end)
         elif not events:
             self.sel.unregister(end.sock)
-        elif key.events != events:
+        elif have != events:
             self.sel.modify(end.sock, events, end)
 
     def _read(self, end):
@@ -1198,7 +1253,7 @@ class _Relay:
         for e in (end, end.peer):
             if e is None or e.sock is None:
                 continue
-            if e.sock in self.sel.get_map():
+            if self.sel.events(e.sock) is not None:
                 self.sel.unregister(e.sock)
             self.ends.pop(e.sock, None)
             e.sock.close()
@@ -1302,17 +1357,45 @@ def _serve(req):
         _send({"id": req.get("id"), "ok": False, "error": err})
 
 
+def _prctl(option, arg):
+    """prctl(2) through ctypes' C module alone (``ctypes`` itself imports struct and more: a
+    fifth of a supervisor's start); what ``ctypes.CDLL(None, use_errno=True).prctl`` does.
+    Raises OSError (errno kept), ImportError or AttributeError (no such C module here)."""
+    import _ctypes
+
+    class Int(_ctypes._SimpleCData):  # ctypes.c_int
+        _type_ = "i"
+
+    class Function(_ctypes.CFuncPtr):  # a C function of the process, int result, errno kept
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Int
+
+    class Program:  # dlopen(NULL): the process's own symbols, libc's among them
+        _handle = _ctypes.dlopen(None, 0)
+
+    if Function(("prctl", Program()))(option, arg, 0, 0, 0) != 0:
+        raise OSError(_ctypes.get_errno(), "prctl(%d) failed" % option)
+
+
+_protected = [False]
+"""True once this process is non-dumpable (:func:`_protect_self`); a forked Python child says so
+to its script as ``sys.clawrig_not_dumpable`` (the grader's runner then skips its own prctl)."""
+
+
 def _protect_self():
     """Make this process non-dumpable: the agent's commands run as the same uid without
     capabilities, so they can then neither ptrace it nor open /proc/<pid>/fd or /mem (its
-    pipes to the harness). Its children get the default back on exec."""
+    pipes to the harness). Its children get the default back on exec (a fork keeps it)."""
+    PR_SET_DUMPABLE = 4
     try:
-        import ctypes
+        try:
+            _prctl(PR_SET_DUMPABLE, 0)
+        except (ImportError, AttributeError, TypeError):  # pragma: no cover - another Python
+            import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_DUMPABLE = 4
-        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+            if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed") from None
+        _protected[0] = True
     except (OSError, AttributeError) as exc:  # pragma: no cover - reported to the harness
         sys.stderr.write("supervisor: cannot protect itself: %s\n" % exc)
 
@@ -1344,9 +1427,9 @@ def main(argv):
             _local[0] = True
         elif a == "--proto-socket" and args:
             # the harness's socket (Docker: not the container's stdio, which pid 1 holds)
-            import socket
+            import _socket
 
-            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             conn.connect(args.pop(0))
             os.dup2(conn.fileno(), 0)
             os.dup2(conn.fileno(), 1)
