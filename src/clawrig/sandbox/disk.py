@@ -213,16 +213,27 @@ def attach_loop(image: Path) -> tuple[int, str]:
         os.close(backing)
 
 
+def mount(
+    source: str | None,
+    target: Path,
+    fstype: str | None = None,
+    flags: int = 0,
+    data: str | None = None,
+) -> None:
+    """mount(2) (no process; ``data``: the file system's options, at most a page of them).
+    Raises OSError ("mount SOURCE on TARGET: why")."""
+    args = [None if x is None else os.fsencode(x) for x in (source, str(target), fstype, data)]
+    if libc().mount(args[0], args[1], args[2], flags, args[3]) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
 def mount_ext4(device: str, target: Path) -> None:
     """mount(2) ``device`` (ext4) at ``target`` with ``nosuid,nodev,noatime`` and
     ``noinit_itable`` (the kernel does not zero the never-used inode tables mke2fs left
     uninitialised: a kernel thread writing 64 MiB per 8 GiB disk, for nothing; ext4 knows them
     unused from the group descriptors' checksummed counts). Raises OSError."""
-    flags = MS_NOSUID | MS_NODEV | MS_NOATIME
-    data = b"noinit_itable"
-    if libc().mount(os.fsencode(device), os.fsencode(target), b"ext4", flags, data) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {device} on {target}: {os.strerror(err)}")
+    mount(device, target, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "noinit_itable")
 
 
 def umount_lazy(target: Path) -> bool:

@@ -5,7 +5,11 @@ software (pip, npm -g, apt-get) and every write stays in that upper folder.
 bubblewrap 0.8 has no ``--overlay``; the harness, as host root, mounts the overlay before bwrap
 starts and binds its top-level folders into the sandbox (see :mod:`clawrig.sandbox.bwrap`).
 Mounted ``nosuid,nodev``; the folders live under a 0700 parent so no other host user reaches a
-file a sandbox wrote. Errors: :class:`clawrig.errors.SandboxError`.
+file a sandbox wrote. Mounted and unmounted with mount(2) and umount2(2), no ``mount`` or
+``umount`` process (two per sandbox: the agent's and the clean room), except for options longer
+than the kernel takes from mount(2) (a page: dozens of snapshot layers), which ``mount`` (a
+util-linux that passes them piecewise) may still take. Errors:
+:class:`clawrig.errors.SandboxError`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from clawrig.errors import SandboxError
+from clawrig.sandbox.disk import MS_NODEV, MS_NOSUID, mount, umount_lazy
 
 _BAD = (":", ",", "\\", "\n")
 
@@ -60,13 +65,21 @@ class Overlay:
             opts += f",upperdir={self.upper},workdir={self.work}"
         elif len(self.lowers) == 1:  # overlayfs needs two lowers without an upper
             opts += ":" + str(self.lowers[0])
-        r = subprocess.run(
-            ["mount", "-t", "overlay", "overlay", "-o", opts + ",nosuid,nodev", str(self.merged)],
-            capture_output=True,
-            text=True,
-        )
-        if r.returncode != 0:
-            raise SandboxError(f"cannot mount the overlay for the sandbox: {r.stderr.strip()}")
+        if len(os.fsencode(opts)) < os.sysconf("SC_PAGE_SIZE"):
+            try:
+                mount("overlay", self.merged, "overlay", MS_NOSUID | MS_NODEV, opts)
+            except OSError as exc:
+                why = os.strerror(exc.errno) if exc.errno else str(exc)
+                raise SandboxError(f"cannot mount the overlay for the sandbox: {why}") from None
+        else:
+            r = subprocess.run(
+                ["mount", "-t", "overlay", "overlay", "-o", opts + ",nosuid,nodev"]
+                + [str(self.merged)],
+                capture_output=True,
+                text=True,
+            )
+            if r.returncode != 0:
+                raise SandboxError(f"cannot mount the overlay for the sandbox: {r.stderr.strip()}")
         self.mounted = True
         return self.merged
 
@@ -74,5 +87,5 @@ class Overlay:
         """Unmount (lazily, so a straggler cannot keep it busy). Idempotent."""
         if not self.mounted:
             return
-        subprocess.run(["umount", "-l", str(self.merged)], capture_output=True)
+        umount_lazy(self.merged)
         self.mounted = False

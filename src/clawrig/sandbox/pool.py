@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import itertools
 import os
 import shutil
@@ -74,7 +73,7 @@ from typing import Any
 
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
-from clawrig.sandbox.disk import TrialDisk, can_make_disks, libc, umount_lazy
+from clawrig.sandbox.disk import TrialDisk, can_make_disks, mount, umount_lazy
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -103,10 +102,7 @@ class _PoolClosed(Exception):
 
 def _mount(source: str | None, target: Path, flags: int) -> None:
     """mount(2) with no file system type or data. Raises OSError."""
-    src = os.fsencode(source) if source is not None else None
-    if libc().mount(src, os.fsencode(target), None, flags, None) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+    mount(source, target, None, flags)
 
 
 def bind_onto(source: Path, slot: Path, stage: Path, *, read_only: bool) -> None:
