@@ -10,8 +10,13 @@ keeps: the harness process, the bwrap launcher, bwrap (outer and its init), the 
 agent's commands (other children of a supervisor), nsenter and its shell, and the rest by
 program name. Prints ms per trial for each kind, the total, and the load average.
 
+``--own-mounts``: run in a mount namespace of its own where the host's other clawrig mounts
+(other jobs' warm pools and trial disks below ``/tmp/clawrig-*``) are detached: bwrap reads the
+whole mount table for each of its binds, so on a machine shared with a 1,000-trial job (3,000
+mounts) bwrap's CPU measures that job, not this one.
+
 Needs ``perf`` (Debian: linux-perf) and root (as ``clawrig run`` needs for its warm pool).
-Usage: python benchmarks/trial_cpu.py [--trials 30] [-p 1] [--freq 2999]
+Usage: python benchmarks/trial_cpu.py [--trials 30] [-p 1] [--freq 2999] [--own-mounts]
 """
 
 from __future__ import annotations
@@ -111,14 +116,38 @@ def breakdown(data: Path, root: int) -> dict[str, float]:
     return dict(cpu)
 
 
+_OWN_MOUNTS = "CLAWRIG_TRIAL_CPU_OWN_MOUNTS"
+
+
+def own_mounts() -> int:
+    """Re-run this command in a private mount namespace (``unshare -m``) unless it runs in one
+    already; there, detach every mount below ``/tmp/clawrig-*`` (other jobs'), from the
+    shallowest. Returns how many were detached."""
+    if os.environ.get(_OWN_MOUNTS) != "1":
+        env = dict(os.environ, **{_OWN_MOUNTS: "1"})
+        argv = ["unshare", "-m", "--propagation", "private", sys.executable, *sys.argv]
+        os.execvpe("unshare", argv, env)
+    from clawrig.sandbox.disk import umount_lazy
+
+    points = {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+    ours = sorted((p for p in points if p.startswith("/tmp/clawrig-")), key=len)
+    return sum(umount_lazy(Path(p)) for p in ours)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("-p", "--parallel", type=int, default=1)
     ap.add_argument("--freq", type=int, default=2999, help="perf samples per second")
+    ap.add_argument(
+        "--own-mounts",
+        action="store_true",
+        help="detach other jobs' clawrig mounts in a mount namespace of this run's own",
+    )
     args = ap.parse_args()
     if shutil.which("perf") is None:
         sys.exit("trial_cpu.py needs perf (Debian: apt-get install linux-perf)")
+    detached = own_mounts() if args.own_mounts else None
     base = Path(tempfile.mkdtemp(prefix="clawrig-trial-cpu-"))
     try:
         tasks = make_bench(base, args.trials)
@@ -151,7 +180,10 @@ def main() -> None:
         cpu = breakdown(data, root)
         n = args.trials
         total = sum(cpu.values())
-        print(f"{n} trials, -p {args.parallel}, load {load0:.1f}->{load1:.1f}")
+        mounts = sum(1 for _ in open("/proc/self/mountinfo"))
+        own = f", own mounts ({detached} others' detached)" if detached is not None else ""
+        head = f"{n} trials, -p {args.parallel}, load {load0:.1f}->{load1:.1f}"
+        print(f"{head}, {mounts} mounts{own}")
         for kind, s in sorted(cpu.items(), key=lambda kv: -kv[1]):
             print(f"  {s / n * 1000:7.1f} ms/trial  {kind}")
         sandboxes = total - cpu.get("harness (clawrig process)", 0.0)

@@ -3,6 +3,7 @@ output are grading errors (never a 0); a grader cannot read the real key; the sc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,46 @@ def test_score_rules_follow_upstream():
     assert last_json_object('x\n{"a": 1}\n{"b": 2}\ntrailing') == {"b": 2}
     assert last_json_object('result: {"a": {"b": 1}} done') == {"a": {"b": 1}}
     assert last_json_object("nothing here") is None
+
+
+async def test_a_forked_and_a_fresh_runner_read_and_report_alike(sandbox):
+    """The grader's runner as a fork of the supervisor (json's C codec handed over, the json
+    package never imported) and on a fresh interpreter (json) read the transcript and write
+    the result alike: non-ASCII text, a tiny float, nested values, a line that is no JSON,
+    and a value json cannot write (written as its ``str``, ``default=str``)."""
+    from clawrig.sandbox.paths import PATHS
+
+    lines = [
+        '{"type": "message", "text": "Zo\\u00eb \\u2713 \\ud83d\\ude00", "n": 1.5e-07}',
+        "not json {",
+        "",
+        '{"type": "note", "text": null, "n": [1, 2]}',
+    ]
+    await sandbox.write_file(PATHS.transcript, "\n".join(lines) + "\n")
+    src = (
+        "import sys, datetime\n"
+        "def grade(transcript=None, **kw):\n"
+        "    return {'overall_score': 0.25, 'texts': [e['text'] for e in transcript],\n"
+        "            'n': [e['n'] for e in transcript], 'when': datetime.date(2024, 1, 2),\n"
+        "            'nested': {'a': [1, None, True, 2.5]},\n"
+        "            'forked': 'supervisor.py' in open('/proc/self/cmdline').read(),\n"
+        "            'json_imported': 'json' in sys.modules}\n"
+    )
+    exe = (await sandbox.exec(["sh", "-c", "command -v python3"])).stdout.strip()
+    await sandbox.exec(["ln", "-s", exe, "/tmp_workspace/py3"])  # another path: a fresh start
+    forked = await run_grader(sandbox, _task(src))
+    fresh = await run_grader(sandbox, _task(src), python="/tmp_workspace/py3")
+    expected = {
+        "overall_score": 0.25,
+        "texts": ["Zo\u00eb \u2713 \U0001f600", None],
+        "n": [1.5e-07, [1, 2]],
+        "when": "2024-01-02",
+        "nested": {"a": [1, None, True, 2.5]},
+    }
+    assert forked.error is None and fresh.error is None, (forked.error, fresh.error)
+    assert forked.subscores == expected | {"forked": True, "json_imported": False}
+    assert fresh.subscores == expected | {"forked": False, "json_imported": True}
+    # the text as json.dumps writes it (ASCII escapes, its separators and float spelling)
+    for score, flags in ((forked, (True, False)), (fresh, (False, True))):
+        said = expected | dict(zip(("forked", "json_imported"), flags, strict=True))
+        assert score.details["stdout"].splitlines()[-1] == json.dumps(said)

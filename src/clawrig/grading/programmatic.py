@@ -40,7 +40,13 @@ from clawrig.spec.trial import Score
 
 GRADER_DIR = "/run/clawrig/grader"
 _RUNNER = r"""
-import json, sys, os
+import sys, os
+# a fork of the clean room's supervisor has json's C codec at hand (the json package imports re
+# and enum: more CPU than a small grader's whole run); a fresh interpreter uses json
+loads, dumps = getattr(sys, "clawrig_json", None) or (None, None)
+if loads is None:
+    import json
+    loads, dumps = json.loads, lambda obj: json.dumps(obj, default=str)
 src_path, origin = sys.argv[1], sys.argv[2]
 transcript_path = sys.argv[3]
 verdict_path = sys.argv[4] if len(sys.argv) > 4 else ""  # none: stdout only (Harbor's tests)
@@ -61,7 +67,7 @@ def report(obj):
     # the runner's own account of a failure, on the channel only it holds: stderr is shared
     # with everything the grader runs and holds what the agent wrote, so it decides nothing
     if channel is not None:
-        channel.sendall(json.dumps(obj).encode("utf-8") + b"\n")
+        channel.sendall(dumps(obj).encode("utf-8") + b"\n")
 
 
 def from_workspace(exc):
@@ -142,7 +148,7 @@ try:
             line = line.strip()
             if line:
                 try:
-                    entries.append(json.loads(line))
+                    entries.append(loads(line))
                 except ValueError:
                     pass
 except OSError:
@@ -184,7 +190,7 @@ except ModuleNotFoundError as exc:
     if missing and not from_workspace(exc):
         report({"clawrig_blame": "task", "missing_module": missing})
     sys.exit(1)
-text = json.dumps(result, default=str)
+text = dumps(result)
 sys.stdout.flush()
 print("\n" + text)
 if channel is not None:

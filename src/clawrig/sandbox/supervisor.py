@@ -58,8 +58,11 @@ SIGXFSZ = 25
 
 
 def _json_codec():
-    """(loads, dumps) for the protocol's lines: json's own C scanner and encoder (json's
-    module imports re), or json where this Python has no ``_json``."""
+    """(loads, dumps, dumps_result): the protocol's lines, read and written with json's own C
+    scanner and encoder (json's package imports re and enum, more than the interpreter's own
+    start), or json where this Python has no ``_json``; ``dumps_result`` writes what
+    ``json.dumps(obj, default=str)`` writes (the same C encoder json.dumps uses, ASCII, a
+    circular reference refused), for a forked grader's runner (``sys.clawrig_json``)."""
     try:
         import _json
 
@@ -97,14 +100,27 @@ def _json_codec():
         def dumps(obj):
             return "".join(encode(obj, 0))
 
-        return loads, dumps
+        def dumps_result(obj):
+            markers = {}  # type: dict
+            ascii = _json.encode_basestring_ascii
+            return "".join(
+                _json.make_encoder(markers, str, ascii, None, ": ", ", ", False, False, True)(
+                    obj, 0
+                )
+            )
+
+        return loads, dumps, dumps_result
     except (ImportError, AttributeError, TypeError):  # pragma: no cover - another Python
         import json
 
-        return json.loads, lambda obj: json.dumps(obj, ensure_ascii=False)
+        return (
+            json.loads,
+            lambda obj: json.dumps(obj, ensure_ascii=False),
+            lambda obj: json.dumps(obj, default=str),
+        )
 
 
-_loads, _dumps = _json_codec()
+_loads, _dumps, _dumps_result = _json_codec()
 
 
 class _Event:
@@ -584,6 +600,7 @@ def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
         sys.argv = [script] + args
         sys.dont_write_bytecode = True
         sys.clawrig_not_dumpable = _protected[0]
+        sys.clawrig_json = (_loads, _dumps_result)
         main = type(sys)("__main__")
         main.__file__ = script
         main.__builtins__ = __builtins__
