@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import resource
@@ -34,6 +33,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cpuacct import CpuGroup  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CGROUP_DIRS = (Path("/sys/fs/cgroup/memory/clawrig"), Path("/sys/fs/cgroup/clawrig"))
@@ -95,32 +97,6 @@ class Sampler(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join()
-
-
-class CpuAccount:
-    """CPU seconds of a child process and every descendant: a cgroup v1 ``cpuacct`` group
-    when the harness may make one (sandbox processes stay in it), else the child's rusage."""
-
-    def __init__(self, name: str) -> None:
-        self.dir: Path | None = Path("/sys/fs/cgroup/cpuacct") / name
-        try:
-            self.dir.mkdir()
-        except OSError:
-            self.dir = None
-
-    def enter(self) -> None:  # in the child, before exec
-        if self.dir is not None:
-            (self.dir / "cgroup.procs").write_text(str(os.getpid()))
-
-    def seconds(self, fallback: float) -> tuple[float, bool]:
-        """(CPU seconds, exact)."""
-        if self.dir is None:
-            return fallback, False
-        try:
-            return int((self.dir / "cpuacct.usage").read_text()) / 1e9, True
-        finally:
-            with contextlib.suppress(OSError):
-                self.dir.rmdir()
 
 
 def one_trial(agent: str, out: Path) -> dict[str, float | None]:
@@ -186,7 +162,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="clawrig-bench-agents-") as tmp:
         for i in range(args.n):
             for agent in agents:  # interleaved, so drift hits both alike
-                acct = CpuAccount(f"clawrig-bench-{os.getpid()}-{agent}{i}")
+                acct = CpuGroup(f"{agent}{i}")
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 proc = subprocess.run(
                     [sys.executable, __file__, "--one", agent, "--out", f"{tmp}/{agent}{i}"],
@@ -199,8 +175,10 @@ def main() -> None:
                     raise SystemExit(f"{agent}: {proc.stderr.strip().splitlines()[-1:]}")
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
                 used = sum(getattr(after, f) - getattr(before, f) for f in ("ru_utime", "ru_stime"))
-                row["cpu_s"], exact = acct.seconds(used)
-                exact_cpu = exact_cpu and exact
+                exact = acct.seconds()
+                acct.close()
+                row["cpu_s"] = exact if exact is not None else used
+                exact_cpu = exact_cpu and exact is not None
                 runs[agent].append(row)
     print(f"per-trial overhead, demo 000015, scripted model (median of {args.n})")
     if not exact_cpu:

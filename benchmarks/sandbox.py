@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import errno
 import os
 import resource
@@ -46,6 +45,9 @@ import time
 from pathlib import Path
 
 from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cpuacct import CpuGroup  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:
@@ -276,31 +278,6 @@ async def clean_room_cost(n: int) -> None:
         shutil.rmtree(out, ignore_errors=True)
 
 
-class CpuMeter:
-    """CPU seconds of this process and everything it starts, sandboxes included: a cgroup v1
-    ``cpuacct`` group this process joins (the sandboxes' own cgroups are memory and pids ones);
-    None where there is none (then only wall times are printed)."""
-
-    def __init__(self) -> None:
-        self.dir: Path | None = Path(f"/sys/fs/cgroup/cpuacct/clawrig-bench-{os.getpid()}")
-        try:
-            self.dir.mkdir(exist_ok=True)
-            (self.dir / "cgroup.procs").write_text(str(os.getpid()))
-        except OSError:
-            self.dir = None
-
-    def seconds(self) -> float | None:
-        if self.dir is None:
-            return None
-        return int((self.dir / "cpuacct.usage").read_text()) / 1e9
-
-    def close(self) -> None:
-        if self.dir is not None:
-            with contextlib.suppress(OSError):
-                Path("/sys/fs/cgroup/cpuacct/cgroup.procs").write_text(str(os.getpid()))
-                self.dir.rmdir()
-
-
 def show_cpu(name: str, wall_ms: list[float], cpu_s: float | None) -> None:
     cpu = f"   cpu {cpu_s * 1000 / len(wall_ms):7.2f} ms each" if cpu_s is not None else ""
     print(f"{name:<44} median {statistics.median(wall_ms):8.2f} ms{cpu}   (n={len(wall_ms)})")
@@ -315,7 +292,8 @@ def disks(n: int) -> None:
         print("trial disks: need root and mke2fs")
         return
     base = Path(tempfile.mkdtemp(prefix="clawrig-bench-disk-"))
-    meter = CpuMeter()
+    meter = CpuGroup()
+    meter.join()
     fast = disk_mod.attach_loop
 
     def old_kernel(image: Path) -> tuple[int, str]:
@@ -359,7 +337,8 @@ async def crowd(n: int, mounts: int) -> None:
         print("crowd: needs root, mke2fs, bwrap and util-linux's unshare")
         return
     base = Path(tempfile.mkdtemp(prefix="clawrig-bench-crowd-"))
-    meter = CpuMeter()
+    meter = CpuGroup()
+    meter.join()
     limits = Limits(disk_bytes=8 * 1024**3)
     print(f"crowd (issue 19): pooled sandbox take + claim + exec + release, n={n} each")
     try:

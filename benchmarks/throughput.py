@@ -19,11 +19,14 @@ seconds per call).
 
 Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wall vs the ideal
 (calls per trial x delay), trials/s, the harness's peak RSS (the clawrig process, sampled from
-/proc), CPU per trial (clawrig and its sandboxes; the harness process alone and the rest),
-errors (by kind), how many trials hit their time limit, how long trials waited on the harness
-(the summary's ``waits``, median per trial, by kind: slots for a sandbox start, grading, a
-model request, worker threads, the busy event loop; not counted toward time limits), how long
-the command took to exit after writing its summary, and the load average at the end.
+/proc), CPU per trial (the whole run, counted by a cgroup v1 ``cpuacct`` group the command
+starts in (benchmarks/_cpuacct.py: the sandboxes' processes die unreaped, so the harness's
+rusage of its children misses them); of it the harness process alone (/proc) and the rest,
+beside it), errors (by kind), how many trials hit their time limit, how long trials waited on
+the harness (the summary's ``waits``, median per trial, by kind: slots for a sandbox start,
+grading, a model request, worker threads, the busy event loop; not counted toward time
+limits), how long the command took to exit after writing its summary, and the load average
+at the end.
 
 Bytecode: installed packages run from their ``.pyc`` files. When the environment sets
 ``PYTHONDONTWRITEBYTECODE`` (this machine's does), an editable clawrig would compile its own
@@ -56,6 +59,9 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.testing.scripted_server import call, reply
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cpuacct import CpuGroup  # noqa: E402
 
 CALLS = 5
 TASK = """---
@@ -170,6 +176,7 @@ def run_clawrig(
     with ModelServer(delay) as srv:
         env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
         env["CLAWRIG_WARM_POOL"] = "1" if pool else "0"
+        group = CpuGroup(f"p{parallel}-{time.monotonic_ns()}")
         cpu0 = _children_cpu_s()
         t = time.perf_counter()
         proc = subprocess.Popen(
@@ -179,6 +186,7 @@ def run_clawrig(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=group.enter,
         )
         rss = PeakRSS(proc.pid)
         rss.start()
@@ -186,7 +194,12 @@ def run_clawrig(
         wall = time.perf_counter() - t
         ended = time.time()
         rss.done.set()
-        cpu = _children_cpu_s() - cpu0
+        rss.join()
+        # every process of the run, the sandboxes' unreaped ones too (the cgroup); without
+        # one, what the harness reaped (misses the sandboxes' processes: marked "reaped")
+        counted = group.seconds()
+        group.close()
+        cpu = counted if counted is not None else _children_cpu_s() - cpu0
     summaries = sorted(out.glob("summary_*.json"))
     if not summaries:
         why = f"exit {proc.returncode}: {stderr[-400:]}"
@@ -216,6 +229,7 @@ def run_clawrig(
         "wall_s": wall,
         "trials_per_s": n / wall,
         "cpu_per_trial_s": cpu / n,
+        "cpu_whole": counted is not None,
         "harness_cpu_per_trial_s": rss.cpu_s / n,
         "peak_rss_mb": rss.peak_mb,
         "errors": errors,
@@ -264,6 +278,18 @@ def _stat(values: list[float]) -> str:
     if not values:
         return "-"
     return f"{statistics.median(values):7.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def _cpu_split(*runs: dict[str, Any]) -> str:
+    """CPU per trial of clawrig runs (medians): the whole run's, the harness process's own, and
+    beside it (sandboxes, bwrap, graders, ...); "reaped only" where no cgroup counted it all."""
+    total = statistics.median(r["cpu_per_trial_s"] for r in runs) * 1000
+    harness = statistics.median(r["harness_cpu_per_trial_s"] for r in runs) * 1000
+    whole = all(r["cpu_whole"] for r in runs)
+    return (
+        f"{total:.0f} ms (harness {harness:.0f}, beside it {total - harness:.0f}"
+        f"{'' if whole else '; reaped only: no cpuacct cgroup'})"
+    )
 
 
 def startup_s() -> float:
@@ -334,8 +360,7 @@ def main() -> None:
                     extra = ""
                     if name.startswith("clawrig"):
                         extra = (
-                            f" cpu/trial {r['cpu_per_trial_s'] * 1000:.0f} ms (harness"
-                            f" {r['harness_cpu_per_trial_s'] * 1000:.0f})"
+                            f" cpu/trial {_cpu_split(r)}"
                             f" rss {r['peak_rss_mb']:.0f} MB errors {r['errors']}"
                             f" time-limits {r['time_limits']} harness waits/trial"
                             f" {r['waits_median_s']:.1f}/{r['waits_max_s']:.1f} s (median/max)"
@@ -386,8 +411,6 @@ def main() -> None:
                 if not rows:
                     continue
                 waves = -(-args.trials // p)
-                harness = statistics.median(r["harness_cpu_per_trial_s"] for r in rows)
-                total = statistics.median(r["cpu_per_trial_s"] for r in rows)
                 last = rows[-1]
                 waits = ", ".join(f"{k} {v:.1f}" for k, v in last["waits_by_kind"].items())
                 errors = ", ".join(f"{k} {v}" for k, v in last["errors_by_kind"].items())
@@ -396,8 +419,7 @@ def main() -> None:
                     f"{waves * ideal * args.model_delay:.0f} s (model time); "
                     f"{statistics.median(args.trials / r['wall_s'] for r in rows):.2f} trials/s; "
                     f"harness rss {max(r['peak_rss_mb'] for r in rows):.0f} MB; cpu/trial "
-                    f"{total * 1000:.0f} ms (harness {harness * 1000:.0f}, sandboxes "
-                    f"{(total - harness) * 1000:.0f}); errors "
+                    f"{_cpu_split(*rows)}; errors "
                     f"{sum(r['errors'] for r in rows)} ({errors or 'none'}); time limits "
                     f"{sum(r['time_limits'] for r in rows)}; harness waits median/trial "
                     f"{last['waits_median_s']:.1f} s (max {last['waits_max_s']:.1f}; by kind: "
