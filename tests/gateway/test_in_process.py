@@ -228,3 +228,33 @@ async def test_a_jobs_trials_share_one_upstream_connection(scripted_server, make
     ports = srv.peers
     assert None not in ports and len(set(ports[:3])) == 1
     assert len(set(ports[3:])) == 3 and ports[0] not in ports[3:]
+
+
+async def test_a_jobs_trials_at_once_each_borrow_a_client_of_their_own(
+    scripted_server, make_gateway
+):
+    # trials alive at once never share a client (one pool scanned per request for all the
+    # job's connections cost each request CPU in proportion to the trials alive): a trial
+    # calling while another's model is open connects anew, though the other's connection is
+    # idle (a shared client would reuse it); a trial after them gets one of theirs back
+    srv = scripted_server([reply(str(n)) for n in range(4)])
+    gw = make_gateway()
+    leases = [gw.open_trial(upstream(srv), trial_id=f"t{n}") for n in range(3)]
+    models = [lease.chat_model() for lease in leases]
+    go = [{"role": "user", "content": "go"}]
+    async with gw.shared_upstream():
+        first = (await models[0].chat(go)).content
+        second = (await models[1].chat(go)).content  # the first's model still open
+        again = (await models[0].chat(go)).content
+        for model in models[:2]:
+            await model.aclose()
+        later = (await models[2].chat(go)).content
+        await models[2].aclose()
+    for lease in leases:
+        gw.close_trial(lease)
+    assert [first, second, again, later] == ["0", "1", "2", "3"]
+    ports = srv.peers
+    assert None not in ports
+    assert ports[0] != ports[1]  # at once: a connection each
+    assert ports[2] == ports[0]  # a trial's calls keep its connection
+    assert ports[3] in ports[:2]  # a later trial reuses a kept one

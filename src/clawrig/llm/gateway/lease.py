@@ -8,6 +8,7 @@ import contextvars
 import json
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -228,11 +229,55 @@ UPSTREAM_CLIENT: contextvars.ContextVar[httpx.AsyncClient | None] = contextvars.
 gateway's own client, bound to its server thread's loop, serves requests over its sockets)."""
 
 
+class UpstreamClients:
+    """A job's upstream HTTP clients on one event loop, each lent to one trial's chat model at a
+    time (:meth:`take`, :meth:`give`) and kept with its connections for the next trial.
+
+    Why not one client for the whole job: httpcore's connection pool scans its every connection
+    and queued request on each request it starts or ends (``_assign_requests_to_connections``;
+    one scan even counts the connections once per connection), so with hundreds of trials
+    calling at once each request cost the harness CPU in proportion to the trials alive: 1.2 ms
+    of CPU a request alone on its client vs 25-29 ms with 500 at once on one pool (2.4 ms
+    with 32 pools), and 115 ms at 1,000 once its 256-connection cap queued requests (issue 19;
+    a request of 0.5 s against a local server, 3 per caller). A client per trial keeps each
+    pool to the connections of one trial (its sub-agents' calls at once)."""
+
+    def __init__(self, make: Callable[[], httpx.AsyncClient]) -> None:
+        self._make = make
+        self._idle: list[httpx.AsyncClient] = []
+        self._all: list[httpx.AsyncClient] = []
+        self.closed = False
+
+    def take(self) -> httpx.AsyncClient:
+        """An idle client (the most recently given back: its connections are the freshest),
+        or a new one."""
+        if self._idle:
+            return self._idle.pop()
+        client = self._make()
+        self._all.append(client)
+        return client
+
+    def give(self, client: httpx.AsyncClient) -> None:
+        """Take back a client from :meth:`take` for the next trial (a closed one is dropped)."""
+        if not self.closed and not client.is_closed:
+            self._idle.append(client)
+
+    async def aclose(self) -> None:
+        """Close every client made (lent ones too: their trials are over). Idempotent."""
+        self.closed = True
+        self._idle = []
+        clients, self._all = self._all, []
+        for client in clients:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+
+
 SHARED_UPSTREAM: contextvars.ContextVar[
-    tuple[Any, asyncio.AbstractEventLoop, httpx.AsyncClient] | None
+    tuple[Any, asyncio.AbstractEventLoop, UpstreamClients] | None
 ] = contextvars.ContextVar("clawrig_gateway_shared_upstream", default=None)
-"""(gateway, event loop, client) while :meth:`Gateway.shared_upstream` runs: the in-process
-chat models of that gateway on that loop send upstream through that one client."""
+"""(gateway, event loop, clients) while :meth:`Gateway.shared_upstream` runs: each in-process
+chat model of that gateway on that loop borrows one of those clients for its upstream calls
+and gives it back when it is closed."""
 
 
 class GatewayChatModel(OpenAIChatModel):
@@ -279,6 +324,10 @@ class GatewayChatModel(OpenAIChatModel):
         self._upstreams: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
+        self._lenders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, UpstreamClients] = (
+            weakref.WeakKeyDictionary()
+        )
+        """Per loop, the job's clients the upstream client there was borrowed from."""
 
     def _client(self) -> AsyncOpenAI:
         """The SDK client of this event loop: over ``httpx.ASGITransport`` to the gateway's
@@ -348,14 +397,16 @@ class GatewayChatModel(OpenAIChatModel):
         token = None
         if self.in_process:
             loop = asyncio.get_running_loop()
-            shared = SHARED_UPSTREAM.get()
-            if shared is not None and shared[0] is self.lease.gateway and shared[1] is loop:
-                upstream = shared[2]  # the job's: its connections outlive this trial
-            else:
-                own = self._upstreams.get(loop)
-                if own is None:
-                    own = self._upstreams[loop] = self.lease.gateway.new_upstream_client()
-                upstream = own
+            upstream = self._upstreams.get(loop)
+            if upstream is None:
+                shared = SHARED_UPSTREAM.get()
+                if shared is not None and shared[0] is self.lease.gateway and shared[1] is loop:
+                    # one of the job's: its connections outlive this trial
+                    upstream = shared[2].take()
+                    self._lenders[loop] = shared[2]
+                else:
+                    upstream = self.lease.gateway.new_upstream_client()
+                self._upstreams[loop] = upstream
             token = UPSTREAM_CLIENT.set(upstream)
         try:
             return await super().chat(messages, **kwargs)
@@ -369,9 +420,14 @@ class GatewayChatModel(OpenAIChatModel):
                 UPSTREAM_CLIENT.reset(token)
 
     async def aclose(self) -> None:
-        """Close this event loop's SDK client and upstream client. Idempotent."""
+        """Close this event loop's SDK client and upstream client (one borrowed from the job's
+        :class:`UpstreamClients` is given back instead). Idempotent."""
         await super().aclose()
         with contextlib.suppress(RuntimeError):
-            upstream = self._upstreams.pop(asyncio.get_running_loop(), None)
-            if upstream is not None:
+            loop = asyncio.get_running_loop()
+            upstream = self._upstreams.pop(loop, None)
+            lender = self._lenders.pop(loop, None)
+            if upstream is not None and lender is not None:
+                lender.give(upstream)
+            elif upstream is not None:
                 await upstream.aclose()

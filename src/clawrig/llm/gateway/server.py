@@ -45,6 +45,7 @@ from clawrig.llm.gateway.lease import (
     SHARED_UPSTREAM,
     UPSTREAM_CLIENT,
     GatewayLease,
+    UpstreamClients,
     placeholder_endpoint,
 )
 from clawrig.llm.gateway.replay import (
@@ -338,16 +339,18 @@ class Gateway:
     @asynccontextmanager
     async def shared_upstream(self) -> AsyncIterator[None]:
         """Within it, every in-process chat model of this gateway on this event loop (and in
-        tasks it starts) sends upstream through one HTTP client, closed at the end: a job's
-        trials keep its connections (a client made and connected anew costs each trial ~1 ms
-        of CPU). Models on other loops keep their own."""
-        client = self.new_upstream_client()
-        token = SHARED_UPSTREAM.set((self, asyncio.get_running_loop(), client))
+        tasks it starts) sends upstream through a client borrowed from the job's
+        :class:`UpstreamClients` (one trial's at a time), closed at the end: a job's trials
+        keep their connections (a client made and connected anew costs each trial ~1 ms of
+        CPU), and no client's pool grows with the trials alive. Models on other loops keep
+        their own."""
+        clients = UpstreamClients(self.new_upstream_client)
+        token = SHARED_UPSTREAM.set((self, asyncio.get_running_loop(), clients))
         try:
             yield
         finally:
             SHARED_UPSTREAM.reset(token)
-            await client.aclose()
+            await clients.aclose()
 
     def tools_texts(self, tools: list[Any]) -> tuple[list[Any], str, str | None]:
         """(a private deep copy, :func:`canonical_json`, compact JSON as sent upstream or None
