@@ -108,10 +108,36 @@ def mounts_below(path: Path) -> list[str]:
     return sorted(set(found), key=lambda p: p.count("/"), reverse=True)
 
 
+def outermost(points: list[str]) -> list[str]:
+    """The mount points of ``points`` not below another of them (each once)."""
+    tops: list[str] = []
+    for point in sorted(set(points), key=lambda p: (p.count("/"), p)):
+        if not any(point == top or point.startswith(top.rstrip("/") + "/") for top in tops):
+            tops.append(point)
+    return tops
+
+
+UNMOUNT_ROUNDS = 8
+"""Rounds of :func:`unmount_below` (each detaches the outermost mounts left; a second one is
+needed only where mounts were stacked on one point)."""
+
+
 def unmount_below(path: Path) -> None:
-    """Lazily unmount every file system mounted at or below ``path`` (deepest first)."""
-    for point in mounts_below(path):
-        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+    """Lazily unmount every file system mounted at or below ``path``: one ``umount2(2)`` with
+    ``MNT_DETACH`` per outermost mount point, which detaches the mounts below it with it (the
+    kernel's ``umount2(2)``); again while some are left (mounts stacked on one point) and it
+    still helps. A dead job's warm pool left ~3,200 mounts below its root: one detach of the
+    root (a ``umount -l`` process per mount took 52 s)."""
+    from clawrig.sandbox.disk import umount_lazy
+
+    before: list[str] | None = None
+    for _ in range(UNMOUNT_ROUNDS):
+        points = mounts_below(path)
+        if not points or points == before:
+            return
+        before = points
+        for point in outermost(points):
+            umount_lazy(Path(point))
 
 
 def remove_tree(path: Path | str) -> None:

@@ -153,3 +153,43 @@ def test_every_owned_folder_kind_is_swept_after_its_harness_died(tmp_path: Path)
 def test_an_owned_folder_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown kind 'nope'"):
         owned_tempdir("nope", tmp_path)
+
+
+def _mount_tmpfs(point: Path) -> None:
+    from clawrig.sandbox.disk import libc
+
+    point.mkdir(parents=True, exist_ok=True)
+    assert libc().mount(b"t", os.fsencode(point), b"tmpfs", 0, b"size=64k") == 0
+    (point / "f").write_text("x")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
+def test_a_dead_pools_mounts_are_all_detached_and_its_folder_removed(tmp_path: Path) -> None:
+    # what a killed job's warm pool leaves: hundreds of mounts below its root (disks, slots,
+    # mounts on mounts), and one stacked on another's point; the sweep detaches them all
+    from clawrig.leftovers import mounts_below, outermost, unmount_below
+
+    probe = subprocess.Popen(["true"])
+    probe.wait()
+    dead = tmp_path / f"clawrig-pool-{probe.pid}-abc"
+    try:
+        _mount_tmpfs(dead / "w")
+        for i in range(300):
+            _mount_tmpfs(dead / "w" / f"e{i}" / "fs")
+            _mount_tmpfs(dead / "w" / f"e{i}" / "fs" / "b")
+        _mount_tmpfs(dead / "w" / "e0" / "fs")  # stacked on e0/fs
+        _mount_tmpfs(dead / "p")
+        points = mounts_below(dead)
+        assert len(points) == 2 + 2 * 300  # (the stacked point's path is listed once)
+        assert outermost(points) == [str(dead / "p"), str(dead / "w")]
+        assert sweep_dead(tmp_path) == [dead]
+        assert mounts_below(tmp_path) == [] and not dead.exists()
+    finally:
+        unmount_below(tmp_path)
+
+
+def test_outermost_mount_points() -> None:
+    from clawrig.leftovers import outermost
+
+    got = outermost(["/a/b/c", "/a/b", "/a/bc", "/x", "/a/b", "/x/y/z"])
+    assert got == ["/x", "/a/b", "/a/bc"]
