@@ -14,6 +14,7 @@ from clawrig.llm.client import (
     RetryPolicy,
     get_model,
     usage_from_openai,
+    with_retries,
 )
 from clawrig.llm.pricing import Prices
 from clawrig.llm.providers import load_settings, resolve_model
@@ -417,3 +418,51 @@ async def test_get_model_from_dotenv_in_cwd(scripted_server, tmp_path, monkeypat
     assert model.name == "custom/judge-1"
     assert (await model.chat(USER)).content == "judged"
     assert srv.requests[0]["model"] == "judge-1"
+
+
+async def test_with_retries_hands_the_first_failure_to_tenacity():
+    from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
+
+    made: list[int] = []  # attempt numbers tenacity waited after
+    tries: list[str] = []
+
+    def retrying() -> AsyncRetrying:
+        made.append(0)
+        return AsyncRetrying(
+            stop=stop_after_attempt(3),
+            wait=lambda state: made.append(state.attempt_number) or 0.0,
+            retry=retry_if_exception_type(ConnectionError),
+            reraise=True,
+        )
+
+    async def flaky() -> str:
+        tries.append("try")
+        if len(tries) < 3:
+            raise ConnectionError(f"fail {len(tries)}")
+        return "ok"
+
+    assert await with_retries(retrying, flaky) == "ok"
+    # three attempts in all; tenacity counted the first one (made outside it) as its 1st
+    assert tries == ["try"] * 3 and made == [0, 1, 2]
+
+    made.clear()
+    tries.clear()
+    assert await with_retries(retrying, lambda: asyncio.sleep(0, "fine")) == "fine"
+    assert made == []  # a first success never builds the retrying object
+
+    async def refused() -> str:
+        tries.append("try")
+        raise ValueError("not retried")
+
+    with pytest.raises(ValueError, match="not retried"):
+        await with_retries(retrying, refused)
+    assert tries == ["try"] and made == [0]
+
+    async def down() -> str:
+        tries.append("try")
+        raise ConnectionError(f"down {len(tries)}")
+
+    tries.clear()
+    with pytest.raises(ConnectionError, match="down 3"):
+        await with_retries(retrying, down)
+    assert len(tries) == 3

@@ -38,8 +38,8 @@ import math
 import sys
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, Field
@@ -411,6 +411,32 @@ class RetryWait:
         return self.backoff(state)
 
 
+_T = TypeVar("_T")
+
+
+async def with_retries(
+    retrying: Callable[[], AsyncRetrying], attempt: Callable[[], Awaitable[_T]]
+) -> _T:
+    """``await retrying()(attempt)`` without tenacity's machinery (~0.3 ms of CPU a call) when
+    the first attempt succeeds, as nearly every one does: ``attempt`` runs once, and only when
+    it raises an Exception is ``retrying()`` made and handed that failure as its first attempt,
+    so its retry rule, waits and stop see the same attempts as when it makes them all. Raises
+    what ``retrying`` raises (with ``reraise=True``: the last attempt's exception)."""
+    try:
+        return await attempt()
+    except Exception as exc:
+        first: BaseException | None = exc
+
+    async def again() -> _T:
+        nonlocal first
+        if first is not None:
+            failed, first = first, None
+            raise failed
+        return await attempt()
+
+    return await retrying()(again)
+
+
 def _one_line(text: str, secret: str | None = None) -> str:
     line = " ".join(str(text).split())
     if secret and len(secret) >= 4:
@@ -629,26 +655,23 @@ class OpenAIChatModel:
         watch = current_watch()  # the trial's: a provider silent past the agent's time
 
         async def attempt() -> ChatResponse:
+            nonlocal attempts
+            attempts += 1
             sem = provider_semaphore(self.endpoint.provider, self.endpoint.max_concurrency)
             async with slot(sem, "model"):  # waiting for it: a harness wait
                 with watch.request() if watch is not None else contextlib.nullcontext():
                     return await self._attempt(params)
 
+        def retrying() -> AsyncRetrying:
+            return AsyncRetrying(
+                stop=stop_after_attempt(self.retry.attempts),
+                wait=RetryWait(self.retry),
+                retry=retry_if_exception(_retryable),
+                reraise=True,
+            )
+
         try:
-            if self.retry.attempts == 1:  # one try (a gateway's client: the gateway retries)
-                attempts = 1  # tenacity's machinery costs ~0.4 ms of CPU a request
-                response = await attempt()
-            else:
-                retrying = AsyncRetrying(
-                    stop=stop_after_attempt(self.retry.attempts),
-                    wait=RetryWait(self.retry),
-                    retry=retry_if_exception(_retryable),
-                    reraise=True,
-                )
-                async for tried in retrying:
-                    with tried:
-                        attempts = tried.retry_state.attempt_number
-                        response = await attempt()
+            response = await with_retries(retrying, attempt)
         except Exception as exc:
             failed = _BodyError | httpx.TransportError | sdk_httpx.TransportError | TimeoutError
             if not isinstance(exc, failed) and not _sdk_error(exc, "APIError"):

@@ -39,6 +39,7 @@ from clawrig.llm.client import (
     refuses_retry,
     retry_after_seconds,
     usage_from_openai,
+    with_retries,
 )
 from clawrig.llm.gateway.forwarder import SANDBOX_GATEWAY_DIR, SOCKET_NAME
 from clawrig.llm.gateway.lease import (
@@ -744,15 +745,18 @@ class Gateway:
             return resp
 
         policy = lease.retry or self.retry
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(policy.attempts),
-            wait=RetryWait(policy, _retry_after),
-            retry=retry_if_exception(_retryable),
-            reraise=True,
-        )
+
+        def retrying() -> AsyncRetrying:
+            return AsyncRetrying(
+                stop=stop_after_attempt(policy.attempts),
+                wait=RetryWait(policy, _retry_after),
+                retry=retry_if_exception(_retryable),
+                reraise=True,
+            )
+
         where = f"{ep.provider} ({ep.base_url})"
         try:
-            resp: httpx.Response = await retrying(attempt)
+            resp: httpx.Response = await with_retries(retrying, attempt)
         except _Retryable as exc:
             msg = (
                 f"{ep.name}: HTTP {exc.status} from {where} after {attempts} attempt"
