@@ -132,3 +132,15 @@ def test_a_trial_folders_json_reusing_its_tool_schemas_text_is_the_same_text(res
         except UnicodeEncodeError:
             expected = json.dumps(value, indent=2)
         assert json_text_reusing(value, "tool_schema") == expected
+
+
+def test_json_text_reusing_by_a_callers_key_gives_each_keys_own_text():
+    from clawrig.spec.layout import json_text_reusing
+    from clawrig.tools.catalog import tool_schema
+
+    for profile in ("coding", "minimal", "coding", "full"):
+        for dialog in ([], [{"role": "user", "content": "héllo"}]):
+            value = {"formatted_dialog": dialog, "tool_schema": tool_schema(profile)}
+            expected = json.dumps(value, ensure_ascii=False, indent=2)
+            got = json_text_reusing(value, "tool_schema", key=f"tool_schema:{profile}")
+            assert got == expected

@@ -187,3 +187,12 @@ async def test_a_dead_sandbox_propagates(call, sandbox) -> None:
         await call("read", {"path": "a.txt"})
     with pytest.raises(SandboxDied):
         await call("write", {"path": "a.txt", "content": "x"})
+
+
+def test_tool_schema_is_a_new_list_each_call():
+    first = tool_schema("coding")
+    n = len(first)
+    first[0]["function"]["name"] = "changed"
+    first.append({"type": "function"})
+    again = tool_schema("coding")
+    assert len(again) == n and again[0]["function"]["name"] == "read"  # the captured first

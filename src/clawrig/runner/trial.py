@@ -104,7 +104,6 @@ from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import GraderKind, Task
 from clawrig.spec.transcript import Transcript
 from clawrig.spec.trial import (
-    DialogFile,
     ErrorKind,
     HarnessWaits,
     PooledSandbox,
@@ -1678,14 +1677,17 @@ def _finish_folder(
     )
     for log in paths.judge_logs:
         log.touch()
+    profile = task.tool_profile or config.tool_profile
     try:
         from clawrig.tools.catalog import tool_schema
 
-        schema = tool_schema(task.tool_profile or config.tool_profile)
+        schema = tool_schema(profile)
     except Exception:
-        schema = []
-    dialog = DialogFile(formatted_dialog=to_formatted_dialog(transcript), tool_schema=schema)
-    text = json_text_reusing(dialog.model_dump(mode="json"), "tool_schema")  # the same each trial
+        profile, schema = "", []
+    # DialogFile's fields as its JSON dump holds them (both lists are JSON values already);
+    # the schema's text is the same for every trial of a profile
+    dialog = {"formatted_dialog": to_formatted_dialog(transcript), "tool_schema": schema}
+    text = json_text_reusing(dialog, "tool_schema", key=f"tool_schema:{profile}")
     paths.dialog.write_text(text + "\n", encoding="utf-8")
     _write_json(paths.score, ScoreFile.of(result).model_dump(mode="json"))
     _write_json(paths.process_score, result.process.model_dump(mode="json"))

@@ -183,12 +183,21 @@ def _profile_names(profile: str) -> tuple[str, ...]:
 
 def tool_schema(profile: str = DEFAULT_PROFILE) -> list[dict[str, Any]]:
     """The OpenAI function tools of ``profile``: ``[{"type": "function", "function": {"name",
-    "description", "parameters"}}, ...]``. ``parameters`` are OpenClaw's as captured.
+    "description", "parameters"}}, ...]``. ``parameters`` are OpenClaw's as captured. A new
+    list each call (the caller may change it), read from :func:`tool_schema_text`.
 
     Raises UserError for an unknown profile.
     """
+    return json.loads(tool_schema_text(profile))  # type: ignore[no-any-return]
+
+
+@cache
+def tool_schema_text(profile: str = DEFAULT_PROFILE) -> str:
+    """:func:`tool_schema` of ``profile`` as compact JSON text, made once per profile and
+    process (every trial of a job asks for it, twice). Raises UserError for an unknown
+    profile."""
     params = _parameters()
-    return [
+    tools = [
         {
             "type": "function",
             "function": {
@@ -199,6 +208,7 @@ def tool_schema(profile: str = DEFAULT_PROFILE) -> list[dict[str, Any]]:
         }
         for name in _profile_names(profile)
     ]
+    return json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
 
 
 # -- argument validation (pydantic models built from the JSON schemas) ---------------------
