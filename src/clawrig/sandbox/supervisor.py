@@ -223,34 +223,80 @@ class _Capture:
 
 
 DRAIN_S = 1.0
-"""Seconds, at most, a reader keeps taking output once its command ended."""
+"""Seconds, at most, output is still taken once its command ended."""
+CHUNK = 65536
 
 
-def _reader(stream, cap, done, ended):
-    """Read a command's output pipe into ``cap`` until EOF. Once the command ``ended``, what
-    the pipe holds is read to its end (all the command wrote: however late this thread ran),
-    and the reader stops when the pipe is empty (a background process of the command's may hold
-    it open; what it writes later is not the command's output), within DRAIN_S."""
-    fd = stream.fileno()
+def _collect(child, pipes, timeout, marker):
+    """Wait for ``child`` (a :class:`_Child`) while reading its output pipes into their
+    captures, in this thread (no reader threads: each one cost a thread start per command):
+    ``pipes`` is a list of (descriptor, :class:`_Capture`), each closed here. Past ``timeout``
+    seconds (None: no limit) the command's whole tree is killed (:func:`_kill_tree`). Returns
+    (timed out, ``time.monotonic()`` when it ended). Once the command ended, what the pipes
+    hold is read to its end (all the command wrote), and reading stops when they are empty (a
+    background process of the command's may hold them open; what it writes later is not the
+    command's output), within DRAIN_S."""
+    open_fds = {fd: cap for fd, cap in pipes}
     poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    until = None
+    for fd in open_fds:
+        poller.register(fd, select.POLLIN)
+    pidfd = child._fd
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    end = None if timeout is None else time.monotonic() + max(timeout, 0)
+    timed_out = False
+    delay = 0.0005  # without pid descriptors: how long until the child is polled again
+
+    def read(fd):
+        try:
+            chunk = os.read(fd, CHUNK)
+        except OSError:
+            chunk = b""
+        if chunk:
+            open_fds[fd].feed(chunk)
+            return True
+        poller.unregister(fd)
+        del open_fds[fd]
+        _close(fd)
+        return False
+
     try:
-        while True:
-            if ended.is_set():
-                until = until or time.monotonic() + DRAIN_S
-                if time.monotonic() >= until or not poller.poll(0):
+        while child.returncode is None:
+            wait = None if end is None else (end - time.monotonic()) * 1000
+            if pidfd is None:
+                wait = delay * 1000 if wait is None else min(wait, delay * 1000)
+                delay = min(delay * 2, 0.05)
+            if wait is not None and wait <= 0:
+                if end is not None and time.monotonic() >= end:
+                    timed_out = True
+                    if pidfd is not None:
+                        poller.unregister(pidfd)
+                        pidfd = None
+                    _kill_tree(child.pid, marker)
+                    child.wait()
                     break
-            elif not poller.poll(100):
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
+                wait = 0
+            for fd, _ in poller.poll(wait):
+                if fd == pidfd:
+                    poller.unregister(pidfd)
+                    pidfd = None  # reaped below: its descriptor is closed then
+                    child._reap(0)
+                elif fd in open_fds:
+                    read(fd)
+            if pidfd is None and child.returncode is None:
+                child.poll()
+        ended = time.monotonic()
+        until = ended + DRAIN_S
+        while open_fds and time.monotonic() < until:
+            ready = [fd for fd, _ in poller.poll(0) if fd in open_fds]
+            if not ready:
                 break
-            cap.feed(chunk)
-    except (OSError, ValueError):
-        pass
+            for fd in ready:
+                read(fd)
     finally:
-        done.set()
+        for fd in list(open_fds):
+            _close(fd)
+    return timed_out, ended
 
 
 def _env(extra, marker=None):
@@ -668,33 +714,23 @@ def op_exec(req):
     stdin_data = _b64decode(req["stdin"]) if req.get("stdin") is not None else None
     start = time.monotonic()
     out_cap, err_cap = _Capture(limit), _Capture(limit)
-    out_done, err_done, ended = _Event(), _Event(), _Event()
-    # The pipes and their threads exist before the command does: a command that forks up to the
-    # sandbox's process cap at once must not leave this request without its readers.
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe() if not merge else (-1, -1)
     in_r, in_w = os.pipe() if stdin_data is not None else (-1, -1)
-    out_f = os.fdopen(out_r, "rb", 0)
-    err_f = os.fdopen(err_r, "rb", 0) if not merge else None
-    try:
-        _start_thread(_reader, out_f, out_cap, out_done, ended)
-        if err_f is not None:
-            _start_thread(_reader, err_f, err_cap, err_done, ended)
-        else:
-            err_done.set()
-        if stdin_data is not None:
+    if stdin_data is not None:
 
-            def feed():
-                try:
-                    with os.fdopen(in_w, "wb") as w:
-                        w.write(stdin_data)
-                except OSError:
-                    pass
+        def feed():
+            try:
+                with os.fdopen(in_w, "wb") as w:
+                    w.write(stdin_data)
+            except OSError:
+                pass
 
+        try:
             _start_thread(feed)
-    except OSError:
-        _close(out_w, err_w, in_r, in_w)
-        raise
+        except OSError:
+            _close(out_r, out_w, err_r, err_w, in_r, in_w)
+            raise
     env = _env(req.get("env"), marker)
     fork = _python_fork_target(req["cmd"], env) if req.get("fork_python") else None
     try:
@@ -707,7 +743,10 @@ def op_exec(req):
             out_w,
             out_w if merge else err_w,
         )
-    except FileNotFoundError as exc:
+    except BaseException as exc:
+        _close(out_r, err_r)
+        if not isinstance(exc, FileNotFoundError):
+            raise
         return {
             "exit_code": 127,
             "stdout": "",
@@ -716,29 +755,15 @@ def op_exec(req):
             "truncated": False,
             "duration": 0.0,
         }
-    finally:  # the child holds its own copies (or never started): the readers end at its EOF
+    finally:  # the child holds its own copies (or never started): its output ends at its EOF
         _close(out_w, err_w, in_r)
     with _procs_lock:
         _running[req["id"]] = (p, marker)
-    timeout = req.get("timeout")
-    timed_out = False
-    if not p.wait(timeout):
-        timed_out = True
-        _kill_tree(p.pid, marker)
-        p.wait()
-    duration = time.monotonic() - start
+    pipes = [(out_r, out_cap)] + ([(err_r, err_cap)] if not merge else [])
+    timed_out, ended = _collect(p, pipes, req.get("timeout"), marker)
+    duration = ended - start
     with _procs_lock:
         _running.pop(req["id"], None)
-    # the readers take what the pipes hold and stop (a background grandchild may hold them open)
-    ended.set()
-    out_done.wait(DRAIN_S + 1.0)
-    err_done.wait(DRAIN_S + 1.0)
-    for f in (out_f, err_f):
-        if f is not None:
-            try:
-                f.close()
-            except OSError:
-                pass
     out, t1 = out_cap.result()
     err, t2 = err_cap.result()
     code = 124 if timed_out else p.returncode
