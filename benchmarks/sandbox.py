@@ -20,7 +20,8 @@ removed by the template and loop ioctls vs by mke2fs and mount processes (wall a
 processes' own included); and a pooled sandbox's start (take, claim, exec, release) with
 ``--crowd-mounts`` other mounts on the host (what hundreds of live sandboxes leave there:
 bwrap reads the whole table for each of its binds), started plainly vs isolated from the pool's
-mounts (wall and CPU per start, children included via a cpuacct cgroup when there is one). The
+mounts, by util-linux's mount and umount (which reads the whole table too) or by perl's system
+calls (wall and CPU per start, children included via a cpuacct cgroup when there is one). The
 crowd runs in a private mount namespace of its own (``unshare -m``), so the host's table is
 left alone.
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import functools
 import os
 import resource
 import shutil
@@ -341,8 +343,17 @@ async def crowd(n: int, mounts: int) -> None:
     meter.join()
     limits = Limits(disk_bytes=8 * 1024**3)
     print(f"crowd (issue 19): pooled sandbox take + claim + exec + release, n={n} each")
+    from clawrig.sandbox import bwrap
+
+    by_perl = bwrap.isolate_argv
+    runs = [
+        ("plain", 10**9, by_perl),
+        ("isolated: util-linux umount", 0, functools.partial(by_perl, False)),
+        ("isolated: perl's syscalls", 0, by_perl),
+    ]
     try:
-        for name, isolate_from in (("plain", 10**9), ("isolated from the pool's mounts", 0)):
+        for name, isolate_from, isolate_argv in runs:
+            bwrap.isolate_argv = isolate_argv  # type: ignore[assignment]
             wp = WarmPool(parallel=1, max_idle=1, work_dir=base, isolate_from=isolate_from)
             wp._refill = lambda *a: None  # type: ignore[method-assign]  # one at a time
             crowd_dir = wp._entries_root() / "w" / "crowd"
@@ -356,7 +367,7 @@ async def crowd(n: int, mounts: int) -> None:
             cpu0 = meter.seconds()
             try:
                 for i in range(n):
-                    ws = base / f"{isolate_from}-{i}"
+                    ws = base / f"{len(name)}-{i}"
                     ws.mkdir()
                     cfg = SandboxConfig(workspace_dir=ws, limits=limits)
                     t = time.perf_counter()
@@ -374,6 +385,7 @@ async def crowd(n: int, mounts: int) -> None:
             cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
             show_cpu(f"  {name} ({have} mounts)", ms, cpu)
     finally:
+        bwrap.isolate_argv = by_perl
         shutil.rmtree(base, ignore_errors=True)
         meter.close()
 

@@ -6,6 +6,7 @@ next, and nothing of the pool is left after it closes."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from pathlib import Path
@@ -51,12 +52,24 @@ async def _wait_idle(pool: WarmPool, n: int) -> None:
     raise AssertionError(f"the pool did not refill: {pool.idle} idle")
 
 
-@pytest.mark.parametrize("isolated", [False, True], ids=["shared-ns", "isolated"])
+@pytest.mark.parametrize(
+    "isolated", [False, "perl", "sh"], ids=["shared-ns", "isolated", "isolated-by-sh"]
+)
 async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next(
-    tmp_path, isolated
+    tmp_path, isolated, monkeypatch
 ):
     # isolated: each sandbox starts in a mount namespace without the pool's other mounts
-    # (what happens with many alive), and the trial's mounts at claim still reach it
+    # (what happens with many alive), and the trial's mounts at claim still reach it; by
+    # perl's system calls, or by util-linux's programs where there is no perl
+    if isolated == "sh":
+        from clawrig.sandbox import bwrap
+
+        monkeypatch.setattr(bwrap, "isolate_argv", functools.partial(bwrap.isolate_argv, False))
+        assert bwrap.isolate_argv()[0] == "/bin/sh"
+    elif isolated == "perl":
+        from clawrig.sandbox.bwrap import isolate_argv
+
+        assert Path(isolate_argv()[0]).name == "perl"  # Debian's perl-base is always there
     work = tmp_path / "work"
     work.mkdir()
     src = tmp_path / "ro"
@@ -77,7 +90,7 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
             assert entry.hit is (name == "second")  # the first was started on demand
             box = await entry.claim(cfg)
             waited = time.monotonic() - asked
-            assert (box.launch_ns is not None) is isolated
+            assert (box.launch_ns is not None) is bool(isolated)
             if isolated:  # bwrap's own mount table: of the pool's mounts, only its entry's
                 table = Path(f"/proc/{box._proc.pid}/mountinfo").read_text().splitlines()
                 pool_lines = [ln for ln in table if str(work) in ln]
