@@ -258,3 +258,28 @@ async def test_a_jobs_trials_at_once_each_borrow_a_client_of_their_own(
     assert ports[0] != ports[1]  # at once: a connection each
     assert ports[2] == ports[0]  # a trial's calls keep its connection
     assert ports[3] in ports[:2]  # a later trial reuses a kept one
+
+
+async def test_leases_over_the_socket_each_borrow_a_client_of_their_own(
+    scripted_server, make_gateway
+):
+    # over the gateway's TCP listener (OpenClaw's way): the same rule per lease; a lease
+    # closed gives its client back, with its connection, to the next
+    srv = scripted_server([reply(str(n)) for n in range(4)])
+    gw = make_gateway()
+    leases = [gw.open_trial(upstream(srv), trial_id=f"s{n}") for n in range(3)]
+    models = [lease.chat_model(in_process=False) for lease in leases]
+    go = [{"role": "user", "content": "go"}]
+    first = (await models[0].chat(go)).content
+    second = (await models[1].chat(go)).content  # the first lease still open
+    again = (await models[0].chat(go)).content
+    for lease in leases[:2]:
+        gw.close_trial(lease)
+    later = (await models[2].chat(go)).content
+    gw.close_trial(leases[2])
+    for model in models:
+        await model.aclose()
+    assert [first, second, again, later] == ["0", "1", "2", "3"]
+    ports = srv.peers
+    assert None not in ports
+    assert ports[0] != ports[1] and ports[2] == ports[0] and ports[3] in ports[:2]

@@ -95,6 +95,9 @@ class GatewayLease:
     _last_body: dict[str, Any] | None = None
     _last_seq: int | None = None
     _tools_json: tuple[Any, Any, str, str | None] | None = None
+    _upstream_client: httpx.AsyncClient | None = None
+    """The client borrowed for this lease's requests over the gateway's sockets (from the
+    server's :class:`UpstreamClients`; given back at :meth:`Gateway.close_trial`)."""
 
     @property
     def model_name(self) -> str:

@@ -232,7 +232,9 @@ class Gateway:
         self._server: ThreadedServer | None = None
         self._thread: threading.Thread | None = None
         self._sockets: list[socket.socket] = []
-        self._client: httpx.AsyncClient | None = None
+        self._clients: UpstreamClients | None = None
+        """The server thread's upstream clients: each lease served over the sockets borrows
+        one (:meth:`_socket_client`), so no client's pool grows with the trials alive."""
         self._tools_memo: tuple[str, list[Any], str, str | None] | None = None
         self.app = self._build_app()
 
@@ -430,8 +432,19 @@ class Gateway:
         """Revoke the lease's token (later requests get HTTP 401); returns its usage."""
         with self._lock:
             self._leases.pop(lease.token, None)
+            client, lease._upstream_client = lease._upstream_client, None
+            if client is not None and self._clients is not None:
+                self._clients.give(client)  # a request still in flight may finish on it
         lease.closed = True
         return lease.usage
+
+    def _socket_client(self, lease: GatewayLease) -> httpx.AsyncClient | None:
+        """The upstream client of ``lease``'s requests over the sockets (in the server's
+        thread): one borrowed for the lease until :meth:`close_trial`."""
+        with self._lock:
+            if lease._upstream_client is None and self._clients is not None:
+                lease._upstream_client = self._clients.take()
+            return lease._upstream_client
 
     async def settle(self, lease: GatewayLease, within_s: float) -> Usage:
         """Wait until none of ``lease``'s upstream requests is in flight (each one's reply
@@ -472,12 +485,12 @@ class Gateway:
     def _build_app(self) -> FastAPI:
         @asynccontextmanager
         async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-            self._client = self.new_upstream_client()
+            clients = self._clients = UpstreamClients(self.new_upstream_client)
             try:
                 yield
             finally:
-                await self._client.aclose()
-                self._client = None
+                self._clients = None
+                await clients.aclose()
 
         app = FastAPI(title="clawrig model gateway", lifespan=lifespan)
 
@@ -702,7 +715,7 @@ class Gateway:
         request is in flight (:attr:`GatewayLease.in_flight`) until it is counted and recorded
         (for a relayed stream, when the stream ends) or :meth:`_chat` is cancelled."""
         ep = lease.endpoint
-        client = UPSTREAM_CLIENT.get() or self._client
+        client = UPSTREAM_CLIENT.get() or self._socket_client(lease)
         assert ep is not None and client is not None
         out = dict(body)
         out["model"] = ep.model_id
