@@ -10,6 +10,7 @@ numbers, call ids and usage line up; only what the server makes up per reply (``
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -283,3 +284,46 @@ async def test_leases_over_the_socket_each_borrow_a_client_of_their_own(
     ports = srv.peers
     assert None not in ports
     assert ports[0] != ports[1] and ports[2] == ports[0] and ports[3] in ports[:2]
+
+
+async def test_a_trials_requests_send_and_key_each_conversation_as_its_whole_json(
+    scripted_server, make_gateway, tmp_path
+):
+    # one trial's growing conversation, in process: what the server received and each
+    # record's key are those of the whole message list, also when a message is replaced by
+    # one equal in Python but not in JSON (1.0 for 1), changed in its place, or dropped
+    srv = scripted_server([reply(str(n)) for n in range(6)])
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="t", record_path=tmp_path / "calls.jsonl")
+    model = lease.chat_model()
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "go ü", "n": 1}]
+    sent: list[list[dict[str, Any]]] = []
+
+    async def send() -> None:
+        sent.append(json.loads(json.dumps(msgs)))  # the list as it is now, by value
+        await model.chat(msgs, tools=TOOLS)
+
+    await send()
+    msgs.append({"role": "assistant", "content": "a"})
+    await send()
+    msgs[0] = {"role": "user", "content": "go ü", "n": 1.0}  # == the old one, JSON differs
+    await send()
+    msgs[1] = {"role": "assistant", "content": "changed"}
+    msgs.append({"role": "user", "content": "more"})
+    await send()
+    del msgs[1]
+    await send()
+    await model.aclose()
+    gw.close_trial(lease)
+    got = [r["messages"] for r in srv.requests]
+    assert [json.dumps(m) for m in got] == [json.dumps(m) for m in sent]
+    assert '"n": 1.0' in json.dumps(got[2]) and '"n": 1}' in json.dumps(got[1])
+    keys = [r["key"] for r in read_records(tmp_path / "calls.jsonl")]
+    want = []
+    for received in srv.requests:  # the key's formula by hand: SHA-256 of the sorted JSON
+        kept = {k: v for k, v in received.items() if k not in ("model", "stream")}
+        blob = json.dumps(
+            {"model": lease.model_name, "body": kept}, sort_keys=True, ensure_ascii=False
+        )
+        want.append(hashlib.sha256(blob.encode()).hexdigest())
+    assert keys == want and len(set(keys)) == 5

@@ -45,19 +45,32 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def request_key(model: str, body: dict[str, Any], *, tools_json: str | None = None) -> str:
+def request_key(
+    model: str,
+    body: dict[str, Any],
+    *,
+    tools_json: str | None = None,
+    messages_json: str | None = None,
+) -> str:
     """The one key of every recorded model call, the agent's or a judge's: SHA-256 (hex) of
     ``model`` (the endpoint's name; :data:`JUDGE_KEY_MODEL` for judge calls) and the body's
     canonical JSON (:func:`canonical_json`, UTF-8) without :data:`KEY_EXCLUDED`. A judge
     request of :mod:`clawrig.grading.judge` is the body ``{"messages": [...], "temperature":
-    0}``. ``tools_json``: ``canonical_json(body["tools"])`` made earlier (the same ~10 KB list
-    comes with every request of a trial); the key is the same with or without it."""
+    0}``. ``tools_json`` / ``messages_json``: ``canonical_json(body["tools"])`` /
+    ``canonical_json(body["messages"])`` made earlier (the same ~10 KB tool list comes with
+    every request of a trial, and each request's messages are the last one's and a few more:
+    :meth:`GatewayLease.messages_json`); the key is the same with or without them."""
     kept = {k: v for k, v in body.items() if k not in KEY_EXCLUDED}
-    if tools_json is None or "tools" not in kept or not all(isinstance(k, str) for k in kept):
+    made = {
+        k: text
+        for k, text in (("tools", tools_json), ("messages", messages_json))
+        if text is not None and k in kept
+    }
+    if not made or not all(isinstance(k, str) for k in kept):
         blob = canonical_json({"model": model, "body": kept})
-    else:  # the same text, put together around the tools' (json's dict layout: sorted items)
+    else:  # the same text, put together around the texts made earlier (json's dict layout)
         fields = ", ".join(
-            f"{canonical_json(k)}: {tools_json if k == 'tools' else canonical_json(v)}"
+            f"{canonical_json(k)}: {made[k] if k in made else canonical_json(v)}"
             for k, v in sorted(kept.items())
         )
         blob = f'{{"body": {{{fields}}}, "model": {canonical_json(model)}}}'

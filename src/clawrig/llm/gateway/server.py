@@ -128,17 +128,20 @@ async def _read_reply(resp: httpx.Response, cap: int) -> bytes | None:
         await resp.aclose()
 
 
-def _with_tools(body: dict[str, Any], tools_json: str) -> bytes | None:
-    """``body`` as the compact JSON an HTTP client sends (httpx's ``json=``), its ``tools``
-    given as JSON text already (put last: key order means nothing to a server); None when JSON
-    cannot hold the rest (NaN, say: httpx then says so)."""
-    rest = {k: v for k, v in body.items() if k != "tools"}
+def _wire_body(body: dict[str, Any], made: dict[str, str]) -> bytes | None:
+    """``body`` as the compact JSON an HTTP client sends (httpx's ``json=``), the fields in
+    ``made`` given as JSON text already (put last: key order means nothing to a server);
+    None when JSON cannot hold the rest (NaN, say: httpx then says so)."""
+    rest = {k: v for k, v in body.items() if k not in made}
     try:
         text = json.dumps(rest, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
         return None
-    sep = "," if rest else ""
-    return f'{text[:-1]}{sep}"tools":{tools_json}}}'.encode()
+    parts = [text[:-1]] if rest else ["{"]
+    for i, (k, v) in enumerate(made.items()):
+        parts.append(f"{',' if rest or i else ''}{json.dumps(k, ensure_ascii=False)}:{v}")
+    parts.append("}")
+    return "".join(parts).encode()
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -589,7 +592,13 @@ class Gateway:
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         tools = body.get("tools")
         texts = lease.tools_json(tools) if raw and isinstance(tools, list) else None
-        key = request_key(lease.cache_model, body, tools_json=texts and texts[0])
+        said = lease.messages_json(body.get("messages"))
+        key = request_key(
+            lease.cache_model,
+            body,
+            tools_json=texts and texts[0],
+            messages_json=said and said[0],
+        )
         started = time.monotonic()
         with self._lock:
             self._seq += 1
@@ -637,12 +646,16 @@ class Gateway:
             )
             self._record(lease, seq, key, body, status=503, error=msg, started=started)
             return _error_body(503, msg, "no_upstream")
-        wire_tools = texts[1] if texts is not None else None
+        wire = {
+            "tools": texts[1] if texts is not None else None,
+            "messages": said[1] if said is not None else None,
+        }
+        wire_texts = {k: v for k, v in wire.items() if v is not None}
         with lease._lock:  # in flight until its usage is counted (_record), or it is cancelled
             lease._upstream_open.add(seq)
         try:
             return await self._forward(
-                lease, seq, key, body, stream, wants_usage, started, raw, wire_tools
+                lease, seq, key, body, stream, wants_usage, started, raw, wire_texts
             )
         except BaseException:
             with lease._lock:
@@ -708,10 +721,11 @@ class Gateway:
         wants_usage: bool,
         started: float,
         raw: bool = False,
-        wire_tools: str | None = None,
+        wire_texts: dict[str, str] | None = None,
     ) -> Response | dict[str, Any]:
-        """Send ``body`` upstream (retrying), count, record and answer. ``wire_tools``: the
-        body's ``tools`` as compact JSON made earlier (:meth:`GatewayLease.tools_json`). The
+        """Send ``body`` upstream (retrying), count, record and answer. ``wire_texts``: the
+        body's ``tools`` / ``messages`` as compact JSON made earlier
+        (:meth:`GatewayLease.tools_json`, :meth:`GatewayLease.messages_json`). The
         request is in flight (:attr:`GatewayLease.in_flight`) until it is counted and recorded
         (for a relayed stream, when the stream ends) or :meth:`_chat` is cancelled."""
         ep = lease.endpoint
@@ -736,8 +750,9 @@ class Gateway:
             headers["authorization"] = f"Bearer {ep.api_key.get_secret_value()}"
         url = f"{ep.base_url.rstrip('/')}/chat/completions"
         content = None
-        if wire_tools is not None and out.get("tools") is body.get("tools"):
-            content = _with_tools(out, wire_tools)
+        made = {k: v for k, v in (wire_texts or {}).items() if out.get(k) is body.get(k)}
+        if made:
+            content = _wire_body(out, made)
         attempts = 0
         if lease.role != "agent" or body.get("stream"):
             # watched for a stall (ended by the request's record or a transport error); not an
