@@ -7,8 +7,9 @@ Runs the throughput workload (benchmarks/throughput.py: N trials of a task whose
 mke2fs ...), then sorts the CPU samples by process kind using the fork and exec records perf
 keeps: the harness process, the bwrap launcher, bwrap (outer and its init), the supervisors
 (python3 started by bwrap), the grader's interpreter (python3 started by a supervisor), the
-agent's commands (other children of a supervisor), nsenter and its shell, and the rest by
-program name. Prints ms per trial for each kind, the total, and the load average.
+agent's commands (other children of a supervisor), the inotify caps helper (a python3 of the
+harness's and its forks; nsenter and its shell where it cannot run), and the rest by program
+name. Prints ms per trial for each kind, the total, and the load average.
 
 ``--own-mounts``: run in a mount namespace of its own where the host's other clawrig mounts
 (other jobs' warm pools and trial disks below ``/tmp/clawrig-*``) are detached: bwrap reads the
@@ -60,6 +61,8 @@ class Tree:
         pprog = self.prog(parent) if parent is not None else "?"
         progs = self.progs.get(pid, [])
         if comm.startswith("python"):
+            if root in (parent, self.parent.get(parent or -1)):  # the harness's, or their forks
+                return "inotify caps helper (a fork per sandbox)"
             if pprog == "bwrap":
                 return "supervisor (python3 -I -S)"
             if pprog.startswith("python"):

@@ -611,9 +611,19 @@ def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
             _warnings.filters.insert(0, ("ignore", None, DeprecationWarning, None, 0))
         except (ImportError, AttributeError):  # pragma: no cover - another Python
             pass
-    with _out_lock:  # no answer half-written by another thread in the child's copy
-        pid = os.fork()
+    import gc
+
+    # this process's objects left out of the child's collections (gc.freeze's own use): a
+    # collection writes to every object it visits, so each page of them would be copied
+    gc.freeze()
+    try:
+        with _out_lock:  # no answer half-written by another thread in the child's copy
+            pid = os.fork()
+    except BaseException:
+        gc.unfreeze()
+        raise
     if pid:
+        gc.unfreeze()  # the supervisor collects its own as before; the child's stay frozen
         return _Child(pid)
     code = 1
     try:
