@@ -8,6 +8,7 @@ root and scratch), ``clawrig-trial-<pid>-*`` (a trial's work folder) and the oth
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -83,10 +84,15 @@ def sweep_dead(base: Path) -> list[Path]:
         if entry.is_symlink() or not entry.is_dir():
             continue
         unmount_below(entry)  # a killed sandbox's writable system, a trial's disk
+        if mounts_below(entry):  # still mounted: removing would reach into those file systems
+            continue
         remove_tree(entry)
         if not entry.exists():
             removed.append(entry)
     return removed
+
+
+_OCTAL = re.compile(rb"\\([0-7]{3})")
 
 
 def mounts_below(path: Path) -> list[str]:
@@ -94,15 +100,16 @@ def mounts_below(path: Path) -> list[str]:
     prefix = os.path.realpath(path)
     found: list[str] = []
     try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        lines = Path("/proc/self/mountinfo").read_bytes().split(b"\n")
     except OSError:
         return found
     for line in lines:
-        fields = line.split()
+        fields = line.split(b" ")
         if len(fields) < 5:
             continue
-        # octal escapes (\040 for a space) as the kernel writes them
-        point = fields[4].encode().decode("unicode_escape")
+        # the kernel writes space, tab, newline and backslash as octal escapes (\040 ...) and
+        # every other byte as it is (a UTF-8 name's bytes too)
+        point = os.fsdecode(_OCTAL.sub(lambda m: bytes([int(m[1], 8)]), fields[4]))
         if point == prefix or point.startswith(prefix + "/"):
             found.append(point)
     return sorted(set(found), key=lambda p: p.count("/"), reverse=True)
@@ -143,8 +150,9 @@ def unmount_below(path: Path) -> None:
 def remove_tree(path: Path | str) -> None:
     """Remove a folder whatever a sandbox left in it: any depth (``shutil.rmtree`` recurses
     and dies of RecursionError past ~1,000 levels, even with ``ignore_errors``), paths longer
-    than PATH_MAX, folders without permissions. Never follows links, never crosses into another
-    file system, never raises; what cannot be removed stays."""
+    than PATH_MAX, folders without permissions. Never follows links and never raises; what
+    cannot be removed stays. Its first try (``shutil.rmtree``) does not stop at mount points:
+    unmount what is below first (:func:`unmount_below`; :func:`sweep_dead` does)."""
     path = Path(path)
     if not os.path.lexists(path):
         return

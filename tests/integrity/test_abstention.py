@@ -15,6 +15,8 @@ from clawrig.spec.task import FileContent
 from clawrig.spec.trial import ErrorKind
 from clawrig.testing.scripted_server import call, reply
 
+from integrity_helpers import tool_outputs
+
 pytestmark = pytest.mark.sandbox
 
 JSON_GRADER = """
@@ -346,3 +348,29 @@ async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_t
     )
     assert_counted_zero(result)
     assert result.error is not None and result.error.phase == "grading"
+
+
+@pytest.mark.parametrize("timeout", [3_000_000, float("inf"), float("nan"), 1e300])
+async def test_an_exec_time_limit_too_large_or_not_a_number_is_not_an_infrastructure_error(
+    scripted_server, make_task, tmp_path, timeout
+):
+    """A red-team finding: a huge ``timeout`` overflowed poll(2) in the supervisor, and the
+    trial ended as a retried infrastructure error (a free abstention for a wrong answer)."""
+    srv = scripted_server(
+        [
+            reply(tool_calls=[call("exec", {"command": "echo wrong > results.txt"})]),
+            reply(tool_calls=[call("exec", {"command": "echo ran", "timeout": timeout})]),
+            reply("done"),
+        ]
+    )
+    config = TrialConfig(agent="native", model="scripted/x")
+    result, folder = await run_trial(
+        make_task(), config, tmp_path / "out", services=TrialServices(model=srv.chat_model())
+    )
+    assert result.error is None, result.error
+    assert_counted_zero(result)
+    outputs = tool_outputs(folder)
+    if timeout == 1e300 or timeout == 3_000_000:  # finite: the command runs, its limit cut
+        assert "ran" in outputs[1], outputs
+    else:  # refused as the tool's error, before anything ran
+        assert "`timeout` must be a finite positive number" in outputs[1], outputs

@@ -193,3 +193,23 @@ def test_outermost_mount_points() -> None:
 
     got = outermost(["/a/b/c", "/a/b", "/a/bc", "/x", "/a/b", "/x/y/z"])
     assert got == ["/x", "/a/b", "/a/bc"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
+def test_mounts_below_names_with_spaces_and_non_ascii_letters(tmp_path: Path) -> None:
+    """A red-team finding: mountinfo was decoded as ``unicode_escape``, which turned a UTF-8
+    name's bytes into other letters, so mounts under such a --work-dir were never found (and a
+    sweep then removed files inside the still-mounted file system)."""
+    from clawrig.leftovers import mounts_below, unmount_below
+
+    base = tmp_path / "wörk dir\\x"
+    probe = subprocess.Popen(["true"])
+    probe.wait()
+    dead = base / f"clawrig-pool-{probe.pid}-é"
+    try:
+        _mount_tmpfs(dead / "w" / "fs é")
+        assert mounts_below(base) == [str(dead / "w" / "fs é")]
+        assert sweep_dead(base) == [dead]
+        assert mounts_below(base) == [] and not dead.exists()
+    finally:
+        unmount_below(tmp_path)

@@ -52,6 +52,25 @@ async def test_exec_timeout_kills_the_whole_tree(make_sandbox, backend):
     assert f"sleep {a}" not in ps.stdout and f"sleep {b}" not in ps.stdout
 
 
+async def test_exec_time_limits_that_are_not_finite_positive_numbers_are_refused(
+    make_sandbox, backend
+):
+    sb = await make_sandbox(backend)
+    for bad in (float("nan"), float("inf"), 0, -1):
+        with pytest.raises(ValueError):
+            await sb.exec("true", timeout_s=bad)
+    # the supervisor refuses them too, before the command starts (what reaches it past a client)
+    mark = f"/tmp_workspace/ran-{random.randrange(10**9)}"
+    for bad in (float("nan"), float("inf"), -1):
+        with pytest.raises(OSError) as exc:
+            await sb._call("exec", _wait_s=10, cmd=f"touch {mark}", timeout=bad, limit=1000)
+        assert "timeout must be a finite number" in str(exc.value)
+    assert (await sb.exec(f"test -e {mark}")).exit_code == 1
+    # a finite limit past poll(2)'s range is cut, not an error
+    r = await sb.exec("echo ok", timeout_s=1e300)
+    assert (r.exit_code, r.stdout, r.timed_out) == (0, "ok\n", False)
+
+
 async def test_dev_shm_has_the_limits_size(make_sandbox, backend):
     if backend == "local":
         pytest.skip("the local backend shares the host's /dev/shm (its limits_enforced says so)")

@@ -231,6 +231,34 @@ def test_write_file_is_compact_utf8_jsonl(rich_transcript, tmp_path):
     assert [json.loads(line) for line in lines] == to_openclaw_entries(rich_transcript, seed=5)
 
 
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\u0085"])
+def test_line_separators_inside_strings_do_not_split_records(tmp_path, sep):
+    """JSON strings hold these raw (``ensure_ascii=False``, as OpenClaw writes); str.splitlines
+    splits on them, so a tool call with one in its command was cut in two and dropped."""
+    command = f"rm -rf /tmp_workspace/x{sep}echo hidden"
+    t = Transcript(
+        messages=[
+            TranscriptMessage(role="user", text="go"),
+            TranscriptMessage(
+                role="assistant",
+                tool_calls=[
+                    ToolCall(id="c1", name="exec", arguments=json.dumps({"command": command}))
+                ],
+            ),
+            TranscriptMessage(role="toolResult", tool_call_id="c1", text=f"out{sep}put"),
+            TranscriptMessage(role="assistant", text="done"),
+        ]
+    )
+    path = write_openclaw_jsonl(t, tmp_path / "chat.jsonl", seed=1)
+    assert path.read_text(encoding="utf-8").count("\n") == 4 + 4  # one record a line
+    back = read_openclaw_jsonl(path)  # strict: a split record would raise
+    assert [m.role for m in back.messages] == ["user", "assistant", "toolResult", "assistant"]
+    assert json.loads(back.messages[1].tool_calls[0].arguments)["command"] == command
+    assert back.messages[2].text == f"out{sep}put"
+    text = path.read_text(encoding="utf-8")
+    assert openclaw_entries_from_jsonl(text) == [json.loads(x) for x in text.split("\n") if x]
+
+
 # --- round trip ---------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.errors import ClawrigError, UserError
+from clawrig.jsonl import jsonl_lines
 from clawrig.spec.layout import JobPaths, TrialPaths
 from clawrig.spec.summary import JobSummary
 from clawrig.spec.task import Task
@@ -74,7 +75,7 @@ class JobTrial:
         path = self.paths.chat
         entries: list[dict[str, Any]] = []
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = jsonl_lines(path.read_text(encoding="utf-8"))
         except OSError:
             return entries
         for line in lines:

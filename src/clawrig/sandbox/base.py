@@ -182,6 +182,8 @@ class Sandbox(Protocol):
     ) -> ExecResult:
         """Run a command to completion. A str runs under ``/bin/sh -c``. On timeout every
         process the command started is killed and ``timed_out`` is True (exit code 124).
+        ``timeout_s`` (seconds; default ``Limits.command_timeout_s``) must be finite and > 0:
+        else ValueError, and nothing runs; a limit over a million seconds is cut to that.
 
         ``fork_python`` (harness code only, never the agent's): a command
         ``[PYTHON, "-I", "-B", SCRIPT, ARGS...]`` whose PYTHON is the supervisor's own

@@ -19,6 +19,7 @@ import io
 import itertools
 import json
 import marshal
+import math
 import os
 import stat
 import sys
@@ -593,6 +594,8 @@ class SupervisedSandbox:
         fork_python: bool = False,
     ) -> ExecResult:
         limits = self.config.limits
+        if timeout_s is not None and not 0 < timeout_s < math.inf:
+            raise ValueError(f"exec: timeout_s must be finite and > 0 seconds, not {timeout_s!r}")
         wait = timeout_s if timeout_s is not None else limits.command_timeout_s
         r = await self._call(
             "exec",

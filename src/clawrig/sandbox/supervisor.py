@@ -224,6 +224,22 @@ class _Capture:
 
 DRAIN_S = 1.0
 """Seconds, at most, output is still taken once its command ended."""
+MAX_TIMEOUT_S = 1_000_000.0
+"""Seconds: a command's time limit above this is cut to it (poll(2) takes at most 2**31 - 1
+milliseconds; a trial never lasts this long)."""
+
+
+def _timeout_s(value):
+    """A command's time limit from a request: None (none), or a float in (0, MAX_TIMEOUT_S].
+    Raises ValueError for anything else (NaN, infinity, <= 0), before the command starts."""
+    if value is None:
+        return None
+    t = float(value)
+    if not 0 < t < float("inf"):
+        raise ValueError("timeout must be a finite number of seconds > 0, not %r" % value)
+    return min(t, MAX_TIMEOUT_S)
+
+
 CHUNK = 65536
 
 
@@ -722,6 +738,7 @@ def op_exec(req):
     limit = int(req.get("limit") or 262144)
     merge = bool(req.get("merge"))
     stdin_data = _b64decode(req["stdin"]) if req.get("stdin") is not None else None
+    timeout = _timeout_s(req.get("timeout"))
     start = time.monotonic()
     out_cap, err_cap = _Capture(limit), _Capture(limit)
     out_r, out_w = os.pipe()
@@ -770,10 +787,16 @@ def op_exec(req):
     with _procs_lock:
         _running[req["id"]] = (p, marker)
     pipes = [(out_r, out_cap)] + ([(err_r, err_cap)] if not merge else [])
-    timed_out, ended = _collect(p, pipes, req.get("timeout"), marker)
+    try:
+        timed_out, ended = _collect(p, pipes, timeout, marker)
+    except BaseException:
+        _kill_tree(p.pid, marker)  # an answer that is an error leaves nothing running
+        p.wait()
+        raise
+    finally:
+        with _procs_lock:
+            _running.pop(req["id"], None)
     duration = ended - start
-    with _procs_lock:
-        _running.pop(req["id"], None)
     out, t1 = out_cap.result()
     err, t2 = err_cap.result()
     code = 124 if timed_out else p.returncode

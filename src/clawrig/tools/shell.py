@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -230,8 +231,10 @@ async def exec_tool(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             "Retry without `host`."
         )
     timeout = args.get("timeout")
-    if timeout is not None and timeout <= 0:
-        return error(f"exec: `timeout` must be a positive number of seconds (got {timeout!r})")
+    if timeout is not None and not 0 < timeout < math.inf:
+        return error(
+            f"exec: `timeout` must be a finite positive number of seconds (got {timeout!r})"
+        )
     timeout_s = float(timeout) if timeout is not None else ctx.exec_timeout_s
     yield_ms = args.get("yieldMs")
     if yield_ms is not None and yield_ms < 0:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.errors import TaskFormatError
+from clawrig.jsonl import jsonl_lines
 from clawrig.spec.transcript import Transcript, TranscriptMessage
 from clawrig.transcript._messages import (
     Where,
@@ -319,7 +320,7 @@ def openclaw_entries_from_jsonl(
     ``source`` and the line, unless ``strict`` is False, in which case it is skipped (a file cut
     off mid-line by a killed agent).
     """
-    return [entry for _, entry in _parse_lines(text.splitlines(), source, strict)]
+    return [entry for _, entry in _parse_lines(jsonl_lines(text), source, strict)]
 
 
 def from_openclaw_entries(
@@ -392,7 +393,7 @@ def read_openclaw_jsonl(
     TaskFormatError too. ``strict``: see :func:`openclaw_entries_from_jsonl`.
     """
     if isinstance(path_or_lines, str) and path_or_lines.lstrip().startswith("{"):
-        lines = path_or_lines.splitlines()
+        lines = jsonl_lines(path_or_lines)
         return _from_numbered(_parse_lines(lines, "<transcript>", strict), "<transcript>")
     if isinstance(path_or_lines, str | Path):
         path = Path(path_or_lines)
@@ -402,7 +403,7 @@ def read_openclaw_jsonl(
             raise TaskFormatError(path, "transcript", "file not found") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise TaskFormatError(path, "transcript", f"cannot read: {exc}") from None
-        return _from_numbered(_parse_lines(text.splitlines(), str(path), strict), str(path))
+        return _from_numbered(_parse_lines(jsonl_lines(text), str(path), strict), str(path))
     items = list(path_or_lines)
     entries = [i for i in items if isinstance(i, dict)]
     lines = [i for i in items if isinstance(i, str)]

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from clawrig.errors import UserError
+from clawrig.jsonl import jsonl_lines
 from clawrig.spec.layout import JobPaths, TrialPaths
 
 WEB_RECORD_FILE = TrialPaths.WEB_CALLS
@@ -144,7 +145,7 @@ class WebRecords:
         self.blobs = BlobStore(self.root / BLOB_DIR)
         self._cache = ResponseCache()
         for path in _record_files(self.root):
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for n, line in enumerate(jsonl_lines(path.read_text(encoding="utf-8")), 1):
                 if not line.strip():
                     continue
                 try:

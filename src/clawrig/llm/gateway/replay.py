@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clawrig.errors import UserError
+from clawrig.jsonl import jsonl_lines
 from clawrig.llm.gateway.wire import _completion
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 
@@ -294,7 +295,7 @@ def read_records(path: Path | str) -> list[dict[str, Any]]:
     p = Path(path)
     full: dict[int, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(jsonl_lines(p.read_text(encoding="utf-8")), start=1):
         if not line.strip():
             continue
         try:
@@ -339,7 +340,7 @@ def recorded_models(job_dir: Path | str) -> dict[str, str]:
     for name in (RECORD_FILE, *JUDGE_LOGS):
         for path in sorted(root.glob(f"**/{name}")):
             with contextlib.suppress(OSError, ValueError):
-                for line in path.read_text(encoding="utf-8").splitlines():
+                for line in jsonl_lines(path.read_text(encoding="utf-8")):
                     rec = json.loads(line)
                     if not isinstance(rec, dict) or not rec.get("model"):
                         continue

@@ -35,6 +35,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+from clawrig.jsonl import jsonl_lines
 from clawrig.llm.providers import ModelEndpoint
 
 __all__ = [
@@ -243,7 +244,7 @@ def read_token_capture(
     if not path.is_file():
         return []
     out: list[dict[str, Any]] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(jsonl_lines(path.read_text(encoding="utf-8")), start=1):
         if not line.strip():
             continue
         try:
