@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from integrity_helpers import tool_outputs
 
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.sandbox.disk import can_make_disks
@@ -14,8 +15,6 @@ from clawrig.spec.job import TrialConfig
 from clawrig.spec.task import FileContent
 from clawrig.spec.trial import ErrorKind
 from clawrig.testing.scripted_server import call, reply
-
-from integrity_helpers import tool_outputs
 
 pytestmark = pytest.mark.sandbox
 
