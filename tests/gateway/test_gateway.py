@@ -392,6 +392,43 @@ async def test_replay_helpers_find_the_models_and_answer_without_settings(
         )
 
 
+async def test_a_trials_leftover_requests_do_not_hold_the_next_trials_client(
+    scripted_server, make_gateway
+):
+    # a red-team finding: close_trial gave a trial's upstream client back with its requests
+    # still in flight, and the next trial got it (hundreds of slow leftovers filled its
+    # connection cap: the next trial's first answer came 27 s late). It is lent again only
+    # once they ended
+    srv = scripted_server([reply("slow", delay=1.5), reply("b"), reply("c")])
+    gw = make_gateway()
+    leases = {}
+
+    async def call_as(name: str, timeout: float | None = None) -> tuple[httpx.Response, object]:
+        lease = leases[name] = gw.open_trial(upstream(srv), trial_id=name)
+        url = f"{lease.host_base_url}/chat/completions"
+        body = {"model": "m", "messages": [{"role": "user", "content": name}]}
+        async with httpx.AsyncClient() as client:
+            try:
+                r = await client.post(url, json=body, timeout=timeout)
+            except httpx.ReadTimeout:
+                r = None
+        used = lease._upstream_client
+        return r, used
+
+    gone, a_client = await call_as("a", timeout=0.3)  # its sandbox went away mid-request
+    assert gone is None and leases["a"].in_flight == 1 and a_client is not None
+    gw.close_trial(leases["a"])
+    b, b_client = await call_as("b")
+    assert b.status_code == 200 and b.json()["choices"][0]["message"]["content"] == "b"
+    assert b_client is not a_client  # not lent while a's request is in flight
+    gw.close_trial(leases["b"])
+    await gw.settle(leases["a"], within_s=10)
+    assert leases["a"].in_flight == 0
+    c, c_client = await call_as("c")
+    assert c.status_code == 200 and c_client is a_client  # lent again once a's request ended
+    gw.close_trial(leases["c"])
+
+
 async def test_a_request_whose_client_went_away_still_counts_once_settled(
     scripted_server, make_gateway
 ):

@@ -300,27 +300,45 @@ class UpstreamClients:
     def __init__(self, make: Callable[[], httpx.AsyncClient]) -> None:
         self._make = make
         self._idle: list[httpx.AsyncClient] = []
+        self._parked: list[tuple[httpx.AsyncClient, GatewayLease]] = []
         self._all: list[httpx.AsyncClient] = []
         self.closed = False
 
     def take(self) -> httpx.AsyncClient:
         """An idle client (the most recently given back: its connections are the freshest),
-        or a new one."""
+        or a new one. A client given back with its lease's requests still in flight is idle
+        only once they ended."""
+        if self._parked:
+            busy = []
+            for client, lease in self._parked:
+                if lease.in_flight:
+                    busy.append((client, lease))
+                elif not client.is_closed:
+                    self._idle.append(client)
+            self._parked = busy
         if self._idle:
             return self._idle.pop()
         client = self._make()
         self._all.append(client)
         return client
 
-    def give(self, client: httpx.AsyncClient) -> None:
-        """Take back a client from :meth:`take` for the next trial (a closed one is dropped)."""
-        if not self.closed and not client.is_closed:
+    def give(self, client: httpx.AsyncClient, lease: GatewayLease | None = None) -> None:
+        """Take back a client from :meth:`take` for the next trial (a closed one is dropped).
+        While ``lease`` (the trial it was lent to) still has upstream requests in flight, the
+        client is lent to no one: a trial's leftover requests (hundreds of slow ones, sent
+        before its sandbox went away) would fill its connection cap and stall the next
+        trial's calls behind them (a red-team finding)."""
+        if self.closed or client.is_closed:
+            return
+        if lease is not None and lease.in_flight:
+            self._parked.append((client, lease))
+        else:
             self._idle.append(client)
 
     async def aclose(self) -> None:
         """Close every client made (lent ones too: their trials are over). Idempotent."""
         self.closed = True
-        self._idle = []
+        self._idle, self._parked = [], []
         clients, self._all = self._all, []
         for client in clients:
             with contextlib.suppress(Exception):
@@ -483,6 +501,6 @@ class GatewayChatModel(OpenAIChatModel):
             upstream = self._upstreams.pop(loop, None)
             lender = self._lenders.pop(loop, None)
             if upstream is not None and lender is not None:
-                lender.give(upstream)
+                lender.give(upstream, self.lease)
             elif upstream is not None:
                 await upstream.aclose()

@@ -437,7 +437,7 @@ class Gateway:
             self._leases.pop(lease.token, None)
             client, lease._upstream_client = lease._upstream_client, None
             if client is not None and self._clients is not None:
-                self._clients.give(client)  # a request still in flight may finish on it
+                self._clients.give(client, lease)  # lent again once its requests ended
         lease.closed = True
         return lease.usage
 
