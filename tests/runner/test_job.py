@@ -167,6 +167,46 @@ async def test_budget_stops_new_trials(mini_bench, scripted_server, tmp_path, ev
     assert (tmp_path / "out" / "progress_scripted_test.json").exists()  # resumable
 
 
+def test_a_trial_the_jobs_budget_cuts_short_is_not_scored_and_resume_runs_it(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    # a new-user review's finding: the trial cut off by --budget-usd (its second request
+    # refused by the gateway) was graded as it stood (0 or 0.25) and counted, and --resume
+    # never ran it again: a model that solves every trial was reported below 1.0
+    bench = mini_bench(4)
+    srv = scripted_server(responder=even_responder)  # $0.01 a request, 2 requests a trial
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1"]
+    args += ["-o", str(out)]
+    first = subprocess.run(
+        args + ["--budget-usd", "0.03"], env=_env(srv), capture_output=True, text=True
+    )
+    assert first.returncode == 3, first.stderr  # stopped by the budget
+    results = [json.loads(p.read_text()) for p in out.glob("*/*/result.json")]
+    # one trial ran whole ($0.02); the next got one answer ($0.03 spent) and then a refusal
+    assert len(results) == 2
+    cut = [r for r in results if r["error"] is not None]
+    assert len(cut) == 1 and cut[0]["error"]["kind"] == "budget"
+    assert cut[0]["usage"]["request_count"] == 1
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["errors_by_kind"] == {"budget": 1} and summary["budget_stopped"] is True
+    scored = [r for r in results if r["error"] is None]
+    assert len(scored) == 1 and summary["overall_score"] == scored[0]["score"]["score"]
+    second = subprocess.run(
+        args + ["--budget-usd", "10", "--resume"], env=_env(srv), capture_output=True, text=True
+    )
+    assert second.returncode == 0, second.stderr
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    # tasks 2 and 4 solved (1.0), 1 and 3 botched (0.25): (2 x 1.0 + 2 x 0.25) / 4
+    assert summary["errors_by_kind"] == {} and len(summary["tasks"]) == 4
+    assert math.isclose(summary["overall_score"], 0.625)
+    kept = [p for p in out.glob("*/*/result.json") if p.parts[-3] != "_retried"]
+    assert len(kept) == 4  # the cut-off attempt's folder is set aside in _retried/
+    assert [
+        json.loads(p.read_text())["error"]["kind"] for p in out.glob("_retried/*/result.json")
+    ] == ["budget"]
+
+
 def test_ctrl_c_stops_cleanly_and_resume_finishes(
     mini_bench, scripted_server, tmp_path, even_responder
 ):

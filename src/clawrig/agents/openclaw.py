@@ -71,6 +71,7 @@ from clawrig.agents.preamble import first_user_message
 from clawrig.errors import InfrastructureError, ModelRequestError, ProviderError, UserError
 from clawrig.llm.client import RetryPolicy
 from clawrig.llm.gateway import (
+    CAP_STOPS,
     FORWARDER_PORT,
     RECORD_FILE,
     Forwarder,
@@ -430,13 +431,6 @@ def openclaw_config(
 
 # ------------------------------------------------------------------------------ the agent
 
-_REFUSAL_STOP = {
-    "budget": StopReason.COST_BUDGET,
-    "cost_budget": StopReason.COST_BUDGET,
-    "token_budget": StopReason.TOKEN_BUDGET,
-    "max_requests": StopReason.MAX_TURNS,
-}
-
 
 class OpenClawAgent(Agent):
     """The real OpenClaw (see the module docs). ``version``: None = :data:`DEFAULT_VERSION`.
@@ -618,8 +612,8 @@ class OpenClawAgent(Agent):
                 f"(trial {lease.trial_id}, request #{lease.requests}): the run diverged"
             )
         for why in refusals:
-            if why in _REFUSAL_STOP:
-                outcome.stop_reason = _REFUSAL_STOP[why]
+            if why in CAP_STOPS:
+                outcome.stop_reason = CAP_STOPS[why]
                 return outcome
         failed = last is None or last.stop_reason == "error"
         if failed and lease.upstream_errors:

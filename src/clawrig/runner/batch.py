@@ -180,6 +180,13 @@ def _quiet_after_interrupt(loop: asyncio.AbstractEventLoop, context: dict[str, A
     loop.default_exception_handler(context)
 
 
+def _spent_usd(state: JobState, services: TrialServices) -> float:
+    """The job's spend so far (USD): its finished trials', or the gateway's count when higher
+    (it counts the requests of trials still running as their replies come)."""
+    gateway = services.gateway
+    return max(state.spend_usd, gateway.spent_usd if gateway is not None else 0.0)
+
+
 def _final(result: TrialResult) -> bool:
     """A trial whose outcome stands (no error, or an agent error scored 0): not re-run."""
     return result.error is None or str(result.error.kind) == "agent"
@@ -468,7 +475,7 @@ async def _run_trials(
         async with slots:
             if state.interrupted:
                 return
-            if job.budget_usd is not None and state.spend_usd >= job.budget_usd:
+            if job.budget_usd is not None and _spent_usd(state, services) >= job.budget_usd:
                 state.budget_stopped = True
                 return
             if job.parallel > 1:

@@ -50,6 +50,7 @@ from clawrig.env.system import (
 )
 from clawrig.errors import (
     AgentFault,
+    BudgetExceeded,
     InfrastructureError,
     ModelRequestError,
     ProviderError,
@@ -71,7 +72,14 @@ from clawrig.grading.programmatic import run_grader
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
 from clawrig.llm.client import PROBE, OpenAIChatModel, RetryPolicy, has_answered, provider_answers
-from clawrig.llm.gateway import Gateway, GatewayDoor, GatewayRefusal, ResponseCache
+from clawrig.llm.gateway import (
+    CAP_STOPS,
+    JOB_BUDGET_REFUSAL,
+    Gateway,
+    GatewayDoor,
+    GatewayRefusal,
+    ResponseCache,
+)
 from clawrig.llm.gateway.replay import read_records
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.llm.stalls import RequestWatch, probe_s, stall_limit_s, watching
@@ -144,12 +152,6 @@ CONVERSATION_REFUSALS = (400, 413, 422)
 model's context, a body too large, an unreadable image, a content filter): after the trial's
 first answered request, or the judge's first in the job, the agent's doing
 (:meth:`Trial.run_agent`, :meth:`Trial.grade`), never the job's end."""
-_CAP_STOPS = {
-    "budget": StopReason.COST_BUDGET,
-    "cost_budget": StopReason.COST_BUDGET,
-    "token_budget": StopReason.TOKEN_BUDGET,
-    "max_requests": StopReason.MAX_TURNS,
-}
 
 
 @dataclass
@@ -1036,7 +1038,7 @@ class Trial:
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
             ctx.log(f"agent stopped: time limit of {agent_time:g} s")
         except GatewayRefusal as exc:  # a cap of the job or the trial: graded as it stands
-            result.stop_reason = _CAP_STOPS.get(exc.kind, StopReason.COST_BUDGET)
+            result.stop_reason = CAP_STOPS.get(exc.kind, StopReason.COST_BUDGET)
             result.turns = len(transcript.steps)
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
             ctx.log(f"agent stopped: {exc}")
@@ -1068,6 +1070,14 @@ class Trial:
             for key, sub in ctx.subagent_transcripts.items():
                 self.paths.subagents.mkdir(exist_ok=True)
                 self.paths.subagent(key).write_text(dumps_openclaw_jsonl(sub))
+        if lease is not None and JOB_BUDGET_REFUSAL in lease.refusals:
+            # the job's spend cap, not this trial's: the trial was cut short by the job, and an
+            # agent that would have finished must not be scored 0 (nor a trial started once the
+            # spend was reached): not scored, run again by --resume
+            raise BudgetExceeded(
+                "the job's budget (--budget-usd) ran out while this trial ran: not scored "
+                "(--resume with a larger budget runs it again)"
+            )
 
     async def stop_agent(self, *, copy_end_state: bool = True) -> None:
         """Phase 4: the agent's sandbox stopped (every process in it ends), its service audits
@@ -1430,6 +1440,8 @@ class Trial:
         agents = phase in AGENT_PHASES or phase == "results"
         if isinstance(exc, SetupError):
             return TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)
+        if isinstance(exc, BudgetExceeded):  # the job's spend cap (a trial's own cap is graded)
+            return TrialError(kind=ErrorKind.BUDGET, message=str(exc), phase=phase)
         if isinstance(exc, AgentFault):
             return TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
         if isinstance(exc, TrialDeadline):

@@ -58,6 +58,8 @@ from clawrig.llm.gateway.forwarder import (
 )
 from clawrig.llm.gateway.lease import (
     CAP_REFUSALS,
+    CAP_STOPS,
+    JOB_BUDGET_REFUSAL,
     GatewayChatModel,
     GatewayLease,
     GatewayRefusal,
@@ -88,6 +90,8 @@ from clawrig.llm.gateway.wire import completion_from_chunks, sse_from_completion
 __all__ = [
     "SOCKET_NAME",
     "CAP_REFUSALS",
+    "CAP_STOPS",
+    "JOB_BUDGET_REFUSAL",
     "KEY_EXCLUDED",
     "FORWARDER_PORT",
     "JUDGE_KEY_MODEL",

@@ -30,7 +30,7 @@ from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.llm.stalls import RequestWatch
 from clawrig.spec.llm import ChatResponse
-from clawrig.spec.trial import Usage
+from clawrig.spec.trial import StopReason, Usage
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -265,6 +265,17 @@ def placeholder_endpoint(name: str, *, prices: Any = None) -> ModelEndpoint:
 
 
 CAP_REFUSALS = ("budget", "cost_budget", "token_budget", "max_requests")
+JOB_BUDGET_REFUSAL = "budget"
+"""The refusal of :data:`CAP_REFUSALS` for the job's spend cap (``--budget-usd``): a trial it
+cuts short is not scored (a ``budget`` error, run again by ``--resume``); the others are the
+trial's own caps, graded as it stands with the matching stop reason (:data:`CAP_STOPS`)."""
+CAP_STOPS = {
+    "budget": StopReason.COST_BUDGET,
+    "cost_budget": StopReason.COST_BUDGET,
+    "token_budget": StopReason.TOKEN_BUDGET,
+    "max_requests": StopReason.MAX_TURNS,
+}
+"""The agent's stop reason for each of :data:`CAP_REFUSALS`."""
 """Refusal kinds that are caps (job budget, trial cost, trial tokens, trial requests)."""
 
 
