@@ -42,12 +42,21 @@ def _fill(path: Path) -> int:
 
 
 def _gone(disk: TrialDisk, loop: Path) -> None:
+    """The disk is unmounted, its image removed, and ``loop`` no longer backed by that image
+    (the kernel frees an autoclear device as its last mount goes; another process may attach
+    a file of its own to the same device number meanwhile, which is no failure)."""
     assert not os.path.ismount(disk.path) and not disk.image.exists()
-    for _ in range(200):  # the kernel frees an autoclear device as its last mount goes
-        if not (loop / "loop" / "backing_file").exists():
+    backing = loop / "loop" / "backing_file"
+    image = str(disk.image)
+    for _ in range(200):
+        try:
+            now = backing.read_text().strip()
+        except OSError:  # no backing file: the device is free
+            return
+        if not now.startswith(image):  # (the kernel adds " (deleted)" to a removed file)
             return
         time.sleep(0.01)
-    raise AssertionError(f"{loop} still attached to {(loop / 'loop/backing_file').read_text()}")
+    raise AssertionError(f"{loop} still attached to {image}")
 
 
 def test_disks_from_one_template_are_separate_and_hold_their_size(tmp_path):
