@@ -56,7 +56,7 @@ async def test_exec_errors(call) -> None:
     r = await call("exec", {"command": "id", "host": "gateway"})
     assert r.is_error and r.text.startswith("exec: host='gateway' is not available")
     r = await call("exec", {"command": "id", "timeout": 0})
-    assert r.is_error and "`timeout` must be a positive number of seconds" in r.text
+    assert r.is_error and "`timeout` must be a finite positive number of seconds" in r.text
     r = await call("exec", {"command": "id", "yieldMs": -5})
     assert r.is_error and "`yieldMs` must be >= 0" in r.text
 
