@@ -265,6 +265,7 @@ def placeholder_endpoint(name: str, *, prices: Any = None) -> ModelEndpoint:
 
 
 CAP_REFUSALS = ("budget", "cost_budget", "token_budget", "max_requests")
+"""Refusal kinds that are caps (job budget, trial cost, trial tokens, trial requests)."""
 JOB_BUDGET_REFUSAL = "budget"
 """The refusal of :data:`CAP_REFUSALS` for the job's spend cap (``--budget-usd``): a trial it
 cuts short is not scored (a ``budget`` error, run again by ``--resume``); the others are the
@@ -276,7 +277,6 @@ CAP_STOPS = {
     "max_requests": StopReason.MAX_TURNS,
 }
 """The agent's stop reason for each of :data:`CAP_REFUSALS`."""
-"""Refusal kinds that are caps (job budget, trial cost, trial tokens, trial requests)."""
 
 
 class GatewayRefusal(BudgetExceeded):
