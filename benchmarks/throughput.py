@@ -38,8 +38,13 @@ Each clawrig line also gives the per-trial medians of the sandbox start and the 
 grading cost (stop_agent + settle + clean room ready + gt in: timings kill + collect +
 gt_inject); ``--pool-compare`` runs clawrig without its warm pool too (``clawrig-cold``).
 
+Before/after on one machine in one run: ``--baseline-src OLD/src`` also runs an older clawrig
+(another checkout's ``src`` folder, put first on ``PYTHONPATH``; the command checks that the
+package really comes from there) as ``clawrig-base``, interleaved with the others, and prints
+its trials/s and CPU per trial beside this checkout's.
+
 Usage: python benchmarks/throughput.py [--trials 200] [--parallel 1,8,32] [--reps 3]
-       [--model-delay 0] [--no-inspect] [--pool-compare]
+       [--model-delay 0] [--no-inspect] [--pool-compare] [--baseline-src OLD/src]
 """
 
 from __future__ import annotations
@@ -164,17 +169,42 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def clawrig_env(src: Path | None, base: Path) -> dict[str, str]:
+    """The environment a `clawrig` command runs in: this checkout's package, or (``src``) the
+    package in another checkout's ``src`` folder, with its own bytecode cache under ``base``
+    when one is in use. Raises RuntimeError when ``src`` does not hold the package imported."""
+    env = dict(os.environ)
+    if src is None:
+        return env
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if "PYTHONPYCACHEPREFIX" in env:
+        env["PYTHONPYCACHEPREFIX"] = str(base / "pycache-baseline")
+    probe = [sys.executable, "-c", "import clawrig; print(clawrig.__file__)"]
+    where = subprocess.run(probe, env=env, capture_output=True, text=True).stdout.strip()
+    if not where.startswith(str(Path(src).resolve())):
+        raise RuntimeError(f"--baseline-src {src}: clawrig is imported from {where or '?'}")
+    return env
+
+
 def run_clawrig(
-    n: int, parallel: int, base: Path, delay: float, *, pool: bool = True
+    n: int,
+    parallel: int,
+    base: Path,
+    delay: float,
+    *,
+    pool: bool = True,
+    src: Path | None = None,
 ) -> dict[str, Any]:
     """One `clawrig run` of the workload (``pool`` False: ``CLAWRIG_WARM_POOL=0``, every
-    sandbox started cold); raises RuntimeError when its summary is wrong."""
+    sandbox started cold; ``src``: the clawrig package in that folder, see
+    :func:`clawrig_env`); raises RuntimeError when its summary is wrong."""
     root = Path(tempfile.mkdtemp(prefix=f"p{parallel}-", dir=base))
     tasks_dir = make_bench(root, n)
     out = root / "out"
     exe = shutil.which("clawrig") or str(Path(sys.executable).with_name("clawrig"))
     with ModelServer(delay) as srv:
-        env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
+        env = clawrig_env(src, base)
+        env["SCRIPTED_BASE_URL"] = srv.base_url
         env["CLAWRIG_WARM_POOL"] = "1" if pool else "0"
         group = CpuGroup(f"p{parallel}-{time.monotonic_ns()}")
         cpu0 = _children_cpu_s()
@@ -323,7 +353,17 @@ def main() -> None:
         action="store_true",
         help="also run clawrig without its warm pool (clawrig-cold), interleaved",
     )
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="also run the clawrig package in this folder (an older checkout's src) as "
+        "clawrig-base, interleaved, and compare",
+    )
     args = ap.parse_args()
+    if args.baseline_src is not None:
+        args.baseline_src = args.baseline_src.resolve()
+        if not (args.baseline_src / "clawrig" / "__init__.py").is_file():
+            ap.error(f"--baseline-src {args.baseline_src}: no clawrig/__init__.py in it")
     ps = [int(x) for x in args.parallel.split(",")]
     try:
         import inspect_ai  # noqa: F401
@@ -337,12 +377,24 @@ def main() -> None:
         if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):  # as installed: from .pyc files
             os.environ["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
             run_clawrig(2, 1, base, 0.0)
+            if args.baseline_src is not None:
+                run_clawrig(2, 1, base, 0.0, src=args.baseline_src)
             print("warm-up run of 2 trials (fills the bytecode cache): not counted", flush=True)
         print(f"clawrig start-up (clawrig version): {startup_s() * 1000:.0f} ms", flush=True)
         model_delay = args.model_delay
         for rep in range(args.reps):
             for p in ps:
                 runs = [("clawrig", lambda p=p: run_clawrig(args.trials, p, base, model_delay))]
+                if args.baseline_src is not None:
+                    runs.insert(
+                        0,
+                        (
+                            "clawrig-base",
+                            lambda p=p, s=args.baseline_src: run_clawrig(
+                                args.trials, p, base, model_delay, src=s
+                            ),
+                        ),
+                    )
                 if args.pool_compare:
                     runs.append(
                         (
@@ -381,6 +433,24 @@ def main() -> None:
             i = [args.trials / r["wall_s"] for r in results.get(("inspect", p), []) if r["ok"]]
             ratio = f"{statistics.median(c) / statistics.median(i):6.2f}x" if c and i else "-"
             print(f"{p:>5} {_stat(c):>24} {_stat(i):>24} {ratio:>7}")
+        if args.baseline_src is not None:
+            print(f"baseline: {args.baseline_src}")
+            print(
+                f"{'-p':>5} {'baseline trials/s':>24} {'this trials/s':>24} {'ratio':>7}"
+                f"  cpu/trial baseline -> this"
+            )
+            for p in ps:
+                b = [r for r in results.get(("clawrig-base", p), []) if r["ok"]]
+                w = [r for r in results.get(("clawrig", p), []) if r["ok"]]
+                if not b or not w:
+                    continue
+                tb = [args.trials / r["wall_s"] for r in b]
+                tw = [args.trials / r["wall_s"] for r in w]
+                print(
+                    f"{p:>5} {_stat(tb):>24} {_stat(tw):>24}"
+                    f" {statistics.median(tw) / statistics.median(tb):6.2f}x"
+                    f"  {_cpu_split(*b)} -> {_cpu_split(*w)}"
+                )
         if args.pool_compare:
             print(
                 f"{'-p':>5} {'warm pool trials/s':>24} {'cold trials/s':>24} {'ratio':>7}"
