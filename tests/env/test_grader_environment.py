@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -108,8 +109,13 @@ def backend(request: pytest.FixtureRequest, base_rootfs: Path) -> str:
 
 
 async def test_agent_installs_do_not_reach_the_grader(tmp_path, backend, scripted_server):
+    # a warm snapshot of this run's own (a tag in its key): the snapshots' cache is shared by
+    # every test process on the machine, and this test removes its snapshot at the end: with
+    # a shared key, another process's trial lost its overlay's layer mid-trial ("cannot mount
+    # the overlay for the sandbox: No such file or directory")
+    tag = secrets.token_hex(4)
     warmup = [
-        f"pip install --root-user-action=ignore {PROBE_DIST}",
+        f"pip install --root-user-action=ignore {PROBE_DIST}  # {tag}",
         "mkdir -p /tmp_workspace/results",
     ]
     [task] = load_tasks(_task_file(tmp_path / "bench", warmup))
