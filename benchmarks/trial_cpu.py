@@ -18,6 +18,7 @@ mounts) bwrap's CPU measures that job, not this one.
 
 Needs ``perf`` (Debian: linux-perf) and root (as ``clawrig run`` needs for its warm pool).
 Usage: python benchmarks/trial_cpu.py [--trials 30] [-p 1] [--freq 2999] [--own-mounts]
+       [--keep-perf PATH]
 """
 
 from __future__ import annotations
@@ -147,6 +148,9 @@ def main() -> None:
         action="store_true",
         help="detach other jobs' clawrig mounts in a mount namespace of this run's own",
     )
+    ap.add_argument(
+        "--keep-perf", type=Path, help="keep perf's data at this path (for perf report --comm)"
+    )
     args = ap.parse_args()
     if shutil.which("perf") is None:
         sys.exit("trial_cpu.py needs perf (Debian: apt-get install linux-perf)")
@@ -181,6 +185,8 @@ def main() -> None:
         m = _EXEC.search(head)
         root = int(m.group(2)) if m else -1
         cpu = breakdown(data, root)
+        if args.keep_perf:
+            shutil.copyfile(data, args.keep_perf)
         n = args.trials
         total = sum(cpu.values())
         mounts = sum(1 for _ in open("/proc/self/mountinfo"))
