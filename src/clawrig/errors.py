@@ -54,6 +54,20 @@ class ProviderError(InfrastructureError):
     """The model provider failed after retries (429/5xx/timeouts/dropped connections)."""
 
 
+class ProviderRefused(ProviderError):
+    """The provider refused one trial's request (a 4xx, or a 5xx marked ``x-should-retry:
+    false``) after its model had answered the job's earlier requests: the settings work, so
+    this trial ends as an infrastructure error and the job goes on. Not retried within the job
+    (the same request would be refused again); ``--resume`` runs it again. ``status``: the
+    HTTP status."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ModelRequestError(UserError):
     """The provider refused the request (400/401/403/404, or a 5xx that says not to retry):
     fail fast with one clear line. ``status``: the HTTP status, when there was one."""

@@ -86,7 +86,8 @@ def register(app: typer.Typer) -> None:
     @app.command(
         "run",
         epilog="Exit codes: 0 every trial ran and was graded; 1 some trial ended with an "
-        "error (or, with --agent oracle, missed its expected reward); 2 bad input (nothing "
+        "error (or, with --agent oracle, missed its expected reward; or the model's server "
+        "could not be reached and the job stopped, --resume continues); 2 bad input (nothing "
         "run); 3 the --budget-usd cap stopped the job before every trial ran (--resume with "
         "a higher budget continues); 130 interrupted (Ctrl-C; --resume continues).",
     )
@@ -351,6 +352,11 @@ def report(summary: dict[str, Any], config: Any) -> int:
             f"the budget of ${config.budget_usd:g} stopped the job; "
             f"{summary['not_run']} trial(s) not run (raise --budget-usd and --resume "
             "to continue)"
+        )
+    if summary.get("provider_stopped"):
+        bits.append(
+            f"stopped: {summary['provider_stopped']}; {summary['not_run']} trial(s) not run "
+            "(--resume continues once it answers)"
         )
     if summary.get("interrupted"):
         bits.append("interrupted: finished trials are kept (--resume continues)")

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential, wait_random
 
 from clawrig.errors import ClawrigError, ModelRequestError, ProviderError
@@ -96,7 +97,9 @@ class RetryPolicy(BaseModel):
     ``attempts``: total tries (1 = no retry). Backoff before retry n (n >= 1) is
     ``min(max_s, initial_s * 2**(n-1)) + uniform(0, jitter_s)`` (tenacity's
     ``wait_exponential + wait_random``), unless the provider sent Retry-After, which is used
-    as given but capped at ``retry_after_cap_s``.
+    as given but capped at ``retry_after_cap_s``. A connection that cannot be opened to a
+    model that never answered in this process is tried ``unreached_attempts`` times at most
+    (:class:`StopUnreached`).
     """
 
     attempts: int = Field(default=6, ge=1)
@@ -104,6 +107,7 @@ class RetryPolicy(BaseModel):
     max_s: float = Field(default=60.0, ge=0)
     jitter_s: float | None = Field(default=None, ge=0)
     retry_after_cap_s: float = Field(default=120.0, ge=0)
+    unreached_attempts: int = Field(default=3, ge=1)
 
     @property
     def jitter(self) -> float:
@@ -187,19 +191,92 @@ def provider_semaphore(provider: str, limit: int | None) -> asyncio.Semaphore | 
     return sem
 
 
-_ANSWERED: set[tuple[str, str]] = set()
-"""(provider, model id) of every model that answered a request in this process."""
+def _upstream(endpoint: ModelEndpoint) -> tuple[str, str, str]:
+    return (endpoint.provider, endpoint.model_id, endpoint.base_url.rstrip("/"))
+
+
+_ANSWERED: set[tuple[str, str, str]] = set()
+"""(provider, model id, base URL) of every model that answered a request in this process."""
+_UNREACHED: dict[tuple[str, str, str], tuple[int, str]] = {}
+"""Per (provider, model id, base URL): the requests in a row, since its last answer, that
+could not connect after their retries, and the last one's message."""
+
+OUTAGE_REQUESTS = 3
+"""Requests in a row (each after its retries) that could not connect to a model that did
+answer earlier in this process: an outage (:func:`unreachable`), the job stops."""
 
 
 def mark_answered(endpoint: ModelEndpoint) -> None:
-    """Note that ``endpoint``'s model answered a request (its settings work)."""
-    _ANSWERED.add((endpoint.provider, endpoint.model_id))
+    """Note that ``endpoint``'s model answered a request (its settings work; it is reachable)."""
+    key = _upstream(endpoint)
+    _ANSWERED.add(key)
+    _UNREACHED.pop(key, None)
 
 
 def has_answered(endpoint: ModelEndpoint) -> bool:
-    """True when ``endpoint``'s provider and model id answered a request in this process
-    (evidence that a later refusal of a request is about its content, not the settings)."""
-    return (endpoint.provider, endpoint.model_id) in _ANSWERED
+    """True when ``endpoint``'s provider, model id and base URL answered a request in this
+    process (evidence that a later refusal of a request is about its content, not the
+    settings)."""
+    return _upstream(endpoint) in _ANSWERED
+
+
+def is_connect_failure(exc: BaseException | None) -> bool:
+    """True when ``exc`` (or the error it wraps) is a connection that could not be opened:
+    refused, no route, unknown host, connect timeout (httpx's ``ConnectError`` /
+    ``ConnectTimeout``): the request never reached a server."""
+    seen = 0
+    while exc is not None and seen < 4:
+        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) or isinstance(
+            exc, sdk_httpx.ConnectError | sdk_httpx.ConnectTimeout
+        ):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def mark_unreached(endpoint: ModelEndpoint, message: str) -> None:
+    """Note that a request to ``endpoint`` could not connect after its retries (``message``:
+    the one line saying so)."""
+    key = _upstream(endpoint)
+    count, _ = _UNREACHED.get(key, (0, ""))
+    _UNREACHED[key] = (count + 1, message)
+
+
+def unreachable(endpoint: ModelEndpoint | None) -> str | None:
+    """One line when ``endpoint``'s server cannot be reached, else None: a request could not
+    connect before the model ever answered in this process (a wrong base URL, a server not
+    started), or :data:`OUTAGE_REQUESTS` requests in a row could not since its last answer (the
+    server went away). The job stops on it (:mod:`clawrig.runner.batch`) instead of running
+    every trial into the same wall."""
+    if endpoint is None:
+        return None
+    key = _upstream(endpoint)
+    count, message = _UNREACHED.get(key, (0, ""))
+    if count == 0 or (key in _ANSWERED and count < OUTAGE_REQUESTS):
+        return None
+    if key in _ANSWERED:
+        return f"{message} ({count} requests in a row since its last answer)"
+    return message
+
+
+class StopUnreached(stop_base):
+    """tenacity stop: a connection that could not be opened to ``endpoint`` while its model
+    never answered in this process is tried only ``policy.unreached_attempts`` times (a wrong
+    base URL or a server not started is one clear line in seconds, not a minute of
+    backoff)."""
+
+    def __init__(self, policy: RetryPolicy, endpoint: ModelEndpoint | None) -> None:
+        self.limit, self.endpoint = policy.unreached_attempts, endpoint
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome is not None and outcome.failed else None
+        return (
+            self.endpoint is not None
+            and retry_state.attempt_number >= self.limit
+            and is_connect_failure(exc)
+            and not has_answered(self.endpoint)
+        )
 
 
 PROBE: list[dict[str, Any]] = [{"role": "user", "content": "Reply with the single word OK."}]
@@ -664,7 +741,8 @@ class OpenAIChatModel:
 
         def retrying() -> AsyncRetrying:
             return AsyncRetrying(
-                stop=stop_after_attempt(self.retry.attempts),
+                stop=stop_after_attempt(self.retry.attempts)
+                | StopUnreached(self.retry, self.endpoint),
                 wait=RetryWait(self.retry),
                 retry=retry_if_exception(_retryable),
                 reraise=True,
@@ -676,7 +754,10 @@ class OpenAIChatModel:
             failed = _BodyError | httpx.TransportError | sdk_httpx.TransportError | TimeoutError
             if not isinstance(exc, failed) and not _sdk_error(exc, "APIError"):
                 raise
-            raise self._error(exc, attempts) from None
+            error = self._error(exc, attempts)
+            if is_connect_failure(exc):
+                mark_unreached(self.endpoint, str(error))
+            raise error from None
         response.usage.retries = attempts - 1
         response.usage.elapsed_time = time.monotonic() - started
         mark_answered(self.endpoint)

@@ -65,6 +65,8 @@ class JobState:
     spend_usd: float = 0.0
     started: float = field(default_factory=time.monotonic)
     budget_stopped: bool = False
+    provider_stopped: str | None = None
+    """Why the job stopped starting trials: a model's server cannot be reached."""
     interrupted: bool = False
 
 
@@ -478,6 +480,8 @@ async def _run_trials(
             if job.budget_usd is not None and _spent_usd(state, services) >= job.budget_usd:
                 state.budget_stopped = True
                 return
+            if state.provider_stopped is not None:
+                return  # not run: resumable
             if job.parallel > 1:
                 await asyncio.sleep(random.uniform(0, 0.02))
             state.running += 1
@@ -485,6 +489,14 @@ async def _run_trials(
                 on_update(state, None)
             try:
                 result, folder = await _with_retries(task, run_index)
+            except UserError:
+                # a refusal that stops the job (the model's settings): no trial starts or
+                # goes on (cancelled trials leave nothing: resumable), it is raised at the end
+                this = asyncio.current_task()
+                for other in tasks_running:
+                    if other is not this:
+                        other.cancel()
+                raise
             finally:
                 state.running -= 1
             result_folder = str(folder.relative_to(job.output))
@@ -509,7 +521,13 @@ async def _run_trials(
         retrying = AsyncRetrying(
             stop=stop_after_attempt(max(1, job.max_attempts)),
             wait=wait_exponential(multiplier=0.5, max=30),
-            retry=retry_if_result(lambda r: r[0].error is not None and r[0].error.retryable),
+            retry=retry_if_result(
+                lambda r: (
+                    r[0].error is not None
+                    and r[0].error.retryable
+                    and state.provider_stopped is None
+                )
+            ),
             retry_error_callback=lambda rs: rs.outcome.result(),  # type: ignore[union-attr]
             reraise=True,
         )
@@ -532,6 +550,8 @@ async def _run_trials(
                     raise
                 except Exception as exc:  # noqa: BLE001 - one trial's failure never ends the job
                     last = _unstarted(task, job, run_index, job_id, attempt, exc)
+                if last[0].error is not None and state.provider_stopped is None:
+                    state.provider_stopped = _provider_unreachable(services)
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
                 attempt_state.retry_state.set_result(last)
         assert last is not None
@@ -595,6 +615,7 @@ async def _run_trials(
     all_ok = (
         not state.interrupted
         and not state.budget_stopped
+        and state.provider_stopped is None
         and len(progress.completed) == len(tasks) * job.runs
     )
     summary = build_summary(job, tasks, list(results.values()), state, job_id)
@@ -603,6 +624,20 @@ async def _run_trials(
         with contextlib.suppress(FileNotFoundError):
             ppath.unlink()
     return summary
+
+
+def _provider_unreachable(services: TrialServices) -> str | None:
+    """One line when the agent's or the judge's model server cannot be reached
+    (:func:`clawrig.llm.client.unreachable`: never answered and a request could not connect,
+    or several requests in a row could not since its last answer), else None."""
+    from clawrig.grading.judge_proxy import upstream_endpoint
+    from clawrig.llm.client import unreachable
+
+    for role, model in (("model", services.model), ("judge", services.judge)):
+        if model is not None and (why := unreachable(upstream_endpoint(model))) is not None:
+            hint = "--judge / JUDGE_MODEL" if role == "judge" else "-m / its _BASE_URL"
+            return f"the {role}'s server cannot be reached: {why} (check {hint})"
+    return None
 
 
 def _unstarted(
@@ -649,6 +684,7 @@ def build_summary(
         results,
         job_id=job_id,
         budget_stopped=state.budget_stopped,
+        provider_stopped=state.provider_stopped,
         interrupted=state.interrupted,
         elapsed_s=time.monotonic() - state.started,
         data=data_summary(job.suite_path, job.root),

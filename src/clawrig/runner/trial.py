@@ -14,8 +14,9 @@ an agent error that counts 0 (its sandbox dying under it, an end state over a ca
 crashes or hangs on what it left); infrastructure errors (the clean room failing to start, a
 provider down after retries, on the harness's own evidence) are marked retryable and never
 scored; setup errors and grading errors (the task's grader cannot run at all) are recorded; a
-refused model request (:class:`clawrig.errors.ModelRequestError`) propagates to stop the job
-with one line.
+refused model request (:class:`clawrig.errors.ModelRequestError`) before the model answered any
+request of the job propagates to stop the job with one line (after, it ends only its trial:
+:class:`clawrig.errors.ProviderRefused`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from clawrig.errors import (
     InfrastructureError,
     ModelRequestError,
     ProviderError,
+    ProviderRefused,
     SandboxDied,
     SetupError,
     TrialDeadline,
@@ -1045,10 +1047,11 @@ class Trial:
         except ModelRequestError as exc:
             # the provider refused a request after answering this trial's earlier ones: the
             # settings are the same, the conversation grew ("maximum context length", an image
-            # the agent read): the agent's doing, so it stops and is graded as it stands. Only
-            # a refusal of the first request (a bad model, key or setting) stops the job.
+            # the agent read): the agent's doing, so it stops and is graded as it stands.
             if exc.status not in CONVERSATION_REFUSALS or not transcript.steps:
-                raise
+                # any other refusal after the model answered in this job ends this trial only
+                # (an infrastructure error); before, the settings are in doubt: the job stops
+                raise _refusal_of(exc, lease, model) from None
             result.stop_reason = StopReason.MODEL_ERROR
             result.turns = len(transcript.steps)
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
@@ -1255,9 +1258,13 @@ class Trial:
                 # context): the agent's doing, its 0. Never answered: the judge's settings,
                 # which stop the job.
                 judge = judge_model if judge_model is not None else services.judge
-                if exc.status not in CONVERSATION_REFUSALS or not await _judge_works(
-                    upstream_endpoint(judge)
-                ):
+                endpoint = upstream_endpoint(judge)
+                if exc.status not in CONVERSATION_REFUSALS:
+                    if exc.status is None or endpoint is None or not has_answered(endpoint):
+                        raise
+                    # answered before: its settings work; this trial ends, the job goes on
+                    raise ProviderRefused(f"the judge: {exc}", status=exc.status) from None
+                if not await _judge_works(endpoint):
                     raise
                 raise AgentFault(
                     f"the judge's provider refused the agent's answer: {exc}"
@@ -1500,6 +1507,23 @@ async def run_trial(
     return await trial.run(attempt=attempt, earlier=earlier)
 
 
+def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Exception:
+    """What a refused agent request means for the job (README "Exit codes", docs/outputs.md):
+    ``exc`` itself (it stops the job: the model's settings, or a replay that diverged) when the
+    model never answered a request in this process or the request was a replay miss, else a
+    :class:`ProviderRefused` that ends only this trial (not scored, ``--resume`` runs it
+    again)."""
+    endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
+    replay_miss = lease is not None and "replay_miss" in lease.refusals
+    if exc.status is None or replay_miss or endpoint is None or not has_answered(endpoint):
+        return exc
+    return ProviderRefused(
+        f"{exc} (the model answered this job's earlier requests: this trial ends, the job "
+        "goes on; --resume runs it again)",
+        status=exc.status,
+    )
+
+
 async def _judge_works(endpoint: ModelEndpoint | None) -> bool:
     """True when the judge at ``endpoint`` answers requests: it answered one in this process,
     or it answers :data:`clawrig.llm.client.PROBE` now (evidence that a refusal of another
@@ -1524,8 +1548,9 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
     failing after retries, or silent past a stall (:func:`clawrig.llm.stalls.stall_limit_s`
     of the grader's ``grader_s`` limit) is infrastructure; refusing a request for its content
     (:data:`CONVERSATION_REFUSALS`) after the judge answered in this process is the agent's
-    (the grader sent it the agent's answer). Raises :class:`ModelRequestError` when the judge
-    refused and never answered: its settings, which stop the job."""
+    (the grader sent it the agent's answer), any other refusal then is infrastructure. Raises
+    :class:`ModelRequestError` when the judge refused and never answered: its settings, which
+    stop the job."""
     lease = proxy.lease
     errors, refused = lease.upstream_errors, lease.upstream_refusals
     if errors:
@@ -1538,6 +1563,10 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
     if not refused:
         return None
     content = all(s in CONVERSATION_REFUSALS for s in refused)
+    if not content and lease.endpoint is not None and has_answered(lease.endpoint):
+        # the judge answered this job's earlier requests: its settings work (as for the agent)
+        why = f"the judge's provider refused a grader's request with HTTP {refused[-1]}"
+        return ErrorKind.INFRASTRUCTURE, why
     if not content or not await _judge_works(lease.endpoint):
         raise ModelRequestError(
             f"the judge ({lease.model_name or 'no endpoint'}) refused a grader's request with "

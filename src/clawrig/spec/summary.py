@@ -226,6 +226,10 @@ class JobSummary(BaseModel):
     notes: dict[str, str] = Field(default_factory=dict)
     budget_usd: float | None = None
     budget_stopped: bool = False
+    provider_stopped: str | None = None
+    """One line when the job stopped starting trials because a model's server could not be
+    reached (:func:`clawrig.llm.client.unreachable`), else None; the trials not run stay
+    resumable."""
     interrupted: bool = False
     not_run: int = 0
     elapsed_s: float = 0.0

@@ -171,7 +171,8 @@ class Reply(BaseModel):
     - ``usage``: numbers to report (defaults 10 prompt / 5 completion tokens).
     - ``finish_reason``: default ``tool_calls`` when there are calls, else ``stop``.
     - ``error``: an HTTP status (429, 500, 401 ...) answered instead, with ``error_message``
-      and, when ``retry_after`` (seconds) is set, a ``Retry-After`` header.
+      and, when ``retry_after`` (seconds) is set, a ``Retry-After`` header; ``should_retry``
+      set sends ``x-should-retry: true|false`` (False: the client must not retry).
     - ``delay``: seconds to wait before answering (for slow replies and client timeouts).
     - ``drop``: start the response, then close the connection mid-body.
     - ``model``: the ``model`` field of the answer (default: the request's).
@@ -186,6 +187,7 @@ class Reply(BaseModel):
     error: int | None = None
     error_message: str | None = None
     retry_after: float | None = None
+    should_retry: bool | None = None
     delay: float = 0.0
     drop: bool = False
     model: str | None = None
@@ -241,10 +243,22 @@ def usage(
 
 
 def error(
-    status: int, message: str | None = None, *, retry_after: float | None = None, delay: float = 0
+    status: int,
+    message: str | None = None,
+    *,
+    retry_after: float | None = None,
+    delay: float = 0,
+    should_retry: bool | None = None,
 ) -> Reply:
-    """An HTTP error answer (e.g. 429 with ``retry_after`` seconds, 500, 401)."""
-    return Reply(error=status, error_message=message, retry_after=retry_after, delay=delay)
+    """An HTTP error answer (e.g. 429 with ``retry_after`` seconds, 500, 401); ``should_retry``
+    False adds ``x-should-retry: false`` (a reply no client retries)."""
+    return Reply(
+        error=status,
+        error_message=message,
+        retry_after=retry_after,
+        delay=delay,
+        should_retry=should_retry,
+    )
 
 
 def drop(*, delay: float = 0.0) -> Reply:
@@ -542,7 +556,7 @@ class ScriptedServer:
             return _DroppedResponse()
         if rep.error is not None:
             msg = rep.error_message or f"scripted error {rep.error}"
-            return _error_response(rep.error, msg, rep.retry_after)
+            return _error_response(rep.error, msg, rep.retry_after, should_retry=rep.should_retry)
         model = rep.model or str(body.get("model", "scripted"))
         calls = [(c, c.id or self._next_call_id()) for c in rep.tool_calls]
         finish = rep.finish_reason or ("tool_calls" if calls else "stop")

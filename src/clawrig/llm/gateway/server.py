@@ -35,7 +35,10 @@ from clawrig.llm.client import (
     OpenAIChatModel,
     RetryPolicy,
     RetryWait,
+    StopUnreached,
+    is_connect_failure,
     mark_answered,
+    mark_unreached,
     refuses_retry,
     retry_after_seconds,
     usage_from_openai,
@@ -776,7 +779,7 @@ class Gateway:
 
         def retrying() -> AsyncRetrying:
             return AsyncRetrying(
-                stop=stop_after_attempt(policy.attempts),
+                stop=stop_after_attempt(policy.attempts) | StopUnreached(policy, ep),
                 wait=RetryWait(policy, _retry_after),
                 retry=retry_if_exception(_retryable),
                 reraise=True,
@@ -804,6 +807,8 @@ class Gateway:
                 f"{'s' if attempts != 1 else ''}: {type(exc).__name__}: {_one_line(str(exc))}"
             )
             self._upstream_failed(lease, seq, key, body, 502, msg, started, attempts)
+            if is_connect_failure(exc):
+                mark_unreached(ep, msg)
             failed = _error_body(
                 502,
                 f"clawrig gateway: no reply from the upstream: {type(exc).__name__}: "

@@ -1,0 +1,163 @@
+"""What a job does when its model's server fails (README "Exit codes", docs/outputs.md): a
+later trial's refused request ends that trial only (the job goes on and writes its summary);
+a server that cannot be reached stops the job (one line naming the model and its base URL)
+instead of running every trial into it; the trials not run stay resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from clawrig.runner.batch import run_job
+from clawrig.runner.job import Job
+from clawrig.runner.trial import TrialServices
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.tasks.registry import load_tasks
+from clawrig.testing.scripted_server import ScriptedServer, error
+
+pytestmark = pytest.mark.sandbox
+
+CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
+
+
+def _task_number(request: dict) -> int:
+    first = request["messages"][0]["content"]
+    text = first if isinstance(first, str) else json.dumps(first)
+    return int(re.search(r"TASKNUM=(\d+)", text).group(1))
+
+
+def _trials(out: Path) -> list[Path]:
+    return sorted(
+        p.parent for p in out.glob("*/*/result.json") if not p.parent.name.startswith(".")
+    )
+
+
+def _clawrig(*args: str, srv: ScriptedServer) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    env["SCRIPTED_BASE_URL"] = srv.base_url
+    return subprocess.run([CLAWRIG, *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        error(500, "upstream broke", should_retry=False),  # a 5xx the server says not to retry
+        error(401, "key revoked"),  # the key stopped working mid-job
+        error(400, "prompt too long"),  # this task's first request, others' passed
+    ],
+    ids=["500-no-retry", "401", "400"],
+)
+def test_a_later_trials_refused_request_ends_that_trial_and_the_job_goes_on(
+    refusal, mini_bench, scripted_server, even_responder, tmp_path
+):
+    bench = mini_bench(3)
+    refuse = {"on": True}
+
+    def responder(request: dict):
+        if _task_number(request) == 2 and refuse["on"]:
+            return refusal
+        return even_responder(request)
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out)]
+    r = _clawrig(*args, srv=srv)
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])  # some trial errored
+    assert "Traceback" not in r.stderr
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    rows = {row["task_id"].split("_task_")[1]: row for row in summary["tasks"]}
+    # tasks 1 and 3 ran and were graded (odd: the file written, content wrong: 0.25)
+    assert rows["1_echo"]["score"] == 0.25 and rows["3_echo"]["score"] == 0.25
+    err = rows["2_echo"]["error"]
+    assert rows["2_echo"]["score"] is None  # not scored
+    assert err["kind"] == "infrastructure" and not err["retryable"]
+    assert f"HTTP {refusal.error}" in err["message"] and refusal.error_message in err["message"]
+    assert summary["error_count"] == 1 and summary["evaluated_count"] == 2
+    # the refused request was not retried: task 2 sent exactly one request
+    assert sum(_task_number(q) == 2 for q in srv.requests) == 1
+    assert (out / "progress_scripted_test.json").exists()  # unfinished: resumable
+    if refusal.error != 500:
+        return
+    # --resume runs the errored trial again (its first attempt set aside in _retried/)
+    refuse["on"] = False
+    r = _clawrig(*args, "--resume", srv=srv)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert [row["score"] for row in summary["tasks"]] == [0.25, 1.0, 0.25]
+    assert len(list((out / "_retried").iterdir())) == 1
+
+
+def _stopped_server() -> ScriptedServer:
+    """A server started and stopped: its port refuses connections."""
+    srv = ScriptedServer().start()
+    srv.stop()
+    return srv
+
+
+def test_a_model_server_that_cannot_be_reached_stops_the_job_at_its_first_trial(
+    mini_bench, tmp_path
+):
+    bench = mini_bench(3)
+    dead = _stopped_server()
+    out = tmp_path / "out"
+    config = JobConfig(
+        suite_path=bench / "tasks",
+        output=out,
+        trial=TrialConfig(agent="native", model="scripted/test"),
+    )
+    # through the job's gateway (as `clawrig run`); no preflight (its probe of a loopback
+    # server would say the same before any sandbox: this is the server dying after it)
+    job = Job(config, services=TrialServices(model=dead.chat_model("scripted/test")), checks=[])
+    summary = job.run()
+    why = summary["provider_stopped"]
+    assert why is not None and "scripted/test" in why and dead.base_url in why
+    assert "ConnectError" in why
+    # one trial ran into it (an infrastructure error, not retried: the job stopped), the
+    # two others were not started and stay for --resume
+    (only,) = _trials(out)
+    result = json.loads((only / "result.json").read_text())
+    assert result["error"]["kind"] == "infrastructure" and result["attempts"] == 1
+    assert summary["not_run"] == 2 and len(summary["tasks"]) == 1
+    assert (out / "progress_scripted_test.json").exists()
+
+
+async def test_a_model_server_that_goes_away_mid_job_trips_the_breaker(
+    mini_bench, scripted_server, even_responder, tmp_path
+):
+    from clawrig.llm.client import OUTAGE_REQUESTS
+
+    bench = mini_bench(4)
+    srv = scripted_server(responder=even_responder)
+    out = tmp_path / "out"
+
+    def stop_after_first_trial() -> None:
+        deadline = time.monotonic() + 300
+        while not _trials(out) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        srv.stop()
+
+    watcher = threading.Thread(target=stop_after_first_trial, daemon=True)
+    watcher.start()
+    job = JobConfig(
+        suite_path=bench,
+        output=out,
+        max_attempts=5,
+        trial=TrialConfig(agent="native", model="scripted/test"),
+    )
+    summary = await run_job(job, load_tasks(bench / "tasks"), TrialServices(model=srv.chat_model()))
+    watcher.join()
+    why = summary["provider_stopped"]
+    assert why is not None and srv.base_url in why and f"{OUTAGE_REQUESTS} requests in a row" in why
+    rows = summary["tasks"]
+    # trial 1 was graded; trial 2 tried OUTAGE_REQUESTS times (of its 5) and stopped the job
+    assert [row["score"] for row in rows] == [0.25, None]
+    assert rows[1]["attempts"] == OUTAGE_REQUESTS and rows[1]["error"]["kind"] == "infrastructure"
+    assert summary["not_run"] == 2
