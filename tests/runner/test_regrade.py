@@ -163,6 +163,17 @@ def test_grade_reproduces_every_demo_oracle_trial_and_changes_nothing(demo_oracl
     assert _tree_digest(demo_oracle_job) == before
 
 
+def test_grade_in_parallel_gives_the_serial_reports(demo_oracle_job):
+    """`clawrig grade JOB -p 4` grades four trials at once: the same reports, in the same
+    order, as one at a time."""
+    serial = _grade(str(demo_oracle_job), "--json", "-p", "1")
+    parallel = _grade(str(demo_oracle_job), "--json", "-p", "4")
+    assert serial.returncode == parallel.returncode == 0, parallel.stdout + parallel.stderr
+    one = [json.loads(line) for line in serial.stdout.splitlines() if line.strip()]
+    many = [json.loads(line) for line in parallel.stdout.splitlines() if line.strip()]
+    assert len(one) == len(_expected_rewards()) and many == one
+
+
 def test_grade_writes_the_folder_only_with_write(demo_oracle_job, tmp_path):
     src = next((demo_oracle_job / "000006").iterdir())  # the one that deletes files
     folder = tmp_path / src.name

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from clawrig.cli.common import console
+from clawrig.cli.common import DEFAULT_PARALLEL, console
 
 
 def _trial_folders(paths: list[Path]) -> list[Path]:
@@ -77,8 +77,16 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--json", metavar="", help="One JSON report per trial, one per line."),
         ] = False,
+        parallel: Annotated[
+            int,
+            typer.Option(
+                "--parallel", "-p", min=1, help="Trials graded at once, each in its own sandbox."
+            ),
+        ] = DEFAULT_PARALLEL,
     ) -> None:
         """Grade finished trials again; exit 1 when a score differs from the recorded one."""
+        import asyncio  # lazily: ~40 ms of the CLI's start-up
+
         from clawrig.errors import UserError
         from clawrig.runner.regrade import RegradeReport, refresh_job_summary, regrade_trial
 
@@ -93,20 +101,23 @@ def register(app: typer.Typer) -> None:
             live = get_model(judge, role="judge")
 
         async def all_reports() -> list[RegradeReport]:  # one event loop for every trial
-            return [
-                await regrade_trial(
-                    folder,
-                    grader=grader,  # type: ignore[arg-type]
-                    judge=live,
-                    judge_cache=judge_cache,
-                    sandbox=sandbox,
-                    write=write,
-                    refresh=False,
-                )
-                for folder in _trial_folders(trial_dirs)
-            ]
+            slots = asyncio.Semaphore(parallel)
 
-        import asyncio  # lazily: ~40 ms of the CLI's start-up
+            async def one(folder: Path) -> RegradeReport:
+                async with slots:
+                    return await regrade_trial(
+                        folder,
+                        grader=grader,  # type: ignore[arg-type]
+                        judge=live,
+                        judge_cache=judge_cache,
+                        sandbox=sandbox,
+                        write=write,
+                        refresh=False,  # once per job at the end
+                    )
+
+            # in the folders' order, whatever order they finish in; the first bad folder's
+            # UserError ends the command (asyncio.run cancels the trials still grading)
+            return list(await asyncio.gather(*(one(f) for f in _trial_folders(trial_dirs))))
 
         reports = asyncio.run(all_reports())
         summaries: dict[Path, Path] = {}  # job folder -> its refreshed summary
