@@ -163,6 +163,31 @@ def test_grade_reproduces_every_demo_oracle_trial_and_changes_nothing(demo_oracl
     assert _tree_digest(demo_oracle_job) == before
 
 
+def test_grade_reads_result_json_and_says_when_score_json_disagrees(demo_oracle_job, tmp_path):
+    """result.json is the trial's record (the summary, exports and viewer read it; score.json
+    is derived from it): grade compares the re-grading with it, and a score.json edited
+    apart from it is reported (exit 1) until --write writes it again."""
+    src = next((demo_oracle_job / "000006").iterdir())
+    folder = tmp_path / src.name
+    shutil.copytree(src, folder)
+    recorded = json.loads((folder / "result.json").read_text())["score"]["score"]
+    score_file = json.loads((folder / "score.json").read_text())
+    score_file["score"] = 0.25
+    (folder / "score.json").write_text(json.dumps(score_file))
+    r = _grade(str(folder), "--json")
+    (rep,) = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 1
+    assert rep["before"]["score"] == rep["after"]["score"] == recorded  # from result.json
+    assert "score.json disagrees with result.json" in rep["score_file"]
+    assert "0.25" in rep["score_file"] and not rep["same"]
+    r = _grade(str(folder))
+    assert r.returncode == 1 and "same scores, but score.json disagrees" in r.stdout
+    r = _grade(str(folder), "--write")
+    assert json.loads((folder / "score.json").read_text())["score"] == recorded
+    r = _grade(str(folder))
+    assert r.returncode == 0 and "disagrees" not in r.stdout
+
+
 def test_grade_in_parallel_gives_the_serial_reports(demo_oracle_job):
     """`clawrig grade JOB -p 4` grades four trials at once: the same reports, in the same
     order, as one at a time."""

@@ -135,6 +135,8 @@ def register(app: typer.Typer) -> None:
                 continue
             b, a = report.before.score, report.after.score
             verdict = "same scores" if report.same else "DIFFERENT scores"
+            if not report.same and b == a and report.score_file:
+                verdict = "same scores, but score.json disagrees"
             console.print(
                 f"{report.task_id} {Path(report.trial).name}: recorded {b} -> re-graded {a}: "
                 f"{verdict} (judge records: {report.judge_cache['hits']} used, "
@@ -143,6 +145,8 @@ def register(app: typer.Typer) -> None:
                 highlight=False,
                 soft_wrap=True,
             )
+            if report.score_file and not report.written:
+                console.print(report.score_file, highlight=False, soft_wrap=True)
             if report.replay_misses:
                 console.print(
                     f"replay miss: the grading asked the judge {report.replay_misses} "

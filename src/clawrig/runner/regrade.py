@@ -73,6 +73,11 @@ class RegradeReport(BaseModel):
     """True when a live judge answered what the records lack (``--judge``)."""
     summary: str | None = None
     """The job summary refreshed after ``--write`` (its path), None when none lists the trial."""
+    score_file: str | None = None
+    """One line when the folder's score.json disagrees with its result.json (the trial's
+    record, which the summary, exports and viewer read; score.json is derived from it:
+    :meth:`ScoreFile.of`), e.g. one edited by hand; None when they agree. ``--write`` writes
+    score.json again from the new grading."""
 
     @property
     def replay_misses(self) -> int:
@@ -89,6 +94,28 @@ def load_trial(folder: Path) -> TrialResult:
         return TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise UserError(f"{rj}: not a valid trial result ({exc.__class__.__name__})") from None
+
+
+def score_file_problem(folder: Path, trial: TrialResult) -> str | None:
+    """One line when ``folder``'s score.json is missing, unreadable or says another score,
+    sub-scores or error than ``trial`` (its result.json, the record: score.json is
+    :meth:`ScoreFile.of` it), else None."""
+    path = TrialPaths(folder).score
+    try:
+        found = ScoreFile.model_validate_json(path.read_text(encoding="utf-8"))
+    except OSError:
+        return f"{path}: missing (result.json is the record; --write writes it again)"
+    except ValueError as exc:
+        return f"{path}: not a valid score file ({exc.__class__.__name__})"
+    want = ScoreFile.of(trial)
+    fields = ("score", "subscores", "error")
+    differ = [f for f in fields if getattr(found, f) != getattr(want, f)]
+    if not differ:
+        return None
+    said = ", ".join(
+        f"{f} {getattr(found, f)!r} (result.json: {getattr(want, f)!r})" for f in differ
+    )
+    return f"{path} disagrees with result.json, the trial's record: {said}"
 
 
 def recorded_config(trial: TrialResult) -> TrialConfig:
@@ -229,10 +256,12 @@ async def regrade_trial(
         error=score.error if score else None,
         process=process,
     )
+    score_file = score_file_problem(folder, trial)
     same = (
         before.score == after.score
         and before.subscores == after.subscores
         and trial.process == process
+        and score_file is None
     )
     written = False
     summary: Path | None = None
@@ -266,4 +295,5 @@ async def regrade_trial(
         written=written,
         live_judge=judge is not None,
         summary=str(summary) if summary is not None else None,
+        score_file=score_file,
     )
