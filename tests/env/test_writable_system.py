@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from clawrig.errors import SandboxError
-from clawrig.sandbox import SandboxConfig, create_sandbox
+from clawrig.sandbox import Bind, SandboxConfig, create_sandbox
 from clawrig.testing.packages import make_deb, make_wheel
 
 pytestmark = pytest.mark.sandbox
@@ -132,3 +132,101 @@ async def test_overlay_needs_root_says_so(tmp_path, base_rootfs):
     sb.force_uid_drop = True  # as without cgroups: the sandbox's root is an unprivileged uid
     with pytest.raises(SandboxError, match="needs the harness to run as root"):
         await sb.start()
+
+
+def _mounts(mountinfo: str) -> list[tuple[str, str, set[str]]]:
+    """(mount point, file system type, per-mount options) of each line of a mountinfo text
+    (proc(5): the fields before " - ", then type and source)."""
+    out = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        sep = fields.index("-")
+        out.append((fields[4], fields[sep + 1], set(fields[5].split(","))))
+    return out
+
+
+async def test_an_environments_root_is_one_overlay_mount_and_bwrap_writes_nothing_into_it(
+    tmp_path, base_rootfs
+):
+    """The root is the overlay bound once at / (bwrap reads the mount table after each bind:
+    one bind per top-level folder and per /root entry made 14 overlay mounts), and every mount
+    point bwrap needs is in the skeleton layer, so the trial's upper folder starts empty, but
+    for a point behind a link (/bin -> usr/bin), which bwrap makes as before: the skeleton
+    does not hide the link."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    assert (base_rootfs / "bin").is_symlink()
+    ro_dir, rw_file = tmp_path / "ro", tmp_path / "file.txt"
+    ro_dir.mkdir()
+    (ro_dir / "inside.txt").write_text("bound\n")
+    rw_file.write_text("file bind\n")
+    binds = [
+        Bind(source=ro_dir, dest="/opt/clawrig-probe-ro", read_only=True),
+        Bind(source=rw_file, dest="/srv/deep/probe.txt", read_only=False),
+        Bind(source=ro_dir, dest="/bin/clawrig-probe", read_only=True),
+    ]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cfg = SandboxConfig(workspace_dir=ws, rootfs=base_rootfs, writable_root=True, binds=binds)
+    sb = create_sandbox("bwrap", cfg)
+    await sb.start()
+    try:
+        upper = sb.overlay.upper  # type: ignore[attr-defined]
+        made = sorted(str(p.relative_to(upper)) for p in upper.rglob("*"))
+        assert made == ["usr", "usr/bin", "usr/bin/clawrig-probe"], made
+        r = await sb.exec("cat /proc/self/mountinfo")
+        mounts = _mounts(r.stdout)
+        overlays = [(point, opts) for point, fstype, opts in mounts if fstype == "overlay"]
+        assert [point for point, _ in overlays] == ["/"], overlays
+        assert {"rw", "nosuid", "nodev"} <= overlays[0][1]
+        r = await sb.exec(
+            "stat -c %a /root; ls -d /root/.openclaw/agents/main/sessions /root/skills;"
+            " cat /opt/clawrig-probe-ro/inside.txt /srv/deep/probe.txt"
+            " /usr/bin/clawrig-probe/inside.txt; readlink /bin; cat /etc/hosts;"
+            " echo new > /srv/deep/probe.txt; touch /made-here"
+        )
+        assert r.exit_code == 0, r.stderr
+        mode = f"{base_rootfs.joinpath('root').stat().st_mode & 0o7777:o}"
+        assert r.stdout.splitlines() == [
+            mode,  # /root as the environment has it (the skeleton's folder copies its mode)
+            "/root/.openclaw/agents/main/sessions",
+            "/root/skills",
+            "bound",
+            "file bind",
+            "bound",
+            "usr/bin",
+            "127.0.0.1\tlocalhost sandbox",
+            "::1\tlocalhost ip6-localhost",
+        ]
+        # a writable system keeps the environment's own users
+        r = await sb.exec("cat /etc/passwd")
+        assert r.stdout == (base_rootfs / "etc" / "passwd").read_text()
+        assert rw_file.read_text() == "new\n" and (upper / "made-here").is_file()
+    finally:
+        await sb.stop()
+
+
+async def test_a_read_only_environment_starts_read_only_with_the_generated_users(
+    tmp_path, base_rootfs
+):
+    """An environment without a writable system or snapshot layers is a read-only overlay
+    bound at /, with the skeleton's /etc files (it did not start: bwrap could not make /etc/hosts
+    in a read-only /etc); /root is the harness's private folder, writable."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sb = create_sandbox("bwrap", SandboxConfig(workspace_dir=ws, rootfs=base_rootfs))
+    await sb.start()
+    try:
+        r = await sb.exec("cat /proc/self/mountinfo")
+        root = [(fstype, opts) for point, fstype, opts in _mounts(r.stdout) if point == "/"]
+        assert len(root) == 1 and root[0][0] == "overlay" and "ro" in root[0][1], root
+        r = await sb.exec("touch /x /usr/x 2>&1; cat /etc/passwd; touch /root/y /tmp/y && echo ok")
+        assert r.stdout.count("Read-only file system") == 2, r.stdout
+        assert r.stdout.endswith(
+            "root:x:0:0:root:/root:/bin/bash\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\nok\n"
+        )
+    finally:
+        await sb.stop()

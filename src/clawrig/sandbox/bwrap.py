@@ -3,21 +3,27 @@
 What is inside (and how each limit is enforced):
 
 - the host's /usr read-only (with /bin, /lib, ... as on the host) and the /etc pieces programs
-  need (alternatives, ld.so cache, certificates, timezone, python config), or the top-level
-  folders of a root filesystem folder (``SandboxConfig.rootfs``, an environment); a generated
-  /etc/hosts and /etc/hostname, and /etc/passwd and /etc/group unless the system is writable.
-  On the host's system /etc is one read-only bind of a copy of those pieces and the generated
-  files, made once per hostname and process (:func:`host_etc`): bwrap reads the whole mount
-  table (``/proc/self/mountinfo``) for every bind it makes, so with hundreds of sandboxes'
-  disks mounted on the host each bind costs milliseconds of system CPU, and 26 of them did;
-- with ``writable_root`` (or warm snapshot ``layers``) and the harness as root, the root file
-  system is a kernel overlay (:mod:`clawrig.sandbox.overlay`) mounted before bwrap starts: the
-  environment and its layers read-only below, a per-sandbox upper folder above, its top-level
-  folders bound writable, so pip, npm -g and apt-get work as root inside and every write is
-  dropped at stop (or kept in ``upper_dir``);
-- /tmp_workspace: a writable bind of the trial's workspace; /root (HOME): a private writable
-  folder holding /root/.openclaw/agents/main/sessions/ and /root/skills/, with an
-  environment's own /root entries (e.g. /root/miniconda3) bound in; a private /tmp;
+  need (alternatives, ld.so cache, certificates, timezone, python config), or a root file
+  system folder (``SandboxConfig.rootfs``, an environment); a generated /etc/hosts and
+  /etc/hostname, and /etc/passwd and /etc/group unless the system is writable. On the host's
+  system /etc is one read-only bind of a copy of those pieces and the generated files, made
+  once per hostname and process (:func:`host_etc`);
+- an environment's root, where the harness may mount (root, no uid drop), is a kernel overlay
+  (:mod:`clawrig.sandbox.overlay`) mounted before bwrap starts and bound whole at / (writable
+  with ``writable_root``, else read-only): the environment and its warm snapshot ``layers``
+  read-only, a small read-only layer of the harness's over them (:func:`skeleton`: the
+  generated /etc files and an empty folder or file at every mount point, so bwrap writes
+  nothing into the root), and with ``writable_root`` a per-sandbox upper folder on top, so
+  pip, npm -g and apt-get work as root inside and every write is dropped at stop (or kept in
+  ``upper_dir``). Without the overlay (a harness that may not mount) its top-level folders
+  are bound one by one (read-only). Why one bind: bwrap reads the whole mount table
+  (``/proc/self/mountinfo``) after every bind it makes, and each bind of an overlay adds a
+  long line to it (the layers' paths): 34 binds per start cost ~60% of bwrap's CPU;
+- /tmp_workspace: a writable bind of the trial's workspace; /root (HOME): on a writable
+  system its own /root (the skeleton adds /root/.openclaw/agents/main/sessions/ and
+  /root/skills/), else (and while a warm snapshot is made, and for a given ``home_dir``) a
+  private writable folder holding those two, with an environment's own /root entries (e.g.
+  /root/miniconda3) bound in; a private /tmp;
 - own user, PID, IPC, UTS, cgroup and network namespaces (loopback only, so a service started
   inside is reachable from inside only and nothing outside is reachable); a clean environment
   (only ``SandboxConfig.env`` plus PATH/HOME/LANG); ``--die-with-parent``; ``--new-session``.
@@ -50,6 +56,7 @@ import resource
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -163,6 +170,91 @@ def host_etc(hostname: str) -> Path:
             (folder / name).write_text(text)
         _etc[hostname] = folder
         return folder
+
+
+_skel_lock = threading.Lock()
+_skel: dict[tuple[object, ...], Path] = {}
+
+
+def skeleton(
+    hostname: str, users: bool, points: tuple[tuple[str, bool], ...], below: tuple[Path, ...]
+) -> Path:
+    """The top read-only layer of a sandbox's overlay root (module docs): the generated /etc
+    files (:func:`etc_files`: hosts and hostname, with ``users`` passwd and group too) and an
+    empty folder (``True``) or file (``False``) at each mount point of ``points`` (in-sandbox
+    paths), so bwrap finds every mount point it needs and writes nothing into the overlay (a
+    read-only root has no room for them; a writable one would carry them into a kept upper
+    folder, a warm snapshot). A point is left out when a part of its path is a link, or a
+    parent is not a folder, in the layers ``below`` (top first, as the overlay stacks them):
+    bwrap follows such a link as before instead of the skeleton hiding it. Made once per
+    argument set and process (``clawrig-skel-<pid>-*`` in the temp folder, removed at exit,
+    swept after ``kill -9``); never changed once made (it is a mounted overlay's layer).
+    Raises OSError."""
+    key = (hostname, users, points, below)
+    with _skel_lock:
+        if (done := _skel.get(key)) is not None and done.is_dir():
+            return done
+        folder = owned_tempdir("skel")
+        atexit.register(remove_tree, folder)
+        times: list[tuple[Path, Path]] = []
+        _like(folder, below, "", times)
+        for name, text in etc_files(hostname).items():
+            if users or name not in ("passwd", "group"):
+                _like(folder, below, "etc", times)
+                (folder / "etc" / name).write_text(text)
+        for dest, is_dir in points:
+            parts = [p for p in dest.split("/") if p]
+            if not parts or not _plain_path(below, parts):
+                continue
+            for i in range(1, len(parts)):
+                _like(folder, below, "/".join(parts[:i]), times)
+            if is_dir:
+                _like(folder, below, "/".join(parts), times)
+            elif not (path := folder.joinpath(*parts)).exists():
+                path.touch()
+        for path, like in reversed(times):  # the deepest first: making a child sets mtime
+            st = like.stat()
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        _skel[key] = folder
+        return folder
+
+
+def _found(layers: tuple[Path, ...], rel: str) -> Path | None:
+    """``rel`` in the topmost of ``layers`` that has it (a link not followed), or None."""
+    for layer in layers:
+        if os.path.lexists(path := layer / rel):
+            return path
+    return None
+
+
+def _plain_path(layers: tuple[Path, ...], parts: list[str]) -> bool:
+    """True when no part of the in-sandbox path ``parts`` is a link, and no parent of it is
+    other than a folder, in the topmost of ``layers`` that has that part."""
+    for i in range(1, len(parts) + 1):
+        path = _found(layers, "/".join(parts[:i]))
+        if path is not None and (path.is_symlink() or (i < len(parts) and not path.is_dir())):
+            return False
+    return True
+
+
+def _like(folder: Path, layers: tuple[Path, ...], rel: str, times: list[tuple[Path, Path]]) -> None:
+    """Make folder ``rel`` in ``folder`` (once) with the mode and owner of the folder the
+    ``layers`` below show there (an overlay shows a folder's attributes from its topmost layer:
+    /root stays 0700), or 0755 when they have none; (it, that folder) joins ``times``, whose
+    times the caller copies once everything is made."""
+    path = folder / rel if rel else folder
+    if rel:
+        if path.is_dir():
+            return
+        path.mkdir()
+    below = _found(layers, rel) if rel else layers[0] if layers else None
+    if below is None or below.is_symlink() or not below.is_dir():
+        os.chmod(path, 0o755)
+        return
+    st = below.stat()
+    os.chown(path, st.st_uid, st.st_gid)
+    os.chmod(path, stat.S_IMODE(st.st_mode))
+    times.append((path, below))
 
 
 def bwrap_path() -> str | None:
@@ -394,9 +486,10 @@ class BwrapSandbox(SupervisedSandbox):
         for sub in ("tmp", "run"):
             (self.base_dir / sub).mkdir()
         home = self.home_dir
-        (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
-        (home / "skills").mkdir(parents=True, exist_ok=True)
-        if self.config.rootfs:  # the host's system gets them in host_etc's folder
+        if self._binds_home():
+            (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
+            (home / "skills").mkdir(parents=True, exist_ok=True)
+        if self.config.rootfs and not self._overlay_wanted():  # else in the skeleton layer
             etc = self.base_dir / "etc"
             etc.mkdir()
             for name, text in etc_files(self.config.hostname).items():
@@ -405,7 +498,8 @@ class BwrapSandbox(SupervisedSandbox):
         ws.mkdir(parents=True, exist_ok=True)
         if self.drop_uid:
             self.host_uid = UID_BASE + (os.getpid() * 7919 + random.randrange(UID_SPAN)) % UID_SPAN
-            for d in (self.base_dir / "tmp", self.base_dir / "run", home, ws):
+            owned = [self.base_dir / "tmp", self.base_dir / "run", ws]
+            for d in owned + ([home] if home.is_dir() else []):
                 _chown_tree(d, self.host_uid)
             os.chmod(self.base_dir / "tmp", 0o1777)
 
@@ -446,8 +540,11 @@ class BwrapSandbox(SupervisedSandbox):
         root = Path(cfg.rootfs) if cfg.rootfs else Path("/")
         writable = self.overlay is not None and self.overlay.writable
         if self.overlay is not None:
+            # the whole root in one bind: its mount points and /etc files are in the overlay's
+            # skeleton layer (bwrap reads the mount table once per bind: module docs)
             root = self.overlay.merged
-        if cfg.rootfs:
+            a += ["--bind" if writable else "--ro-bind", str(root), "/"]
+        elif cfg.rootfs:
             for entry in sorted(root.iterdir()):
                 if entry.name in ("proc", "dev", "tmp", "root", "sys", "run", "tmp_workspace"):
                     continue
@@ -464,11 +561,9 @@ class BwrapSandbox(SupervisedSandbox):
                 elif p.is_dir():
                     a += ["--ro-bind", str(p), "/" + name]
             a += self._bind(host_etc(cfg.hostname), "/etc", True)
-        if cfg.rootfs:
+        if cfg.rootfs and self.overlay is None:
             etc = self.base_dir / "etc"
-            # a writable system keeps its own users (package scripts add some with adduser)
-            names = ("hosts", "hostname") if writable else ("passwd", "group", "hosts", "hostname")
-            for name in names:
+            for name in ("passwd", "group", "hosts", "hostname"):
                 a += self._bind(etc / name, f"/etc/{name}", True)
         a += ["--proc", "/proc", "--dev", "/dev"]
         # /dev/shm: a tmpfs of bounded size (the /dev tmpfs bwrap makes has none: without a
@@ -482,9 +577,10 @@ class BwrapSandbox(SupervisedSandbox):
         a += self._bind(self.base_dir / "tmp", "/tmp", False)
         a += self._bind(self.base_dir / "run", "/run/clawrig", False)
         a += self._bind(Path(cfg.workspace_dir).resolve(), PATHS.workspace, False)
-        a += self._bind(self.home_dir, PATHS.home, False)
-        if cfg.rootfs:
-            a += self._home_seed(root / PATHS.home.lstrip("/"), writable)
+        if self._binds_home():
+            a += self._bind(self.home_dir, PATHS.home, False)
+            if cfg.rootfs:
+                a += self._home_seed(root / PATHS.home.lstrip("/"), writable)
         source = f"{PATHS.clawrig}/supervisor.py"
         a += self._bind(SUPERVISOR_PATH, source, True)
         pyc = supervisor_pyc(source)
@@ -613,23 +709,61 @@ class BwrapSandbox(SupervisedSandbox):
             await self._cleanup()
             raise
 
-    def _mount_overlay(self) -> None:
-        """Mount the overlay root file system when the config asks for one (see the module
-        docstring). Raises SandboxError when it cannot be had."""
+    def _overlay_wanted(self) -> bool:
+        """True when the root is an overlay: a root file system with a writable system or
+        snapshot layers (required), or read-only where this process may mount one."""
         cfg = self.config
-        if not cfg.rootfs or not (cfg.writable_root or cfg.layers):
+        if not cfg.rootfs:
+            return False
+        return bool(cfg.writable_root or cfg.layers) or (can_mount() and not self.drop_uid)
+
+    def _binds_home(self) -> bool:
+        """True when /root is a private folder of the harness's (:attr:`home_dir`), not the
+        writable system's own /root (which has the home's folders in its skeleton layer). A
+        kept upper folder (a warm snapshot being made) keeps the private home: what a warmup
+        leaves in /root (caches) is not frozen."""
+        cfg = self.config
+        writable = cfg.writable_root and self._overlay_wanted()
+        return cfg.home_dir is not None or cfg.upper_dir is not None or not writable
+
+    def _mount_points(self) -> tuple[tuple[str, bool], ...]:
+        """The in-sandbox paths bwrap mounts on within the root (folder: True), for
+        :func:`skeleton`: /tmp, /proc, /dev, /root (or the home's folders), /run/clawrig, the
+        workspace, the supervisor's files, the config's binds."""
+        cfg = self.config
+        points = [("/tmp", True), ("/proc", True), ("/dev", True), ("/run/clawrig", True)]
+        points += [(PATHS.workspace, True), (PATHS.home, True)]
+        if not self._binds_home():
+            points += [(PATHS.sessions, True), (PATHS.skills, True)]
+        source = f"{PATHS.clawrig}/supervisor.py"
+        points += [(source, False), (f"{source}c", False)]
+        points += [(b.dest, Path(b.source).resolve().is_dir()) for b in cfg.binds]
+        return tuple(points)
+
+    def _mount_overlay(self) -> None:
+        """Mount the overlay root file system when the config asks for one or may have one
+        (see the module docstring): :func:`skeleton` over the layers over the root file
+        system, under a writable upper folder for a writable system. Raises SandboxError when
+        one is required and cannot be had."""
+        cfg = self.config
+        if not self._overlay_wanted():
             return
         if not can_mount() or self.drop_uid:
             raise SandboxError(
                 "a writable system or warm snapshot needs the harness to run as root with "
                 "cgroups (it mounts an overlay for each sandbox)"
             )
-        assert self.base_dir is not None
-        lowers = [Path(p) for p in cfg.layers] + [Path(cfg.rootfs)]
+        assert self.base_dir is not None and cfg.rootfs is not None
+        below = tuple(Path(p) for p in cfg.layers) + (Path(cfg.rootfs),)
+        try:
+            # a writable system keeps its own users (package scripts add some with adduser)
+            top = skeleton(cfg.hostname, not cfg.writable_root, self._mount_points(), below)
+        except OSError as exc:
+            raise SandboxError(f"cannot make the sandbox's mount points: {exc}") from None
         upper = Path(cfg.upper_dir) if cfg.upper_dir else None
         # the harness's pid in the path: leftover checks tell their mounts from other runs'
         base = self.base_dir / f"ovl-{os.getpid()}"
-        self.overlay = Overlay(base, lowers, upper, writable=cfg.writable_root)
+        self.overlay = Overlay(base, [top, *below], upper, writable=cfg.writable_root)
         self.overlay.mount()
 
     def _kill(self) -> None:
