@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Self
-
-import uvicorn
+from typing import TYPE_CHECKING, Any, Self
 
 from clawrig.leftovers import owned_tempdir
 from clawrig.sandbox.base import Bind
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 def tcp_listener(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -29,34 +31,42 @@ def tcp_listener(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
-class _WokenServer(uvicorn.Server):
-    """uvicorn's server, woken to stop instead of polling for it: uvicorn's main loop looks at
-    ``should_exit`` every 0.1 s, ten wake-ups a second of an idle thread that competes for the
-    interpreter lock with the harness's event loop (~2% of the harness's CPU in a job). This
-    one ticks once a second (the Date header's refresh, the request limit) and :meth:`wake`
-    ends its wait at once."""
+@functools.cache
+def _woken_server() -> type[uvicorn.Server]:
+    """:class:`_WokenServer`'s class, made at first use (importing uvicorn costs ~50 ms of CPU
+    that a job which never serves does not pay)."""
+    import uvicorn
 
-    _loop: asyncio.AbstractEventLoop | None = None
-    _woken: asyncio.Event | None = None
+    class _WokenServer(uvicorn.Server):
+        """uvicorn's server, woken to stop instead of polling for it: uvicorn's main loop looks
+        at ``should_exit`` every 0.1 s, ten wake-ups a second of an idle thread that competes
+        for the interpreter lock with the harness's event loop (~2% of the harness's CPU in a
+        job). This one ticks once a second (the Date header's refresh, the request limit) and
+        :meth:`wake` ends its wait at once."""
 
-    async def main_loop(self) -> None:
-        self._woken = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
-        counter = 0
-        should_exit = await self.on_tick(counter)
-        while not should_exit:
-            counter = (counter + 10) % 864000  # uvicorn's ticks are 0.1 s; these are 1 s
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0):
-                    await self._woken.wait()
+        _loop: asyncio.AbstractEventLoop | None = None
+        _woken: asyncio.Event | None = None
+
+        async def main_loop(self) -> None:
+            self._woken = asyncio.Event()
+            self._loop = asyncio.get_running_loop()
+            counter = 0
             should_exit = await self.on_tick(counter)
+            while not should_exit:
+                counter = (counter + 10) % 864000  # uvicorn's ticks are 0.1 s; these are 1 s
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1.0):
+                        await self._woken.wait()
+                should_exit = await self.on_tick(counter)
 
-    def wake(self) -> None:
-        """From any thread: end the main loop's wait now (after ``should_exit`` is set)."""
-        loop, woken = self._loop, self._woken
-        if loop is not None and woken is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to wake
-                loop.call_soon_threadsafe(woken.set)
+        def wake(self) -> None:
+            """From any thread: end the main loop's wait now (after ``should_exit`` is set)."""
+            loop, woken = self._loop, self._woken
+            if loop is not None and woken is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to wake
+                    loop.call_soon_threadsafe(woken.set)
+
+    return _WokenServer
 
 
 class ThreadedServer:
@@ -82,7 +92,9 @@ class ThreadedServer:
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         settings = {"log_level": "critical", "access_log": False, **config}
-        self.server = _WokenServer(uvicorn.Config(app, **settings))
+        import uvicorn
+
+        self.server = _woken_server()(uvicorn.Config(app, **settings))
         self.thread: threading.Thread | None = None
 
     def start(self) -> ThreadedServer:

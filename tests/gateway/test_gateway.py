@@ -448,3 +448,33 @@ async def test_a_request_whose_client_went_away_still_counts_once_settled(
     assert lease.in_flight == 0
     assert settled.cost_usd == pytest.approx(1000 * 1.0 / 1e6)  # 1000 input tokens x $1/1M
     assert gw.spent_usd == pytest.approx(1e-3)
+
+
+LAZY_SERVER = r"""
+import sys, httpx
+from clawrig.llm.gateway import Gateway
+gw = Gateway().start()
+before = ("fastapi" in sys.modules, "uvicorn" in sys.modules, gw.serving)
+# the first connection (over the unix socket, as a sandbox's forwarder makes it) starts it
+with httpx.Client(transport=httpx.HTTPTransport(uds=str(gw.socket_path))) as c:
+    r = c.get("http://gateway/healthz", timeout=30)
+after = ("fastapi" in sys.modules, gw.serving, r.status_code, r.text)
+folder = gw.folder
+gw.stop()
+print(before, after, folder.exists(), gw.serving)
+"""
+
+
+def test_the_server_starts_at_the_first_connection_to_its_sockets():
+    """A job whose sandboxes never call the gateway over its sockets never imports FastAPI or
+    runs uvicorn (~0.35 s of CPU at every start); the first connection, waiting in the listen
+    backlog, starts the server and is answered."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", LAZY_SERVER], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = out.stdout.strip().splitlines()[-1]
+    assert line == "(False, False, False) (True, True, 200, 'ok') False False", line

@@ -1,5 +1,6 @@
-"""The gateway's HTTP server: FastAPI routes served by uvicorn in a background thread, the
-forwarding to upstreams with retries, caps, replay and the per-trial records."""
+"""The gateway's HTTP server: FastAPI routes served by uvicorn in a background thread (started
+at the first connection to its sockets), the forwarding to upstreams with retries, caps, replay
+and the per-trial records."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import functools
 import json
 import os
 import secrets
+import select
 import shutil
 import socket
 import ssl
@@ -19,11 +21,11 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from clawrig.leftovers import owned_tempdir
@@ -80,6 +82,9 @@ from clawrig.serving import ThreadedServer, tcp_listener
 from clawrig.spec.layout import json_text
 from clawrig.spec.trial import Usage
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
 
 class _Retryable(Exception):
     def __init__(self, status: int, headers: httpx.Headers, body: bytes) -> None:
@@ -94,6 +99,9 @@ MAX_REQUEST_BYTES = 64 * 1024 * 1024
 larger one gets a 413 after at most this much is read, never the harness's memory)."""
 MAX_ERROR_BYTES = 1024 * 1024
 """Bytes of an upstream error reply the gateway reads (the rest is dropped)."""
+LISTEN_BACKLOG = 2048
+"""The sockets' listen backlog (uvicorn's default): connections made before the server has
+started wait there."""
 
 
 async def _read_request(request: Request, cap: int) -> bytes | None:
@@ -236,13 +244,29 @@ class Gateway:
         self._seq = 0
         self._port = 0
         self._server: ThreadedServer | None = None
-        self._thread: threading.Thread | None = None
+        self._door: threading.Thread | None = None
+        """Waits for the first connection to the sockets, then starts :attr:`_server`."""
+        self._door_wake: tuple[int, int] | None = None
+        self._serve_lock = threading.Lock()
+        self._stopping = False
         self._sockets: list[socket.socket] = []
         self._clients: UpstreamClients | None = None
         """The server thread's upstream clients: each lease served over the sockets borrows
         one (:meth:`_socket_client`), so no client's pool grows with the trials alive."""
         self._tools_memo: tuple[str, list[Any], str, str | None] | None = None
-        self.app = self._build_app()
+        self._app: FastAPI | None = None
+        self._app_lock = threading.Lock()
+
+    @property
+    def app(self) -> FastAPI:
+        """The gateway's FastAPI app, made at its first use (the server's start, an in-process
+        SDK client): importing FastAPI costs ~0.3 s of CPU, which a job whose sandboxes never
+        call the gateway over its sockets (the native agent's calls are in process) does not
+        pay."""
+        with self._app_lock:
+            if self._app is None:
+                self._app = self._build_app()
+            return self._app
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -276,8 +300,11 @@ class Gateway:
             return self._spent
 
     def start(self) -> Gateway:
-        """Create the socket folder, listen, and serve in a background thread. Idempotent."""
-        if self._thread is not None:
+        """Create the socket folder and listen; the server (uvicorn in a background thread)
+        starts at the first connection to a socket, which waits in the listen backlog until
+        then (a job whose sandboxes never call the gateway never imports FastAPI or runs
+        uvicorn). Idempotent."""
+        if self._door is not None:
             return self
         if self._dir is None:
             self._dir = owned_tempdir("gw")
@@ -294,32 +321,84 @@ class Gateway:
             tcp = tcp_listener(self.host, 0)
             self._port = tcp.getsockname()[1]
             self._sockets.append(tcp)
-        try:
-            self._server = ThreadedServer(
-                self.app,
-                self._sockets,
-                name="clawrig-gateway",
-                start_timeout_s=15,
-                stop_timeout_s=15,
-                lifespan="on",
-                timeout_graceful_shutdown=2,
-                timeout_keep_alive=30,
-            ).start()
-        except RuntimeError:
-            self.stop()
-            raise RuntimeError("the model gateway could not start") from None
-        self._thread = self._server.thread
+        for s in self._sockets:
+            s.listen(LISTEN_BACKLOG)
+        self._stopping = False
+        self._door_wake = os.pipe()
+        self._door = threading.Thread(
+            target=self._wait_for_caller, name="clawrig-gateway-door", daemon=True
+        )
+        self._door.start()
         return self
+
+    def _wait_for_caller(self) -> None:
+        """The door thread: block until a socket has a connection waiting (then start the
+        server, which accepts it) or :meth:`stop` wakes it."""
+        assert self._door_wake is not None
+        poller = select.poll()
+        for fd in [s.fileno() for s in self._sockets] + [self._door_wake[0]]:
+            poller.register(fd, select.POLLIN)
+        while True:
+            try:
+                ready = poller.poll()
+            except InterruptedError:
+                continue
+            except OSError:
+                return
+            break
+        if any(fd == self._door_wake[0] for fd, _ in ready):
+            return
+        self._serve()
+
+    def _serve(self) -> None:
+        """Start the server on the sockets (in the door thread; not after :meth:`stop`). When it
+        cannot start, the sockets close: waiting callers get an error, not a hang."""
+        with self._serve_lock:
+            if self._server is not None or self._stopping:
+                return
+            try:
+                self._server = ThreadedServer(
+                    self.app,
+                    self._sockets,
+                    name="clawrig-gateway",
+                    start_timeout_s=15,
+                    stop_timeout_s=15,
+                    lifespan="on",
+                    timeout_graceful_shutdown=2,
+                    timeout_keep_alive=30,
+                    backlog=LISTEN_BACKLOG,
+                ).start()
+            except RuntimeError:
+                self._server = None
+                for s in self._sockets:
+                    with contextlib.suppress(OSError):
+                        s.close()
+
+    @property
+    def serving(self) -> bool:
+        """True once the server runs (the first connection to a socket started it)."""
+        server = self._server
+        return server is not None and server.alive
 
     def stop(self) -> None:
         """Stop serving, close the sockets, remove a temporary folder. Idempotent."""
+        with self._serve_lock:
+            self._stopping = True
+        door, self._door = self._door, None
+        if door is not None and self._door_wake is not None:
+            os.write(self._door_wake[1], b"x")
+            door.join()
+        if self._door_wake is not None:
+            for fd in self._door_wake:
+                os.close(fd)
+            self._door_wake = None
         if self._server is not None:
             self._server.stop()
         for s in self._sockets:
             with contextlib.suppress(OSError):
                 s.close()
         self._sockets = []
-        self._server = self._thread = None
+        self._server = None
         self._port = 0
         if self._dir is not None:
             if self._own_dir:
@@ -489,6 +568,8 @@ class Gateway:
 
     # -- the app ------------------------------------------------------------------------------
     def _build_app(self) -> FastAPI:
+        from fastapi import FastAPI
+
         @asynccontextmanager
         async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             clients = self._clients = UpstreamClients(self.new_upstream_client)

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from fastapi.responses import JSONResponse
+from starlette.responses import JSONResponse  # FastAPI's JSONResponse (it re-exports it)
 
 
 def _completion(
