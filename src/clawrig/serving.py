@@ -94,7 +94,7 @@ class ThreadedServer:
         settings = {"log_level": "critical", "access_log": False, **config}
         import uvicorn
 
-        self.server = _woken_server()(uvicorn.Config(app, **settings))
+        self.server: Any = _woken_server()(uvicorn.Config(app, **settings))  # a _WokenServer
         self.thread: threading.Thread | None = None
 
     def start(self) -> ThreadedServer:
