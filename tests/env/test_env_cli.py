@@ -110,6 +110,20 @@ def test_prune_removes_superseded_builds_and_idle_snapshots(tmp_path):
     (warm / ".now.lock").write_text("")
     (warm / ".partial-old").mkdir()
     os.utime(warm / ".partial-old", (old, old))
+    # --dry-run lists what would go, with sizes (the bytes written above), and removes nothing
+    r = clawrig("env", "prune", "--dry-run", env={"CLAWRIG_ENV_CACHE_DIR": str(cache)})
+    assert r.returncode == 0, r.stderr
+    meta = {name: len((d / "warm.json").read_bytes()) for name, d in snaps.items()}
+    assert f"would remove rootfs {old_env.name} (1002 B)" in r.stdout  # 1000 + "{}"
+    assert f"would remove warm idle ({meta['idle']} B)" in r.stdout
+    assert f"would remove warm orphan ({meta['orphan']} B)" in r.stdout
+    assert "would remove unfinished .partial-old (0 B)" in r.stdout
+    total = (1002 + meta["idle"] + meta["orphan"]) / 1024  # over 1 KiB
+    assert f"4 item(s) would be removed (--dry-run: nothing was), {total:.1f} KiB on disk" in (
+        r.stdout
+    )
+    assert old_env.exists() and all(d.exists() for d in snaps.values())
+    assert (warm / ".partial-old").exists()
     r = clawrig("env", "prune", env={"CLAWRIG_ENV_CACHE_DIR": str(cache)})
     assert r.returncode == 0, r.stderr
     assert not old_env.exists() and kept_env.exists()

@@ -80,13 +80,23 @@ def prune(
     days: Annotated[
         float, typer.Option("--days", min=0.0, help="remove what was unused this many days")
     ] = 7.0,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="list what would be removed, with sizes; remove nothing"),
+    ] = False,
 ) -> None:
     """Remove old builds and warm snapshots (superseded or unused for --days)."""
     from clawrig.env.spec import SHIPPED, load_env_spec
+    from clawrig.env.store import _human
     from clawrig.env.store import prune as do_prune
 
     keep = {load_env_spec(name).rootfs_key for name in SHIPPED}
-    removed = do_prune(keep_keys=keep, older_than_s=days * 86400, everything=everything)
-    for line in removed:
-        console.print(f"removed {line}", highlight=False)
-    console.print(f"{len(removed)} item(s) removed", highlight=False)
+    removed = do_prune(
+        keep_keys=keep, older_than_s=days * 86400, everything=everything, dry_run=dry_run
+    )
+    verb = "would remove" if dry_run else "removed"
+    for item in removed:
+        console.print(f"{verb} {item}", highlight=False)
+    total = _human(sum(item.size or 0 for item in removed))
+    ending = "would be removed (--dry-run: nothing was)" if dry_run else "removed"
+    console.print(f"{len(removed)} item(s) {ending}, {total} on disk", highlight=False)

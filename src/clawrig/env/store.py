@@ -183,14 +183,28 @@ def _human(size: int | None) -> str:
     return f"{value:.1f} GiB"  # pragma: no cover
 
 
+@dataclass
+class Pruned:
+    """One item ``prune`` removed (or, dry, would remove): ``what`` (``kind key``) and its
+    size in bytes (None for a Docker image: its engine keeps its own sizes)."""
+
+    what: str
+    size: int | None = None
+
+    def __str__(self) -> str:
+        return self.what if self.size is None else f"{self.what} ({_human(self.size)})"
+
+
 def prune(
     cache_dir: Path | None = None,
     *,
     keep_keys: set[str] | None = None,
     older_than_s: float = 7 * 86400,
     everything: bool = False,
-) -> list[str]:
-    """Remove old builds and snapshots; returns what was removed (``kind key`` each).
+    dry_run: bool = False,
+) -> list[Pruned]:
+    """Remove old builds and snapshots; returns what was removed (or, with ``dry_run``, what
+    would be: nothing is touched).
 
     Removed: with ``everything`` all of them and every clawrig image; otherwise every rootfs
     build whose key is not in ``keep_keys`` (the current builds of known specs) and unused for
@@ -199,10 +213,25 @@ def prune(
     other caches on the same engine stay)."""
     now = time.time()
     keep = keep_keys or set()
-    removed: list[str] = []
+    removed: list[Pruned] = []
+
+    def drop(path: Path, what: str) -> None:
+        removed.append(Pruned(what, tree_size(path)))
+        if not dry_run:
+            _remove_tree(path)
+
+    def drop_image(name: str) -> None:
+        if _remove_image(name, dry_run=dry_run):
+            removed.append(Pruned(f"image {name}"))
+
     envs = environments_dir(cache_dir)
     for folder in (envs, warm_dir(cache_dir)):
-        removed += _prune_in_progress(folder, now, everything)
+        for d in _in_progress(folder, now, everything):
+            if d.is_dir():
+                drop(d, f"unfinished {d.name}")
+            elif not dry_run:
+                d.unlink(missing_ok=True)
+    gone: set[str] = set()
     for d in sorted(envs.iterdir()):
         if d.name.startswith("."):
             continue
@@ -210,12 +239,11 @@ def prune(
         complete = meta.is_file()
         idle = now - (meta.stat().st_mtime if complete else d.stat().st_mtime)
         if everything or not complete or (d.name not in keep and idle > older_than_s):
-            _remove_tree(d)
-            removed.append(f"rootfs {d.name}")
+            drop(d, f"rootfs {d.name}")
+            gone.add(d.name)
             for tag in (d.name, f"{d.name}-base"):
-                if _remove_image(f"{ENV_IMAGE_REPO}:{tag}"):
-                    removed.append(f"image {ENV_IMAGE_REPO}:{tag}")
-    present = {d.name for d in envs.iterdir()}
+                drop_image(f"{ENV_IMAGE_REPO}:{tag}")
+    present = {d.name for d in envs.iterdir()} - gone
     for d in sorted(warm_dir(cache_dir).iterdir()):
         if d.name.startswith("."):
             continue
@@ -224,15 +252,13 @@ def prune(
         idle = now - (meta.stat().st_mtime if meta.is_file() else d.stat().st_mtime)
         orphan = info.get("backend") == "bwrap" and info.get("environment") not in present
         if everything or not meta.is_file() or orphan or idle > older_than_s:
-            _remove_tree(d)
-            removed.append(f"warm {d.name}")
-            if info.get("backend") == "docker" and _remove_image(f"{WARM_IMAGE_REPO}:{d.name}"):
-                removed.append(f"image {WARM_IMAGE_REPO}:{d.name}")
+            drop(d, f"warm {d.name}")
+            if info.get("backend") == "docker":
+                drop_image(f"{WARM_IMAGE_REPO}:{d.name}")
     if everything:
         for repo in (ENV_IMAGE_REPO, WARM_IMAGE_REPO):
             for row in docker_images(repo):
-                if _remove_image(f"{repo}:{row['tag']}"):
-                    removed.append(f"image {repo}:{row['tag']}")
+                drop_image(f"{repo}:{row['tag']}")
     return removed
 
 
@@ -240,9 +266,10 @@ IN_PROGRESS_GRACE_S = 86400.0
 """A build or snapshot in progress (``.partial-*``) or its lock older than this is stale."""
 
 
-def _prune_in_progress(folder: Path, now: float, everything: bool) -> list[str]:
-    """Remove stale ``.partial-*`` folders and ``.<key>.lock`` files (a day old, or all)."""
-    removed = []
+def _in_progress(folder: Path, now: float, everything: bool) -> list[Path]:
+    """The stale ``.partial-*`` folders and ``.<key>.lock`` files in ``folder`` (a day old,
+    or all)."""
+    stale = []
     for d in sorted(folder.iterdir()):
         if not d.name.startswith("."):
             continue
@@ -250,26 +277,24 @@ def _prune_in_progress(folder: Path, now: float, everything: bool) -> list[str]:
             idle = now - d.stat().st_mtime
         except OSError:
             continue
-        if not everything and idle <= IN_PROGRESS_GRACE_S:
-            continue
-        if d.is_dir():
-            _remove_tree(d)
-            removed.append(f"unfinished {d.name}")
-        else:
-            d.unlink(missing_ok=True)
-    return removed
+        if everything or idle > IN_PROGRESS_GRACE_S:
+            stale.append(d)
+    return stale
 
 
 def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _remove_image(name: str) -> bool:
-    """``docker rmi`` ``name``; True when an image was removed."""
+def _remove_image(name: str, *, dry_run: bool = False) -> bool:
+    """``docker rmi`` ``name``; True when an image was removed (``dry_run``: when it exists,
+    and it stays)."""
     if not shutil.which("docker"):
         return False
     there = subprocess.run(["docker", "image", "inspect", name], capture_output=True, timeout=60)
     if there.returncode != 0:  # (``rmi -f`` succeeds on a missing image)
         return False
+    if dry_run:
+        return True
     r = subprocess.run(["docker", "rmi", "-f", name], capture_output=True, timeout=120)
     return r.returncode == 0
