@@ -88,6 +88,9 @@ async def test_server_down_is_masked_never_zero(env, scripted_server, task_15):
     result = json.loads((ep.trial_dir / "result.json").read_text())
     assert result["error"]["kind"] == "infrastructure"
     assert len(srv.requests) == env.retry.attempts  # the gateway's retries, then given up
+    # usage.retries counts them (docs/training.md), in the episode and in usage.json
+    assert ep.usage.retries == env.retry.attempts - 1 == result["usage"]["retries"]
+    assert json.loads((ep.trial_dir / "usage.json").read_text())["retries"] == ep.usage.retries
 
 
 async def test_a_server_that_says_do_not_retry_is_masked_too(env, scripted_server, task_15):
@@ -99,6 +102,7 @@ async def test_a_server_that_says_do_not_retry_is_masked_too(env, scripted_serve
     assert ep.stop_reason == "infra_error"
     assert "HTTP 500" in (ep.error or "")
     assert len(srv.requests) == 1
+    assert ep.trial_dir is None  # refused before the server answered anything: no folder
 
 
 async def test_group_statistics_and_advantages(env, scripted_server, task_15):

@@ -117,8 +117,9 @@ class Episode(BaseModel):
     logprobs when captured; ``reward`` in [0, 1] or None when masked; ``scores``: named
     sub-scores (the grader's numeric sub-scores, ``judge``, and ``ee``, ``gpr``, ``tpe``,
     ``tgpr`` where the task has gold steps and milestones); ``usage`` tokens/USD/requests;
-    ``timings`` seconds per trial phase; ``trial_dir`` the trial folder (None when the model
-    server refused or failed the first request: no trial ran, no folder is written).
+    ``timings`` seconds per trial phase; ``trial_dir`` the trial folder (None only when the
+    model server refused a request before it answered any in this process: no folder is
+    written; see docs/training.md).
     """
 
     episode_id: str

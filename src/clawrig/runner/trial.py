@@ -1066,6 +1066,9 @@ class Trial:
                 # the gateway also served calls the agent's programs made with the task's
                 # model keys (a skill script): the lease counted every one
                 self.usage = lease.usage
+            elif lease is not None and lease.usage.retries > self.usage.retries:
+                # the gateway's retries of the upstream (its failed requests' too)
+                self.usage = self.usage.model_copy(update={"retries": lease.usage.retries})
             if lease is not None and services.gateway is not None:
                 services.gateway.close_trial(lease)
                 with contextlib.suppress(Exception):
