@@ -456,18 +456,30 @@ def waits_line(summary: dict[str, Any]) -> str | None:
     )
 
 
+PASS_K_SHOWN = 8
+"""More values of k than this (``--runs`` > 8): the console shows pass@k and pass^k for k = 1,
+2, 4, ... and n only (the summary file keeps every k)."""
+
+
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """The lines printed under the table: the benchmark's headline numbers, pass@k, how long
     trials waited on the harness, and why each errored trial failed (at most 10)."""
     lines = headline(summary)
-    passes = summary.get("pass") or {}
+    passes = {
+        int(k): v for k, v in (summary.get("pass") or {}).items() if v.get("pass_at_k") is not None
+    }
     if passes:
+        n, note = max(passes), ""
+        if len(passes) > PASS_K_SHOWN:  # k = 1, 2, 4, ..., n: every k is in the summary
+            passes = {k: v for k, v in passes.items() if k & (k - 1) == 0 or k == n}
+            note = f' (k = 1, 2, 4, ..., {n}; every k in the summary\'s "pass")'
         bits = [
             f"pass@{k} {v['pass_at_k']:.3f} pass^{k} {v['pass_hat_k']:.3f}"
-            for k, v in passes.items()
-            if v.get("pass_at_k") is not None
+            for k, v in sorted(passes.items())
         ]
-        lines.append(f"success = score >= {summary.get('threshold', 1.0):g}: " + ", ".join(bits))
+        lines.append(
+            f"success = score >= {summary.get('threshold', 1.0):g}: " + ", ".join(bits) + note
+        )
     if line := waits_line(summary):
         lines.append(line)
     errored = [r for r in summary.get("tasks", []) if r.get("error")]

@@ -185,6 +185,17 @@ def check_oracle(tasks: list[Task], config: JobConfig) -> list[str]:
     ]
 
 
+def check_grader_mode(tasks: list[Task], config: JobConfig) -> list[str]:
+    """``--grader judge|exact|both`` grades an answer against the task's reference answer or
+    judge rubric: a task with neither is refused before any sandbox starts (naming its file;
+    it would end as a grading error after its whole run)."""
+    from clawrig.runner.trial import JUDGED_MODES, grader_problem
+
+    if config.trial.grader not in JUDGED_MODES:
+        return []
+    return [p for t in tasks if (p := grader_problem(t, config.trial.grader)) is not None]
+
+
 def check_requirements(tasks: list[Task], config: JobConfig) -> list[str]:
     """Every grader requirement names a package on the index: a direct reference, URL or path
     (``pkg @ file:///...``) is refused (:func:`clawrig.sandbox.pyenv.requirement_problem`)."""
@@ -231,6 +242,7 @@ _FIDELITY_CHECKS, _FIDELITY_NOTES = _fidelity_checks()
 
 CHECKS: list[Check] = [
     check_requirements,
+    check_grader_mode,
     check_sandbox,
     check_oracle,
     check_output,

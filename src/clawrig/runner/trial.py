@@ -1484,6 +1484,29 @@ class Trial:
         )
 
 
+JUDGED_MODES = ("judge", "exact", "both")
+"""``--grader`` modes that grade the agent's answer against the task's reference answer (or,
+for a judge, its rubric) instead of running the task's own checks."""
+
+
+def grader_problem(task: Task, mode: str) -> str | None:
+    """Why ``--grader mode`` cannot grade ``task`` (one line naming its file), else None: a
+    judge or exact match needs a reference answer (or, for the judge, a task graded by a
+    judge's rubric); a task with neither and no checks of its own has no grader at all."""
+    if task.answer is not None or task.grader.kind == GraderKind.JUDGE:
+        return None
+    kind = task.grader.kind
+    if mode in JUDGED_MODES:
+        own = "its own checks" if kind != GraderKind.NONE else "nothing"
+        return (
+            f"{task.source}: --grader {mode}: the task has no reference answer or rubric for "
+            f"the judge to grade against (it is graded by {own}: use --grader auto)"
+        )
+    if kind == GraderKind.NONE:
+        return f"{task.source}: the task has no grader (no checks, answer or rubric)"
+    return None
+
+
 async def run_trial(
     task: Task,
     config: TrialConfig,
@@ -1688,7 +1711,7 @@ async def _grade(
             score = judge_score or exact
             judge_score = None if score is judge_score else judge_score
     else:
-        score = Score(grader="none", error="the task has no grader")
+        score = Score(grader="none", error=grader_problem(task, mode) or "the task has no grader")
     process = ProcessScore()
     if task.milestones or task.steps_num:
         value = score.score if score is not None and score.error is None else None

@@ -1,0 +1,65 @@
+"""Small user-facing lines: pass@k at many runs, ``--grader judge`` on a task the judge cannot
+grade, the README's account of the scripted server's options."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from cli_helpers import CLAWRIG, REPO, clean_env
+
+from clawrig.cli.run import summary_lines
+
+
+def test_pass_at_k_at_300_runs_shows_powers_of_two_and_n():
+    # pass@k of one task with c = 150 successes in n = 300 runs, as the summary holds it
+    n = 300
+    passes = {str(k): {"pass_at_k": 1.0, "pass_hat_k": 0.5**k} for k in range(1, n + 1)}
+    (line,) = [ln for ln in summary_lines({"pass": passes, "tasks": []}) if "pass@" in ln]
+    shown = [int(k) for k in re.findall(r"pass@(\d+)", line)]
+    assert shown == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300]
+    assert "every k in the summary" in line
+    # a few runs: every k
+    few = {str(k): {"pass_at_k": 1.0, "pass_hat_k": 1.0} for k in range(1, 4)}
+    (line,) = [ln for ln in summary_lines({"pass": few, "tasks": []}) if "pass@" in ln]
+    assert re.findall(r"pass@(\d+)", line) == ["1", "2", "3"]
+
+
+@pytest.mark.sandbox
+def test_grader_judge_on_a_task_without_rubric_names_the_task_file(scripted_server, tmp_path):
+    srv = scripted_server()
+    tasks = REPO / "examples" / "wildclaw" / "tasks"
+    task_file = next(tasks.rglob("*.md"))
+    r = subprocess.run(
+        [CLAWRIG, "run", str(task_file), "--root", str(REPO / "examples" / "wildclaw")]
+        + ["--agent", "nop", "--grader", "judge", "--judge", "scripted/judge"]
+        + ["-o", str(tmp_path / "out")],
+        env=clean_env({"SCRIPTED_BASE_URL": srv.base_url}),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and "no grader" not in r.stderr
+    assert str(task_file) in r.stderr
+    assert "--grader judge: the task has no reference answer or rubric for the judge" in r.stderr
+    assert not srv.requests  # refused before any sandbox or model request
+
+
+def test_the_readme_names_every_option_of_the_scripted_server():
+    r = subprocess.run(
+        [sys.executable, "-m", "clawrig.testing.scripted_server", "--help"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    options = set(re.findall(r"--[a-z][a-z-]+", r.stdout)) - {"--help"}
+    assert {"--script", "--responder", "--port", "--host"} <= options
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("python -m clawrig.testing.scripted_server")
+    section = readme[start : start + 2000]
+    assert all(f"`{opt}" in section for opt in options), options
