@@ -47,7 +47,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.stop import stop_base
 from tenacity.wait import wait_exponential, wait_random
 
-from clawrig.errors import ClawrigError, ModelRequestError, ProviderError
+from clawrig.errors import ModelRequestError, ProviderError
 from clawrig.llm.pricing import Prices, cost_usd
 from clawrig.llm.providers import ModelEndpoint, Role, Settings, load_settings, resolve_model
 from clawrig.llm.stalls import current_watch
@@ -284,25 +284,48 @@ PROBE: list[dict[str, Any]] = [{"role": "user", "content": "Reply with the singl
 provider answers plain requests now, whatever a trial's requests held."""
 
 
+PROBE_REPLY_BYTES = 1024 * 1024
+"""Largest reply to :data:`PROBE` read (bytes): a longer one is no plain answer."""
+
+
 async def provider_answers(endpoint: ModelEndpoint | None, within_s: float) -> bool:
     """True when the provider at ``endpoint`` answers :data:`PROBE` within ``within_s``
-    seconds (one attempt, no retry). The harness's evidence for a request that stayed silent
-    past a phase's limit: the provider answering its own plain request now means it is up, so
-    the silence was that request's (its content: the model's slow answer, or a request an
-    agent's program chose to make), not an outage (:mod:`clawrig.llm.stalls`). False without
-    an endpoint, or when the probe fails, is refused or takes longer. Never raises (but
-    cancellation)."""
+    seconds (one attempt, no retry; an OpenAI chat completion with ``choices``). The harness's
+    evidence for a request that stayed silent past a phase's limit: the provider answering its
+    own plain request now means it is up, so the silence was that request's (its content: the
+    model's slow answer, or a request an agent's program chose to make), not an outage
+    (:mod:`clawrig.llm.stalls`). False without an endpoint, or when the probe fails, is refused
+    or takes longer. Never raises (but cancellation).
+
+    One POST with httpx, its client made before the clock starts: only the provider's time
+    counts against ``within_s`` (the openai SDK's import, ~1 s of CPU and many seconds of a
+    loaded machine's wall time, made a provider that answered at once look silent)."""
     if endpoint is None:
         return False
+    headers = {"content-type": "application/json", **endpoint.headers}
+    if endpoint.api_key is not None:
+        headers["authorization"] = f"Bearer {endpoint.api_key.get_secret_value()}"
+    body = {**endpoint.extra_body, "model": endpoint.model_id, "messages": PROBE, "max_tokens": 8}
+    url = f"{endpoint.base_url.rstrip('/')}/chat/completions"
     try:
-        async with asyncio.timeout(within_s):
-            async with OpenAIChatModel(
-                endpoint, retry=RetryPolicy(attempts=1), timeout_s=within_s
-            ) as model:
-                await model.chat(PROBE, max_tokens=8)
-    except (TimeoutError, ClawrigError, httpx.HTTPError, OSError, ValueError):
+        async with httpx.AsyncClient(timeout=within_s) as http:
+            async with (
+                asyncio.timeout(within_s),
+                http.stream("POST", url, json=body, headers=headers) as resp,
+            ):
+                if resp.status_code != 200:
+                    return False
+                data = b""
+                async for chunk in resp.aiter_bytes():
+                    data += chunk
+                    if len(data) > PROBE_REPLY_BYTES:
+                        return False
+        answered = bool(json.loads(data).get("choices"))
+    except (TimeoutError, httpx.HTTPError, OSError, ValueError, AttributeError):
         return False
-    return True
+    if answered:
+        mark_answered(endpoint)
+    return answered
 
 
 MAX_TOKENS_PER_REQUEST = 50_000_000
