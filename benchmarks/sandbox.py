@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
-import functools
 import os
 import resource
 import shutil
@@ -333,7 +332,8 @@ async def crowd(n: int, mounts: int) -> None:
     live sandboxes' disks and slots are), plain vs isolated from them; in a private mount
     namespace (the caller's ``unshare -m``)."""
     from clawrig.sandbox.disk import libc, umount_lazy
-    from clawrig.sandbox.pool import WarmPool, can_isolate, pooling_possible
+    from clawrig.sandbox.mountns import can_isolate
+    from clawrig.sandbox.pool import WarmPool, pooling_possible
 
     if not pooling_possible() or not can_isolate():
         print("crowd: needs root, mke2fs, bwrap and util-linux's unshare")
@@ -343,17 +343,17 @@ async def crowd(n: int, mounts: int) -> None:
     meter.join()
     limits = Limits(disk_bytes=8 * 1024**3)
     print(f"crowd (issue 19): pooled sandbox take + claim + exec + release, n={n} each")
-    from clawrig.sandbox import bwrap
+    from clawrig.sandbox import mountns
 
-    by_perl = bwrap.isolate_argv
+    template = mountns.template
     runs = [
-        ("plain", 10**9, by_perl),
-        ("isolated: util-linux umount", 0, functools.partial(by_perl, False)),
-        ("isolated: perl's syscalls", 0, by_perl),
+        ("plain", 10**9, template),
+        ("isolated: util-linux", 0, lambda: None),
+        ("from the template namespace", 0, template),
     ]
     try:
-        for name, isolate_from, isolate_argv in runs:
-            bwrap.isolate_argv = isolate_argv  # type: ignore[assignment]
+        for name, isolate_from, way in runs:
+            mountns.template = way  # type: ignore[assignment]
             wp = WarmPool(parallel=1, max_idle=1, work_dir=base, isolate_from=isolate_from)
             wp._refill = lambda *a: None  # type: ignore[method-assign]  # one at a time
             crowd_dir = wp._entries_root() / "w" / "crowd"
@@ -385,7 +385,7 @@ async def crowd(n: int, mounts: int) -> None:
             cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
             show_cpu(f"  {name} ({have} mounts)", ms, cpu)
     finally:
-        bwrap.isolate_argv = by_perl
+        mountns.template = template  # type: ignore[assignment]
         shutil.rmtree(base, ignore_errors=True)
         meter.close()
 

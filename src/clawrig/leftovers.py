@@ -58,7 +58,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _owner_pid(name: str) -> int | None:
+def owner_pid(name: str) -> int | None:
     """The pid in ``clawrig-<kind>-<pid>-<random>`` for a kind in :data:`KINDS`, else None."""
     for kind in KINDS:
         prefix = f"clawrig-{kind}-"
@@ -79,7 +79,7 @@ def sweep_dead(base: Path) -> list[Path]:
     except OSError:
         return removed
     for entry in entries:
-        pid = _owner_pid(entry.name)
+        pid = owner_pid(entry.name)
         if pid is None or pid == os.getpid() or pid_alive(pid):
             continue
         if entry.is_symlink() or not entry.is_dir():
@@ -96,23 +96,28 @@ def sweep_dead(base: Path) -> list[Path]:
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 
 
-def mounts_below(path: Path) -> list[str]:
-    """Mount points at or below ``path`` (from /proc/self/mountinfo), deepest first."""
-    prefix = os.path.realpath(path)
-    found: list[str] = []
+def mount_points(table: str = "/proc/self/mountinfo") -> list[str]:
+    """Every mount point in ``table`` (a mountinfo file: the process's namespace by default),
+    in its order; [] when it cannot be read."""
     try:
-        lines = Path("/proc/self/mountinfo").read_bytes().split(b"\n")
+        lines = Path(table).read_bytes().split(b"\n")
     except OSError:
-        return found
+        return []
+    points = []
     for line in lines:
         fields = line.split(b" ")
         if len(fields) < 5:
             continue
         # the kernel writes space, tab, newline and backslash as octal escapes (\040 ...) and
         # every other byte as it is (a UTF-8 name's bytes too)
-        point = os.fsdecode(_OCTAL.sub(lambda m: bytes([int(m[1], 8)]), fields[4]))
-        if point == prefix or point.startswith(prefix + "/"):
-            found.append(point)
+        points.append(os.fsdecode(_OCTAL.sub(lambda m: bytes([int(m[1], 8)]), fields[4])))
+    return points
+
+
+def mounts_below(path: Path) -> list[str]:
+    """Mount points at or below ``path`` (from /proc/self/mountinfo), deepest first."""
+    prefix = os.path.realpath(path)
+    found = [p for p in mount_points() if p == prefix or p.startswith(prefix + "/")]
     return sorted(set(found), key=lambda p: p.count("/"), reverse=True)
 
 

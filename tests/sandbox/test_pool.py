@@ -6,7 +6,6 @@ next, and nothing of the pool is left after it closes."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from clawrig.leftovers import mounts_below
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
+from clawrig.sandbox.disk import mount, umount_lazy
 from clawrig.sandbox.pool import WarmPool, pool_key, pooling_possible
 
 pytestmark = [
@@ -53,23 +53,28 @@ async def _wait_idle(pool: WarmPool, n: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "isolated", [False, "perl", "sh"], ids=["shared-ns", "isolated", "isolated-by-sh"]
+    "isolated", [False, "template", "sh"], ids=["shared-ns", "template", "isolated-by-sh"]
 )
 async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next(
-    tmp_path, isolated, monkeypatch
+    tmp_path, isolated, monkeypatch, request
 ):
     # isolated: each sandbox starts in a mount namespace without the pool's other mounts
-    # (what happens with many alive), and the trial's mounts at claim still reach it; by
-    # perl's system calls, or by util-linux's programs where there is no perl
+    # (what happens with many alive), and the trial's mounts at claim still reach it; made
+    # from the saved template namespace, or by util-linux's programs where it cannot be had
+    from clawrig.sandbox import mountns
+
+    foreign = tmp_path / "other" / "clawrig-trial-1-job" / "fs"  # another job's disk
     if isolated == "sh":
-        from clawrig.sandbox import bwrap
-
-        monkeypatch.setattr(bwrap, "isolate_argv", functools.partial(bwrap.isolate_argv, False))
-        assert bwrap.isolate_argv()[0] == "/bin/sh"
-    elif isolated == "perl":
-        from clawrig.sandbox.bwrap import isolate_argv
-
-        assert Path(isolate_argv()[0]).name == "perl"  # Debian's perl-base is always there
+        monkeypatch.setattr(mountns, "template", lambda: None)
+        assert mountns.launch_argv(tmp_path, tmp_path, tmp_path)[0][0] == "unshare"
+    elif isolated == "template":
+        foreign.mkdir(parents=True)
+        mount("clawrig-test", foreign, "tmpfs", 0, "size=4k")
+        request.addfinalizer(lambda: umount_lazy(foreign))
+        monkeypatch.setattr(mountns, "_template", [])  # a fresh one: made with the mount there
+        prefix, fds = mountns.launch_argv(tmp_path, tmp_path, tmp_path)
+        request.addfinalizer(lambda: os.close(fds[0]))
+        assert Path(prefix[0]).name == "perl" and fds == (mountns.template(),)
     work = tmp_path / "work"
     work.mkdir()
     src = tmp_path / "ro"
@@ -95,6 +100,9 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
                 table = Path(f"/proc/{box._proc.pid}/mountinfo").read_text().splitlines()
                 pool_lines = [ln for ln in table if str(work) in ln]
                 assert pool_lines and all(str(entry.folder) in ln for ln in pool_lines)
+                # nor another job's (the template was made with it mounted on the host)
+                assert foreign.is_mount() is (isolated == "template")
+                assert not [ln for ln in table if str(foreign) in ln]
             # ready_s is the trial's wait: a miss's includes the start it waited for
             assert 0 < entry.ready_s <= waited
             if not entry.hit:

@@ -71,6 +71,7 @@ from clawrig.sandbox.client import (
     supervisor_argv,
     supervisor_pyc,
 )
+from clawrig.sandbox.mountns import launch_argv
 from clawrig.sandbox.overlay import Overlay, can_mount
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.userns import cap_sandbox
@@ -456,8 +457,8 @@ class BwrapSandbox(SupervisedSandbox):
         self.overlay: Overlay | None = None
         self.launch_ns: tuple[Path, Path, Path] | None = None
         """(pool root, entry folder below it, launch point): bwrap starts in a mount namespace
-        of its own where the pool root's mounts are gone but the entry's
-        (:data:`_ISOLATE`; set by :mod:`clawrig.sandbox.pool` with many sandboxes alive)."""
+        of its own with the host's system mounts and the entry's, not the pool's others
+        (:func:`clawrig.sandbox.mountns.launch_argv`; set by :mod:`clawrig.sandbox.pool`)."""
 
     def _bind(self, source: Path | str, dest: str, read_only: bool) -> list[str]:
         """Bind arguments for a host path (which the sandbox's host uid must be able to reach)."""
@@ -653,13 +654,14 @@ class BwrapSandbox(SupervisedSandbox):
         # with cgroups), a shell puts itself in the cgroups, sets those two and becomes bwrap,
         # so this (large) process is not forked to run ``preexec`` (subprocess can vfork)
         launcher: list[str] = []
+        launch_fds: tuple[int, ...] = ()
         if uid is None and not use_as and not use_nproc:
             fsize = max(1, lim.max_file_bytes // 512) if lim.max_file_bytes else 0  # 512 B blocks
             launcher = ["/bin/sh", "-c", _LAUNCHER, "sh", str(fsize), str(len(procs_files))]
             launcher += procs_files
             if self.launch_ns is not None:
-                launcher += ["unshare", "-m", "--propagation", "slave", *isolate_argv()]
-                launcher += [str(p) for p in self.launch_ns]
+                prefix, launch_fds = launch_argv(*self.launch_ns)
+                launcher += prefix
         # The protocol's pipes are extra descriptors, not bwrap's stdio: bwrap's init process
         # (pid 1 inside, dumpable) keeps its stdio and closes the rest, so the agent could
         # open /proc/1/fd/1 and write into the harness's answers (a line of gigabytes, forged
@@ -692,7 +694,7 @@ class BwrapSandbox(SupervisedSandbox):
                     "--args",
                     str(rfd),
                     *argv[cmd_at:],
-                    pass_fds=(rfd, req_r, ans_w),
+                    pass_fds=(rfd, req_r, ans_w, *launch_fds),
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.DEVNULL,
                     stderr=asyncio.subprocess.PIPE,
@@ -814,48 +816,6 @@ _LAUNCHER = (
 """``sh -c _LAUNCHER sh FSIZE_BLOCKS N PROCS_FILE... BWRAP ARGS...``: join the N cgroups, no
 core dumps, RLIMIT_FSIZE (512-byte blocks, 0: none), then exec bwrap (what ``preexec`` does
 when no uid drop and no RLIMIT_AS / RLIMIT_NPROC are needed)."""
-_ISOLATE = (
-    'mount -n --rbind "$2" "$3" && umount -n -l "$1" && mount -n --move "$3" "$2" && shift 3 '
-    '&& exec "$@"'
-)
-"""``unshare -m --propagation slave sh -c _ISOLATE sh ROOT ENTRY POINT BWRAP ARGS...``: in a
-mount namespace of its own whose mounts are slaves of the host's (nothing done here reaches
-the host; what the host mounts on the entry's slots still reaches the sandbox), the entry's
-mounts are bound aside at POINT, the whole pool ROOT (every other sandbox's disk and slots) is
-detached, and the entry's mounts are moved back to where they were: bwrap then sees the host's
-own few mounts and this entry's. Why: bwrap reads the whole mount table for every one of its
-~20 binds, so with 3,000 mounts of other sandboxes on the host a start cost ~70 ms of system
-CPU more (``benchmarks/sandbox.py``); this costs three small processes (~8 ms) instead.
-Where perl is, :data:`_ISOLATE_PERL` does the same in one process (:func:`isolate_argv`)."""
-_ISOLATE_PERL = (
-    "($r, $e, $p) = splice(@ARGV, 0, 3); "
-    'syscall(MOUNT, $e, $p, 0, 0x5000, 0) == 0 or die "clawrig isolate: bind $e: $!\\n"; '
-    'syscall(UMOUNT2, $r, 2) == 0 or die "clawrig isolate: detach $r: $!\\n"; '
-    'syscall(MOUNT, $p, $e, 0, 0x2000, 0) == 0 or die "clawrig isolate: move $p: $!\\n"; '
-    'exec { $ARGV[0] } @ARGV or die "clawrig isolate: exec $ARGV[0]: $!\\n"'
-)
-"""``perl -e _ISOLATE_PERL ROOT ENTRY POINT BWRAP ARGS...``: :data:`_ISOLATE`'s three steps as
-mount(2) (``MS_BIND | MS_REC``), umount2(2) (``MNT_DETACH``) and mount(2) (``MS_MOVE``)
-through perl's ``syscall`` (MOUNT and UMOUNT2: this machine's system call numbers,
-:data:`_MOUNT_SYSCALLS`), then exec bwrap. util-linux's umount reads the whole mount table
-before it unmounts (libmount): with ~3,000 mounts of live sandboxes on the host that was ~13
-ms of CPU per start, growing with the sandboxes alive; perl starts in ~2 ms."""
-_MOUNT_SYSCALLS = {"x86_64": (165, 166), "aarch64": (40, 39)}
-"""(mount, umount2) system call numbers per machine (Linux's ``unistd`` tables)."""
-
-
-@functools.cache
-def isolate_argv(perl: bool = True) -> list[str]:
-    """The program (and its leading arguments) that isolates a start, given ROOT ENTRY POINT
-    BWRAP ARGS... after it: with ``perl``, perl with :data:`_ISOLATE_PERL` where perl is and
-    the system call numbers are known; else ``/bin/sh -c`` :data:`_ISOLATE`."""
-    numbers = _MOUNT_SYSCALLS.get(os.uname().machine)
-    found = shutil.which("perl") if perl else None
-    if numbers is None or found is None:
-        return ["/bin/sh", "-c", _ISOLATE, "sh"]
-    mount, umount2 = numbers
-    code = _ISOLATE_PERL.replace("UMOUNT2", str(umount2)).replace("MOUNT", str(mount))
-    return [found, "-e", code]
 
 
 @functools.cache

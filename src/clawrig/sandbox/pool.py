@@ -43,12 +43,15 @@ sandboxes die with the harness: ``--die-with-parent``; their cgroups are swept b
 last mount).
 
 Every sandbox of the pool adds a few mounts to the host's table (its disk, its slots), and bwrap
-reads the whole table for each bind it makes: with :data:`ISOLATE_FROM` sandboxes alive, new
-ones start in a mount namespace where the pool's mounts are gone but their own
-(:data:`clawrig.sandbox.bwrap._ISOLATE`). For that the entries' folders are below the pool's
-root, ``clawrig-pool-<pid>-*/w`` (a mount of its own, private: what is mounted below it never
-reaches other namespaces), removed by :meth:`WarmPool.close` once its last entry is gone. The
-entries' staging points share one private mount there too (``w/st``): a mount fewer each.
+reads the whole table of the namespace it starts in for each bind it makes: so each one starts
+in a mount namespace of its own made from a small saved one, with the host's system mounts and
+its entry's only (:mod:`clawrig.sandbox.mountns`: no cost that grows with the sandboxes alive
+or other jobs' mounts). Where that cannot be had, from :data:`ISOLATE_FROM` sandboxes alive new
+ones start in a copy of the host's namespace where the pool's mounts are gone but their own.
+For that the entries' folders are below the pool's root, ``clawrig-pool-<pid>-*/w`` (a mount
+of its own, private: what is mounted below it never reaches other namespaces), removed by
+:meth:`WarmPool.close` once its last entry is gone. The entries' staging points share one
+private mount there too (``w/st``): a mount fewer each.
 
 Pooling needs the harness as root (mounts) with cgroups (no per-sandbox uid drop) and the
 bwrap backend; :meth:`WarmPool.take` returns None otherwise (and for a config it cannot pool:
@@ -62,7 +65,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -74,6 +76,7 @@ from typing import Any
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
 from clawrig.sandbox.disk import TrialDisk, can_make_disks, mount, umount_lazy
+from clawrig.sandbox.mountns import can_isolate, template
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -85,8 +88,10 @@ MS_PRIVATE = 1 << 18
 MS_SHARED = 1 << 20
 ISOLATE_FROM = 48
 """Sandboxes of a pool alive (starting, idle or a trial's) from which a new one starts isolated
-from the others' mounts (module docs): below that, the three processes it takes cost more
-than bwrap reading the mount table (``benchmarks/sandbox.py``)."""
+from the others' mounts where there is no template namespace (module docs): below that, the
+three processes it takes cost more than bwrap reading the mount table
+(``benchmarks/sandbox.py``). With the template every start is isolated: it costs less than
+bwrap reading even a table of ~50 mounts."""
 POOL_THREADS = 8
 """Threads of each of a pool's two executors: starts (disks written and mounted, slots made) and
 releases (unmounts, removal)."""
@@ -134,11 +139,6 @@ def pooling_possible() -> bool:
     from clawrig.sandbox.bwrap import bwrap_path
 
     return os.geteuid() == 0 and can_make_disks() and bwrap_path() is not None
-
-
-def can_isolate() -> bool:
-    """True when isolated starts are possible here (util-linux's unshare, mount, umount)."""
-    return all(shutil.which(name) for name in ("unshare", "mount", "umount"))
 
 
 def warm_pool_wanted() -> bool:
@@ -292,7 +292,8 @@ class WarmPool:
     once (default :func:`default_size` of ``parallel``); ``depth``: how many each key keeps
     ahead (default: ``parallel``, within ``max_idle``); ``work_dir``: where the pool's root
     goes (default: the temp folder); ``isolate_from``: sandboxes alive from which new ones start
-    isolated from the others' mounts (module docs). Use inside one event loop; :meth:`close`
+    isolated from the others' mounts (module docs; default 0 with the template namespace, else
+    :data:`ISOLATE_FROM`). Use inside one event loop; :meth:`close`
     at the end."""
 
     def __init__(
@@ -302,13 +303,15 @@ class WarmPool:
         max_idle: int | None = None,
         depth: int | None = None,
         work_dir: Path | None = None,
-        isolate_from: int = ISOLATE_FROM,
+        isolate_from: int | None = None,
     ) -> None:
         self.max_idle = max_idle if max_idle is not None else default_size(parallel)
         self.depth = max(1, min(depth or parallel, self.max_idle))
         self.work_dir = work_dir
-        self.isolate_from = isolate_from
         self.enabled = pooling_possible()
+        if isolate_from is None:
+            isolate_from = 0 if self.enabled and template() is not None else ISOLATE_FROM
+        self.isolate_from = isolate_from
         cpus = os.cpu_count() or 2
         self._threads = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="clawrig-pool")
         self._release_threads = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="clawrig-rel")

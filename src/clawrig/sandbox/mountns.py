@@ -1,0 +1,175 @@
+"""Where a pooled sandbox's bwrap starts: a mount namespace of its own made from a small saved
+one (the **template**), so bwrap never copies nor reads the host's mount table with every live
+sandbox's mounts in it.
+
+Why: every pooled sandbox adds a few mounts to the harness's table (its disk, its slots, the
+trial's binds: :mod:`clawrig.sandbox.pool`), other jobs on the host add theirs, and bwrap reads
+the whole table of the namespace it starts in for each of its ~20 binds; a plain ``unshare -m``
+copies the whole table too. With 500 trials alive that was ~25 ms of CPU per trial
+(``benchmarks/throughput.py --model-delay 2 --parallel 500``).
+
+The template (:func:`template`): made once per harness process, in a thread of its own that
+leaves the process's namespace (``unshare(CLONE_NEWNS)``, which gives the thread its own
+``fs_struct``), makes every mount private and detaches every clawrig-owned mount (a
+``clawrig-<kind>-<pid>-*`` folder on its path: this job's and other jobs' pools, trial disks,
+overlays; :func:`clawrig.leftovers.owner_pid`). The harness holds it by a file descriptor of
+``/proc/thread-self/ns/mnt``, so it dies with the harness and nothing of it is left on the
+host. Mounts made on the host after it are not in it (they are not needed: a pooled sandbox
+sees its entry's folder, below, and the host's system folders).
+
+A start (:func:`launch_argv`, :data:`_LAUNCH_PERL`): perl (Debian's perl-base) clones the
+entry's folder with every mount below it (``open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)``, in the
+harness's namespace: its disk, its shared slots, an overlay root), enters the template
+(``setns``), makes a copy of it (``unshare(CLONE_NEWNS)``: ~20 mounts), attaches the clone at
+the entry's path (``move_mount``), makes it a slave of the host's mounts (what the harness
+mounts on the slots at a claim still reaches the sandbox, nothing mounted there reaches the
+host) and execs bwrap. Its cost does not grow with the mounts on the host. Sources: the
+kernel's ``Documentation/filesystems/sharedsubtree.rst``, open_tree(2), move_mount(2),
+setns(2), unshare(2) (Linux 5.2+).
+
+Where that cannot run (no perl, an older kernel, a machine whose system call numbers are not in
+:data:`_SYSCALLS`), :data:`_ISOLATE` does the older isolation with util-linux's programs: a
+copy of the host's whole table whose pool mounts are then detached.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from clawrig.leftovers import mount_points, outermost, owner_pid
+
+CLONE_NEWNS = 0x20000
+MS_REC = 1 << 14
+MS_PRIVATE = 1 << 18
+AT_FDCWD = -100
+OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+_SYSCALLS = {
+    "x86_64": {"setns": 308, "unshare": 272, "mount": 165, "open_tree": 428, "move_mount": 429},
+    "aarch64": {"setns": 268, "unshare": 97, "mount": 40, "open_tree": 428, "move_mount": 429},
+}
+"""System call numbers per machine (Linux's ``unistd`` tables) for :data:`_LAUNCH_PERL`."""
+_LAUNCH_PERL = (
+    "my ($t, $e) = splice(@ARGV, 0, 2); my $z = ''; "
+    # OPEN_TREE_CLONE | AT_RECURSIVE | OPEN_TREE_CLOEXEC
+    "my $f = syscall(OPEN_TREE, -100, $e, 0x88001); "
+    '$f >= 0 or die "clawrig launch: clone $e: $!\\n"; '
+    'open(my $h, "<&=", $t) or die "clawrig launch: template $t: $!\\n"; '
+    'syscall(SETNS, fileno($h), 0x20000) == 0 or die "clawrig launch: enter the template: $!\\n"; '
+    "close($h); "
+    'syscall(UNSHARE, 0x20000) == 0 or die "clawrig launch: unshare: $!\\n"; '
+    # MOVE_MOUNT_F_EMPTY_PATH; then MS_REC | MS_SLAVE
+    'syscall(MOVE_MOUNT, $f, $z, -100, $e, 4) == 0 or die "clawrig launch: attach $e: $!\\n"; '
+    'syscall(MOUNT, 0, $e, 0, 0x84000, 0) == 0 or die "clawrig launch: slave $e: $!\\n"; '
+    'exec { $ARGV[0] } @ARGV or die "clawrig launch: exec $ARGV[0]: $!\\n"'
+)
+"""``perl -e _LAUNCH_PERL TEMPLATE_FD ENTRY BWRAP ARGS...`` (module docs); the system call
+names are replaced by this machine's numbers (:func:`_perl_argv`)."""
+_ISOLATE = (
+    'mount -n --rbind "$2" "$3" && umount -n -l "$1" && mount -n --move "$3" "$2" && shift 3 '
+    '&& exec "$@"'
+)
+"""``unshare -m --propagation slave sh -c _ISOLATE sh ROOT ENTRY POINT BWRAP ARGS...``: the
+fallback (module docs): in a copy of the host's namespace whose mounts are slaves of the host's,
+the entry's mounts are bound aside at POINT, the whole pool ROOT (every other sandbox's disk
+and slots) is detached, and the entry's mounts are moved back to where they were."""
+
+_lock = threading.Lock()
+_template: list[int | None] = []
+
+
+def _libc() -> ctypes.CDLL:
+    from clawrig.sandbox.disk import libc
+
+    return libc()  # type: ignore[no-any-return]
+
+
+def _check(result: int, what: str) -> None:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _make_template() -> int:
+    """The template namespace (module docs) as a file descriptor. Runs in a thread of its own.
+    Raises OSError."""
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWNS), "unshare")
+    _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    table = "/proc/thread-self/mountinfo"  # /proc/self is the process's (its first thread's)
+    ours = [p for p in mount_points(table) if any(owner_pid(c) for c in p.split("/"))]
+    for point in outermost(ours):
+        libc.umount2(os.fsencode(point), 2)  # MNT_DETACH: what is below goes with it
+    return os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _opens_trees(numbers: dict[str, int]) -> bool:
+    """True when this kernel has open_tree(2) (Linux 5.2+)."""
+    fd = _libc().syscall(numbers["open_tree"], AT_FDCWD, b"/", OPEN_TREE_CLOEXEC)
+    if fd < 0:
+        return ctypes.get_errno() != errno.ENOSYS
+    os.close(fd)
+    return True
+
+
+def template() -> int | None:
+    """This process's template namespace (a file descriptor, module docs), made on first use;
+    None where it cannot be had (not root, no perl, an older kernel, an unknown machine):
+    :func:`launch_argv` then isolates the old way."""
+    with _lock:
+        if _template:
+            return _template[0]
+        fd: int | None = None
+        numbers = _SYSCALLS.get(os.uname().machine)
+        if os.geteuid() == 0 and numbers and shutil.which("perl") and _opens_trees(numbers):
+            made: list[int] = []
+
+            def run() -> None:
+                try:
+                    made.append(_make_template())
+                except OSError:
+                    pass
+
+            thread = threading.Thread(target=run, name="clawrig-mount-template")
+            thread.start()
+            thread.join()
+            fd = made[0] if made else None
+        _template.append(fd)
+        return fd
+
+
+@functools.cache
+def _perl_argv() -> list[str]:
+    numbers = _SYSCALLS[os.uname().machine]
+    code = _LAUNCH_PERL
+    for name in ("OPEN_TREE", "MOVE_MOUNT", "SETNS", "UNSHARE", "MOUNT"):
+        code = code.replace(name, str(numbers[name.lower()]))
+    perl = shutil.which("perl")
+    assert perl is not None
+    return [perl, "-e", code]
+
+
+def can_isolate() -> bool:
+    """True when pooled starts can leave the host's mounts behind: the template
+    (:func:`template`), or util-linux's unshare, mount and umount."""
+    return template() is not None or all(
+        shutil.which(name) for name in ("unshare", "mount", "umount")
+    )
+
+
+def launch_argv(root: Path, entry: Path, point: Path) -> tuple[list[str], tuple[int, ...]]:
+    """The program (with its leading arguments) that starts a pooled sandbox's bwrap (its
+    arguments after it) in a mount namespace with the host's own mounts and the entry's, not
+    the other sandboxes' (module docs), and the file descriptors it must be given. ``root``:
+    the pool's root (its mounts are all below it), ``entry``: the entry's folder below it,
+    ``point``: a folder the fallback binds the entry at meanwhile."""
+    fd = template()
+    if fd is not None:
+        return [*_perl_argv(), str(fd), str(entry)], (fd,)
+    argv = ["unshare", "-m", "--propagation", "slave", "/bin/sh", "-c", _ISOLATE, "sh"]
+    return [*argv, str(root), str(entry), str(point)], ()
