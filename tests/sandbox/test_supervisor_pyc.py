@@ -76,3 +76,48 @@ def test_the_file_in_use_is_locked_against_a_sweep(tmp_tempdir: Path) -> None:
     ).stdout
     assert out.strip() == "[]"
     assert path.exists()
+
+
+_SOURCE = """
+import sys
+print("ran", sys.argv[1:], __name__)
+def fail():
+    raise ValueError("from the source")
+if sys.argv[1:] == ["fail"]:
+    fail()
+"""
+_NO_COMPILE = (
+    "import builtins,sys;builtins.compile=None;sys.argv=sys.argv[1:];exec(open(sys.argv[0]).read())"
+)
+"""Runs a script with ``compile`` gone (the script itself is compiled by ``exec``)."""
+
+
+@pytest.mark.parametrize("same_bytecode", [True, False])
+def test_a_precompiled_script_runs_its_code_compiled_here_or_its_source(tmp_path, same_bytecode):
+    """``precompiled`` (the clean room's grader runner): an interpreter with this one's
+    bytecode runs the code compiled here, with no compile() of its own (it is taken away
+    here); one with another magic number compiles the source. Either way the same output and a
+    traceback that names the given file and the source's line."""
+    text = client.precompiled(_SOURCE, "named-runner.py")
+    if not same_bytecode:
+        magic = repr(importlib.util.MAGIC_NUMBER)
+        assert text.count(magic) == 1
+        text = text.replace(magic, repr(b"\x00\x00\r\n"))
+    script = tmp_path / "runner.py"
+    script.write_text(text)
+    ok = subprocess.run(
+        [sys.executable, "-I", "-c", _NO_COMPILE, str(script), "a", "b"],
+        capture_output=True,
+        text=True,
+    )
+    if same_bytecode:
+        assert ok.returncode == 0, ok.stderr
+        assert ok.stdout == "ran ['a', 'b'] __main__\n"
+    else:  # the source is compiled there: compile() is needed
+        assert "NoneType" in ok.stderr and ok.returncode == 1
+    run = subprocess.run(
+        [sys.executable, "-I", str(script), "fail"], capture_output=True, text=True
+    )
+    assert run.stdout == "ran ['fail'] __main__\n"
+    assert 'File "named-runner.py", line 5, in fail' in run.stderr
+    assert run.stderr.rstrip().endswith("ValueError: from the source")
