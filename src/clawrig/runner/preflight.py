@@ -142,6 +142,7 @@ def check_model_servers(tasks: list[Task], config: JobConfig) -> list[str]:
         return []
     import httpx
 
+    from clawrig.llm.gateway.server import upstream_tls
     from clawrig.llm.providers import load_settings, resolve_model
 
     wanted = []
@@ -161,7 +162,9 @@ def check_model_servers(tasks: list[Task], config: JobConfig) -> list[str]:
         if not str(base).startswith(("http://127.", "http://localhost", "http://[::1]")):
             continue
         try:
-            httpx.get(f"{str(base).rstrip('/')}/models", timeout=5)
+            # the TLS context the job's upstream clients share (made once): httpx would read
+            # the CA bundle for this probe alone (~50 ms of CPU), though it never uses TLS
+            httpx.get(f"{str(base).rstrip('/')}/models", timeout=5, verify=upstream_tls())
         except httpx.TransportError as exc:
             problems.append(
                 f"{flag}: cannot reach {name} at {base} ({type(exc).__name__}): is the model "
