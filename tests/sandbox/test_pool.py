@@ -109,6 +109,14 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
                 assert entry.start_s > 0 and entry.ready_s > entry.start_s
             else:
                 assert entry.start_s == 0.0
+            # bwrap started in the sandbox's cgroups (its cgroup namespace's root: the sandbox's
+            # own), its processes without core dumps and with the file size limit: done by the
+            # launcher's shell, or by the template's perl itself
+            procs = {int(x) for f in box.cgroup.procs_files for x in Path(f).read_text().split()}
+            assert box.cgroup.procs_files and box._proc.pid in procs
+            r = await box.exec("ulimit -c; ulimit -f; cut -d: -f3 /proc/self/cgroup | sort -u")
+            blocks = cfg.limits.max_file_bytes // 512
+            assert r.stdout == f"0\n{blocks}\n/\n", r.stdout
             r = await box.exec(
                 'pwd; cat task.txt; echo "v=$TRIAL_VALUE"; cat /opt/clawrig-test-ro/tool.txt; '
                 "ls /tmp /root; echo x > /opt/clawrig-test-ro/planted; echo ro=$?; "

@@ -71,7 +71,7 @@ from clawrig.sandbox.client import (
     supervisor_argv,
     supervisor_pyc,
 )
-from clawrig.sandbox.mountns import launch_argv
+from clawrig.sandbox.mountns import joins, launch_argv
 from clawrig.sandbox.overlay import Overlay, can_mount
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.userns import cap_sandbox
@@ -662,16 +662,21 @@ class BwrapSandbox(SupervisedSandbox):
 
         # With nothing to drop or to limit by rlimits but core and file size (the usual case: root
         # with cgroups), a shell puts itself in the cgroups, sets those two and becomes bwrap,
-        # so this (large) process is not forked to run ``preexec`` (subprocess can vfork)
+        # so this (large) process is not forked to run ``preexec`` (subprocess can vfork); a
+        # pooled start's perl does the shell's part itself (one process fewer)
         launcher: list[str] = []
         launch_fds: tuple[int, ...] = ()
         if uid is None and not use_as and not use_nproc:
-            fsize = max(1, lim.max_file_bytes // 512) if lim.max_file_bytes else 0  # 512 B blocks
-            launcher = ["/bin/sh", "-c", _LAUNCHER, "sh", str(fsize), str(len(procs_files))]
-            launcher += procs_files
-            if self.launch_ns is not None:
-                prefix, launch_fds = launch_argv(*self.launch_ns)
-                launcher += prefix
+            if self.launch_ns is not None and joins():
+                join = (procs_files, lim.max_file_bytes or 0)
+                launcher, launch_fds = launch_argv(*self.launch_ns, join=join)
+            else:
+                fsize = max(1, lim.max_file_bytes // 512) if lim.max_file_bytes else 0  # blocks
+                launcher = ["/bin/sh", "-c", _LAUNCHER, "sh", str(fsize), str(len(procs_files))]
+                launcher += procs_files
+                if self.launch_ns is not None:
+                    prefix, launch_fds = launch_argv(*self.launch_ns)
+                    launcher += prefix
         # The protocol's pipes are extra descriptors, not bwrap's stdio: bwrap's init process
         # (pid 1 inside, dumpable) keeps its stdio and closes the rest, so the agent could
         # open /proc/1/fd/1 and write into the harness's answers (a line of gigabytes, forged

@@ -50,8 +50,22 @@ MS_PRIVATE = 1 << 18
 AT_FDCWD = -100
 OPEN_TREE_CLOEXEC = os.O_CLOEXEC
 _SYSCALLS = {
-    "x86_64": {"setns": 308, "unshare": 272, "mount": 165, "open_tree": 428, "move_mount": 429},
-    "aarch64": {"setns": 268, "unshare": 97, "mount": 40, "open_tree": 428, "move_mount": 429},
+    "x86_64": {
+        "setns": 308,
+        "unshare": 272,
+        "mount": 165,
+        "open_tree": 428,
+        "move_mount": 429,
+        "prlimit64": 302,
+    },
+    "aarch64": {
+        "setns": 268,
+        "unshare": 97,
+        "mount": 40,
+        "open_tree": 428,
+        "move_mount": 429,
+        "prlimit64": 261,
+    },
 }
 """System call numbers per machine (Linux's ``unistd`` tables) for :data:`_LAUNCH_PERL`."""
 _LAUNCH_PERL = (
@@ -70,6 +84,22 @@ _LAUNCH_PERL = (
 )
 """``perl -e _LAUNCH_PERL TEMPLATE_FD ENTRY BWRAP ARGS...`` (module docs); the system call
 names are replaced by this machine's numbers (:func:`_perl_argv`)."""
+_JOIN_PERL = (
+    "my $n = shift @ARGV; "
+    "for my $p (splice(@ARGV, 0, $n)) { "
+    'open(my $c, ">", $p) or die "clawrig launch: join $p: $!\\n"; '
+    'print $c "$$"; close($c) or die "clawrig launch: join $p: $!\\n"; } '
+    "my $fs = shift @ARGV; "
+    # RLIMIT_CORE (4) 0, RLIMIT_FSIZE (1) $fs bytes unless 0: soft and hard
+    'my ($no, $lim) = (pack("QQ", 0, 0), pack("QQ", $fs, $fs)); '
+    'syscall(PRLIMIT64, 0, 4, $no, 0) == 0 or die "clawrig launch: core: $!\\n"; '
+    "$fs == 0 or syscall(PRLIMIT64, 0, 1, $lim, 0) == 0 "
+    'or die "clawrig launch: file size: $!\\n"; '
+)
+"""``perl -e _JOIN_PERL_LAUNCH_PERL N PROCS_FILE... FSIZE TEMPLATE_FD ENTRY BWRAP ARGS...``
+(:func:`launch_argv` with ``join``): first what the sandbox's launcher shell does (the bwrap
+backend's ``_LAUNCHER``): join the N cgroups, no core dumps, RLIMIT_FSIZE of FSIZE bytes (0:
+none); then :data:`_LAUNCH_PERL`. One process fewer per pooled start (~1.4 ms of CPU)."""
 _ISOLATE = (
     'mount -n --rbind "$2" "$3" && umount -n -l "$1" && mount -n --move "$3" "$2" && shift 3 '
     '&& exec "$@"'
@@ -144,14 +174,19 @@ def template() -> int | None:
 
 
 @functools.cache
-def _perl_argv() -> list[str]:
+def _perl_argv(join: bool = False) -> list[str]:
     numbers = _SYSCALLS[os.uname().machine]
-    code = _LAUNCH_PERL
-    for name in ("OPEN_TREE", "MOVE_MOUNT", "SETNS", "UNSHARE", "MOUNT"):
+    code = (_JOIN_PERL if join else "") + _LAUNCH_PERL
+    for name in ("PRLIMIT64", "OPEN_TREE", "MOVE_MOUNT", "SETNS", "UNSHARE", "MOUNT"):
         code = code.replace(name, str(numbers[name.lower()]))
     perl = shutil.which("perl")
     assert perl is not None
     return [perl, "-e", code]
+
+
+def joins() -> bool:
+    """True when :func:`launch_argv` can take ``join`` (the template's perl starts bwrap)."""
+    return template() is not None
 
 
 def can_isolate() -> bool:
@@ -162,14 +197,19 @@ def can_isolate() -> bool:
     )
 
 
-def launch_argv(root: Path, entry: Path, point: Path) -> tuple[list[str], tuple[int, ...]]:
+def launch_argv(
+    root: Path, entry: Path, point: Path, join: tuple[list[str], int] | None = None
+) -> tuple[list[str], tuple[int, ...]]:
     """The program (with its leading arguments) that starts a pooled sandbox's bwrap (its
     arguments after it) in a mount namespace with the host's own mounts and the entry's, not
     the other sandboxes' (module docs), and the file descriptors it must be given. ``root``:
     the pool's root (its mounts are all below it), ``entry``: the entry's folder below it,
-    ``point``: a folder the fallback binds the entry at meanwhile."""
+    ``point``: a folder the fallback binds the entry at meanwhile. ``join``: (cgroup.procs
+    files, file size limit in bytes or 0), done first by the template's perl
+    (:data:`_JOIN_PERL`); check :func:`joins` before asking, the fallback does not."""
     fd = template()
     if fd is not None:
-        return [*_perl_argv(), str(fd), str(entry)], (fd,)
+        head = [str(len(join[0])), *join[0], str(join[1])] if join is not None else []
+        return [*_perl_argv(join is not None), *head, str(fd), str(entry)], (fd,)
     argv = ["unshare", "-m", "--propagation", "slave", "/bin/sh", "-c", _ISOLATE, "sh"]
     return [*argv, str(root), str(entry), str(point)], ()
