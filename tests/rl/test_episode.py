@@ -105,6 +105,21 @@ async def test_a_server_that_says_do_not_retry_is_masked_too(env, scripted_serve
     assert ep.trial_dir is None  # refused before the server answered anything: no folder
 
 
+async def test_a_prompt_refused_as_too_long_after_answers_is_context_length(
+    env, scripted_server, task_15
+):
+    # the server answered an episode; the next one's prompt is refused as too long: the
+    # episode's own refusal (masked context_length, its trial folder kept), not an outage
+    too_long = "This model's maximum context length is 8192 tokens"
+    srv = scripted_server([reply("done"), error(400, too_long)])
+    first = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
+    assert first.error is None
+    ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
+    assert ep.stop_reason == "context_length" and ep.mask and ep.reward is None
+    assert too_long in (ep.error or "") and ep.trial_dir is not None
+    assert len(srv.requests) == 2  # refused once, not retried
+
+
 async def test_group_statistics_and_advantages(env, scripted_server, task_15):
     srv = scripted_server(responder=by_seed)
     group = await env.run_group(task_15, 4, base_url=srv.base_url, model="policy", seed=100)

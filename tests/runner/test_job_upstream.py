@@ -50,10 +50,9 @@ def _clawrig(*args: str, srv: ScriptedServer) -> subprocess.CompletedProcess:
     "refusal",
     [
         error(500, "upstream broke", should_retry=False),  # a 5xx the server says not to retry
-        error(401, "key revoked"),  # the key stopped working mid-job
         error(400, "prompt too long"),  # this task's first request, others' passed
     ],
-    ids=["500-no-retry", "401", "400"],
+    ids=["500-no-retry", "400"],
 )
 def test_a_later_trials_refused_request_ends_that_trial_and_the_job_goes_on(
     refusal, mini_bench, scripted_server, even_responder, tmp_path
@@ -93,6 +92,37 @@ def test_a_later_trials_refused_request_ends_that_trial_and_the_job_goes_on(
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert [row["score"] for row in summary["tasks"]] == [0.25, 1.0, 0.25]
     assert len(list((out / "_retried").iterdir())) == 1
+
+
+def test_a_key_refused_mid_job_ends_that_trial_and_starts_no_other(
+    mini_bench, scripted_server, even_responder, tmp_path
+):
+    # the key stops working after the first trial (revoked, credit gone): every later request
+    # would be refused too, so the job starts no new trial, writes its summary and says why
+    bench = mini_bench(3)
+
+    def responder(request: dict):
+        if _task_number(request) == 2:
+            return error(401, "key revoked")
+        return even_responder(request)
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    r = _clawrig(
+        "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out), srv=srv
+    )
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    why = summary["provider_stopped"]
+    assert "refuses its requests" in why and "HTTP 401" in why and srv.base_url in why
+    assert "stopped: the model's server refuses its requests" in r.stdout
+    rows = summary["tasks"]
+    assert [row["score"] for row in rows] == [0.25, None]  # task 3 not started
+    assert rows[1]["error"]["kind"] == "infrastructure" and not rows[1]["error"]["retryable"]
+    assert summary["not_run"] == 1
+    assert not any(_task_number(q) == 3 for q in srv.requests)
+    assert (out / "progress_scripted_test.json").exists()  # --resume continues
 
 
 def _stopped_server() -> ScriptedServer:

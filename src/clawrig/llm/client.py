@@ -206,6 +206,33 @@ OUTAGE_REQUESTS = 3
 answer earlier in this process: an outage (:func:`unreachable`), the job stops."""
 
 
+SETTINGS_REFUSALS = frozenset({401, 402, 403, 404})
+"""HTTP statuses that refuse the key, the account or the model rather than one request: every
+later request of the job would get the same (:func:`mark_refused`)."""
+_REFUSED: dict[tuple[str, str, str], str] = {}
+"""Per (provider, model id, base URL): the line of a :data:`SETTINGS_REFUSALS` refusal that
+came after the model had answered (a key revoked, credit run out, a model withdrawn)."""
+
+
+def mark_refused(endpoint: ModelEndpoint, message: str) -> None:
+    """Note that ``endpoint``'s server refused the key, account or model (``message``: one
+    line) after it had answered requests in this process (:func:`provider_stop`)."""
+    _REFUSED[_upstream(endpoint)] = message
+
+
+def provider_stop(endpoint: ModelEndpoint | None) -> str | None:
+    """One line when no more requests to ``endpoint`` can succeed, else None: its server
+    refused the key, account or model (:func:`mark_refused`), or cannot be reached
+    (:func:`unreachable`). The job stops starting trials on it (:mod:`clawrig.runner.batch`)."""
+    if endpoint is None:
+        return None
+    if (refused := _REFUSED.get(_upstream(endpoint))) is not None:
+        return f"refuses its requests: {refused}"
+    if (why := unreachable(endpoint)) is not None:
+        return f"cannot be reached: {why}"
+    return None
+
+
 def mark_answered(endpoint: ModelEndpoint) -> None:
     """Note that ``endpoint``'s model answered a request (its settings work; it is reachable)."""
     key = _upstream(endpoint)

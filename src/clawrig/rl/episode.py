@@ -70,6 +70,11 @@ _STOPS: dict[str, EpisodeStop] = {
 _CONTEXT_WORDS = ("context length", "context_length", "maximum context", "too long", "max_tokens")
 
 
+def _context_refusal(message: str) -> bool:
+    """True when a server's refusal says the prompt is past the model's context."""
+    return any(w in message.lower() for w in _CONTEXT_WORDS)
+
+
 class Sampling(BaseModel):
     """Sampling parameters sent with every model call of an episode (OpenAI chat fields;
     other fields, e.g. vLLM's ``top_k``, ``min_p``, ``repetition_penalty``, pass through
@@ -281,13 +286,20 @@ def episode_from_trial(folder: Path | str, *, seed: int | None = None) -> Episod
     error = result.error
     if error is not None and error.kind == ErrorKind.AGENT:
         stop: EpisodeStop = "agent_error"
+    elif (
+        error is not None
+        and error.phase == "agent"
+        and "HTTP 4" in error.message
+        and _context_refusal(error.message)
+    ):
+        stop = "context_length"  # the server refused the prompt as too long: masked
     elif error is not None or reward is None:
         stop = "infra_error"
     else:
         stop = _STOPS.get(result.stop_reason or StopReason.FINAL_ANSWER, "complete")
         if stop == "complete" and turns and turns[-1].finish_reason == "length":
             stop = "context_length"
-    mask = stop == "infra_error"
+    mask = stop == "infra_error" or (stop == "context_length" and error is not None)
     message = error.message if error is not None else None
     if message is None and result.score is not None and result.score.error:
         message = result.score.error
@@ -522,7 +534,8 @@ class Rollouts:
         and records the sampled token ids and logprobs (:attr:`Episode.turns`).
         Raises UserError for a bad task, agent, URL or sampling value, and
         :class:`clawrig.errors.ModelRequestError` when the server refuses the model or key
-        (401/403/404); every other failure is in the episode (masked when not the policy's).
+        (401/403/404) before it answered any request of this process; every other failure is
+        in the episode (masked when not the policy's).
         """
         from clawrig.agents import create_agent
         from clawrig.llm.client import OpenAIChatModel, RetryPolicy
@@ -578,7 +591,7 @@ class Rollouts:
             except ModelRequestError as exc:
                 if (exc.status or 0) >= 500:  # the model server failed, it did not refuse
                     stop: EpisodeStop = "infra_error"
-                elif any(w in str(exc).lower() for w in _CONTEXT_WORDS):
+                elif _context_refusal(str(exc)):
                     stop = "context_length"
                 else:
                     raise

@@ -66,7 +66,8 @@ class JobState:
     started: float = field(default_factory=time.monotonic)
     budget_stopped: bool = False
     provider_stopped: str | None = None
-    """Why the job stopped starting trials: a model's server cannot be reached."""
+    """Why the job stopped starting trials: a model's server cannot be reached or refused the
+    key, account or model."""
     interrupted: bool = False
 
 
@@ -551,7 +552,7 @@ async def _run_trials(
                 except Exception as exc:  # noqa: BLE001 - one trial's failure never ends the job
                     last = _unstarted(task, job, run_index, job_id, attempt, exc)
                 if last[0].error is not None and state.provider_stopped is None:
-                    state.provider_stopped = _provider_unreachable(services)
+                    state.provider_stopped = _provider_stop(services)
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
                 attempt_state.retry_state.set_result(last)
         assert last is not None
@@ -626,17 +627,17 @@ async def _run_trials(
     return summary
 
 
-def _provider_unreachable(services: TrialServices) -> str | None:
-    """One line when the agent's or the judge's model server cannot be reached
-    (:func:`clawrig.llm.client.unreachable`: never answered and a request could not connect,
-    or several requests in a row could not since its last answer), else None."""
+def _provider_stop(services: TrialServices) -> str | None:
+    """One line when the agent's or the judge's model server can serve no more requests
+    (:func:`clawrig.llm.client.provider_stop`: it cannot be reached, or it refused the key,
+    account or model after answering), else None."""
     from clawrig.grading.judge_proxy import upstream_endpoint
-    from clawrig.llm.client import unreachable
+    from clawrig.llm.client import provider_stop
 
     for role, model in (("model", services.model), ("judge", services.judge)):
-        if model is not None and (why := unreachable(upstream_endpoint(model))) is not None:
-            hint = "--judge / JUDGE_MODEL" if role == "judge" else "-m / its _BASE_URL"
-            return f"the {role}'s server cannot be reached: {why} (check {hint})"
+        if model is not None and (why := provider_stop(upstream_endpoint(model))) is not None:
+            hint = "--judge / JUDGE_MODEL" if role == "judge" else "-m, its key and _BASE_URL"
+            return f"the {role}'s server {why} (check {hint})"
     return None
 
 

@@ -73,7 +73,15 @@ from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
-from clawrig.llm.client import PROBE, OpenAIChatModel, RetryPolicy, has_answered, provider_answers
+from clawrig.llm.client import (
+    PROBE,
+    SETTINGS_REFUSALS,
+    OpenAIChatModel,
+    RetryPolicy,
+    has_answered,
+    mark_refused,
+    provider_answers,
+)
 from clawrig.llm.gateway import (
     CAP_STOPS,
     JOB_BUDGET_REFUSAL,
@@ -1265,7 +1273,10 @@ class Trial:
                 if exc.status not in CONVERSATION_REFUSALS:
                     if exc.status is None or endpoint is None or not has_answered(endpoint):
                         raise
-                    # answered before: its settings work; this trial ends, the job goes on
+                    # answered before: its settings worked; this trial ends (and with the key,
+                    # account or model refused, no new trial starts)
+                    if exc.status in SETTINGS_REFUSALS:
+                        mark_refused(endpoint, f"the judge: {exc}")
                     raise ProviderRefused(f"the judge: {exc}", status=exc.status) from None
                 if not await _judge_works(endpoint):
                     raise
@@ -1534,18 +1545,24 @@ async def run_trial(
 
 
 def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Exception:
-    """What a refused agent request means for the job (README "Exit codes", docs/outputs.md):
-    ``exc`` itself (it stops the job: the model's settings, or a replay that diverged) when the
-    model never answered a request in this process or the request was a replay miss, else a
+    """What a refused agent request means for the job (README "Running a model"): ``exc``
+    itself (it stops the job: the model's settings, or a replay that diverged) when the model
+    never answered a request in this process or the request was a replay miss, else a
     :class:`ProviderRefused` that ends only this trial (not scored, ``--resume`` runs it
-    again)."""
+    again); a refusal of the key, account or model (:data:`SETTINGS_REFUSALS`) is also noted
+    (:func:`clawrig.llm.client.mark_refused`): the job then starts no new trial."""
     endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
     replay_miss = lease is not None and "replay_miss" in lease.refusals
     if exc.status is None or replay_miss or endpoint is None or not has_answered(endpoint):
         return exc
+    if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
+        mark_refused(endpoint, str(exc))
+        goes_on = "no new trial starts"
+    else:
+        goes_on = "the job goes on"
     return ProviderRefused(
-        f"{exc} (the model answered this job's earlier requests: this trial ends, the job "
-        "goes on; --resume runs it again)",
+        f"{exc} (the model answered this job's earlier requests: this trial ends, {goes_on}; "
+        "--resume runs it again)",
         status=exc.status,
     )
 

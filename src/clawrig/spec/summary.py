@@ -228,8 +228,8 @@ class JobSummary(BaseModel):
     budget_stopped: bool = False
     provider_stopped: str | None = None
     """One line when the job stopped starting trials because a model's server could not be
-    reached (:func:`clawrig.llm.client.unreachable`), else None; the trials not run stay
-    resumable."""
+    reached or refused the key, account or model (:func:`clawrig.llm.client.provider_stop`),
+    else None; the trials not run stay resumable."""
     interrupted: bool = False
     not_run: int = 0
     elapsed_s: float = 0.0
