@@ -14,6 +14,7 @@ import pytest
 
 from clawrig.leftovers import mounts_below
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
+from clawrig.sandbox.bwrap import SANDBOX_NICE
 from clawrig.sandbox.disk import mount, umount_lazy
 from clawrig.sandbox.pool import WarmPool, pool_key, pooling_possible
 
@@ -142,6 +143,9 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
             for code in ("w", "u", "r"):
                 assert f"{code}=" in r.stdout and f"{code}=0" not in r.stdout, r.stdout
             assert r.stdout.endswith(f"{name} task\n")
+            # its processes run nicer than the harness (which serves every trial first)
+            r = await box.exec("cut -d' ' -f19 /proc/self/stat")
+            assert int(r.stdout) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + SANDBOX_NICE)
             assert not (ws / "planted").exists()
             assert all(entry.id != i and entry.folder != f for i, f in seen)
             seen.append((entry.id, entry.folder))

@@ -23,7 +23,8 @@ harness's namespace: its disk, its shared slots, an overlay root), enters the te
 (``setns``), makes a copy of it (``unshare(CLONE_NEWNS)``: ~20 mounts), attaches the clone at
 the entry's path (``move_mount``), makes it a slave of the host's mounts (what the harness
 mounts on the slots at a claim still reaches the sandbox, nothing mounted there reaches the
-host) and execs bwrap. Its cost does not grow with the mounts on the host. Sources: the
+host), lowers its priority (``setpriority``: :data:`clawrig.sandbox.bwrap.SANDBOX_NICE`) and
+execs bwrap. Its cost does not grow with the mounts on the host. Sources: the
 kernel's ``Documentation/filesystems/sharedsubtree.rst``, open_tree(2), move_mount(2),
 setns(2), unshare(2) (Linux 5.2+).
 
@@ -80,6 +81,7 @@ _LAUNCH_PERL = (
     # MOVE_MOUNT_F_EMPTY_PATH; then MS_REC | MS_SLAVE
     'syscall(MOVE_MOUNT, $f, $z, -100, $e, 4) == 0 or die "clawrig launch: attach $e: $!\\n"; '
     'syscall(MOUNT, 0, $e, 0, 0x84000, 0) == 0 or die "clawrig launch: slave $e: $!\\n"; '
+    "setpriority(0, 0, getpriority(0, 0) + NICE); "
     'exec { $ARGV[0] } @ARGV or die "clawrig launch: exec $ARGV[0]: $!\\n"'
 )
 """``perl -e _LAUNCH_PERL TEMPLATE_FD ENTRY BWRAP ARGS...`` (module docs); the system call
@@ -174,11 +176,12 @@ def template() -> int | None:
 
 
 @functools.cache
-def _perl_argv(join: bool = False) -> list[str]:
+def _perl_argv(join: bool = False, nice: int = 0) -> list[str]:
     numbers = _SYSCALLS[os.uname().machine]
     code = (_JOIN_PERL if join else "") + _LAUNCH_PERL
     for name in ("PRLIMIT64", "OPEN_TREE", "MOVE_MOUNT", "SETNS", "UNSHARE", "MOUNT"):
         code = code.replace(name, str(numbers[name.lower()]))
+    code = code.replace("NICE", str(nice))
     perl = shutil.which("perl")
     assert perl is not None
     return [perl, "-e", code]
@@ -197,19 +200,31 @@ def can_isolate() -> bool:
     )
 
 
+def nice_argv(nice: int) -> list[str]:
+    """The program (with its leading arguments) that runs its arguments ``nice`` steps nicer
+    (coreutils' nice); [] for 0 or where there is none."""
+    return ["nice", "-n", str(nice)] if nice and shutil.which("nice") else []
+
+
 def launch_argv(
-    root: Path, entry: Path, point: Path, join: tuple[list[str], int] | None = None
+    root: Path,
+    entry: Path,
+    point: Path,
+    join: tuple[list[str], int] | None = None,
+    *,
+    nice: int = 0,
 ) -> tuple[list[str], tuple[int, ...]]:
     """The program (with its leading arguments) that starts a pooled sandbox's bwrap (its
     arguments after it) in a mount namespace with the host's own mounts and the entry's, not
-    the other sandboxes' (module docs), and the file descriptors it must be given. ``root``:
-    the pool's root (its mounts are all below it), ``entry``: the entry's folder below it,
-    ``point``: a folder the fallback binds the entry at meanwhile. ``join``: (cgroup.procs
+    the other sandboxes' (module docs), ``nice`` steps nicer than the caller, and the file
+    descriptors it must be given. ``root``: the pool's root (its mounts are all below it),
+    ``entry``: the entry's folder below it, ``point``: a folder the fallback binds the entry
+    at meanwhile. ``join``: (cgroup.procs
     files, file size limit in bytes or 0), done first by the template's perl
     (:data:`_JOIN_PERL`); check :func:`joins` before asking, the fallback does not."""
     fd = template()
     if fd is not None:
         head = [str(len(join[0])), *join[0], str(join[1])] if join is not None else []
-        return [*_perl_argv(join is not None), *head, str(fd), str(entry)], (fd,)
+        return [*_perl_argv(join is not None, nice), *head, str(fd), str(entry)], (fd,)
     argv = ["unshare", "-m", "--propagation", "slave", "/bin/sh", "-c", _ISOLATE, "sh"]
-    return [*argv, str(root), str(entry), str(point)], ()
+    return [*argv, str(root), str(entry), str(point), *nice_argv(nice)], ()
