@@ -400,3 +400,47 @@ async def test_an_answer_judge_replay_miss_is_a_grading_error_not_a_crash(
     report = await regrade_trial(folder)
     assert report.judge_cache["misses"] >= 1 and report.replay_misses >= 1
     assert report.after.score is None and "replay: no recorded response" in report.after.error
+
+
+def test_grading_a_job_lists_a_trial_with_no_end_state_and_grades_the_others(
+    mini_bench, scripted_server, even_responder, tmp_path
+):
+    """A job whose task 2 hit a non-retried upstream 500 (an infrastructure error: no end
+    state): `clawrig grade JOB` re-grades tasks 1 and 3 to their scores, lists task 2 as not
+    re-gradable with the reason, and exits 1."""
+    import os
+
+    from clawrig.testing.scripted_server import error
+
+    bench = mini_bench(3)
+
+    def responder(request: dict):
+        if "TASKNUM=2" in json.dumps(request["messages"][0]["content"]):
+            return error(500, "upstream broke", should_retry=False)
+        return even_responder(request)
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    env["SCRIPTED_BASE_URL"] = srv.base_url
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out)]
+    r = subprocess.run([clawrig, *args], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    srv.stop()  # grading needs no model server
+    r = _grade(str(out))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    lines = r.stdout.splitlines()
+    graded = [ln for ln in lines if "recorded 0.25 -> re-graded 0.25: same scores" in ln]
+    assert len(graded) == 2  # tasks 1 and 3 (odd: the file written, content wrong)
+    (skipped,) = [ln for ln in lines if ": not re-gradable: " in ln]
+    assert "task_2_echo" in skipped and "an infrastructure error" in skipped
+    assert "no end state" in skipped
+    assert (
+        lines[-1]
+        == "2/3 trials re-grade to their recorded scores; 1 not re-gradable (no end state)"
+    )
+    r = _grade(str(out), "--json")
+    reports = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 1 and len(reports) == 3
+    assert [rep["not_gradable"] is not None for rep in reports] == [False, True, False]

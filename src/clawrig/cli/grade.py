@@ -84,7 +84,9 @@ def register(app: typer.Typer) -> None:
             ),
         ] = DEFAULT_PARALLEL,
     ) -> None:
-        """Grade finished trials again; exit 1 when a score differs from the recorded one."""
+        """Grade finished trials again; exit 1 when a score differs from the recorded one or
+        a trial has no end state to grade (it ended with an infrastructure, setup or cancelled
+        error: listed with the reason, the others graded)."""
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
         from clawrig.errors import UserError
@@ -133,6 +135,14 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 typer.echo(json.dumps(report.model_dump(mode="json")))
                 continue
+            if report.not_gradable:
+                console.print(
+                    f"{report.task_id} {Path(report.trial).name}: recorded {report.before.score}: "
+                    f"not re-gradable: {report.not_gradable}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                continue
             b, a = report.before.score, report.after.score
             verdict = "same scores" if report.same else "DIFFERENT scores"
             if not report.same and b == a and report.score_file:
@@ -164,7 +174,11 @@ def register(app: typer.Typer) -> None:
                 if n == 1
                 else "trials re-grade to their recorded scores"
             )
-            console.print(f"{same}/{n} {tail}")
+            skipped = sum(r.not_gradable is not None for r in reports)
+            console.print(
+                f"{same}/{n} {tail}"
+                + (f"; {skipped} not re-gradable (no end state)" if skipped else "")
+            )
         if not as_json:
             for path in summaries.values():
                 console.print(f"summary recomputed: {path}", highlight=False, soft_wrap=True)

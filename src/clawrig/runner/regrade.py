@@ -73,6 +73,10 @@ class RegradeReport(BaseModel):
     """True when a live judge answered what the records lack (``--judge``)."""
     summary: str | None = None
     """The job summary refreshed after ``--write`` (its path), None when none lists the trial."""
+    not_gradable: str | None = None
+    """Why the trial could not be re-graded at all (it ended with an infrastructure, setup or
+    cancelled error, so it has no end state: ``after`` is empty and ``same`` False), None when
+    it was re-graded."""
     score_file: str | None = None
     """One line when the folder's score.json disagrees with its result.json (the trial's
     record, which the summary, exports and viewer read; score.json is derived from it:
@@ -171,6 +175,31 @@ def refresh_job_summary(trial_folder: Path) -> Path | None:
     return None
 
 
+NO_END_STATE = (ErrorKind.INFRASTRUCTURE, ErrorKind.SETUP, ErrorKind.CANCELLED)
+"""Error kinds after which a trial folder has no end state to grade."""
+
+
+def _not_gradable(folder: Path, trial: TrialResult) -> RegradeReport:
+    """The report of a trial with no end state (its error's kind is in NO_END_STATE)."""
+    assert trial.error is not None
+    phase = f" in the {trial.error.phase} phase" if trial.error.phase else ""
+    return RegradeReport(
+        task_id=trial.task_id,
+        trial=str(folder),
+        before=GradeSide(
+            score=trial.counted_score(), error=trial.score.error if trial.score else None
+        ),
+        after=GradeSide(),
+        same=False,
+        judge_cache={"hits": 0, "misses": 0},
+        grader_timeout_s=0.0,
+        not_gradable=(
+            f"it ended with an {trial.error.kind} error{phase}, so it has no end state "
+            "to grade (clawrig run --resume runs it again)"
+        ),
+    )
+
+
 async def regrade_trial(
     folder: Path,
     *,
@@ -191,17 +220,16 @@ async def regrade_trial(
     folder's score.json, process_score.json and result.json with the new grading (never
     otherwise; not after a replay miss, whose grading error would replace a real grading),
     then, with ``refresh``, the job summary that lists the trial (:func:`refresh_job_summary`;
-    re-grading many trials of one job: pass False and refresh once at the end). Raises
-    UserError for a folder that is not a gradable trial (no result.json, an infrastructure,
-    setup or cancelled error, a task that cannot be found) or a missing ``judge_cache`` file.
+    re-grading many trials of one job: pass False and refresh once at the end). A trial that
+    ended with an infrastructure, setup or cancelled error has no end state: its report says
+    why in ``not_gradable`` (nothing graded, nothing written). Raises UserError for a folder
+    that is not a trial (no result.json), a task that cannot be found or a missing
+    ``judge_cache`` file.
     """
     folder = Path(folder)
     trial = load_trial(folder)
-    if trial.error is not None and trial.error.kind in ("infrastructure", "setup", "cancelled"):
-        raise UserError(
-            f"{folder}: the trial ended with a {trial.error.kind} error ({trial.error.phase}): "
-            "there is no end state to grade; run it again"
-        )
+    if trial.error is not None and trial.error.kind in NO_END_STATE:
+        return _not_gradable(folder, trial)
     task = _task_of(trial, folder)
     config = recorded_config(trial)
     update: dict[str, Any] = {}
