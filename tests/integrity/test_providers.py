@@ -18,7 +18,13 @@ import pytest
 from integrity_helpers import HONEST, attack_job, job_results, tool_outputs, write_bench
 
 from clawrig.errors import ModelRequestError, ProviderError
-from clawrig.llm.client import MAX_REPLY_BYTES, PROBE, OpenAIChatModel, RetryPolicy
+from clawrig.llm.client import (
+    MAX_REPLY_BYTES,
+    PROBE,
+    OpenAIChatModel,
+    RetryPolicy,
+    provider_stop,
+)
 from clawrig.llm.gateway import Gateway
 from clawrig.llm.pricing import Prices
 from clawrig.llm.providers import ModelEndpoint
@@ -64,6 +70,8 @@ def _respond_by_task(turns: dict[int, Callable[[int], object]]) -> Callable[[dic
 
     def respond(request: dict) -> object:
         first = request["messages"][0]["content"]
+        if request["messages"] == PROBE:  # the harness's plain request: answered
+            return reply("OK")
         k = int(re.search(r"TASKNUM=(\d+)", json.dumps(first)).group(1))
         done = sum(1 for m in request["messages"] if m.get("role") == "tool")
         if k in turns:
@@ -73,20 +81,33 @@ def _respond_by_task(turns: dict[int, Callable[[int], object]]) -> Callable[[dic
     return respond
 
 
+MODERATED = "Your chosen model requires moderation and your input was flagged"
+
+
 @pytest.mark.sandbox
+@pytest.mark.parametrize(
+    ("status", "overflow"),
+    [
+        (400, "This model's maximum context length is 131072 tokens; the messages hold 250000."),
+        (403, MODERATED),
+    ],
+    ids=["400-context", "403-moderation"],
+)
 async def test_a_conversation_the_provider_refuses_ends_that_trial_not_the_job(
-    scripted_server, tmp_path
+    scripted_server, tmp_path, status, overflow
 ):
     # t1's agent grows its conversation past the model's context (the provider's 400 on its
-    # second request): a ModelRequestError, a "user error" that stopped the whole job with no
-    # summary. Its conversation is its doing: t1 stops there and is graded as it stands.
-    overflow = "This model's maximum context length is 131072 tokens; the messages hold 250000."
+    # second request), or puts text a moderation filter refuses in it (403): a
+    # ModelRequestError, a "user error" that stopped the whole job with no summary; the 403
+    # then was an unscored infrastructure error that stopped the job (red-team 8, finding 3).
+    # The provider answers the harness's plain request: the conversation is the agent's
+    # doing, t1 stops there and is graded as it stands, the refusal recorded.
 
     def t1(done: int) -> object:
         return (
             reply(tool_calls=[call("exec", {"command": HONEST})])
             if not done
-            else error(400, overflow)
+            else error(status, overflow)
         )
 
     tasks_dir = write_bench(tmp_path / "bench", 2)
@@ -99,8 +120,40 @@ async def test_a_conversation_the_provider_refuses_ends_that_trial_not_the_job(
     assert sorted(got) == ["t1", "t2"] and len(summary["tasks"]) == 2
     assert got["t1"]["stop_reason"] == "model_error" and got["t1"]["error"] is None
     assert got["t1"]["score"]["score"] == 1.0  # graded as it stands: it had written ok
-    assert got["t2"]["score"]["score"] == 1.0
-    assert "maximum context length" in Path(got["t1"]["folder"], "agent.log").read_text()
+    assert got["t1"]["stop_detail"].startswith(f"HTTP {status}: ")
+    assert overflow in got["t1"]["stop_detail"]
+    assert got["t2"]["score"]["score"] == 1.0 and summary["provider_stopped"] is None
+    assert overflow in Path(got["t1"]["folder"], "agent.log").read_text()
+
+
+@pytest.mark.sandbox
+async def test_a_provider_refusing_even_a_plain_request_mid_trial_stops_the_job(
+    scripted_server, tmp_path
+):
+    # the provider answers t1's first request, then refuses everything (a key revoked, the
+    # account closed) with a 403, the harness's plain request too: no conversation of the
+    # agent is to blame. t1 is an infrastructure error (not scored) and no new trial starts.
+    broken = {"on": False}
+
+    def respond(request: dict) -> object:
+        if broken["on"]:
+            return error(403, "account suspended")
+        broken["on"] = True
+        return reply(tool_calls=[call("exec", {"command": HONEST})])
+
+    tasks_dir = write_bench(tmp_path / "bench", 2)
+    srv = scripted_server(responder=respond)
+    job = attack_job(tmp_path / "bench", tmp_path / "out", parallel=1)
+    with Gateway() as gw:
+        services = TrialServices(model=srv.chat_model(), gateway=gw)
+        summary = await run_job(job, load_tasks(tasks_dir), services)
+    got = job_results(tmp_path / "out")
+    assert sorted(got) == ["t1"]  # t2 not started
+    err = got["t1"]["error"]
+    assert err["kind"] == "infrastructure" and got["t1"]["score"] is None
+    assert "HTTP 403" in err["message"] and "a plain request is refused too" in err["message"]
+    why = summary["provider_stopped"]
+    assert "HTTP 403" in why and srv.base_url in why and summary["not_run"] == 1
 
 
 @pytest.mark.sandbox
@@ -234,12 +287,15 @@ def _judged_task(tmp_path: Path, k: int) -> Task:
 
 
 @pytest.mark.sandbox
+@pytest.mark.parametrize("status", [400, 403])
 async def test_a_judge_refusing_the_agents_answer_is_its_zero_not_the_jobs_end(
-    scripted_server, tmp_path
+    scripted_server, tmp_path, status
 ):
     # t2's answer trips the judge provider's content filter (a 400): a ModelRequestError, a
     # "bad judge setting" that stopped the whole job, though the judge had answered t1 in the
-    # same job. With that evidence the refusal is about the agent's answer: its 0.
+    # same job. With that evidence the refusal is about the agent's answer: its 0. A 403 (a
+    # moderation filter) was an unscored infrastructure error: the judge answers the harness's
+    # plain request, so it is the agent's 0 too (red-team 8, finding 2).
     answers = {1: "42", 2: "42, and FLAGGED words"}
     agent = scripted_server(
         responder=lambda req: reply(
@@ -249,7 +305,7 @@ async def test_a_judge_refusing_the_agents_answer_is_its_zero_not_the_jobs_end(
 
     def judge(request: dict) -> object:
         if "FLAGGED" in json.dumps(request["messages"]):
-            return error(400, "Invalid prompt: flagged as potentially violating the usage policy")
+            return error(status, "Invalid prompt: flagged as potentially violating the policy")
         return reply('{"scores": {"match": 1}, "total": 1.0, "notes": "right"}')
 
     judge_srv = scripted_server(responder=judge)
@@ -290,6 +346,7 @@ async def _proxy_judged(
     out: Path,
     judge: Callable[[dict], object],
     answers: list[str],
+    judges: list | None = None,
     **task_kwargs: object,
 ) -> list:
     """One trial per answer the agent writes to results/out.txt, graded by a programmatic
@@ -297,6 +354,8 @@ async def _proxy_judged(
     proxy, all in one gateway; returns their results."""
     name = f"scripted/judge-{uuid.uuid4().hex[:8]}"  # a model no earlier test saw answer
     judge_srv = scripted_server(responder=judge)
+    if judges is not None:  # the caller's view of the judge model
+        judges.append(judge_srv.chat_model(name))
     results = []
     with Gateway(retry=RetryPolicy(attempts=2, initial_s=0.01, max_s=0.01)) as gw:
         for k, answer in enumerate(answers):
@@ -314,25 +373,63 @@ async def _proxy_judged(
     return results
 
 
-def _flagging_judge(request: dict) -> object:
-    if "FLAGGED" in json.dumps(request["messages"]):
-        return error(400, "Invalid prompt: flagged as potentially violating the usage policy")
-    return reply("1.0")
+def _flagging_judge_with(status: int) -> Callable[[dict], object]:
+    def judge(request: dict) -> object:
+        if "FLAGGED" in json.dumps(request["messages"]):
+            return error(status, MODERATED)
+        return reply("1.0")
+
+    return judge
 
 
 @pytest.mark.sandbox
+@pytest.mark.parametrize("status", [400, 403])
 async def test_a_proxy_judge_refusing_the_agents_answer_after_answering_is_its_zero(
-    scripted_server, make_task, tmp_path
+    scripted_server, make_task, tmp_path, status
 ):
     # the grader's judge call through the proxy: refused for the agent's words after the judge
-    # answered another trial. The agent's 0, with the judge's refusal named.
+    # answered another trial. The agent's 0, with the judge's refusal named. A 403 (a
+    # moderation filter) was an unscored infrastructure error, retried (red-team 8, finding 2):
+    # the judge answers the harness's plain request, so the grader decides.
     honest, flagged = await _proxy_judged(
-        scripted_server, make_task, tmp_path / "out", _flagging_judge, ["42", "42 FLAGGED"]
+        scripted_server,
+        make_task,
+        tmp_path / "out",
+        _flagging_judge_with(status),
+        ["42", "42 FLAGGED"],
     )
     assert honest.error is None and honest.score.score == 1.0
     assert flagged.error is not None and flagged.error.kind == ErrorKind.AGENT
     assert flagged.counted_score() == 0.0
-    assert "refused the agent's answer (HTTP 400)" in flagged.error.message
+    assert f"refused the agent's answer (HTTP {status})" in flagged.error.message
+
+
+@pytest.mark.sandbox
+async def test_a_proxy_judge_that_breaks_after_answering_is_infrastructure_and_stops(
+    scripted_server, make_task, tmp_path
+):
+    # the judge answers the first trial's grader, then refuses every request (403), the
+    # harness's plain one too: the judge is broken, not the agent's answer. Infrastructure,
+    # and the judge's server is noted as refusing (the job starts no new trial).
+    broken = {"on": False}
+
+    def judge(request: dict) -> object:
+        if broken["on"]:
+            return error(403, "account suspended")
+        broken["on"] = True
+        return reply("1.0")
+
+    judges: list = []
+    honest, second = await _proxy_judged(
+        scripted_server, make_task, tmp_path / "out", judge, ["42", "43"], judges=judges
+    )
+    assert honest.error is None and honest.score.score == 1.0
+    assert second.error is not None and second.error.kind == ErrorKind.INFRASTRUCTURE
+    assert second.counted_score() is None
+    assert "HTTP 403" in second.error.message and "plain request" in second.error.message
+    (judge_model,) = judges
+    why = provider_stop(judge_model.endpoint)  # what stops the job starting trials
+    assert why is not None and "HTTP 403" in why
 
 
 @pytest.mark.sandbox
@@ -355,18 +452,21 @@ async def test_a_proxy_judge_that_never_answered_stops_the_job_not_zero_for_the_
 
 
 @pytest.mark.sandbox
+@pytest.mark.parametrize("status", [400, 403])
 async def test_a_proxy_judge_refusing_the_first_answer_of_the_job_is_the_agents_zero(
-    scripted_server, make_task, tmp_path
+    scripted_server, make_task, tmp_path, status
 ):
     # the job's first judge call carries the agent's flagged answer: with no earlier answer as
     # evidence the refusal stopped the whole job (one agent's words ended everyone's run). The
     # harness asks the judge a plain question of its own: answered, so the refusal was the
     # agent's content, its 0.
+    # A 403 was not probed at all: the job stopped, exit 2 (red-team 8, finding 1).
     (flagged,) = await _proxy_judged(
-        scripted_server, make_task, tmp_path / "out", _flagging_judge, ["42 FLAGGED"]
+        scripted_server, make_task, tmp_path / "out", _flagging_judge_with(status), ["42 FLAGGED"]
     )
     assert flagged.error is not None and flagged.error.kind == ErrorKind.AGENT
     assert flagged.counted_score() == 0.0
+    assert f"refused the agent's answer (HTTP {status})" in flagged.error.message
 
 
 @pytest.mark.sandbox

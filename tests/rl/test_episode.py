@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from clawrig.errors import UserError
-from clawrig.llm.client import RetryPolicy
+from clawrig.llm.client import PROBE, RetryPolicy
 from clawrig.rl import Rollouts, episode_from_trial, group_stats
 from clawrig.testing.scripted_server import call, error, reply
 
@@ -118,6 +118,26 @@ async def test_a_prompt_refused_as_too_long_after_answers_is_context_length(
     assert ep.stop_reason == "context_length" and ep.mask and ep.reward is None
     assert too_long in (ep.error or "") and ep.trial_dir is not None
     assert len(srv.requests) == 2  # refused once, not retried
+
+
+async def test_a_conversation_refused_for_its_content_is_graded_as_it_stands(
+    env, scripted_server, task_15
+):
+    # the policy writes the right answer, then its grown conversation is refused by a
+    # moderation filter (403) while the server answers a plain request: the episode's own
+    # doing, like a context overflow (context_length), graded as it stands: its reward is the
+    # grader's 1.0, not masked. It was an unscored infra_error (red-team 8, finding 3).
+    def policy(request: dict) -> object:
+        if request["messages"] == PROBE:
+            return reply("OK")
+        if any(m.get("role") == "tool" for m in request["messages"]):
+            return error(403, "Your chosen model requires moderation and your input was flagged")
+        return write_answer(RIGHT)
+
+    srv = scripted_server(responder=policy)
+    ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
+    assert ep.stop_reason == "context_length" and not ep.mask
+    assert ep.reward == REWARD[RIGHT] and ep.trial_dir is not None
 
 
 async def test_group_statistics_and_advantages(env, scripted_server, task_15):

@@ -63,7 +63,7 @@ _STOPS: dict[str, EpisodeStop] = {
     StopReason.COST_BUDGET: "max_turns",
     StopReason.TIME_LIMIT: "time_limit",
     StopReason.TOKEN_BUDGET: "context_length",
-    StopReason.MODEL_ERROR: "agent_error",
+    StopReason.MODEL_ERROR: "context_length",  # the provider would not serve its conversation
     StopReason.PROVIDER_ERROR: "infra_error",
     StopReason.CANCELLED: "infra_error",
 }

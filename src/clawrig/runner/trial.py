@@ -16,7 +16,10 @@ provider down after retries, on the harness's own evidence) are marked retryable
 scored; setup errors and grading errors (the task's grader cannot run at all) are recorded; a
 refused model request (:class:`clawrig.errors.ModelRequestError`) before the model answered any
 request of the job propagates to stop the job with one line (after, it ends only its trial:
-:class:`clawrig.errors.ProviderRefused`).
+:class:`clawrig.errors.ProviderRefused`). A refusal after the trial's first answer, or any
+refusal by the judge, is followed by the harness's own plain request (:func:`_answers_probe`):
+answered, the refusal was of what the agent put in the request (graded as it stands, or the
+agent's 0); refused too, the provider is broken (infrastructure, no new trial starts).
 """
 
 from __future__ import annotations
@@ -157,11 +160,6 @@ TRIAL_OVERHEAD_S = 900.0
 warmup, gt, collection) before its sandbox is stopped (:class:`TimeoutPlan`)."""
 AGENT_PHASES = ("agent", "kill", "collect")
 """Phases in which a dead sandbox is the agent's doing (it had the sandbox to itself)."""
-CONVERSATION_REFUSALS = (400, 413, 422)
-"""HTTP statuses of a provider refusing a request for its content (a conversation past the
-model's context, a body too large, an unreadable image, a content filter): after the trial's
-first answered request, or the judge's first in the job, the agent's doing
-(:meth:`Trial.run_agent`, :meth:`Trial.grade`), never the job's end."""
 
 
 @dataclass
@@ -1025,6 +1023,19 @@ class Trial:
                     outcome = await agent.run(ctx)
             result.stop_reason = outcome.stop_reason
             result.turns, result.tool_calls = outcome.turns, outcome.tool_calls
+            refused = lease.upstream_refusals if lease is not None else []
+            if outcome.stop_reason == StopReason.MODEL_ERROR and refused:
+                # OpenClaw's request refused by the provider through the gateway after it
+                # answered this trial: the same plain-request test as the native agent's
+                if not await _answers_probe(lease.endpoint):
+                    raise _provider_broken(
+                        ModelRequestError(
+                            f"HTTP {refused[-1]}: {outcome.error or 'refused'}", status=refused[-1]
+                        ),
+                        lease.endpoint,
+                        "the model",
+                    )
+                self._conversation_refused(refused[-1], outcome.error or "")
         except TimeoutError:
             # the time ran out while the provider kept a request silent (a hang, a dribble):
             # an outage, not the model's time limit (retried by the job)
@@ -1053,16 +1064,17 @@ class Trial:
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
             ctx.log(f"agent stopped: {exc}")
         except ModelRequestError as exc:
-            # the provider refused a request after answering this trial's earlier ones: the
-            # settings are the same, the conversation grew ("maximum context length", an image
-            # the agent read): the agent's doing, so it stops and is graded as it stands.
-            if exc.status not in CONVERSATION_REFUSALS or not transcript.steps:
-                # any other refusal after the model answered in this job ends this trial only
-                # (an infrastructure error); before, the settings are in doubt: the job stops
+            # a refusal before this trial's first answer: the settings are in doubt
+            # (_refusal_of). After it, the harness asks the provider a plain request of its
+            # own: answered, the refusal was of what the agent put in its conversation (a
+            # context overflow, a content filter): it stops and is graded as it stands;
+            # refused too, the provider is broken (_provider_broken: no new trial starts)
+            if exc.status is None or not transcript.steps or _replay_miss(lease):
                 raise _refusal_of(exc, lease, model) from None
-            result.stop_reason = StopReason.MODEL_ERROR
-            result.turns = len(transcript.steps)
-            result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
+            endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
+            if not await _answers_probe(endpoint):
+                raise _provider_broken(exc, endpoint, "the model") from None
+            self._conversation_refused(exc.status, str(exc))
             ctx.log(f"agent stopped: the provider refused its conversation: {exc}")
         finally:
             self.clock.deadline = None
@@ -1092,6 +1104,15 @@ class Trial:
                 "the job's budget (--budget-usd) ran out while this trial ran: not scored "
                 "(--resume with a larger budget runs it again)"
             )
+
+    def _conversation_refused(self, status: int | None, message: str) -> None:
+        """The agent's stop on a provider refusing its conversation (the provider answers
+        plain requests): ``model_error``, graded as it stands, ``stop_detail`` the refusal."""
+        result, steps = self.result, self.transcript.steps
+        result.stop_reason = StopReason.MODEL_ERROR
+        result.stop_detail = f"HTTP {status}: {message}"[:2000]
+        result.turns = len(steps)
+        result.tool_calls = sum(len(m.tool_calls) for m in steps)
 
     async def stop_agent(self, *, copy_end_state: bool = True) -> None:
         """Phase 4: the agent's sandbox stopped (every process in it ends), its service audits
@@ -1270,19 +1291,16 @@ class Trial:
                 # which stop the job.
                 judge = judge_model if judge_model is not None else services.judge
                 endpoint = upstream_endpoint(judge)
-                if exc.status not in CONVERSATION_REFUSALS:
-                    if exc.status is None or endpoint is None or not has_answered(endpoint):
-                        raise
-                    # answered before: its settings worked; this trial ends (and with the key,
-                    # account or model refused, no new trial starts)
-                    if exc.status in SETTINGS_REFUSALS:
-                        mark_refused(endpoint, f"the judge: {exc}")
-                    raise ProviderRefused(f"the judge: {exc}", status=exc.status) from None
-                if not await _judge_works(endpoint):
+                if exc.status is None or endpoint is None:
                     raise
-                raise AgentFault(
-                    f"the judge's provider refused the agent's answer: {exc}"
-                ) from None
+                if await _answers_probe(endpoint):
+                    # it answers the harness's plain request: it refused the agent's answer
+                    raise AgentFault(
+                        f"the judge's provider refused the agent's answer: {exc}"
+                    ) from None
+                if not has_answered(endpoint):
+                    raise  # never answered in this process: its settings, the job stops
+                raise _provider_broken(exc, endpoint, "the judge") from None
             judge_failures = (proxy.lease.upstream_errors, proxy.lease.refusals) if proxy else None
             judge_fault = await _proxy_judge_fault(proxy, self.plan.grader_s) if proxy else None
         if judge_model is not services.judge and judge_model is not None:
@@ -1544,16 +1562,21 @@ async def run_trial(
     return await trial.run(attempt=attempt, earlier=earlier)
 
 
+def _replay_miss(lease: Any) -> bool:
+    """True when the lease's replay had no recorded reply for a request (the run diverged)."""
+    return lease is not None and "replay_miss" in lease.refusals
+
+
 def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Exception:
-    """What a refused agent request means for the job (README "Running a model"): ``exc``
-    itself (it stops the job: the model's settings, or a replay that diverged) when the model
-    never answered a request in this process or the request was a replay miss, else a
-    :class:`ProviderRefused` that ends only this trial (not scored, ``--resume`` runs it
-    again); a refusal of the key, account or model (:data:`SETTINGS_REFUSALS`) is also noted
-    (:func:`clawrig.llm.client.mark_refused`): the job then starts no new trial."""
+    """What an agent request refused before the trial's first answer means for the job
+    (README "Running a model"): ``exc`` itself (it stops the job: the model's settings, or a
+    replay that diverged) when the model never answered a request in this process or the
+    request was a replay miss, else a :class:`ProviderRefused` that ends only this trial (not
+    scored, ``--resume`` runs it again); a refusal of the key, account or model
+    (:data:`SETTINGS_REFUSALS`) is also noted (:func:`clawrig.llm.client.mark_refused`): the job
+    then starts no new trial."""
     endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
-    replay_miss = lease is not None and "replay_miss" in lease.refusals
-    if exc.status is None or replay_miss or endpoint is None or not has_answered(endpoint):
+    if exc.status is None or _replay_miss(lease) or endpoint is None or not has_answered(endpoint):
         return exc
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
         mark_refused(endpoint, str(exc))
@@ -1567,16 +1590,29 @@ def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Exception:
     )
 
 
-async def _judge_works(endpoint: ModelEndpoint | None) -> bool:
-    """True when the judge at ``endpoint`` answers requests: it answered one in this process,
-    or it answers :data:`clawrig.llm.client.PROBE` now (evidence that a refusal of another
-    request was for its content, the agent's answer in it, not the judge's settings). False
-    without an endpoint or when the probe is refused too; raises ProviderError when it fails
-    (an outage)."""
+def _provider_broken(
+    exc: ModelRequestError, endpoint: ModelEndpoint | None, role: str
+) -> Exception:
+    """The error for a provider (``role``: "the model" or "the judge") that refused a request
+    and then the harness's plain request too (:func:`_answers_probe`): it serves nothing now,
+    whatever the trial held. Noted (:func:`clawrig.llm.client.mark_refused`: the job starts no
+    new trial, ``provider_stopped``); this trial ends as an infrastructure error, not scored
+    (``--resume`` runs it again)."""
+    why = f"{role}: {exc} (and a plain request is refused too)"
+    if endpoint is not None:
+        mark_refused(endpoint, why)
+    return ProviderRefused(f"{why}: this trial ends, no new trial starts", status=exc.status)
+
+
+async def _answers_probe(endpoint: ModelEndpoint | None) -> bool:
+    """True when the provider at ``endpoint`` answers :data:`clawrig.llm.client.PROBE` now (the
+    same model, key and base URL; retried on an outage): the harness's evidence that its
+    refusal of another request was for that request's content (what the agent put in it), not
+    the provider's settings. Asked after every such refusal, whether or not the provider
+    answered earlier in this process. False without an endpoint or when the probe is refused
+    too; raises ProviderError when it fails (an outage)."""
     if endpoint is None:
         return False
-    if has_answered(endpoint):
-        return True
     async with OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=2, max_s=5.0)) as model:
         try:
             await model.chat(PROBE, max_tokens=8)
@@ -1589,11 +1625,13 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
     """(kind, why) of a grader's failure when its judge calls through the proxy went wrong,
     from the gateway's record (the harness's evidence), else None: the judge's provider
     failing after retries, or silent past a stall (:func:`clawrig.llm.stalls.stall_limit_s`
-    of the grader's ``grader_s`` limit) is infrastructure; refusing a request for its content
-    (:data:`CONVERSATION_REFUSALS`) after the judge answered in this process is the agent's
-    (the grader sent it the agent's answer), any other refusal then is infrastructure. Raises
-    :class:`ModelRequestError` when the judge refused and never answered: its settings, which
-    stop the job."""
+    of the grader's ``grader_s`` limit) is infrastructure. A refusal of a grader's request
+    (any status) is followed by the harness's plain request (:func:`_answers_probe`):
+    answered, the grader got the refusal of what it sent (the agent's answer, or a request of
+    the agent's program) and decides: a crash on it is the agent's; refused too, the judge is
+    broken: infrastructure and no new trial starts (:func:`_provider_broken`). Raises
+    :class:`ModelRequestError` when the judge refused both and never answered in this
+    process: its settings, which stop the job."""
     lease = proxy.lease
     errors, refused = lease.upstream_errors, lease.upstream_refusals
     if errors:
@@ -1605,19 +1643,21 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
     if not refused:
         return None
-    content = all(s in CONVERSATION_REFUSALS for s in refused)
-    if not content and lease.endpoint is not None and has_answered(lease.endpoint):
-        # the judge answered this job's earlier requests: its settings work (as for the agent)
-        why = f"the judge's provider refused a grader's request with HTTP {refused[-1]}"
-        return ErrorKind.INFRASTRUCTURE, why
-    if not content or not await _judge_works(lease.endpoint):
+    if await _answers_probe(lease.endpoint):
+        return ErrorKind.AGENT, (
+            f"the judge's provider refused the agent's answer (HTTP {refused[-1]})"
+        )
+    name = lease.model_name or "no endpoint"
+    if lease.endpoint is None or not has_answered(lease.endpoint):
         raise ModelRequestError(
-            f"the judge ({lease.model_name or 'no endpoint'}) refused a grader's request with "
-            f"HTTP {refused[-1]} and answers no plain request either: check its settings "
-            "(--judge, JUDGE_MODEL, its key)",
+            f"the judge ({name}) refused a grader's request with HTTP {refused[-1]} and "
+            "answers no plain request either: check its settings (--judge, JUDGE_MODEL, its key)",
             status=refused[-1],
         )
-    return ErrorKind.AGENT, f"the judge's provider refused the agent's answer (HTTP {refused[-1]})"
+    exc = ModelRequestError(
+        f"{name} refused a grader's request with HTTP {refused[-1]}", status=refused[-1]
+    )
+    return ErrorKind.INFRASTRUCTURE, str(_provider_broken(exc, lease.endpoint, "the judge"))
 
 
 @contextlib.asynccontextmanager

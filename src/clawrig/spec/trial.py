@@ -155,6 +155,9 @@ class TrialResult(BaseModel):
     """process_score.json (:class:`clawrig.spec.process.ProcessScore`)."""
     usage: Usage = Field(default_factory=Usage)
     stop_reason: StopReason | None = None
+    stop_detail: str | None = None
+    """With ``stop_reason`` ``model_error``: the provider's refusal of the agent's conversation
+    that ended it (``HTTP <status>: <the provider's message>``); None otherwise."""
     turns: int = 0
     tool_calls: int = 0
     error: TrialError | None = None
