@@ -100,11 +100,15 @@ async def test_nul_bytes_and_deep_nesting_in_tool_arguments_are_tool_errors(
     echo_task, scripted_server, tmp_path
 ):
     deep = "[" * 5000 + "]" * 5000
+    # an integer past Python's 4300-digit conversion limit: a plain ValueError (not a
+    # JSONDecodeError) that voided the trial, retried with no folder (red-team 8, finding 4)
+    huge = '{"command": "echo", "timeout": 1' + "0" * 5000 + "}"
     srv = scripted_server(
         [
             reply(tool_calls=[call("exec", {"command": "echo a\u0000b"})]),
             reply(tool_calls=[call("exec", '{"command": "true", "env": ' + deep + "}")]),
             reply(tool_calls=[call("read", {"path": "/tmp_workspace/\u0000x"})]),
+            reply(tool_calls=[call("exec", huge)]),
             reply("done"),
         ]
     )
@@ -112,7 +116,13 @@ async def test_nul_bytes_and_deep_nesting_in_tool_arguments_are_tool_errors(
     assert result.error is None and result.score.score == 0.0
     tr = read_openclaw_jsonl(folder / "chat.jsonl")
     results = [m for m in tr.messages if m.role == "toolResult"]
-    assert len(results) == 3 and all(m.is_error for m in results)
+    assert len(results) == 4 and all(m.is_error for m in results)
+    assert "Invalid JSON in the arguments of exec" in results[3].text
+    assert "4300" in results[3].text  # the parser's own reason, for the model to read
+    # the transcript holds the model's arguments as it sent them (the raw string)
+    (last_call,) = [m for m in tr.messages if m.tool_calls][-1].tool_calls
+    assert last_call.arguments == huge
+    assert '"arguments":{"_raw":' in (folder / "chat.jsonl").read_text()
 
 
 async def test_a_setuid_file_made_inside_is_not_setuid_outside(

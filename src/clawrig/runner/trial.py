@@ -1290,9 +1290,9 @@ class Trial:
                 # context): the agent's doing, its 0. Never answered: the judge's settings,
                 # which stop the job.
                 judge = judge_model if judge_model is not None else services.judge
-                endpoint = upstream_endpoint(judge)
-                if exc.status is None or endpoint is None:
-                    raise
+                endpoint, judge_lease = upstream_endpoint(judge), getattr(judge, "lease", None)
+                if exc.status is None or endpoint is None or _replay_miss(judge_lease):
+                    raise  # a replay that diverged: a grading error (no provider to ask)
                 if await _answers_probe(endpoint):
                     # it answers the harness's plain request: it refused the agent's answer
                     raise AgentFault(

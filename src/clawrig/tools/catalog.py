@@ -341,6 +341,11 @@ class Toolset:
                     f"column {exc.colno}. Send the arguments as one JSON object, e.g. "
                     f"{_example(name, params)}."
                 )
+            except ValueError as exc:  # JSON that Python cannot hold (an int past 4300 digits)
+                return error(
+                    f"Invalid JSON in the arguments of {name}: {str(exc)[:200]}. Send the "
+                    f"arguments as one JSON object, e.g. {_example(name, params)}."
+                )
         else:
             data = dict(raw_arguments)
         if not isinstance(data, dict):

@@ -57,7 +57,9 @@ def arguments_to_object(raw: str) -> dict[str, Any]:
     """
     try:
         value = json.loads(raw)
-    except (json.JSONDecodeError, TypeError, RecursionError):  # nested past Python's limit
+    # ValueError: any parse error (JSONDecodeError is one; so is an integer past Python's
+    # int-conversion digit limit); RecursionError: nested past Python's limit
+    except (ValueError, TypeError, RecursionError):
         return {RAW_ARGUMENTS_KEY: raw}
     if isinstance(value, dict) and set(value) != {RAW_ARGUMENTS_KEY}:
         return value

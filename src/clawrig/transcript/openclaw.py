@@ -299,10 +299,11 @@ def _parse_lines(
             continue
         try:
             value = json.loads(line)
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or an int past Python's digit limit
             if not strict:
                 continue
-            raise TaskFormatError(source, "entry", f"not valid JSON ({exc.msg})", line=n) from None
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)[:200]
+            raise TaskFormatError(source, "entry", f"not valid JSON ({why})", line=n) from None
         if not isinstance(value, dict):
             if not strict:
                 continue
