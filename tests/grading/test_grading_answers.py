@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clawrig.grading.answers import (
+    LITERAL_EVAL_MAX_CHARS,
     check_answer,
     combine,
     compare_answer,
@@ -139,6 +140,18 @@ def test_extract_list_forms():
     assert extract_parts("```json\n[1, 2]\n```\nnote [9]", 2) == [1, 2]
     assert extract_parts("a、b、c", 3) == ["a", "b", "c"]
     assert extract_parts("only one", 2) is None
+
+
+def test_a_python_literal_over_the_cap_is_read_as_plain_text():
+    # a Python list (a trailing comma: not JSON) is evaluated as a literal up to the cap, its
+    # numbers kept as numbers; past it, the text is split as plain text (strings): a model's
+    # 6 MB "[1,1,...,1,]" took 17.7 s and 2.9 GB in ast.literal_eval (red-team 8, finding 6)
+    small = "[1, 2, 'x',]"
+    assert extract_parts(small, 3) == [1, 2, "x"]
+    padded = "[1, 2, 'x'," + " " * LITERAL_EVAL_MAX_CHARS + "]"
+    assert extract_parts(padded, 3) == ["1", "2", "x"]
+    huge = "[" + "1," * 500_000 + "]"  # 1 MB: no list of 3 parts in it
+    assert extract_parts(huge, 3) is None
 
 
 def test_agent_run_error_is_an_error_not_a_zero(dcb):

@@ -355,14 +355,22 @@ def answer_keys(answer: Any) -> list[str]:
     return ["match"]
 
 
+LITERAL_EVAL_MAX_CHARS = 64 * 1024
+"""Longest bracketed text (characters) parsed as a Python literal (:func:`ast.literal_eval`):
+a longer one is read as JSON or as plain text (a model's 6 MB ``[1,1,...,1,]`` took ~18 s and
+~3 GB to evaluate)."""
+
+
 def _as_list(candidate: str) -> list[Any] | None:
     try:
         value = json.loads(candidate)
     except ValueError:
-        try:
-            value = ast.literal_eval(candidate)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            value = None
+        value = None
+        if len(candidate) <= LITERAL_EVAL_MAX_CHARS:
+            try:
+                value = ast.literal_eval(candidate)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                value = None
     if isinstance(value, list | tuple):
         return list(value)
     inner = candidate[1:-1].strip()

@@ -1751,7 +1751,9 @@ async def _grade(
         )
     elif task.answer is not None or kind == GraderKind.JUDGE:
         use_judge = mode in ("judge", "both") or (mode == "auto" and judge is not None)
-        exact = check_answer(task, transcript) if mode in ("exact", "both", "auto") else None
+        exact = None
+        if mode in ("exact", "both", "auto"):  # off the event loop: the answer is the model's
+            exact = await asyncio.to_thread(check_answer, task, transcript)
         if use_judge:
             if judge is None:
                 raise UserError("--judge: no judge model configured (set --judge or JUDGE_MODEL)")
