@@ -284,6 +284,23 @@ async def test_connection_refused_is_provider_error(scripted_server):
     assert "no reply" in str(info.value)
 
 
+async def test_a_server_gone_after_answering_is_tried_only_unreached_attempts_times(
+    scripted_server,
+):
+    """A model server that answered and then went away (nothing listening: refused) is tried
+    ``unreached_attempts`` times per request, not the policy's full ``attempts`` with their
+    backoff: the job's breaker (3 such requests in a row) then stops it in seconds."""
+    srv = scripted_server([reply("hello")])
+    policy = RetryPolicy(attempts=6, unreached_attempts=2, initial_s=0.001, max_s=0.001)
+    model = srv.chat_model(retry=policy)
+    assert (await model.chat(USER)).content == "hello"
+    srv.stop()
+    for _ in range(2):
+        with pytest.raises(ProviderRetriesExhausted) as info:
+            await model.chat(USER)
+        assert info.value.attempts == 2 and info.value.status is None
+
+
 async def test_streaming_equals_non_streaming(scripted_server):
     def script():
         return [

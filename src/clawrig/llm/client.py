@@ -97,9 +97,8 @@ class RetryPolicy(BaseModel):
     ``attempts``: total tries (1 = no retry). Backoff before retry n (n >= 1) is
     ``min(max_s, initial_s * 2**(n-1)) + uniform(0, jitter_s)`` (tenacity's
     ``wait_exponential + wait_random``), unless the provider sent Retry-After, which is used
-    as given but capped at ``retry_after_cap_s``. A connection that cannot be opened to a
-    model that never answered in this process is tried ``unreached_attempts`` times at most
-    (:class:`StopUnreached`).
+    as given but capped at ``retry_after_cap_s``. A connection that cannot be opened is tried
+    ``unreached_attempts`` times at most (:class:`StopUnreached`).
     """
 
     attempts: int = Field(default=6, ge=1)
@@ -287,10 +286,11 @@ def unreachable(endpoint: ModelEndpoint | None) -> str | None:
 
 
 class StopUnreached(stop_base):
-    """tenacity stop: a connection that could not be opened to ``endpoint`` while its model
-    never answered in this process is tried only ``policy.unreached_attempts`` times (a wrong
-    base URL or a server not started is one clear line in seconds, not a minute of
-    backoff)."""
+    """tenacity stop: a connection that could not be opened to ``endpoint`` (nothing
+    listening, no route, connect timeout) is tried only ``policy.unreached_attempts`` times,
+    whether or not its model answered earlier in this process: a wrong base URL, a server not
+    started or one that went away mid-job is one clear line in seconds (the job stops after
+    :data:`OUTAGE_REQUESTS` such requests in a row), not ~30 s of backoff per request."""
 
     def __init__(self, policy: RetryPolicy, endpoint: ModelEndpoint | None) -> None:
         self.limit, self.endpoint = policy.unreached_attempts, endpoint
@@ -302,7 +302,6 @@ class StopUnreached(stop_base):
             self.endpoint is not None
             and retry_state.attempt_number >= self.limit
             and is_connect_failure(exc)
-            and not has_answered(self.endpoint)
         )
 
 
