@@ -182,6 +182,10 @@ def test_grade_reads_result_json_and_says_when_score_json_disagrees(demo_oracle_
     assert "0.25" in rep["score_file"] and not rep["same"]
     r = _grade(str(folder))
     assert r.returncode == 1 and "same scores, but score.json disagrees" in r.stdout
+    # its score re-grades to the recorded one: counted so, the score.json told apart
+    assert r.stdout.splitlines()[-1] == (
+        "1/1 trial re-grades to its recorded score; 1 score.json disagree(s) with result.json"
+    )
     r = _grade(str(folder), "--write")
     assert json.loads((folder / "score.json").read_text())["score"] == recorded
     r = _grade(str(folder))
@@ -209,8 +213,10 @@ def test_grade_writes_the_folder_only_with_write(demo_oracle_job, tmp_path):
     before = _tree_digest(folder)
     r = _grade(str(folder))
     assert r.returncode == 1 and "recorded 0.5 -> re-graded 1.0: DIFFERENT" in r.stdout
-    # one trial too ends with the closing line
-    assert r.stdout.splitlines()[-1] == "0/1 trial re-grades to its recorded score"
+    # one trial too ends with the closing line (its score.json still says 1.0)
+    assert r.stdout.splitlines()[-1] == (
+        "0/1 trial re-grades to its recorded score; 1 score.json disagree(s) with result.json"
+    )
     assert _tree_digest(folder) == before
     r = _grade(str(folder), "--write")
     assert r.returncode == 1 and "written" in r.stdout
@@ -364,6 +370,8 @@ async def test_a_replay_miss_is_reported_and_a_live_judge_answers_it(
         r.stdout.replace("\n", "")
     )
     assert "Traceback" not in r.stdout + r.stderr
+    assert "recorded 0.75 -> re-graded None: could not be re-graded" in r.stdout
+    assert "DIFFERENT" not in r.stdout
     assert _tree_digest(folder) == before  # not written
     live = scripted_server(responder=lambda req: reply('{"score": 0.5}'))
     env = dict(os.environ, LIVE_BASE_URL=live.base_url, LIVE_API_KEY="k")

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from clawrig.cli.common import DEFAULT_PARALLEL, console
+
+if TYPE_CHECKING:
+    from clawrig.runner.regrade import RegradeReport
 
 
 def _trial_folders(paths: list[Path]) -> list[Path]:
@@ -25,6 +28,17 @@ def _trial_folders(paths: list[Path]) -> list[Path]:
                 continue
         out.append(path)
     return out
+
+
+def _same_scores(report: RegradeReport) -> bool:
+    """The trial re-graded to its recorded score, sub-scores and process metrics (whatever
+    its score.json says: that is reported apart)."""
+    return (
+        report.not_gradable is None
+        and report.before.score == report.after.score
+        and report.before.subscores == report.after.subscores
+        and report.before.process == report.after.process
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -147,6 +161,8 @@ def register(app: typer.Typer) -> None:
             verdict = "same scores" if report.same else "DIFFERENT scores"
             if not report.same and b == a and report.score_file:
                 verdict = "same scores, but score.json disagrees"
+            elif report.replay_misses or (a is None and report.after.error and b is not None):
+                verdict = "could not be re-graded"  # a judge it needed did not answer
             console.print(
                 f"{report.task_id} {Path(report.trial).name}: recorded {b} -> re-graded {a}: "
                 f"{verdict} (judge records: {report.judge_cache['hits']} used, "
@@ -168,16 +184,20 @@ def register(app: typer.Typer) -> None:
             elif report.after.error:
                 console.print(f"grading error: {report.after.error}", highlight=False)
         if not as_json:  # the closing line, one trial or many
-            same, n = sum(r.same for r in reports), len(reports)
+            same, n = sum(_same_scores(r) for r in reports), len(reports)
             tail = (
                 "trial re-grades to its recorded score"
                 if n == 1
                 else "trials re-grade to their recorded scores"
             )
             skipped = sum(r.not_gradable is not None for r in reports)
+            disagree = sum(r.score_file is not None and not r.written for r in reports)
             console.print(
                 f"{same}/{n} {tail}"
                 + (f"; {skipped} not re-gradable (no end state)" if skipped else "")
+                + (f"; {disagree} score.json disagree(s) with result.json" if disagree else ""),
+                highlight=False,
+                soft_wrap=True,
             )
         if not as_json:
             for path in summaries.values():
