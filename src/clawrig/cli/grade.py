@@ -104,7 +104,7 @@ def register(app: typer.Typer) -> None:
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
         from clawrig.errors import UserError
-        from clawrig.runner.regrade import RegradeReport, refresh_job_summary, regrade_trial
+        from clawrig.runner.regrade import refresh_job_summary, regrade_trial
 
         if grader is not None and grader not in ("auto", "programmatic", "judge", "exact", "both"):
             raise UserError(
