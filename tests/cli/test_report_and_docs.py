@@ -47,6 +47,13 @@ def test_grader_judge_on_a_task_without_rubric_names_the_task_file(scripted_serv
     assert str(task_file) in r.stderr
     assert "--grader judge: the task has no reference answer or rubric for the judge" in r.stderr
     assert not srv.requests  # refused before any sandbox or model request
+    args = [CLAWRIG, "run", str(task_file), "--root", str(REPO / "examples" / "wildclaw")]
+    args += ["--agent", "nop", "--grader", "exact", "-o", str(tmp_path / "out2")]
+    r = subprocess.run(args, env=clean_env(), cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    # exact matching asks no judge: the line says what it lacks
+    assert "--grader exact: the task has no reference answer to match" in r.stderr
+    assert "judge" not in r.stderr.split("--grader exact:")[1]
 
 
 def test_the_readme_names_every_option_of_the_scripted_server():

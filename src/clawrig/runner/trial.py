@@ -1527,9 +1527,14 @@ def grader_problem(task: Task, mode: str) -> str | None:
     kind = task.grader.kind
     if mode in JUDGED_MODES:
         own = "its own checks" if kind != GraderKind.NONE else "nothing"
+        lacks = (
+            "no reference answer to match the agent's answer against"
+            if mode == "exact"  # exact matching asks no judge
+            else "no reference answer or rubric for the judge to grade against"
+        )
         return (
-            f"{task.source}: --grader {mode}: the task has no reference answer or rubric for "
-            f"the judge to grade against (it is graded by {own}: use --grader auto)"
+            f"{task.source}: --grader {mode}: the task has {lacks} (it is graded by {own}: "
+            "use --grader auto)"
         )
     if kind == GraderKind.NONE:
         return f"{task.source}: the task has no grader (no checks, answer or rubric)"
