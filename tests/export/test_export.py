@@ -276,6 +276,16 @@ async def test_min_score_and_category_select_trials(job: Path, tmp_path: Path) -
     with pytest.raises(UserError, match="no graded trial to export"):
         await export_fourfolder(job, tmp_path / "none", categories=["07_No_Such_Category"])
     assert not (tmp_path / "none").exists()
+    # nothing chosen: the line counts why (below the bar, other categories), from the records
+    results = [load(p) for p in job.glob("*/*/result.json")]
+    (low,) = [r for r in results if r["score"]["score"] < 0.99]
+    same = [r for r in results if r["category"] == low["category"]]
+    below = sum(r["score"]["score"] < 0.99 for r in same)
+    assert len(same) == below  # the category holds only trials under the bar
+    want = f"({below} graded below --min-score 0.99, {len(results) - below} of other categories)"
+    with pytest.raises(UserError) as info:
+        await export_fourfolder(job, tmp_path / "low", min_score=0.99, categories=[low["category"]])
+    assert str(info.value).endswith(f"no graded trial to export {want}")
 
 
 def test_suite_is_found_from_the_summary_or_given(job: Path, tmp_path: Path) -> None:

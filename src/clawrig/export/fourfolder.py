@@ -102,6 +102,25 @@ def select_trials(
     return chosen, skipped
 
 
+def nothing_to_export(job_dir: Path, skipped: dict[str, str], min_score: float) -> UserError:
+    """The one line when :func:`select_trials` chose nothing: how many trials each reason
+    left out (below ``--min-score``, with its value and the default; errored; not graded;
+    another category), so a job whose graded trials all scored under the bar says so."""
+    below = sum(why.startswith("score ") for why in skipped.values())
+    errored = sum(" error: " in why for why in skipped.values())
+    ungraded = sum(why == "not graded" for why in skipped.values())
+    other = sum(why.startswith("category ") for why in skipped.values())
+    default = " (the default)" if min_score == DEFAULT_MIN_SCORE else ""
+    parts = [
+        f"{below} graded below --min-score {min_score:g}{default}" if below else "",
+        f"{errored} with an error" if errored else "",
+        f"{ungraded} not graded" if ungraded else "",
+        f"{other} of other categories" if other else "",
+    ]
+    why = ", ".join(p for p in parts if p) or "no trials"
+    return UserError(f"{job_dir}: no graded trial to export ({why})")
+
+
 def gt_files(task: Task) -> dict[str, bytes]:
     """The task's gt (relative path under gt/ -> bytes): its gt folder and inline gt files."""
     out: dict[str, bytes] = {}
@@ -382,8 +401,7 @@ async def export_fourfolder(
     trials = find_trials(job_dir)
     chosen, skipped = select_trials(trials, min_score, categories)
     if not chosen:
-        why = "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:5]) or "no trials"
-        raise UserError(f"{job_dir}: no graded trial to export ({why})")
+        raise nothing_to_export(job_dir, skipped, min_score)
     resolver = TaskResolver(job_dir, suite)
     tasks = [resolver.task_for(t) for t in chosen]
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clawrig.errors import UserError
-from clawrig.export.fourfolder import DEFAULT_MIN_SCORE, select_trials
+from clawrig.export.fourfolder import DEFAULT_MIN_SCORE, nothing_to_export, select_trials
 from clawrig.export.job import JobTrial, find_trials
 from clawrig.transcript.dialog import content_text
 
@@ -169,8 +169,7 @@ def export_sft(
         raise UserError(f"--min-score: must be in [0, 1], got {min_score:g}")
     chosen, skipped = select_trials(find_trials(job_dir), min_score, categories)
     if not chosen:
-        why = "; ".join(f"{k}: {v}" for k, v in list(skipped.items())[:5]) or "no trials"
-        raise UserError(f"{job_dir}: no graded trial to export ({why})")
+        raise nothing_to_export(job_dir, skipped, min_score)
     rows = [sft_row(t, fmt) for t in chosen]  # type: ignore[arg-type]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
