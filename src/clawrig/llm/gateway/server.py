@@ -356,18 +356,21 @@ class Gateway:
         with self._serve_lock:
             if self._server is not None or self._stopping:
                 return
+            # assigned before start(): the first caller may be answered (by the server's
+            # thread) before start() returns, and ``serving`` must already say so
+            self._server = ThreadedServer(
+                self.app,
+                self._sockets,
+                name="clawrig-gateway",
+                start_timeout_s=15,
+                stop_timeout_s=15,
+                lifespan="on",
+                timeout_graceful_shutdown=2,
+                timeout_keep_alive=30,
+                backlog=LISTEN_BACKLOG,
+            )
             try:
-                self._server = ThreadedServer(
-                    self.app,
-                    self._sockets,
-                    name="clawrig-gateway",
-                    start_timeout_s=15,
-                    stop_timeout_s=15,
-                    lifespan="on",
-                    timeout_graceful_shutdown=2,
-                    timeout_keep_alive=30,
-                    backlog=LISTEN_BACKLOG,
-                ).start()
+                self._server.start()
             except RuntimeError:
                 self._server = None
                 for s in self._sockets:
