@@ -51,9 +51,17 @@ folders."""
 IMAGE_NAME = "disk.img"
 MOUNT_NAME = "fs"
 MNT_DETACH = 2
+MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
+MS_REMOUNT = 32
 MS_NOATIME = 1024
+MS_BIND = 4096
+MS_MOVE = 8192
+MS_REC = 1 << 14
+MS_PRIVATE = 1 << 18
+MS_SHARED = 1 << 20
+"""mount(2) flags (include/uapi/linux/mount.h), for :func:`mount` here and its callers."""
 MKE2FS_ARGS = (
     "-q",
     "-F",

@@ -44,10 +44,9 @@ import threading
 from pathlib import Path
 
 from clawrig.leftovers import mount_points, outermost, owner_pid
+from clawrig.sandbox.disk import MS_PRIVATE, MS_REC, libc, mount, umount_lazy
 
 CLONE_NEWNS = 0x20000
-MS_REC = 1 << 14
-MS_PRIVATE = 1 << 18
 AT_FDCWD = -100
 OPEN_TREE_CLOEXEC = os.O_CLOEXEC
 _SYSCALLS = {
@@ -115,34 +114,23 @@ _lock = threading.Lock()
 _template: list[int | None] = []
 
 
-def _libc() -> ctypes.CDLL:
-    from clawrig.sandbox.disk import libc
-
-    return libc()  # type: ignore[no-any-return]
-
-
-def _check(result: int, what: str) -> None:
-    if result < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
 def _make_template() -> int:
     """The template namespace (module docs) as a file descriptor. Runs in a thread of its own.
     Raises OSError."""
-    libc = _libc()
-    _check(libc.unshare(CLONE_NEWNS), "unshare")
-    _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    if libc().unshare(CLONE_NEWNS) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+    mount(None, Path("/"), flags=MS_REC | MS_PRIVATE)
     table = "/proc/thread-self/mountinfo"  # /proc/self is the process's (its first thread's)
     ours = [p for p in mount_points(table) if any(owner_pid(c) for c in p.split("/"))]
     for point in outermost(ours):
-        libc.umount2(os.fsencode(point), 2)  # MNT_DETACH: what is below goes with it
+        umount_lazy(Path(point))  # what is below goes with it
     return os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
 
 def _opens_trees(numbers: dict[str, int]) -> bool:
     """True when this kernel has open_tree(2) (Linux 5.2+)."""
-    fd = _libc().syscall(numbers["open_tree"], AT_FDCWD, b"/", OPEN_TREE_CLOEXEC)
+    fd = libc().syscall(numbers["open_tree"], AT_FDCWD, b"/", OPEN_TREE_CLOEXEC)
     if fd < 0:
         return ctypes.get_errno() != errno.ENOSYS
     os.close(fd)

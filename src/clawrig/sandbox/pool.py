@@ -75,17 +75,22 @@ from typing import Any
 
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
-from clawrig.sandbox.disk import TrialDisk, can_make_disks, mount, umount_lazy
+from clawrig.sandbox.disk import (
+    MS_BIND,
+    MS_MOVE,
+    MS_NODEV,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REMOUNT,
+    MS_SHARED,
+    TrialDisk,
+    can_make_disks,
+    mount,
+    umount_lazy,
+)
 from clawrig.sandbox.mountns import can_isolate, template
 
-MS_RDONLY = 1
-MS_NOSUID = 2
-MS_NODEV = 4
-MS_REMOUNT = 32
-MS_BIND = 4096
-MS_MOVE = 8192
-MS_PRIVATE = 1 << 18
-MS_SHARED = 1 << 20
 ISOLATE_FROM = 48
 """Sandboxes of a pool alive (starting, idle or a trial's) from which a new one starts isolated
 from the others' mounts where there is no template namespace (module docs): below that, the
