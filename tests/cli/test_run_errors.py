@@ -55,6 +55,57 @@ def test_bad_flags_give_one_line(args, needle, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+# every value each closed-set flag accepts, written out here (not read from clawrig.choices)
+WEB = ("off", "live", "record", "replay", "corpus", "on")
+GRADER = ("auto", "judge", "exact", "both", "programmatic")
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "accepted"),
+    [
+        (["run", "SUITE", "--web", "bogus"], "--web", WEB),
+        (["run", "SUITE", "--web", "LIVE"], "--web", WEB),
+        (["run", "SUITE", "--web-miss", "skip"], "--web-miss", ("error", "live", "empty")),
+        (["run", "SUITE", "--web-provider", "bing"], "--web-provider", ("brave", "tavily")),
+        (["run", "SUITE", "--executor", "slurm"], "--executor", ("local", "ray")),
+        (["run", "SUITE", "--grader", "vibes"], "--grader", GRADER),
+        (["grade", "OUT", "--grader", "vibes"], "--grader", GRADER),
+        (
+            ["export", "sft", "OUT", "OUT/x.jsonl", "--format", "alpaca"],
+            "--format",
+            ("openai", "sharegpt"),
+        ),
+        (["serve", "SUITE", "--executor", "slurm"], "--executor", ("local", "ray")),
+    ],
+)
+def test_unknown_choice_names_flag_and_values(args, flag, accepted, tmp_path):
+    """A value outside a flag's set: one line naming the flag and every accepted value, exit 2,
+    before anything runs (no output folder, no sandbox)."""
+    out = tmp_path / "out"
+    args = [str(REPO / "suites/demo") if a == "SUITE" else a.replace("OUT", str(out)) for a in args]
+    r = run(*args, *(["-o", str(out)] if args[0] == "run" else []), cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"'{flag}'" in lines[0] and all(f"'{v}'" in lines[0] for v in accepted), lines[0]
+    assert "Value error" not in lines[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("web", ["off", "live", "record"])
+def test_web_dir_with_a_mode_that_takes_none_is_refused(web, tmp_path):
+    """--web-dir goes with --web replay or corpus only; any other mode refuses it (it was
+    dropped without a word, and the job ran as if it had not been given)."""
+    out = tmp_path / "out"
+    r = run(
+        "run", str(REPO / "suites/demo"), "--agent", "nop", "--web", web,
+        "--web-dir", str(tmp_path), "-o", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert f"--web-dir: only --web replay and --web corpus take a folder, not {web}" in r.stderr
+    assert not out.exists()
+
+
 def test_malformed_task_file_names_file_and_field(tmp_path):
     bad = tmp_path / "tasks" / "broken.md"
     bad.parent.mkdir()

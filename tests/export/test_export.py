@@ -321,7 +321,10 @@ def test_bad_input_is_one_line(job: Path, exported: Path, tmp_path: Path) -> Non
     proc = run("export", "sft", job, tmp_path / "rows.csv")
     assert proc.returncode == 2 and "must end in .jsonl or .parquet" in proc.stderr
     proc = run("export", "sft", job, tmp_path / "rows.jsonl", "--format", "alpaca")
-    assert proc.returncode == 2 and "--format: unknown format 'alpaca'" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "'--format': 'alpaca' is not one of 'openai', 'sharegpt'" in proc.stderr
+    )
     for p in (proc,):
         assert "Traceback" not in p.stderr
 

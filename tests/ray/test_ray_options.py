@@ -27,7 +27,7 @@ def _closed_port() -> int:
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        (["--executor", "slurm"], "--executor: unknown executor 'slurm' (choose from local, ray)"),
+        (["--executor", "slurm"], "'--executor': 'slurm' is not one of 'local', 'ray'"),
         (["--executor", "ray", "--ray-address", "nohost"], "--ray-address: 'nohost' is not"),
         (["--executor", "ray", "--ray-address", "127.0.0.1:{port}"], "no Ray cluster answers"),
         (["--executor", "ray", "--web", "live"], "--web live: not supported with --executor ray"),
@@ -118,7 +118,7 @@ def test_the_local_executor_imports_no_ray(tmp_path):
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        (["--executor", "slurm"], "--executor: unknown executor 'slurm' (choose from local, ray)"),
+        (["--executor", "slurm"], "'--executor': 'slurm' is not one of 'local', 'ray'"),
         (["--ray-address", "10.0.0.1:6379"], "--ray-address / --slots-per-node: only with"),
         (["--executor", "ray", "--ray-address", "127.0.0.1:{port}"], "--ray-address: no Ray"),
     ],

@@ -272,10 +272,10 @@ def test_run_web_flags_are_checked_before_any_sandbox(tmp_path) -> None:
     clawrig = str(P(sys.executable).with_name("clawrig"))
     demo = str(REPO / "suites" / "demo")
     cases = [
-        (["--web", "sometimes"], "--web: unknown mode 'sometimes' (choose from off, live, record"),
+        (["--web", "sometimes"], "'--web': 'sometimes' is not one of 'off', 'live', 'record'"),
         (["--web", "replay"], "--web replay: give its folder with --web-dir DIR"),
         (["--web", "corpus", "--web-dir", str(tmp_path / "nope")], "--web corpus: no such file"),
-        (["--web", "live", "--web-provider", "bing"], "--web-provider: choose from brave, tavily"),
+        (["--web", "live", "--web-provider", "bing"], "'bing' is not one of 'brave', 'tavily'"),
     ]
     for flags, message in cases:
         args = [clawrig, "run", demo, "--agent", "oracle", "-o", str(tmp_path / "o"), *flags]

@@ -80,7 +80,8 @@ def run_guarded(app: Callable[..., object]) -> int:
         if not exc.format_message():  # no arguments: the help was printed already
             return exc.exit_code
         where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
-        _error_line(f"{exc.format_message()}{where}")
+        # typer validates choices with pydantic, whose messages start "Value error, "
+        _error_line(f"{exc.format_message().replace('Value error, ', '')}{where}")
         return exc.exit_code
     except _click_errors.ClickException as exc:
         _error_line(exc.format_message())

@@ -16,15 +16,15 @@ from typing import Annotated
 
 import typer
 
+from clawrig.choices import SftFormat
 from clawrig.cli.common import console
 from clawrig.cli.view import export_inspect
 from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
 
-# The export machinery is imported inside each command (fast start-up); these mirror
-# clawrig.export.fourfolder.DEFAULT_MIN_SCORE and clawrig.export.sft.FORMATS (a test checks).
+# The export machinery is imported inside each command (fast start-up); this mirrors
+# clawrig.export.fourfolder.DEFAULT_MIN_SCORE (a test checks).
 DEFAULT_MIN_SCORE = 0.96
-FORMATS = ("openai", "sharegpt")
 
 app = typer.Typer(
     help="Export a job's graded trials: four-folder sets, SFT data.",
@@ -84,7 +84,7 @@ def sft(
     job_dir: JobDir,
     out: Annotated[Path, typer.Argument(help="OUT.jsonl or OUT.parquet")],
     min_score: MinScore = DEFAULT_MIN_SCORE,
-    fmt: Annotated[str, typer.Option("--format", help=f"{' | '.join(FORMATS)}")] = "openai",
+    fmt: Annotated[SftFormat, typer.Option("--format", help="Each row's messages.")] = "openai",
     category: Category = None,
 ) -> None:
     """Write one SFT row (messages + tools) per graded trial of the job."""

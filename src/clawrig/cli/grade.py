@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from clawrig.choices import GraderMode
 from clawrig.cli.common import DEFAULT_PARALLEL, console
 
 if TYPE_CHECKING:
@@ -69,11 +70,8 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         grader: Annotated[
-            str | None,
-            typer.Option(
-                "--grader",
-                help="auto, programmatic, judge, exact or both (default: as the trial ran)",
-            ),
+            GraderMode | None,
+            typer.Option("--grader", help="default: as the trial ran (see clawrig run --help)"),
         ] = None,
         sandbox: Annotated[
             str | None, typer.Option("--sandbox", help="default: the trial's sandbox kind")
@@ -103,13 +101,8 @@ def register(app: typer.Typer) -> None:
         error: listed with the reason, the others graded)."""
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
-        from clawrig.errors import UserError
         from clawrig.runner.regrade import refresh_job_summary, regrade_trial
 
-        if grader is not None and grader not in ("auto", "programmatic", "judge", "exact", "both"):
-            raise UserError(
-                f"--grader: {grader!r} is not one of auto, programmatic, judge, exact, both"
-            )
         live = None
         if judge:
             from clawrig.llm.client import get_model
@@ -123,7 +116,7 @@ def register(app: typer.Typer) -> None:
                 async with slots:
                     return await regrade_trial(
                         folder,
-                        grader=grader,  # type: ignore[arg-type]
+                        grader=grader,
                         judge=live,
                         judge_cache=judge_cache,
                         sandbox=sandbox,

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from clawrig.choices import Executor, GraderMode, WebFlag, WebMiss, WebProvider
 from clawrig.cli.common import DEFAULT_PARALLEL, err_console, stdout_console
 from clawrig.errors import UserError
-from clawrig.runner.executors import EXECUTORS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 # Heavy modules (the runner, pydantic models, the openai SDK) are imported inside the command,
 # so `clawrig --help` and other commands start fast.
 
-GRADERS = ("auto", "judge", "exact", "both", "programmatic")
 PROGRESS_REFRESH_HZ = 2.0
 """Redraws per second of the progress bar on a terminal (none when stderr is not one)."""
 
@@ -153,9 +152,9 @@ def register(app: typer.Typer) -> None:
         ] = DEFAULT_PARALLEL,
         runs: Annotated[int, typer.Option("--runs", min=1, help="Trials per task.")] = 1,
         executor: Annotated[
-            str,
+            Executor,
             typer.Option(
-                "--executor", help="local | ray (the nodes of a Ray cluster, docs/ray.md)"
+                "--executor", help="local, or ray (the nodes of a Ray cluster, docs/ray.md)."
             ),
         ] = "local",
         ray_address: Annotated[
@@ -198,7 +197,7 @@ def register(app: typer.Typer) -> None:
         output: Annotated[
             Path, typer.Option("--output", "-o", help="The job's folder (one job per folder).")
         ] = Path("output"),
-        grader: Annotated[str, typer.Option("--grader", help=GRADER_HELP)] = "auto",
+        grader: Annotated[GraderMode, typer.Option("--grader", help=GRADER_HELP)] = "auto",
         root: Annotated[
             Path | None,
             typer.Option("--root", help="Benchmark root for WildClawBench workspace paths."),
@@ -216,10 +215,11 @@ def register(app: typer.Typer) -> None:
             ),
         ] = 3,
         web: Annotated[
-            str,
+            WebFlag,
             typer.Option(
                 "--web",
-                help="off | live | record | replay | corpus, for tasks that allow the web.",
+                help="The web, for tasks that allow it: off, live (on), record, replay (a "
+                "recorded job's), corpus (a local collection).",
             ),
         ] = "off",
         web_dir: Annotated[
@@ -231,13 +231,11 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         web_miss: Annotated[
-            str,
-            typer.Option(
-                "--web-miss", help="--web replay, an unrecorded request: error | live | empty."
-            ),
+            WebMiss,
+            typer.Option("--web-miss", help="--web replay: what an unrecorded request gets."),
         ] = "error",
         web_provider: Annotated[
-            str, typer.Option("--web-provider", help="--web live|record search: brave | tavily.")
+            WebProvider, typer.Option("--web-provider", help="--web live|record: the search API.")
         ] = "brave",
         network: Annotated[
             str,
@@ -285,14 +283,6 @@ def register(app: typer.Typer) -> None:
         """Run a suite: every task (x runs) in its own sandbox, graded, with a summary."""
         from clawrig.spec.job import JobConfig, TrialConfig
 
-        if grader not in GRADERS:
-            raise UserError(
-                f"--grader: unknown grader {grader!r} (choose from {', '.join(GRADERS)})"
-            )
-        if executor not in EXECUTORS:
-            raise UserError(
-                f"--executor: unknown executor {executor!r} (choose from {', '.join(EXECUTORS)})"
-            )
         source = task or path
         if source is None:
             raise UserError("PATH: give a suite path or --task FILE")
@@ -309,10 +299,10 @@ def register(app: typer.Typer) -> None:
             root=root,
             env_file=env_file,
             replay=replay,
-            web_dir=web_dir if web in ("replay", "corpus") else None,
+            web_dir=web_dir,
             web_miss=web_miss,
             web_provider=web_provider,
-            executor=executor,  # type: ignore[arg-type]
+            executor=executor,
             ray_address=ray_address,
             slots_per_node=slots_per_node,
             trial=TrialConfig(
@@ -324,7 +314,7 @@ def register(app: typer.Typer) -> None:
                 warm_snapshots=warm,
                 timeout_multiplier=timeout_multiplier,
                 max_turns=max_turns,
-                grader=grader,  # type: ignore[arg-type]
+                grader=grader,
                 judge=judge,
                 web=web,
                 network=network,

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from clawrig.choices import Executor
 from clawrig.cli.common import err_console
 from clawrig.errors import UserError
 
@@ -48,7 +49,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="Variable with the default key of the trainer's model server."),
         ] = None,
         executor: Annotated[
-            str, typer.Option(help="Where episodes run: local | ray (docs/ray.md).")
+            Executor, typer.Option(help="Where episodes run: local, or ray (docs/ray.md).")
         ] = "local",
         ray_address: Annotated[
             str | None, typer.Option(help="--executor ray: the cluster (HOST:PORT, auto).")

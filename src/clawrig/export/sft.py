@@ -31,15 +31,15 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from clawrig.choices import SFT_FORMATS, SftFormat
 from clawrig.errors import UserError
 from clawrig.export.fourfolder import DEFAULT_MIN_SCORE, nothing_to_export, select_trials
 from clawrig.export.job import JobTrial, find_trials
 from clawrig.transcript.dialog import content_text
 
-SftFormat = Literal["openai", "sharegpt"]
-FORMATS: tuple[str, ...] = ("openai", "sharegpt")
+FORMATS = SFT_FORMATS
 NESTED = ("messages", "conversations", "tools")
 """Columns JSON-encoded in Parquet."""
 

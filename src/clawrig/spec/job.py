@@ -9,11 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-GraderMode = Literal["auto", "judge", "exact", "both", "programmatic"]
+from clawrig.choices import Executor, GraderMode, WebFlag, WebMiss, WebProvider
+
+__all__ = ["GraderMode", "JobConfig", "Progress", "ProgressEntry", "TrialConfig"]
 
 
 class TrialConfig(BaseModel):
@@ -43,7 +45,7 @@ class TrialConfig(BaseModel):
     judge_repeats: int = 1
     preamble: str | None = None
     tool_profile: str = "coding"
-    web: str = "off"
+    web: WebFlag = "off"
     """off | live | record | replay | corpus (``on`` = live), for tasks that allow the web."""
     network: str = "none"
     """The agent's egress policy: none | registries | allow:<hosts> | open
@@ -97,11 +99,11 @@ class JobConfig(BaseModel):
     web_dir: Path | None = None
     """``--web replay``: the recorded job folder (default: ``--replay``'s); ``--web corpus``:
     the document collection."""
-    web_miss: str = "error"
+    web_miss: WebMiss = "error"
     """``--web replay``: what a request that was not recorded gets: error | live | empty."""
-    web_provider: str = "brave"
+    web_provider: WebProvider = "brave"
     """``--web live|record``: the search provider (brave | tavily)."""
-    executor: Literal["local", "ray"] = "local"
+    executor: Executor = "local"
     """Where trials run: ``local`` (this process, ``parallel`` at once) or ``ray`` (the nodes
     of a Ray cluster, :mod:`clawrig.runner.executors.ray`; needs ``pip install clawrig[ray]``)."""
     ray_address: str | None = None

@@ -27,17 +27,15 @@ import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
+from clawrig.choices import MISS_POLICIES, WEB_MODES
 from clawrig.errors import InfrastructureError, UserError
 from clawrig.web.providers import PROVIDERS
 from clawrig.web.records import BLOB_DIR, BlobStore, WebRecorder, WebRecords, normalise_url
 
-WebMode = Literal["off", "live", "record", "replay", "corpus"]
-WEB_MODES: tuple[str, ...] = ("off", "live", "record", "replay", "corpus")
-MISS_POLICIES: tuple[str, ...] = ("error", "live", "empty")
 USER_AGENT = "clawrig-web-fetch/0.1 (+https://github.com/clawrig)"
 
 
@@ -261,7 +259,7 @@ class WebService:
             web_dir = getattr(config, "replay", None)  # the whole run from one folder
         return cls(
             mode,
-            source=web_dir if mode in ("replay", "corpus") else None,
+            source=web_dir,  # a folder given to a mode that takes none is refused
             output=config.output,
             miss=config.web_miss,
             provider=config.web_provider,

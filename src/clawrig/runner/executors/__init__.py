@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from clawrig.spec.task import Task
     from clawrig.spec.trial import TrialResult, Usage
 
-EXECUTORS = ("local", "ray")
-"""The ``--executor`` choices (``JobConfig.executor``)."""
+from clawrig.choices import EXECUTORS
+
+__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "create_executor"]
 
 
 class Executor(Protocol):

@@ -1,0 +1,38 @@
+"""The closed sets of values that flags and configs take, as ``Literal`` types, importable
+without the machinery that uses them (for fast CLI start-up).
+
+The CLI annotates its options with these types, so typer offers them as choices: an unknown
+value is a usage error naming the flag and listing the values (exit 2) before anything runs.
+The tuples beside them (``get_args``) are for code that checks a value it did not get from the
+CLI (a :class:`clawrig.spec.job.JobConfig` built in Python).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+GraderMode = Literal["auto", "judge", "exact", "both", "programmatic"]
+"""``--grader``: auto (the task's own grader), judge, exact, both, programmatic."""
+GRADERS: tuple[str, ...] = get_args(GraderMode)
+
+Executor = Literal["local", "ray"]
+"""``--executor``: where trials run (:mod:`clawrig.runner.executors`)."""
+EXECUTORS: tuple[str, ...] = get_args(Executor)
+
+WebMode = Literal["off", "live", "record", "replay", "corpus"]
+"""``--web``: the job's web (:mod:`clawrig.web.service`)."""
+WEB_MODES: tuple[str, ...] = get_args(WebMode)
+WebFlag = Literal[WebMode, Literal["on"]]
+"""What ``--web`` accepts: a :data:`WebMode`, or ``on`` (read as ``live``)."""
+
+WebMiss = Literal["error", "live", "empty"]
+"""``--web-miss``: what a request that ``--web replay`` never recorded gets."""
+MISS_POLICIES: tuple[str, ...] = get_args(WebMiss)
+
+WebProvider = Literal["brave", "tavily"]
+"""``--web-provider``: the live search provider (:data:`clawrig.web.providers.PROVIDERS`)."""
+WEB_PROVIDERS: tuple[str, ...] = get_args(WebProvider)
+
+SftFormat = Literal["openai", "sharegpt"]
+"""``clawrig export sft --format``: the message layout of each row."""
+SFT_FORMATS: tuple[str, ...] = get_args(SftFormat)
