@@ -273,7 +273,9 @@ async def test_retried_attempts_count_towards_spend_and_one_job_per_output(
     mini_bench, scripted_server, tmp_path
 ):
     """An attempt that failed for infrastructure reasons still spent money: it counts in the
-    trial's usage and the job's totals. And a second job cannot write to the same output."""
+    job's totals and in the trial's retried_usage, apart from the kept attempt's own usage
+    (usage.json), whose elapsed_time is that attempt's wall time alone. And a second job
+    cannot write to the same output."""
     import asyncio
 
     import pytest
@@ -301,7 +303,24 @@ async def test_retried_attempts_count_towards_spend_and_one_job_per_output(
     (row,) = summary["tasks"]
     assert row["attempts"] == 2 and row["error"] is None
     assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.75)
-    assert len(list((tmp_path / "out" / "_retried").iterdir())) == 1
+    (retried,) = (tmp_path / "out" / "_retried").glob("*/result.json")
+    kept = tmp_path / "out" / row["trial"]
+    first, second = json.loads(retried.read_text()), json.loads((kept / "result.json").read_text())
+    own = json.loads((kept / "usage.json").read_text())
+    # the kept attempt's own usage: one answer of $0.25, its own phases' time
+    assert math.isclose(own["cost_usd"], 0.25) and own["request_count"] == 1
+    assert own == second["usage"]
+    assert math.isclose(own["elapsed_time"], sum(second["timings"].values()), abs_tol=1e-5)
+    # the first attempt's spend, as its own folder recorded it, kept apart
+    assert math.isclose(first["usage"]["cost_usd"], 0.5)
+    assert second["retried_usage"] == first["usage"]
+    assert math.isclose(row["cost_usd"], 0.25) and math.isclose(row["retried_cost_usd"], 0.5)
+    assert math.isclose(row["elapsed_time"], own["elapsed_time"])
+    usage = summary["usage"]
+    assert math.isclose(usage["retried"]["cost_usd"], 0.5)
+    assert math.isclose(
+        usage["elapsed_time"], own["elapsed_time"] + first["usage"]["elapsed_time"], abs_tol=1e-5
+    )
 
     # a second job into a folder in use is refused (a new folder: the first one is finished)
     job = job.model_copy(update={"output": tmp_path / "out2"})

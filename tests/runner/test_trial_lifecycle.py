@@ -73,8 +73,9 @@ async def test_the_agent_is_told_and_given_the_multiplied_limit(tmp_path):
 
 @pytest.mark.sandbox
 async def test_attempts_and_earlier_spend_are_in_the_folder_as_written(tmp_path):
-    """The batch runner's retry bookkeeping goes into result.json and usage.json before the
-    folder's rename (never rewritten afterwards): both agree."""
+    """The batch runner's retry bookkeeping goes into result.json before the folder's rename
+    (never rewritten afterwards): the earlier attempts' spend as retried_usage, apart from the
+    attempt's own usage (usage.json; an oracle trial calls no model)."""
     earlier = Usage(cost_usd=0.5, request_count=3, total_tokens=40)
     result, folder = await run_trial(
         _demo("000003"),
@@ -87,8 +88,11 @@ async def test_attempts_and_earlier_spend_are_in_the_folder_as_written(tmp_path)
     on_disk = json.loads(paths.result.read_text())
     usage = json.loads(paths.usage.read_text())
     assert on_disk["attempts"] == result.attempts == 2
-    assert on_disk["usage"]["cost_usd"] == usage["cost_usd"] == 0.5
-    assert usage["request_count"] == 3 and usage["total_tokens"] == 40
+    assert on_disk["retried_usage"] == {**Usage().model_dump(), "cost_usd": 0.5,
+                                        "request_count": 3, "total_tokens": 40}  # fmt: skip
+    assert on_disk["usage"] == usage
+    assert usage["cost_usd"] == 0.0 and usage["request_count"] == 0
+    assert usage["elapsed_time"] == pytest.approx(sum(on_disk["timings"].values()), abs=1e-5)
     assert on_disk["score"]["score"] == 1.0
 
 

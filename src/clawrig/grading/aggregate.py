@@ -383,16 +383,20 @@ def agreement_rate(results: Iterable[TrialResult]) -> dict[str, Any]:
 
 
 def usage_totals(results: Iterable[TrialResult]) -> dict[str, Any]:
-    """Token, cost and time totals: the field-wise sum of every trial's Usage (tokens, USD,
-    seconds) plus upstream's ``efficiency`` keys total_tokens, total_cost_usd, total_requests."""
-    total = Usage()
+    """Token, cost and time totals of what the job spent: the field-wise sum of every trial's
+    :meth:`~clawrig.spec.trial.TrialResult.spent` (tokens, USD, seconds; earlier attempts of
+    re-run trials included), upstream's ``efficiency`` keys total_tokens, total_cost_usd,
+    total_requests, and ``retried``: the part of those sums that earlier attempts spent."""
+    total, retried = Usage(), Usage()
     for t in results:
-        total = total.add(t.usage)
+        total = total.add(t.spent())
+        retried = retried.add(t.retried_usage)
     out = total.model_dump()
     out["cost_usd"] = round(total.cost_usd, 9)  # no float noise like 1.2000000000000002
     out.update(
         total_cost_usd=out["cost_usd"],
         total_requests=total.request_count,
+        retried={**retried.model_dump(), "cost_usd": round(retried.cost_usd, 9)},
     )
     return out
 
@@ -490,6 +494,9 @@ SUMMARY_NOTES = {
     "(DataClawBench)",
     "score": "a trial's score: an agent error counts 0; infrastructure, grading and cancelled "
     "errors are not scored",
+    "usage": "every attempt the job made (earlier attempts of re-run trials included, their "
+    "part in usage.retried); a task row's cost, tokens and time are its trial folder's attempt "
+    "(usage.json), retried_cost_usd its earlier attempts'",
 }
 
 
@@ -606,6 +613,7 @@ def _scored(
                 cost_usd=round(r.usage.cost_usd, 9),
                 total_tokens=r.usage.total_tokens,
                 elapsed_time=r.usage.elapsed_time,
+                retried_cost_usd=round(r.retried_usage.cost_usd, 9),
             )
         )
     usage = stats["usage"]

@@ -429,7 +429,7 @@ async def _run_locked(
         with contextlib.suppress(OSError, ValueError):
             res = TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
             results[(entry.task_id, entry.run_index)] = res
-            state.spend_usd += res.usage.cost_usd
+            state.spend_usd += res.spent().cost_usd
     pool = None
     if services.pool is None and job.trial.sandbox == "bwrap" and warm_pool_wanted():
         pool = services.pool = WarmPool(parallel=job.parallel, work_dir=services.work_dir)
@@ -503,7 +503,7 @@ async def _run_trials(
             result_folder = str(folder.relative_to(job.output))
             async with lock:
                 results[(task.id, run_index)] = result
-                state.spend_usd += result.usage.cost_usd
+                state.spend_usd += result.spent().cost_usd
                 state.done += 1
                 if result.error is not None and not _final(result):
                     state.failed += 1
@@ -541,8 +541,9 @@ async def _run_trials(
                         retried_dir.mkdir(parents=True, exist_ok=True)
                         shutil.move(str(prev), str(paths.retried_trial(task.id, prev.name)))
                     spent_before = spent_before.add(last[0].usage)
-                # what the failed attempts spent counts too (budget, totals); written into
-                # result.json before the folder's rename, never rewritten afterwards
+                # what the failed attempts spent counts too (budget, totals): the attempt's
+                # result.json keeps it apart (retried_usage), written before the folder's
+                # rename, never rewritten afterwards
                 try:
                     last = await executor.run(
                         task, run_index, job_id=job_id, attempt=attempt, earlier=spent_before
@@ -550,7 +551,7 @@ async def _run_trials(
                 except (UserError, asyncio.CancelledError):
                     raise
                 except Exception as exc:  # noqa: BLE001 - one trial's failure never ends the job
-                    last = _unstarted(task, job, run_index, job_id, attempt, exc)
+                    last = _unstarted(task, job, run_index, job_id, attempt, exc, spent_before)
                 if last[0].error is not None and state.provider_stopped is None:
                     state.provider_stopped = _provider_stop(services)
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
@@ -642,10 +643,17 @@ def _provider_stop(services: TrialServices) -> str | None:
 
 
 def _unstarted(
-    task: Task, job: JobConfig, run_index: int, job_id: str, attempt: int, exc: Exception
+    task: Task,
+    job: JobConfig,
+    run_index: int,
+    job_id: str,
+    attempt: int,
+    exc: Exception,
+    earlier: Usage,
 ) -> tuple[TrialResult, Path]:
     """The result of a trial that failed before it had a folder of its own (e.g. no space
-    for its work folder on the host): an infrastructure error, retried; no folder."""
+    for its work folder on the host): an infrastructure error, retried; no folder. It spent
+    nothing itself; ``earlier`` is what its earlier attempts spent."""
     result = TrialResult(
         task_id=task.id,
         category=task.category,
@@ -656,6 +664,7 @@ def _unstarted(
         agent=job.trial.agent,
         sandbox=job.trial.sandbox,
         attempts=attempt,
+        retried_usage=earlier,
         error=TrialError(
             kind=ErrorKind.INFRASTRUCTURE,
             message=f"the trial could not start: {type(exc).__name__}: {exc}",

@@ -1382,8 +1382,9 @@ class Trial:
     def write(self, *, attempt: int = 1, earlier: Usage | None = None) -> Path:
         """Phase 7 (after :meth:`close`): every file of the trial folder, result.json last,
         then the atomic rename to ``<out_root>/<task_id>/<trial_id>``. ``attempt`` and
-        ``earlier`` (what failed attempts of the same trial spent) go into result.json and
-        usage.json here: the folder is never rewritten after the rename. Returns the folder."""
+        ``earlier`` (what failed attempts of the same trial spent: ``retried_usage``) go into
+        result.json here, usage.json holds this attempt's own usage: the folder is never
+        rewritten after the rename. Returns the folder."""
         result = self.result
         if result.error is not None:
             self.log(
@@ -1397,7 +1398,8 @@ class Trial:
         result.finished_at = dt.datetime.now(dt.UTC).isoformat()
         usage = self.usage.model_copy()
         usage.elapsed_time = round(sum(self.timings.values()), 6)
-        result.usage = usage.add(earlier) if earlier is not None else usage
+        result.usage = usage
+        result.retried_usage = earlier if earlier is not None else Usage()
         result.attempts = attempt
         if self.task_dir is None:
             raise RuntimeError("Trial.write: the trial has no out_root to write to")

@@ -41,8 +41,13 @@ class TaskRow(BaseModel):
     """The trial folder, relative to the job folder (``<task_id>/<trial_id>``)."""
     attempts: int = 1
     cost_usd: float = 0.0
+    """USD of the attempt in the trial folder (its usage.json), as ``total_tokens`` and
+    ``elapsed_time`` (its wall time, seconds)."""
     total_tokens: int = 0
     elapsed_time: float = 0.0
+    retried_cost_usd: float = 0.0
+    """USD the trial's earlier attempts spent (0 unless ``attempts`` > 1); the summary's
+    ``usage`` totals include it."""
 
 
 class Efficiency(BaseModel):
@@ -125,10 +130,14 @@ class Agreement(BaseModel):
 
 
 class UsageTotals(Usage):
-    """The field-wise sum of every trial's usage plus upstream's efficiency names."""
+    """What the job spent: the field-wise sum over its trials of every attempt's usage
+    (tokens, USD, requests, seconds; :meth:`clawrig.spec.trial.TrialResult.spent`) plus
+    upstream's efficiency names, and ``retried``: the part spent by earlier attempts of trials
+    that were run again."""
 
     total_cost_usd: float = 0.0
     total_requests: int = 0
+    retried: Usage = Field(default_factory=Usage)
 
 
 class WebSetting(BaseModel):

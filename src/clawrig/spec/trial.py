@@ -2,7 +2,9 @@
 
 File shapes follow DataClawBench's per-trial outputs (shared/reference/formats.md section 3):
 usage.json = input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens,
-cost_usd, request_count, elapsed_time (seconds).
+cost_usd, request_count, elapsed_time (seconds): the usage of the attempt the folder holds (a
+trial run again after an infrastructure failure keeps its earlier attempts' usage apart, in
+``TrialResult.retried_usage``).
 """
 
 from __future__ import annotations
@@ -154,6 +156,12 @@ class TrialResult(BaseModel):
     process: ProcessScore = Field(default_factory=ProcessScore)
     """process_score.json (:class:`clawrig.spec.process.ProcessScore`)."""
     usage: Usage = Field(default_factory=Usage)
+    """This attempt's usage (usage.json): its model calls' tokens, USD and requests, and
+    ``elapsed_time`` its own wall time (the sum of ``timings``)."""
+    retried_usage: Usage = Field(default_factory=Usage)
+    """What the trial's earlier attempts spent (failed for infrastructure reasons and run
+    again; their folders are in ``_retried/``): all zero when ``attempts`` is 1. Folders
+    written before it was recorded have all zero here and the sum in ``usage``."""
     stop_reason: StopReason | None = None
     stop_detail: str | None = None
     """With ``stop_reason`` ``model_error``: the provider's refusal of the agent's conversation
@@ -170,6 +178,11 @@ class TrialResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def spent(self) -> Usage:
+        """What the job spent on this trial: this attempt's usage plus its earlier attempts'
+        (tokens, USD, requests, seconds); what budgets and the summary's totals count."""
+        return self.usage.add(self.retried_usage)
 
     def counted_score(self) -> float | None:
         """The one score rule: the score every aggregate, console line, export and verify uses.
