@@ -9,7 +9,8 @@ keeps: the harness process, the bwrap launcher, bwrap (outer and its init), the 
 (python3 started by bwrap), the grader's interpreter (python3 started by a supervisor), the
 agent's commands (other children of a supervisor), the inotify caps helper (a python3 of the
 harness's and its forks; nsenter and its shell where it cannot run), and the rest by program
-name. Prints ms per trial for each kind, the total, and the load average.
+name. Prints ms per trial for each kind (the harness's also for its main thread alone: its event
+loop, the job's serial work), the total, and the load average.
 
 ``--own-mounts``: run in a mount namespace of its own where the host's other clawrig mounts
 (other jobs' warm pools and trial disks below ``/tmp/clawrig-*``) are detached: bwrap reads the
@@ -84,7 +85,8 @@ class Tree:
 
 
 def breakdown(data: Path, root: int) -> dict[str, float]:
-    """Seconds of CPU per process kind from ``perf script`` of ``data``."""
+    """Seconds of CPU per process kind from ``perf script`` of ``data``, and under
+    :data:`LOOP_THREAD` the harness's main thread's (also counted in the harness's kind)."""
     out = subprocess.run(
         [
             "perf",
@@ -100,7 +102,7 @@ def breakdown(data: Path, root: int) -> dict[str, float]:
         check=True,
     ).stdout
     tree = Tree()
-    samples: list[tuple[int, str, int]] = []
+    samples: list[tuple[int, int, str, int]] = []
     for line in out.splitlines():
         m = _TASK.search(line)
         if m:
@@ -113,11 +115,18 @@ def breakdown(data: Path, root: int) -> dict[str, float]:
             continue
         m = _SAMPLE.match(line)
         if m:
-            samples.append((int(m.group(2)), m.group(1).strip(), int(m.group(4))))
+            samples.append((int(m.group(2)), int(m.group(3)), m.group(1).strip(), int(m.group(4))))
     cpu: dict[str, float] = collections.Counter()
-    for pid, comm, period in samples:
+    for pid, tid, comm, period in samples:
         cpu[tree.kind(pid, comm, root)] += period / 1e9
+        if pid == root and tid == root:
+            cpu[LOOP_THREAD] += period / 1e9
     return dict(cpu)
+
+
+LOOP_THREAD = "of it the event-loop thread"
+"""The harness's main thread (its event loop: the job's serial work), within the harness's
+CPU: a kind of its own in :func:`breakdown`'s result, not added to the total."""
 
 
 _OWN_MOUNTS = "CLAWRIG_TRIAL_CPU_OWN_MOUNTS"
@@ -188,6 +197,7 @@ def main() -> None:
         if args.keep_perf:
             shutil.copyfile(data, args.keep_perf)
         n = args.trials
+        loop_s = cpu.pop(LOOP_THREAD, 0.0)
         total = sum(cpu.values())
         mounts = sum(1 for _ in open("/proc/self/mountinfo"))
         own = f", own mounts ({detached} others' detached)" if detached is not None else ""
@@ -195,6 +205,8 @@ def main() -> None:
         print(f"{head}, {mounts} mounts{own}")
         for kind, s in sorted(cpu.items(), key=lambda kv: -kv[1]):
             print(f"  {s / n * 1000:7.1f} ms/trial  {kind}")
+            if kind == "harness (clawrig process)":
+                print(f"  {loop_s / n * 1000:7.1f} ms/trial    {LOOP_THREAD}")
         sandboxes = total - cpu.get("harness (clawrig process)", 0.0)
         beside = f"{sandboxes / n * 1000:.1f} beside the harness"
         print(f"  {total / n * 1000:7.1f} ms/trial  total ({beside})")
