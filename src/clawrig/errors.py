@@ -56,10 +56,11 @@ class ProviderError(InfrastructureError):
 
 class ProviderRefused(ProviderError):
     """The provider refused one trial's request (a 4xx, or a 5xx marked ``x-should-retry:
-    false``) after its model had answered the job's earlier requests: the settings work, so
-    this trial ends as an infrastructure error and the job goes on. Not retried within the job
-    (the same request would be refused again); ``--resume`` runs it again. ``status``: the
-    HTTP status."""
+    false``) after its model had answered earlier requests: the settings work, so this trial
+    ends as an infrastructure error. Its message says what happened to the trial only; a job
+    goes on (or, after a refusal of the key, account or model, starts no new trial:
+    :func:`clawrig.llm.client.provider_stop`), does not retry it (the same request would be
+    refused again), and ``--resume`` runs it again. ``status``: the HTTP status."""
 
     retryable = False
 
@@ -70,11 +71,13 @@ class ProviderRefused(ProviderError):
 
 class ModelRequestError(UserError):
     """The provider refused the request (400/401/403/404, or a 5xx that says not to retry):
-    fail fast with one clear line. ``status``: the HTTP status, when there was one."""
+    fail fast with one clear line. ``status``: the HTTP status, when there was one;
+    ``detail``: the server's own message (one line), when known."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, detail: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail
 
 
 class AgentFault(ClawrigError):

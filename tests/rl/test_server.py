@@ -170,3 +170,77 @@ def test_cli_serve_refuses_a_missing_suite(tmp_path):
     assert proc.returncode == 2
     line = f"clawrig: error: PATH: no such file or folder: {tmp_path / 'nope'}"
     assert proc.stderr.strip().splitlines() == [line]
+
+
+@pytest.mark.parametrize(
+    ("status", "extra", "line"),
+    [
+        (401, {}, "api_key: the model server at {url} refused no key (none given) (HTTP 401: no)"),
+        (403, {"api_key": "k-1"}, "api_key: the model server at {url} refused the given key "
+         "(HTTP 403: no)"),
+        (404, {}, "model: the model server at {url} does not serve 'p', or base_url is not its "
+         ".../v1 (HTTP 404: no)"),
+        (400, {}, "sampling: the model server at {url} refused the episode's request with model "
+         "'p' (HTTP 400: no)"),
+    ],
+)  # fmt: skip
+async def test_model_server_refusals_name_the_request_field(
+    serve, scripted_server, status, extra, line
+):
+    """The trainer's server refuses the episode's first request (it never answered this
+    process): a 400 whose line starts with the request field to fix, not the job's wording."""
+    from clawrig.testing.scripted_server import error
+
+    url = serve()
+    policy = scripted_server([error(status, "no")])
+    body = {"task_id": "000015", "base_url": policy.base_url, "model": "p", **extra}
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        answer = await client.post("/v1/episodes", json=body)
+    assert answer.status_code == 400
+    assert answer.json() == {"error": line.format(url=policy.base_url)}
+
+
+async def test_a_refusal_after_answers_is_worded_for_the_episode(serve, scripted_server):
+    """After the server answered this process, a refusal of one episode's request ends that
+    episode (masked) with the server's words and what it means for the episode: nothing of a
+    job (no --resume, no "no new trial starts": the next episode starts and is scored)."""
+    from clawrig.testing.scripted_server import error
+
+    url = serve()
+    policy = scripted_server([reply("done"), error(401, "key revoked")], responder=by_seed)
+    body = {"task_id": "000015", "base_url": policy.base_url, "model": "p"}
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        first = (await client.post("/v1/episodes", json=body)).json()
+        refused = (await client.post("/v1/episodes", json=body)).json()
+        after = (await client.post("/v1/episodes", json={**body, "seed": 0})).json()
+    assert first["stop_reason"] == "complete" and not first["mask"]
+    assert refused["mask"] and refused["stop_reason"] == "infra_error"
+    message = refused["error"]
+    assert "HTTP 401" in message and "key revoked" in message
+    assert "the key, account or model is refused now" in message
+    assert "--resume" not in message and "job" not in message and "new trial" not in message
+    assert after["reward"] == REWARD[RIGHT] and not after["mask"]
+
+
+def test_cli_serve_says_it_is_loading_then_where_it_listens(tmp_path):
+    """First a line saying what it loads (the server and the suite take seconds), then, once
+    it accepts connections, one line with its address; that address answers."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from clawrig.cli.main import app; app()", "serve",
+         str(DEMO), "--port", "0", "-o", str(tmp_path / "rl")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        loading, listening = proc.stderr.readline().strip(), proc.stderr.readline().strip()
+        assert loading == f"clawrig serve: loading the server and the tasks of {DEMO} ..."
+        prefix = "clawrig serve: listening on http://127.0.0.1:"
+        assert listening.startswith(prefix), listening
+        port, rest = listening[len(prefix) :].split(" ", 1)
+        assert rest == f"with 10 task(s) (trials in {tmp_path / 'rl'}; Ctrl-C stops)"
+        health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=30)
+        assert health.json()["tasks"] == 10
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -11,7 +11,7 @@ for bad usage.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -62,17 +62,28 @@ def register(app: typer.Typer) -> None:
         GET /health."""
         import os
 
+        from clawrig.sandbox.kinds import check_sandbox_kind
+
+        check_sandbox_kind(sandbox)
+        if not path.exists():
+            raise UserError(f"PATH: no such file or folder: {path}")
+        key = None
+        if api_key_env:
+            key = os.environ.get(api_key_env)
+            if not key:
+                raise UserError(f"--api-key-env: {api_key_env} is not set")
+        # loading the server and the tasks takes seconds on a busy machine: say so at once
+        say(f"clawrig serve: loading the server and the tasks of {path} ...")
+
         import uvicorn
 
         from clawrig.rl.episode import Rollouts
         from clawrig.rl.server import create_app
         from clawrig.runner.batch import select_tasks
-        from clawrig.sandbox.kinds import check_sandbox_kind
         from clawrig.serving import tcp_listener
         from clawrig.spec.job import TrialConfig
         from clawrig.tasks.registry import load_tasks
 
-        check_sandbox_kind(sandbox)
         try:
             rollouts = Rollouts(
                 output,
@@ -84,29 +95,35 @@ def register(app: typer.Typer) -> None:
             )
         except UserError as exc:  # named as the options are
             raise UserError(_as_flags(str(exc))) from None
-        if not path.exists():
-            raise UserError(f"PATH: no such file or folder: {path}")
         tasks = select_tasks(load_tasks(path, root=root), suite, [])
-        key = None
-        if api_key_env:
-            key = os.environ.get(api_key_env)
-            if not key:
-                raise UserError(f"--api-key-env: {api_key_env} is not set")
         try:
             sock = tcp_listener(host, port)
         except OSError as exc:
             raise UserError(f"--port: cannot listen on {host}:{port}: {exc.strerror}") from None
         app_ = create_app(rollouts, tasks, max_queue=max_queue, timeout_s=timeout_s, api_key=key)
-        err_console.print(
-            f"clawrig serve: {len(tasks)} task(s) on http://{host}:{sock.getsockname()[1]} "
-            f"(trials in {output})",
-            highlight=False,
+        listening = (
+            f"clawrig serve: listening on http://{host}:{sock.getsockname()[1]} with "
+            f"{len(tasks)} task(s) (trials in {output}; Ctrl-C stops)"
         )
-        server = uvicorn.Server(uvicorn.Config(app_, log_level="warning", access_log=False))
+
+        class Announced(uvicorn.Server):
+            """Says the address once uvicorn accepts connections on it."""
+
+            async def startup(self, sockets: list[Any] | None = None) -> None:
+                await super().startup(sockets=sockets)
+                if self.started:
+                    say(listening)
+
+        server = Announced(uvicorn.Config(app_, log_level="warning", access_log=False))
         try:
             server.run(sockets=[sock])
         finally:
             rollouts.close()
+
+
+def say(line: str) -> None:
+    """One status line on stderr (never markup)."""
+    err_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _as_flags(message: str) -> str:

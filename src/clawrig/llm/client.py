@@ -842,7 +842,9 @@ class OpenAIChatModel:
         if status in (401, 403) and ep.api_key_env:
             hint = f" (check {ep.api_key_env})"
         return ModelRequestError(
-            f"{self.name}: HTTP {status} from {where}: {message}{hint}", status=status
+            f"{self.name}: HTTP {status} from {where}: {message}{hint}",
+            status=status,
+            detail=message,
         )
 
     async def _attempt(self, params: dict[str, Any]) -> ChatResponse:

@@ -10,11 +10,13 @@ Routes (JSON in and out):
 - ``POST /v1/episodes``: :class:`EpisodeRequest` -> :class:`clawrig.rl.Episode`.
 - ``POST /v1/groups``: :class:`GroupRequest` -> :class:`clawrig.rl.EpisodeGroup`.
 
-Errors are ``{"error": "<one line>"}`` with a 4xx: 422 for a body that does not validate
-(the line names the field), 404 for an unknown task, 400 for a value clawrig refuses (agent,
-URL, the model server refusing the model or key), 429 with ``Retry-After`` when more episodes
-are asked for than the server admits (``max_concurrency`` running + ``max_queue`` waiting), 504
-when an episode outlives its timeout (the request's ``timeout_s``, at most the server's).
+Errors are ``{"error": "<field>: <one line>"}`` with a 4xx, naming the request's field: 422
+for a body that does not validate, 404 for an unknown task, 400 for a value clawrig refuses
+(``base_url``, ``model``) or the model server refuses (:func:`refusal_line`: ``api_key`` for
+401/402/403, ``model`` for 404, ``sampling`` for another refusal), 429 with ``Retry-After``
+when more episodes are asked for than the server admits (``max_concurrency`` running +
+``max_queue`` waiting), 504 when an episode outlives its timeout (the request's ``timeout_s``,
+at most the server's).
 
 The trainer's ``api_key`` (in the request, else the server's default) is held by the host's
 model gateway for the episode and never enters a sandbox or a trial folder.
@@ -77,6 +79,35 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())[:500]
 
 
+def refusal_line(exc: ModelRequestError, req: EpisodeRequest, default_key: bool) -> str:
+    """The 400's line for the model server's refusal of an episode's request (before it had
+    answered any request of this process), led by the request field to fix: ``api_key`` for
+    401/402/403 (``default_key``: the server's ``--api-key-env`` key was used), ``model`` for
+    404, else ``sampling`` (the request's other settings)."""
+    where = f"the model server at {req.base_url}"
+    said = f"HTTP {exc.status}: {exc.detail}" if exc.detail else f"HTTP {exc.status}"
+    if exc.status in (401, 402, 403):
+        key = (
+            "the given key"
+            if req.api_key
+            else "the server's default key (--api-key-env)"
+            if default_key
+            else "no key (none given)"
+        )
+        return f"api_key: {where} refused {key} ({_one_line(said)})"
+    if exc.status == 404:
+        return (
+            f"model: {where} does not serve {req.model!r}, or base_url is not its .../v1 "
+            f"({_one_line(said)})"
+        )
+    if exc.status is None:
+        return f"base_url: {where} did not answer as an OpenAI-compatible server ({exc})"
+    return (
+        f"sampling: {where} refused the episode's request with model {req.model!r} "
+        f"({_one_line(said)})"
+    )
+
+
 def _validation_line(exc: RequestValidationError) -> str:
     first = exc.errors()[0]
     if first.get("type") == "json_invalid":
@@ -137,7 +168,7 @@ def create_app(
         except TimeoutError:
             raise _Refused(504, f"timeout_s: the episode did not finish in {limit_s:g} s") from None
         except ModelRequestError as exc:
-            raise _Refused(400, f"model server refused the request: {_one_line(exc)}") from None
+            raise _Refused(400, refusal_line(exc, req, api_key is not None)) from None
         except UserError as exc:
             raise _Refused(400, _one_line(exc)) from None
         finally:

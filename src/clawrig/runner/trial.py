@@ -1587,14 +1587,12 @@ def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Exception:
         return exc
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
         mark_refused(endpoint, str(exc))
-        goes_on = "no new trial starts"
+        why = "it answered earlier requests: the key, account or model is refused now"
     else:
-        goes_on = "the job goes on"
-    return ProviderRefused(
-        f"{exc} (the model answered this job's earlier requests: this trial ends, {goes_on}; "
-        "--resume runs it again)",
-        status=exc.status,
-    )
+        why = "it answered earlier requests: this trial's request was refused, not the settings"
+    # what follows for the job (no new trial, --resume) is the job's to say: the same trial
+    # runs as an RL episode, where neither applies
+    return ProviderRefused(f"{exc} ({why}; this trial ends, not scored)", status=exc.status)
 
 
 def _provider_broken(
@@ -1608,7 +1606,7 @@ def _provider_broken(
     why = f"{role}: {exc} (and a plain request is refused too)"
     if endpoint is not None:
         mark_refused(endpoint, why)
-    return ProviderRefused(f"{why}: this trial ends, no new trial starts", status=exc.status)
+    return ProviderRefused(f"{why}: it serves nothing now; this trial ends", status=exc.status)
 
 
 async def _answers_probe(endpoint: ModelEndpoint | None) -> bool:
