@@ -244,3 +244,19 @@ def test_cli_serve_says_it_is_loading_then_where_it_listens(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+async def test_a_trainer_server_that_cannot_be_connected_to_is_named(serve):
+    """Nothing listens at base_url: the masked episode says it could not connect to the model
+    at that URL, not "HTTP 502" (the gateway's own answer; no server sent a status)."""
+    from clawrig.testing.scripted_server import ScriptedServer
+
+    dead = ScriptedServer().start()
+    dead.stop()  # its port now refuses connections
+    url = serve()
+    body = {"task_id": "000015", "base_url": dead.base_url, "model": "p"}
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        episode = (await client.post("/v1/episodes", json=body)).json()
+    assert episode["mask"] and episode["stop_reason"] == "infra_error"
+    assert episode["error"].startswith(f"rl/p: could not connect to rl ({dead.base_url}) after ")
+    assert "HTTP 502" not in episode["error"]

@@ -150,11 +150,16 @@ def test_a_model_server_that_cannot_be_reached_stops_the_job_at_its_first_trial(
     why = summary["provider_stopped"]
     assert why is not None and "scripted/test" in why and dead.base_url in why
     assert "ConnectError" in why
+    # it says it could not connect, not the status of the gateway's own 502 (no server sent one)
+    assert f"scripted/test: could not connect to scripted ({dead.base_url})" in why
     # one trial ran into it (an infrastructure error, not retried: the job stopped), the
     # two others were not started and stay for --resume
     (only,) = _trials(out)
     result = json.loads((only / "result.json").read_text())
     assert result["error"]["kind"] == "infrastructure" and result["attempts"] == 1
+    message = result["error"]["message"]
+    assert message.startswith(f"scripted/test: could not connect to scripted ({dead.base_url})")
+    assert "HTTP 502" not in message and "ConnectError" in message
     assert summary["not_run"] == 2 and len(summary["tasks"]) == 1
     assert (out / "progress_scripted_test.json").exists()
 

@@ -457,6 +457,9 @@ SHOULD_RETRY_HEADER = "x-should-retry"
 
 UPSTREAM_ATTEMPTS_HEADER = "x-clawrig-upstream-attempts"
 """Set by the gateway on a failed reply: how many times it tried the upstream."""
+UPSTREAM_FAILURE_HEADER = "x-clawrig-upstream-failure"
+"""Set by the gateway on its own 502 when no server answered: ``connect`` (the connection
+could not be opened) or ``no_reply`` (it broke or timed out without a reply)."""
 
 
 def _header(exc: BaseException, name: str) -> str | None:
@@ -829,13 +832,17 @@ class OpenAIChatModel:
         with contextlib.suppress(TypeError, ValueError):
             attempts = max(attempts, int(_header(exc, UPSTREAM_ATTEMPTS_HEADER) or 0))
         if _retryable(exc):
-            what = f"HTTP {status}" if status is not None else "no reply"
-            return ProviderRetriesExhausted(
-                f"{self.name}: {what} from {where} after {attempts} attempt"
-                f"{'s' if attempts != 1 else ''}: {message}",
-                attempts=attempts,
-                status=status,
-            )
+            # the gateway's own 502 for an upstream that never answered is no server's status
+            upstream = _header(exc, UPSTREAM_FAILURE_HEADER)
+            if upstream is not None:
+                status = None
+            tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+            if upstream == "connect" or (upstream is None and is_connect_failure(exc)):
+                line = f"{self.name}: could not connect to {where} {tries}: {message}"
+            else:
+                what = f"HTTP {status}" if status is not None else "no reply"
+                line = f"{self.name}: {what} from {where} {tries}: {message}"
+            return ProviderRetriesExhausted(line, attempts=attempts, status=status)
         if status is None:
             return ModelRequestError(f"{self.name}: unusable reply from {where}: {message}")
         hint = ""

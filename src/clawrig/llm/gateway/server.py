@@ -34,6 +34,7 @@ from clawrig.llm.client import (
     RETRY_STATUSES,
     SHOULD_RETRY_HEADER,
     UPSTREAM_ATTEMPTS_HEADER,
+    UPSTREAM_FAILURE_HEADER,
     OpenAIChatModel,
     RetryPolicy,
     RetryWait,
@@ -886,20 +887,25 @@ class Gateway:
             )
         except httpx.TransportError as exc:
             lease.watch.end(seq, answered=False)
+            connect = is_connect_failure(exc)  # the request never reached a server
+            what = "could not connect to" if connect else "no reply from"
+            cause = f"{type(exc).__name__}: {_one_line(str(exc))}"
             msg = (
-                f"{ep.name}: no reply from {where} after {attempts} attempt"
-                f"{'s' if attempts != 1 else ''}: {type(exc).__name__}: {_one_line(str(exc))}"
+                f"{ep.name}: {what} {where} after {attempts} attempt"
+                f"{'s' if attempts != 1 else ''}: {cause}"
             )
             self._upstream_failed(lease, seq, key, body, 502, msg, started, attempts)
-            if is_connect_failure(exc):
+            if connect:
                 mark_unreached(ep, msg)
+            # the 502 is the gateway's own answer, no server's: the header says what happened
+            # upstream, so the client names it instead of the status (clawrig.llm.client)
             failed = _error_body(
                 502,
-                f"clawrig gateway: no reply from the upstream: {type(exc).__name__}: "
-                f"{_one_line(str(exc))}",
-                "upstream_unreachable",
+                f"clawrig gateway: {what} the upstream: {cause}",
+                "upstream_unreachable" if connect else "upstream_no_reply",
             )
             failed.headers.update(_failure_headers(attempts))
+            failed.headers[UPSTREAM_FAILURE_HEADER] = "connect" if connect else "no_reply"
             return failed
         retries = attempts - 1
         ctype = resp.headers.get("content-type", "")
