@@ -4,11 +4,13 @@ use is kept in the temp folder; files no live process holds are removed when a n
 from __future__ import annotations
 
 import importlib.util
+import json
 import marshal
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,57 @@ def test_a_precompiled_script_runs_its_code_compiled_here_or_its_source(tmp_path
     assert run.stdout == "ran ['fail'] __main__\n"
     assert 'File "named-runner.py", line 5, in fail' in run.stderr
     assert run.stderr.rstrip().endswith("ValueError: from the source")
+
+
+def test_the_supervisor_serves_a_trials_requests_without_importing_os(tmp_path: Path) -> None:
+    """Start-up and the requests of a trial (adopt, exec, write_file into new folders, a
+    background spawn, list) import only C modules: not os (its Python part costs as much as the
+    rest of a supervisor's own start), re, enum or collections. The answers are the real ones:
+    the command's output, the file's bytes on disk, the spawned command's log."""
+    source = str(client.SUPERVISOR_PATH)
+    argv = client.supervisor_argv(sys.executable, source, None)
+    argv.insert(1, "-X")
+    argv.insert(2, "importtime")
+    target = tmp_path / "a" / "b" / "c.txt"
+    logs = tmp_path / "logs"
+    requests = [
+        {"id": 1, "op": "adopt", "env": {"PATH": "/usr/bin:/bin", "X": "y"}, "cwd": str(tmp_path)},
+        {"id": 2, "op": "exec", "cmd": 'echo "$X" && pwd'},
+        {"id": 3, "op": "write_file", "path": str(target), "data": "aGVsbG8="},
+        {"id": 4, "op": "spawn", "cmd": ["printf", "bg"]},
+        {"id": 5, "op": "list", "path": str(target.parent)},
+    ]
+    answers = {}
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "CLAWRIG_LOG_DIR": str(logs)},
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        assert '"ready": true' in proc.stdout.readline()
+
+        def call(req: dict[str, object]) -> dict[str, object]:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(req) + "\n")
+            proc.stdin.flush()
+            answer: dict[str, object] = json.loads(proc.stdout.readline())
+            return answer
+
+        for req in requests:  # one at a time: each answered before the next is sent
+            answers[req["id"]] = call(req)
+        poll = {"id": 6, "op": "poll", "handle": answers[4].get("handle")}
+        while call(poll).get("exit_code") is None:  # the background command's log is whole
+            time.sleep(0.01)
+        proc.stdin.close()
+        imports = proc.stderr.read()
+    assert all(a["ok"] for a in answers.values()), answers
+    assert answers[2]["stdout"] == f"y\n{tmp_path}\n"
+    assert target.read_bytes() == b"hello"
+    assert [e["name"] for e in answers[5]["entries"]] == ["c.txt"]
+    assert (logs / f"{answers[4]['handle']}.log").read_text() == "bg"
+    modules = {line.rsplit("|", 1)[1].strip() for line in imports.splitlines() if "|" in line}
+    assert "_json" in modules  # the report is read right: the supervisor's own imports are in it
+    assert not modules & {"os", "re", "enum", "collections", "stat", "posixpath"}, modules

@@ -35,7 +35,7 @@ operations and cwd.
 import _thread
 import binascii
 import errno
-import os
+import posix as os  # os's C functions; os.py itself imports _collections_abc, posixpath, stat
 import select
 import sys
 import time
@@ -47,14 +47,75 @@ except ImportError:  # pragma: no cover - another Python
 
 # Start-up is what every sandbox pays (two per trial: the agent's and the clean room), so only
 # C modules are imported before "ready": json's decoder, subprocess (locale), signal and
-# threading pull in re, enum and collections, 3x the interpreter's own start. base64 and
-# tarfile wait for the requests that need them; the code itself comes precompiled
+# threading pull in re, enum and collections, 3x the interpreter's own start. Not even os: its
+# C functions are posix's, and the few of os.py's that the requests use are the _path helpers
+# below (os.py costs as much as the rest of a supervisor's own start); a forked Python
+# (fork_python: the grader's runner) imports it before the fork, as its site import would.
+# base64 and tarfile wait for the requests that need them; the code itself comes precompiled
 # (:data:`clawrig.sandbox.client.SUPERVISOR_BOOT`).
 
 SIGKILL = 9
 SIGPIPE = 13
 SIGXFSZ = 25
 """Linux signal numbers (``signal`` imports enum)."""
+DEVNULL = "/dev/null"
+DEFPATH = "/bin:/usr/bin"
+"""``os.devnull`` and ``os.defpath`` (POSIX)."""
+S_IFMT = 0o170000
+S_IFDIR = 0o040000
+S_IFREG = 0o100000
+"""File type bits of ``st_mode`` (``stat``)."""
+
+
+def _environ():
+    """The process's environment as str (``os.environ``: the file system encoding, undecodable
+    bytes kept as surrogates), from posix's bytes."""
+    enc = sys.getfilesystemencoding()
+    return {
+        k.decode(enc, "surrogateescape"): v.decode(enc, "surrogateescape")
+        for k, v in os.environ.items()
+    }
+
+
+def _path_type(path):
+    """The file type bits of ``path`` (symlinks followed), None when it cannot be stat'ed
+    (``os.path.isdir`` and ``isfile`` compare them)."""
+    try:
+        return os.stat(path).st_mode & S_IFMT
+    except (OSError, ValueError):
+        return None
+
+
+def _path_join(folder, name):
+    """``os.path.join(folder, name)`` for a relative ``name``."""
+    return folder + name if not folder or folder.endswith("/") else folder + "/" + name
+
+
+def _path_dirname(path):
+    """``os.path.dirname(path)``."""
+    head = path[: path.rfind("/") + 1]
+    return head.rstrip("/") or head
+
+
+def _makedirs(path):
+    """``os.makedirs(path, exist_ok=True)``: ``path`` and each missing folder above it, made
+    with mode 0777 (less the umask). Raises FileExistsError when ``path`` is not a folder,
+    OSError."""
+    try:
+        os.mkdir(path)
+    except FileNotFoundError:
+        parent = _path_dirname(path.rstrip("/"))
+        if not parent or parent == path:
+            raise
+        _makedirs(parent)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            if _path_type(path) != S_IFDIR:
+                raise
+    except FileExistsError:
+        if _path_type(path) != S_IFDIR:
+            raise
 
 
 def _json_codec():
@@ -166,7 +227,7 @@ _running = {}  # type: dict
 """exec request id -> (Popen, marker), so a cancel op can kill it."""
 _next_proc = [0]
 _root_map = []  # type: list
-_log_dir = os.environ.get("CLAWRIG_LOG_DIR", "/run/clawrig")
+_log_dir = _environ().get("CLAWRIG_LOG_DIR", "/run/clawrig")
 _base_env = {}  # type: dict
 _local = [False]
 
@@ -460,7 +521,7 @@ _devnull = []  # type: list
 def _null_fd():
     """A descriptor of /dev/null (opened once) for a command's stdin."""
     if not _devnull:
-        _devnull.append(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+        _devnull.append(os.open(DEVNULL, os.O_RDWR | os.O_CLOEXEC))
     return _devnull[0]
 
 
@@ -470,9 +531,9 @@ def _which(name, env):
     FileNotFoundError."""
     if "/" in name:
         return name
-    for folder in (env.get("PATH") or os.defpath).split(os.pathsep):
-        path = os.path.join(folder or ".", name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
+    for folder in (env.get("PATH") or DEFPATH).split(":"):
+        path = _path_join(folder or ".", name)
+        if _path_type(path) == S_IFREG and os.access(path, os.X_OK):
             return path
     raise FileNotFoundError(errno.ENOENT, "No such file or directory", name)
 
@@ -557,9 +618,10 @@ def _spawn(cmd, cwd, env, stdin_fd, stdout_fd, stderr_fd, stdin=None):
         raise ValueError("empty command")
     exe = _which(argv[0], env)
     if cwd is not None and cwd != os.getcwd():
-        if not os.path.isdir(cwd):
-            cls = NotADirectoryError if os.path.exists(cwd) else FileNotFoundError
-            code = errno.ENOTDIR if os.path.exists(cwd) else errno.ENOENT
+        kind = _path_type(cwd)
+        if kind != S_IFDIR:
+            cls = NotADirectoryError if kind is not None else FileNotFoundError
+            code = errno.ENOTDIR if kind is not None else errno.ENOENT
             raise cls(code, os.strerror(code), cwd)
         argv, exe = ["/bin/sh", "-c", _CD, cwd, exe] + argv[1:], "/bin/sh"
     if not hasattr(os, "posix_spawn"):  # pragma: no cover - Python < 3.8
@@ -605,7 +667,9 @@ def _python_fork_target(argv, env):
         exe = _which(argv[0], env)
     except OSError:
         return None
-    if os.path.abspath(exe) != os.path.abspath(sys.executable):
+    import os as os_py  # its Python part too: the forked child's site import uses it
+
+    if os_py.path.abspath(exe) != os_py.path.abspath(sys.executable):
         return None
     return argv[3], list(argv[4:])
 
@@ -618,7 +682,7 @@ def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
     bytecode not written, SIGPIPE ignored as Python does) without the interpreter's start, the
     site import's .pth files aside. Its exit code is the script's (1 for an uncaught exception,
     traceback on stderr). Returns a :class:`_Child`. Raises FileNotFoundError (no such cwd)."""
-    if cwd is not None and not os.path.isdir(cwd):
+    if cwd is not None and _path_type(cwd) != S_IFDIR:
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", cwd)
     if sys.version_info >= (3, 12):  # its warning about forking with threads: not for us
         try:
@@ -656,8 +720,10 @@ def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
                 _close(fd)
         if cwd is not None:
             os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
+        import os as os_py  # imported already (_python_fork_target)
+
+        os_py.environ.clear()
+        os_py.environ.update(env)
         _kept.extend((sys.stdin, sys.stdout, sys.stderr))
         enc, errs = sys.stdout.encoding, sys.stdout.errors
         streams = (
@@ -748,7 +814,7 @@ def op_exec(req):
 
         def feed():
             try:
-                with os.fdopen(in_w, "wb") as w:
+                with open(in_w, "wb") as w:
                     w.write(stdin_data)
             except OSError:
                 pass
@@ -824,11 +890,11 @@ def op_cancel(req):
 
 
 def op_spawn(req):
-    os.makedirs(_log_dir, exist_ok=True)
+    _makedirs(_log_dir)
     with _procs_lock:
         _next_proc[0] += 1
         hid = "p%d" % _next_proc[0]
-    log_path = os.path.join(_log_dir, hid + ".log")
+    log_path = _path_join(_log_dir, hid + ".log")
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     in_r, in_w = os.pipe()
     try:
@@ -839,7 +905,7 @@ def op_spawn(req):
             in_r,
             log,
             log,
-            stdin=os.fdopen(in_w, "wb"),
+            stdin=open(in_w, "wb"),
         )
     except BaseException:
         _close(in_w)
@@ -907,14 +973,12 @@ READ_CAP = 256 * 1024 * 1024
 def _open_regular(path, flags, mode=0o644):
     """Open without blocking and refuse anything but a regular file: a FIFO, a device or a
     socket planted where the harness reads or writes must not hang or flood it."""
-    import stat
-
     fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
+        kind = os.fstat(fd).st_mode & S_IFMT
+        if kind == S_IFDIR:
             raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
-        if not stat.S_ISREG(st.st_mode):
+        if kind != S_IFREG:
             raise OSError(errno.EINVAL, "not a regular file", path)
         os.set_blocking(fd, True)
         return fd
@@ -927,18 +991,18 @@ def op_read_file(req):
     path = _host(req["path"])
     max_bytes = req.get("max_bytes")
     limit = int(max_bytes) if max_bytes is not None else READ_CAP
-    with os.fdopen(_open_regular(path, os.O_RDONLY), "rb") as fh:
+    with open(_open_regular(path, os.O_RDONLY), "rb") as fh:
         data = fh.read(limit)
     return {"data": _b64encode(data)}
 
 
 def op_write_file(req):
     path = _host(req["path"])
-    parent = os.path.dirname(path)
+    parent = _path_dirname(path)
     if parent:
-        os.makedirs(parent, exist_ok=True)
+        _makedirs(parent)
     fd = _open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    with os.fdopen(fd, "wb") as fh:
+    with open(fd, "wb") as fh:
         fh.write(_b64decode(req["data"]))
     if req.get("mode") is not None:
         os.chmod(path, int(req["mode"]))
@@ -968,7 +1032,7 @@ def op_tar_out(req):
     import tarfile
 
     path = _host(req["path"])
-    if not os.path.isdir(path):
+    if _path_type(path) != S_IFDIR:
         raise FileNotFoundError("no such directory: %s" % req["path"])
     cap = int(req.get("max_bytes") or TAR_CAP)
     total = [0]
@@ -985,7 +1049,7 @@ def op_tar_out(req):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name in sorted(os.listdir(path)):
-            tar.add(os.path.join(path, name), arcname=name, recursive=True, filter=within_cap)
+            tar.add(_path_join(path, name), arcname=name, recursive=True, filter=within_cap)
     return {"data": _b64encode(buf.getvalue()), "skipped": skipped}
 
 
@@ -994,7 +1058,7 @@ def op_tar_in(req):
     import tarfile
 
     path = _host(req["path"])
-    os.makedirs(path, exist_ok=True)
+    _makedirs(path)
     with tarfile.open(fileobj=io.BytesIO(_b64decode(req["data"])), mode="r") as tar:
         if hasattr(tarfile, "tar_filter"):
             tar.extractall(path, filter="tar")
@@ -1521,7 +1585,7 @@ def main(argv):
     _close_on_exec()
     if not _local[0]:
         _protect_self()
-    _base_env = {k: v for k, v in os.environ.items() if k != "CLAWRIG_LOG_DIR"}
+    _base_env = {k: v for k, v in _environ().items() if k != "CLAWRIG_LOG_DIR"}
     # SIGPIPE stays ignored (Python's default): writing to a background process that has exited
     # must be an error for that call, not the end of the supervisor.
     _send({"id": 0, "ok": True, "ready": True, "pid": os.getpid()})
