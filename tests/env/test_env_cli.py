@@ -136,6 +136,44 @@ def test_prune_removes_superseded_builds_and_idle_snapshots(tmp_path):
     assert kept_env.name in r.stdout and "fresh" in r.stdout
 
 
+def _cached_rootfs(cache: Path, key: str, file_bytes: int, meta: dict) -> Path:
+    d = cache / "environments" / key
+    (d / "rootfs" / "usr").mkdir(parents=True)
+    (d / "rootfs" / "usr" / "f").write_bytes(b"x" * file_bytes)
+    os.link(d / "rootfs" / "usr" / "f", d / "rootfs" / "usr" / "hard")  # counted once
+    (d / "env.json").write_text(json.dumps(meta))
+    return d
+
+
+def _list_row(cache: Path, key: str) -> list[str]:
+    r = clawrig("env", "list", env={"CLAWRIG_ENV_CACHE_DIR": str(cache)})
+    assert r.returncode == 0, r.stderr
+    return next(line for line in r.stdout.splitlines() if key in line).split()
+
+
+def test_env_list_reads_the_size_recorded_when_the_tree_was_made(tmp_path):
+    """A built tree is never written again: its size is recorded when it is made and `env list`
+    shows that number without walking its files (a 10 GiB cache took ~13 s to walk)."""
+    cache = tmp_path / "cache"
+    recorded = 123_456_789  # not what the 5000-byte tree below holds: the record is read
+    _cached_rootfs(cache, "base-111111111111", 5000, {"seconds": 60, "size_bytes": recorded})
+    assert _list_row(cache, "base-111111111111")[2:4] == [f"{recorded / 2**20:.1f}", "MiB"]
+
+
+def test_env_list_measures_a_tree_without_a_record_once_and_keeps_its_last_use(tmp_path):
+    """An item made before sizes were recorded is measured once (regular files, a hard link
+    once) and its size recorded; its metadata's mtime, the item's last use, is kept."""
+    cache = tmp_path / "cache"
+    d = _cached_rootfs(cache, "base-222222222222", 3000, {"seconds": 60})
+    used = time.time() - 3 * 86400
+    os.utime(d / "env.json", (used, used))
+    row = _list_row(cache, "base-222222222222")
+    assert row[2:4] == [f"{3000 / 1024:.1f}", "KiB"]
+    assert json.loads((d / "env.json").read_text()) == {"seconds": 60, "size_bytes": 3000}
+    assert (d / "env.json").stat().st_mtime == pytest.approx(used, abs=1e-3)
+    assert _list_row(cache, "base-222222222222") == row  # read from the record now
+
+
 @pytest.mark.parametrize("sandbox", ["bwrap", "docker"])
 def test_run_on_an_environment_with_each_backend(tmp_path, base_rootfs, sandbox, request):
     if sandbox == "docker":

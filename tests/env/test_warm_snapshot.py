@@ -101,6 +101,13 @@ async def test_second_trial_starts_from_the_warm_snapshot(tmp_path, backend):
             assert (folder / "end_state" / "probe.txt").read_text() == f"warm-{tag}\n"
         meta = json.loads((warm_dir() / key / "warm.json").read_text())
         assert meta["lines"] == task.warmup[:1] and meta["backend"] == backend
+        # its size, recorded when made (env list reads it): the layer's regular files
+        upper, inodes = warm_dir() / key / "upper", {}
+        for f in upper.rglob("*") if upper.is_dir() else ():
+            if f.is_file() and not f.is_symlink():
+                inodes[(f.lstat().st_dev, f.lstat().st_ino)] = f.lstat().st_size
+        assert meta["size_bytes"] == sum(inodes.values())
+        assert backend == "docker" or meta["size_bytes"] > 0  # the installed package
         if backend == "docker":  # the setup's environment is not frozen into the image
             import subprocess
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clawrig.env.spec import EnvSpec
-from clawrig.env.store import ENV_IMAGE_REPO, environments_dir, touch_meta
+from clawrig.env.store import ENV_IMAGE_REPO, SIZE_KEY, environments_dir, touch_meta, tree_size
 from clawrig.errors import UserError
 
 MIRROR = "http://deb.debian.org/debian"
@@ -163,6 +163,7 @@ def ensure_rootfs(
                     "digest": spec.digest,
                     "seconds": round(seconds, 1),
                     "built_at": time.time(),
+                    SIZE_KEY: tree_size(partial / "rootfs"),
                     "spec": spec.model_dump(mode="json"),
                 },
                 indent=2,

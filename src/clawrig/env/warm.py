@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clawrig.env.store import WARM_IMAGE_REPO, touch_meta, warm_dir
+from clawrig.env.store import SIZE_KEY, WARM_IMAGE_REPO, touch_meta, tree_size, warm_dir
 from clawrig.leftovers import owned_tempdir
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
 
@@ -246,6 +246,7 @@ async def _make(
                 "lines": lines,
                 "seconds": round(seconds, 3),
                 "made_at": time.time(),
+                SIZE_KEY: tree_size(partial / "upper"),
             },
             indent=2,
         )
