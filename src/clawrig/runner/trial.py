@@ -856,10 +856,19 @@ class Trial:
         self, recorded: RecordedEndState | None, files: Mapping[str, bytes] | None
     ) -> None:
         """The trial's disk mounted and the workspace made on it (:meth:`sandbox_up`), its
-        initial listing taken. Raises SetupError."""
-        await in_thread(self.disk.mount)
+        initial listing taken: file work done in one worker thread (one hand-off, not the
+        event loop's). Raises SetupError."""
+        self.initial = await in_thread(self._make_workspace, recorded, files)
         if self.disk.problem:
             self.log(f"setup: no disk limit: {self.disk.problem}")
+        self.before = self.initial.files
+
+    def _make_workspace(
+        self, recorded: RecordedEndState | None, files: Mapping[str, bytes] | None
+    ) -> EndState:
+        """:meth:`_workspace_in`'s file work (in a thread): the disk mounted, the workspace
+        written (``files``, else the task's, with ``recorded`` applied), its listing."""
+        self.disk.mount()
         try:
             if files is not None:
                 write_tree(self.workspace, files)
@@ -875,12 +884,9 @@ class Trial:
                 "(TrialConfig.disk_mb)"
             ) from None
         try:
-            self.initial = await in_thread(
-                functools.partial(scan, self.workspace, caps=manifest_caps())
-            )
+            return scan(self.workspace, caps=manifest_caps())
         except AgentFault as exc:  # the task's own files, before any agent
             raise SetupError(f"the task's initial workspace: {exc}") from None
-        self.before = self.initial.files
 
     def _sandbox_config(self, binds: list[Bind], env: dict[str, str]) -> SandboxConfig:
         """The config of a sandbox of this trial: its workspace folder, the plan's limits, its
@@ -1144,26 +1150,28 @@ class Trial:
                 self.transcript.messages[:] = []
                 self.log("transcript: the gateway recorded no answered model call of the agent")
         self.transcript_text = dumps_openclaw_jsonl(self.transcript)
-        gt_bytes, gt_entries = await in_thread(gt_size, task)
-        # the clean room writes gt/ and the transcript on the agent's disk: room for them
         text_bytes = len(self.transcript_text.encode("utf-8", "replace"))
-        self.check_disk(text_bytes + gt_bytes, gt_entries + 8)
         caps = manifest_caps().over(self.initial)
-        try:
-            initial = self.initial
-            state = await in_thread(
-                lambda: settle(
+        initial = self.initial
+
+        def end_state() -> EndState:  # one worker thread's hand-off for the disk and the walk
+            gt_bytes, gt_entries = gt_size(task)
+            # the clean room writes gt/ and the transcript on the agent's disk: room for them
+            self.check_disk(text_bytes + gt_bytes, gt_entries + 8)
+            try:
+                return settle(
                     self.workspace,
                     caps,
                     keep_links=initial.links,
                     known=self.before,
                     deadline=self._wall_deadline(),  # read once the thread runs: moved by waits
                 )
-            )
-        except EndStateRejected:
-            raise
-        except OSError as exc:  # only the agent's files are read here
-            raise EndStateRejected(f"the end state cannot be read: {exc}") from exc
+            except EndStateRejected:
+                raise
+            except OSError as exc:  # only the agent's files are read here
+                raise EndStateRejected(f"the end state cannot be read: {exc}") from exc
+
+        state = await in_thread(end_state)
         self.end_state = state
         self.audits = recorded
         _put_audits(self.workspace, task, recorded, state)
