@@ -119,7 +119,7 @@ def test_prune_removes_superseded_builds_and_idle_snapshots(tmp_path):
     assert f"would remove warm orphan ({meta['orphan']} B)" in r.stdout
     assert "would remove unfinished .partial-old (0 B)" in r.stdout
     total = (1002 + meta["idle"] + meta["orphan"]) / 1024  # over 1 KiB
-    assert f"4 item(s) would be removed (--dry-run: nothing was), {total:.1f} KiB on disk" in (
+    assert f"4 item(s) would be removed, freeing {total:.1f} KiB (--dry-run: nothing was)" in (
         r.stdout
     )
     assert old_env.exists() and all(d.exists() for d in snaps.values())
@@ -131,7 +131,7 @@ def test_prune_removes_superseded_builds_and_idle_snapshots(tmp_path):
     assert snaps["fresh"].exists()
     assert (warm / ".partial-now").exists() and (warm / ".now.lock").exists()
     assert not (warm / ".partial-old").exists()
-    assert "4 item(s) removed" in r.stdout
+    assert f"4 item(s) removed, {total:.1f} KiB freed\n" in r.stdout
     r = clawrig("env", "list", env={"CLAWRIG_ENV_CACHE_DIR": str(cache)})
     assert kept_env.name in r.stdout and "fresh" in r.stdout
 

@@ -8,6 +8,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -239,6 +240,11 @@ def test_a_note_when_trials_at_once_could_fill_the_hosts_disk(tmp_path):
     big = JobConfig(suite_path=tmp_path, parallel=2, trial=TrialConfig(disk_mb=free_mib // 2 + 64))
     [note] = note_disk_space(tasks, big)
     assert note.startswith("2 trials at once") and " GiB free under " in note
+    # two disks of half the free space plus 64 MiB each: ~128 MiB more than is free, which a
+    # whole-GiB rounding showed as "16 GiB, more than the 16 GiB free"
+    short = re.search(r"could write \S+ GiB, ([\d.]+) MiB more than the \S+ GiB free", note)
+    assert short is not None, note
+    assert 64 < float(short.group(1)) < 192  # 128 MiB, give or take what others write meanwhile
     small = big.model_copy(update={"trial": TrialConfig(disk_mb=64)})
     assert note_disk_space(tasks, small) == []
 

@@ -653,7 +653,9 @@ def _install_cmd(
     except UserError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"OpenClaw {inst.version} ready in {inst.root} ({inst.size_bytes() / 1e6:.0f} MB)")
+    from clawrig.sizes import format_bytes
+
+    typer.echo(f"OpenClaw {inst.version} ready in {inst.root} ({format_bytes(inst.size_bytes())})")
 
 
 @_cli.command("path")

@@ -87,8 +87,8 @@ def prune(
 ) -> None:
     """Remove old builds and warm snapshots (superseded or unused for --days)."""
     from clawrig.env.spec import SHIPPED, load_env_spec
-    from clawrig.env.store import _human
     from clawrig.env.store import prune as do_prune
+    from clawrig.sizes import format_bytes
 
     keep = {load_env_spec(name).rootfs_key for name in SHIPPED}
     removed = do_prune(
@@ -97,6 +97,13 @@ def prune(
     verb = "would remove" if dry_run else "removed"
     for item in removed:
         console.print(f"{verb} {item}", highlight=False)
-    total = _human(sum(item.size or 0 for item in removed))
-    ending = "would be removed (--dry-run: nothing was)" if dry_run else "removed"
-    console.print(f"{len(removed)} item(s) {ending}, {total} on disk", highlight=False)
+    total = format_bytes(sum(item.size or 0 for item in removed))
+    images = sum(item.size is None for item in removed)
+    uncounted = f" (and {images} Docker image(s), sized by Docker)" if images else ""
+    line = (
+        f"{len(removed)} item(s) would be removed, freeing {total}{uncounted} "
+        "(--dry-run: nothing was)"
+        if dry_run
+        else f"{len(removed)} item(s) removed, {total} freed{uncounted}"
+    )
+    console.print(line, highlight=False)

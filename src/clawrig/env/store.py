@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clawrig.sandbox.pyenv import cache_root
+from clawrig.sizes import format_bytes
 
 ENV_IMAGE_REPO = "clawrig-env"
 WARM_IMAGE_REPO = "clawrig-warm"
@@ -204,14 +205,8 @@ def list_cached(cache_dir: Path | None = None, *, sizes: bool = True) -> list[Ca
 
 
 def _human(size: int | None) -> str:
-    if size is None:
-        return "?"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"  # pragma: no cover
+    """:func:`clawrig.sizes.format_bytes`, or ``?`` for an unknown size."""
+    return "?" if size is None else format_bytes(size)
 
 
 @dataclass

@@ -52,6 +52,7 @@ from clawrig.llm.pricing import Prices, cost_usd
 from clawrig.llm.providers import ModelEndpoint, Role, Settings, load_settings, resolve_model
 from clawrig.llm.stalls import current_watch
 from clawrig.llm.stalls import progress as stall_progress
+from clawrig.sizes import format_bytes
 from clawrig.spec.llm import ChatResponse, ToolCall
 from clawrig.spec.trial import Usage
 from clawrig.waits import slot
@@ -146,7 +147,7 @@ class _CappedStream(sdk_httpx.AsyncByteStream):  # type: ignore[misc]
         async for chunk in self.inner:
             self.seen += len(chunk)
             if self.seen > self.cap:
-                raise ReplyTooLarge(None, f"reply larger than {self.cap // 2**20} MiB")
+                raise ReplyTooLarge(None, f"reply larger than {format_bytes(self.cap)}")
             yield chunk
 
     async def aclose(self) -> None:
@@ -166,7 +167,10 @@ class CappedTransport(sdk_httpx.AsyncHTTPTransport):  # type: ignore[misc]
         length = response.headers.get("content-length", "")
         if length.isdigit() and int(length) > self.cap:
             await response.aclose()
-            raise ReplyTooLarge(None, f"reply of {int(length) // 2**20} MiB over the cap")
+            raise ReplyTooLarge(
+                None,
+                f"reply of {format_bytes(int(length))} over the cap of {format_bytes(self.cap)}",
+            )
         response.stream = _CappedStream(response.stream, self.cap)
         return response
 

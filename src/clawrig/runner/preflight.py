@@ -227,11 +227,13 @@ def note_disk_space(tasks: list[Task], config: JobConfig) -> list[str]:
     free = st.f_bavail * st.f_frsize
     if at_once * disk <= free:
         return []
+    from clawrig.sizes import format_bytes
+
     return [
         f"{at_once} trials at once with a {config.trial.disk_mb} MiB disk each could write "
-        f"{at_once * disk / 1024**3:.0f} GiB, more than the {free / 1024**3:.0f} GiB free under "
-        f"{tempfile.gettempdir()}: lower --parallel or TrialConfig.disk_mb if agents may fill "
-        "their disks"
+        f"{format_bytes(at_once * disk)}, {format_bytes(at_once * disk - free)} more than the "
+        f"{format_bytes(free)} free under {tempfile.gettempdir()}: lower --parallel or "
+        "TrialConfig.disk_mb if agents may fill their disks"
     ]
 
 

@@ -119,6 +119,7 @@ from clawrig.services import (
     service_binds,
     start_services,
 )
+from clawrig.sizes import format_bytes
 from clawrig.spec.job import TrialConfig, model_slug
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths, json_text, json_text_reusing
 from clawrig.spec.process import ProcessScore
@@ -1219,7 +1220,7 @@ class Trial:
                 # a change the harness never got, a forbidden call among it: never graded
                 raise AgentFault(
                     f"service {name}: the agent's calls went over the audit stream's cap of "
-                    f"{channel.max_bytes // 2**20} MiB or could not be recorded (its audit "
+                    f"{format_bytes(channel.max_bytes)} or could not be recorded (its audit "
                     "has a hole)"
                 )
         return audits

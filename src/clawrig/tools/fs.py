@@ -21,6 +21,7 @@ import difflib
 import shlex
 from typing import Any
 
+from clawrig.sizes import format_bytes
 from clawrig.tools._common import (
     PATH_ALIASES,
     error,
@@ -113,7 +114,7 @@ async def _read_image(ctx: ToolContext, raw: str, path: str, data: bytes, mime: 
     if len(data) >= READ_CAP:
         data = await ctx.sandbox.read_file(path, max_bytes=MAX_IMAGE_BYTES + 1)
     if len(data) > MAX_IMAGE_BYTES:
-        return error(f"read: image {raw} is larger than {MAX_IMAGE_BYTES // 2**20} MiB")
+        return error(f"read: image {raw} is larger than {format_bytes(MAX_IMAGE_BYTES)}")
     return ToolResult(
         text=f"Read image file [{mime}]",
         details={"path": path, "mimeType": mime, "bytes": len(data)},

@@ -80,6 +80,7 @@ from clawrig.llm.gateway.wire import (
 )
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.serving import ThreadedServer, tcp_listener
+from clawrig.sizes import format_bytes
 from clawrig.spec.layout import json_text
 from clawrig.spec.trial import Usage
 
@@ -605,7 +606,7 @@ class Gateway:
             if data is None:
                 return _error_body(
                     413,
-                    f"clawrig gateway: the request body is over {MAX_REQUEST_BYTES // 2**20} MiB",
+                    f"clawrig gateway: the request body is over {format_bytes(MAX_REQUEST_BYTES)}",
                     "request_too_large",
                 )
             try:
@@ -935,7 +936,7 @@ class Gateway:
             reply = await _read_reply(resp, MAX_REPLY_BYTES)
             try:
                 if reply is None:
-                    raise ValueError(f"over {MAX_REPLY_BYTES // 2**20} MiB")
+                    raise ValueError(f"over {format_bytes(MAX_REPLY_BYTES)}")
                 completion = json.loads(reply)
                 if not isinstance(completion, dict):
                     raise ValueError("not a JSON object")
@@ -982,7 +983,7 @@ class Gateway:
             async for line in resp.aiter_lines():
                 seen += len(line) + 1
                 if seen > MAX_REPLY_BYTES:  # the provider's fault: its stream ends here
-                    error = f"upstream stream over {MAX_REPLY_BYTES // 2**20} MiB"
+                    error = f"upstream stream over {format_bytes(MAX_REPLY_BYTES)}"
                     break
                 if line.startswith("data:"):
                     payload = line[5:].strip()

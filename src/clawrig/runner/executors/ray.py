@@ -50,6 +50,7 @@ from pydantic import SecretStr
 from clawrig.errors import SetupError, UserError
 from clawrig.runner.trial import TrialServices, write_tree
 from clawrig.sandbox.workspace import read_tree
+from clawrig.sizes import format_bytes
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 from clawrig.spec.task import Task
@@ -184,7 +185,7 @@ def pack_tree(base: Path, what: str) -> tuple[bytes, str]:
         if size > SUITE_MAX_BYTES:
             raise UserError(
                 f"--executor ray: {what} {base} holds more than "
-                f"{SUITE_MAX_BYTES >> 20} MiB, the most clawrig ships to Ray nodes; run a "
+                f"{format_bytes(SUITE_MAX_BYTES)}, the most clawrig ships to Ray nodes; run a "
                 "smaller --suite or --category selection"
             )
     buf = io.BytesIO()
