@@ -7,6 +7,7 @@ root and scratch), ``clawrig-trial-<pid>-*`` (a trial's work folder) and the oth
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -42,6 +43,8 @@ def owned_tempdir(kind: str, directory: Path | str | None = None) -> Path:
         raise ValueError(f"owned_tempdir: unknown kind {kind!r} (add it to KINDS)")
     base = Path(directory) if directory is not None else Path(tempfile.gettempdir())
     if base not in _swept:
+        if not _swept:
+            atexit.register(release_own_mounts)
         _swept.add(base)
         sweep_dead(base)
     return Path(tempfile.mkdtemp(prefix=f"clawrig-{kind}-{os.getpid()}-", dir=base))
@@ -91,6 +94,38 @@ def sweep_dead(base: Path) -> list[Path]:
         if not entry.exists():
             removed.append(entry)
     return removed
+
+
+def release_own_mounts() -> list[Path]:
+    """Unmount what is still mounted below this process's own folders (``clawrig-<kind>-<pid>-*``
+    in every folder :func:`owned_tempdir` made one in: a warm pool's root with its sandboxes'
+    disks and slots, a trial's disk, an overlay) and remove those folders; returns them. Their
+    owners unmount them as they end (a pool's close, a trial's close); what an owner never
+    released (an exception past its close, a pool never closed, the job's ``os._exit`` on a
+    second Ctrl-C) stayed in the host's mount table after the process ended, found only by the
+    next harness sweeping that same folder (:func:`sweep_dead`). Runs at interpreter exit
+    (``atexit``, registered with the first owned folder) and before the job's ``os._exit``; a
+    forked child owns none of its parent's folders (their names hold the parent's pid). One read
+    of the mount table, one lazy unmount per outermost mount point. Never raises."""
+    me = os.getpid()
+    points = mount_points()
+    released: list[Path] = []
+    for base in list(_swept):
+        try:
+            entries = [e for e in base.iterdir() if owner_pid(e.name) == me]
+        except OSError:
+            continue
+        for entry in entries:
+            prefix = os.path.realpath(entry)
+            if not any(p == prefix or p.startswith(prefix + "/") for p in points):
+                continue
+            if not os.path.lexists(entry):  # below another folder released just before
+                continue
+            unmount_below(entry)
+            if not mounts_below(entry):
+                remove_tree(entry)
+                released.append(entry)
+    return released
 
 
 _OCTAL = re.compile(rb"\\([0-7]{3})")

@@ -1,31 +1,49 @@
 """Ctrl-C as a terminal sends it: SIGINT to the whole process group of a real ``clawrig run``
 (the harness and every sandbox process it started), once or twice, at different moments.
-Every time: exit 130, no traceback, and nothing half-written left in the job folder (no
-``.tmp-*`` trial folders, no ``.summary_*.tmp``/``.progress_*.tmp`` files)."""
+Every time: exit 130, no traceback, nothing half-written left in the job folder (no
+``.tmp-*`` trial folders, no ``.summary_*.tmp``/``.progress_*.tmp`` files), and no mount of
+the job's (its warm pool's, its trials' disks) left on the host, not even after the second
+Ctrl-C's immediate exit."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_helpers import CLAWRIG, DEMO, clean_env
+
+from clawrig.leftovers import mounts_below, unmount_below
 
 
 def leftovers(out: Path) -> list[str]:
     return sorted(str(p.relative_to(out)) for p in [*out.glob("*/.tmp-*"), *out.glob(".*.tmp")])
 
 
-def interrupt(tmp_path: Path, after_s: float, times: int) -> tuple[int, str, Path]:
+@pytest.fixture
+def job_tmp() -> Iterator[Path]:
+    """The job's temp folder (its pool's root, its trials' disks), its own: a short path in
+    /tmp (the sockets made there must fit a unix socket's 108 bytes)."""
+    tmp = Path(tempfile.mkdtemp(prefix="ctrl-c-", dir="/tmp"))
+    yield tmp
+    unmount_below(tmp)  # what a failed run left: never in the next test's way
+    subprocess.run(["rm", "-rf", "--one-file-system", str(tmp)], check=False)
+
+
+def interrupt(
+    tmp_path: Path, after_s: float, times: int, job_tmp: Path | None = None
+) -> tuple[int, str, Path]:
     out = tmp_path / "out"
     err_file = tmp_path / "stderr.txt"
     with open(tmp_path / "stdout.txt", "w") as so, open(err_file, "w") as se:
         proc = subprocess.Popen(
             [CLAWRIG, "run", DEMO, "--agent", "oracle", "-p", "3", "-o", out],
-            env=clean_env(),
+            env=clean_env({"TMPDIR": str(job_tmp)} if job_tmp is not None else None),
             stdout=so,
             stderr=se,
             start_new_session=True,  # its own process group, as a terminal's foreground job
@@ -42,9 +60,10 @@ def interrupt(tmp_path: Path, after_s: float, times: int) -> tuple[int, str, Pat
 
 
 @pytest.mark.parametrize("after_s", [0.0, 0.3, 0.8, 1.5, 2.5])
-def test_ctrl_c_leaves_no_traceback_and_no_partial_files(tmp_path, after_s):
-    rc, text, out = interrupt(tmp_path, after_s, times=1)
+def test_ctrl_c_leaves_no_traceback_and_no_partial_files(tmp_path, after_s, job_tmp):
+    rc, text, out = interrupt(tmp_path, after_s, times=1, job_tmp=job_tmp)
     assert "Traceback" not in text and "SandboxDied" not in text, text[-3000:]
+    assert mounts_below(job_tmp) == []
     if rc == 0:  # the job finished before the signal arrived: nothing to check
         return
     assert rc == 130, text[-2000:]
@@ -53,9 +72,11 @@ def test_ctrl_c_leaves_no_traceback_and_no_partial_files(tmp_path, after_s):
 
 
 @pytest.mark.parametrize("after_s", [0.1, 1.0])
-def test_double_ctrl_c_exits_at_once_and_cleans_up(tmp_path, after_s):
-    rc, text, out = interrupt(tmp_path, after_s, times=2)
+def test_double_ctrl_c_exits_at_once_and_cleans_up(tmp_path, after_s, job_tmp):
+    rc, text, out = interrupt(tmp_path, after_s, times=2, job_tmp=job_tmp)
     assert "Traceback" not in text, text[-3000:]
+    # os._exit runs no atexit: the pool's root and the trials' disks were left mounted
+    assert mounts_below(job_tmp) == []
     if rc == 0:
         return
     assert rc == 130, text[-2000:]

@@ -174,10 +174,70 @@ async def test_refills_start_one_per_cpu_and_queued_ones_never_start_after_close
     cfg = _config(ws, src, "x")
     pool = WarmPool(parallel=cpus + 4, max_idle=cpus + 4, work_dir=tmp_path)
     before = SupervisedSandbox.starts
-    entry = await pool.take("bwrap", cfg)  # a miss: started now, then cpus + 4 refills asked
-    assert entry is not None and not entry.hit
-    assert pool.starting == cpus + 4
-    await pool.close()  # the ones waiting for a refill slot never start
+    try:
+        entry = await pool.take("bwrap", cfg)  # a miss: started now, then cpus + 4 refills
+        assert entry is not None and not entry.hit
+        assert pool.starting == cpus + 4
+    finally:
+        await pool.close()  # the ones waiting for a refill slot never start
     await entry.release()
     assert SupervisedSandbox.starts - before <= 1 + cpus
     assert pool.idle == 0 and _ours(tmp_path) == [] and mounts_below(tmp_path) == []
+
+
+async def test_closing_the_pool_releases_a_sandbox_taken_and_never_released(tmp_path):
+    # a trial whose close never ran (an exception past it) kept its pooled sandbox's disk,
+    # slots and the trial's workspace mounted on the host after the job, and the pool's root
+    ws, src = tmp_path / "ws", tmp_path / "src"
+    ws.mkdir()
+    src.mkdir()
+    cfg = _config(ws, src, "x")
+    async with WarmPool(parallel=1, work_dir=tmp_path) as pool:
+        entry = await pool.take("bwrap", cfg)
+        assert entry is not None
+        box = await entry.claim(cfg)
+        assert (await box.exec("cat /proc/self/comm")).stdout == "cat\n"
+        held = mounts_below(entry.folder)
+        assert str(entry.slots / "ws") in held and str(entry.disk.path) in held
+    assert mounts_below(tmp_path) == [] and _ours(tmp_path) == []
+    await entry.release()  # its owner's late release: nothing left to do, no error
+    assert not entry.folder.exists()
+
+
+_NEVER_CLOSED = """
+import asyncio, sys
+from pathlib import Path
+from clawrig.sandbox.base import Limits, SandboxConfig
+from clawrig.sandbox.pool import WarmPool
+
+async def main(work: Path) -> None:
+    pool = WarmPool(parallel=1, work_dir=work)
+    cfg = SandboxConfig(workspace_dir=work.parent / "ws", limits=Limits(disk_bytes=%d))
+    entry = await pool.take("bwrap", cfg)
+    box = await entry.claim(cfg)
+    await box.exec("true")
+    await box.stop()
+    print(entry.folder, flush=True)  # neither released nor closed: the process just ends
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_a_pool_never_closed_leaves_no_mount_after_its_process_exits(tmp_path):
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "ws").mkdir()
+    r = subprocess.run(
+        [sys.executable, "-c", _NEVER_CLOSED % DISK, str(work)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    folder = Path(r.stdout.strip())
+    assert folder.is_relative_to(work) and folder.name.startswith("clawrig-trial-")
+    # its disk, slots and the trial's workspace were mounted below work/: gone with it
+    assert mounts_below(work) == [] and list(work.iterdir()) == []

@@ -39,7 +39,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from clawrig.errors import ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
-from clawrig.leftovers import remove_tree
+from clawrig.leftovers import release_own_mounts, remove_tree
 from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import TrialServices
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
@@ -568,6 +568,7 @@ async def _run_trials(
         interrupts += 1
         if interrupts > 1:
             sweep_partial_trials(job.output)
+            release_own_mounts()  # os._exit runs no atexit: the pool's and trials' mounts
             os.write(2, b"clawrig: interrupted again: exiting now (trials in progress are lost)\n")
             os._exit(130)
         state.interrupted = True
@@ -586,6 +587,7 @@ async def _run_trials(
             for t in asyncio.all_tasks(loop):
                 t.print_stack(limit=8, file=sys.stderr)
         sweep_partial_trials(job.output)
+        release_own_mounts()
         os.write(
             2,
             b"clawrig: interrupted: trials did not stop within the grace time, exiting now; "

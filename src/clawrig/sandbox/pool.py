@@ -36,9 +36,11 @@ loop's worker threads (the live trials' end-state walks and copies,
 :func:`clawrig.waits.in_thread`): :data:`POOL_THREADS` for starts and as many again for
 releases, so hundreds of trials ending at once never hold up the ones starting.
 :meth:`WarmPool.close` (job end, Ctrl-C: the batch runner's ``finally``) stops and removes every
-idle one. Each entry is a ``clawrig-trial-<pid>-*`` folder in the work folder, so after
-``kill -9`` :func:`clawrig.leftovers.sweep_dead` unmounts and removes it at the next start (the
-sandboxes die with the harness: ``--die-with-parent``; their cgroups are swept by
+idle one, and any a trial took and did not release. Each entry is a ``clawrig-trial-<pid>-*``
+folder in the work folder: a pool never closed is unmounted and removed at the harness's exit
+(:func:`clawrig.leftovers.release_own_mounts`), and after ``kill -9``
+:func:`clawrig.leftovers.sweep_dead` unmounts and removes it at the next start (the sandboxes
+die with the harness: ``--die-with-parent``; their cgroups are swept by
 :func:`clawrig.sandbox.bwrap.sweep_stale_cgroups`; a loop device frees itself with its disk's
 last mount).
 
@@ -334,6 +336,8 @@ class WarmPool:
         point an isolated start binds its entry at (module docs)."""
         self._alive: set[str] = set()
         """Entries made and not yet removed (their mounts are on the host)."""
+        self._out: dict[str, PoolEntry] = {}
+        """Entries :meth:`take` handed out and not yet removed (:meth:`close` releases them)."""
         self._alive_lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -370,6 +374,8 @@ class WarmPool:
             if entry is None:
                 return None
             entry.start_s = time.monotonic() - started
+        with self._alive_lock:
+            self._out[entry.id] = entry
         self._refill(key, config)
         return entry
 
@@ -481,6 +487,7 @@ class WarmPool:
         last one after :meth:`close`."""
         with self._alive_lock:
             self._alive.discard(entry.id)
+            self._out.pop(entry.id, None)
             last = self._closed and not self._alive
         if last:
             self._remove_root()
@@ -532,7 +539,10 @@ class WarmPool:
 
     async def close(self) -> None:
         """Stop refilling, release every idle sandbox and wait for retired ones to be gone
-        (job end, Ctrl-C). Idempotent."""
+        (job end, Ctrl-C), then release the ones taken and not released yet (their trials are
+        over by the job's end: one whose owner never released it, e.g. an exception past its
+        trial's close, would keep its disk and slots mounted on the host after the harness
+        ended; releasing it again is a no-op). Idempotent."""
         self._closed = True
         # sandboxes being started finish starting and are then released (a start cancelled
         # half-way could leave a bwrap whose process the harness never got to know)
@@ -543,6 +553,9 @@ class WarmPool:
         idle = [e for entries in self._idle.values() for e in entries]
         self._idle.clear()
         await asyncio.gather(*(e.release() for e in idle), return_exceptions=True)
+        with self._alive_lock:
+            taken = list(self._out.values())
+        await asyncio.gather(*(e.release() for e in taken), return_exceptions=True)
         with self._alive_lock:
             last = not self._alive  # else the last trial's release removes the root
         if last:
