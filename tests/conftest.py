@@ -20,8 +20,9 @@ session fixtures start once). Two checks wrap every test session:
   ``@pytest.mark.sandbox`` (or a module-level ``pytestmark``; tests using a fixture of
   :data:`SANDBOX_FIXTURES` get it), so ``-m "not sandbox"`` selects the tests that need no
   bubblewrap; an unmarked test that starts one fails with a message.
-- leftovers: when the session ends, no sandbox process or cgroup of this session may remain
-  (:mod:`session_leftovers`); the check fails the run (exit status 1) when one does.
+- leftovers: when the session ends, no sandbox process or cgroup of this session, nor a mount
+  below its temp folder, may remain (:mod:`session_leftovers`); the check fails the run (exit
+  status 1) when one does.
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The leftover-process check, once per session after every test and fixture ended."""
     if getattr(session.config, "workerinput", None) is not None:
         return  # an xdist worker: the controller's own session checks
-    problems = session_leftovers.wait_for_no_leftovers()
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    temp = getattr(factory, "_basetemp", None)  # None when no test asked for a temp folder
+    problems = session_leftovers.wait_for_no_leftovers(temp=temp)
     if problems:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         text = "sandbox leftovers after the tests: " + "; ".join(problems)

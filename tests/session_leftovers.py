@@ -1,5 +1,6 @@
 """The leftover check the test session runs at its end (tests/conftest.py): no sandbox process,
-cgroup, overlay mount or Docker container may outlive the tests.
+cgroup, overlay mount, mount below the session's temp folder or Docker container may outlive
+the tests.
 
 Scoped to this process, so other clawrig runs on the machine do not count: a leftover is a
 process in a sandbox cgroup (``clawrig-<harness pid>-...``) whose harness is this process or is
@@ -74,6 +75,17 @@ def overlay_mounts() -> list[str]:
     ]
 
 
+def mounts_below(base: Path | None) -> list[str]:
+    """Mount points below ``base`` (the session's temp folder, its xdist workers' too): a warm
+    pool's or a trial's disk, slots or workspace still mounted after the test that made them
+    (pytest's later cleanup of the folder failed on each with EBUSY)."""
+    if base is None:
+        return []
+    from clawrig.leftovers import mounts_below as below
+
+    return below(base)
+
+
 def docker_containers() -> list[str]:
     """Ids of Docker containers this process started (none when Docker is not installed)."""
     import shutil
@@ -92,9 +104,10 @@ def docker_containers() -> list[str]:
     return r.stdout.split()
 
 
-def wait_for_no_leftovers(grace_s: float = 5.0) -> list[str]:
-    """Leftover processes (after up to ``grace_s`` seconds for dying ones) and cgroups, as
-    one-line descriptions; empty when there are none."""
+def wait_for_no_leftovers(grace_s: float = 5.0, temp: Path | None = None) -> list[str]:
+    """Leftover processes (after up to ``grace_s`` seconds for dying ones), cgroups, mounts
+    and containers, as one-line descriptions (mounts: below ``temp``, the session's temp
+    folder); empty when there are none."""
     deadline = time.monotonic() + grace_s
     while leftover_processes() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -102,5 +115,6 @@ def wait_for_no_leftovers(grace_s: float = 5.0) -> list[str]:
         [f"process {p}" for p in leftover_processes()]
         + [f"cgroup {c}" for c in leftover_cgroups()]
         + [f"overlay mount {m}" for m in overlay_mounts()]
+        + [f"mount {m}" for m in mounts_below(temp)]
         + [f"docker container {c}" for c in docker_containers()]
     )

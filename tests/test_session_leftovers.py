@@ -33,3 +33,17 @@ async def test_the_check_sees_a_sandbox_overlay(tmp_path, base_rootfs):
     finally:
         await sb.stop()
     assert leftovers.overlay_mounts() == []
+
+
+def test_the_check_sees_a_mount_below_the_sessions_temp_folder(tmp_path):
+    from clawrig.sandbox.disk import mount, umount_lazy
+
+    point = tmp_path / "left" / "fs"
+    point.mkdir(parents=True)
+    mount("clawrig-test", point, "tmpfs", 0, "size=4k")
+    try:
+        assert leftovers.mounts_below(tmp_path) == [str(point)]
+        assert f"mount {point}" in leftovers.wait_for_no_leftovers(grace_s=0, temp=tmp_path)
+    finally:
+        umount_lazy(point)
+    assert leftovers.mounts_below(tmp_path) == []
