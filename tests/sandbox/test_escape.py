@@ -189,7 +189,15 @@ async def test_daemonised_child_dies_with_stop(make_sandbox, isolated):
     # sleeps tagged with this test's own number: the host scan must not see another run's
     tag = f"{os.getpid()}{time.monotonic_ns() % 10**6:06d}"
     one, two = f"4242.{tag}", f"4243.{tag}"
-    await sb.exec(f"setsid nohup sleep {one} > /dev/null 2>&1 & (setsid sleep {two} &)")
+    # the command returns once both sleeps run: its shell returned as soon as it had forked
+    # them, while setsid and nohup still exec'd their way to sleep, and a process between an
+    # exec's new memory and its arguments shows an empty /proc/PID/cmdline (the host scan
+    # missed one now and then, under load, at the sandbox's lower priority)
+    await sb.exec(
+        f"setsid nohup sleep {one} > /dev/null 2>&1 & (setsid sleep {two} &); "
+        f"until pgrep -xf 'sleep {one}' && pgrep -xf 'sleep {two}'; do sleep 0.01; done",
+        timeout_s=60,
+    )
     assert _host_processes_with(one) and _host_processes_with(two)
     await sb.stop()
     for _ in range(100):
