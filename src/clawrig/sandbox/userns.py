@@ -102,21 +102,23 @@ def _innermost(pid: int) -> int:
 
 
 _WRITER = r"""
-import ctypes, os, sys
+import ctypes, gc, os, sys
 setns = ctypes.CDLL(None, use_errno=True).setns
+gc.disable()  # no cycles here; a collection in a fork would copy each page of objects it visits
 for line in sys.stdin:  # "PID NAME=VALUE ...": those /proc/sys/user files in PID's namespace
     pid, *pairs = line.split()
     r, w = os.pipe()
     child = os.fork()  # a user namespace is entered by a single-threaded process, for good
     if child == 0:
-        try:
+        try:  # plain system calls: no file objects made in the fork
             fd = os.open("/proc/%d/ns/user" % int(pid), os.O_RDONLY | os.O_CLOEXEC)
             if setns(fd, 0x10000000) != 0:  # CLONE_NEWUSER
                 raise OSError(ctypes.get_errno(), "setns: " + os.strerror(ctypes.get_errno()))
             for pair in pairs:
                 name, value = pair.split("=")
-                with open("/proc/sys/user/" + name, "w") as fh:
-                    fh.write(value + "\n")
+                out = os.open("/proc/sys/user/" + name, os.O_WRONLY | os.O_CLOEXEC)
+                if os.write(out, (value + "\n").encode()) != len(value) + 1:
+                    raise OSError("short write to /proc/sys/user/" + name)
             os._exit(0)
         except BaseException as exc:
             os.write(w, str(exc).encode("utf-8", "replace")[:500])
