@@ -486,7 +486,6 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     """Prepare the Job (errors before any progress bar), then run it under a progress bar."""
-    import asyncio
     import gc
 
     from rich.progress import (
@@ -498,7 +497,7 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     )
 
     from clawrig.runner.batch import JobState
-    from clawrig.runner.job import Job
+    from clawrig.runner.job import Job, run_in_loop
     from clawrig.spec.trial import TrialResult
 
     progress = Progress(
@@ -541,4 +540,4 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     # the cyclic collector's full passes, which otherwise walk it again and again mid-job
     gc.freeze()
     with progress:
-        return asyncio.run(job.arun()), job
+        return run_in_loop(job.arun()), job

@@ -67,7 +67,9 @@ from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import (
     SUPERVISOR_PATH,
+    SpawnedProcess,
     SupervisedSandbox,
+    spawn_exec,
     supervisor_argv,
     supervisor_pyc,
 )
@@ -627,7 +629,7 @@ class BwrapSandbox(SupervisedSandbox):
         await self._call("adopt", env=self.environment(), cwd=PATHS.workspace)
         self._arm()
 
-    async def _launch(self) -> asyncio.subprocess.Process:
+    async def _launch(self) -> asyncio.subprocess.Process | SpawnedProcess:
         lim = self.config.limits
         name = f"clawrig-{os.getpid()}-{random.randrange(1 << 32):08x}"
         self.cgroup = Cgroup(name, lim.memory_bytes, lim.max_processes)
@@ -713,7 +715,7 @@ class BwrapSandbox(SupervisedSandbox):
             os.write(wfd, payload)
             os.close(wfd)
             try:
-                return await asyncio.create_subprocess_exec(
+                return await spawn_exec(
                     *launcher,
                     argv[0],
                     "--args",
