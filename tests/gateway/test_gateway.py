@@ -478,3 +478,29 @@ def test_the_server_starts_at_the_first_connection_to_its_sockets():
     assert out.returncode == 0, out.stderr[-2000:]
     line = out.stdout.strip().splitlines()[-1]
     assert line == "(False, False, False) (True, True, 200, 'ok') False False", line
+
+
+async def test_a_trial_that_spent_its_share_of_the_job_budget_is_refused_as_its_own(
+    scripted_server, make_gateway
+):
+    # blame follows control: once the job's $0.002 is spent, the trial that spent at least its
+    # $0.001 share itself is refused as budget_share (graded); another trial (nothing spent)
+    # as budget (cut short by the job: not scored)
+    srv = scripted_server([reply(str(n), usage=usage(1000, 0)) for n in range(3)])
+    gw = make_gateway(budget_usd=0.002, budget_share_usd=0.001)
+    hog = gw.open_trial(upstream(srv, prices=Prices(input=1.0)), trial_id="hog")
+    other = gw.open_trial(upstream(srv, prices=Prices(input=1.0)), trial_id="other")
+    for n in range(2):  # 1000 tokens x $1/1M = $0.001 each
+        await hog.chat_model().chat([{"role": "user", "content": str(n)}])
+    with pytest.raises(GatewayRefusal, match=r"spent \$0.0020 of it, at least its share") as own:
+        await hog.chat_model().chat([{"role": "user", "content": "x"}])
+    with pytest.raises(GatewayRefusal, match=r"budget of \$0.002 is spent") as cut:
+        await other.chat_model().chat([{"role": "user", "content": "y"}])
+    assert (own.value.kind, cut.value.kind) == ("budget_share", "budget")
+    assert (hog.refusals, other.refusals) == (["budget_share"], ["budget"])
+    assert len(srv.requests) == 2
+    # a trial's own cap comes first: over it and the job's budget, it is the trial's cap
+    capped = gw.open_trial(upstream(srv), trial_id="capped", max_requests=0)
+    with pytest.raises(GatewayRefusal, match="limit of 0 model requests"):
+        await capped.chat_model().chat([{"role": "user", "content": "z"}])
+    assert capped.refusals == ["max_requests"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
+from clawrig.testing.scripted_server import call, reply, usage
 
 pytestmark = pytest.mark.sandbox
 
@@ -368,3 +370,68 @@ def test_harness_slots_scale_with_the_cpus():
     assert (starts._value, grading._value) == (64, 8)
     starts, grading = harness_slots(8)
     assert (starts._value, grading._value) == (256, 32)
+
+
+def _loop_on_task_1(solve):
+    """A responder: task 1's model never stops (a tool call at $0.01 each turn); other tasks
+    as ``solve`` (solve_even_tasks)."""
+
+    def respond(request):
+        if re.search(r"TASKNUM=1\b", json.dumps(request["messages"][0])):
+            cmd = "echo again >> /tmp_workspace/results/out.txt"
+            return reply(
+                tool_calls=[call("exec", {"command": cmd})], usage=usage(100, 20, cost=0.01)
+            )
+        return solve(request)
+
+    return respond
+
+
+def test_a_trial_that_spent_the_jobs_budget_itself_is_graded_not_rerun(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    # a red-team finding: a trial whose model (or a program holding its gateway token) loops
+    # requests spent the whole --budget-usd, and the job's refusal made it a `budget` error:
+    # not scored, and --resume ran it again. At -p 1 its share is the whole budget ($0.05):
+    # it spent it itself, so it stops with cost_budget and is graded as it stands
+    bench = mini_bench(2)
+    srv = scripted_server(responder=_loop_on_task_1(even_responder))
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1"]
+    r = subprocess.run(
+        args + ["-o", str(out), "--budget-usd", "0.05"],
+        env=_env(srv),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 3, r.stderr[-1500:]  # task 2 not run: the budget stopped the job
+    results = [json.loads(p.read_text()) for p in out.glob("*/*/result.json")]
+    assert len(results) == 1
+    res = results[0]
+    assert res["task_id"].endswith("task_1_echo") and res["error"] is None
+    assert res["stop_reason"] == "cost_budget" and res["usage"]["request_count"] == 5
+    assert math.isclose(res["usage"]["cost_usd"], 0.05)
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["errors_by_kind"] == {} and summary["budget_stopped"] is True
+    assert summary["not_run"] == 1 and len(summary["tasks"]) == 1
+
+
+def test_max_cost_usd_per_trial_stops_the_trial_and_grades_it(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    bench = mini_bench(1)
+    srv = scripted_server(responder=_loop_on_task_1(even_responder))
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
+    r = subprocess.run(
+        args + ["--max-cost-usd-per-trial", "0.03"],
+        env=_env(srv),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-1500:]
+    (res,) = [json.loads(p.read_text()) for p in out.glob("*/*/result.json")]
+    assert res["error"] is None and res["stop_reason"] == "cost_budget"
+    assert res["usage"]["request_count"] == 3 and math.isclose(res["usage"]["cost_usd"], 0.03)

@@ -187,6 +187,24 @@ def register(app: typer.Typer) -> None:
                 help="Stop starting trials once the job spent this many USD (exit 3).",
             ),
         ] = None,
+        max_cost_per_trial: Annotated[
+            float | None,
+            typer.Option(
+                "--max-cost-usd-per-trial",
+                min=0.0,
+                help="A trial's model spend in USD at most (its programs' calls included); "
+                "reached, the trial stops and is graded as it stands.",
+            ),
+        ] = None,
+        max_tokens_per_trial: Annotated[
+            int | None,
+            typer.Option(
+                "--max-tokens-per-trial",
+                min=1,
+                help="A trial's model tokens at most (its programs' calls included); "
+                "reached, the trial stops and is graded as it stands.",
+            ),
+        ] = None,
         resume: Annotated[
             bool,
             typer.Option(
@@ -314,6 +332,8 @@ def register(app: typer.Typer) -> None:
                 warm_snapshots=warm,
                 timeout_multiplier=timeout_multiplier,
                 max_turns=max_turns,
+                max_cost_usd_per_trial=max_cost_per_trial,
+                max_tokens_per_trial=max_tokens_per_trial,
                 grader=grader,
                 judge=judge,
                 web=web,

@@ -207,10 +207,18 @@ class Job:
                 from clawrig.runner.executors.ray import driver_host
 
                 host = driver_host()
+            share = None
+            if cfg.budget_usd is not None:
+                # a trial's share of the budget: what each of the trials that run at once
+                # would get (blame follows control: docs/security.md)
+                at_once = max(1, min(cfg.parallel, len(self.tasks) * cfg.runs))
+                share = cfg.budget_usd / at_once
             svc.gateway = (
-                replay_gateway(cfg.replay, budget_usd=cfg.budget_usd, host=host)
+                replay_gateway(
+                    cfg.replay, budget_usd=cfg.budget_usd, budget_share_usd=share, host=host
+                )
                 if cfg.replay is not None
-                else Gateway(budget_usd=cfg.budget_usd, host=host)
+                else Gateway(budget_usd=cfg.budget_usd, budget_share_usd=share, host=host)
             )
             self._owns_gateway = True
         if cfg.trial.judge_cache is not None and svc.judge_cache is None:

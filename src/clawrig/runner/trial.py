@@ -1103,10 +1103,12 @@ class Trial:
             for key, sub in ctx.subagent_transcripts.items():
                 self.paths.subagents.mkdir(exist_ok=True)
                 self.paths.subagent(key).write_text(dumps_openclaw_jsonl(sub))
-        if lease is not None and JOB_BUDGET_REFUSAL in lease.refusals:
+        refusals = lease.refusals if lease is not None else []
+        if JOB_BUDGET_REFUSAL in refusals and "budget_share" not in refusals:
             # the job's spend cap, not this trial's: the trial was cut short by the job, and an
             # agent that would have finished must not be scored 0 (nor a trial started once the
-            # spend was reached): not scored, run again by --resume
+            # spend was reached): not scored, run again by --resume. A trial that spent its
+            # share of the budget itself (budget_share) is graded as it stands
             raise BudgetExceeded(
                 "the job's budget (--budget-usd) ran out while this trial ran: not scored "
                 "(--resume with a larger budget runs it again)"

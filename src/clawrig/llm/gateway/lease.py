@@ -55,13 +55,13 @@ class GatewayLease:
     ``sglang`` when the gateway asks the upstream for sampled token ids and records them
     (:mod:`clawrig.llm.gateway.tokens`; set by :meth:`Gateway.open_trial`).
 
-    Counters (read them with the properties; they are updated from the gateway's thread):
-    ``usage`` (a :class:`Usage` copy), ``requests``, ``refusals`` (why requests were refused:
-    ``budget``, ``cost_budget``, ``token_budget``, ``max_requests``, ``replay_miss``,
+    Counters (read them with the properties; they are updated from the gateway's thread): ``usage``
+    (a :class:`Usage` copy), ``requests``, ``refusals`` (why requests were refused: ``budget``,
+    ``budget_share``, ``cost_budget``, ``token_budget``, ``max_requests``, ``replay_miss``,
     ``no_upstream``), ``upstream_errors`` (one line per upstream failure after retries),
-    ``upstream_refusals`` (the 4xx statuses the upstream refused requests with); ``watch``:
-    the lease's upstream requests in flight (a stall: :mod:`clawrig.llm.stalls`; an agent
-    lease watches streamed requests only).
+    ``upstream_refusals`` (the 4xx statuses the upstream refused requests with); ``watch``: the
+    lease's upstream requests in flight (a stall: :mod:`clawrig.llm.stalls`; an agent lease watches
+    streamed requests only).
     """
 
     gateway: Gateway
@@ -264,14 +264,19 @@ def placeholder_endpoint(name: str, *, prices: Any = None) -> ModelEndpoint:
     return ep
 
 
-CAP_REFUSALS = ("budget", "cost_budget", "token_budget", "max_requests")
-"""Refusal kinds that are caps (job budget, trial cost, trial tokens, trial requests)."""
+CAP_REFUSALS = ("budget", "budget_share", "cost_budget", "token_budget", "max_requests")
+"""Refusal kinds that are caps (job budget, job budget spent by the trial itself, trial cost,
+trial tokens, trial requests)."""
 JOB_BUDGET_REFUSAL = "budget"
-"""The refusal of :data:`CAP_REFUSALS` for the job's spend cap (``--budget-usd``): a trial it
-cuts short is not scored (a ``budget`` error, run again by ``--resume``); the others are the
-trial's own caps, graded as it stands with the matching stop reason (:data:`CAP_STOPS`)."""
+"""The refusal of :data:`CAP_REFUSALS` for the job's spend cap (``--budget-usd``) reached by
+others: a trial it cuts short is not scored (a ``budget`` error, run again by ``--resume``).
+The others are the trial's own doing, graded as it stands with the matching stop reason
+(:data:`CAP_STOPS`): its own caps, and ``budget_share``, the job's cap reached while the trial
+had itself spent at least its share of it (:attr:`Gateway.budget_share_usd`: blame follows
+control; a program looping requests with the trial's token must not get its trial re-run)."""
 CAP_STOPS = {
     "budget": StopReason.COST_BUDGET,
+    "budget_share": StopReason.COST_BUDGET,
     "cost_budget": StopReason.COST_BUDGET,
     "token_budget": StopReason.TOKEN_BUDGET,
     "max_requests": StopReason.MAX_TURNS,

@@ -207,14 +207,17 @@ def upstream_tls() -> ssl.SSLContext:
 class Gateway:
     """The job's model gateway (see the module docs).
 
-    ``budget_usd``: the job's cap in USD on real upstream spend (cache hits are free); None =
-    no cap. ``cache`` / ``cache_mode``: the default for leases (``--replay``: a
+    ``budget_usd``: the job's cap in USD on real upstream spend (cache hits are free); None = no
+    cap. ``budget_share_usd``: a trial's share of it (USD; the job sets ``budget_usd / min(parallel,
+    trials)``): once the budget is spent, a trial that spent at least this much itself is refused as
+    ``budget_share`` (graded), any other as ``budget`` (not scored); None: every refusal is
+    ``budget``. ``cache`` / ``cache_mode``: the default for leases (``--replay``: a
     :meth:`ResponseCache.from_job` cache with mode ``only``). ``retry``: upstream retries.
     ``socket_dir``: the folder for the unix socket and the forwarder script (default: a new
     temporary folder, removed by :meth:`stop`). ``tcp``: also listen on 127.0.0.1 (needed by
-    :meth:`GatewayLease.chat_model`). ``host``: the address the TCP listener binds
-    (``127.0.0.1``; the Ray executor binds the driver's cluster address so nodes reach it).
-    ``timeout_s``: seconds per upstream attempt.
+    :meth:`GatewayLease.chat_model`). ``host``: the address the TCP listener binds (``127.0.0.1``;
+    the Ray executor binds the driver's cluster address so nodes reach it). ``timeout_s``: seconds
+    per upstream attempt.
 
     Thread-safe; :meth:`start` / :meth:`stop` (or ``with``) from any thread or event loop.
     """
@@ -223,6 +226,7 @@ class Gateway:
         self,
         *,
         budget_usd: float | None = None,
+        budget_share_usd: float | None = None,
         cache: ResponseCache | None = None,
         cache_mode: CacheMode | None = None,
         retry: RetryPolicy | None = None,
@@ -232,6 +236,7 @@ class Gateway:
         timeout_s: float = 600.0,
     ) -> None:
         self.budget_usd = budget_usd
+        self.budget_share_usd = budget_share_usd
         self.cache = cache
         self.cache_mode: CacheMode = cache_mode or ("prefer" if cache is not None else "off")
         self.retry = retry or RetryPolicy()
@@ -643,14 +648,35 @@ class Gateway:
         return await self._chat(lease, body, raw=True)
 
     def _refusal(self, lease: GatewayLease) -> tuple[str, str] | None:
-        """(kind, message) when a cap forbids another request for ``lease``."""
+        """(kind, message) when a cap forbids another request for ``lease``: the trial's own
+        caps first, then the job's budget; a trial refused by the job's budget that spent at
+        least :attr:`budget_share_usd` itself gets ``budget_share`` (its own doing: it is
+        graded), any other ``budget`` (cut short by the job: not scored)."""
+        u = lease.usage
+        own = self._own_refusal(lease, u)
+        if own is not None:
+            return own
         if self.budget_usd is not None and self.spent_usd >= self.budget_usd:
+            share = self.budget_share_usd
+            if share is not None and u.cost_usd >= share:
+                return (
+                    "budget_share",
+                    f"clawrig gateway: the job's budget of ${self.budget_usd:g} is spent "
+                    f"(${self.spent_usd:.4f}) and trial {lease.trial_id} spent ${u.cost_usd:.4f} "
+                    f"of it, at least its share of ${share:g}; no more model requests "
+                    "(--budget-usd)",
+                )
             return (
                 "budget",
                 f"clawrig gateway: the job's budget of ${self.budget_usd:g} is spent "
                 f"(${self.spent_usd:.4f}); no more model requests (--budget-usd)",
             )
-        u = lease.usage
+        return None
+
+    @staticmethod
+    def _own_refusal(lease: GatewayLease, u: Usage) -> tuple[str, str] | None:
+        """(kind, message) when one of ``lease``'s own caps (cost, tokens, requests) is
+        reached."""
         if lease.max_cost_usd is not None and u.cost_usd >= lease.max_cost_usd:
             return (
                 "cost_budget",
@@ -697,7 +723,12 @@ class Gateway:
             kind, msg = refusal
             lease._refuse(kind)
             self._record(lease, seq, key, body, status=402, error=msg, started=started)
-            return _error_body(402, msg, "budget_exceeded" if "budget" in kind else kind)
+            # the job's budget spent by this trial itself keeps its kind through a chain of
+            # gateways (a Ray node's lease reads it: _chained_refusal)
+            kinds = {"budget_share": "budget_share"}
+            return _error_body(
+                402, msg, kinds.get(kind, "budget_exceeded" if "budget" in kind else kind)
+            )
         with lease._lock:
             lease._requests += 1
             n = lease._requests
@@ -914,8 +945,11 @@ class Gateway:
         if resp.status_code != 200:
             data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
             msg = f"{ep.name}: HTTP {resp.status_code} from {where}: {_upstream_message(data)}"
-            if resp.status_code == 402 and _chained_refusal(data) == "budget_exceeded":
+            chained = _chained_refusal(data) if resp.status_code == 402 else None
+            if chained == "budget_exceeded":
                 lease._refuse("budget")  # a gateway upstream (the Ray driver's): the job's cap
+            elif chained == "budget_share":
+                lease._refuse("budget_share")  # ... which this trial spent its share of
             with lease._lock:
                 lease._upstream_refusals.append(resp.status_code)
             lease._count(None, retries=retries)
