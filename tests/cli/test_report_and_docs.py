@@ -4,6 +4,7 @@ grade, the README's account of the scripted server's options."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 
@@ -70,3 +71,44 @@ def test_the_readme_names_every_option_of_the_scripted_server():
     start = readme.index("python -m clawrig.testing.scripted_server")
     section = readme[start : start + 2000]
     assert all(f"`{opt}" in section for opt in options), options
+
+
+@pytest.mark.sandbox
+def test_grader_auto_refuses_a_task_without_checks_before_any_sandbox(scripted_server, tmp_path):
+    # a WildClawBench task with its `## Automated Checks` block deleted (no answer, no rubric)
+    root = tmp_path / "wc"
+    shutil.copytree(REPO / "examples" / "wildclaw", root)
+    task_file = (
+        root / "tasks" / "01_Productivity_Flow" / ("01_Productivity_Flow_task_1_word_count.md")
+    )
+    text = task_file.read_text()
+    start = text.index("## Automated Checks")
+    task_file.write_text(text[:start] + text[text.index("## Workspace Path") :])
+    r = subprocess.run(
+        [CLAWRIG, "tasks", "validate", str(task_file), "--root", str(root)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # validate's warning says that run will refuse it
+    assert "Automated Checks" in r.stdout + r.stderr and "run refuses it" in r.stdout + r.stderr
+    srv = scripted_server()
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [CLAWRIG, "run", str(task_file), "--root", str(root), "--model", "scripted/x"]
+        + ["-o", str(out)],
+        env=clean_env({"SCRIPTED_BASE_URL": srv.base_url}),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("clawrig: error:")]
+    assert errors == [
+        f"clawrig: error: {task_file}: the task has no grader (no checks, answer or rubric)"
+    ], r.stderr
+    assert not srv.requests  # refused before any sandbox or model request
+    assert not any(out.rglob("result.json"))

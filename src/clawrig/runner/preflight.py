@@ -189,13 +189,12 @@ def check_oracle(tasks: list[Task], config: JobConfig) -> list[str]:
 
 
 def check_grader_mode(tasks: list[Task], config: JobConfig) -> list[str]:
-    """``--grader judge|exact|both`` grades an answer against the task's reference answer or
-    judge rubric: a task with neither is refused before any sandbox starts (naming its file;
-    it would end as a grading error after its whole run)."""
-    from clawrig.runner.trial import JUDGED_MODES, grader_problem
+    """A task ``--grader`` cannot grade is refused before any sandbox starts, naming its file
+    (it would end as a grading error after its whole run): ``judge|exact|both`` need the
+    task's reference answer or judge rubric; ``auto|programmatic`` need some grader (checks,
+    answer or rubric; e.g. a WildClawBench task without its ``## Automated Checks``)."""
+    from clawrig.runner.trial import grader_problem
 
-    if config.trial.grader not in JUDGED_MODES:
-        return []
     return [p for t in tasks if (p := grader_problem(t, config.trial.grader)) is not None]
 
 

@@ -214,7 +214,8 @@ def _grader(doc: MarkdownDoc, issues: IssueCollector) -> Grader:
         issues.warning(
             doc.path,
             "Automated Checks",
-            "no `## Automated Checks` grade() block: the task cannot be graded",
+            "no `## Automated Checks` grade() block: the task cannot be graded "
+            "(clawrig run refuses it)",
             sec.line if sec else None,
         )
         return Grader(kind=GraderKind.NONE, timeout_seconds=GRADER_TIMEOUT_SECONDS)
