@@ -506,6 +506,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     """Prepare the Job (errors before any progress bar), then run it under a progress bar."""
+    import asyncio
     import gc
 
     from rich.progress import (
@@ -517,7 +518,7 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     )
 
     from clawrig.runner.batch import JobState
-    from clawrig.runner.job import Job, run_in_loop
+    from clawrig.runner.job import Job
     from clawrig.spec.trial import TrialResult
 
     progress = Progress(
@@ -560,4 +561,4 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     # the cyclic collector's full passes, which otherwise walk it again and again mid-job
     gc.freeze()
     with progress:
-        return run_in_loop(job.arun()), job
+        return asyncio.run(job.arun()), job

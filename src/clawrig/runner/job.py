@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from clawrig.errors import UserError
 from clawrig.runner import batch
@@ -59,8 +59,6 @@ from clawrig.spec.trial import TrialResult
 
 JUDGE_GRADERS = ("auto", "judge", "both")
 """Grader modes that use a judge when the job has one (``auto``: for tasks graded by one)."""
-
-T = TypeVar("T")
 
 UNSET_MODEL = ("", "none")
 """``trial.model`` values that mean "not given"."""
@@ -284,28 +282,8 @@ class Job:
         return summary
 
     def run(self) -> dict[str, Any]:
-        """:meth:`arun` in a new event loop (:func:`run_in_loop`; from async code,
-        ``await job.arun()``)."""
-        return run_in_loop(self.arun())
-
-
-def run_in_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(coro)`` on uvloop's event loop when uvloop imports, else asyncio's own.
-
-    uvloop (libuv) runs the harness's loop with less of its own CPU per callback, socket and
-    pipe operation than asyncio's pure-Python selector loop: the job's event loop is its serial
-    bottleneck at scale (issue 19). Signal handlers, ``asyncio.to_thread`` and the gateway's
-    own threads behave the same on either; sandboxes start their processes with
-    :func:`clawrig.sandbox.client.spawn_exec` (uvloop's own process start forks the whole
-    harness). Returns what ``coro`` returns; raises what it raises."""
-    try:
-        import uvloop
-    except ImportError:
-        factory = None
-    else:
-        factory = uvloop.new_event_loop
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(coro)
+        """:meth:`arun` in a new event loop (from async code, ``await job.arun()``)."""
+        return asyncio.run(self.arun())
 
 
 def run_job(config: JobConfig, **kwargs: Any) -> dict[str, Any]:

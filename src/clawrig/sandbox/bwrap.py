@@ -67,9 +67,7 @@ from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import (
     SUPERVISOR_PATH,
-    SpawnedProcess,
     SupervisedSandbox,
-    spawn_exec,
     supervisor_argv,
     supervisor_pyc,
 )
@@ -629,7 +627,7 @@ class BwrapSandbox(SupervisedSandbox):
         await self._call("adopt", env=self.environment(), cwd=PATHS.workspace)
         self._arm()
 
-    async def _launch(self) -> asyncio.subprocess.Process | SpawnedProcess:
+    async def _launch(self) -> asyncio.subprocess.Process:
         lim = self.config.limits
         name = f"clawrig-{os.getpid()}-{random.randrange(1 << 32):08x}"
         self.cgroup = Cgroup(name, lim.memory_bytes, lim.max_processes)
@@ -715,7 +713,7 @@ class BwrapSandbox(SupervisedSandbox):
             os.write(wfd, payload)
             os.close(wfd)
             try:
-                return await spawn_exec(
+                return await asyncio.create_subprocess_exec(
                     *launcher,
                     argv[0],
                     "--args",

@@ -21,9 +21,7 @@ import json
 import marshal
 import math
 import os
-import signal
 import stat
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -262,88 +260,6 @@ def use_pidfd_child_watcher() -> None:
         asyncio.set_child_watcher(_PidfdWatcher())
 
 
-class SpawnedProcess:
-    """A child started by :func:`spawn_exec`: the part of :class:`asyncio.subprocess.Process`
-    the sandboxes use (``pid``, ``returncode``, ``stderr`` a StreamReader or None, ``wait()``,
-    ``kill()``, ``send_signal()``). It is waited for on a pid file descriptor in the event loop
-    that started it; its ``_transport`` is its stderr pipe's (closed by
-    :meth:`SupervisedSandbox.stop` as a subprocess transport would be)."""
-
-    stdin = None
-    stdout = None
-
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        loop = asyncio.get_running_loop()
-        self._popen = popen
-        self.pid = popen.pid
-        self.returncode: int | None = None
-        self.stderr: asyncio.StreamReader | None = None
-        self._transport: asyncio.BaseTransport | None = None
-        self._exited: asyncio.Future[int] = loop.create_future()
-        self._loop = loop
-        self._pidfd = os.pidfd_open(self.pid)  # before any wait: only this object reaps it
-        loop.add_reader(self._pidfd, self._reap)
-
-    async def _connect_stderr(self, limit: int) -> None:
-        pipe = self._popen.stderr
-        if pipe is None:
-            return
-        loop = self._loop
-        reader = asyncio.StreamReader(limit=limit, loop=loop)
-        self._transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe
-        )
-        self.stderr = reader
-
-    def _reap(self) -> None:
-        self._loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
-        try:
-            _, status = os.waitpid(self.pid, 0)
-            code = os.waitstatus_to_exitcode(status)
-        except ChildProcessError:  # reaped elsewhere
-            code = 255
-        self.returncode = self._popen.returncode = code  # Popen's finalizer: nothing to wait
-        if not self._exited.done():
-            self._exited.set_result(code)
-
-    async def wait(self) -> int:
-        """The exit code (negative: the signal that ended it), once the child has exited."""
-        return await asyncio.shield(self._exited)
-
-    def send_signal(self, sig: int) -> None:
-        """Raises ProcessLookupError once the child is reaped (as asyncio's does)."""
-        if self.returncode is not None:
-            raise ProcessLookupError(self.pid)
-        os.kill(self.pid, sig)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-
-async def spawn_exec(
-    *argv: str, limit: int = 2**16, **popen: Any
-) -> SpawnedProcess | asyncio.subprocess.Process:
-    """``asyncio.create_subprocess_exec(*argv, **popen)`` started by :class:`subprocess.Popen`
-    itself, so it is started with ``vfork`` (when ``popen`` allows: no ``preexec_fn``) on every
-    event loop: uvloop's own process start forks the whole harness process (~14 ms of CPU at
-    200 MB, against ~1.4 ms). ``stdin``/``stdout`` take DEVNULL or a descriptor, ``stderr``
-    also PIPE (a StreamReader of ``limit`` bytes). Where the kernel has no pid file descriptors
-    (or not Linux), asyncio's own. Raises OSError as Popen does."""
-    if not hasattr(os, "pidfd_open"):
-        return await asyncio.create_subprocess_exec(*argv, limit=limit, **popen)
-    proc = subprocess.Popen(argv, **popen)
-    try:
-        spawned = SpawnedProcess(proc)
-        await spawned._connect_stderr(limit)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            proc.kill()
-        proc.wait()
-        raise
-    return spawned
-
-
 def _encode(data: str | bytes) -> str:
     raw = data.encode("utf-8") if isinstance(data, str) else data
     return base64.b64encode(raw).decode("ascii")
@@ -423,7 +339,7 @@ class SupervisedSandbox:
 
     def __init__(self, config: SandboxConfig):
         self.config = config
-        self._proc: asyncio.subprocess.Process | SpawnedProcess | None = None
+        self._proc: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._reader: asyncio.Task[None] | None = None
@@ -485,9 +401,7 @@ class SupervisedSandbox:
         return self.backend_name
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def _launch(
-        self,
-    ) -> asyncio.subprocess.Process | SpawnedProcess:  # pragma: no cover - abstract
+    async def _launch(self) -> asyncio.subprocess.Process:  # pragma: no cover - abstract
         raise NotImplementedError
 
     async def _cleanup(self) -> None:
