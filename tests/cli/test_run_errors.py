@@ -113,3 +113,37 @@ def test_malformed_task_file_names_file_and_field(tmp_path):
     r = run("run", str(bad), "--agent", "nop", cwd=tmp_path)
     assert r.returncode == 2 and str(bad) in r.stderr and "Traceback" not in r.stderr
     assert "front matter" in r.stderr.lower()
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "needle"),
+    [
+        (
+            ["-m", "scripted/demo"],
+            {"SCRIPTED_BASE_URL": "notaurl"},
+            "model 'scripted/demo': base URL (from SCRIPTED_BASE_URL): "
+            "not an http(s) URL: 'notaurl'",
+        ),
+        (
+            ["-m", "scripted/demo", "--judge", "custom/j"],
+            {"SCRIPTED_BASE_URL": "http://127.0.0.1:9/v1", "JUDGE_CUSTOM_BASE_URL": "ftp://x/v1"},
+            "model 'custom/j': base URL (from JUDGE_CUSTOM_BASE_URL): "
+            "not an http(s) URL: 'ftp://x/v1'",
+        ),
+        (
+            ["-m", "scripted/demo"],
+            {"SCRIPTED_BASE_URL": "http:///v1"},
+            "not an http(s) URL: 'http:///v1'",
+        ),
+    ],
+)
+def test_malformed_model_base_url_is_refused_up_front(flags, env, needle, tmp_path):
+    """A base URL no request can use (no http(s) scheme or no host) is one line naming the
+    model, the URL and its variable, before any sandbox (it used to pass the preflight and
+    end each trial as a retried 502 UnsupportedProtocol)."""
+    out = tmp_path / "out"
+    r = run("run", str(REPO / "suites/demo"), *flags, "-o", str(out), cwd=tmp_path, env=env)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    assert len([ln for ln in r.stderr.strip().splitlines() if ln.strip()]) == 1
+    assert not out.exists()

@@ -96,6 +96,7 @@ __all__ = [
     "load_providers_file",
     "load_settings",
     "model_env_key",
+    "require_http_url",
     "resolve_model",
 ]
 
@@ -243,6 +244,24 @@ class Settings(BaseModel):
         """'set VAR in the environment or in <.env>' for a missing variable."""
         where = f" or in {self.env_file}" if self.env_file else " or in .env"
         return f"set {var} in the environment{where}"
+
+
+def require_http_url(url: str, what: str) -> str:
+    """``url`` when it is an ``http://`` or ``https://`` URL with a host, else
+    :class:`UserError` ``"<what>: not an http(s) URL: '<url>'"`` (one line; ``what`` names the
+    flag, field or variable it came from). The one check every model base URL passes (a
+    provider's, an RL trainer's): an unusable URL is refused before any sandbox starts rather
+    than failing each request with a transport error."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # e.g. an unclosed [ in the host
+        ok = False
+    if not ok:
+        raise UserError(f"{what}: not an http(s) URL: {url!r}")
+    return url
 
 
 def model_env_key(name: str) -> str:
@@ -449,10 +468,13 @@ def resolve_model(name: str | None, settings: Settings, *, role: Role = "agent")
         need = f" or {settings.hint(cfg.model_id_env)}" if cfg.model_id_env else ""
         raise UserError(f"model name {name!r} has no model after {prefix + '/'!r}{need}")
 
-    base_url = (cfg.base_url_env and settings.get(cfg.base_url_env)) or cfg.base_url
+    from_env = cfg.base_url_env if cfg.base_url_env and settings.get(cfg.base_url_env) else None
+    base_url = (from_env and settings.get(from_env)) or cfg.base_url
     if not base_url:
         var = cfg.base_url_env or "base_url"
         raise UserError(f"model {name!r} needs the {provider} base URL: {settings.hint(var)}")
+    where = f"from {from_env}" if from_env else f"the {provider} provider's base_url"
+    require_http_url(base_url, f"model {name!r}: base URL ({where})")
 
     key = settings.get(cfg.api_key_env) if cfg.api_key_env else None
     if key is None and cfg.api_key_required:

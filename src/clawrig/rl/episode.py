@@ -492,10 +492,9 @@ class Rollouts:
         """The trainer's server as a :class:`clawrig.llm.providers.ModelEndpoint` named
         ``rl/<model>`` (the key stays in the host's gateway); ``server`` vllm | sglang turns on
         the gateway's token capture (:mod:`clawrig.llm.gateway.tokens`)."""
-        from clawrig.llm.providers import ModelEndpoint
+        from clawrig.llm.providers import ModelEndpoint, require_http_url
 
-        if not base_url.startswith(("http://", "https://")):
-            raise UserError(f"base_url: not an http(s) URL: {base_url!r}")
+        require_http_url(base_url, "base_url")
         if not model.strip():
             raise UserError("model: empty model name")
         sampling = Sampling.model_validate(sampling or {})
