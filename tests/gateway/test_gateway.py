@@ -7,6 +7,8 @@ tokens), independently of the gateway's code.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 
 import httpx
@@ -504,3 +506,84 @@ async def test_a_trial_that_spent_its_share_of_the_job_budget_is_refused_as_its_
     with pytest.raises(GatewayRefusal, match="limit of 0 model requests"):
         await capped.chat_model().chat([{"role": "user", "content": "z"}])
     assert capped.refusals == ["max_requests"]
+
+
+async def test_a_lease_has_at_most_four_requests_open_and_bodies_at_most_32_mib(
+    scripted_server, make_gateway
+):
+    # a red-team finding: a program holding the trial's token sent 16 bodies of 48 MiB at once
+    # and the harness held them all (2.9 GB). Four open requests per lease; the fifth and
+    # sixth get a 429 before their body is read; a body over 32 MiB gets a 413
+    srv = scripted_server([reply(f"slow{n}", delay=5.0) for n in range(4)] + [reply("after")])
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="t")
+    url = f"{lease.host_base_url}/chat/completions"
+
+    def body(n: int) -> dict:
+        return {"model": "m", "messages": [{"role": "user", "content": str(n)}]}
+
+    async with httpx.AsyncClient(timeout=60) as client:
+        slow = [asyncio.create_task(client.post(url, json=body(n))) for n in range(4)]
+        while len(srv.requests) < 4:  # the four are upstream, unanswered for 5 s
+            await asyncio.sleep(0.05)
+        over = [await client.post(url, json=body(n)) for n in (5, 6)]
+        answered = await asyncio.gather(*slow)
+        after = await client.post(url, json=body(7))  # a slot again once those ended
+        big = await client.post(
+            url, content=b"x" * (32 * 1024 * 1024 + 1), headers={"content-type": "text/plain"}
+        )
+        fits = await client.post(  # 32 MiB exactly is read (and is no JSON: a 400)
+            url, content=b"x" * (32 * 1024 * 1024), headers={"content-type": "text/plain"}
+        )
+    assert [r.status_code for r in over] == [429, 429]
+    assert "4 model requests open already" in over[0].text
+    assert over[0].headers["retry-after"] == "1"
+    assert [r.status_code for r in answered] == [200] * 4
+    assert after.status_code == 200 and after.json()["choices"][0]["message"]["content"] == "after"
+    assert big.status_code == 413 and "over 32 MiB" in big.text
+    assert fits.status_code == 400
+    assert len(srv.requests) == 5 and lease.busy_refused == 2
+
+
+async def test_a_trials_record_file_keeps_bodies_up_to_its_cap(
+    scripted_server, make_gateway, tmp_path, monkeypatch
+):
+    # a red-team finding: every body was recorded in full (369 MB in 60 s of a program's loop).
+    # Past the cap (here 7,500 bytes) a record keeps usage, status and key; its bodies are
+    # replaced by their size and SHA-256
+    from clawrig.llm.gateway import server
+
+    monkeypatch.setattr(server, "MAX_RECORD_BYTES", 7500)
+    srv = scripted_server([reply(f"r{n}", usage=usage(10, 1)) for n in range(6)])
+    gw = make_gateway()
+    path = tmp_path / RECORD_FILE
+    lease = gw.open_trial(upstream(srv, prices=PRICES), trial_id="t", record_path=path)
+    bodies = [
+        {"model": "m", "messages": [{"role": "user", "content": f"{n}" + "x" * 1500}]}
+        for n in range(6)
+    ]
+    replies = []
+    async with httpx.AsyncClient() as client:
+        for b in bodies:
+            r = await client.post(f"{lease.host_base_url}/chat/completions", json=b)
+            assert r.status_code == 200
+            replies.append(r.json())
+    lines = path.read_bytes().splitlines(keepends=True)
+    recs = [json.loads(line) for line in lines]
+    whole = [r for r in recs if "omitted" not in r]
+    assert len(recs) == 6 and len(whole) == 3  # ~2.4 KB a record: 3 fit in 7,500 bytes
+    assert sum(len(line) for line in lines[:3]) <= 7500
+    for rec, body, answer in zip(recs[3:], bodies[3:], replies[3:], strict=True):
+        assert rec["request"] == {} and rec["response"] is None and rec["base"] is None
+        sent = json.dumps(body, ensure_ascii=False).encode()
+        got = json.dumps(answer, ensure_ascii=False).encode()
+        assert rec["omitted"] == {
+            "request": {"bytes": len(sent), "sha256": hashlib.sha256(sent).hexdigest()},
+            "response": {"bytes": len(got), "sha256": hashlib.sha256(got).hexdigest()},
+        }
+    # the accounting stays exact: 6 x (10 x $1 + 1 x $2) / 1M
+    assert [r["usage"]["total_tokens"] for r in recs] == [11] * 6
+    assert lease.usage.cost_usd == pytest.approx(6 * 12e-6)
+    assert [r["request"]["messages"][0]["content"][0] for r in read_records(path)[:3]] == list(
+        "012"
+    )

@@ -87,6 +87,12 @@ class GatewayLease:
     _refusals: list[str] = field(default_factory=list)
     _upstream_errors: list[str] = field(default_factory=list)
     _upstream_refusals: list[int] = field(default_factory=list)
+    _recorded_bytes: int = 0
+    """Bytes written to ``record_path`` by this lease (``MAX_RECORD_BYTES``)."""
+    _route_open: int = 0
+    """This lease's requests open in the gateway's HTTP route (at most ``MAX_IN_FLIGHT``)."""
+    _busy_refused: int = 0
+    """Requests answered 429 because ``MAX_IN_FLIGHT`` were open (:attr:`busy_refused`)."""
     _upstream_open: set[int] = field(default_factory=set)
     """Sequence numbers of this lease's requests sent upstream and not yet recorded."""
     watch: RequestWatch = field(default_factory=RequestWatch)
@@ -133,6 +139,13 @@ class GatewayLease:
         """Requests of this lease sent upstream whose reply is not yet counted and recorded."""
         with self._lock:
             return len(self._upstream_open)
+
+    @property
+    def busy_refused(self) -> int:
+        """Requests over the sockets refused (429) because this lease had ``MAX_IN_FLIGHT``
+        (:mod:`clawrig.llm.gateway.server`) requests open already."""
+        with self._lock:
+            return self._busy_refused
 
     @property
     def refusals(self) -> list[str]:

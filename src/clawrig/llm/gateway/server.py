@@ -9,6 +9,7 @@ import contextlib
 import contextvars
 import copy
 import functools
+import hashlib
 import json
 import os
 import secrets
@@ -96,9 +97,21 @@ class _Retryable(Exception):
         self.body = body
 
 
-MAX_REQUEST_BYTES = 64 * 1024 * 1024
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
 """Largest request body the gateway reads (a program in a sandbox can send any length: a
-larger one gets a 413 after at most this much is read, never the harness's memory)."""
+larger one gets a 413 after at most this much is read, never the harness's memory). Providers
+refuse larger ones too (OpenAI's and Anthropic's request limits are 32 MB or less)."""
+MAX_IN_FLIGHT = 4
+"""Requests one lease may have open at once over the gateway's sockets (its body being read,
+parsed, sent upstream, answered): more get a 429 before their body is read. A sandbox's
+program holding the trial's token could otherwise make the harness hold 64 bodies of
+:data:`MAX_REQUEST_BYTES` at once, ~4x that in Python objects (an agent's own loop makes one
+request at a time; OpenClaw's sub-agents a few)."""
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+"""Bytes one lease's record file (a trial's ``model_calls.jsonl``) may hold with request and
+response bodies; beyond it each record keeps its usage, status and key, and its bodies are
+replaced by their size and SHA-256 (``omitted``: a program looping requests with the trial's
+token filled 369 MB in 60 s)."""
 MAX_ERROR_BYTES = 1024 * 1024
 """Bytes of an upstream error reply the gateway reads (the rest is dropped)."""
 LISTEN_BACKLOG = 2048
@@ -607,6 +620,28 @@ class Gateway:
             lease = self._lease_for(request, token)
             if lease is None:
                 return _error_body(401, UNKNOWN_TOKEN, "auth")
+            with lease._lock:
+                busy = lease._route_open >= MAX_IN_FLIGHT
+                if busy:
+                    lease._busy_refused += 1
+                else:
+                    lease._route_open += 1
+            if busy:  # the body is never read: the sandbox's program's, a 4xx it sees
+                busy_reply = _error_body(
+                    429,
+                    f"clawrig gateway: trial {lease.trial_id} has {MAX_IN_FLIGHT} model requests "
+                    "open already; send the next when one is answered",
+                    "too_many_requests",
+                )
+                busy_reply.headers["retry-after"] = "1"
+                return busy_reply
+            try:
+                return await route_chat(request, lease)
+            finally:
+                with lease._lock:
+                    lease._route_open -= 1
+
+        async def route_chat(request: Request, lease: GatewayLease) -> Response:
             data = await _read_request(request, MAX_REQUEST_BYTES)
             if data is None:
                 return _error_body(
@@ -1184,9 +1219,38 @@ class Gateway:
                 }
                 if lease.token_server is not None:
                     rec["token_capture"] = tokens
-            line = json_text(rec, indent=None) + "\n"
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write(line)
+            data = (json_text(rec, indent=None) + "\n").encode("utf-8")
+            if lease._recorded_bytes + len(data) > MAX_RECORD_BYTES:
+                data = self._omit_bodies(lease, rec, body).encode("utf-8")
+            lease._recorded_bytes += len(data)
+            with path.open("ab") as fh:
+                fh.write(data)
+
+    @staticmethod
+    def _omit_bodies(lease: GatewayLease, rec: dict[str, Any], body: dict[str, Any]) -> str:
+        """``rec``'s line with its ``request`` ({}) and ``response`` (null) left out (once the
+        lease's file reached :data:`MAX_RECORD_BYTES`): ``omitted`` = {request, response:
+        {bytes, sha256} of the JSON text (``json.dumps(x, ensure_ascii=False)``) of the whole
+        request ("calls": ``body`` as received; "judge": the record's request) and of the
+        response}; the next record holds its request whole (``base`` null). The usage, status
+        and key stay: the accounting is exact; replay misses these requests."""
+        omitted = {}
+        whole = {"request": body if lease.record_format == "calls" else rec.get("request")}
+        for name in ("request", "response"):
+            value = whole.get(name, rec.get(name))
+            if value is None:
+                continue
+            data = json_text(value, indent=None).encode("utf-8")
+            omitted[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        if "request" in rec:
+            rec["request"] = {}
+        if "base" in rec:
+            rec["base"] = None
+        rec["response"] = None
+        rec["omitted"] = omitted
+        if lease.record_format == "calls":
+            lease._last_body, lease._last_seq = None, None  # no delta against an omitted one
+        return json_text(rec, indent=None) + "\n"
 
     @staticmethod
     def _judge_record(
