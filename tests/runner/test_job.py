@@ -134,7 +134,13 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
         text=True,
         timeout=60,
     )
-    assert r.returncode == 2 and "runs" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    # one line before anything starts (no progress bar), grammatical
+    assert r.stderr.splitlines() == [
+        f"clawrig: error: {progress}: --resume: runs differs from the interrupted job's (it "
+        "ran model=scripted/test suite=all runs=3): run with the same options, or choose "
+        "another --output (or delete the progress file to start over)"
+    ], r.stderr
     r = subprocess.run(
         args + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
     )
@@ -148,6 +154,19 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     assert not list(out.glob("*/.tmp-*"))
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert len(summary["tasks"]) == 30 and math.isclose(summary["overall_score"], 0.625)
+    # the finished job: the same refusal (was "every trial is done, nothing to run", exit 0)
+    one = summary["tasks"][0]["task_id"]
+    for other, what in ((["--runs", "2"], "runs differs"), (["--suite", one], "suite differs")):
+        r = subprocess.run(
+            args + other + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 2, (r.stdout, r.stderr)
+        assert r.stderr.splitlines() == [
+            f"clawrig: error: {out / 'summary_scripted_test.json'}: --resume: {what} from the "
+            "finished job's (it ran model=scripted/test suite=all runs=3): run with the same "
+            "options, or choose another --output"
+        ], r.stderr
+    assert len(_trial_folders(out)) == 30
 
 
 async def test_budget_stops_new_trials(mini_bench, scripted_server, tmp_path, even_responder):

@@ -109,7 +109,13 @@ def _lock_holder(output: Path) -> bool:
 
 
 def output_state_problem(
-    output: Path, model: str, *, resume: bool, check_lock: bool = True
+    output: Path,
+    model: str,
+    *,
+    resume: bool,
+    check_lock: bool = True,
+    suite: str | None = None,
+    runs: int | None = None,
 ) -> str | None:
     """Why a job of ``model`` may not start in ``output`` (one line), or None.
 
@@ -117,7 +123,8 @@ def output_state_problem(
     (``progress_<model>.json`` present: interrupted, stopped by the budget, or trials that
     errored) needs ``resume``; a finished one (a summary and no progress file) is not run again
     into the same folder (with ``resume`` the Job reports it finished and runs nothing).
-    ``check_lock`` False: the caller holds the lock.
+    With ``resume``, a ``suite`` or ``runs`` (when given) other than the job's there, finished
+    or not, refuses (:func:`resume_mismatch`). ``check_lock`` False: the caller holds the lock.
     """
     if not output.is_dir():
         return None
@@ -142,7 +149,57 @@ def output_state_problem(
             f"--output: {output} holds a finished job of {model} ({spath.name}): choose "
             "another folder to run it again"
         )
+    if resume and (suite is not None or runs is not None):
+        return resume_mismatch(output, model, suite=suite, runs=runs)
     return None
+
+
+def resume_mismatch(
+    output: Path, model: str, *, suite: str | None = None, runs: int | None = None
+) -> str | None:
+    """Why ``--resume`` with ``suite`` and ``runs`` does not continue the job of ``model`` in
+    ``output`` (one line naming the file and what differs), or None (no job there, or the
+    same options; None compares equal). Read from ``progress_<model>.json`` (an unfinished
+    job) or else ``summary_<model>.json`` (a finished one: the same refusal, not "nothing to
+    run"). Raises UserError when the progress file is not valid."""
+    ppath, spath = progress_path(output, model), summary_path(output, model)
+    state = "interrupted"
+    if ppath.is_file():
+        path = ppath
+        try:
+            prog = Progress.model_validate_json(ppath.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise UserError(
+                f"{ppath}: not a valid progress file ({exc.__class__.__name__})"
+            ) from None
+        theirs: dict[str, Any] = {"model": prog.model, "suite": prog.suite, "runs": prog.runs}
+    elif spath.is_file():
+        path, state = spath, "finished"
+        try:
+            value = json.loads(spath.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(value, dict):
+            return None
+        theirs = {"model": model, "suite": value.get("suite"), "runs": value.get("runs_per_task")}
+    else:
+        return None
+    mine = {"model": model, "suite": suite, "runs": runs}
+    differ = [
+        name
+        for name in ("model", "suite", "runs")
+        if mine[name] is not None and theirs[name] is not None and mine[name] != theirs[name]
+    ]
+    if not differ:
+        return None
+    what = " and ".join(differ)
+    verb = "differs" if len(differ) == 1 else "differ"
+    return (
+        f"{path}: --resume: {what} {verb} from the {state} job's (it ran model={theirs['model']}"
+        f" suite={theirs['suite']} runs={theirs['runs']}): run with the same options, or "
+        "choose another --output"
+        + (" (or delete the progress file to start over)" if state == "interrupted" else "")
+    )
 
 
 def finished_summary(output: Path, model: str) -> dict[str, Any] | None:
@@ -374,7 +431,9 @@ async def _run_locked(
     executor: Executor,
 ) -> dict[str, Any]:
     model = job.trial.model
-    problem = output_state_problem(job.output, model, resume=job.resume, check_lock=False)
+    problem = output_state_problem(
+        job.output, model, resume=job.resume, check_lock=False, suite=job.suite, runs=job.runs
+    )
     if problem:
         raise UserError(problem)
     if job.resume and (finished := finished_summary(job.output, model)) is not None:
@@ -383,22 +442,6 @@ async def _run_locked(
     sweep_partial_trials(job.output)  # what a killed job left half-written
     ppath = progress_path(job.output, model)
     progress = _load_progress(job, model) if job.resume else None
-    if job.resume and progress is not None:
-        differ = [
-            name
-            for name, mine, theirs in (
-                ("model", model, progress.model),
-                ("suite", job.suite, progress.suite),
-                ("runs", job.runs, progress.runs),
-            )
-            if mine != theirs
-        ]
-        if differ:
-            raise UserError(
-                f"{ppath}: --resume: {', '.join(differ)} differ from the interrupted job "
-                f"(it ran model={progress.model} suite={progress.suite} runs={progress.runs}); "
-                "run with the same options, or delete the progress file to start over"
-            )
     digests = {t.id: t.digest() for t in tasks}
     if job.resume and progress is not None and progress.task_digests:
         changed = sorted(

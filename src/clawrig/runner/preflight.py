@@ -74,7 +74,13 @@ def check_output(tasks: list[Task], config: JobConfig) -> list[str]:
     problem = writable_problem(config.output, "--output", folder=True)
     if problem:
         return [problem]
-    problem = output_state_problem(config.output, config.trial.model, resume=config.resume)
+    problem = output_state_problem(
+        config.output,
+        config.trial.model,
+        resume=config.resume,
+        suite=config.suite,
+        runs=config.runs,
+    )
     return [problem] if problem else []
 
 
