@@ -587,3 +587,39 @@ async def test_a_trials_record_file_keeps_bodies_up_to_its_cap(
     assert [r["request"]["messages"][0]["content"][0] for r in read_records(path)[:3]] == list(
         "012"
     )
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+async def test_a_server_that_could_not_start_is_started_again_by_the_next_caller(
+    scripted_server, make_gateway
+):
+    # a red-team finding: when the lazily started server could not start once (its 15 s under
+    # load), every socket closed and every later trial of the job failed. Here its startup
+    # (the app's lifespan, run for real by uvicorn) fails the first time only
+    from contextlib import asynccontextmanager
+
+    srv = scripted_server([reply("second caller")])
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="t")
+    app = gw.app
+    real = app.router.lifespan_context
+    starts = []
+
+    @asynccontextmanager
+    async def flaky(a):
+        starts.append(1)
+        if len(starts) == 1:
+            raise RuntimeError("startup failed once")
+        async with real(a):
+            yield
+
+    app.router.lifespan_context = flaky
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    url = f"{lease.host_base_url}/chat/completions"
+    async with httpx.AsyncClient(timeout=60) as client:
+        with pytest.raises(httpx.TransportError):  # the caller waiting then: an error, no hang
+            await client.post(url, json=body)
+        second = await client.post(url, json=body)
+    assert len(starts) == 2 and gw.serving
+    assert second.status_code == 200
+    assert second.json()["choices"][0]["message"]["content"] == "second caller"

@@ -365,22 +365,26 @@ class Gateway:
                 continue
             except OSError:
                 return
-            break
-        if any(fd == self._door_wake[0] for fd, _ in ready):
-            return
-        self._serve()
+            if any(fd == self._door_wake[0] for fd, _ in ready):
+                return
+            if self._serve():
+                return
 
-    def _serve(self) -> None:
-        """Start the server on the sockets (in the door thread; not after :meth:`stop`). When it
-        cannot start, the sockets close: waiting callers get an error, not a hang."""
+    def _serve(self) -> bool:
+        """Start the server on the sockets (in the door thread; not after :meth:`stop`); True
+        when it runs (or need not). When it cannot start (its 15 s under load, say), the
+        connections waiting now are closed (those callers get an error, not a hang) and the
+        sockets stay open: the next connection tries again (before, every socket closed and
+        every later trial of the job failed)."""
         with self._serve_lock:
             if self._server is not None or self._stopping:
-                return
+                return True
             # assigned before start(): the first caller may be answered (by the server's
-            # thread) before start() returns, and ``serving`` must already say so
+            # thread) before start() returns, and ``serving`` must already say so. The server
+            # gets copies of the sockets: a failed start closes its own, not the gateway's
             self._server = ThreadedServer(
                 self.app,
-                self._sockets,
+                [s.dup() for s in self._sockets],
                 name="clawrig-gateway",
                 start_timeout_s=15,
                 stop_timeout_s=15,
@@ -394,8 +398,12 @@ class Gateway:
             except RuntimeError:
                 self._server = None
                 for s in self._sockets:
+                    s.setblocking(False)
                     with contextlib.suppress(OSError):
-                        s.close()
+                        while True:
+                            s.accept()[0].close()
+                return False
+            return True
 
     @property
     def serving(self) -> bool:
