@@ -452,3 +452,39 @@ def test_grading_a_job_lists_a_trial_with_no_end_state_and_grades_the_others(
     reports = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     assert r.returncode == 1 and len(reports) == 3
     assert [rep["not_gradable"] is not None for rep in reports] == [False, True, False]
+
+
+def test_grade_write_refuses_a_trial_whose_end_state_is_gone(demo_oracle_job, tmp_path):
+    """A trial folder whose end_state/ was removed has nothing to grade: `grade --write`
+    lists it as not re-gradable ("end_state/ missing"), exits 1 and writes nothing (it used
+    to grade the initial workspace to 0.0 and write that over the recorded score, summary
+    too)."""
+    job = tmp_path / "job"
+    shutil.copytree(demo_oracle_job, job)
+    folder = next((job / "000001").iterdir())  # its oracle writes a file: a score above 0
+    recorded = json.loads((folder / "result.json").read_text())["score"]["score"]
+    assert recorded == _expected_rewards()["000001"] > 0
+    shutil.rmtree(folder / "end_state")
+    before = _tree_digest(job)
+    r = _grade(str(folder), "--write")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    (line,) = [ln for ln in r.stdout.splitlines() if ": not re-gradable: " in ln]
+    assert f"recorded {recorded}: not re-gradable: end_state/ missing" in line
+    assert r.stdout.splitlines()[-1] == (
+        "0/1 trial re-grades to its recorded score; 1 not re-gradable (no end state)"
+    )
+    assert "summary recomputed" not in r.stdout
+    assert _tree_digest(job) == before
+
+
+def test_grade_still_regrades_an_older_folder_where_nothing_changed(demo_oracle_job, tmp_path):
+    """Folders written before end_state/ was always made have none when the agent changed no
+    file (their agent.log says so): those still re-grade to their score."""
+    src = next((demo_oracle_job / "000006").iterdir())  # its oracle only deletes files
+    folder = tmp_path / src.name
+    shutil.copytree(src, folder)
+    assert not any((folder / "end_state").iterdir())
+    (folder / "end_state").rmdir()
+    r = _grade(str(folder))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "recorded 1.0 -> re-graded 1.0: same scores" in r.stdout

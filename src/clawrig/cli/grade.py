@@ -98,7 +98,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Grade finished trials again; exit 1 when a score differs from the recorded one or
         a trial has no end state to grade (it ended with an infrastructure, setup or cancelled
-        error: listed with the reason, the others graded)."""
+        error, or its end_state/ is gone: listed with the reason, nothing written for it, the
+        others graded)."""
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
         from clawrig.runner.regrade import refresh_job_summary, regrade_trial

@@ -179,10 +179,8 @@ NO_END_STATE = (ErrorKind.INFRASTRUCTURE, ErrorKind.SETUP, ErrorKind.CANCELLED)
 """Error kinds after which a trial folder has no end state to grade."""
 
 
-def _not_gradable(folder: Path, trial: TrialResult) -> RegradeReport:
-    """The report of a trial with no end state (its error's kind is in NO_END_STATE)."""
-    assert trial.error is not None
-    phase = f" in the {trial.error.phase} phase" if trial.error.phase else ""
+def _not_gradable(folder: Path, trial: TrialResult, why: str) -> RegradeReport:
+    """The report of a trial with no end state to grade, ``why`` (one clause)."""
     return RegradeReport(
         task_id=trial.task_id,
         trial=str(folder),
@@ -193,11 +191,36 @@ def _not_gradable(folder: Path, trial: TrialResult) -> RegradeReport:
         same=False,
         judge_cache={"hits": 0, "misses": 0},
         grader_timeout_s=0.0,
-        not_gradable=(
+        not_gradable=why,
+    )
+
+
+def no_end_state(folder: Path, trial: TrialResult) -> str | None:
+    """Why ``folder`` has no end state to grade, None when it has one: the trial ended with
+    an infrastructure, setup or cancelled error (NO_END_STATE), or its ``end_state/`` folder
+    is gone (every trial that reached its end state has one, empty when the agent changed
+    nothing; grading without it would grade the initial workspace)."""
+    if trial.error is not None and trial.error.kind in NO_END_STATE:
+        phase = f" in the {trial.error.phase} phase" if trial.error.phase else ""
+        return (
             f"it ended with an {trial.error.kind} error{phase}, so it has no end state "
             "to grade (clawrig run --resume runs it again)"
-        ),
-    )
+        )
+    paths = TrialPaths(folder)
+    if paths.end_state.is_dir():
+        return None
+    try:  # a folder written before end_state/ was always made: its log says nothing changed
+        nothing_changed = NOTHING_CHANGED in paths.agent_log.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        nothing_changed = False
+    if nothing_changed:
+        return None
+    return f"end_state/ missing: {paths.end_state} (the recorded end state is gone)"
+
+
+NOTHING_CHANGED = "end state: 0 file(s) created or changed"
+"""agent.log's line (:meth:`clawrig.runner.trial.Trial.stop_agent`) when the agent created or
+changed no file: older trial folders have no ``end_state/`` then."""
 
 
 async def regrade_trial(
@@ -221,15 +244,16 @@ async def regrade_trial(
     otherwise; not after a replay miss, whose grading error would replace a real grading),
     then, with ``refresh``, the job summary that lists the trial (:func:`refresh_job_summary`;
     re-grading many trials of one job: pass False and refresh once at the end). A trial that
-    ended with an infrastructure, setup or cancelled error has no end state: its report says
-    why in ``not_gradable`` (nothing graded, nothing written). Raises UserError for a folder
+    ended with an infrastructure, setup or cancelled error, or whose ``end_state/`` is gone,
+    has no end state: its report says why in ``not_gradable`` (nothing graded, nothing
+    written). Raises UserError for a folder
     that is not a trial (no result.json), a task that cannot be found or a missing
     ``judge_cache`` file.
     """
     folder = Path(folder)
     trial = load_trial(folder)
-    if trial.error is not None and trial.error.kind in NO_END_STATE:
-        return _not_gradable(folder, trial)
+    if (why := no_end_state(folder, trial)) is not None:
+        return _not_gradable(folder, trial, why)
     task = _task_of(trial, folder)
     config = recorded_config(trial)
     update: dict[str, Any] = {}

@@ -235,8 +235,10 @@ def _shallow_first(rel: str) -> tuple[int, str]:
 def _copy_changed(ws: Path, before: dict[str, str], after: EndState, dest: Path) -> list[str]:
     """Copy the files the agent created or changed (``after``, a settled end state: no links
     left) into ``dest``, within :data:`END_STATE_MAX_BYTES` and :data:`END_STATE_MAX_FILES`;
-    return their paths. Initial files that are gone are listed in ``<dest>_deleted.json``."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    return their paths. Initial files that are gone are listed in ``<dest>_deleted.json``.
+    ``dest`` is made even when nothing changed: a trial folder without it has lost its end
+    state (re-grading refuses it rather than grade the initial workspace)."""
+    dest.mkdir(parents=True, exist_ok=True)
     _write_json(TrialPaths(dest.parent).end_state_deleted, sorted(set(before) - set(after.files)))
     changed = sorted(
         (rel for rel, digest in after.files.items() if before.get(rel) != digest),
