@@ -65,6 +65,23 @@ def test_bad_input_is_one_line(jobs, tmp_path):
     assert proc.returncode == 2 and "not a job folder" in proc.stderr
 
 
+def test_bundle_into_a_place_that_cannot_be_written_is_one_line(jobs, tmp_path):
+    """--bundle into /proc (nothing can be created there) or under a file is refused with one
+    line naming the flag, exit 2, before anything is written (it was a FileNotFoundError
+    traceback from the bundle's mkdir)."""
+    proc = clawrig("view", jobs["oracle"], "--bundle", "/proc/x")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--bundle: cannot write /proc/x: no file or folder can be created in /proc" in (
+        proc.stderr
+    )
+    assert len(proc.stderr.strip().splitlines()) == 1
+    (tmp_path / "file").write_text("x")
+    proc = clawrig("view", jobs["oracle"], "--bundle", tmp_path / "file" / "site")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"--bundle: cannot create {tmp_path / 'file' / 'site'}: " in proc.stderr
+    assert (tmp_path / "file").read_text() == "x"
+
+
 def test_inspect_logs_load_with_the_same_scores(jobs, tmp_path):
     from inspect_ai.log import read_eval_log
 

@@ -27,15 +27,18 @@ class BundleReport:
 
 
 def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--bundle: {out} is a file, not a folder")
+    from clawrig.runner.preflight import writable_problem
+
+    if problem := writable_problem(out, "--bundle", folder=True):  # a file, /proc, read-only
+        raise UserError(problem)
     if out.is_dir() and any(out.iterdir()) and not (out / "static" / "app.js").is_file():
         raise UserError(f"--bundle: {out} is not empty and holds no earlier bundle")
 
 
 def write_bundle(out: Path, folders: list[Path]) -> BundleReport:
     """Write the static site of ``folders`` into ``out``. Raises UserError for a bad job folder
-    or an ``out`` that is a file or a non-empty folder of something else."""
+    or an ``out`` that cannot be written (a file, a read-only or pseudo file system) or is a
+    non-empty folder of something else."""
     out = Path(out)
     _check_out(out)
     site = Site(open_jobs(folders), live=False)
