@@ -260,3 +260,40 @@ async def test_a_trainer_server_that_cannot_be_connected_to_is_named(serve):
     assert episode["mask"] and episode["stop_reason"] == "infra_error"
     assert episode["error"].startswith(f"rl/p: could not connect to rl ({dead.base_url}) after ")
     assert "HTTP 502" not in episode["error"]
+
+
+def test_cli_serve_refuses_an_output_it_cannot_write(tmp_path):
+    """`serve -o /proc/x` is refused at start-up naming --output, exit 2 (it listened and its
+    first episode got a bare 500 from the trial folder's mkdir)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "from clawrig.cli.main import app; app()",
+         "serve", str(DEMO), "-o", "/proc/x", "--port", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "clawrig: error: --output: cannot write /proc/x: no file or folder can be created in "
+        "/proc (No such file or directory)"
+    )
+    assert "listening" not in proc.stderr
+
+
+async def test_unknown_routes_and_server_faults_answer_in_the_error_shape(serve, tmp_path):
+    """404/405 and an error the server did not foresee answer {"error": one line}, never
+    FastAPI's {"detail": ...} or a bare 500 text."""
+    url = serve()  # its trial folders go to tmp_path/out0
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        nope = await client.get("/v1/nope")
+        assert nope.status_code == 404
+        assert nope.json() == {"error": "path: GET /v1/nope: Not Found"}
+        wrong = await client.post("/health")
+        assert wrong.status_code == 405
+        assert wrong.json() == {"error": "path: POST /health: Method Not Allowed"}
+        # the output folder turned into a file after start-up: the first episode's mkdir fails
+        (tmp_path / "out0").write_text("not a folder")
+        body = {"task_id": "000015", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+        broken = await client.post("/v1/episodes", json=body)
+    assert broken.status_code == 500
+    error = broken.json()["error"]
+    assert error.startswith("internal error: FileExistsError: ") and "out0" in error
+    assert "\n" not in error

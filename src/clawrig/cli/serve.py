@@ -134,6 +134,7 @@ def _as_flags(message: str) -> str:
         ("ray_address", "--ray-address"),
         ("slots_per_node", "--slots-per-node"),
         ("executor", "--executor"),
+        ("output", "--output"),
     ):
         if message.startswith(arg) or arg == "executor='ray'":
             message = message.replace(arg, flag, 1)

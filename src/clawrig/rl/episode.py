@@ -364,7 +364,8 @@ class Rollouts:
     ``ray`` the gateway (the only holder of the trainer's key) stays here, listening on this
     machine's cluster address; each node's gateway forwards to it and records the episode's
     token ids; each task's folder is shipped once per node; trial folders come back whole into
-    ``output``. Raises UserError for an unknown executor or Ray options without ``ray``.
+    ``output``. Raises UserError for an unknown executor, Ray options without ``ray`` or an
+    ``output`` that cannot be written (a file, a read-only or pseudo file system).
 
     Use ``async with Rollouts() as env`` or :meth:`close`. Thread-safe to share between
     tasks of one event loop.
@@ -395,6 +396,11 @@ class Rollouts:
             raise UserError("ray_address / slots_per_node: only with executor='ray'")
         if slots_per_node is not None and slots_per_node < 1:
             raise UserError(f"slots_per_node: at least 1 (got {slots_per_node})")
+        if output is not None:
+            from clawrig.runner.preflight import writable_problem
+
+            if problem := writable_problem(Path(output), "output", folder=True):
+                raise UserError(problem)  # at start-up, not at the first episode's mkdir
         self._own_output = output is None
         self.output = (
             Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="clawrig-rl-"))

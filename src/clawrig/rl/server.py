@@ -16,7 +16,9 @@ for a body that does not validate, 404 for an unknown task, 400 for a value claw
 401/402/403, ``model`` for 404, ``sampling`` for another refusal), 429 with ``Retry-After``
 when more episodes are asked for than the server admits (``max_concurrency`` running +
 ``max_queue`` waiting), 504 when an episode outlives its timeout (the request's ``timeout_s``,
-at most the server's).
+at most the server's). A route the server does not have is ``{"error": "path: ..."}`` with
+404 (405 for a method the route does not take); an error the server did not foresee is
+``{"error": "internal error: <type>: <one line>"}`` with 500 (its traceback in the log).
 
 The trainer's ``api_key`` (in the request, else the server's default) is held by the host's
 model gateway for the episode and never enters a sandbox or a trial folder.
@@ -31,6 +33,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
 
 from clawrig.errors import ModelRequestError, UserError
 from clawrig.rl.episode import Rollouts, Sampling
@@ -142,6 +145,16 @@ def create_app(
     @app.exception_handler(_Refused)
     async def _refused(request: Request, exc: _Refused) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(HTTPException)  # an unknown route (404), a method it lacks (405)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        line = f"path: {request.method} {request.url.path}: {_one_line(exc.detail)}"
+        return JSONResponse({"error": line}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)  # the server's own fault: still the documented shape
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        line = f"internal error: {type(exc).__name__}: {_one_line(exc)}"
+        return JSONResponse({"error": line}, status_code=500)
 
     def admit(n: int) -> None:
         if state["admitted"] + n > limit:
