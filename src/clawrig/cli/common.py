@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,24 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, timeout) outside the job's event loop, raised like Ctrl-C's
+    KeyboardInterrupt: :func:`run_guarded` exits 143 (128 + 15)."""
+
+    signum = signal.SIGTERM
+
+
+def terminate_like_ctrl_c() -> None:
+    """Make SIGTERM raise :class:`Terminated` (Python's default is to die at once, with no
+    message and no clean-up); a running job's loop handles it as a first Ctrl-C
+    (:func:`clawrig.runner.batch.run_job`)."""
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+
+
 def run_guarded(app: Callable[..., object]) -> int:
     """Run a typer app; turn every error a user can cause into one line on stderr and an exit
     code, never a traceback or a boxed panel.
@@ -73,9 +92,9 @@ def run_guarded(app: Callable[..., object]) -> int:
         result = app(standalone_mode=False, prog_name="clawrig")
     except SystemExit as exc:
         return exit_code_of(exc.code)
-    except (KeyboardInterrupt, typer.Abort):
+    except (KeyboardInterrupt, typer.Abort) as exc:
         _console("err_console").print("clawrig: interrupted")
-        return 130
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     except _click_errors.UsageError as exc:
         if not exc.format_message():  # no arguments: the help was printed already
             return exc.exit_code

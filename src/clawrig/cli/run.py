@@ -5,6 +5,7 @@ and a summary. Options follow DataClawBench's CLI (--model/-m, --judge, --suite/
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -12,7 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from clawrig.choices import Executor, GraderMode, WebFlag, WebMiss, WebProvider
-from clawrig.cli.common import DEFAULT_PARALLEL, err_console, stdout_console
+from clawrig.cli.common import (
+    DEFAULT_PARALLEL,
+    err_console,
+    stdout_console,
+    terminate_like_ctrl_c,
+)
 from clawrig.errors import UserError
 
 if TYPE_CHECKING:
@@ -88,7 +94,8 @@ def register(app: typer.Typer) -> None:
         "error (or, with --agent oracle, missed its expected reward; or the model's server "
         "could not be reached and the job stopped, --resume continues); 2 bad input (nothing "
         "run); 3 the --budget-usd cap stopped the job before every trial ran (--resume with "
-        "a higher budget continues); 130 interrupted (Ctrl-C; --resume continues).",
+        "a higher budget continues); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: kill, "
+        "timeout), both stopped cleanly (--resume continues).",
     )
     def run(
         path: Annotated[
@@ -343,6 +350,7 @@ def register(app: typer.Typer) -> None:
                 judge_cache=judge_cache,
             ),
         )
+        terminate_like_ctrl_c()
         summary, job = _run_with_view(config, verbose)
         raise typer.Exit(report(summary, job.config))
 
@@ -369,10 +377,14 @@ def report(summary: dict[str, Any], config: Any) -> int:
             "(--resume continues once it answers)"
         )
     if summary.get("interrupted"):
-        bits.append("interrupted: finished trials are kept (--resume continues)")
+        by = summary.get("interrupted_by")
+        bits.append(
+            f"interrupted{f' ({by})' if by else ''}: finished trials are kept (--resume continues)"
+        )
     console.print("; ".join(bits), highlight=False, soft_wrap=True)
     if summary.get("interrupted"):
-        return EXIT_INTERRUPTED
+        by = summary.get("interrupted_by")
+        return 128 + signal.Signals[by].value if by else EXIT_INTERRUPTED
     if summary.get("budget_stopped"):
         return EXIT_BUDGET
     if summary["error_count"]:

@@ -69,6 +69,8 @@ class JobState:
     """Why the job stopped starting trials: a model's server cannot be reached or refused the
     key, account or model."""
     interrupted: bool = False
+    interrupted_by: str | None = None
+    """The signal that interrupted the job (``SIGINT``: Ctrl-C, ``SIGTERM``: kill, timeout)."""
 
 
 def _lock_output(output: Path) -> int:
@@ -606,15 +608,18 @@ async def _run_trials(
     tasks_running = [asyncio.create_task(one(t, r)) for t, r in todo]
     interrupts = 0
 
-    def on_sigint() -> None:
+    def on_signal(signum: int) -> None:
+        """SIGINT (Ctrl-C) and SIGTERM (kill, timeout) alike: the first stops the job cleanly
+        (summary written, resumable), a second exits at once; exit 128 + the signal."""
         nonlocal interrupts
         interrupts += 1
         if interrupts > 1:
             sweep_partial_trials(job.output)
             release_own_mounts()  # os._exit runs no atexit: the pool's and trials' mounts
             os.write(2, b"clawrig: interrupted again: exiting now (trials in progress are lost)\n")
-            os._exit(130)
+            os._exit(128 + signum)
         state.interrupted = True
+        state.interrupted_by = signal.Signals(signum).name
         # Ctrl-C also reached the sandboxes' processes (one process group): inner tasks that
         # die of it (SandboxDied) are not tracebacks for the user; other reports stay
         loop.set_exception_handler(_quiet_after_interrupt)
@@ -636,18 +641,22 @@ async def _run_trials(
             b"clawrig: interrupted: trials did not stop within the grace time, exiting now; "
             b"finished trials are kept (--resume continues)\n",
         )
-        os._exit(130)
+        os._exit(128 + signal.Signals[state.interrupted_by or "SIGINT"].value)
 
-    installed = False
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        installed = True
+    installed: dict[signal.Signals, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, on_signal, int(signum))
+            installed[signum] = previous
     try:
         outcomes = await asyncio.gather(*tasks_running, return_exceptions=True)
         await writer.flush()  # the progress file holds every finished trial before the end
     finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
+        for signum, previous in installed.items():
+            loop.remove_signal_handler(signum)
+            if signum != signal.SIGINT and previous is not None:
+                signal.signal(signum, previous)  # the loop left SIG_DFL: the caller's again
         sweep_partial_trials(job.output)  # cancelled trials' half-written folders
     for out in outcomes:
         if isinstance(out, BaseException) and not isinstance(out, asyncio.CancelledError):
@@ -741,6 +750,7 @@ def build_summary(
         budget_stopped=state.budget_stopped,
         provider_stopped=state.provider_stopped,
         interrupted=state.interrupted,
+        interrupted_by=state.interrupted_by,
         elapsed_s=time.monotonic() - state.started,
         data=data_summary(job.suite_path, job.root),
         web=web_summary(job),

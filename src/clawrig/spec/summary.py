@@ -240,6 +240,9 @@ class JobSummary(BaseModel):
     reached or refused the key, account or model (:func:`clawrig.llm.client.provider_stop`),
     else None; the trials not run stay resumable."""
     interrupted: bool = False
+    interrupted_by: str | None = None
+    """The signal that interrupted the job: ``SIGINT`` (Ctrl-C) or ``SIGTERM`` (kill,
+    timeout); None when it was not interrupted."""
     not_run: int = 0
     elapsed_s: float = 0.0
     python: str = ""
