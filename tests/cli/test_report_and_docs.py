@@ -112,3 +112,32 @@ def test_grader_auto_refuses_a_task_without_checks_before_any_sandbox(scripted_s
     ], r.stderr
     assert not srv.requests  # refused before any sandbox or model request
     assert not any(out.rglob("result.json"))
+
+
+@pytest.mark.sandbox
+def test_a_grader_crash_is_an_agent_error_scored_0_and_exit_0(tmp_path):
+    """A grader that raises on the agent's end state is the agent's doing (blame follows
+    control): scored 0, graded, exit 0 as the README's exit codes say, and the console lists
+    it as scored 0, not as an error that leaves the trial unscored (which is exit 1)."""
+    suite = tmp_path / "demo"
+    shutil.copytree(REPO / "suites" / "demo", suite)
+    grader = suite / "evaluators" / "evaluator_000015.py"
+    text = grader.read_text()
+    head = 'def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):\n'
+    assert head in text
+    grader.write_text(text.replace(head, head + '    raise RuntimeError("grader crashed")\n'))
+    r = subprocess.run(
+        [CLAWRIG, "run", str(suite), "--suite", "000015", "--agent", "nop"]
+        + ["-o", str(tmp_path / "out")],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "1 trial(s) scored 0 for an agent error (the agent's doing):" in r.stdout
+    assert "ended with an error" not in r.stdout
+    (row,) = [ln for ln in r.stdout.splitlines() if ln.startswith("  000015 run 0: agent: ")]
+    assert "grader crashed" in row
+    readme = (REPO / "README.md").read_text()
+    assert '"scored 0 for an agent error"' in readme

@@ -90,8 +90,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command(
         "run",
-        epilog="Exit codes: 0 every trial ran and was graded; 1 some trial ended with an "
-        "error (or, with --agent oracle, missed its expected reward; or the model's server "
+        epilog="Exit codes: 0 every trial ran and was graded (an agent error is graded: "
+        "score 0); 1 some trial ended with an error that left it unscored (or, with --agent oracle, missed its expected reward; or the model's server "
         "could not be reached and the job stopped, --resume continues); 2 bad input (nothing "
         "run); 3 the --budget-usd cap stopped the job before every trial ran (--resume with "
         "a higher budget continues); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: kill, "
@@ -504,15 +504,24 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         )
     if line := waits_line(summary):
         lines.append(line)
-    errored = [r for r in summary.get("tasks", []) if r.get("error")]
-    if errored:
-        lines.append(f"{len(errored)} trial(s) ended with an error:")
-        for r in errored[:10]:
+    # an agent error is the agent's doing (blame follows control): graded, scored 0, and no
+    # reason for exit 1; every other kind leaves the trial unscored (error_count, exit 1)
+    rows = [r for r in summary.get("tasks", []) if r.get("error")]
+    agent = [r for r in rows if r["error"].get("kind") == "agent"]
+    unscored = [r for r in rows if r["error"].get("kind") != "agent"]
+    for group, head in (
+        (unscored, f"{len(unscored)} trial(s) ended with an error (not scored):"),
+        (agent, f"{len(agent)} trial(s) scored 0 for an agent error (the agent's doing):"),
+    ):
+        if not group:
+            continue
+        lines.append(head)
+        for r in group[:10]:
             err = r["error"]
-            msg = str(err.get("message", "")).splitlines()[0][:200] if err else ""
+            msg = str(err.get("message", "")).splitlines()[0][:200]
             lines.append(f"  {r['task_id']} run {r['run_index']}: {err.get('kind')}: {msg}")
-        if len(errored) > 10:
-            lines.append(f"  ... and {len(errored) - 10} more (see the summary JSON)")
+        if len(group) > 10:
+            lines.append(f"  ... and {len(group) - 10} more (see the summary JSON)")
     return lines
 
 
