@@ -91,7 +91,8 @@ def register(app: typer.Typer) -> None:
     @app.command(
         "run",
         epilog="Exit codes: 0 every trial ran and was graded (an agent error is graded: "
-        "score 0); 1 some trial ended with an error that left it unscored (or, with --agent oracle, missed its expected reward; or the model's server "
+        "score 0); 1 some trial ended with an error that left it unscored (or, with "
+        "--agent oracle, missed its expected reward; or the model's server "
         "could not be reached and the job stopped, --resume continues); 2 bad input (nothing "
         "run); 3 the --budget-usd cap stopped the job before every trial ran (--resume with "
         "a higher budget continues); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: kill, "
