@@ -208,3 +208,31 @@ async def test_episode_on_a_sample_with_mock_services(env, scripted_server):
     assert ep.error is None and not ep.mask
     assert ep.reward == task.expected_reward
     assert len(ep.turns) == len(golden) and srv.remaining == 0
+
+
+async def test_a_grader_crash_is_the_agents_zero_not_masked(env, scripted_server, tmp_path):
+    """docs/training.md "Reward and masking": a grader that crashes on what the agent left is
+    an agent error (blame follows control): reward 0.0, not masked, as the code does (the doc
+    said infra_error, reward None, masked)."""
+    import shutil
+
+    from clawrig.tasks.registry import load_tasks
+    from clawrig.testing.paths import REPO
+
+    suite = tmp_path / "demo"
+    shutil.copytree(REPO / "suites" / "demo", suite)
+    grader = suite / "evaluators" / "evaluator_000015.py"
+    head = 'def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):\n'
+    assert head in grader.read_text()
+    grader.write_text(
+        grader.read_text().replace(head, head + '    raise RuntimeError("grader crashed")\n')
+    )
+    task = next(t for t in load_tasks(suite) if t.id == "000015")
+    srv = scripted_server(responder=by_seed)
+    ep = await env.run_episode(task, base_url=srv.base_url, model="policy", seed=0)
+    assert (ep.stop_reason, ep.reward, ep.mask) == ("agent_error", 0.0, False)
+    assert "grader crashed" in (ep.error or "")
+    assert ep.trial_dir is not None
+    doc = (REPO / "docs" / "training.md").read_text()
+    bullet = doc[doc.index("- the agent broke its sandbox") :].split("\n- ")[0]
+    assert "the grader crashed" in bullet and "`agent_error`, reward 0.0, `mask=False`" in bullet

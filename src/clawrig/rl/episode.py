@@ -9,8 +9,8 @@ read back from it (:func:`episode_from_trial`), so an episode can be rebuilt fro
 at any time.
 
 Reward and masking (the one score rule, ``TrialResult.counted_score``): a graded trial's
-reward is the grader's score in [0, 1]; an agent error (the agent broke its sandbox) is a
-reward of 0.0; an infrastructure, setup, grading or cancelled error has ``reward=None`` and
+reward is the grader's score in [0, 1]; an agent error (the agent broke its sandbox, or the
+grader crashed on what the agent left: blame follows control) is a reward of 0.0; an infrastructure, setup, grading or cancelled error has ``reward=None`` and
 ``mask=True``: the trainer must leave it out, never train on it as a 0.
 
 Token ids: each record of the trial's ``model_calls.jsonl`` may carry ``token_capture``
@@ -50,8 +50,9 @@ EpisodeStop = Literal[
 ]
 """Why an episode ended: the agent finished (``complete``), ran out of turns, of time or of
 context (a reply cut at ``finish_reason: length``, a token cap, or a prompt the server refused
-as too long), the agent broke its sandbox (``agent_error``, reward 0), or the harness, the model
-server or the grader failed (``infra_error``, masked)."""
+as too long), the agent broke its sandbox or the grader crashed on its end state
+(``agent_error``, reward 0), or the harness, the model server or the grader's judge failed
+(``infra_error``, masked)."""
 
 GRPO_EPSILON = 1e-6
 """Added to the group std before dividing (verl's ``epsilon``)."""
