@@ -10,8 +10,9 @@ at any time.
 
 Reward and masking (the one score rule, ``TrialResult.counted_score``): a graded trial's
 reward is the grader's score in [0, 1]; an agent error (the agent broke its sandbox, or the
-grader crashed on what the agent left: blame follows control) is a reward of 0.0; an infrastructure, setup, grading or cancelled error has ``reward=None`` and
-``mask=True``: the trainer must leave it out, never train on it as a 0.
+grader crashed on what the agent left: blame follows control) is a reward of 0.0; an
+infrastructure, setup, grading or cancelled error has ``reward=None`` and ``mask=True``: the
+trainer must leave it out, never train on it as a 0.
 
 Token ids: each record of the trial's ``model_calls.jsonl`` may carry ``token_capture``
 (``prompt_token_ids``, ``completion_token_ids``, ``completion_logprobs``) when the upstream
