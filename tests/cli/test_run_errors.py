@@ -147,3 +147,16 @@ def test_malformed_model_base_url_is_refused_up_front(flags, env, needle, tmp_pa
     assert needle in r.stderr and "Traceback" not in r.stderr
     assert len([ln for ln in r.stderr.strip().splitlines() if ln.strip()]) == 1
     assert not out.exists()
+
+
+def test_malformed_env_file_is_one_line_naming_file_and_line(tmp_path):
+    # python-dotenv only warned (3 times, no file name) and the job went on
+    env = tmp_path / "bad.env"
+    env.write_text("OPENAI_API_KEY=sk-x\nthis is not env\n")
+    r = run(
+        "run", str(REPO / "suites/demo"), "--agent", "oracle", "--env-file", str(env),
+        "-o", str(tmp_path / "out"), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [f"clawrig: error: --env-file: {env}:2: not KEY=VALUE"]
+    assert not (tmp_path / "out").exists()

@@ -300,7 +300,7 @@ def test_yaml_syntax_error_names_line(tmp_path):
 
 
 def test_missing_files(tmp_path):
-    with pytest.raises(UserError, match=r"nope\.env: env file not found$"):
+    with pytest.raises(UserError, match=r"^--env-file: no such file: .*nope\.env$"):
         load_settings(tmp_path / "nope.env", environ={})
     with pytest.raises(UserError, match=r"nope\.yaml: cannot read providers file: "):
         load_settings(providers_file=tmp_path / "nope.yaml", environ={})
@@ -310,3 +310,24 @@ def test_settings_repr_hides_keys():
     settings = load_settings(environ={"OPENROUTER_API_KEY": "sk-or-very-secret"})
     assert "sk-or-very-secret" not in repr(settings)
     assert "sk-or-very-secret" not in str(settings)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("A=1\nthis is not env\nB=2\n", 2),
+        ("# keys\n\nA=1\n\n\n=x\n", 6),  # blank lines before the statement counted
+        ("this is not env\n=x\nOPENROUTER_API_KEY\n", 1),  # the first of several
+    ],
+)
+def test_malformed_env_file_names_file_and_line(tmp_path, text, line):
+    env = write(tmp_path / "keys.env", text)
+    with pytest.raises(UserError) as info:
+        load_settings(env, environ={})
+    assert str(info.value) == f"--env-file: {env}:{line}: not KEY=VALUE"
+
+
+def test_env_file_comments_export_and_bare_keys_are_fine(tmp_path):
+    env = write(tmp_path / "keys.env", "# c\n\nexport A=1\nB='x y'\nC\n")
+    settings = load_settings(env, environ={})
+    assert settings.env == {"A": "1", "B": "x y"}

@@ -314,6 +314,24 @@ def _merge_provider(base: ProviderConfig, over: ProviderConfig) -> ProviderConfi
     return ProviderConfig.model_validate(data)
 
 
+def env_file_problem(path: Path) -> str | None:
+    """The first line of a .env file that is not ``KEY=VALUE`` (python-dotenv's own parser:
+    comments, blank lines, ``export KEY=VALUE`` and a bare ``KEY`` are fine), as
+    ``FILE:LINE: not KEY=VALUE``, or None. python-dotenv itself only logs a warning per read
+    and skips the line, so a key on it would silently be missing.
+    Raises OSError / UnicodeDecodeError when the file cannot be read."""
+    from dotenv.parser import parse_stream
+
+    with open(path, encoding="utf-8") as fh:
+        for binding in parse_stream(fh):
+            if binding.error:
+                text = binding.original.string
+                # the parser counts blank lines before a statement into the statement
+                skipped = text[: len(text) - len(text.lstrip())].count("\n")
+                return f"{path}:{binding.original.line + skipped}: not KEY=VALUE"
+    return None
+
+
 def load_settings(
     env_file: Path | str | None = None,
     providers_file: Path | str | None = None,
@@ -337,12 +355,14 @@ def load_settings(
     if env_file is not None:
         env_path = Path(env_file)
         if not env_path.is_file():
-            raise UserError(f"{env_path}: env file not found")
+            raise UserError(f"--env-file: no such file: {env_path}")
     else:
         env_path = base / ".env" if (base / ".env").is_file() else None
     file_vars: dict[str, str] = {}
     if env_path is not None:
         try:
+            if problem := env_file_problem(env_path):
+                raise UserError(f"--env-file: {problem}" if env_file is not None else problem)
             file_vars = {k: v for k, v in dotenv_values(env_path).items() if v is not None}
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{env_path}: cannot read env file: {exc}") from None

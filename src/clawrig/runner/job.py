@@ -132,9 +132,19 @@ class Job:
     def _load_env(env_file: Path | None) -> None:
         from dotenv import load_dotenv
 
+        from clawrig.llm.providers import env_file_problem
+
         if env_file is not None and not env_file.is_file():
             raise UserError(f"--env-file: no such file: {env_file}")
-        load_dotenv(env_file or Path(".env"), override=False)
+        path = env_file or Path(".env")
+        if path.is_file():
+            try:
+                problem = env_file_problem(path)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UserError(f"{path}: cannot read env file: {exc}") from None
+            if problem:
+                raise UserError(f"--env-file: {problem}" if env_file is not None else problem)
+        load_dotenv(path, override=False)
 
     @staticmethod
     def _select(cfg: JobConfig) -> list[Task]:
