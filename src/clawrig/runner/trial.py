@@ -304,7 +304,12 @@ def transcript_from_model_calls(path: Path, trial_id: str) -> Transcript | None:
 
     Residual risk: request histories are sent from inside the agent's sandbox (OpenClaw's, or
     requests the agent's programs make through the forwarder with the trial's token), so they
-    are the agent's account of the past turns; only the replies are the provider's."""
+    are the agent's account of the past turns; only the replies are the provider's. So the
+    history's own end-of-turn claims (``stopReason``/``stop_reason``, ``errorMessage``) are
+    dropped: a history message saying "the provider failed" would make the grade an agent run
+    error, which the trial retries as an infrastructure error (a free re-roll of a losing
+    run). A provider failure is known from the gateway's own record of the upstream
+    (``GatewayLease.upstream_errors``, :meth:`OpenClawAgent._outcome`), never from here."""
     if not path.is_file():
         return None
     try:
@@ -329,9 +334,12 @@ def transcript_from_model_calls(path: Path, trial_id: str) -> Transcript | None:
         if message.get("tool_calls"):
             reply["tool_calls"] = message["tool_calls"]
         try:
-            return from_formatted_dialog([*messages, reply], source=str(path))
+            tr = from_formatted_dialog([*messages, reply], source=str(path))
         except (UserError, ValueError):
             continue
+        for m in tr.messages:
+            m.stop_reason = m.error_message = None  # the sandbox's claims (see above)
+        return tr
     return None
 
 
@@ -1327,7 +1335,9 @@ class Trial:
                 kind = ErrorKind.INFRASTRUCTURE
             elif score.details.get("error_kind") == "agent":
                 # the run ended on a model/API error (stopReason "error"): upstream marks it an
-                # error, not a 0; it is the provider's failure, so it is retried
+                # error, not a 0; it is the provider's failure, so it is retried. Only from a
+                # transcript the harness trusts: OpenClaw's recorded histories lose the claim
+                # (transcript_from_model_calls)
                 kind = ErrorKind.INFRASTRUCTURE
             elif judge_fault is not None:  # the judge's provider (the gateway's record)
                 kind, why = judge_fault
