@@ -133,7 +133,9 @@ def test_recorded_job_replays_identically_without_network(
     recorded = json.loads((rec / "summary_scripted_test.json").read_text())
     rows = [(t["task_id"].split("_task_")[1], t["score"]) for t in recorded["tasks"]]
     assert rows == [("1_release_date", 1.0), ("2_release_date", 0.0)]
-    assert recorded["web"] == {"mode": "record", "dir": None, "miss": None, "provider": "brave"}
+    assert recorded["web"] == {
+        "mode": "record", "dir": None, "miss": None, "provider": "brave", "misses": None
+    }  # fmt: skip
     # two trials run at once (-p 2): their calls interleave in any order
     assert sorted(x["api"] for x in web_server.requests) == ["brave", "brave", "page", "page"]
     srv.stop()
@@ -145,7 +147,9 @@ def test_recorded_job_replays_identically_without_network(
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(web_server.requests) == seen  # no search and no page reached the network
     replayed = json.loads((rep / "summary_scripted_test.json").read_text())
-    assert replayed["web"] == {"mode": "replay", "dir": str(rec), "miss": "error", "provider": None}
+    assert replayed["web"] == {
+        "mode": "replay", "dir": str(rec), "miss": "error", "provider": None, "misses": 0
+    }  # fmt: skip
     assert [(t["task_id"], t["score"], t["error"]) for t in replayed["tasks"]] == [
         (t["task_id"], t["score"], None) for t in recorded["tasks"]
     ]
@@ -156,16 +160,38 @@ def test_recorded_job_replays_identically_without_network(
     assert fetched["url"] == "http://tern.example/tern.html"
     assert "Released on 2026-03-02" in fetched["text"]
 
-    # replayed against a web record without these searches: a typed error, never retried
+    # replayed against a web record without these searches: the search the model chose is a
+    # tool error it sees and the trial is scored (its 0, never voided), the miss counted
     other = tmp_path / "other" / "t" / "trial"
     other.mkdir(parents=True)
     line = next(iter((next(rec.glob("*/*/" + WEB_RECORD_FILE))).read_text().splitlines()))
     (other / WEB_RECORD_FILE).write_text(line.replace("Tern 4.2 release", "something else") + "\n")
-    args = ["--replay", str(rec), "--web", "replay", "--web-dir", str(tmp_path / "other")]
-    r = clawrig_run(str(bench / "tasks"), *args, "-o", str(tmp_path / "miss"), env={})
-    assert r.returncode == 1, r.stdout + r.stderr
+    seen_tools: list[str] = []
+
+    def gives_up(request: dict[str, Any]) -> Reply:
+        tools = [m for m in request["messages"] if m.get("role") == "tool"]
+        if not tools:
+            return reply(tool_calls=[call("web_search", {"query": "Tern 4.2 release"})])
+        seen_tools.append(tools[0]["content"])
+        return reply("no date found")
+
+    srv2 = scripted_server(responder=gives_up)
+    args = ["--web", "replay", "--web-dir", str(tmp_path / "other"), "-m", "scripted/test"]
+    r = clawrig_run(str(bench / "tasks"), *args, "-o", str(tmp_path / "miss"),
+                    env={"SCRIPTED_BASE_URL": srv2.base_url})  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(web_server.requests) == seen
+    assert (
+        seen_tools
+        == [
+            "web_search: no recorded search for 'Tern 4.2 release': this run's web is a recording "
+            "(--web replay)"
+        ]
+        * 2
+    )
     missed = json.loads((tmp_path / "miss" / "summary_scripted_test.json").read_text())
+    assert missed["web"]["misses"] == 2
     for row in missed["tasks"]:
-        assert row["error"]["kind"] == "infrastructure" and row["error"]["retryable"] is False
-        assert "--web replay: no recorded search for 'Tern 4.2 release'" in row["error"]["message"]
-        assert row["attempts"] == 1 and row["score"] is None
+        assert row["error"] is None and row["score"] == 0.0 and row["attempts"] == 1
+    for result in (tmp_path / "miss").glob("*/*/result.json"):
+        assert json.loads(result.read_text())["web_misses"] == 1

@@ -1,6 +1,7 @@
 """The web modes end to end at the tool level, against the loopback web of conftest.py: live
 Brave and Tavily shapes, record then replay (identical tool results, no request reaching the
-server), replay misses (typed error, or live / empty), and the local corpus (FTS5)."""
+server), replay misses (a tool error the agent sees, or live / empty; each counted), and the
+local corpus (FTS5)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pathlib import Path
 import pytest
 from web_helpers import BRAVE_KEY, TAVILY_KEY
 
-from clawrig.errors import InfrastructureError, UserError
+from clawrig.errors import UserError
 from clawrig.tools import ToolContext, Toolset, WebPolicy
-from clawrig.web import WebReplayMiss, WebService
+from clawrig.web import WebService
 from clawrig.web.records import BLOB_DIR, WEB_RECORD_FILE, normalise_url
 
 TOOLS = Toolset("full")
@@ -150,25 +151,39 @@ async def test_record_then_replay_gives_identical_results_without_network(
     assert await call(ctx, *CALLS[0]) == live[0][0]
 
 
-async def test_replay_miss_is_a_typed_error_or_follows_web_miss(brave_env, tmp_path) -> None:
+async def test_replay_miss_is_a_tool_error_or_follows_web_miss(brave_env, tmp_path) -> None:
     srv = brave_env
     rec_job = tmp_path / "rec"
     ctx = trial_ctx(WebService("record", output=rec_job), rec_job / "t1" / "a")
     await call(ctx, "web_search", {"query": "tern"})
     seen = len(srv.requests)
 
-    ctx = trial_ctx(WebService("replay", source=rec_job), None)
-    with pytest.raises(WebReplayMiss, match="no recorded search for 'tern docs'") as info:
-        await call(ctx, "web_search", {"query": "tern docs"})
-    assert isinstance(info.value, InfrastructureError) and info.value.retryable is False
-    with pytest.raises(WebReplayMiss, match=f"no recorded page for {srv.url}/notes.txt"):
-        await call(ctx, "web_fetch", {"url": f"{srv.url}/notes.txt"})
+    # the URL and query are the model's choice: a miss is a tool error it sees (its outcome),
+    # never an exception that voids the trial; each miss is counted
+    rep = tmp_path / "rep0"
+    ctx = trial_ctx(WebService("replay", source=rec_job, output=rep), rep / "t1" / "a")
+    err, text = await call(ctx, "web_search", {"query": "tern docs"})
+    assert err and text == (
+        "web_search: no recorded search for 'tern docs': this run's web is a recording "
+        "(--web replay)"
+    )
+    err, text = await call(ctx, "web_fetch", {"url": f"{srv.url}/notes.txt"})
+    assert err and text == (
+        f"web_fetch: no recorded page for {srv.url}/notes.txt: this run's web is a recording "
+        "(--web replay)"
+    )
+    err, _ = await call(ctx, "web_search", {"query": "tern"})  # recorded: served
+    assert not err
+    assert ctx.web_backend.misses == ["search 'tern docs'", f"page {srv.url}/notes.txt"]
+    # a miss is not recorded as served: replaying this replayed job misses it again
+    assert "notes.txt" not in (rep / "t1" / "a" / WEB_RECORD_FILE).read_text()
 
     ctx = trial_ctx(WebService("replay", source=rec_job, miss="empty"), None)
     err, text = await call(ctx, "web_search", {"query": "tern docs"})
     assert not err and json.loads(text)["results"] == []
     err, text = await call(ctx, "web_fetch", {"url": f"{srv.url}/notes.txt"})
     assert err and text == f"web_fetch: {srv.url}/notes.txt answered HTTP 404: not recorded"
+    assert len(ctx.web_backend.misses) == 2
     assert len(srv.requests) == seen
 
     out = tmp_path / "rep"
@@ -177,6 +192,7 @@ async def test_replay_miss_is_a_typed_error_or_follows_web_miss(brave_env, tmp_p
     assert not err and json.loads(text)["text"] == "tern changelog: offline mode, purge --apply"
     assert srv.requests[-1] == {"api": "page", "path": "/notes.txt"}
     assert "notes.txt" in (out / "t1" / "b" / WEB_RECORD_FILE).read_text()
+    assert ctx.web_backend.misses == [f"page {srv.url}/notes.txt"]
 
 
 def test_bad_web_options_are_one_line_user_errors(tmp_path) -> None:

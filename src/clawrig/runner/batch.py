@@ -753,5 +753,5 @@ def build_summary(
         interrupted_by=state.interrupted_by,
         elapsed_s=time.monotonic() - state.started,
         data=data_summary(job.suite_path, job.root),
-        web=web_summary(job),
+        web=web_summary(job, results),
     ).to_json()

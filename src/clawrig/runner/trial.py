@@ -1098,6 +1098,10 @@ class Trial:
             WaitClock.uninstall(clock_token)
             with contextlib.suppress(Exception):
                 await toolset.aclose(tool_ctx)
+            misses = tool_ctx.web_backend.misses if tool_ctx.web_backend is not None else []
+            result.web_misses = len(misses)
+            if misses:  # the recording's gaps (tool errors the agent saw, or --web-miss's)
+                ctx.log(f"web replay: {len(misses)} request(s) not recorded: {misses[:20]}")
             self.usage = ctx.usage
             if lease is not None and lease.usage.request_count > self.usage.request_count:
                 # the gateway also served calls the agent's programs made with the task's

@@ -143,12 +143,14 @@ class UsageTotals(Usage):
 class WebSetting(BaseModel):
     """How the job's web tools were answered: ``mode`` (off, live, record, replay, corpus),
     ``dir`` (the records or corpus for replay/corpus), ``miss`` (replay's policy for a request
-    not recorded), ``provider`` (live/record search provider)."""
+    not recorded), ``provider`` (live/record search provider), ``misses`` (replay: the
+    searches and pages the recording did not hold, over the job's trials)."""
 
     mode: str = "off"
     dir: str | None = None
     miss: str | None = None
     provider: str | None = None
+    misses: int | None = None
 
 
 class WaitStat(BaseModel):

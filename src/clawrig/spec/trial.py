@@ -168,6 +168,8 @@ class TrialResult(BaseModel):
     that ended it (``HTTP <status>: <the provider's message>``); None otherwise."""
     turns: int = 0
     tool_calls: int = 0
+    web_misses: int = 0
+    """``--web replay``: the agent's searches and pages the recording did not hold."""
     error: TrialError | None = None
     attempts: int = 1
     """Attempts the batch runner made (1 + retries); set before the folder is written."""

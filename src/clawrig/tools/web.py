@@ -208,8 +208,7 @@ async def web_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     """Fetch ``url`` and extract readable text (see the module docstring).
 
     Errors (results): web access off, not an http(s) URL, host not allowed, connection failure
-    or timeout, HTTP status >= 400, a binary content type. Raises
-    :class:`clawrig.web.WebReplayMiss` when a replay has no record of the page.
+    or timeout, HTTP status >= 400, a binary content type, a page a replay has no record of.
     """
     policy = ctx.web
     refused = _policy_error(policy)
@@ -262,8 +261,7 @@ async def web_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     """Search the web (see the module docstring).
 
     Errors (results): web access off, an unsupported provider, no API key, an empty query, an
-    API failure (status and message). Raises :class:`clawrig.web.WebReplayMiss` when a
-    replay has no record of the search.
+    API failure (status and message), a search a replay has no record of.
     """
     from clawrig.web.providers import normalise_search
 

@@ -6,7 +6,6 @@ from clawrig.web.service import (
     WEB_MODES,
     FetchOutcome,
     SearchOutcome,
-    WebReplayMiss,
     WebService,
     WebSession,
 )
@@ -16,7 +15,6 @@ __all__ = [
     "WEB_MODES",
     "FetchOutcome",
     "SearchOutcome",
-    "WebReplayMiss",
     "WebService",
     "WebSession",
 ]

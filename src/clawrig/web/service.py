@@ -9,9 +9,13 @@ Modes (``clawrig run --web MODE``; a task whose format forbids the web gets ``of
 - ``record``: as live, and every exchange is recorded (:mod:`clawrig.web.records`) in the
   trial folder, bodies in the job folder's ``web_blobs/``;
 - ``replay DIR``: answered only from DIR's records (a finished job folder); a request that was
-  not recorded fails the trial with :class:`WebReplayMiss` (an infrastructure error that is not
-  retried), or, with ``--web-miss live``, is done live, or with ``--web-miss empty`` gets no
-  results / a 404. Served exchanges are recorded again, so a replayed job replays too;
+  not recorded (a miss) is a tool error the agent sees (``--web-miss error``: the search or
+  page is not in the recording; the query or URL is the model's choice, so a miss is its
+  outcome, never a voided trial), or, with ``--web-miss live``, is done live, or with
+  ``--web-miss empty`` gets no results / a 404. Every miss is counted (the trial's
+  ``web_misses``, the summary's ``web.misses``), so a recording's gaps are visible. Served
+  exchanges are recorded again, so a replayed job replays too (a miss answered with an error
+  or empty is not recorded: it misses again);
 - ``corpus DIR``: answered from a local collection (:class:`clawrig.web.corpus.Corpus`).
 
 Outcomes are raw (provider JSON, page bytes); :mod:`clawrig.tools.web` turns them into tool
@@ -32,7 +36,7 @@ from typing import Any
 import httpx
 
 from clawrig.choices import MISS_POLICIES, WEB_MODES
-from clawrig.errors import InfrastructureError, UserError
+from clawrig.errors import UserError
 from clawrig.web.providers import PROVIDERS
 from clawrig.web.records import BLOB_DIR, BlobStore, WebRecorder, WebRecords, normalise_url
 
@@ -46,15 +50,6 @@ def tls_context() -> ssl.SSLContext:
     import certifi
 
     return ssl.create_default_context(cafile=certifi.where())
-
-
-class WebReplayMiss(InfrastructureError):
-    """``--web replay``: the trial asked for a search or page that was never recorded.
-
-    An infrastructure error (the run diverged from its record; not the model's failure) that
-    is not retried: the same trial would miss again."""
-
-    retryable = False
 
 
 class HostNotAllowed(Exception):
@@ -306,8 +301,10 @@ class WebService:
 class WebSession:
     """One trial's web (what :attr:`clawrig.tools.base.ToolContext.web_backend` holds).
 
-    :meth:`search` and :meth:`fetch` return raw outcomes (see the module docs); they raise
-    :class:`WebReplayMiss` on a replay miss under ``--web-miss error``."""
+    :meth:`search` and :meth:`fetch` return raw outcomes (see the module docs); a replay miss
+    under ``--web-miss error`` is an outcome with ``error`` set (a tool error). ``misses``:
+    the requests ``--web replay`` did not hold, in order (``"search 'query'"``,
+    ``"page URL"``), whatever the miss policy."""
 
     def __init__(
         self, service: WebService, task_id: str, run_index: int, recorder: WebRecorder | None
@@ -316,15 +313,18 @@ class WebSession:
         self.task_id = task_id
         self.run_index = run_index
         self.recorder = recorder
+        self.misses: list[str] = []
 
     @property
     def scope(self) -> str:
         return f"{self.task_id}#{self.run_index}"
 
-    def _miss(self, kind: str, what: str) -> None:
-        raise WebReplayMiss(
-            f"--web replay: no recorded {kind} for {what} (task {self.task_id} run "
-            f"{self.run_index}; the run left its record: use --web-miss live|empty to go on)"
+    def _miss(self, kind: str, what: str) -> str:
+        """Count a miss; the tool error ``--web-miss error`` answers with."""
+        self.misses.append(f"{kind} {what}")
+        tool = "web_search" if kind == "search" else "web_fetch"
+        return (
+            f"{tool}: no recorded {kind} for {what}: this run's web is a recording (--web replay)"
         )
 
     async def search(self, policy: Any, search: dict[str, Any]) -> SearchOutcome:
@@ -337,6 +337,7 @@ class WebSession:
             )
         if svc.mode == "replay":
             rec = svc.records.take("search", search, self.scope)  # type: ignore[union-attr]
+            why = None if rec is not None else self._miss("search", repr(search["query"]))
             if rec is not None:
                 out = SearchOutcome(
                     rec.get("provider") or "brave",
@@ -349,7 +350,7 @@ class WebSession:
             elif svc.miss == "live":
                 out = await live_search(policy, search)
             else:
-                self._miss("search", repr(search["query"]))
+                return SearchOutcome("replay", error=why)
         else:
             out = await live_search(policy, search)
         if self.recorder is not None and (out.body is not None or out.error):
@@ -375,6 +376,7 @@ class WebSession:
             return FetchOutcome(status=200, final_url=url, content_type=page[0], body=page[1])
         if svc.mode == "replay":
             rec = svc.records.take("fetch", request, self.scope)  # type: ignore[union-attr]
+            why = None if rec is not None else self._miss("page", url)
             if rec is not None:
                 out = FetchOutcome(
                     status=int(rec.get("status") or 0),
@@ -392,7 +394,7 @@ class WebSession:
             elif svc.miss == "live":
                 out = await live_fetch(policy, url)
             else:
-                self._miss("page", url)
+                return FetchOutcome(final_url=url, error=why)
         else:
             out = await live_fetch(policy, url)
         if self.recorder is not None:
@@ -421,9 +423,10 @@ def web_session(
     return service.session(task.id, run_index, record_dir)
 
 
-def web_summary(config: Any) -> dict[str, Any]:
+def web_summary(config: Any, results: Any = ()) -> dict[str, Any]:
     """The job summary's ``web`` entry from a JobConfig: ``mode``, ``dir``, ``miss``,
-    ``provider`` (what answered web_search and web_fetch)."""
+    ``provider`` (what answered web_search and web_fetch) and, for replay, ``misses``: the
+    requests the recording did not hold, summed over ``results`` (TrialResults)."""
     mode = "live" if config.trial.web == "on" else config.trial.web
     web_dir = getattr(config, "web_dir", None)
     return {
@@ -433,4 +436,5 @@ def web_summary(config: Any) -> dict[str, Any]:
         "provider": getattr(config, "web_provider", "brave")
         if mode in ("live", "record")
         else None,
+        "misses": sum(r.web_misses for r in results) if mode == "replay" else None,
     }
