@@ -9,8 +9,9 @@ import pytest
 
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import TrialConfig
+from clawrig.spec.trial import ErrorKind
 from clawrig.tasks.registry import load_tasks
-from clawrig.testing.scripted_server import call, reply
+from clawrig.testing.scripted_server import call, error, reply
 from clawrig.transcript import read_openclaw_jsonl
 
 pytestmark = pytest.mark.sandbox
@@ -93,3 +94,34 @@ async def test_cron_message_reaches_the_agent_between_turns(scripted_server, tmp
     assert result.error is None
     final = read_openclaw_jsonl(folder / "chat.jsonl").final_text()
     assert "time to check" in final and final.startswith("saw: [cron ")
+
+
+def outage_responder(request: dict):
+    """The main agent spawns a sub-agent and waits; the provider fails the sub-agent's request
+    (HTTP 500 on every retry)."""
+    if request["messages"][0]["content"] == SUB_TASK:
+        return error(500, "provider down")
+    n = _turns(request)
+    if n == 0:
+        return reply(tool_calls=[call("sessions_spawn", {"task": SUB_TASK, "label": "writer"})])
+    if n == 1:
+        return reply(tool_calls=[call("sessions_yield", {"message": "waiting for writer"})])
+    return reply("main: the sub-agent failed, done anyway")
+
+
+async def test_a_provider_failure_in_a_subagent_is_the_trials_infrastructure_error(
+    scripted_server, tmp_path
+):
+    task = next(t for t in load_tasks(REPO / "suites" / "demo") if t.id == "000015")
+    srv = scripted_server(responder=outage_responder)
+    result, _ = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/x"),
+        tmp_path,
+        services=TrialServices(model=srv.chat_model()),
+    )
+    # not a failed sub-agent the agent is scored with: the trial's infrastructure error
+    assert result.error is not None, result.score
+    assert result.error.kind == ErrorKind.INFRASTRUCTURE and result.error.retryable
+    assert "provider down" in result.error.message
+    assert result.score is None

@@ -175,6 +175,7 @@ async def run_loop(
     outcome = AgentOutcome(stop_reason=StopReason.MAX_TURNS)
     lim = ctx.limits
     while outcome.turns < lim.max_turns:
+        _subagent_failure(ctx)
         if lim.tokens is not None and ctx.usage.total_tokens >= lim.tokens:
             outcome.stop_reason = StopReason.TOKEN_BUDGET
             return outcome
@@ -193,6 +194,7 @@ async def run_loop(
             f"{resp.usage.input_tokens}+{resp.usage.output_tokens} tokens"
         )
         if not msg.tool_calls:
+            _subagent_failure(ctx)
             outcome.stop_reason = StopReason.FINAL_ANSWER
             return outcome
         results = await run_tool_calls(ctx, msg)
@@ -207,6 +209,14 @@ async def run_loop(
             )
             messages.append({"role": "user", "content": text})
     return outcome
+
+
+def _subagent_failure(ctx: AgentContext) -> None:
+    """Raise the infrastructure error a sub-agent of this trial ended on (a provider outage
+    during it is the trial's, not a failed sub-agent the agent is scored with)."""
+    raise_fatal = getattr(ctx.tool_ctx.sessions, "raise_fatal", None)
+    if raise_fatal is not None:
+        raise_fatal()
 
 
 def _between_turns(ctx: AgentContext, session: Any) -> list[str]:

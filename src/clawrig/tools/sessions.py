@@ -20,7 +20,11 @@ Runner contract:
   and the runner's final answer itself;
 - ``session.model`` / ``session.thinking`` are the requested model override and thinking level
   (None: the trial's). Cancellation (``subagents kill``, ``runTimeoutSeconds``) arrives as
-  ``asyncio.CancelledError``.
+  ``asyncio.CancelledError``;
+- a runner's exception makes the session ``failed`` (its parent reads why), except that an
+  :class:`clawrig.errors.InfrastructureError` (a provider outage) is also kept as the
+  manager's ``fatal``: the agent loop re-raises it (:meth:`SessionManager.raise_fatal`), so it
+  ends the trial as an infrastructure error rather than counting against the agent.
 
 Session keys: the main agent is ``main`` (``ToolContext.session_key``'s default); the n-th
 sub-agent of a trial is ``agent:<agentId>:subagent:<n>`` (agentId defaults to ``main``), as
@@ -47,6 +51,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from clawrig.errors import InfrastructureError
 from clawrig.tools._common import WORKSPACE, error, json_result, resolve_path
 from clawrig.tools.base import ToolContext, ToolResult
 
@@ -171,7 +176,9 @@ class SessionManager:
 
     ``runner``: starts sub-agents (None: sessions_spawn is an error result). ``max_depth``:
     how deep sub-agents may nest (1 = only the main agent spawns). ``max_children``: running
-    sub-agents per parent at once.
+    sub-agents per parent at once. ``fatal``: the first
+    :class:`clawrig.errors.InfrastructureError` a sub-agent's run ended on (its session is
+    ``failed`` too), re-raised by :meth:`raise_fatal`.
     """
 
     def __init__(
@@ -190,6 +197,7 @@ class SessionManager:
         self._count = 0
         self._event = asyncio.Event()
         self._closed = False
+        self.fatal: InfrastructureError | None = None
         main = Session(key=main_key, kind="main", depth=0, _manager=self)
         self.sessions[main_key] = main
 
@@ -316,6 +324,9 @@ class SessionManager:
             s.status, s.error = "killed", "killed"
         except Exception as exc:  # the sub-agent failed; the parent reads why
             s.status, s.error = "failed", f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, InfrastructureError) and self.fatal is None:
+                # the harness's or the provider's failure, not the sub-agent's: the trial's
+                self.fatal = exc
         else:
             s.status, s.result = "done", answer
             last = s.messages[-1] if s.messages else {}
@@ -385,6 +396,14 @@ class SessionManager:
                 if c.cleanup == "delete":
                     del self.sessions[c.key]
         return out
+
+    def raise_fatal(self) -> None:
+        """Raise the first :class:`clawrig.errors.InfrastructureError` a sub-agent's run
+        ended on (a :class:`~clawrig.errors.ProviderError`: the provider failed during it),
+        so the trial ends as that error instead of the agent being scored with a sub-agent
+        it never got; nothing when there is none. Agent loops call it between turns."""
+        if self.fatal is not None:
+            raise self.fatal
 
     async def close(self) -> None:
         """Cancel every running sub-agent (end of the trial). Idempotent."""
