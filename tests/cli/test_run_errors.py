@@ -160,3 +160,38 @@ def test_malformed_env_file_is_one_line_naming_file_and_line(tmp_path):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.splitlines() == [f"clawrig: error: --env-file: {env}:2: not KEY=VALUE"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["run", "--task", "/nonexist"], "--task: no such file: /nonexist"),
+        (
+            ["run", "DEMO", "--agent", "oracle", "--judge", "nope"],
+            "--judge: model name 'nope' has no provider: write provider/model, e.g. "
+            "openrouter/nope or custom/nope",
+        ),
+        (
+            ["run", "DEMO", "-m", "nosuchprovider/x"],
+            "--model: unknown provider 'nosuchprovider' in model name 'nosuchprovider/x': ",
+        ),
+        (
+            ["run", "DEMO", "--agent", "oracle", "--env", "nosuch"],
+            "--env: environment nosuch: not a shipped name (base, wildclaw, dataclaw) nor a "
+            "YAML file",
+        ),
+        (
+            ["run", "DEMO", "--agent", "oracle", "--env", "/nonexist.yaml"],
+            "--env: /nonexist.yaml: no such file (an environment spec YAML file)",
+        ),
+        (["env", "build", "/nonexist.yaml"], "/nonexist.yaml: no such file"),
+    ],
+)
+def test_messages_start_with_the_flag_at_fault(args, line, tmp_path):
+    args = [str(REPO / "suites/demo") if a == "DEMO" else a for a in args]
+    out = ["-o", str(tmp_path / "out")] if args[0] == "run" else []
+    r = run(*args, *out, cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    (only,) = r.stderr.splitlines()
+    assert only.startswith(f"clawrig: error: {line}"), only
+    assert not (tmp_path / "out").exists()

@@ -309,6 +309,8 @@ def register(app: typer.Typer) -> None:
         """Run a suite: every task (x runs) in its own sandbox, graded, with a summary."""
         from clawrig.spec.job import JobConfig, TrialConfig
 
+        if task is not None and not task.exists():
+            raise UserError(f"--task: no such file: {task}")
         source = task or path
         if source is None:
             raise UserError("PATH: give a suite path or --task FILE")

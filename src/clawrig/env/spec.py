@@ -114,6 +114,8 @@ def load_env_spec(ref: str | Path) -> EnvSpec:
     else:
         source = Path(ref)
         if not source.is_file():
+            if source.suffix in (".yaml", ".yml") or len(source.parts) > 1:  # meant as a file
+                raise UserError(f"{ref}: no such file (an environment spec YAML file)")
             raise UserError(
                 f"environment {ref}: not a shipped name ({', '.join(SHIPPED)}) nor a YAML file"
             )

@@ -162,7 +162,10 @@ def resolve_environment(
             note=f"environment {name} is not built (clawrig env build {name}): tasks run on "
             "the host's read-only system"
         )
-    spec = load_env_spec(environment)
+    try:
+        spec = load_env_spec(environment)
+    except UserError as exc:
+        raise UserError(f"--env: {exc}") from None
     if not build:
         tag, built = image_name(spec), rootfs_path(spec)
         if sandbox == "docker":

@@ -196,9 +196,10 @@ class Job:
 
         try:
             return get_model(name, settings, role=role)  # type: ignore[arg-type]
-        except UserError:
+        except UserError as exc:
             if replay is None or not name:
-                raise
+                flag = "--judge" if role == "judge" else "--model"
+                raise UserError(f"{flag}: {exc}") from None
             from clawrig.llm.gateway import replay_model
 
             return replay_model(name)
