@@ -219,8 +219,8 @@ def no_end_state(folder: Path, trial: TrialResult) -> str | None:
 
 
 NOTHING_CHANGED = "end state: 0 file(s) created or changed"
-"""agent.log's line (:meth:`clawrig.runner.trial.Trial.stop_agent`) when the agent created or
-changed no file: older trial folders have no ``end_state/`` then."""
+"""The line of the trial's log (``TrialPaths.agent_log``; :meth:`Trial.stop_agent`) when the
+agent created or changed no file: older trial folders have no ``end_state/`` then."""
 
 
 async def regrade_trial(
