@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 
 def test_list_dataclawbench_lists_57_tasks(run_cli, dataclaw_real):
@@ -146,3 +147,26 @@ def test_build_dataclaw_command(run_cli, tmp_path, dataclaw_real):
     proc = run_cli("tasks", "build-dataclaw", "--root", tmp_path / "empty")
     assert proc.returncode == 2
     assert "qa_raw" in proc.stderr
+
+
+def test_a_sample_without_its_workspace_folder_is_listed_empty_and_warned(run_cli, tmp_path):
+    # the workspace folder is optional (fourfolder-spec.md): the sample starts empty, so
+    # list says "empty" (was "yes") and validate warns (was silent) naming the folder
+    demo = Path(__file__).resolve().parents[2] / "suites" / "demo"
+    root = tmp_path / "demo"
+    shutil.copytree(demo, root)
+    shutil.rmtree(root / "workspaces" / "000006")
+    proc = run_cli("tasks", "list", root, "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["id"]: r for r in json.loads(proc.stdout)}
+    assert rows["000006"]["workspace"] == "empty" and rows["000005"]["workspace"] == "yes"
+    table = run_cli("tasks", "list", root).stdout
+    (line,) = [ln for ln in table.splitlines() if "000006" in ln]
+    assert "empty" in line and "yes" not in line
+    proc = run_cli("tasks", "validate", root)
+    assert proc.returncode == 0, proc.stderr
+    warned = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("warning:")]
+    assert warned == [
+        f"warning: {root / 'workspaces' / '000006'}: workspaces: no folder: sample 000006 "
+        "starts from an empty workspace (its evaluator scores 0 if it expects files there)"
+    ]

@@ -76,6 +76,18 @@ def workspace_present(task: Task) -> bool:
     return task.workspace.is_present
 
 
+def workspace_state(task: Task) -> str:
+    """``no``: workspace data the task names is not here; ``empty``: the task names none (a
+    four-folder sample without ``workspaces/NNNNNN``: it starts from an empty workspace);
+    ``yes``: its initial files are here."""
+    ws = task.workspace
+    if ws.missing:
+        return "no"
+    if ws.exec_dir is None and not ws.files and not ws.inline_files:
+        return "empty"
+    return "yes"
+
+
 def task_row(task: Task) -> dict[str, Any]:
     """The summary of one task as ``list --json`` prints it."""
     return {
@@ -87,6 +99,7 @@ def task_row(task: Task) -> dict[str, Any]:
         "timeout_seconds": task.timeout_seconds,
         "grader": task.grader.kind.value,
         "workspace_present": workspace_present(task),
+        "workspace": workspace_state(task),
         "format": str(task.format),
         "source": str(task.source),
     }
@@ -145,7 +158,7 @@ def list_tasks(
         for col in ("id", "category", "level", "lang", "timeout", "grader", "workspace"):
             table.add_column(col, no_wrap=col == "id")
         for task in suite.tasks:
-            present = workspace_present(task)
+            state = workspace_state(task)
             table.add_row(
                 Text(task.id),
                 Text(task.category),
@@ -153,7 +166,7 @@ def list_tasks(
                 Text(task.language or "-"),
                 _timeout(task.timeout_seconds),
                 task.grader.kind.value,
-                Text("yes", style="green") if present else Text("no", style="yellow"),
+                Text(state, style="green" if state == "yes" else "yellow"),
             )
         stdout_console().print(table)
     _summarise(suite)

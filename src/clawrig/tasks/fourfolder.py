@@ -539,6 +539,13 @@ def read_fourfolder_sample(
         workspace.exec_dir = ws_dir
     elif not (root / "workspaces").is_dir():
         workspace.missing.append(ws_dir)
+    else:  # optional (fourfolder-spec.md), but a grader that expects files there scores 0
+        issues.warning(
+            ws_dir,
+            "workspaces",
+            f"no folder: sample {sample_id} starts from an empty workspace (its evaluator "
+            "scores 0 if it expects files there)",
+        )
     metadata: dict[str, Any] = {
         "sample_id": sample_id,
         "files": {f: str(p) for f, p in paths.items()},
