@@ -26,6 +26,7 @@ from clawrig.llm.client import (
     provider_stop,
 )
 from clawrig.llm.gateway import Gateway
+from clawrig.llm.gateway.server import MAX_REQUEST_BYTES
 from clawrig.llm.pricing import Prices
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.runner.batch import run_job
@@ -162,7 +163,7 @@ async def test_a_request_body_of_any_size_from_a_sandbox_is_cut_at_the_cap(
 ):
     # a task whose skill scripts use the model (## Env OPENAI_API_KEY): its programs reach
     # the gateway with the trial's token. One streams 100 MiB of body: the gateway read it
-    # all into the harness's memory (any size: the job OOM-killed); now a 413 at 64 MiB.
+    # all into the harness's memory (any size: the job OOM-killed); now a 413 at MAX_REQUEST_BYTES.
     tasks_dir = write_bench(tmp_path / "bench", 1)
     md = next(tasks_dir.rglob("*.md"))
     md.write_text(md.read_text() + "\n## Env\n\n```\nOPENAI_API_KEY\n```\n")
@@ -188,7 +189,8 @@ async def test_a_request_body_of_any_size_from_a_sandbox_is_cut_at_the_cap(
         await run_job(job, load_tasks(tasks_dir), services)
     got = job_results(tmp_path / "out")
     [output] = tool_outputs(Path(got["t1"]["folder"]))
-    assert "request body is over 64 MiB" in output, output
+    assert MAX_REQUEST_BYTES == 32 * 2**20  # since 2d07fe1 (64 MiB before)
+    assert "request body is over 32 MiB" in output, output
     assert got["t1"]["error"] is None
 
 
