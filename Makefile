@@ -52,7 +52,7 @@ harbor:
 	-@scripts/install-harbor.sh || echo "Harbor not installed: the Harbor run test will be skipped"
 
 test: setup docker mmdebstrap openclaw trainers chromium harbor
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=30 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
