@@ -50,7 +50,9 @@ async def test_curl_and_python_inside_reach_the_gateway(scripted_server, make_ga
     assert r.exit_code == 0, r.stderr
     tool = json.loads(r.stdout)["choices"][0]["message"]["tool_calls"][0]
     assert (tool["id"], tool["function"]["name"]) == ("c1", "exec")
-    stream = json.dumps({"model": "x", "stream": True, "messages": []})
+    stream = json.dumps(
+        {"model": "x", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    )
     r = await sb.exec(
         f"curl -sS -N -H 'Authorization: Bearer {lease.token}' -d {shlex.quote(stream)}"
         f" {fwd.base_url}/chat/completions"

@@ -91,7 +91,9 @@ async def test_stream_passes_through_and_hides_usage_unless_asked(scripted_serve
     url = f"{gw.host_url}/v1/chat/completions"
     async with httpx.AsyncClient() as client:
         plain = await client.post(
-            url, headers=auth, json={"model": "m", "stream": True, "messages": []}
+            url,
+            headers=auth,
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
         )
         asked = await client.post(
             url,
@@ -100,7 +102,7 @@ async def test_stream_passes_through_and_hides_usage_unless_asked(scripted_serve
                 "model": "m",
                 "stream": True,
                 "stream_options": {"include_usage": True},
-                "messages": [],
+                "messages": [{"role": "user", "content": "hi"}],
             },
         )
     assert plain.headers["content-type"].startswith("text/event-stream")
@@ -119,7 +121,7 @@ async def test_unknown_and_closed_tokens_are_refused(scripted_server, make_gatew
     srv = scripted_server(["x"])
     gw = make_gateway()
     lease = gw.open_trial(upstream(srv), trial_id="t")
-    body = {"model": "m", "messages": []}
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     async with httpx.AsyncClient() as client:
         bad = await client.post(
             f"{gw.host_url}/v1/chat/completions", json=body, headers={"Authorization": "Bearer no"}
@@ -442,7 +444,11 @@ async def test_a_request_whose_client_went_away_still_counts_once_settled(
     url = f"{lease.host_base_url}/chat/completions"
     async with httpx.AsyncClient() as client:
         with pytest.raises(httpx.ReadTimeout):  # the client gives up (dies) mid-request
-            await client.post(url, json={"model": "m", "messages": []}, timeout=0.3)
+            await client.post(
+                url,
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                timeout=0.3,
+            )
     assert lease.in_flight == 1 and lease.requests == 1
     assert lease.usage.cost_usd == 0  # not answered yet: what close_trial alone would report
     gw.close_trial(lease)

@@ -215,7 +215,7 @@ async def test_the_grader_sees_a_placeholder_never_the_real_key(
         r = await client.post(
             f"{gw.host_url}/v1/chat/completions",
             headers={"Authorization": f"Bearer {token}"},
-            json={"model": "m", "messages": []},
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
         )
     assert r.status_code == 401
 

@@ -20,6 +20,13 @@ from clawrig.testing.scripted_server import (
     usage,
 )
 
+USER = [{"role": "user", "content": "hi"}]
+
+
+def chat(**fields: object) -> dict:
+    """A well-formed chat request body (model "m", one user message) plus ``fields``."""
+    return {"model": "m", "messages": USER, **fields}
+
 
 def sse_events(text: str) -> list[dict | str]:
     events: list[dict | str] = []
@@ -87,7 +94,7 @@ def test_streaming_shape_with_usage(scripted_server):
     )
     req = {
         "model": "m",
-        "messages": [],
+        "messages": USER,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -116,7 +123,7 @@ def test_streaming_shape_with_usage(scripted_server):
 
 def test_streaming_without_usage_option(scripted_server):
     srv = scripted_server([reply("x")])
-    resp = httpx.post(f"{srv.base_url}/chat/completions", json={"stream": True, "messages": []})
+    resp = httpx.post(f"{srv.base_url}/chat/completions", json=chat(stream=True))
     events = sse_events(resp.text)
     assert all("usage" not in e for e in events[:-1])
     assert events[-2]["choices"][0]["finish_reason"] == "stop"
@@ -125,26 +132,26 @@ def test_streaming_without_usage_option(scripted_server):
 def test_error_replies(scripted_server):
     srv = scripted_server([error(429, "slow down", retry_after=2), error(500)])
     url = f"{srv.base_url}/chat/completions"
-    first = httpx.post(url, json={"n": 1})
+    first = httpx.post(url, json=chat(n=1))
     assert first.status_code == 429
     assert first.headers["retry-after"] == "2"
     assert first.json()["error"]["message"] == "slow down"
-    second = httpx.post(url, json={"n": 2})
+    second = httpx.post(url, json=chat(n=2))
     assert second.status_code == 500
     assert "retry-after" not in second.headers
-    third = httpx.post(url, json={"n": 3})
+    third = httpx.post(url, json=chat(n=3))
     assert third.status_code == 500
     assert third.json()["error"]["message"] == (
         "ScriptedServer: script exhausted: request #3 came after all 2 scripted replies were used"
     )
-    assert srv.requests == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert [r["n"] for r in srv.requests] == [1, 2, 3]
 
 
 def test_dropped_connection(scripted_server):
     srv = scripted_server([drop(), "after"])
     with pytest.raises(httpx.RemoteProtocolError):
-        httpx.post(f"{srv.base_url}/chat/completions", json={})
-    body = httpx.post(f"{srv.base_url}/chat/completions", json={}).json()
+        httpx.post(f"{srv.base_url}/chat/completions", json=chat())
+    body = httpx.post(f"{srv.base_url}/chat/completions", json=chat()).json()
     assert body["choices"][0]["message"]["content"] == "after"
 
 
@@ -159,7 +166,7 @@ def test_add_and_responder(scripted_server):
     srv.add(reply("added"))
     url = f"{srv.base_url}/chat/completions"
     texts = [
-        httpx.post(url, json={"k": k}).json()["choices"][0]["message"]["content"] for k in range(3)
+        httpx.post(url, json=chat(k=k)).json()["choices"][0]["message"]["content"] for k in range(3)
     ]
     assert texts == ["scripted", "added", "responder 2"]
     assert seen == [2]
@@ -168,9 +175,94 @@ def test_add_and_responder(scripted_server):
 
 def test_responder_failure_is_a_500(scripted_server):
     srv = scripted_server(responder=lambda body: 1 / 0)
-    resp = httpx.post(f"{srv.base_url}/chat/completions", json={})
+    resp = httpx.post(f"{srv.base_url}/chat/completions", json=chat())
     assert resp.status_code == 500
     assert "ZeroDivisionError" in resp.json()["error"]["message"]
+
+
+MALFORMED = [
+    # (body, status, param, code, message): what api.openai.com answers each
+    ([USER], 400, None, None, "Invalid type for request body: expected an object, but got an "
+     "array instead."),
+    ({"messages": USER}, 400, None, None, "you must provide a model parameter"),
+    ({"model": 7, "messages": USER}, 400, "model", "invalid_type",
+     "Invalid type for 'model': expected a string, but got a number instead."),
+    ({"model": "m"}, 400, "messages", "missing_required_parameter",
+     "Missing required parameter: 'messages'."),
+    ({"model": "m", "messages": "hi"}, 400, "messages", "invalid_type",
+     "Invalid type for 'messages': expected an array of objects, but got a string instead."),
+    ({"model": "m", "messages": []}, 400, "messages", "empty_array",
+     "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an "
+     "empty array instead."),
+    ({"model": "m", "messages": ["hi"]}, 400, "messages[0]", "invalid_type",
+     "Invalid type for 'messages[0]': expected an object, but got a string instead."),
+    ({"model": "m", "messages": USER + [{"content": "x"}]}, 400, "messages[1].role",
+     "missing_required_parameter", "Missing required parameter: 'messages[1].role'."),
+    ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, 400, "messages[0].role",
+     "invalid_value", "Invalid value: \"robot\". Supported values are: 'system', 'assistant', "
+     "'user', 'function', 'tool', and 'developer'."),
+    ({"model": "gpt-9", "messages": USER}, 404, None, "model_not_found",
+     "The model `gpt-9` does not exist or you do not have access to it."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "status", "param", "code", "message"), MALFORMED)
+def test_malformed_request_gets_the_apis_4xx(scripted_server, body, status, param, code, message):
+    srv = scripted_server(["kept for the next good request"], models=["m", "m2"])
+    url = f"{srv.base_url}/chat/completions"
+    resp = httpx.post(url, json=body)
+    assert resp.status_code == status
+    assert resp.json() == {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }
+    }
+    assert srv.requests == [body]  # recorded, and no scripted reply was used
+    assert srv.remaining == 1
+    good = httpx.post(url, json=chat(model="m2")).json()
+    assert good["choices"][0]["message"]["content"] == "kept for the next good request"
+
+
+def test_body_that_is_not_json_is_a_400(scripted_server):
+    srv = scripted_server(["unused"])
+    resp = httpx.post(f"{srv.base_url}/chat/completions", content=b"{not json")
+    assert resp.status_code == 400
+    err = resp.json()["error"]
+    assert err["type"] == "invalid_request_error"
+    assert err["message"].startswith("We could not parse the JSON body of your request.")
+    assert srv.remaining == 1
+
+
+def test_without_models_any_model_is_served(scripted_server):
+    srv = scripted_server(["a", "b"])
+    url = f"{srv.base_url}/chat/completions"
+    for name in ("gpt-9", "scripted"):
+        assert httpx.post(url, json=chat(model=name)).json()["model"] == name
+    assert [m["id"] for m in httpx.get(f"{srv.base_url}/models").json()["data"]] == ["scripted"]
+
+
+def test_cli_script_models_refuse_other_models(tmp_path):
+    script = tmp_path / "demo.json"
+    script.write_text(json.dumps({"models": ["demo"], "replies": [{"content": "ok"}]}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clawrig.testing.scripted_server", "--script", str(script)]
+        + ["--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        base_url = proc.stdout.readline().split(": ", 1)[1].split()[0]
+        refused = httpx.post(f"{base_url}/chat/completions", json=chat(model="other"))
+        assert (refused.status_code, refused.json()["error"]["code"]) == (404, "model_not_found")
+        body = httpx.post(f"{base_url}/chat/completions", json=chat(model="demo")).json()
+        assert body["choices"][0]["message"]["content"] == "ok"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_load_script_forms_and_errors(tmp_path):
@@ -183,7 +275,7 @@ def test_load_script_forms_and_errors(tmp_path):
     replies, models = load_script(plain)
     assert [r.content for r in replies] == ["hi", None]
     assert replies[1].tool_calls[0].arguments_text() == '{"command": "ls"}'
-    assert models == ["scripted"]
+    assert models is None  # no "models": any model name is served
     wrapped = tmp_path / "wrapped.json"
     wrapped.write_text(json.dumps({"replies": [{"error": 429, "retry_after": 0}], "models": ["x"]}))
     replies, models = load_script(wrapped)
@@ -214,7 +306,7 @@ def test_cli_serves_a_script(tmp_path):
         line = proc.stdout.readline()
         assert line.startswith("scripted OpenAI-compatible server: http://127.0.0.1:"), line
         base_url = line.split(": ", 1)[1].split()[0]
-        body = httpx.post(f"{base_url}/chat/completions", json={"messages": []}).json()
+        body = httpx.post(f"{base_url}/chat/completions", json=chat()).json()
         assert body["choices"][0]["message"]["content"] == "from the CLI"
     finally:
         proc.terminate()

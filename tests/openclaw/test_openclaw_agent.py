@@ -286,7 +286,10 @@ async def test_an_upstream_failure_ends_as_an_infrastructure_error(scripted_serv
     gw = make_gateway()
     lease = gw.open_trial(upstream(srv), trial_id="t")
     async with httpx.AsyncClient() as client:
-        r = await client.post(f"{lease.host_base_url}/chat/completions", json={"messages": []})
+        r = await client.post(
+            f"{lease.host_base_url}/chat/completions",
+            json={"messages": [{"role": "user", "content": "hi"}]},
+        )
     assert r.status_code == 500
     # OpenClaw then records its failed turn like this
     failed = TranscriptMessage(role="assistant", stop_reason="error", error_message="500 down")

@@ -10,6 +10,15 @@ over HTTP with the real ``openai`` SDK. It serves
   per call: ``index``, ``id``, ``type``, ``function.name``; then ``function.arguments`` pieces).
 - ``GET /v1/models``: the configured model ids.
 
+A malformed chat request is answered as the OpenAI API answers it, before any scripted reply is
+used (it is still recorded in ``.requests``): HTTP 400 with ``{"error": {"message", "type":
+"invalid_request_error", "param", "code"}}`` for a body that is not a JSON object, a missing or
+non-string ``model``, a missing, non-list or empty ``messages`` or a message that is not an
+object with a known ``role`` (``system``, ``developer``, ``user``, ``assistant``, ``tool``,
+``function``). When the server is given the model ids it serves (``models=[...]``, or
+``"models"`` in a script file), a request for any other model gets HTTP 404 with ``code:
+"model_not_found"``; without them (the default) any model name is served.
+
 Each request consumes the next scripted :class:`Reply`; when the script is empty the optional
 ``responder(request_json) -> Reply | str`` is asked; with neither, the server answers HTTP 500
 ``ScriptedServer: script exhausted ...`` with ``x-should-retry: false`` (no retry can help).
@@ -301,7 +310,9 @@ class ScriptedServer:
     """An OpenAI-compatible server on 127.0.0.1 answering from a script (see module docs).
 
     ``script``: replies consumed in order; ``responder``: asked when the script is empty;
-    ``models``: ids listed by ``GET /v1/models``; ``port``: 0 picks a free port.
+    ``models``: the model ids served (listed by ``GET /v1/models``; a chat request for another
+    model gets the API's 404 ``model_not_found``); None (default) serves any model name and
+    lists ``scripted``; ``port``: 0 picks a free port.
     """
 
     def __init__(
@@ -309,13 +320,14 @@ class ScriptedServer:
         script: Iterable[Reply | str] = (),
         *,
         responder: Responder | None = None,
-        models: Iterable[str] = ("scripted",),
+        models: Iterable[str] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self._script: list[Reply] = [_as_reply(r) for r in script]
         self._responder = responder
-        self.models = list(models)
+        self.models = list(models) if models is not None else ["scripted"]
+        self._serves_any_model = models is None
         self.host = host
         self._port = port
         self._lock = threading.Lock()
@@ -483,11 +495,7 @@ class ScriptedServer:
         self, body: dict[str, Any], headers: dict[str, str], peer: int | None = None
     ) -> tuple[Reply | None, int]:
         with self._lock:
-            self._requests.append(body)
-            self._headers.append(headers)
-            self._peers.append(peer)
-            self._received += 1
-            n = self._received
+            n = self._record_locked(body, headers, peer)
             if self._script:
                 self._used += 1
                 return self._script.pop(0), n
@@ -497,6 +505,14 @@ class ScriptedServer:
                 self._used += 1
             return rep, n
         return None, n
+
+    def _record_locked(self, body: Any, headers: dict[str, str], peer: int | None) -> int:
+        """Record one chat request (caller holds the lock); returns its number (from 1)."""
+        self._requests.append(body)
+        self._headers.append(headers)
+        self._peers.append(peer)
+        self._received += 1
+        return self._received
 
     def _next_call_id(self) -> str:
         with self._lock:
@@ -519,9 +535,18 @@ class ScriptedServer:
             try:
                 body = await request.json()
             except ValueError:
-                return _error_response(400, "request body is not JSON", None)
-            if not isinstance(body, dict):
-                return _error_response(400, "request body must be a JSON object", None)
+                return _api_error(
+                    400,
+                    "We could not parse the JSON body of your request. (HINT: This likely "
+                    "means you aren't using your HTTP library correctly. The OpenAI API expects "
+                    "a JSON payload, but what was sent was not valid JSON.)",
+                )
+            refusal = self._refusal(body)
+            if refusal is not None:
+                peer = request.client.port if request.client is not None else None
+                with self._lock:
+                    self._record_locked(body, dict(request.headers), peer)
+                return refusal
             with self._lock:
                 self._in_flight += 1
                 self._max_in_flight = max(self._max_in_flight, self._in_flight)
@@ -533,6 +558,81 @@ class ScriptedServer:
                     self._in_flight -= 1
 
         return app
+
+    def _refusal(self, body: Any) -> JSONResponse | None:
+        """The OpenAI API's 4xx answer to a malformed chat request or an unserved model, or
+        None when the request is well formed (see the module docs for what is checked)."""
+        if not isinstance(body, dict):
+            kind = _json_kind(body)
+            return _api_error(
+                400, f"Invalid type for request body: expected an object, but got {kind} instead."
+            )
+        if "model" not in body:
+            return _api_error(400, "you must provide a model parameter")
+        model = body["model"]
+        if not isinstance(model, str):
+            return _api_error(
+                400,
+                f"Invalid type for 'model': expected a string, but got {_json_kind(model)} "
+                "instead.",
+                param="model",
+                code="invalid_type",
+            )
+        if "messages" not in body:
+            return _api_error(
+                400,
+                "Missing required parameter: 'messages'.",
+                param="messages",
+                code="missing_required_parameter",
+            )
+        messages = body["messages"]
+        if not isinstance(messages, list):
+            return _api_error(
+                400,
+                f"Invalid type for 'messages': expected an array of objects, but got "
+                f"{_json_kind(messages)} instead.",
+                param="messages",
+                code="invalid_type",
+            )
+        if not messages:
+            return _api_error(
+                400,
+                "Invalid 'messages': empty array. Expected an array with minimum length 1, but "
+                "got an empty array instead.",
+                param="messages",
+                code="empty_array",
+            )
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                return _api_error(
+                    400,
+                    f"Invalid type for 'messages[{i}]': expected an object, but got "
+                    f"{_json_kind(m)} instead.",
+                    param=f"messages[{i}]",
+                    code="invalid_type",
+                )
+            if "role" not in m:
+                return _api_error(
+                    400,
+                    f"Missing required parameter: 'messages[{i}].role'.",
+                    param=f"messages[{i}].role",
+                    code="missing_required_parameter",
+                )
+            if m["role"] not in _ROLES:
+                return _api_error(
+                    400,
+                    f"Invalid value: {json.dumps(m['role'])}. Supported values are: "
+                    "'system', 'assistant', 'user', 'function', 'tool', and 'developer'.",
+                    param=f"messages[{i}].role",
+                    code="invalid_value",
+                )
+        if not self._serves_any_model and model not in self.models:
+            return _api_error(
+                404,
+                f"The model `{model}` does not exist or you do not have access to it.",
+                code="model_not_found",
+            )
+        return None
 
     async def _answer(
         self, body: dict[str, Any], headers: dict[str, str], peer: int | None = None
@@ -733,6 +833,34 @@ def _error_response(
     return JSONResponse({"error": err}, status_code=status, headers=headers)
 
 
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+"""The message roles the OpenAI chat-completions API accepts."""
+
+
+def _json_kind(value: Any) -> str:
+    """How the OpenAI API names a JSON value's type in its 'Invalid type' messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _api_error(
+    status: int, message: str, *, param: str | None = None, code: str | None = None
+) -> JSONResponse:
+    """The OpenAI API's answer to a request it refuses: ``{"error": {"message", "type":
+    "invalid_request_error", "param", "code"}}`` with HTTP ``status`` (400, 404)."""
+    err = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+    return JSONResponse({"error": err}, status_code=status)
+
+
 def _pieces(text: str, size: int = 8) -> list[str]:
     """Split ``text`` into chunks of ``size`` characters (at least one piece)."""
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
@@ -806,13 +934,14 @@ async def _stream(
 
 class _ScriptFile(BaseModel):
     replies: list[Reply]
-    models: list[str] = Field(default_factory=lambda: ["scripted"])
+    models: list[str] | None = None
 
 
-def load_script(path: Path | str) -> tuple[list[Reply], list[str]]:
+def load_script(path: Path | str) -> tuple[list[Reply], list[str] | None]:
     """Read a script file: a JSON list of replies or ``{"replies": [...], "models": [...]}``.
 
-    Returns ``(replies, models)``. Raises :class:`clawrig.errors.UserError` with one line naming
+    Returns ``(replies, models)``; ``models`` is None when the file names none (the server then
+    serves any model name). Raises :class:`clawrig.errors.UserError` with one line naming
     the file and the field on unreadable or invalid input.
     """
     p = Path(path)
@@ -861,7 +990,7 @@ def _cli(
     try:
         if script is None and responder is None:
             raise UserError("give --script FILE and/or --responder module:function")
-        replies, models = load_script(script) if script is not None else ([], ["scripted"])
+        replies, models = load_script(script) if script is not None else ([], None)
         fn = _load_responder(responder) if responder else None
     except UserError as exc:
         typer.echo(f"error: {exc}", err=True)
