@@ -45,6 +45,10 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
             "--suite: no task with id 999999",
         ),
         (["run", str(REPO / "suites/demo"), "--grader", "vibes"], "--grader"),
+        (
+            ["run", str(REPO / "suites/demo"), "--agent", "oracle", "--root", str(REPO)],
+            f"--root: {REPO / 'suites/demo'} is a four-folder set",
+        ),
     ],
 )
 def test_bad_flags_give_one_line(args, needle, tmp_path):

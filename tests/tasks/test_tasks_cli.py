@@ -88,6 +88,30 @@ def test_validate_clean_suite_exits_0(run_cli, fourfolder_real, dataclaw_real):
     }
 
 
+def test_root_is_refused_where_it_would_be_ignored(
+    run_cli, fourfolder_real, dataclaw_real, wildclaw_task, bench_root, tmp_path
+):
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    for suite, what in (
+        (fourfolder_real, "four-folder set"),
+        (dataclaw_real, "DataClawBench root"),
+    ):
+        for command in ("validate", "list"):
+            proc = run_cli("tasks", command, suite, "--root", other)
+            assert proc.returncode == 2, proc.stdout + proc.stderr
+            assert proc.stderr.strip().splitlines() == [
+                f"clawrig: error: --root: {suite} is a {what}, which reads its files from its own "
+                "folders; --root (the benchmark root of WildClawBench or DataClawBench task "
+                "files) does not apply to it: drop --root"
+            ]
+        # the suite's own folder as --root is what it reads anyway: accepted
+        assert run_cli("tasks", "validate", suite, "--root", suite).returncode == 0
+    # WildClawBench task files still read it
+    wildclaw_task("a.md", id="a")
+    assert run_cli("tasks", "validate", bench_root, "--root", bench_root).returncode == 0
+
+
 def test_validate_reports_every_error_and_exits_1(run_cli, wildclaw_task, bench_root):
     wildclaw_task("empty.md", raw=b"")
     wildclaw_task("a.md", id="dup")

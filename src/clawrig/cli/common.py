@@ -20,6 +20,13 @@ if TYPE_CHECKING:
 DEFAULT_PARALLEL = 1
 """``--parallel``'s default in every command (trials or sandboxes at once)."""
 
+ROOT_HELP = (
+    "Benchmark root that WildClawBench Workspace Paths and DataClawBench task files are "
+    "resolved against (default: the folder that holds tasks/). Refused for a four-folder set "
+    "or a DataClawBench root: they read their own folders."
+)
+"""``--root``'s help in every command that reads a suite."""
+
 FLAG = ""
 """metavar for on/off flags: they take no value, so --help shows none (not ``<bool>``)."""
 

@@ -71,9 +71,10 @@ def register(app: typer.Typer) -> None:
             return
         suite = dest / manifest.suite if manifest.suite else dest
         from clawrig.spec.task import TaskFormat
-        from clawrig.tasks.registry import load_suite
+        from clawrig.tasks.registry import load_suite, root_applies
 
-        loaded = load_suite(suite, root=dest)
+        root = dest if root_applies(suite) else None  # a four-folder set reads no root
+        loaded = load_suite(suite, root=root)
         for issue in loaded.issues[:20]:
             (err_console if issue.severity == "error" else console).print(
                 f"{issue.severity}: {issue}", highlight=False, soft_wrap=True
@@ -90,7 +91,7 @@ def register(app: typer.Typer) -> None:
 
             from clawrig.verify import verify_path
 
-            report = asyncio.run(verify_path(suite, sandbox=sandbox, parallel=parallel, root=dest))
+            report = asyncio.run(verify_path(suite, sandbox=sandbox, parallel=parallel, root=root))
             counts = report.counts
             console.print(
                 f"verify: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail",

@@ -15,6 +15,7 @@ import typer
 from clawrig.choices import Executor, GraderMode, WebFlag, WebMiss, WebProvider
 from clawrig.cli.common import (
     DEFAULT_PARALLEL,
+    ROOT_HELP,
     err_console,
     stdout_console,
     terminate_like_ctrl_c,
@@ -226,7 +227,7 @@ def register(app: typer.Typer) -> None:
         grader: Annotated[GraderMode, typer.Option("--grader", help=GRADER_HELP)] = "auto",
         root: Annotated[
             Path | None,
-            typer.Option("--root", help="Benchmark root for WildClawBench workspace paths."),
+            typer.Option("--root", help=ROOT_HELP),
         ] = None,
         env_file: Annotated[
             Path | None,

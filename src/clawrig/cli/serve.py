@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from clawrig.choices import Executor
-from clawrig.cli.common import err_console
+from clawrig.cli.common import ROOT_HELP, err_console
 from clawrig.errors import UserError
 
 
@@ -32,9 +32,7 @@ def register(app: typer.Typer) -> None:
             Path, typer.Option("--output", "-o", help="Where trial folders go.")
         ] = Path("output/rl"),
         suite: Annotated[str, typer.Option(help="all, or comma-separated task ids.")] = "all",
-        root: Annotated[
-            Path | None, typer.Option(help="Benchmark root for WildClawBench task files.")
-        ] = None,
+        root: Annotated[Path | None, typer.Option(help=ROOT_HELP)] = None,
         sandbox: Annotated[str, typer.Option(help="bwrap | docker | local")] = "bwrap",
         max_concurrency: Annotated[int, typer.Option(min=1, help="Episodes running at once.")] = 8,
         max_queue: Annotated[

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clawrig.cli.common import console, err_console, stdout_console
+from clawrig.cli.common import ROOT_HELP, console, err_console, stdout_console
 from clawrig.errors import UserError
 
 if TYPE_CHECKING:  # the readers load on use, so `clawrig --help` starts fast
@@ -145,7 +145,7 @@ def list_tasks(
     root: Path | None = typer.Option(
         None,
         "--root",
-        help="Benchmark root for workspace paths (default: the folder that holds tasks/).",
+        help=ROOT_HELP,
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
 ) -> None:
@@ -197,7 +197,7 @@ def show_task(
     path_opt: Path | None = typer.Option(
         None, "--path", help="Suite path (instead of the PATH argument)."
     ),
-    root: Path | None = typer.Option(None, "--root", help="Benchmark root for workspace paths."),
+    root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the Task as JSON."),
 ) -> None:
     """Show one task in full."""
@@ -271,7 +271,7 @@ def show_task(
 @app.command("validate")
 def validate_suite(
     path: Path = typer.Argument(..., help="Task file or suite folder."),
-    root: Path | None = typer.Option(None, "--root", help="Benchmark root for workspace paths."),
+    root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
     as_json: bool = typer.Option(
         False, "--json", help="Print {tasks, errors, warnings, issues[]} as JSON."
     ),

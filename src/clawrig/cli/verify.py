@@ -16,7 +16,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from clawrig.cli.common import DEFAULT_PARALLEL, stdout_console
+from clawrig.cli.common import DEFAULT_PARALLEL, ROOT_HELP, stdout_console
 from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
 
@@ -108,9 +108,7 @@ def register(app: typer.Typer) -> None:
         parallel: Annotated[
             int, typer.Option("--parallel", "-p", min=1, help="Sandboxes at once.")
         ] = DEFAULT_PARALLEL,
-        root: Annotated[
-            Path | None, typer.Option("--root", help="benchmark root for WildClawBench workspaces")
-        ] = None,
+        root: Annotated[Path | None, typer.Option("--root", help=ROOT_HELP)] = None,
         verbose: Annotated[
             bool, typer.Option("--verbose", "-v", help="Also show what passed.")
         ] = False,

@@ -103,7 +103,9 @@ class FormatReader(Protocol):
     a suite of this format), ``read(path, root, issues)`` (its tasks; problems go to
     ``issues``, never raised). Third-party formats register an instance (or a class with no
     arguments) in the ``clawrig.formats`` entry-point group; they are tried before the
-    built-in ones."""
+    built-in ones. A reader may set ``reads_root = False`` (the built-in four-folder and
+    DataClawBench-root readers do): a ``root`` given for its suites is then refused
+    (:func:`root_applies`) instead of being silently ignored; without it, ``root`` is passed."""
 
     name: str
 
@@ -116,6 +118,7 @@ class FourFolderFormat:
     """EigenData-style four-folder sets (intent/, datapoints/, evaluators/, ...)."""
 
     name = TaskFormat.FOURFOLDER.value
+    reads_root = False  # workspaces come from the set's own workspaces/ folder
 
     def detect(self, path: Path) -> bool:
         return path.is_dir() and is_fourfolder_root(path)
@@ -132,6 +135,7 @@ class DataClawFormat:
     """A DataClawBench root (assets/qa_gold and/or assets/qa_raw, optional tasks/)."""
 
     name = TaskFormat.DATACLAW.value
+    reads_root = False  # the path is the root
 
     def detect(self, path: Path) -> bool:
         return path.is_dir() and is_dataclaw_root(path)
@@ -288,17 +292,39 @@ def _check_paths(tasks: list[Task], root: Path, issues: IssueCollector) -> None:
             issues.error(file, what, message)
 
 
+def root_applies(path: Path | str) -> bool:
+    """Whether a benchmark root (``--root``) means anything for the suite at ``path``: True for
+    task files and folders of them (WildClawBench Workspace Paths and DataClawBench task files
+    are resolved against it) and for third-party formats; False for a four-folder set (its
+    workspaces are its own ``workspaces/`` folder) and a DataClawBench root (it is the root)."""
+    reader = _reader_for(Path(path))
+    return reader is None or bool(getattr(reader, "reads_root", True))
+
+
 def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
     """Read every task under ``path`` and collect every problem (never stops at the first).
 
     ``root`` is the benchmark root for WildClawBench Workspace Paths and DataClawBench task
-    files (default: the folder that holds ``tasks/``). Raises UserError only when ``path``
-    does not exist.
+    files (default: the folder that holds ``tasks/``). Raises UserError when ``path`` does not
+    exist, and (one line starting ``--root:``) when ``root`` is given for a suite whose format
+    does not read one (:func:`root_applies`: a four-folder set, a DataClawBench root) and is
+    not ``path`` itself.
     """
     path = Path(path)
     root_dir = Path(root) if root is not None else None
     if not path.exists():
         raise UserError(f"{path}: path: no such file or folder")
+    if (
+        root_dir is not None
+        and not root_applies(path)
+        and os.path.realpath(root_dir) != os.path.realpath(path)
+    ):
+        what = "four-folder set" if is_fourfolder_root(path) else "DataClawBench root"
+        raise UserError(
+            f"--root: {path} is a {what}, which reads its files from its own folders; "
+            "--root (the benchmark root of WildClawBench or DataClawBench task files) does "
+            "not apply to it: drop --root"
+        )
     issues = IssueCollector(strict=False)
     fmt: TaskFormat | str | None = None
     tasks: list[Task] = []
