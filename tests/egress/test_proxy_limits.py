@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import socket
 from pathlib import Path
 
 from clawrig.egress import EgressProxy, NetworkPolicy
@@ -103,3 +105,56 @@ async def test_the_log_is_capped_in_bytes_and_long_hosts_are_a_400(tmp_path: Pat
     assert sum(len(json.dumps(r, ensure_ascii=False)) + 1 for r in logged) <= 2000
     assert lines[-1]["verdict"] == "unlogged"
     assert int(lines[-1]["reason"].split()[0]) == 41 - len(logged)
+
+
+OUTPUTS_MD = Path(__file__).resolve().parents[2] / "docs" / "outputs.md"
+
+
+async def test_the_log_writes_the_documented_fields_in_the_documented_units(
+    tmp_path: Path, monkeypatch, scripted_server
+):
+    """Every key and verdict a real proxy writes is named in docs/outputs.md's egress.jsonl
+    row, and bytes_up / bytes_down are the bytes after the request head each way."""
+    srv = scripted_server(["through the proxy"])
+    with socket.socket() as probe:  # a port nothing listens on: an allowed but failed target
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    monkeypatch.setattr(proxy_mod, "MAX_LOG_RECORDS", 4)
+    log = tmp_path / "egress.jsonl"
+    policy = NetworkPolicy.parse(f"allow:127.0.0.1:{srv.port},127.0.0.1:{closed}")
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    async with EgressProxy(log, policy, phase="agent") as proxy:
+        answer = await _ask(
+            proxy,
+            f"POST {srv.base_url}/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body,
+        )
+        assert answer.startswith(b"HTTP/1.1 200") and b"through the proxy" in answer
+        assert (await _ask(proxy, b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")).startswith(
+            b"HTTP/1.1 403"
+        )
+        failed = await _ask(proxy, f"CONNECT 127.0.0.1:{closed} HTTP/1.1\r\n\r\n".encode())
+        assert failed.startswith(b"HTTP/1.1 502")
+        assert (await _ask(proxy, b"HELLO\r\n\r\n")).startswith(b"HTTP/1.1 400")
+        await _ask(proxy, b"CONNECT past.example:443 HTTP/1.1\r\n\r\n")  # past the cap of 4
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["verdict"] for r in records] == [
+        "allowed", "refused", "failed", "bad_request", "unlogged"
+    ]  # fmt: skip
+    allowed = records[0]
+    assert (allowed["method"], allowed["host"], allowed["port"]) == ("POST", "127.0.0.1", srv.port)
+    assert allowed["bytes_up"] == len(body)  # the head is not counted
+    assert allowed["bytes_down"] == len(answer)  # all the sandbox got back
+    assert all(r["bytes_up"] == r["bytes_down"] == 0 for r in records[1:])
+    for r in records[:4]:
+        assert r["time"].endswith("+00:00") and len(r["time"].split(".")[1]) == len("123+00:00")
+        assert r["seconds"] >= 0 and round(r["seconds"], 3) == r["seconds"]
+    assert "seconds" not in records[4] and records[4]["reason"].startswith("1 more")
+    assert "reason" not in allowed and all(r["reason"] for r in records[1:])
+
+    row = next(ln for ln in OUTPUTS_MD.read_text().splitlines() if ln.startswith("| `egress"))
+    quoted = set(re.findall(r"`([^`]+)`", row))
+    written = {k for r in records for k in r} | {r["verdict"] for r in records}
+    written |= {r["phase"] for r in records} | {"setup"}
+    assert sorted(written - quoted) == []

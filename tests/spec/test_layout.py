@@ -26,6 +26,7 @@ OWNED_NAMES = [
     "judge_process_chat.jsonl",
     "end_state",
     "end_state_deleted.json",
+    "end_state_dropped.json",
     "task_output",
     ".clawrig.lock",
     "_retried",
@@ -54,6 +55,26 @@ def _spelled_in(name: str) -> set[str]:
 @pytest.mark.parametrize("name", OWNED_NAMES)
 def test_trial_and_job_file_names_are_spelled_only_in_the_layout(name):
     assert _spelled_in(name) == {"spec/layout.py"}
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "outputs.md"
+
+
+def _trial_file_names() -> list[str]:
+    """Every file and folder name :class:`TrialPaths` defines (its upper-case str constants)."""
+    return sorted(v for k, v in vars(TrialPaths).items() if k.isupper() and isinstance(v, str))
+
+
+def test_every_trial_file_is_documented_in_the_trial_folder_table():
+    text = DOCS.read_text(encoding="utf-8")
+    section = text.split("## A trial folder", 1)[1].split("\n## ", 1)[0]
+    # a name counts where it is a whole path component of a `quoted` path (subagents/<key>.jsonl)
+    documented = {
+        part for quoted in re.findall(r"`([^`]+)`", section) for part in quoted.split("/")
+    }
+    names = _trial_file_names()
+    assert "egress.jsonl" in names and "end_state_dropped.json" in names
+    assert [n for n in names if n not in documented] == []
 
 
 def test_progress_and_summary_names_are_spelled_only_in_the_layout():

@@ -1195,7 +1195,7 @@ class Trial:
         dropped = {k: v for k, v in state.dropped.items() if v != "top-level"}
         if dropped:
             self.log(f"end state: {len(dropped)} link(s) or special file(s) left out: {dropped}")
-            _write_json(self.paths.root / "end_state_dropped.json", state.dropped)
+            _write_json(self.paths.end_state_dropped, state.dropped)
         if copy_end_state:
             changed = await in_thread(
                 _copy_changed, self.workspace, self.before, state, self.paths.end_state

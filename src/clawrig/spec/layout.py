@@ -26,9 +26,17 @@ clawrig's files)::
     formatted_dialog.json       :class:`clawrig.spec.trial.DialogFile`
     end_state/                  every workspace file the agent created or changed
     end_state_deleted.json      initial workspace files that were gone after the agent
+    end_state_dropped.json      {path: kind} of links, FIFOs, sockets, devices removed from
+                                the end state (only when there were any)
     task_output/                the end state's results folder
     subagents/<key>.jsonl       transcripts of sub-agent sessions
-    egress.jsonl                what the egress proxy allowed and refused
+    egress.jsonl                the egress proxy's log, one JSON line per connection out
+                                (:mod:`clawrig.egress.proxy`): time (ISO 8601 UTC, ms),
+                                phase (setup | agent), method, host, port, verdict
+                                (allowed | refused | failed | bad_request | unlogged),
+                                bytes_up / bytes_down (bytes after the request head),
+                                seconds (accepted to closed), reason (not when allowed);
+                                at most 10,000 lines / 8 MiB, then one ``unlogged`` line
     openclaw_chat.jsonl         OpenClaw's own session file (``--agent openclaw``)
     web_calls.jsonl, web_blobs/ recorded web calls and bodies (``--web record``)
 """
@@ -109,6 +117,8 @@ class TrialPaths:
     DIALOG = "formatted_dialog.json"
     END_STATE = "end_state"
     END_STATE_DELETED = "end_state_deleted.json"
+    END_STATE_DROPPED = "end_state_dropped.json"
+    """What was removed from the end state: ``{path: kind}`` (:class:`clawrig.sandbox.endstate.EndState` ``dropped``)."""
     TASK_OUTPUT = "task_output"
     SUBAGENTS = "subagents"
     JUDGE_LOGS = (JUDGE_CHAT, JUDGE_PROCESS_CHAT)
@@ -173,6 +183,10 @@ class TrialPaths:
     @property
     def end_state_deleted(self) -> Path:
         return self.root / self.END_STATE_DELETED
+
+    @property
+    def end_state_dropped(self) -> Path:
+        return self.root / self.END_STATE_DROPPED
 
     @property
     def task_output(self) -> Path:
