@@ -118,7 +118,8 @@ class TrialPaths:
     END_STATE = "end_state"
     END_STATE_DELETED = "end_state_deleted.json"
     END_STATE_DROPPED = "end_state_dropped.json"
-    """What was removed from the end state: ``{path: kind}`` (:class:`clawrig.sandbox.endstate.EndState` ``dropped``)."""
+    """What was removed from the end state: ``{path: kind}``
+    (:class:`clawrig.sandbox.endstate.EndState` ``dropped``)."""
     TASK_OUTPUT = "task_output"
     SUBAGENTS = "subagents"
     JUDGE_LOGS = (JUDGE_CHAT, JUDGE_PROCESS_CHAT)
