@@ -104,6 +104,16 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
                 # nor another job's (the template was made with it mounted on the host)
                 assert foreign.is_mount() is (isolated == "template")
                 assert not [ln for ln in table if str(foreign) in ln]
+                if isolated == "template":  # nor the host's /sys and /dev/pts (no sandbox
+                    # sees them; bwrap parses the whole table for each bind)
+                    points = {ln.split()[4] for ln in table}
+                    host = {
+                        ln.split()[4]
+                        for ln in Path("/proc/self/mountinfo").read_text().splitlines()
+                    }
+                    assert {"/sys", "/dev/pts"} <= host and "/dev" in points
+                    assert not {p for p in points if p == "/sys" or p.startswith("/sys/")}
+                    assert "/dev/pts" not in points
             # ready_s is the trial's wait: a miss's includes the start it waited for
             assert 0 < entry.ready_s <= waited
             if not entry.hit:

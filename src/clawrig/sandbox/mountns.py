@@ -12,10 +12,11 @@ The template (:func:`template`): made once per harness process, in a thread of i
 leaves the process's namespace (``unshare(CLONE_NEWNS)``, which gives the thread its own
 ``fs_struct``), makes every mount private and detaches every clawrig-owned mount (a
 ``clawrig-<kind>-<pid>-*`` folder on its path: this job's and other jobs' pools, trial disks,
-overlays; :func:`clawrig.leftovers.owner_pid`). The harness holds it by a file descriptor of
-``/proc/thread-self/ns/mnt``, so it dies with the harness and nothing of it is left on the
-host. Mounts made on the host after it are not in it (they are not needed: a pooled sandbox
-sees its entry's folder, below, and the host's system folders).
+overlays; :func:`clawrig.leftovers.owner_pid`) and the host's mounts no sandbox sees (/sys
+and what is below it, the mounts below /dev: :data:`UNSEEN`). The harness holds it by a file
+descriptor of ``/proc/thread-self/ns/mnt``, so it dies with the harness and nothing of it is
+left on the host. Mounts made on the host after it are not in it (they are not needed: a
+pooled sandbox sees its entry's folder, below, and the host's system folders).
 
 A start (:func:`launch_argv`, :data:`_LAUNCH_PERL`): perl (Debian's perl-base) clones the
 entry's folder with every mount below it (``open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)``, in the
@@ -43,7 +44,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from clawrig.leftovers import mount_points, outermost, owner_pid
+from clawrig.leftovers import UNMOUNT_ROUNDS, mount_points, outermost, owner_pid
 from clawrig.sandbox.disk import MS_PRIVATE, MS_REC, libc, mount, umount_lazy
 
 CLONE_NEWNS = 0x20000
@@ -110,6 +111,16 @@ fallback (module docs): in a copy of the host's namespace whose mounts are slave
 the entry's mounts are bound aside at POINT, the whole pool ROOT (every other sandbox's disk
 and slots) is detached, and the entry's mounts are moved back to where they were."""
 
+UNSEEN = (("/sys", "/sys/"), ("", "/dev/"))
+"""(point, prefix) pairs of the host mounts the template detaches beside clawrig's own: no
+sandbox sees them and bwrap formats and parses the whole mount table for each of its ~20 binds
+(``/proc/self/mountinfo``: 23 mounts in this machine's template, 15 of them /sys, its cgroup
+hierarchies, and /dev/pts and /dev/shm twice). A sandbox has no /sys; bwrap makes its own /dev
+(a tmpfs with the host's device nodes bound from /dev itself, which stays, a devpts of its
+own, the harness's /dev/shm tmpfs); pooled sandboxes bind nothing else below them (their
+binds are their entry's slots). /proc's own submounts stay (a container runtime's masks over
+/proc entries). The launcher joins the cgroups before it enters the template."""
+
 _lock = threading.Lock()
 _template: list[int | None] = []
 
@@ -122,10 +133,18 @@ def _make_template() -> int:
         raise OSError(err, f"unshare: {os.strerror(err)}")
     mount(None, Path("/"), flags=MS_REC | MS_PRIVATE)
     table = "/proc/thread-self/mountinfo"  # /proc/self is the process's (its first thread's)
-    ours = [p for p in mount_points(table) if any(owner_pid(c) for c in p.split("/"))]
-    for point in outermost(ours):
-        umount_lazy(Path(point))  # what is below goes with it
+    for _ in range(UNMOUNT_ROUNDS):  # again for mounts that were stacked on one point
+        points = mount_points(table)
+        ours = [p for p in points if any(owner_pid(c) for c in p.split("/")) or unseen(p)]
+        if not ours or not sum(umount_lazy(Path(p)) for p in outermost(ours)):
+            break  # (what is below a detached point goes with it)
     return os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def unseen(point: str) -> bool:
+    """True for a mount point the template leaves out although no clawrig folder holds it
+    (:data:`UNSEEN`): /sys and every mount below it, the mounts below /dev."""
+    return any(point == top or point.startswith(below) for top, below in UNSEEN)
 
 
 def _opens_trees(numbers: dict[str, int]) -> bool:
