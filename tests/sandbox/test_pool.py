@@ -53,6 +53,16 @@ async def _wait_idle(pool: WarmPool, n: int) -> None:
     raise AssertionError(f"the pool did not refill: {pool.idle} idle")
 
 
+def test_the_template_leaves_out_sys_and_the_folders_mounted_below_dev_only():
+    from clawrig.sandbox.mountns import unseen
+
+    assert Path("/dev/pts").is_dir() and Path("/dev/null").is_char_device()
+    assert unseen("/sys") and unseen("/sys/fs/cgroup/memory") and unseen("/dev/pts")
+    # a device node mounted on its own (a rootless container's) is what bwrap's --dev binds
+    assert not unseen("/dev/null") and not unseen("/dev")
+    assert not unseen("/proc/sys") and not unseen("/usr") and not unseen("/system")
+
+
 @pytest.mark.parametrize(
     "isolated", [False, "template", "sh"], ids=["shared-ns", "template", "isolated-by-sh"]
 )

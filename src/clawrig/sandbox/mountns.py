@@ -13,9 +13,9 @@ leaves the process's namespace (``unshare(CLONE_NEWNS)``, which gives the thread
 ``fs_struct``), makes every mount private and detaches every clawrig-owned mount (a
 ``clawrig-<kind>-<pid>-*`` folder on its path: this job's and other jobs' pools, trial disks,
 overlays; :func:`clawrig.leftovers.owner_pid`) and the host's mounts no sandbox sees (/sys
-and what is below it, the mounts below /dev: :data:`UNSEEN`). The harness holds it by a file
-descriptor of ``/proc/thread-self/ns/mnt``, so it dies with the harness and nothing of it is
-left on the host. Mounts made on the host after it are not in it (they are not needed: a
+and what is below it, the folders mounted below /dev: :func:`unseen`). The harness holds it by
+a file descriptor of ``/proc/thread-self/ns/mnt``, so it dies with the harness and nothing of
+it is left on the host. Mounts made on the host after it are not in it (they are not needed: a
 pooled sandbox sees its entry's folder, below, and the host's system folders).
 
 A start (:func:`launch_argv`, :data:`_LAUNCH_PERL`): perl (Debian's perl-base) clones the
@@ -41,6 +41,7 @@ import errno
 import functools
 import os
 import shutil
+import stat
 import threading
 from pathlib import Path
 
@@ -111,16 +112,6 @@ fallback (module docs): in a copy of the host's namespace whose mounts are slave
 the entry's mounts are bound aside at POINT, the whole pool ROOT (every other sandbox's disk
 and slots) is detached, and the entry's mounts are moved back to where they were."""
 
-UNSEEN = (("/sys", "/sys/"), ("", "/dev/"))
-"""(point, prefix) pairs of the host mounts the template detaches beside clawrig's own: no
-sandbox sees them and bwrap formats and parses the whole mount table for each of its ~20 binds
-(``/proc/self/mountinfo``: 23 mounts in this machine's template, 15 of them /sys, its cgroup
-hierarchies, and /dev/pts and /dev/shm twice). A sandbox has no /sys; bwrap makes its own /dev
-(a tmpfs with the host's device nodes bound from /dev itself, which stays, a devpts of its
-own, the harness's /dev/shm tmpfs); pooled sandboxes bind nothing else below them (their
-binds are their entry's slots). /proc's own submounts stay (a container runtime's masks over
-/proc entries). The launcher joins the cgroups before it enters the template."""
-
 _lock = threading.Lock()
 _template: list[int | None] = []
 
@@ -142,9 +133,25 @@ def _make_template() -> int:
 
 
 def unseen(point: str) -> bool:
-    """True for a mount point the template leaves out although no clawrig folder holds it
-    (:data:`UNSEEN`): /sys and every mount below it, the mounts below /dev."""
-    return any(point == top or point.startswith(below) for top, below in UNSEEN)
+    """True for a host mount point the template leaves out although no clawrig folder holds
+    it: /sys and every mount below it, the folders mounted below /dev (pts, shm, mqueue,
+    hugepages), not a device node mounted on its own. No sandbox sees them and bwrap formats
+    and parses the whole mount table for each of its ~20 binds (``/proc/self/mountinfo``: 23
+    mounts in this machine's template, 15 of them /sys, its cgroup hierarchies, and /dev/pts
+    and /dev/shm twice). A sandbox has no /sys; bwrap makes its own /dev (a tmpfs with the
+    host's device nodes bound from /dev itself, a devpts of its own, the harness's /dev/shm
+    tmpfs), so /dev and a device node mounted on its own (a rootless container's /dev/null)
+    stay; pooled sandboxes bind nothing else below them (their binds are their entry's slots).
+    /proc's own submounts stay (a container runtime's masks over /proc entries). The launcher
+    joins the cgroups before it enters the template."""
+    if point == "/sys" or point.startswith("/sys/"):
+        return True
+    if not point.startswith("/dev/"):
+        return False
+    try:
+        return stat.S_ISDIR(os.lstat(point).st_mode)
+    except OSError:
+        return False
 
 
 def _opens_trees(numbers: dict[str, int]) -> bool:
