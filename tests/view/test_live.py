@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 
 from view_helpers import CLAWRIG, DEMO, read_summary, start_view
@@ -12,9 +13,12 @@ from clawrig.testing.scripted_server import ScriptedServer, reply
 
 def test_live_page_shows_trials_finishing(page, tmp_path):
     out = tmp_path / "live"
-    # every reply comes after 5 s, so the page is open before any trial finishes
+    # replies wait 20 s until the page has counted its rows, so it is open before any trial
+    # finishes (a fixed 5 s was too short on a loaded machine: both had finished, CI at load 30)
+    opened = threading.Event()
     with ScriptedServer(
-        responder=lambda _: reply("I cannot help.", delay=5), models=["demo"]
+        responder=lambda _: reply("I cannot help.", delay=0 if opened.is_set() else 20),
+        models=["demo"],
     ) as srv:
         job = subprocess.Popen(
             [str(CLAWRIG), "run", str(DEMO), "--suite", "000003,000015", "-m", "scripted/demo",
@@ -31,6 +35,7 @@ def test_live_page_shows_trials_finishing(page, tmp_path):
             page.evaluate("window.__notReloaded = true")
             assert page.text_content("#job-status") == "running"
             before = page.locator("#trials tbody tr").count()
+            opened.set()
             assert before < 2
             page.wait_for_function(
                 "document.querySelectorAll('#trials tbody tr').length === 2", timeout=90_000
