@@ -44,7 +44,7 @@ def test_pull_lays_out_validates_verifies_and_writes_a_manifest(hub, demo_dir, t
     dest = tmp_path / "data"
     r = pull(tmp_path, "eigendata/wildclaw", "--to", str(dest))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "validate: 2 tasks, 0 errors" in r.stdout
+    assert "validate: 2 task(s), 0 error(s)" in r.stdout
     assert "verify: 2 pass, 0 warn, 0 fail" in r.stdout
     assert f"run it: clawrig run {dest / 'wildclaw'}" in r.stdout
     # exactly the included files, byte for byte; the other folder and README not pulled
@@ -205,7 +205,7 @@ def test_dataclaw_and_wildclaw_data_are_laid_out_where_the_readers_look(hub, tmp
     r = pull(tmp_path, "dataclawbench", "--to", str(dest))
     assert r.returncode == 0, r.stdout + r.stderr
     gold = len(list((assets / "qa_gold").glob("*/*.json")))
-    assert f"validate: {gold} tasks, 0 errors" in r.stdout
+    assert f"validate: {gold} task(s), 0 error(s)" in r.stdout
     assert "verify:" not in r.stdout  # no expected rewards: nothing to verify
     pulled = [p for p in (dest / "assets").rglob("*") if p.is_file() and ".cache" not in p.parts]
     assert {p.relative_to(dest / "assets").as_posix() for p in pulled} == set(files)

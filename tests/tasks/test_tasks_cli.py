@@ -7,6 +7,8 @@ import re
 import shutil
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def test_list_dataclawbench_lists_57_tasks(run_cli, dataclaw_real):
     proc = run_cli("tasks", "list", dataclaw_real)
@@ -110,6 +112,35 @@ def test_root_is_refused_where_it_would_be_ignored(
     # WildClawBench task files still read it
     wildclaw_task("a.md", id="a")
     assert run_cli("tasks", "validate", bench_root, "--root", bench_root).returncode == 0
+
+
+def test_validate_counts_the_tasks_without_errors_whatever_the_error(
+    run_cli, wildclaw_task, bench_root, task_sections, writable_copy, tmp_path
+):
+    # WildClawBench: one clean task; a task file missing a section (its reader keeps the task),
+    # an empty file (its reader drops it), a second file with the first one's id (kept)
+    wildclaw_task("a.md", id="clean")
+    wildclaw_task("b.md", id="no_prompt", sections={**task_sections, "Prompt": ""})
+    wildclaw_task("c.md", raw=b"")
+    wildclaw_task("d.md", id="clean")
+    # four-folder: the demo's 10 samples, one with a datapoint that is not JSON (dropped) and
+    # one whose payload's category differs from its intent's (kept)
+    ff = writable_copy(REPO / "suites" / "demo", tmp_path / "ff")
+    (ff / "datapoints" / "000001.json").write_text("{broken")
+    payload = ff / "reference_payloads" / "reference_payload_000003.json"
+    data = json.loads(payload.read_text())
+    data["category"] = "99_Elsewhere"
+    payload.write_text(json.dumps(data))
+    for suite, clean, errors in ((bench_root, 1, 3), (ff, 8, 2)):
+        text = run_cli("tasks", "validate", suite)
+        assert text.returncode == 1, text.stdout + text.stderr
+        assert (
+            text.stdout.strip()
+            .splitlines()[-1]
+            .startswith(f"FAIL {suite}: {clean} task(s) without errors, {errors} error(s), ")
+        )
+        report = json.loads(run_cli("tasks", "validate", suite, "--json").stdout)
+        assert (report["tasks"], report["errors"]) == (clean, errors)
 
 
 def test_validate_reports_every_error_and_exits_1(run_cli, wildclaw_task, bench_root):

@@ -79,11 +79,7 @@ def register(app: typer.Typer) -> None:
             (err_console if issue.severity == "error" else console).print(
                 f"{issue.severity}: {issue}", highlight=False, soft_wrap=True
             )
-        console.print(
-            f"validate: {len(loaded.tasks)} tasks, {len(loaded.errors)} errors, "
-            f"{len(loaded.warnings)} warnings",
-            highlight=False,
-        )
+        console.print(f"validate: {loaded.counts()}", highlight=False)
         if loaded.errors:
             raise typer.Exit(1)
         if verify and loaded.format == TaskFormat.FOURFOLDER:

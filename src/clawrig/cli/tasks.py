@@ -273,7 +273,9 @@ def validate_suite(
     path: Path = typer.Argument(..., help="Task file or suite folder."),
     root: Path | None = typer.Option(None, "--root", help=ROOT_HELP),
     as_json: bool = typer.Option(
-        False, "--json", help="Print {tasks, errors, warnings, issues[]} as JSON."
+        False,
+        "--json",
+        help="Print {tasks, errors, warnings, issues[]} as JSON (tasks: those without errors).",
     ),
 ) -> None:
     """Report every problem (file, field, line). Exit 1 on any error; warnings do not fail."""
@@ -284,7 +286,7 @@ def validate_suite(
                 {
                     "path": str(path),
                     "format": str(suite.format) if suite.format else None,
-                    "tasks": len(suite.tasks),
+                    "tasks": len(suite.valid_tasks),
                     "errors": len(suite.errors),
                     "warnings": len(suite.warnings),
                     "issues": [_issue_dict(i) for i in suite.issues],
@@ -299,10 +301,7 @@ def validate_suite(
         verdict = Text("FAIL", style="bold red") if suite.errors else Text("OK", style="green")
         summary = Text()
         summary.append(verdict)
-        summary.append(
-            f" {path}: {len(suite.tasks)} task(s), {len(suite.errors)} error(s), "
-            f"{len(suite.warnings)} warning(s)"
-        )
+        summary.append(f" {path}: {suite.counts()}")
         out.print(summary, highlight=False)
     if suite.errors:
         _exit(1)

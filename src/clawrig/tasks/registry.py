@@ -58,6 +58,34 @@ class Suite:
     def warnings(self) -> list[ValidationIssue]:
         return [i for i in self.issues if i.severity == "warning"]
 
+    @property
+    def valid_tasks(self) -> list[Task]:
+        """The tasks with no error in any of their own files (the task file; a four-folder
+        sample's four files). A reader drops a task for some errors (a file that cannot be
+        parsed, an incomplete sample) and keeps it for others (a missing section, a
+        mismatched field, a duplicate id): this is the one count that means the same either
+        way, the number ``tasks validate`` reports."""
+        bad = {os.path.abspath(i.path) for i in self.errors}
+        return [t for t in self.tasks if not (_task_files(t) & bad)]
+
+    def counts(self) -> str:
+        """``N task(s)[ without errors], E error(s), W warning(s)``: the counts line of
+        ``tasks validate`` and ``pull`` (N: :attr:`valid_tasks`)."""
+        without = " without errors" if self.errors else ""
+        return (
+            f"{len(self.valid_tasks)} task(s){without}, {len(self.errors)} error(s), "
+            f"{len(self.warnings)} warning(s)"
+        )
+
+
+def _task_files(task: Task) -> set[str]:
+    """Absolute paths of the files a task was read from (see :attr:`Suite.valid_tasks`)."""
+    files = {os.path.abspath(task.source.path)}
+    named = task.metadata.get("files")
+    if isinstance(named, dict):
+        files |= {os.path.abspath(str(p)) for p in named.values()}
+    return files
+
 
 def _is_readme(path: Path) -> bool:
     return path.stem.casefold() == "readme"
