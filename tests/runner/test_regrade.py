@@ -124,6 +124,60 @@ def test_cli_regrades_an_oracle_trial(tmp_path):
     assert bad.returncode == 2 and "result.json" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_grade_without_arguments_says_what_to_give():
+    r = _grade()
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.splitlines() == [
+        "clawrig: error: TRIAL_DIR: give one or more trial folders (each holds result.json) "
+        "or a job folder (clawrig run's --output) to grade all its trials"
+    ]
+    assert "trial_dirs" not in r.stdout + r.stderr
+
+
+def test_a_corrupt_result_json_is_reported_and_the_rest_of_the_job_regraded(
+    demo_oracle_job, tmp_path
+):
+    """Two trials of a 10-trial job have a broken result.json (not JSON; a required field
+    gone): `clawrig grade JOB` names each file and what is wrong, re-grades the other 8 to
+    their scores, and exits 1; with --write the 8 are written and the summary, which cannot be
+    recomputed without the two, is left as it was, said in one line."""
+    job = tmp_path / "job"
+    shutil.copytree(demo_oracle_job, job)
+    broken_json = next((job / "000003").iterdir()) / "result.json"
+    broken_json.write_text('{"task_id": "000003", ')
+    no_task_id = next((job / "000006").iterdir()) / "result.json"
+    data = json.loads(no_task_id.read_text())
+    del data["task_id"]
+    no_task_id.write_text(json.dumps(data))
+    summary = next(job.glob("summary_*.json"))
+    summary_before = summary.read_bytes()
+
+    r = _grade(str(job), "-p", "2", "--write")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    lines = r.stdout.splitlines()
+    bad = [ln for ln in lines if ": cannot re-grade: " in ln]
+    assert bad == [
+        f"000003 {broken_json.parent.name}: cannot re-grade: {broken_json}: not a valid trial "
+        "result: (the file): Invalid JSON: EOF while parsing a value at line 1 column 22",
+        f"000006 {no_task_id.parent.name}: cannot re-grade: {no_task_id}: not a valid trial "
+        "result: task_id: Field required",
+    ]
+    same = [ln for ln in lines if ": same scores " in ln and ln.endswith("; written")]
+    assert len(same) == len(_expected_rewards()) - 2
+    assert lines[-1] == "8/10 trials re-grade to their recorded scores; 2 could not be read"
+    assert r.stderr.splitlines() == [
+        f"summary not recomputed: {broken_json}: not a valid trial result: (the file): "
+        "Invalid JSON: EOF while parsing a value at line 1 column 22"
+    ]
+    assert summary.read_bytes() == summary_before
+
+    r = _grade(str(job), "-p", "2", "--json")
+    reports = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 1 and len(reports) == 10
+    assert sorted(rep["task_id"] for rep in reports if rep["unreadable"]) == ["000003", "000006"]
+    assert all(rep["same"] for rep in reports if not rep["unreadable"])
+
+
 def _expected_rewards() -> dict[str, float]:
     """EXPECTED_REWARD of each demo evaluator, read from its source."""
     out = {}

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from clawrig.choices import GraderMode
-from clawrig.cli.common import DEFAULT_PARALLEL, console
+from clawrig.cli.common import DEFAULT_PARALLEL, console, err_console
+from clawrig.errors import UserError
 
 if TYPE_CHECKING:
     from clawrig.runner.regrade import RegradeReport
@@ -36,6 +37,7 @@ def _same_scores(report: RegradeReport) -> bool:
     its score.json says: that is reported apart)."""
     return (
         report.not_gradable is None
+        and report.unreadable is None
         and report.before.score == report.after.score
         and report.before.subscores == report.after.subscores
         and report.before.process == report.after.process
@@ -48,11 +50,13 @@ def register(app: typer.Typer) -> None:
     @app.command("grade")
     def grade(
         trial_dirs: Annotated[
-            list[Path],
+            list[Path] | None,
             typer.Argument(
-                help="Trial folders (each holds result.json), or a job folder for all its trials."
+                metavar="TRIAL_DIR",
+                help="Trial folders (each holds result.json), or a job folder for all its trials.",
+                show_default=False,
             ),
-        ],
+        ] = None,
         judge_cache: Annotated[
             list[Path] | None,
             typer.Option(
@@ -96,13 +100,20 @@ def register(app: typer.Typer) -> None:
             ),
         ] = DEFAULT_PARALLEL,
     ) -> None:
-        """Grade finished trials again; exit 1 when a score differs from the recorded one or
+        """Grade finished trials again; exit 1 when a score differs from the recorded one,
         a trial has no end state to grade (it ended with an infrastructure, setup or cancelled
-        error, or its end_state/ is gone: listed with the reason, nothing written for it, the
-        others graded)."""
+        error, or its end_state/ is gone) or a trial folder cannot be read (a corrupt
+        result.json, its task file gone): each listed with the reason, nothing written for
+        it, the others graded."""
+        if not trial_dirs:
+            raise UserError(
+                "TRIAL_DIR: give one or more trial folders (each holds result.json) or a job "
+                "folder (clawrig run's --output) to grade all its trials"
+            )
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
-        from clawrig.runner.regrade import refresh_job_summary, regrade_trial
+        from clawrig.runner.regrade import refresh_job_summary, regrade_trial, unreadable_report
+        from clawrig.spec.layout import TrialPaths
 
         live = None
         if judge:
@@ -115,26 +126,37 @@ def register(app: typer.Typer) -> None:
 
             async def one(folder: Path) -> RegradeReport:
                 async with slots:
-                    return await regrade_trial(
-                        folder,
-                        grader=grader,
-                        judge=live,
-                        judge_cache=judge_cache,
-                        sandbox=sandbox,
-                        write=write,
-                        refresh=False,  # once per job at the end
-                    )
+                    try:
+                        return await regrade_trial(
+                            folder,
+                            grader=grader,
+                            judge=live,
+                            judge_cache=judge_cache,
+                            sandbox=sandbox,
+                            write=write,
+                            refresh=False,  # once per job at the end
+                        )
+                    except UserError as exc:
+                        if not TrialPaths(folder).result.is_file():
+                            raise  # not a trial folder: a bad argument
+                        return unreadable_report(folder, str(exc))  # the others go on
 
-            # in the folders' order, whatever order they finish in; the first bad folder's
-            # UserError ends the command (asyncio.run cancels the trials still grading)
+            # in the folders' order, whatever order they finish in; a path that is not a
+            # trial or job folder ends the command (asyncio.run cancels the trials grading);
+            # a trial folder that cannot be read is reported and the others graded
             return list(await asyncio.gather(*(one(f) for f in _trial_folders(trial_dirs))))
 
         reports = asyncio.run(all_reports())
         summaries: dict[Path, Path] = {}  # job folder -> its refreshed summary
+        stale: dict[Path, str] = {}  # job folder -> why its summary was not recomputed
         for report in reports:
             job = Path(report.trial).parent.parent
-            if report.written and job not in summaries:
-                refreshed = refresh_job_summary(Path(report.trial))
+            if report.written and job not in summaries and job not in stale:
+                try:
+                    refreshed = refresh_job_summary(Path(report.trial))
+                except UserError as exc:  # e.g. another trial's result.json is unreadable
+                    stale[job] = str(exc)
+                    continue
                 if refreshed is not None:
                     summaries[job] = refreshed
             if report.written and job in summaries:
@@ -142,6 +164,14 @@ def register(app: typer.Typer) -> None:
         for report in reports:
             if as_json:
                 typer.echo(json.dumps(report.model_dump(mode="json")))
+                continue
+            if report.unreadable:
+                console.print(
+                    f"{report.task_id} {Path(report.trial).name}: cannot re-grade: "
+                    f"{report.unreadable}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
                 continue
             if report.not_gradable:
                 console.print(
@@ -185,10 +215,12 @@ def register(app: typer.Typer) -> None:
                 else "trials re-grade to their recorded scores"
             )
             skipped = sum(r.not_gradable is not None for r in reports)
+            unreadable = sum(r.unreadable is not None for r in reports)
             disagree = sum(r.score_file is not None and not r.written for r in reports)
             console.print(
                 f"{same}/{n} {tail}"
                 + (f"; {skipped} not re-gradable (no end state)" if skipped else "")
+                + (f"; {unreadable} could not be read" if unreadable else "")
                 + (f"; {disagree} score.json disagree(s) with result.json" if disagree else ""),
                 highlight=False,
                 soft_wrap=True,
@@ -196,5 +228,7 @@ def register(app: typer.Typer) -> None:
         if not as_json:
             for path in summaries.values():
                 console.print(f"summary recomputed: {path}", highlight=False, soft_wrap=True)
-        if not all(r.same for r in reports):
+        for why in stale.values():
+            err_console.print(f"summary not recomputed: {why}", highlight=False, soft_wrap=True)
+        if stale or not all(r.same for r in reports):
             raise typer.Exit(1)

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from clawrig.errors import ModelRequestError, UserError
 from clawrig.llm.base import ChatModel
@@ -77,6 +77,10 @@ class RegradeReport(BaseModel):
     """Why the trial could not be re-graded at all (it ended with an infrastructure, setup or
     cancelled error, so it has no end state: ``after`` is empty and ``same`` False), None when
     it was re-graded."""
+    unreadable: str | None = None
+    """One line naming the file and what is wrong when the trial folder could not be read for
+    re-grading (a result.json that is not a valid trial result, a task file gone): nothing
+    graded or written for it (``after`` empty, ``same`` False); None when it was read."""
     score_file: str | None = None
     """One line when the folder's score.json disagrees with its result.json (the trial's
     record, which the summary, exports and viewer read; score.json is derived from it:
@@ -89,6 +93,21 @@ class RegradeReport(BaseModel):
         return 0 if self.live_judge else self.judge_cache.get("misses", 0)
 
 
+def unreadable_report(folder: Path, problem: str) -> RegradeReport:
+    """The report of a trial folder that could not be read for re-grading, ``problem`` (one
+    line naming the file)."""
+    return RegradeReport(
+        task_id=Path(folder).parent.name,
+        trial=str(folder),
+        before=GradeSide(),
+        after=GradeSide(),
+        same=False,
+        judge_cache={"hits": 0, "misses": 0},
+        grader_timeout_s=0.0,
+        unreadable=problem,
+    )
+
+
 def load_trial(folder: Path) -> TrialResult:
     """result.json of a trial folder. Raises UserError naming the file when missing/invalid."""
     rj = TrialPaths(folder).result
@@ -96,7 +115,12 @@ def load_trial(folder: Path) -> TrialResult:
         raise UserError(f"TRIAL_DIR: {folder} has no result.json (not a trial folder)")
     try:
         return TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
-    except ValueError as exc:
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(the file)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise UserError(f"{rj}: not a valid trial result: {where}: {first['msg']}{more}") from None
+    except (OSError, ValueError) as exc:
         raise UserError(f"{rj}: not a valid trial result ({exc.__class__.__name__})") from None
 
 
