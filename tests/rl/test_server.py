@@ -246,9 +246,10 @@ def test_cli_serve_says_it_is_loading_then_where_it_listens(tmp_path):
         proc.wait(timeout=30)
 
 
-async def test_a_trainer_server_that_cannot_be_connected_to_is_named(serve):
-    """Nothing listens at base_url: the masked episode says it could not connect to the model
-    at that URL, not "HTTP 502" (the gateway's own answer; no server sent a status)."""
+async def test_a_trainer_server_that_cannot_be_connected_to_is_a_502(serve, tmp_path):
+    """Nothing listens at base_url: the episode and the group requests get 502 with
+    {"error": "base_url: ..."} naming the URL and saying it could not connect (not a masked
+    200, not "HTTP 502" as if a server had sent it); the trial folders are still written."""
     from clawrig.testing.scripted_server import ScriptedServer
 
     dead = ScriptedServer().start()
@@ -256,10 +257,19 @@ async def test_a_trainer_server_that_cannot_be_connected_to_is_named(serve):
     url = serve()
     body = {"task_id": "000015", "base_url": dead.base_url, "model": "p"}
     async with httpx.AsyncClient(base_url=url, timeout=300) as client:
-        episode = (await client.post("/v1/episodes", json=body)).json()
-    assert episode["mask"] and episode["stop_reason"] == "infra_error"
-    assert episode["error"].startswith(f"rl/p: could not connect to rl ({dead.base_url}) after ")
-    assert "HTTP 502" not in episode["error"]
+        episode = await client.post("/v1/episodes", json=body)
+        group = await client.post("/v1/groups", json={**body, "n": 2})
+    prefix = (
+        f"base_url: could not connect to the model server at {dead.base_url} "
+        f"(rl/p: could not connect to rl ({dead.base_url}) after "
+    )
+    for answer in (episode, group):
+        assert answer.status_code == 502, answer.text[:500]
+        assert list(answer.json()) == ["error"]
+        assert answer.json()["error"].startswith(prefix), answer.json()
+        assert "HTTP 502" not in answer.json()["error"]
+    trials = [p for p in (tmp_path / "out0" / "000015").iterdir() if not p.name.startswith(".")]
+    assert len(trials) == 3  # one episode + a group of two, each with its folder
 
 
 def test_cli_serve_refuses_an_output_it_cannot_write(tmp_path):

@@ -13,7 +13,9 @@ Routes (JSON in and out):
 Errors are ``{"error": "<field>: <one line>"}`` with a 4xx, naming the request's field: 422
 for a body that does not validate, 404 for an unknown task, 400 for a value clawrig refuses
 (``base_url``, ``model``) or the model server refuses (:func:`refusal_line`: ``api_key`` for
-401/402/403, ``model`` for 404, ``sampling`` for another refusal), 429 with ``Retry-After``
+401/402/403, ``model`` for 404, ``sampling`` for another refusal), 502 led by ``base_url``
+when the model server could not be reached (:func:`unreached_line`; the episode's trial
+folder is still written), 429 with ``Retry-After``
 when more episodes are asked for than the server admits (``max_concurrency`` running +
 ``max_queue`` waiting), 504 when an episode outlives its timeout (the request's ``timeout_s``,
 at most the server's). A route the server does not have is ``{"error": "path: ..."}`` with
@@ -111,6 +113,24 @@ def refusal_line(exc: ModelRequestError, req: EpisodeRequest, default_key: bool)
     )
 
 
+def unreached_line(answer: Any, req: EpisodeRequest, rollouts: Rollouts) -> str | None:
+    """The 502's line when the model server at ``req.base_url`` could not be reached, else
+    None. ``answer``: the :class:`clawrig.rl.Episode` or :class:`clawrig.rl.EpisodeGroup`
+    that came back; a masked ``infra_error`` episode whose server never opened a connection
+    in this process (:func:`clawrig.llm.client.unreachable`: a wrong base URL, a server not
+    started; or one gone for several requests in a row after answering) is not a rollout to
+    train on, so the trainer gets the error instead of a masked 200."""
+    from clawrig.llm.client import unreachable
+
+    episodes = getattr(answer, "episodes", None) or [answer]
+    if not any(getattr(e, "stop_reason", None) == "infra_error" for e in episodes):
+        return None
+    why = unreachable(rollouts.endpoint(base_url=req.base_url, model=req.model))
+    if why is None:
+        return None
+    return f"base_url: could not connect to the model server at {req.base_url} ({_one_line(why)})"
+
+
 def _validation_line(exc: RequestValidationError) -> str:
     first = exc.errors()[0]
     if first.get("type") == "json_invalid":
@@ -177,7 +197,11 @@ def create_app(
         admit(n)
         limit_s = min(req.timeout_s or timeout_s, timeout_s)
         try:
-            return await asyncio.wait_for(coro_fn(task), timeout=limit_s)
+            answer = await asyncio.wait_for(coro_fn(task), timeout=limit_s)
+            why = unreached_line(answer, req, rollouts)
+            if why is not None:
+                raise _Refused(502, why)
+            return answer
         except TimeoutError:
             raise _Refused(504, f"timeout_s: the episode did not finish in {limit_s:g} s") from None
         except ModelRequestError as exc:
