@@ -260,3 +260,53 @@ async def test_a_replay_gateway_answers_graders_from_a_trial_folder(
         assert rec["cached"] is True
     finally:
         rgw.stop()
+
+
+PARALLEL_JUDGE_GRADER = r"""
+import json, os, urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+def ask(i):
+    body = {"model": os.environ["JUDGE_MODEL"], "temperature": 0,
+            "messages": [{"role": "user", "content": "criterion %d" % i}]}
+    req = urllib.request.Request(
+        os.environ["OPENROUTER_BASE_URL"].rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + os.environ["OPENROUTER_API_KEY"],
+                 "Content-Type": "application/json"})
+    try:
+        reply = json.loads(urllib.request.urlopen(req, timeout=120).read())
+    except urllib.error.HTTPError as exc:  # no retry: a refusal is this grader's failure
+        return "HTTP %d" % exc.code
+    return json.loads(reply["choices"][0]["message"]["content"])["score"]
+
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    with ThreadPoolExecutor(8) as pool:
+        scores = list(pool.map(ask, range(8)))
+    refused = [s for s in scores if isinstance(s, str)]
+    return {"refused": len(refused), "statuses": refused,
+            "overall_score": 0.0 if refused else sum(scores) / len(scores)}
+"""
+
+
+async def test_a_grader_sending_8_judge_calls_at_once_gets_every_answer(
+    scripted_server, make_gateway, gw_sandbox, tmp_path
+):
+    """The gateway holds at most 4 requests of a lease open (MAX_IN_FLIGHT, a cap meant for
+    agent programs); a grader's 8 simultaneous judge calls are not refused with 429 by it:
+    the ones past the cap wait and are answered, 4 at most at the judge at once."""
+    srv = scripted_server(responder=lambda body: reply('{"score": 0.5}', delay=0.4))
+    gw = make_gateway()
+    sb = await answer_sandbox(gw_sandbox, gw, "Paris")
+    log = tmp_path / "judge_chat.jsonl"
+    judge = upstream(srv, "scripted/judge-1")
+    async with judge_proxy(sb, gw, endpoint=judge, trial_id="t", log_path=log) as proxy:
+        score = await run_grader(sb, task_with(PARALLEL_JUDGE_GRADER), env=proxy.env)
+        busy = proxy.lease.busy_refused
+    assert score.error is None, score.details
+    assert score.subscores["refused"] == 0, score.subscores["statuses"]
+    assert score.score == 0.5 and busy == 0
+    asked = sorted(r["messages"][0]["content"] for r in srv.requests)
+    assert asked == sorted(f"criterion {i}" for i in range(8))
+    assert 1 <= srv.max_in_flight <= 4
+    assert len(log.read_text().splitlines()) == 8

@@ -93,6 +93,9 @@ class GatewayLease:
     """This lease's requests open in the gateway's HTTP route (at most ``MAX_IN_FLIGHT``)."""
     _busy_refused: int = 0
     """Requests answered 429 because ``MAX_IN_FLIGHT`` were open (:attr:`busy_refused`)."""
+    _route_slots: asyncio.Semaphore | None = None
+    """A judge lease's ``MAX_IN_FLIGHT`` slots: its requests beyond them wait (made on the
+    gateway's event loop at its first request)."""
     _upstream_open: set[int] = field(default_factory=set)
     """Sequence numbers of this lease's requests sent upstream and not yet recorded."""
     watch: RequestWatch = field(default_factory=RequestWatch)

@@ -106,7 +106,10 @@ MAX_IN_FLIGHT = 4
 parsed, sent upstream, answered): more get a 429 before their body is read. A sandbox's
 program holding the trial's token could otherwise make the harness hold 64 bodies of
 :data:`MAX_REQUEST_BYTES` at once, ~4x that in Python objects (an agent's own loop makes one
-request at a time; OpenClaw's sub-agents a few)."""
+request at a time; OpenClaw's sub-agents a few). A judge lease's requests (a grader's judge
+calls through the judge proxy, ``role="judge"``) are never refused by it: the ones beyond it
+wait, body unread, until one of the lease's open requests is answered (the grader is the
+task's code, run after every agent process is gone; a 429 would fail its grading)."""
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 """Bytes one lease's record file (a trial's ``model_calls.jsonl``) may hold with request and
 response bodies; beyond it each record keeps its usage, status and key, and its bodies are
@@ -628,6 +631,17 @@ class Gateway:
             lease = self._lease_for(request, token)
             if lease is None:
                 return _error_body(401, UNKNOWN_TOKEN, "auth")
+            if lease.role == "judge":  # a grader's judge calls wait for a slot (MAX_IN_FLIGHT)
+                if lease._route_slots is None:
+                    lease._route_slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+                async with lease._route_slots:
+                    with lease._lock:
+                        lease._route_open += 1
+                    try:
+                        return await route_chat(request, lease)
+                    finally:
+                        with lease._lock:
+                            lease._route_open -= 1
             with lease._lock:
                 busy = lease._route_open >= MAX_IN_FLIGHT
                 if busy:
