@@ -247,6 +247,7 @@ async def test_os_errors_keep_their_errno(make_sandbox, backend):
 
 PROBE = r"""
 import json, os, sys
+IGNORED = ("CLAWRIG_CMD", "PWD", "OLDPWD")
 print(json.dumps({
     "argv": sys.argv, "cwd": os.getcwd(), "name": __name__, "file": __file__,
     "env": os.environ.get("GREETING"), "fds": sorted(os.listdir("/proc/self/fd")),
@@ -254,6 +255,12 @@ print(json.dumps({
     "no_bytecode": sys.dont_write_bytecode, "isolated": sys.flags.isolated,
     "stdin": sys.stdin.read(), "child_env": os.popen("echo $GREETING").read(),
     "forked": "supervisor.py" in open("/proc/self/cmdline").read(), "exe": sys.executable,
+    # less the command's marker, and PWD and OLDPWD (a fresh start's cwd goes through sh's cd)
+    "environ": {k: v for k, v in os.environ.items() if k not in IGNORED},
+    "child_environ": sorted(
+        line for line in os.popen("env").read().splitlines()
+        if line.partition("=")[0] not in IGNORED
+    ),
 }))
 sys.stderr.write("said on stderr\n")
 if sys.argv[1] == "raise":
@@ -297,6 +304,11 @@ async def test_forked_python_is_the_command_it_replaces(make_sandbox, backend):
     assert forked[1] == fresh[1]
     assert fresh[1]["argv"] == ["3", "x y"] and fresh[1]["env"] == "hallo"
     assert fresh[1]["child_env"] == "hallo\n" and fresh[1]["leader"] is True
+    # the whole environment, Python's and the C one a child gets (the marker, PWD and OLDPWD
+    # aside): the command's, not the supervisor's (a fork changes it where they differ)
+    env = fresh[1]["environ"]
+    assert isinstance(env, dict) and env["GREETING"] == "hallo" and "CLAWRIG_LOG_DIR" not in env
+    assert sorted(f"{k}={v}" for k, v in env.items()) == fresh[1]["child_environ"]
     # the probe's listing of /proc/self/fd holds a descriptor of its own beside 0, 1, 2
     assert fresh[1]["cwd"].endswith("/sub") and len(fresh[1]["fds"]) == 4
     assert forked[2] == fresh[2] == "said on stderr\n"

@@ -722,8 +722,15 @@ def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
             os.chdir(cwd)
         import os as os_py  # imported already (_python_fork_target)
 
-        os_py.environ.clear()
-        os_py.environ.update(env)
+        # the command's environment, changed where it differs from this process's (os.environ
+        # and the C one: unsetenv, putenv): clearing and refilling it wrote to every page of
+        # its strings, each a page copied from the supervisor (~0.6 ms of the child's CPU)
+        environ = os_py.environ
+        for key in [k for k in environ if k not in env]:
+            del environ[key]
+        for key, value in env.items():
+            if environ.get(key) != value:
+                environ[key] = value
         _kept.extend((sys.stdin, sys.stdout, sys.stderr))
         enc, errs = sys.stdout.encoding, sys.stdout.errors
         streams = (
