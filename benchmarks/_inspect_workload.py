@@ -10,6 +10,7 @@ Usage: python _inspect_workload.py N MAX_SAMPLES LOG_DIR
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 import time
@@ -46,6 +47,13 @@ def respond(messages, tools, tool_choice, config):  # type: ignore[no-untyped-de
             ModelOutput.for_tool_call("mockllm/model", "bash", {BASH_ARG: "echo hi"})
         )
     return _with_usage(ModelOutput.for_tool_call("mockllm/model", "submit", {"answer": "hi"}))
+
+
+def _epoch(when: object) -> float:
+    """A sample's ``started_at`` (an ISO string or a datetime) as epoch seconds."""
+    if isinstance(when, datetime.datetime):
+        return when.timestamp()
+    return datetime.datetime.fromisoformat(str(when)).timestamp()
 
 
 def check(sample) -> bool:  # type: ignore[no-untyped-def]
@@ -89,6 +97,10 @@ print(
             "status": logs[0].status,
             "checked_ok": sum(1 for s in samples if check(s)),
             "bash_arg": BASH_ARG,
+            # epoch seconds when the first sample started (benchmarks/startup.py)
+            "first_sample_started": min(
+                (_epoch(s.started_at) for s in samples if s.started_at), default=None
+            ),
         }
     )
 )
