@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import functools
 import importlib
 import json
 import math
@@ -70,10 +71,23 @@ def _sdk_error(exc: BaseException, *names: str) -> bool:
     return openai is not None and isinstance(exc, tuple(getattr(openai, n) for n in names))
 
 
-try:  # the HTTP library the openai SDK is built on: httpx2 (its fork) from openai 3, else httpx
-    sdk_httpx: Any = importlib.import_module("httpx2")
-except ImportError:  # pragma: no cover - older openai
-    sdk_httpx = httpx
+@functools.cache
+def sdk_httpx() -> Any:
+    """The HTTP library the openai SDK is built on: httpx2 (its fork) from openai 3, else
+    httpx. Imported on first use (where an SDK client is made): ~50 ms of CPU that a job
+    whose model calls all reach the gateway in process never pays."""
+    try:
+        return importlib.import_module("httpx2")
+    except ImportError:  # pragma: no cover - older openai
+        return httpx
+
+
+def _http_errors(*names: str) -> tuple[type[BaseException], ...]:
+    """httpx's exception classes ``names``, and the SDK's HTTP library's when it is another
+    one and imported (before that, no exception can be one of its)."""
+    libraries = [httpx] + [m for m in [sys.modules.get("httpx2")] if m is not None]
+    return tuple(getattr(lib, n) for lib in libraries for n in names)
+
 
 __all__ = [
     "OpenAIChatModel",
@@ -139,40 +153,53 @@ class ReplyTooLarge(_BodyError):
     """A reply body over the cap: the provider's fault, reported without reading the rest."""
 
 
-class _CappedStream(sdk_httpx.AsyncByteStream):  # type: ignore[misc]
-    def __init__(self, inner: Any, cap: int) -> None:
-        self.inner, self.cap, self.seen = inner, cap, 0
+@functools.cache
+def _capped_classes() -> tuple[type, type]:
+    """(the reply stream, :func:`capped_transport`'s class) over the SDK's HTTP library
+    (:func:`sdk_httpx`), made on first use."""
+    lib = sdk_httpx()
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self.inner:
-            self.seen += len(chunk)
-            if self.seen > self.cap:
-                raise ReplyTooLarge(None, f"reply larger than {format_bytes(self.cap)}")
-            yield chunk
+    class CappedStream(lib.AsyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self, inner: Any, cap: int) -> None:
+            self.inner, self.cap, self.seen = inner, cap, 0
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for chunk in self.inner:
+                self.seen += len(chunk)
+                if self.seen > self.cap:
+                    raise ReplyTooLarge(None, f"reply larger than {format_bytes(self.cap)}")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    class CappedTransport(lib.AsyncHTTPTransport):  # type: ignore[misc,name-defined]
+        def __init__(self, cap: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.cap = cap
+
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await super().handle_async_request(request)
+            length = response.headers.get("content-length", "")
+            if length.isdigit() and int(length) > self.cap:
+                await response.aclose()
+                raise ReplyTooLarge(
+                    None,
+                    f"reply of {format_bytes(int(length))} over the cap of "
+                    f"{format_bytes(self.cap)}",
+                )
+            response.stream = CappedStream(response.stream, self.cap)
+            return response
+
+    return CappedStream, CappedTransport
 
 
-class CappedTransport(sdk_httpx.AsyncHTTPTransport):  # type: ignore[misc]
-    """An httpx transport that refuses reply bodies over ``cap`` bytes (by Content-Length at
-    once, else while reading), so one huge reply cannot take the harness's memory."""
-
-    def __init__(self, cap: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.cap = cap
-
-    async def handle_async_request(self, request: Any) -> Any:
-        response = await super().handle_async_request(request)
-        length = response.headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.cap:
-            await response.aclose()
-            raise ReplyTooLarge(
-                None,
-                f"reply of {format_bytes(int(length))} over the cap of {format_bytes(self.cap)}",
-            )
-        response.stream = _CappedStream(response.stream, self.cap)
-        return response
+def capped_transport(cap: int, **kwargs: Any) -> Any:
+    """A transport of the SDK's HTTP library (:func:`sdk_httpx`; ``kwargs`` go to its
+    ``AsyncHTTPTransport``) that refuses reply bodies over ``cap`` bytes (by Content-Length
+    at once, else while reading: :class:`ReplyTooLarge`), so one huge reply cannot take the
+    harness's memory."""
+    return _capped_classes()[1](cap, **kwargs)
 
 
 _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]]
@@ -256,9 +283,7 @@ def is_connect_failure(exc: BaseException | None) -> bool:
     ``ConnectTimeout``): the request never reached a server."""
     seen = 0
     while exc is not None and seen < 4:
-        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) or isinstance(
-            exc, sdk_httpx.ConnectError | sdk_httpx.ConnectTimeout
-        ):
+        if isinstance(exc, _http_errors("ConnectError", "ConnectTimeout")):
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
@@ -484,9 +509,9 @@ def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, _BodyError) or _sdk_error(exc, "APIStatusError"):
         status = _status_of(exc)
         return status is None or status >= 500 or status in RETRY_STATUSES
-    return isinstance(
-        exc, httpx.TransportError | sdk_httpx.TransportError | TimeoutError
-    ) or _sdk_error(exc, "APITimeoutError", "APIConnectionError")
+    return isinstance(exc, (*_http_errors("TransportError"), TimeoutError)) or _sdk_error(
+        exc, "APITimeoutError", "APIConnectionError"
+    )
 
 
 def retry_after_seconds(headers: Any) -> float | None:
@@ -741,7 +766,7 @@ class OpenAIChatModel:
                 timeout=self.timeout_s,
                 default_headers=self.endpoint.headers or None,
                 http_client=openai.DefaultAsyncHttpxClient(
-                    transport=CappedTransport(MAX_REPLY_BYTES)
+                    transport=capped_transport(MAX_REPLY_BYTES)
                 ),
             )
             self._clients[loop] = client
@@ -807,7 +832,11 @@ class OpenAIChatModel:
         try:
             response = await with_retries(retrying, attempt)
         except Exception as exc:
-            failed = _BodyError | httpx.TransportError | sdk_httpx.TransportError | TimeoutError
+            failed: tuple[type[BaseException], ...] = (
+                _BodyError,
+                *_http_errors("TransportError"),
+                TimeoutError,
+            )
             if not isinstance(exc, failed) and not _sdk_error(exc, "APIError"):
                 raise
             error = self._error(exc, attempts)

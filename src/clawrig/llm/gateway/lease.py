@@ -445,7 +445,7 @@ class GatewayChatModel(OpenAIChatModel):
         client = self._clients.get(loop)
         if client is None:
             # the SDK's own HTTP library (httpx2 from openai 3), so its error mapping holds
-            transport = sdk_httpx.ASGITransport(
+            transport = sdk_httpx().ASGITransport(
                 app=self.lease.gateway.app, raise_app_exceptions=False
             )
             client = openai.AsyncOpenAI(
@@ -453,7 +453,7 @@ class GatewayChatModel(OpenAIChatModel):
                 base_url=self.endpoint.base_url,
                 max_retries=0,
                 timeout=self.timeout_s,
-                http_client=sdk_httpx.AsyncClient(transport=transport, timeout=self.timeout_s),
+                http_client=sdk_httpx().AsyncClient(transport=transport, timeout=self.timeout_s),
             )
             self._clients[loop] = client
         return client
@@ -475,11 +475,11 @@ class GatewayChatModel(OpenAIChatModel):
             return self._from_completion(completion_fields(reply))
         raw = bytes(reply.body)
         if reply.status_code >= 400:
-            response = sdk_httpx.Response(
+            response = sdk_httpx().Response(
                 reply.status_code,
                 headers=reply.headers.raw,
                 content=raw,
-                request=sdk_httpx.Request("POST", f"{self.endpoint.base_url}/chat/completions"),
+                request=sdk_httpx().Request("POST", f"{self.endpoint.base_url}/chat/completions"),
             )
             raise self._client()._make_status_error_from_response(response)
         try:
