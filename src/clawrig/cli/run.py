@@ -5,6 +5,7 @@ and a summary. Options follow DataClawBench's CLI (--model/-m, --judge, --suite/
 
 from __future__ import annotations
 
+import gc
 import signal
 import time
 from pathlib import Path
@@ -308,55 +309,63 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Run a suite: every task (x runs) in its own sandbox, graded, with a summary."""
-        from clawrig.spec.job import JobConfig, TrialConfig
+        # Start-up (importing the runner, building its pydantic models, loading the suite)
+        # makes ~10^6 objects that live as long as the process and no garbage worth a cyclic
+        # collection: the collector's passes over them cost ~15% of it. _run_with_view turns
+        # it back on once they are frozen out of its reach (gc.freeze).
+        gc.disable()
+        try:
+            from clawrig.spec.job import JobConfig, TrialConfig
 
-        if task is not None and not task.exists():
-            raise UserError(f"--task: no such file: {task}")
-        source = task or path
-        if source is None:
-            raise UserError("PATH: give a suite path or --task FILE")
-        config = JobConfig(
-            suite_path=source,
-            suite=suite,
-            categories=category or [],
-            runs=runs,
-            parallel=parallel,
-            output=output,
-            budget_usd=budget_usd,
-            max_attempts=max_attempts,
-            resume=resume,
-            root=root,
-            env_file=env_file,
-            replay=replay,
-            web_dir=web_dir,
-            web_miss=web_miss,
-            web_provider=web_provider,
-            executor=executor,
-            ray_address=ray_address,
-            slots_per_node=slots_per_node,
-            trial=TrialConfig(
-                model=model or "none",
-                agent=agent,
-                sandbox=sandbox,
-                environment=environment,
-                image=image,
-                warm_snapshots=warm,
-                timeout_multiplier=timeout_multiplier,
-                max_turns=max_turns,
-                max_cost_usd_per_trial=max_cost_per_trial,
-                max_tokens_per_trial=max_tokens_per_trial,
-                grader=grader,
-                judge=judge,
-                web=web,
-                network=network,
-                setup_network=setup_network,
-                preamble=_preamble_text(preamble),
-                judge_cache=judge_cache,
-            ),
-        )
-        terminate_like_ctrl_c()
-        summary, job = _run_with_view(config, verbose)
-        raise typer.Exit(report(summary, job.config))
+            if task is not None and not task.exists():
+                raise UserError(f"--task: no such file: {task}")
+            source = task or path
+            if source is None:
+                raise UserError("PATH: give a suite path or --task FILE")
+            config = JobConfig(
+                suite_path=source,
+                suite=suite,
+                categories=category or [],
+                runs=runs,
+                parallel=parallel,
+                output=output,
+                budget_usd=budget_usd,
+                max_attempts=max_attempts,
+                resume=resume,
+                root=root,
+                env_file=env_file,
+                replay=replay,
+                web_dir=web_dir,
+                web_miss=web_miss,
+                web_provider=web_provider,
+                executor=executor,
+                ray_address=ray_address,
+                slots_per_node=slots_per_node,
+                trial=TrialConfig(
+                    model=model or "none",
+                    agent=agent,
+                    sandbox=sandbox,
+                    environment=environment,
+                    image=image,
+                    warm_snapshots=warm,
+                    timeout_multiplier=timeout_multiplier,
+                    max_turns=max_turns,
+                    max_cost_usd_per_trial=max_cost_per_trial,
+                    max_tokens_per_trial=max_tokens_per_trial,
+                    grader=grader,
+                    judge=judge,
+                    web=web,
+                    network=network,
+                    setup_network=setup_network,
+                    preamble=_preamble_text(preamble),
+                    judge_cache=judge_cache,
+                ),
+            )
+            terminate_like_ctrl_c()
+            summary, job = _run_with_view(config, verbose)
+            raise typer.Exit(report(summary, job.config))
+        finally:
+            gc.enable()
 
 
 def report(summary: dict[str, Any], config: Any) -> int:
@@ -532,7 +541,6 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     """Prepare the Job (errors before any progress bar), then run it under a progress bar."""
     import asyncio
-    import gc
 
     from rich.progress import (
         BarColumn,
@@ -585,5 +593,6 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     # what exists now (modules, tasks, settings) lives as long as the process: keep it out of
     # the cyclic collector's full passes, which otherwise walk it again and again mid-job
     gc.freeze()
+    gc.enable()  # off since the command started (run)
     with progress:
         return asyncio.run(job.arun()), job
