@@ -270,6 +270,12 @@ class Job:
             )
             if choice.note:
                 self.on_note(f"note: {choice.note}")
+            if trial.sandbox == "bwrap" and choice.rootfs is None:
+                # its sandboxes bind a copy of the host's /etc: made now, beside the rest of
+                # the start-up, instead of when the first sandbox launches
+                from clawrig.sandbox.bwrap import prefetch_host_etc
+
+                prefetch_host_etc()
 
     # -- the trials --------------------------------------------------------------------------
     async def arun(self) -> dict[str, Any]:
