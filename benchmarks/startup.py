@@ -30,6 +30,11 @@ Bytecode: as in throughput.py, the runs use a bytecode cache in a temporary fold
 (``PYTHONPYCACHEPREFIX``, filled by one unreported warm-up run) when the environment sets
 ``PYTHONDONTWRITEBYTECODE``.
 
+Measured (issue 19; ``--reps 3 --trials 5 --baseline-src`` main at 652e47d, load 15-47 on
+the 2-core machine shared with other jobs): 1-trial run CPU 2.46 -> 2.12 s, fixed CPU
+2.22 -> 1.77 s, first sandbox ready 18.5 -> 7.8 s after launch (medians; wall times swing
+with the load); Inspect beside it: CPU 11.2 s, first sample 64 s.
+
 Usage: python benchmarks/startup.py [--reps 5] [--trials 5] [--no-inspect]
        [--baseline-src OLD/src]
 """
