@@ -629,3 +629,37 @@ async def test_a_server_that_could_not_start_is_started_again_by_the_next_caller
     assert len(starts) == 2 and gw.serving
     assert second.status_code == 200
     assert second.json()["choices"][0]["message"]["content"] == "second caller"
+
+
+async def test_a_judge_leases_waiting_requests_never_go_upstream_after_it_is_closed(
+    scripted_server, make_gateway
+):
+    # a red-team finding: a judge lease's requests past MAX_IN_FLIGHT wait for a slot instead
+    # of a 429; an agent's program the grader runs (it holds the judge token) queued requests
+    # that, once grading ended and the token was revoked, still went to the judge (its real
+    # key, spend after the trial's usage was taken). A request that waited past the close
+    # gets the closed token's 401 and never reaches the judge
+    srv = scripted_server([reply(f"slow{n}", delay=3.0) for n in range(4)] + [reply("late")] * 3)
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="j", role="judge")
+    url = f"{lease.host_base_url}/chat/completions"
+
+    def body(n: int) -> dict:
+        return {"model": "m", "messages": [{"role": "user", "content": str(n)}]}
+
+    async with httpx.AsyncClient(timeout=60) as client:
+        slow = [asyncio.create_task(client.post(url, json=body(n))) for n in range(4)]
+        while len(srv.requests) < 4:  # the four hold the lease's slots, unanswered for 3 s
+            await asyncio.sleep(0.05)
+        queued = [asyncio.create_task(client.post(url, json=body(n))) for n in range(4, 7)]
+        slots = lease._route_slots
+        while slots is None or len(slots._waiters or ()) < 3:  # the three wait for a slot
+            await asyncio.sleep(0.05)
+            slots = lease._route_slots
+        gw.close_trial(lease)  # grading ended: the token is revoked
+        answered = await asyncio.gather(*slow)
+        late = await asyncio.gather(*queued)
+    assert [r.status_code for r in answered] == [200] * 4
+    assert [r.status_code for r in late] == [401] * 3
+    assert "unknown or closed trial token" in late[0].text
+    assert sorted(r["messages"][0]["content"] for r in srv.requests) == ["0", "1", "2", "3"]

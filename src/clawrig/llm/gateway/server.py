@@ -109,7 +109,9 @@ program holding the trial's token could otherwise make the harness hold 64 bodie
 request at a time; OpenClaw's sub-agents a few). A judge lease's requests (a grader's judge
 calls through the judge proxy, ``role="judge"``) are never refused by it: the ones beyond it
 wait, body unread, until one of the lease's open requests is answered (the grader is the
-task's code, run after every agent process is gone; a 429 would fail its grading)."""
+task's code, run after every agent process is gone; a 429 would fail its grading); one still
+waiting when the lease is closed gets the closed token's 401, never the judge (a program of the
+agent's a grader runs holds the judge token and could queue requests for after grading)."""
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 """Bytes one lease's record file (a trial's ``model_calls.jsonl``) may hold with request and
 response bodies; beyond it each record keeps its usage, status and key, and its bodies are
@@ -635,6 +637,8 @@ class Gateway:
                 if lease._route_slots is None:
                     lease._route_slots = asyncio.Semaphore(MAX_IN_FLIGHT)
                 async with lease._route_slots:
+                    if lease.closed:  # grading ended while it waited: the token is revoked
+                        return _error_body(401, UNKNOWN_TOKEN, "auth")
                     with lease._lock:
                         lease._route_open += 1
                     try:
