@@ -201,6 +201,16 @@ MALFORMED = [
     ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, 400, "messages[0].role",
      "invalid_value", "Invalid value: \"robot\". Supported values are: 'system', 'assistant', "
      "'user', 'function', 'tool', and 'developer'."),
+    # red team: these three were a 500 (a traceback in the server's log)
+    ({"model": "m", "messages": [{"role": ["user"], "content": "x"}]}, 400, "messages[0].role",
+     "invalid_value", "Invalid value: [\"user\"]. Supported values are: 'system', "
+     "'assistant', 'user', 'function', 'tool', and 'developer'."),
+    ({"model": "m", "messages": [{"role": {"a": 1}}]}, 400, "messages[0].role",
+     "invalid_value", "Invalid value: {\"a\": 1}. Supported values are: 'system', "
+     "'assistant', 'user', 'function', 'tool', and 'developer'."),
+    ({"model": "m", "messages": USER, "stream": True, "stream_options": "usage"}, 400,
+     "stream_options", "invalid_type",
+     "Invalid type for 'stream_options': expected an object, but got a string instead."),
     ({"model": "gpt-9", "messages": USER}, 404, None, "model_not_found",
      "The model `gpt-9` does not exist or you do not have access to it."),
 ]  # fmt: skip
@@ -233,6 +243,16 @@ def test_body_that_is_not_json_is_a_400(scripted_server):
     err = resp.json()["error"]
     assert err["type"] == "invalid_request_error"
     assert err["message"].startswith("We could not parse the JSON body of your request.")
+    assert srv.remaining == 1
+
+
+def test_body_nested_past_pythons_limit_is_a_400(scripted_server):
+    # red team: JSON nested 100,000 deep raised RecursionError in the parser: a 500
+    srv = scripted_server(["unused"])
+    deep = b"[" * 100_000 + b"]" * 100_000
+    resp = httpx.post(f"{srv.base_url}/chat/completions", content=deep)
+    assert resp.status_code == 400
+    assert resp.json()["error"]["type"] == "invalid_request_error"
     assert srv.remaining == 1
 
 

@@ -15,7 +15,8 @@ used (it is still recorded in ``.requests``): HTTP 400 with ``{"error": {"messag
 "invalid_request_error", "param", "code"}}`` for a body that is not a JSON object, a missing or
 non-string ``model``, a missing, non-list or empty ``messages`` or a message that is not an
 object with a known ``role`` (``system``, ``developer``, ``user``, ``assistant``, ``tool``,
-``function``). When the server is given the model ids it serves (``models=[...]``, or
+``function``), or a ``stream_options`` that is not an object (a body nested past Python's
+recursion limit is not JSON to it). When the server is given the model ids it serves (``models=[...]``, or
 ``"models"`` in a script file), a request for any other model gets HTTP 404 with ``code:
 "model_not_found"``; without them (the default) any model name is served.
 
@@ -534,7 +535,7 @@ class ScriptedServer:
         async def chat_completions(request: Request) -> Response:
             try:
                 body = await request.json()
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested past Python's limit
                 return _api_error(
                     400,
                     "We could not parse the JSON body of your request. (HINT: This likely "
@@ -618,7 +619,7 @@ class ScriptedServer:
                     param=f"messages[{i}].role",
                     code="missing_required_parameter",
                 )
-            if m["role"] not in _ROLES:
+            if not isinstance(m["role"], str) or m["role"] not in _ROLES:
                 return _api_error(
                     400,
                     f"Invalid value: {json.dumps(m['role'])}. Supported values are: "
@@ -626,6 +627,15 @@ class ScriptedServer:
                     param=f"messages[{i}].role",
                     code="invalid_value",
                 )
+        opts = body.get("stream_options")
+        if opts is not None and not isinstance(opts, dict):
+            return _api_error(
+                400,
+                f"Invalid type for 'stream_options': expected an object, but got "
+                f"{_json_kind(opts)} instead.",
+                param="stream_options",
+                code="invalid_type",
+            )
         if not self._serves_any_model and model not in self.models:
             return _api_error(
                 404,
