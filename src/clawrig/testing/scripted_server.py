@@ -16,9 +16,10 @@ used (it is still recorded in ``.requests``): HTTP 400 with ``{"error": {"messag
 non-string ``model``, a missing, non-list or empty ``messages`` or a message that is not an
 object with a known ``role`` (``system``, ``developer``, ``user``, ``assistant``, ``tool``,
 ``function``), or a ``stream_options`` that is not an object (a body nested past Python's
-recursion limit is not JSON to it). When the server is given the model ids it serves (``models=[...]``, or
-``"models"`` in a script file), a request for any other model gets HTTP 404 with ``code:
-"model_not_found"``; without them (the default) any model name is served.
+recursion limit is not JSON to it). When the server is given the model ids it serves
+(``models=[...]``, or ``"models"`` in a script file), a request for any other model gets
+HTTP 404 with ``code: "model_not_found"``; without them (the default) any model name is
+served.
 
 Each request consumes the next scripted :class:`Reply`; when the script is empty the optional
 ``responder(request_json) -> Reply | str`` is asked; with neither, the server answers HTTP 500
