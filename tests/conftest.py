@@ -13,8 +13,10 @@
 
 Arguments are those of ``ScriptedServer`` (``script``, ``responder=``, ``models=``).
 
-`make test` runs the tests on two pytest-xdist workers, a package's tests on one worker (its
-session fixtures start once). Two checks wrap every test session:
+`make test` runs the tests on two pytest-xdist workers (``--dist loadgroup``), one test at a
+time to whichever worker is free, except that the tests sharing an expensive fixture run on one
+worker so it is made once per run: a fixture of :data:`SHARED_ON_ONE_WORKER` or a module-scoped
+fixture of a test module (:func:`_shared_group`). Two checks wrap every test session:
 
 - ``sandbox`` marker: a test that starts a sandbox in this process must carry
   ``@pytest.mark.sandbox`` (or a module-level ``pytestmark``; tests using a fixture of
@@ -27,6 +29,8 @@ session fixtures start once). Two checks wrap every test session:
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import os
 import sys
 import threading
@@ -54,15 +58,76 @@ SANDBOX_FIXTURES = {"sandbox", "make_sandbox", "gw_sandbox"}
 """Fixtures (in tests/*/conftest.py) that start a sandbox: a test using one is marked."""
 
 
+TESTS = Path(__file__).resolve().parent
+
+SHARED_ON_ONE_WORKER = {
+    "conftest.py::demo_oracle_job",  # `clawrig run suites/demo --agent oracle` (about 35 s)
+    "ray/conftest.py::ray_cluster",  # two Ray nodes (about 25 s to start, then idle CPU)
+    "view/conftest.py::jobs",  # three demo jobs for the viewer
+    "view/conftest.py::browser",  # the viewer tests' one Chromium (closed after the last)
+}
+"""Fixtures (``<file under tests/>::<name>``) made once per worker process and kept (session
+scope, or a cache of their folder): their tests run on one xdist worker, so each is made once
+per run rather than once per worker."""
+
+
+def _shared_group(item: pytest.Item) -> set[str]:
+    """The groups of ``item``: the name of each fixture of :data:`SHARED_ON_ONE_WORKER` it uses
+    (directly or through another fixture), and its module's path (below tests/) when it uses a
+    module-scoped fixture defined under tests/."""
+    info = getattr(item, "_fixtureinfo", None)
+    groups: set[str] = set()
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name) if info is not None else None
+        if not defs:
+            continue
+        fixturedef = defs[-1]  # the definition this item gets (the closest one)
+        try:
+            where = Path(inspect.getsourcefile(fixturedef.func) or "").resolve()
+        except TypeError:  # a fixture of a C extension or a builtin: not ours
+            continue
+        if not where.is_relative_to(TESTS):
+            continue
+        if f"{where.relative_to(TESTS).as_posix()}::{name}" in SHARED_ON_ONE_WORKER:
+            groups.add(name)
+        elif fixturedef.scope == "module":
+            groups.add(item.path.resolve().relative_to(TESTS).as_posix())
+    return groups
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks (its own hook)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    tests = Path(__file__).resolve().parent
+    # tests that share a group run on one worker; a test in two groups joins them (union-find)
+    parent: dict[str, str] = {}
+
+    def root(group: str) -> str:
+        while parent.setdefault(group, group) != group:
+            group = parent[group]
+        return group
+
+    of_item: dict[pytest.Item, set[str]] = {}
     for item in items:
         if SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.sandbox)
-        # `make test` runs two xdist workers with --dist loadgroup: a package's tests stay on one
-        # worker, so its session fixtures (a Ray cluster, Chromium, images) start once
-        rel = Path(str(item.fspath)).resolve().relative_to(tests)
-        item.add_marker(pytest.mark.xdist_group(rel.parts[0] if len(rel.parts) > 1 else "top"))
+        groups = of_item[item] = _shared_group(item)
+        for a, b in itertools.pairwise(sorted(groups)):
+            parent[root(b)] = root(a)
+    for item, groups in of_item.items():
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(root(min(groups))))
+            if getattr(config.option, "loadgroup", False):  # an xdist worker, --dist loadgroup
+                _suffix_group(item, root(min(groups)))
+
+
+def _suffix_group(item: pytest.Item, group: str) -> None:
+    """Append ``@group`` to ``item``'s node id, where ``--dist loadgroup`` reads its group.
+
+    xdist's own hook appends it by setting ``item._nodeid``, which pytest 9 no longer reads
+    (the id lives in ``item._id``, a ``NodeId``): with xdist 3.8 on pytest 9 no test had a group
+    and every test was scheduled alone. On pytest < 9 xdist's hook does it (no ``_id`` here)."""
+    node_id = getattr(item, "_id", None)
+    if node_id is not None and hasattr(type(node_id), "parse"):
+        item._id = type(node_id).parse(f"{item.nodeid}@{group}")
 
 
 @pytest.fixture(autouse=True)

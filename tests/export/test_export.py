@@ -1,15 +1,15 @@
 """``clawrig export fourfolder`` and ``clawrig export sft`` on a real job.
 
-One job runs the oracle on the demo suite in real bwrap sandboxes (module-scoped, shared by
-every test); the set exported from it must pass ``clawrig verify`` and its evaluators'
-self-checks under plain python3. Expected values come from the demo suite's own files (built
-by suites/demo/_build.py from an independent replay) and from the job's trial folders.
+One job runs the oracle on the demo suite in real bwrap sandboxes (the session's
+``demo_oracle_job``, shared by every test); the set exported from it must pass ``clawrig
+verify`` and its evaluators' self-checks under plain python3. Expected values come from the
+demo suite's own files (built by suites/demo/_build.py from an independent replay) and from
+the job's trial folders.
 """
 
 from __future__ import annotations
 
 import ast
-import asyncio
 import json
 import os
 import shutil
@@ -23,10 +23,6 @@ import pytest
 
 from clawrig.errors import UserError
 from clawrig.export import export_fourfolder
-from clawrig.runner.batch import run_job
-from clawrig.runner.trial import TrialServices
-from clawrig.spec.job import JobConfig, TrialConfig
-from clawrig.tasks import load_tasks
 from clawrig.testing.paths import SHARED
 
 pytestmark = pytest.mark.sandbox
@@ -77,18 +73,12 @@ def constants(path: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An oracle job on the demo suite: output/<task_id>/<trial>/ and summary_oracle.json."""
-    out = tmp_path_factory.mktemp("job") / "output"
-    config = JobConfig(
-        suite_path=DEMO,
-        output=out,
-        parallel=4,
-        trial=TrialConfig(agent="oracle", model="oracle"),
-    )
-    summary = asyncio.run(run_job(config, load_tasks(DEMO), TrialServices()))
+def job(demo_oracle_job: Path) -> Path:
+    """The session's oracle job on the demo suite (tests/conftest.py, shared with the regrade
+    and layout tests): <task_id>/<trial>/ and summary_oracle.json. Read only."""
+    summary = load(demo_oracle_job / "summary_oracle.json")
     assert summary["error_count"] == 0 and summary["evaluated_count"] == len(DEMO_IDS)
-    return out
+    return demo_oracle_job
 
 
 @pytest.fixture(scope="module")
