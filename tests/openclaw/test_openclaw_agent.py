@@ -7,15 +7,18 @@ Needs the OpenClaw install in the cache (skipped with the reason otherwise: `mak
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 from oc_helpers import (
     CHAIN,
+    FAST_RETRY,
     FINAL_000015,
     REAL_KEY,
     SCRIPT_000015_CALLS,
@@ -33,6 +36,7 @@ from clawrig.errors import ProviderError
 from clawrig.llm.client import OpenAIChatModel
 from clawrig.llm.gateway import (
     RECORD_FILE,
+    Gateway,
     ResponseCache,
     placeholder_endpoint,
     read_records,
@@ -41,9 +45,9 @@ from clawrig.llm.gateway import (
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.spec.job import TrialConfig
 from clawrig.spec.transcript import Transcript, TranscriptMessage
-from clawrig.spec.trial import StopReason
+from clawrig.spec.trial import StopReason, TrialResult
 from clawrig.testing.paths import SHARED
-from clawrig.testing.scripted_server import call, error, reply
+from clawrig.testing.scripted_server import ScriptedServer, call, error, reply
 from clawrig.transcript import openclaw_entries_from_jsonl, read_openclaw_jsonl
 
 pytestmark = [pytest.mark.sandbox, requires_openclaw]
@@ -80,12 +84,36 @@ def end_state(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-async def test_openclaw_solves_the_demo_task_through_the_gateway(
-    scripted_server, make_gateway, tmp_path
-):
-    srv = scripted_server(script_000015())
-    gw = make_gateway()
-    result, folder = await run_demo("openclaw", srv, tmp_path / "job", gw)
+@dataclass(frozen=True)
+class Solved:
+    """One OpenClaw trial of demo 000015 on its golden script (``srv``: the scripted server it
+    ran on, stopped, its ``requests`` and ``headers`` kept; ``job``: the trial's job folder)."""
+
+    srv: ScriptedServer
+    result: TrialResult
+    folder: Path
+    job: Path
+
+
+@pytest.fixture(scope="module")
+def solved_000015(tmp_path_factory: pytest.TempPathFactory) -> Solved:
+    """OpenClaw solves demo 000015 on its golden script through a fresh gateway: run once (a
+    real OpenClaw trial is the costly part of these tests) and read by the three tests about
+    that run: what it sent, scored and wrote; that the native agent agrees with it; that it
+    replays without a model server. Read it, do not change it."""
+    job = tmp_path_factory.mktemp("openclaw-000015") / "job"
+    srv = ScriptedServer(script_000015()).start()
+    gw = Gateway(retry=FAST_RETRY).start()
+    try:
+        result, folder = asyncio.run(run_demo("openclaw", srv, job, gw))
+    finally:
+        gw.stop()
+        srv.stop()  # no model server from here on (the replay test counts on it)
+    return Solved(srv=srv, result=result, folder=folder, job=job)
+
+
+async def test_openclaw_solves_the_demo_task_through_the_gateway(solved_000015: Solved):
+    srv, result, folder = solved_000015.srv, solved_000015.result, solved_000015.folder
     assert result.error is None, (folder / "agent.log").read_text()
     # the same grader as for every agent, on OpenClaw's end state and transcript
     assert result.score.score == 1.0
@@ -138,12 +166,10 @@ async def test_openclaw_solves_the_demo_task_through_the_gateway(
 
 
 async def test_native_and_openclaw_agree_on_the_same_script(
-    scripted_server, make_gateway, tmp_path
+    solved_000015: Solved, scripted_server, tmp_path
 ):
-    gw = make_gateway()
-    oc_srv, na_srv = scripted_server(script_000015()), scripted_server(script_000015())
-    oc_res, oc_dir = await run_demo("openclaw", oc_srv, tmp_path / "oc", gw)
-    na_res, na_dir = await run_demo("native", na_srv, tmp_path / "na")
+    oc_res, oc_dir = solved_000015.result, solved_000015.folder
+    na_res, na_dir = await run_demo("native", scripted_server(script_000015()), tmp_path / "na")
     # same tool calls, same end state of the task's files, same score
     oc_tr = read_openclaw_jsonl(oc_dir / RAW_TRANSCRIPT_FILE)
     na_tr = read_openclaw_jsonl(na_dir / "chat.jsonl")
@@ -235,11 +261,9 @@ async def test_max_turns_caps_openclaws_model_requests(scripted_server, make_gat
 
 
 async def test_replay_gives_the_same_transcripts_and_scores_without_a_model_server(
-    scripted_server, make_gateway, tmp_path
+    solved_000015: Solved, scripted_server, make_gateway, tmp_path
 ):
-    job = tmp_path / "job"
-    srv = scripted_server(script_000015())
-    rec_res, rec_dir = await run_demo("openclaw", srv, job, make_gateway())
+    job, rec_res, rec_dir = solved_000015.job, solved_000015.result, solved_000015.folder
     # the native agent on the same script, its calls recorded through a gateway lease
     nsrv = scripted_server(script_000015())
     task = demo_task("000015")
@@ -250,8 +274,7 @@ async def test_replay_gives_the_same_transcripts_and_scores_without_a_model_serv
     )
     services = TrialServices(model=nlease.chat_model())
     n_res, n_dir = await run_trial(task, native, tmp_path / "njob", services=services)
-    srv.stop()
-    nsrv.stop()  # no model server from here on
+    nsrv.stop()  # no model server from here on (the recorded OpenClaw run's is stopped)
 
     gw = make_gateway(cache=ResponseCache.from_job(job), cache_mode="only")
     again, again_dir = await run_demo("openclaw", None, tmp_path / "replay", gw)
