@@ -200,11 +200,20 @@ def _grade(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([clawrig, "grade", *args], capture_output=True, text=True, timeout=600)
 
 
-def test_grade_reproduces_every_demo_oracle_trial_and_changes_nothing(demo_oracle_job):
+@pytest.fixture(scope="module")
+def serial_grade(demo_oracle_job: Path) -> tuple[subprocess.CompletedProcess, dict, dict]:
+    """`clawrig grade JOB --json -p 1` on the session's demo oracle job (re-grading all 10
+    trials, the costly part), run once for the two tests that read it; with the digests of the
+    job folder's files before and after it."""
+    before = _tree_digest(demo_oracle_job)
+    r = _grade(str(demo_oracle_job), "--json", "-p", "1")
+    return r, before, _tree_digest(demo_oracle_job)
+
+
+def test_grade_reproduces_every_demo_oracle_trial_and_changes_nothing(serial_grade):
     """`clawrig grade JOB` re-grades each of the 10 demo oracle trials to its recorded score
     (= the evaluator's EXPECTED_REWARD), and not one byte of the job folder changes."""
-    before = _tree_digest(demo_oracle_job)
-    r = _grade(str(demo_oracle_job), "--json")
+    r, before, after = serial_grade
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     reports = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     expected = _expected_rewards()
@@ -214,7 +223,7 @@ def test_grade_reproduces_every_demo_oracle_trial_and_changes_nothing(demo_oracl
         assert rep["before"]["score"] == recorded == expected[rep["task_id"]], rep
         assert rep["after"]["score"] == recorded, rep
         assert rep["same"] and not rep["written"]
-    assert _tree_digest(demo_oracle_job) == before
+    assert after == before
 
 
 def test_grade_reads_result_json_and_says_when_score_json_disagrees(demo_oracle_job, tmp_path):
@@ -246,10 +255,10 @@ def test_grade_reads_result_json_and_says_when_score_json_disagrees(demo_oracle_
     assert r.returncode == 0 and "disagrees" not in r.stdout
 
 
-def test_grade_in_parallel_gives_the_serial_reports(demo_oracle_job):
+def test_grade_in_parallel_gives_the_serial_reports(demo_oracle_job, serial_grade):
     """`clawrig grade JOB -p 4` grades four trials at once: the same reports, in the same
-    order, as one at a time."""
-    serial = _grade(str(demo_oracle_job), "--json", "-p", "1")
+    order, as one at a time (``-p 1``)."""
+    serial = serial_grade[0]
     parallel = _grade(str(demo_oracle_job), "--json", "-p", "4")
     assert serial.returncode == parallel.returncode == 0, parallel.stdout + parallel.stderr
     one = [json.loads(line) for line in serial.stdout.splitlines() if line.strip()]
