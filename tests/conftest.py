@@ -95,8 +95,42 @@ def _shared_group(item: pytest.Item) -> set[str]:
     return groups
 
 
+BUILD_TIMEOUT_S = 1800
+"""The time limit (s) of a test using ``base_rootfs`` or ``docker_image`` while the ``base``
+environment or its Docker image is not built yet: the first such test builds it in its set-up
+(mmdebstrap, minutes on 2 busy cores), which the 300 s of pyproject.toml would cut."""
+
+
+def _base_unbuilt(docker: bool) -> bool:
+    """True when the ``base`` environment's root file system (or, with ``docker``, its image in
+    an engine that answers) is not in the tests' cache yet."""
+    from clawrig.env.build import image_exists, image_name, rootfs_path
+    from clawrig.env.spec import load_env_spec
+    from clawrig.env.store import docker_available
+
+    spec = load_env_spec("base")
+    if rootfs_path(spec) is None:
+        return True
+    return docker and docker_available() and not image_exists(image_name(spec))
+
+
+def _builds_base(item: pytest.Item) -> str | None:
+    """``"docker"`` when ``item`` may ask for ``docker_image`` (it uses the fixture, or is a
+    case on the docker backend, whose fixture asks for it), ``"rootfs"`` when it uses
+    ``base_rootfs``, else None."""
+    names = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    if "docker_image" in names or (callspec and "docker" in callspec.params.values()):
+        return "docker"
+    return "rootfs" if "base_rootfs" in names else None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks (its own hook)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    builds = {item: kind for item in items if (kind := _builds_base(item))}
+    if builds and _base_unbuilt(docker="docker" in builds.values()):
+        for item in builds:  # ahead of a test's own limit: the build comes first
+            item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT_S), append=False)
     # tests that share a group run on one worker; a test in two groups joins them (union-find)
     parent: dict[str, str] = {}
 
