@@ -944,6 +944,8 @@ class Gateway:
             # agent program's non-streamed request: how long it stays silent is its choice
             lease.watch.begin(seq)
 
+        from clawrig.llm.gateway.transport import send
+
         async def attempt() -> httpx.Response:
             nonlocal attempts
             attempts += 1
@@ -951,7 +953,7 @@ class Gateway:
                 req = client.build_request("POST", _url(url), content=content, headers=headers)
             else:
                 req = client.build_request("POST", _url(url), json=out, headers=headers)
-            resp = await client.send(req, stream=True)
+            resp = await send(client, req)
             if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
                 data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
                 raise _Retryable(resp.status_code, resp.headers, data)
