@@ -10,13 +10,14 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from gw_helpers import FAST_RETRY
+from gw_helpers import FAST_RETRY, upstream
 
 from clawrig.errors import ProviderError
 from clawrig.llm.client import is_connect_failure
@@ -181,3 +182,23 @@ async def test_the_gateway_says_no_reply_for_a_server_that_closes_and_connect_fo
         kind = "RemoteProtocolError" if what == "no reply from" else "ConnectError"
         assert kind in line
         gw.close_trial(lease)
+
+
+async def test_without_httpx_aiohttp_the_gateway_keeps_httpxs_own_transport(
+    scripted_server, make_gateway, monkeypatch
+) -> None:
+    # a virtualenv made before httpx-aiohttp was a dependency: the calls still go upstream
+    from clawrig.testing.scripted_server import reply
+
+    monkeypatch.setitem(sys.modules, "httpx_aiohttp", None)  # its import raises ImportError
+    monkeypatch.delitem(sys.modules, "clawrig.llm.gateway.transport", raising=False)
+    srv = scripted_server([reply("plain")])
+    gw = make_gateway()
+    made = gw.new_upstream_client()
+    assert type(made._transport) is httpx.AsyncHTTPTransport
+    await made.aclose()
+    lease = gw.open_trial(upstream(srv), trial_id="t")
+    model = lease.chat_model()
+    assert (await model.chat(USER)).content == "plain"
+    await model.aclose()
+    gw.close_trial(lease)

@@ -222,6 +222,23 @@ def upstream_tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """``await client.send(request, stream=True)`` without httpx's client layer: the request
+    goes straight to the client's transport for its URL (an environment proxy's mount, else
+    :class:`clawrig.llm.gateway.transport.UpstreamTransport`), skipping its auth and redirect
+    steps (the gateway sets the key itself and follows no redirect either way) and its cookie
+    jar (httpx turns every reply into urllib's request and message objects to look for
+    cookies, a third of its client layer's CPU; an upstream model API's cookies are no
+    trial's business, and one client serves many trials). The response's body is unread
+    (stream it, then ``aclose``). Raises RuntimeError for a closed client, httpx's
+    TransportError subclasses as the transport does."""
+    if client.is_closed:
+        raise RuntimeError("Cannot send a request, as the client has been closed.")
+    response = await client._transport_for_url(request.url).handle_async_request(request)
+    response.request = request
+    return response
+
+
 class Gateway:
     """The job's model gateway (see the module docs).
 
@@ -456,13 +473,13 @@ class Gateway:
         (:func:`clawrig.llm.gateway.transport.upstream_client`: half the CPU per call of
         httpx's own transport). Every client shares one TLS context (:func:`upstream_tls`):
         making one reads the CA bundle, ~50 ms of CPU per trial."""
-        from clawrig.llm.gateway.transport import upstream_client
-
-        return upstream_client(
-            timeout=httpx.Timeout(self.timeout_s, connect=30.0),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-            verify=upstream_tls(),
-        )
+        timeout = httpx.Timeout(self.timeout_s, connect=30.0)
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+        try:
+            from clawrig.llm.gateway.transport import upstream_client
+        except ImportError:  # a virtualenv made before httpx-aiohttp was a dependency
+            return httpx.AsyncClient(timeout=timeout, limits=limits, verify=upstream_tls())
+        return upstream_client(timeout=timeout, limits=limits, verify=upstream_tls())
 
     @asynccontextmanager
     async def shared_upstream(self) -> AsyncIterator[None]:
@@ -943,8 +960,6 @@ class Gateway:
             # watched for a stall (ended by the request's record or a transport error); not an
             # agent program's non-streamed request: how long it stays silent is its choice
             lease.watch.begin(seq)
-
-        from clawrig.llm.gateway.transport import send
 
         async def attempt() -> httpx.Response:
             nonlocal attempts

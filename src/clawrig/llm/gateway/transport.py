@@ -147,20 +147,3 @@ def _let_go(transport: UpstreamTransport) -> None:
         if connector is not None:
             with contextlib.suppress(Exception):
                 connector._close()  # the public close() is a coroutine: no loop may run now
-
-
-async def send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
-    """``await client.send(request, stream=True)`` without httpx's client layer: the request
-    goes straight to the client's transport for its URL (an environment proxy's mount, else
-    :class:`UpstreamTransport`), skipping its auth and redirect steps (the gateway sets the
-    key itself and follows no redirect either way) and its cookie jar (httpx turns every reply
-    into urllib's request and message objects to look for cookies, a third of its client
-    layer's CPU; an upstream model API's cookies are no trial's business, and one client
-    serves many trials). The response's body is unread (stream it, then ``aclose``). Raises
-    RuntimeError for a closed client, httpx's TransportError subclasses as the transport
-    does."""
-    if client.is_closed:
-        raise RuntimeError("Cannot send a request, as the client has been closed.")
-    response = await client._transport_for_url(request.url).handle_async_request(request)
-    response.request = request
-    return response
