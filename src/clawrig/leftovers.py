@@ -8,11 +8,15 @@ root and scratch), ``clawrig-trial-<pid>-*`` (a trial's work folder) and the oth
 from __future__ import annotations
 
 import atexit
+import contextlib
+import errno
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 KINDS = (
@@ -96,6 +100,24 @@ def sweep_dead(base: Path) -> list[Path]:
     return removed
 
 
+_MOUNTING = threading.Lock()
+_mounts_closed = False
+RELEASE_WAIT_S = 10.0
+"""Seconds :func:`release_own_mounts` waits for a mount being made in another thread."""
+
+
+@contextlib.contextmanager
+def mounting(target: Path | str) -> Iterator[None]:
+    """Hold while making a mount in the host's namespace (``with mounting(path): mount ...``):
+    :func:`release_own_mounts` waits for the mount to be made, so it finds and releases it, and
+    after it ran (the process is ending) none is made any more. Raises OSError (ESHUTDOWN)
+    then."""
+    with _MOUNTING:
+        if _mounts_closed:
+            raise OSError(errno.ESHUTDOWN, f"mount on {target}: this process is exiting")
+        yield
+
+
 def release_own_mounts() -> list[Path]:
     """Unmount what is still mounted below this process's own folders (``clawrig-<kind>-<pid>-*``
     in every folder :func:`owned_tempdir` made one in: a warm pool's root with its sandboxes'
@@ -106,7 +128,16 @@ def release_own_mounts() -> list[Path]:
     next harness sweeping that same folder (:func:`sweep_dead`). Runs at interpreter exit
     (``atexit``, registered with the first owned folder) and before the job's ``os._exit``; a
     forked child owns none of its parent's folders (their names hold the parent's pid). One read
-    of the mount table, one lazy unmount per outermost mount point. Never raises."""
+    of the mount table, one lazy unmount per outermost mount point. Never raises.
+
+    It runs only as the process ends: it first waits (at most :data:`RELEASE_WAIT_S` seconds)
+    for a mount another thread is making (:func:`mounting`: a warm pool filling, a trial
+    setting up its disk, when a second Ctrl-C came), and no mount is made after it."""
+    global _mounts_closed
+    got = _MOUNTING.acquire(timeout=RELEASE_WAIT_S)
+    _mounts_closed = True
+    if got:
+        _MOUNTING.release()
     me = os.getpid()
     points = mount_points()
     released: list[Path] = []

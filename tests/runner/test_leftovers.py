@@ -213,3 +213,69 @@ def test_mounts_below_names_with_spaces_and_non_ascii_letters(tmp_path: Path) ->
         assert mounts_below(base) == [] and not dead.exists()
     finally:
         unmount_below(tmp_path)
+
+
+_RACE = r"""
+import ctypes, os, sys, threading, time
+from pathlib import Path
+from clawrig.leftovers import owned_tempdir, release_own_mounts
+from clawrig.sandbox.disk import mount
+
+base, when = Path(sys.argv[1]), sys.argv[2]
+folder = owned_tempdir("pool", base)
+(folder / "m").mkdir()
+(folder / "n").mkdir()
+inside, released = threading.Event(), threading.Event()
+outcome = []
+
+def held():  # a warm pool's thread in the middle of a mount when the second Ctrl-C comes
+    from clawrig.leftovers import mounting
+    with mounting(folder / "m"):
+        inside.set()
+        time.sleep(0.5)
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.mount(b"tmpfs", os.fsencode(folder / "m"), b"tmpfs", 0, None) == 0
+
+def late():  # ... and one that starts its mount just after the release
+    inside.set()
+    released.wait()
+    try:
+        mount("tmpfs", folder / "n", "tmpfs")
+        outcome.append("mounted after the release")
+    except OSError as exc:
+        outcome.append(f"refused: {exc}")
+
+t = threading.Thread(target=held if when == "held" else late)
+t.start()
+inside.wait(10)
+release_own_mounts()
+released.set()
+t.join()
+print(*outcome, flush=True)
+os._exit(0)  # as the second Ctrl-C does: no atexit to release again
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
+@pytest.mark.parametrize("when", ["held", "late"])
+def test_no_mount_outlives_the_release_at_exit(tmp_path, when):
+    """release_own_mounts (at exit, and before the second Ctrl-C's os._exit) waits for a mount
+    another thread is making and releases it; a mount tried after it is refused (ESHUTDOWN), so
+    none stays in the host's mount table after the process."""
+    r = subprocess.run(
+        [sys.executable, "-c", _RACE, str(tmp_path), when],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    left = [
+        line.split()[4]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.split()[4].startswith(str(tmp_path))
+    ]
+    for point in sorted(left, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False)
+    assert r.returncode == 0, r.stderr
+    assert left == [], (left, r.stdout)
+    if when == "late":
+        assert r.stdout.startswith("refused: ") and "exiting" in r.stdout, r.stdout

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clawrig.leftovers import remove_tree
+from clawrig.leftovers import mounting, remove_tree
 
 BYTES_PER_INODE = 32 * 1024
 """ext4 bytes-per-inode ratio of a trial disk: an 8 GiB disk holds at most 262,144 files and
@@ -229,11 +229,13 @@ def mount(
     data: str | None = None,
 ) -> None:
     """mount(2) (no process; ``data``: the file system's options, at most a page of them).
-    Raises OSError ("mount SOURCE on TARGET: why")."""
+    Raises OSError ("mount SOURCE on TARGET: why"; ESHUTDOWN once the process is ending:
+    :func:`clawrig.leftovers.mounting`)."""
     args = [None if x is None else os.fsencode(x) for x in (source, str(target), fstype, data)]
-    if libc().mount(args[0], args[1], args[2], flags, args[3]) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+    with mounting(target):
+        if libc().mount(args[0], args[1], args[2], flags, args[3]) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
 def mount_ext4(device: str, target: Path) -> None:
@@ -302,13 +304,14 @@ class TrialDisk:
                 with open(self.image, "wb") as fh:
                     fh.truncate(self.size_bytes)
                 _run("mke2fs", *MKE2FS_ARGS, str(self.image))
-                _run(
-                    "mount",
-                    "-o",
-                    "loop,nosuid,nodev,noatime,noinit_itable",
-                    str(self.image),
-                    str(self.path),
-                )
+                with mounting(self.path):
+                    _run(
+                        "mount",
+                        "-o",
+                        "loop,nosuid,nodev,noatime,noinit_itable",
+                        str(self.image),
+                        str(self.path),
+                    )
         except (OSError, subprocess.CalledProcessError) as exc:
             self.problem = _why(exc)
             with contextlib.suppress(OSError):

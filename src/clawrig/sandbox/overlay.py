@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from clawrig.errors import SandboxError
+from clawrig.leftovers import mounting
 from clawrig.sandbox.disk import MS_NODEV, MS_NOSUID, mount, umount_lazy
 
 _BAD = (":", ",", "\\", "\n")
@@ -72,12 +73,16 @@ class Overlay:
                 why = os.strerror(exc.errno) if exc.errno else str(exc)
                 raise SandboxError(f"cannot mount the overlay for the sandbox: {why}") from None
         else:
-            r = subprocess.run(
-                ["mount", "-t", "overlay", "overlay", "-o", opts + ",nosuid,nodev"]
-                + [str(self.merged)],
-                capture_output=True,
-                text=True,
-            )
+            try:
+                with mounting(self.merged):
+                    r = subprocess.run(
+                        ["mount", "-t", "overlay", "overlay", "-o", opts + ",nosuid,nodev"]
+                        + [str(self.merged)],
+                        capture_output=True,
+                        text=True,
+                    )
+            except OSError as exc:
+                raise SandboxError(f"cannot mount the overlay for the sandbox: {exc}") from None
             if r.returncode != 0:
                 raise SandboxError(f"cannot mount the overlay for the sandbox: {r.stderr.strip()}")
         self.mounted = True
