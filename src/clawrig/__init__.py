@@ -20,18 +20,10 @@ The curated public API (imported lazily, so ``import clawrig`` stays cheap):
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import Any
 
 __version__ = "0.1.0"
 
-# httpx's package imports its command-line client (httpx._main) when it is imported, and that
-# imports click, pygments and rich's syntax highlighting: ~0.2 s of CPU at the start of every
-# `clawrig run` (its gateway uses httpx), for a CLI clawrig never calls. A None entry makes
-# that one import fail, which httpx expects (it then defines a ``main`` that says its CLI
-# extras are missing); the rest of httpx is unchanged, and the `httpx` command, its own
-# process, still works. Only when httpx is not imported yet (not to undo a real one).
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 _EXPORTS = {
     "load_tasks": "clawrig.tasks.registry",
