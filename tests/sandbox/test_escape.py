@@ -342,3 +342,20 @@ async def test_unprivileged_uid_fallback_keeps_limits(tmp_path_factory):
     finally:
         await sb.stop()
         __import__("shutil").rmtree(ws, ignore_errors=True)
+
+
+async def test_kernel_settings_are_read_only(make_sandbox):
+    # a red-team finding: root inside is the host's uid 0 (uid_map "0 0 1" when the harness
+    # is root), and the kernel lets the global uid 0 write any /proc/sys file with no
+    # capability: kernel.core_pattern = "|/usr/bin/PROG ARGS" runs PROG as the host's root at
+    # the next crash of any process. bwrap skips its read-only cover of /proc/sys there (the
+    # /proc/sys folder is never writable to access(2), which it reads as "already read-only").
+    # The probe writes back the value it read, so the host is unchanged even where it succeeds
+    sb = await make_sandbox("bwrap")
+    path = "/proc/sys/kernel/printk_ratelimit_burst"
+    before = Path(path).read_text()
+    r = await sb.exec(f"v=$(cat {path}) && echo $v > {path}")
+    assert r.exit_code != 0 and "Read-only file system" in r.stderr, (r.exit_code, r.stderr)
+    r = await sb.exec(f"cat {path} /proc/sys/kernel/core_pattern")  # still readable
+    assert r.exit_code == 0 and r.stdout.split()[0] == before.strip()
+    assert Path(path).read_text() == before

@@ -600,7 +600,11 @@ class BwrapSandbox(SupervisedSandbox):
             etc = self.base_dir / "etc"
             for name in ("passwd", "group", "hosts", "hostname"):
                 a += self._bind(etc / name, f"/etc/{name}", True)
-        a += ["--proc", "/proc", "--dev", "/dev"]
+        # /proc/sys read-only: root inside is the host's uid 0 when the harness is root, which
+        # the kernel lets write any sysctl with no capability (kernel.core_pattern = "|PROG"
+        # runs PROG as the host's root); bwrap's own cover skips it there (access(2) calls the
+        # /proc/sys folder unwritable to any uid, which bwrap reads as already read-only)
+        a += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
         # /dev/shm: a tmpfs of bounded size (the /dev tmpfs bwrap makes has none: without a
         # memory cgroup a sandbox could hold gigabytes there), then /dev itself read-only
         a += ["--perms", "1777", "--size", str(cfg.limits.shm_bytes), "--tmpfs", "/dev/shm"]
