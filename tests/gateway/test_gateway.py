@@ -663,3 +663,30 @@ async def test_a_judge_leases_waiting_requests_never_go_upstream_after_it_is_clo
     assert [r.status_code for r in late] == [401] * 3
     assert "unknown or closed trial token" in late[0].text
     assert sorted(r["messages"][0]["content"] for r in srv.requests) == ["0", "1", "2", "3"]
+
+
+async def test_request_bodies_no_provider_takes_get_a_400_not_a_500(scripted_server, make_gateway):
+    # a red-team finding: a program holding the trial's token made the gateway fail with a 500
+    # (an exception in the harness) with a body holding NaN, a number past a float (1e999), a
+    # lone surrogate escape (no UTF-8 text holds it) or a stream_options that is no object
+    srv = scripted_server([reply("fine")])
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="t")
+    url = f"{lease.host_base_url}/chat/completions"
+    user = '[{"role":"user","content":"x"}]'
+    bodies = {
+        f'{{"model":"m","temperature":NaN,"messages":{user}}}': "not JSON",
+        f'{{"model":"m","max_tokens":1e999,"messages":{user}}}': "not JSON",
+        '{"model":"m","messages":[{"role":"user","content":"a\\udcff"}]}': "lone surrogate",
+        f'{{"model":"m","stream":true,"stream_options":"x","messages":{user}}}': "stream_options",
+    }
+    async with httpx.AsyncClient(timeout=60) as client:
+        replies = [await client.post(url, content=b.encode()) for b in bodies]
+        # a surrogate pair (an emoji as ensure_ascii JSON writes it) is text: it is sent
+        pair = '{"model":"m","messages":[{"role":"user","content":"\\ud83d\\ude00"}]}'
+        sent = await client.post(url, content=pair.encode())
+    assert [r.status_code for r in replies] == [400] * 4, [r.text for r in replies]
+    for r, why in zip(replies, bodies.values(), strict=True):
+        assert why in r.json()["error"]["message"]
+    assert sent.status_code == 200 and sent.json()["choices"][0]["message"]["content"] == "fine"
+    assert [r["messages"][0]["content"] for r in srv.requests] == ["\U0001f600"]

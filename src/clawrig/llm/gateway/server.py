@@ -159,6 +159,34 @@ async def _read_reply(resp: httpx.Response, cap: int) -> bytes | None:
         await resp.aclose()
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float; ValueError for one past a float's range (``1e999``: inf)."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:20]} is out of a float's range")
+    return value
+
+
+def _not_json(name: str) -> float:
+    """``json.loads``'s ``parse_constant``: NaN, Infinity and -Infinity are not JSON."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unsendable(data: bytes, body: dict[str, Any]) -> str | None:
+    """Why a parsed request body cannot be sent upstream as JSON text, or None: a lone
+    surrogate escape (``\\udcff``) no UTF-8 text holds; a ``stream_options`` that is no
+    object."""
+    if b"\\ud" in data or b"\\uD" in data:  # only then encode it all to find a lone one
+        try:
+            json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            return "a string holds a lone surrogate escape (\\ud800-\\udfff): no UTF-8 text can"
+    opts = body.get("stream_options")
+    if opts is not None and not isinstance(opts, dict):
+        return "stream_options must be a JSON object"
+    return None
+
+
 def _wire_body(body: dict[str, Any], made: dict[str, str]) -> bytes | None:
     """``body`` as the compact JSON an HTTP client sends (httpx's ``json=``), the fields in
     ``made`` given as JSON text already (put last: key order means nothing to a server);
@@ -696,8 +724,8 @@ class Gateway:
                     f"clawrig gateway: the request body is over {format_bytes(MAX_REQUEST_BYTES)}",
                     "request_too_large",
                 )
-            try:
-                body = json.loads(data)
+            try:  # NaN, Infinity and 1e999 are no JSON a provider takes (a 500 here before)
+                body = json.loads(data, parse_constant=_not_json, parse_float=_finite)
             except (ValueError, RecursionError):
                 return _error_body(
                     400, "clawrig gateway: the request body is not JSON", "bad_request"
@@ -706,6 +734,9 @@ class Gateway:
                 return _error_body(
                     400, "clawrig gateway: the body must be a JSON object", "bad_request"
                 )
+            why = _unsendable(data, body)
+            if why is not None:
+                return _error_body(400, f"clawrig gateway: {why}", "bad_request")
             reply = await self._chat(lease, body)
             assert isinstance(reply, Response)  # not raw: always a response
             return reply
