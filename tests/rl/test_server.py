@@ -107,6 +107,12 @@ async def test_groups_tasks_and_health(serve, scripted_server):
          "task_id: no task '999999' on this server"),
         ({"task_id": "000015", "base_url": "ftp://x", "model": "m"}, 400,
          "base_url: not an http(s) URL: 'ftp://x'"),
+        # red team: a port past 65535 passed the check and the episode came back a 200
+        # holding an infrastructure error (the transport's "Invalid port")
+        ({"task_id": "000015", "base_url": "http://127.0.0.1:99999/v1", "model": "m"}, 400,
+         "base_url: not an http(s) URL: 'http://127.0.0.1:99999/v1'"),
+        ({"task_id": "000015", "base_url": "http://127.0.0.1:0/v1", "model": "m"}, 400,
+         "base_url: not an http(s) URL: 'http://127.0.0.1:0/v1'"),
         ({"task_id": "000015", "base_url": "http://x/v1", "model": "m",
           "sampling": {"max_tokens": 0}}, 422,
          "sampling.max_tokens: Input should be greater than or equal to 1"),

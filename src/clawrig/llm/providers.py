@@ -257,7 +257,8 @@ def require_http_url(url: str, what: str) -> str:
     try:
         parts = urlsplit(url)
         ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # e.g. an unclosed [ in the host
+        ok = ok and (parts.port is None or parts.port > 0)
+    except ValueError:  # e.g. an unclosed [ in the host, a port past 65535 or not a number
         ok = False
     if not ok:
         raise UserError(f"{what}: not an http(s) URL: {url!r}")
