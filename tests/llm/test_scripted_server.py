@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -264,9 +267,10 @@ def test_without_models_any_model_is_served(scripted_server):
     assert [m["id"] for m in httpx.get(f"{srv.base_url}/models").json()["data"]] == ["scripted"]
 
 
-def test_cli_script_models_refuse_other_models(tmp_path):
-    script = tmp_path / "demo.json"
-    script.write_text(json.dumps({"models": ["demo"], "replies": [{"content": "ok"}]}))
+@contextlib.contextmanager
+def _cli_server(script: Path) -> Iterator[str]:
+    """``python -m clawrig.testing.scripted_server --script SCRIPT --port 0`` running; yields
+    the first line it prints (the URL it serves at)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "clawrig.testing.scripted_server", "--script", str(script)]
         + ["--port", "0"],
@@ -275,14 +279,22 @@ def test_cli_script_models_refuse_other_models(tmp_path):
         text=True,
     )
     try:
-        base_url = proc.stdout.readline().split(": ", 1)[1].split()[0]
+        assert proc.stdout is not None
+        yield proc.stdout.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_cli_script_models_refuse_other_models(tmp_path):
+    script = tmp_path / "demo.json"
+    script.write_text(json.dumps({"models": ["demo"], "replies": [{"content": "ok"}]}))
+    with _cli_server(script) as line:
+        base_url = line.split(": ", 1)[1].split()[0]
         refused = httpx.post(f"{base_url}/chat/completions", json=chat(model="other"))
         assert (refused.status_code, refused.json()["error"]["code"]) == (404, "model_not_found")
         body = httpx.post(f"{base_url}/chat/completions", json=chat(model="demo")).json()
         assert body["choices"][0]["message"]["content"] == "ok"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_load_script_forms_and_errors(tmp_path):
@@ -315,22 +327,11 @@ def test_load_script_forms_and_errors(tmp_path):
 def test_cli_serves_a_script(tmp_path):
     script = tmp_path / "demo.json"
     script.write_text(json.dumps([{"content": "from the CLI"}]))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "clawrig.testing.scripted_server", "--script", str(script)]
-        + ["--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
+    with _cli_server(script) as line:
         assert line.startswith("scripted OpenAI-compatible server: http://127.0.0.1:"), line
         base_url = line.split(": ", 1)[1].split()[0]
         body = httpx.post(f"{base_url}/chat/completions", json=chat()).json()
         assert body["choices"][0]["message"]["content"] == "from the CLI"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_cli_bad_script_is_one_line(tmp_path):
