@@ -35,7 +35,7 @@ def test_out_of_range_numbers_are_usage_errors(args: list[str], tmp_path) -> Non
         (["run", "suites/demo", "--bogus"], "--bogus"),
         (["run", "suites/demo", "-p", "0"], "--parallel"),
         (["serve", "suites/demo", "--port", "70000"], "--port"),
-        (["grade"], "trial_dirs"),
+        (["grade"], "TRIAL_DIR"),
         (["export", "no-such-format"], "no-such-format"),
         (["run", "suites/[demo]", "--runs", "x"], "--runs"),
     ],
