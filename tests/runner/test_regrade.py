@@ -129,7 +129,8 @@ def test_grade_without_arguments_says_what_to_give():
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.splitlines() == [
         "clawrig: error: TRIAL_DIR: give one or more trial folders (each holds result.json) "
-        "or a job folder (clawrig run's --output) to grade all its trials"
+        "or a job folder (clawrig run's --output) to grade all its trials "
+        "(see 'clawrig grade --help')"
     ]
     assert "trial_dirs" not in r.stdout + r.stderr
 

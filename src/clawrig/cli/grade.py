@@ -108,7 +108,8 @@ def register(app: typer.Typer) -> None:
         if not trial_dirs:
             raise UserError(
                 "TRIAL_DIR: give one or more trial folders (each holds result.json) or a job "
-                "folder (clawrig run's --output) to grade all its trials"
+                "folder (clawrig run's --output) to grade all its trials "
+                "(see 'clawrig grade --help')"
             )
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
