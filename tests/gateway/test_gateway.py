@@ -8,6 +8,7 @@ tokens), independently of the gateway's code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 
@@ -407,20 +408,28 @@ async def test_a_trials_leftover_requests_do_not_hold_the_next_trials_client(
     gw = make_gateway()
     leases = {}
 
-    async def call_as(name: str, timeout: float | None = None) -> tuple[httpx.Response, object]:
+    async def call_as(name: str) -> tuple[httpx.Response, object]:
         lease = leases[name] = gw.open_trial(upstream(srv), trial_id=name)
         url = f"{lease.host_base_url}/chat/completions"
         body = {"model": "m", "messages": [{"role": "user", "content": name}]}
         async with httpx.AsyncClient() as client:
-            try:
-                r = await client.post(url, json=body, timeout=timeout)
-            except httpx.ReadTimeout:
-                r = None
-        used = lease._upstream_client
-        return r, used
+            r = await client.post(url, json=body)
+        return r, lease._upstream_client
 
-    gone, a_client = await call_as("a", timeout=0.3)  # its sandbox went away mid-request
-    assert gone is None and leases["a"].in_flight == 1 and a_client is not None
+    # its sandbox went away mid-request: the client leaves once the gateway has the request
+    # upstream (a fixed 0.3 s client timeout could end before the gateway made its first upstream
+    # client, aiohttp's import included, on a loaded machine: in_flight was still 0)
+    first = asyncio.create_task(call_as("a"))
+    for _ in range(1000):
+        lease_a = leases.get("a")
+        if lease_a is not None and lease_a.in_flight == 1 and lease_a._upstream_client:
+            break
+        await asyncio.sleep(0.01)
+    first.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await first
+    a_client = leases["a"]._upstream_client
+    assert leases["a"].in_flight == 1 and a_client is not None
     gw.close_trial(leases["a"])
     b, b_client = await call_as("b")
     assert b.status_code == 200 and b.json()["choices"][0]["message"]["content"] == "b"
