@@ -312,3 +312,23 @@ def test_a_node_that_joins_mid_job_takes_trials(ray_cluster, model_server, tmp_p
     finally:
         if joined is not None:
             ray_cluster.remove_node(joined)
+
+
+def test_a_node_the_cluster_still_lists_after_it_left_takes_no_trials(
+    ray_cluster, model_server, tmp_path, monkeypatch
+):
+    # CI at 3d39779: the node a test had just removed was still listed alive by ray.nodes(),
+    # its pinned worker could not be placed (ActorUnschedulableError) and `clawrig run` died
+    # with a traceback. Such a node is skipped like one that died while starting
+    import ray
+
+    listed = ray.nodes
+    gone = {"NodeID": "ab" * 28, "Alive": True, "Resources": {"CPU": float(NODE_CPUS)}}
+    monkeypatch.setattr(ray, "nodes", lambda: [*listed(), gone])
+    bench = write_mini_bench(tmp_path / "bench", 4)
+    srv = model_server()
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    out = tmp_path / "out"
+    summary = Job(_config(bench, out, executor="ray", ray_address=ray_cluster.address)).run()
+    assert summary["error_count"] == 0 and summary["evaluated_count"] == 4
+    assert _nodes_used(out) <= node_ids(ray_cluster) and gone["NodeID"] not in _nodes_used(out)

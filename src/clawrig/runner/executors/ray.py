@@ -566,8 +566,10 @@ class RayExecutor:
         for node, ready in started:
             try:
                 await ready
-            except ray.exceptions.RayActorError:
-                continue  # a node that died while starting: the others run the job
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError):
+                # a node that died while starting, or one the cluster still lists alive after
+                # it left (its pinned worker cannot be placed): the others run the job
+                continue
             except ray.exceptions.RayTaskError as exc:
                 raise _cause(exc) from None
             self._add(node)
@@ -618,8 +620,12 @@ class RayExecutor:
         ray = self._ray
         try:
             await ready
-        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
-            return  # a node that cannot start a worker takes no trials
+        except (
+            ray.exceptions.RayActorError,
+            ray.exceptions.ActorUnschedulableError,
+            ray.exceptions.RayTaskError,
+        ):
+            return  # a node that cannot start a worker (or is gone already) takes no trials
         self._add(node)
         self.capacity = (self.capacity or 0) + node.slots
         if self.on_capacity is not None:
