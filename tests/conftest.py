@@ -41,6 +41,7 @@ from typing import Any
 
 import pytest
 
+from clawrig.llm.client import forget_upstreams
 from clawrig.sandbox.client import SupervisedSandbox
 from clawrig.testing.scripted_server import ScriptedServer
 
@@ -162,6 +163,16 @@ def _suffix_group(item: pytest.Item, group: str) -> None:
     node_id = getattr(item, "_id", None)
     if node_id is not None and hasattr(type(node_id), "parse"):
         item._id = type(node_id).parse(f"{item.nodeid}@{group}")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_model_server_records() -> None:
+    """Each test starts with no record of which model servers answered, refused or could not
+    be reached (process-wide, keyed by base URL): a test's scripted server that got an earlier
+    test's port was taken for one that had answered, and a 401 ended its trial as a refusal
+    after answers instead of stopping (test_unauthorised_model_stops_with_one_line, CI at
+    3d39779)."""
+    forget_upstreams()
 
 
 @pytest.fixture(autouse=True)

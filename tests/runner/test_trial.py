@@ -122,6 +122,31 @@ async def test_unauthorised_model_stops_with_one_line(scripted_server, tmp_path)
     assert "401" in str(info.value) and "\n" not in str(info.value)
 
 
+async def test_a_401_stops_again_once_the_processs_records_are_forgotten(scripted_server, tmp_path):
+    """Records of which model answered are per base URL: a server whose URL answered earlier
+    in the process (an earlier server on a reused port) turns a 401 into the end of one trial
+    (refused after answers), not the job's stop; forget_upstreams makes it a fresh process's
+    401 again. The test session forgets before each test (tests/conftest.py)."""
+    from clawrig.errors import ModelRequestError
+    from clawrig.llm.client import forget_upstreams, mark_answered
+
+    task = next(t for t in load_tasks(DEMO) if t.id == "000015")
+    srv = scripted_server([error(401, "invalid api key")] * 3)
+    mark_answered(srv.chat_model().endpoint)
+    result, _ = await run_trial(
+        task, TrialConfig(agent="native", model="scripted/x"), tmp_path / "a",
+        services=TrialServices(model=srv.chat_model()),
+    )  # fmt: skip
+    assert result.error is not None and result.score is None
+    forget_upstreams()
+    with pytest.raises(ModelRequestError) as info:
+        await run_trial(
+            task, TrialConfig(agent="native", model="scripted/x"), tmp_path / "b",
+            services=TrialServices(model=srv.chat_model()),
+        )  # fmt: skip
+    assert "401" in str(info.value)
+
+
 async def test_provider_down_is_an_infrastructure_error(scripted_server, tmp_path):
     task = next(t for t in load_tasks(DEMO) if t.id == "000015")
     srv = scripted_server([error(500)] * 10)

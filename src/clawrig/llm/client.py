@@ -270,6 +270,17 @@ def mark_answered(endpoint: ModelEndpoint) -> None:
     _UNREACHED.pop(key, None)
 
 
+def forget_upstreams() -> None:
+    """Forget what this process noted of its model servers (:func:`mark_answered`,
+    :func:`mark_unreached`, :func:`mark_refused`): the next request to each is judged as a
+    fresh process's first. For a process that runs independent jobs one after another, such as
+    a test session, where a later test's model server can get an earlier one's port (the
+    records are keyed by base URL)."""
+    _ANSWERED.clear()
+    _UNREACHED.clear()
+    _REFUSED.clear()
+
+
 def has_answered(endpoint: ModelEndpoint) -> bool:
     """True when ``endpoint``'s provider, model id and base URL answered a request in this
     process (evidence that a later refusal of a request is about its content, not the
