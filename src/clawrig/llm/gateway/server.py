@@ -690,11 +690,7 @@ class Gateway:
                         return _error_body(401, UNKNOWN_TOKEN, "auth")
                     with lease._lock:
                         lease._route_open += 1
-                    try:
-                        return await route_chat(request, lease)
-                    finally:
-                        with lease._lock:
-                            lease._route_open -= 1
+                    return await open_chat(request, lease)
             with lease._lock:
                 busy = lease._route_open >= MAX_IN_FLIGHT
                 if busy:
@@ -710,6 +706,11 @@ class Gateway:
                 )
                 busy_reply.headers["retry-after"] = "1"
                 return busy_reply
+            return await open_chat(request, lease)
+
+        async def open_chat(request: Request, lease: GatewayLease) -> Response:
+            """:func:`route_chat` of a request counted in ``lease._route_open``, uncounted
+            when it ends."""
             try:
                 return await route_chat(request, lease)
             finally:
