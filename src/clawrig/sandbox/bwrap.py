@@ -708,10 +708,10 @@ class BwrapSandbox(SupervisedSandbox):
                     launcher += prefix
                 else:
                     launcher += nice_argv(SANDBOX_NICE)
-        if self.overlay is None and not self.config.rootfs:
+        if self.overlay is None and not self.config.rootfs and not _etc.get(self.config.hostname):
             # the copy of the host's /etc the sandbox binds (_argv): made once per process
             # (~735 files: seconds under load), so made in a thread, not on the event loop
-            # that serves every other trial meanwhile
+            # that serves every other trial meanwhile (once made: no thread hand-off)
             try:
                 await asyncio.to_thread(host_etc, self.config.hostname)
             except BaseException:
