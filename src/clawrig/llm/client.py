@@ -154,8 +154,8 @@ class ReplyTooLarge(_BodyError):
 
 
 @functools.cache
-def _capped_classes() -> tuple[type, type]:
-    """(the reply stream, :func:`capped_transport`'s class) over the SDK's HTTP library
+def _capped_transport_class() -> type:
+    """:func:`capped_transport`'s class (with its reply stream) over the SDK's HTTP library
     (:func:`sdk_httpx`), made on first use."""
     lib = sdk_httpx()
 
@@ -191,7 +191,7 @@ def _capped_classes() -> tuple[type, type]:
             response.stream = CappedStream(response.stream, self.cap)
             return response
 
-    return CappedStream, CappedTransport
+    return CappedTransport
 
 
 def capped_transport(cap: int, **kwargs: Any) -> Any:
@@ -199,7 +199,7 @@ def capped_transport(cap: int, **kwargs: Any) -> Any:
     ``AsyncHTTPTransport``) that refuses reply bodies over ``cap`` bytes (by Content-Length
     at once, else while reading: :class:`ReplyTooLarge`), so one huge reply cannot take the
     harness's memory."""
-    return _capped_classes()[1](cap, **kwargs)
+    return _capped_transport_class()(cap, **kwargs)
 
 
 _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]]
