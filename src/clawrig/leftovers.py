@@ -34,6 +34,7 @@ KINDS = (
     "pool",  # a warm pool's root (sandbox/pool.py: its sandboxes' folders are below it)
     "etc",  # the /etc sandboxes on the host's system see (sandbox/bwrap.py: host_etc)
     "skel",  # the top layer of a sandbox's overlay root (sandbox/bwrap.py: skeleton)
+    "dev",  # the device nodes sandboxes bind (sandbox/bwrap.py: device_nodes)
 )
 """Every ``<kind>`` :func:`owned_tempdir` makes and :func:`sweep_dead` removes."""
 _swept: set[Path] = set()

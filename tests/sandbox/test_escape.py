@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
@@ -359,3 +360,26 @@ async def test_kernel_settings_are_read_only(make_sandbox):
     r = await sb.exec(f"cat {path} /proc/sys/kernel/core_pattern")  # still readable
     assert r.exit_code == 0 and r.stdout.split()[0] == before.strip()
     assert Path(path).read_text() == before
+
+
+async def test_device_nodes_work_but_are_not_the_hosts(make_sandbox):
+    # a red-team finding: bwrap's --dev binds the host's own /dev nodes, which root inside
+    # (the host's uid 0 when the harness is root) owns: `chmod 000 /dev/full` in a trial left
+    # the host's /dev/full unusable. The probe sets the mode a node has already, so the host is
+    # unchanged even where it succeeds
+    sb = await make_sandbox("bwrap")
+    host = {n: os.stat(f"/dev/{n}") for n in ("null", "zero", "full", "urandom")}
+    r = await sb.exec(
+        "echo x > /dev/null && head -c 3 /dev/zero | wc -c && head -c 4 /dev/urandom | wc -c"
+    )
+    assert r.exit_code == 0 and r.stdout.split() == ["3", "4"], (r.exit_code, r.stdout, r.stderr)
+    r = await sb.exec("echo x > /dev/full")
+    # /dev/full opens and refuses the write as the device does (ENOSPC), not permission
+    assert r.exit_code != 0 and "Permission denied" not in r.stderr, r.stderr
+    for name, st in host.items():
+        mode = oct(stat.S_IMODE(st.st_mode))[2:]
+        r = await sb.exec(f"chmod {mode} /dev/{name}")
+        if os.geteuid() == 0:  # else the sandbox's root is no host uid 0: nothing to protect
+            assert r.exit_code != 0 and "not permitted" in r.stderr, (name, r.stderr)
+        after = os.stat(f"/dev/{name}")
+        assert (after.st_mode, after.st_uid, after.st_mtime) == (st.st_mode, st.st_uid, st.st_mtime)

@@ -180,6 +180,51 @@ def host_etc(hostname: str) -> Path:
         return folder
 
 
+DEV_NODES: dict[str, tuple[int, int]] = {
+    "null": (1, 3),
+    "zero": (1, 5),
+    "full": (1, 7),
+    "random": (1, 8),
+    "urandom": (1, 9),
+    "tty": (5, 0),
+}
+"""The character devices bwrap's ``--dev`` gives a sandbox: name -> (major, minor)
+(Documentation/admin-guide/devices.txt)."""
+DEV_OWNER = UID_BASE - 1
+"""The host uid that owns :func:`device_nodes`: one no sandbox maps."""
+
+
+@functools.cache
+def device_nodes() -> Path | None:
+    """A folder holding :data:`DEV_NODES` for sandboxes to bind over bwrap's own, made once
+    per process (``clawrig-dev-<pid>-*`` in the temp folder, removed at exit), or None.
+
+    bwrap's ``--dev`` binds the host's own device nodes. When the harness runs as root, a
+    sandbox's root is the host's uid 0, which owns them: ``chmod 000 /dev/null`` in a trial
+    changed the host's /dev/null, for every later trial and every program on the host (a
+    red-team finding; a read-only bind would stop writes to the device too). These nodes
+    are the same devices, mode 0666, owned by :data:`DEV_OWNER`: a sandbox reads and writes
+    them but cannot change their mode or owner, and they are not the host's. None when not
+    root (the sandbox's root is then no host uid 0: bwrap's binds stay), when nodes cannot be
+    made, or when the temp folder is mounted ``nodev`` (devices there cannot be opened)."""
+    if os.geteuid() != 0:
+        return None
+    folder = owned_tempdir("dev")
+    atexit.register(remove_tree, folder)
+    try:
+        if os.statvfs(folder).f_flag & os.ST_NODEV:
+            return None
+        os.chmod(folder, 0o755)
+        for name, (major, minor) in DEV_NODES.items():
+            node = folder / name
+            os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(major, minor))
+            os.chmod(node, 0o666)  # past the umask
+            os.chown(node, DEV_OWNER, DEV_OWNER)
+    except OSError:
+        return None
+    return folder
+
+
 def prefetch_host_etc(hostname: str | None = None) -> threading.Thread:
     """Start making :func:`host_etc` (``hostname``: :class:`SandboxConfig`'s default when
     None) in a daemon thread, beside the rest of a job's start-up: the job's first sandbox
@@ -605,6 +650,9 @@ class BwrapSandbox(SupervisedSandbox):
         # runs PROG as the host's root); bwrap's own cover skips it there (access(2) calls the
         # /proc/sys folder unwritable to any uid, which bwrap reads as already read-only)
         a += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+        if (devs := device_nodes()) is not None:  # not the host's own nodes (device_nodes)
+            for name in DEV_NODES:
+                a += ["--dev-bind", str(devs / name), f"/dev/{name}"]
         # /dev/shm: a tmpfs of bounded size (the /dev tmpfs bwrap makes has none: without a
         # memory cgroup a sandbox could hold gigabytes there), then /dev itself read-only
         a += ["--perms", "1777", "--size", str(cfg.limits.shm_bytes), "--tmpfs", "/dev/shm"]
