@@ -373,3 +373,29 @@ async def test_an_exec_time_limit_too_large_or_not_a_number_is_not_an_infrastruc
         assert "ran" in outputs[1], outputs
     else:  # refused as the tool's error, before anything ran
         assert "`timeout` must be a finite positive number" in outputs[1], outputs
+
+
+ECHO_GRADER = """
+import json, os
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    got = json.load(open(os.path.join(workspace_path, "results", "answer.json")))["answer"]
+    return {"overall_score": 0.0, "got": got}
+"""
+
+
+async def test_a_lone_surrogate_a_grader_echoes_leaves_the_trial_readable(attack, make_task):
+    # a red-team finding: the agent's answer holds "\ud800" and the grader echoes it in its
+    # verdict; result.json then held the escape, which pydantic's JSON parser refuses, so the
+    # harness could not read its own file: a resumed job dropped the trial (its 0 gone from the
+    # summary), `clawrig grade` refused it, `clawrig serve` lost the episode
+    from clawrig.rl.episode import episode_from_trial
+    from clawrig.runner.regrade import load_trial
+
+    task = make_task(ECHO_GRADER)
+    result, folder = await attack(
+        task, 'mkdir -p results && printf \'{"answer": "x\\\\ud800"}\' > results/answer.json'
+    )
+    assert result.error is None and result.score.score == 0.0
+    again = load_trial(folder)  # what re-grading and a resumed job read
+    assert again.score.score == 0.0 and again.model_dump() == result.model_dump()
+    assert episode_from_trial(folder).reward == 0.0

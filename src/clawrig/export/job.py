@@ -15,7 +15,7 @@ from typing import Any
 
 from clawrig.errors import ClawrigError, UserError
 from clawrig.jsonl import jsonl_lines
-from clawrig.spec.layout import JobPaths, TrialPaths
+from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
 from clawrig.spec.summary import JobSummary
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
@@ -128,7 +128,7 @@ def read_summary(job_dir: Path, model: str) -> JobSummary:
     """``summary_<model>.json`` of the job. Raises UserError when missing or unreadable."""
     path = JobPaths(Path(job_dir)).summary(model)
     try:
-        return JobSummary.model_validate_json(path.read_text(encoding="utf-8"))
+        return model_from_json_text(JobSummary, path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: no summary for model {model!r} in the job") from None
     except (OSError, ValueError) as exc:

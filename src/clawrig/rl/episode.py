@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from clawrig.errors import ModelRequestError, UserError
 from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.spec.job import TrialConfig
-from clawrig.spec.layout import TrialPaths
+from clawrig.spec.layout import TrialPaths, model_from_json_text
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage
 from clawrig.waits import harness_slots
@@ -276,8 +276,8 @@ def episode_from_trial(folder: Path | str, *, seed: int | None = None) -> Episod
     formatted_dialog.json). Raises UserError when the folder has no readable result.json."""
     folder = Path(folder)
     try:
-        result = TrialResult.model_validate_json(
-            TrialPaths(folder).result.read_text(encoding="utf-8")
+        result = model_from_json_text(
+            TrialResult, TrialPaths(folder).result.read_text(encoding="utf-8")
         )
     except (OSError, ValueError) as exc:
         raise UserError(f"{TrialPaths(folder).result}: not a trial result ({exc})") from None

@@ -44,7 +44,7 @@ from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import TrialServices
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry
-from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
+from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths, model_from_json_text
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, TrialError, TrialResult, Usage
 from clawrig.waits import harness_slots
@@ -374,7 +374,7 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
             if not rj.is_file():
                 continue
             try:
-                res = TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
+                res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
             except ValueError:
                 continue
             key = (res.task_id, res.run_index)
@@ -472,7 +472,7 @@ async def _run_locked(
     for entry in progress.completed:
         rj = TrialPaths(job.output / entry.result).result
         with contextlib.suppress(OSError, ValueError):
-            res = TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
+            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
             results[(entry.task_id, entry.run_index)] = res
             state.spend_usd += res.spent().cost_usd
     pool = None

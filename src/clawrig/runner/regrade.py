@@ -37,7 +37,7 @@ from clawrig.llm.base import ChatModel
 from clawrig.llm.gateway import recorded_models, replay_gateway, replay_model
 from clawrig.runner.trial import RecordedEndState, Trial, TrialServices
 from clawrig.spec.job import GraderMode, TrialConfig
-from clawrig.spec.layout import JobPaths, TrialPaths
+from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, Score, ScoreFile, TrialError, TrialResult
@@ -114,7 +114,7 @@ def load_trial(folder: Path) -> TrialResult:
     if not rj.is_file():
         raise UserError(f"TRIAL_DIR: {folder} has no result.json (not a trial folder)")
     try:
-        return TrialResult.model_validate_json(rj.read_text(encoding="utf-8"))
+        return model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(the file)"
@@ -184,7 +184,7 @@ def refresh_job_summary(trial_folder: Path) -> Path | None:
     rel = f"{trial_folder.parent.name}/{trial_folder.name}"
     for path in job.summaries():
         try:
-            summary = JobSummary.model_validate_json(path.read_text(encoding="utf-8"))
+            summary = model_from_json_text(JobSummary, path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise UserError(f"{path}: not a readable summary ({exc.__class__.__name__})") from None
         if not any(row.trial == rel for row in summary.tasks):

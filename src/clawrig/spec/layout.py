@@ -47,7 +47,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from clawrig.spec.job import model_slug
 
@@ -63,6 +65,28 @@ def json_text(value: Any, *, indent: int | None = 2) -> str:
     except UnicodeEncodeError:
         return json.dumps(value, indent=indent, default=str)
     return text
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def model_from_json_text(model: type[_Model], text: str) -> _Model:
+    """``model`` from JSON text :func:`json_text` wrote (a trial folder's result.json, a job's
+    summary): ``model.model_validate_json``, except for text holding a lone surrogate escape
+    (``"\\udcff"``: a non-UTF-8 file name, a string an agent sent that a grader echoed), which
+    pydantic's JSON parser refuses, so the harness could not read back its own file (a trial
+    dropped from a resumed job's summary, a re-grade refused): that text is parsed by
+    ``json.loads`` first. Raises pydantic's ValidationError (a ValueError)."""
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        if exc.errors()[0]["type"] != "json_invalid" or "\\ud" not in text.lower():
+            raise
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise exc from None  # not JSON for either parser: pydantic's error says where
+    return model.model_validate(data)
 
 
 _LAST_TEXTS: dict[str, tuple[str, str]] = {}
