@@ -199,3 +199,25 @@ def test_messages_start_with_the_flag_at_fault(args, line, tmp_path):
     (only,) = r.stderr.splitlines()
     assert only.startswith(f"clawrig: error: {line}"), only
     assert not (tmp_path / "out").exists()
+
+
+def test_a_long_model_name_runs(tmp_path):
+    """`run -m custom/<300 characters>` runs (it was a traceback: "File name too long" for
+    progress_<model>.json): the names built from the model (summary, trial folder) are cut to
+    fit a file name, and the summary keeps the whole name."""
+    import json
+
+    model = "custom/" + "m" * 300
+    out = tmp_path / "out"
+    r = run(
+        "run", str(REPO / "suites/demo"), "-s", "000015", "--agent", "nop", "-m", model,
+        "-o", str(out), cwd=tmp_path, env={"CUSTOM_BASE_URL": "http://127.0.0.1:9/v1"},
+    )  # fmt: skip
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    (summary,) = out.glob("summary_*.json")
+    assert json.loads(summary.read_text())["model"] == model
+    (trial,) = (out / "000015").iterdir()
+    assert trial.name.startswith("custom_mmm")
+    for path in (summary, trial):
+        assert len(path.name.encode()) <= 255, path.name

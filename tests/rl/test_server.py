@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -124,6 +125,25 @@ async def test_bad_requests_get_one_line_4xx(serve, body, status, line):
         answer = await client.post("/v1/episodes", json=body)
     assert answer.status_code == status
     assert answer.json() == {"error": line}
+
+
+async def test_a_long_model_name_is_served(serve, scripted_server):
+    """A 300-character model name (a vLLM checkpoint path, say) is served: its trial folder's
+    name is cut to fit a file name (it was a 500: "File name too long"), the episode keeps the
+    whole name."""
+    url = serve()
+    policy = scripted_server(responder=by_seed)
+    model = "ckpt/" + "m" * 295
+    body = {"task_id": "000015", "base_url": policy.base_url, "model": model, "seed": 0}
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        answer = await client.post("/v1/episodes", json=body)
+    assert answer.status_code == 200, answer.text[:500]
+    episode = answer.json()
+    assert episode["reward"] == REWARD[RIGHT] and episode["model"] == f"rl/{model}"
+    assert policy.requests[0]["model"] == model
+    folder = Path(episode["trial_dir"])
+    assert folder.is_dir() and len(folder.name.encode()) <= 255
+    assert folder.name.startswith("rl_ckpt_mmm")
 
 
 async def test_malformed_json_and_group_size(serve):

@@ -136,9 +136,23 @@ class Progress(BaseModel):
         return {(c.task_id, c.run_index) for c in self.completed}
 
 
+MODEL_SLUG_MAX_BYTES = 128
+"""Longest :func:`model_slug`, in UTF-8 bytes: a file name is at most 255 bytes and the names
+built from a slug add to it (a trial folder ``_<YYYYmmdd_HHMM>_<6 hex>`` and its temporary
+``.tmp-...-<8>``, ``progress_...json``, an export's ``<job id>_...eval``)."""
+
+
 def model_slug(model: str) -> str:
-    """A model name made safe for a file name: ``openrouter/a/b`` -> ``openrouter_a_b``."""
-    return "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in model)
+    """A model name made safe for a file name: ``openrouter/a/b`` -> ``openrouter_a_b``.
+    A slug past :data:`MODEL_SLUG_MAX_BYTES` (a long checkpoint path served as the model name)
+    is cut there and ends ``-<8 hex of the whole name's sha256>``, so names differing past the
+    cut keep apart."""
+    slug = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in model)
+    if len(slug.encode()) <= MODEL_SLUG_MAX_BYTES:
+        return slug
+    digest = hashlib.sha256(model.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    head = slug.encode()[: MODEL_SLUG_MAX_BYTES - len(digest) - 1]
+    return f"{head.decode(errors='ignore')}-{digest}"
 
 
 def read_json(path: Path) -> Any:
