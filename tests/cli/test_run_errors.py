@@ -139,6 +139,11 @@ def test_malformed_task_file_names_file_and_field(tmp_path):
             {"SCRIPTED_BASE_URL": "http:///v1"},
             "not an http(s) URL: 'http:///v1'",
         ),
+        (  # a control character: the transport refused each request (InvalidURL)
+            ["-m", "scripted/demo"],
+            {"SCRIPTED_BASE_URL": "http://h\tx/v1"},
+            "not an http(s) URL: 'http://h\\tx/v1'",
+        ),
     ],
 )
 def test_malformed_model_base_url_is_refused_up_front(flags, env, needle, tmp_path):

@@ -114,6 +114,14 @@ async def test_groups_tasks_and_health(serve, scripted_server):
          "base_url: not an http(s) URL: 'http://127.0.0.1:99999/v1'"),
         ({"task_id": "000015", "base_url": "http://127.0.0.1:0/v1", "model": "m"}, 400,
          "base_url: not an http(s) URL: 'http://127.0.0.1:0/v1'"),
+        # red team: a NUL or control character in the URL or the key came back a masked 200
+        # (the transport's InvalidURL, the header writer's "Forbidden control character")
+        ({"task_id": "000015", "base_url": "http://h\u0000x/v1", "model": "m"}, 400,
+         "base_url: not an http(s) URL: 'http://h\\x00x/v1'"),
+        ({"task_id": "000015", "base_url": "http://h\nx/v1", "model": "m"}, 400,
+         "base_url: not an http(s) URL: 'http://h\\nx/v1'"),
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "api_key": "a\nb"},
+         400, "api_key: contains a NUL or control character"),
         ({"task_id": "000015", "base_url": "http://x/v1", "model": "m",
           "sampling": {"max_tokens": 0}}, 422,
          "sampling.max_tokens: Input should be greater than or equal to 1"),
@@ -196,6 +204,24 @@ def test_cli_serve_refuses_a_missing_suite(tmp_path):
     assert proc.returncode == 2
     line = f"clawrig: error: PATH: no such file or folder: {tmp_path / 'nope'}"
     assert proc.stderr.strip().splitlines() == [line]
+
+
+def test_cli_serve_refuses_a_default_key_no_header_can_carry(tmp_path):
+    """--api-key-env naming a key with a newline is refused at start-up naming the option
+    (each request without its own key would get a masked 200 otherwise), not an api_key 400 the
+    trainer cannot fix."""
+    import os
+
+    proc = subprocess.run(
+        [sys.executable, "-c", "from clawrig.cli.main import app; app()", "serve", str(DEMO),
+         "--api-key-env", "LOW_TRAINER_KEY", "--port", "0", "-o", str(tmp_path / "rl")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "LOW_TRAINER_KEY": "a\nb"},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "clawrig: error: --api-key-env: LOW_TRAINER_KEY holds a NUL or control character"
+    ]
 
 
 @pytest.mark.parametrize(

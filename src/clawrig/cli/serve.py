@@ -70,6 +70,10 @@ def register(app: typer.Typer) -> None:
             key = os.environ.get(api_key_env)
             if not key:
                 raise UserError(f"--api-key-env: {api_key_env} is not set")
+            from clawrig.tasks.safety import has_control
+
+            if has_control(key):  # no header can carry it: refused as a request's api_key is
+                raise UserError(f"--api-key-env: {api_key_env} holds a NUL or control character")
         # loading the server and the tasks takes seconds on a busy machine: say so at once
         say(f"clawrig serve: loading the server and the tasks of {path} ...")
 

@@ -250,14 +250,18 @@ def require_http_url(url: str, what: str) -> str:
     """``url`` when it is an ``http://`` or ``https://`` URL with a host, else
     :class:`UserError` ``"<what>: not an http(s) URL: '<url>'"`` (one line; ``what`` names the
     flag, field or variable it came from). The one check every model base URL passes (a
-    provider's, an RL trainer's): an unusable URL is refused before any sandbox starts rather
-    than failing each request with a transport error."""
+    provider's, an RL trainer's): an unusable URL (no scheme or host, port 0 or past 65535, a
+    NUL or control character, which urlsplit keeps or drops and the transport refuses) is
+    refused before any sandbox starts rather than failing each request with a transport
+    error."""
     from urllib.parse import urlsplit
+
+    from clawrig.tasks.safety import has_control
 
     try:
         parts = urlsplit(url)
         ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-        ok = ok and (parts.port is None or parts.port > 0)
+        ok = ok and (parts.port is None or parts.port > 0) and not has_control(url)
     except ValueError:  # e.g. an unclosed [ in the host, a port past 65535 or not a number
         ok = False
     if not ok:

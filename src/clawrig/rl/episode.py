@@ -499,12 +499,17 @@ class Rollouts:
     ) -> Any:
         """The trainer's server as a :class:`clawrig.llm.providers.ModelEndpoint` named
         ``rl/<model>`` (the key stays in the host's gateway); ``server`` vllm | sglang turns on
-        the gateway's token capture (:mod:`clawrig.llm.gateway.tokens`)."""
+        the gateway's token capture (:mod:`clawrig.llm.gateway.tokens`). Raises UserError led
+        by the argument for a URL :func:`~clawrig.llm.providers.require_http_url` refuses, an
+        empty model or a key holding a NUL or control character."""
         from clawrig.llm.providers import ModelEndpoint, require_http_url
+        from clawrig.tasks.safety import has_control
 
         require_http_url(base_url, "base_url")
         if not model.strip():
             raise UserError("model: empty model name")
+        if api_key and has_control(api_key):  # no header can carry it
+            raise UserError("api_key: contains a NUL or control character")
         sampling = Sampling.model_validate(sampling or {})
         return ModelEndpoint(
             name=f"rl/{model}",
@@ -539,7 +544,7 @@ class Rollouts:
         ``api_key``: the trainer's key for ``base_url`` (held by the gateway on the host);
         ``server``: ``vllm`` or ``sglang`` when ``base_url`` is one: the gateway then asks for
         and records the sampled token ids and logprobs (:attr:`Episode.turns`).
-        Raises UserError for a bad task, agent, URL or sampling value, and
+        Raises UserError for a bad task, agent, URL, key or sampling value, and
         :class:`clawrig.errors.ModelRequestError` when the server refuses the model or key
         (401/403/404) before it answered any request of this process; every other failure is
         in the episode (masked when not the policy's).
