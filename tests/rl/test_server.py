@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -152,6 +153,35 @@ async def test_a_long_model_name_is_served(serve, scripted_server):
     folder = Path(episode["trial_dir"])
     assert folder.is_dir() and len(folder.name.encode()) <= 255
     assert folder.name.startswith("rl_ckpt_mmm")
+
+
+@pytest.mark.parametrize(
+    ("sampling", "line"),
+    [
+        ({"temperature": float("nan")}, "sampling.temperature: NaN or an infinity: not JSON"),
+        ({"temperature": float("inf")}, "sampling.temperature: NaN or an infinity: not JSON"),
+        ({"min_p": float("-inf")}, "sampling.min_p: NaN or an infinity: not JSON"),
+        ({"stop": ["\ud800"]}, "sampling.stop: a string holds a lone surrogate (\\ud800-\\udfff): "
+         "no UTF-8 text can"),
+    ],
+)  # fmt: skip
+async def test_sampling_json_cannot_carry_is_a_400(serve, scripted_server, sampling, line):
+    """Sampling values no JSON request can carry (NaN, infinities: Python's JSON reads them;
+    a lone surrogate escape) are a 400 naming the field; they were a masked 200 whose every
+    model call failed ("Out of range float values are not JSON compliant", a UnicodeEncodeError)
+    and reached no model server."""
+    url = serve()
+    policy = scripted_server(responder=by_seed)
+    body = {"task_id": "000015", "base_url": policy.base_url, "model": "p", "sampling": sampling}
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        answer = await client.post(
+            "/v1/episodes",
+            content=json.dumps(body),  # NaN and Infinity as Python writes them, \ud800 escaped
+            headers={"content-type": "application/json"},
+        )
+    assert answer.status_code == 400, answer.text[:500]
+    assert answer.json() == {"error": line}
+    assert policy.requests == []
 
 
 async def test_malformed_json_and_group_size(serve):

@@ -98,6 +98,22 @@ class Sampling(BaseModel):
             out["seed"] = seed
         return out
 
+    def problem(self) -> str | None:
+        """Why a field cannot be sent in a JSON request, as ``sampling.<field>: ...``, or None:
+        a NaN or an infinity (Python's JSON reads and writes them, JSON has none), or a string
+        holding a lone surrogate (``\\ud800``-``\\udfff``: no UTF-8 text holds one)."""
+        for key, value in self.body().items():
+            try:
+                json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+            except UnicodeEncodeError:  # a ValueError too: first
+                return (
+                    f"sampling.{key}: a string holds a lone surrogate (\\ud800-\\udfff): "
+                    "no UTF-8 text can"
+                )
+            except ValueError:
+                return f"sampling.{key}: NaN or an infinity: not JSON"
+        return None
+
 
 class Turn(BaseModel):
     """One model call of the episode's agent, in order. Token ids and logprobs are exactly
@@ -501,7 +517,8 @@ class Rollouts:
         ``rl/<model>`` (the key stays in the host's gateway); ``server`` vllm | sglang turns on
         the gateway's token capture (:mod:`clawrig.llm.gateway.tokens`). Raises UserError led
         by the argument for a URL :func:`~clawrig.llm.providers.require_http_url` refuses, an
-        empty model or a key holding a NUL or control character."""
+        empty model, a key holding a NUL or control character or a sampling field no JSON request
+        can carry (:meth:`Sampling.problem`)."""
         from clawrig.llm.providers import ModelEndpoint, require_http_url
         from clawrig.tasks.safety import has_control
 
@@ -511,6 +528,8 @@ class Rollouts:
         if api_key and has_control(api_key):  # no header can carry it
             raise UserError("api_key: contains a NUL or control character")
         sampling = Sampling.model_validate(sampling or {})
+        if problem := sampling.problem():
+            raise UserError(problem)
         return ModelEndpoint(
             name=f"rl/{model}",
             provider="rl",

@@ -10,17 +10,18 @@ Routes (JSON in and out):
 - ``POST /v1/episodes``: :class:`EpisodeRequest` -> :class:`clawrig.rl.Episode`.
 - ``POST /v1/groups``: :class:`GroupRequest` -> :class:`clawrig.rl.EpisodeGroup`.
 
-Errors are ``{"error": "<field>: <one line>"}`` with a 4xx, naming the request's field: 422
-for a body that does not validate, 404 for an unknown task, 400 for a value clawrig refuses
-(``base_url``, ``model``) or the model server refuses (:func:`refusal_line`: ``api_key`` for
-401/402/403, ``model`` for 404, ``sampling`` for another refusal), 502 led by ``base_url``
-when the model server could not be reached (:func:`unreached_line`; the episode's trial
-folder is still written), 429 with ``Retry-After``
-when more episodes are asked for than the server admits (``max_concurrency`` running +
-``max_queue`` waiting), 504 when an episode outlives its timeout (the request's ``timeout_s``,
-at most the server's). A route the server does not have is ``{"error": "path: ..."}`` with
-404 (405 for a method the route does not take); an error the server did not foresee is
-``{"error": "internal error: <type>: <one line>"}`` with 500 (its traceback in the log).
+Errors are ``{"error": "<field>: <one line>"}`` with a 4xx, naming the request's field: 422 for
+a body that does not validate, 404 for an unknown task, 400 for a value clawrig refuses
+(``base_url``, ``model``, ``api_key``, ``sampling.<field>``:
+:meth:`clawrig.rl.Rollouts.endpoint`) or the model server refuses (:func:`refusal_line`:
+``api_key`` for 401/402/403, ``model`` for 404, ``sampling`` for another refusal), 502 led by
+``base_url`` when the model server could not be reached (:func:`unreached_line`; the episode's
+trial folder is still written), 429 with ``Retry-After`` when more episodes are asked for than
+the server admits (``max_concurrency`` running + ``max_queue`` waiting), 504 when an episode
+outlives its timeout (the request's ``timeout_s``, at most the server's). A route the server
+does not have is ``{"error": "path: ..."}`` with 404 (405 for a method the route does not
+take); an error the server did not foresee is ``{"error": "internal error: <type>:
+<one line>"}`` with 500 (its traceback in the log).
 
 The trainer's ``api_key`` (in the request, else the server's default) is held by the host's
 model gateway for the episode and never enters a sandbox or a trial folder.
