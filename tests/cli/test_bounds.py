@@ -15,8 +15,15 @@ import pytest
         ["serve", "suites/demo", "--port", "-1"],
         ["run", "suites/demo", "--timeout-multiplier", "inf"],
         ["run", "suites/demo", "--timeout-multiplier", "1e9"],
+        # red team: the job sat listing 10^11 trials per task (nop needs no model to get there)
+        ["run", "suites/demo", "--agent", "nop", "--runs", "100000000000"],
+        ["run", "suites/demo", "--agent", "nop", "--runs", "1001"],
+        # each slot is queued as the node's worker starts: 10^11 of them never finished
+        ["run", "suites/demo", "--agent", "nop", "--executor", "ray",
+         "--slots-per-node", "100000000000"],
+        ["serve", "suites/demo", "--executor", "ray", "--slots-per-node", "100000000000"],
     ],
-)
+)  # fmt: skip
 def test_out_of_range_numbers_are_usage_errors(args: list[str], tmp_path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "clawrig", *args, "-o", str(tmp_path / "o")],
@@ -38,6 +45,8 @@ def test_out_of_range_numbers_are_usage_errors(args: list[str], tmp_path) -> Non
         (["grade"], "TRIAL_DIR"),
         (["export", "no-such-format"], "no-such-format"),
         (["run", "suites/[demo]", "--runs", "x"], "--runs"),
+        (["run", "suites/demo", "--runs", "100000000000"], "--runs"),
+        (["serve", "suites/demo", "--slots-per-node", "1001"], "--slots-per-node"),
     ],
 )
 def test_usage_errors_are_one_line_naming_the_option(args: list[str], named: str) -> None:
@@ -67,3 +76,18 @@ def test_oracle_without_a_golden_trajectory_is_refused_before_any_sandbox(tmp_pa
     assert "no golden trajectory or gold answer" in r.stderr
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "o").exists()  # no lock, no progress file, nothing to --resume
+
+
+def test_runs_up_to_the_bound_are_taken() -> None:
+    """--runs 1000 (the bound) passes the option's check: the next problem named is the
+    agent's."""
+    r = subprocess.run(
+        [sys.executable, "-m", "clawrig", "run", "suites/demo", "--runs", "1000", "--agent", "x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "clawrig: error: --agent: unknown agent 'x' (choose from native, oracle, nop, openclaw)"
+    ]

@@ -16,6 +16,8 @@ import typer
 from clawrig.choices import Executor, GraderMode, WebFlag, WebMiss, WebProvider
 from clawrig.cli.common import (
     DEFAULT_PARALLEL,
+    MAX_RUNS,
+    MAX_SLOTS_PER_NODE,
     ROOT_HELP,
     err_console,
     stdout_console,
@@ -160,7 +162,9 @@ def register(app: typer.Typer) -> None:
                 "--parallel", "-p", min=1, help="Trials at once, each in its own sandbox."
             ),
         ] = DEFAULT_PARALLEL,
-        runs: Annotated[int, typer.Option("--runs", min=1, help="Trials per task.")] = 1,
+        runs: Annotated[
+            int, typer.Option("--runs", min=1, max=MAX_RUNS, help="Trials per task.")
+        ] = 1,
         executor: Annotated[
             Executor,
             typer.Option(
@@ -174,7 +178,10 @@ def register(app: typer.Typer) -> None:
         slots_per_node: Annotated[
             int | None,
             typer.Option(
-                "--slots-per-node", min=1, help="--executor ray: trials at once per node."
+                "--slots-per-node",
+                min=1,
+                max=MAX_SLOTS_PER_NODE,
+                help="--executor ray: trials at once per node.",
             ),
         ] = None,
         timeout_multiplier: Annotated[

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from clawrig.choices import Executor
-from clawrig.cli.common import ROOT_HELP, err_console
+from clawrig.cli.common import MAX_SLOTS_PER_NODE, ROOT_HELP, err_console
 from clawrig.errors import UserError
 
 
@@ -53,7 +53,10 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option(help="--executor ray: the cluster (HOST:PORT, auto).")
         ] = None,
         slots_per_node: Annotated[
-            int | None, typer.Option(min=1, help="--executor ray: episodes at once per node.")
+            int | None,
+            typer.Option(
+                min=1, max=MAX_SLOTS_PER_NODE, help="--executor ray: episodes at once per node."
+            ),
         ] = None,
     ) -> None:
         """Serve episodes over HTTP: POST /v1/episodes, POST /v1/groups, GET /v1/tasks,
