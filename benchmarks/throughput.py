@@ -50,6 +50,7 @@ Usage: python benchmarks/throughput.py [--trials 200] [--parallel 1,8,32] [--rep
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -142,26 +143,50 @@ class ModelServer:
 
 
 class PeakRSS(threading.Thread):
-    """Samples a process from /proc every 0.1 s: its peak resident set size (MB) and its own
-    CPU seconds (user + system, without its children: the harness alone; the last sample,
-    at most 0.1 s before it exited)."""
+    """Samples a process from /proc every 0.1 s: the peak resident set size (MB) and the CPU
+    seconds (user + system, without children: the harness alone; the last sample, at most
+    0.1 s before it exited) of it and its ``--workers`` harness workers (children running
+    :data:`WORKER_MODULE`), summed."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.pid, self.peak_mb, self.cpu_s, self.done = pid, 0.0, 0.0, threading.Event()
         self.tick = os.sysconf("SC_CLK_TCK")
+        self._cpu: dict[int, float] = {}
+        self._workers: set[int] = set()
+
+    def _sample(self, pid: int) -> float:
+        """``pid``'s resident MB; its CPU seconds go to ``_cpu``."""
+        rss = 0.0
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+        self._cpu[pid] = (int(fields[11]) + int(fields[12])) / self.tick  # utime, stime
+        return rss
 
     def run(self) -> None:
         while not self.done.wait(0.1):
             try:
-                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        self.peak_mb = max(self.peak_mb, int(line.split()[1]) / 1024)
-                stat = Path(f"/proc/{self.pid}/stat").read_text()
-                fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
-                self.cpu_s = (int(fields[11]) + int(fields[12])) / self.tick  # utime, stime
+                rss = self._sample(self.pid)
+                children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text()
+                for child in map(int, children.split()):
+                    if child not in self._workers:
+                        cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+                        if WORKER_MODULE.encode() in cmd:
+                            self._workers.add(child)
+                for worker in self._workers:
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        rss += self._sample(worker)
             except (OSError, ValueError, IndexError):
                 return
+            self.peak_mb = max(self.peak_mb, rss)
+            self.cpu_s = sum(self._cpu.values())
+
+
+WORKER_MODULE = "clawrig.runner.executors.processes"
+"""The module a ``--workers`` harness worker runs (counted as the harness)."""
 
 
 def _children_cpu_s() -> float:
@@ -194,6 +219,7 @@ def run_clawrig(
     *,
     pool: bool = True,
     src: Path | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """One `clawrig run` of the workload (``pool`` False: ``CLAWRIG_WARM_POOL=0``, every
     sandbox started cold; ``src``: the clawrig package in that folder, see
@@ -211,7 +237,8 @@ def run_clawrig(
         t = time.perf_counter()
         proc = subprocess.Popen(
             [exe, "run", str(tasks_dir), "-m", "scripted/bench", "-p", str(parallel)]
-            + ["-o", str(out)],
+            + ["-o", str(out)]
+            + (["--workers", str(workers)] if workers > 1 else []),
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -359,6 +386,13 @@ def main() -> None:
         help="also run the clawrig package in this folder (an older checkout's src) as "
         "clawrig-base, interleaved, and compare",
     )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="also run clawrig with --workers N (clawrig-wN: its harness CPU and RSS are the "
+        "driver's and its workers' summed), interleaved, and compare",
+    )
     args = ap.parse_args()
     if args.baseline_src is not None:
         args.baseline_src = args.baseline_src.resolve()
@@ -394,6 +428,15 @@ def main() -> None:
                                 args.trials, p, base, model_delay, src=s
                             ),
                         ),
+                    )
+                if args.workers > 1:
+                    runs.append(
+                        (
+                            f"clawrig-w{args.workers}",
+                            lambda p=p: run_clawrig(
+                                args.trials, p, base, model_delay, workers=args.workers
+                            ),
+                        )
                     )
                 if args.pool_compare:
                     runs.append(
@@ -450,6 +493,24 @@ def main() -> None:
                     f"{p:>5} {_stat(tb):>24} {_stat(tw):>24}"
                     f" {statistics.median(tw) / statistics.median(tb):6.2f}x"
                     f"  {_cpu_split(*b)} -> {_cpu_split(*w)}"
+                )
+        if args.workers > 1:
+            name = f"clawrig-w{args.workers}"
+            print(
+                f"{'-p':>5} {'one process trials/s':>24} {name + ' trials/s':>24} {'ratio':>7}"
+                f"  cpu/trial one -> {name}"
+            )
+            for p in ps:
+                one = [r for r in results.get(("clawrig", p), []) if r["ok"]]
+                many = [r for r in results.get((name, p), []) if r["ok"]]
+                if not one or not many:
+                    continue
+                to = [args.trials / r["wall_s"] for r in one]
+                tm = [args.trials / r["wall_s"] for r in many]
+                vs = f"{statistics.median(tm) / statistics.median(to):6.2f}x"
+                print(
+                    f"{p:>5} {_stat(to):>24} {_stat(tm):>24} {vs}"
+                    f"  {_cpu_split(*one)} -> {_cpu_split(*many)}"
                 )
         if args.pool_compare:
             print(

@@ -36,3 +36,6 @@ WEB_PROVIDERS: tuple[str, ...] = get_args(WebProvider)
 SftFormat = Literal["openai", "sharegpt"]
 """``clawrig export sft --format``: the message layout of each row."""
 SFT_FORMATS: tuple[str, ...] = get_args(SftFormat)
+
+MAX_WORKERS = 256
+"""The most harness worker processes a job may ask for (``--workers``)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clawrig.choices import Executor, GraderMode, WebFlag, WebMiss, WebProvider
+from clawrig.choices import MAX_WORKERS, Executor, GraderMode, WebFlag, WebMiss, WebProvider
 from clawrig.cli.common import (
     DEFAULT_PARALLEL,
     MAX_RUNS,
@@ -164,6 +164,16 @@ def register(app: typer.Typer) -> None:
         ] = DEFAULT_PARALLEL,
         runs: Annotated[
             int, typer.Option("--runs", min=1, max=MAX_RUNS, help="Trials per task.")
+        ] = 1,
+        workers: Annotated[
+            int,
+            typer.Option(
+                "--workers",
+                min=1,
+                max=MAX_WORKERS,
+                help="Harness processes that run the trials, each its share of -p (more use "
+                "more cores).",
+            ),
         ] = 1,
         executor: Annotated[
             Executor,
@@ -348,6 +358,7 @@ def register(app: typer.Typer) -> None:
                 executor=executor,
                 ray_address=ray_address,
                 slots_per_node=slots_per_node,
+                workers=workers,
                 trial=TrialConfig(
                     model=model or "none",
                     agent=agent,

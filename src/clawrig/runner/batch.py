@@ -476,7 +476,12 @@ async def _run_locked(
             results[(entry.task_id, entry.run_index)] = res
             state.spend_usd += res.spent().cost_usd
     pool = None
-    if services.pool is None and job.trial.sandbox == "bwrap" and warm_pool_wanted():
+    if (
+        services.pool is None
+        and executor.in_process
+        and job.trial.sandbox == "bwrap"
+        and warm_pool_wanted()
+    ):
         pool = services.pool = WarmPool(parallel=job.parallel, work_dir=services.work_dir)
     try:
         await executor.start()
@@ -598,7 +603,7 @@ async def _run_trials(
                 except Exception as exc:  # noqa: BLE001 - one trial's failure never ends the job
                     last = _unstarted(task, job, run_index, job_id, attempt, exc, spent_before)
                 if last[0].error is not None and state.provider_stopped is None:
-                    state.provider_stopped = _provider_stop(services)
+                    state.provider_stopped = executor.provider_stop()
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
                 attempt_state.retry_state.set_result(last)
         assert last is not None
@@ -680,20 +685,6 @@ async def _run_trials(
         with contextlib.suppress(FileNotFoundError):
             ppath.unlink()
     return summary
-
-
-def _provider_stop(services: TrialServices) -> str | None:
-    """One line when the agent's or the judge's model server can serve no more requests
-    (:func:`clawrig.llm.client.provider_stop`: it cannot be reached, or it refused the key,
-    account or model after answering), else None."""
-    from clawrig.grading.judge_proxy import upstream_endpoint
-    from clawrig.llm.client import provider_stop
-
-    for role, model in (("model", services.model), ("judge", services.judge)):
-        if model is not None and (why := provider_stop(upstream_endpoint(model))) is not None:
-            hint = "--judge / JUDGE_MODEL" if role == "judge" else "-m, its key and _BASE_URL"
-            return f"the {role}'s server {why} (check {hint})"
-    return None
 
 
 def _unstarted(

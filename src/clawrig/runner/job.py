@@ -104,6 +104,12 @@ class Job:
         cfg = self.requested
         if problems := check_config(cfg):
             raise PreflightError(problems)
+        svc = self.services
+        if cfg.workers > 1 and (svc.model or svc.judge or svc.gateway or svc.pool) is not None:
+            raise UserError(
+                "workers: a Job given its own model, judge, gateway or pool runs its trials "
+                "in this process (workers=1)"
+            )
         self._load_env(cfg.env_file)
         self.tasks = self._select(cfg)
         from clawrig.agents import create_agent
@@ -204,7 +210,34 @@ class Job:
 
             return replay_model(name)
 
-    def _gateway_and_cache(self) -> None:
+    def worker_services(
+        self, tasks: list[Task], spend_file: Path | None, parallel: int
+    ) -> TrialServices:
+        """The services of a ``--workers`` worker process (:mod:`clawrig.runner.executors.
+        processes`) for this job, whose config the driver prepared (models resolved, checks
+        passed, environments built): the models, a gateway of its own that adds its spend to
+        the job's ``spend_file`` (:class:`clawrig.llm.gateway.SpendTally`), the judge cache,
+        the web, harness slots and a warm pool sized for ``parallel`` trials at once. Raises
+        UserError as :meth:`prepare` does."""
+        from clawrig.agents import create_agent
+        from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
+        from clawrig.waits import harness_slots
+
+        self.tasks = tasks
+        cfg = self.config
+        self._resolve_models(cfg, create_agent(cfg.trial.agent).needs_model)
+        self._gateway_and_cache(spend_file)
+        self._web_and_data()
+        svc = self.services
+        svc.sandbox_starts, svc.grading_slots = harness_slots()
+        if cfg.trial.sandbox == "bwrap" and warm_pool_wanted():
+            svc.pool = WarmPool(parallel=parallel, work_dir=svc.work_dir)
+        return svc
+
+    def _gateway_and_cache(self, spend_file: Path | None = None) -> None:
+        """The gateway and the judge cache (step 4). ``spend_file``: the job's shared
+        :class:`~clawrig.llm.gateway.SpendTally` (a worker's; with ``--workers`` the driver
+        makes one)."""
         from clawrig.llm.gateway import Gateway, ResponseCache, replay_gateway
 
         cfg, svc = self.config, self.services
@@ -222,12 +255,20 @@ class Job:
                 # would get (blame follows control: docs/security.md)
                 at_once = max(1, min(cfg.parallel, len(self.tasks) * cfg.runs))
                 share = cfg.budget_usd / at_once
+            if spend_file is None and cfg.workers > 1 and cfg.executor == "local":
+                from clawrig.leftovers import owned_tempdir
+
+                spend_file = owned_tempdir("spend") / "spent_usd"
+            options: dict[str, Any] = {
+                "budget_usd": cfg.budget_usd,
+                "budget_share_usd": share,
+                "host": host,
+                "spend_file": spend_file,
+            }
             svc.gateway = (
-                replay_gateway(
-                    cfg.replay, budget_usd=cfg.budget_usd, budget_share_usd=share, host=host
-                )
+                replay_gateway(cfg.replay, **options)
                 if cfg.replay is not None
-                else Gateway(budget_usd=cfg.budget_usd, budget_share_usd=share, host=host)
+                else Gateway(**options)
             )
             self._owns_gateway = True
         if cfg.trial.judge_cache is not None and svc.judge_cache is None:

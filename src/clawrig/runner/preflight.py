@@ -109,6 +109,11 @@ def check_config(config: JobConfig) -> list[str]:
         from clawrig.runner.executors.ray import config_problems
 
         problems += config_problems(config)
+        if config.workers > 1:
+            problems.append(
+                "--workers: only with --executor local (a Ray cluster's nodes take "
+                "--slots-per-node trials each)"
+            )
     else:  # a cluster option without the cluster would silently run here, on this machine
         for flag, given in (
             ("--ray-address", config.ray_address),

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from clawrig.choices import Executor, GraderMode, WebFlag, WebMiss, WebProvider
+from clawrig.choices import MAX_WORKERS, Executor, GraderMode, WebFlag, WebMiss, WebProvider
 
 __all__ = ["GraderMode", "JobConfig", "Progress", "ProgressEntry", "TrialConfig"]
 
@@ -111,6 +111,10 @@ class JobConfig(BaseModel):
     ``HOST:PORT``, ``ray://HOST:PORT``); None starts a one-node cluster on this machine."""
     slots_per_node: int | None = Field(default=None, ge=1)
     """``--executor ray``: trials at once per node (None: the node's CPU count)."""
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    """``--executor local``: harness processes that run the trials (1: this one; more:
+    :mod:`clawrig.runner.executors.processes`, each running its share of ``parallel``, so the
+    harness uses more than one core)."""
 
 
 class ProgressEntry(BaseModel):

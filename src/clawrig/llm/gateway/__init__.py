@@ -43,7 +43,8 @@ Modules: :mod:`.server` (the Gateway and its HTTP app), :mod:`.lease` (a trial's
 chat model), :mod:`.replay` (the request key, the record reader, the replay cache), :mod:`.wire`
 (completions, SSE), :mod:`.forwarder` (the in-sandbox forwarder), :mod:`.door` (a
 sandbox's capped socket to the gateway), :mod:`.tokens`
-(token capture for RL). Every name below is importable from ``clawrig.llm.gateway``.
+(token capture for RL), :mod:`.tally` (a job's spend shared by its processes).
+Every name below is importable from ``clawrig.llm.gateway``.
 """
 
 from __future__ import annotations
@@ -84,10 +85,12 @@ from clawrig.llm.gateway.server import (
     replay_model,
     use_gateway,
 )
+from clawrig.llm.gateway.tally import SpendTally
 from clawrig.llm.gateway.tokens import read_token_capture
 from clawrig.llm.gateway.wire import completion_from_chunks, sse_from_completion
 
 __all__ = [
+    "SpendTally",
     "SOCKET_NAME",
     "CAP_REFUSALS",
     "CAP_STOPS",

@@ -65,6 +65,7 @@ from clawrig.llm.gateway.replay import (
     canonical_json,
     request_key,
 )
+from clawrig.llm.gateway.tally import SpendTally
 from clawrig.llm.gateway.tokens import (
     StreamTokens,
     capture_fields,
@@ -297,6 +298,7 @@ class Gateway:
         tcp: bool = True,
         host: str = "127.0.0.1",
         timeout_s: float = 600.0,
+        spend_file: Path | None = None,
     ) -> None:
         self.budget_usd = budget_usd
         self.budget_share_usd = budget_share_usd
@@ -311,6 +313,7 @@ class Gateway:
         self._leases: dict[str, GatewayLease] = {}
         self._lock = threading.Lock()
         self._spent = 0.0
+        self._tally = SpendTally(spend_file) if spend_file is not None else None
         self._seq = 0
         self._port = 0
         self._server: ThreadedServer | None = None
@@ -365,9 +368,17 @@ class Gateway:
 
     @property
     def spent_usd(self) -> float:
-        """USD spent upstream by the whole job so far (cache hits excluded)."""
+        """USD spent upstream by the whole job so far (cache hits excluded; with a
+        ``spend_file``, every process's that shares it)."""
+        if self._tally is not None:
+            return self._tally.total()
         with self._lock:
             return self._spent
+
+    @property
+    def tally_path(self) -> Path | None:
+        """The ``spend_file`` this gateway shares with the job's other processes, or None."""
+        return self._tally.path if self._tally is not None else None
 
     def start(self) -> Gateway:
         """Create the socket folder and listen; the server (uvicorn in a background thread)
@@ -1205,6 +1216,8 @@ class Gateway:
         if not cached:
             with self._lock:
                 self._spent += usage.cost_usd
+            if self._tally is not None:
+                self._tally.add(usage.cost_usd)
         if completion.get("error") and error is None:
             error = (
                 f"{lease.model_name}: error in reply: {_one_line(json.dumps(completion['error']))}"

@@ -7,6 +7,8 @@ folder whole under ``<output>/<task_id>/`` on the driver, exactly as
 
 - ``local`` (:class:`LocalExecutor`, the default): :func:`~clawrig.runner.trial.run_trial` in
   this process; the job runs ``parallel`` trials at once. Needs no Ray.
+- ``local`` with ``workers`` > 1 (:class:`clawrig.runner.executors.processes.ProcessExecutor`):
+  ``run_trial`` in that many harness processes on this machine (``--workers``).
 - ``ray`` (:class:`clawrig.runner.executors.ray.RayExecutor`): trials run on the nodes of a Ray
   cluster, ``slots_per_node`` at once per node (docs/ray.md). Imported only when chosen.
 """
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 from clawrig.choices import EXECUTORS
 
-__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "create_executor"]
+__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "create_executor", "provider_stop_line"]
 
 
 class Executor(Protocol):
@@ -37,6 +39,8 @@ class Executor(Protocol):
 
     capacity: int | None
     on_capacity: Callable[[int], None] | None
+    in_process: bool
+    """True when trials run in this process (its warm pool serves them)."""
 
     async def start(self) -> None:
         """Get ready before the first trial (e.g. join the cluster). Raises UserError."""
@@ -49,8 +53,27 @@ class Executor(Protocol):
         :func:`~clawrig.runner.trial.run_trial` raises."""
         ...
 
+    def provider_stop(self) -> str | None:
+        """One line when the agent's or the judge's model server can serve no more requests,
+        else None (:func:`provider_stop_line`, as the processes that ran the trials saw it)."""
+        ...
+
     async def close(self) -> None:
         """Release what :meth:`start` took (idempotent)."""
+
+
+def provider_stop_line(services: TrialServices) -> str | None:
+    """One line when the agent's or the judge's model server can serve no more requests
+    (:func:`clawrig.llm.client.provider_stop`, from what this process saw: it cannot be
+    reached, or it refused the key, account or model after answering), else None."""
+    from clawrig.grading.judge_proxy import upstream_endpoint
+    from clawrig.llm.client import provider_stop
+
+    for role, model in (("model", services.model), ("judge", services.judge)):
+        if model is not None and (why := provider_stop(upstream_endpoint(model))) is not None:
+            hint = "--judge / JUDGE_MODEL" if role == "judge" else "-m, its key and _BASE_URL"
+            return f"the {role}'s server {why} (check {hint})"
+    return None
 
 
 class LocalExecutor:
@@ -58,6 +81,7 @@ class LocalExecutor:
 
     capacity: int | None = None
     on_capacity: Callable[[int], None] | None = None
+    in_process = True
 
     def __init__(self, job: JobConfig, services: TrialServices) -> None:
         self.job = job
@@ -82,15 +106,22 @@ class LocalExecutor:
             earlier=earlier,
         )
 
+    def provider_stop(self) -> str | None:
+        return provider_stop_line(self.services)
+
     async def close(self) -> None:
         return None
 
 
 def create_executor(job: JobConfig, tasks: list[Task], services: TrialServices) -> Executor:
     """The executor ``job.executor`` names (``ray`` imports Ray; UserError when it is not
-    installed)."""
+    installed); ``local`` with ``job.workers`` > 1 runs trials in worker processes."""
     if job.executor == "ray":
         from clawrig.runner.executors.ray import RayExecutor
 
         return RayExecutor(job, tasks, services)
+    if job.workers > 1:
+        from clawrig.runner.executors.processes import ProcessExecutor
+
+        return ProcessExecutor(job, tasks, services)
     return LocalExecutor(job, services)

@@ -509,6 +509,8 @@ class RayExecutor:
     at start; each task given to :meth:`run` is shipped with its folder (:func:`pack_task`,
     once per folder per node)."""
 
+    in_process = False
+
     def __init__(self, job: JobConfig, tasks: list[Task], services: TrialServices) -> None:
         self.job = job
         self.tasks = tasks
@@ -751,6 +753,12 @@ class RayExecutor:
             result = TrialResult.model_validate_json(result_json)
             folder = unpack_trial(packed, JobPaths(self.job.output).task_dir(task.id), name)
             return result, folder
+
+    def provider_stop(self) -> str | None:
+        """As the driver's gateway saw it: every model call goes through it."""
+        from clawrig.runner.executors import provider_stop_line
+
+        return provider_stop_line(self.services)
 
     async def close(self) -> None:
         self.shutdown()

@@ -1,0 +1,324 @@
+"""``--workers N`` (N > 1): a job's trials in N harness processes on this machine.
+
+Why: one harness process runs its trials' event loop, model gateway and sandbox bookkeeping on
+one interpreter lock, so it uses at most one core however many trials run at once (issue 19:
+500 latency-bound trials on 2 cores took 62 s in one process, 47 s split over two). With
+workers the job's trials share every core.
+
+- The driver (the process that runs ``clawrig run``) keeps the job, exactly as with the local
+  executor: the output folder, progress, resume, retries, the budget and the summary
+  (:mod:`clawrig.runner.batch`). This executor only runs trial attempts; each goes to the
+  worker with the fewest attempts in flight.
+- A worker is ``python -m clawrig.runner.executors.processes FD``, started in its own session
+  (Ctrl-C reaches the driver only; the driver cancels) and talking to the driver over a unix
+  socket pair: each message is a 4-byte big-endian length and a pickle (:func:`_send`). It loads
+  the job's models, gateway (with the keys: it is the harness, on the same machine), judge
+  cache and web from the driver's prepared config (:meth:`clawrig.runner.job.Job.worker_services`),
+  keeps its own warm pool (its share of ``parallel``) and runs
+  :func:`clawrig.runner.trial.run_trial` into the job's output folder, as the driver would.
+- The job's budget: every process's gateway adds its upstream spend to one
+  :class:`clawrig.llm.gateway.SpendTally` file, so the budget is the job's, not a worker's.
+- A worker that exits mid-job fails its attempts in flight as infrastructure errors (retried
+  on the others, like a trial whose sandbox died); when none is left the job stops with a
+  UserError (finished trials are kept: ``--resume`` continues). A driver that dies leaves its
+  workers an end of file: they cancel their trials, clean up and exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import gc
+import os
+import pickle
+import socket
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from clawrig.errors import InfrastructureError, UserError
+
+if TYPE_CHECKING:
+    from clawrig.runner.trial import TrialServices
+    from clawrig.spec.job import JobConfig
+    from clawrig.spec.task import Task
+    from clawrig.spec.trial import TrialResult, Usage
+
+__all__ = ["WORKER_LOG_LINE", "ProcessExecutor", "worker_parallel"]
+
+_HEADER = struct.Struct(">I")
+WORKER_LOG_LINE = "clawrig: ran in harness worker {index} (pid {pid})"
+"""The line a worker appends to a trial's agent.log once the trial's folder is written."""
+STOP_GRACE_S = 30.0
+"""Seconds :meth:`ProcessExecutor.close` waits for a worker to cancel its trials, clean up and
+exit before it is killed."""
+
+
+def worker_parallel(parallel: int, workers: int) -> int:
+    """Trials at once in one of ``workers`` workers of a ``-p parallel`` job (its warm pool's
+    size): the share of the busiest, rounded up."""
+    return max(1, -(-parallel // workers))
+
+
+def _send(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    writer.write(_HEADER.pack(len(data)) + data)
+
+
+async def _receive(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
+    """The next message, or None at the end of the stream."""
+    try:
+        (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+        message: tuple[Any, ...] = pickle.loads(await reader.readexactly(size))
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    return message
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` when it survives pickling, else the same kind of clawrig error with its text
+    (a UserError stays a UserError: it stops the job in the driver too)."""
+    with contextlib.suppress(Exception):
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    text = str(exc) or type(exc).__name__
+    return UserError(text) if isinstance(exc, UserError) else InfrastructureError(text)
+
+
+# -- the driver side ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Worker:
+    index: int
+    proc: subprocess.Popen[bytes]
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    pending: dict[int, asyncio.Future[tuple[TrialResult, Path]]] = field(default_factory=dict)
+    alive: bool = True
+    listener: asyncio.Task[None] | None = None
+
+    def name(self) -> str:
+        return f"harness worker {self.index} (pid {self.proc.pid})"
+
+
+class ProcessExecutor:
+    """Trial attempts in ``job.workers`` worker processes (module docs)."""
+
+    capacity: int | None = None
+    on_capacity: Any = None
+    in_process = False
+
+    def __init__(self, job: JobConfig, tasks: list[Task], services: TrialServices) -> None:
+        self.job = job
+        self.tasks = tasks
+        self.services = services
+        self._workers: list[_Worker] = []
+        self._seq = 0
+        self._provider_stop: str | None = None
+
+    async def start(self) -> None:
+        """Start the workers and wait until each has its models and gateway. Raises UserError
+        when one cannot start (its one line)."""
+        gateway = self.services.gateway
+        spend = gateway.tally_path if gateway is not None else None
+        parallel = worker_parallel(self.job.parallel, self.job.workers)
+        starts = [
+            self._spawn(i, ("init", i, self.job, self.tasks, spend, parallel))
+            for i in range(self.job.workers)
+        ]
+        results = await asyncio.gather(*starts, return_exceptions=True)
+        problems = [r for r in results if isinstance(r, BaseException)]
+        if problems:
+            await self.close()
+            first = problems[0]
+            raise first if isinstance(first, UserError) else UserError(f"--workers: {first}")
+
+    async def _spawn(self, index: int, init: tuple[Any, ...]) -> None:
+        mine, theirs = socket.socketpair()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        reader, writer = await asyncio.open_unix_connection(sock=mine)
+        worker = _Worker(index, proc, reader, writer)
+        self._workers.append(worker)
+        _send(writer, init)
+        reply = await _receive(reader)
+        if reply is None or reply[0] != "ready":
+            worker.alive = False
+            why = reply[1] if reply is not None else f"exited ({proc.wait()})"
+            raise UserError(f"--workers: {worker.name()} could not start: {why}")
+        worker.listener = asyncio.get_running_loop().create_task(self._listen(worker))
+
+    async def _listen(self, worker: _Worker) -> None:
+        while (message := await _receive(worker.reader)) is not None:
+            kind, attempt_id, *rest = message
+            if kind == "done" or kind == "error":
+                payload, stop = rest[0], rest[-1]
+                if stop is not None and self._provider_stop is None:
+                    self._provider_stop = stop
+                future = worker.pending.pop(attempt_id, None)
+                if future is None or future.done():
+                    continue
+                if kind == "done":
+                    future.set_result((payload, rest[1]))
+                else:
+                    future.set_exception(payload)
+        worker.alive = False
+        code = await asyncio.get_running_loop().run_in_executor(None, worker.proc.wait)
+        lost = InfrastructureError(f"{worker.name()} exited (code {code}) during the trial")
+        for future in worker.pending.values():
+            if not future.done():
+                future.set_exception(lost)
+        worker.pending.clear()
+
+    async def run(
+        self, task: Task, run_index: int, *, job_id: str, attempt: int, earlier: Usage
+    ) -> tuple[TrialResult, Path]:
+        alive = [w for w in self._workers if w.alive]
+        if not alive:
+            raise UserError(
+                "every harness worker (--workers) exited; finished trials are kept "
+                "(--resume continues)"
+            )
+        worker = min(alive, key=lambda w: len(w.pending))
+        self._seq += 1
+        attempt_id = self._seq
+        future: asyncio.Future[tuple[TrialResult, Path]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        worker.pending[attempt_id] = future
+        _send(worker.writer, ("run", attempt_id, task.id, run_index, job_id, attempt, earlier))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if worker.alive and not worker.writer.is_closing():
+                _send(worker.writer, ("cancel", attempt_id))
+            raise
+        finally:
+            worker.pending.pop(attempt_id, None)
+
+    def provider_stop(self) -> str | None:
+        """The first line a worker reported for a model server that can serve no more requests
+        (:func:`clawrig.runner.executors.provider_stop_line` in that worker), else None."""
+        return self._provider_stop
+
+    async def close(self) -> None:
+        """Ask every worker to stop (it cancels its trials and cleans up), wait up to
+        :data:`STOP_GRACE_S` for each, then kill what is left. Idempotent."""
+        for worker in self._workers:
+            if not worker.writer.is_closing():
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    _send(worker.writer, ("stop",))
+                    worker.writer.write_eof()
+        loop = asyncio.get_running_loop()
+        for worker in self._workers:
+            try:
+                await asyncio.wait_for(loop.run_in_executor(None, worker.proc.wait), STOP_GRACE_S)
+            except TimeoutError:
+                worker.proc.kill()
+                await loop.run_in_executor(None, worker.proc.wait)
+            if worker.listener is not None:
+                worker.listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker.listener
+            worker.writer.close()
+        self._workers.clear()
+
+
+# -- the worker side ----------------------------------------------------------------------------
+
+
+async def _serve(sock: socket.socket) -> None:
+    from clawrig.runner.executors import provider_stop_line
+    from clawrig.runner.job import Job
+    from clawrig.runner.trial import run_trial
+    from clawrig.spec.layout import TrialPaths
+
+    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    init = await _receive(reader)
+    if init is None:
+        return
+    _, index, job_config, tasks, spend, parallel = init
+    try:
+        job = Job(job_config)
+        services = job.worker_services(tasks, spend, parallel)
+    except Exception as exc:  # noqa: BLE001 - the driver says it in one line
+        _send(writer, ("fail", str(exc) if isinstance(exc, UserError) else repr(exc)))
+        await writer.drain()
+        return
+    by_id = {t.id: t for t in tasks}
+    gc.freeze()  # what exists now lives as long as the worker (see cli/run.py)
+    gc.enable()
+    running: dict[int, asyncio.Task[tuple[TrialResult, Path]]] = {}
+
+    def report(attempt_id: int, done: asyncio.Task[tuple[TrialResult, Path]]) -> None:
+        running.pop(attempt_id, None)
+        if done.cancelled() or writer.is_closing():
+            return
+        stop = provider_stop_line(services)
+        if (exc := done.exception()) is not None:
+            _send(writer, ("error", attempt_id, _portable(exc), stop))
+        else:
+            result, folder = done.result()
+            with contextlib.suppress(OSError):
+                with open(TrialPaths(folder).agent_log, "a", encoding="utf-8") as log:
+                    log.write(WORKER_LOG_LINE.format(index=index, pid=os.getpid()) + "\n")
+            _send(writer, ("done", attempt_id, result, folder, stop))
+
+    gateway = services.gateway
+    assert gateway is not None
+    with gateway:
+        async with gateway.shared_upstream():
+            _send(writer, ("ready",))
+            try:
+                while (message := await _receive(reader)) is not None and message[0] != "stop":
+                    if message[0] == "run":
+                        _, attempt_id, task_id, run_index, job_id, attempt, earlier = message
+                        trial = asyncio.create_task(
+                            run_trial(
+                                by_id[task_id],
+                                job.config.trial,
+                                job.config.output,
+                                run_index=run_index,
+                                services=services,
+                                job_id=job_id,
+                                attempt=attempt,
+                                earlier=earlier,
+                            )
+                        )
+                        running[attempt_id] = trial
+                        trial.add_done_callback(functools.partial(report, attempt_id))
+                    elif message[0] == "cancel" and (cancelled := running.get(message[1])):
+                        cancelled.cancel()
+            finally:
+                for trial in list(running.values()):
+                    trial.cancel()
+                await asyncio.gather(*running.values(), return_exceptions=True)
+                if services.pool is not None:
+                    await services.pool.close()
+                with contextlib.suppress(ConnectionError):
+                    await writer.drain()
+
+
+def main(argv: list[str]) -> int:
+    """A worker's process: ``python -m clawrig.runner.executors.processes FD``."""
+    sock = socket.socket(fileno=int(argv[1]))
+    asyncio.run(_serve(sock))
+    return 0
+
+
+if __name__ == "__main__":
+    gc.disable()  # until the job's objects are frozen (as the CLI does)
+    sys.exit(main(sys.argv))

@@ -1,0 +1,293 @@
+"""``--workers N``: a job's trials in N harness processes (clawrig.runner.executors.processes).
+
+Every model call is answered by the scripted OpenAI-compatible server at $0.01 a request
+(solve_even_tasks: 2 requests per trial), so the server's own request count is the independent
+measure of what the job spent; the worker that ran a trial is the line it appends to the
+trial's agent.log."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clawrig.llm.gateway import SpendTally
+from clawrig.runner.executors.processes import WORKER_LOG_LINE
+from clawrig.runner.job import Job
+from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.testing.scripted_server import ScriptedServer, error
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
+
+CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
+COST = 0.01
+"""USD the scripted model charges per request."""
+VOLATILE = {"job_id", "timestamp", "elapsed_s", "suite_path", "usage", "waits"}
+"""Summary fields that differ between any two runs of one job (ids, seconds)."""
+WORKER_MODULE = "clawrig.runner.executors.processes"
+
+
+def _config(bench: Path, out: Path, **kw: Any) -> JobConfig:
+    return JobConfig(
+        suite_path=bench / "tasks", output=out, trial=TrialConfig(model="scripted/test"), **kw
+    )
+
+
+def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in summary.items() if k not in VOLATILE}
+    out["tasks"] = sorted(
+        (
+            {k: v for k, v in t.items() if k not in ("trial", "elapsed_time")}
+            for t in summary["tasks"]
+        ),
+        key=lambda t: (t["task_id"], t["run_index"]),
+    )
+    return out
+
+
+def _trials(out: Path) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """(task id, run index) -> the result.json of every finished trial folder of that trial."""
+    found: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for rj in out.glob("*/*/result.json"):
+        if rj.parent.parent.name.startswith(("_", ".")):
+            continue
+        r = json.loads(rj.read_text())
+        found.setdefault((r["task_id"], r["run_index"]), []).append(r)
+    return found
+
+
+def _workers_used(out: Path) -> set[str]:
+    prefix = WORKER_LOG_LINE.split("{")[0]
+    used = set()
+    for log in out.glob("*/*/agent.log"):
+        for line in log.read_text().splitlines():
+            if line.startswith(prefix):
+                used.add(line[len(prefix) :].split()[0])
+    return used
+
+
+def _worker_pids(parent: int) -> list[int]:
+    """The pids of ``parent``'s children that are harness workers (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and WORKER_MODULE.encode() in cmd:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.fixture
+def model_server(even_responder):
+    servers: list[ScriptedServer] = []
+
+    def make(delay: float = 0.0) -> ScriptedServer:
+        def responder(request: dict[str, Any]) -> Any:
+            rep = even_responder(request, cost=COST)
+            rep.delay = delay
+            return rep
+
+        srv = ScriptedServer(responder=responder).start()
+        servers.append(srv)
+        return srv
+
+    yield make
+    for srv in servers:
+        srv.stop()
+
+
+def _env(srv: ScriptedServer) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENROUTER", "OPENAI"))}
+    env["SCRIPTED_BASE_URL"] = srv.base_url
+    return env
+
+
+def test_two_workers_run_the_job_with_the_one_process_summary(
+    mini_bench, model_server, tmp_path, monkeypatch
+):
+    bench = mini_bench(8)
+    srv = model_server()
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    out = tmp_path / "workers"
+    spread = Job(_config(bench, out, runs=2, parallel=4, workers=2)).run()
+    requests = len(srv.requests)
+    one = Job(_config(bench, tmp_path / "one", runs=2, parallel=4)).run()
+
+    trials = _trials(out)
+    assert len(trials) == 16 and all(len(v) == 1 for v in trials.values())
+    assert _workers_used(out) == {"0", "1"}  # each worker ran some
+    assert _workers_used(tmp_path / "one") == set()
+    # 8 tasks x 2 runs: even tasks 1.0, odd 0.25; 2 requests at $0.01 each per trial
+    assert spread["error_count"] == 0 and spread["evaluated_count"] == 16
+    assert math.isclose(spread["overall_score"], (8 * 1.0 + 8 * 0.25) / 16)
+    assert requests == 32
+    assert math.isclose(spread["efficiency"]["total_cost_usd"], requests * COST)
+    assert _comparable(spread) == _comparable(one)
+    for folder in out.glob("*/scripted_test_*"):
+        calls = (folder / "model_calls.jsonl").read_text().splitlines()
+        assert len(calls) == 2 and (folder / "score.json").is_file()
+    assert _worker_pids(os.getpid()) == []  # the job's end stopped them
+
+
+def test_the_budget_is_the_jobs_across_workers(mini_bench, model_server, tmp_path, monkeypatch):
+    bench = mini_bench(20)
+    srv = model_server(delay=0.1)
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    out = tmp_path / "out"
+    budget = 0.10
+    summary = Job(_config(bench, out, parallel=4, workers=2, budget_usd=budget)).run()
+    assert summary["budget_stopped"] and summary["not_run"] > 0
+    spent = len(srv.requests) * COST
+    assert math.isclose(summary["efficiency"]["total_cost_usd"], spent)
+    # every worker's gateway refuses once the job's (shared) spend reached the budget: past
+    # it, at most one request per busy trial was already on its way. One worker's own half
+    # of the budget would let the job spend up to twice it
+    assert budget <= spent <= budget + 4 * COST + 1e-9
+
+
+def test_spend_tally_counts_every_add_of_every_process(tmp_path):
+    path = tmp_path / "spent"
+    SpendTally(path)
+    procs, adds = 4, 400
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_add_many, args=(path, adds)) for _ in range(procs)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+        assert w.exitcode == 0
+    assert SpendTally(path).total() == procs * adds * 0.25  # 0.25 sums exactly in binary
+
+
+def _add_many(path: Path, n: int) -> None:
+    tally = SpendTally(path)
+    for _ in range(n):
+        tally.add(0.25)
+
+
+def test_a_killed_worker_s_trials_run_again_on_the_other(
+    mini_bench, model_server, tmp_path, monkeypatch
+):
+    bench = mini_bench(8)
+    srv = model_server(delay=1.0)
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    out = tmp_path / "out"
+    killed: list[int] = []
+
+    def kill_when_busy() -> None:
+        # once the model has been asked something (trials are in flight in both workers),
+        # SIGKILL one worker
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            pids = _worker_pids(os.getpid())
+            if len(pids) == 2 and len(srv.requests) >= 2:
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_busy, daemon=True)
+    killer.start()
+    summary = Job(_config(bench, out, runs=2, parallel=4, workers=2)).run()
+    killer.join(timeout=60)
+    assert killed
+
+    trials = _trials(out)
+    assert len(trials) == 16 and all(len(v) == 1 for v in trials.values())
+    assert summary["error_count"] == 0 and summary["evaluated_count"] == 16
+    assert math.isclose(summary["overall_score"], (8 * 1.0 + 8 * 0.25) / 16)
+    # the lost attempts were infrastructure errors, run again (on the worker left)
+    rerun = [r for (r,) in trials.values() if r["attempts"] > 1]
+    assert rerun, "no trial lost an attempt with the worker"
+    assert all(r["usage"]["request_count"] == 2 for r in rerun)
+    assert summary["efficiency"]["total_cost_usd"] <= len(srv.requests) * COST + 1e-9
+    assert "1" in _workers_used(out)
+
+
+def test_ctrl_c_stops_the_workers_and_resume_finishes(mini_bench, model_server, tmp_path):
+    bench = mini_bench(6)
+    srv = model_server(delay=0.3)
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "--runs", "2"]
+    args += ["-p", "4", "--workers", "2", "-o", str(out)]
+    proc = subprocess.Popen(
+        args, env=_env(srv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    progress = out / "progress_scripted_test.json"
+    deadline = time.monotonic() + 300
+    done = 0
+    workers: list[int] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        workers = workers or _worker_pids(proc.pid)
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            done = len(json.loads(progress.read_text())["completed"])
+        if done >= 3 and len(workers) == 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert "Traceback" not in err.decode()
+    for pid in workers:  # the driver waited for its workers to clean up and exit
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+    r = subprocess.run(
+        [*args, "--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    trials = _trials(out)
+    assert len(trials) == 12 and all(len(v) == 1 for v in trials.values())
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["error_count"] == 0 and len(summary["tasks"]) == 12
+    assert math.isclose(summary["overall_score"], (6 * 1.0 + 6 * 0.25) / 12)
+
+
+def test_a_refused_key_in_a_worker_stops_the_job_with_one_line(mini_bench, tmp_path):
+    bench = mini_bench(4)
+    srv = ScriptedServer([error(401, "invalid api key")] * 50).start()
+    try:
+        r = subprocess.run(
+            [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "2"]
+            + ["--workers", "2", "-o", str(tmp_path / "out")],
+            env=_env(srv), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        srv.stop()
+    assert r.returncode != 0
+    assert "401" in r.stderr and "Traceback" not in r.stderr
+    assert [ln for ln in r.stderr.splitlines() if "401" in ln][0].startswith("clawrig: error:")
+
+
+@pytest.mark.parametrize(
+    ("extra", "want"),
+    [
+        (["--workers", "0"], "--workers"),
+        (["--workers", "9999"], "--workers"),
+        (["--workers", "2", "--executor", "ray"], "--workers: only with --executor local"),
+    ],
+)
+def test_bad_workers_get_one_line(mini_bench, extra, want, tmp_path):
+    bench = mini_bench(1)
+    r = subprocess.run(
+        [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(tmp_path / "o")]
+        + extra,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert want in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").glob("*/*/result.json"))
