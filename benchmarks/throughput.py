@@ -154,6 +154,7 @@ class PeakRSS(threading.Thread):
         self.tick = os.sysconf("SC_CLK_TCK")
         self._cpu: dict[int, float] = {}
         self._workers: set[int] = set()
+        self._others: set[int] = set()
 
     def _sample(self, pid: int) -> float:
         """``pid``'s resident MB; its CPU seconds go to ``_cpu``."""
@@ -172,10 +173,15 @@ class PeakRSS(threading.Thread):
                 rss = self._sample(self.pid)
                 children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text()
                 for child in map(int, children.split()):
-                    if child not in self._workers:
-                        cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+                    if child not in self._workers and child not in self._others:
+                        try:  # (a sandbox's launcher may be gone already)
+                            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+                        except OSError:
+                            continue
                         if WORKER_MODULE.encode() in cmd:
                             self._workers.add(child)
+                        else:
+                            self._others.add(child)
                 for worker in self._workers:
                     with contextlib.suppress(OSError, ValueError, IndexError):
                         rss += self._sample(worker)
