@@ -482,7 +482,11 @@ async def _run_locked(
         and job.trial.sandbox == "bwrap"
         and warm_pool_wanted()
     ):
-        pool = services.pool = WarmPool(parallel=job.parallel, work_dir=services.work_dir)
+        from clawrig.runner.executors.processes import worker_parallel
+
+        # this process's share of the trials at once (all of them unless --workers)
+        share = worker_parallel(job.parallel, job.workers)
+        pool = services.pool = WarmPool(parallel=share, work_dir=services.work_dir)
     try:
         await executor.start()
         return await _run_trials(

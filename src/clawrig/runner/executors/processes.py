@@ -1,4 +1,5 @@
-"""``--workers N`` (N > 1): a job's trials in N harness processes on this machine.
+"""``--workers N`` (N > 1): a job's trials in N harness processes on this machine: the driver
+and N - 1 worker processes.
 
 Why: one harness process runs its trials' event loop, model gateway and sandbox bookkeeping on
 one interpreter lock, so it uses at most one core however many trials run at once (issue 19:
@@ -7,8 +8,9 @@ workers the job's trials share every core.
 
 - The driver (the process that runs ``clawrig run``) keeps the job, exactly as with the local
   executor: the output folder, progress, resume, retries, the budget and the summary
-  (:mod:`clawrig.runner.batch`). This executor only runs trial attempts; each goes to the
-  worker with the fewest attempts in flight.
+  (:mod:`clawrig.runner.batch`), and runs trials itself as worker 0 (in its own event loop,
+  with its own warm pool, as :class:`~clawrig.runner.executors.LocalExecutor`). Each attempt
+  goes to the process with the fewest attempts in flight.
 - A worker is ``python -m clawrig.runner.executors.processes FD``, started in its own session
   (Ctrl-C reaches the driver only; the driver cancels) and talking to the driver over a unix
   socket pair: each message is a 4-byte big-endian length and a pickle (:func:`_send`). It loads
@@ -19,9 +21,9 @@ workers the job's trials share every core.
 - The job's budget: every process's gateway adds its upstream spend to one
   :class:`clawrig.llm.gateway.SpendTally` file, so the budget is the job's, not a worker's.
 - A worker that exits mid-job fails its attempts in flight as infrastructure errors (retried
-  on the others, like a trial whose sandbox died); when none is left the job stops with a
-  UserError (finished trials are kept: ``--resume`` continues). A driver that dies leaves its
-  workers an end of file: they cancel their trials, clean up and exit.
+  in the other processes, like a trial whose sandbox died) and takes no more; the driver runs
+  on with what is left (itself at least). A driver that dies leaves its workers an end of
+  file: they cancel their trials, clean up and exit.
 """
 
 from __future__ import annotations
@@ -59,8 +61,8 @@ exit before it is killed."""
 
 
 def worker_parallel(parallel: int, workers: int) -> int:
-    """Trials at once in one of ``workers`` workers of a ``-p parallel`` job (its warm pool's
-    size): the share of the busiest, rounded up."""
+    """Trials at once in one of the ``workers`` harness processes of a ``-p parallel`` job
+    (its warm pool's size): the share of the busiest, rounded up."""
     return max(1, -(-parallel // workers))
 
 
@@ -89,6 +91,15 @@ def _portable(exc: BaseException) -> BaseException:
     return UserError(text) if isinstance(exc, UserError) else InfrastructureError(text)
 
 
+def _note_worker(folder: Path, index: int) -> None:
+    """Append :data:`WORKER_LOG_LINE` to the trial's agent.log (nothing when it is gone)."""
+    from clawrig.spec.layout import TrialPaths
+
+    with contextlib.suppress(OSError):
+        with open(TrialPaths(folder).agent_log, "a", encoding="utf-8") as log:
+            log.write(WORKER_LOG_LINE.format(index=index, pid=os.getpid()) + "\n")
+
+
 # -- the driver side ----------------------------------------------------------------------------
 
 
@@ -107,16 +118,22 @@ class _Worker:
 
 
 class ProcessExecutor:
-    """Trial attempts in ``job.workers`` worker processes (module docs)."""
+    """Trial attempts in this process and ``job.workers - 1`` worker processes (module
+    docs)."""
 
     capacity: int | None = None
     on_capacity: Any = None
-    in_process = False
+    in_process = True
+    """This process runs its share (its warm pool serves them)."""
 
     def __init__(self, job: JobConfig, tasks: list[Task], services: TrialServices) -> None:
+        from clawrig.runner.executors import LocalExecutor
+
         self.job = job
         self.tasks = tasks
         self.services = services
+        self._local = LocalExecutor(job, services)
+        self._local_pending = 0
         self._workers: list[_Worker] = []
         self._seq = 0
         self._provider_stop: str | None = None
@@ -129,7 +146,7 @@ class ProcessExecutor:
         parallel = worker_parallel(self.job.parallel, self.job.workers)
         starts = [
             self._spawn(i, ("init", i, self.job, self.tasks, spend, parallel))
-            for i in range(self.job.workers)
+            for i in range(1, self.job.workers)
         ]
         results = await asyncio.gather(*starts, return_exceptions=True)
         problems = [r for r in results if isinstance(r, BaseException)]
@@ -187,12 +204,17 @@ class ProcessExecutor:
         self, task: Task, run_index: int, *, job_id: str, attempt: int, earlier: Usage
     ) -> tuple[TrialResult, Path]:
         alive = [w for w in self._workers if w.alive]
-        if not alive:
-            raise UserError(
-                "every harness worker (--workers) exited; finished trials are kept "
-                "(--resume continues)"
-            )
-        worker = min(alive, key=lambda w: len(w.pending))
+        worker = min(alive, key=lambda w: len(w.pending), default=None)
+        if worker is None or self._local_pending <= len(worker.pending):
+            self._local_pending += 1
+            try:
+                result, folder = await self._local.run(
+                    task, run_index, job_id=job_id, attempt=attempt, earlier=earlier
+                )
+            finally:
+                self._local_pending -= 1
+            _note_worker(folder, 0)
+            return result, folder
         self._seq += 1
         attempt_id = self._seq
         future: asyncio.Future[tuple[TrialResult, Path]] = (
@@ -210,9 +232,10 @@ class ProcessExecutor:
             worker.pending.pop(attempt_id, None)
 
     def provider_stop(self) -> str | None:
-        """The first line a worker reported for a model server that can serve no more requests
-        (:func:`clawrig.runner.executors.provider_stop_line` in that worker), else None."""
-        return self._provider_stop
+        """One line when a model server can serve no more requests, as this process saw it or
+        a worker reported it first (:func:`clawrig.runner.executors.provider_stop_line` in
+        that worker), else None."""
+        return self._local.provider_stop() or self._provider_stop
 
     async def close(self) -> None:
         """Ask every worker to stop (it cancels its trials and cleans up), wait up to
@@ -244,7 +267,6 @@ async def _serve(sock: socket.socket) -> None:
     from clawrig.runner.executors import provider_stop_line
     from clawrig.runner.job import Job
     from clawrig.runner.trial import run_trial
-    from clawrig.spec.layout import TrialPaths
 
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     init = await _receive(reader)
@@ -272,9 +294,7 @@ async def _serve(sock: socket.socket) -> None:
             _send(writer, ("error", attempt_id, _portable(exc), stop))
         else:
             result, folder = done.result()
-            with contextlib.suppress(OSError):
-                with open(TrialPaths(folder).agent_log, "a", encoding="utf-8") as log:
-                    log.write(WORKER_LOG_LINE.format(index=index, pid=os.getpid()) + "\n")
+            _note_worker(folder, index)
             _send(writer, ("done", attempt_id, result, folder, stop))
 
     gateway = services.gateway
