@@ -156,7 +156,10 @@ def _captured() -> tuple[tuple[str, str], ...]:
     )
 
 
+@cache
 def _parameters() -> dict[str, dict[str, Any]]:
+    """Tool name -> its JSON-schema ``parameters``, parsed once per process (every trial's
+    toolset reads them: ~0.8 ms of CPU a trial to parse again). Shared: read, never change."""
     params = {name: json.loads(p) for name, p in _captured()}
     params["image"] = json.loads(json.dumps(image.IMAGE_SCHEMA))
     return params
