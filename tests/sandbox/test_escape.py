@@ -7,6 +7,8 @@ import asyncio
 import os
 import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -383,3 +385,32 @@ async def test_device_nodes_work_but_are_not_the_hosts(make_sandbox):
             assert r.exit_code != 0 and "not permitted" in r.stderr, (name, r.stderr)
         after = os.stat(f"/dev/{name}")
         assert (after.st_mode, after.st_uid, after.st_mtime) == (st.st_mode, st.st_uid, st.st_mtime)
+
+
+def test_device_nodes_are_made_beside_a_nodev_temp_folder(tmp_path):
+    # a tmpfs /tmp is often mounted nodev (systemd's tmp.mount): nodes made there cannot be
+    # opened, so device_nodes gave up and sandboxes bound the host's own nodes again (red
+    # team). They are made in clawrig's cache folder then
+    if os.geteuid() != 0:
+        pytest.skip("device nodes are the harness's own only when it runs as root")
+    nodev = tmp_path / "nodev"
+    nodev.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "nodev,size=1m", "tmpfs", str(nodev)], check=True)
+    probe = (
+        "import os\n"
+        "from clawrig.sandbox.bwrap import device_nodes\n"
+        "folder = device_nodes()\n"
+        "fd = os.open(folder / 'null', os.O_WRONLY)\n"
+        "print(folder, os.write(fd, b'xyz'))\n"
+    )
+    env = dict(os.environ, TMPDIR=str(nodev), CLAWRIG_CACHE_DIR=str(tmp_path / "cache"))
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
+        )
+    finally:
+        subprocess.run(["umount", "-l", str(nodev)], check=False)
+    assert r.returncode == 0, r.stderr[-1500:]
+    folder, written = r.stdout.split()
+    assert Path(folder).parent == tmp_path / "cache" / "dev" and written == "3"
+    assert not Path(folder).exists()  # removed at the process's exit

@@ -197,7 +197,8 @@ DEV_OWNER = UID_BASE - 1
 @functools.cache
 def device_nodes() -> Path | None:
     """A folder holding :data:`DEV_NODES` for sandboxes to bind over bwrap's own, made once
-    per process (``clawrig-dev-<pid>-*`` in the temp folder, removed at exit), or None.
+    per process (``clawrig-dev-<pid>-*`` in the first of :func:`device_node_bases` not
+    mounted ``nodev``, removed at exit), or None.
 
     bwrap's ``--dev`` binds the host's own device nodes. When the harness runs as root, a
     sandbox's root is the host's uid 0, which owns them: ``chmod 000 /dev/null`` in a trial
@@ -205,24 +206,43 @@ def device_nodes() -> Path | None:
     red-team finding; a read-only bind would stop writes to the device too). These nodes
     are the same devices, mode 0666, owned by :data:`DEV_OWNER`: a sandbox reads and writes
     them but cannot change their mode or owner, and they are not the host's. None when not
-    root (the sandbox's root is then no host uid 0: bwrap's binds stay), when nodes cannot be
-    made, or when the temp folder is mounted ``nodev`` (devices there cannot be opened)."""
+    root (the sandbox's root is then no host uid 0: bwrap's binds stay) or when no base can
+    hold nodes that open (every one ``nodev``, as a tmpfs /tmp and /dev/shm often are, or
+    mknod refused)."""
     if os.geteuid() != 0:
         return None
-    folder = owned_tempdir("dev")
-    atexit.register(remove_tree, folder)
-    try:
-        if os.statvfs(folder).f_flag & os.ST_NODEV:
-            return None
-        os.chmod(folder, 0o755)
-        for name, (major, minor) in DEV_NODES.items():
-            node = folder / name
-            os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(major, minor))
-            os.chmod(node, 0o666)  # past the umask
-            os.chown(node, DEV_OWNER, DEV_OWNER)
-    except OSError:
-        return None
-    return folder
+    for base in device_node_bases():
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            folder = owned_tempdir("dev", base)
+        except OSError:
+            continue
+        atexit.register(remove_tree, folder)
+        try:
+            if os.statvfs(folder).f_flag & os.ST_NODEV:
+                raise OSError("nodev")
+            os.chmod(folder, 0o755)
+            for name, (major, minor) in DEV_NODES.items():
+                node = folder / name
+                os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(major, minor))
+                os.chmod(node, 0o666)  # past the umask
+                os.chown(node, DEV_OWNER, DEV_OWNER)
+        except OSError:
+            remove_tree(folder)
+            continue
+        return folder
+    return None
+
+
+def device_node_bases() -> list[Path]:
+    """Where :func:`device_nodes` tries to make its folder, in order: the temp folder, then
+    clawrig's cache folder (:func:`clawrig.sandbox.pyenv.cache_root`, ``dev/``: usually on
+    the root file system, which allows devices, where a tmpfs /tmp is ``nodev``)."""
+    import tempfile
+
+    from clawrig.sandbox.pyenv import cache_root
+
+    return [Path(tempfile.gettempdir()), cache_root() / "dev"]
 
 
 def prefetch_host_etc(hostname: str | None = None) -> threading.Thread:
