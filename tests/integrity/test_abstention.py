@@ -399,3 +399,31 @@ async def test_a_lone_surrogate_a_grader_echoes_leaves_the_trial_readable(attack
     again = load_trial(folder)  # what re-grading and a resumed job read
     assert again.score.score == 0.0 and again.model_dump() == result.model_dump()
     assert episode_from_trial(folder).reward == 0.0
+
+
+@pytest.mark.parametrize("depth", [230, 300])
+async def test_deep_json_a_grader_echoes_leaves_the_trial_scored_and_readable(
+    attack, make_task, depth
+):
+    # a red-team finding: the grader echoes the agent's answer, nested `depth` objects deep.
+    # 230 levels: result.json was written but pydantic's reader stops near 200 ("recursion
+    # limit exceeded"): resume dropped the trial, grade refused it. 300: pydantic's writer
+    # stops near 255, so the trial folder could not be written: a retried infrastructure
+    # error, never scored (a free re-run and an abstention from the agent's 0)
+    from clawrig.runner.regrade import load_trial
+    from clawrig.spec.trial import SCORE_VALUE_MAX_DEPTH
+
+    task = make_task(ECHO_GRADER)
+    nested = '{"a":' * depth + "1" + "}" * depth
+    result, folder = await attack(
+        task, f"mkdir -p results && printf '%s' '{{\"answer\": {nested}}}' > results/answer.json"
+    )
+    assert result.error is None and result.score.score == 0.0
+    again = load_trial(folder)
+    assert again.score.score == 0.0 and again.model_dump() == result.model_dump()
+    got = again.score.subscores["got"]
+    for _ in range(SCORE_VALUE_MAX_DEPTH - 1):  # the levels kept, then the rest as its text
+        got = got["a"]
+    left = depth - (SCORE_VALUE_MAX_DEPTH - 1)
+    assert got == '{"a":' * left + "1" + "}" * left
+    assert json.loads((folder / "score.json").read_text())["score"] == 0.0

@@ -9,10 +9,11 @@ trial run again after an infrastructure failure keeps its earlier attempts' usag
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from clawrig.spec.job import TrialConfig
 from clawrig.spec.process import ProcessScore
@@ -72,10 +73,45 @@ class StopReason(StrEnum):
     REPLAY_END = "replay_end"
 
 
+SCORE_VALUE_MAX_DEPTH = 32
+"""Levels of nested objects and arrays a score's ``subscores`` and ``details`` keep; a value
+below that is kept as its JSON text (:func:`shallow_json`)."""
+
+
+def shallow_json(value: Any, depth: int = SCORE_VALUE_MAX_DEPTH) -> Any:
+    """``value`` (JSON data: dicts, lists, scalars) with every dict or list nested ``depth``
+    levels down replaced by its compact JSON text (or, when even that cannot be made, by
+    ``"<JSON nested too deep>"``).
+
+    Why: a grader's verdict may echo the agent's data, and the agent chooses how deep it
+    nests. pydantic writes at most ~255 levels (deeper: "Maximum serialization depth exceeded",
+    so the trial folder could not be written: an infrastructure error, retried and never
+    scored) and reads at most ~200 (deeper: result.json written but unreadable: a resumed job
+    dropped the trial, re-grading refused it), and pickle (``--workers``) stops near 500."""
+    if isinstance(value, dict):
+        if depth <= 0:
+            return _json_text(value)
+        return {k: shallow_json(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, list):
+        if depth <= 0:
+            return _json_text(value)
+        return [shallow_json(v, depth - 1) for v in value]
+    return value
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (RecursionError, ValueError):
+        return "<JSON nested too deep>"
+
+
 class Score(BaseModel):
     """A graded outcome: ``score`` in [0,1] and named sub-scores, or a grading error.
 
     ``max_score`` is 1.0 (DataClawBench's overall = sum score / sum max over graded tasks).
+    ``subscores`` and ``details`` keep :data:`SCORE_VALUE_MAX_DEPTH` levels of nesting (deeper
+    values are their JSON text: :func:`shallow_json`).
     """
 
     score: float | None = None
@@ -84,6 +120,11 @@ class Score(BaseModel):
     grader: str = ""
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("subscores", "details")
+    @classmethod
+    def _shallow(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return shallow_json(value)  # type: ignore[no-any-return]
 
 
 class HarnessWaits(BaseModel):
