@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -91,6 +92,11 @@ def _worker_pids(parent: int) -> list[int]:
     return found
 
 
+def _spend_dirs(pid: int) -> list[Path]:
+    """The spend-file folders (llm/gateway: SpendTally) the harness process ``pid`` made."""
+    return list(Path(tempfile.gettempdir()).glob(f"clawrig-spend-{pid}-*"))
+
+
 @pytest.fixture
 def model_server(even_responder):
     servers: list[ScriptedServer] = []
@@ -141,6 +147,7 @@ def test_two_workers_run_the_job_with_the_one_process_summary(
         calls = (folder / "model_calls.jsonl").read_text().splitlines()
         assert len(calls) == 2 and (folder / "score.json").is_file()
     assert _worker_pids(os.getpid()) == []  # the job's end stopped them
+    assert _spend_dirs(os.getpid()) == []  # nor did it leave its spend file behind
 
 
 def test_the_budget_is_the_jobs_across_workers(mini_bench, model_server, tmp_path, monkeypatch):
@@ -243,6 +250,7 @@ def test_ctrl_c_stops_the_workers_and_resume_finishes(mini_bench, model_server, 
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err.decode()[-2000:]
     assert "Traceback" not in err.decode()
+    assert _spend_dirs(proc.pid) == []  # a job stopped by Ctrl-C removed it too
     for pid in workers:  # the driver waited for its workers to clean up and exit
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
 

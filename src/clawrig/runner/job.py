@@ -95,6 +95,9 @@ class Job:
         self.tasks: list[Task] = []
         self._prepared = False
         self._owns_gateway = False
+        self._spend_dir: Path | None = None
+        """The folder of the job's spend file this Job made (``--workers``), removed when the
+        job ends."""
 
     # -- before any sandbox ------------------------------------------------------------------
     def prepare(self) -> Job:
@@ -256,9 +259,13 @@ class Job:
                 at_once = max(1, min(cfg.parallel, len(self.tasks) * cfg.runs))
                 share = cfg.budget_usd / at_once
             if spend_file is None and cfg.workers > 1 and cfg.executor == "local":
-                from clawrig.leftovers import owned_tempdir
+                import atexit
 
-                spend_file = owned_tempdir("spend") / "spent_usd"
+                from clawrig.leftovers import owned_tempdir, remove_tree
+
+                self._spend_dir = owned_tempdir("spend")
+                atexit.register(remove_tree, self._spend_dir)  # a job that never ran
+                spend_file = self._spend_dir / "spent_usd"
             options: dict[str, Any] = {
                 "budget_usd": cfg.budget_usd,
                 "budget_share_usd": share,
@@ -323,15 +330,21 @@ class Job:
         """:meth:`prepare`, then run every trial not already done; returns the summary dict
         (``summary_<model>.json``; ``already_finished`` True when ``resume`` found the job
         finished and ran nothing)."""
-        self.prepare()
-        gateway = self.services.gateway
-        owned = gateway if self._owns_gateway and gateway is not None else None
-        with owned if owned is not None else contextlib.nullcontext():
-            # the trials' model calls share one upstream client (and its connections)
-            async with gateway.shared_upstream() if gateway else contextlib.nullcontext():
-                summary = await batch.run_job(
-                    self.config, self.tasks, self.services, on_update=self.on_update
-                )
+        try:
+            self.prepare()
+            gateway = self.services.gateway
+            owned = gateway if self._owns_gateway and gateway is not None else None
+            with owned if owned is not None else contextlib.nullcontext():
+                # the trials' model calls share one upstream client (and its connections)
+                async with gateway.shared_upstream() if gateway else contextlib.nullcontext():
+                    summary = await batch.run_job(
+                        self.config, self.tasks, self.services, on_update=self.on_update
+                    )
+        finally:
+            if self._spend_dir is not None:  # the workers have exited (batch closed them)
+                from clawrig.leftovers import remove_tree
+
+                remove_tree(self._spend_dir)
         if summary.get("already_finished"):
             self.on_note(
                 f"{self.config.output} holds a finished job of {self.config.trial.model}: "
