@@ -299,3 +299,17 @@ def test_bad_workers_get_one_line(mini_bench, extra, want, tmp_path):
     assert r.returncode != 0
     assert want in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").glob("*/*/result.json"))
+
+
+@pytest.mark.parametrize(
+    ("parallel", "workers", "kind", "spawned"),
+    [(1, 4, "LocalExecutor", 0), (2, 4, "ProcessExecutor", 1), (8, 1, "LocalExecutor", 0)],
+)
+def test_no_more_processes_than_trials_at_once(parallel, workers, kind, spawned, tmp_path):
+    from clawrig.runner.executors import create_executor
+    from clawrig.runner.executors.processes import harness_processes
+    from clawrig.runner.trial import TrialServices
+
+    cfg = JobConfig(suite_path=tmp_path, output=tmp_path / "o", parallel=parallel, workers=workers)
+    assert type(create_executor(cfg, [], TrialServices())).__name__ == kind
+    assert harness_processes(parallel, workers) - 1 == spawned

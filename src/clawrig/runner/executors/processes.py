@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from clawrig.spec.task import Task
     from clawrig.spec.trial import TrialResult, Usage
 
-__all__ = ["WORKER_LOG_LINE", "ProcessExecutor", "worker_parallel"]
+__all__ = ["WORKER_LOG_LINE", "ProcessExecutor", "harness_processes", "worker_parallel"]
 
 _HEADER = struct.Struct(">I")
 WORKER_LOG_LINE = "clawrig: ran in harness worker {index} (pid {pid})"
@@ -60,10 +60,16 @@ STOP_GRACE_S = 30.0
 exit before it is killed."""
 
 
+def harness_processes(parallel: int, workers: int) -> int:
+    """Harness processes a ``-p parallel --workers workers`` job runs: ``workers``, but never
+    more than trials run at once (a process with no trial of its own only costs its start)."""
+    return max(1, min(workers, parallel))
+
+
 def worker_parallel(parallel: int, workers: int) -> int:
     """Trials at once in one of the ``workers`` harness processes of a ``-p parallel`` job
     (its warm pool's size): the share of the busiest, rounded up."""
-    return max(1, -(-parallel // workers))
+    return max(1, -(-parallel // harness_processes(parallel, workers)))
 
 
 def _send(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
@@ -146,7 +152,7 @@ class ProcessExecutor:
         parallel = worker_parallel(self.job.parallel, self.job.workers)
         starts = [
             self._spawn(i, ("init", i, self.job, self.tasks, spend, parallel))
-            for i in range(1, self.job.workers)
+            for i in range(1, harness_processes(self.job.parallel, self.job.workers))
         ]
         results = await asyncio.gather(*starts, return_exceptions=True)
         problems = [r for r in results if isinstance(r, BaseException)]
