@@ -389,7 +389,7 @@ async def test_a_lone_surrogate_a_grader_echoes_leaves_the_trial_readable(attack
     # harness could not read its own file: a resumed job dropped the trial (its 0 gone from the
     # summary), `clawrig grade` refused it, `clawrig serve` lost the episode
     from clawrig.rl.episode import episode_from_trial
-    from clawrig.runner.regrade import load_trial
+    from clawrig.runner.regrade import load_trial, score_file_problem
 
     task = make_task(ECHO_GRADER)
     result, folder = await attack(
@@ -399,6 +399,8 @@ async def test_a_lone_surrogate_a_grader_echoes_leaves_the_trial_readable(attack
     again = load_trial(folder)  # what re-grading and a resumed job read
     assert again.score.score == 0.0 and again.model_dump() == result.model_dump()
     assert episode_from_trial(folder).reward == 0.0
+    # and `clawrig grade` finds score.json agreeing with it (it said "not a valid score file")
+    assert score_file_problem(folder, again) is None
 
 
 @pytest.mark.parametrize("depth", [230, 300])

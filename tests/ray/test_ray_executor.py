@@ -332,3 +332,47 @@ def test_a_node_the_cluster_still_lists_after_it_left_takes_no_trials(
     summary = Job(_config(bench, out, executor="ray", ray_address=ray_cluster.address)).run()
     assert summary["error_count"] == 0 and summary["evaluated_count"] == 4
     assert _nodes_used(out) <= node_ids(ray_cluster) and gone["NodeID"] not in _nodes_used(out)
+
+
+ECHO_GRADE = """
+import os
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    path = os.path.join(workspace_path, "results", "out.txt")
+    got = open(path, encoding="utf-8", errors="surrogateescape").read()
+    return {"overall_score": 0.0, "got": got}
+"""
+
+
+def test_a_result_holding_a_lone_surrogate_comes_back_from_the_node(
+    ray_cluster, tmp_path, monkeypatch
+):
+    # a red-team finding (the gap 1406639 left): the agent writes a byte that is not UTF-8
+    # and the grader echoes it ("\udcff" in the verdict); the driver read the node's
+    # result.json text with pydantic's parser, which refuses the escape, so the trial ended in
+    # an error on every attempt and was never scored
+    from clawrig.testing.scripted_server import call, reply
+
+    bench = write_mini_bench(tmp_path / "bench", 1)
+    (md,) = (bench / "tasks").rglob("*.md")
+    text = md.read_text()
+    start, end = text.index("```python\n") + len("```python\n"), text.index("\n```\n\n## Work")
+    md.write_text(text[:start] + ECHO_GRADE.strip() + text[end:])
+    command = "mkdir -p /tmp_workspace/results && printf 'x\\377' > /tmp_workspace/results/out.txt"
+
+    def respond(request: dict[str, Any]) -> Any:
+        if any(m.get("role") == "tool" for m in request["messages"]):
+            return reply("done")
+        return reply(tool_calls=[call("exec", {"command": command})])
+
+    srv = ScriptedServer(responder=respond).start()
+    try:
+        monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+        out = tmp_path / "out"
+        cfg = _config(bench, out, executor="ray", ray_address=ray_cluster.address)
+        summary = Job(cfg).run()
+    finally:
+        srv.stop()
+    assert summary["error_count"] == 0, (summary["tasks"], sorted(out.rglob("*")))
+    ((result,),) = _trials(out).values()
+    assert summary["evaluated_count"] == 1 and summary["overall_score"] == 0.0
+    assert result["attempts"] == 1 and result["score"]["subscores"]["got"] == "x\udcff"

@@ -130,7 +130,7 @@ def score_file_problem(folder: Path, trial: TrialResult) -> str | None:
     :meth:`ScoreFile.of` it), else None."""
     path = TrialPaths(folder).score
     try:
-        found = ScoreFile.model_validate_json(path.read_text(encoding="utf-8"))
+        found = model_from_json_text(ScoreFile, path.read_text(encoding="utf-8"))
     except OSError:
         return f"{path}: missing (result.json is the record; --write writes it again)"
     except ValueError as exc:

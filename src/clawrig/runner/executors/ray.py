@@ -52,7 +52,13 @@ from clawrig.runner.trial import TrialServices, write_tree
 from clawrig.sandbox.workspace import read_tree
 from clawrig.sizes import format_bytes
 from clawrig.spec.job import JobConfig, TrialConfig
-from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
+from clawrig.spec.layout import (
+    TMP_PREFIX,
+    JobPaths,
+    TrialPaths,
+    json_text,
+    model_from_json_text,
+)
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
 
@@ -485,7 +491,9 @@ class NodeWorker:
             packed = pack_folder(folder)
         finally:  # the node's copy goes while the folder travels (not on the trial's path)
             asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, folder, True)
-        return result.model_dump_json(), folder.name, packed
+        # json_text: a lone surrogate (an echoed byte that is not UTF-8) as its escape, which
+        # model_dump_json refuses to write
+        return json_text(result.model_dump(mode="json"), indent=None), folder.name, packed
 
 
 # -- the driver side ----------------------------------------------------------------------------
@@ -750,7 +758,7 @@ class RayExecutor:
                     if not lease.closed:
                         gateway.close_trial(lease)
             self._free.put_nowait(node)
-            result = TrialResult.model_validate_json(result_json)
+            result = model_from_json_text(TrialResult, result_json)
             folder = unpack_trial(packed, JobPaths(self.job.output).task_dir(task.id), name)
             return result, folder
 
