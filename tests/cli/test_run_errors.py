@@ -144,6 +144,13 @@ def test_malformed_task_file_names_file_and_field(tmp_path):
             {"SCRIPTED_BASE_URL": "http://h\tx/v1"},
             "not an http(s) URL: 'http://h\\tx/v1'",
         ),
+        (  # a key no header can carry: every trial's every attempt was a retried
+            # infrastructure error ("Forbidden control character detected in headers")
+            ["-m", "openai/gpt-x"],
+            {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-a\nb"},
+            "--model: model 'openai/gpt-x': its API key (OPENAI_API_KEY) holds a NUL or "
+            "control character",
+        ),
     ],
 )
 def test_malformed_model_base_url_is_refused_up_front(flags, env, needle, tmp_path):
