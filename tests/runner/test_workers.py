@@ -313,3 +313,28 @@ def test_no_more_processes_than_trials_at_once(parallel, workers, kind, spawned,
     cfg = JobConfig(suite_path=tmp_path, output=tmp_path / "o", parallel=parallel, workers=workers)
     assert type(create_executor(cfg, [], TrialServices())).__name__ == kind
     assert harness_processes(parallel, workers) - 1 == spawned
+
+
+def test_a_module_in_the_current_folder_does_not_run_in_the_workers(
+    mini_bench, model_server, tmp_path
+):
+    # a red-team finding: a worker was `python -m ...`, which puts the current folder first on
+    # its import path, so a pickle.py (json.py, enum.py ...) where the user ran clawrig ran
+    # in every worker, which hold the keys: here it stopped the job ("could not start")
+    bench = mini_bench(2)
+    srv = model_server()
+    here = tmp_path / "here"
+    here.mkdir()
+    ran = tmp_path / "ran"
+    (here / "pickle.py").write_text(
+        f"open({str(ran)!r}, 'a').write('ran\\n')\nraise SystemExit('not the pickle module')\n"
+    )
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "2"]
+        + ["--workers", "2", "-o", str(out)],
+        env=_env(srv), cwd=here, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not ran.exists()
+    assert _workers_used(out) == {"0", "1"} and len(_trials(out)) == 2

@@ -11,7 +11,7 @@ workers the job's trials share every core.
   (:mod:`clawrig.runner.batch`), and runs trials itself as worker 0 (in its own event loop,
   with its own warm pool, as :class:`~clawrig.runner.executors.LocalExecutor`). Each attempt
   goes to the process with the fewest attempts in flight.
-- A worker is ``python -m clawrig.runner.executors.processes FD``, started in its own session
+- A worker is ``python -P -m clawrig.runner.executors.processes FD``, started in its own session
   (Ctrl-C reaches the driver only; the driver cancels) and talking to the driver over a unix
   socket pair: each message is a 4-byte big-endian length and a pickle (:func:`_send`). It loads
   the job's models, gateway (with the keys: it is the harness, on the same machine), judge
@@ -164,8 +164,10 @@ class ProcessExecutor:
     async def _spawn(self, index: int, init: tuple[Any, ...]) -> None:
         mine, theirs = socket.socketpair()
         try:
+            # -P: the worker's imports come from where the driver's do, not the current
+            # folder `-m` would put first (a pickle.py or json.py there ran in the worker)
             proc = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(theirs.fileno())],
+                [sys.executable, "-P", "-m", __name__, str(theirs.fileno())],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -339,7 +341,7 @@ async def _serve(sock: socket.socket) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """A worker's process: ``python -m clawrig.runner.executors.processes FD``."""
+    """A worker's process: ``python -P -m clawrig.runner.executors.processes FD``."""
     sock = socket.socket(fileno=int(argv[1]))
     asyncio.run(_serve(sock))
     return 0
