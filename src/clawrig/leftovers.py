@@ -102,6 +102,17 @@ def sweep_dead(base: Path) -> list[Path]:
     return removed
 
 
+def sweep_dead_again() -> list[Path]:
+    """:func:`sweep_dead` in every folder this process's :func:`owned_tempdir` swept; return
+    what it removed. For a harness process that died while this one runs on (a ``--workers``
+    worker killed): its sandboxes' mounts and folders would otherwise stay until the next
+    harness starts."""
+    removed: list[Path] = []
+    for base in list(_swept):
+        removed += sweep_dead(base)
+    return removed
+
+
 _MOUNTING = threading.Lock()
 _mounts_closed = False
 RELEASE_WAIT_S = 10.0

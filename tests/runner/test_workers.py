@@ -222,6 +222,12 @@ def test_a_killed_worker_s_trials_run_again_on_the_other(
     assert all(r["usage"]["request_count"] == 2 for r in rerun)
     assert summary["efficiency"]["total_cost_usd"] <= len(srv.requests) * COST + 1e-9
     assert "0" in _workers_used(out)
+    # what the killed worker's sandboxes left (their disks' mounts, folders) is gone by the
+    # job's end, not left until the next harness starts
+    (dead,) = killed
+    assert list(Path(tempfile.gettempdir()).glob(f"clawrig-*-{dead}-*")) == []
+    mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    assert [m for m in mounts if f"-{dead}-" in m] == []
 
 
 def test_ctrl_c_stops_the_workers_and_resume_finishes(mini_bench, model_server, tmp_path):

@@ -201,12 +201,17 @@ class ProcessExecutor:
                 else:
                     future.set_exception(payload)
         worker.alive = False
-        code = await asyncio.get_running_loop().run_in_executor(None, worker.proc.wait)
+        loop = asyncio.get_running_loop()
+        code = await loop.run_in_executor(None, worker.proc.wait)
         lost = InfrastructureError(f"{worker.name()} exited (code {code}) during the trial")
         for future in worker.pending.values():
             if not future.done():
                 future.set_exception(lost)
         worker.pending.clear()
+        if code != 0:  # killed or crashed: what its sandboxes left (a clean exit removed it)
+            from clawrig.leftovers import sweep_dead_again
+
+            await loop.run_in_executor(None, sweep_dead_again)
 
     async def run(
         self, task: Task, run_index: int, *, job_id: str, attempt: int, earlier: Usage
