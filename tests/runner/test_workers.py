@@ -344,3 +344,38 @@ def test_a_module_in_the_current_folder_does_not_run_in_the_workers(
     assert r.returncode == 0, r.stderr[-2000:]
     assert not ran.exists()
     assert _workers_used(out) == {"0", "1"} and len(_trials(out)) == 2
+
+
+def test_a_model_that_stops_answering_mid_job_is_judged_as_in_one_process(
+    mini_bench, even_responder, tmp_path
+):
+    # new-user review: a model server that answered trials in the driver and then refused a
+    # worker's first request was taken by that worker for one that never answered (a wrong
+    # key or URL: the job stopped with exit 2 and no summary). Answers are the job's
+    # (llm.client.share_answers): the worker's refusal is a trial's failure, as in one process
+    bench = mini_bench(2)
+
+    def responder(request: dict[str, Any]) -> Any:
+        if "TASKNUM=1" in json.dumps(request["messages"][0]):
+            return even_responder(request, cost=COST)
+        # task 2 runs in the worker: refused once task 1 (in the driver) has been answered
+        return error(400, "this request is refused", delay=1.5)
+
+    codes = {}
+    for workers in (1, 2):
+        srv = ScriptedServer(responder=responder).start()
+        out = tmp_path / f"w{workers}"
+        try:
+            r = subprocess.run(
+                [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "2"]
+                + ["--workers", str(workers), "-o", str(out)],
+                env=_env(srv), capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+        finally:
+            srv.stop()
+        assert "Traceback" not in r.stderr
+        codes[workers] = r.returncode
+        summary = json.loads((out / "summary_scripted_test.json").read_text())
+        assert summary["evaluated_count"] + summary["error_count"] == 2, summary
+    assert codes[2] == codes[1] != 2
+    assert _workers_used(tmp_path / "w2") == {"0", "1"}

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import email.utils
 import functools
+import hashlib
 import importlib
 import json
 import math
@@ -40,6 +41,7 @@ import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
@@ -263,9 +265,45 @@ def provider_stop(endpoint: ModelEndpoint | None) -> str | None:
     return None
 
 
+_SHARED_ANSWERS: list[Path] = []
+"""The folder where this job's processes (``--workers``) note the models that answered any of
+them (:func:`share_answers`; empty: this process's notes only)."""
+
+
+def share_answers(folder: Path | None) -> None:
+    """Note answers in ``folder`` too (one empty file per model, named by a hash of its
+    provider, model id and base URL), and count the answers the job's other processes noted
+    there: a model that answered one ``--workers`` process has answered the job, so a refusal
+    in another is not taken for a settings error (a job stop with exit 2) but judged as one
+    process would (:func:`has_answered`). None: this process's notes only."""
+    _SHARED_ANSWERS[:] = [folder] if folder is not None else []
+
+
+def _answer_file(key: tuple[str, str, str]) -> Path | None:
+    if not _SHARED_ANSWERS:
+        return None
+    name = hashlib.sha256("\0".join(key).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return _SHARED_ANSWERS[0] / f"answered-{name}"
+
+
+def _answered(key: tuple[str, str, str]) -> bool:
+    """This process's note, else the job's other processes' (:func:`share_answers`)."""
+    if key in _ANSWERED:
+        return True
+    shared = _answer_file(key)
+    if shared is not None and shared.exists():
+        _ANSWERED.add(key)
+        return True
+    return False
+
+
 def mark_answered(endpoint: ModelEndpoint) -> None:
-    """Note that ``endpoint``'s model answered a request (its settings work; it is reachable)."""
+    """Note that ``endpoint``'s model answered a request (its settings work; it is reachable),
+    for the job's other processes too (:func:`share_answers`)."""
     key = _upstream(endpoint)
+    if key not in _ANSWERED and (shared := _answer_file(key)) is not None:
+        with contextlib.suppress(OSError):
+            shared.touch()
     _ANSWERED.add(key)
     _UNREACHED.pop(key, None)
 
@@ -279,13 +317,14 @@ def forget_upstreams() -> None:
     _ANSWERED.clear()
     _UNREACHED.clear()
     _REFUSED.clear()
+    _SHARED_ANSWERS.clear()
 
 
 def has_answered(endpoint: ModelEndpoint) -> bool:
     """True when ``endpoint``'s provider, model id and base URL answered a request in this
     process (evidence that a later refusal of a request is about its content, not the
     settings)."""
-    return _upstream(endpoint) in _ANSWERED
+    return _answered(_upstream(endpoint))
 
 
 def is_connect_failure(exc: BaseException | None) -> bool:
@@ -318,9 +357,9 @@ def unreachable(endpoint: ModelEndpoint | None) -> str | None:
         return None
     key = _upstream(endpoint)
     count, message = _UNREACHED.get(key, (0, ""))
-    if count == 0 or (key in _ANSWERED and count < OUTAGE_REQUESTS):
+    if count == 0 or (_answered(key) and count < OUTAGE_REQUESTS):
         return None
-    if key in _ANSWERED:
+    if _answered(key):
         return f"{message} ({count} requests in a row since its last answer)"
     return message
 

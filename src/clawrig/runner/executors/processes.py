@@ -147,8 +147,11 @@ class ProcessExecutor:
     async def start(self) -> None:
         """Start the workers and wait until each has its models and gateway. Raises UserError
         when one cannot start (its one line)."""
+        from clawrig.llm.client import share_answers
+
         gateway = self.services.gateway
         spend = gateway.tally_path if gateway is not None else None
+        share_answers(spend.parent if spend is not None else None)
         parallel = worker_parallel(self.job.parallel, self.job.workers)
         starts = [
             self._spawn(i, ("init", i, self.job, self.tasks, spend, parallel))
@@ -258,6 +261,9 @@ class ProcessExecutor:
                 with contextlib.suppress(ConnectionError, RuntimeError):
                     _send(worker.writer, ("stop",))
                     worker.writer.write_eof()
+        from clawrig.llm.client import share_answers
+
+        share_answers(None)
         loop = asyncio.get_running_loop()
         for worker in self._workers:
             try:
@@ -286,6 +292,9 @@ async def _serve(sock: socket.socket) -> None:
     if init is None:
         return
     _, index, job_config, tasks, spend, parallel = init
+    from clawrig.llm.client import share_answers
+
+    share_answers(spend.parent if spend is not None else None)
     try:
         job = Job(job_config)
         services = job.worker_services(tasks, spend, parallel)
