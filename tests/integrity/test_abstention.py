@@ -413,7 +413,7 @@ async def test_deep_json_a_grader_echoes_leaves_the_trial_scored_and_readable(
     # stops near 255, so the trial folder could not be written: a retried infrastructure
     # error, never scored (a free re-run and an abstention from the agent's 0)
     from clawrig.runner.regrade import load_trial
-    from clawrig.spec.trial import SCORE_VALUE_MAX_DEPTH
+    from clawrig.spec.trial import RECORDED_JSON_MAX_DEPTH
 
     task = make_task(ECHO_GRADER)
     nested = '{"a":' * depth + "1" + "}" * depth
@@ -424,8 +424,8 @@ async def test_deep_json_a_grader_echoes_leaves_the_trial_scored_and_readable(
     again = load_trial(folder)
     assert again.score.score == 0.0 and again.model_dump() == result.model_dump()
     got = again.score.subscores["got"]
-    for _ in range(SCORE_VALUE_MAX_DEPTH - 1):  # the levels kept, then the rest as its text
+    for _ in range(RECORDED_JSON_MAX_DEPTH - 1):  # the levels kept, then the rest as its text
         got = got["a"]
-    left = depth - (SCORE_VALUE_MAX_DEPTH - 1)
+    left = depth - (RECORDED_JSON_MAX_DEPTH - 1)
     assert got == '{"a":' * left + "1" + "}" * left
     assert json.loads((folder / "score.json").read_text())["score"] == 0.0

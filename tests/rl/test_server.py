@@ -163,6 +163,10 @@ async def test_a_long_model_name_is_served(serve, scripted_server):
         ({"min_p": float("-inf")}, "sampling.min_p: NaN or an infinity: not JSON"),
         ({"stop": ["\ud800"]}, "sampling.stop: a string holds a lone surrogate (\\ud800-\\udfff): "
          "no UTF-8 text can"),
+        # the trial's config records it and pydantic writes ~255 levels: the model was asked,
+        # then a 400 "result.json: not a trial result (No such file ...)"
+        ({"x_deep": json.loads("[" * 300 + "]" * 300)},
+         "sampling.x_deep: nested deeper than 32 levels"),
     ],
 )  # fmt: skip
 async def test_sampling_json_cannot_carry_is_a_400(serve, scripted_server, sampling, line):

@@ -101,8 +101,14 @@ class Sampling(BaseModel):
     def problem(self) -> str | None:
         """Why a field cannot be sent in a JSON request, as ``sampling.<field>: ...``, or None:
         a NaN or an infinity (Python's JSON reads and writes them, JSON has none), or a string
-        holding a lone surrogate (``\\ud800``-``\\udfff``: no UTF-8 text holds one)."""
+        holding a lone surrogate (``\\ud800``-``\\udfff``: no UTF-8 text holds one), or a value
+        nested deeper than :data:`~clawrig.spec.trial.RECORDED_JSON_MAX_DEPTH` levels (the
+        trial's config records it: pydantic writes at most ~255)."""
+        from clawrig.spec.trial import RECORDED_JSON_MAX_DEPTH, nested_deeper
+
         for key, value in self.body().items():
+            if nested_deeper(value):
+                return f"sampling.{key}: nested deeper than {RECORDED_JSON_MAX_DEPTH} levels"
             try:
                 json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
             except UnicodeEncodeError:  # a ValueError too: first

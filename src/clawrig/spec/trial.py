@@ -73,12 +73,24 @@ class StopReason(StrEnum):
     REPLAY_END = "replay_end"
 
 
-SCORE_VALUE_MAX_DEPTH = 32
-"""Levels of nested objects and arrays a score's ``subscores`` and ``details`` keep; a value
-below that is kept as its JSON text (:func:`shallow_json`)."""
+RECORDED_JSON_MAX_DEPTH = 32
+"""Levels of nested objects and arrays the harness records of a value from outside (a score's
+``subscores`` and ``details`` keep that many, deeper is kept as its JSON text:
+:func:`shallow_json`; a serve request's sampling field nested deeper is refused:
+:func:`nested_deeper`)."""
 
 
-def shallow_json(value: Any, depth: int = SCORE_VALUE_MAX_DEPTH) -> Any:
+def nested_deeper(value: Any, depth: int = RECORDED_JSON_MAX_DEPTH) -> bool:
+    """True when ``value`` (JSON data) nests dicts or lists more than ``depth`` levels."""
+    if isinstance(value, dict | list):
+        if depth <= 0:
+            return True
+        items = value.values() if isinstance(value, dict) else value
+        return any(nested_deeper(v, depth - 1) for v in items)
+    return False
+
+
+def shallow_json(value: Any, depth: int = RECORDED_JSON_MAX_DEPTH) -> Any:
     """``value`` (JSON data: dicts, lists, scalars) with every dict or list nested ``depth``
     levels down replaced by its compact JSON text (or, when even that cannot be made, by
     ``"<JSON nested too deep>"``).
@@ -110,7 +122,7 @@ class Score(BaseModel):
     """A graded outcome: ``score`` in [0,1] and named sub-scores, or a grading error.
 
     ``max_score`` is 1.0 (DataClawBench's overall = sum score / sum max over graded tasks).
-    ``subscores`` and ``details`` keep :data:`SCORE_VALUE_MAX_DEPTH` levels of nesting (deeper
+    ``subscores`` and ``details`` keep :data:`RECORDED_JSON_MAX_DEPTH` levels of nesting (deeper
     values are their JSON text: :func:`shallow_json`).
     """
 
