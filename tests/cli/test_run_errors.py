@@ -233,3 +233,24 @@ def test_a_long_model_name_runs(tmp_path):
     assert trial.name.startswith("custom_mmm")
     for path in (summary, trial):
         assert len(path.name.encode()) <= 255, path.name
+
+
+def test_resume_of_another_models_job_is_refused(tmp_path):
+    # new-user review: `--resume` with a mistyped -m found no job of that model in the folder
+    # and started a whole new one there (exit 0), where it must refuse as for another suite
+    out = tmp_path / "out"
+    first = run(
+        "run", str(REPO / "suites/demo"), "--suite", "000015", "--agent", "oracle", "-o", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr[-1500:]
+    before = sorted(p.name for p in out.iterdir())
+    r = run(
+        "run", str(REPO / "suites/demo"), "--suite", "000015", "-m", "scripted/other",
+        "-o", str(out), "--resume", cwd=tmp_path, env={"SCRIPTED_BASE_URL": "http://127.0.0.1:9/v1"},
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr[-1500:]
+    assert "Traceback" not in r.stderr  # one line a problem (the model is unreachable too)
+    want = "holds no job of scripted/other, only of oracle (summary_oracle.json)"
+    assert sum(want in ln for ln in r.stderr.splitlines()) == 1, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == before

@@ -126,7 +126,9 @@ def output_state_problem(
     errored) needs ``resume``; a finished one (a summary and no progress file) is not run again
     into the same folder (with ``resume`` the Job reports it finished and runs nothing).
     With ``resume``, a ``suite`` or ``runs`` (when given) other than the job's there, finished
-    or not, refuses (:func:`resume_mismatch`). ``check_lock`` False: the caller holds the lock.
+    or not, refuses (:func:`resume_mismatch`), and so does a folder holding jobs of other
+    models only (:func:`other_jobs`: a mistyped ``-m`` would start a whole new job there).
+    ``check_lock`` False: the caller holds the lock.
     """
     if not output.is_dir():
         return None
@@ -151,9 +153,30 @@ def output_state_problem(
             f"--output: {output} holds a finished job of {model} ({spath.name}): choose "
             "another folder to run it again"
         )
+    if resume and not ppath.exists() and not spath.exists():
+        others = other_jobs(output)
+        if others:
+            shown = ", ".join(f"{name} ({file})" for name, file in others[:3])
+            return (
+                f"--resume: {output} holds no job of {model}, only of {shown}: resume with "
+                "that -m (or --agent), or drop --resume to start a new job there"
+            )
     if resume and (suite is not None or runs is not None):
         return resume_mismatch(output, model, suite=suite, runs=runs)
     return None
+
+
+def other_jobs(output: Path) -> list[tuple[str, str]]:
+    """(model, file name) of every job in ``output`` by its ``progress_*.json`` or
+    ``summary_*.json`` (the model as the file records it; the file's own name when it cannot
+    be read), one per model, sorted."""
+    found: dict[str, str] = {}
+    for path in sorted([*output.glob("progress_*.json"), *output.glob("summary_*.json")]):
+        name = path.stem.split("_", 1)[1]
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            name = str(json.loads(path.read_text(encoding="utf-8")).get("model") or name)
+        found.setdefault(name, path.name)
+    return sorted(found.items())
 
 
 def resume_mismatch(
