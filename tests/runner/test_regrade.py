@@ -121,7 +121,21 @@ def test_cli_regrades_an_oracle_trial(tmp_path):
     report = json.loads(r.stdout)
     assert report["same"] and report["after"]["score"] == result.score.score == 1.0
     bad = subprocess.run([clawrig, "grade", str(tmp_path / "nope")], capture_output=True, text=True)
-    assert bad.returncode == 2 and "result.json" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == f"clawrig: error: TRIAL_DIR: no such folder: {tmp_path / 'nope'}"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = subprocess.run([clawrig, "grade", str(empty)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "has no result.json (not a trial folder)" in bad.stderr
+
+
+def test_a_missing_judge_cache_is_one_line_before_any_trial(demo_oracle_job):
+    # new-user review: each trial was listed "cannot re-grade: --judge-cache: no such file"
+    missing = demo_oracle_job.parent / "no-such-cache.jsonl"
+    r = _grade(str(demo_oracle_job), "--judge-cache", str(missing))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.splitlines() == [f"clawrig: error: --judge-cache: no such file: {missing}"]
+    assert r.stdout == ""
 
 
 def test_grade_without_arguments_says_what_to_give():

@@ -379,3 +379,20 @@ def test_a_model_that_stops_answering_mid_job_is_judged_as_in_one_process(
         assert summary["evaluated_count"] + summary["error_count"] == 2, summary
     assert codes[2] == codes[1] != 2
     assert _workers_used(tmp_path / "w2") == {"0", "1"}
+
+
+def test_workers_past_the_trials_at_once_start_none_and_say_so(tmp_path):
+    # new-user review: -p 2 --workers 4 ran silently; a job runs no more harness processes
+    # than trials at once (here one trial: this process alone)
+    demo = Path(__file__).resolve().parents[2] / "suites" / "demo"
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [CLAWRIG, "run", str(demo), "--suite", "000015", "--agent", "oracle", "-p", "2"]
+        + ["--workers", "4", "-o", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-1500:]
+    notes = [ln for ln in r.stderr.splitlines() if "--workers 4" in ln]
+    assert notes == ["note: --workers 4: 1 harness process(es), one for each trial at once at "
+                     "most (-p 2, 1 trial(s))"]  # fmt: skip
+    assert _workers_used(out) == set()  # run by the local executor: no worker line

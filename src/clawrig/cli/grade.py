@@ -111,6 +111,9 @@ def register(app: typer.Typer) -> None:
                 "folder (clawrig run's --output) to grade all its trials "
                 "(see 'clawrig grade --help')"
             )
+        for path in judge_cache or []:  # once, not per trial (each would be "unreadable")
+            if not path.is_file():
+                raise UserError(f"--judge-cache: no such file: {path}")
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
         from clawrig.runner.regrade import refresh_job_summary, regrade_trial, unreadable_report

@@ -505,10 +505,10 @@ async def _run_locked(
         and job.trial.sandbox == "bwrap"
         and warm_pool_wanted()
     ):
-        from clawrig.runner.executors.processes import worker_parallel
+        from clawrig.runner.executors.processes import job_processes, worker_parallel
 
         # this process's share of the trials at once (all of them unless --workers)
-        share = worker_parallel(job.parallel, job.workers)
+        share = worker_parallel(job.parallel, job_processes(job, tasks))
         pool = services.pool = WarmPool(parallel=share, work_dir=services.work_dir)
     try:
         await executor.start()

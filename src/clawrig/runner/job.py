@@ -127,6 +127,7 @@ class Job:
             raise PreflightError(problems)
         for line in run_preflight(self.tasks, self.config, NOTES):
             self.on_note(f"note: {line}")
+        self._note_workers()
         self._environments()
         if self.config.trial.sandbox == "local":
             self.on_note(
@@ -136,6 +137,20 @@ class Job:
         agent.prepare(self.on_note)  # e.g. install the pinned OpenClaw once
         self._prepared = True
         return self
+
+    def _note_workers(self) -> None:
+        """A note when ``--workers`` asks for more processes than the job runs (never more
+        than its trials at once: :func:`clawrig.runner.executors.processes.job_processes`)."""
+        from clawrig.runner.executors.processes import job_processes
+
+        cfg = self.config
+        used = job_processes(cfg, self.tasks)
+        if cfg.executor == "local" and used < cfg.workers:
+            self.on_note(
+                f"note: --workers {cfg.workers}: {used} harness process(es), one for each "
+                f"trial at once at most (-p {cfg.parallel}, {len(self.tasks) * cfg.runs} "
+                "trial(s))"
+            )
 
     @staticmethod
     def _load_env(env_file: Path | None) -> None:

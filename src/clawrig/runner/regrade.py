@@ -112,6 +112,8 @@ def load_trial(folder: Path) -> TrialResult:
     """result.json of a trial folder. Raises UserError naming the file when missing/invalid."""
     rj = TrialPaths(folder).result
     if not rj.is_file():
+        if not folder.exists():
+            raise UserError(f"TRIAL_DIR: no such folder: {folder}")
         raise UserError(f"TRIAL_DIR: {folder} has no result.json (not a trial folder)")
     try:
         return model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))

@@ -116,13 +116,13 @@ class LocalExecutor:
 def create_executor(job: JobConfig, tasks: list[Task], services: TrialServices) -> Executor:
     """The executor ``job.executor`` names (``ray`` imports Ray; UserError when it is not
     installed); ``local`` with ``job.workers`` > 1 (and ``parallel`` > 1) runs trials in
-    worker processes too (:func:`~clawrig.runner.executors.processes.harness_processes`)."""
+    worker processes too (:func:`~clawrig.runner.executors.processes.job_processes`)."""
     if job.executor == "ray":
         from clawrig.runner.executors.ray import RayExecutor
 
         return RayExecutor(job, tasks, services)
-    from clawrig.runner.executors.processes import ProcessExecutor, harness_processes
+    from clawrig.runner.executors.processes import ProcessExecutor, job_processes
 
-    if harness_processes(job.parallel, job.workers) > 1:
+    if job_processes(job, tasks) > 1:
         return ProcessExecutor(job, tasks, services)
     return LocalExecutor(job, services)

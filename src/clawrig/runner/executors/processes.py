@@ -50,7 +50,13 @@ if TYPE_CHECKING:
     from clawrig.spec.task import Task
     from clawrig.spec.trial import TrialResult, Usage
 
-__all__ = ["WORKER_LOG_LINE", "ProcessExecutor", "harness_processes", "worker_parallel"]
+__all__ = [
+    "WORKER_LOG_LINE",
+    "ProcessExecutor",
+    "harness_processes",
+    "job_processes",
+    "worker_parallel",
+]
 
 _HEADER = struct.Struct(">I")
 WORKER_LOG_LINE = "clawrig: ran in harness worker {index} (pid {pid})"
@@ -66,10 +72,17 @@ def harness_processes(parallel: int, workers: int) -> int:
     return max(1, min(workers, parallel))
 
 
-def worker_parallel(parallel: int, workers: int) -> int:
-    """Trials at once in one of the ``workers`` harness processes of a ``-p parallel`` job
+def job_processes(job: JobConfig, tasks: list[Task]) -> int:
+    """The harness processes ``job`` runs: :func:`harness_processes` of its trials at once
+    (``parallel``, at most its ``tasks`` x ``runs`` when ``tasks`` are given)."""
+    at_once = min(job.parallel, len(tasks) * job.runs) if tasks else job.parallel
+    return harness_processes(at_once, job.workers)
+
+
+def worker_parallel(parallel: int, processes: int) -> int:
+    """Trials at once in one of the ``processes`` harness processes of a ``-p parallel`` job
     (its warm pool's size): the share of the busiest, rounded up."""
-    return max(1, -(-parallel // harness_processes(parallel, workers)))
+    return max(1, -(-parallel // max(1, processes)))
 
 
 def _send(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
@@ -152,10 +165,11 @@ class ProcessExecutor:
         gateway = self.services.gateway
         spend = gateway.tally_path if gateway is not None else None
         share_answers(spend.parent if spend is not None else None)
-        parallel = worker_parallel(self.job.parallel, self.job.workers)
+        processes = job_processes(self.job, self.tasks)
+        parallel = worker_parallel(self.job.parallel, processes)
         starts = [
             self._spawn(i, ("init", i, self.job, self.tasks, spend, parallel))
-            for i in range(1, harness_processes(self.job.parallel, self.job.workers))
+            for i in range(1, processes)
         ]
         results = await asyncio.gather(*starts, return_exceptions=True)
         problems = [r for r in results if isinstance(r, BaseException)]
