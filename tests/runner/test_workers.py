@@ -396,3 +396,30 @@ def test_workers_past_the_trials_at_once_start_none_and_say_so(tmp_path):
     assert notes == ["note: --workers 4: 1 harness process(es), one for each trial at once at "
                      "most (-p 2, 1 trial(s))"]  # fmt: skip
     assert _workers_used(out) == set()  # run by the local executor: no worker line
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_resumed_job_s_budget_counts_what_it_spent_before(
+    mini_bench, model_server, tmp_path, monkeypatch, workers
+):
+    # a red-team finding: the gateway's count of spend started at zero in a resumed job, so
+    # its running trials could spend up to the whole budget again (the driver only stopped
+    # starting new ones)
+    bench = mini_bench(6)
+    srv = model_server()
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    out = tmp_path / "out"
+    first = Job(_config(bench, out, parallel=1, budget_usd=0.04)).run()
+    assert first["budget_stopped"] and len(srv.requests) == 4  # 2 trials, $0.04
+    resumed = Job(
+        _config(bench, out, parallel=4, workers=workers, budget_usd=0.05, resume=True)
+    ).run()
+    more = len(srv.requests) - 4
+    # $0.01 was left: past $0.05 (the earlier $0.04 counted) every gateway refuses, so at
+    # most the first request of each of the 4 trials running at once got through (without
+    # the earlier spend the gateways let second requests through up to $0.05 more: 5 to 8)
+    assert 1 <= more <= 4, more
+    refused = [
+        t for t in resumed["tasks"] if t["error"] and "--budget-usd" in t["error"]["message"]
+    ]
+    assert refused, resumed["tasks"]

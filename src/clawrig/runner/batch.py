@@ -498,6 +498,10 @@ async def _run_locked(
             res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
             results[(entry.task_id, entry.run_index)] = res
             state.spend_usd += res.spent().cost_usd
+    if services.gateway is not None and state.spend_usd:
+        # the budget is the job's: what its earlier runs spent counts toward the gateway's
+        # refusals too, not only toward starting trials
+        services.gateway.add_spent(state.spend_usd)
     pool = None
     if (
         services.pool is None

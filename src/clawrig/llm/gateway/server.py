@@ -375,6 +375,14 @@ class Gateway:
         with self._lock:
             return self._spent
 
+    def add_spent(self, usd: float) -> None:
+        """Count ``usd`` (USD) the job spent before this gateway started (a resumed job's
+        finished trials) in :attr:`spent_usd`, so the budget refuses at the job's total."""
+        with self._lock:
+            self._spent += usd
+        if self._tally is not None:
+            self._tally.add(usd)
+
     @property
     def tally_path(self) -> Path | None:
         """The ``spend_file`` this gateway shares with the job's other processes, or None."""
