@@ -423,3 +423,33 @@ def test_a_resumed_job_s_budget_counts_what_it_spent_before(
         t for t in resumed["tasks"] if t["error"] and "--budget-usd" in t["error"]["message"]
     ]
     assert refused, resumed["tasks"]
+
+
+def test_a_workers_socket_to_the_driver_is_not_inherited(mini_bench, model_server, tmp_path):
+    # red team (hardening): the socket pair's end a worker is given must not reach what it
+    # starts (sandboxes close inherited files today; close-on-exec makes it the worker's own)
+    bench = mini_bench(4)
+    srv = model_server(delay=0.5)
+    proc = subprocess.Popen(
+        [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "2"]
+        + ["--workers", "2", "-o", str(tmp_path / "out")],
+        env=_env(srv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    flags = None
+    progress = tmp_path / "out" / "progress_scripted_test.json"
+    deadline = time.monotonic() + 120
+    while flags is None and time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError, ValueError, KeyError):  # the workers serve by now
+            if not json.loads(progress.read_text())["completed"]:
+                raise ValueError
+            for pid in _worker_pids(proc.pid):
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                fd = cmd[cmd.index(WORKER_MODULE.encode()) + 1].decode()
+                info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+                lines = dict(ln.split(":", 1) for ln in info.splitlines() if ":" in ln)
+                flags = int(lines["flags"].strip(), 8)
+        time.sleep(0.05)
+    proc.communicate(timeout=300)
+    assert proc.returncode == 0
+    assert flags is not None, "no worker seen"
+    assert flags & os.O_CLOEXEC, oct(flags)

@@ -371,6 +371,7 @@ async def _serve(sock: socket.socket) -> None:
 def main(argv: list[str]) -> int:
     """A worker's process: ``python -P -m clawrig.runner.executors.processes FD``."""
     sock = socket.socket(fileno=int(argv[1]))
+    sock.set_inheritable(False)  # passed in inheritable: no program this worker starts gets it
     asyncio.run(_serve(sock))
     return 0
 
