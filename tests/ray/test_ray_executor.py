@@ -22,50 +22,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_helpers import NODE_CPUS, env_for, node_ids, solve_even_tasks, write_mini_bench
+from ray_helpers import (
+    COST,
+    NODE_CPUS,
+    assert_even_job,
+    comparable,
+    env_for,
+    job_config,
+    model_servers,
+    node_ids,
+    solve_even_tasks,
+    trials_of,
+    write_mini_bench,
+)
 
 from clawrig.runner.executors.ray import NODE_LOG_LINE
 from clawrig.runner.job import Job
-from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.testing.scripted_server import ScriptedServer
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
 
 CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
-COST = 0.01
-"""USD the scripted model charges per request."""
-VOLATILE = {"job_id", "timestamp", "elapsed_s", "suite_path", "usage", "waits"}
-"""Summary fields that differ between any two runs of one job (ids, seconds)."""
-
-
-def _config(bench: Path, out: Path, **kw: Any) -> JobConfig:
-    return JobConfig(
-        suite_path=bench / "tasks", output=out, trial=TrialConfig(model="scripted/test"), **kw
-    )
-
-
-def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
-    """The summary without what differs between two runs of the same job (ids, times)."""
-    out = {k: v for k, v in summary.items() if k not in VOLATILE}
-    out["tasks"] = sorted(
-        (
-            {k: v for k, v in t.items() if k not in ("trial", "elapsed_time")}
-            for t in summary["tasks"]
-        ),
-        key=lambda t: (t["task_id"], t["run_index"]),
-    )
-    return out
-
-
-def _trials(out: Path) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """(task id, run index) -> the result.json of every finished trial folder of that trial."""
-    found: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for rj in out.glob("*/*/result.json"):
-        if rj.parent.parent.name.startswith(("_", ".")):
-            continue
-        r = json.loads(rj.read_text())
-        found.setdefault((r["task_id"], r["run_index"]), []).append(r)
-    return found
 
 
 def _nodes_used(out: Path) -> set[str]:
@@ -80,21 +57,8 @@ def _nodes_used(out: Path) -> set[str]:
 
 @pytest.fixture
 def model_server():
-    servers: list[ScriptedServer] = []
-
-    def make(delay: float = 0.0) -> ScriptedServer:
-        def responder(request: dict[str, Any]) -> Any:
-            rep = solve_even_tasks(request, cost=COST)
-            rep.delay = delay
-            return rep
-
-        srv = ScriptedServer(responder=responder).start()
-        servers.append(srv)
-        return srv
-
-    yield make
-    for srv in servers:
-        srv.stop()
+    with model_servers(solve_even_tasks) as make:
+        yield make
 
 
 def test_sixteen_trials_spread_over_both_nodes_with_the_local_summary(
@@ -104,24 +68,15 @@ def test_sixteen_trials_spread_over_both_nodes_with_the_local_summary(
     srv = model_server()
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     ray_out = tmp_path / "ray"
-    cfg = _config(bench, ray_out, runs=2, executor="ray", ray_address=ray_cluster.address)
+    cfg = job_config(bench, ray_out, runs=2, executor="ray", ray_address=ray_cluster.address)
     on_ray = Job(cfg).run()
     ray_requests = len(srv.requests)
-    local = Job(_config(bench, tmp_path / "local", runs=2, parallel=2 * NODE_CPUS)).run()
+    local = Job(job_config(bench, tmp_path / "local", runs=2, parallel=2 * NODE_CPUS)).run()
 
-    trials = _trials(ray_out)
-    assert len(trials) == 16 and all(len(v) == 1 for v in trials.values())
-    assert _nodes_used(ray_out) == node_ids(ray_cluster)  # each node ran some
-    # 8 tasks x 2 runs: even tasks 1.0, odd 0.25; 2 requests at $0.01 each per trial
-    assert on_ray["error_count"] == 0 and on_ray["evaluated_count"] == 16
-    assert math.isclose(on_ray["overall_score"], (8 * 1.0 + 8 * 0.25) / 16)
-    assert ray_requests == 32
-    assert math.isclose(on_ray["efficiency"]["total_cost_usd"], ray_requests * COST)
-    assert _comparable(on_ray) == _comparable(local)
     # the trial folders hold what a local trial's does (model calls recorded on the node)
-    for folder in ray_out.glob("*/scripted_test_*"):
-        calls = (folder / "model_calls.jsonl").read_text().splitlines()
-        assert len(calls) == 2 and (folder / "score.json").is_file()
+    assert_even_job(on_ray, ray_requests, ray_out)
+    assert _nodes_used(ray_out) == node_ids(ray_cluster)  # each node ran some
+    assert comparable(on_ray) == comparable(local)
 
 
 def _children(pid: int) -> list[int]:
@@ -175,12 +130,12 @@ def test_a_node_killed_mid_job_reruns_its_trials_elsewhere_once(
     killer = threading.Thread(target=kill_when_busy, daemon=True)
     killer.start()
     summary = Job(
-        _config(bench, out, runs=2, executor="ray", ray_address=ray_cluster.address)
+        job_config(bench, out, runs=2, executor="ray", ray_address=ray_cluster.address)
     ).run()
     killer.join(timeout=60)
     assert killed.is_set()
 
-    trials = _trials(out)
+    trials = trials_of(out)
     assert len(trials) == 16 and all(len(v) == 1 for v in trials.values())
     assert summary["error_count"] == 0 and summary["evaluated_count"] == 16
     assert math.isclose(summary["overall_score"], (8 * 1.0 + 8 * 0.25) / 16)
@@ -244,7 +199,7 @@ def test_driver_killed_then_resume_finishes_on_the_cluster(ray_cluster, model_se
         args + ["--resume"], env=env_for(srv), capture_output=True, text=True, timeout=600
     )
     assert r.returncode == 0, r.stderr[-2000:]
-    trials = _trials(out)
+    trials = trials_of(out)
     assert len(trials) == 12 and all(len(v) == 1 for v in trials.values())
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert summary["error_count"] == 0 and len(summary["tasks"]) == 12
@@ -258,7 +213,7 @@ def test_budget_stops_the_job_across_nodes(ray_cluster, model_server, tmp_path, 
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     out = tmp_path / "out"
     budget = 0.10
-    cfg = _config(bench, out, executor="ray", ray_address=ray_cluster.address, budget_usd=budget)
+    cfg = job_config(bench, out, executor="ray", ray_address=ray_cluster.address, budget_usd=budget)
     summary = Job(cfg).run()
     assert summary["budget_stopped"] and summary["not_run"] > 0
     spent = len(srv.requests) * COST
@@ -279,7 +234,7 @@ def test_a_node_that_joins_mid_job_takes_trials(ray_cluster, model_server, tmp_p
     done: dict[str, Any] = {}
 
     def run() -> None:
-        cfg = _config(bench, out, runs=2, executor="ray", ray_address=ray_cluster.address)
+        cfg = job_config(bench, out, runs=2, executor="ray", ray_address=ray_cluster.address)
         try:
             done["summary"] = Job(cfg).run()
         except BaseException as exc:  # noqa: BLE001 - reported by the test below
@@ -303,7 +258,7 @@ def test_a_node_that_joins_mid_job_takes_trials(ray_cluster, model_server, tmp_p
         assert "error" not in done, done.get("error")
         summary = done["summary"]
         assert joined.node_id not in before
-        trials = _trials(out)
+        trials = trials_of(out)
         assert len(trials) == 24 and all(len(v) == 1 for v in trials.values())
         assert summary["error_count"] == 0
         assert math.isclose(summary["overall_score"], (12 * 1.0 + 12 * 0.25) / 24)
@@ -329,7 +284,7 @@ def test_a_node_the_cluster_still_lists_after_it_left_takes_no_trials(
     srv = model_server()
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     out = tmp_path / "out"
-    summary = Job(_config(bench, out, executor="ray", ray_address=ray_cluster.address)).run()
+    summary = Job(job_config(bench, out, executor="ray", ray_address=ray_cluster.address)).run()
     assert summary["error_count"] == 0 and summary["evaluated_count"] == 4
     assert _nodes_used(out) <= node_ids(ray_cluster) and gone["NodeID"] not in _nodes_used(out)
 
@@ -368,11 +323,11 @@ def test_a_result_holding_a_lone_surrogate_comes_back_from_the_node(
     try:
         monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
         out = tmp_path / "out"
-        cfg = _config(bench, out, executor="ray", ray_address=ray_cluster.address)
+        cfg = job_config(bench, out, executor="ray", ray_address=ray_cluster.address)
         summary = Job(cfg).run()
     finally:
         srv.stop()
     assert summary["error_count"] == 0, (summary["tasks"], sorted(out.rglob("*")))
-    ((result,),) = _trials(out).values()
+    ((result,),) = trials_of(out).values()
     assert summary["evaluated_count"] == 1 and summary["overall_score"] == 0.0
     assert result["attempts"] == 1 and result["score"]["subscores"]["got"] == "x\udcff"

@@ -22,50 +22,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from job_helpers import (
+    COST,
+    assert_even_job,
+    comparable,
+    job_config,
+    model_servers,
+    trials_of,
+)
 
 from clawrig.llm.gateway import SpendTally
 from clawrig.runner.executors.processes import WORKER_LOG_LINE
 from clawrig.runner.job import Job
-from clawrig.spec.job import JobConfig, TrialConfig
+from clawrig.spec.job import JobConfig
 from clawrig.testing.scripted_server import ScriptedServer, error
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
 
 CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
-COST = 0.01
-"""USD the scripted model charges per request."""
-VOLATILE = {"job_id", "timestamp", "elapsed_s", "suite_path", "usage", "waits"}
-"""Summary fields that differ between any two runs of one job (ids, seconds)."""
 WORKER_MODULE = "clawrig.runner.executors.processes"
-
-
-def _config(bench: Path, out: Path, **kw: Any) -> JobConfig:
-    return JobConfig(
-        suite_path=bench / "tasks", output=out, trial=TrialConfig(model="scripted/test"), **kw
-    )
-
-
-def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in summary.items() if k not in VOLATILE}
-    out["tasks"] = sorted(
-        (
-            {k: v for k, v in t.items() if k not in ("trial", "elapsed_time")}
-            for t in summary["tasks"]
-        ),
-        key=lambda t: (t["task_id"], t["run_index"]),
-    )
-    return out
-
-
-def _trials(out: Path) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """(task id, run index) -> the result.json of every finished trial folder of that trial."""
-    found: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for rj in out.glob("*/*/result.json"):
-        if rj.parent.parent.name.startswith(("_", ".")):
-            continue
-        r = json.loads(rj.read_text())
-        found.setdefault((r["task_id"], r["run_index"]), []).append(r)
-    return found
 
 
 def _workers_used(out: Path) -> set[str]:
@@ -99,21 +74,8 @@ def _spend_dirs(pid: int) -> list[Path]:
 
 @pytest.fixture
 def model_server(even_responder):
-    servers: list[ScriptedServer] = []
-
-    def make(delay: float = 0.0) -> ScriptedServer:
-        def responder(request: dict[str, Any]) -> Any:
-            rep = even_responder(request, cost=COST)
-            rep.delay = delay
-            return rep
-
-        srv = ScriptedServer(responder=responder).start()
-        servers.append(srv)
-        return srv
-
-    yield make
-    for srv in servers:
-        srv.stop()
+    with model_servers(even_responder) as make:
+        yield make
 
 
 def _env(srv: ScriptedServer) -> dict[str, str]:
@@ -129,23 +91,14 @@ def test_two_workers_run_the_job_with_the_one_process_summary(
     srv = model_server()
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     out = tmp_path / "workers"
-    spread = Job(_config(bench, out, runs=2, parallel=4, workers=2)).run()
+    spread = Job(job_config(bench, out, runs=2, parallel=4, workers=2)).run()
     requests = len(srv.requests)
-    one = Job(_config(bench, tmp_path / "one", runs=2, parallel=4)).run()
+    one = Job(job_config(bench, tmp_path / "one", runs=2, parallel=4)).run()
 
-    trials = _trials(out)
-    assert len(trials) == 16 and all(len(v) == 1 for v in trials.values())
+    assert_even_job(spread, requests, out)
     assert _workers_used(out) == {"0", "1"}  # each worker ran some
     assert _workers_used(tmp_path / "one") == set()
-    # 8 tasks x 2 runs: even tasks 1.0, odd 0.25; 2 requests at $0.01 each per trial
-    assert spread["error_count"] == 0 and spread["evaluated_count"] == 16
-    assert math.isclose(spread["overall_score"], (8 * 1.0 + 8 * 0.25) / 16)
-    assert requests == 32
-    assert math.isclose(spread["efficiency"]["total_cost_usd"], requests * COST)
-    assert _comparable(spread) == _comparable(one)
-    for folder in out.glob("*/scripted_test_*"):
-        calls = (folder / "model_calls.jsonl").read_text().splitlines()
-        assert len(calls) == 2 and (folder / "score.json").is_file()
+    assert comparable(spread) == comparable(one)
     assert _worker_pids(os.getpid()) == []  # the job's end stopped them
     assert _spend_dirs(os.getpid()) == []  # nor did it leave its spend file behind
 
@@ -156,7 +109,7 @@ def test_the_budget_is_the_jobs_across_workers(mini_bench, model_server, tmp_pat
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     out = tmp_path / "out"
     budget = 0.10
-    summary = Job(_config(bench, out, parallel=4, workers=2, budget_usd=budget)).run()
+    summary = Job(job_config(bench, out, parallel=4, workers=2, budget_usd=budget)).run()
     assert summary["budget_stopped"] and summary["not_run"] > 0
     spent = len(srv.requests) * COST
     assert math.isclose(summary["efficiency"]["total_cost_usd"], spent)
@@ -208,11 +161,11 @@ def test_a_killed_worker_s_trials_run_again_on_the_other(
 
     killer = threading.Thread(target=kill_when_busy, daemon=True)
     killer.start()
-    summary = Job(_config(bench, out, runs=2, parallel=4, workers=2)).run()
+    summary = Job(job_config(bench, out, runs=2, parallel=4, workers=2)).run()
     killer.join(timeout=60)
     assert killed
 
-    trials = _trials(out)
+    trials = trials_of(out)
     assert len(trials) == 16 and all(len(v) == 1 for v in trials.values())
     assert summary["error_count"] == 0 and summary["evaluated_count"] == 16
     assert math.isclose(summary["overall_score"], (8 * 1.0 + 8 * 0.25) / 16)
@@ -264,7 +217,7 @@ def test_ctrl_c_stops_the_workers_and_resume_finishes(mini_bench, model_server, 
         [*args, "--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
     )
     assert r.returncode == 0, r.stderr[-2000:]
-    trials = _trials(out)
+    trials = trials_of(out)
     assert len(trials) == 12 and all(len(v) == 1 for v in trials.values())
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert summary["error_count"] == 0 and len(summary["tasks"]) == 12
@@ -343,7 +296,7 @@ def test_a_module_in_the_current_folder_does_not_run_in_the_workers(
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert not ran.exists()
-    assert _workers_used(out) == {"0", "1"} and len(_trials(out)) == 2
+    assert _workers_used(out) == {"0", "1"} and len(trials_of(out)) == 2
 
 
 def test_a_model_that_stops_answering_mid_job_is_judged_as_in_one_process(
@@ -409,10 +362,10 @@ def test_a_resumed_job_s_budget_counts_what_it_spent_before(
     srv = model_server()
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     out = tmp_path / "out"
-    first = Job(_config(bench, out, parallel=1, budget_usd=0.04)).run()
+    first = Job(job_config(bench, out, parallel=1, budget_usd=0.04)).run()
     assert first["budget_stopped"] and len(srv.requests) == 4  # 2 trials, $0.04
     resumed = Job(
-        _config(bench, out, parallel=4, workers=workers, budget_usd=0.05, resume=True)
+        job_config(bench, out, parallel=4, workers=workers, budget_usd=0.05, resume=True)
     ).run()
     more = len(srv.requests) - 4
     # $0.01 was left: past $0.05 (the earlier $0.04 counted) every gateway refuses, so at
