@@ -171,7 +171,8 @@ def other_jobs(output: Path) -> list[tuple[str, str]]:
     ``summary_*.json`` (the model as the file records it; the file's own name when it cannot
     be read), one per model, sorted."""
     found: dict[str, str] = {}
-    for path in sorted([*output.glob("progress_*.json"), *output.glob("summary_*.json")]):
+    paths = JobPaths(output)
+    for path in sorted([*paths.progresses(), *paths.summaries()]):
         name = path.stem.split("_", 1)[1]
         with contextlib.suppress(OSError, ValueError, AttributeError):
             name = str(json.loads(path.read_text(encoding="utf-8")).get("model") or name)

@@ -267,6 +267,10 @@ class JobPaths:
         """Every ``summary_*.json`` of the folder, sorted."""
         return sorted(self.root.glob("summary_*.json"))
 
+    def progresses(self) -> list[Path]:
+        """Every ``progress_*.json`` of the folder, sorted."""
+        return sorted(self.root.glob("progress_*.json"))
+
     def task_dir(self, task_id: str) -> Path:
         return self.root / task_id
 
