@@ -35,6 +35,7 @@ KINDS = (
     "etc",  # the /etc sandboxes on the host's system see (sandbox/bwrap.py: host_etc)
     "skel",  # the top layer of a sandbox's overlay root (sandbox/bwrap.py: skeleton)
     "dev",  # the device nodes sandboxes bind (sandbox/bwrap.py: device_nodes)
+    "regrade",  # a re-grading's own logs (runner/regrade.py: removed when it ends)
     "spend",  # the USD a --workers job spent, shared by its processes (llm/gateway: SpendTally)
 )
 """Every ``<kind>`` :func:`owned_tempdir` makes and :func:`sweep_dead` removes."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -114,12 +116,20 @@ def test_cli_regrades_an_oracle_trial(tmp_path):
         run_trial(task, TrialConfig(agent="oracle", model="oracle"), tmp_path)
     )
     clawrig = str(Path(sys.executable).with_name("clawrig"))
+    # the command's own temp folder (short: unix socket paths live there), to see what it left
+    temp = Path(tempfile.mkdtemp(prefix="rg-", dir="/tmp"))
     r = subprocess.run(
-        [clawrig, "grade", str(folder), "--json"], capture_output=True, text=True, timeout=120
-    )
+        [clawrig, "grade", str(folder), "--json"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )  # fmt: skip
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["same"] and report["after"]["score"] == result.score.score == 1.0
+    # the re-grading's own log folder went with it (one clawrig-regrade-logs-* was left in
+    # the temp folder by every trial re-graded: 1,337 on this machine)
+    left = [p.name for p in temp.iterdir() if "regrade" in p.name]
+    shutil.rmtree(temp, ignore_errors=True)
+    assert not left
     bad = subprocess.run([clawrig, "grade", str(tmp_path / "nope")], capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip() == f"clawrig: error: TRIAL_DIR: no such folder: {tmp_path / 'nope'}"

@@ -25,14 +25,16 @@ the job folder's summary that lists the trial is recomputed from its trials' res
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
 from clawrig.errors import ModelRequestError, UserError
+from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
 from clawrig.llm.gateway import recorded_models, replay_gateway, replay_model
 from clawrig.runner.trial import RecordedEndState, Trial, TrialServices
@@ -106,6 +108,16 @@ def unreadable_report(folder: Path, problem: str) -> RegradeReport:
         grader_timeout_s=0.0,
         unreadable=problem,
     )
+
+
+@contextlib.contextmanager
+def _removed(folder: Path | None) -> Iterator[None]:
+    """Remove ``folder`` (when not None) at the end, however the block ends."""
+    try:
+        yield
+    finally:
+        if folder is not None:
+            remove_tree(folder)
 
 
 def load_trial(folder: Path) -> TrialResult:
@@ -298,11 +310,11 @@ async def regrade_trial(
         recorded_judge = "judge"
     model = judge or (replay_model(recorded_judge) if recorded_judge else None)
     recorded = RecordedEndState.of(folder)
-    logs = out_dir or Path(tempfile.mkdtemp(prefix="clawrig-regrade-logs-"))
+    logs = out_dir or owned_tempdir("regrade")  # the re-grading's own logs, removed after
     gateway = replay_gateway(
         folder, extra=extra, live=judge is not None, what="TRIAL_DIR", allow_empty=True
     )
-    with gateway:
+    with gateway, _removed(logs if out_dir is None else None):
         services = TrialServices(judge=model, gateway=gateway)
         async with Trial(
             task, config, services=services, folder=logs, run_index=trial.run_index
