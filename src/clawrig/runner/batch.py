@@ -645,16 +645,19 @@ async def _run_trials(
     tasks_running = [asyncio.create_task(one(t, r)) for t, r in todo]
     interrupts = 0
 
+    def exit_now(signum: int, frame: object = None) -> None:
+        sweep_partial_trials(job.output)
+        release_own_mounts()  # os._exit runs no atexit: the pool's and trials' mounts
+        os.write(2, b"clawrig: interrupted again: exiting now (trials in progress are lost)\n")
+        os._exit(128 + signum)
+
     def on_signal(signum: int) -> None:
         """SIGINT (Ctrl-C) and SIGTERM (kill, timeout) alike: the first stops the job cleanly
         (summary written, resumable), a second exits at once; exit 128 + the signal."""
         nonlocal interrupts
         interrupts += 1
         if interrupts > 1:
-            sweep_partial_trials(job.output)
-            release_own_mounts()  # os._exit runs no atexit: the pool's and trials' mounts
-            os.write(2, b"clawrig: interrupted again: exiting now (trials in progress are lost)\n")
-            os._exit(128 + signum)
+            exit_now(signum)
         state.interrupted = True
         state.interrupted_by = signal.Signals(signum).name
         # Ctrl-C also reached the sandboxes' processes (one process group): inner tasks that
@@ -692,7 +695,12 @@ async def _run_trials(
     finally:
         for signum, previous in installed.items():
             loop.remove_signal_handler(signum)
-            if signum != signal.SIGINT and previous is not None:
+            if interrupts:
+                # interrupted once: a second Ctrl-C while the job ends (summary, pool, exit
+                # clean-up) exits at once too, not a KeyboardInterrupt out of whatever runs
+                # then (an atexit callback's traceback: CI at 1ea2323)
+                signal.signal(signum, exit_now)
+            elif signum != signal.SIGINT and previous is not None:
                 signal.signal(signum, previous)  # the loop left SIG_DFL: the caller's again
         sweep_partial_trials(job.output)  # cancelled trials' half-written folders
     for out in outcomes:
