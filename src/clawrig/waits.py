@@ -48,6 +48,11 @@ class WaitClock:
         """The agent phase's timeout while it runs (moved by waits), else None."""
         self.moved: list[asyncio.Timeout] = []
         """Other deadlines that waits move like the agent's (the trial's phase deadlines)."""
+        self.postpone: Callable[[float | None], None] | None = None
+        """A stop that is no asyncio deadline and that waits move too (the trial's sandbox's
+        own whole-trial stop: :meth:`clawrig.sandbox.base.Sandbox.hold_stop` and
+        ``postpone_stop``): called with None when a wait begins (hold the stop) and with the
+        seconds waited when it ends or is charged (move it later by that and release it)."""
         self.paused_s = 0.0
         """Seconds during which at least one wait was in progress: what every deadline of the
         trial (its whole-trial deadline too) is moved by."""
@@ -84,12 +89,16 @@ class WaitClock:
             when = t.when()
             if when is not None and not t.expired():
                 t.reschedule(when + seconds)
+        if self.postpone is not None:
+            self.postpone(seconds)
 
     def _begin(self) -> None:
         self._active += 1
         if self._active > 1:
             return
         self._paused_at = time.monotonic()
+        if self.postpone is not None:
+            self.postpone(None)
         self._moved_when = [
             (t, when) for t in self.moved if not t.expired() and (when := t.when()) is not None
         ]
@@ -108,6 +117,8 @@ class WaitClock:
             return
         paused = now - self._paused_at
         self.paused_s += paused
+        if self.postpone is not None:
+            self.postpone(paused)
         for t, when in self._moved_when:
             if not t.expired():
                 t.reschedule(when + paused)
@@ -125,14 +136,11 @@ async def slot(
     sem: asyncio.Semaphore | None,
     kind: str,
     clock: WaitClock | None = None,
-    *,
-    on_wait: Callable[[float], None] | None = None,
 ) -> AsyncIterator[None]:
     """Hold ``sem`` (None: no limit) for the body; the time spent waiting to get it is a harness
     wait of ``kind`` (a :class:`HarnessWaits` field) for ``clock`` (default: the current
-    trial's :class:`WaitClock`, if any), during which the agent's deadline is suspended.
-    ``on_wait(seconds)``: called after a wait with its length (e.g. to move another
-    deadline)."""
+    trial's :class:`WaitClock`, if any), during which the agent's deadline is suspended (and
+    after which every stop of the trial is moved: :attr:`WaitClock.postpone`)."""
     if sem is None:
         yield
         return
@@ -147,8 +155,6 @@ async def slot(
         await sem.acquire()
     finally:
         clock._end(kind, started)
-    if on_wait is not None:
-        on_wait(time.monotonic() - started)
     try:
         yield
     finally:

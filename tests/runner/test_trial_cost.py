@@ -21,6 +21,7 @@ from clawrig.grading.aggregate import job_summary
 from clawrig.grading.judge_proxy import grader_may_call_judge
 from clawrig.llm import client as llm_client
 from clawrig.llm.gateway import FORWARDER_PORT, Gateway
+from clawrig.runner import trial as trial_module
 from clawrig.runner.trial import TrialServices, run_trial
 from clawrig.sandbox import Limits, SandboxConfig, create_sandbox
 from clawrig.spec.job import JobConfig, TrialConfig
@@ -211,7 +212,7 @@ async def test_a_busy_harness_loop_is_not_held_against_the_agent(scripted_server
     stall = Stall(8, 0.75)
     llm_client._SEMAPHORES.setdefault(asyncio.get_running_loop(), {})["scripted"] = stall
     task = task_with(PROBE).model_copy(update={"timeout_seconds": 5.0})
-    result, _ = await run_trial(
+    result, folder = await run_trial(
         task,
         TrialConfig(agent="native", model="scripted/agent"),
         tmp_path,
@@ -223,3 +224,34 @@ async def test_a_busy_harness_loop_is_not_held_against_the_agent(scripted_server
     # the time the agent had beyond its waits was within its limit
     assert result.waits.loop > 1.0, result.waits
     assert result.timings["agent"] - result.waits.loop <= 5.0 + waits.LAG_TICK_S
+
+
+async def test_a_wait_while_the_agent_runs_moves_its_sandboxs_stop_too(
+    scripted_server, tmp_path, monkeypatch
+):
+    """The agent's model request waits 12 s for its provider's only slot, past the whole
+    trial's 9 s (5 s agent + 1 s grader + 3 s overhead), then runs a command: every deadline
+    of the trial moves by that wait, and so does the sandbox's own stop at
+    ``Limits.trial_timeout_s``. It did not (only a grading-slot wait moved it): the sandbox was
+    stopped under the agent ('trial time limit of 9 s reached: sandbox stopped'), an agent
+    error scored 0 for the harness's congestion."""
+    monkeypatch.setattr(trial_module, "TRIAL_OVERHEAD_S", 3.0)
+    wrote = call("exec", {"command": "echo hi > /tmp_workspace/out.txt"})
+    srv = scripted_server([reply("warm"), reply(tool_calls=[wrote]), reply("done")])
+    model = srv.chat_model("scripted/agent", max_concurrency=1)
+    await model.chat([{"role": "user", "content": "hi"}])  # its client made before the clock runs
+    gate = Gate(12.0)
+    await gate.acquire()  # held by the test until the agent's request waits for it
+    llm_client._SEMAPHORES.setdefault(asyncio.get_running_loop(), {})["scripted"] = gate
+    task = task_with(PROBE).model_copy(update={"timeout_seconds": 5.0})
+    task = task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 1})})
+    result, folder = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/agent"),
+        tmp_path,
+        services=TrialServices(model=model),
+    )
+    assert result.waits.model >= 12.0, result.waits
+    assert result.error is None, result.error
+    assert result.stop_reason == "final_answer" and result.score.score == 1.0, result.score
+    assert (folder / "end_state" / "out.txt").read_text() == "hi\n"

@@ -633,6 +633,9 @@ class Trial:
         self.clock = WaitClock()
         """The trial's harness waits (sandbox-start and grading slots, model slots), which move
         the agent's deadline and are written as ``result.waits``."""
+        self._held: Sandbox | None = None
+        """The sandbox whose stop a wait in progress holds (:meth:`_postpone_stop`)."""
+        self.clock.postpone = self._postpone_stop
         self.phase = "setup"
         self._t_phase = time.monotonic()
         self._closed = False
@@ -966,6 +969,22 @@ class Trial:
             with contextlib.suppress(Exception):
                 await box.stop()
 
+    def _postpone_stop(self, seconds: float | None) -> None:
+        """The trial's waits on the harness move its sandbox's whole-trial stop
+        (``Limits.trial_timeout_s``) as they move its deadlines (:attr:`WaitClock.postpone`):
+        None, a wait begins: the current sandbox's stop is held; seconds, it ended: that
+        sandbox's stop moves later by them and is released. A wait while the agent ran (a
+        model slot, the busy event loop) moved every deadline but not that stop, which then
+        stopped the sandbox under the agent: an agent error, scored 0."""
+        if seconds is None:
+            self._held = self.sandbox
+            if self._held is not None:
+                self._held.hold_stop()
+            return
+        held, self._held = self._held, None
+        for box in {id(b): b for b in (held, self.sandbox) if b is not None}.values():
+            box.postpone_stop(seconds)
+
     @property
     def box(self) -> Sandbox:
         """The started sandbox (RuntimeError before :meth:`sandbox_up`)."""
@@ -1290,7 +1309,7 @@ class Trial:
         judge_model = _judge_model(task, services, self.name, self.run_index, self.paths)
         async with (
             # waiting for a grading slot is the harness's time: the sandbox's stop moves too
-            slot(services.grading_slots, "grading", self.clock, on_wait=self.box.postpone_stop),
+            slot(services.grading_slots, "grading", self.clock),
             _judge_env(
                 self.box, task, config, services, self.name, self.run_index, self.paths
             ) as proxy,

@@ -224,8 +224,14 @@ class Sandbox(Protocol):
         are left out too; returns their names."""
         ...
 
+    def hold_stop(self) -> None:
+        """Hold the stop at ``Limits.trial_timeout_s`` until the next :meth:`postpone_stop` (a
+        harness wait in progress: :class:`clawrig.waits.WaitClock`)."""
+        ...
+
     def postpone_stop(self, seconds: float) -> None:
-        """Move the stop at ``Limits.trial_timeout_s`` ``seconds`` later (harness waits)."""
+        """Move the stop at ``Limits.trial_timeout_s`` ``seconds`` later (harness waits) and end
+        a :meth:`hold_stop`."""
         ...
 
     async def kill_all(self) -> int:

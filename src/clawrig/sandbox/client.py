@@ -349,6 +349,9 @@ class SupervisedSandbox:
         self._stopped = False
         self._watchdog: asyncio.Task[None] | None = None
         self._expires_at: float | None = None
+        self._stop_free = asyncio.Event()
+        """Cleared while the trial time limit's stop is held (:meth:`hold_stop`)."""
+        self._stop_free.set()
         self._write_lock = asyncio.Lock()
         self._channel: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         """The protocol's pipes when they are not the process's stdout and stdin (bwrap:
@@ -469,16 +472,29 @@ class SupervisedSandbox:
 
     async def _expire(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
-        while (left := (self._expires_at or 0.0) - loop.time()) > 0:
-            await asyncio.sleep(left)
+        while True:
+            if (left := (self._expires_at or 0.0) - loop.time()) > 0:
+                await asyncio.sleep(left)
+            elif not self._stop_free.is_set():  # a harness wait in progress: it moves the stop
+                await self._stop_free.wait()
+            else:
+                break
         self._died = f"trial time limit of {seconds:g} s reached: sandbox stopped"
         await self.stop()
 
+    def hold_stop(self) -> None:
+        """Do not stop the sandbox at its ``Limits.trial_timeout_s`` until the next
+        :meth:`postpone_stop` (the trial is waiting on the harness; how long is not known
+        yet)."""
+        self._stop_free.clear()
+
     def postpone_stop(self, seconds: float) -> None:
         """Stop the sandbox ``seconds`` later than its ``Limits.trial_timeout_s`` says (time the
-        trial waited on the harness, e.g. for a grading slot, is not the trial's)."""
+        trial waited on the harness, e.g. for a grading or model slot, is not the trial's), and
+        end a :meth:`hold_stop`."""
         if self._expires_at is not None and seconds > 0:
             self._expires_at += seconds
+        self._stop_free.set()
 
     async def _drain_stderr(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
