@@ -60,6 +60,8 @@ class WaitClock:
         self._paused_at = 0.0
         self._paused_when: float | None = None
         self._moved_when: list[tuple[asyncio.Timeout, float]] = []
+        self._holds: dict[asyncio.Semaphore, int] = {}
+        """Places of each semaphore the trial holds now (:func:`slot`)."""
 
     @staticmethod
     def current() -> WaitClock | None:
@@ -140,25 +142,36 @@ async def slot(
     """Hold ``sem`` (None: no limit) for the body; the time spent waiting to get it is a harness
     wait of ``kind`` (a :class:`HarnessWaits` field) for ``clock`` (default: the current
     trial's :class:`WaitClock`, if any), during which the agent's deadline is suspended (and
-    after which every stop of the trial is moved: :attr:`WaitClock.postpone`)."""
+    after which every stop of the trial is moved: :attr:`WaitClock.postpone`).
+
+    Not when the trial itself holds a place of ``sem`` as the wait begins (an agent and its
+    sub-agents calling the model at once): that queue is the agent's own making, and counted
+    as the harness's it stood the deadline still for as long as the agent kept two requests
+    going (an agent with a sub-agent ran 8 s past a 3 s limit, red team)."""
     if sem is None:
         yield
         return
     clock = clock or _CURRENT.get()
-    if clock is None or not sem.locked():
-        async with sem:  # free now: no wait to account for
+    if clock is None:
+        async with sem:
             yield
         return
-    started = time.monotonic()
-    clock._begin()
-    try:
-        await sem.acquire()
-    finally:
-        clock._end(kind, started)
+    if not sem.locked() or clock._holds.get(sem, 0):
+        await sem.acquire()  # free now, or behind the trial's own request: no harness wait
+    else:
+        started = time.monotonic()
+        clock._begin()
+        try:
+            await sem.acquire()
+        finally:
+            clock._end(kind, started)
+    clock._holds[sem] = clock._holds.get(sem, 0) + 1
     try:
         yield
     finally:
         sem.release()
+        if (left := clock._holds.pop(sem) - 1) > 0:
+            clock._holds[sem] = left
 
 
 _T = TypeVar("_T")

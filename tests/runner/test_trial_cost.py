@@ -10,7 +10,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -255,3 +255,40 @@ async def test_a_wait_while_the_agent_runs_moves_its_sandboxs_stop_too(
     assert result.error is None, result.error
     assert result.stop_reason == "final_answer" and result.score.score == 1.0, result.score
     assert (folder / "end_state" / "out.txt").read_text() == "hi\n"
+
+
+async def test_an_agent_waiting_on_its_own_model_requests_gets_no_more_time(
+    scripted_server, tmp_path
+):
+    """The provider takes one request at a time (``max_concurrency`` 1). The agent spawns a
+    sub-agent and both call the model back to back for 8 s, past the agent's 3 s: each of its
+    requests waits for the other's, a queue the agent made itself, not the harness. Such waits
+    moved the deadline like the harness's (one of them was always in progress: the deadline
+    stood still) and the agent answered after 8 s with its time limit unspent (red team)."""
+    started: list[float] = []
+
+    def respond(request: dict[str, Any]) -> Any:
+        now = time.monotonic()
+        started.append(started[0] if started else now)
+        first = request["messages"][0]["content"]
+        if "SPIN" in first:  # the sub-agent: a command a turn, for 10 s
+            if now - started[0] > 10:
+                return reply("spun", delay=0.3)
+            return reply(tool_calls=[call("exec", {"command": "true"})], delay=0.3)
+        if not any(m.get("role") == "tool" for m in request["messages"]):
+            return reply(tool_calls=[call("sessions_spawn", {"task": "SPIN"})], delay=0.3)
+        if now - started[0] > 8:
+            return reply("done", delay=0.3)
+        return reply(tool_calls=[call("exec", {"command": "true"})], delay=0.3)
+
+    srv = scripted_server(responder=respond)
+    model = srv.chat_model("scripted/agent", max_concurrency=1)
+    task = task_with(PROBE).model_copy(update={"timeout_seconds": 3.0})
+    result, _ = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/agent"),
+        tmp_path,
+        services=TrialServices(model=model),
+    )
+    assert result.error is None, result.error
+    assert result.stop_reason == "time_limit", (result.stop_reason, result.waits)
