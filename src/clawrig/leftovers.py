@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from clawrig.errors import UserError
+
 KINDS = (
     "sbx",  # a sandbox's root and scratch
     "trial",  # a trial's work folder (its disk is mounted below it)
@@ -55,6 +57,44 @@ def owned_tempdir(kind: str, directory: Path | str | None = None) -> Path:
         _swept.add(base)
         sweep_dead(base)
     return Path(tempfile.mkdtemp(prefix=f"clawrig-{kind}-{os.getpid()}-", dir=base))
+
+
+SUN_PATH_MAX = 107
+"""Bytes a unix socket's path may have on Linux (``sun_path`` holds 108 with the NUL)."""
+SHORT_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+"""Where :func:`socket_tempdir` puts a socket's folder when the temp folder is too deep."""
+_RANDOM_CHARS = 8  # tempfile.mkdtemp's random part
+
+
+def socket_tempdir(kind: str, socket_name: str) -> Path:
+    """:func:`owned_tempdir` ``(kind)`` whose ``<folder>/<socket_name>`` fits a unix socket's
+    path (:data:`SUN_PATH_MAX` bytes): in the temp folder when it fits there, else in the first
+    of :data:`SHORT_TEMP_DIRS` where it fits and that this process may write in (swept and
+    released like every owned folder). A ``TMPDIR`` deeper than ~60 characters made every
+    socket's ``bind`` fail with "AF_UNIX path too long". Raises UserError (one line naming
+    ``TMPDIR``) when no folder fits; ValueError for a kind not in :data:`KINDS`."""
+    tmp = Path(tempfile.gettempdir())
+    fixed = len(f"/clawrig-{kind}-{os.getpid()}-") + _RANDOM_CHARS + 1 + len(socket_name)
+    for base in dict.fromkeys([tmp, *map(Path, SHORT_TEMP_DIRS)]):
+        if len(os.fsencode(base)) + fixed > SUN_PATH_MAX:
+            continue
+        if not (base.is_dir() and os.access(base, os.W_OK | os.X_OK)):
+            continue
+        folder = owned_tempdir(kind, base)
+        if len(os.fsencode(folder / socket_name)) <= SUN_PATH_MAX:
+            return folder
+        remove_tree(folder)  # mkdtemp's name came out longer than it makes them today
+    most = SUN_PATH_MAX - fixed
+    raise UserError(
+        f"TMPDIR={tmp}: too deep for clawrig's unix sockets ({len(os.fsencode(tmp))} bytes; "
+        f"at most {most} fit) and none of {', '.join(SHORT_TEMP_DIRS)} is writable: "
+        "set TMPDIR to a shorter folder"
+    )
+
+
+def fits_socket(path: Path) -> bool:
+    """True when ``path`` is short enough to be a unix socket's path (:data:`SUN_PATH_MAX`)."""
+    return len(os.fsencode(path)) <= SUN_PATH_MAX
 
 
 def pid_alive(pid: int) -> bool:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from clawrig.leftovers import owned_tempdir
+from clawrig.leftovers import socket_tempdir
 from clawrig.sandbox.base import Bind
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ REFUSED_REPLY = b"HTTP/1.1 503 Too Many Connections\r\nConnection: close\r\n\r\n
 class SandboxSocketServer:
     """A unix socket the harness serves for one sandbox: it lives in a fresh host folder (with
     ``files`` copied beside it, e.g. the in-sandbox forwarder script) that is bound read-only at
-    ``sandbox_dir`` inside the sandbox; the folder is ``owned_tempdir(kind)``, so the next
+    ``sandbox_dir`` inside the sandbox; the folder is ``socket_tempdir(kind, ...)``, so the next
     harness removes it after a ``kill -9``. At most ``max_connections`` connections are handled at
     once; more get ``503`` and are counted in :attr:`refused` (never a log line each), so one
     sandbox cannot exhaust the harness's file descriptors.
@@ -203,7 +203,7 @@ class SandboxSocketServer:
         """Create the folder, copy ``files`` in and listen. Idempotent."""
         if self._server is not None:
             return self
-        self.folder = owned_tempdir(self.kind)
+        self.folder = socket_tempdir(self.kind, self.socket_name)
         os.chmod(self.folder, 0o755)  # sandboxes may run as another host uid
         for name, source in self.files.items():
             shutil.copyfile(source, self.folder / name)

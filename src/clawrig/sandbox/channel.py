@@ -23,13 +23,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clawrig.leftovers import owned_tempdir
+from clawrig.leftovers import fits_socket, socket_tempdir
 from clawrig.sandbox.base import Bind, Sandbox
 
 SOCKET_NAME = "s"
-MAX_SOCKET_PATH = 100
-"""A unix socket's path must fit in ``sun_path`` (108 bytes on Linux): a folder deeper than this
-is replaced by a short one in the temp folder (removed on close)."""
 
 
 @dataclass
@@ -77,8 +74,8 @@ class HarnessChannel:
     async def open(self) -> HarnessChannel:
         """Listen (the folder is made world-traversable and the socket world-connectable, so a
         sandbox's unprivileged host uid may connect)."""
-        if len(os.fsencode(self.folder / SOCKET_NAME)) > MAX_SOCKET_PATH:
-            self.folder = owned_tempdir("chan", "/tmp" if os.path.isdir("/tmp") else None)
+        if not fits_socket(self.folder / SOCKET_NAME):
+            self.folder = socket_tempdir("chan", SOCKET_NAME)
             self._own_folder = True
         self.folder.mkdir(parents=True, exist_ok=True)
         os.chmod(self.folder, 0o755)

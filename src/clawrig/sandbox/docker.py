@@ -30,7 +30,7 @@ import shutil
 from pathlib import Path
 
 from clawrig.errors import SandboxError
-from clawrig.leftovers import owned_tempdir, remove_tree
+from clawrig.leftovers import fits_socket, owned_tempdir, remove_tree, socket_tempdir
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.bwrap import DEFAULT_PATH
 from clawrig.sandbox.client import (
@@ -67,6 +67,8 @@ class DockerSandbox(SupervisedSandbox):
         super().__init__(config)
         self.name = f"clawrig-{secrets.token_hex(6)}"
         self.base_dir: Path | None = None
+        self._proto_dir: Path | None = None
+        """The protocol socket's own folder when ``base_dir/proto/s`` is too long a path."""
 
     @property
     def limits_enforced(self) -> dict[str, str]:
@@ -152,7 +154,10 @@ class DockerSandbox(SupervisedSandbox):
         # the agent could write into the harness's answers through /proc/1/fd/1. The harness
         # takes the first connection and removes the socket.
         proto = self.base_dir / "proto"
-        proto.mkdir()
+        if fits_socket(proto / "s"):
+            proto.mkdir()
+        else:  # a deep TMPDIR: the socket's folder goes where its path fits
+            proto = self._proto_dir = socket_tempdir("docker", "s")
         accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
             asyncio.get_running_loop().create_future()
         )
@@ -234,6 +239,9 @@ class DockerSandbox(SupervisedSandbox):
                 stderr=asyncio.subprocess.DEVNULL,
             )
             await asyncio.wait_for(proc.wait(), 60)
+        if self._proto_dir is not None:
+            proto, self._proto_dir = self._proto_dir, None
+            await asyncio.to_thread(remove_tree, proto)
         if self.base_dir is not None:
             base, self.base_dir = self.base_dir, None
             await asyncio.to_thread(remove_tree, base)

@@ -29,7 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from clawrig.leftovers import owned_tempdir
+from clawrig.errors import UserError
+from clawrig.leftovers import SUN_PATH_MAX, fits_socket, socket_tempdir
 from clawrig.llm.client import (
     MAX_REPLY_BYTES,
     RETRY_STATUSES,
@@ -396,7 +397,12 @@ class Gateway:
         if self._door is not None:
             return self
         if self._dir is None:
-            self._dir = owned_tempdir("gw")
+            self._dir = socket_tempdir("gw", SOCKET_NAME)
+        elif not fits_socket(self._dir / SOCKET_NAME):
+            raise UserError(
+                f"Gateway socket_dir {self._dir}: too deep for a unix socket's path "
+                f"(at most {SUN_PATH_MAX - 1 - len(SOCKET_NAME)} bytes)"
+            )
         self._dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self._dir, 0o755)  # sandboxes may run as another host uid
         path = self.socket_path
