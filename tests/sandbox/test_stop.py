@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,56 @@ async def test_stop_kills_what_is_left_in_the_sandboxs_cgroup(tmp_path: Path):
         if orphan.poll() is None:
             os.kill(orphan.pid, 9)
             orphan.wait()
+
+
+_CTRL_C = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from clawrig.sandbox import SandboxConfig
+from clawrig.sandbox import userns
+from clawrig.sandbox.bwrap import BwrapSandbox
+
+async def main() -> None:
+    interrupted = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, interrupted.set)
+    sb = BwrapSandbox(SandboxConfig(workspace_dir=Path(sys.argv[1])))
+    await sb.start()
+    try:
+        assert sb._proc is not None
+        print("same group" if os.getpgid(sb._proc.pid) == os.getpgid(0) else "own group")
+        os.killpg(0, signal.SIGINT)  # what a terminal's Ctrl-C does: its foreground group
+        await interrupted.wait()
+        r = await sb.exec("sleep 0.5; echo alive")
+        print(r.stdout.strip())
+        helper = userns._writer[0]  # the caps helper, when this host's sandboxes need one
+        print("helper " + ("none" if helper is None else "dead" if helper.poll() else "alive"))
+    except Exception as exc:
+        print(type(exc).__name__)
+    finally:
+        await sb.stop()
+
+asyncio.run(main())
+"""
+
+
+def test_a_ctrl_c_to_the_harness_group_leaves_its_sandboxes_to_the_harness(tmp_path: Path):
+    """A terminal's Ctrl-C signals its whole foreground process group. A bwrap sandbox is not
+    in the harness's group: the harness stops its sandboxes itself (cancelling its trials).
+    Before, bwrap's outer process died of the SIGINT as well; when that came while bwrap was
+    starting, its init process outlived it (--die-with-parent not asked for yet) holding the
+    sandbox's pipes, and the interrupted job waited out its grace time and exited without
+    its summary (clawrig run -p 60 --workers 2, Ctrl-C: 10 s, "trials did not stop").
+    The helper that sets sandboxes' inotify caps (:mod:`clawrig.sandbox.userns`) died of it
+    too."""
+    if bwrap_path() is None:
+        pytest.skip("bubblewrap is not installed")
+    out = subprocess.run(
+        [sys.executable, "-c", _CTRL_C, str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,  # its own group to signal, not pytest's
+    )
+    words = out.stdout.split()
+    assert words[:3] == ["own", "group", "alive"], out.stderr[-2000:]
+    assert words[3:] in (["helper", "none"], ["helper", "alive"]), out.stderr[-2000:]

@@ -660,8 +660,9 @@ async def _run_trials(
             exit_now(signum)
         state.interrupted = True
         state.interrupted_by = signal.Signals(signum).name
-        # Ctrl-C also reached the sandboxes' processes (one process group): inner tasks that
-        # die of it (SandboxDied) are not tracebacks for the user; other reports stay
+        # a sandbox stopped under a trial being cancelled (a terminal's Ctrl-C does not reach
+        # it: each is in a session of its own, bwrap.py): inner tasks that die of that
+        # (SandboxDied) are not tracebacks for the user; other reports stay
         loop.set_exception_handler(_quiet_after_interrupt)
         for t in tasks_running:
             t.cancel()
@@ -706,8 +707,8 @@ async def _run_trials(
     for out in outcomes:
         if isinstance(out, BaseException) and not isinstance(out, asyncio.CancelledError):
             if state.interrupted:
-                # Ctrl-C reaches the sandboxes' processes too (one process group): a trial
-                # may end with their death instead of its cancellation; it is not run
+                # a trial may end with its sandbox's death (stopped meanwhile) instead of
+                # its cancellation; it is not run
                 continue
             raise out
     from clawrig.llm.client import aclose_all

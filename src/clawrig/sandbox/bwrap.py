@@ -824,6 +824,12 @@ class BwrapSandbox(SupervisedSandbox):
                     preexec_fn=None if launcher else preexec,
                     env={"PATH": DEFAULT_PATH},
                     cwd="/",
+                    # not in the harness's process group: a terminal's Ctrl-C (which signals
+                    # that whole group) reaches the harness only, which stops its sandboxes
+                    # itself. Else bwrap died of it too, and one starting then left its init
+                    # process (--die-with-parent not set yet) holding the sandbox's pipes: the
+                    # job waited out its grace time, no summary (tests/sandbox/test_stop.py)
+                    start_new_session=True,
                 )
             finally:
                 os.close(rfd)

@@ -155,6 +155,7 @@ def _write_caps(target: int) -> str | None:
                 stderr=subprocess.DEVNULL,
                 text=True,
                 close_fds=True,
+                start_new_session=True,  # a terminal's Ctrl-C is the harness's, not its own
             )
             atexit.register(_stop_writer, proc)
         assert proc.stdin is not None and proc.stdout is not None
