@@ -44,10 +44,12 @@ class WaitClock:
 
     def __init__(self) -> None:
         self.waits = HarnessWaits()
-        self.deadline: asyncio.Timeout | None = None
-        """The agent phase's timeout while it runs (moved by waits), else None."""
+        self._deadline: asyncio.Timeout | None = None
         self.moved: list[asyncio.Timeout] = []
-        """Other deadlines that waits move like the agent's (the trial's phase deadlines)."""
+        """Other deadlines that waits move like the agent's (the trial's phase deadlines; add
+        and remove them with :meth:`track` and :meth:`untrack`)."""
+        self._owed = 0.0
+        """Seconds :meth:`charge` recorded that the deadlines are not moved by yet."""
         self.postpone: Callable[[float | None], None] | None = None
         """A stop that is no asyncio deadline and that waits move too (the trial's sandbox's
         own whole-trial stop: :meth:`clawrig.sandbox.base.Sandbox.hold_stop` and
@@ -78,23 +80,83 @@ class WaitClock:
         """Undo :meth:`install`."""
         _CURRENT.reset(token)
 
+    @property
+    def deadline(self) -> asyncio.Timeout | None:
+        """The agent phase's timeout while it runs (moved by waits), else None."""
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, timeout: asyncio.Timeout | None) -> None:
+        # what is owed is owed by the deadlines there were (the old one is done with)
+        self._deadline = None
+        self.settle()
+        self._deadline = timeout
+
+    def track(self, timeout: asyncio.Timeout) -> None:
+        """Move ``timeout`` by the waits from now on, as the agent's deadline."""
+        self.settle()
+        self.moved.append(timeout)
+
+    def untrack(self, timeout: asyncio.Timeout) -> None:
+        """Stop moving ``timeout`` (given to :meth:`track`; it may have ended)."""
+        self.moved.remove(timeout)
+        self.settle()
+
+    def _timers(self) -> list[asyncio.Timeout]:
+        return [*self.moved, *([self._deadline] if self._deadline is not None else [])]
+
     def charge(self, kind: str, seconds: float) -> None:
         """A wait that already happened (``seconds`` of ``kind``, e.g. the event loop too busy to
-        serve the trial: :func:`watch_loop`): recorded, and every deadline of the trial moved
-        by it. Skipped while a slot wait is in progress (its deadlines are suspended; that
-        wait covers the time)."""
+        serve the trial: :func:`watch_loop`): recorded, and every deadline and stop of the
+        trial moved by it. Skipped while a slot wait is in progress (its deadlines are
+        suspended; that wait covers the time).
+
+        The deadlines and stops are moved in steps (:meth:`settle`): once :data:`SETTLE_S` is
+        owed, or a deadline is due within what is owed plus :data:`SETTLE_S`, or the lateness
+        ends (:func:`watch_loop`), or a wait begins. At -p 500 the loop watcher charges every
+        trial several times a second; moving each timer each time (a new timer handle in the
+        loop's heap) cost ~2 ms of the harness's CPU per trial."""
         if seconds <= 0 or self._active:
             return
         setattr(self.waits, kind, getattr(self.waits, kind) + seconds)
         self.paused_s += seconds
-        for t in [*self.moved, *([self.deadline] if self.deadline is not None else [])]:
+        self._owed += seconds
+        if self._owed >= SETTLE_S or self._due_within(self._owed + SETTLE_S):
+            self.settle()
+
+    def _due_within(self, seconds: float) -> bool:
+        """Whether a deadline of the trial is due within ``seconds`` (loop time)."""
+        now: float | None = None
+        for t in self._timers():
             when = t.when()
             if when is not None and not t.expired():
-                t.reschedule(when + seconds)
+                if now is None:
+                    now = asyncio.get_running_loop().time()
+                if when - now <= seconds:
+                    return True
+        return False
+
+    @property
+    def owed_s(self) -> float:
+        """Seconds charged that the deadlines are not moved by yet (:meth:`charge`)."""
+        return self._owed
+
+    def settle(self) -> None:
+        """Move every deadline of the trial (and its :attr:`postpone` stop) by what
+        :meth:`charge` recorded since the last move."""
+        owed, self._owed = self._owed, 0.0
+        if owed <= 0:
+            return
+        for t in self._timers():
+            when = t.when()
+            if when is not None and not t.expired():
+                with contextlib.suppress(RuntimeError):  # it ended: nothing left to move
+                    t.reschedule(when + owed)
         if self.postpone is not None:
-            self.postpone(seconds)
+            self.postpone(owed)
 
     def _begin(self) -> None:
+        self.settle()
         self._active += 1
         if self._active > 1:
             return
@@ -106,7 +168,7 @@ class WaitClock:
         ]
         for t, _ in self._moved_when:
             t.reschedule(None)
-        deadline = self.deadline
+        deadline = self._deadline
         if deadline is not None and not deadline.expired() and deadline.when() is not None:
             self._paused_when = deadline.when()
             deadline.reschedule(None)
@@ -128,7 +190,7 @@ class WaitClock:
         if self._paused_when is None:
             return
         when, self._paused_when = self._paused_when, None
-        deadline = self.deadline
+        deadline = self._deadline
         if deadline is not None and not deadline.expired():
             deadline.reschedule(when + (now - self._paused_at))
 
@@ -242,6 +304,9 @@ LAG_TICK_S = 0.1
 """How often :func:`watch_loop` looks at the event loop (seconds)."""
 LAG_MIN_S = 0.05
 """Lateness of one look below which the loop counts as serving trials on time (seconds)."""
+SETTLE_S = 1.0
+"""Seconds of charged waits a trial's deadlines may not be moved by yet, and how far ahead of
+a deadline they are moved at the latest (:meth:`WaitClock.charge`)."""
 _WATCHED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[WaitClock]] = (
     weakref.WeakKeyDictionary()
 )
@@ -265,6 +330,7 @@ def watch_loop(clock: WaitClock) -> Iterator[None]:
         yield
     finally:
         clocks.discard(clock)
+        clock.settle()
 
 
 async def _watch(clocks: set[WaitClock]) -> None:
@@ -276,3 +342,7 @@ async def _watch(clocks: set[WaitClock]) -> None:
         if late > LAG_MIN_S:
             for clock in list(clocks):
                 clock.charge("loop", late)
+        else:  # on time again: what the lateness owes every deadline is paid now
+            for clock in list(clocks):
+                if clock.owed_s:
+                    clock.settle()

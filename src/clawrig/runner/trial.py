@@ -678,7 +678,7 @@ class Trial:
             end = trial_end
         cm = asyncio.timeout_at(end)
         self._timeout = cm
-        self.clock.moved.append(cm)
+        self.clock.track(cm)
         try:
             async with cm:
                 return await coro
@@ -689,7 +689,7 @@ class Trial:
             raise
         finally:
             self._timeout = None
-            self.clock.moved.remove(cm)
+            self.clock.untrack(cm)
 
     def log(self, line: str) -> None:
         """Append a line to agent.log (a full host disk loses the line, never the job)."""
