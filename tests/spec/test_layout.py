@@ -165,3 +165,62 @@ def test_json_text_reusing_by_a_callers_key_gives_each_keys_own_text():
             expected = json.dumps(value, ensure_ascii=False, indent=2)
             got = json_text_reusing(value, "tool_schema", key=f"tool_schema:{profile}")
             assert got == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, 2.5, 1.0, True, None, "é\u2028\x7f\x00\t"], "b": {"c": {}}, "d": []},
+        [{"big": 2**70, "neg": -3, "f": 0.1 + 0.2, "t": (1, 2)}],
+        {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")},
+        {3: "int key", 1.5: "float key", True: "bool key", "path": Path("/tmp/x")},
+        {"deep": [[[[{"x": [1]}]]]]},
+        "just a string",
+        7,
+    ],
+)
+def test_indented_json_is_json_dumps_text(value):
+    from clawrig.spec.layout import indented_json, json_text
+
+    expected = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    assert indented_json(value) == expected
+    assert json_text(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"name": "bad \udcff"},  # a lone surrogate: UTF-8 cannot hold it
+        {"b": b"\xff"},  # bytes: json's default=str spelling
+        {None: 1, "x": "None"},  # json writes the key None as "null"
+    ],
+)
+def test_json_text_of_what_the_fast_writer_cannot_spell_is_json_dumps(value):
+    from clawrig.spec.layout import indented_json, json_text
+
+    assert indented_json(value) is None
+    try:
+        expected = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+        expected.encode("utf-8")
+    except UnicodeEncodeError:
+        expected = json.dumps(value, indent=2, default=str)
+    assert json_text(value) == expected
+
+
+def test_a_models_json_text_is_its_json_dump_indented(tmp_path):
+    from clawrig.spec.layout import model_json_text
+    from clawrig.spec.trial import Score, TrialResult, Usage
+
+    result = TrialResult(
+        task_id="t",
+        trial_id="m_1",
+        model="m",
+        agent="native",
+        sandbox="bwrap",
+        score=Score(score=0.5, details={"é": [1, 2.0], "tiny": 1e-300}),
+        usage=Usage(input_tokens=3, output_tokens=4, cost_usd=0.25),
+    )
+    text = model_json_text(result)
+    assert json.loads(text) == json.loads(json.dumps(result.model_dump(mode="json")))
+    assert TrialResult.model_validate_json(text) == result
+    assert text.startswith('{\n  "')

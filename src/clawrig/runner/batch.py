@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
 from clawrig.errors import ClawrigError, UserError
@@ -44,7 +45,14 @@ from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import TrialServices
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry
-from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths, model_from_json_text
+from clawrig.spec.layout import (
+    TMP_PREFIX,
+    JobPaths,
+    TrialPaths,
+    json_text,
+    model_from_json_text,
+    model_json_text,
+)
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, TrialError, TrialResult, Usage
 from clawrig.waits import harness_slots
@@ -287,12 +295,19 @@ def summary_path(output: Path, model: str) -> Path:
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
-    """Write JSON to a temp file in the same folder, fsync, then rename over ``path``. Safe from
-    several threads at once (one temp file each)."""
+    """Write JSON (:func:`clawrig.spec.layout.json_text`; a pydantic model as its JSON dump) to
+    a temp file in the same folder, fsync, then rename over ``path``. Safe from several threads
+    at once (one temp file each). Raises OSError."""
+    text = model_json_text(value) if isinstance(value, BaseModel) else json_text(value)
+    _write_text_atomic(path, text)
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    """:func:`write_json_atomic` of JSON text ``text`` (a newline added)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+            fh.write(text + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -328,9 +343,9 @@ class ProgressWriter:
     async def _write(self) -> None:
         while self._dirty and self._error is None:
             self._dirty = False
-            dumped = self.progress.model_dump(mode="json")
+            text = model_json_text(self.progress)  # the state now, made in ~0.1 ms
             try:
-                await asyncio.to_thread(write_json_atomic, self.path, dumped)
+                await asyncio.to_thread(_write_text_atomic, self.path, text)
             except Exception as exc:  # noqa: BLE001 - raised by flush(), at the job's end
                 self._error = exc
             self.writes += 1
@@ -487,7 +502,7 @@ async def _run_locked(
     progress.task_digests = {**progress.task_digests, **digests}
     if job.resume:
         _adopt_orphans(job, job_id, progress, tasks)
-    write_json_atomic(ppath, progress.model_dump(mode="json"))
+    write_json_atomic(ppath, progress)
 
     done = progress.done()
     todo = [(t, r) for t in tasks for r in range(job.runs) if (t.id, r) not in done]

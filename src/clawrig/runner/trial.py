@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from clawrig import __version__
 from clawrig.agents import Agent, AgentContext, AgentLimits, create_agent
 from clawrig.agents.preamble import preamble_for
@@ -121,7 +123,14 @@ from clawrig.services import (
 )
 from clawrig.sizes import format_bytes
 from clawrig.spec.job import TrialConfig, model_slug
-from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths, json_text, json_text_reusing
+from clawrig.spec.layout import (
+    TMP_PREFIX,
+    JobPaths,
+    TrialPaths,
+    json_text,
+    json_text_reusing,
+    model_json_text,
+)
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import GraderKind, Task
 from clawrig.spec.transcript import Transcript
@@ -344,7 +353,19 @@ def transcript_from_model_calls(path: Path, trial_id: str) -> Transcript | None:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json_text(value) + "\n", encoding="utf-8")
+    """``value`` (a pydantic model: its JSON dump) as :func:`json_text` into ``path``."""
+    text = model_json_text(value) if isinstance(value, BaseModel) else json_text(value)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+@functools.cache
+def _dialog_tool_schema(profile: str) -> list[dict[str, Any]]:
+    """The trial dialog file's ``tool_schema`` of ``profile``: one parsed list per profile and
+    process, shared (only ever written out: :func:`json_text_reusing` keeps its text). Raises
+    UserError for an unknown profile."""
+    from clawrig.tools.catalog import tool_schema
+
+    return tool_schema(profile)
 
 
 def write_tree(dest: Path, files: Mapping[str, bytes]) -> None:
@@ -1856,9 +1877,7 @@ def _finish_folder(
         log.touch()
     profile = task.tool_profile or config.tool_profile
     try:
-        from clawrig.tools.catalog import tool_schema
-
-        schema = tool_schema(profile)
+        schema = _dialog_tool_schema(profile)
     except Exception:
         profile, schema = "", []
     # DialogFile's fields as its JSON dump holds them (both lists are JSON values already);
@@ -1866,10 +1885,10 @@ def _finish_folder(
     dialog = {"formatted_dialog": to_formatted_dialog(transcript), "tool_schema": schema}
     text = json_text_reusing(dialog, "tool_schema", key=f"tool_schema:{profile}")
     paths.dialog.write_text(text + "\n", encoding="utf-8")
-    _write_json(paths.score, ScoreFile.of(result).model_dump(mode="json"))
-    _write_json(paths.process_score, result.process.model_dump(mode="json"))
-    _write_json(paths.usage, result.usage.model_dump(mode="json"))
-    _write_json(paths.result, result.model_dump(mode="json"))
+    _write_json(paths.score, ScoreFile.of(result))
+    _write_json(paths.process_score, result.process)
+    _write_json(paths.usage, result.usage)
+    _write_json(paths.result, result)
     tmp = paths.root
     os.replace(tmp, final) if not final.exists() else shutil.move(str(tmp), str(final))
     return final

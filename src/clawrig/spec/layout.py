@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pydantic_core
 from pydantic import BaseModel, ValidationError
 
 from clawrig.spec.job import model_slug
@@ -58,13 +59,54 @@ def json_text(value: Any, *, indent: int | None = 2) -> str:
     """``value`` as JSON text that always encodes as UTF-8 (files of a trial folder, saved
     audits): non-ASCII kept as is, unless a string holds a lone surrogate (a file name that is
     not UTF-8, a ``"\\udcff"`` escape an agent sent a service), then every non-ASCII character
-    is written as a ``\\uXXXX`` escape. Values JSON cannot hold are written with ``str``."""
+    is written as a ``\\uXXXX`` escape. Values JSON cannot hold are written with ``str``.
+
+    Indented text (``indent`` not None) is made by pydantic-core's serializer
+    (:func:`indented_json`): ``json.dumps`` with an indent runs its pure-Python encoder, ~10x
+    slower (~3 ms of CPU per trial folder). The text is ``json.dumps``'s but for how some
+    floats are spelled (``0.00001`` for ``1e-05``: the same number to every JSON reader)."""
+    if indent is not None:
+        fast = indented_json(value, indent)
+        if fast is not None:
+            return fast
     text = json.dumps(value, ensure_ascii=False, indent=indent, default=str)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(value, indent=indent, default=str)
     return text
+
+
+def indented_json(value: Any, indent: int = 2) -> str | None:
+    """``json.dumps(value, ensure_ascii=False, indent=indent, default=str)``'s text made by
+    pydantic-core (compiled; pydantic models are dumped as ``model_dump(mode="json")``), or
+    None when it cannot make the same text: a lone surrogate (which UTF-8 cannot hold), bytes,
+    a dict key that is None (``json`` writes ``"null"``, pydantic-core ``"None"``)."""
+    try:
+        text = pydantic_core.to_json(
+            value, indent=indent, fallback=str, inf_nan_mode="constants"
+        ).decode("utf-8")
+    except (pydantic_core.PydanticSerializationError, UnicodeDecodeError, ValueError):
+        return None
+    if '"None"' in text and _has_none_key(value):
+        return None
+    return text
+
+
+def model_json_text(model: BaseModel) -> str:
+    """:func:`json_text` of ``model.model_dump(mode="json")``, made without the dump when
+    pydantic-core can (:func:`indented_json`; ~0.5 ms less per result.json)."""
+    fast = indented_json(model)
+    return fast if fast is not None else json_text(model.model_dump(mode="json"))
+
+
+def _has_none_key(value: Any) -> bool:
+    """Whether a dict anywhere in ``value`` has the key None."""
+    if isinstance(value, dict):
+        return None in value or any(_has_none_key(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_none_key(v) for v in value)
+    return False
 
 
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -105,18 +147,15 @@ def json_text_reusing(value: dict[str, Any], last: str, *, key: str | None = Non
     key = f"key:{key}" if key is not None else repr(value[last])
     kept = _LAST_TEXTS.get(last)
     if kept is None or kept[0] != key:
-        inner = json.dumps(value[last], ensure_ascii=False, indent=2, default=str)
+        inner = indented_json(value[last])
+        if inner is None:  # a lone surrogate in it: all of it escaped (json_text)
+            return json_text(value)
         # one level deeper: JSON text holds no raw newline but between its tokens
         kept = _LAST_TEXTS[last] = (key, inner.replace("\n", "\n  "))
-    rest = json.dumps(
-        {k: v for k, v in value.items() if k != last}, ensure_ascii=False, indent=2, default=str
-    )
-    text = f"{rest[:-2]},\n  {json.dumps(last, ensure_ascii=False)}: {kept[1]}\n}}"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate somewhere: all of it escaped (json_text)
+    rest = indented_json({k: v for k, v in value.items() if k != last})
+    if rest is None or not last.isprintable():
         return json_text(value)
-    return text
+    return f"{rest[:-2]},\n  {json.dumps(last, ensure_ascii=False)}: {kept[1]}\n}}"
 
 
 TMP_PREFIX = ".tmp-"
