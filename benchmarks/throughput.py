@@ -137,6 +137,12 @@ class ModelServer:
         self.base_url = line.split(": ", 1)[1].split()[0]
         return self
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server has used so far: the model stand-in's share
+        of the machine, which a real provider's would not take."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def __exit__(self, *exc: object) -> None:
         self.proc.terminate()
         self.proc.wait()
@@ -238,6 +244,7 @@ def run_clawrig(
         env = clawrig_env(src, base)
         env["SCRIPTED_BASE_URL"] = srv.base_url
         env["CLAWRIG_WARM_POOL"] = "1" if pool else "0"
+        model_cpu0 = srv.cpu_s()
         group = CpuGroup(f"p{parallel}-{time.monotonic_ns()}")
         cpu0 = _children_cpu_s()
         t = time.perf_counter()
@@ -258,6 +265,7 @@ def run_clawrig(
         ended = time.time()
         rss.done.set()
         rss.join()
+        model_cpu = srv.cpu_s() - model_cpu0
         # every process of the run, the sandboxes' unreaped ones too (the cgroup); without
         # one, what the harness reaped (misses the sandboxes' processes: marked "reaped")
         counted = group.seconds()
@@ -294,6 +302,7 @@ def run_clawrig(
         "cpu_per_trial_s": cpu / n,
         "cpu_whole": counted is not None,
         "harness_cpu_per_trial_s": rss.cpu_s / n,
+        "model_cpu_per_trial_s": model_cpu / n,
         "peak_rss_mb": rss.peak_mb,
         "errors": errors,
         "time_limits": timeouts,
@@ -462,6 +471,7 @@ def main() -> None:
                     if name.startswith("clawrig"):
                         extra = (
                             f" cpu/trial {_cpu_split(r)}"
+                            f" (model server {r['model_cpu_per_trial_s'] * 1000:.0f} ms)"
                             f" rss {r['peak_rss_mb']:.0f} MB errors {r['errors']}"
                             f" time-limits {r['time_limits']} harness waits/trial"
                             f" {r['waits_median_s']:.1f}/{r['waits_max_s']:.1f} s (median/max)"
