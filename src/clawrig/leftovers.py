@@ -42,12 +42,17 @@ KINDS = (
 )
 """Every ``<kind>`` :func:`owned_tempdir` makes and :func:`sweep_dead` removes."""
 _swept: set[Path] = set()
+_OWNING = threading.RLock()
+"""Held while an owned folder is made (and filled: :func:`filled_tempdir`)."""
+_folders_closed = False
+"""Set by :func:`release_own_mounts` with ``every_folder``: no folder is made after it."""
 
 
 def owned_tempdir(kind: str, directory: Path | str | None = None) -> Path:
     """A new folder ``clawrig-<kind>-<pid>-<random>`` under ``directory`` (default: the temp
     folder); the first call per folder sweeps what dead harnesses left there. Raises
-    ValueError for a kind not in :data:`KINDS` (the sweep would never find it)."""
+    ValueError for a kind not in :data:`KINDS` (the sweep would never find it), OSError
+    once the process is exiting (:func:`release_own_mounts` with ``every_folder``)."""
     if kind not in KINDS:
         raise ValueError(f"owned_tempdir: unknown kind {kind!r} (add it to KINDS)")
     base = Path(directory) if directory is not None else Path(tempfile.gettempdir())
@@ -56,7 +61,20 @@ def owned_tempdir(kind: str, directory: Path | str | None = None) -> Path:
             atexit.register(release_own_mounts)
         _swept.add(base)
         sweep_dead(base)
-    return Path(tempfile.mkdtemp(prefix=f"clawrig-{kind}-{os.getpid()}-", dir=base))
+    with _OWNING:
+        if _folders_closed:
+            raise OSError(errno.ESHUTDOWN, "the harness is exiting", str(base))
+        return Path(tempfile.mkdtemp(prefix=f"clawrig-{kind}-{os.getpid()}-", dir=base))
+
+
+@contextlib.contextmanager
+def filled_tempdir(kind: str, directory: Path | str | None = None) -> Iterator[Path]:
+    """:func:`owned_tempdir`, held while the body fills it: :func:`release_own_mounts` with
+    ``every_folder`` (a second Ctrl-C's exit) waits for the filling to end, then removes the
+    whole folder (one it removed while another thread copied into it stayed, in part).
+    Raises as :func:`owned_tempdir`."""
+    with _OWNING:
+        yield owned_tempdir(kind, directory)
 
 
 SUN_PATH_MAX = 107
@@ -172,7 +190,7 @@ def mounting(target: Path | str) -> Iterator[None]:
         yield
 
 
-def release_own_mounts() -> list[Path]:
+def release_own_mounts(*, every_folder: bool = False) -> list[Path]:
     """Unmount what is still mounted below this process's own folders (``clawrig-<kind>-<pid>-*``
     in every folder :func:`owned_tempdir` made one in: a warm pool's root with its sandboxes'
     disks and slots, a trial's disk, an overlay) and remove those folders; returns them. Their
@@ -186,12 +204,22 @@ def release_own_mounts() -> list[Path]:
 
     It runs only as the process ends: it first waits (at most :data:`RELEASE_WAIT_S` seconds)
     for a mount another thread is making (:func:`mounting`: a warm pool filling, a trial
-    setting up its disk, when a second Ctrl-C came), and no mount is made after it."""
-    global _mounts_closed
+    setting up its disk, when a second Ctrl-C came), and no mount is made after it.
+
+    ``every_folder``: this process's folders without mounts are removed too (before an
+    ``os._exit``, which runs none of their owners' ``atexit`` removals: the sandboxes' device
+    nodes and /etc, the spend file stayed until a later harness swept the folder); no folder
+    is made after it (a thread making one then, the job's /etc copy, would leave it)."""
+    global _mounts_closed, _folders_closed
     got = _MOUNTING.acquire(timeout=RELEASE_WAIT_S)
     _mounts_closed = True
     if got:
         _MOUNTING.release()
+    if every_folder:
+        owning = _OWNING.acquire(timeout=RELEASE_WAIT_S)
+        _folders_closed = True
+        if owning:
+            _OWNING.release()
     me = os.getpid()
     points = mount_points()
     released: list[Path] = []
@@ -203,6 +231,9 @@ def release_own_mounts() -> list[Path]:
         for entry in entries:
             prefix = os.path.realpath(entry)
             if not any(p == prefix or p.startswith(prefix + "/") for p in points):
+                if every_folder:
+                    remove_tree(entry)
+                    released.append(entry)
                 continue
             if not os.path.lexists(entry):  # below another folder released just before
                 continue

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import CLAWRIG, DEMO, clean_env
 
-from clawrig.leftovers import mounts_below, unmount_below
+from clawrig.leftovers import mounts_below, owner_pid, unmount_below
 
 
 def leftovers(out: Path) -> list[str]:
@@ -86,8 +86,11 @@ def test_ctrl_c_leaves_no_traceback_and_no_partial_files(tmp_path, after_s, job_
 def test_double_ctrl_c_exits_at_once_and_cleans_up(tmp_path, after_s, job_tmp):
     rc, text, out = interrupt(tmp_path, after_s, times=2, job_tmp=job_tmp)
     assert "Traceback" not in text, text[-3000:]
-    # os._exit runs no atexit: the pool's root and the trials' disks were left mounted
+    # os._exit runs no atexit: the pool's root and the trials' disks were left mounted, and
+    # the harness's own folders (device nodes, /etc, ...) stayed until a later harness swept
     assert mounts_below(job_tmp) == []
+    left = sorted(p.name for p in job_tmp.iterdir() if owner_pid(p.name) is not None)
+    assert left == [], (rc, text[-800:])
     if rc == 0:
         return
     assert rc == 130, text[-2000:]

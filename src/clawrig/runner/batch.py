@@ -662,7 +662,7 @@ async def _run_trials(
 
     def exit_now(signum: int, frame: object = None) -> None:
         sweep_partial_trials(job.output)
-        release_own_mounts()  # os._exit runs no atexit: the pool's and trials' mounts
+        release_own_mounts(every_folder=True)  # os._exit runs no atexit: mounts, folders
         os.write(2, b"clawrig: interrupted again: exiting now (trials in progress are lost)\n")
         os._exit(128 + signum)
 
@@ -691,7 +691,7 @@ async def _run_trials(
             for t in asyncio.all_tasks(loop):
                 t.print_stack(limit=8, file=sys.stderr)
         sweep_partial_trials(job.output)
-        release_own_mounts()
+        release_own_mounts(every_folder=True)
         os.write(
             2,
             b"clawrig: interrupted: trials did not stop within the grace time, exiting now; "

@@ -63,7 +63,7 @@ import time
 from pathlib import Path
 
 from clawrig.errors import SandboxError
-from clawrig.leftovers import owned_tempdir, remove_tree
+from clawrig.leftovers import filled_tempdir, owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import (
     SUPERVISOR_PATH,
@@ -157,25 +157,25 @@ def host_etc(hostname: str) -> Path:
     with _etc_lock:
         if (done := _etc.get(hostname)) is not None and done.is_dir():
             return done
-        folder = owned_tempdir("etc")
-        atexit.register(remove_tree, folder)
-        os.chmod(folder, 0o755)  # reachable by a sandbox's own host uid
-        for piece in ETC_PIECES:
-            src = Path("/etc") / piece
-            if not src.exists():
-                continue
-            if src.is_dir():
-                skip = [Path(s).name for s in ETC_SKIP if s.startswith(piece + "/")]
-                shutil.copytree(
-                    src.resolve(),
-                    folder / piece,
-                    symlinks=True,
-                    ignore=shutil.ignore_patterns(*skip),
-                )
-            else:
-                shutil.copy2(src.resolve(), folder / piece)
-        for name, text in etc_files(hostname).items():
-            (folder / name).write_text(text)
+        with filled_tempdir("etc") as folder:  # a second Ctrl-C's exit removes it whole
+            atexit.register(remove_tree, folder)
+            os.chmod(folder, 0o755)  # reachable by a sandbox's own host uid
+            for piece in ETC_PIECES:
+                src = Path("/etc") / piece
+                if not src.exists():
+                    continue
+                if src.is_dir():
+                    skip = [Path(s).name for s in ETC_SKIP if s.startswith(piece + "/")]
+                    shutil.copytree(
+                        src.resolve(),
+                        folder / piece,
+                        symlinks=True,
+                        ignore=shutil.ignore_patterns(*skip),
+                    )
+                else:
+                    shutil.copy2(src.resolve(), folder / piece)
+            for name, text in etc_files(hostname).items():
+                (folder / name).write_text(text)
         _etc[hostname] = folder
         return folder
 
