@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 from pathlib import Path
 
-from view_helpers import clawrig, read_summary
+from view_helpers import COST, DEMO, clawrig, read_summary, responder
 
+from clawrig.testing.scripted_server import ScriptedServer
 from clawrig.view.index import INDEX_FILE, FolderIndex
 
 
@@ -111,3 +113,44 @@ def test_inspect_logs_load_with_the_same_scores(jobs, tmp_path):
     assert calls == ["read", "exec", "write"]
     assert [m.role for m in solved.messages].count("tool") == 3
     assert solved.scores["clawrig"].metadata["subscores"]["overall_score"] == 1.0
+
+
+def _status_cells(site: Path) -> dict[str, str]:
+    """The jobs list's status column of a --bundle site: job folder -> status."""
+    html = (site / "index.html").read_text()
+    rows = re.findall(r'<td class="muted">([^<]*)</td>\s*<td>([^<]*)</td>', html)
+    return {folder: status for folder, status in rows}
+
+
+def test_a_job_stopped_early_is_not_listed_as_finished(jobs, tmp_path):
+    """The jobs list and the job page say how a job ended: a job stopped by its budget or by
+    Ctrl-C is not "finished" (both said "finished"; only the job page had a second badge)."""
+    budget = tmp_path / "budget"
+    with ScriptedServer(responder=responder(), models=["demo"]) as srv:
+        proc = clawrig(
+            "run", DEMO, "--suite", "000015,000003", "-m", "scripted/demo", "-p", "1",
+            "--budget-usd", COST / 2, "--output", budget,
+            env={"SCRIPTED_BASE_URL": srv.base_url},
+        )  # fmt: skip
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert read_summary(budget)["budget_stopped"] is True
+    # a job stopped by Ctrl-C: its summary says so (what the runner writes on SIGINT)
+    interrupted = copy_job(jobs["oracle"], tmp_path / "interrupted")
+    path = next(interrupted.glob("summary_*.json"))
+    summary = json.loads(path.read_text())
+    path.write_text(json.dumps(summary | {"interrupted": True, "interrupted_by": "SIGINT"}))
+    site = tmp_path / "site"
+    proc = clawrig("view", "--bundle", site, budget, interrupted, jobs["nop"])
+    assert proc.returncode == 0, proc.stderr
+    assert _status_cells(site) == {
+        str(budget): "stopped by the budget",
+        str(interrupted): "interrupted (SIGINT)",
+        str(jobs["nop"]): "finished",
+    }
+    pages = [(site / f"job{i}" / "index.html").read_text() for i in range(3)]
+    badges = [re.search(r'id="job-status">([^<]*)<', page) for page in pages]
+    assert [b.group(1) if b else None for b in badges] == [
+        "stopped by the budget",
+        "interrupted (SIGINT)",
+        "finished",
+    ]

@@ -91,6 +91,25 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+def status(running: bool, summary: dict[str, Any] | None) -> str:
+    """A job's status in words, as the jobs list and the job page show it: "running" (another
+    process holds the folder's lock), "no summary" (none written yet), "interrupted (SIGINT)"
+    (or SIGTERM), "stopped by the budget", "stopped: model server" (``provider_stopped``),
+    else "finished" (a summary of a job that ran every trial)."""
+    if running:
+        return "running"
+    if summary is None:
+        return "no summary"
+    if summary.get("interrupted"):
+        by = summary.get("interrupted_by")
+        return f"interrupted ({by})" if by else "interrupted"
+    if summary.get("budget_stopped"):
+        return "stopped by the budget"
+    if summary.get("provider_stopped"):
+        return "stopped: model server"
+    return "finished"
+
+
 def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     """The job page's numbers: from the job's summary when it has one, else live from rows.
 
@@ -99,7 +118,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     pure-text: {score, task_count}), acc (DataClawBench overall_score),
     mean ({mean, low, high, n, unit} or None), process ({ee, gpr, tpe, tgpr: {mean, n}}),
     pass (``{k: {pass_at_k, pass_hat_k, tasks}}``), errors (kind -> count), cost (USD),
-    tokens, requests, elapsed (s), not_run, budget_stopped, interrupted."""
+    tokens, requests, elapsed (s), not_run, budget_stopped, interrupted, status (:func:`status`)."""
     s = job.job_summary()
     running = job.running()
     graded = [r["score"] for r in rows if r["score"] is not None]
@@ -117,6 +136,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     }
     if s is None:
         return base | {
+            "status": status(running, None),
             "source": "live",
             "model": rows[0]["model"] if rows else job.slug,
             "wildclaw": None,
@@ -136,6 +156,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     usage = as_dict(s.get("usage"))
     cats = as_dict(wild.get("categories"))
     return base | {
+        "status": status(running, s),
         "source": "summary",
         "model": s.get("model"),
         "agent": s.get("agent"),
