@@ -7,6 +7,7 @@ trial's agent.log."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
@@ -31,6 +32,7 @@ from job_helpers import (
     trials_of,
 )
 
+from clawrig.errors import UserError
 from clawrig.llm.gateway import SpendTally
 from clawrig.runner.executors.processes import WORKER_LOG_LINE
 from clawrig.runner.job import Job
@@ -406,3 +408,60 @@ def test_a_workers_socket_to_the_driver_is_not_inherited(mini_bench, model_serve
     assert proc.returncode == 0
     assert flags is not None, "no worker seen"
     assert flags & os.O_CLOEXEC, oct(flags)
+
+
+STAND_IN_WORKER = """#!{python}
+# a worker that closes its socket to the driver at once (so the driver hears no "ready"),
+# then needs the driver's event loop: it asks a server in that loop for a line ({mode})
+import socket, sys, time
+fd = int(sys.argv[-1])
+socket.socket(fileno=fd).close()
+if "{mode}" == "hang":
+    time.sleep(600)
+try:
+    with socket.create_connection(("127.0.0.1", {port}), timeout=60) as s:
+        s.settimeout(60)
+        sys.exit(0 if s.recv(16) == b"served\\n" else 4)
+except OSError:
+    sys.exit(3)  # the driver's loop did not answer
+"""
+
+
+@pytest.mark.parametrize("mode", ["exits", "hang"])
+async def test_a_worker_that_fails_to_start_does_not_stall_the_drivers_loop(
+    tmp_path, monkeypatch, mode
+):
+    # _spawn waited for a worker that closed its socket with a blocking proc.wait(): the
+    # driver's event loop stood still until the worker exited. Here the worker exits only once
+    # a server in that loop answered it (code 0; it gives up after 60 s: code 3)
+    from clawrig.runner.executors import processes
+    from clawrig.runner.trial import TrialServices
+
+    async def serve(reader, writer):
+        writer.write(b"served\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    stand_in = tmp_path / "python"
+    stand_in.write_text(STAND_IN_WORKER.format(python=sys.executable, port=port, mode=mode))
+    stand_in.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(stand_in))  # what _spawn starts as the worker
+    if mode == "hang":
+        monkeypatch.setattr(processes, "STOP_GRACE_S", 0.5)
+    cfg = JobConfig(suite_path=tmp_path, output=tmp_path / "o", parallel=2, workers=2)
+    executor = processes.ProcessExecutor(cfg, [], TrialServices())
+    try:
+        with pytest.raises(UserError) as err:
+            await executor._spawn(1, ("init",))
+        (worker,) = executor._workers
+        if mode == "exits":
+            want = f"harness worker 1 (pid {worker.proc.pid}) could not start: exited (0)"
+        else:
+            want = "could not start: closed its connection and had not exited 0.5 s later"
+        assert want in str(err.value) and "\n" not in str(err.value)
+    finally:
+        await executor.close()  # kills the hanging one
+        server.close()
+    assert worker.proc.returncode is not None

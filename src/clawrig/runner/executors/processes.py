@@ -122,6 +122,23 @@ def _note_worker(folder: Path, index: int) -> None:
 # -- the driver side ----------------------------------------------------------------------------
 
 
+async def _exit_code(proc: subprocess.Popen[bytes]) -> int:
+    """``proc``'s exit status once it exited, waited for in a thread: the driver's event loop
+    runs its trials meanwhile (a worker may take its time past closing its socket: its exit
+    clean-up releases mounts and removes folders)."""
+    return await asyncio.get_running_loop().run_in_executor(None, proc.wait)
+
+
+async def _gone(proc: subprocess.Popen[bytes]) -> str:
+    """Why a worker that closed its socket before it was ready is gone: ``exited (CODE)``, or,
+    when it has not exited within :data:`STOP_GRACE_S`, that it hangs (the start's clean-up,
+    :meth:`ProcessExecutor.close`, kills it)."""
+    try:
+        return f"exited ({await asyncio.wait_for(_exit_code(proc), STOP_GRACE_S)})"
+    except TimeoutError:
+        return f"closed its connection and had not exited {STOP_GRACE_S:g} s later"
+
+
 @dataclass
 class _Worker:
     index: int
@@ -199,7 +216,7 @@ class ProcessExecutor:
         reply = await _receive(reader)
         if reply is None or reply[0] != "ready":
             worker.alive = False
-            why = reply[1] if reply is not None else f"exited ({proc.wait()})"
+            why = reply[1] if reply is not None else await _gone(proc)
             raise UserError(f"--workers: {worker.name()} could not start: {why}")
         worker.listener = asyncio.get_running_loop().create_task(self._listen(worker))
 
@@ -218,8 +235,7 @@ class ProcessExecutor:
                 else:
                     future.set_exception(payload)
         worker.alive = False
-        loop = asyncio.get_running_loop()
-        code = await loop.run_in_executor(None, worker.proc.wait)
+        code = await _exit_code(worker.proc)
         lost = InfrastructureError(f"{worker.name()} exited (code {code}) during the trial")
         for future in worker.pending.values():
             if not future.done():
@@ -228,7 +244,7 @@ class ProcessExecutor:
         if code != 0:  # killed or crashed: what its sandboxes left (a clean exit removed it)
             from clawrig.leftovers import sweep_dead_again
 
-            await loop.run_in_executor(None, sweep_dead_again)
+            await asyncio.get_running_loop().run_in_executor(None, sweep_dead_again)
 
     async def run(
         self, task: Task, run_index: int, *, job_id: str, attempt: int, earlier: Usage
@@ -278,13 +294,12 @@ class ProcessExecutor:
         from clawrig.llm.client import share_answers
 
         share_answers(None)
-        loop = asyncio.get_running_loop()
         for worker in self._workers:
             try:
-                await asyncio.wait_for(loop.run_in_executor(None, worker.proc.wait), STOP_GRACE_S)
+                await asyncio.wait_for(_exit_code(worker.proc), STOP_GRACE_S)
             except TimeoutError:
                 worker.proc.kill()
-                await loop.run_in_executor(None, worker.proc.wait)
+                await _exit_code(worker.proc)
             if worker.listener is not None:
                 worker.listener.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
