@@ -465,3 +465,52 @@ async def test_a_worker_that_fails_to_start_does_not_stall_the_drivers_loop(
         await executor.close()  # kills the hanging one
         server.close()
     assert worker.proc.returncode is not None
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"web": "corpus"}, "services.web"),
+        ({"hooks": "on_trial"}, "services.hooks"),
+        ({"web": "corpus", "hooks": "on_trial"}, "services.hooks, services.web"),
+        ({"model": "scripted"}, "services.model"),
+        ({"work_dir": "folder"}, "services.work_dir"),
+    ],
+)
+def test_a_job_given_prebuilt_services_refuses_workers_naming_the_field(
+    mini_bench, scripted_server, tmp_path, given, named
+):
+    # only a model, judge, gateway or pool was refused: a Job given its own web or hooks ran
+    # with --workers, and its workers (which build their services from the config) ran the
+    # trials without them
+    from clawrig.runner.trial import TrialServices
+    from clawrig.web import WebService
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "page.md").write_text("# A page\n\nSome words.\n")
+    made = {
+        "web": lambda: WebService("corpus", source=corpus),
+        "hooks": lambda: {"on_trial": print},
+        "model": lambda: scripted_server().chat_model(),
+        "work_dir": lambda: tmp_path / "work",
+    }
+    services = TrialServices(**{name: made[name]() for name in given})
+    bench = mini_bench(2)
+    out = tmp_path / "out"
+    with pytest.raises(UserError) as err:
+        Job(job_config(bench, out, parallel=2, workers=2), services=services).prepare()
+    assert str(err.value) == (
+        f"workers: {named}: a Job given pre-built services runs its trials in this process "
+        "(workers=1); a worker process builds its own from the config"
+    )
+    assert not out.exists()  # refused before anything
+
+
+def test_services_at_their_defaults_are_not_prebuilt():
+    from clawrig.runner.job import prebuilt_services
+    from clawrig.runner.trial import TrialServices
+
+    assert prebuilt_services(TrialServices()) == []
+    # the job's own memo of environments is filled in every process: not the caller's service
+    assert prebuilt_services(TrialServices(environments={("bwrap",): None})) == []

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,26 @@ JUDGE_GRADERS = ("auto", "judge", "both")
 
 UNSET_MODEL = ("", "none")
 """``trial.model`` values that mean "not given"."""
+
+
+JOB_FILLED_SERVICES = frozenset({"environments"})
+"""Fields of :class:`TrialServices` the job fills in every process itself (a memo), so a
+``--workers`` worker needs none of the caller's."""
+
+
+def prebuilt_services(services: TrialServices) -> list[str]:
+    """The fields of ``services`` a caller set (not at their default; :data:`JOB_FILLED_SERVICES`
+    aside), in their order: what a ``--workers`` worker, which builds its services from the job's
+    config (:meth:`Job.worker_services`), would have to rebuild and cannot (a model, the web,
+    hooks, a semaphore, a work folder ...)."""
+    given = []
+    for f in dataclasses.fields(services):
+        if f.name in JOB_FILLED_SERVICES:
+            continue
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if getattr(services, f.name) != default:
+            given.append(f.name)
+    return given
 
 
 class Job:
@@ -107,11 +128,11 @@ class Job:
         cfg = self.requested
         if problems := check_config(cfg):
             raise PreflightError(problems)
-        svc = self.services
-        if cfg.workers > 1 and (svc.model or svc.judge or svc.gateway or svc.pool) is not None:
+        if cfg.workers > 1 and (given := prebuilt_services(self.services)):
+            named = ", ".join(f"services.{name}" for name in given)
             raise UserError(
-                "workers: a Job given its own model, judge, gateway or pool runs its trials "
-                "in this process (workers=1)"
+                f"workers: {named}: a Job given pre-built services runs its trials in this "
+                "process (workers=1); a worker process builds its own from the config"
             )
         self._load_env(cfg.env_file)
         self.tasks = self._select(cfg)
