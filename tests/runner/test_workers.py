@@ -514,3 +514,38 @@ def test_services_at_their_defaults_are_not_prebuilt():
     assert prebuilt_services(TrialServices()) == []
     # the job's own memo of environments is filled in every process: not the caller's service
     assert prebuilt_services(TrialServices(environments={("bwrap",): None})) == []
+
+
+@pytest.mark.parametrize(("limit", "processes"), [(2, {"0", "1"}), (1, set())])
+def test_a_providers_max_concurrency_is_the_jobs_across_workers(
+    mini_bench, even_responder, tmp_path, monkeypatch, limit, processes
+):
+    """The provider takes ``limit`` requests in flight (its ``max_concurrency``) and answers
+    each after 1 s; -p 4 over two processes. The job as a whole keeps the limit (each process
+    holds its share; with a limit of 1 the job runs in one process): every process had the whole
+    limit, so two processes had twice as many requests in flight."""
+    arrivals: list[float] = []
+
+    def responder(request: dict[str, Any]) -> Any:
+        arrivals.append(time.monotonic())
+        rep = even_responder(request, cost=COST)
+        rep.delay = 1.0
+        return rep
+
+    srv = ScriptedServer(responder=responder).start()
+    try:
+        providers = tmp_path / "providers.yaml"
+        providers.write_text(
+            f"providers:\n  scripted:\n    base_url: {srv.base_url}\n    max_concurrency: {limit}\n"
+        )
+        monkeypatch.setenv("CLAWRIG_PROVIDERS_FILE", str(providers))
+        monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+        out = tmp_path / "out"
+        summary = Job(job_config(mini_bench(4), out, parallel=4, workers=2)).run()
+    finally:
+        srv.stop()
+    assert summary["error_count"] == 0 and summary["evaluated_count"] == 4
+    # a request is in flight for the 1 s its answer takes: arrivals closer than that overlap
+    in_flight = max(sum(1 for u in arrivals if t <= u < t + 0.95) for t in arrivals)
+    assert len(arrivals) == 8 and in_flight == limit, (in_flight, arrivals)
+    assert _workers_used(out) == processes

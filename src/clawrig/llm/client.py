@@ -99,6 +99,8 @@ __all__ = [
     "PROBE",
     "provider_answers",
     "provider_semaphore",
+    "share_concurrency",
+    "concurrency_share",
     "usage_from_openai",
 ]
 
@@ -208,8 +210,29 @@ _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyn
 _SEMAPHORES = weakref.WeakKeyDictionary()
 
 
+_SHARE: list[int] = [0, 1]
+"""(this process's index, the job's harness processes): :func:`share_concurrency`."""
+
+
+def share_concurrency(index: int, processes: int) -> None:
+    """This is harness process ``index`` (0: the driver) of a job's ``processes`` (``--workers``):
+    :func:`provider_semaphore` gives it only its share of each provider's ``max_concurrency``
+    (:func:`concurrency_share`), so the job as a whole keeps the provider's limit. Every process
+    had the whole limit: ``max_concurrency: 1`` let two requests in flight with two processes."""
+    _SHARE[:] = [index, max(1, processes)]
+
+
+def concurrency_share(limit: int, index: int, processes: int) -> int:
+    """Process ``index``'s share of ``limit`` requests in flight split over ``processes``: the
+    shares add up to ``limit`` (the first ``limit % processes`` get one more), and each is at
+    least 1 (a job never runs more processes than its model's limit:
+    :func:`clawrig.runner.executors.processes.job_processes`)."""
+    return max(1, limit // processes + (1 if index < limit % processes else 0))
+
+
 def provider_semaphore(provider: str, limit: int | None) -> asyncio.Semaphore | None:
-    """The semaphore shared by every request to ``provider`` on the running loop.
+    """The semaphore shared by every request to ``provider`` on the running loop: ``limit``
+    requests in flight, or this process's share of them (:func:`share_concurrency`).
 
     None when ``limit`` is None (unlimited). The first limit seen for a provider on a loop wins.
     Must be called from a coroutine.
@@ -219,7 +242,8 @@ def provider_semaphore(provider: str, limit: int | None) -> asyncio.Semaphore | 
     per_loop = _SEMAPHORES.setdefault(asyncio.get_running_loop(), {})
     sem = per_loop.get(provider)
     if sem is None:
-        sem = per_loop[provider] = asyncio.Semaphore(limit)
+        index, processes = _SHARE
+        sem = per_loop[provider] = asyncio.Semaphore(concurrency_share(limit, index, processes))
     return sem
 
 

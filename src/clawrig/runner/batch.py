@@ -528,7 +528,7 @@ async def _run_locked(
         from clawrig.runner.executors.processes import job_processes, worker_parallel
 
         # this process's share of the trials at once (all of them unless --workers)
-        share = worker_parallel(job.parallel, job_processes(job, tasks))
+        share = worker_parallel(job.parallel, job_processes(job, tasks, services))
         pool = services.pool = WarmPool(parallel=share, work_dir=services.work_dir)
     try:
         await executor.start()

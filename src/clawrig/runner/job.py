@@ -165,13 +165,17 @@ class Job:
         from clawrig.runner.executors.processes import job_processes
 
         cfg = self.config
-        used = job_processes(cfg, self.tasks)
+        used = job_processes(cfg, self.tasks, self.services)
         if cfg.executor == "local" and used < cfg.workers:
-            self.on_note(
-                f"note: --workers {cfg.workers}: {used} harness process(es), one for each "
-                f"trial at once at most (-p {cfg.parallel}, {len(self.tasks) * cfg.runs} "
-                "trial(s))"
+            at_once = job_processes(cfg, self.tasks)
+            why = (
+                f"one for each trial at once at most (-p {cfg.parallel}, "
+                f"{len(self.tasks) * cfg.runs} trial(s))"
+                if used == at_once
+                else "one for each request in flight its model's provider takes at most "
+                "(max_concurrency)"
             )
+            self.on_note(f"note: --workers {cfg.workers}: {used} harness process(es), {why}")
 
     @staticmethod
     def _load_env(env_file: Path | None) -> None:

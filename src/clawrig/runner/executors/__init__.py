@@ -123,6 +123,6 @@ def create_executor(job: JobConfig, tasks: list[Task], services: TrialServices) 
         return RayExecutor(job, tasks, services)
     from clawrig.runner.executors.processes import ProcessExecutor, job_processes
 
-    if job_processes(job, tasks) > 1:
+    if job_processes(job, tasks, services) > 1:
         return ProcessExecutor(job, tasks, services)
     return LocalExecutor(job, services)

@@ -72,11 +72,18 @@ def harness_processes(parallel: int, workers: int) -> int:
     return max(1, min(workers, parallel))
 
 
-def job_processes(job: JobConfig, tasks: list[Task]) -> int:
+def job_processes(job: JobConfig, tasks: list[Task], services: TrialServices | None = None) -> int:
     """The harness processes ``job`` runs: :func:`harness_processes` of its trials at once
-    (``parallel``, at most its ``tasks`` x ``runs`` when ``tasks`` are given)."""
+    (``parallel``, at most its ``tasks`` x ``runs`` when ``tasks`` are given), and at most the
+    requests in flight its model's provider takes (``max_concurrency`` of ``services.model``'s
+    endpoint): each process holds a share of those (:func:`clawrig.llm.client.
+    share_concurrency`), at least one."""
     at_once = min(job.parallel, len(tasks) * job.runs) if tasks else job.parallel
-    return harness_processes(at_once, job.workers)
+    processes = harness_processes(at_once, job.workers)
+    model = services.model if services is not None else None
+    endpoint = getattr(model, "upstream", None) or getattr(model, "endpoint", None)
+    limit = getattr(endpoint, "max_concurrency", None)
+    return max(1, min(processes, limit)) if limit else processes
 
 
 def worker_parallel(parallel: int, processes: int) -> int:
@@ -177,15 +184,16 @@ class ProcessExecutor:
     async def start(self) -> None:
         """Start the workers and wait until each has its models and gateway. Raises UserError
         when one cannot start (its one line)."""
-        from clawrig.llm.client import share_answers
+        from clawrig.llm.client import share_answers, share_concurrency
 
         gateway = self.services.gateway
         spend = gateway.tally_path if gateway is not None else None
         share_answers(spend.parent if spend is not None else None)
-        processes = job_processes(self.job, self.tasks)
+        processes = job_processes(self.job, self.tasks, self.services)
+        share_concurrency(0, processes)
         parallel = worker_parallel(self.job.parallel, processes)
         starts = [
-            self._spawn(i, ("init", i, self.job, self.tasks, spend, parallel))
+            self._spawn(i, ("init", i, self.job, self.tasks, spend, parallel, processes))
             for i in range(1, processes)
         ]
         results = await asyncio.gather(*starts, return_exceptions=True)
@@ -291,9 +299,10 @@ class ProcessExecutor:
                 with contextlib.suppress(ConnectionError, RuntimeError):
                     _send(worker.writer, ("stop",))
                     worker.writer.write_eof()
-        from clawrig.llm.client import share_answers
+        from clawrig.llm.client import share_answers, share_concurrency
 
         share_answers(None)
+        share_concurrency(0, 1)
         for worker in self._workers:
             try:
                 await asyncio.wait_for(_exit_code(worker.proc), STOP_GRACE_S)
@@ -320,10 +329,11 @@ async def _serve(sock: socket.socket) -> None:
     init = await _receive(reader)
     if init is None:
         return
-    _, index, job_config, tasks, spend, parallel = init
-    from clawrig.llm.client import share_answers
+    _, index, job_config, tasks, spend, parallel, processes = init
+    from clawrig.llm.client import share_answers, share_concurrency
 
     share_answers(spend.parent if spend is not None else None)
+    share_concurrency(index, processes)
     try:
         job = Job(job_config)
         services = job.worker_services(tasks, spend, parallel)
