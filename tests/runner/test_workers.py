@@ -46,12 +46,16 @@ WORKER_MODULE = "clawrig.runner.executors.processes"
 
 
 def _workers_used(out: Path) -> set[str]:
+    """The harness processes (their indexes) that ran the job's trials in ``out``, from each
+    trial's agent.log, whose last line says it (and no other line does)."""
     prefix = WORKER_LOG_LINE.split("{")[0]
     used = set()
     for log in out.glob("*/*/agent.log"):
-        for line in log.read_text().splitlines():
-            if line.startswith(prefix):
-                used.add(line[len(prefix) :].split()[0])
+        lines = log.read_text().splitlines()
+        said = [line for line in lines if line.startswith(prefix)]
+        if said:
+            assert said == lines[-1:], (log, said)
+            used.add(said[0][len(prefix) :].split()[0])
     return used
 
 
@@ -549,3 +553,25 @@ def test_a_providers_max_concurrency_is_the_jobs_across_workers(
     in_flight = max(sum(1 for u in arrivals if t <= u < t + 0.95) for t in arrivals)
     assert len(arrivals) == 8 and in_flight == limit, (in_flight, arrivals)
     assert _workers_used(out) == processes
+
+
+async def test_a_trials_log_line_is_written_into_its_folder_before_the_rename(mini_bench, tmp_path):
+    # the line saying which harness process ran a trial was appended to agent.log after the
+    # trial's folder got its final name (by the executor, once run_trial returned): a finished
+    # folder was written to again, and a worker that ended before it (or a report skipped as
+    # the driver stopped it) left it without. Now the trial writes it before the rename
+    from clawrig.runner.trial import TrialServices, run_trial
+    from clawrig.spec.job import TrialConfig
+    from clawrig.tasks.registry import load_tasks
+
+    (task,) = load_tasks(mini_bench(1) / "tasks")
+    line = WORKER_LOG_LINE.format(index=3, pid=4242)
+    services = TrialServices(log_line=line)
+    out = tmp_path / "out"
+    result, folder = await run_trial(
+        task, TrialConfig(agent="nop", model="nop"), out, services=services
+    )
+    assert folder.parent == out / task.id and not folder.name.startswith(".")
+    assert [p.name for p in (out / task.id).iterdir()] == [folder.name]  # the final one only
+    assert (folder / "agent.log").read_text().splitlines()[-1] == line
+    assert _workers_used(out) == {"3"}

@@ -197,6 +197,10 @@ class TrialServices:
     pool: WarmPool | None = None
     """The job's warm pool (:mod:`clawrig.sandbox.pool`): the agent's sandbox and the clean
     room are taken started from it (None: every sandbox starts cold)."""
+    log_line: str | None = None
+    """A last line for every trial's agent.log, written before its folder's rename (a
+    ``--workers`` process says which one ran the trial: :data:`clawrig.runner.executors.
+    processes.WORKER_LOG_LINE`)."""
     environments: dict[tuple[str, ...], Any] = field(default_factory=dict)
     """Environments resolved for this job's trials (:func:`resolve_environment` by sandbox,
     environment, image and task format): read once, not per trial (~8 ms of YAML each)."""
@@ -1447,11 +1451,12 @@ class Trial:
                 self.log(f"task_output: {len(left_out)} file(s) over the size cap left out")
 
     def write(self, *, attempt: int = 1, earlier: Usage | None = None) -> Path:
-        """Phase 7 (after :meth:`close`): every file of the trial folder, result.json last,
-        then the atomic rename to ``<out_root>/<task_id>/<trial_id>``. ``attempt`` and
-        ``earlier`` (what failed attempts of the same trial spent: ``retried_usage``) go into
-        result.json here, usage.json holds this attempt's own usage: the folder is never
-        rewritten after the rename. Returns the folder."""
+        """Phase 7 (after :meth:`close`): every file of the trial folder (agent.log ending with
+        the services' ``log_line``), result.json last, then the atomic rename to
+        ``<out_root>/<task_id>/<trial_id>``. ``attempt`` and ``earlier`` (what failed attempts
+        of the same trial spent: ``retried_usage``) go into result.json here, usage.json holds
+        this attempt's own usage: the folder is never rewritten after the rename. Returns the
+        folder."""
         result = self.result
         if result.error is not None:
             self.log(
@@ -1470,6 +1475,8 @@ class Trial:
         result.attempts = attempt
         if self.task_dir is None:
             raise RuntimeError("Trial.write: the trial has no out_root to write to")
+        if self.services.log_line:
+            self.log(self.services.log_line)
         return _finish_folder(
             self.task,
             self.config,

@@ -60,7 +60,8 @@ __all__ = [
 
 _HEADER = struct.Struct(">I")
 WORKER_LOG_LINE = "clawrig: ran in harness worker {index} (pid {pid})"
-"""The line a worker appends to a trial's agent.log once the trial's folder is written."""
+"""The last line of the agent.log of a trial a harness process ran (``TrialServices.log_line``:
+written before the trial folder's rename, never into a finished folder)."""
 STOP_GRACE_S = 30.0
 """Seconds :meth:`ProcessExecutor.close` waits for a worker to cancel its trials, clean up and
 exit before it is killed."""
@@ -117,13 +118,9 @@ def _portable(exc: BaseException) -> BaseException:
     return UserError(text) if isinstance(exc, UserError) else InfrastructureError(text)
 
 
-def _note_worker(folder: Path, index: int) -> None:
-    """Append :data:`WORKER_LOG_LINE` to the trial's agent.log (nothing when it is gone)."""
-    from clawrig.spec.layout import TrialPaths
-
-    with contextlib.suppress(OSError):
-        with open(TrialPaths(folder).agent_log, "a", encoding="utf-8") as log:
-            log.write(WORKER_LOG_LINE.format(index=index, pid=os.getpid()) + "\n")
+def _worker_line(index: int) -> str:
+    """:data:`WORKER_LOG_LINE` of harness process ``index`` (this process)."""
+    return WORKER_LOG_LINE.format(index=index, pid=os.getpid())
 
 
 # -- the driver side ----------------------------------------------------------------------------
@@ -175,6 +172,7 @@ class ProcessExecutor:
         self.job = job
         self.tasks = tasks
         self.services = services
+        services.log_line = _worker_line(0)
         self._local = LocalExecutor(job, services)
         self._local_pending = 0
         self._workers: list[_Worker] = []
@@ -267,7 +265,6 @@ class ProcessExecutor:
                 )
             finally:
                 self._local_pending -= 1
-            _note_worker(folder, 0)
             return result, folder
         self._seq += 1
         attempt_id = self._seq
@@ -337,6 +334,7 @@ async def _serve(sock: socket.socket) -> None:
     try:
         job = Job(job_config)
         services = job.worker_services(tasks, spend, parallel)
+        services.log_line = _worker_line(index)
     except Exception as exc:  # noqa: BLE001 - the driver says it in one line
         _send(writer, ("fail", str(exc) if isinstance(exc, UserError) else repr(exc)))
         await writer.drain()
@@ -355,7 +353,6 @@ async def _serve(sock: socket.socket) -> None:
             _send(writer, ("error", attempt_id, _portable(exc), stop))
         else:
             result, folder = done.result()
-            _note_worker(folder, index)
             _send(writer, ("done", attempt_id, result, folder, stop))
 
     gateway = services.gateway
