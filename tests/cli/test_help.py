@@ -125,3 +125,23 @@ def test_headline_follows_the_suite_format():
     assert headline({**base, "formats": ["fourfolder"], "wildclaw": {"overall": 0.4}}) == [
         "mean score: 0.5000"
     ]
+
+
+def test_each_command_is_listed_with_a_one_line_summary():
+    """A group's list of commands shows each one's first help paragraph as it is written
+    (typer's rich mode keeps its line breaks): one line each, not a sentence broken over
+    six lines at the docstring's wrap (`clawrig --help` showed grade's so)."""
+    import typer
+
+    from clawrig.cli.main import _app
+
+    root = typer.main.get_command(_app)
+    broken = []
+    for path in every_command():
+        cmd = root
+        for name in path:
+            cmd = cmd.get_command(cmd.context_class(cmd), name)  # type: ignore[attr-defined]
+        first = (cmd.short_help or cmd.help or "").strip().split("\n\n")[0]
+        if "\n" in first.strip():
+            broken.append(" ".join(path))
+    assert broken == []

@@ -127,8 +127,10 @@ def harbor(
         ),
     ] = None,
 ) -> None:
-    """Write each task in Harbor's layout (instruction, environment, tests that run the
-    clawrig grader and write the reward, solution from the golden trajectory)."""
+    """Write each task in Harbor's layout, its tests running the clawrig grader.
+
+    Each task: instruction, environment, tests that run the clawrig grader and write the
+    reward, solution from the golden trajectory."""
     from clawrig.export.harbor import export_harbor
 
     report = export_harbor(source, out, image=image, suite=suite, allow_internet=allow_internet)

@@ -59,8 +59,9 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
-        """Serve episodes over HTTP: POST /v1/episodes, POST /v1/groups, GET /v1/tasks,
-        GET /health."""
+        """Serve episodes over HTTP for RL trainers (the rollout server).
+
+        POST /v1/episodes, POST /v1/groups, GET /v1/tasks, GET /health."""
         import os
 
         from clawrig.sandbox.kinds import check_sandbox_kind
