@@ -575,3 +575,30 @@ async def test_a_trials_log_line_is_written_into_its_folder_before_the_rename(mi
     assert [p.name for p in (out / task.id).iterdir()] == [folder.name]  # the final one only
     assert (folder / "agent.log").read_text().splitlines()[-1] == line
     assert _workers_used(out) == {"3"}
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_while_the_workers_start_says_so_with_its_exit_code(
+    mini_bench, model_server, tmp_path, sig, code
+):
+    """SIGTERM (or Ctrl-C) while the driver waits for its workers to start, before the job's
+    loop handles signals: typer turned the KeyboardInterrupt the harness raises for either into
+    a silent exit 130, so SIGTERM exited 130, not 143, and neither said a word."""
+    bench = mini_bench(4)
+    srv = model_server()
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "4"]
+    proc = subprocess.Popen(
+        [*args, "--workers", "2", "-o", str(out)],
+        env=_env(srv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not _worker_pids(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(sig)  # the worker is starting (or, on a fast machine, trials run)
+    _, err = proc.communicate(timeout=120)
+    text = err.decode()
+    assert proc.returncode == code, text[-2000:]
+    assert "Traceback" not in text and "interrupted" in text, text[-2000:]
