@@ -392,3 +392,13 @@ def test_validate_cli_reports_each_reader_and_exits_1(
     assert f"error: {md}:10: workspace_files: source '/etc/shadow' is an absolute path" in (
         proc.stdout
     )
+
+
+@pytest.mark.parametrize(("text", "number"), [("1e3", "1000"), ("2.5E2", "250")])
+def test_a_timeout_yaml_reads_as_text_says_how_to_write_it(wildclaw_task, text, number):
+    # YAML 1.1 reads 1e3 (no dot, or no sign in the exponent) as text: the line said 1e3 was
+    # not "a finite number of seconds > 0", which it is, and not what to write instead
+    path = wildclaw_task(front=_front("t1", timeout=text))
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field, err.line) == (path, "timeout_seconds", 5)
+    assert f"YAML reads {text} as text" in err.message and f"write {number}" in err.message

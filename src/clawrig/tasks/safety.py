@@ -96,11 +96,32 @@ def checked_timeout(raw: Any, default: float, issues: Any, path: Path, line: int
     ``timeout_seconds`` (file and line) is added to ``issues`` and ``default`` is returned."""
     timeout = timeout_value(raw)
     if timeout is None:
-        issues.error(
-            path, "timeout_seconds", f"must be a finite number of seconds > 0, got {raw!r}", line
-        )
+        message = f"must be a finite number of seconds > 0, got {raw!r}"
+        number = _number_text(raw)
+        if number is not None:  # YAML 1.1 takes 1e3 (no dot, no exponent sign) for text
+            how = "without quotes" if number == raw.strip() else ""
+            message += f" (YAML reads {raw} as text: write {number}{' ' + how if how else ''})"
+        issues.error(path, "timeout_seconds", message, line)
         return float(default)
     return timeout
+
+
+def _number_text(raw: Any) -> str | None:
+    """How to write ``raw``, text that reads as a finite positive number (``1e3``), so that
+    YAML reads a number (``1000``); None for any other value."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        return None
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None
+    text = f"{seconds:.15g}"
+    if "e" in text:  # YAML 1.1's floats need a dot and a signed exponent: 1.0e+20
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}"
+    return text
 
 
 def is_inside(path: Path, base: Path) -> bool:
