@@ -123,3 +123,40 @@ def test_the_exit_tables_name_sigterm():
         [CLAWRIG, "run", "--help"], env=clean_env(), capture_output=True, text=True, timeout=60
     )
     assert "143 terminated (SIGTERM" in " ".join(r.stdout.split()), r.stdout
+
+
+_SIGNAL_AT_START = """
+import os, signal, sys, typer
+from clawrig.cli.common import run_guarded, terminate_like_ctrl_c
+
+app = typer.Typer()
+
+@app.command()
+def start(sig: str) -> None:
+    terminate_like_ctrl_c()  # as clawrig run does before its job starts
+    os.kill(os.getpid(), signal.Signals[sig])  # Ctrl-C or kill while the job starts up
+    signal.pause()
+
+@app.command()
+def other() -> None:
+    pass
+
+sys.exit(run_guarded(typer.main.get_command(app)))
+"""
+
+
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_before_the_job_loop_exits_with_its_code_and_says_so(sig, code):
+    """A Ctrl-C or SIGTERM that comes while a command starts (clawrig run's preflight, its
+    workers starting: before the job's loop handles signals) is said in one line and exits
+    128 + the signal, as the README's exit codes say. typer turned the KeyboardInterrupt into a
+    silent exit 130: SIGTERM exited 130, not 143, and neither said anything."""
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_AT_START, "start", sig],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (r.returncode, r.stderr.strip()) == (code, "clawrig: interrupted"), r.stderr

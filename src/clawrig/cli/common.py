@@ -96,6 +96,30 @@ def terminate_like_ctrl_c() -> None:
     signal.signal(signal.SIGTERM, raise_terminated)
 
 
+class _Interrupted(Exception):  # noqa: N818 - a signal, said as such
+    """A Ctrl-C or SIGTERM (:class:`Terminated`) out of a command, carried past typer, which
+    turns a KeyboardInterrupt into a silent exit 130 whatever the signal was."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupts_pass_typer(command: Any) -> Any:
+    """``command`` (the root click command), its ``invoke`` re-raising a KeyboardInterrupt as
+    :class:`_Interrupted` for :func:`run_guarded`; subcommands run within it."""
+    invoke = command.invoke
+
+    def guarded(ctx: Any) -> Any:
+        try:
+            return invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Interrupted(getattr(exc, "signum", signal.SIGINT)) from None
+
+    command.invoke = guarded
+    return command
+
+
 def run_guarded(app: Callable[..., object]) -> int:
     """Run a typer app; turn every error a user can cause into one line on stderr and an exit
     code, never a traceback or a boxed panel.
@@ -103,13 +127,14 @@ def run_guarded(app: Callable[..., object]) -> int:
     The app runs in click's non-standalone mode so its usage errors (unknown option, missing
     argument, a value out of range) reach here: one line naming the option and the command's
     ``--help``, exit 2. clawrig's own errors: :class:`UserError` exit 2, other
-    :class:`ClawrigError` exit 1; Ctrl-C exit 130.
+    :class:`ClawrigError` exit 1; Ctrl-C exit 130, SIGTERM 143 (128 + the signal), wherever it
+    comes (typer alone would exit 130 for either, silently).
     """
     try:
-        result = app(standalone_mode=False, prog_name="clawrig")
+        result = _interrupts_pass_typer(app)(standalone_mode=False, prog_name="clawrig")
     except SystemExit as exc:
         return exit_code_of(exc.code)
-    except (KeyboardInterrupt, typer.Abort) as exc:
+    except (KeyboardInterrupt, typer.Abort, _Interrupted) as exc:
         _console("err_console").print("clawrig: interrupted")
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except _click_errors.UsageError as exc:
