@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import signal
 import sys
 from collections.abc import Callable
@@ -94,6 +95,16 @@ def terminate_like_ctrl_c() -> None:
         raise Terminated()
 
     signal.signal(signal.SIGTERM, raise_terminated)
+    atexit.register(_ignore_signals_at_exit)  # runs after the atexit clean-ups made later
+
+
+def _ignore_signals_at_exit() -> None:
+    """SIGINT and SIGTERM ignored from the last ``atexit`` callback on: Python's finalization
+    after it puts their default action (die) back, so a second Ctrl-C a few milliseconds late
+    killed a job that had ended on the first (exit -2 instead of its 130; the clean-up before
+    it still exits at once on a second one: :func:`clawrig.runner.batch.run_job`)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 class _Interrupted(Exception):  # noqa: N818 - a signal, said as such
