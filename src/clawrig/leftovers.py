@@ -39,6 +39,8 @@ KINDS = (
     "dev",  # the device nodes sandboxes bind (sandbox/bwrap.py: device_nodes)
     "regrade",  # a re-grading's own logs (runner/regrade.py: removed when it ends)
     "spend",  # the USD a --workers job spent, shared by its processes (llm/gateway: SpendTally)
+    "scratch",  # this process's tmpfs for its own folders (scratch_dir)
+    "bulk",  # what scratch_dir's folders hold that belongs on a disk (bulk_dir: disk images)
 )
 """Every ``<kind>`` :func:`owned_tempdir` makes and :func:`sweep_dead` removes."""
 _swept: set[Path] = set()
@@ -65,6 +67,65 @@ def owned_tempdir(kind: str, directory: Path | str | None = None) -> Path:
         if _folders_closed:
             raise OSError(errno.ESHUTDOWN, "the harness is exiting", str(base))
         return Path(tempfile.mkdtemp(prefix=f"clawrig-{kind}-{os.getpid()}-", dir=base))
+
+
+SCRATCH_BYTES = 256 * 1024**2
+"""Size cap of :func:`scratch_dir`'s tmpfs: it holds folders, mount points, sockets and small
+files only (trial disks are mounted on it, their images are in :func:`bulk_dir`)."""
+_scratch: list[Path | None] = []
+_bulk: list[Path] = []
+
+
+def scratch_dir() -> Path | None:
+    """This process's scratch: a tmpfs (``nosuid,nodev``, :data:`SCRATCH_BYTES`) mounted at a
+    ``clawrig-scratch-<pid>-*`` folder in the temp folder, made on first use, where the
+    harness makes its own short-lived folders (trial work folders, the warm pool's entries:
+    their mount points, slots and sockets). None (the temp folder is used) when the harness
+    cannot make trial disks (not root: :func:`clawrig.sandbox.disk.can_make_disks`), the mount
+    fails, or ``CLAWRIG_SCRATCH=0``.
+
+    Why: each trial makes and removes ~30 folders and files of its own on the host (two pool
+    entries' and its work folder's, with their sockets), and on an ext4 without a journal
+    (this project's CI machines) each new inode costs 0.3-0.4 ms of CPU once many were removed
+    lately (the allocator's ``recently_deleted`` check visits every recently freed inode:
+    ``fs/ext4/ialloc.c``); on a tmpfs ~10 us. Nothing bulky goes here: a trial disk's image is
+    in :func:`bulk_dir`, and a disk that cannot be made is a folder there, bound in its place
+    (:class:`clawrig.sandbox.disk.TrialDisk`). The mount is removed with the process's other
+    owned folders (:func:`release_own_mounts`) or by the next harness's sweep."""
+    with _OWNING:
+        if _scratch:
+            return _scratch[0]
+        folder: Path | None = None
+        from clawrig.sandbox.disk import MS_NODEV, MS_NOSUID, can_make_disks, mount
+
+        if os.environ.get("CLAWRIG_SCRATCH", "1") != "0" and can_make_disks():
+            folder = owned_tempdir("scratch")
+            try:
+                mount(
+                    "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"size={SCRATCH_BYTES},mode=755"
+                )
+            except OSError:
+                remove_tree(folder)
+                folder = None
+        _scratch.append(folder)
+        return folder
+
+
+def bulk_dir() -> Path:
+    """This process's ``clawrig-bulk-<pid>-*`` folder in the temp folder (on the host's disk),
+    made on first use: what the folders in :func:`scratch_dir` would hold that is bulky (trial
+    disks' images). Raises OSError."""
+    with _OWNING:
+        if not _bulk:
+            _bulk.append(owned_tempdir("bulk"))
+            atexit.register(remove_tree, _bulk[0])
+        return _bulk[0]
+
+
+def in_scratch(path: Path | str) -> bool:
+    """True when ``path`` is in this process's :func:`scratch_dir` (made already)."""
+    scratch = _scratch[0] if _scratch else None
+    return scratch is not None and Path(path).is_relative_to(scratch)
 
 
 @contextlib.contextmanager

@@ -55,16 +55,19 @@ def _suite(root: Path) -> Path:
 
 
 def _ours(tmp: Path, pid: int) -> list[Path]:
-    """The harness ``pid``'s trial folders in ``tmp`` and the sandbox folders on their disks."""
+    """The harness ``pid``'s trial folders in ``tmp`` (or in its tmpfs there, with its disk
+    images' folder: leftovers.scratch_dir) and the sandbox folders on their disks."""
     return sorted(
         p
+        for top in ("", f"clawrig-scratch-{pid}-*/")
         for pattern in (
             f"clawrig-trial-{pid}-*",
             f"clawrig-trial-{pid}-*/fs/clawrig-sbx-{pid}-*",
             f"clawrig-pool-{pid}-*",
             f"clawrig-pool-{pid}-*/w/clawrig-trial-{pid}-*/fs/clawrig-sbx-{pid}-*",
+            *([f"clawrig-scratch-{pid}-*", f"clawrig-bulk-{pid}-*"] if not top else []),
         )
-        for p in tmp.glob(pattern)
+        for p in tmp.glob(top + pattern)
     )
 
 

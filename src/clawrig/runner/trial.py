@@ -76,7 +76,7 @@ from clawrig.grading.judge_proxy import (
 )
 from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
-from clawrig.leftovers import owned_tempdir, remove_tree
+from clawrig.leftovers import owned_tempdir, remove_tree, scratch_dir
 from clawrig.llm.base import ChatModel
 from clawrig.llm.client import (
     PROBE,
@@ -602,7 +602,9 @@ class Trial:
         folder.mkdir(parents=True, exist_ok=True)
         self.paths = TrialPaths(folder)
         self.out_root = out_root
-        self.work = owned_tempdir("trial", self.services.work_dir)
+        # the harness's tmpfs when it has one (leftovers.scratch_dir: its disk's image and
+        # files are on the host's disk all the same)
+        self.work = owned_tempdir("trial", self.services.work_dir or scratch_dir())
         os.chmod(self.work, 0o755)
         self.disk = TrialDisk(self.work, config.disk_mb * 1024**2)
         """The trial's disk: the workspace and the sandbox's own folders live on it."""

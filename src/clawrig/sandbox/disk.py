@@ -35,6 +35,7 @@ import ctypes
 import errno
 import functools
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clawrig.leftovers import mounting, remove_tree
+from clawrig.leftovers import bulk_dir, in_scratch, mounting, remove_tree
 
 BYTES_PER_INODE = 32 * 1024
 """ext4 bytes-per-inode ratio of a trial disk: an 8 GiB disk holds at most 262,144 files and
@@ -268,6 +269,11 @@ class TrialDisk:
     ``size_bytes``: the disk's size (None or 0: no disk, ``path`` is a plain folder).
     After :meth:`mount`, :attr:`path` is where the trial's files go and :attr:`enforced` says
     whether the size holds. :meth:`release` unmounts and removes it (idempotent, never raises).
+
+    ``folder`` in the harness's tmpfs (:func:`clawrig.leftovers.scratch_dir`): the image is a
+    file in :func:`clawrig.leftovers.bulk_dir`, and a plain folder (no disk, or one that could
+    not be made) is a folder there bound at ``path``, so the trial's files are on the host's
+    disk, never in memory.
     """
 
     def __init__(self, folder: Path, size_bytes: int | None) -> None:
@@ -276,6 +282,9 @@ class TrialDisk:
         self.path = self.folder / MOUNT_NAME
         self.image = self.folder / IMAGE_NAME
         self.enforced = False
+        self._bound: Path | None = None
+        """The folder in :func:`clawrig.leftovers.bulk_dir` bound at :attr:`path` (a plain
+        folder's, for a ``folder`` in the scratch tmpfs), else None."""
         self.problem = ""
         """Why the limit is not enforced (empty when it is, or when none was asked)."""
 
@@ -284,14 +293,18 @@ class TrialDisk:
         :attr:`path`. Never raises for a missing capability; raises OSError when the host's
         own disk fails (no space for the folder). A mounted disk is left as it is (a pooled
         sandbox's, :mod:`clawrig.sandbox.pool`)."""
-        if self.enforced:
+        if self.enforced or self._bound is not None:
             return self.path
         self.path.mkdir(parents=True, exist_ok=True)
         if not self.size_bytes:
-            return self.path
+            return self._plain()
         if not can_make_disks():
             self.problem = "needs root with mke2fs (the harness is not root)"
-            return self.path
+            return self._plain()
+        if in_scratch(self.folder):
+            # a new name (the image is made with O_EXCL): the folder's own is unique in its
+            # parent, and trial work folders and pool entries have different parents
+            self.image = bulk_dir() / f"{self.folder.name}-{secrets.token_hex(6)}.img"
         try:
             try:
                 self._attach_and_mount()
@@ -316,17 +329,32 @@ class TrialDisk:
             self.problem = _why(exc)
             with contextlib.suppress(OSError):
                 self.image.unlink()
-            return self.path
+            return self._plain()
         os.chmod(self.path, 0o755)
         with contextlib.suppress(OSError):
             os.rmdir(self.path / "lost+found")
         self.enforced = True
         return self.path
 
+    def _plain(self) -> Path:
+        """:attr:`path` as a plain folder: for a ``folder`` in the scratch tmpfs, a folder in
+        :func:`clawrig.leftovers.bulk_dir` bound there (the trial's files on the host's disk).
+        Raises OSError when the bind fails."""
+        if in_scratch(self.folder):
+            bound = Path(tempfile.mkdtemp(prefix=f"{self.folder.name}-", dir=bulk_dir()))
+            os.chmod(bound, 0o755)
+            try:
+                mount(str(bound), self.path, None, MS_BIND)
+            except OSError:
+                remove_tree(bound)
+                raise
+            self._bound = bound
+        return self.path
+
     def _attach_and_mount(self) -> None:
         """The image written from the size's template, attached to a loop device and mounted
         (module docs). Raises OSError (subprocess.CalledProcessError: mke2fs failed)."""
-        disk_template(self.size_bytes, self.folder).write(self.image)
+        disk_template(self.size_bytes, self.image.parent).write(self.image)
         dev, path = attach_loop(self.image)
         try:
             mount_ext4(path, self.path)
@@ -343,13 +371,16 @@ class TrialDisk:
     def release(self) -> None:
         """Unmount (lazily: a process still holding a file cannot keep it) and remove the
         image and folder. Idempotent; never raises."""
-        if self.enforced:
+        if self.enforced or self._bound is not None:
             umount_lazy(self.path)
             self.enforced = False
         if os.path.ismount(self.path):  # the unmount failed: never walk into a live disk
             return
         with contextlib.suppress(OSError):
             self.image.unlink()
+        if self._bound is not None:
+            remove_tree(self._bound)
+            self._bound = None
         remove_tree(self.path)
 
 

@@ -45,7 +45,7 @@ import stat
 import threading
 from pathlib import Path
 
-from clawrig.leftovers import UNMOUNT_ROUNDS, mount_points, outermost, owner_pid
+from clawrig.leftovers import UNMOUNT_ROUNDS, mount_points, outermost, owner_pid, scratch_dir
 from clawrig.sandbox.disk import MS_PRIVATE, MS_REC, libc, mount, umount_lazy
 
 CLONE_NEWNS = 0x20000
@@ -116,17 +116,25 @@ _lock = threading.Lock()
 _template: list[int | None] = []
 
 
-def _make_template() -> int:
-    """The template namespace (module docs) as a file descriptor. Runs in a thread of its own.
+def _make_template(scratch: Path | None = None) -> int:
+    """The template namespace (module docs) as a file descriptor; ``scratch``: the harness's
+    own tmpfs (:func:`clawrig.leftovers.scratch_dir`), kept. Runs in a thread of its own.
     Raises OSError."""
     if libc().unshare(CLONE_NEWNS) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare: {os.strerror(err)}")
     mount(None, Path("/"), flags=MS_REC | MS_PRIVATE)
     table = "/proc/thread-self/mountinfo"  # /proc/self is the process's (its first thread's)
+    # the harness's own tmpfs stays (its pool entries are folders on it), what is mounted
+    # below it goes like every other clawrig mount
+    keep = os.path.realpath(scratch) if scratch is not None else None
     for _ in range(UNMOUNT_ROUNDS):  # again for mounts that were stacked on one point
         points = mount_points(table)
-        ours = [p for p in points if any(owner_pid(c) for c in p.split("/")) or unseen(p)]
+        ours = [
+            p
+            for p in points
+            if p != keep and (any(owner_pid(c) for c in p.split("/")) or unseen(p))
+        ]
         if not ours or not sum(umount_lazy(Path(p)) for p in outermost(ours)):
             break  # (what is below a detached point goes with it)
     return os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
@@ -174,10 +182,11 @@ def template() -> int | None:
         numbers = _SYSCALLS.get(os.uname().machine)
         if os.geteuid() == 0 and numbers and shutil.which("perl") and _opens_trees(numbers):
             made: list[int] = []
+            scratch = scratch_dir()  # mounted before the template copies the mount table
 
             def run() -> None:
                 try:
-                    made.append(_make_template())
+                    made.append(_make_template(scratch))
                 except OSError:
                     pass
 

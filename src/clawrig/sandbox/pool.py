@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clawrig.leftovers import owned_tempdir, remove_tree
+from clawrig.leftovers import owned_tempdir, remove_tree, scratch_dir
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
 from clawrig.sandbox.disk import (
     MS_BIND,
@@ -472,7 +472,7 @@ class WarmPool:
     def _entries_root(self) -> Path:
         """The pool's root (made on first use: module docs). Raises OSError."""
         if self._root is None:
-            root = owned_tempdir("pool", self.work_dir)
+            root = owned_tempdir("pool", self.work_dir or scratch_dir())
             os.chmod(root, 0o700)
             for part in ("w", "p"):
                 (root / part).mkdir()
