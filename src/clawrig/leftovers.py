@@ -147,14 +147,16 @@ _RANDOM_CHARS = 8  # tempfile.mkdtemp's random part
 
 def socket_tempdir(kind: str, socket_name: str) -> Path:
     """:func:`owned_tempdir` ``(kind)`` whose ``<folder>/<socket_name>`` fits a unix socket's
-    path (:data:`SUN_PATH_MAX` bytes): in the temp folder when it fits there, else in the first
-    of :data:`SHORT_TEMP_DIRS` where it fits and that this process may write in (swept and
-    released like every owned folder). A ``TMPDIR`` deeper than ~60 characters made every
-    socket's ``bind`` fail with "AF_UNIX path too long". Raises UserError (one line naming
-    ``TMPDIR``) when no folder fits; ValueError for a kind not in :data:`KINDS`."""
+    path (:data:`SUN_PATH_MAX` bytes): in the harness's tmpfs (:func:`scratch_dir`) or the
+    temp folder when it fits there, else in the first of :data:`SHORT_TEMP_DIRS` where it fits
+    and that this process may write in (swept and released like every owned folder). A
+    ``TMPDIR`` deeper than ~60 characters made every socket's ``bind`` fail with "AF_UNIX path
+    too long". Raises UserError (one line naming ``TMPDIR``) when no folder fits; ValueError
+    for a kind not in :data:`KINDS`."""
     tmp = Path(tempfile.gettempdir())
     fixed = len(f"/clawrig-{kind}-{os.getpid()}-") + _RANDOM_CHARS + 1 + len(socket_name)
-    for base in dict.fromkeys([tmp, *map(Path, SHORT_TEMP_DIRS)]):
+    scratch = scratch_dir()
+    for base in dict.fromkeys([*([scratch] if scratch else []), tmp, *map(Path, SHORT_TEMP_DIRS)]):
         if len(os.fsencode(base)) + fixed > SUN_PATH_MAX:
             continue
         if not (base.is_dir() and os.access(base, os.W_OK | os.X_OK)):
