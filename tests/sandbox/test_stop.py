@@ -97,3 +97,52 @@ def test_a_ctrl_c_to_the_harness_group_leaves_its_sandboxes_to_the_harness(tmp_p
     words = out.stdout.split()
     assert words[:3] == ["own", "group", "alive"], out.stderr[-2000:]
     assert words[3:] in (["helper", "none"], ["helper", "alive"]), out.stderr[-2000:]
+
+
+async def test_a_start_cancelled_as_bwrap_launches_ends_with_an_orphan_in_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A trial cancelled (Ctrl-C) while its sandbox's bwrap is being launched: asyncio kills
+    the launched process alone and then waits for its stderr pipe to close, which bwrap's
+    init holds for good when --die-with-parent did not take (the race under load above): the
+    start never ended, nor did the interrupted job (it waited out its grace time and exited
+    without its summary; ~1 Ctrl-C in 30 at -p 60). The start now lets the launch finish and
+    kills the whole sandbox (its cgroup). Here the cancel comes right after bwrap is started,
+    and a process of the sandbox's cgroup holds its stderr, as that init does."""
+    import asyncio
+    from asyncio import unix_events
+
+    if bwrap_path() is None:
+        pytest.skip("bubblewrap is not installed")
+    sb = BwrapSandbox(
+        SandboxConfig(workspace_dir=tmp_path / "ws", limits=Limits(memory_bytes=1 << 30))
+    )
+    orphans: list[subprocess.Popen[bytes]] = []
+    real_start = unix_events._UnixSubprocessTransport._start
+
+    def start_then_cancel(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        real_start(self, *args, **kwargs)  # bwrap is running now
+        if sb.cgroup is None or not sb.cgroup.procs_files:
+            return
+        with open(f"/proc/{self._proc.pid}/fd/2", "wb") as pipe:
+            orphans.append(subprocess.Popen(["sleep", "300"], stderr=pipe, start_new_session=True))
+        for procs in sb.cgroup.procs_files:
+            Path(procs).write_text(str(orphans[-1].pid))
+        start.cancel()  # the trial's task: Ctrl-C now
+
+    monkeypatch.setattr(unix_events._UnixSubprocessTransport, "_start", start_then_cancel)
+    start = asyncio.ensure_future(sb.start())
+    try:
+        done, _ = await asyncio.wait([start], timeout=60)
+        monkeypatch.undo()
+        if not orphans:
+            await sb.stop()
+            pytest.skip("no cgroup for the sandbox (the harness is not root)")
+        assert done == {start}, "the cancelled start did not end"
+        assert start.cancelled()
+        assert orphans[0].wait(timeout=30) == -9  # the sandbox's processes killed
+    finally:
+        for orphan in orphans:
+            if orphan.poll() is None:
+                os.kill(orphan.pid, 9)
+                orphan.wait()

@@ -812,8 +812,8 @@ class BwrapSandbox(SupervisedSandbox):
                 raise SandboxError("bwrap argument list too long")
             os.write(wfd, payload)
             os.close(wfd)
-            try:
-                return await asyncio.create_subprocess_exec(
+            spawn = asyncio.ensure_future(
+                asyncio.create_subprocess_exec(
                     *launcher,
                     argv[0],
                     "--args",
@@ -833,6 +833,22 @@ class BwrapSandbox(SupervisedSandbox):
                     # job waited out its grace time, no summary (tests/sandbox/test_stop.py)
                     start_new_session=True,
                 )
+            )
+            try:
+                return await asyncio.shield(spawn)
+            except asyncio.CancelledError:
+                # cancelled (Ctrl-C) as asyncio connects the new process's pipes: asyncio would
+                # kill that process alone and wait for its stderr to close, which bwrap's init
+                # holds for good when --die-with-parent did not take (Cgroup.kill): the start
+                # never ended. The launch finishes; then the whole sandbox is killed.
+                with contextlib.suppress(Exception):
+                    self._proc = await spawn
+                self._kill()
+                if self._proc is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self._proc.wait(), 10)
+                    self._proc = None
+                raise
             finally:
                 os.close(rfd)
                 os.close(req_r)  # the supervisor's ends: held by it alone from now on
