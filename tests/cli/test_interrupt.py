@@ -145,12 +145,16 @@ sys.exit(run_guarded(typer.main.get_command(app)))
 """
 
 
-@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
-def test_a_signal_before_the_job_loop_exits_with_its_code_and_says_so(sig, code):
+@pytest.mark.parametrize(
+    ("sig", "code", "line"),
+    [("SIGINT", 130, "clawrig: interrupted"), ("SIGTERM", 143, "clawrig: interrupted (SIGTERM)")],
+)
+def test_a_signal_before_the_job_loop_exits_with_its_code_and_says_so(sig, code, line):
     """A Ctrl-C or SIGTERM that comes while a command starts (clawrig run's preflight, its
     workers starting: before the job's loop handles signals) is said in one line and exits
     128 + the signal, as the README's exit codes say. typer turned the KeyboardInterrupt into a
-    silent exit 130: SIGTERM exited 130, not 143, and neither said anything."""
+    silent exit 130: SIGTERM exited 130, not 143, and neither said anything. Every command
+    (clawrig run, grade, verify ...): run_guarded says it, in one place."""
     import sys
 
     r = subprocess.run(
@@ -159,4 +163,4 @@ def test_a_signal_before_the_job_loop_exits_with_its_code_and_says_so(sig, code)
         text=True,
         timeout=60,
     )
-    assert (r.returncode, r.stderr.strip()) == (code, "clawrig: interrupted"), r.stderr
+    assert (r.returncode, r.stderr.strip()) == (code, line), r.stderr

@@ -146,8 +146,10 @@ def run_guarded(app: Callable[..., object]) -> int:
     except SystemExit as exc:
         return exit_code_of(exc.code)
     except (KeyboardInterrupt, typer.Abort, _Interrupted) as exc:
-        _console("err_console").print("clawrig: interrupted")
-        return 128 + getattr(exc, "signum", signal.SIGINT)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
+        _console("err_console").print(f"clawrig: interrupted{name}")
+        return 128 + signum
     except _click_errors.UsageError as exc:
         if not exc.format_message():  # no arguments: the help was printed already
             return exc.exit_code

@@ -380,16 +380,9 @@ def register(app: typer.Typer) -> None:
                 ),
             )
             terminate_like_ctrl_c()
-            try:
-                summary, job = _run_with_view(config, verbose)
-            except KeyboardInterrupt as exc:
-                # Ctrl-C or SIGTERM before the job's loop handles them (the job being prepared,
-                # its --workers starting): typer would turn it into a silent exit 130, SIGTERM's
-                # too (common.Terminated)
-                signum = getattr(exc, "signum", signal.SIGINT)
-                name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
-                err_console.print(f"clawrig: interrupted{name}")
-                raise typer.Exit(128 + signum) from None
+            # a Ctrl-C or SIGTERM before the job's loop handles them (the job being prepared,
+            # its --workers starting): said and exited as its signal by common.run_guarded
+            summary, job = _run_with_view(config, verbose)
             raise typer.Exit(report(summary, job.config))
         finally:
             gc.enable()
