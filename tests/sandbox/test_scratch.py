@@ -79,3 +79,29 @@ def test_a_harness_process_leaves_no_scratch_behind(tmp_path):
     )
     assert off.returncode == 0 and off.stdout.strip() == "None", off.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("scratch", ["1", "0"])
+def test_a_temp_folder_below_dev_shm_runs_trials(tmp_path, scratch):
+    """TMPDIR below /dev/shm (a tmpfs below /dev, which the pool's template namespace leaves
+    out): the pool's folders were not there for bwrap, every trial an infrastructure error."""
+    import shutil
+    import tempfile
+
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    demo = Path(__file__).resolve().parents[2] / "suites" / "demo"
+    temp = Path(tempfile.mkdtemp(prefix="clawrig-test-", dir="/dev/shm"))
+    try:
+        out = subprocess.run(
+            [clawrig, "run", demo, "-s", "000015", "--agent", "oracle", "-o", tmp_path / "out"],
+            env=dict(os.environ, TMPDIR=str(temp), CLAWRIG_SCRATCH=scratch),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        assert "oracle: 1/1 samples reach their expected reward" in out.stdout, out.stdout
+        assert [p.name for p in temp.iterdir() if p.name.startswith("clawrig-scratch")] == []
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)

@@ -42,6 +42,7 @@ import functools
 import os
 import shutil
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
@@ -125,15 +126,19 @@ def _make_template(scratch: Path | None = None) -> int:
         raise OSError(err, f"unshare: {os.strerror(err)}")
     mount(None, Path("/"), flags=MS_REC | MS_PRIVATE)
     table = "/proc/thread-self/mountinfo"  # /proc/self is the process's (its first thread's)
-    # the harness's own tmpfs stays (its pool entries are folders on it), what is mounted
-    # below it goes like every other clawrig mount
-    keep = os.path.realpath(scratch) if scratch is not None else None
+    # the mounts the pool's folders are on stay: the harness's own tmpfs (its pool entries
+    # are folders on it) or the temp folder's, and those above them (a TMPDIR below /dev/shm:
+    # every start failed, "attach ...: No such file or directory"); what is mounted below them
+    # goes like every other clawrig mount
+    keep = os.path.realpath(scratch if scratch is not None else tempfile.gettempdir())
     for _ in range(UNMOUNT_ROUNDS):  # again for mounts that were stacked on one point
         points = mount_points(table)
         ours = [
             p
             for p in points
-            if p != keep and (any(owner_pid(c) for c in p.split("/")) or unseen(p))
+            if p != keep
+            and not keep.startswith(p.rstrip("/") + "/")
+            and (any(owner_pid(c) for c in p.split("/")) or unseen(p))
         ]
         if not ours or not sum(umount_lazy(Path(p)) for p in outermost(ours)):
             break  # (what is below a detached point goes with it)
