@@ -215,3 +215,27 @@ async def test_transcript_grader_reads_the_native_agents_chat_jsonl(scripted_ser
     )
     assert result2.score.subscores["refusal_in_final_message"] == 0.0
     assert result2.score.score < 0.5
+
+
+async def test_a_trial_whose_folder_name_was_taken_meanwhile_gets_its_own(tmp_path, monkeypatch):
+    """Two trials of a task drew the same folder name (the same minute and 6 hex digits): the
+    second was moved into the first's folder and lost from the job. Now it takes a new name,
+    and its result.json says that name."""
+    from clawrig.runner import trial as trial_mod
+
+    real = trial_mod.trial_folder_name
+    drawn = iter(["nop_20260101_0000_abcdef"] * 2)
+    monkeypatch.setattr(
+        trial_mod, "trial_folder_name", lambda model, when=None: next(drawn, None) or real(model)
+    )
+    task = next(t for t in load_tasks(DEMO) if t.id == "000015")
+    first, first_folder = await run_trial(task, TrialConfig(agent="nop", model="nop"), tmp_path)
+    second, second_folder = await run_trial(task, TrialConfig(agent="nop", model="nop"), tmp_path)
+    assert first_folder.name == first.trial_id == "nop_20260101_0000_abcdef"
+    assert second_folder != first_folder and second_folder.parent == first_folder.parent
+    assert second.trial_id == second_folder.name
+    on_disk = TrialResult.model_validate_json((second_folder / "result.json").read_text())
+    assert on_disk.trial_id == second_folder.name
+    assert sorted(p.name for p in first_folder.iterdir() if p.is_dir()) == ["end_state"]
+    kept = TrialResult.model_validate_json((first_folder / "result.json").read_text())
+    assert kept.trial_id == first.trial_id and kept.started_at == first.started_at
