@@ -39,3 +39,8 @@ SFT_FORMATS: tuple[str, ...] = get_args(SftFormat)
 
 MAX_WORKERS = 256
 """The most harness worker processes a job may ask for (``--workers``)."""
+
+DEFAULT_DISK_MB = 8192
+"""A trial's disk in MiB unless told (``TrialConfig.disk_mb``, ``--disk-mb``)."""
+MAX_DISK_MB = 1024 * 1024
+"""The largest trial disk ``--disk-mb`` takes (1 TiB; the disk is sparse)."""

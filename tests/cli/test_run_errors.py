@@ -201,6 +201,7 @@ def test_malformed_env_file_is_one_line_naming_file_and_line(tmp_path):
             "--env: /nonexist.yaml: no such file (an environment spec YAML file)",
         ),
         (["env", "build", "/nonexist.yaml"], "/nonexist.yaml: no such file"),
+        (["run", "DEMO", "--disk-mb", "-1"], "Invalid value for '--disk-mb'"),
     ],
 )
 def test_messages_start_with_the_flag_at_fault(args, line, tmp_path):
@@ -254,3 +255,29 @@ def test_resume_of_another_models_job_is_refused(tmp_path):
     want = "holds no job of scripted/other, only of oracle (summary_oracle.json)"
     assert sum(want in ln for ln in r.stderr.splitlines()) == 1, r.stderr
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_disk_mb_sets_each_trials_disk_and_the_note_names_it(tmp_path):
+    """--disk-mb is each trial's disk (it was settable from Python only, while the note on
+    disks that could fill the host said to lower it)."""
+    import json
+    import os
+    import tempfile
+
+    out = tmp_path / "out"
+    r = run(
+        "run", str(REPO / "suites/demo"), "-s", "000015", "--agent", "nop", "--disk-mb", "64",
+        "-o", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    (result,) = out.glob("000015/*/result.json")
+    assert json.loads(result.read_text())["config"]["disk_mb"] == 64
+    st = os.statvfs(tempfile.gettempdir())
+    half = st.f_bavail * st.f_frsize // 1024**2 // 2 + 64  # two at once: more than is free
+    r = run(
+        "run", str(REPO / "suites/demo"), "-s", "000015", "--runs", "2", "-p", "2",
+        "--agent", "nop", "--disk-mb", str(half), "-o", str(tmp_path / "out2"), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert f"2 trials at once with a {half} MiB disk each could write" in r.stderr
+    assert "lower --parallel or --disk-mb" in r.stderr

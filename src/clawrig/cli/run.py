@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clawrig.choices import MAX_WORKERS, Executor, GraderMode, WebFlag, WebMiss, WebProvider
+from clawrig.choices import (
+    DEFAULT_DISK_MB,
+    MAX_DISK_MB,
+    MAX_WORKERS,
+    Executor,
+    GraderMode,
+    WebFlag,
+    WebMiss,
+    WebProvider,
+)
 from clawrig.cli.common import (
     DEFAULT_PARALLEL,
     MAX_RUNS,
@@ -206,6 +215,16 @@ def register(app: typer.Typer) -> None:
         max_turns: Annotated[
             int, typer.Option("--max-turns", min=1, help="Model calls per trial at most.")
         ] = 100,
+        disk_mb: Annotated[
+            int,
+            typer.Option(
+                "--disk-mb",
+                min=0,
+                max=MAX_DISK_MB,
+                help="Each trial's disk in MiB (workspace, /root, /tmp, a writable system; "
+                "sparse: the host pays for what is written); 0: none of its own.",
+            ),
+        ] = DEFAULT_DISK_MB,
         budget_usd: Annotated[
             float | None,
             typer.Option(
@@ -368,6 +387,7 @@ def register(app: typer.Typer) -> None:
                     warm_snapshots=warm,
                     timeout_multiplier=timeout_multiplier,
                     max_turns=max_turns,
+                    disk_mb=disk_mb,
                     max_cost_usd_per_trial=max_cost_per_trial,
                     max_tokens_per_trial=max_tokens_per_trial,
                     grader=grader,

@@ -243,7 +243,7 @@ def note_disk_space(tasks: list[Task], config: JobConfig) -> list[str]:
         f"{at_once} trials at once with a {config.trial.disk_mb} MiB disk each could write "
         f"{format_bytes(at_once * disk)}, {format_bytes(at_once * disk - free)} more than the "
         f"{format_bytes(free)} free under {tempfile.gettempdir()}: lower --parallel or "
-        "TrialConfig.disk_mb if agents may fill their disks"
+        "--disk-mb if agents may fill their disks"
     ]
 
 

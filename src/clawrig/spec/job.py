@@ -13,7 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from clawrig.choices import MAX_WORKERS, Executor, GraderMode, WebFlag, WebMiss, WebProvider
+from clawrig.choices import (
+    DEFAULT_DISK_MB,
+    MAX_WORKERS,
+    Executor,
+    GraderMode,
+    WebFlag,
+    WebMiss,
+    WebProvider,
+)
 
 __all__ = ["GraderMode", "JobConfig", "Progress", "ProgressEntry", "TrialConfig"]
 
@@ -54,7 +62,7 @@ class TrialConfig(BaseModel):
     """The egress policy while skills are copied and the warmup runs."""
     memory_mb: int = 4096
     max_processes: int = 512
-    disk_mb: int = 8192
+    disk_mb: int = DEFAULT_DISK_MB
     """The trial's disk in MiB (:mod:`clawrig.sandbox.disk`): workspace, /root, /tmp and the
     writable system together; 0 = no disk of its own (only the per-file size limit)."""
     grader_timeout_s: float = 120.0
