@@ -62,6 +62,7 @@ def _start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def test_a_socket_folder_of_a_deep_tmpdir_moves_where_its_path_fits(tmp_path, monkeypatch):
+    monkeypatch.setattr(leftovers, "scratch_dir", lambda: None)  # the temp folder's choice
     deep = _deep(tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", str(deep))
     with pytest.raises(OSError, match="too long"):  # what every socket of a job met
@@ -73,14 +74,20 @@ def test_a_socket_folder_of_a_deep_tmpdir_moves_where_its_path_fits(tmp_path, mo
         _bind(folder / "gateway.sock")
     finally:
         folder.rmdir()
-    # a temp folder where the path fits keeps it
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    folder = socket_tempdir("gw", "gateway.sock")
-    assert folder.parent == tmp_path
-    folder.rmdir()
+    # a temp folder where the path fits keeps it (a short one: an xdist worker's tmp_path is
+    # ~70 characters, too deep already)
+    short = Path(tempfile.mkdtemp(prefix="s", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(short))
+    try:
+        folder = socket_tempdir("gw", "gateway.sock")
+        assert folder.parent == short
+        folder.rmdir()
+    finally:
+        short.rmdir()
 
 
 def test_no_folder_where_a_socket_fits_is_one_line_naming_tmpdir(tmp_path, monkeypatch):
+    monkeypatch.setattr(leftovers, "scratch_dir", lambda: None)  # the temp folder's choice
     deep = _deep(tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", str(deep))
     monkeypatch.setattr(leftovers, "SHORT_TEMP_DIRS", (str(deep),))

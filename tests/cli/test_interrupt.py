@@ -129,6 +129,10 @@ _SIGNAL_AT_START = """
 import os, signal, sys, typer
 from clawrig.cli.common import run_guarded, terminate_like_ctrl_c
 
+# Ctrl-C's handler as a terminal's command has it: a test session started in the background
+# (`cmd &` without job control) has SIGINT ignored, which its children inherit (CI at 2f8dc1e)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 app = typer.Typer()
 
 @app.command()

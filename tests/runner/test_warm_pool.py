@@ -42,10 +42,12 @@ def _private_tmp() -> Path:
 
 def _leftovers(tmp: Path, pid: int) -> tuple[list[Path], list[str]]:
     # a job's trial folders, and its pool's root with the pooled sandboxes' folders below it
+    # (in the temp folder or in the job's tmpfs there: leftovers.scratch_dir)
     folders = sorted(
         p
+        for top in ("", f"clawrig-scratch-{pid}-*/")
         for pattern in (f"clawrig-trial-{pid}-*", f"clawrig-pool-{pid}-*/w/clawrig-trial-{pid}-*")
-        for p in tmp.glob(pattern)
+        for p in tmp.glob(top + pattern)
     )
     mounts = [
         line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(tmp) in line

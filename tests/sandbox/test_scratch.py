@@ -105,3 +105,14 @@ def test_a_temp_folder_below_dev_shm_runs_trials(tmp_path, scratch):
         assert [p.name for p in temp.iterdir() if p.name.startswith("clawrig-scratch")] == []
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_socket_folders_go_to_the_scratch():
+    from clawrig.leftovers import socket_tempdir
+
+    scratch = scratch_dir()
+    folder = socket_tempdir("gwdoor", "gateway.sock")
+    try:
+        assert scratch is not None and folder.parent == scratch
+    finally:
+        folder.rmdir()
