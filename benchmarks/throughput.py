@@ -43,6 +43,14 @@ Before/after on one machine in one run: ``--baseline-src OLD/src`` also runs an 
 package really comes from there) as ``clawrig-base``, interleaved with the others, and prints
 its trials/s and CPU per trial beside this checkout's.
 
+Deleted files: every run's folder is kept until the benchmark ends. On an ext4 file system
+without a journal (this machine's root), each new file scans past every inode freed in its
+block group in the last 60-360 s (the kernel's ``recently_deleted``, fs/ext4/ialloc.c): with
+4,000 files just deleted, a create costs ~630 us of kernel CPU instead of ~35 (measured here).
+Removing one run's ~15 files per trial before the next made that next run pay for the
+benchmark's own clean-up, which a clawrig run (~20 files per trial) feels and an Inspect run
+(one log file) does not.
+
 Usage: python benchmarks/throughput.py [--trials 200] [--parallel 1,8,32] [--reps 3]
        [--model-delay 0] [--no-inspect] [--pool-compare] [--baseline-src OLD/src]
 """
@@ -290,7 +298,7 @@ def run_clawrig(
         starts.append(t.get("sandbox_start", 0.0))
         # the clean room's grading cost: stop_agent (kill, settle) + clean room ready + gt in
         clean_room.append(t.get("kill", 0.0) + t.get("collect", 0.0) + t.get("gt_inject", 0.0))
-    shutil.rmtree(root, ignore_errors=True)
+    # the run's folder stays until the benchmark ends (module docs: deleted files)
     errors = summary.get("error_count", 0)
     waited = (summary.get("waits") or {}).get("total") or {}
     ok = errors == 0 and len(rows) == n and all(s == 1.0 for s in scores)
