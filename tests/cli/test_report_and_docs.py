@@ -141,3 +141,66 @@ def test_a_grader_crash_is_an_agent_error_scored_0_and_exit_0(tmp_path):
     assert "grader crashed" in row
     readme = (REPO / "README.md").read_text()
     assert '"scored 0 for an agent error"' in readme
+
+
+def _table_text(summary: dict) -> str:
+    from rich.console import Console
+
+    from clawrig.cli.run import render_summary
+
+    console = Console(width=300, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(render_summary(summary))
+    return console.export_text()
+
+
+def test_a_large_job_s_table_shows_its_unscored_and_lowest_trials_first():
+    """Past 50 trials the end-of-job table keeps 50 rows: every unscored trial, then the
+    lowest scores, in the summary's order; the caption says how many it shows."""
+    rows = []
+    for i in range(120):
+        row = {"task_id": f"t{i:03d}", "run_index": 0, "trial": f"f{i}", "error": None}
+        if i % 20 == 7:  # 6 unscored (an infrastructure error)
+            row |= {"score": None, "error": {"kind": "sandbox", "message": "boom"}}
+        elif i % 10 == 3:  # 12 agent errors, scored 0
+            row |= {"score": 0.0, "error": {"kind": "agent", "message": "crash"}}
+        else:
+            row["score"] = round(1.0 - (i % 41) / 100, 2)  # 0.60 .. 1.00
+        rows.append(row)
+    summary = {
+        "model": "m",
+        "agent": "native",
+        "tasks": rows,
+        "evaluated_count": 114,
+        "error_count": 6,
+        "errors_by_kind": {"sandbox": 6, "agent": 12},
+        "mean": {"mean": 0.5},
+    }
+    text = _table_text(summary)
+    shown = re.findall(r"\bt(\d{3})\b", text)
+    # independently: the 6 unscored, the 12 zeros, then the 32 lowest other scores (ties in
+    # order), printed in the summary's order
+    others = sorted((r["score"], int(r["task_id"][1:])) for r in rows if r["score"] is not None)[
+        : 50 - 6
+    ]
+    want = sorted({i for i in range(120) if i % 20 == 7} | {i for _, i in others})
+    assert [int(x) for x in shown] == want
+    assert len(want) == 50
+    assert "the table shows 50 of them" in " ".join(text.split())
+
+
+def test_a_small_job_s_table_shows_every_trial():
+    rows = [
+        {"task_id": f"t{i:03d}", "run_index": 0, "trial": "", "error": None, "score": 1.0}
+        for i in range(50)
+    ]
+    summary = {
+        "model": "m",
+        "agent": "native",
+        "tasks": rows,
+        "evaluated_count": 50,
+        "error_count": 0,
+        "mean": {"mean": 1.0},
+    }
+    text = _table_text(summary)
+    assert len(re.findall(r"\bt\d{3}\b", text)) == 50
+    assert "the table shows" not in text

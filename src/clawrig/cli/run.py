@@ -44,9 +44,32 @@ PROGRESS_REFRESH_HZ = 2.0
 """Redraws per second of the progress bar on a terminal (none when stderr is not one)."""
 
 
+SUMMARY_TABLE_ROWS = 50
+"""Trials the end-of-job table shows at most (a 500-row table took ~0.8 s of the harness's CPU
+to lay out, after the job, and no terminal shows it whole); the summary file lists every one."""
+
+
+def table_rows(rows: list[dict[str, Any]], limit: int = SUMMARY_TABLE_ROWS) -> list[dict[str, Any]]:
+    """At most ``limit`` of the summary's trial ``rows``, in their order: the unscored ones
+    (an error other than the agent's) first, then the lowest scores; every row when there
+    are no more than ``limit``."""
+    if len(rows) <= limit:
+        return rows
+
+    def rank(i: int) -> tuple[int, float]:
+        row = rows[i]
+        score = row.get("score")
+        unscored = score is None or (row.get("error") or {}).get("kind") not in (None, "agent")
+        return (0 if unscored else 1, score if score is not None else -1.0)
+
+    keep = set(sorted(range(len(rows)), key=rank)[:limit])
+    return [row for i, row in enumerate(rows) if i in keep]
+
+
 def render_summary(summary: dict[str, Any]) -> Table:
-    """The end-of-job table: one row per trial (task, run, score, error, trial folder), then
-    the totals (trials, graded, errors, mean score with its 95% interval)."""
+    """The end-of-job table: one row per trial (task, run, score, error, trial folder; past
+    :data:`SUMMARY_TABLE_ROWS` trials, the unscored and lowest-scored ones: :func:`table_rows`),
+    then the totals (trials, graded, errors, mean score with its 95% interval)."""
     from rich.table import Table
 
     table = Table(title=f"clawrig: {summary['model']} ({summary['agent']})", show_lines=False)
@@ -57,7 +80,8 @@ def render_summary(summary: dict[str, Any]) -> Table:
     table.add_column("score", justify="right")
     table.add_column("error")
     table.add_column("trial folder")
-    for row in summary["tasks"]:
+    shown = table_rows(summary["tasks"])
+    for row in shown:
         score = row.get("score")
         err = row.get("error")
         err_txt = (
@@ -84,6 +108,11 @@ def render_summary(summary: dict[str, Any]) -> Table:
         + (f" ({', '.join(f'{kind} {n}' for kind, n in kinds.items())})" if kinds else "")
         + f"; mean score [95% CI] {mean_txt}"
     )
+    if len(shown) < len(summary["tasks"]):
+        table.caption += (
+            f"; the table shows {len(shown)} of them (the unscored and lowest scores first): "
+            "the summary file lists all"
+        )
     return table
 
 
