@@ -150,6 +150,7 @@ def subagent_runner(parent: AgentContext) -> Any:
             await run_loop(ctx, session.task, transcript, session=session)
         finally:
             parent.usage = parent.usage.add(ctx.usage)
+            ctx.close_log()
             del before
         return transcript.final_text()
 

@@ -1163,6 +1163,7 @@ class Trial:
             for key, sub in ctx.subagent_transcripts.items():
                 self.paths.subagents.mkdir(exist_ok=True)
                 self.paths.subagent(key).write_text(dumps_openclaw_jsonl(sub))
+            ctx.close_log()
         refusals = lease.refusals if lease is not None else []
         if JOB_BUDGET_REFUSAL in refusals and "budget_share" not in refusals:
             # the job's spend cap, not this trial's: the trial was cut short by the job, and an
