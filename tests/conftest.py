@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-from clawrig.llm.client import forget_upstreams
+from clawrig.llm.client import forget_provider_limits, forget_upstreams
 from clawrig.sandbox.client import SupervisedSandbox
 from clawrig.testing.scripted_server import ScriptedServer
 
@@ -171,8 +171,10 @@ def _fresh_model_server_records() -> None:
     be reached (process-wide, keyed by base URL): a test's scripted server that got an earlier
     test's port was taken for one that had answered, and a 401 ended its trial as a refusal
     after answers instead of stopping (test_unauthorised_model_stops_with_one_line, CI at
-    3d39779)."""
+    3d39779). Nor of any provider's requests in flight (process-wide, keyed by provider name):
+    a test's ``max_concurrency`` for a provider is not the next one's."""
     forget_upstreams()
+    forget_provider_limits()
 
 
 @pytest.fixture(autouse=True)

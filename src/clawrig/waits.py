@@ -10,12 +10,16 @@ happens while the agent runs, so the task's time limit measures the agent.
 While the agent runs, the event loop's own lateness counts too (:func:`watch_loop`: the harness
 too busy to serve the trial). The runner sets the trial's clock in a context variable
 (:func:`WaitClock.current`); code deep in the stack takes a slot with :func:`slot`, which is a
-plain ``async with sem`` outside a trial.
+plain ``async with sem`` outside a trial. A slot of a :class:`SharedSemaphore` (a provider's
+requests in flight, shared by the harness's event loop and the model gateway's server thread)
+may be taken on another thread's event loop than the trial's clock runs on: the clock is then
+told from there (:meth:`asyncio.AbstractEventLoop.call_soon_threadsafe`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import functools
@@ -31,6 +35,118 @@ from clawrig.spec.trial import HarnessWaits
 _CURRENT: contextvars.ContextVar[WaitClock | None] = contextvars.ContextVar(
     "clawrig_wait_clock", default=None
 )
+
+
+class SharedSemaphore:
+    """A semaphore of ``value`` places shared by every thread and event loop of the process:
+    :meth:`acquire` from a coroutine on any loop, :meth:`release` from any thread.
+
+    ``asyncio.Semaphore`` belongs to one event loop; a provider's requests in flight are
+    started both on the harness's loop and on the model gateway's server thread's loop, and one
+    count must hold them all. A :class:`threading.Lock` guards the count and a FIFO of waiters,
+    each a future of its own loop: :meth:`release` hands its place straight to the first waiter
+    (woken with ``call_soon_threadsafe``), else adds it to the count, so a newcomer never takes
+    a place ahead of one who waits. A waiter cancelled before its turn leaves the queue and
+    takes nothing; one cancelled just after a place was handed to it passes that place on. A
+    waiter whose loop has closed is skipped. Releasing more places than were taken raises
+    ValueError."""
+
+    class _Waiter:
+        __slots__ = ("future", "granted", "loop")
+
+        def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+            self.loop = loop
+            self.future: asyncio.Future[None] = loop.create_future()
+            self.granted = False
+
+    def __init__(self, value: int) -> None:
+        if value < 1:
+            raise ValueError(f"a SharedSemaphore needs at least one place, not {value}")
+        self.limit = value
+        self._value = value
+        self._waiters: collections.deque[SharedSemaphore._Waiter] = collections.deque()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        with self._lock:
+            free, waiting = self._value, len(self._waiters)
+        return f"<SharedSemaphore {free}/{self.limit} free, {waiting} waiting>"
+
+    @property
+    def free(self) -> int:
+        """Places free now (0 while any waits)."""
+        with self._lock:
+            return self._value
+
+    def locked(self) -> bool:
+        """True when an :meth:`acquire` now would wait."""
+        with self._lock:
+            return self._value == 0 or bool(self._waiters)
+
+    def try_acquire(self) -> bool:
+        """Take a place if one is free now (and no one waits for it); never waits."""
+        with self._lock:
+            if self._value > 0 and not self._waiters:
+                self._value -= 1
+                return True
+            return False
+
+    async def acquire(self) -> bool:
+        """Take a place, waiting for one in turn (FIFO). Returns True; raises CancelledError
+        (holding no place) when cancelled while it waits."""
+        if self.try_acquire():
+            return True
+        waiter = self._Waiter(asyncio.get_running_loop())
+        with self._lock:
+            if self._value > 0 and not self._waiters:  # freed meanwhile
+                self._value -= 1
+                return True
+            self._waiters.append(waiter)
+        try:
+            await waiter.future
+        except BaseException:
+            with self._lock:
+                granted = waiter.granted
+                if not granted:
+                    self._waiters.remove(waiter)
+            if granted:  # handed a place as it was cancelled: the next one's
+                self.release()
+            raise
+        return True
+
+    def release(self) -> None:
+        """Give a place back: to the first waiter whose loop runs, else to the count."""
+        while True:
+            with self._lock:
+                if not self._waiters:
+                    if self._value >= self.limit:
+                        raise ValueError("SharedSemaphore released more often than acquired")
+                    self._value += 1
+                    return
+                waiter = self._waiters.popleft()
+                waiter.granted = True
+            try:
+                waiter.loop.call_soon_threadsafe(_wake, waiter.future)
+                return
+            except RuntimeError:  # its loop is closed: no one is left to take it
+                continue
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    """A :class:`SharedSemaphore` waiter's turn (on its loop). A waiter cancelled meanwhile
+    gives the place on itself (:meth:`SharedSemaphore.acquire`)."""
+    if not future.done():
+        future.set_result(None)
+
+
+Slots = asyncio.Semaphore | SharedSemaphore
+"""What :func:`slot` takes places of."""
 
 
 class WaitClock:
@@ -62,8 +178,13 @@ class WaitClock:
         self._paused_at = 0.0
         self._paused_when: float | None = None
         self._moved_when: list[tuple[asyncio.Timeout, float]] = []
-        self._holds: dict[asyncio.Semaphore, int] = {}
-        """Places of each semaphore the trial holds now (:func:`slot`)."""
+        self._holds: dict[Slots, int] = {}
+        """Places of each semaphore the trial holds now (:func:`slot`; under :attr:`_holds_lock`:
+        a :class:`SharedSemaphore`'s are taken on the gateway's thread too)."""
+        self._holds_lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the trial's deadlines run on (set by :meth:`install` and
+        :meth:`track`): a wait on another thread's loop is told to the clock there."""
 
     @staticmethod
     def current() -> WaitClock | None:
@@ -73,6 +194,7 @@ class WaitClock:
     def install(self) -> contextvars.Token[WaitClock | None]:
         """Make this the clock of the current context (and of the tasks it starts); give the
         token to :meth:`uninstall` after."""
+        self.loop = asyncio.get_running_loop()
         return _CURRENT.set(self)
 
     @staticmethod
@@ -94,6 +216,7 @@ class WaitClock:
 
     def track(self, timeout: asyncio.Timeout) -> None:
         """Move ``timeout`` by the waits from now on, as the agent's deadline."""
+        self.loop = asyncio.get_running_loop()
         self.settle()
         self.moved.append(timeout)
 
@@ -155,12 +278,13 @@ class WaitClock:
         if self.postpone is not None:
             self.postpone(owed)
 
-    def _begin(self) -> None:
+    def _begin(self, at: float | None = None) -> None:
+        """A wait begins (``at``: when, ``time.monotonic()``; default now)."""
         self.settle()
         self._active += 1
         if self._active > 1:
             return
-        self._paused_at = time.monotonic()
+        self._paused_at = time.monotonic() if at is None else at
         if self.postpone is not None:
             self.postpone(None)
         self._moved_when = [
@@ -173,8 +297,9 @@ class WaitClock:
             self._paused_when = deadline.when()
             deadline.reschedule(None)
 
-    def _end(self, kind: str, started: float) -> None:
-        now = time.monotonic()
+    def _end(self, kind: str, started: float, ended: float | None = None) -> None:
+        """A wait of ``kind`` that began at ``started`` ends (at ``ended``; default now)."""
+        now = time.monotonic() if ended is None else ended
         setattr(self.waits, kind, getattr(self.waits, kind) + (now - started))
         self._active -= 1
         if self._active > 0:
@@ -195,45 +320,103 @@ class WaitClock:
             deadline.reschedule(when + (now - self._paused_at))
 
 
-@contextlib.asynccontextmanager
-async def slot(
-    sem: asyncio.Semaphore | None,
-    kind: str,
-    clock: WaitClock | None = None,
-) -> AsyncIterator[None]:
-    """Hold ``sem`` (None: no limit) for the body; the time spent waiting to get it is a harness
-    wait of ``kind`` (a :class:`HarnessWaits` field) for ``clock`` (default: the current
-    trial's :class:`WaitClock`, if any), during which the agent's deadline is suspended (and
-    after which every stop of the trial is moved: :attr:`WaitClock.postpone`).
+class Held:
+    """A place of a semaphore that :func:`take_slot` took: :meth:`release` gives it back (once;
+    later calls do nothing), from the thread that took it or any other for a
+    :class:`SharedSemaphore`. ``sem`` is None for a place of no semaphore (nothing to give)."""
+
+    __slots__ = ("clock", "sem")
+
+    def __init__(self, sem: Slots | None = None, clock: WaitClock | None = None) -> None:
+        self.sem, self.clock = sem, clock
+
+    def release(self) -> None:
+        sem, self.sem = self.sem, None
+        if sem is None:
+            return
+        sem.release()
+        clock = self.clock
+        if clock is not None:
+            with clock._holds_lock:
+                if (left := clock._holds.pop(sem) - 1) > 0:
+                    clock._holds[sem] = left
+
+
+async def _take_free(sem: Slots) -> bool:
+    """Take a place of ``sem`` if one is free now (never waits)."""
+    if isinstance(sem, SharedSemaphore):
+        return sem.try_acquire()
+    if sem.locked():
+        return False
+    await sem.acquire()  # free: returns at once (the loop runs nothing else meanwhile)
+    return True
+
+
+async def take_slot(sem: Slots | None, kind: str, clock: WaitClock | None = None) -> Held:
+    """Take a place of ``sem`` (None: no limit, a :class:`Held` of nothing) and return it; give
+    it back with :meth:`Held.release`. The time spent waiting for it is a harness wait of
+    ``kind`` (a :class:`HarnessWaits` field) for ``clock`` (default: the current trial's
+    :class:`WaitClock`, if any), during which the agent's deadline is suspended (and after which
+    every stop of the trial is moved: :attr:`WaitClock.postpone`). On a thread whose event loop
+    is not the clock's (the model gateway's server thread), the clock is told on its own loop
+    (its deadlines are that loop's), with the times the wait began and ended here.
 
     Not when the trial itself holds a place of ``sem`` as the wait begins (an agent and its
     sub-agents calling the model at once): that queue is the agent's own making, and counted
     as the harness's it stood the deadline still for as long as the agent kept two requests
-    going (an agent with a sub-agent ran 8 s past a 3 s limit, red team)."""
+    going (an agent with a sub-agent ran 8 s past a 3 s limit, red team). Raises
+    CancelledError (holding no place) when cancelled while it waits."""
     if sem is None:
-        yield
-        return
+        return Held()
     clock = clock or _CURRENT.get()
     if clock is None:
-        async with sem:
-            yield
-        return
-    if not sem.locked() or clock._holds.get(sem, 0):
-        await sem.acquire()  # free now, or behind the trial's own request: no harness wait
-    else:
-        started = time.monotonic()
+        await sem.acquire()
+        return Held(sem)
+    with clock._holds_lock:
+        own = clock._holds.get(sem, 0) > 0
+    if own or not await _take_free(sem):
+        if own:  # behind the trial's own request: no harness wait
+            await sem.acquire()
+        else:
+            await _wait(sem, kind, clock)
+    with clock._holds_lock:
+        clock._holds[sem] = clock._holds.get(sem, 0) + 1
+    return Held(sem, clock)
+
+
+async def _wait(sem: Slots, kind: str, clock: WaitClock) -> None:
+    """Wait for a place of ``sem``, a harness wait of ``kind`` for ``clock``."""
+    started = time.monotonic()
+    home = clock.loop
+    if home is None or home is asyncio.get_running_loop():
         clock._begin()
         try:
             await sem.acquire()
         finally:
             clock._end(kind, started)
-    clock._holds[sem] = clock._holds.get(sem, 0) + 1
+        return
+    with contextlib.suppress(RuntimeError):  # the trial's loop is closed: no one to tell
+        home.call_soon_threadsafe(clock._begin, started)
+    try:
+        await sem.acquire()
+    finally:
+        with contextlib.suppress(RuntimeError):
+            home.call_soon_threadsafe(clock._end, kind, started, time.monotonic())
+
+
+@contextlib.asynccontextmanager
+async def slot(
+    sem: Slots | None,
+    kind: str,
+    clock: WaitClock | None = None,
+) -> AsyncIterator[None]:
+    """Hold a place of ``sem`` (None: no limit) for the body: :func:`take_slot` (the wait for
+    it a harness wait of ``kind`` for ``clock``), given back when the body ends."""
+    held = await take_slot(sem, kind, clock)
     try:
         yield
     finally:
-        sem.release()
-        if (left := clock._holds.pop(sem) - 1) > 0:
-            clock._holds[sem] = left
+        held.release()
 
 
 _T = TypeVar("_T")

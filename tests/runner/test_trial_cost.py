@@ -28,6 +28,7 @@ from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.spec.task import Grader, GraderKind, SourceRef, Task, TaskFormat, Workspace
 from clawrig.spec.trial import HarnessWaits, TrialResult
 from clawrig.testing.scripted_server import call, reply
+from clawrig.waits import SharedSemaphore
 
 pytestmark = pytest.mark.sandbox
 
@@ -106,8 +107,22 @@ class Gate(asyncio.Semaphore):
         return await super().acquire()
 
 
+class ProviderGate(SharedSemaphore):
+    """:class:`Gate` as a provider's places (the kind :func:`provider_semaphore` makes)."""
+
+    def __init__(self, hold_s: float) -> None:
+        super().__init__(1)
+        self.hold_s = hold_s
+        self.timer: asyncio.TimerHandle | None = None
+
+    async def acquire(self) -> bool:
+        if self.locked() and self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(self.hold_s, self.release)
+        return await super().acquire()
+
+
 async def test_waits_on_the_harness_are_recorded_and_not_held_against_the_agent(
-    scripted_server, tmp_path
+    scripted_server, tmp_path, monkeypatch
 ):
     """The agent's one model request waits 8 s for its provider's only slot, longer than its
     time limit of 5 s: the agent still finishes (its deadline moved by the wait), and the trial's
@@ -115,11 +130,11 @@ async def test_waits_on_the_harness_are_recorded_and_not_held_against_the_agent(
     srv = scripted_server([reply("warm"), reply("done")])
     model = srv.chat_model("scripted/agent", max_concurrency=1)
     await model.chat([{"role": "user", "content": "hi"}])  # its client made before the clock runs
-    gates = {"sandbox_start": Gate(0.5), "model": Gate(8.0), "grading": Gate(0.5)}
+    gates = {"sandbox_start": Gate(0.5), "model": ProviderGate(8.0), "grading": Gate(0.5)}
     for gate in gates.values():
         await gate.acquire()  # held by the test until a trial waits for it
-    # the provider's slot of this event loop is the held gate (clawrig.llm.client registry)
-    llm_client._SEMAPHORES.setdefault(asyncio.get_running_loop(), {})["scripted"] = gates["model"]
+    # the provider's places are the held gate (clawrig.llm.client registry)
+    monkeypatch.setitem(llm_client._LIMITS, "scripted", gates["model"])
     services = TrialServices(
         model=model, sandbox_starts=gates["sandbox_start"], grading_slots=gates["grading"]
     )
@@ -182,25 +197,27 @@ async def test_a_sandbox_stop_postponed_by_a_harness_wait(tmp_path):
             await box.stop()
 
 
-class Stall(asyncio.Semaphore):
-    """A free one-place semaphore (the provider's slot) that, when the agent first asks for it,
-    stalls the event loop ``chunks`` times for ``chunk_s`` seconds, 0.05 s apart (a harness too
-    busy to serve the trial, as hundreds of other trials' work would make it)."""
+class Stall(SharedSemaphore):
+    """A free one-place semaphore (the provider's places) that, when the agent first asks for
+    it, stalls the event loop ``chunks`` times for ``chunk_s`` seconds, 0.05 s apart (a harness
+    too busy to serve the trial, as hundreds of other trials' work would make it)."""
 
     def __init__(self, chunks: int, chunk_s: float) -> None:
         super().__init__(1)
         self.chunks, self.chunk_s, self.started = chunks, chunk_s, False
 
-    async def acquire(self) -> Literal[True]:
+    def try_acquire(self) -> bool:
         if not self.started:
             self.started = True
             loop = asyncio.get_running_loop()
             for n in range(self.chunks):
                 loop.call_later(0.1 + n * (self.chunk_s + 0.05), time.sleep, self.chunk_s)
-        return await super().acquire()
+        return super().try_acquire()
 
 
-async def test_a_busy_harness_loop_is_not_held_against_the_agent(scripted_server, tmp_path):
+async def test_a_busy_harness_loop_is_not_held_against_the_agent(
+    scripted_server, tmp_path, monkeypatch
+):
     """The agent (time limit 5 s) makes 4 exec calls and answers, its model taking 0.3 s a
     reply (1.5 s); meanwhile the harness's event loop is stalled 8 times for 0.75 s (6 s in
     all): the agent still finishes, and its phase less the trial's ``loop`` wait is within the
@@ -210,7 +227,7 @@ async def test_a_busy_harness_loop_is_not_held_against_the_agent(scripted_server
     model = srv.chat_model("scripted/agent", max_concurrency=1)
     await model.chat([{"role": "user", "content": "hi"}])  # its client made before the clock runs
     stall = Stall(8, 0.75)
-    llm_client._SEMAPHORES.setdefault(asyncio.get_running_loop(), {})["scripted"] = stall
+    monkeypatch.setitem(llm_client._LIMITS, "scripted", stall)
     task = task_with(PROBE).model_copy(update={"timeout_seconds": 5.0})
     result, folder = await run_trial(
         task,
@@ -240,9 +257,9 @@ async def test_a_wait_while_the_agent_runs_moves_its_sandboxs_stop_too(
     srv = scripted_server([reply("warm"), reply(tool_calls=[wrote]), reply("done")])
     model = srv.chat_model("scripted/agent", max_concurrency=1)
     await model.chat([{"role": "user", "content": "hi"}])  # its client made before the clock runs
-    gate = Gate(12.0)
+    gate = ProviderGate(12.0)
     await gate.acquire()  # held by the test until the agent's request waits for it
-    llm_client._SEMAPHORES.setdefault(asyncio.get_running_loop(), {})["scripted"] = gate
+    monkeypatch.setitem(llm_client._LIMITS, "scripted", gate)
     task = task_with(PROBE).model_copy(update={"timeout_seconds": 5.0})
     task = task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 1})})
     result, folder = await run_trial(

@@ -89,6 +89,7 @@ from clawrig.spec.layout import TMP_PREFIX, TrialPaths
 from clawrig.spec.task import Task
 from clawrig.spec.trial import StopReason
 from clawrig.transcript import read_openclaw_jsonl
+from clawrig.waits import WaitClock
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -506,6 +507,7 @@ class OpenClawAgent(Agent):
             max_cost_usd=ctx.limits.cost_usd,
             max_tokens=ctx.limits.tokens,
             max_requests=ctx.limits.max_turns,
+            clock=WaitClock.current(),  # the trial's (its agent phase runs this)
         )
         return lease, True
 

@@ -21,16 +21,26 @@ retries are done here with tenacity:
 Each call returns a :class:`clawrig.spec.llm.ChatResponse` whose ``usage`` counts this call
 (see :func:`usage_from_openai` for the token classes and cost), ``usage.retries`` the retried
 attempts, ``usage.elapsed_time`` the seconds of the whole call (retries and waits included) and
-``latency_s`` the seconds of the attempt that succeeded. Requests to one provider are limited
-to ``ModelEndpoint.max_concurrency`` in flight (one asyncio.Semaphore per provider name and
-event loop, shared by every model of that provider); the time a request waits for a place is a
-harness wait of the trial it belongs to (:mod:`clawrig.waits`: not held against the agent).
+``latency_s`` the seconds of the attempt that succeeded.
+
+Requests to one provider are limited to ``ModelEndpoint.max_concurrency`` in flight: one
+:class:`clawrig.waits.SharedSemaphore` per provider name in the process
+(:func:`provider_semaphore`; with ``--workers``, this process's share of the limit), shared by
+every model of that provider and by every event loop and thread: this module's requests on the
+harness's loop (the native agent, the in-process judge) and the model gateway's requests over
+its sockets on its server thread (a real OpenClaw in a sandbox, skills, graders calling a
+judge: :mod:`clawrig.llm.gateway.server`). Each attempt holds a place while it is sent and its
+reply read (a retry's back-off holds none); a request of this process that reaches the gateway
+in its own task while it holds a place (the in-process agent's) takes no second one
+(:func:`take_provider_slot`). The time a request waits for a place is a harness wait of the
+trial it belongs to (:mod:`clawrig.waits`: not held against the agent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import email.utils
 import functools
 import hashlib
@@ -38,9 +48,11 @@ import importlib
 import json
 import math
 import sys
+import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -58,7 +70,7 @@ from clawrig.llm.stalls import progress as stall_progress
 from clawrig.sizes import format_bytes
 from clawrig.spec.llm import ChatResponse, ToolCall
 from clawrig.spec.trial import Usage
-from clawrig.waits import slot
+from clawrig.waits import Held, SharedSemaphore, WaitClock, take_slot
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -99,6 +111,8 @@ __all__ = [
     "PROBE",
     "provider_answers",
     "provider_semaphore",
+    "provider_slot",
+    "take_provider_slot",
     "share_concurrency",
     "concurrency_share",
     "usage_from_openai",
@@ -206,8 +220,13 @@ def capped_transport(cap: int, **kwargs: Any) -> Any:
     return _capped_transport_class()(cap, **kwargs)
 
 
-_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]]
-_SEMAPHORES = weakref.WeakKeyDictionary()
+_LIMITS: dict[str, SharedSemaphore] = {}
+"""Provider name -> its requests in flight in this process (:func:`provider_semaphore`)."""
+_LIMITS_LOCK = threading.Lock()
+_HELD: contextvars.ContextVar[frozenset[SharedSemaphore]] = contextvars.ContextVar(
+    "clawrig_provider_slots_held", default=frozenset()
+)
+"""The providers' semaphores a request of this context holds a place of (:func:`provider_slot`)."""
 
 
 _SHARE: list[int] = [0, 1]
@@ -230,21 +249,66 @@ def concurrency_share(limit: int, index: int, processes: int) -> int:
     return max(1, limit // processes + (1 if index < limit % processes else 0))
 
 
-def provider_semaphore(provider: str, limit: int | None) -> asyncio.Semaphore | None:
-    """The semaphore shared by every request to ``provider`` on the running loop: ``limit``
-    requests in flight, or this process's share of them (:func:`share_concurrency`).
+def provider_semaphore(provider: str, limit: int | None) -> SharedSemaphore | None:
+    """The semaphore shared by every request to ``provider`` in this process, on any event loop
+    or thread: ``limit`` requests in flight, or this process's share of them
+    (:func:`share_concurrency`).
 
-    None when ``limit`` is None (unlimited). The first limit seen for a provider on a loop wins.
-    Must be called from a coroutine.
-    """
+    None when ``limit`` is None (unlimited). The first limit seen for a provider wins (a job's
+    endpoints of one provider carry its one ``max_concurrency``) until
+    :func:`forget_provider_limits`."""
     if limit is None:
         return None
-    per_loop = _SEMAPHORES.setdefault(asyncio.get_running_loop(), {})
-    sem = per_loop.get(provider)
-    if sem is None:
-        index, processes = _SHARE
-        sem = per_loop[provider] = asyncio.Semaphore(concurrency_share(limit, index, processes))
-    return sem
+    with _LIMITS_LOCK:
+        sem = _LIMITS.get(provider)
+        if sem is None:
+            index, processes = _SHARE
+            sem = _LIMITS[provider] = SharedSemaphore(concurrency_share(limit, index, processes))
+        return sem
+
+
+def forget_provider_limits() -> None:
+    """Forget every provider's semaphore: the next request to each makes a new one from its
+    limit. For a process that runs independent jobs one after another, such as a test session
+    (a test's limit for a provider name is not the next one's); requests holding a place of a
+    forgotten one give it back to it."""
+    with _LIMITS_LOCK:
+        _LIMITS.clear()
+
+
+async def take_provider_slot(
+    provider: str, limit: int | None, clock: WaitClock | None = None
+) -> Held:
+    """A place of ``provider``'s requests in flight (:func:`provider_semaphore`; ``limit``
+    None: none needed) for one attempt of a request, waiting in turn for it: the wait is a
+    harness wait (``model``) of ``clock``, default the current trial's
+    (:func:`clawrig.waits.take_slot`). Give it back with :meth:`Held.release` once the attempt's
+    reply is read. Nothing is taken (a :class:`Held` of nothing) when this context holds a
+    place of that provider already (:func:`provider_slot`): the in-process agent's request
+    reaching the model gateway in its own task (handed over, or through ``httpx.ASGITransport``,
+    which runs the gateway's app in the caller's task) is the request that place is for, and a
+    second place would deadlock at a limit of 1. Raises CancelledError (holding nothing) when
+    cancelled while it waits."""
+    sem = provider_semaphore(provider, limit)
+    if sem is None or sem in _HELD.get():
+        return Held()
+    return await take_slot(sem, "model", clock)
+
+
+@asynccontextmanager
+async def provider_slot(provider: str, limit: int | None) -> AsyncIterator[None]:
+    """Hold a place of ``provider``'s requests in flight for the body (:func:`take_provider_slot`,
+    the wait a harness wait of the current trial); within it, this context (and the tasks it
+    starts) holds that provider's place: a request it makes through the model gateway in
+    process takes no second one."""
+    held = await take_provider_slot(provider, limit)
+    token = _HELD.set(_HELD.get() | {held.sem}) if isinstance(held.sem, SharedSemaphore) else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _HELD.reset(token)
+        held.release()
 
 
 def _upstream(endpoint: ModelEndpoint) -> tuple[str, str, str]:
@@ -889,8 +953,8 @@ class OpenAIChatModel:
         async def attempt() -> ChatResponse:
             nonlocal attempts
             attempts += 1
-            sem = provider_semaphore(self.endpoint.provider, self.endpoint.max_concurrency)
-            async with slot(sem, "model"):  # waiting for it: a harness wait
+            # waiting for a place of the provider's requests in flight: a harness wait
+            async with provider_slot(self.endpoint.provider, self._concurrency()):
                 with watch.request() if watch is not None else contextlib.nullcontext():
                     return await self._attempt(params)
 
@@ -921,6 +985,11 @@ class OpenAIChatModel:
         response.usage.elapsed_time = time.monotonic() - started
         mark_answered(self.endpoint)
         return response
+
+    def _concurrency(self) -> int | None:
+        """The requests in flight this model's calls hold a place of (:func:`provider_slot`):
+        its endpoint's ``max_concurrency``."""
+        return self.endpoint.max_concurrency
 
     def has_answered(self) -> bool:
         """:func:`has_answered` of this model's endpoint."""

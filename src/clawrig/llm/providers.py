@@ -121,9 +121,11 @@ class ProviderConfig(BaseModel):
     """One provider. The base URL is ``base_url`` or the value of ``base_url_env``; the key the
     value of ``api_key_env``; ``model_id_env`` names a variable holding the id to send when the
     model name gives none. ``max_concurrency``: requests in flight per provider (None =
-    unlimited). ``timeout_s``: seconds per request. ``extra_body``: fields added to every
-    request body. ``server``: the inference server behind it (``vllm`` / ``sglang``; default:
-    the provider's name when it is one of those), for the gateway's token capture."""
+    unlimited), whoever sends them: the harness's own and the model gateway's
+    (:func:`clawrig.llm.client.provider_semaphore`). ``timeout_s``: seconds per request.
+    ``extra_body``: fields added to every request body. ``server``: the inference server
+    behind it (``vllm`` / ``sglang``; default: the provider's name when it is one of those),
+    for the gateway's token capture."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -810,6 +810,7 @@ class Trial:
                 record_path=self.paths.model_calls,
                 max_cost_usd=config.max_cost_usd_per_trial,
                 max_tokens=config.max_tokens_per_trial,
+                clock=self.clock,  # its socket requests' waits for a provider's place
             )
         self.network = network = await TrialNetwork.open(
             folder=self.paths.root,

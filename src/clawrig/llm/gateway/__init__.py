@@ -11,6 +11,10 @@ asking a judge), the request reaches this gateway, which
   usage is always counted; the usage-only chunk is passed on only when the client asked);
 - retries the upstream on 408/409/429/5xx and dropped connections before any byte reaches the
   client (exponential backoff with jitter, ``Retry-After`` honoured; :class:`RetryPolicy`);
+- keeps the upstream provider's ``max_concurrency``: each attempt holds a place of the
+  provider's requests in flight, one count per harness process with the harness's own requests
+  (:func:`clawrig.llm.client.provider_semaphore`), the wait for it a harness wait of the
+  lease's trial (its ``clock``); a request of the in-process agent holds its place already;
 - counts tokens and cost per trial (:func:`clawrig.llm.client.usage_from_openai`: OpenClaw's
   token classes, the provider's ``usage.cost`` when sent, else the endpoint's prices);
 - enforces the job's budget (USD) and per-trial caps (USD, tokens, requests): a request past a

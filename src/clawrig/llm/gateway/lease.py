@@ -31,6 +31,7 @@ from clawrig.llm.providers import ModelEndpoint
 from clawrig.llm.stalls import RequestWatch
 from clawrig.spec.llm import ChatResponse
 from clawrig.spec.trial import StopReason, Usage
+from clawrig.waits import WaitClock
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -53,7 +54,10 @@ class GatewayLease:
     upstream retries for this lease (default: the gateway's; a client that retries on its own,
     like OpenClaw, gets a shorter one so retries do not multiply); ``token_server``: ``vllm`` /
     ``sglang`` when the gateway asks the upstream for sampled token ids and records them
-    (:mod:`clawrig.llm.gateway.tokens`; set by :meth:`Gateway.open_trial`).
+    (:mod:`clawrig.llm.gateway.tokens`; set by :meth:`Gateway.open_trial`); ``clock``: the
+    trial's :class:`clawrig.waits.WaitClock`, charged with the time its requests over the
+    gateway's sockets wait for a place of the provider's ``max_concurrency`` (None: not
+    charged).
 
     Counters (read them with the properties; they are updated from the gateway's thread): ``usage``
     (a :class:`Usage` copy), ``requests``, ``refusals`` (why requests were refused: ``budget``,
@@ -81,6 +85,7 @@ class GatewayLease:
     key_model: str | None = None
     retry: RetryPolicy | None = None
     token_server: TokenServer | None = None
+    clock: WaitClock | None = None
     closed: bool = False
     _usage: Usage = field(default_factory=Usage)
     _requests: int = 0
@@ -395,7 +400,10 @@ class GatewayChatModel(OpenAIChatModel):
     gateway's app over ``httpx.ASGITransport``: no socket, no hop to the gateway's server
     thread), and the gateway's upstream call uses this model's own HTTP client (one per event
     loop, closed by :meth:`aclose`); the same counting, caps, records and replay as over the
-    socket. False: over the gateway's TCP listener (``http://127.0.0.1:<port>``)."""
+    socket. A request holds its place of the provider's ``max_concurrency`` here, and the
+    gateway takes none for it. False: over the gateway's TCP listener
+    (``http://127.0.0.1:<port>``); the gateway's server thread takes the place (charging the
+    lease's ``clock``), this model none (two places for one request deadlock at a limit of 1)."""
 
     def __init__(
         self,
@@ -489,6 +497,11 @@ class GatewayChatModel(OpenAIChatModel):
         if not isinstance(data, dict):
             raise _BodyError(None, "the reply is not a JSON object")
         return self._from_completion(completion_fields(data))
+
+    def _concurrency(self) -> int | None:
+        """In process: the upstream's limit (the gateway takes no place for a request that holds
+        one). Over TCP: None (the gateway's server thread takes the request's place)."""
+        return self.upstream.max_concurrency if self.in_process else None
 
     def where(self) -> str:
         """The upstream the gateway calls (the URL the user set), not the gateway itself."""

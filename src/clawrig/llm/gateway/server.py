@@ -19,7 +19,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from clawrig.errors import UserError
@@ -46,6 +47,7 @@ from clawrig.llm.client import (
     mark_unreached,
     refuses_retry,
     retry_after_seconds,
+    take_provider_slot,
     usage_from_openai,
     with_retries,
 )
@@ -86,6 +88,7 @@ from clawrig.serving import ThreadedServer, tcp_listener
 from clawrig.sizes import format_bytes
 from clawrig.spec.layout import json_text
 from clawrig.spec.trial import Usage
+from clawrig.waits import Held, WaitClock
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -97,6 +100,22 @@ class _Retryable(Exception):
         self.status = status
         self.headers = headers
         self.body = body
+
+
+class _Relayed(StreamingResponse):
+    """A relayed upstream stream that calls ``done`` (gives back the request's place of the
+    provider's requests in flight) when the response ends, sent or not: a client gone before
+    the first line never starts the body's generator, whose own ``finally`` then never runs."""
+
+    def __init__(self, content: AsyncIterator[bytes], done: Callable[[], None]) -> None:
+        super().__init__(content, media_type="text/event-stream")
+        self.done = done
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.done()
 
 
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
@@ -591,12 +610,14 @@ class Gateway:
         cache_mode: CacheMode | None = None,
         key_model: str | None = None,
         token_capture: bool | None = None,
+        clock: WaitClock | None = None,
     ) -> GatewayLease:
         """Register a trial (or a grading phase) and return its lease with a fresh random
         token. ``cache``/``cache_mode`` default to the gateway's. ``token_capture``: None
         (default) records sampled token ids when the endpoint is a vLLM / SGLang server
         (:func:`clawrig.llm.gateway.tokens.capture_server`), False never; "calls" records
-        only. Other arguments: see :class:`GatewayLease`."""
+        only. ``clock``: the trial's wait clock (its socket requests' waits for a provider's
+        place are harness waits). Other arguments: see :class:`GatewayLease`."""
         lease = GatewayLease(
             gateway=self,
             token=f"clawrig-{secrets.token_urlsafe(24)}",
@@ -613,6 +634,7 @@ class Gateway:
             cache=cache if cache is not None else self.cache,
             cache_mode=cache_mode or (self.cache_mode if cache is None else "prefer"),
             key_model=key_model if key_model is not None or role != "judge" else JUDGE_KEY_MODEL,
+            clock=clock,
         )
         if record_format == "calls" and (token_capture is None or token_capture):
             lease.token_server = capture_server(endpoint)
@@ -986,7 +1008,14 @@ class Gateway:
         body's ``tools`` / ``messages`` as compact JSON made earlier
         (:meth:`GatewayLease.tools_json`, :meth:`GatewayLease.messages_json`). The
         request is in flight (:attr:`GatewayLease.in_flight`) until it is counted and recorded
-        (for a relayed stream, when the stream ends) or :meth:`_chat` is cancelled."""
+        (for a relayed stream, when the stream ends) or :meth:`_chat` is cancelled.
+
+        Each attempt takes a place of the upstream's provider's requests in flight
+        (:func:`clawrig.llm.client.take_provider_slot`: its ``max_concurrency``, one count with
+        the harness's own requests; none when the caller holds one already, as the in-process
+        agent does), waiting in turn for it (a harness wait of the lease's ``clock``), and holds
+        it until its reply is read (a relayed stream: until the response ends); a retry's
+        back-off holds none."""
         ep = lease.endpoint
         client = UPSTREAM_CLIENT.get() or self._socket_client(lease)
         assert ep is not None and client is not None
@@ -1018,17 +1047,25 @@ class Gateway:
             # agent program's non-streamed request: how long it stays silent is its choice
             lease.watch.begin(seq)
 
+        hold = Held()  # the place of the attempt whose reply is being read
+
         async def attempt() -> httpx.Response:
-            nonlocal attempts
+            nonlocal attempts, hold
             attempts += 1
-            if content is not None:
-                req = client.build_request("POST", _url(url), content=content, headers=headers)
-            else:
-                req = client.build_request("POST", _url(url), json=out, headers=headers)
-            resp = await send(client, req)
-            if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
-                data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
-                raise _Retryable(resp.status_code, resp.headers, data)
+            held = await take_provider_slot(ep.provider, ep.max_concurrency, lease.clock)
+            try:
+                if content is not None:
+                    req = client.build_request("POST", _url(url), content=content, headers=headers)
+                else:
+                    req = client.build_request("POST", _url(url), json=out, headers=headers)
+                resp = await send(client, req)
+                if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
+                    data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
+                    raise _Retryable(resp.status_code, resp.headers, data)
+            except BaseException:
+                held.release()
+                raise
+            hold = held
             return resp
 
         policy = lease.retry or self.retry
@@ -1078,60 +1115,80 @@ class Gateway:
             failed.headers.update(_failure_headers(attempts))
             failed.headers[UPSTREAM_FAILURE_HEADER] = "connect" if connect else "no_reply"
             return failed
-        retries = attempts - 1
-        ctype = resp.headers.get("content-type", "")
-        cached = resp.headers.get(CACHED_HEADER) == "1"  # served by a gateway's cache upstream
-        if resp.status_code != 200:
-            data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
-            msg = f"{ep.name}: HTTP {resp.status_code} from {where}: {_upstream_message(data)}"
-            chained = _chained_refusal(data) if resp.status_code == 402 else None
-            if chained == "budget_exceeded":
-                lease._refuse("budget")  # a gateway upstream (the Ray driver's): the job's cap
-            elif chained == "budget_share":
-                lease._refuse("budget_share")  # ... which this trial spent its share of
-            with lease._lock:
-                lease._upstream_refusals.append(resp.status_code)
-            lease._count(None, retries=retries)
-            self._record(
-                lease,
-                seq,
-                key,
-                body,
-                status=resp.status_code,
-                error=msg,
-                started=started,
-                retries=retries,
-            )
-            return Response(
-                data, status_code=resp.status_code, media_type=ctype or "application/json"
-            )
-        if "text/event-stream" not in ctype:
-            reply = await _read_reply(resp, MAX_REPLY_BYTES)
-            try:
-                if reply is None:
-                    raise ValueError(f"over {format_bytes(MAX_REPLY_BYTES)}")
-                completion = json.loads(reply)
-                if not isinstance(completion, dict):
-                    raise ValueError("not a JSON object")
-            except (ValueError, RecursionError) as exc:
-                why = "not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
-                msg = f"{ep.name}: unusable reply from {where}: {why}"
+        try:
+            retries = attempts - 1
+            ctype = resp.headers.get("content-type", "")
+            cached = resp.headers.get(CACHED_HEADER) == "1"  # served by a gateway's cache upstream
+            if resp.status_code != 200:
+                data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
+                msg = f"{ep.name}: HTTP {resp.status_code} from {where}: {_upstream_message(data)}"
+                chained = _chained_refusal(data) if resp.status_code == 402 else None
+                if chained == "budget_exceeded":
+                    lease._refuse("budget")  # a gateway upstream (the Ray driver's): the job's cap
+                elif chained == "budget_share":
+                    lease._refuse("budget_share")  # ... which this trial spent its share of
+                with lease._lock:
+                    lease._upstream_refusals.append(resp.status_code)
+                lease._count(None, retries=retries)
                 self._record(
-                    lease, seq, key, body, status=502, error=msg, started=started, retries=retries
+                    lease,
+                    seq,
+                    key,
+                    body,
+                    status=resp.status_code,
+                    error=msg,
+                    started=started,
+                    retries=retries,
                 )
-                return _error_body(502, f"clawrig gateway: {msg}", "bad_upstream_reply")
-            tokens = None
-            if server is not None:
-                tokens = tokens_from_completion(server, completion)
-                strip_capture_fields(completion, body)
-            self._finish(
-                lease, seq, key, body, completion, started, retries, tokens=tokens, cached=cached
+                return Response(
+                    data, status_code=resp.status_code, media_type=ctype or "application/json"
+                )
+            if "text/event-stream" not in ctype:
+                reply = await _read_reply(resp, MAX_REPLY_BYTES)
+                try:
+                    if reply is None:
+                        raise ValueError(f"over {format_bytes(MAX_REPLY_BYTES)}")
+                    completion = json.loads(reply)
+                    if not isinstance(completion, dict):
+                        raise ValueError("not a JSON object")
+                except (ValueError, RecursionError) as exc:
+                    why = "not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                    msg = f"{ep.name}: unusable reply from {where}: {why}"
+                    self._record(
+                        lease,
+                        seq,
+                        key,
+                        body,
+                        status=502,
+                        error=msg,
+                        started=started,
+                        retries=retries,
+                    )
+                    return _error_body(502, f"clawrig gateway: {msg}", "bad_upstream_reply")
+                tokens = None
+                if server is not None:
+                    tokens = tokens_from_completion(server, completion)
+                    strip_capture_fields(completion, body)
+                self._finish(
+                    lease,
+                    seq,
+                    key,
+                    body,
+                    completion,
+                    started,
+                    retries,
+                    tokens=tokens,
+                    cached=cached,
+                )
+                return self._answer(completion, stream or stream_to_client, wants_usage, raw=raw)
+            relayed = _Relayed(
+                self._relay(lease, seq, key, body, resp, wants_usage, started, retries, cached),
+                hold.release,
             )
-            return self._answer(completion, stream or stream_to_client, wants_usage, raw=raw)
-        return StreamingResponse(
-            self._relay(lease, seq, key, body, resp, wants_usage, started, retries, cached),
-            media_type="text/event-stream",
-        )
+            hold = Held()  # the response gives it back
+            return relayed
+        finally:
+            hold.release()
 
     async def _relay(
         self,
