@@ -222,3 +222,23 @@ async def test_a_socket_requests_wait_is_its_trials_harness_wait(scripted_server
     assert took >= 0.9, took
     assert 0.8 <= clock.waits.model <= took, (clock.waits, took)
     assert clock.paused_s == pytest.approx(clock.waits.model)
+
+
+def test_a_later_job_in_the_process_keeps_its_own_limit(scripted_server):
+    """Two jobs one after the other in one process (``Job(config).run()`` twice, each its own
+    event loop), the same provider name: the first with ``max_concurrency: 3``, the second
+    with ``max_concurrency: 1``. The second's 3 requests at once reach its server one at a
+    time (the first job's semaphore of 3 places was kept for the provider's name, and its
+    requests went 3 at once)."""
+
+    async def job(srv: ScriptedServer, limit: int) -> None:
+        model = srv.chat_model("limited/m", max_concurrency=limit)
+        msgs = [[{"role": "user", "content": f"q{n}"}] for n in range(3)]
+        await asyncio.gather(*(model.chat(m) for m in msgs))
+        await model.aclose()
+
+    first, second = scripted_server(responder=echo(0.3)), scripted_server(responder=echo(0.3))
+    asyncio.run(job(first, 3))
+    asyncio.run(job(second, 1))
+    assert first.max_in_flight == 3
+    assert second.max_in_flight == 1

@@ -133,8 +133,8 @@ async def test_waits_on_the_harness_are_recorded_and_not_held_against_the_agent(
     gates = {"sandbox_start": Gate(0.5), "model": ProviderGate(8.0), "grading": Gate(0.5)}
     for gate in gates.values():
         await gate.acquire()  # held by the test until a trial waits for it
-    # the provider's places are the held gate (clawrig.llm.client registry)
-    monkeypatch.setitem(llm_client._LIMITS, "scripted", gates["model"])
+    # the provider's places (max_concurrency 1) are the held gate (clawrig.llm.client registry)
+    monkeypatch.setitem(llm_client._LIMITS, ("scripted", 1), gates["model"])
     services = TrialServices(
         model=model, sandbox_starts=gates["sandbox_start"], grading_slots=gates["grading"]
     )
@@ -227,7 +227,7 @@ async def test_a_busy_harness_loop_is_not_held_against_the_agent(
     model = srv.chat_model("scripted/agent", max_concurrency=1)
     await model.chat([{"role": "user", "content": "hi"}])  # its client made before the clock runs
     stall = Stall(8, 0.75)
-    monkeypatch.setitem(llm_client._LIMITS, "scripted", stall)
+    monkeypatch.setitem(llm_client._LIMITS, ("scripted", 1), stall)
     task = task_with(PROBE).model_copy(update={"timeout_seconds": 5.0})
     result, folder = await run_trial(
         task,
@@ -259,7 +259,7 @@ async def test_a_wait_while_the_agent_runs_moves_its_sandboxs_stop_too(
     await model.chat([{"role": "user", "content": "hi"}])  # its client made before the clock runs
     gate = ProviderGate(12.0)
     await gate.acquire()  # held by the test until the agent's request waits for it
-    monkeypatch.setitem(llm_client._LIMITS, "scripted", gate)
+    monkeypatch.setitem(llm_client._LIMITS, ("scripted", 1), gate)
     task = task_with(PROBE).model_copy(update={"timeout_seconds": 5.0})
     task = task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 1})})
     result, folder = await run_trial(

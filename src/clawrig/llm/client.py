@@ -220,8 +220,9 @@ def capped_transport(cap: int, **kwargs: Any) -> Any:
     return _capped_transport_class()(cap, **kwargs)
 
 
-_LIMITS: dict[str, SharedSemaphore] = {}
-"""Provider name -> its requests in flight in this process (:func:`provider_semaphore`)."""
+_LIMITS: dict[tuple[str, int], SharedSemaphore] = {}
+"""(provider name, places) -> its requests in flight in this process
+(:func:`provider_semaphore`)."""
 _LIMITS_LOCK = threading.Lock()
 _HELD: contextvars.ContextVar[frozenset[SharedSemaphore]] = contextvars.ContextVar(
     "clawrig_provider_slots_held", default=frozenset()
@@ -254,16 +255,19 @@ def provider_semaphore(provider: str, limit: int | None) -> SharedSemaphore | No
     or thread: ``limit`` requests in flight, or this process's share of them
     (:func:`share_concurrency`).
 
-    None when ``limit`` is None (unlimited). The first limit seen for a provider wins (a job's
-    endpoints of one provider carry its one ``max_concurrency``) until
-    :func:`forget_provider_limits`."""
+    None when ``limit`` is None (unlimited). One semaphore per provider and number of places
+    (a job's endpoints of one provider carry its one ``max_concurrency``): a later job of the
+    process (``Job(config).run()`` again, another ``--workers`` share) with another limit for
+    the provider gets its own, not the first one's (the first limit seen won: a job with
+    ``max_concurrency: 1`` after one with 3 sent 3 at once)."""
     if limit is None:
         return None
+    index, processes = _SHARE
+    places = concurrency_share(limit, index, processes)
     with _LIMITS_LOCK:
-        sem = _LIMITS.get(provider)
+        sem = _LIMITS.get((provider, places))
         if sem is None:
-            index, processes = _SHARE
-            sem = _LIMITS[provider] = SharedSemaphore(concurrency_share(limit, index, processes))
+            sem = _LIMITS[(provider, places)] = SharedSemaphore(places)
         return sem
 
 
