@@ -260,6 +260,11 @@ class WaitClock:
         return False
 
     @property
+    def waiting(self) -> bool:
+        """Whether a wait of the trial is in progress now."""
+        return self._active > 0
+
+    @property
     def owed_s(self) -> float:
         """Seconds charged that the deadlines are not moved by yet (:meth:`charge`)."""
         return self._owed
@@ -310,7 +315,10 @@ class WaitClock:
             self.postpone(paused)
         for t, when in self._moved_when:
             if not t.expired():
-                t.reschedule(when + paused)
+                # a phase that ended meanwhile (its request's wait ended after it, told from
+                # the gateway's thread): nothing left to move
+                with contextlib.suppress(RuntimeError):
+                    t.reschedule(when + paused)
         self._moved_when = []
         if self._paused_when is None:
             return

@@ -91,3 +91,20 @@ async def test_the_loop_watcher_pays_what_is_owed_once_the_loop_is_on_time(monke
             assert abs(deadline.when() - (when0 + clock.waits.loop)) < 1e-9
             assert loop.time() > stalled_until
         clock.deadline = None
+
+
+async def test_a_wait_that_ends_after_its_phase_ended_moves_nothing():
+    """A phase deadline tracked by the clock ends (its ``async with`` left) while a wait that
+    began in it is still in progress (a grader's judge request waiting for a provider's place
+    on the gateway's thread, its grader stopped meanwhile): when that wait ends, the clock
+    records it and moves nothing; it raised RuntimeError (a finished Timeout rescheduled) in
+    the event loop's callback, and the clock's deadline bookkeeping stopped half way."""
+    clock = WaitClock()
+    async with asyncio.timeout(30) as phase:
+        clock.track(phase)
+        started = time.monotonic()
+        clock._begin(started)
+    clock.untrack(phase)
+    clock._end("model", started, started + 2.0)
+    assert clock.waits.model == 2.0
+    assert not clock.waiting
