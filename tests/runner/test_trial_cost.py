@@ -309,3 +309,55 @@ async def test_an_agent_waiting_on_its_own_model_requests_gets_no_more_time(
     )
     assert result.error is None, result.error
     assert result.stop_reason == "time_limit", (result.stop_reason, result.waits)
+
+
+ASKS_JUDGE = r"""
+import json, os, urllib.request
+
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    body = {"model": os.environ["JUDGE_MODEL"], "messages": [{"role": "user", "content": "x"}]}
+    req = urllib.request.Request(
+        os.environ["OPENROUTER_BASE_URL"].rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + os.environ["OPENROUTER_API_KEY"],
+                 "Content-Type": "application/json"},
+    )
+    score = float(json.loads(urllib.request.urlopen(req, timeout=60).read())
+                  ["choices"][0]["message"]["content"])
+    return {"judge": score, "overall_score": score}
+"""
+
+
+async def test_a_grader_timed_out_behind_the_providers_limit_is_not_the_agents_zero(
+    scripted_server, tmp_path
+):
+    """``max_concurrency: 1`` for the judge's provider: another request (another trial's)
+    holds its only place for 8 s while this trial's grader, with a 3 s limit, asks the judge
+    through the proxy. The grader times out waiting on the harness, which is no doing of the
+    agent: not its 0 (an agent error) but an infrastructure error, run again."""
+
+    def respond(body: dict[str, Any]) -> Any:
+        held = body["messages"][-1]["content"] == "hold"
+        return reply("1.0", delay=8.0 if held else 0.0)
+
+    judge = scripted_server(responder=respond)
+    holder = judge.chat_model("scripted/other", max_concurrency=1)
+    task = task_with(ASKS_JUDGE, task_id="judged")
+    task = task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 3})})
+    with Gateway() as gw:
+        services = TrialServices(
+            judge=judge.chat_model("scripted/judge", max_concurrency=1), gateway=gw
+        )
+        holding = asyncio.ensure_future(holder.chat([{"role": "user", "content": "hold"}]))
+        while not judge.requests:  # it holds the provider's place
+            await asyncio.sleep(0.01)
+        result, _ = await run_trial(
+            task, TrialConfig(agent="nop", model="nop"), tmp_path / "out", services=services
+        )
+        await holding
+    await holder.aclose()
+    assert [r["messages"][-1]["content"] for r in judge.requests[:1]] == ["hold"]
+    assert result.error is not None and result.error.phase == "grading", result.error
+    assert result.error.kind == "infrastructure", result.error
+    assert result.error.retryable
+    assert result.score is not None and "max_concurrency" in str(result.score.error)

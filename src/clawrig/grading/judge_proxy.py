@@ -53,6 +53,7 @@ from clawrig.llm.providers import ModelEndpoint
 from clawrig.sandbox.base import Sandbox
 from clawrig.spec.task import Task
 from clawrig.spec.trial import Usage
+from clawrig.waits import WaitClock
 
 __all__ = [
     "NO_JUDGE_MODEL",
@@ -128,6 +129,7 @@ async def judge_proxy(
     task_id: str | None = None,
     run_index: int = 0,
     port: int = FORWARDER_PORT,
+    clock: WaitClock | None = None,
 ) -> AsyncIterator[JudgeProxy]:
     """Run the judge proxy in ``sandbox`` for the body of the ``async with``.
 
@@ -136,8 +138,10 @@ async def judge_proxy(
     (appended to); ``cache``: a :class:`ResponseCache` or the path of a cache file (read, and
     appended to with new replies; None: the gateway's cache and mode, e.g. a replay
     gateway's); ``task_id``/``run_index``: the cache scope; ``port``: the forwarder's port
-    inside the sandbox. Raises :class:`clawrig.errors.SandboxError` when the
-    forwarder cannot start.
+    inside the sandbox; ``clock``: the trial's :class:`clawrig.waits.WaitClock`, charged with the
+    time the grader's requests wait for a place of the judge's provider's ``max_concurrency``
+    (a harness wait). Raises :class:`clawrig.errors.SandboxError` when the forwarder cannot
+    start.
     """
     if isinstance(cache, Path | str):
         cache = ResponseCache.from_file(Path(cache))
@@ -151,6 +155,7 @@ async def judge_proxy(
         record_format="judge",
         cache=cache,  # None: the gateway's own (a replay gateway's records)
         key_model=JUDGE_KEY_MODEL,
+        clock=clock,
     )
     try:
         forwarder = await start_forwarder(sandbox, gateway, port=port)

@@ -302,6 +302,7 @@ async def run_grader(
         return Score(grader="programmatic", details=details, error=error, **extra)
 
     if r.timed_out:
+        details["timed_out"] = True
         return failed(f"grader timed out after {timeout_s:g} s")
     if r.exit_code != 0:
         last = _last_line(r.stderr) or f"exit code {r.exit_code}"

@@ -1336,11 +1336,12 @@ class Trial:
         services, task, config, result = self.services, self.task, self.config, self.result
         python = self.grader_stage.activate() if self.grader_stage else "python3"
         judge_model = _judge_model(task, services, self.name, self.run_index, self.paths)
+        model_waits = self.clock.waits.model
         async with (
             # waiting for a grading slot is the harness's time: the sandbox's stop moves too
             slot(services.grading_slots, "grading", self.clock),
             _judge_env(
-                self.box, task, config, services, self.name, self.run_index, self.paths
+                self.box, task, config, services, self.name, self.run_index, self.paths, self.clock
             ) as proxy,
         ):
             try:
@@ -1376,6 +1377,11 @@ class Trial:
                 raise _provider_broken(exc, endpoint, "the judge") from None
             judge_failures = (proxy.lease.upstream_errors, proxy.lease.refusals) if proxy else None
             judge_fault = await _proxy_judge_fault(proxy, self.plan.grader_s) if proxy else None
+            # its requests to the judge held back for a place of the provider's max_concurrency
+            # (a harness wait, or one still in progress: the grader was stopped in it)
+            held_back = proxy is not None and (
+                self.clock.waits.model > model_waits or self.clock.waiting
+            )
         if judge_model is not services.judge and judge_model is not None:
             with contextlib.suppress(Exception):
                 await judge_model.aclose()  # type: ignore[attr-defined]
@@ -1395,6 +1401,16 @@ class Trial:
                 kind, why = judge_fault
                 result.score = score = score.model_copy(
                     update={"error": f"{why}; the grader: {score.error}"}
+                )
+            elif score.details.get("timed_out") and held_back:
+                # its time went on waiting for the harness's place of the judge's provider
+                # (another trial's requests held it): not the agent's doing, run again
+                kind = ErrorKind.INFRASTRUCTURE
+                result.score = score = score.model_copy(
+                    update={
+                        "error": f"{score.error}, its judge requests held back by the judge's "
+                        "provider's max_concurrency (the harness's wait)"
+                    }
                 )
             elif blame == "agent" and not (judge_failures and judge_failures[1]):
                 kind = ErrorKind.AGENT
@@ -1752,6 +1768,7 @@ async def _judge_env(
     trial_id: str,
     run_index: int,
     folder: TrialPaths,
+    clock: WaitClock | None = None,
 ) -> AsyncIterator[JudgeProxy | None]:
     """The judge proxy for a programmatic grader when the job has a gateway, a judge to answer
     (a judge model, or recorded replies) and the grader can call it
@@ -1777,6 +1794,7 @@ async def _judge_env(
         cache=services.judge_cache,
         task_id=task.id,
         run_index=run_index,
+        clock=clock,  # its requests' waits for the provider's place: the trial's
     ) as proxy:
         yield proxy
 
