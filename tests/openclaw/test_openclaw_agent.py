@@ -387,3 +387,33 @@ async def test_the_time_limit_stops_openclaw_and_keeps_its_transcript(
         (out,) = [m.text for m in tr.messages if m.role == "toolResult"]
         assert out == "step-one"
         assert read_openclaw_jsonl(folder / "chat.jsonl", strict=False).messages
+
+
+async def test_waiting_for_the_providers_limit_is_not_openclaws_time(
+    scripted_server, make_gateway, tmp_path
+):
+    """``max_concurrency: 1`` held by another trial's request for 45 s, twice this trial's
+    whole 20 s agent phase: OpenClaw's first request waits at the gateway for the place
+    (a harness wait), and the trial ends with OpenClaw's answer, not its time limit: the
+    harness's deadline moves by the wait, and OpenClaw's own --timeout must not cut it first."""
+    from clawrig.llm.client import provider_semaphore
+
+    srv = scripted_server([reply("all done")])
+    endpoint = upstream(srv).model_copy(update={"max_concurrency": 1})
+    held = provider_semaphore(endpoint.provider, 1)
+    assert held is not None
+    await held.acquire()  # another trial's request in flight
+    asyncio.get_running_loop().call_later(45, held.release)
+    config = TrialConfig(model="scripted/scripted", agent="openclaw", timeout_multiplier=1 / 30)
+    with use_gateway(make_gateway()):
+        result, folder = await run_trial(
+            demo_task("000015"),
+            config,
+            tmp_path / "job",
+            services=TrialServices(model=OpenAIChatModel(endpoint)),
+        )
+    assert result.error is None, result.error
+    assert result.stop_reason == StopReason.FINAL_ANSWER
+    assert len(srv.requests) == 1
+    assert result.waits.model >= 30  # the place came free 45 s after the hold began
+    assert "all done" in (folder / "chat.jsonl").read_text()

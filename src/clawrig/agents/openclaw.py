@@ -24,8 +24,13 @@ prompt, context handling and tool behaviour), so clawrig runs it, not an imitati
    tokens, ``compat.supportsUsageInStreaming`` (streamed usage), per-model prices (USD per 1M
    tokens); the workspace is ``/tmp_workspace``; tool profile ``coding``. Written to
    ``/root/.openclaw/openclaw.json``.
-4. **Run** ``openclaw agent --local --session-id chat -m <preamble + prompt> --timeout <s>``
-   (the task's timeout x the timeout multiplier), cwd /tmp_workspace.
+4. **Run** ``openclaw agent --local --session-id chat -m <preamble + prompt> --timeout <s>``,
+   cwd /tmp_workspace. The agent's time limit (the task's timeout x the timeout multiplier,
+   told to the model in the first message) is the harness's to keep, moved later by every
+   wait on the harness (:mod:`clawrig.waits`: a request waiting at the gateway for a place of
+   the provider's ``max_concurrency``); OpenClaw's own ``--timeout`` is a backstop
+   :data:`OPENCLAW_BACKSTOP_S` later (:func:`openclaw_timeout_s`): set to the limit, it cut a
+   trial whose request was held back by other trials and the trial was graded 0.
 5. **Collect** OpenClaw's own session file, ``/root/.openclaw/agents/main/sessions/chat.jsonl``,
    into ``ctx.transcript`` (:func:`clawrig.transcript.read_openclaw_jsonl`; also on a time-limit
    cut). Usage comes from the gateway's counts for the trial, not from OpenClaw's own numbers.
@@ -129,6 +134,17 @@ DEFAULT_MAX_TOKENS = 8192
 LOCK_DIR = Path(__file__).with_name("openclaw_lock")
 """package.json + package-lock.json per pinned version (for x86_64)."""
 INSTALL_TIMEOUT_S = 1800.0
+OPENCLAW_BACKSTOP_S = 86_400
+"""Seconds OpenClaw's own ``--timeout`` runs past the agent's time limit (module docs, step 4)."""
+NODE_TIMER_MAX_S = 2_000_000
+"""Longest ``--timeout`` given (seconds): Node's timers take at most 2^31 - 1 ms (~24.8 days)
+and fire at once beyond it."""
+
+
+def openclaw_timeout_s(time_limit_s: float) -> int:
+    """OpenClaw's ``--timeout`` (whole seconds) for an agent phase of ``time_limit_s`` seconds:
+    :data:`OPENCLAW_BACKSTOP_S` later than it, at most :data:`NODE_TIMER_MAX_S`."""
+    return min(NODE_TIMER_MAX_S, max(1, int(time_limit_s)) + OPENCLAW_BACKSTOP_S)
 GATEWAY_RETRY = RetryPolicy(attempts=2, initial_s=1.0, max_s=5.0)
 """Upstream retries in the gateway for OpenClaw's requests (OpenClaw has its own retries)."""
 _COMPLETE = ".clawrig-install.json"
@@ -537,11 +553,15 @@ class OpenClawAgent(Agent):
         )
         await sandbox.write_file(CONFIG_PATH, json.dumps(config, indent=2) + "\n", mode=0o600)
         message = first_user_message(ctx.task.prompt, ctx.task.timeout_seconds, ctx.preamble)
-        timeout = max(1, int(ctx.limits.time_s or ctx.task.timeout_seconds or 600))
+        limit = ctx.limits.time_s or ctx.task.timeout_seconds or 600
+        backstop = openclaw_timeout_s(limit)
         argv = [inst.sandbox_node, inst.sandbox_entry, "agent", "--local"]
-        argv += ["--session-id", "chat", "-m", message, "--timeout", str(timeout)]
+        argv += ["--session-id", "chat", "-m", message, "--timeout", str(backstop)]
         env = {"PATH": f"{inst.sandbox_bin_dir}:{SANDBOX_PATH}"}
-        ctx.log(f"openclaw {inst.version} (node {NODE_VERSION}) via gateway; timeout {timeout} s")
+        ctx.log(
+            f"openclaw {inst.version} (node {NODE_VERSION}) via gateway; time limit {limit:g} s "
+            f"(the harness's; OpenClaw's own --timeout {backstop} s)"
+        )
         forwarder: Forwarder | None = None
         handle = None
         exit_code: int | None = None
