@@ -145,6 +145,8 @@ def openclaw_timeout_s(time_limit_s: float) -> int:
     """OpenClaw's ``--timeout`` (whole seconds) for an agent phase of ``time_limit_s`` seconds:
     :data:`OPENCLAW_BACKSTOP_S` later than it, at most :data:`NODE_TIMER_MAX_S`."""
     return min(NODE_TIMER_MAX_S, max(1, int(time_limit_s)) + OPENCLAW_BACKSTOP_S)
+
+
 GATEWAY_RETRY = RetryPolicy(attempts=2, initial_s=1.0, max_s=5.0)
 """Upstream retries in the gateway for OpenClaw's requests (OpenClaw has its own retries)."""
 _COMPLETE = ".clawrig-install.json"
