@@ -242,3 +242,37 @@ def test_a_later_job_in_the_process_keeps_its_own_limit(scripted_server):
     asyncio.run(job(second, 1))
     assert first.max_in_flight == 3
     assert second.max_in_flight == 1
+
+
+async def test_a_request_of_a_closed_trial_is_never_sent(scripted_server, gateway):
+    """``max_concurrency: 1`` held by another request: a trial's socket request waits for the
+    place; the trial ends meanwhile (its lease closed, as when its grader is stopped). When the
+    place comes free the request is answered 401 (the closed token) and never reaches the
+    provider (it was sent then, and paid for, with nobody to read it)."""
+    srv = scripted_server(responder=echo(0.0))
+    lease = lease_on(gateway, srv, 1, "ended")
+    held = provider_semaphore("limited", 1)
+    assert held is not None
+    await held.acquire()
+    transport = httpx.AsyncHTTPTransport(uds=str(gateway.socket_path))
+    async with httpx.AsyncClient(transport=transport, timeout=30) as http:
+        waiting = asyncio.ensure_future(
+            http.post(
+                "http://gateway/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "late"}]},
+                headers={"authorization": f"Bearer {lease.token}"},
+            )
+        )
+        for _ in range(200):  # until the gateway has it (counted as open on the lease)
+            if lease.in_flight:
+                break
+            await asyncio.sleep(0.01)
+        assert lease.in_flight
+        gateway.close_trial(lease)
+        held.release()
+        resp = await waiting
+    assert resp.status_code == 401
+    assert srv.requests == []
+    assert not lease.in_flight
+    other = lease_on(gateway, srv, 1, "next")  # the place was given back
+    assert await over_socket(other, "next") == "next"

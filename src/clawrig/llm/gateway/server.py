@@ -102,6 +102,11 @@ class _Retryable(Exception):
         self.body = body
 
 
+class _LeaseClosed(Exception):
+    """The trial's lease was closed while its request waited for a place of the provider's
+    ``max_concurrency``: nobody reads the answer, so it is not sent (not paid for)."""
+
+
 class _Relayed(StreamingResponse):
     """A relayed upstream stream that calls ``done`` (gives back the request's place of the
     provider's requests in flight) when the response ends, sent or not: a client gone before
@@ -1053,6 +1058,9 @@ class Gateway:
             nonlocal attempts, hold
             attempts += 1
             held = await take_provider_slot(ep.provider, ep.max_concurrency, lease.clock)
+            if lease.closed:  # its trial ended while it waited: sent now, nobody would read it
+                held.release()
+                raise _LeaseClosed
             try:
                 if content is not None:
                     req = client.build_request("POST", _url(url), content=content, headers=headers)
@@ -1081,6 +1089,11 @@ class Gateway:
         where = f"{ep.provider} ({ep.base_url})"
         try:
             resp: httpx.Response = await with_retries(retrying, attempt)
+        except _LeaseClosed:
+            with lease._lock:
+                lease._upstream_open.discard(seq)
+            lease.watch.end(seq, answered=False)
+            return _error_body(401, UNKNOWN_TOKEN, "auth")
         except _Retryable as exc:
             msg = (
                 f"{ep.name}: HTTP {exc.status} from {where} after {attempts} attempt"
