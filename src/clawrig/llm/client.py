@@ -24,7 +24,7 @@ attempts, ``usage.elapsed_time`` the seconds of the whole call (retries and wait
 ``latency_s`` the seconds of the attempt that succeeded.
 
 Requests to one provider are limited to ``ModelEndpoint.max_concurrency`` in flight: one
-:class:`clawrig.waits.SharedSemaphore` per provider name in the process
+:class:`clawrig.waits.SharedSemaphore` per provider name and limit in the process
 (:func:`provider_semaphore`; with ``--workers``, this process's share of the limit), shared by
 every model of that provider and by every event loop and thread: this module's requests on the
 harness's loop (the native agent, the in-process judge) and the model gateway's requests over
