@@ -247,6 +247,10 @@ async def test_os_errors_keep_their_errno(make_sandbox, backend):
 
 PROBE = r"""
 import json, os, sys
+try:
+    from venv_only import VALUE as VENV_VALUE
+except ImportError:
+    VENV_VALUE = None
 IGNORED = ("CLAWRIG_CMD", "PWD", "OLDPWD")
 print(json.dumps({
     "argv": sys.argv, "cwd": os.getcwd(), "name": __name__, "file": __file__,
@@ -255,6 +259,8 @@ print(json.dumps({
     "no_bytecode": sys.dont_write_bytecode, "isolated": sys.flags.isolated,
     "stdin": sys.stdin.read(), "child_env": os.popen("echo $GREETING").read(),
     "forked": "supervisor.py" in open("/proc/self/cmdline").read(), "exe": sys.executable,
+    "prefix": sys.prefix, "base_prefix": sys.base_prefix, "pth": os.environ.get("PTH_RAN"),
+    "venv_module": VENV_VALUE,
     # less the command's marker, and PWD and OLDPWD (a fresh start's cwd goes through sh's cd)
     "environ": {k: v for k, v in os.environ.items() if k not in IGNORED},
     "child_environ": sorted(
@@ -274,7 +280,8 @@ async def test_forked_python_is_the_command_it_replaces(make_sandbox, backend):
     fresh interpreter sees (argv, cwd, environment, only stdio open, its own session, sys.path
     with the site packages, no bytecode written, exit code, stderr), and is a fork (its
     /proc/self/cmdline is the supervisor's) only where python3 is the supervisor's own
-    interpreter."""
+    interpreter or a virtual environment's python of it (then seeing what that environment's
+    own start sees)."""
     sb = await make_sandbox(backend)
     await sb.write_file("/tmp_workspace/sub/probe.py", PROBE)
     python = (await sb.exec(["sh", "-c", "command -v python3"])).stdout.strip()
@@ -296,10 +303,23 @@ async def test_forked_python_is_the_command_it_replaces(make_sandbox, backend):
         data["argv"] = data["argv"][1:]
         return r.exit_code, data, r.stderr
 
+    async def same_program(exe: str) -> bool:
+        """``exe`` is the supervisor's interpreter: its path, or a virtual environment's
+        python (a pyvenv.cfg beside it or one folder up) whose file is the same."""
+        if exe == supervisor:
+            return True
+        real = await sb.exec(["readlink", "-f", exe, supervisor])
+        a, b = real.stdout.split()
+        folder = exe.rsplit("/", 1)[0]
+        cfg = await sb.exec(
+            ["sh", "-c", 'test -f "$0/pyvenv.cfg" || test -f "$0/../pyvenv.cfg"', folder]
+        )
+        return a == b and cfg.exit_code == 0
+
     fresh = await run(python, False)
     forked = await run(python, True)
     assert fresh[1].pop("forked") is False
-    assert forked[1].pop("forked") is (python == supervisor)
+    assert forked[1].pop("forked") is await same_program(python)
     assert fresh[0] == forked[0] == 3
     assert forked[1] == fresh[1]
     assert fresh[1]["argv"] == ["3", "x y"] and fresh[1]["env"] == "hallo"
@@ -317,6 +337,29 @@ async def test_forked_python_is_the_command_it_replaces(make_sandbox, backend):
     await sb.exec(["ln", "-s", str(fresh[1]["exe"]), "/tmp_workspace/sub/py3"])
     other = await run("/tmp_workspace/sub/py3", True)
     assert other[1].pop("forked") is False and other[0] == 3
+    # a virtual environment of this interpreter (a grading environment): a fork where the
+    # interpreter is the supervisor's, seeing what the environment's own start sees: its
+    # sys.executable and sys.prefix, its site packages (a module there, a .pth file run) and
+    # not the system's
+    venv = "/tmp_workspace/venv"
+    made = await sb.exec([python, "-I", "-m", "venv", "--without-pip", venv], timeout_s=120)
+    assert made.exit_code == 0, made.stderr
+    site = (
+        await sb.exec([f"{venv}/bin/python3", "-I", "-c", "import sys; print(sys.path[-1])"])
+    ).stdout.strip()
+    assert site.startswith(venv) and site.endswith("site-packages")
+    await sb.write_file(f"{site}/venv_only.py", "VALUE = 42\n")
+    await sb.write_file(f"{site}/probe.pth", "import os; os.environ['PTH_RAN'] = 'yes'\n")
+    venv_fresh = await run(f"{venv}/bin/python3", False)
+    venv_forked = await run(f"{venv}/bin/python3", True)
+    assert venv_fresh[1].pop("forked") is False
+    assert venv_forked[1].pop("forked") is await same_program(python)
+    assert venv_forked == venv_fresh
+    data = venv_fresh[1]
+    assert data["venv_module"] == 42 and data["pth"] == "yes"
+    assert data["prefix"] == venv and data["exe"] == f"{venv}/bin/python3"
+    assert data["base_prefix"] == fresh[1]["base_prefix"] and site in data["path"]
+    assert not any("-packages" in p for p in data["path"] if not p.startswith(venv))
     crash = await sb.exec(
         [python, "-I", "-B", "/tmp_workspace/sub/probe.py", "raise"], fork_python=True
     )

@@ -14,9 +14,10 @@ A grader that crashes, times out, sends no verdict, or returns a score outside [
 agent's end state is the cause (:func:`run_grader`).
 
 The runner is started as ``python3 -I -B`` with ``fork_python``: on the supervisor's own
-interpreter (the system's python3) it is a fork of the supervisor, the same program without an
-interpreter's start (:meth:`clawrig.sandbox.base.Sandbox.exec`); a grading environment's python
-starts afresh.
+interpreter (the system's python3) or a grading environment's python (a virtual environment of
+that interpreter, :mod:`clawrig.sandbox.pyenv`) it is a fork of the supervisor, the same program
+without an interpreter's start (:meth:`clawrig.sandbox.base.Sandbox.exec`); another python (an
+environment's own interpreter) starts afresh.
 
 Residual risk of the verdict channel: a grader that imports or runs the agent's code *in its own
 process* hands that code the runner's socket; graders that run agent code in a subprocess do
@@ -287,8 +288,8 @@ async def run_grader(
         cwd=PATHS.workspace,
         env=env,
         timeout_s=timeout_s,
-        # the system's python3 (the supervisor's own interpreter): a fork of the supervisor,
-        # no interpreter start on the way to the verdict
+        # the system's python3 (the supervisor's own interpreter) or a grading environment of
+        # it: a fork of the supervisor, no interpreter start on the way to the verdict
         fork_python=True,
     )
     details: dict[str, Any] = {

@@ -187,7 +187,8 @@ class Sandbox(Protocol):
 
         ``fork_python`` (harness code only, never the agent's): a command
         ``[PYTHON, "-I", "-B", SCRIPT, ARGS...]`` whose PYTHON is the supervisor's own
-        interpreter runs as a fork of the supervisor, the same program without a new
+        interpreter, or a virtual environment's python of it (a ``pyvenv.cfg`` beside it or
+        one folder up), runs as a fork of the supervisor, the same program without a new
         interpreter's start (:func:`clawrig.sandbox.supervisor._fork_python`); any other
         command runs as usual."""
         ...

@@ -23,8 +23,9 @@ at once (more are closed at once), so a sandbox's programs cannot exhaust this p
 descriptors. ``unforward`` closes the listener and its connections.
 
 ``exec`` with ``fork_python`` runs ``[python3, "-I", "-B", SCRIPT, ARGS...]`` as a fork of this
-process when that python3 is this very interpreter (:func:`_fork_python`: the grader's runner
-in the clean room). Commands start with ``posix_spawn`` (:func:`_spawn`).
+process when that python3 is this very interpreter, or a virtual environment's python of it
+(:func:`_fork_python`: the grader's runner in the clean room, on the system's python3 or a
+grading environment). Commands start with ``posix_spawn`` (:func:`_spawn`).
 
 Run it with ``python3 -I -S supervisor.py [--root-map FROM=TO ...]`` (the backends start it
 through :data:`clawrig.sandbox.client.SUPERVISOR_BOOT`, its code precompiled);
@@ -658,9 +659,12 @@ there (another thread of the supervisor may have held their locks at the fork)."
 
 
 def _python_fork_target(argv, env):
-    """``(script, args)`` when ``argv`` is ``[PYTHON, "-I", "-B", SCRIPT, ARGS...]`` and PYTHON,
-    looked up on the command's PATH, is this very interpreter (the same path: a virtual
-    environment's python is another interpreter even where it links to this one); else None."""
+    """``(script, args, venv)`` when ``argv`` is ``[PYTHON, "-I", "-B", SCRIPT, ARGS...]`` and
+    PYTHON, looked up on the command's PATH, runs this very interpreter: its path (``venv``
+    None), or a virtual environment's python whose file resolves to this interpreter's
+    (``venv``: that path; a ``pyvenv.cfg`` beside it or one folder up, as the site module
+    finds one: the grading environments of :mod:`clawrig.sandbox.pyenv`); else None (another
+    program, or a link to this one that is no environment: started afresh)."""
     if not isinstance(argv, list) or len(argv) < 4 or argv[1:3] != ["-I", "-B"]:
         return None
     try:
@@ -669,19 +673,31 @@ def _python_fork_target(argv, env):
         return None
     import os as os_py  # its Python part too: the forked child's site import uses it
 
-    if os_py.path.abspath(exe) != os_py.path.abspath(sys.executable):
+    path = os_py.path
+    if path.abspath(exe) == path.abspath(sys.executable):
+        return argv[3], list(argv[4:]), None
+    exe_dir = path.dirname(path.abspath(exe))
+    if path.realpath(exe) != path.realpath(sys.executable) or not any(
+        _path_type(path.join(folder, "pyvenv.cfg")) == S_IFREG
+        for folder in (exe_dir, path.dirname(exe_dir))
+    ):
         return None
-    return argv[3], list(argv[4:])
+    return argv[3], list(argv[4:]), path.abspath(exe)
 
 
-def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
+def _fork_python(script, args, venv, cwd, env, stdin_fd, stdout_fd, stderr_fd):
     """Run ``python3 -I -B SCRIPT ARGS...`` as a fork of this process instead of a new
     interpreter (the grader's runner in the clean room, :mod:`clawrig.grading.programmatic`):
     the child is what that command would be (its own session, cwd, environment, stdio on the
-    given descriptors and no other, ``sys.argv``, a fresh ``__main__``, the site packages,
-    bytecode not written, SIGPIPE ignored as Python does) without the interpreter's start, the
-    site import's .pth files aside. Its exit code is the script's (1 for an uncaught exception,
-    traceback on stderr). Returns a :class:`_Child`. Raises FileNotFoundError (no such cwd)."""
+    given descriptors and no other, ``sys.argv``, a fresh ``__main__``, the site packages and
+    their .pth files, bytecode not written, SIGPIPE ignored as Python does) without the
+    interpreter's start. ``venv``: the path of a virtual environment's python that resolves to
+    this interpreter (:func:`_python_fork_target`); the child is that command: its
+    ``sys.executable``, and the site import finds the environment's ``pyvenv.cfg`` from it
+    (``sys.prefix``, the environment's site packages and not the system's when it says so),
+    as that interpreter's own start would. Its exit code is the script's (1 for an uncaught
+    exception, traceback on stderr). Returns a :class:`_Child`. Raises FileNotFoundError (no
+    such cwd)."""
     if cwd is not None and _path_type(cwd) != S_IFDIR:
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", cwd)
     if sys.version_info >= (3, 12):  # its warning about forking with threads: not for us
@@ -750,6 +766,8 @@ def _fork_python(script, args, cwd, env, stdin_fd, stdout_fd, stderr_fd):
         main.__file__ = script
         main.__builtins__ = __builtins__
         sys.modules["__main__"] = main
+        if venv is not None:  # site.venv() reads pyvenv.cfg beside sys.executable
+            sys.executable = venv
         import site
 
         site.main()
