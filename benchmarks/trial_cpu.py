@@ -17,6 +17,10 @@ loop, the job's serial work), the total, and the load average.
 whole mount table for each of its binds, so on a machine shared with a 1,000-trial job (3,000
 mounts) bwrap's CPU measures that job, not this one.
 
+Bytecode: as in benchmarks/throughput.py, an environment with ``PYTHONDONTWRITEBYTECODE`` gets
+a bytecode cache of the run's own (``PYTHONPYCACHEPREFIX``, filled by an unmeasured run of 2
+trials), so the harness's CPU is not its source compiled anew.
+
 Needs ``perf`` (Debian: linux-perf) and root (as ``clawrig run`` needs for its warm pool).
 Usage: python benchmarks/trial_cpu.py [--trials 30] [-p 1] [--freq 2999] [--own-mounts]
        [--keep-perf PATH]
@@ -172,6 +176,17 @@ def main() -> None:
         load0 = os.getloadavg()[0]
         with ModelServer(0.0) as srv:
             env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
+            if env.pop("PYTHONDONTWRITEBYTECODE", None):
+                # as installed, from .pyc files (throughput.py's module docs): a cache of the
+                # run's own, filled by an unmeasured run of 2 trials
+                env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+                warm = make_bench(base / "warm-up", 2)
+                subprocess.run(
+                    [exe, "run", str(warm), "-m", "scripted/bench", "-o", str(base / "warm-out")],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
             cmd = [exe, "run", str(tasks), "-m", "scripted/bench", "-p", str(args.parallel)]
             cmd += ["-o", str(base / "out")]
             proc = subprocess.run(
