@@ -1112,6 +1112,7 @@ class Trial:
             if silent >= stall_limit_s(agent_time) and not await provider_answers(
                 lease.endpoint if lease is not None else getattr(model, "endpoint", None),
                 probe_s(agent_time),
+                stall_limit_s(agent_time),  # its wait for a place of max_concurrency, at most
             ):
                 ctx.log(f"agent stopped: its model's provider silent for {silent:.0f} s")
                 raise ProviderError(
@@ -1736,7 +1737,7 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
     if errors:
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider failed: {errors[-1]}"
     if lease.watch.stalled(grader_s) and not await provider_answers(
-        lease.endpoint, probe_s(grader_s)
+        lease.endpoint, probe_s(grader_s), stall_limit_s(grader_s)
     ):
         silent = lease.watch.silent_s()
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
