@@ -1,19 +1,22 @@
 """Harness waits: time a trial spends waiting on the harness, never counted toward its limits.
 
-A trial waits on the harness for a sandbox-start slot, a grading slot, and (in the agent phase)
-a model-request slot (a provider's ``max_concurrency``). Those seconds are the harness's
-congestion, not the agent's work: :class:`WaitClock` sums them per kind into the trial's
-:class:`clawrig.spec.trial.HarnessWaits` (result.json ``waits``; the job summary's ``waits``),
-and moves the agent phase's deadline (an :func:`asyncio.timeout`) later by each wait that
-happens while the agent runs, so the task's time limit measures the agent.
+A trial waits on the harness for a sandbox-start slot, a grading slot, and (in the agent and
+grading phases) a model-request slot (a provider's ``max_concurrency``). Those seconds are the
+harness's congestion, not the agent's work: :class:`WaitClock` sums them per kind into the
+trial's :class:`clawrig.spec.trial.HarnessWaits` (result.json ``waits``; the job summary's
+``waits``), and moves the agent phase's deadline (an :func:`asyncio.timeout`) later by each wait
+that happens while the agent runs, and the grader's limit by each wait while it runs (its judge
+requests': :func:`clawrig.grading.programmatic.run_grader`), so the task's time limits measure
+the agent and the grader.
 
-While the agent runs, the event loop's own lateness counts too (:func:`watch_loop`: the harness
-too busy to serve the trial). The runner sets the trial's clock in a context variable
-(:func:`WaitClock.current`); code deep in the stack takes a slot with :func:`slot`, which is a
-plain ``async with sem`` outside a trial. A slot of a :class:`SharedSemaphore` (a provider's
-requests in flight, shared by the harness's event loop and the model gateway's server thread)
-may be taken on another thread's event loop than the trial's clock runs on: the clock is then
-told from there (:meth:`asyncio.AbstractEventLoop.call_soon_threadsafe`).
+While the agent or the grader runs, the event loop's own lateness counts too
+(:func:`watch_loop`: the harness too busy to serve the trial). The runner sets the trial's
+clock in a context variable (:func:`WaitClock.current`); code deep in the stack takes a slot
+with :func:`slot`, which is a plain ``async with sem`` outside a trial. A slot of a
+:class:`SharedSemaphore` (a provider's requests in flight, shared by the harness's event loop
+and the model gateway's server thread) may be taken on another thread's event loop than the
+trial's clock runs on: the clock is then told from there
+(:meth:`asyncio.AbstractEventLoop.call_soon_threadsafe`).
 """
 
 from __future__ import annotations
