@@ -1,19 +1,22 @@
 """Harness waits: time a trial spends waiting on the harness, never counted toward its limits.
 
-A trial waits on the harness for a sandbox-start slot, a grading slot, and (in the agent phase)
-a model-request slot (a provider's ``max_concurrency``). Those seconds are the harness's
-congestion, not the agent's work: :class:`WaitClock` sums them per kind into the trial's
-:class:`clawrig.spec.trial.HarnessWaits` (result.json ``waits``; the job summary's ``waits``),
-and moves the agent phase's deadline (an :func:`asyncio.timeout`) later by each wait that
-happens while the agent runs, so the task's time limit measures the agent.
+A trial waits on the harness for a sandbox-start slot, a grading slot, and (in the agent and
+grading phases) a model-request slot (a provider's ``max_concurrency``). Those seconds are the
+harness's congestion, not the agent's work: :class:`WaitClock` sums them per kind into the
+trial's :class:`clawrig.spec.trial.HarnessWaits` (result.json ``waits``; the job summary's
+``waits``), and moves the agent phase's deadline (an :func:`asyncio.timeout`) later by each wait
+that happens while the agent runs, and the grader's limit by each wait while it runs (its judge
+requests': :func:`clawrig.grading.programmatic.run_grader`), so the task's time limits measure
+the agent and the grader.
 
-While the agent runs, the event loop's own lateness counts too (:func:`watch_loop`: the harness
-too busy to serve the trial). The runner sets the trial's clock in a context variable
-(:func:`WaitClock.current`); code deep in the stack takes a slot with :func:`slot`, which is a
-plain ``async with sem`` outside a trial. A slot of a :class:`SharedSemaphore` (a provider's
-requests in flight, shared by the harness's event loop and the model gateway's server thread)
-may be taken on another thread's event loop than the trial's clock runs on: the clock is then
-told from there (:meth:`asyncio.AbstractEventLoop.call_soon_threadsafe`).
+While the agent or the grader runs, the event loop's own lateness counts too
+(:func:`watch_loop`: the harness too busy to serve the trial). The runner sets the trial's
+clock in a context variable (:func:`WaitClock.current`); code deep in the stack takes a slot
+with :func:`slot`, which is a plain ``async with sem`` outside a trial. A slot of a
+:class:`SharedSemaphore` (a provider's requests in flight, shared by the harness's event loop
+and the model gateway's server thread) may be taken on another thread's event loop than the
+trial's clock runs on: the clock is then told from there
+(:meth:`asyncio.AbstractEventLoop.call_soon_threadsafe`).
 """
 
 from __future__ import annotations
@@ -91,9 +94,10 @@ class SharedSemaphore:
                 return True
             return False
 
-    async def acquire(self) -> bool:
-        """Take a place, waiting for one in turn (FIFO). Returns True; raises CancelledError
-        (holding no place) when cancelled while it waits."""
+    async def acquire(self, *, first: bool = False) -> bool:
+        """Take a place, waiting for one in turn (FIFO; ``first``: ahead of every waiter, the
+        next place freed is this one's). Returns True; raises CancelledError (holding no place)
+        when cancelled while it waits."""
         if self.try_acquire():
             return True
         waiter = self._Waiter(asyncio.get_running_loop())
@@ -101,7 +105,10 @@ class SharedSemaphore:
             if self._value > 0 and not self._waiters:  # freed meanwhile
                 self._value -= 1
                 return True
-            self._waiters.append(waiter)
+            if first:
+                self._waiters.appendleft(waiter)
+            else:
+                self._waiters.append(waiter)
         try:
             await waiter.future
         except BaseException:
@@ -360,14 +367,18 @@ async def _take_free(sem: Slots) -> bool:
     return True
 
 
-async def take_slot(sem: Slots | None, kind: str, clock: WaitClock | None = None) -> Held:
+async def take_slot(
+    sem: Slots | None, kind: str, clock: WaitClock | None = None, *, first: bool = False
+) -> Held:
     """Take a place of ``sem`` (None: no limit, a :class:`Held` of nothing) and return it; give
     it back with :meth:`Held.release`. The time spent waiting for it is a harness wait of
     ``kind`` (a :class:`HarnessWaits` field) for ``clock`` (default: the current trial's
     :class:`WaitClock`, if any), during which the agent's deadline is suspended (and after which
     every stop of the trial is moved: :attr:`WaitClock.postpone`). On a thread whose event loop
     is not the clock's (the model gateway's server thread), the clock is told on its own loop
-    (its deadlines are that loop's), with the times the wait began and ended here.
+    (its deadlines are that loop's), with the times the wait began and ended here. ``first``:
+    ahead of every waiter (:meth:`SharedSemaphore.acquire`; an ``asyncio.Semaphore``'s waiters
+    keep their turn).
 
     Not when the trial itself holds a place of ``sem`` as the wait begins (an agent and its
     sub-agents calling the model at once): that queue is the agent's own making, and counted
@@ -378,35 +389,43 @@ async def take_slot(sem: Slots | None, kind: str, clock: WaitClock | None = None
         return Held()
     clock = clock or _CURRENT.get()
     if clock is None:
-        await sem.acquire()
+        await _acquire(sem, first)
         return Held(sem)
     with clock._holds_lock:
         own = clock._holds.get(sem, 0) > 0
     if own or not await _take_free(sem):
         if own:  # behind the trial's own request: no harness wait
-            await sem.acquire()
+            await _acquire(sem, first)
         else:
-            await _wait(sem, kind, clock)
+            await _wait(sem, kind, clock, first)
     with clock._holds_lock:
         clock._holds[sem] = clock._holds.get(sem, 0) + 1
     return Held(sem, clock)
 
 
-async def _wait(sem: Slots, kind: str, clock: WaitClock) -> None:
+async def _acquire(sem: Slots, first: bool) -> None:
+    """Wait for a place of ``sem`` (``first``: ahead of a :class:`SharedSemaphore`'s waiters)."""
+    if first and isinstance(sem, SharedSemaphore):
+        await sem.acquire(first=True)
+    else:
+        await sem.acquire()
+
+
+async def _wait(sem: Slots, kind: str, clock: WaitClock, first: bool = False) -> None:
     """Wait for a place of ``sem``, a harness wait of ``kind`` for ``clock``."""
     started = time.monotonic()
     home = clock.loop
     if home is None or home is asyncio.get_running_loop():
         clock._begin()
         try:
-            await sem.acquire()
+            await _acquire(sem, first)
         finally:
             clock._end(kind, started)
         return
     with contextlib.suppress(RuntimeError):  # the trial's loop is closed: no one to tell
         home.call_soon_threadsafe(clock._begin, started)
     try:
-        await sem.acquire()
+        await _acquire(sem, first)
     finally:
         with contextlib.suppress(RuntimeError):
             home.call_soon_threadsafe(clock._end, kind, started, time.monotonic())

@@ -17,10 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from clawrig.llm.client import RetryPolicy, provider_semaphore
+from clawrig.llm.client import PROBE, RetryPolicy, provider_answers, provider_semaphore
 from clawrig.llm.gateway import Gateway, GatewayLease
+from clawrig.llm.stalls import RequestWatch
 from clawrig.testing.scripted_server import ScriptedServer, error, reply
-from clawrig.waits import WaitClock
+from clawrig.waits import SharedSemaphore, WaitClock
 
 RETRY = RetryPolicy(attempts=3, initial_s=0.001, max_s=0.01, retry_after_cap_s=2.0)
 
@@ -276,3 +277,124 @@ async def test_a_request_of_a_closed_trial_is_never_sent(scripted_server, gatewa
     assert not lease.in_flight
     other = lease_on(gateway, srv, 1, "next")  # the place was given back
     assert await over_socket(other, "next") == "next"
+
+
+def by_content(body: dict[str, Any]) -> Any:
+    """A responder: a request whose last message is a number is answered after that many
+    seconds, any other (the harness's probe) at once."""
+    text = str(body["messages"][-1]["content"])
+    try:
+        delay = float(text)
+    except ValueError:
+        delay = 0.0
+    return reply("ok", delay=delay)
+
+
+async def test_the_stall_probe_takes_a_place_of_the_providers_limit(scripted_server, gateway):
+    """``max_concurrency: 1`` held by another trial's request for 1 s: the harness's probe
+    (:func:`provider_answers`, 0.5 s to answer) waits for the place, then is answered: True,
+    though it waited longer than its 0.5 s (the wait is the harness's, not the provider's), and
+    the server never had 2 requests at once (it had: the probe went straight upstream)."""
+    srv = scripted_server(responder=by_content)
+    holder = asyncio.ensure_future(over_socket(lease_on(gateway, srv, 1, "other"), "1.0"))
+    while not srv.requests:
+        await asyncio.sleep(0.01)
+    clock = WaitClock()
+    token = clock.install()
+    try:
+        began = time.monotonic()
+        answered = await provider_answers(srv.endpoint("limited/m", max_concurrency=1), 0.5, 5.0)
+        took = time.monotonic() - began
+    finally:
+        WaitClock.uninstall(token)
+    assert await holder == "ok"
+    assert answered
+    assert took >= 0.8, took
+    assert [r["messages"] for r in srv.requests][1:] == [PROBE]
+    assert srv.max_in_flight == 1
+    assert clock.waits.model >= 0.8, clock.waits  # the trial's harness wait
+
+
+async def test_the_stall_probe_goes_ahead_of_waiting_requests(scripted_server, gateway):
+    """``max_concurrency: 1``: one request at the server (0.6 s), another trial's request
+    waiting for the place; the probe asked then gets the place first (the first place freed
+    says the provider answers), and the waiting request follows it."""
+    srv = scripted_server(responder=by_content)
+    lease = lease_on(gateway, srv, 1, "other")
+    first = asyncio.ensure_future(over_socket(lease, "0.6"))
+    while not srv.requests:
+        await asyncio.sleep(0.01)
+    queued = asyncio.ensure_future(over_socket(lease, "0.0"))
+    sem = provider_semaphore("limited", 1)
+    assert sem is not None
+    while "1 waiting" not in repr(sem):
+        await asyncio.sleep(0.01)
+    assert await provider_answers(srv.endpoint("limited/m", max_concurrency=1), 2.0, 2.0)
+    assert (await first, await queued) == ("ok", "ok")
+    said = [r["messages"][-1]["content"] for r in srv.requests]
+    assert said == ["0.6", PROBE[-1]["content"], "0.0"]
+    assert srv.max_in_flight == 1
+
+
+async def test_a_stall_probe_with_no_place_freed_in_time_is_no_answer(scripted_server):
+    """``max_concurrency: 1`` whose place stays held (no request of the provider ends): the
+    probe waits its 0.4 s for a place and says False without sending anything, and holds no
+    place after (the one place is free once its holder gives it back)."""
+    srv = scripted_server(responder=by_content)
+    sem = provider_semaphore("limited", 1)
+    assert sem is not None
+    await sem.acquire()
+    began = time.monotonic()
+    answered = await provider_answers(srv.endpoint("limited/m", max_concurrency=1), 5.0, 0.4)
+    took = time.monotonic() - began
+    sem.release()
+    assert not answered
+    assert 0.4 <= took < 2.0, took
+    assert srv.requests == []
+    assert sem.free == 1
+
+
+async def test_a_requests_wait_for_a_place_is_not_the_providers_silence(scripted_server, gateway):
+    """``max_concurrency: 1`` held 1 s by another trial's request: a grader's request to the
+    judge (watched for stalls) waits for the place, then is answered after 0.4 s. Its silence,
+    sampled all along, is the 0.4 s it was in flight upstream, not the 1.4 s since it reached
+    the gateway (which made a trial timed out behind the limit look stalled: an extra probe
+    request and an infrastructure verdict); answered, it is silent no more."""
+    srv = scripted_server(responder=by_content)
+    holder = asyncio.ensure_future(over_socket(lease_on(gateway, srv, 1, "other"), "1.0"))
+    while not srv.requests:
+        await asyncio.sleep(0.01)
+    judged = lease_on(gateway, srv, 1, "judged", role="judge")
+    own = asyncio.ensure_future(over_socket(judged, "0.4"))
+    began, most = time.monotonic(), 0.0
+    while not own.done():
+        most = max(most, judged.watch.silent_s())
+        await asyncio.sleep(0.02)
+    took = time.monotonic() - began
+    assert (await own, await holder) == ("ok", "ok")
+    assert took >= 1.2, took
+    assert 0.3 <= most <= 0.7, most
+    assert judged.watch.silent_s() == 0.0
+    assert srv.max_in_flight == 1
+
+
+async def test_a_request_cut_off_while_waiting_for_a_place_was_never_silent():
+    """A watched request waits for a place of a limit whose holder never gives it back and is
+    cancelled there (the phase's deadline) after 0.3 s: cut off unanswered, its silence is the
+    time before the wait (none), not the 0.3 s queued nor the time since."""
+    watch, sem = RequestWatch(), SharedSemaphore(1)
+    await sem.acquire()
+    rid = watch.begin()
+
+    async def queued() -> None:
+        with watch.queued(rid):
+            await sem.acquire()
+
+    waiting = asyncio.ensure_future(queued())
+    await asyncio.sleep(0.3)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await asyncio.sleep(0.2)
+    assert watch.silent_s() < 0.05, watch.silent_s()
+    assert sem.free == 0  # the cancelled waiter took nothing

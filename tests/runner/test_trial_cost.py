@@ -328,22 +328,27 @@ def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
 """
 
 
-async def test_a_grader_timed_out_behind_the_providers_limit_is_not_the_agents_zero(
-    scripted_server, tmp_path
-):
-    """``max_concurrency: 1`` for the judge's provider: another request (another trial's)
-    holds its only place for 8 s while this trial's grader, with a 3 s limit, asks the judge
-    through the proxy. The grader times out waiting on the harness, which is no doing of the
-    agent: not its 0 (an agent error) but an infrastructure error, run again."""
+ASKS_JUDGE_THEN_HANGS = ASKS_JUDGE.replace(
+    "    return {", "    import time\n    time.sleep(60)\n    return {"
+)
+
+
+async def judged_behind_the_limit(
+    scripted_server: Any, tmp_path: Path, grader: str, hold_s: float
+) -> tuple[TrialResult, Any, float]:
+    """A trial (the nop agent) whose ``grader``, with a 2 s limit, asks the judge through the
+    proxy while another request (another trial's) holds the only place of the judge's
+    provider (``max_concurrency: 1``) for ``hold_s`` seconds. Returns the result, the judge's
+    server and the seconds the trial took."""
 
     def respond(body: dict[str, Any]) -> Any:
         held = body["messages"][-1]["content"] == "hold"
-        return reply("1.0", delay=8.0 if held else 0.0)
+        return reply("1.0", delay=hold_s if held else 0.0)
 
     judge = scripted_server(responder=respond)
     holder = judge.chat_model("scripted/other", max_concurrency=1)
-    task = task_with(ASKS_JUDGE, task_id="judged")
-    task = task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 3})})
+    task = task_with(grader, task_id="judged")
+    task = task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 2})})
     with Gateway() as gw:
         services = TrialServices(
             judge=judge.chat_model("scripted/judge", max_concurrency=1), gateway=gw
@@ -351,13 +356,86 @@ async def test_a_grader_timed_out_behind_the_providers_limit_is_not_the_agents_z
         holding = asyncio.ensure_future(holder.chat([{"role": "user", "content": "hold"}]))
         while not judge.requests:  # it holds the provider's place
             await asyncio.sleep(0.01)
+        began = time.monotonic()
+        result, _ = await run_trial(
+            task, TrialConfig(agent="nop", model="nop"), tmp_path / "out", services=services
+        )
+        took = time.monotonic() - began
+        await holding
+    await holder.aclose()
+    return result, judge, took
+
+
+async def test_a_graders_wait_behind_the_providers_limit_is_not_its_time(scripted_server, tmp_path):
+    """``max_concurrency: 1`` for the judge's provider, its place held 10 s by another trial's
+    request while this trial's grader (2 s limit) asks the judge: the wait is the harness's, so
+    it moves the grader's limit as it moves the agent's (the trial's clock runs in the grading
+    phase too): the request gets the place, the judge answers and the grade stands. Before, the
+    grader was cut at its 2 s ("grader timed out", an infrastructure error run again, and again
+    at every attempt while the provider was busy). The wait is in result.json's and the
+    summary's ``waits``."""
+    result, judge, took = await judged_behind_the_limit(scripted_server, tmp_path, ASKS_JUDGE, 10)
+    assert [r["messages"][-1]["content"] for r in judge.requests] == ["hold", "x"]
+    assert judge.max_in_flight == 1
+    assert result.error is None, result.error
+    assert result.score is not None and result.score.score == 1.0, result.score
+    assert result.waits.model > 3.0, result.waits  # longer than the grader's 2 s
+    assert result.waits.model < took, (result.waits, took)
+    summary = job_summary(JobConfig(suite_path=Path("s")), [], [result], job_id="j")
+    assert summary.waits.model.max_s == pytest.approx(result.waits.model, abs=1e-3)
+
+
+async def test_a_grader_hanging_after_its_wait_still_times_out(scripted_server, tmp_path):
+    """The same wait (5 s), then the grader hangs on its own: its limit, moved by the wait,
+    still ends it 2 s of its own time later (the harness cancels its exec; the sandbox's own
+    timeout is a day later): "grader timed out", the agent's 0, not the harness's."""
+    result, judge, took = await judged_behind_the_limit(
+        scripted_server, tmp_path, ASKS_JUDGE_THEN_HANGS, 5
+    )
+    assert [r["messages"][-1]["content"] for r in judge.requests] == ["hold", "x"]
+    assert result.error is not None and result.error.kind == "agent", result.error
+    assert result.score is not None and result.score.score == 0.0
+    assert "grader timed out after 2 s" in str(result.score.details.get("agent_error")), (
+        result.score
+    )
+    assert result.waits.model > 2.0, result.waits
+    assert result.waits.model + 2.0 <= took < 30.0, (result.waits, took)
+
+
+async def test_an_in_process_judges_wait_is_the_trials_harness_wait(scripted_server, tmp_path):
+    """The answer judge (in process, through the gateway) asks while another request holds the
+    only place of its provider (``max_concurrency: 1``) for 3 s: its wait is the trial's
+    harness wait in the grading phase too (the clock is installed there as in the agent
+    phase; it was not, and the wait went unrecorded and ate the grading phase's time)."""
+    verdict = json.dumps({"scores": {"match": 1}, "total": 1.0, "notes": "ok"})
+
+    def respond(body: dict[str, Any]) -> Any:
+        held = body["messages"][-1]["content"] == "hold"
+        return reply(verdict, delay=3.0 if held else 0.0)
+
+    judge = scripted_server(responder=respond)
+    holder = judge.chat_model("scripted/other", max_concurrency=1)
+    task = Task(
+        id="answered",
+        format=TaskFormat.DATACLAW,
+        prompt="p",
+        source=SourceRef(path=Path("answered.md")),
+        grader=Grader(kind=GraderKind.JUDGE),
+        answer="Jiangsu",
+    )
+    with Gateway() as gw:
+        services = TrialServices(
+            judge=judge.chat_model("scripted/judge", max_concurrency=1), gateway=gw
+        )
+        holding = asyncio.ensure_future(holder.chat([{"role": "user", "content": "hold"}]))
+        while not judge.requests:
+            await asyncio.sleep(0.01)
         result, _ = await run_trial(
             task, TrialConfig(agent="nop", model="nop"), tmp_path / "out", services=services
         )
         await holding
     await holder.aclose()
-    assert [r["messages"][-1]["content"] for r in judge.requests[:1]] == ["hold"]
-    assert result.error is not None and result.error.phase == "grading", result.error
-    assert result.error.kind == "infrastructure", result.error
-    assert result.error.retryable
-    assert result.score is not None and "max_concurrency" in str(result.score.error)
+    assert len(judge.requests) == 2 and judge.max_in_flight == 1
+    assert result.error is None, result.error
+    assert result.score is not None and result.score.score == 1.0, result.score
+    assert result.waits.model > 1.0, result.waits

@@ -7,7 +7,10 @@ transcript is also at /root/.openclaw/agents/main/sessions/chat.jsonl. The resul
 JSON object printed on stdout; in a trial, what the grader's runner sends on the harness's
 verdict channel (:class:`clawrig.sandbox.channel.HarnessChannel`), never stdout, which anything
 the grader starts shares. Score = ``overall_score`` when present, else the mean of the numeric
-entries (upstream's rule). 120 s by default, scaled by the timeout multiplier.
+entries (upstream's rule). 120 s by default, scaled by the timeout multiplier; in a trial that
+limit is the harness's to keep, moved later by the trial's harness waits meanwhile (a judge
+request waiting for a place of the provider's ``max_concurrency``: :mod:`clawrig.waits`), the
+sandbox's own exec timeout a backstop (:data:`GRADER_BACKSTOP_S`).
 
 A grader that crashes, times out, sends no verdict, or returns a score outside [0,1] fails
 (``Score.error``), never a silent 0; ``details["blame"]`` says whether the task's grader or the
@@ -26,19 +29,22 @@ not (the socket is not inherited and the runner is not dumpable).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
 import secrets
+import time
 from typing import Any
 
 from clawrig.grading.textscan import json_objects
-from clawrig.sandbox.base import Sandbox
+from clawrig.sandbox.base import ExecResult, Sandbox
 from clawrig.sandbox.channel import HarnessChannel
 from clawrig.sandbox.client import precompiled
 from clawrig.sandbox.paths import PATHS
 from clawrig.spec.task import Task
 from clawrig.spec.trial import Score
+from clawrig.waits import WaitClock
 
 GRADER_DIR = "/run/clawrig/grader"
 RUNNER_NAME = "clawrig-grader-runner.py"
@@ -239,6 +245,43 @@ def _float(value: float) -> float:
         return math.inf if value > 0 else -math.inf
 
 
+GRADER_BACKSTOP_S = 86_400.0
+"""Seconds the sandbox's own exec timeout runs past a grader's limit when the harness keeps
+that limit (:func:`run_grader` with a ``clock``)."""
+
+
+async def _exec_kept(
+    sandbox: Sandbox,
+    argv: list[str],
+    timeout_s: float,
+    clock: WaitClock,
+    env: dict[str, str] | None,
+) -> ExecResult:
+    """Run the grader's ``argv`` within ``timeout_s`` seconds of its own: an asyncio deadline
+    that ``clock`` moves later by every harness wait of the trial meanwhile
+    (:meth:`WaitClock.track`), as the agent's. Past it the exec is cancelled (the sandbox kills
+    the command's whole tree) and the result is a timeout (exit code 124, no output); the
+    sandbox's exec timeout is a backstop :data:`GRADER_BACKSTOP_S` later."""
+    began = time.monotonic()
+    deadline = asyncio.timeout(timeout_s)
+    clock.track(deadline)
+    try:
+        async with deadline:
+            return await sandbox.exec(
+                argv,
+                cwd=PATHS.workspace,
+                env=env,
+                timeout_s=timeout_s + GRADER_BACKSTOP_S,
+                fork_python=True,  # as run_grader's: a fork of the supervisor
+            )
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        return ExecResult(exit_code=124, timed_out=True, duration_s=time.monotonic() - began)
+    finally:
+        clock.untrack(deadline)
+
+
 async def run_grader(
     sandbox: Sandbox,
     task: Task,
@@ -247,8 +290,16 @@ async def run_grader(
     env: dict[str, str] | None = None,
     python: str = "python3",
     verdict: HarnessChannel | None = None,
+    clock: WaitClock | None = None,
 ) -> Score:
-    """Run the task's grade() in the sandbox. Returns a Score (``error`` set on failure).
+    """Run the task's grade() in the sandbox within ``timeout_s`` seconds. Returns a Score
+    (``error`` set on failure).
+
+    ``clock``: the trial's :class:`clawrig.waits.WaitClock`: the limit is then the harness's,
+    moved later by the trial's harness waits while the grader runs (its requests to the judge
+    waiting for a place of the provider's ``max_concurrency``, the event loop too busy), so
+    time queued behind other trials is not the grader's (:func:`_exec_kept`). Without one, the
+    sandbox's exec timeout is the limit.
 
     ``verdict``: an open :class:`HarnessChannel` bound into ``sandbox`` (the trial's clean
     room): the result is then what the grader's runner sends on it, the first connection and
@@ -274,24 +325,29 @@ async def run_grader(
     # precompiled where the sandbox's python has the harness's bytecode (a fork of the clean
     # room's supervisor: compiling the runner was a fifth of the grader's CPU)
     await sandbox.write_file(f"{folder}/runner.py", precompiled(_RUNNER, RUNNER_NAME))
-    r = await sandbox.exec(
-        [
-            python,
-            "-I",
-            "-B",
-            f"{folder}/runner.py",
-            f"{folder}/grader.py",
-            origin,
-            PATHS.transcript,
-            verdict.path_in(sandbox) if verdict is not None else "",
-        ],
-        cwd=PATHS.workspace,
-        env=env,
-        timeout_s=timeout_s,
-        # the system's python3 (the supervisor's own interpreter) or a grading environment of
-        # it: a fork of the supervisor, no interpreter start on the way to the verdict
-        fork_python=True,
-    )
+    argv = [
+        python,
+        "-I",
+        "-B",
+        f"{folder}/runner.py",
+        f"{folder}/grader.py",
+        origin,
+        PATHS.transcript,
+        verdict.path_in(sandbox) if verdict is not None else "",
+    ]
+    if clock is not None:
+        r = await _exec_kept(sandbox, argv, timeout_s, clock, env)
+    else:
+        r = await sandbox.exec(
+            argv,
+            cwd=PATHS.workspace,
+            env=env,
+            timeout_s=timeout_s,
+            # the system's python3 (the supervisor's own interpreter) or a grading
+            # environment of it: a fork of the supervisor, no interpreter start on the way
+            # to the verdict
+            fork_python=True,
+        )
     details: dict[str, Any] = {
         "exit_code": r.exit_code,
         "stderr": r.stderr[-4000:],

@@ -281,7 +281,7 @@ def forget_provider_limits() -> None:
 
 
 async def take_provider_slot(
-    provider: str, limit: int | None, clock: WaitClock | None = None
+    provider: str, limit: int | None, clock: WaitClock | None = None, *, first: bool = False
 ) -> Held:
     """A place of ``provider``'s requests in flight (:func:`provider_semaphore`; ``limit``
     None: none needed) for one attempt of a request, waiting in turn for it: the wait is a
@@ -291,12 +291,13 @@ async def take_provider_slot(
     place of that provider already (:func:`provider_slot`): the in-process agent's request
     reaching the model gateway in its own task (handed over, or through ``httpx.ASGITransport``,
     which runs the gateway's app in the caller's task) is the request that place is for, and a
-    second place would deadlock at a limit of 1. Raises CancelledError (holding nothing) when
-    cancelled while it waits."""
+    second place would deadlock at a limit of 1. ``first``: ahead of every request waiting
+    (the harness's probe, :func:`provider_answers`). Raises CancelledError (holding nothing)
+    when cancelled while it waits."""
     sem = provider_semaphore(provider, limit)
     if sem is None or sem in _HELD.get():
         return Held()
-    return await take_slot(sem, "model", clock)
+    return await take_slot(sem, "model", clock, first=first)
 
 
 @asynccontextmanager
@@ -485,7 +486,9 @@ PROBE_REPLY_BYTES = 1024 * 1024
 """Largest reply to :data:`PROBE` read (bytes): a longer one is no plain answer."""
 
 
-async def provider_answers(endpoint: ModelEndpoint | None, within_s: float) -> bool:
+async def provider_answers(
+    endpoint: ModelEndpoint | None, within_s: float, queue_s: float | None = None
+) -> bool:
     """True when the provider at ``endpoint`` answers :data:`PROBE` within ``within_s``
     seconds (one attempt, no retry; an OpenAI chat completion with ``choices``). The harness's
     evidence for a request that stayed silent past a phase's limit: the provider answering its
@@ -493,6 +496,19 @@ async def provider_answers(endpoint: ModelEndpoint | None, within_s: float) -> b
     model's slow answer, or a request an agent's program chose to make), not an outage
     (:mod:`clawrig.llm.stalls`). False without an endpoint, or when the probe fails, is refused
     or takes longer. Never raises (but cancellation).
+
+    The probe is a request to the provider like any other: it holds a place of the provider's
+    ``max_concurrency`` (:func:`take_provider_slot`, ahead of every request waiting for one;
+    the wait a harness wait of the current trial) while it is sent and its reply read, and the
+    wait for that place does not count against ``within_s``. It waits ``queue_s`` seconds at
+    most (default ``within_s``; the trial passes the stall limit,
+    :func:`clawrig.llm.stalls.stall_limit_s`): no place freed by then is False too, as none of
+    the provider's requests in flight ended in that time either (a place goes to the probe as
+    soon as any one ends), the same silence that made the trial's request a stall, and nothing
+    says the provider answers. That includes a limit whose every place the trial's own silent
+    request holds (limit 1, its request still open at the gateway): the probe cannot be sent
+    without exceeding the limit, and the silence stands as the provider's (an infrastructure
+    error, run again, never the model's 0). Sent anyway, the probe broke the limit it keeps.
 
     One POST with httpx, its client made before the clock starts: only the provider's time
     counts against ``within_s`` (the openai SDK's import, ~1 s of CPU and many seconds of a
@@ -504,6 +520,11 @@ async def provider_answers(endpoint: ModelEndpoint | None, within_s: float) -> b
         headers["authorization"] = f"Bearer {endpoint.api_key.get_secret_value()}"
     body = {**endpoint.extra_body, "model": endpoint.model_id, "messages": PROBE, "max_tokens": 8}
     url = f"{endpoint.base_url.rstrip('/')}/chat/completions"
+    try:
+        async with asyncio.timeout(within_s if queue_s is None else queue_s):  # a place
+            held = await take_provider_slot(endpoint.provider, endpoint.max_concurrency, first=True)
+    except TimeoutError:
+        return False
     try:
         async with httpx.AsyncClient(timeout=within_s) as http:
             async with (
@@ -520,6 +541,8 @@ async def provider_answers(endpoint: ModelEndpoint | None, within_s: float) -> b
         answered = bool(json.loads(data).get("choices"))
     except (TimeoutError, httpx.HTTPError, OSError, ValueError, AttributeError):
         return False
+    finally:
+        held.release()
     if answered:
         mark_answered(endpoint)
     return answered

@@ -12,10 +12,12 @@ provider does not answer the harness's own plain request either
 (:func:`clawrig.llm.client.provider_answers` within :func:`probe_s`). A request that streams
 tokens until the deadline (a model writing a long reply) is not silent: its time is the
 model's. Nor is a request whose reader stopped reading: while the gateway waits for the client
-to take a chunk (:meth:`RequestWatch.waiting_on_client`) the silence clock stops: that wait
-is the client's, not the provider's. And a provider that answers the probe is up: the silent
-request was slow for what it asked (a model thinking long, or a request an agent's program
-made to void its trial).
+to take a chunk (:meth:`RequestWatch.pause`) the silence clock stops: that wait is the
+client's, not the provider's. Nor a request waiting for a place of its provider's
+``max_concurrency`` (:meth:`RequestWatch.queued`): it is not in flight upstream yet, and that
+wait is the harness's congestion (other trials' requests hold the places). And a provider that
+answers the probe is up: the silent request was slow for what it asked (a model thinking long,
+or a request an agent's program made to void its trial).
 
 The agent's model calls are watched by the client (:class:`clawrig.llm.client.OpenAIChatModel`
 reports to :func:`current_watch`, installed by the trial), the gateway's upstream calls by
@@ -104,19 +106,35 @@ class RequestWatch:
                 self._open[rid] = time.monotonic()
                 self._paused.pop(rid, None)
 
-    def waiting_on_client(self, rid: int) -> None:
-        """The gateway waits for request ``rid``'s client to take a chunk (backpressure, e.g.
-        a reader that stopped reading): the silence clock stops until :meth:`client_took`."""
+    def pause(self, rid: int) -> None:
+        """Request ``rid`` waits on something other than the provider (the gateway waits for
+        its client to take a chunk: backpressure, e.g. a reader that stopped reading; or for a
+        place of the provider's ``max_concurrency``: :meth:`queued`): its silence clock stops
+        until :meth:`resume`."""
         with self._lock:
             if rid in self._open:
                 self._paused.setdefault(rid, time.monotonic())
 
-    def client_took(self, rid: int) -> None:
-        """The client took the chunk: the silence clock runs again from where it stopped."""
+    def resume(self, rid: int) -> None:
+        """The wait of :meth:`pause` ended: the silence clock runs again from where it stopped."""
         with self._lock:
             since = self._paused.pop(rid, None)
             if since is not None and rid in self._open:
                 self._open[rid] += time.monotonic() - since
+
+    @contextlib.contextmanager
+    def queued(self, rid: int) -> Iterator[None]:
+        """Request ``rid`` waits for a place of its provider's ``max_concurrency`` for the body
+        (:func:`clawrig.llm.client.take_provider_slot`): not in flight upstream, so its silence
+        clock stops meanwhile (:meth:`pause`). Cut off there (an exception, a cancellation: the
+        phase's deadline), it ends unanswered with the silence it had before the wait."""
+        self.pause(rid)
+        try:
+            yield
+        except BaseException:
+            self.end(rid, answered=False)
+            raise
+        self.resume(rid)
 
     def _silence(self, rid: int, now: float) -> float:
         return self._paused.get(rid, now) - self._open[rid]
@@ -131,7 +149,8 @@ class RequestWatch:
 
     def silent_s(self) -> float:
         """Seconds: the longest silence of an unanswered request (in flight or cut off),
-        not counting time spent waiting on its client."""
+        not counting time spent waiting on its client or for a place of its provider's
+        ``max_concurrency`` (:meth:`pause`)."""
         now = time.monotonic()
         with self._lock:
             return max([self._cut_s, *(self._silence(rid, now) for rid in self._open)])

@@ -1112,6 +1112,7 @@ class Trial:
             if silent >= stall_limit_s(agent_time) and not await provider_answers(
                 lease.endpoint if lease is not None else getattr(model, "endpoint", None),
                 probe_s(agent_time),
+                stall_limit_s(agent_time),  # its wait for a place of max_concurrency, at most
             ):
                 ctx.log(f"agent stopped: its model's provider silent for {silent:.0f} s")
                 raise ProviderError(
@@ -1331,57 +1332,69 @@ class Trial:
         them on :attr:`result`, with a typed error for a failure (blame follows control: a
         grader that fails on the agent's end state is an agent error, scored 0; the judge's
         provider failing is infrastructure; a grader that cannot run at all is a grading
-        error)."""
+        error). As in the agent phase, the trial's clock runs meanwhile: time the grader's and
+        the judges' requests wait for a place of the judge's provider's ``max_concurrency``
+        (and the event loop's lateness) is a harness wait that moves the grader's limit and the
+        phase's deadline later (:mod:`clawrig.waits`)."""
         self.mark("grading")
         services, task, config, result = self.services, self.task, self.config, self.result
         python = self.grader_stage.activate() if self.grader_stage else "python3"
         judge_model = _judge_model(task, services, self.name, self.run_index, self.paths)
-        model_waits = self.clock.waits.model
-        async with (
-            # waiting for a grading slot is the harness's time: the sandbox's stop moves too
-            slot(services.grading_slots, "grading", self.clock),
-            _judge_env(
-                self.box, task, config, services, self.name, self.run_index, self.paths, self.clock
-            ) as proxy,
-        ):
-            try:
-                score, judge_score, process = await _grade(
+        clock_token = self.clock.install()  # the in-process judges' waits are the trial's too
+        try:
+            async with (
+                # waiting for a grading slot is the harness's time: the sandbox's stop moves too
+                slot(services.grading_slots, "grading", self.clock),
+                _judge_env(
+                    self.box,
                     task,
                     config,
-                    self.box,
-                    self.transcript,
-                    self.paths,
                     services,
-                    python=python,
-                    judge_env=proxy.env if proxy is not None else {},
-                    judge=judge_model,
-                    grader_s=self.plan.grader_s,
-                    verdict=self.verdict,
+                    self.name,
+                    self.run_index,
+                    self.paths,
+                    self.clock,
+                ) as proxy,
+            ):
+                try:
+                    with watch_loop(self.clock):  # and the harness's busy loop
+                        score, judge_score, process = await _grade(
+                            task,
+                            config,
+                            self.box,
+                            self.transcript,
+                            self.paths,
+                            services,
+                            python=python,
+                            judge_env=proxy.env if proxy is not None else {},
+                            judge=judge_model,
+                            grader_s=self.plan.grader_s,
+                            verdict=self.verdict,
+                            clock=self.clock,
+                        )
+                except ModelRequestError as exc:
+                    # the judge's provider refused a request carrying the agent's answer, after
+                    # it answered others in this job (a content filter, an answer past its
+                    # context): the agent's doing, its 0. Never answered: the judge's settings,
+                    # which stop the job.
+                    judge = judge_model if judge_model is not None else services.judge
+                    endpoint, judge_lease = upstream_endpoint(judge), getattr(judge, "lease", None)
+                    if exc.status is None or endpoint is None or _replay_miss(judge_lease):
+                        raise  # a replay that diverged: a grading error (no provider to ask)
+                    if await _answers_probe(endpoint):
+                        # it answers the harness's plain request: it refused the agent's answer
+                        raise AgentFault(
+                            f"the judge's provider refused the agent's answer: {exc}"
+                        ) from None
+                    if not has_answered(endpoint):
+                        raise  # never answered in this process: its settings, the job stops
+                    raise _provider_broken(exc, endpoint, "the judge") from None
+                judge_failures = (
+                    (proxy.lease.upstream_errors, proxy.lease.refusals) if proxy else None
                 )
-            except ModelRequestError as exc:
-                # the judge's provider refused a request carrying the agent's answer, after
-                # it answered others in this job (a content filter, an answer past its
-                # context): the agent's doing, its 0. Never answered: the judge's settings,
-                # which stop the job.
-                judge = judge_model if judge_model is not None else services.judge
-                endpoint, judge_lease = upstream_endpoint(judge), getattr(judge, "lease", None)
-                if exc.status is None or endpoint is None or _replay_miss(judge_lease):
-                    raise  # a replay that diverged: a grading error (no provider to ask)
-                if await _answers_probe(endpoint):
-                    # it answers the harness's plain request: it refused the agent's answer
-                    raise AgentFault(
-                        f"the judge's provider refused the agent's answer: {exc}"
-                    ) from None
-                if not has_answered(endpoint):
-                    raise  # never answered in this process: its settings, the job stops
-                raise _provider_broken(exc, endpoint, "the judge") from None
-            judge_failures = (proxy.lease.upstream_errors, proxy.lease.refusals) if proxy else None
-            judge_fault = await _proxy_judge_fault(proxy, self.plan.grader_s) if proxy else None
-            # its requests to the judge held back for a place of the provider's max_concurrency
-            # (a harness wait, or one still in progress: the grader was stopped in it)
-            held_back = proxy is not None and (
-                self.clock.waits.model > model_waits or self.clock.waiting
-            )
+                judge_fault = await _proxy_judge_fault(proxy, self.plan.grader_s) if proxy else None
+        finally:
+            WaitClock.uninstall(clock_token)
         if judge_model is not services.judge and judge_model is not None:
             with contextlib.suppress(Exception):
                 await judge_model.aclose()  # type: ignore[attr-defined]
@@ -1401,16 +1414,6 @@ class Trial:
                 kind, why = judge_fault
                 result.score = score = score.model_copy(
                     update={"error": f"{why}; the grader: {score.error}"}
-                )
-            elif score.details.get("timed_out") and held_back:
-                # its time went on waiting for the harness's place of the judge's provider
-                # (another trial's requests held it): not the agent's doing, run again
-                kind = ErrorKind.INFRASTRUCTURE
-                result.score = score = score.model_copy(
-                    update={
-                        "error": f"{score.error}, its judge requests held back by the judge's "
-                        "provider's max_concurrency (the harness's wait)"
-                    }
                 )
             elif blame == "agent" and not (judge_failures and judge_failures[1]):
                 kind = ErrorKind.AGENT
@@ -1736,7 +1739,7 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
     if errors:
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider failed: {errors[-1]}"
     if lease.watch.stalled(grader_s) and not await provider_answers(
-        lease.endpoint, probe_s(grader_s)
+        lease.endpoint, probe_s(grader_s), stall_limit_s(grader_s)
     ):
         silent = lease.watch.silent_s()
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
@@ -1832,9 +1835,11 @@ async def _grade(
     judge_env: dict[str, str] | None = None,
     judge: ChatModel | None = None,
     verdict: HarnessChannel | None = None,
+    clock: WaitClock | None = None,
 ) -> tuple[Score | None, Score | None, ProcessScore]:
     """Outcome score (+ judge score when both ran) and process metrics; the programmatic
-    grader runs within ``grader_s`` seconds (the trial's :class:`TimeoutPlan`)."""
+    grader runs within ``grader_s`` seconds (the trial's :class:`TimeoutPlan`), moved later by
+    the harness waits of ``clock`` meanwhile (:func:`clawrig.grading.programmatic.run_grader`)."""
     judge = judge if judge is not None else services.judge
     judge_log = folder.judge_chat
     mode = config.grader
@@ -1849,6 +1854,7 @@ async def _grade(
             env=grader_env(task) | (judge_env or {}),
             python=python,
             verdict=verdict,
+            clock=clock,
         )
     elif task.answer is not None or kind == GraderKind.JUDGE:
         use_judge = mode in ("judge", "both") or (mode == "auto" and judge is not None)

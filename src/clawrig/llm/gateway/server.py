@@ -1018,9 +1018,9 @@ class Gateway:
         Each attempt takes a place of the upstream's provider's requests in flight
         (:func:`clawrig.llm.client.take_provider_slot`: its ``max_concurrency``, one count with
         the harness's own requests; none when the caller holds one already, as the in-process
-        agent does), waiting in turn for it (a harness wait of the lease's ``clock``), and holds
-        it until its reply is read (a relayed stream: until the response ends); a retry's
-        back-off holds none."""
+        agent does), waiting in turn for it (a harness wait of the lease's ``clock``, which is
+        no silence of the provider's: :meth:`RequestWatch.queued`), and holds it until its reply
+        is read (a relayed stream: until the response ends); a retry's back-off holds none."""
         ep = lease.endpoint
         client = UPSTREAM_CLIENT.get() or self._socket_client(lease)
         assert ep is not None and client is not None
@@ -1057,7 +1057,8 @@ class Gateway:
         async def attempt() -> httpx.Response:
             nonlocal attempts, hold
             attempts += 1
-            held = await take_provider_slot(ep.provider, ep.max_concurrency, lease.clock)
+            with lease.watch.queued(seq):  # the harness's wait, not the provider's silence
+                held = await take_provider_slot(ep.provider, ep.max_concurrency, lease.clock)
             if lease.closed:  # its trial ended while it waited: sent now, nobody would read it
                 held.release()
                 raise _LeaseClosed
@@ -1252,9 +1253,9 @@ class Gateway:
                 skip_blank = False
                 # the wait for the client to take the line is the client's (a reader that
                 # stopped reading holds it): not the provider's silence
-                lease.watch.waiting_on_client(seq)
+                lease.watch.pause(seq)
                 yield (line + "\n").encode("utf-8")
-                lease.watch.client_took(seq)
+                lease.watch.resume(seq)
         except httpx.TransportError as exc:
             error = f"upstream stream broke: {type(exc).__name__}: {_one_line(str(exc))}"
             with lease._lock:
