@@ -329,7 +329,9 @@ def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
 
 
 ASKS_JUDGE_THEN_HANGS = ASKS_JUDGE.replace(
-    "    return {", "    import time\n    time.sleep(60)\n    return {"
+    "    return {",
+    "    import sys, time\n    print('judged', score, flush=True)\n"
+    "    print('now sleeping', file=sys.stderr, flush=True)\n    time.sleep(60)\n    return {",
 )
 
 
@@ -387,8 +389,9 @@ async def test_a_graders_wait_behind_the_providers_limit_is_not_its_time(scripte
 
 async def test_a_grader_hanging_after_its_wait_still_times_out(scripted_server, tmp_path):
     """The same wait (5 s), then the grader hangs on its own: its limit, moved by the wait,
-    still ends it 2 s of its own time later (the harness cancels its exec; the sandbox's own
-    timeout is a day later): "grader timed out", the agent's 0, not the harness's."""
+    still ends it 2 s of its own time later (the harness kills it; the sandbox's own timeout is
+    a day later): "grader timed out", the agent's 0, not the harness's; what it printed before
+    it hung is in the score's details."""
     result, judge, took = await judged_behind_the_limit(
         scripted_server, tmp_path, ASKS_JUDGE_THEN_HANGS, 5
     )
@@ -400,6 +403,10 @@ async def test_a_grader_hanging_after_its_wait_still_times_out(scripted_server, 
     )
     assert result.waits.model > 2.0, result.waits
     assert result.waits.model + 2.0 <= took < 30.0, (result.waits, took)
+    # what it wrote before it hung is kept for whoever reads why it timed out
+    details = result.score.details
+    assert "judged 1.0" in details["stdout"] and "now sleeping" in details["stderr"], details
+    assert details["exit_code"] == 124, details
 
 
 async def test_an_in_process_judges_wait_is_the_trials_harness_wait(scripted_server, tmp_path):

@@ -248,6 +248,8 @@ def _float(value: float) -> float:
 GRADER_BACKSTOP_S = 86_400.0
 """Seconds the sandbox's own exec timeout runs past a grader's limit when the harness keeps
 that limit (:func:`run_grader` with a ``clock``)."""
+KILLED_ANSWER_S = 10.0
+"""Seconds :func:`_exec_kept` waits for a killed grader's exec to answer (its output)."""
 
 
 async def _exec_kept(
@@ -259,27 +261,47 @@ async def _exec_kept(
 ) -> ExecResult:
     """Run the grader's ``argv`` within ``timeout_s`` seconds of its own: an asyncio deadline
     that ``clock`` moves later by every harness wait of the trial meanwhile
-    (:meth:`WaitClock.track`), as the agent's. Past it the exec is cancelled (the sandbox kills
-    the command's whole tree) and the result is a timeout (exit code 124, no output); the
-    sandbox's exec timeout is a backstop :data:`GRADER_BACKSTOP_S` later."""
+    (:meth:`WaitClock.track`), as the agent's. Past it every process of the sandbox but its
+    supervisor is killed (:meth:`Sandbox.kill_all`: the grader's tree, and the clean room's
+    restarted services, whose part ends with grading) and the exec's own answer gives what
+    the grader wrote until then; the result is a timeout (exit code 124). The sandbox's exec
+    timeout is a backstop :data:`GRADER_BACKSTOP_S` later."""
     began = time.monotonic()
+    run = asyncio.ensure_future(
+        sandbox.exec(
+            argv,
+            cwd=PATHS.workspace,
+            env=env,
+            timeout_s=timeout_s + GRADER_BACKSTOP_S,
+            fork_python=True,  # as run_grader's: a fork of the supervisor
+        )
+    )
     deadline = asyncio.timeout(timeout_s)
     clock.track(deadline)
     try:
         async with deadline:
-            return await sandbox.exec(
-                argv,
-                cwd=PATHS.workspace,
-                env=env,
-                timeout_s=timeout_s + GRADER_BACKSTOP_S,
-                fork_python=True,  # as run_grader's: a fork of the supervisor
-            )
+            return await asyncio.shield(run)
     except TimeoutError:
         if not deadline.expired():
+            run.cancel()
             raise
-        return ExecResult(exit_code=124, timed_out=True, duration_s=time.monotonic() - began)
+    except BaseException:
+        run.cancel()
+        raise
     finally:
         clock.untrack(deadline)
+    timed_out = ExecResult(exit_code=124, timed_out=True)
+    try:
+        await sandbox.kill_all()
+        async with asyncio.timeout(KILLED_ANSWER_S):
+            r = await run
+        timed_out = r.model_copy(update={"exit_code": 124, "timed_out": True})
+    except Exception:  # noqa: BLE001 - no answer: the timeout without the grader's output
+        run.cancel()
+    except BaseException:
+        run.cancel()
+        raise
+    return timed_out.model_copy(update={"duration_s": time.monotonic() - began})
 
 
 async def run_grader(
