@@ -257,6 +257,22 @@ def test_resume_of_another_models_job_is_refused(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == before
 
 
+def test_resume_into_a_folder_without_the_job_says_it_starts_a_new_one(tmp_path):
+    # new-user review: `--resume` with a mistyped or new -o silently ran the whole job (with a
+    # paid model, real money); a script that always passes --resume must still start its
+    # first run, so it runs, and says so before the first trial
+    out = tmp_path / "typo"
+    args = ("run", str(REPO / "suites/demo"), "--suite", "000015", "--agent", "oracle")
+    first = run(*args, "-o", str(out), "--resume", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-1500:]
+    note = f"note: --resume: {out} holds no job of oracle yet: starting a new job there"
+    assert note in first.stderr.splitlines(), first.stderr
+    assert len(list(out.glob("000015/*/result.json"))) == 1
+    again = run(*args, "-o", str(out), "--resume", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-1500:]
+    assert "holds no job" not in again.stderr, again.stderr  # it holds the job now
+
+
 def test_disk_mb_sets_each_trials_disk_and_the_note_names_it(tmp_path):
     """--disk-mb is each trial's disk (it was settable from Python only, while the note on
     disks that could fill the host said to lower it)."""

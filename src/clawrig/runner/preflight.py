@@ -84,6 +84,19 @@ def check_output(tasks: list[Task], config: JobConfig) -> list[str]:
     return [problem] if problem else []
 
 
+def note_resume_new(tasks: list[Task], config: JobConfig) -> list[str]:
+    """With ``--resume``, a note when the output folder holds no job of this model yet (the
+    folder is new, or a mistyped ``-o``): the job starts from the first trial, said before it
+    does (a script that always passes ``--resume`` still starts its first run)."""
+    from clawrig.runner.batch import progress_path, summary_path
+
+    model = config.trial.model
+    out = config.output
+    if not config.resume or progress_path(out, model).exists() or summary_path(out, model).exists():
+        return []
+    return [f"--resume: {out} holds no job of {model} yet: starting a new job there"]
+
+
 def check_config(config: JobConfig) -> list[str]:
     """Option values pydantic's types do not pin down (``--sandbox``, ``--network``,
     ``--setup-network``; the Job checks the ``--web`` options as it builds the web): checked
@@ -266,7 +279,7 @@ CHECKS: list[Check] = [
 ]
 """The checks every Job runs, in order (append yours): any problem refuses the job."""
 
-NOTES: list[Check] = [*_FIDELITY_NOTES, note_disk_space]
+NOTES: list[Check] = [*_FIDELITY_NOTES, note_disk_space, note_resume_new]
 """Checks whose lines are only notes for the user: the job runs (append yours)."""
 
 
