@@ -30,11 +30,16 @@ mmdebstrap:
 demo: setup
 	rm -rf output/demo && $(BIN)/clawrig run suites/demo --agent oracle --output output/demo
 
+# the scripted server on a free port (its first line names the URL): a server left on a fixed
+# port by an earlier run would answer instead, its script used up
 demo-model: setup
-	@$(BIN)/python -m clawrig.testing.scripted_server --script examples/scripted-000015.json --port 8765 > /dev/null 2>&1 & \
-	pid=$$!; sleep 2; \
-	rm -rf output/demo-model; SCRIPTED_BASE_URL=http://127.0.0.1:8765/v1 $(BIN)/clawrig run suites/demo --suite 000015 -m scripted/demo --output output/demo-model; \
-	rc=$$?; kill $$pid; exit $$rc
+	@log=$$(mktemp); \
+	$(BIN)/python -m clawrig.testing.scripted_server --script examples/scripted-000015.json --port 0 > $$log 2>&1 & \
+	pid=$$!; for _ in $$(seq 100); do grep -q "http://" $$log && break; sleep 0.1; done; \
+	url=$$(grep -o "http://[^ ]*" $$log | head -1); \
+	if [ -z "$$url" ]; then echo "the scripted server did not start:" >&2; cat $$log >&2; kill $$pid 2>/dev/null; rm -f $$log; exit 1; fi; \
+	rm -rf output/demo-model; SCRIPTED_BASE_URL=$$url $(BIN)/clawrig run suites/demo --suite 000015 -m scripted/demo --output output/demo-model; \
+	rc=$$?; kill $$pid; rm -f $$log; exit $$rc
 
 openclaw: $(STAMP)
 	-@scripts/install-openclaw.sh || echo "OpenClaw not installed: its tests will be skipped"
