@@ -64,6 +64,16 @@ def test_show_by_prefix_and_path_option(run_cli, dataclaw_real, fourfolder_real)
     assert data["grader"]["kind"] == "programmatic"
 
 
+def test_show_takes_path_then_id_as_list_does(run_cli, fourfolder_real):
+    # new-user review: `tasks show PATH ID` (the order of `tasks list PATH`) said
+    # "000015: path: no such file or folder"
+    by_id = run_cli("tasks", "show", "000015", str(fourfolder_real), "--json")
+    by_path = run_cli("tasks", "show", str(fourfolder_real), "000015", "--json")
+    assert by_id.returncode == by_path.returncode == 0, (by_id.stderr, by_path.stderr)
+    assert json.loads(by_path.stdout) == json.loads(by_id.stdout)
+    assert json.loads(by_path.stdout)["id"] == "000015"
+
+
 def test_show_unknown_id_is_one_line_error(run_cli, fourfolder_real):
     proc = run_cli("tasks", "show", "999999", "--path", fourfolder_real)
     assert proc.returncode == 2

@@ -201,6 +201,9 @@ def show_task(
     as_json: bool = typer.Option(False, "--json", help="Print the Task as JSON."),
 ) -> None:
     """Show one task in full."""
+    if path_opt is None and path_arg is not None and not path_arg.exists():
+        if Path(task_id).exists():  # PATH ID, the order of `tasks list PATH`: taken as meant
+            task_id, path_arg = str(path_arg), Path(task_id)
     path = path_opt or path_arg or default_suite()
     suite = load_suite(path, root)
     try:
