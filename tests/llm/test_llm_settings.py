@@ -244,6 +244,11 @@ def test_invalid_model_names(tmp_path):
     assert msg.startswith("unknown provider 'nosuch' in model name 'nosuch/model': known ")
     assert "custom, judge_custom, openai, openrouter" in msg
     assert "NOSUCH_BASE_URL" in msg
+    # a provider a <NAME>_BASE_URL makes is a known one too (new-user review: a typo of
+    # scripted/... was told of the four built-in providers only)
+    typo = load_settings(env, environ={"SCRIPTED_BASE_URL": "http://127.0.0.1:9/v1"})
+    msg = one_line_error("scriptd/demo", typo)
+    assert "known providers are custom, judge_custom, openai, openrouter, scripted " in msg
     assert one_line_error("openrouter/anthropic/claude-opus-4.5", settings) == (
         "model 'openrouter/anthropic/claude-opus-4.5' needs an API key: "
         f"set OPENROUTER_API_KEY in the environment or in {env}"

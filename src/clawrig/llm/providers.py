@@ -438,6 +438,17 @@ def _generic_provider(provider: str, settings: Settings) -> ProviderConfig | Non
     return None
 
 
+def _env_providers(settings: Settings) -> list[str]:
+    """The providers a ``<NAME>_BASE_URL`` variable with a value makes (``scripted`` for
+    ``SCRIPTED_BASE_URL``), other than the variables the configured providers read."""
+    taken = {cfg.base_url_env for cfg in settings.providers.values()}
+    return [
+        var.removesuffix("_BASE_URL").lower()
+        for var in settings.env
+        if var.endswith("_BASE_URL") and var not in taken and settings.get(var)
+    ]
+
+
 def resolve_model(name: str | None, settings: Settings, *, role: Role = "agent") -> ModelEndpoint:
     """Turn a model name into a callable endpoint (rules in the module docs).
 
@@ -474,7 +485,7 @@ def resolve_model(name: str | None, settings: Settings, *, role: Role = "agent")
             f"e.g. openrouter/{name} or custom/{name}"
         )
     if provider is None or cfg is None:
-        names = ", ".join(sorted(settings.providers))
+        names = ", ".join(sorted({*settings.providers, *_env_providers(settings)}))
         raise UserError(
             f"unknown provider {prefix!r} in model name {name!r}: known providers are {names} "
             f"(or add it to providers.yaml, or set {model_env_key(prefix)}_BASE_URL)"
