@@ -197,7 +197,10 @@ def register(app: typer.Typer) -> None:
         parallel: Annotated[
             int,
             typer.Option(
-                "--parallel", "-p", min=1, help="Trials at once, each in its own sandbox."
+                "--parallel",
+                "-p",
+                min=1,
+                help=f"Trials at once, each in its own sandbox [default: {DEFAULT_PARALLEL}]",
             ),
         ] = DEFAULT_PARALLEL,
         runs: Annotated[
