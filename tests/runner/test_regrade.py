@@ -576,3 +576,24 @@ def test_grade_still_regrades_an_older_folder_where_nothing_changed(demo_oracle_
     r = _grade(str(folder))
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "recorded 1.0 -> re-graded 1.0: same scores" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [("budget", "a budget error"), ("infrastructure", "an infrastructure error")],
+)
+def test_a_trial_the_job_stopped_has_no_end_state_and_says_why(kind, said, tmp_path):
+    """A trial the budget stopped mid-run (as a job writes it: error kind budget, phase agent,
+    no end_state/) is not re-gradable for that reason (new-user review: it said "end_state/
+    missing ... (the recorded end state is gone)", as if files had been deleted)."""
+    from clawrig.runner.regrade import no_end_state
+    from clawrig.spec.trial import TrialError, TrialResult
+
+    trial = TrialResult.model_construct(
+        error=TrialError(kind=kind, message="stopped", phase="agent")
+    )
+    why = no_end_state(tmp_path, trial)
+    assert why == (
+        f"it ended with {said} in the agent phase, so it has no end state to grade "
+        "(clawrig run --resume runs it again)"
+    )

@@ -103,9 +103,9 @@ def register(app: typer.Typer) -> None:
         """Grade finished trials again and compare with the recorded scores.
 
         Exit 1 when a score differs from the recorded one, a trial has no end state to grade
-        (it ended with an infrastructure, setup or cancelled error, or its end_state/ is gone)
-        or a trial folder cannot be read (a corrupt result.json, its task file gone): each
-        listed with the reason, nothing written for it, the others graded."""
+        (it ended with an infrastructure, setup, cancelled or budget error, or its end_state/
+        is gone) or a trial folder cannot be read (a corrupt result.json, its task file gone):
+        each listed with the reason, nothing written for it, the others graded."""
         if not trial_dirs:
             raise UserError(
                 "TRIAL_DIR: give one or more trial folders (each holds result.json) or a job "

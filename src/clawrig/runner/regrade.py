@@ -213,7 +213,7 @@ def refresh_job_summary(trial_folder: Path) -> Path | None:
     return None
 
 
-NO_END_STATE = (ErrorKind.INFRASTRUCTURE, ErrorKind.SETUP, ErrorKind.CANCELLED)
+NO_END_STATE = (ErrorKind.INFRASTRUCTURE, ErrorKind.SETUP, ErrorKind.CANCELLED, ErrorKind.BUDGET)
 """Error kinds after which a trial folder has no end state to grade."""
 
 
@@ -235,14 +235,15 @@ def _not_gradable(folder: Path, trial: TrialResult, why: str) -> RegradeReport:
 
 def no_end_state(folder: Path, trial: TrialResult) -> str | None:
     """Why ``folder`` has no end state to grade, None when it has one: the trial ended with
-    an infrastructure, setup or cancelled error (NO_END_STATE), or its ``end_state/`` folder
+    an infrastructure, setup, cancelled or budget error (NO_END_STATE), or its ``end_state/`` folder
     is gone (every trial that reached its end state has one, empty when the agent changed
     nothing; grading without it would grade the initial workspace)."""
     if trial.error is not None and trial.error.kind in NO_END_STATE:
         phase = f" in the {trial.error.phase} phase" if trial.error.phase else ""
+        kind = trial.error.kind
         return (
-            f"it ended with an {trial.error.kind} error{phase}, so it has no end state "
-            "to grade (clawrig run --resume runs it again)"
+            f"it ended with {'an' if kind[0] in 'aeiou' else 'a'} {kind} error{phase}, so it "
+            "has no end state to grade (clawrig run --resume runs it again)"
         )
     paths = TrialPaths(folder)
     if paths.end_state.is_dir():
