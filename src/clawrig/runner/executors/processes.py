@@ -235,6 +235,8 @@ class ProcessExecutor:
                     self._provider_stop = stop
                 future = worker.pending.pop(attempt_id, None)
                 if future is None or future.done():
+                    # an attempt the job cancelled (interrupted): a trial finished meanwhile
+                    # is counted from its folder once the workers ended (runner/batch.py)
                     continue
                 if kind == "done":
                     future.set_result((payload, rest[1]))
