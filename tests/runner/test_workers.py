@@ -692,3 +692,32 @@ def test_an_interrupted_jobs_summary_counts_a_trial_a_worker_reported_late(
     assert len(on_disk) == 12 and all(len(v) == 1 for v in on_disk.values())
     rows, _ = _counted(out)
     assert sorted(rows) == sorted(on_disk)
+
+
+def test_a_worker_dead_after_its_trials_rename_leaves_the_trial_once(
+    mini_bench, model_server, tmp_path
+):
+    """A worker killed between a trial folder's rename and its report: the driver took the
+    attempt for lost and ran the trial again, so two finished folders held one trial (13
+    folders for 12 trials). The finished folder is the attempt's result."""
+    bench = mini_bench(4)
+    srv = model_server(delay=0.3)
+    out = tmp_path / "out"
+    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "--runs", "2", "-p", "4"]
+    args += ["--workers", "2", "-o", str(out)]
+    r = _run_with_faulty_worker(tmp_path, "never sent", args, srv)
+    assert r.returncode == 0, r.stderr[-2000:]
+    on_disk = trials_of(out)
+    assert len(on_disk) == 8 and all(len(v) == 1 for v in on_disk.values()), on_disk
+    rows, listed = _counted(out)
+    assert sorted(rows) == sorted(on_disk) and listed == []  # finished: no progress file
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert math.isclose(summary["overall_score"], (4 * 1.0 + 4 * 0.25) / 8)
+    # the trial the worker finished before it died is counted from its folder, not run again
+    said = WORKER_LOG_LINE.split("{")[0] + "1 "
+    (finished,) = [
+        r for (r,) in on_disk.values()
+        if said in (out / r["task_id"] / r["trial_id"] / "agent.log").read_text()
+    ]  # fmt: skip
+    key = (finished["task_id"], finished["run_index"])
+    assert finished["attempts"] == 1 and rows[key] == f"{key[0]}/{finished['trial_id']}"

@@ -4,7 +4,8 @@
   limited per provider by the LLM client; grading runs under its own limit.
 - Retries: a trial that ends with a retryable (infrastructure) error is run again, up to
   ``max_attempts``, with exponential backoff (tenacity); the failed attempt's folder is moved to
-  ``<output>/_retried/`` and never counted.
+  ``<output>/_retried/`` and never counted. An attempt that failed with no result (the process
+  running it died) whose whole folder is on disk has that folder's result: a trial has one.
 - Resume (DataClawBench's progress file, formats.md section 3): ``progress_<model>.json`` =
   {model, suite, runs, job_id, completed[{task_id, run_index, result}]}, written atomically after
   trials that ended without error (one write at a time, of the latest state:
@@ -663,7 +664,11 @@ async def _run_trials(
                 except (UserError, asyncio.CancelledError):
                     raise
                 except Exception as exc:  # noqa: BLE001 - one trial's failure never ends the job
-                    last = _unstarted(task, job, run_index, job_id, attempt, exc, spent_before)
+                    # the process that ran it may have died after the folder's rename, before
+                    # its report: that folder is the attempt's (run again, the trial had two)
+                    last = _written(job, task, run_index, job_id, attempt) or _unstarted(
+                        task, job, run_index, job_id, attempt, exc, spent_before
+                    )
                 if last[0].error is not None and state.provider_stopped is None:
                     state.provider_stopped = executor.provider_stop()
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
@@ -771,6 +776,17 @@ async def _run_trials(
         with contextlib.suppress(FileNotFoundError):
             ppath.unlink()
     return summary
+
+
+def _written(
+    job: JobConfig, task: Task, run_index: int, job_id: str, attempt: int
+) -> tuple[TrialResult, Path] | None:
+    """The whole folder of attempt ``attempt`` of the trial (``task``, ``run_index``) of job
+    ``job_id`` with its result, or None when it has none."""
+    for folder, result in _trial_folders(job.output, task.id, job_id):
+        if result.run_index == run_index and result.attempts == attempt:
+            return result, folder
+    return None
 
 
 def _unheard(
