@@ -602,3 +602,122 @@ def test_a_signal_while_the_workers_start_says_so_with_its_exit_code(
     text = err.decode()
     assert proc.returncode == code, text[-2000:]
     assert "Traceback" not in text and "interrupted" in text, text[-2000:]
+
+
+FAULTY_WORKER = """#!{python}
+# the harness's python, except as a harness worker: then a real worker whose report of the
+# first trial it finishes (the trial's folder renamed into the job folder) is {fault}
+import os, signal, sys, time
+if sys.argv[1:4] != ["-P", "-m", "{module}"]:
+    os.execv("{python}", ["{python}", *sys.argv[1:]])
+import gc
+from clawrig.runner.executors import processes
+send = processes._send
+reported = []
+def _send(writer, message):
+    if message[0] == "done" and not reported:
+        reported.append(message[1])
+        if "{fault}" == "never sent":  # the worker dies first
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getppid(), signal.SIGINT)  # late: Ctrl-C reaches the driver first
+        time.sleep(1.0)
+    send(writer, message)
+processes._send = _send
+gc.disable()
+sys.exit(processes.main([sys.argv[0], sys.argv[4]]))
+"""
+LAUNCH = "import sys; sys.executable = sys.argv.pop(1); from clawrig.cli.main import app; app()"
+"""``clawrig`` whose harness workers are started with the python ``argv[1]`` names."""
+
+
+def _run_with_faulty_worker(
+    tmp_path: Path, fault: str, args: list[str], srv: ScriptedServer
+) -> subprocess.CompletedProcess[str]:
+    """``clawrig ARGS`` whose harness worker's first report is ``fault`` ("never sent": it
+    dies by SIGKILL after the trial's rename, before its report; "late": it sends the
+    driver SIGINT and reports 1 s later, once the driver cancelled the trial)."""
+    stand_in = tmp_path / "python"
+    stand_in.write_text(
+        FAULTY_WORKER.format(python=sys.executable, module=WORKER_MODULE, fault=fault)
+    )
+    stand_in.chmod(0o755)
+    return subprocess.run(
+        [sys.executable, "-c", LAUNCH, str(stand_in), *args],
+        env=_env(srv), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def _counted(out: Path) -> tuple[dict[tuple[str, int], str], list[tuple[str, int]]]:
+    """The trials ``out``'s summary counts ((task, run) -> its folder) and those its
+    progress file lists (when there is one)."""
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    rows = {(t["task_id"], t["run_index"]): t["trial"] for t in summary["tasks"]}
+    assert len(rows) == len(summary["tasks"]) == summary["evaluated_count"] + summary["error_count"]
+    progress = out / "progress_scripted_test.json"
+    listed = []
+    if progress.is_file():
+        listed = [
+            (e["task_id"], e["run_index"]) for e in json.loads(progress.read_text())["completed"]
+        ]
+    return rows, listed
+
+
+def test_an_interrupted_jobs_summary_counts_a_trial_a_worker_reported_late(
+    mini_bench, model_server, tmp_path
+):
+    """Ctrl-C while a worker's finished trial is reported: the driver cancelled the attempt
+    and dropped the report that came after, so the summary (and the progress file) left out
+    a trial whose folder was finished (69 trials counted of 71 on disk). Every finished
+    folder is counted, once."""
+    bench = mini_bench(6)
+    srv = model_server(delay=0.3)
+    out = tmp_path / "out"
+    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "--runs", "2", "-p", "4"]
+    args += ["--workers", "2", "-o", str(out)]
+    r = _run_with_faulty_worker(tmp_path, "late", args, srv)
+    assert r.returncode == 130, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    on_disk = trials_of(out)
+    assert all(len(v) == 1 for v in on_disk.values()), on_disk
+    assert "1" in _workers_used(out)  # the late report's trial is on disk
+    rows, listed = _counted(out)
+    assert sorted(rows) == sorted(on_disk) and sorted(listed) == sorted(on_disk)
+    assert all((out / folder / "result.json").is_file() for folder in rows.values())
+
+    r = subprocess.run(
+        [CLAWRIG, *args, "--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    on_disk = trials_of(out)
+    assert len(on_disk) == 12 and all(len(v) == 1 for v in on_disk.values())
+    rows, _ = _counted(out)
+    assert sorted(rows) == sorted(on_disk)
+
+
+def test_a_worker_dead_after_its_trials_rename_leaves_the_trial_once(
+    mini_bench, model_server, tmp_path
+):
+    """A worker killed between a trial folder's rename and its report: the driver took the
+    attempt for lost and ran the trial again, so two finished folders held one trial (13
+    folders for 12 trials). The finished folder is the attempt's result."""
+    bench = mini_bench(4)
+    srv = model_server(delay=0.3)
+    out = tmp_path / "out"
+    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "--runs", "2", "-p", "4"]
+    args += ["--workers", "2", "-o", str(out)]
+    r = _run_with_faulty_worker(tmp_path, "never sent", args, srv)
+    assert r.returncode == 0, r.stderr[-2000:]
+    on_disk = trials_of(out)
+    assert len(on_disk) == 8 and all(len(v) == 1 for v in on_disk.values()), on_disk
+    rows, listed = _counted(out)
+    assert sorted(rows) == sorted(on_disk) and listed == []  # finished: no progress file
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert math.isclose(summary["overall_score"], (4 * 1.0 + 4 * 0.25) / 8)
+    # the trial the worker finished before it died is counted from its folder, not run again
+    said = WORKER_LOG_LINE.split("{")[0] + "1 "
+    (finished,) = [
+        r for (r,) in on_disk.values()
+        if said in (out / r["task_id"] / r["trial_id"] / "agent.log").read_text()
+    ]  # fmt: skip
+    key = (finished["task_id"], finished["run_index"])
+    assert finished["attempts"] == 1 and rows[key] == f"{key[0]}/{finished['trial_id']}"

@@ -4,7 +4,8 @@
   limited per provider by the LLM client; grading runs under its own limit.
 - Retries: a trial that ends with a retryable (infrastructure) error is run again, up to
   ``max_attempts``, with exponential backoff (tenacity); the failed attempt's folder is moved to
-  ``<output>/_retried/`` and never counted.
+  ``<output>/_retried/`` and never counted. An attempt that failed with no result (the process
+  running it died) whose whole folder is on disk has that folder's result: a trial has one.
 - Resume (DataClawBench's progress file, formats.md section 3): ``progress_<model>.json`` =
   {model, suite, runs, job_id, completed[{task_id, run_index, result}]}, written atomically after
   trials that ended without error (one write at a time, of the latest state:
@@ -14,6 +15,9 @@
   once. The file is deleted when every trial finished without error.
 - Budget: no new trial starts once the job's spend (USD) reaches ``budget_usd``; running ones
   end normally; the summary says the budget stopped the job.
+- Interrupt (SIGINT, SIGTERM): running trials are cancelled; once the executor's processes
+  ended, a trial one of them finished as it was cancelled (its report not heard) is counted
+  from its folder: the summary and the progress file hold every finished trial.
 """
 
 from __future__ import annotations
@@ -398,32 +402,44 @@ def _load_progress(job: JobConfig, model: str) -> Progress | None:
         raise UserError(f"{path}: not a valid progress file ({exc.__class__.__name__})") from None
 
 
+def _trial_folders(
+    output: Path, task_id: str, job_id: str, known: frozenset[str] = frozenset()
+) -> list[tuple[Path, TrialResult]]:
+    """The whole trial folders of job ``job_id`` under ``<output>/<task_id>/`` (renamed, with a
+    readable result.json), by name, with their results; folders named in ``known`` are not
+    read."""
+    tdir = output / task_id
+    if not tdir.is_dir():
+        return []
+    found = []
+    for entry in sorted(tdir.iterdir()):
+        rj = TrialPaths(entry).result
+        if entry.name.startswith(TMP_PREFIX) or entry.name in known or not rj.is_file():
+            continue
+        try:
+            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        if res.job_id == job_id:
+            found.append((entry, res))
+    return found
+
+
 def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[Task]) -> None:
     """Remove half-written trial folders; record whole ones of this job the crash missed."""
     done = progress.done()
     for task in tasks:
-        tdir = job.output / task.id
-        if not tdir.is_dir():
-            continue
-        for entry in sorted(tdir.iterdir()):
-            if entry.name.startswith(TMP_PREFIX):
-                remove_tree(entry)
-                continue
-            rj = TrialPaths(entry).result
-            if not rj.is_file():
-                continue
-            try:
-                res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
-            except ValueError:
-                continue
+        for tmp in (job.output / task.id).glob(f"{TMP_PREFIX}*"):
+            remove_tree(tmp)
+        for entry, res in _trial_folders(job.output, task.id, job_id):
             key = (res.task_id, res.run_index)
-            if res.job_id == job_id and not _final(res):
+            if not _final(res):
                 # an errored attempt is re-run: set it aside so the trial exists once
                 retried = JobPaths(job.output).retried
                 retried.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(entry), str(retried / f"{task.id}__{entry.name}"))
                 continue
-            if res.job_id == job_id and _final(res) and key not in done:
+            if key not in done:
                 progress.completed.append(
                     ProgressEntry(
                         task_id=res.task_id,
@@ -648,7 +664,11 @@ async def _run_trials(
                 except (UserError, asyncio.CancelledError):
                     raise
                 except Exception as exc:  # noqa: BLE001 - one trial's failure never ends the job
-                    last = _unstarted(task, job, run_index, job_id, attempt, exc, spent_before)
+                    # the process that ran it may have died after the folder's rename, before
+                    # its report: that folder is the attempt's (run again, the trial had two)
+                    last = _written(job, task, run_index, job_id, attempt) or _unstarted(
+                        task, job, run_index, job_id, attempt, exc, spent_before
+                    )
                 if last[0].error is not None and state.provider_stopped is None:
                     state.provider_stopped = executor.provider_stop()
             if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
@@ -707,6 +727,21 @@ async def _run_trials(
             installed[signum] = previous
     try:
         outcomes = await asyncio.gather(*tasks_running, return_exceptions=True)
+        if state.interrupted:
+            # a trial another process finished as the job cancelled it was not heard of: once
+            # the executor's processes ended, every trial folder written is on disk
+            await executor.close()
+            for result, folder in _unheard(job, tasks, job_id, results):
+                results[(result.task_id, result.run_index)] = result
+                state.spend_usd += result.spent().cost_usd
+                progress.completed.append(
+                    ProgressEntry(
+                        task_id=result.task_id,
+                        run_index=result.run_index,
+                        result=str(folder.relative_to(job.output)),
+                    )
+                )
+                writer.changed()
         await writer.flush()  # the progress file holds every finished trial before the end
     finally:
         for signum, previous in installed.items():
@@ -741,6 +776,32 @@ async def _run_trials(
         with contextlib.suppress(FileNotFoundError):
             ppath.unlink()
     return summary
+
+
+def _written(
+    job: JobConfig, task: Task, run_index: int, job_id: str, attempt: int
+) -> tuple[TrialResult, Path] | None:
+    """The whole folder of attempt ``attempt`` of the trial (``task``, ``run_index``) of job
+    ``job_id`` with its result, or None when it has none."""
+    for folder, result in _trial_folders(job.output, task.id, job_id):
+        if result.run_index == run_index and result.attempts == attempt:
+            return result, folder
+    return None
+
+
+def _unheard(
+    job: JobConfig, tasks: list[Task], job_id: str, results: dict[tuple[str, int], TrialResult]
+) -> list[tuple[TrialResult, Path]]:
+    """The trials of job ``job_id`` with a whole folder whose outcome stands (:func:`_final`)
+    but no entry in ``results``, with their folders (one each)."""
+    found: dict[tuple[str, int], tuple[TrialResult, Path]] = {}
+    known = frozenset(r.trial_id for r in results.values())  # not read again
+    for task in tasks:
+        for folder, result in _trial_folders(job.output, task.id, job_id, known):
+            key = (result.task_id, result.run_index)
+            if _final(result) and key not in results:
+                found.setdefault(key, (result, folder))
+    return list(found.values())
 
 
 def _unstarted(

@@ -129,14 +129,19 @@ class HarnessChannel:
 
     async def wait_ended(self, timeout_s: float) -> bool:
         """Wait until every accepted connection has ended; False on timeout."""
-        pending = [c.ended.wait() for c in self.connections if not c.ended.is_set()]
+        pending = [
+            asyncio.ensure_future(c.ended.wait()) for c in self.connections if not c.ended.is_set()
+        ]
         if not pending:
             return True
         try:
-            await asyncio.wait_for(asyncio.gather(*pending), timeout_s)
-            return True
-        except TimeoutError:
-            return False
+            # not wait_for(gather(...)): cancelled (the trial stopped), its gather ended with
+            # an exception nobody retrieved, a traceback at exit in a harness worker
+            _, late = await asyncio.wait(pending, timeout=timeout_s)
+            return not late
+        finally:
+            for waiting in pending:
+                waiting.cancel()
 
     async def close(self) -> None:
         """Seal and stop reading (idempotent)."""

@@ -21,9 +21,10 @@ workers the job's trials share every core.
 - The job's budget: every process's gateway adds its upstream spend to one
   :class:`clawrig.llm.gateway.SpendTally` file, so the budget is the job's, not a worker's.
 - A worker that exits mid-job fails its attempts in flight as infrastructure errors (retried
-  in the other processes, like a trial whose sandbox died) and takes no more; the driver runs
-  on with what is left (itself at least). A driver that dies leaves its workers an end of
-  file: they cancel their trials, clean up and exit.
+  in the other processes, like a trial whose sandbox died; one whose folder it renamed before
+  it could report is that attempt's result, :mod:`clawrig.runner.batch` finds it on disk) and
+  takes no more; the driver runs on with what is left (itself at least). A driver that dies
+  leaves its workers an end of file: they cancel their trials, clean up and exit.
 """
 
 from __future__ import annotations
@@ -235,6 +236,8 @@ class ProcessExecutor:
                     self._provider_stop = stop
                 future = worker.pending.pop(attempt_id, None)
                 if future is None or future.done():
+                    # an attempt the job cancelled (interrupted): a trial finished meanwhile
+                    # is counted from its folder once the workers ended (runner/batch.py)
                     continue
                 if kind == "done":
                     future.set_result((payload, rest[1]))
