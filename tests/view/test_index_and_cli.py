@@ -154,3 +154,23 @@ def test_a_job_stopped_early_is_not_listed_as_finished(jobs, tmp_path):
         "interrupted (SIGINT)",
         "finished",
     ]
+
+
+def test_a_job_without_a_summary_is_titled_by_its_model(jobs, tmp_path):
+    """A job with no summary yet (running, or killed) is titled by its model as recorded
+    (new-user review: the title showed the file name's slug, ``scripted_demo``): from the
+    progress file, else from its trials."""
+    from clawrig.view.index import open_jobs
+
+    job = copy_job(jobs["model"], tmp_path / "job")
+    summary = next(job.glob("summary_*.json"))
+    data = json.loads(summary.read_text())
+    assert data["model"] == "scripted/demo" and summary.name == "summary_scripted_demo.json"
+    summary.unlink()
+    progress = job / "progress_scripted_demo.json"
+    progress.write_text(json.dumps({"model": "scripted/demo", "job_id": data["job_id"]}))
+    (view,) = open_jobs([job])
+    assert view.title == "job · scripted/demo"
+    progress.unlink()  # killed before its first progress write: the trials say
+    (view,) = open_jobs([job])
+    assert view.title == "job · scripted/demo"

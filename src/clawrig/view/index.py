@@ -254,7 +254,7 @@ class JobView:
     slug: str
     _summary_cache: tuple[int, Any] = field(default=(0, None), repr=False)
     _rows_cache: tuple[Any, list[Row]] = field(default=(None, []), repr=False)
-    _progress_cache: tuple[int, str] = field(default=(0, ""), repr=False)
+    _progress_cache: tuple[int, str, str] = field(default=(0, "", ""), repr=False)
 
     @property
     def folder(self) -> Path:
@@ -276,18 +276,24 @@ class JobView:
             self._summary_cache = (mtime, data if isinstance(data, dict) else None)
         return self._summary_cache[1]
 
-    def _progress_job_id(self) -> str:
-        """The job id in the progress file (re-read when the file changes), "" when absent."""
+    def _progress(self) -> tuple[str, str]:
+        """(job id, model) in the progress file (re-read when the file changes), "" each
+        when absent."""
         path = self._file("progress")
         try:
             mtime = path.stat().st_mtime_ns
         except OSError:
-            return ""
+            return "", ""
         if self._progress_cache[0] != mtime:
             data = _read_json(path)
-            jid = data.get("job_id") if isinstance(data, dict) else None
-            self._progress_cache = (mtime, jid if isinstance(jid, str) else "")
-        return self._progress_cache[1]
+            got = [data.get(k) if isinstance(data, dict) else None for k in ("job_id", "model")]
+            jid, model = (v if isinstance(v, str) else "" for v in got)
+            self._progress_cache = (mtime, jid, model)
+        return self._progress_cache[1], self._progress_cache[2]
+
+    def _progress_job_id(self) -> str:
+        """The job id in the progress file, "" when absent."""
+        return self._progress()[0]
 
     def job_id(self) -> str:
         """The current job's id: the progress file's, else the summary's, else the latest."""
@@ -304,9 +310,13 @@ class JobView:
 
     @property
     def title(self) -> str:
-        """``<folder name> · <model>`` (the model from the summary, else the slug)."""
+        """``<folder name> · <model>``: the model as the summary, else the progress file,
+        else a trial of the job records it; the slug when none does."""
         s = self.summary()
         model = s.get("model") if isinstance(s, dict) else None
+        model = model or self._progress()[1] or None
+        if model is None and (rows := self.rows()):
+            model = rows[0]["model"]
         return f"{self.folder.name} · {model or self.slug or 'job'}"
 
     def running(self) -> bool:
