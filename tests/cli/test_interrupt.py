@@ -23,7 +23,11 @@ from clawrig.leftovers import mounts_below, owner_pid, unmount_below
 
 
 def leftovers(out: Path) -> list[str]:
-    return sorted(str(p.relative_to(out)) for p in [*out.glob("*/.tmp-*"), *out.glob(".*.tmp")])
+    """Half-written files and folders in the job folder ``out``, and task folders left empty
+    (a cancelled trial's; new-user review: Ctrl-C left empty ``000005/``, ``000006/``)."""
+    half = [*out.glob("*/.tmp-*"), *out.glob(".*.tmp")]
+    empty = [p for p in out.iterdir() if p.is_dir() and not any(p.iterdir())]
+    return sorted(str(p.relative_to(out)) for p in [*half, *empty])
 
 
 @pytest.fixture

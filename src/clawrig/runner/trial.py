@@ -594,8 +594,7 @@ class Trial:
         self._own_folder = False
         if folder is None and out_root is not None:
             self.task_dir = JobPaths(out_root).task_dir(task.id)
-            self.task_dir.mkdir(parents=True, exist_ok=True)
-            folder = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{self.name}-", dir=self.task_dir))
+            folder = _unfinished_folder(self.task_dir, self.name)
         elif folder is None:
             folder = owned_tempdir("trial-files")
             self._own_folder = True
@@ -769,6 +768,15 @@ class Trial:
             self.grader_stage.cleanup()
         if self._own_folder:
             remove_tree(self.paths.root)
+
+    def _remove_folder(self) -> None:
+        """Remove the cancelled trial's unfinished folder, and its task's folder in the job
+        when that is left empty (no other trial of the task there, alive or finished: an
+        interrupted job leaves no empty task folders)."""
+        remove_tree(self.paths.root)
+        if self.task_dir is not None:
+            with contextlib.suppress(OSError):  # another trial's folder is there
+                self.task_dir.rmdir()
 
     # -- phases --------------------------------------------------------------------------------
 
@@ -1535,7 +1543,7 @@ class Trial:
         except asyncio.CancelledError:
             # not a finished trial: nothing of it stays (a resumed job runs it again)
             await self.close()
-            remove_tree(self.paths.root)
+            self._remove_folder()
             raise
         except Exception as exc:
             result.error = self._error_of(exc)
@@ -1891,6 +1899,17 @@ async def _grade(
         )
         process = ProcessScore.model_validate(metrics)
     return score, judge_score, process
+
+
+def _unfinished_folder(task_dir: Path, name: str) -> Path:
+    """A new ``.tmp-<name>-*`` folder in the job's ``task_dir`` (made when missing; made
+    again when another process's cancelled trial removed it, empty, in between:
+    :meth:`Trial._remove_folder`). Raises OSError."""
+    for _ in range(3):
+        task_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            return Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=task_dir))
+    return Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=task_dir))
 
 
 def _finish_folder(
