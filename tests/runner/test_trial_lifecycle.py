@@ -108,4 +108,5 @@ async def test_a_cancelled_trial_leaves_no_folder(tmp_path):
     job.cancel()
     with pytest.raises(asyncio.CancelledError):
         await job
-    assert list((tmp_path / "000001").iterdir()) == []
+    # nothing of it stays, not even its task's folder, empty (no other trial of the task)
+    assert list(tmp_path.iterdir()) == []
