@@ -240,6 +240,19 @@ def test_invalid_model_names(tmp_path):
         "model name 'gpt-4.1' has no provider: write provider/model, "
         "e.g. openrouter/gpt-4.1 or custom/gpt-4.1"
     )
+    # no name and no DEFAULT_MODEL: the example is the custom endpoint's when it is set up
+    # (new-user review: with OPENCLAW_CUSTOM_* set, nothing said to write custom/<id>)
+    custom = load_settings(
+        env,
+        environ={
+            "OPENCLAW_CUSTOM_BASE_URL": "http://127.0.0.1:9/v1",
+            "OPENCLAW_CUSTOM_MODEL_ID": "qwen",
+        },
+    )
+    assert one_line_error(None, custom).startswith(
+        "no model given: pass provider/model (e.g. custom/qwen) or set DEFAULT_MODEL"
+    )
+    assert "(e.g. openrouter/anthropic/claude-opus-4.5)" in one_line_error(None, settings)
     msg = one_line_error("nosuch/model", settings)
     assert msg.startswith("unknown provider 'nosuch' in model name 'nosuch/model': known ")
     assert "custom, judge_custom, openai, openrouter" in msg

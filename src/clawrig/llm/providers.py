@@ -460,9 +460,12 @@ def resolve_model(name: str | None, settings: Settings, *, role: Role = "agent")
     default_var = "JUDGE_MODEL" if role == "judge" else "DEFAULT_MODEL"
     name = (name or "").strip() or (settings.get(default_var) or "")
     if not name:
+        custom = "JUDGE_CUSTOM" if role == "judge" else "OPENCLAW_CUSTOM"
+        example = "openrouter/anthropic/claude-opus-4.5"
+        if settings.get(f"{custom}_BASE_URL"):  # the custom endpoint is set up: name it
+            example = f"custom/{settings.get(f'{custom}_MODEL_ID') or 'MODEL'}"
         raise UserError(
-            f"no model given: pass provider/model (e.g. openrouter/anthropic/claude-opus-4.5) "
-            f"or {settings.hint(default_var)}"
+            f"no model given: pass provider/model (e.g. {example}) or {settings.hint(default_var)}"
         )
 
     prefix, slash, rest = name.partition("/")
