@@ -111,13 +111,14 @@ async def test_a_prompt_refused_as_too_long_after_answers_is_context_length(
     # the server answered an episode; the next one's prompt is refused as too long: the
     # episode's own refusal (masked context_length, its trial folder kept), not an outage
     too_long = "This model's maximum context length is 8192 tokens"
-    srv = scripted_server([reply("done"), error(400, too_long)])
+    srv = scripted_server([reply("done"), error(400, too_long), reply("OK")])
     first = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
     assert first.error is None
     ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
     assert ep.stop_reason == "context_length" and ep.mask and ep.reward is None
     assert too_long in (ep.error or "") and ep.trial_dir is not None
-    assert len(srv.requests) == 2  # refused once, not retried
+    # refused once, not retried; then the harness's plain request, answered
+    assert len(srv.requests) == 3 and srv.requests[-1]["messages"] == PROBE
 
 
 async def test_a_conversation_refused_for_its_content_is_graded_as_it_stands(

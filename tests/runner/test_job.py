@@ -19,7 +19,7 @@ from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
-from clawrig.testing.scripted_server import call, reply, usage
+from clawrig.testing.scripted_server import call, error, reply, usage
 
 pytestmark = pytest.mark.sandbox
 
@@ -288,6 +288,79 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(
     ):
         if root.is_dir():
             assert not [d for d in root.iterdir() if d.name.startswith(tag)]
+
+
+def _recorded_cost(out: Path) -> float:
+    """USD of every usage.json under the job folder (trial folders and _retried/)."""
+    return sum(json.loads(p.read_text())["cost_usd"] for p in out.rglob("usage.json"))
+
+
+def test_spend_of_every_recorded_attempt_counts_after_interrupt_and_resume(
+    mini_bench, scripted_server, tmp_path
+):
+    # a new-user review's finding: attempts set aside in _retried/ by an earlier run of the
+    # job, and by a trial interrupted mid-retry, were missing from the summary's usage and
+    # from the budget's spend so far (a resumed job with its budget spent started a trial)
+    bench = mini_bench(2)
+    # the first trial's first attempt: a paid tool call ($0.50), then the provider fails for
+    # good (500 at each of the client's 6 tries): an infrastructure error, run again
+    script = [
+        reply(tool_calls=[call("exec", {"command": "true"})], usage=usage(10, 5, cost=0.5))
+    ] + [error(500, retry_after=0)] * 6
+    asked = []
+
+    def responder(req):
+        asked.append(req)
+        if len(asked) == 1:  # its second attempt's first request hangs: Ctrl-C comes then
+            return reply("late", delay=60)
+        return reply("done", usage=usage(10, 5, cost=0.25))
+
+    srv = scripted_server(script, responder=responder)
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1"]
+    args += ["--max-attempts", "2", "-o", str(out)]
+    with open(tmp_path / "err.txt", "w") as se:
+        proc = subprocess.Popen(args, env=_env(srv), stdout=subprocess.DEVNULL, stderr=se)
+    deadline = time.monotonic() + 120
+    while not asked and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert asked, (tmp_path / "err.txt").read_text()[-2000:]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    summary_file = out / "summary_scripted_test.json"
+    summary = json.loads(summary_file.read_text())
+    # the interrupted trial's first attempt is recorded in _retried/: $0.50
+    assert [p.parts[-3] for p in out.rglob("usage.json")] == ["_retried"]
+    assert math.isclose(_recorded_cost(out), 0.5)
+    assert math.isclose(summary["usage"]["cost_usd"], 0.5)
+    assert math.isclose(summary["usage"]["retried"]["cost_usd"], 0.5)
+
+    # resumed with a budget the job has already spent: no trial starts, nothing asked
+    requests = len(srv.requests)
+    r = subprocess.run(
+        args + ["--resume", "--budget-usd", "0.5"], env=_env(srv), capture_output=True, text=True
+    )
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert len(srv.requests) == requests
+    summary = json.loads(summary_file.read_text())
+    assert summary["budget_stopped"] is True and summary["not_run"] == 2
+    assert math.isclose(summary["usage"]["cost_usd"], 0.5)
+
+    # a larger budget: both trials run ($0.25 each), the earlier attempt still counted
+    r = subprocess.run(
+        args + ["--resume", "--budget-usd", "10"], env=_env(srv), capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads(summary_file.read_text())
+    assert math.isclose(_recorded_cost(out), 1.0)
+    assert math.isclose(summary["usage"]["cost_usd"], _recorded_cost(out))
+    assert math.isclose(summary["efficiency"]["total_cost_usd"], 1.0)
+    assert math.isclose(summary["usage"]["retried"]["cost_usd"], 0.5)
+    # the re-run trial carries its earlier attempt's spend (its row, its result.json)
+    rows = sorted(summary["tasks"], key=lambda row: row["retried_cost_usd"])
+    assert [row["retried_cost_usd"] for row in rows] == [0.0, 0.5]
+    kept = json.loads((out / rows[1]["trial"] / "result.json").read_text())
+    assert math.isclose(kept["retried_usage"]["cost_usd"], 0.5)
 
 
 async def test_retried_attempts_count_towards_spend_and_one_job_per_output(

@@ -1,7 +1,9 @@
 """What a job does when its model's server fails (README "Exit codes", docs/outputs.md): a
-later trial's refused request ends that trial only (the job goes on and writes its summary);
-a server that cannot be reached stops the job (one line naming the model and its base URL)
-instead of running every trial into it; the trials not run stay resumable."""
+later trial's refused request ends that trial only (the job goes on and writes its summary)
+when the server answers the harness's plain request, and stops the job starting trials when
+it refuses that too; a server that cannot be reached stops the job (one line naming the model
+and its base URL) instead of running every trial into it; the trials not run stay
+resumable."""
 
 from __future__ import annotations
 
@@ -16,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from clawrig.llm.client import PROBE
 from clawrig.runner.batch import run_job
 from clawrig.runner.job import Job
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
-from clawrig.testing.scripted_server import ScriptedServer, error
+from clawrig.testing.scripted_server import ScriptedServer, error, reply
 
 pytestmark = pytest.mark.sandbox
 
@@ -29,9 +32,15 @@ CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
 
 
 def _task_number(request: dict) -> int:
+    """The task a request is of; 0 for the harness's plain request (PROBE)."""
     first = request["messages"][0]["content"]
     text = first if isinstance(first, str) else json.dumps(first)
-    return int(re.search(r"TASKNUM=(\d+)", text).group(1))
+    found = re.search(r"TASKNUM=(\d+)", text)
+    return int(found.group(1)) if found else 0
+
+
+def _probes(srv: ScriptedServer) -> int:
+    return sum(q["messages"] == PROBE for q in srv.requests)
 
 
 def _trials(out: Path) -> list[Path]:
@@ -61,6 +70,8 @@ def test_a_later_trials_refused_request_ends_that_trial_and_the_job_goes_on(
     refuse = {"on": True}
 
     def responder(request: dict):
+        if request["messages"] == PROBE:  # the server answers plain requests
+            return reply("OK")
         if _task_number(request) == 2 and refuse["on"]:
             return refusal
         return even_responder(request)
@@ -80,8 +91,10 @@ def test_a_later_trials_refused_request_ends_that_trial_and_the_job_goes_on(
     assert err["kind"] == "infrastructure" and not err["retryable"]
     assert f"HTTP {refusal.error}" in err["message"] and refusal.error_message in err["message"]
     assert summary["error_count"] == 1 and summary["evaluated_count"] == 2
-    # the refused request was not retried: task 2 sent exactly one request
+    # the refused request was not retried: task 2 sent exactly one request, and the harness
+    # asked its plain request once (answered: the job went on)
     assert sum(_task_number(q) == 2 for q in srv.requests) == 1
+    assert _probes(srv) == 1 and summary["provider_stopped"] is None
     assert (out / "progress_scripted_test.json").exists()  # unfinished: resumable
     if refusal.error != 500:
         return
@@ -92,6 +105,40 @@ def test_a_later_trials_refused_request_ends_that_trial_and_the_job_goes_on(
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert [row["score"] for row in summary["tasks"]] == [0.25, 1.0, 0.25]
     assert len(list((out / "_retried").iterdir())) == 1
+
+
+def test_a_server_refusing_even_the_plain_request_mid_job_starts_no_other_trial(
+    mini_bench, scripted_server, even_responder, tmp_path
+):
+    # a new-user review's finding: after a later trial's first request was refused (400),
+    # the harness never sent its plain request, and every later trial started and was
+    # refused in turn (provider_stopped null), though the README says none starts
+    bench = mini_bench(4)
+
+    def responder(request: dict):
+        if _task_number(request) == 1:
+            return even_responder(request)
+        return error(400, "no longer served")  # everything else, the plain request too
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    r = _clawrig(
+        "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out), srv=srv
+    )
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr
+    assert _probes(srv) == 1  # asked after task 2's refusal, refused too
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    why = summary["provider_stopped"]
+    assert "refuses its requests" in why and "plain request is refused too" in why, why
+    assert "HTTP 400" in why and srv.base_url in why
+    assert "stopped: the model's server refuses its requests" in r.stdout
+    rows = summary["tasks"]
+    assert [row["score"] for row in rows] == [0.25, None]  # tasks 3 and 4 not started
+    assert rows[1]["error"]["kind"] == "infrastructure" and not rows[1]["error"]["retryable"]
+    assert summary["not_run"] == 2
+    assert sorted({_task_number(q) for q in srv.requests}) == [0, 1, 2]
+    assert (out / "progress_scripted_test.json").exists()  # --resume continues
 
 
 def test_a_key_refused_mid_job_ends_that_trial_and_starts_no_other(

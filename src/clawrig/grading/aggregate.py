@@ -382,15 +382,28 @@ def agreement_rate(results: Iterable[TrialResult]) -> dict[str, Any]:
     return {"rate": agree / n if n else None, "agree": agree, "n": n}
 
 
-def usage_totals(results: Iterable[TrialResult]) -> dict[str, Any]:
+def usage_totals(
+    results: Iterable[TrialResult], spend: Mapping[tuple[str, int], Usage] | None = None
+) -> dict[str, Any]:
     """Token, cost and time totals of what the job spent: the field-wise sum of every trial's
     :meth:`~clawrig.spec.trial.TrialResult.spent` (tokens, USD, seconds; earlier attempts of
-    re-run trials included), upstream's ``efficiency`` keys total_tokens, total_cost_usd,
-    total_requests, and ``retried``: the part of those sums that earlier attempts spent."""
+    re-run trials included), or of ``spend`` (per task id and run index: what the job folder
+    records, :func:`clawrig.runner.batch.recorded_spend`) when given, upstream's
+    ``efficiency`` keys total_tokens, total_cost_usd, total_requests, and ``retried``: the
+    part of those sums that attempts other than the trials' kept ones spent."""
     total, retried = Usage(), Usage()
     for t in results:
         total = total.add(t.spent())
         retried = retried.add(t.retried_usage)
+    if spend is not None:
+        total = Usage()
+        for u in spend.values():
+            total = total.add(u)
+        kept = Usage()
+        for t in results:
+            kept = kept.add(t.usage)
+        retried = Usage(**{k: getattr(total, k) - getattr(kept, k) for k in Usage.model_fields})
+        retried.elapsed_time = round(retried.elapsed_time, 6)
     out = total.model_dump()
     out["cost_usd"] = round(total.cost_usd, 9)  # no float noise like 1.2000000000000002
     out.update(
@@ -437,6 +450,7 @@ def summarize(
     confidence: float = 0.95,
     ks: Sequence[int] | None = None,
     modalities: Mapping[str, str] | None = None,
+    spend: Mapping[tuple[str, int], Usage] | None = None,
 ) -> dict[str, Any]:
     """Every job statistic in one JSON-ready dict, for summary_<model>.json and the table.
 
@@ -445,7 +459,7 @@ def summarize(
     ``dataclaw`` (:func:`dataclaw_overall`), ``pass`` (:func:`pass_metrics` for ``ks``; default
     1..max runs of a task when some task has more than one graded run, else empty),
     ``process`` (:func:`process_averages`), ``agreement`` (:func:`agreement_rate`),
-    ``usage`` (:func:`usage_totals`), ``threshold``.
+    ``usage`` (:func:`usage_totals` of ``spend`` when given), ``threshold``.
     """
     results = list(results)
     scores = [s for s in (t.counted_score() for t in results) if s is not None]
@@ -478,7 +492,7 @@ def summarize(
         "pass": pass_metrics(results, ks, threshold),
         "process": process_averages(results),
         "agreement": agreement_rate(results),
-        "usage": usage_totals(results),
+        "usage": usage_totals(results, spend),
         "threshold": threshold,
     }
 
@@ -513,13 +527,15 @@ def job_summary(
     elapsed_s: float = 0.0,
     data: DataCheck | None = None,
     web: Mapping[str, Any] | None = None,
+    spend: Mapping[tuple[str, int], Usage] | None = None,
 ) -> JobSummary:
     """The job's ``summary_<model>.json``: DataClawBench's keys plus :func:`summarize`'s
     statistics over ``results``, one row per trial (sorted by task id and run index) whose
     ``score`` is its counted score. ``not_run`` = tasks x runs - results; ``unrun`` lists the
     selected tasks without any trial (so :func:`rescore_summary` keeps WildClawBench's
     denominator). ``data`` / ``web``: the summary's entries for the pulled data and the web
-    mode (the runner gives them)."""
+    mode (the runner gives them); ``spend``: what the job folder records per trial, for
+    ``usage`` (:func:`usage_totals`)."""
     import datetime as dt
     import sys
 
@@ -556,14 +572,18 @@ def job_summary(
         }
     )
     refs = [TaskRef(task_id=t.id, category=t.category, modality=_modality(t)) for t in tasks]
-    return _scored(base, results, refs, {t.id: t.expected_reward for t in tasks})
+    return _scored(base, results, refs, {t.id: t.expected_reward for t in tasks}, spend)
 
 
-def rescore_summary(summary: JobSummary, results: Iterable[TrialResult]) -> JobSummary:
+def rescore_summary(
+    summary: JobSummary,
+    results: Iterable[TrialResult],
+    spend: Mapping[tuple[str, int], Usage] | None = None,
+) -> JobSummary:
     """``summary`` with its rows and every statistic recomputed from ``results`` (the same
     trials, e.g. after ``clawrig grade --write``), the job's own entries (model, suite, data,
     web, budget, timings) kept. The task set is the summary's rows plus ``unrun``, with their
-    categories, modalities and expected rewards."""
+    categories, modalities and expected rewards; ``spend`` as for :func:`job_summary`."""
     refs: dict[str, TaskRef] = {}
     expected: dict[str, float | None] = {}
     for row in summary.tasks:
@@ -574,7 +594,7 @@ def rescore_summary(summary: JobSummary, results: Iterable[TrialResult]) -> JobS
         expected.setdefault(row.task_id, row.expected_reward)
     for ref in summary.unrun:
         refs.setdefault(ref.task_id, ref)
-    return _scored(summary, results, list(refs.values()), expected)
+    return _scored(summary, results, list(refs.values()), expected, spend)
 
 
 def _modality(task: Task) -> str | None:
@@ -586,8 +606,10 @@ def _scored(
     results: Iterable[TrialResult],
     refs: Sequence[TaskRef],
     expected: Mapping[str, float | None],
+    spend: Mapping[tuple[str, int], Usage] | None = None,
 ) -> JobSummary:
-    """``base`` with the rows and statistics of ``results`` over the task set ``refs``."""
+    """``base`` with the rows and statistics of ``results`` over the task set ``refs``
+    (``usage`` of ``spend`` when given: :func:`usage_totals`)."""
     results = list(results)
     modality = {r.task_id: r.modality for r in refs if r.modality}
     stats = summarize(
@@ -595,6 +617,7 @@ def _scored(
         tasks={r.task_id: r.category for r in refs},
         threshold=base.threshold,
         modalities=modality,
+        spend=spend,
     )
     rows = []
     for r in sorted(results, key=lambda x: (x.task_id, x.run_index)):

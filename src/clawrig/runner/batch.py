@@ -4,8 +4,9 @@
   limited per provider by the LLM client; grading runs under its own limit.
 - Retries: a trial that ends with a retryable (infrastructure) error is run again, up to
   ``max_attempts``, with exponential backoff (tenacity); the failed attempt's folder is moved to
-  ``<output>/_retried/`` and never counted. An attempt that failed with no result (the process
-  running it died) whose whole folder is on disk has that folder's result: a trial has one.
+  ``<output>/_retried/`` and never scored (what it spent counts: :func:`recorded_spend`). An
+  attempt that failed with no result (the process running it died) whose whole folder is on
+  disk has that folder's result: a trial has one.
 - Resume (DataClawBench's progress file, formats.md section 3): ``progress_<model>.json`` =
   {model, suite, runs, job_id, completed[{task_id, run_index, result}]}, written atomically after
   trials that ended without error (one write at a time, of the latest state:
@@ -13,8 +14,9 @@
   or runs differ; it adopts whole trial folders of this job that a crash left out of the
   progress file, removes half-written ``.tmp-*`` folders, and runs the rest: every trial exactly
   once. The file is deleted when every trial finished without error.
-- Budget: no new trial starts once the job's spend (USD) reaches ``budget_usd``; running ones
-  end normally; the summary says the budget stopped the job.
+- Budget: no new trial starts once the job's spend (USD; what earlier runs of the job spent
+  included, :func:`recorded_spend`) reaches ``budget_usd``; running ones end normally; the
+  summary says the budget stopped the job.
 - Interrupt (SIGINT, SIGTERM): running trials are cancelled; once the executor's processes
   ended, a trial one of them finished as it was cancelled (its report not heard) is counted
   from its folder: the summary and the progress file hold every finished trial.
@@ -34,7 +36,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -285,6 +287,41 @@ def _spent_usd(state: JobState, services: TrialServices) -> float:
     return max(state.spend_usd, gateway.spent_usd if gateway is not None else 0.0)
 
 
+def recorded_spend(
+    output: Path, job_id: str, results: Iterable[TrialResult] = ()
+) -> dict[tuple[str, int], Usage]:
+    """What job ``job_id`` spent per trial (task id, run index), as its folder ``output``
+    records it (tokens, USD, requests, seconds): the one count behind the summary's ``usage``
+    and the budget's spend so far. Every attempt of the job whose result.json is there counts:
+    trial folders and ``_retried/`` (attempts set aside by a retry, by ``--resume``, or left
+    there by a trial interrupted mid-retry). An attempt's ``retried_usage`` holds its trial's
+    earlier attempts (those with no folder too, e.g. lost with a worker), carried over
+    ``--resume`` as well, so a trial's spend is the largest :meth:`TrialResult.spent` of its
+    attempts, or the sum of their own usage when larger (folders of jobs that did not carry
+    it). ``results``: attempts known in memory too (one whose folder could not be written)."""
+    paths = JobPaths(output)
+    attempts: dict[tuple[str, int], list[TrialResult]] = {}
+    for res in results:
+        attempts.setdefault((res.task_id, res.run_index), []).append(res)
+    for rj in paths.trial_results() + paths.retried_results():
+        try:
+            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if res.job_id == job_id:
+            attempts.setdefault((res.task_id, res.run_index), []).append(res)
+    spend = {}
+    for key, found in attempts.items():
+        own = Usage()
+        for res in {r.trial_id or id(r): r for r in found}.values():  # each attempt once
+            own = own.add(res.usage)
+        spend[key] = max(
+            [own, *(r.spent() for r in found)],
+            key=lambda u: (u.cost_usd, u.total_tokens, u.request_count),
+        )
+    return spend
+
+
 def _final(result: TrialResult) -> bool:
     """A trial whose outcome stands (no error, or an agent error scored 0): not re-run."""
     return result.error is None or str(result.error.kind) == "agent"
@@ -529,7 +566,10 @@ async def _run_locked(
         with contextlib.suppress(OSError, ValueError):
             res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
             results[(entry.task_id, entry.run_index)] = res
-            state.spend_usd += res.spent().cost_usd
+    # what earlier runs of the job spent, every recorded attempt (a trial run again carries
+    # its part on as its earlier attempts')
+    carried = recorded_spend(job.output, job_id)
+    state.spend_usd = sum(u.cost_usd for u in carried.values())
     if services.gateway is not None and state.spend_usd:
         # the budget is the job's: what its earlier runs spent counts toward the gateway's
         # refusals too, not only toward starting trials
@@ -549,7 +589,7 @@ async def _run_locked(
     try:
         await executor.start()
         return await _run_trials(
-            job, tasks, services, on_update, executor, progress, todo, state, results
+            job, tasks, services, on_update, executor, progress, todo, state, results, carried
         )
     finally:
         await executor.close()
@@ -568,6 +608,7 @@ async def _run_trials(
     todo: list[tuple[Task, int]],
     state: JobState,
     results: dict[tuple[str, int], TrialResult],
+    carried: dict[tuple[str, int], Usage],
 ) -> dict[str, Any]:
     model, job_id = job.trial.model, progress.job_id
     ppath = progress_path(job.output, model)
@@ -616,7 +657,9 @@ async def _run_trials(
             result_folder = str(folder.relative_to(job.output))
             async with lock:
                 results[(task.id, run_index)] = result
-                state.spend_usd += result.spent().cost_usd
+                # (what earlier runs spent on it is counted since the start)
+                before = carried.get((task.id, run_index), Usage())
+                state.spend_usd += result.spent().cost_usd - before.cost_usd
                 state.done += 1
                 if result.error is not None and not _final(result):
                     state.failed += 1
@@ -631,7 +674,7 @@ async def _run_trials(
     async def _with_retries(task: Task, run_index: int) -> tuple[TrialResult, Path]:
         attempt = 0
         last: tuple[TrialResult, Path] | None = None
-        spent_before = Usage()
+        spent_before = carried.get((task.id, run_index), Usage())
         retrying = AsyncRetrying(
             stop=stop_after_attempt(max(1, job.max_attempts)),
             wait=wait_exponential(multiplier=0.5, max=30),
@@ -855,6 +898,7 @@ def build_summary(
         tasks,
         results,
         job_id=job_id,
+        spend=recorded_spend(job.output, job_id, results),
         budget_stopped=state.budget_stopped,
         provider_stopped=state.provider_stopped,
         interrupted=state.interrupted,

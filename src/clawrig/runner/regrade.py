@@ -190,7 +190,7 @@ def refresh_job_summary(trial_folder: Path) -> Path | None:
     import datetime as dt
 
     from clawrig.grading.aggregate import rescore_summary
-    from clawrig.runner.batch import write_json_atomic
+    from clawrig.runner.batch import recorded_spend, write_json_atomic
     from clawrig.spec.summary import JobSummary
 
     trial_folder = Path(trial_folder)
@@ -204,7 +204,8 @@ def refresh_job_summary(trial_folder: Path) -> Path | None:
         if not any(row.trial == rel for row in summary.tasks):
             continue
         results = [load_trial(job.root / row.trial) for row in summary.tasks]
-        fresh = rescore_summary(summary, results).model_copy(
+        spend = recorded_spend(job.root, summary.job_id, results) if summary.job_id else None
+        fresh = rescore_summary(summary, results, spend).model_copy(
             update={"regraded_at": dt.datetime.now(dt.UTC).isoformat()}
         )
         write_json_atomic(path, fresh.to_json())

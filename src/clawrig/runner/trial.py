@@ -16,10 +16,12 @@ provider down after retries, on the harness's own evidence) are marked retryable
 scored; setup errors and grading errors (the task's grader cannot run at all) are recorded; a
 refused model request (:class:`clawrig.errors.ModelRequestError`) before the model answered any
 request of the job propagates to stop the job with one line (after, it ends only its trial:
-:class:`clawrig.errors.ProviderRefused`). A refusal after the trial's first answer, or any
-refusal by the judge, is followed by the harness's own plain request (:func:`_answers_probe`):
-answered, the refusal was of what the agent put in the request (graded as it stands, or the
-agent's 0); refused too, the provider is broken (infrastructure, no new trial starts).
+:class:`clawrig.errors.ProviderRefused`). Such a refusal (but one of the key, account or
+model before the trial's first answer, which stops new trials as it is), or any refusal by the
+judge, is followed by the harness's own plain request (:func:`_answers_probe`): answered, the
+refusal was of what the agent put in the request (graded as it stands after the trial's first
+answer, or the agent's 0; before it, that trial only ends); refused too, the provider is
+broken (infrastructure, no new trial starts).
 """
 
 from __future__ import annotations
@@ -1143,7 +1145,7 @@ class Trial:
             # context overflow, a content filter): it stops and is graded as it stands;
             # refused too, the provider is broken (_provider_broken: no new trial starts)
             if exc.status is None or not transcript.steps or _replay_miss(lease):
-                raise _refusal_of(exc, lease, model) from None
+                raise await _refusal_of(exc, lease, model) from None
             endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
             if not await _answers_probe(endpoint):
                 raise _provider_broken(exc, endpoint, "the model") from None
@@ -1679,22 +1681,29 @@ def _replay_miss(lease: Any) -> bool:
     return lease is not None and "replay_miss" in lease.refusals
 
 
-def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Exception:
+async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Exception:
     """What an agent request refused before the trial's first answer means for the job
     (README "Running a model"): ``exc`` itself (it stops the job: the model's settings, or a
     replay that diverged) when the model never answered a request in this process or the
     request was a replay miss, else a :class:`ProviderRefused` that ends only this trial (not
-    scored, ``--resume`` runs it again); a refusal of the key, account or model
+    scored, ``--resume`` runs it again). A refusal of the key, account or model
     (:data:`SETTINGS_REFUSALS`) is also noted (:func:`clawrig.llm.client.mark_refused`): the job
-    then starts no new trial."""
+    then starts no new trial; any other is followed by the harness's plain request
+    (:func:`_answers_probe`): refused too, the provider is broken (:func:`_provider_broken`:
+    no new trial starts either)."""
     endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
     if exc.status is None or _replay_miss(lease) or endpoint is None or not has_answered(endpoint):
         return exc
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
         mark_refused(endpoint, str(exc))
         why = "it answered earlier requests: the key, account or model is refused now"
+    elif not await _answers_probe(endpoint):
+        return _provider_broken(exc, endpoint, "the model")
     else:
-        why = "it answered earlier requests: this trial's request was refused, not the settings"
+        why = (
+            "it answered earlier requests and answers a plain one: this trial's request was "
+            "refused, not the settings"
+        )
     # what follows for the job (no new trial, --resume) is the job's to say: the same trial
     # runs as an RL episode, where neither applies
     return ProviderRefused(f"{exc} ({why}; this trial ends, not scored)", status=exc.status)

@@ -330,3 +330,7 @@ class JobPaths:
                 continue
             out.append(rj)
         return out
+
+    def retried_results(self) -> list[Path]:
+        """result.json of every attempt set aside in ``_retried/``, sorted by path."""
+        return sorted(self.retried.glob(f"*/{TrialPaths.RESULT}"))
