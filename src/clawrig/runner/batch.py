@@ -298,12 +298,16 @@ def recorded_spend(
     earlier attempts (those with no folder too, e.g. lost with a worker), carried over
     ``--resume`` as well, so a trial's spend is the largest :meth:`TrialResult.spent` of its
     attempts, or the sum of their own usage when larger (folders of jobs that did not carry
-    it). ``results``: attempts known in memory too (one whose folder could not be written)."""
+    it). ``results``: attempts known in memory too (one whose folder could not be written);
+    their folders are not read again (a job's summary reads only what it does not hold)."""
     paths = JobPaths(output)
     attempts: dict[tuple[str, int], list[TrialResult]] = {}
     for res in results:
         attempts.setdefault((res.task_id, res.run_index), []).append(res)
+    known = {res.trial_id for res in results if res.trial_id}
     for rj in paths.trial_results() + paths.retried_results():
+        if rj.parent.name in known:  # a trial folder's name is its trial id
+            continue
         try:
             res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
         except (OSError, ValueError):
