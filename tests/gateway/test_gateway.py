@@ -634,7 +634,15 @@ async def test_a_server_that_could_not_start_is_started_again_by_the_next_caller
     async with httpx.AsyncClient(timeout=60) as client:
         with pytest.raises(httpx.TransportError):  # the caller waiting then: an error, no hang
             await client.post(url, json=body)
-        second = await client.post(url, json=body)
+        # a caller that connects while the failed start still closes the connections waiting
+        # then is one of them (under load the first caller's retry can be that quick: CI35):
+        # the next one after it starts the server
+        for _ in range(3):
+            try:
+                second = await client.post(url, json=body)
+                break
+            except httpx.TransportError:
+                await asyncio.sleep(0.2)
     assert len(starts) == 2 and gw.serving
     assert second.status_code == 200
     assert second.json()["choices"][0]["message"]["content"] == "second caller"
