@@ -493,7 +493,8 @@ async def _wait(sem: Slots, kind: str, clock: WaitClock, first: bool = False) ->
             waits.remove(wait)
             if not waits:
                 clock._waits.pop(sem, None)
-            wait.counting, wait.changed = False, time.monotonic()
+            if wait.counting:  # (else it stopped counting when it did: that time stands)
+                wait.counting, wait.changed = False, time.monotonic()
         _tell(clock, wait)
 
 
