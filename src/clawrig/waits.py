@@ -189,6 +189,9 @@ class WaitClock:
         """Places of each semaphore the trial holds now (:func:`slot`; under :attr:`_holds_lock`:
         a :class:`SharedSemaphore`'s are taken on the gateway's thread too)."""
         self._holds_lock = threading.Lock()
+        self._waits: dict[Slots, list[_Wait]] = {}
+        """The trial's waits for a place of each semaphore in progress (:func:`_wait`; under
+        :attr:`_holds_lock`)."""
         self.loop: asyncio.AbstractEventLoop | None = None
         """The event loop the trial's deadlines run on (set by :meth:`install` and
         :meth:`track`): a wait on another thread's loop is told to the clock there."""
@@ -335,6 +338,54 @@ class WaitClock:
             deadline.reschedule(when + (now - self._paused_at))
 
 
+class _Wait:
+    """One wait of a trial for a place of a semaphore (:func:`_wait`). It is a harness wait
+    (``counting``) while the trial holds no place of that semaphore: behind the trial's own
+    request the queue is the trial's making (:func:`take_slot`). ``counting`` and ``changed``
+    (when it last changed, ``time.monotonic()``) change under the clock's lock on any thread;
+    ``applied`` is what the clock was told, on its own loop (:meth:`WaitClock._apply`)."""
+
+    __slots__ = ("applied", "began", "changed", "counting", "kind")
+
+    def __init__(self, kind: str, now: float) -> None:
+        self.kind = kind
+        self.counting = False
+        self.applied = False
+        self.changed = now
+        self.began = now
+
+
+def _apply(clock: WaitClock, wait: _Wait) -> None:
+    """On the clock's loop: the wait's part in the clock (a harness wait in progress or not)
+    made what it should be now, at the time it changed (any order of calls: each makes the
+    clock agree with the wait's state)."""
+    with clock._holds_lock:
+        want, at, began = wait.counting, wait.changed, wait.began
+        if want == wait.applied:
+            return
+        wait.applied = want
+        if want:
+            wait.began = at
+    if want:
+        clock._begin(at)
+    else:
+        clock._end(wait.kind, began, at)
+
+
+def _tell(clock: WaitClock, wait: _Wait) -> None:
+    """:func:`_apply` now on the clock's own loop, else on it (from another thread or loop)."""
+    home = clock.loop
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if home is None or home is running:
+        _apply(clock, wait)
+        return
+    with contextlib.suppress(RuntimeError):  # the trial's loop is closed: no one to tell
+        home.call_soon_threadsafe(_apply, clock, wait)
+
+
 class Held:
     """A place of a semaphore that :func:`take_slot` took: :meth:`release` gives it back (once;
     later calls do nothing), from the thread that took it or any other for a
@@ -352,9 +403,17 @@ class Held:
         sem.release()
         clock = self.clock
         if clock is not None:
+            now = time.monotonic()
             with clock._holds_lock:
                 if (left := clock._holds.pop(sem) - 1) > 0:
                     clock._holds[sem] = left
+                # the trial holds no place now: its waits still in progress are the harness's
+                resumed = [] if left > 0 else clock._waits.get(sem, [])
+                resumed = [w for w in resumed if not w.counting]
+                for wait in resumed:
+                    wait.counting, wait.changed = True, now
+            for wait in resumed:
+                _tell(clock, wait)
 
 
 async def _take_free(sem: Slots) -> bool:
@@ -380,26 +439,32 @@ async def take_slot(
     ahead of every waiter (:meth:`SharedSemaphore.acquire`; an ``asyncio.Semaphore``'s waiters
     keep their turn).
 
-    Not when the trial itself holds a place of ``sem`` as the wait begins (an agent and its
-    sub-agents calling the model at once): that queue is the agent's own making, and counted
-    as the harness's it stood the deadline still for as long as the agent kept two requests
-    going (an agent with a sub-agent ran 8 s past a 3 s limit, red team). Raises
-    CancelledError (holding no place) when cancelled while it waits."""
+    Not while the trial itself holds a place of ``sem`` (an agent and its sub-agents calling
+    the model at once): that queue is the agent's own making, and counted as the harness's it
+    stood the deadline still for as long as the agent kept two requests going (an agent with a
+    sub-agent ran 8 s past a 3 s limit, red team). Nor from the moment the trial takes one
+    while the wait goes on: two requests queued behind other trials', the second waited on
+    behind the first's place, and the deadline stood still while the first was answered (a
+    grader's 8 s judge answer ran past its 2 s limit, red team). Raises CancelledError
+    (holding no place) when cancelled while it waits."""
     if sem is None:
         return Held()
     clock = clock or _CURRENT.get()
     if clock is None:
         await _acquire(sem, first)
         return Held(sem)
+    if not await _take_free(sem):
+        await _wait(sem, kind, clock, first)
+    now = time.monotonic()
     with clock._holds_lock:
-        own = clock._holds.get(sem, 0) > 0
-    if own or not await _take_free(sem):
-        if own:  # behind the trial's own request: no harness wait
-            await _acquire(sem, first)
-        else:
-            await _wait(sem, kind, clock, first)
-    with clock._holds_lock:
-        clock._holds[sem] = clock._holds.get(sem, 0) + 1
+        held = clock._holds.get(sem, 0)
+        clock._holds[sem] = held + 1
+        # the trial holds a place now: its other waits for one are behind its own request
+        stopped = [w for w in clock._waits.get(sem, []) if w.counting] if held == 0 else []
+        for wait in stopped:
+            wait.counting, wait.changed = False, now
+    for wait in stopped:
+        _tell(clock, wait)
     return Held(sem, clock)
 
 
@@ -412,23 +477,25 @@ async def _acquire(sem: Slots, first: bool) -> None:
 
 
 async def _wait(sem: Slots, kind: str, clock: WaitClock, first: bool = False) -> None:
-    """Wait for a place of ``sem``, a harness wait of ``kind`` for ``clock``."""
-    started = time.monotonic()
-    home = clock.loop
-    if home is None or home is asyncio.get_running_loop():
-        clock._begin()
-        try:
-            await _acquire(sem, first)
-        finally:
-            clock._end(kind, started)
-        return
-    with contextlib.suppress(RuntimeError):  # the trial's loop is closed: no one to tell
-        home.call_soon_threadsafe(clock._begin, started)
+    """Wait for a place of ``sem``: a harness wait of ``kind`` for ``clock`` while the trial
+    holds no place of ``sem`` (:class:`_Wait`; :func:`take_slot` and :meth:`Held.release`
+    change that as the trial takes and gives back places meanwhile)."""
+    wait = _Wait(kind, time.monotonic())
+    with clock._holds_lock:
+        wait.counting = clock._holds.get(sem, 0) == 0
+        clock._waits.setdefault(sem, []).append(wait)
+    _tell(clock, wait)
     try:
         await _acquire(sem, first)
     finally:
-        with contextlib.suppress(RuntimeError):
-            home.call_soon_threadsafe(clock._end, kind, started, time.monotonic())
+        with clock._holds_lock:
+            waits = clock._waits.get(sem, [])
+            waits.remove(wait)
+            if not waits:
+                clock._waits.pop(sem, None)
+            if wait.counting:  # (else it stopped counting when it did: that time stands)
+                wait.counting, wait.changed = False, time.monotonic()
+        _tell(clock, wait)
 
 
 @contextlib.asynccontextmanager

@@ -17,6 +17,7 @@ import pytest
 from gw_helpers import REAL_KEY, upstream
 
 from clawrig.errors import ModelRequestError
+from clawrig.llm.client import provider_semaphore
 from clawrig.llm.gateway import (
     RECORD_FILE,
     GatewayRefusal,
@@ -27,6 +28,7 @@ from clawrig.llm.gateway import (
     sse_from_completion,
 )
 from clawrig.llm.pricing import Prices
+from clawrig.llm.providers import ModelEndpoint
 from clawrig.testing.scripted_server import call, error, reply, usage
 
 PRICES = Prices(input=1.0, output=2.0, cache_read=0.5)
@@ -707,3 +709,78 @@ async def test_request_bodies_no_provider_takes_get_a_400_not_a_500(scripted_ser
         assert why in r.json()["error"]["message"]
     assert sent.status_code == 200 and sent.json()["choices"][0]["message"]["content"] == "fine"
     assert [r["messages"][0]["content"] for r in srv.requests] == ["\U0001f600"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_leases_requests_cut_give_back_their_places(make_gateway, capfd, stream):
+    # the harness's stall probe keeps the provider's max_concurrency and waits first in line
+    # for a place; a trial's own silent request (an agent's program's, run by a grader) held
+    # the only place, so the probe was never sent and the trial was voided as a stall (red
+    # team). GatewayLease.cut_upstream ends the lease's requests in flight (waiting for the
+    # reply's head, or a relayed stream stalled after its first chunk): each client gets an
+    # answer or its stream's end, the place is free again, and the server logs no error
+    opened: list[asyncio.StreamWriter] = []
+
+    async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(writer)
+        await reader.readuntil(b"\r\n\r\n")
+        if stream:
+            chunk = {"choices": [{"index": 0, "delta": {"content": "x"}}]}
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"transfer-encoding: chunked\r\n\r\n"
+            )
+            line = f"data: {json.dumps(chunk)}\n\n".encode()
+            writer.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            await writer.drain()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await reader.read()  # silent until the gateway closes the connection
+
+    server = await asyncio.start_server(stall, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    provider = f"stalls{int(stream)}"
+    endpoint = ModelEndpoint(
+        name=f"{provider}/m",
+        provider=provider,
+        model_id="m",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        max_concurrency=1,
+    )
+    gw = make_gateway()
+    lease = gw.open_trial(endpoint, trial_id="j", role="judge")
+    url = f"{lease.host_base_url}/chat/completions"
+    body = {"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
+    place = provider_semaphore(provider, 1)
+    assert place is not None
+    lines: list[str] = []
+
+    async def ask(client: httpx.AsyncClient) -> httpx.Response:
+        async with client.stream("POST", url, json=body) as resp:
+            with contextlib.suppress(httpx.RemoteProtocolError):  # a stream cut: it ends short
+                async for line in resp.aiter_lines():
+                    lines.append(line)
+        return resp
+
+    async with httpx.AsyncClient(timeout=30) as client:
+        asking = asyncio.create_task(ask(client))
+        # upstream, holding the only place (a stream: its first chunk relayed)
+        while lease.in_flight < 1 or place.free or (stream and not lines):
+            await asyncio.sleep(0.02)
+        assert lease.cut_upstream() == 1
+        resp = await asyncio.wait_for(asking, 10)
+    text = "\n".join(lines)
+    server.close()
+    if stream:
+        assert resp.status_code == 200 and lines[0].startswith("data:"), lines
+    else:
+        assert resp.status_code == 504 and "cut" in text, text
+    for _ in range(100):  # the place is given back as the cut request ends
+        if place.free == 1:
+            break
+        await asyncio.sleep(0.02)
+    assert place.free == 1 and lease.in_flight == 0
+    assert lease.cut_upstream() == 0  # nothing left in flight
+    if not stream:  # unanswered: its silence stands (a stream's first chunk was an answer)
+        assert lease.watch.silent_s() > 0
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception in ASGI" not in err, err

@@ -766,14 +766,18 @@ time.sleep(3600)
 
 
 @pytest.mark.sandbox
+@pytest.mark.parametrize("limit", [None, 1])
 async def test_an_agent_programs_slow_judge_request_is_no_judge_stall(
-    scripted_server, make_task, tmp_path
+    scripted_server, make_task, tmp_path, capfd, limit
 ):
     # a grader runs the agent's program (with the judge proxy's variables in its environment);
     # the program asks the judge for a long essay, non-streamed, and hangs the grader. The
     # grader's timeout is the agent's 0, but the judge's silent request read as the judge's
     # stall: infrastructure, retried, never counted. The judge answers the harness's probe
-    # at once: it is up, so the outcome stands.
+    # at once: it is up, so the outcome stands. With max_concurrency 1 (limit) the program's
+    # request held the judge's only place, so the probe (which keeps the limit) waited for it
+    # in vain and the trial was voided as the judge's stall again (red team): the grading is
+    # over, so the lease's requests in flight are cut and the probe takes their place.
     def judge(req: dict) -> object:
         if "LONG-ESSAY" in json.dumps(req["messages"]):
             return reply("x" * 2000, delay=40)
@@ -786,7 +790,9 @@ async def test_an_agent_programs_slow_judge_request_is_no_judge_stall(
     name = f"scripted/judge-{uuid.uuid4().hex[:8]}"
     with Gateway(retry=RetryPolicy(attempts=2, initial_s=0.01, max_s=0.01)) as gw:
         services = TrialServices(
-            model=agent.chat_model(), judge=judge_srv.chat_model(name), gateway=gw
+            model=agent.chat_model(),
+            judge=judge_srv.chat_model(name, max_concurrency=limit),
+            gateway=gw,
         )
         result, _ = await run_trial(
             task, TrialConfig(agent="native", model="scripted/x"), tmp_path / "out",
@@ -796,3 +802,4 @@ async def test_an_agent_programs_slow_judge_request_is_no_judge_stall(
     assert judge_srv.requests[-1]["messages"] == PROBE
     assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
     assert result.counted_score() == 0.0
+    assert "Traceback" not in capfd.readouterr().err  # the cut request: no server error

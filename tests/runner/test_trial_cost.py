@@ -446,3 +446,57 @@ async def test_an_in_process_judges_wait_is_the_trials_harness_wait(scripted_ser
     assert result.error is None, result.error
     assert result.score is not None and result.score.score == 1.0, result.score
     assert result.waits.model > 1.0, result.waits
+
+
+ASKS_JUDGE_TWICE = r"""
+import json, os, threading, urllib.request
+
+def ask(content, out):
+    body = {"model": os.environ["JUDGE_MODEL"], "messages": [{"role": "user", "content": content}]}
+    req = urllib.request.Request(
+        os.environ["OPENROUTER_BASE_URL"].rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + os.environ["OPENROUTER_API_KEY"],
+                 "Content-Type": "application/json"},
+    )
+    out.append(json.loads(urllib.request.urlopen(req, timeout=60).read()))
+
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    out = []
+    threads = [threading.Thread(target=ask, args=(c, out)) for c in ("slow", "x")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"overall_score": 1.0}
+"""
+
+
+async def test_a_graders_wait_behind_its_own_request_is_its_time(scripted_server, tmp_path):
+    """Two judge requests of the grader wait behind another trial's request (limit 1, held
+    5 s): a harness wait. Once one of them has the place, the other waits behind the trial's
+    own request, which is the grader's time (as a wait that begins then is): an 8 s answer
+    to it runs past the grader's 2 s limit, which ends it."""
+
+    def respond(body: dict[str, Any]) -> Any:
+        said = body["messages"][-1]["content"]
+        return reply("1.0", delay={"hold": 5.0, "slow": 8.0}.get(said, 0.0))
+
+    judge = scripted_server(responder=respond)
+    holder = judge.chat_model("scripted/other2", max_concurrency=1)
+    task = task_with(ASKS_JUDGE_TWICE, task_id="judged2")
+    task = task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 2})})
+    with Gateway() as gw:
+        services = TrialServices(
+            judge=judge.chat_model("scripted/judge2", max_concurrency=1), gateway=gw
+        )
+        holding = asyncio.ensure_future(holder.chat([{"role": "user", "content": "hold"}]))
+        while not judge.requests:
+            await asyncio.sleep(0.01)
+        result, _ = await run_trial(
+            task, TrialConfig(agent="nop", model="nop"), tmp_path / "out", services=services
+        )
+        await holding
+    await holder.aclose()
+    assert result.error is not None and result.error.kind == "agent", (result.error, result.waits)
+    assert "grader timed out after 2 s" in str(result.score.details.get("agent_error"))

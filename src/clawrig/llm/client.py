@@ -505,10 +505,11 @@ async def provider_answers(
     :func:`clawrig.llm.stalls.stall_limit_s`): no place freed by then is False too, as none of
     the provider's requests in flight ended in that time either (a place goes to the probe as
     soon as any one ends), the same silence that made the trial's request a stall, and nothing
-    says the provider answers. That includes a limit whose every place the trial's own silent
-    request holds (limit 1, its request still open at the gateway): the probe cannot be sent
-    without exceeding the limit, and the silence stands as the provider's (an infrastructure
-    error, run again, never the model's 0). Sent anyway, the probe broke the limit it keeps.
+    says the provider answers. The trial's own requests over the gateway are cut before the
+    probe (:meth:`clawrig.llm.gateway.lease.GatewayLease.cut_upstream`: the phase is over), so
+    they give it their places: held by an agent's program's slow request (a grader running it,
+    limit 1), the probe waited in vain and the trial was voided as a stall. Sent anyway, the
+    probe broke the limit it keeps.
 
     One POST with httpx, its client made before the clock starts: only the provider's time
     counts against ``within_s`` (the openai SDK's import, ~1 s of CPU and many seconds of a

@@ -1117,6 +1117,10 @@ class Trial:
             # (streamed ones only: a program's own non-streamed request is the agent's choice)
             sandboxed = lease is not None and config.agent.startswith("openclaw")
             silent = max(requests.silent_s(), lease.watch.silent_s() if sandboxed else 0.0)
+            if sandboxed and silent >= stall_limit_s(agent_time):
+                # the agent's time is over: its requests still in flight give their places of
+                # the provider's max_concurrency to the probe (GatewayLease.cut_upstream)
+                lease.cut_upstream()
             # and the provider does not answer the harness's own plain request either (it
             # does: it is up, and the silent request was slow for what it asked)
             if silent >= stall_limit_s(agent_time) and not await provider_answers(
@@ -1755,11 +1759,14 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
     errors, refused = lease.upstream_errors, lease.upstream_refusals
     if errors:
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider failed: {errors[-1]}"
-    if lease.watch.stalled(grader_s) and not await provider_answers(
-        lease.endpoint, probe_s(grader_s), stall_limit_s(grader_s)
-    ):
-        silent = lease.watch.silent_s()
-        return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
+    if lease.watch.stalled(grader_s):
+        # the grading is over: the lease's requests still in flight (a program of the agent's
+        # the grader ran may hold every place of the judge's max_concurrency with slow ones)
+        # are cut, so their places go to the probe, which waits first in line for one
+        lease.cut_upstream()
+        if not await provider_answers(lease.endpoint, probe_s(grader_s), stall_limit_s(grader_s)):
+            silent = lease.watch.silent_s()
+            return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
     if not refused:
         return None
     if await _answers_probe(lease.endpoint):

@@ -103,6 +103,13 @@ class GatewayLease:
     gateway's event loop at its first request)."""
     _upstream_open: set[int] = field(default_factory=set)
     """Sequence numbers of this lease's requests sent upstream and not yet recorded."""
+    _upstream_tasks: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = field(
+        default_factory=dict
+    )
+    """The tasks (and their loops) serving this lease's requests over the gateway's sockets,
+    by sequence number, while they may be in :attr:`_upstream_open` (:meth:`cut_upstream`)."""
+    _cut: set[int] = field(default_factory=set)
+    """Sequence numbers of requests :meth:`cut_upstream` cancelled."""
     watch: RequestWatch = field(default_factory=RequestWatch)
     """The upstream requests of this lease in flight (:mod:`clawrig.llm.stalls`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -147,6 +154,35 @@ class GatewayLease:
         """Requests of this lease sent upstream whose reply is not yet counted and recorded."""
         with self._lock:
             return len(self._upstream_open)
+
+    def cut_upstream(self) -> int:
+        """Cancel this lease's requests in flight upstream over the gateway's sockets (each
+        answered with an error, its place of the provider's ``max_concurrency`` given back):
+        the harness's stall probe after the lease's phase ended, whose place the trial's own
+        silent requests would hold otherwise (:func:`clawrig.llm.client.provider_answers`:
+        an agent's program, run by a grader, kept the only place of the judge's provider with a
+        slow request, so the probe was never sent and its trial was voided as the judge's
+        stall). Returns how many were cancelled (told to their loops; thread-safe)."""
+        with self._lock:
+            tasks = {s: t for s, t in self._upstream_tasks.items() if s in self._upstream_open}
+            self._upstream_tasks = tasks
+        for seq, (loop, task) in tasks.items():
+            with contextlib.suppress(RuntimeError):  # its loop closed: nothing in flight there
+                loop.call_soon_threadsafe(self._cut_one, seq, task)
+        return len(tasks)
+
+    def _cut_one(self, seq: int, task: asyncio.Task[Any]) -> None:
+        """On the request's own loop: cancel it if it is still in flight upstream."""
+        with self._lock:
+            if seq not in self._upstream_open or task.done():
+                return
+            self._cut.add(seq)
+        task.cancel()
+
+    def was_cut(self, seq: int) -> bool:
+        """Whether request ``seq`` was cancelled by :meth:`cut_upstream`."""
+        with self._lock:
+            return seq in self._cut
 
     @property
     def busy_refused(self) -> int:

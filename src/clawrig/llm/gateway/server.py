@@ -112,15 +112,33 @@ class _Relayed(StreamingResponse):
     provider's requests in flight) when the response ends, sent or not: a client gone before
     the first line never starts the body's generator, whose own ``finally`` then never runs."""
 
-    def __init__(self, content: AsyncIterator[bytes], done: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        done: Callable[[], None],
+        was_cut: Callable[[], bool] = lambda: False,
+    ) -> None:
         super().__init__(content, media_type="text/event-stream")
         self.done = done
+        self.was_cut = was_cut
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or not self.was_cut():
+                raise
+            task.uncancel()  # cut by the harness (GatewayLease.cut_upstream): the stream ends
         finally:
             self.done()
+
+
+def _cut_reply(lease: GatewayLease, seq: int) -> Response:
+    """The answer to a request :meth:`GatewayLease.cut_upstream` cancelled (its phase ended):
+    unanswered for the stall watch, an error for its client."""
+    lease.watch.end(seq, answered=False)
+    return _error_body(504, "clawrig gateway: the request was cut: its phase ended", "cut")
 
 
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
@@ -937,12 +955,28 @@ class Gateway:
             "messages": said[1] if said is not None else None,
         }
         wire_texts = {k: v for k, v in wire.items() if v is not None}
+        # a request over the sockets is served in a task of its own, which the harness may
+        # cancel once the lease's phase ended (GatewayLease.cut_upstream: its stall probe); an
+        # in-process caller's task is the caller's, never cancelled from here
+        task = asyncio.current_task() if UPSTREAM_CLIENT.get() is None else None
         with lease._lock:  # in flight until its usage is counted (_record), or it is cancelled
             lease._upstream_open.add(seq)
+            if task is not None:
+                tasks = lease._upstream_tasks
+                for done in [s for s in tasks if s not in lease._upstream_open]:
+                    del tasks[done]
+                tasks[seq] = (asyncio.get_running_loop(), task)
         try:
             return await self._forward(
                 lease, seq, key, body, stream, wants_usage, started, raw, wire_texts
             )
+        except asyncio.CancelledError:
+            with lease._lock:
+                lease._upstream_open.discard(seq)
+            if task is None or not lease.was_cut(seq):
+                raise
+            task.uncancel()
+            return _cut_reply(lease, seq)
         except BaseException:
             with lease._lock:
                 lease._upstream_open.discard(seq)
@@ -1198,6 +1232,7 @@ class Gateway:
             relayed = _Relayed(
                 self._relay(lease, seq, key, body, resp, wants_usage, started, retries, cached),
                 hold.release,
+                functools.partial(lease.was_cut, seq),
             )
             hold = Held()  # the response gives it back
             return relayed
@@ -1263,6 +1298,8 @@ class Gateway:
         finally:
             await resp.aclose()
             completion = completion_from_chunks(chunks)
+            if error is None and not done and lease.was_cut(seq):
+                error = "clawrig gateway: the stream was cut: its phase ended"
             if error is None and not done and not chunks:
                 error = "upstream stream ended without any chunk"
             self._finish(
