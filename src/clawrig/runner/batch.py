@@ -257,7 +257,9 @@ def finished_summary(output: Path, model: str) -> dict[str, Any] | None:
 
 def sweep_partial_trials(output: Path) -> int:
     """Remove half-written ``<task>/.tmp-*`` trial folders and ``.summary_*``/``.progress_*``
-    temp files under ``output`` (only while this job holds the lock); returns how many."""
+    temp files under ``output`` (only while this job holds the lock), and the task folders
+    that leaves empty (as a cancelled trial does: :meth:`clawrig.runner.trial.Trial.
+    _remove_folder`); returns how many trial folders and files."""
     removed = 0
     if not output.is_dir():
         return 0
@@ -268,6 +270,8 @@ def sweep_partial_trials(output: Path) -> int:
     for tdir in output.glob("*/.tmp-*"):
         remove_tree(tdir)
         removed += 1
+        with contextlib.suppress(OSError):  # another trial's folder is there
+            tdir.parent.rmdir()
     return removed
 
 
