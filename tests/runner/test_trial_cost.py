@@ -335,22 +335,24 @@ ASKS_JUDGE_THEN_HANGS = ASKS_JUDGE.replace(
 )
 
 
-async def judged_behind_the_limit(
-    scripted_server: Any, tmp_path: Path, grader: str, hold_s: float
+async def behind_a_held_place(
+    scripted_server: Any,
+    tmp_path: Path,
+    task: Task,
+    delays: dict[str, float],
+    answer: str = "1.0",
 ) -> tuple[TrialResult, Any, float]:
-    """A trial (the nop agent) whose ``grader``, with a 2 s limit, asks the judge through the
-    proxy while another request (another trial's) holds the only place of the judge's
-    provider (``max_concurrency: 1``) for ``hold_s`` seconds. Returns the result, the judge's
-    server and the seconds the trial took."""
+    """Run ``task`` (the nop agent) while another request (another trial's, "hold") holds the
+    only place of the judge's provider (``max_concurrency: 1``). The judge answers ``answer``
+    to every request, after ``delays[content]`` seconds for a request whose last message is
+    ``content`` (none for others). Returns the result, the judge's server and the seconds the
+    trial took."""
 
     def respond(body: dict[str, Any]) -> Any:
-        held = body["messages"][-1]["content"] == "hold"
-        return reply("1.0", delay=hold_s if held else 0.0)
+        return reply(answer, delay=delays.get(body["messages"][-1]["content"], 0.0))
 
     judge = scripted_server(responder=respond)
     holder = judge.chat_model("scripted/other", max_concurrency=1)
-    task = task_with(grader, task_id="judged")
-    task = task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 2})})
     with Gateway() as gw:
         services = TrialServices(
             judge=judge.chat_model("scripted/judge", max_concurrency=1), gateway=gw
@@ -368,6 +370,12 @@ async def judged_behind_the_limit(
     return result, judge, took
 
 
+def graded_within_2_s(grader: str, task_id: str = "judged") -> Task:
+    """A task whose ``grader`` has a 2 s limit."""
+    task = task_with(grader, task_id=task_id)
+    return task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 2})})
+
+
 async def test_a_graders_wait_behind_the_providers_limit_is_not_its_time(scripted_server, tmp_path):
     """``max_concurrency: 1`` for the judge's provider, its place held 10 s by another trial's
     request while this trial's grader (2 s limit) asks the judge: the wait is the harness's, so
@@ -376,7 +384,8 @@ async def test_a_graders_wait_behind_the_providers_limit_is_not_its_time(scripte
     grader was cut at its 2 s ("grader timed out", an infrastructure error run again, and again
     at every attempt while the provider was busy). The wait is in result.json's and the
     summary's ``waits``."""
-    result, judge, took = await judged_behind_the_limit(scripted_server, tmp_path, ASKS_JUDGE, 10)
+    task = graded_within_2_s(ASKS_JUDGE)
+    result, judge, took = await behind_a_held_place(scripted_server, tmp_path, task, {"hold": 10})
     assert [r["messages"][-1]["content"] for r in judge.requests] == ["hold", "x"]
     assert judge.max_in_flight == 1
     assert result.error is None, result.error
@@ -392,9 +401,8 @@ async def test_a_grader_hanging_after_its_wait_still_times_out(scripted_server, 
     still ends it 2 s of its own time later (the harness kills it; the sandbox's own timeout is
     a day later): "grader timed out", the agent's 0, not the harness's; what it printed before
     it hung is in the score's details."""
-    result, judge, took = await judged_behind_the_limit(
-        scripted_server, tmp_path, ASKS_JUDGE_THEN_HANGS, 5
-    )
+    task = graded_within_2_s(ASKS_JUDGE_THEN_HANGS)
+    result, judge, took = await behind_a_held_place(scripted_server, tmp_path, task, {"hold": 5})
     assert [r["messages"][-1]["content"] for r in judge.requests] == ["hold", "x"]
     assert result.error is not None and result.error.kind == "agent", result.error
     assert result.score is not None and result.score.score == 0.0
@@ -415,13 +423,6 @@ async def test_an_in_process_judges_wait_is_the_trials_harness_wait(scripted_ser
     harness wait in the grading phase too (the clock is installed there as in the agent
     phase; it was not, and the wait went unrecorded and ate the grading phase's time)."""
     verdict = json.dumps({"scores": {"match": 1}, "total": 1.0, "notes": "ok"})
-
-    def respond(body: dict[str, Any]) -> Any:
-        held = body["messages"][-1]["content"] == "hold"
-        return reply(verdict, delay=3.0 if held else 0.0)
-
-    judge = scripted_server(responder=respond)
-    holder = judge.chat_model("scripted/other", max_concurrency=1)
     task = Task(
         id="answered",
         format=TaskFormat.DATACLAW,
@@ -430,18 +431,9 @@ async def test_an_in_process_judges_wait_is_the_trials_harness_wait(scripted_ser
         grader=Grader(kind=GraderKind.JUDGE),
         answer="Jiangsu",
     )
-    with Gateway() as gw:
-        services = TrialServices(
-            judge=judge.chat_model("scripted/judge", max_concurrency=1), gateway=gw
-        )
-        holding = asyncio.ensure_future(holder.chat([{"role": "user", "content": "hold"}]))
-        while not judge.requests:
-            await asyncio.sleep(0.01)
-        result, _ = await run_trial(
-            task, TrialConfig(agent="nop", model="nop"), tmp_path / "out", services=services
-        )
-        await holding
-    await holder.aclose()
+    result, judge, _ = await behind_a_held_place(
+        scripted_server, tmp_path, task, {"hold": 3.0}, answer=verdict
+    )
     assert len(judge.requests) == 2 and judge.max_in_flight == 1
     assert result.error is None, result.error
     assert result.score is not None and result.score.score == 1.0, result.score
@@ -478,25 +470,9 @@ async def test_a_graders_wait_behind_its_own_request_is_its_time(scripted_server
     own request, which is the grader's time (as a wait that begins then is): an 8 s answer
     to it runs past the grader's 2 s limit, which ends it."""
 
-    def respond(body: dict[str, Any]) -> Any:
-        said = body["messages"][-1]["content"]
-        return reply("1.0", delay={"hold": 5.0, "slow": 8.0}.get(said, 0.0))
-
-    judge = scripted_server(responder=respond)
-    holder = judge.chat_model("scripted/other2", max_concurrency=1)
-    task = task_with(ASKS_JUDGE_TWICE, task_id="judged2")
-    task = task.model_copy(update={"grader": task.grader.model_copy(update={"timeout_seconds": 2})})
-    with Gateway() as gw:
-        services = TrialServices(
-            judge=judge.chat_model("scripted/judge2", max_concurrency=1), gateway=gw
-        )
-        holding = asyncio.ensure_future(holder.chat([{"role": "user", "content": "hold"}]))
-        while not judge.requests:
-            await asyncio.sleep(0.01)
-        result, _ = await run_trial(
-            task, TrialConfig(agent="nop", model="nop"), tmp_path / "out", services=services
-        )
-        await holding
-    await holder.aclose()
+    task = graded_within_2_s(ASKS_JUDGE_TWICE, task_id="judged2")
+    result, _, _ = await behind_a_held_place(
+        scripted_server, tmp_path, task, {"hold": 5.0, "slow": 8.0}
+    )
     assert result.error is not None and result.error.kind == "agent", (result.error, result.waits)
     assert "grader timed out after 2 s" in str(result.score.details.get("agent_error"))

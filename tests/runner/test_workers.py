@@ -662,6 +662,19 @@ def _counted(out: Path) -> tuple[dict[tuple[str, int], str], list[tuple[str, int
     return rows, listed
 
 
+def _job_with_faulty_worker(
+    bench: Path, model_server: Any, tmp_path: Path, fault: str
+) -> tuple[Path, list[str], Any, subprocess.CompletedProcess[str]]:
+    """``bench``'s tasks twice each, ``-p 4 --workers 2``, a model answering in 0.3 s, one
+    worker with ``fault`` (:func:`_run_with_faulty_worker`). Returns the job folder, the
+    ``clawrig`` arguments, the model server and the finished run."""
+    srv = model_server(delay=0.3)
+    out = tmp_path / "out"
+    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "--runs", "2", "-p", "4"]
+    args += ["--workers", "2", "-o", str(out)]
+    return out, args, srv, _run_with_faulty_worker(tmp_path, fault, args, srv)
+
+
 def test_an_interrupted_jobs_summary_counts_a_trial_a_worker_reported_late(
     mini_bench, model_server, tmp_path
 ):
@@ -669,12 +682,7 @@ def test_an_interrupted_jobs_summary_counts_a_trial_a_worker_reported_late(
     and dropped the report that came after, so the summary (and the progress file) left out
     a trial whose folder was finished (69 trials counted of 71 on disk). Every finished
     folder is counted, once."""
-    bench = mini_bench(6)
-    srv = model_server(delay=0.3)
-    out = tmp_path / "out"
-    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "--runs", "2", "-p", "4"]
-    args += ["--workers", "2", "-o", str(out)]
-    r = _run_with_faulty_worker(tmp_path, "late", args, srv)
+    out, args, srv, r = _job_with_faulty_worker(mini_bench(6), model_server, tmp_path, "late")
     assert r.returncode == 130, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
     on_disk = trials_of(out)
@@ -700,12 +708,7 @@ def test_a_worker_dead_after_its_trials_rename_leaves_the_trial_once(
     """A worker killed between a trial folder's rename and its report: the driver took the
     attempt for lost and ran the trial again, so two finished folders held one trial (13
     folders for 12 trials). The finished folder is the attempt's result."""
-    bench = mini_bench(4)
-    srv = model_server(delay=0.3)
-    out = tmp_path / "out"
-    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "--runs", "2", "-p", "4"]
-    args += ["--workers", "2", "-o", str(out)]
-    r = _run_with_faulty_worker(tmp_path, "never sent", args, srv)
+    out, _, _, r = _job_with_faulty_worker(mini_bench(4), model_server, tmp_path, "never sent")
     assert r.returncode == 0, r.stderr[-2000:]
     on_disk = trials_of(out)
     assert len(on_disk) == 8 and all(len(v) == 1 for v in on_disk.values()), on_disk
