@@ -191,12 +191,20 @@ def test_a_model_server_that_cannot_be_reached_stops_the_job_at_its_first_trial(
         trial=TrialConfig(agent="native", model="scripted/test"),
     )
     # through the job's gateway (as `clawrig run`); no preflight (its probe of a loopback
-    # server would say the same before any sandbox: this is the server dying after it)
-    job = Job(config, services=TrialServices(model=dead.chat_model("scripted/test")), checks=[])
+    # server would say the same before any sandbox: this is the server dying after it). The
+    # model as `-m scripted/test` with SCRIPTED_BASE_URL resolves it
+    from clawrig.llm.client import OpenAIChatModel
+    from clawrig.llm.providers import load_settings, resolve_model
+
+    settings = load_settings(environ={"SCRIPTED_BASE_URL": dead.base_url})
+    model = OpenAIChatModel(resolve_model("scripted/test", settings))
+    job = Job(config, services=TrialServices(model=model), checks=[])
     summary = job.run()
     why = summary["provider_stopped"]
     assert why is not None and "scripted/test" in why and dead.base_url in why
     assert "ConnectError" in why
+    # the variable to check is named (new-user review: it said "_BASE_URL")
+    assert why.endswith("(check -m, its key and SCRIPTED_BASE_URL)"), why
     # it says it could not connect, not the status of the gateway's own 502 (no server sent one)
     assert f"scripted/test: could not connect to scripted ({dead.base_url})" in why
     # one trial ran into it (an infrastructure error, not retried: the job stopped), the

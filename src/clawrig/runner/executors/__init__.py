@@ -70,8 +70,16 @@ def provider_stop_line(services: TrialServices) -> str | None:
     from clawrig.llm.client import provider_stop
 
     for role, model in (("model", services.model), ("judge", services.judge)):
-        if model is not None and (why := provider_stop(upstream_endpoint(model))) is not None:
-            hint = "--judge / JUDGE_MODEL" if role == "judge" else "-m, its key and _BASE_URL"
+        endpoint = upstream_endpoint(model) if model is not None else None
+        if endpoint is not None and (why := provider_stop(endpoint)) is not None:
+            key = endpoint.api_key_env or ""
+            # the variable that sets the URL beside the key's (SCRIPTED_API_KEY: SCRIPTED_...)
+            url = f"{key.removesuffix('_API_KEY')}_BASE_URL" if key.endswith("_API_KEY") else ""
+            hint = (
+                "--judge / JUDGE_MODEL"
+                if role == "judge"
+                else f"-m, its key and {url or 'its base URL'}"
+            )
             return f"the {role}'s server {why} (check {hint})"
     return None
 
