@@ -38,6 +38,7 @@ KINDS = (
     "skel",  # the top layer of a sandbox's overlay root (sandbox/bwrap.py: skeleton)
     "dev",  # the device nodes sandboxes bind (sandbox/bwrap.py: device_nodes)
     "regrade",  # a re-grading's own logs (runner/regrade.py: removed when it ends)
+    "verify",  # a verify run's trial folders (verify/core.py: their disks are mounted below)
     "spend",  # the USD a --workers job spent, shared by its processes (llm/gateway: SpendTally)
     "scratch",  # this process's tmpfs for its own folders (scratch_dir)
     "bulk",  # what scratch_dir's folders hold that belongs on a disk (bulk_dir: disk images)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clawrig.leftovers import KINDS, owned_tempdir, pid_alive, sweep_dead
+from clawrig.leftovers import KINDS, owned_tempdir, pid_alive, sweep_dead, unmount_below
 
 TASK = """---
 id: slow_warmup
@@ -282,3 +282,55 @@ def test_no_mount_outlives_the_release_at_exit(tmp_path, when):
     assert left == [], (left, r.stdout)
     if when == "late":
         assert r.stdout.startswith("refused: ") and "exiting" in r.stdout, r.stdout
+
+
+@pytest.mark.sandbox
+def test_a_killed_verify_is_swept_by_the_next_harness(tmp_path: Path) -> None:
+    """`clawrig verify` killed with SIGKILL while a sample's trial runs (its warmup): its work
+    folder, with the trial's disk mounted below it, is unmounted and removed by the next
+    harness to start (it was a plain temp folder no sweep looked at: the disks stayed mounted
+    until the machine restarted)."""
+    tmp = Path(tempfile.mkdtemp(prefix="leftovers-", dir="/tmp"))
+    os.chmod(tmp, 0o755)
+    verify = None
+    try:
+        suite = _suite(tmp_path / "bench")
+        env = dict(os.environ, TMPDIR=str(tmp))
+        verify = subprocess.Popen(
+            [sys.executable, "-m", "clawrig", "verify", str(suite)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        work: list[Path] = []
+        for _ in range(600):  # until a trial's disk is mounted below its work folder
+            work = list(tmp.glob(f"clawrig-verify-{verify.pid}-*"))
+            if work and str(work[0]) in Path("/proc/self/mountinfo").read_text():
+                break
+            time.sleep(0.1)
+        assert work and str(work[0]) in Path("/proc/self/mountinfo").read_text()
+        verify.send_signal(signal.SIGKILL)
+        verify.wait()
+        time.sleep(0.5)
+        assert work[0].exists()  # nothing cleaned up after a SIGKILL
+        quick = tmp_path / "quick"
+        _suite(quick)
+        (quick / "tasks" / "slow_warmup.md").write_text(TASK.replace("sleep 120", "true"))
+        cmd = [sys.executable, "-m", "clawrig", "run", str(quick / "tasks"), "--agent", "nop"]
+        second = subprocess.run(
+            [*cmd, "-o", str(tmp_path / "out")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert second.returncode in (0, 1), second.stderr
+        assert not work[0].exists()
+        assert str(tmp) not in Path("/proc/self/mountinfo").read_text()
+    finally:
+        if verify is not None and verify.poll() is None:
+            verify.kill()
+            verify.wait()
+        unmount_below(tmp)  # what a failed run left: never in another test's way
+        subprocess.run(["chmod", "-R", "u+rwX", str(tmp)], check=False)
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from clawrig.errors import ClawrigError, SetupError
+from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.workspace import materialise_workspace
 from clawrig.spec.task import Task, ValidationIssue
 from clawrig.tasks.registry import load_suite
@@ -203,7 +204,9 @@ async def verify_path(
         )
 
     slots = asyncio.Semaphore(max(1, parallel))
-    work = Path(tempfile.mkdtemp(prefix="clawrig-verify-", dir=work_dir))
+    # owned: a verify killed with SIGKILL leaves its trials' mounted disks below it, which the
+    # next harness's sweep unmounts and removes (a plain temp folder was never swept)
+    work = owned_tempdir("verify", work_dir)
     try:
         samples = await asyncio.gather(
             *(
@@ -212,7 +215,7 @@ async def verify_path(
             )
         )
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_tree(work)
     known = {s.id for s in samples}
     for sample in samples:
         sample.findings = by_id.get(sample.id, []) + sample.findings
