@@ -49,6 +49,20 @@ def _trials(out: Path) -> list[Path]:
     )
 
 
+def _stopped_job(
+    bench: Path, srv: ScriptedServer, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess, dict, Path]:
+    """``clawrig run`` of ``bench``'s tasks at ``-p 1`` against ``srv``, which stops the job
+    (exit 1, one line, no traceback): the run, its summary and its job folder."""
+    out = tmp_path / "out"
+    r = _clawrig(
+        "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out), srv=srv
+    )
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr
+    return r, json.loads((out / "summary_scripted_test.json").read_text()), out
+
+
 def _clawrig(*args: str, srv: ScriptedServer) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
     env["SCRIPTED_BASE_URL"] = srv.base_url
@@ -121,14 +135,8 @@ def test_a_server_refusing_even_the_plain_request_mid_job_starts_no_other_trial(
         return error(400, "no longer served")  # everything else, the plain request too
 
     srv = scripted_server(responder=responder)
-    out = tmp_path / "out"
-    r = _clawrig(
-        "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out), srv=srv
-    )
-    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
-    assert "Traceback" not in r.stderr
+    r, summary, out = _stopped_job(bench, srv, tmp_path)
     assert _probes(srv) == 1  # asked after task 2's refusal, refused too
-    summary = json.loads((out / "summary_scripted_test.json").read_text())
     why = summary["provider_stopped"]
     assert "refuses its requests" in why and "plain request is refused too" in why, why
     assert "HTTP 400" in why and srv.base_url in why
@@ -154,13 +162,7 @@ def test_a_key_refused_mid_job_ends_that_trial_and_starts_no_other(
         return even_responder(request)
 
     srv = scripted_server(responder=responder)
-    out = tmp_path / "out"
-    r = _clawrig(
-        "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out), srv=srv
-    )
-    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
-    assert "Traceback" not in r.stderr
-    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    r, summary, out = _stopped_job(bench, srv, tmp_path)
     why = summary["provider_stopped"]
     assert "refuses its requests" in why and "HTTP 401" in why and srv.base_url in why
     assert "stopped: the model's server refuses its requests" in r.stdout

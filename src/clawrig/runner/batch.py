@@ -48,7 +48,7 @@ from clawrig.errors import ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
 from clawrig.leftovers import release_own_mounts, remove_tree
 from clawrig.runner.executors import Executor, create_executor
-from clawrig.runner.trial import TrialServices
+from clawrig.runner.trial import TrialServices, remove_unfinished
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry
 from clawrig.spec.layout import (
@@ -258,8 +258,8 @@ def finished_summary(output: Path, model: str) -> dict[str, Any] | None:
 def sweep_partial_trials(output: Path) -> int:
     """Remove half-written ``<task>/.tmp-*`` trial folders and ``.summary_*``/``.progress_*``
     temp files under ``output`` (only while this job holds the lock), and the task folders
-    that leaves empty (as a cancelled trial does: :meth:`clawrig.runner.trial.Trial.
-    _remove_folder`); returns how many trial folders and files."""
+    that leaves empty (:func:`clawrig.runner.trial.remove_unfinished`); returns how many trial
+    folders and files."""
     removed = 0
     if not output.is_dir():
         return 0
@@ -268,10 +268,8 @@ def sweep_partial_trials(output: Path) -> int:
             tmp.unlink()
             removed += 1
     for tdir in output.glob("*/.tmp-*"):
-        remove_tree(tdir)
+        remove_unfinished(tdir)
         removed += 1
-        with contextlib.suppress(OSError):  # another trial's folder is there
-            tdir.parent.rmdir()
     return removed
 
 

@@ -771,15 +771,6 @@ class Trial:
         if self._own_folder:
             remove_tree(self.paths.root)
 
-    def _remove_folder(self) -> None:
-        """Remove the cancelled trial's unfinished folder, and its task's folder in the job
-        when that is left empty (no other trial of the task there, alive or finished: an
-        interrupted job leaves no empty task folders)."""
-        remove_tree(self.paths.root)
-        if self.task_dir is not None:
-            with contextlib.suppress(OSError):  # another trial's folder is there
-                self.task_dir.rmdir()
-
     # -- phases --------------------------------------------------------------------------------
 
     async def sandbox_up(
@@ -1117,16 +1108,17 @@ class Trial:
             # (streamed ones only: a program's own non-streamed request is the agent's choice)
             sandboxed = lease is not None and config.agent.startswith("openclaw")
             silent = max(requests.silent_s(), lease.watch.silent_s() if sandboxed else 0.0)
-            if sandboxed and silent >= stall_limit_s(agent_time):
+            stall_s = stall_limit_s(agent_time)
+            if sandboxed and silent >= stall_s:
                 # the agent's time is over: its requests still in flight give their places of
                 # the provider's max_concurrency to the probe (GatewayLease.cut_upstream)
                 lease.cut_upstream()
             # and the provider does not answer the harness's own plain request either (it
             # does: it is up, and the silent request was slow for what it asked)
-            if silent >= stall_limit_s(agent_time) and not await provider_answers(
+            if silent >= stall_s and not await provider_answers(
                 lease.endpoint if lease is not None else getattr(model, "endpoint", None),
                 probe_s(agent_time),
-                stall_limit_s(agent_time),  # its wait for a place of max_concurrency, at most
+                stall_s,  # its wait for a place of max_concurrency, at most
             ):
                 ctx.log(f"agent stopped: its model's provider silent for {silent:.0f} s")
                 raise ProviderError(
@@ -1549,7 +1541,10 @@ class Trial:
         except asyncio.CancelledError:
             # not a finished trial: nothing of it stays (a resumed job runs it again)
             await self.close()
-            self._remove_folder()
+            if self.task_dir is not None:  # a folder of the job's: its task's too, if empty
+                remove_unfinished(self.paths.root)
+            else:
+                remove_tree(self.paths.root)
             raise
         except Exception as exc:
             result.error = self._error_of(exc)
@@ -1917,10 +1912,20 @@ async def _grade(
     return score, judge_score, process
 
 
+def remove_unfinished(folder: Path) -> None:
+    """Remove a trial's unfinished ``<task>/.tmp-*`` ``folder`` in a job, and its task's folder
+    when that is left empty (no other trial of the task there, alive or finished): a
+    cancelled trial, or a job's sweep as it exits at once (:func:`clawrig.runner.batch.
+    sweep_partial_trials`), leaves no empty task folders."""
+    remove_tree(folder)
+    with contextlib.suppress(OSError):  # another trial's folder is there
+        folder.parent.rmdir()
+
+
 def _unfinished_folder(task_dir: Path, name: str) -> Path:
     """A new ``.tmp-<name>-*`` folder in the job's ``task_dir`` (made when missing; made
     again when another process's cancelled trial removed it, empty, in between:
-    :meth:`Trial._remove_folder`). Raises OSError."""
+    :func:`remove_unfinished`). Raises OSError."""
     for _ in range(3):
         task_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
