@@ -6,6 +6,7 @@ a sandbox that failed to start waited for it forever and a job sat idle at its e
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -102,15 +103,15 @@ def test_a_ctrl_c_to_the_harness_group_leaves_its_sandboxes_to_the_harness(tmp_p
 async def test_a_start_cancelled_as_bwrap_launches_ends_with_an_orphan_in_the_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    """A trial cancelled (Ctrl-C) while its sandbox's bwrap is being launched: asyncio kills
-    the launched process alone and then waits for its stderr pipe to close, which bwrap's
-    init holds for good when --die-with-parent did not take (the race under load above): the
-    start never ended, nor did the interrupted job (it waited out its grace time and exited
-    without its summary; ~1 Ctrl-C in 30 at -p 60). The start now lets the launch finish and
-    kills the whole sandbox (its cgroup). Here the cancel comes right after bwrap is started,
-    and a process of the sandbox's cgroup holds its stderr, as that init does."""
+    """A trial cancelled (Ctrl-C) just as its sandbox's bwrap is launched, while a process of
+    the sandbox's cgroup holds bwrap's stderr, as its init does for good when
+    --die-with-parent did not take (the race under load above). With asyncio's subprocesses
+    the start then never ended, nor did the interrupted job (asyncio killed bwrap alone and
+    waited for its stderr pipe to close: ~1 Ctrl-C in 30 at -p 60). The whole sandbox (its
+    cgroup) is killed and the start ends."""
     import asyncio
-    from asyncio import unix_events
+
+    from clawrig.sandbox import bwrap
 
     if bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
@@ -118,19 +119,20 @@ async def test_a_start_cancelled_as_bwrap_launches_ends_with_an_orphan_in_the_sa
         SandboxConfig(workspace_dir=tmp_path / "ws", limits=Limits(memory_bytes=1 << 30))
     )
     orphans: list[subprocess.Popen[bytes]] = []
-    real_start = unix_events._UnixSubprocessTransport._start
+    launched = bwrap.PidfdProcess
 
-    def start_then_cancel(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        real_start(self, *args, **kwargs)  # bwrap is running now
+    def launched_then_cancelled(popen):  # type: ignore[no-untyped-def]
+        proc = launched(popen)  # bwrap is running now
         if sb.cgroup is None or not sb.cgroup.procs_files:
-            return
-        with open(f"/proc/{self._proc.pid}/fd/2", "wb") as pipe:
+            return proc
+        with open(f"/proc/{proc.pid}/fd/2", "wb") as pipe:
             orphans.append(subprocess.Popen(["sleep", "300"], stderr=pipe, start_new_session=True))
         for procs in sb.cgroup.procs_files:
             Path(procs).write_text(str(orphans[-1].pid))
         start.cancel()  # the trial's task: Ctrl-C now
+        return proc
 
-    monkeypatch.setattr(unix_events._UnixSubprocessTransport, "_start", start_then_cancel)
+    monkeypatch.setattr(bwrap, "PidfdProcess", launched_then_cancelled)
     start = asyncio.ensure_future(sb.start())
     try:
         done, _ = await asyncio.wait([start], timeout=60)
@@ -146,3 +148,53 @@ async def test_a_start_cancelled_as_bwrap_launches_ends_with_an_orphan_in_the_sa
             if orphan.poll() is None:
                 os.kill(orphan.pid, 9)
                 orphan.wait()
+
+
+_CUT = """
+import asyncio, faulthandler, sys
+faulthandler.enable(all_threads=True)  # SIGABRT: every thread's stack on stderr (a hang's)
+from pathlib import Path
+from clawrig.sandbox import SandboxConfig
+from clawrig.sandbox.bwrap import BwrapSandbox
+
+async def cut(ws: Path, steps: int):
+    box = BwrapSandbox(SandboxConfig(workspace_dir=ws))
+    start = asyncio.get_running_loop().create_task(box.start())
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    return box, start.done()  # asyncio.run's exit cancels every task left: the start's too
+
+for steps in range(int(sys.argv[2])):
+    box, done = asyncio.run(cut(Path(sys.argv[1]), steps))
+    proc = box._proc
+    print("started" if done else "none" if proc is None else "killed" if proc.returncode else "left")
+    if done:
+        break
+"""
+
+
+def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path):
+    """asyncio.run's exit cancels every task still running: a sandbox's start too, at any
+    step (a warm pool left open at a program's end: its refill). With asyncio's subprocesses
+    a start cancelled just after bwrap was launched hung that exit for good (cancelled before
+    its first step, asyncio's task that connects the process's pipes never ran, and its start
+    waited on it: CI once, 120 s; here at the 6th step every time). Now every step's cancel
+    ends, with the sandbox killed once it was launched and none left running."""
+    if bwrap_path() is None:
+        pytest.skip("bubblewrap is not installed")
+    r = subprocess.Popen(
+        [sys.executable, "-c", _CUT, str(tmp_path / "ws"), "400"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = r.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        r.send_signal(signal.SIGABRT)
+        out, err = r.communicate()
+        raise AssertionError(f"the program did not end; its threads:\n{err[-6000:]}") from None
+    states = out.split()
+    assert r.returncode == 0 and states, err[-2000:]
+    assert "left" not in states  # launched, its start cancelled: killed, every time
+    assert states[0] == "none" and "killed" in states  # cancelled before and after the launch

@@ -67,6 +67,7 @@ from clawrig.leftovers import filled_tempdir, owned_tempdir, remove_tree, scratc
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import (
     SUPERVISOR_PATH,
+    PidfdProcess,
     SupervisedSandbox,
     supervisor_argv,
     supervisor_pyc,
@@ -718,7 +719,7 @@ class BwrapSandbox(SupervisedSandbox):
         await self._call("adopt", env=self.environment(), cwd=PATHS.workspace)
         self._arm()
 
-    async def _launch(self) -> asyncio.subprocess.Process:
+    async def _launch(self) -> PidfdProcess:
         lim = self.config.limits
         name = f"clawrig-{os.getpid()}-{random.randrange(1 << 32):08x}"
         self.cgroup = Cgroup(name, lim.memory_bytes, lim.max_processes)
@@ -791,13 +792,19 @@ class BwrapSandbox(SupervisedSandbox):
         # (pid 1 inside, dumpable) keeps its stdio and closes the rest, so the agent could
         # open /proc/1/fd/1 and write into the harness's answers (a line of gigabytes, forged
         # answers) or read its requests from /proc/1/fd/0. The supervisor moves them to 0/1.
+        # bwrap's stderr is a pipe of the harness's own too (PidfdProcess: no asyncio pipes,
+        # whose wait for the process also waited for bwrap's init to close them)
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
+        err_r, err_w = os.pipe()
         try:
             self._channel = await self._open_channel(ans_r, req_w)  # owns ans_r and req_w
+            self._errors = await self._read_pipe(err_r)  # owns err_r
         except BaseException:
-            os.close(req_r)
-            os.close(ans_w)
+            if self._channel is not None:
+                self._channel[1].close()
+            for fd in (req_r, ans_w, err_w):
+                os.close(fd)
             raise
         try:
             argv = self._argv() + ["--proto-fds", f"{req_r},{ans_w}"]
@@ -812,17 +819,15 @@ class BwrapSandbox(SupervisedSandbox):
                 raise SandboxError("bwrap argument list too long")
             os.write(wfd, payload)
             os.close(wfd)
-            spawn = asyncio.ensure_future(
-                asyncio.create_subprocess_exec(
-                    *launcher,
-                    argv[0],
-                    "--args",
-                    str(rfd),
-                    *argv[cmd_at:],
+            # no await from here to the process's being known (PidfdProcess: a start cut
+            # half-way by a cancellation could leave a bwrap the harness never got to know)
+            try:
+                popen = subprocess.Popen(
+                    [*launcher, argv[0], "--args", str(rfd), *argv[cmd_at:]],
                     pass_fds=(rfd, req_r, ans_w, *launch_fds),
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.DEVNULL,
-                    stderr=asyncio.subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err_w,
                     preexec_fn=None if launcher else preexec,
                     env={"PATH": DEFAULT_PATH},
                     cwd="/",
@@ -833,28 +838,19 @@ class BwrapSandbox(SupervisedSandbox):
                     # job waited out its grace time, no summary (tests/sandbox/test_stop.py)
                     start_new_session=True,
                 )
-            )
-            try:
-                return await asyncio.shield(spawn)
-            except asyncio.CancelledError:
-                # cancelled (Ctrl-C) as asyncio connects the new process's pipes: asyncio would
-                # kill that process alone and wait for its stderr to close, which bwrap's init
-                # holds for good when --die-with-parent did not take (Cgroup.kill): the start
-                # never ended. The launch finishes; then the whole sandbox is killed.
-                with contextlib.suppress(Exception):
-                    self._proc = await spawn
-                self._kill()
-                if self._proc is not None:
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(self._proc.wait(), 10)
-                    self._proc = None
-                raise
+                try:
+                    return PidfdProcess(popen)
+                except BaseException:
+                    popen.kill()
+                    popen.wait()
+                    raise
             finally:
                 os.close(rfd)
-                os.close(req_r)  # the supervisor's ends: held by it alone from now on
-                os.close(ans_w)
+                for fd in (req_r, ans_w, err_w):  # the sandbox's ends: held by it alone now
+                    os.close(fd)
         except BaseException:
             self._channel[1].close()
+            self._close_errors()
             await self._cleanup()
             raise
 

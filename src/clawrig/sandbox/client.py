@@ -21,7 +21,9 @@ import json
 import marshal
 import math
 import os
+import signal
 import stat
+import subprocess
 import sys
 import tempfile
 import warnings
@@ -191,6 +193,58 @@ def supervisor_argv(python: str, source: str, pyc: str | None) -> list[str]:
     return [python, "-I", "-S", "-c", SUPERVISOR_BOOT, source, pyc or ""]
 
 
+class PidfdProcess:
+    """A child process started with :class:`subprocess.Popen` (no pipes of asyncio's) whose
+    exit the running event loop learns from a pid file descriptor (Linux 5.3+): the part of
+    :class:`asyncio.subprocess.Process` a sandbox uses (``pid``, ``returncode``, ``wait()``,
+    ``kill()``; ``stdin``, ``stdout`` and ``stderr`` are None).
+
+    Why not asyncio's: its start awaits a helper task that connects the process's pipes, and
+    waits for the process by way of that task. asyncio.run's exit cancels every task, that
+    helper too; cancelled before its first step, it never ran, and the start's clean-up then
+    waited for the killed process for good (a warm pool left open at a program's end: its
+    refill's start hung the exit, CPython 3.11). Made with no await, this start cannot be
+    cut half-way."""
+
+    stdin = None
+    stdout = None
+    stderr = None
+
+    def __init__(self, popen: subprocess.Popen[bytes]):
+        self._popen = popen  # held: a Popen collected unfinished is reaped by later Popens
+        self.pid = popen.pid
+        self.returncode: int | None = None
+        self._exit: asyncio.Future[int] | None = None
+        self._loop = asyncio.get_running_loop()
+        self._pidfd = os.pidfd_open(popen.pid)  # its child, unreaped: never a reused pid
+        self._loop.add_reader(self._pidfd, self._reap)
+
+    def _reap(self) -> None:
+        self._loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # reaped elsewhere
+            code = 255
+        self.returncode = self._popen.returncode = code
+        if self._exit is not None and not self._exit.done():
+            self._exit.set_result(code)
+
+    async def wait(self) -> int:
+        """Its exit code once it has exited (a signal's: minus the signal's number)."""
+        if self.returncode is not None:
+            return self.returncode
+        if self._exit is None:
+            self._exit = self._loop.create_future()
+        return await asyncio.shield(self._exit)
+
+    def kill(self) -> None:
+        """SIGKILL it (nothing once it has exited). Raises ProcessLookupError."""
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
 class _PidfdWatcher(asyncio.AbstractChildWatcher):
     """Python 3.11's default child watcher starts one thread per child process to wait for
     it: one thread per live sandbox (674 threads at 500 sandboxes, issue 19). This one waits
@@ -339,7 +393,7 @@ class SupervisedSandbox:
 
     def __init__(self, config: SandboxConfig):
         self.config = config
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: asyncio.subprocess.Process | PidfdProcess | None = None
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._reader: asyncio.Task[None] | None = None
@@ -356,6 +410,9 @@ class SupervisedSandbox:
         self._channel: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         """The protocol's pipes when they are not the process's stdout and stdin (bwrap:
         :meth:`_open_channel`)."""
+        self._errors: tuple[asyncio.StreamReader, asyncio.BaseTransport] | None = None
+        """The supervisor's stderr when it is a pipe of the harness's own, not the process's
+        (bwrap: :meth:`_read_pipe`), and its transport."""
 
     @property
     def _rx(self) -> asyncio.StreamReader:
@@ -381,30 +438,54 @@ class SupervisedSandbox:
         ``requests``: write end). Both descriptors are theirs from the call on, closed by them
         or here on failure (a cancelled start too), never by the caller."""
         loop = asyncio.get_running_loop()
-        rfile, wfile = os.fdopen(answers, "rb", 0), os.fdopen(requests, "wb", 0)
-        reader = asyncio.StreamReader(limit=1 << 30, loop=loop)
-        rtransport: asyncio.BaseTransport | None = None
+        wfile = os.fdopen(requests, "wb", 0)
         try:
-            rtransport, _ = await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(reader, loop=loop), rfile
-            )
+            reader, rtransport = await SupervisedSandbox._read_pipe(answers, 1 << 30)
+        except BaseException:
+            wfile.close()
+            raise
+        try:
             transport, protocol = await loop.connect_write_pipe(
                 lambda: asyncio.streams.FlowControlMixin(loop=loop), wfile
             )
         except BaseException:
-            if rtransport is not None:
-                rtransport.close()
-            rfile.close()  # idempotent: a transport closing it later finds it closed
-            wfile.close()
+            rtransport.close()
+            wfile.close()  # idempotent: a transport closing it later finds it closed
             raise
         return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+    @staticmethod
+    async def _read_pipe(
+        fd: int, limit: int = 2**16
+    ) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+        """A stream on a pipe's read end ``fd`` (``limit``: its buffer's cap in bytes) and its
+        transport. ``fd`` is theirs from the call on, closed here on failure (a cancelled
+        start too), never by the caller."""
+        loop = asyncio.get_running_loop()
+        rfile = os.fdopen(fd, "rb", 0)
+        reader = asyncio.StreamReader(limit=limit, loop=loop)
+        try:
+            transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader, loop=loop), rfile
+            )
+        except BaseException:
+            rfile.close()  # idempotent: a transport closing it later finds it closed
+            raise
+        return reader, transport
+
+    def _close_errors(self) -> None:
+        """Close :attr:`_errors`' transport (left to the garbage collector after the event
+        loop has closed, a transport prints a traceback)."""
+        if self._errors is not None:
+            with contextlib.suppress(Exception):
+                self._errors[1].close()
 
     @property
     def backend(self) -> str:
         return self.backend_name
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def _launch(self) -> asyncio.subprocess.Process:  # pragma: no cover - abstract
+    async def _launch(self) -> asyncio.subprocess.Process | PidfdProcess:  # pragma: no cover
         raise NotImplementedError
 
     async def _cleanup(self) -> None:
@@ -424,6 +505,9 @@ class SupervisedSandbox:
             line = await asyncio.wait_for(self._rx.readline(), READY_TIMEOUT_S)
         except TimeoutError:
             line = b""
+        except BaseException:  # cancelled: no sandbox left running that no one knows of
+            await self._abort_start()
+            raise
         if not line:
             await self._abort_start()
             raise SandboxError(
@@ -468,6 +552,7 @@ class SupervisedSandbox:
         if self._stderr_task:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._stderr_task, 1)
+        self._close_errors()
         await self._cleanup()
 
     async def _expire(self, seconds: float) -> None:
@@ -497,9 +582,11 @@ class SupervisedSandbox:
         self._stop_free.set()
 
     async def _drain_stderr(self) -> None:
-        assert self._proc is not None and self._proc.stderr is not None
+        assert self._proc is not None
+        stream = self._errors[0] if self._errors is not None else self._proc.stderr
+        assert stream is not None
         while True:
-            chunk = await self._proc.stderr.read(STDERR_CHUNK)
+            chunk = await stream.read(STDERR_CHUNK)
             if not chunk:
                 return
             self._stderr_tail = (self._stderr_tail + chunk)[-4096:]
@@ -613,6 +700,7 @@ class SupervisedSandbox:
             if transport is not None:
                 with contextlib.suppress(Exception):
                     transport.close()
+        self._close_errors()
         await self._cleanup()
 
     async def __aenter__(self) -> SupervisedSandbox:

@@ -427,8 +427,13 @@ class WarmPool:
         with self._alive_lock:
             self._alive.add(entry.id)
             isolate = len(self._alive) >= self.isolate_from and can_isolate()
+        prepared: asyncio.Future[None] | None = None
         try:
-            await asyncio.get_running_loop().run_in_executor(self._threads, self._prepare, entry)
+            prepared = asyncio.get_running_loop().run_in_executor(
+                self._threads, self._prepare, entry
+            )
+            # shielded: cancelled, the thread would go on mounting while release unmounts
+            await asyncio.shield(prepared)
             lim = config.limits
             box = BwrapSandbox(
                 SandboxConfig(
@@ -461,6 +466,8 @@ class WarmPool:
                     raise _PoolClosed
                 await box.start(arm=False)
         except BaseException:
+            if prepared is not None:  # its mounts made (or not) before they are undone
+                await asyncio.wait([prepared])
             await entry.release()
             raise
         if box.host_uid is not None:  # no cgroups: rlimits on a dropped uid, not poolable
