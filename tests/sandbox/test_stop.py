@@ -167,7 +167,8 @@ async def cut(ws: Path, steps: int):
 for steps in range(int(sys.argv[2])):
     box, done = asyncio.run(cut(Path(sys.argv[1]), steps))
     proc = box._proc
-    print("started" if done else "none" if proc is None else "killed" if proc.returncode else "left")
+    left = "none" if proc is None else "killed" if proc.returncode else "left"
+    print("started" if done else left)
     if done:
         break
 """
