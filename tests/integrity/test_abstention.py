@@ -4,6 +4,7 @@ error. Each attack runs a whole trial (real bwrap sandbox, scripted model, real 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -332,19 +333,24 @@ def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):
 """
 
 
-@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"])
+@pytest.mark.parametrize(
+    ("signal_name", "call_timeout_s"), [("SIGKILL", 3), ("SIGSTOP", 3), ("SIGSTOP", 3600)]
+)
 async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_the_agents_zero(
-    attack, make_task, signal_name
+    attack, make_task, signal_name, call_timeout_s
 ):
     # the grader runs the agent's solution.py in the clean room; it kills or stops the
     # supervisor (pid 2, the same uid): the trial ended as a retried infrastructure error, a
-    # free abstention for a wrong answer (found by the red-team review of the forked grader)
+    # free abstention for a wrong answer (found by the red-team review of the forked grader).
+    # Stopped, the grader's kill at its time limit waited out the supervisor's call timeout
+    # (default 120 s; here an hour: the trial must end long before)
     sol = f"import os, signal\nos.kill(2, signal.{signal_name})\n"
-    result, _ = await attack(
-        make_task(RUNS_SOLUTION, grader_timeout_s=5),
-        f"cat > solution.py <<'EOF'\n{sol}EOF",
-        call_timeout_s=3,
-    )
+    async with asyncio.timeout(300):
+        result, _ = await attack(
+            make_task(RUNS_SOLUTION, grader_timeout_s=5),
+            f"cat > solution.py <<'EOF'\n{sol}EOF",
+            call_timeout_s=call_timeout_s,
+        )
     assert_counted_zero(result)
     assert result.error is not None and result.error.phase == "grading"
 
