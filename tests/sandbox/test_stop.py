@@ -151,43 +151,77 @@ async def test_a_start_cancelled_as_bwrap_launches_ends_with_an_orphan_in_the_sa
 
 
 _CUT = """
-import asyncio, faulthandler, sys
+import asyncio, faulthandler, glob, os, sys, tempfile
 faulthandler.enable(all_threads=True)  # SIGABRT: every thread's stack on stderr (a hang's)
 from pathlib import Path
 from clawrig.sandbox import SandboxConfig
 from clawrig.sandbox.bwrap import BwrapSandbox
 
-async def cut(ws: Path, steps: int):
+ws, steps_max, how = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+
+async def cut(steps: int):
     box = BwrapSandbox(SandboxConfig(workspace_dir=ws))
     start = asyncio.get_running_loop().create_task(box.start())
     for _ in range(steps):
         await asyncio.sleep(0)
-    return box, start.done()  # asyncio.run's exit cancels every task left: the start's too
+    if how == "cancel" and not start.done():  # a trial cancelled: the loop goes on
+        start.cancel()
+        await asyncio.wait([start])
+    return box, start.done() and not start.cancelled()
+    # else asyncio.run's exit cancels every task left: the start's too
 
-for steps in range(int(sys.argv[2])):
-    box, done = asyncio.run(cut(Path(sys.argv[1]), steps))
+def pipes():
+    n = 0
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink("/proc/self/fd/" + f).startswith("pipe:")
+        except OSError:  # listdir's own
+            pass
+    return n
+
+def left():  # this process's cgroups and sandbox folders
+    me = os.getpid()
+    return (glob.glob("/sys/fs/cgroup/*/clawrig/clawrig-%d-*" % me)
+            + glob.glob("/sys/fs/cgroup/clawrig/clawrig-%d-*" % me)
+            + glob.glob(os.path.join(tempfile.gettempdir(), "clawrig-sbx-%d-*" % me)))
+
+async def whole():
+    async with BwrapSandbox(SandboxConfig(workspace_dir=ws)):
+        pass
+
+asyncio.run(whole())  # a start makes what a process keeps (the caps helper and its pipes)
+first = pipes()
+for steps in range(steps_max):
+    box, done = asyncio.run(cut(steps))
     proc = box._proc
-    left = "none" if proc is None else "killed" if proc.returncode else "left"
-    print("started" if done else left)
+    state = "none" if proc is None else "killed" if proc.returncode else "left"
+    print("started" if done else state)
     if done:
         break
+print("leftover", len(left()), "pipes", pipes() - first, file=sys.stderr)
 """
 
 
-def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path):
+@pytest.mark.parametrize("how", ["exit", "cancel"])
+def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: str):
     """asyncio.run's exit cancels every task still running: a sandbox's start too, at any
     step (a warm pool left open at a program's end: its refill). With asyncio's subprocesses
     a start cancelled just after bwrap was launched hung that exit for good (cancelled before
     its first step, asyncio's task that connects the process's pipes never ran, and its start
     waited on it: CI once, 120 s; here at the 6th step every time). Now every step's cancel
-    ends, with the sandbox killed once it was launched and none left running."""
+    ends, with the sandbox killed once it was launched and none left running, and nothing
+    of it left: no cgroup, no folder, no pipe (a red-team review found each cut start's
+    cgroups and folder left, and a start cancelled before the launch kept a pipe open).
+    ``cancel``: the start's task is cancelled at each step while the event loop goes on."""
     if bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
+    (tmp_path / "tmp").mkdir()
     r = subprocess.Popen(
-        [sys.executable, "-c", _CUT, str(tmp_path / "ws"), "400"],
+        [sys.executable, "-c", _CUT, str(tmp_path / "ws"), "400", how],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
     )
     try:
         out, err = r.communicate(timeout=120)
@@ -199,3 +233,4 @@ def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path):
     assert r.returncode == 0 and states, err[-2000:]
     assert "left" not in states  # launched, its start cancelled: killed, every time
     assert states[0] == "none" and "killed" in states  # cancelled before and after the launch
+    assert err.split()[-4:] == ["leftover", "0", "pipes", "0"], err[-2000:]

@@ -249,8 +249,8 @@ GRADER_BACKSTOP_S = 86_400.0
 """Seconds the sandbox's own exec timeout runs past a grader's limit when the harness keeps
 that limit (:func:`run_grader` with a ``clock``)."""
 KILLED_ANSWER_S = 10.0
-"""Seconds :func:`_exec_kept` waits for a grader to be killed and its exec to answer (its
-output)."""
+"""Seconds :func:`_exec_kept` waits for a grader to be killed, and then as long for its exec
+to answer (its output)."""
 
 
 async def _exec_kept(
@@ -295,6 +295,7 @@ async def _exec_kept(
     try:
         async with asyncio.timeout(KILLED_ANSWER_S):  # a supervisor the grader stopped: no wait
             await sandbox.kill_all()  # for its call timeout (~2 minutes)
+        async with asyncio.timeout(KILLED_ANSWER_S):
             r = await run
         timed_out = r.model_copy(update={"exit_code": 124, "timed_out": True})
     except Exception:  # noqa: BLE001 - no answer: the timeout without the grader's output

@@ -797,14 +797,17 @@ class BwrapSandbox(SupervisedSandbox):
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         err_r, err_w = os.pipe()
+        ours = [req_r, ans_w, err_w, err_r]
         try:
             self._channel = await self._open_channel(ans_r, req_w)  # owns ans_r and req_w
+            ours.remove(err_r)
             self._errors = await self._read_pipe(err_r)  # owns err_r
         except BaseException:
             if self._channel is not None:
                 self._channel[1].close()
-            for fd in (req_r, ans_w, err_w):
+            for fd in ours:
                 os.close(fd)
+            await self._cleanup()  # cancelled too: its cgroups and folder
             raise
         try:
             argv = self._argv() + ["--proto-fds", f"{req_r},{ans_w}"]

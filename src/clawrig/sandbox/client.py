@@ -550,8 +550,9 @@ class SupervisedSandbox:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._proc.wait(), 10)
         if self._stderr_task:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._stderr_task, 1)
+            # asyncio.wait, not wait_for: the stderr task cancelled as well (asyncio.run's
+            # exit cancels every task) must not skip the clean-up below (cgroups, folders)
+            await asyncio.wait([self._stderr_task], timeout=1)
         self._close_errors()
         await self._cleanup()
 

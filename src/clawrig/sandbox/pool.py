@@ -466,15 +466,26 @@ class WarmPool:
                     raise _PoolClosed
                 await box.start(arm=False)
         except BaseException:
-            if prepared is not None:  # its mounts made (or not) before they are undone
-                await asyncio.wait([prepared])
-            await entry.release()
+            # its mounts made (or not) before they are undone; in a task close() waits for, so
+            # a second cancel does not leave them (it would cut the wait, the release skipped)
+            undo = asyncio.ensure_future(self._undo(entry, prepared))
+            self._retiring.add(undo)
+            undo.add_done_callback(self._retiring.discard)
+            await asyncio.shield(undo)
             raise
         if box.host_uid is not None:  # no cgroups: rlimits on a dropped uid, not poolable
             self._unpoolable.add(key)
             await entry.release()
             return None
         return entry
+
+    @staticmethod
+    async def _undo(entry: PoolEntry, prepared: asyncio.Future[None] | None) -> None:
+        """Release ``entry`` of a start that failed or was cancelled, once its disk and slots'
+        thread (``prepared``) has ended. Never raises."""
+        if prepared is not None:
+            await asyncio.wait([prepared])
+        await entry.release()
 
     def _entries_root(self) -> Path:
         """The pool's root (made on first use: module docs). Raises OSError."""
