@@ -111,7 +111,7 @@ async def test_a_start_cancelled_as_bwrap_launches_ends_with_an_orphan_in_the_sa
     cgroup) is killed and the start ends."""
     import asyncio
 
-    from clawrig.sandbox import bwrap
+    from clawrig.sandbox import client
 
     if bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
@@ -119,7 +119,7 @@ async def test_a_start_cancelled_as_bwrap_launches_ends_with_an_orphan_in_the_sa
         SandboxConfig(workspace_dir=tmp_path / "ws", limits=Limits(memory_bytes=1 << 30))
     )
     orphans: list[subprocess.Popen[bytes]] = []
-    launched = bwrap.PidfdProcess
+    launched = client.PidfdProcess
 
     def launched_then_cancelled(popen):  # type: ignore[no-untyped-def]
         proc = launched(popen)  # bwrap is running now
@@ -132,7 +132,7 @@ async def test_a_start_cancelled_as_bwrap_launches_ends_with_an_orphan_in_the_sa
         start.cancel()  # the trial's task: Ctrl-C now
         return proc
 
-    monkeypatch.setattr(bwrap, "PidfdProcess", launched_then_cancelled)
+    monkeypatch.setattr(client, "PidfdProcess", launched_then_cancelled)
     start = asyncio.ensure_future(sb.start())
     try:
         done, _ = await asyncio.wait([start], timeout=60)
@@ -151,16 +151,18 @@ async def test_a_start_cancelled_as_bwrap_launches_ends_with_an_orphan_in_the_sa
 
 
 _CUT = """
-import asyncio, faulthandler, glob, os, sys, tempfile
+import asyncio, faulthandler, glob, os, sys, tempfile, warnings
 faulthandler.enable(all_threads=True)  # SIGABRT: every thread's stack on stderr (a hang's)
+warnings.simplefilter("ignore")  # the local backend's "no isolation"
 from pathlib import Path
 from clawrig.sandbox import SandboxConfig
-from clawrig.sandbox.bwrap import BwrapSandbox
+from clawrig.sandbox.kinds import sandbox_class
 
 ws, steps_max, how = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+Box = sandbox_class(sys.argv[4])
 
 async def cut(steps: int):
-    box = BwrapSandbox(SandboxConfig(workspace_dir=ws))
+    box = Box(SandboxConfig(workspace_dir=ws))
     start = asyncio.get_running_loop().create_task(box.start())
     for _ in range(steps):
         await asyncio.sleep(0)
@@ -186,7 +188,7 @@ def left():  # this process's cgroups and sandbox folders
             + glob.glob(os.path.join(tempfile.gettempdir(), "clawrig-sbx-%d-*" % me)))
 
 async def whole():
-    async with BwrapSandbox(SandboxConfig(workspace_dir=ws)):
+    async with Box(SandboxConfig(workspace_dir=ws)):
         pass
 
 asyncio.run(whole())  # a start makes what a process keeps (the caps helper and its pipes)
@@ -202,8 +204,9 @@ print("leftover", len(left()), "pipes", pipes() - first, file=sys.stderr)
 """
 
 
+@pytest.mark.parametrize("kind", ["bwrap"])
 @pytest.mark.parametrize("how", ["exit", "cancel"])
-def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: str):
+def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: str, kind: str):
     """asyncio.run's exit cancels every task still running: a sandbox's start too, at any
     step (a warm pool left open at a program's end: its refill). With asyncio's subprocesses
     a start cancelled just after bwrap was launched hung that exit for good (cancelled before
@@ -212,12 +215,14 @@ def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: 
     ends, with the sandbox killed once it was launched and none left running, and nothing
     of it left: no cgroup, no folder, no pipe (a red-team review found each cut start's
     cgroups and folder left, and a start cancelled before the launch kept a pipe open).
-    ``cancel``: the start's task is cancelled at each step while the event loop goes on."""
-    if bwrap_path() is None:
+    ``cancel``: the start's task is cancelled at each step while the event loop goes on.
+    (Not the local backend yet: a start cancelled while it takes the machine's local-sandbox
+    lock in a thread leaves the lock held, and the next start waits for it.)"""
+    if kind == "bwrap" and bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
     (tmp_path / "tmp").mkdir()
     r = subprocess.Popen(
-        [sys.executable, "-c", _CUT, str(tmp_path / "ws"), "400", how],
+        [sys.executable, "-c", _CUT, str(tmp_path / "ws"), "400", how, kind],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -788,74 +788,40 @@ class BwrapSandbox(SupervisedSandbox):
             except BaseException:
                 await self._cleanup()
                 raise
+        # Arguments go through a pipe (--args FD), so the sandbox's init process shows
+        # "bwrap --args 3" in /proc and no host path leaks into the sandbox.
+        argv = self._argv()
+        cmd_at = argv.index("--chdir") + 2
+        payload = b"".join(x.encode() + b"\0" for x in argv[1:cmd_at])
+        if len(payload) >= 65536:
+            await self._cleanup()
+            raise SandboxError("bwrap argument list too long")
         # The protocol's pipes are extra descriptors, not bwrap's stdio: bwrap's init process
         # (pid 1 inside, dumpable) keeps its stdio and closes the rest, so the agent could
         # open /proc/1/fd/1 and write into the harness's answers (a line of gigabytes, forged
         # answers) or read its requests from /proc/1/fd/0. The supervisor moves them to 0/1.
-        # bwrap's stderr is a pipe of the harness's own too (PidfdProcess: no asyncio pipes,
-        # whose wait for the process also waited for bwrap's init to close them)
-        req_r, req_w = os.pipe()
-        ans_r, ans_w = os.pipe()
-        err_r, err_w = os.pipe()
-        ours = [req_r, ans_w, err_w, err_r]
-        try:
-            self._channel = await self._open_channel(ans_r, req_w)  # owns ans_r and req_w
-            ours.remove(err_r)
-            self._errors = await self._read_pipe(err_r)  # owns err_r
-        except BaseException:
-            if self._channel is not None:
-                self._channel[1].close()
-            for fd in ours:
-                os.close(fd)
-            await self._cleanup()  # cancelled too: its cgroups and folder
-            raise
-        try:
-            argv = self._argv() + ["--proto-fds", f"{req_r},{ans_w}"]
-            # Arguments go through a pipe (--args FD), so the sandbox's init process shows
-            # "bwrap --args 3" in /proc and no host path leaks into the sandbox.
-            rfd, wfd = os.pipe()
-            cmd_at = argv.index("--chdir") + 2
-            payload = b"".join(x.encode() + b"\0" for x in argv[1:cmd_at])
-            if len(payload) >= 65536:
-                os.close(rfd)
-                os.close(wfd)
-                raise SandboxError("bwrap argument list too long")
-            os.write(wfd, payload)
-            os.close(wfd)
-            # no await from here to the process's being known (PidfdProcess: a start cut
-            # half-way by a cancellation could leave a bwrap the harness never got to know)
-            try:
-                popen = subprocess.Popen(
-                    [*launcher, argv[0], "--args", str(rfd), *argv[cmd_at:]],
-                    pass_fds=(rfd, req_r, ans_w, *launch_fds),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=err_w,
-                    preexec_fn=None if launcher else preexec,
-                    env={"PATH": DEFAULT_PATH},
-                    cwd="/",
-                    # not in the harness's process group: a terminal's Ctrl-C (which signals
-                    # that whole group) reaches the harness only, which stops its sandboxes
-                    # itself. Else bwrap died of it too, and one starting then left its init
-                    # process (--die-with-parent not set yet) holding the sandbox's pipes: the
-                    # job waited out its grace time, no summary (tests/sandbox/test_stop.py)
-                    start_new_session=True,
-                )
-                try:
-                    return PidfdProcess(popen)
-                except BaseException:
-                    popen.kill()
-                    popen.wait()
-                    raise
-            finally:
-                os.close(rfd)
-                for fd in (req_r, ans_w, err_w):  # the sandbox's ends: held by it alone now
-                    os.close(fd)
-        except BaseException:
-            self._channel[1].close()
-            self._close_errors()
-            await self._cleanup()
-            raise
+        req_r, ans_w, err_w = await self._open_pipes()
+        rfd, wfd = os.pipe()
+        os.write(wfd, payload)
+        os.close(wfd)
+        return await self._spawn(
+            [*launcher, argv[0], "--args", str(rfd), *argv[cmd_at:]]
+            + ["--proto-fds", f"{req_r},{ans_w}"],
+            (rfd, req_r, ans_w, err_w),
+            pass_fds=(rfd, req_r, ans_w, *launch_fds),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err_w,
+            preexec_fn=None if launcher else preexec,
+            env={"PATH": DEFAULT_PATH},
+            cwd="/",
+            # not in the harness's process group: a terminal's Ctrl-C (which signals that whole
+            # group) reaches the harness only, which stops its sandboxes itself. Else bwrap died
+            # of it too, and one starting then left its init process (--die-with-parent not set
+            # yet) holding the sandbox's pipes: the job waited out its grace time, no summary
+            # (tests/sandbox/test_stop.py)
+            start_new_session=True,
+        )
 
     def _overlay_wanted(self) -> bool:
         """True when the root is an overlay: a root file system with a writable system or

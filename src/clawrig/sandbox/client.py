@@ -473,6 +473,55 @@ class SupervisedSandbox:
             raise
         return reader, transport
 
+    async def _open_pipes(self) -> tuple[int, int, int]:
+        """Open the protocol's two pipes (:attr:`_channel`) and a stderr pipe of the harness's
+        own (:attr:`_errors`: no asyncio pipes, see :class:`PidfdProcess`); returns the
+        process's ends for :meth:`_spawn`: (requests' read end, answers' write end, stderr's
+        write end). On failure (a cancel too) every descriptor is closed and :meth:`_cleanup`
+        has run before the error is raised."""
+        req_r, req_w = os.pipe()
+        ans_r, ans_w = os.pipe()
+        err_r, err_w = os.pipe()
+        ours = [req_r, ans_w, err_w, err_r]
+        try:
+            self._channel = await self._open_channel(ans_r, req_w)  # owns ans_r and req_w
+            ours.remove(err_r)
+            self._errors = await self._read_pipe(err_r)  # owns err_r
+        except BaseException:
+            if self._channel is not None:
+                self._channel[1].close()
+            for fd in ours:
+                os.close(fd)
+            await self._cleanup()
+            raise
+        return req_r, ans_w, err_w
+
+    async def _spawn(self, argv: list[str], ends: tuple[int, ...], **popen: Any) -> PidfdProcess:
+        """Start the supervisor's process (``argv``; ``popen``: :class:`subprocess.Popen`'s
+        keyword arguments) with no await until it is known (:class:`PidfdProcess`: a cancel
+        cannot cut the start half-way); ``ends`` (:meth:`_open_pipes`' and any other of the
+        process's descriptors) are closed here, the process's alone from then on. On failure
+        the pipes are closed and :meth:`_cleanup` has run before the error is raised (OSError:
+        the program could not run)."""
+        assert self._channel is not None
+        try:
+            try:
+                process = subprocess.Popen(argv, **popen)
+                try:
+                    return PidfdProcess(process)
+                except BaseException:
+                    process.kill()
+                    process.wait()
+                    raise
+            finally:
+                for fd in ends:
+                    os.close(fd)
+        except BaseException:
+            self._channel[1].close()
+            self._close_errors()
+            await self._cleanup()
+            raise
+
     def _close_errors(self) -> None:
         """Close :attr:`_errors`' transport (left to the garbage collector after the event
         loop has closed, a transport prints a traceback)."""

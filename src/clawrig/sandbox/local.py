@@ -29,6 +29,7 @@ from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import (
     SUPERVISOR_PATH,
+    PidfdProcess,
     SupervisedSandbox,
     supervisor_argv,
     supervisor_pyc,
@@ -96,7 +97,7 @@ class LocalSandbox(SupervisedSandbox):
         except OSError:
             self._linked = False
 
-    async def _launch(self) -> asyncio.subprocess.Process:
+    async def _launch(self) -> PidfdProcess:
         self.base_dir = owned_tempdir("local")
         home = Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
         (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
@@ -125,15 +126,16 @@ class LocalSandbox(SupervisedSandbox):
         argv.append("--local")
         for src, dst in ((PATHS.workspace, ws), (PATHS.home, home)):
             argv += ["--root-map", f"{src}={dst}"]
-        return await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        req_r, ans_w, err_w = await self._open_pipes()
+        return await self._spawn(
+            argv,
+            (req_r, ans_w, err_w),
+            stdin=req_r,
+            stdout=ans_w,
+            stderr=err_w,
             env=env,
             cwd=str(ws),
             preexec_fn=preexec,
-            limit=1 << 30,
             start_new_session=True,
         )
 
