@@ -790,20 +790,27 @@ class BwrapSandbox(SupervisedSandbox):
                 raise
         # Arguments go through a pipe (--args FD), so the sandbox's init process shows
         # "bwrap --args 3" in /proc and no host path leaks into the sandbox.
-        argv = self._argv()
-        cmd_at = argv.index("--chdir") + 2
-        payload = b"".join(x.encode() + b"\0" for x in argv[1:cmd_at])
-        if len(payload) >= 65536:
+        try:
+            argv = self._argv()
+            cmd_at = argv.index("--chdir") + 2
+            payload = b"".join(x.encode() + b"\0" for x in argv[1:cmd_at])
+            if len(payload) >= 65536:
+                raise SandboxError("bwrap argument list too long")
+            rfd, wfd = os.pipe()
+            os.write(wfd, payload)  # < 64 KiB: a pipe's buffer holds it
+            os.close(wfd)
+        except BaseException:
             await self._cleanup()
-            raise SandboxError("bwrap argument list too long")
+            raise
         # The protocol's pipes are extra descriptors, not bwrap's stdio: bwrap's init process
         # (pid 1 inside, dumpable) keeps its stdio and closes the rest, so the agent could
         # open /proc/1/fd/1 and write into the harness's answers (a line of gigabytes, forged
         # answers) or read its requests from /proc/1/fd/0. The supervisor moves them to 0/1.
-        req_r, ans_w, err_w = await self._open_pipes()
-        rfd, wfd = os.pipe()
-        os.write(wfd, payload)
-        os.close(wfd)
+        try:
+            req_r, ans_w, err_w = await self._open_pipes()
+        except BaseException:
+            os.close(rfd)
+            raise
         return await self._spawn(
             [*launcher, argv[0], "--args", str(rfd), *argv[cmd_at:]]
             + ["--proto-fds", f"{req_r},{ans_w}"],
