@@ -197,7 +197,7 @@ class PidfdProcess:
     """A child process started with :class:`subprocess.Popen` (no pipes of asyncio's) whose
     exit the running event loop learns from a pid file descriptor (Linux 5.3+): the part of
     :class:`asyncio.subprocess.Process` a sandbox uses (``pid``, ``returncode``, ``wait()``,
-    ``kill()``; ``stdin``, ``stdout`` and ``stderr`` are None).
+    ``kill()``; ``stderr`` is None: :meth:`SupervisedSandbox._open_pipes` makes its own).
 
     Why not asyncio's: its start awaits a helper task that connects the process's pipes, and
     waits for the process by way of that task. asyncio.run's exit cancels every task, that
@@ -206,8 +206,6 @@ class PidfdProcess:
     refill's start hung the exit, CPython 3.11). Made with no await, this start cannot be
     cut half-way."""
 
-    stdin = None
-    stdout = None
     stderr = None
 
     def __init__(self, popen: subprocess.Popen[bytes]):
@@ -408,27 +406,23 @@ class SupervisedSandbox:
         self._stop_free.set()
         self._write_lock = asyncio.Lock()
         self._channel: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-        """The protocol's pipes when they are not the process's stdout and stdin (bwrap:
-        :meth:`_open_channel`)."""
+        """The protocol's streams (answers, requests), set by the backend's launch: pipes of
+        the harness's own (:meth:`_open_pipes`) or docker's socket."""
         self._errors: tuple[asyncio.StreamReader, asyncio.BaseTransport] | None = None
-        """The supervisor's stderr when it is a pipe of the harness's own, not the process's
-        (bwrap: :meth:`_read_pipe`), and its transport."""
+        """The supervisor's stderr when it is a pipe of the harness's own (:meth:`_open_pipes`;
+        else docker's process's), and its transport."""
 
     @property
     def _rx(self) -> asyncio.StreamReader:
         """Where the supervisor's answers come from."""
-        if self._channel is not None:
-            return self._channel[0]
-        assert self._proc is not None and self._proc.stdout is not None
-        return self._proc.stdout
+        assert self._channel is not None
+        return self._channel[0]
 
     @property
     def _tx(self) -> asyncio.StreamWriter:
         """Where requests to the supervisor go."""
-        if self._channel is not None:
-            return self._channel[1]
-        assert self._proc is not None and self._proc.stdin is not None
-        return self._proc.stdin
+        assert self._channel is not None
+        return self._channel[1]
 
     @staticmethod
     async def _open_channel(
@@ -738,11 +732,8 @@ class SupervisedSandbox:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(task, 2)
         if proc is not None:
-            # close our end of its stdin and the transport now: left to the garbage collector
-            # after the event loop has closed, a subprocess transport prints a traceback
-            with contextlib.suppress(Exception):
-                if proc.stdin is not None:
-                    proc.stdin.close()
+            # close our end of the requests and the transport now: left to the garbage
+            # collector after the event loop has closed, a transport prints a traceback
             if self._channel is not None:
                 with contextlib.suppress(Exception):
                     self._channel[1].close()
