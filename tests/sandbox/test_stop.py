@@ -181,11 +181,23 @@ def pipes():
             pass
     return n
 
-def left():  # this process's cgroups and sandbox folders
-    me = os.getpid()
-    return (glob.glob("/sys/fs/cgroup/*/clawrig/clawrig-%d-*" % me)
-            + glob.glob("/sys/fs/cgroup/clawrig/clawrig-%d-*" % me)
-            + glob.glob(os.path.join(tempfile.gettempdir(), "clawrig-sbx-%d-*" % me)))
+def left():  # this process's cgroups, sandbox folders, local workspace link, held lock
+    me, tmp = os.getpid(), tempfile.gettempdir()
+    found = (glob.glob("/sys/fs/cgroup/*/clawrig/clawrig-%d-*" % me)
+             + glob.glob("/sys/fs/cgroup/clawrig/clawrig-%d-*" % me)
+             + glob.glob(os.path.join(tmp, "clawrig-sbx-%d-*" % me))
+             + glob.glob(os.path.join(tmp, "clawrig-local-%d-*" % me)))
+    if os.path.islink("/tmp_workspace") and os.readlink("/tmp_workspace") == str(ws.resolve()):
+        found.append("/tmp_workspace")
+    if os.path.exists(os.path.join(tmp, "clawrig-local-sandbox.lock")):
+        import fcntl
+        fd = os.open(os.path.join(tmp, "clawrig-local-sandbox.lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            found.append("the local-sandbox lock")
+        os.close(fd)
+    return found
 
 async def whole():
     async with Box(SandboxConfig(workspace_dir=ws)):
@@ -200,11 +212,12 @@ for steps in range(steps_max):
     print("started" if done else state)
     if done:
         break
+print("left:", left(), file=sys.stderr)
 print("leftover", len(left()), "pipes", pipes() - first, file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("kind", ["bwrap"])
+@pytest.mark.parametrize("kind", ["bwrap", "local"])
 @pytest.mark.parametrize("how", ["exit", "cancel"])
 def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: str, kind: str):
     """asyncio.run's exit cancels every task still running: a sandbox's start too, at any
@@ -216,8 +229,9 @@ def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: 
     of it left: no cgroup, no folder, no pipe (a red-team review found each cut start's
     cgroups and folder left, and a start cancelled before the launch kept a pipe open).
     ``cancel``: the start's task is cancelled at each step while the event loop goes on.
-    (Not the local backend yet: a start cancelled while it takes the machine's local-sandbox
-    lock in a thread leaves the lock held, and the next start waits for it.)"""
+    The local backend too: a start cancelled while it took the machine's local-sandbox lock
+    in a thread left the lock held (and the workspace's link), and the next local start
+    waited LOCK_WAIT_S for it."""
     if kind == "bwrap" and bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
     (tmp_path / "tmp").mkdir()

@@ -20,6 +20,7 @@ import os
 import resource
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -68,10 +69,17 @@ class LocalSandbox(SupervisedSandbox):
         self.base_dir: Path | None = None
         self._lock_fd: int | None = None
         self._linked = False
+        self._start_cut = threading.Event()
+        """Set when the start is cancelled while :meth:`_link_workspace` runs in its thread."""
+        self._linking = threading.Lock()
         if warn:
             warnings.warn(WARNING, stacklevel=2)
 
     def _link_workspace(self, ws: Path) -> None:
+        """Take the machine's local-sandbox lock (waiting up to :data:`LOCK_WAIT_S`) and link
+        the workspace's in-sandbox path to ``ws``; runs in a thread. Gives up, lock not kept,
+        once :attr:`_start_cut` is set (the start was cancelled). Raises SandboxError when the
+        lock stays held."""
         fd = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o600)
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
@@ -79,34 +87,52 @@ class LocalSandbox(SupervisedSandbox):
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except OSError:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or self._start_cut.is_set():
                     os.close(fd)
+                    if self._start_cut.is_set():
+                        return
                     raise SandboxError(
                         f"another local sandbox has run on this machine for over {LOCK_WAIT_S:g}"
                         " s: local trials run one at a time"
                     ) from None
-                time.sleep(0.05)
-        self._lock_fd = fd
-        target = Path(PATHS.workspace)
-        try:
-            if target.is_symlink():
-                target.unlink()
-            if not target.exists():
-                target.symlink_to(ws)
-                self._linked = True
-        except OSError:
-            self._linked = False
+                self._start_cut.wait(0.05)
+        with self._linking:  # a cut start sees both done (its clean-up undoes them) or neither
+            if self._start_cut.is_set():
+                os.close(fd)
+                return
+            self._lock_fd = fd
+            target = Path(PATHS.workspace)
+            try:
+                if target.is_symlink():
+                    target.unlink()
+                if not target.exists():
+                    target.symlink_to(ws)
+                    self._linked = True
+            except OSError:
+                self._linked = False
 
     async def _launch(self) -> PidfdProcess:
         self.base_dir = owned_tempdir("local")
         home = Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
-        (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
-        (home / "skills").mkdir(parents=True, exist_ok=True)
-        (self.base_dir / "run").mkdir()
-        (self.base_dir / "tmp").mkdir()
         ws = Path(self.config.workspace_dir).resolve()
-        ws.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(self._link_workspace, ws)
+        try:
+            (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
+            (home / "skills").mkdir(parents=True, exist_ok=True)
+            (self.base_dir / "run").mkdir()
+            (self.base_dir / "tmp").mkdir()
+            ws.mkdir(parents=True, exist_ok=True)
+            linking = asyncio.get_running_loop().run_in_executor(None, self._link_workspace, ws)
+            try:
+                await asyncio.shield(linking)
+            except asyncio.CancelledError:
+                # the thread goes on: it must not keep the lock (nor link) after the start's
+                # clean-up, or the next local start on this machine waits LOCK_WAIT_S for it
+                with self._linking:
+                    self._start_cut.set()
+                raise
+        except BaseException:  # cancelled too: the folder, the lock and the link undone
+            await self._cleanup()
+            raise
         lim = self.config.limits
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
