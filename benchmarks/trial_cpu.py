@@ -22,7 +22,8 @@ a bytecode cache of the run's own (``PYTHONPYCACHEPREFIX``, filled by an unmeasu
 trials), so the harness's CPU is not its source compiled anew.
 
 Needs ``perf`` (Debian: linux-perf) and root (as ``clawrig run`` needs for its warm pool).
-Usage: python benchmarks/trial_cpu.py [--trials 30] [-p 1] [--freq 2999] [--own-mounts]
+Usage: python benchmarks/trial_cpu.py [--trials 30] [-p 1] [--freq 2999] [--model-delay 0]
+       [--own-mounts]
        [--keep-perf PATH]
 """
 
@@ -156,6 +157,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("-p", "--parallel", type=int, default=1)
     ap.add_argument("--freq", type=int, default=2999, help="perf samples per second")
+    ap.add_argument("--model-delay", type=float, default=0.0, help="seconds per model call")
     ap.add_argument(
         "--own-mounts",
         action="store_true",
@@ -174,7 +176,7 @@ def main() -> None:
         exe = shutil.which("clawrig") or str(Path(sys.executable).with_name("clawrig"))
         data = base / "perf.data"
         load0 = os.getloadavg()[0]
-        with ModelServer(0.0) as srv:
+        with ModelServer(args.model_delay) as srv:
             env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
             if env.pop("PYTHONDONTWRITEBYTECODE", None):
                 # as installed, from .pyc files (throughput.py's module docs): a cache of the
