@@ -72,3 +72,87 @@ def test_a_killed_harness_leaves_no_container(docker_image):
             harness.wait()
         for cid in _containers(harness.pid):
             subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+
+
+CUT = textwrap.dedent(
+    """
+    import asyncio, faulthandler, glob, os, sys, tempfile
+    faulthandler.enable(all_threads=True)  # SIGABRT: every thread's stack on stderr (a hang's)
+    from pathlib import Path
+    from clawrig.sandbox import SandboxConfig, create_sandbox
+
+    ws, image, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+    async def cut(steps, delay):
+        box = create_sandbox("docker", SandboxConfig(workspace_dir=ws, image=image))
+        start = asyncio.get_running_loop().create_task(box.start())
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        await asyncio.sleep(delay)
+        if how == "cancel" and not start.done():  # a trial cancelled: the loop goes on
+            start.cancel()
+            await asyncio.wait([start])
+        done = start.done() and not start.cancelled() and start.exception() is None
+        if done:
+            await box.stop()
+        return done
+        # else asyncio.run's exit cancels every task left: the start's too
+
+    def pipes():
+        return sum(os.readlink("/proc/self/fd/" + f).startswith("pipe:")
+                   for f in os.listdir("/proc/self/fd") if os.path.exists("/proc/self/fd/" + f))
+
+    first = pipes()
+    cuts = [(steps, 0.0) for steps in range(40)] + [(0, 0.02 * k) for k in range(1, 150)]
+    for steps, delay in cuts:
+        done = asyncio.run(cut(steps, delay))
+        print("started" if done else "cut", flush=True)
+        if done and delay:
+            break
+    me = os.getpid()
+    left = glob.glob(os.path.join(tempfile.gettempdir(), "clawrig-docker-%d-*" % me))
+    print("leftover", len(left), "pipes", pipes() - first, file=sys.stderr)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["exit", "cancel"])
+def test_a_program_that_ends_while_its_container_starts_ends_and_leaves_none(
+    docker_image, tmp_path, how
+):
+    """A docker sandbox's start cut at each step and every 20 ms until one starts: by
+    asyncio.run's exit (a program ending, ``exit``) or a cancel while the loop goes on
+    (``cancel``). With asyncio's subprocesses for the docker client the exit hung for good at
+    the first step (CPython 3.11: see clawrig.sandbox.client.PidfdProcess), and a start
+    cancelled while the container came up left it running and its folder. Now each ends with
+    no container of the program's, no sandbox folder and no pipe left."""
+    (tmp_path / "tmp").mkdir()
+    program = subprocess.Popen(
+        [sys.executable, "-c", CUT, str(tmp_path / "ws"), docker_image, how],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
+    )
+    try:
+        try:
+            out, err = program.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            program.send_signal(signal.SIGABRT)
+            out, err = program.communicate()
+            raise AssertionError(f"the program did not end; its threads:\n{err[-6000:]}") from None
+        states = out.split()
+        assert program.returncode == 0 and states, err[-2000:]
+        assert states.count("cut") >= 40 and states[-1] == "started"  # every cut, then a start
+        assert err.split()[-4:] == ["leftover", "0", "pipes", "0"], err[-2000:]
+        for _ in range(40):  # a container the engine made after its client was killed ends
+            if not _containers(program.pid):  # (its supervisor finds no socket to reach)
+                break
+            time.sleep(0.5)
+        assert _containers(program.pid) == []
+    finally:
+        if program.poll() is None:
+            program.kill()
+            program.wait()
+        for cid in _containers(program.pid):
+            subprocess.run(["docker", "rm", "-f", cid], capture_output=True)

@@ -496,8 +496,8 @@ class SupervisedSandbox:
         cannot cut the start half-way); ``ends`` (:meth:`_open_pipes`' and any other of the
         process's descriptors) are closed here, the process's alone from then on. On failure
         the pipes are closed and :meth:`_cleanup` has run before the error is raised (OSError:
-        the program could not run)."""
-        assert self._channel is not None
+        the program could not run). The docker backend's channel comes later (a socket its
+        supervisor connects to), so :attr:`_channel` may still be None here."""
         try:
             try:
                 process = subprocess.Popen(argv, **popen)
@@ -511,7 +511,8 @@ class SupervisedSandbox:
                 for fd in ends:
                     os.close(fd)
         except BaseException:
-            self._channel[1].close()
+            if self._channel is not None:
+                self._channel[1].close()
             self._close_errors()
             await self._cleanup()
             raise

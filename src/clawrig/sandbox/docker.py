@@ -6,8 +6,15 @@ by :mod:`clawrig.env`); without one, the ``base`` environment's image when it is
 
 The container's main process is the supervisor itself, behind Docker's init (``--init``), so it
 sits at pid 2 exactly as under bubblewrap and ``kill_all`` keeps the container alive. The
-channel is the container's stdin/stdout (``docker run -i``); the container is removed on stop
-(``--rm``, and ``docker rm -f`` by name, since killing the client leaves a container running).
+channel is a unix socket the supervisor connects to at its start (bound in from the harness,
+removed once taken); the container is removed on stop (``--rm``, and ``docker rm -f`` by name,
+since killing the client leaves a container running).
+
+The docker client runs without asyncio's subprocess machinery (as bwrap, see
+:class:`clawrig.sandbox.client.PidfdProcess`): ``docker run`` under ``subprocess.Popen``, its
+short commands (``version``, ``image inspect``, ``rm -f``, ``commit``) to their end in a
+thread. A program that ended while a container started hung in asyncio's (CPython 3.11), and
+a start cancelled half-way left its container running and its folder.
 
 Inside: /tmp_workspace bound read-write, /root the image's with the harness's folders
 (/root/.openclaw, /root/skills) bound in, no network (``--network none``;
@@ -27,6 +34,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import subprocess
 from pathlib import Path
 
 from clawrig.errors import SandboxError
@@ -36,6 +44,7 @@ from clawrig.sandbox.bwrap import DEFAULT_PATH
 from clawrig.sandbox.client import (
     READY_TIMEOUT_S,
     SUPERVISOR_PATH,
+    PidfdProcess,
     SupervisedSandbox,
     supervisor_argv,
     supervisor_pyc,
@@ -43,10 +52,32 @@ from clawrig.sandbox.client import (
 from clawrig.sandbox.paths import PATHS
 
 HARNESS_LABEL = "clawrig.harness"
+"""Container label holding the pid of the harness that started it."""
 PROTO_DIR = "/run/clawrig-proto"
 """Where the folder of the harness's protocol socket is bound in a container."""
-"""Container label holding the pid of the harness that started it."""
+CLIENT_TIMEOUT_S = 120.0
+"""Seconds a short docker command (:func:`docker_command`) may take before it is killed."""
 CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
+
+
+async def docker_command(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """``docker ARGS...`` run to its end in a thread (module docs), output captured. Raises
+    SandboxError when the client is missing or takes over :data:`CLIENT_TIMEOUT_S`."""
+    docker = shutil.which("docker")
+    if docker is None:
+        raise SandboxError("the docker sandbox needs the docker client and a Docker engine")
+    try:
+        return await asyncio.to_thread(
+            subprocess.run,
+            [docker, *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=CLIENT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise SandboxError(
+            f"docker {args[0]} took over {CLIENT_TIMEOUT_S:g} s (is the Docker engine stuck?)"
+        ) from None
 
 
 def default_image() -> str:
@@ -69,6 +100,8 @@ class DockerSandbox(SupervisedSandbox):
         self.base_dir: Path | None = None
         self._proto_dir: Path | None = None
         """The protocol socket's own folder when ``base_dir/proto/s`` is too long a path."""
+        self._removed = False
+        """``docker rm -f`` has run for the container (:meth:`_cleanup`)."""
 
     @property
     def limits_enforced(self) -> dict[str, str]:
@@ -84,26 +117,27 @@ class DockerSandbox(SupervisedSandbox):
             "uid": "root in a container (the host's user namespace)",
         }
 
-    async def _launch(self) -> asyncio.subprocess.Process:
-        docker = shutil.which("docker")
-        if docker is None:
-            raise SandboxError("the docker sandbox needs the docker client and a Docker engine")
-        probe = await asyncio.create_subprocess_exec(
-            docker,
-            "version",
-            "--format",
-            "{{.Server.Version}}",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await probe.communicate()
+    async def _launch(self) -> PidfdProcess:
+        probe = await docker_command("version", "--format", "{{.Server.Version}}")
         if probe.returncode != 0:
-            msg = err.decode(errors="replace").strip().splitlines()
+            msg = probe.stderr.decode(errors="replace").strip().splitlines()
             raise SandboxError(
                 f"no Docker engine answers: {msg[-1] if msg else 'docker version failed'}"
             )
-        cfg = self.config
         self.base_dir = owned_tempdir("docker")
+        try:
+            return await self._run_container()
+        except BaseException:  # cancelled too: no container, folder or pipe of it left
+            self._close_errors()
+            await self._cleanup()
+            raise
+
+    async def _run_container(self) -> PidfdProcess:
+        """:meth:`_launch` once the engine answers and the sandbox's folder is made: the
+        container started and its supervisor connected (:attr:`_channel`). Raises
+        SandboxError; the caller cleans up."""
+        cfg = self.config
+        assert self.base_dir is not None
         home = Path(cfg.home_dir) if cfg.home_dir else self.base_dir / "home"
         (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
         (home / "skills").mkdir(parents=True, exist_ok=True)
@@ -111,19 +145,12 @@ class DockerSandbox(SupervisedSandbox):
         ws.mkdir(parents=True, exist_ok=True)
         lim = cfg.limits
         image = cfg.image or default_image()
-        inspect = await asyncio.create_subprocess_exec(
-            docker,
-            "image",
-            "inspect",
-            image,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        if await inspect.wait() != 0:
+        if (await docker_command("image", "inspect", image)).returncode != 0:
             raise SandboxError(
                 f"no local Docker image {image}: build one (clawrig env build base|wildclaw|"
                 "FILE) or name a local image with --image"
             )
+        docker = shutil.which("docker") or "docker"
         argv = [docker, "run", "-i", "--rm", "--init", "--pull", "never", "--name", self.name]
         argv += ["--label", f"{HARNESS_LABEL}={os.getpid()}"]  # whose container (leftover checks)
         argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
@@ -184,26 +211,38 @@ class DockerSandbox(SupervisedSandbox):
         argv += [image, "env", "-i", *(f"{k}={v}" for k, v in env.items())]
         argv += supervisor_argv("python3", source, f"{source}c" if pyc else None)
         argv += ["--proto-socket", f"{PROTO_DIR}/s"]
+        err_r, err_w = os.pipe()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
+            self._errors = await self._read_pipe(err_r)  # owns err_r
+        except BaseException:
+            os.close(err_w)
+            server.close()
+            raise
+        try:
+            proc = await self._spawn(
+                argv,
+                (err_w,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err_w,
+                start_new_session=True,  # a terminal's Ctrl-C reaches the harness only
             )
-            exited: asyncio.Future[object] = asyncio.ensure_future(proc.wait())
-            waited: set[asyncio.Future[object]] = {accepted, exited}  # type: ignore[arg-type]
-            await asyncio.wait(waited, timeout=READY_TIMEOUT_S, return_when="FIRST_COMPLETED")
-            exited.cancel()
-            if not accepted.done():
-                if proc.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                assert proc.stderr is not None
-                said = (await proc.stderr.read()).decode(errors="replace").strip()
-                await proc.wait()
-                why = said[-600:] or "the supervisor never connected"
-                raise SandboxError(f"docker sandbox failed to start: {why}")
+            try:
+                exited: asyncio.Future[int] = asyncio.ensure_future(proc.wait())
+                waited: set[asyncio.Future[object]] = {accepted, exited}  # type: ignore[arg-type]
+                await asyncio.wait(waited, timeout=READY_TIMEOUT_S, return_when="FIRST_COMPLETED")
+                exited.cancel()
+                if not accepted.done():
+                    raise SandboxError(
+                        "docker sandbox failed to start: "
+                        + (await self._client_said(proc) or "the supervisor never connected")
+                    )
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), 10)
+                raise
             self._channel = accepted.result()
             return proc
         finally:
@@ -211,34 +250,35 @@ class DockerSandbox(SupervisedSandbox):
             with contextlib.suppress(OSError):
                 (proto / "s").unlink()
 
+    async def _client_said(self, proc: PidfdProcess) -> str:
+        """The docker client's last words (its stderr, up to 600 characters) once it has been
+        killed and has exited; empty when it said nothing."""
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(proc.wait(), 10)
+        said = b""
+        if self._errors is not None:
+            with contextlib.suppress(Exception):
+                said = await asyncio.wait_for(self._errors[0].read(), 5)
+        return said.decode(errors="replace").strip()[-600:]
+
     async def commit(self, tag: str) -> str:
         """Freeze the running container's file system (not its binds) as image ``tag``;
         returns ``tag``. Raises SandboxError."""
-        proc = await asyncio.create_subprocess_exec(
-            "docker",
-            "commit",
-            self.name,
-            tag,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        _out, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise SandboxError(f"docker commit failed: {err.decode(errors='replace').strip()}")
+        done = await docker_command("commit", self.name, tag)
+        if done.returncode != 0:
+            said = done.stderr.decode(errors="replace").strip()
+            raise SandboxError(f"docker commit failed: {said}")
         return tag
 
     async def _cleanup(self) -> None:
-        # the client's death does not stop a container: remove it (and all inside) by name
-        with contextlib.suppress(Exception):
-            proc = await asyncio.create_subprocess_exec(
-                "docker",
-                "rm",
-                "-f",
-                self.name,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL,
-            )
-            await asyncio.wait_for(proc.wait(), 60)
+        # the client's death does not stop a container: remove it (and all inside) by name,
+        # once (a failed start's clean-up, then its trial's stop)
+        if not self._removed:
+            self._removed = True
+            with contextlib.suppress(Exception):
+                await docker_command("rm", "-f", self.name)
         if self._proto_dir is not None:
             proto, self._proto_dir = self._proto_dir, None
             await asyncio.to_thread(remove_tree, proto)
