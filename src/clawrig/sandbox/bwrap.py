@@ -69,6 +69,7 @@ from clawrig.sandbox.client import (
     SUPERVISOR_PATH,
     PidfdProcess,
     SupervisedSandbox,
+    pidfds_work,
     supervisor_argv,
     supervisor_pyc,
 )
@@ -516,6 +517,19 @@ class Cgroup:
 def _kill_and_wait(procs_file: Path, limit_s: float) -> None:
     """SIGKILL every process listed in ``procs_file`` and wait until each has exited (at most
     ``limit_s`` seconds); a 1 ms pause when none is listed (the cgroup is being emptied)."""
+    if not pidfds_work():  # a kernel before 5.3: by pid, then look again every 5 ms
+        end = time.monotonic() + limit_s
+        while True:
+            try:
+                listed = [int(p) for p in procs_file.read_text().split()]
+            except (OSError, ValueError):  # the cgroup is gone
+                return
+            for each in listed:
+                with contextlib.suppress(OSError):
+                    os.kill(each, signal.SIGKILL)
+            if not listed or time.monotonic() > end:
+                return
+            time.sleep(0.005)
     fds: list[int] = []
     try:
         with contextlib.suppress(OSError, ValueError):

@@ -26,6 +26,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,9 +194,21 @@ def supervisor_argv(python: str, source: str, pyc: str | None) -> list[str]:
     return [python, "-I", "-S", "-c", SUPERVISOR_BOOT, source, pyc or ""]
 
 
+@functools.cache
+def pidfds_work() -> bool:
+    """True when this kernel has pid file descriptors (``pidfd_open``, Linux 5.3+); False on
+    older ones (RHEL/Rocky 8's 4.18), where a process's exit is waited for in a thread."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
 class PidfdProcess:
     """A child process started with :class:`subprocess.Popen` (no pipes of asyncio's) whose
-    exit the running event loop learns from a pid file descriptor (Linux 5.3+): the part of
+    exit the running event loop learns from a pid file descriptor (Linux 5.3+; on an older
+    kernel from a thread that waits for it, :func:`pidfds_work`): the part of
     :class:`asyncio.subprocess.Process` a sandbox uses (``pid``, ``returncode``, ``wait()``,
     ``kill()``; ``stderr`` is None: :meth:`SupervisedSandbox._open_pipes` makes its own).
 
@@ -214,18 +227,35 @@ class PidfdProcess:
         self.returncode: int | None = None
         self._exit: asyncio.Future[int] | None = None
         self._loop = asyncio.get_running_loop()
-        self._pidfd = os.pidfd_open(popen.pid)  # its child, unreaped: never a reused pid
-        self._loop.add_reader(self._pidfd, self._reap)
+        if pidfds_work():
+            self._pidfd = os.pidfd_open(popen.pid)  # its child, unreaped: never a reused pid
+            self._loop.add_reader(self._pidfd, self._reap)
+        else:
+            threading.Thread(
+                target=self._wait_in_thread, name=f"clawrig-wait-{self.pid}", daemon=True
+            ).start()
 
-    def _reap(self) -> None:
-        self._loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
+    def _waitpid(self) -> int:
         try:
             _, status = os.waitpid(self.pid, 0)
             code = os.waitstatus_to_exitcode(status)
         except ChildProcessError:  # reaped elsewhere
             code = 255
-        self.returncode = self._popen.returncode = code
+        self._popen.returncode = code  # reaped: kill() leaves its pid alone from now on
+        return code
+
+    def _reap(self) -> None:
+        self._loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self._exited(self._waitpid())
+
+    def _wait_in_thread(self) -> None:
+        code = self._waitpid()
+        with contextlib.suppress(RuntimeError):  # the event loop is closed by now
+            self._loop.call_soon_threadsafe(self._exited, code)
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
         if self._exit is not None and not self._exit.done():
             self._exit.set_result(code)
 
@@ -239,7 +269,7 @@ class PidfdProcess:
 
     def kill(self) -> None:
         """SIGKILL it (nothing once it has exited). Raises ProcessLookupError."""
-        if self.returncode is None:
+        if self.returncode is None and self._popen.returncode is None:
             os.kill(self.pid, signal.SIGKILL)
 
 
@@ -303,7 +333,7 @@ class _PidfdWatcher(asyncio.AbstractChildWatcher):
 def use_pidfd_child_watcher() -> None:
     """On Python 3.11 (Linux), wait for child processes with pid file descriptors instead of
     a thread per child. Python 3.12+ does this itself; elsewhere nothing changes."""
-    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+    if sys.version_info >= (3, 12) or not pidfds_work():
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
