@@ -89,8 +89,12 @@ CUT = textwrap.dedent(
         for _ in range(steps):
             await asyncio.sleep(0)
         await asyncio.sleep(delay)
-        if how == "cancel" and not start.done():  # a trial cancelled: the loop goes on
+        if how != "exit" and not start.done():  # a trial cancelled: the loop goes on
             start.cancel()
+            if how == "cancel2":  # and cancelled again during its clean-up
+                for _ in range(5):
+                    await asyncio.sleep(0)
+                start.cancel()
             await asyncio.wait([start])
         done = start.done() and not start.cancelled() and start.exception() is None
         if done:
@@ -98,8 +102,8 @@ CUT = textwrap.dedent(
         return done
         # else asyncio.run's exit cancels every task left: the start's too
 
-    def pipes():
-        return sum(os.readlink("/proc/self/fd/" + f).startswith("pipe:")
+    def pipes():  # and sockets (the supervisor's connection)
+        return sum(os.readlink("/proc/self/fd/" + f).startswith(("pipe:", "socket:"))
                    for f in os.listdir("/proc/self/fd") if os.path.exists("/proc/self/fd/" + f))
 
     first = pipes()
@@ -116,7 +120,7 @@ CUT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("how", ["exit", "cancel"])
+@pytest.mark.parametrize("how", ["exit", "cancel", "cancel2"])
 def test_a_program_that_ends_while_its_container_starts_ends_and_leaves_none(
     docker_image, tmp_path, how
 ):
@@ -124,8 +128,10 @@ def test_a_program_that_ends_while_its_container_starts_ends_and_leaves_none(
     asyncio.run's exit (a program ending, ``exit``) or a cancel while the loop goes on
     (``cancel``). With asyncio's subprocesses for the docker client the exit hung for good at
     the first step (CPython 3.11: see clawrig.sandbox.client.PidfdProcess), and a start
-    cancelled while the container came up left it running and its folder. Now each ends with
-    no container of the program's, no sandbox folder and no pipe left."""
+    cancelled while the container came up left it running and its folder. ``cancel2``: cancelled
+    again during its clean-up. Now each ends with no container of the program's (a client
+    killed while the engine made the container left it created for good: the client now ends
+    by itself first), no sandbox folder, no pipe and no socket left."""
     (tmp_path / "tmp").mkdir()
     program = subprocess.Popen(
         [sys.executable, "-c", CUT, str(tmp_path / "ws"), docker_image, how],

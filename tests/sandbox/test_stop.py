@@ -171,8 +171,12 @@ async def cut(steps: int):
     start = asyncio.get_running_loop().create_task(box.start())
     for _ in range(steps):
         await asyncio.sleep(0)
-    if how == "cancel" and not start.done():  # a trial cancelled: the loop goes on
+    if how != "exit" and not start.done():  # a trial cancelled: the loop goes on
         start.cancel()
+        if how == "cancel2":  # and cancelled again during its clean-up (a second Ctrl-C)
+            for _ in range(5):
+                await asyncio.sleep(0)
+            start.cancel()
         await asyncio.wait([start])
     done = start.done() and not start.cancelled() and start.exception() is None
     if done:  # started before the cut: stopped as a trial would
@@ -227,7 +231,7 @@ print("leftover", len(left()), "pipes", pipes() - first, file=sys.stderr)
 
 
 @pytest.mark.parametrize("kind", ["bwrap", "local", "bwrap:no-pidfd"])
-@pytest.mark.parametrize("how", ["exit", "cancel"])
+@pytest.mark.parametrize("how", ["exit", "cancel", "cancel2"])
 def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: str, kind: str):
     """asyncio.run's exit cancels every task still running: a sandbox's start too, at any
     step (a warm pool left open at a program's end: its refill). With asyncio's subprocesses
@@ -237,7 +241,9 @@ def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: 
     ends, with the sandbox killed once it was launched and none left running, and nothing
     of it left: no cgroup, no folder, no pipe (a red-team review found each cut start's
     cgroups and folder left, and a start cancelled before the launch kept a pipe open).
-    ``cancel``: the start's task is cancelled at each step while the event loop goes on.
+    ``cancel``: the start's task is cancelled at each step while the event loop goes on;
+    ``cancel2``: and again 5 steps later, during its clean-up (a red team found the local
+    lock, link and folder left, the clean-up cut by the second cancel).
     The local backend too: a start cancelled while it took the machine's local-sandbox lock
     in a thread left the lock held (and the workspace's link), and the next local start
     waited LOCK_WAIT_S for it. ``no-pidfd``: on a kernel without pid file descriptors

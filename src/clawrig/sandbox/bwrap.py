@@ -70,6 +70,7 @@ from clawrig.sandbox.client import (
     PidfdProcess,
     SupervisedSandbox,
     pidfds_work,
+    run_to_end,
     supervisor_argv,
     supervisor_pyc,
 )
@@ -748,7 +749,7 @@ class BwrapSandbox(SupervisedSandbox):
         try:
             self._mount_overlay()
         except BaseException:
-            await self._cleanup()
+            await run_to_end(self._cleanup())
             raise
         procs_files = list(self.cgroup.procs_files)
         use_as = bool(lim.memory_bytes) and not self.cgroup.enforces_memory
@@ -800,7 +801,7 @@ class BwrapSandbox(SupervisedSandbox):
             try:
                 await asyncio.to_thread(host_etc, self.config.hostname)
             except BaseException:
-                await self._cleanup()
+                await run_to_end(self._cleanup())
                 raise
         # Arguments go through a pipe (--args FD), so the sandbox's init process shows
         # "bwrap --args 3" in /proc and no host path leaks into the sandbox.
@@ -814,7 +815,7 @@ class BwrapSandbox(SupervisedSandbox):
             os.write(wfd, payload)  # < 64 KiB: a pipe's buffer holds it
             os.close(wfd)
         except BaseException:
-            await self._cleanup()
+            await run_to_end(self._cleanup())
             raise
         # The protocol's pipes are extra descriptors, not bwrap's stdio: bwrap's init process
         # (pid 1 inside, dumpable) keeps its stdio and closes the rest, so the agent could

@@ -28,14 +28,17 @@ import sys
 import tempfile
 import threading
 import warnings
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from clawrig.errors import SandboxDied, SandboxError
 from clawrig.sandbox.base import ExecResult, FileEntry, SandboxConfig
 
 if TYPE_CHECKING:
     import tarfile
+
+T = TypeVar("T")
 
 SUPERVISOR_PATH = Path(__file__).with_name("supervisor.py")
 _MAGIC = "getattr(sys.modules.get('_frozen_importlib_external'),'MAGIC_NUMBER',b'?')"
@@ -194,6 +197,23 @@ def supervisor_argv(python: str, source: str, pyc: str | None) -> list[str]:
     return [python, "-I", "-S", "-c", SUPERVISOR_BOOT, source, pyc or ""]
 
 
+async def run_to_end(work: Awaitable[T]) -> T:
+    """``work`` (a sandbox's clean-up) run to its end even when the caller is cancelled
+    meanwhile (a second Ctrl-C, a second cancel): a cut clean-up dropped the jobs it had
+    handed to threads and left the machine-wide local-sandbox lock held, a container running,
+    a folder. The cancel is raised once it has ended; so is its own error."""
+    task = asyncio.ensure_future(work)
+    cut = False
+    while not task.done():
+        try:
+            await asyncio.wait([task])  # its own wait is cancelled, not the task
+        except asyncio.CancelledError:
+            cut = True
+    if cut:
+        raise asyncio.CancelledError
+    return task.result()
+
+
 @functools.cache
 def pidfds_work() -> bool:
     """True when this kernel has pid file descriptors (``pidfd_open``, Linux 5.3+); False on
@@ -271,6 +291,53 @@ class PidfdProcess:
         """SIGKILL it (nothing once it has exited). Raises ProcessLookupError."""
         if self.returncode is None and self._popen.returncode is None:
             os.kill(self.pid, signal.SIGKILL)
+
+
+async def run_command(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[bytes]:
+    """A short host command (``argv``) run to its end without asyncio's subprocesses (see
+    :class:`PidfdProcess`), stdout and stderr captured. Killed at once when the caller is
+    cancelled, and after ``timeout_s`` seconds (then TimeoutError). Raises OSError when it
+    cannot run."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        proc = PidfdProcess(
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w)
+        )
+    except BaseException:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    streams: list[tuple[asyncio.StreamReader, asyncio.BaseTransport]] = []
+    handed = 0  # read ends given to _read_pipe (theirs from then on, closed there on failure)
+    parts: list[asyncio.Future[Any]] = []
+    try:
+        for fd in (out_r, err_r):
+            handed += 1
+            streams.append(await SupervisedSandbox._read_pipe(fd, 1 << 24))
+        parts = [asyncio.ensure_future(stream.read()) for stream, _ in streams]
+        parts.append(asyncio.ensure_future(proc.wait()))
+        _, pending = await asyncio.wait(parts, timeout=timeout_s)
+        if pending:
+            raise TimeoutError
+        out, err, code = (part.result() for part in parts)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(proc.wait(), 10)
+        raise
+    finally:
+        for part in parts:
+            part.cancel()
+        for fd in (out_r, err_r)[handed:]:
+            os.close(fd)
+        for _, transport in streams:
+            transport.close()
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 class _PidfdWatcher(asyncio.AbstractChildWatcher):
@@ -516,7 +583,7 @@ class SupervisedSandbox:
                 self._channel[1].close()
             for fd in ours:
                 os.close(fd)
-            await self._cleanup()
+            await run_to_end(self._cleanup())
             raise
         return req_r, ans_w, err_w
 
@@ -544,7 +611,7 @@ class SupervisedSandbox:
             if self._channel is not None:
                 self._channel[1].close()
             self._close_errors()
-            await self._cleanup()
+            await run_to_end(self._cleanup())
             raise
 
     def _close_errors(self) -> None:
@@ -618,6 +685,12 @@ class SupervisedSandbox:
                 self._proc.kill()
 
     async def _abort_start(self) -> None:
+        """Undo a start that failed or was cancelled after the launch: the process killed and
+        waited for, its pipes and channel closed, :meth:`_cleanup` (to its end, cancelled
+        or not: :func:`run_to_end`)."""
+        await run_to_end(self._undo_launch())
+
+    async def _undo_launch(self) -> None:
         if self._proc is not None:
             self._kill()
             # bounded: asyncio waits for the pipes too, which an orphan could hold
@@ -628,6 +701,9 @@ class SupervisedSandbox:
             # exit cancels every task) must not skip the clean-up below (cgroups, folders)
             await asyncio.wait([self._stderr_task], timeout=1)
         self._close_errors()
+        if self._channel is not None:  # the docker backend's: a socket, else left to the GC
+            with contextlib.suppress(Exception):
+                self._channel[1].close()
         await self._cleanup()
 
     async def _expire(self, seconds: float) -> None:
@@ -773,7 +849,7 @@ class SupervisedSandbox:
                 with contextlib.suppress(Exception):
                     transport.close()
         self._close_errors()
-        await self._cleanup()
+        await run_to_end(self._cleanup())
 
     async def __aenter__(self) -> SupervisedSandbox:
         await self.start()

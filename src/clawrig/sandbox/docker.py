@@ -12,9 +12,11 @@ since killing the client leaves a container running).
 
 The docker client runs without asyncio's subprocess machinery (as bwrap, see
 :class:`clawrig.sandbox.client.PidfdProcess`): ``docker run`` under ``subprocess.Popen``, its
-short commands (``version``, ``image inspect``, ``rm -f``, ``commit``) to their end in a
-thread. A program that ended while a container started hung in asyncio's (CPython 3.11), and
-a start cancelled half-way left its container running and its folder.
+short commands (``version``, ``image inspect``, ``rm -f``, ``commit``) the same way
+(:func:`docker_command`). A program that ended while a container started hung in asyncio's
+(CPython 3.11), and a start cancelled half-way left its container running and its folder. A
+start cut after ``docker run`` began lets the client end by itself before the container is
+removed (:meth:`DockerSandbox._undo_container`).
 
 Inside: /tmp_workspace bound read-write, /root the image's with the harness's folders
 (/root/.openclaw, /root/skills) bound in, no network (``--network none``;
@@ -46,6 +48,8 @@ from clawrig.sandbox.client import (
     SUPERVISOR_PATH,
     PidfdProcess,
     SupervisedSandbox,
+    run_command,
+    run_to_end,
     supervisor_argv,
     supervisor_pyc,
 )
@@ -55,26 +59,24 @@ HARNESS_LABEL = "clawrig.harness"
 """Container label holding the pid of the harness that started it."""
 PROTO_DIR = "/run/clawrig-proto"
 """Where the folder of the harness's protocol socket is bound in a container."""
+WIND_DOWN_S = 20.0
+"""Seconds a cut start waits for its docker client to end by itself (:meth:`DockerSandbox.
+_undo_container`) before killing it."""
 CLIENT_TIMEOUT_S = 120.0
 """Seconds a short docker command (:func:`docker_command`) may take before it is killed."""
 CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
 
 
 async def docker_command(*args: str) -> subprocess.CompletedProcess[bytes]:
-    """``docker ARGS...`` run to its end in a thread (module docs), output captured. Raises
-    SandboxError when the client is missing or takes over :data:`CLIENT_TIMEOUT_S`."""
+    """``docker ARGS...`` run to its end (:func:`clawrig.sandbox.client.run_command`: killed
+    at once when the caller is cancelled), output captured. Raises SandboxError when the client
+    is missing or takes over :data:`CLIENT_TIMEOUT_S`."""
     docker = shutil.which("docker")
     if docker is None:
         raise SandboxError("the docker sandbox needs the docker client and a Docker engine")
     try:
-        return await asyncio.to_thread(
-            subprocess.run,
-            [docker, *args],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=CLIENT_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired:
+        return await run_command([docker, *args], CLIENT_TIMEOUT_S)
+    except TimeoutError:
         raise SandboxError(
             f"docker {args[0]} took over {CLIENT_TIMEOUT_S:g} s (is the Docker engine stuck?)"
         ) from None
@@ -102,6 +104,11 @@ class DockerSandbox(SupervisedSandbox):
         """The protocol socket's own folder when ``base_dir/proto/s`` is too long a path."""
         self._removed = False
         """``docker rm -f`` has run for the container (:meth:`_cleanup`)."""
+        self._client: PidfdProcess | None = None
+        """The ``docker run`` client of the start under way (:meth:`_undo_container`)."""
+        self._accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] | None
+        self._accepted = None
+        """The supervisor's connection, once it has connected (:meth:`_undo_container`)."""
 
     @property
     def limits_enforced(self) -> dict[str, str]:
@@ -124,13 +131,34 @@ class DockerSandbox(SupervisedSandbox):
             raise SandboxError(
                 f"no Docker engine answers: {msg[-1] if msg else 'docker version failed'}"
             )
+        self._removed, self._client, self._accepted = False, None, None
         self.base_dir = owned_tempdir("docker")
         try:
             return await self._run_container()
         except BaseException:  # cancelled too: no container, folder or pipe of it left
-            self._close_errors()
-            await self._cleanup()
+            await run_to_end(self._undo_container())
             raise
+
+    async def _undo_container(self) -> None:
+        """Undo a start that failed or was cut: the docker client, once it has ended by itself
+        (at most :data:`WIND_DOWN_S`), then the container (by name), folders and pipes. The
+        client is not killed first: killed while the engine made the container, the engine
+        finished it after the ``docker rm -f`` and it stayed, created and never started, for
+        good. Left alone, it ends soon: the supervisor finds no socket to reach (removed with
+        the start) or its channel closed, and the container ends with it."""
+        client = self._client
+        if self._accepted is not None and self._accepted.done():
+            with contextlib.suppress(Exception):
+                self._accepted.result()[1].close()
+        if client is not None and client.returncode is None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.wait(), WIND_DOWN_S)
+            with contextlib.suppress(ProcessLookupError):
+                client.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.wait(), 10)
+        self._close_errors()
+        await self._cleanup()
 
     async def _run_container(self) -> PidfdProcess:
         """:meth:`_launch` once the engine answers and the sandbox's folder is made: the
@@ -218,8 +246,10 @@ class DockerSandbox(SupervisedSandbox):
             os.close(err_w)
             server.close()
             raise
+        self._accepted = accepted
+        exited: asyncio.Future[int] | None = None
         try:
-            proc = await self._spawn(
+            proc = self._client = await self._spawn(
                 argv,
                 (err_w,),
                 stdin=subprocess.DEVNULL,
@@ -227,25 +257,19 @@ class DockerSandbox(SupervisedSandbox):
                 stderr=err_w,
                 start_new_session=True,  # a terminal's Ctrl-C reaches the harness only
             )
-            try:
-                exited: asyncio.Future[int] = asyncio.ensure_future(proc.wait())
-                waited: set[asyncio.Future[object]] = {accepted, exited}  # type: ignore[arg-type]
-                await asyncio.wait(waited, timeout=READY_TIMEOUT_S, return_when="FIRST_COMPLETED")
-                exited.cancel()
-                if not accepted.done():
-                    raise SandboxError(
-                        "docker sandbox failed to start: "
-                        + (await self._client_said(proc) or "the supervisor never connected")
-                    )
-            except BaseException:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(proc.wait(), 10)
-                raise
+            exited = asyncio.ensure_future(proc.wait())
+            waited: set[asyncio.Future[object]] = {accepted, exited}  # type: ignore[arg-type]
+            await asyncio.wait(waited, timeout=READY_TIMEOUT_S, return_when="FIRST_COMPLETED")
+            if not accepted.done():
+                raise SandboxError(
+                    "docker sandbox failed to start: "
+                    + (await self._client_said(proc) or "the supervisor never connected")
+                )
             self._channel = accepted.result()
             return proc
         finally:
+            if exited is not None:
+                exited.cancel()
             server.close()
             with contextlib.suppress(OSError):
                 (proto / "s").unlink()

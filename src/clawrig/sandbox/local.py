@@ -32,6 +32,7 @@ from clawrig.sandbox.client import (
     SUPERVISOR_PATH,
     PidfdProcess,
     SupervisedSandbox,
+    run_to_end,
     supervisor_argv,
     supervisor_pyc,
 )
@@ -69,17 +70,17 @@ class LocalSandbox(SupervisedSandbox):
         self.base_dir: Path | None = None
         self._lock_fd: int | None = None
         self._linked = False
-        self._start_cut = threading.Event()
-        """Set when the start is cancelled while :meth:`_link_workspace` runs in its thread."""
         self._linking = threading.Lock()
+        """Held while :meth:`_link_workspace` keeps the lock and links, and while a cut start
+        says so to it: the two never cross."""
         if warn:
             warnings.warn(WARNING, stacklevel=2)
 
-    def _link_workspace(self, ws: Path) -> None:
+    def _link_workspace(self, ws: Path, cut: threading.Event) -> None:
         """Take the machine's local-sandbox lock (waiting up to :data:`LOCK_WAIT_S`) and link
         the workspace's in-sandbox path to ``ws``; runs in a thread. Gives up, lock not kept,
-        once :attr:`_start_cut` is set (the start was cancelled). Raises SandboxError when the
-        lock stays held."""
+        once ``cut`` is set (its start was cancelled). Raises SandboxError when the lock stays
+        held."""
         fd = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o600)
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
@@ -87,17 +88,17 @@ class LocalSandbox(SupervisedSandbox):
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except OSError:
-                if time.monotonic() > deadline or self._start_cut.is_set():
+                if time.monotonic() > deadline or cut.is_set():
                     os.close(fd)
-                    if self._start_cut.is_set():
+                    if cut.is_set():
                         return
                     raise SandboxError(
                         f"another local sandbox has run on this machine for over {LOCK_WAIT_S:g}"
                         " s: local trials run one at a time"
                     ) from None
-                self._start_cut.wait(0.05)
+                cut.wait(0.05)
         with self._linking:  # a cut start sees both done (its clean-up undoes them) or neither
-            if self._start_cut.is_set():
+            if cut.is_set():
                 os.close(fd)
                 return
             self._lock_fd = fd
@@ -121,17 +122,19 @@ class LocalSandbox(SupervisedSandbox):
             (self.base_dir / "run").mkdir()
             (self.base_dir / "tmp").mkdir()
             ws.mkdir(parents=True, exist_ok=True)
-            linking = asyncio.get_running_loop().run_in_executor(None, self._link_workspace, ws)
+            cut = threading.Event()  # set when this start is cut (a retry gets its own)
+            loop = asyncio.get_running_loop()
+            linking = loop.run_in_executor(None, self._link_workspace, ws, cut)
             try:
                 await asyncio.shield(linking)
             except asyncio.CancelledError:
                 # the thread goes on: it must not keep the lock (nor link) after the start's
                 # clean-up, or the next local start on this machine waits LOCK_WAIT_S for it
                 with self._linking:
-                    self._start_cut.set()
+                    cut.set()
                 raise
         except BaseException:  # cancelled too: the folder, the lock and the link undone
-            await self._cleanup()
+            await run_to_end(self._cleanup())
             raise
         lim = self.config.limits
         env = {
