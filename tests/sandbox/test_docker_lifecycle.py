@@ -16,6 +16,7 @@ import time
 import pytest
 
 from clawrig.sandbox.docker import HARNESS_LABEL
+from ending import run_to_exit
 
 pytestmark = pytest.mark.sandbox
 
@@ -133,20 +134,13 @@ def test_a_program_that_ends_while_its_container_starts_ends_and_leaves_none(
     killed while the engine made the container left it created for good: the client now ends
     by itself first), no sandbox folder, no pipe and no socket left."""
     (tmp_path / "tmp").mkdir()
-    program = subprocess.Popen(
-        [sys.executable, "-c", CUT, str(tmp_path / "ws"), docker_image, how],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
-    )
+    program = None
     try:
-        try:
-            out, err = program.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            program.send_signal(signal.SIGABRT)
-            out, err = program.communicate()
-            raise AssertionError(f"the program did not end; its threads:\n{err[-6000:]}") from None
+        program, out, err = run_to_exit(
+            [sys.executable, "-c", CUT, str(tmp_path / "ws"), docker_image, how],
+            300,
+            env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
+        )
         states = out.split()
         assert program.returncode == 0 and states, err[-2000:]
         assert states.count("cut") >= 40 and states[-1] == "started"  # every cut, then a start
@@ -157,8 +151,5 @@ def test_a_program_that_ends_while_its_container_starts_ends_and_leaves_none(
             time.sleep(0.5)
         assert _containers(program.pid) == []
     finally:
-        if program.poll() is None:
-            program.kill()
-            program.wait()
-        for cid in _containers(program.pid):
+        for cid in _containers(program.pid) if program is not None else []:
             subprocess.run(["docker", "rm", "-f", cid], capture_output=True)

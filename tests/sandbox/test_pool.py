@@ -17,6 +17,7 @@ from clawrig.sandbox.base import Bind, Limits, SandboxConfig
 from clawrig.sandbox.bwrap import SANDBOX_NICE
 from clawrig.sandbox.disk import mount, umount_lazy
 from clawrig.sandbox.pool import WarmPool, pool_key, pooling_possible
+from ending import run_to_exit
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -245,25 +246,13 @@ asyncio.run(main(Path(sys.argv[1])))
 
 
 def test_a_pool_never_closed_leaves_no_mount_after_its_process_exits(tmp_path):
-    import signal
-    import subprocess
     import sys
 
     work = tmp_path / "work"
     work.mkdir()
     (tmp_path / "ws").mkdir()
-    r = subprocess.Popen(
-        [sys.executable, "-c", _NEVER_CLOSED % DISK, str(work)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        out, err = r.communicate(timeout=120)
-    except subprocess.TimeoutExpired:  # a hang at exit (CI once): say where it was
-        r.send_signal(signal.SIGABRT)
-        out, err = r.communicate()
-        raise AssertionError(f"the process did not end; its threads:\n{err[-6000:]}") from None
+    # a hang at exit (CI once) says where it was
+    r, out, err = run_to_exit([sys.executable, "-c", _NEVER_CLOSED % DISK, str(work)], 120)
     assert r.returncode == 0, err[-2000:]
     folder = Path(out.strip())
     assert folder.is_relative_to(work) and folder.name.startswith("clawrig-trial-")

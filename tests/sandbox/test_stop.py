@@ -6,7 +6,6 @@ a sandbox that failed to start waited for it forever and a job sat idle at its e
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from clawrig.sandbox import Limits, SandboxConfig
 from clawrig.sandbox.bwrap import BwrapSandbox, bwrap_path
+from ending import run_to_exit
 
 pytestmark = pytest.mark.sandbox
 
@@ -253,19 +253,11 @@ def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: 
     if kind == "bwrap" and bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
     (tmp_path / "tmp").mkdir()
-    r = subprocess.Popen(
+    r, out, err = run_to_exit(
         [sys.executable, "-c", _CUT, str(tmp_path / "ws"), "400", how, kind, kernel or "-"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        120,
         env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
     )
-    try:
-        out, err = r.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        r.send_signal(signal.SIGABRT)
-        out, err = r.communicate()
-        raise AssertionError(f"the program did not end; its threads:\n{err[-6000:]}") from None
     states = out.split()
     assert r.returncode == 0 and states, err[-2000:]
     assert "left" not in states  # launched, its start cancelled: killed, every time
