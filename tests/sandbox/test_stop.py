@@ -171,8 +171,9 @@ async def cut(steps: int):
     start = asyncio.get_running_loop().create_task(box.start())
     for _ in range(steps):
         await asyncio.sleep(0)
+    asked = False
     if how != "exit" and not start.done():  # a trial cancelled: the loop goes on
-        start.cancel()
+        asked = start.cancel()
         if how == "cancel2":  # and cancelled again during its clean-up (a second Ctrl-C)
             for _ in range(5):
                 await asyncio.sleep(0)
@@ -181,7 +182,7 @@ async def cut(steps: int):
     done = start.done() and not start.cancelled() and start.exception() is None
     if done:  # started before the cut: stopped as a trial would
         await box.stop()
-    return box, done
+    return box, "ignored" if done and asked else done
     # else asyncio.run's exit cancels every task left: the start's too
 
 def pipes():
@@ -222,7 +223,7 @@ for steps in range(steps_max):
     box, done = asyncio.run(cut(steps))
     proc = box._proc
     state = "none" if proc is None else "killed" if proc.returncode else "left"
-    print("started" if done else state)
+    print(done if done == "ignored" else "started" if done else state)
     if done:
         break
 print("left:", left(), file=sys.stderr)
@@ -261,5 +262,8 @@ def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: 
     states = out.split()
     assert r.returncode == 0 and states, err[-2000:]
     assert "left" not in states  # launched, its start cancelled: killed, every time
+    # a cancel asked while the start was under way is never dropped (3.11's wait_for dropped
+    # one that came with the supervisor's greeting: the start went on, red team)
+    assert "ignored" not in states
     assert states[0] == "none" and "killed" in states  # cancelled before and after the launch
     assert err.split()[-4:] == ["leftover", "0", "pipes", "0"], err[-2000:]

@@ -201,7 +201,9 @@ async def run_to_end(work: Awaitable[T]) -> T:
     """``work`` (a sandbox's clean-up) run to its end even when the caller is cancelled
     meanwhile (a second Ctrl-C, a second cancel): a cut clean-up dropped the jobs it had
     handed to threads and left the machine-wide local-sandbox lock held, a container running,
-    a folder. The cancel is raised once it has ended; so is its own error."""
+    a folder. Once it has ended: the cancel, when there was one (the work's own error as its
+    cause), else the work's result or error. Only its caller's cancel is held off: a cancel
+    of the work's own task (asyncio.run's exit after a KeyboardInterrupt) still cuts it."""
     task = asyncio.ensure_future(work)
     cut = False
     while not task.done():
@@ -209,8 +211,8 @@ async def run_to_end(work: Awaitable[T]) -> T:
             await asyncio.wait([task])  # its own wait is cancelled, not the task
         except asyncio.CancelledError:
             cut = True
-    if cut:
-        raise asyncio.CancelledError
+    if cut:  # the work's own error (retrieved: else logged as never retrieved) as the cause
+        raise asyncio.CancelledError from (None if task.cancelled() else task.exception())
     return task.result()
 
 
@@ -643,7 +645,10 @@ class SupervisedSandbox:
         self._proc = await self._launch()
         self._stderr_task = asyncio.create_task(self._drain_stderr())
         try:
-            line = await asyncio.wait_for(self._rx.readline(), READY_TIMEOUT_S)
+            # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that comes with
+            # the greeting, and the cancelled start went on (a red team's docker containers)
+            async with asyncio.timeout(READY_TIMEOUT_S):
+                line = await self._rx.readline()
         except TimeoutError:
             line = b""
         except BaseException:  # cancelled: no sandbox left running that no one knows of

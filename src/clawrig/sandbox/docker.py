@@ -64,21 +64,27 @@ WIND_DOWN_S = 20.0
 _undo_container`) before killing it."""
 CLIENT_TIMEOUT_S = 120.0
 """Seconds a short docker command (:func:`docker_command`) may take before it is killed."""
+REMOVE_TIMEOUT_S = 60.0
+"""Seconds a sandbox's ``docker rm -f`` may take, as before the client left asyncio (an engine
+stuck that long: the container, if any, stays labelled with the harness's pid). A start cut on
+a stuck engine waits :data:`WIND_DOWN_S` and this."""
 CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
 
 
-async def docker_command(*args: str) -> subprocess.CompletedProcess[bytes]:
+async def docker_command(
+    *args: str, timeout_s: float = CLIENT_TIMEOUT_S
+) -> subprocess.CompletedProcess[bytes]:
     """``docker ARGS...`` run to its end (:func:`clawrig.sandbox.client.run_command`: killed
     at once when the caller is cancelled), output captured. Raises SandboxError when the client
-    is missing or takes over :data:`CLIENT_TIMEOUT_S`."""
+    is missing or takes over ``timeout_s`` seconds."""
     docker = shutil.which("docker")
     if docker is None:
         raise SandboxError("the docker sandbox needs the docker client and a Docker engine")
     try:
-        return await run_command([docker, *args], CLIENT_TIMEOUT_S)
+        return await run_command([docker, *args], timeout_s)
     except TimeoutError:
         raise SandboxError(
-            f"docker {args[0]} took over {CLIENT_TIMEOUT_S:g} s (is the Docker engine stuck?)"
+            f"docker {args[0]} took over {timeout_s:g} s (is the Docker engine stuck?)"
         ) from None
 
 
@@ -302,7 +308,7 @@ class DockerSandbox(SupervisedSandbox):
         if not self._removed:
             self._removed = True
             with contextlib.suppress(Exception):
-                await docker_command("rm", "-f", self.name)
+                await docker_command("rm", "-f", self.name, timeout_s=REMOVE_TIMEOUT_S)
         if self._proto_dir is not None:
             proto, self._proto_dir = self._proto_dir, None
             await asyncio.to_thread(remove_tree, proto)
