@@ -839,20 +839,17 @@ class SupervisedSandbox:
             self._kill()  # bwrap dies -> PID namespace init dies -> kernel kills everyone
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(proc.wait(), 10)
+        if proc is not None and self._channel is not None:
+            # close our end of the requests now (left to the garbage collector after the
+            # event loop has closed, a transport prints a traceback), before waiting for the
+            # reader: docker's is a socket its supervisor keeps open until the container is
+            # removed (the client's death does not end it), so the reader waited out its 2 s
+            with contextlib.suppress(Exception):
+                self._channel[1].close()
         for task in (self._reader, self._stderr_task):
             if task is not None:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(task, 2)
-        if proc is not None:
-            # close our end of the requests and the transport now: left to the garbage
-            # collector after the event loop has closed, a transport prints a traceback
-            if self._channel is not None:
-                with contextlib.suppress(Exception):
-                    self._channel[1].close()
-            transport = getattr(proc, "_transport", None)
-            if transport is not None:
-                with contextlib.suppress(Exception):
-                    transport.close()
         self._close_errors()
         await run_to_end(self._cleanup())
 
