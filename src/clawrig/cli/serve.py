@@ -121,6 +121,9 @@ def register(app: typer.Typer) -> None:
                     say(listening)
 
         server = Announced(uvicorn.Config(app_, log_level="warning", access_log=False))
+        from clawrig.runner.heap import settle
+
+        settle()  # the server's and the tasks' objects live as long as the process
         try:
             server.run(sockets=[sock])
         finally:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawrig.errors import InfrastructureError, UserError
+from clawrig.runner.heap import settle
 
 if TYPE_CHECKING:
     from clawrig.runner.trial import TrialServices
@@ -343,8 +344,7 @@ async def _serve(sock: socket.socket) -> None:
         await writer.drain()
         return
     by_id = {t.id: t for t in tasks}
-    gc.freeze()  # what exists now lives as long as the worker (see cli/run.py)
-    gc.enable()
+    settle()  # what exists now lives as long as the worker (clawrig.runner.heap)
     running: dict[int, asyncio.Task[tuple[TrialResult, Path]]] = {}
 
     def report(attempt_id: int, done: asyncio.Task[tuple[TrialResult, Path]]) -> None:

@@ -409,6 +409,9 @@ class NodeWorker:
                     resolve_environment, trial.sandbox, trial.environment, trial.image, fmt, None
                 )
             await self._agent_ready(trial.agent)
+        from clawrig.runner.heap import settle
+
+        settle()  # the node's start-up objects live as long as the actor; trials follow
         return self.node_id()
 
     async def unpack(self, data: bytes, digest: str) -> Path:
