@@ -52,6 +52,17 @@ def test_models_and_context_manager():
         httpx.get(f"{srv.base_url}/models")
 
 
+def test_unrecorded_server_answers_and_keeps_nothing():
+    with ScriptedServer(["one", "two"], record=False) as srv:
+        texts = []
+        for _ in range(2):
+            r = httpx.post(f"{srv.base_url}/chat/completions", json=chat(), timeout=10)
+            texts.append(r.json()["choices"][0]["message"]["content"])
+        assert texts == ["one", "two"]  # the script is consumed in order, as recorded
+        assert srv.remaining == 0
+        assert (srv.requests, srv.headers, srv.peers) == ([], [], [])
+
+
 def test_non_streaming_shape_and_recording(scripted_server):
     srv = scripted_server(
         [

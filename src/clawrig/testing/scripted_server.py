@@ -314,7 +314,10 @@ class ScriptedServer:
     ``script``: replies consumed in order; ``responder``: asked when the script is empty;
     ``models``: the model ids served (listed by ``GET /v1/models``; a chat request for another
     model gets the API's 404 ``model_not_found``); None (default) serves any model name and
-    lists ``scripted``; ``port``: 0 picks a free port.
+    lists ``scripted``; ``port``: 0 picks a free port; ``record`` False: requests, their
+    headers and peers are counted but not kept (``requests``, ``headers``, ``peers`` stay
+    empty): a long-lived server (the command line's, a benchmark's model stand-in answering
+    thousands of requests) neither grows nor has its collector walk every body again.
     """
 
     def __init__(
@@ -325,7 +328,9 @@ class ScriptedServer:
         models: Iterable[str] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        record: bool = True,
     ) -> None:
+        self._record = record
         self._script: list[Reply] = [_as_reply(r) for r in script]
         self._responder = responder
         self.models = list(models) if models is not None else ["scripted"]
@@ -509,10 +514,12 @@ class ScriptedServer:
         return None, n
 
     def _record_locked(self, body: Any, headers: dict[str, str], peer: int | None) -> int:
-        """Record one chat request (caller holds the lock); returns its number (from 1)."""
-        self._requests.append(body)
-        self._headers.append(headers)
-        self._peers.append(peer)
+        """Record one chat request (caller holds the lock; kept unless ``record`` is False);
+        returns its number (from 1)."""
+        if self._record:
+            self._requests.append(body)
+            self._headers.append(headers)
+            self._peers.append(peer)
         self._received += 1
         return self._received
 
@@ -1006,7 +1013,9 @@ def _cli(
     except UserError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    srv = ScriptedServer(replies, responder=fn, models=models, host=host, port=port)
+    # nothing reads another process's .requests: not kept (a benchmark's stand-in answers
+    # thousands of requests, each with its whole conversation)
+    srv = ScriptedServer(replies, responder=fn, models=models, host=host, port=port, record=False)
     try:
         srv.start()
     except OSError as exc:
