@@ -259,11 +259,12 @@ class PoolEntry:
         for source, name, read_only in pairs:
             slot = self.slots / name
             point = self.stage / name
-            if source.resolve().is_dir():
+            real = source.resolve()  # once: the kind checked is the kind bound
+            if real.is_dir():
                 point.mkdir(exist_ok=True)
             else:
                 point.touch(exist_ok=True)
-            bind_onto(source.resolve(), slot, point, read_only=read_only)
+            bind_onto(real, slot, point, read_only=read_only)
             self._mounts.append(slot)
 
     async def release(self) -> None:
