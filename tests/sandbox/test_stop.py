@@ -246,7 +246,7 @@ def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: 
     ``cancel2``: and again 5 steps later, during its clean-up (a red team found the local
     lock, link and folder left, the clean-up cut by the second cancel).
     The local backend too: a start cancelled while it took the machine's local-sandbox lock
-    in a thread left the lock held (and the workspace's link), and the next local start
+    (then in a thread) left the lock held (and the workspace's link), and the next local start
     waited LOCK_WAIT_S for it. ``no-pidfd``: on a kernel without pid file descriptors
     (before 5.3), where a sandbox's exit is waited for in a thread; before, every start
     there failed (pidfd_open: ENOSYS)."""
@@ -267,3 +267,43 @@ def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: 
     assert "ignored" not in states
     assert states[0] == "none" and "killed" in states  # cancelled before and after the launch
     assert err.split()[-4:] == ["leftover", "0", "pipes", "0"], err[-2000:]
+
+
+_QUEUE = """
+import asyncio, concurrent.futures, sys, warnings
+from pathlib import Path
+warnings.simplefilter("ignore")
+from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.local import LocalSandbox
+async def main():
+    # one thread: as a program with more local sandboxes than its default executor's threads
+    asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
+    root = Path(sys.argv[1])
+    boxes = [LocalSandbox(SandboxConfig(workspace_dir=root / f"ws{i}")) for i in range(3)]
+    await boxes[0].start()
+    waiting = [asyncio.create_task(b.start()) for b in boxes[1:]]
+    await asyncio.sleep(0.3)  # both wait for the lock the first one holds
+    print((await asyncio.wait_for(boxes[0].exec("echo first"), 30)).stdout.strip())
+    await asyncio.wait_for(boxes[0].stop(), 30)
+    for box, start in zip(boxes[1:], waiting):
+        await asyncio.wait_for(start, 30)
+        print((await asyncio.wait_for(box.exec("echo next"), 30)).stdout.strip())
+        await asyncio.wait_for(box.stop(), 30)
+asyncio.run(main())
+"""
+
+
+def test_local_sandboxes_waiting_for_the_machines_lock_hold_no_thread(tmp_path: Path):
+    """Local sandboxes run one at a time per machine (a lock). A start waiting for it took
+    one of the default executor's threads; with more starts waiting than threads, the sandbox
+    holding the lock had none left for its own stop, and the job hung (before: the first
+    sandbox's stop never ended). Now the wait is on the event loop: each waiting sandbox
+    starts in turn as the one before it stops."""
+    (tmp_path / "tmp").mkdir()
+    r, out, err = run_to_exit(
+        [sys.executable, "-c", _QUEUE, str(tmp_path)],
+        120,
+        env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),  # a lock of this test's own
+    )
+    assert r.returncode == 0, err[-2000:]
+    assert out.split() == ["first", "next", "next"]

@@ -20,7 +20,6 @@ import os
 import resource
 import sys
 import tempfile
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -41,6 +40,8 @@ from clawrig.sandbox.paths import PATHS
 LOCK_PATH = Path(tempfile.gettempdir()) / "clawrig-local-sandbox.lock"
 LOCK_WAIT_S = 120.0
 """How long a local sandbox waits for another one on this machine to stop (seconds)."""
+LOCK_POLL_S = 0.05
+"""Seconds between a waiting local sandbox's tries of the lock."""
 WARNING = (
     "LocalSandbox runs the agent's commands directly on this machine with NO isolation: "
     "it can read and change your files and reach the network. Use bwrap where you can."
@@ -70,47 +71,37 @@ class LocalSandbox(SupervisedSandbox):
         self.base_dir: Path | None = None
         self._lock_fd: int | None = None
         self._linked = False
-        self._linking = threading.Lock()
-        """Held while :meth:`_link_workspace` keeps the lock and links, and while a cut start
-        says so to it: the two never cross."""
         if warn:
             warnings.warn(WARNING, stacklevel=2)
 
-    def _link_workspace(self, ws: Path, cut: threading.Event) -> None:
-        """Take the machine's local-sandbox lock (waiting up to :data:`LOCK_WAIT_S`) and link
-        the workspace's in-sandbox path to ``ws``; runs in a thread. Gives up, lock not kept,
-        once ``cut`` is set (its start was cancelled). Raises SandboxError when the lock stays
-        held."""
-        fd = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o600)
+    async def _link_workspace(self, ws: Path) -> None:
+        """Take the machine's local-sandbox lock (trying every :data:`LOCK_POLL_S` for up to
+        :data:`LOCK_WAIT_S` seconds, on the event loop: a waiting start holds no thread, so
+        any number of them cannot starve the running sandbox of the threads it needs) and link
+        the workspace's in-sandbox path to ``ws``. Cancelled, nothing is kept that
+        :meth:`_cleanup` does not undo. Raises SandboxError when the lock stays held."""
+        self._lock_fd = fd = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
-            except OSError:
-                if time.monotonic() > deadline or cut.is_set():
-                    os.close(fd)
-                    if cut.is_set():
-                        return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
                     raise SandboxError(
                         f"another local sandbox has run on this machine for over {LOCK_WAIT_S:g}"
                         " s: local trials run one at a time"
                     ) from None
-                cut.wait(0.05)
-        with self._linking:  # a cut start sees both done (its clean-up undoes them) or neither
-            if cut.is_set():
-                os.close(fd)
-                return
-            self._lock_fd = fd
-            target = Path(PATHS.workspace)
-            try:
-                if target.is_symlink():
-                    target.unlink()
-                if not target.exists():
-                    target.symlink_to(ws)
-                    self._linked = True
-            except OSError:
-                self._linked = False
+                await asyncio.sleep(LOCK_POLL_S)
+        target = Path(PATHS.workspace)  # no await from here: a cancel finds both or neither
+        try:
+            if target.is_symlink():
+                target.unlink()
+            if not target.exists():
+                target.symlink_to(ws)
+                self._linked = True
+        except OSError:
+            self._linked = False
 
     async def _launch(self) -> PidfdProcess:
         self.base_dir = owned_tempdir("local")
@@ -122,17 +113,7 @@ class LocalSandbox(SupervisedSandbox):
             (self.base_dir / "run").mkdir()
             (self.base_dir / "tmp").mkdir()
             ws.mkdir(parents=True, exist_ok=True)
-            cut = threading.Event()  # set when this start is cut (a retry gets its own)
-            loop = asyncio.get_running_loop()
-            linking = loop.run_in_executor(None, self._link_workspace, ws, cut)
-            try:
-                await asyncio.shield(linking)
-            except asyncio.CancelledError:
-                # the thread goes on: it must not keep the lock (nor link) after the start's
-                # clean-up, or the next local start on this machine waits LOCK_WAIT_S for it
-                with self._linking:
-                    cut.set()
-                raise
+            await self._link_workspace(ws)
         except BaseException:  # cancelled too: the folder, the lock and the link undone
             await run_to_end(self._cleanup())
             raise
