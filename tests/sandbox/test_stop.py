@@ -307,3 +307,41 @@ def test_local_sandboxes_waiting_for_the_machines_lock_hold_no_thread(tmp_path: 
     )
     assert r.returncode == 0, err[-2000:]
     assert out.split() == ["first", "next", "next"]
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "local"])
+async def test_a_stop_from_another_task_during_the_start_stops_what_it_started(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A sandbox's stop() while its start() runs in another task (a library's clean-up on
+    one task, the start on another) stopped nothing then: the start went on and left its
+    supervisor running, marked stopped, with no one to stop it (a left-open item of session
+    16). Now the stop waits for the start to end and stops what it started, at every step of
+    the start: the process, when one was launched, has exited once both have returned."""
+    if kind == "bwrap" and bwrap_path() is None:
+        pytest.skip("bubblewrap is not installed")
+    import asyncio
+    import warnings
+
+    from clawrig.sandbox.local import LocalSandbox
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("clawrig.sandbox.local.LOCK_PATH", tmp_path / "tmp" / "local.lock")
+    outcomes = set()
+    for steps in (0, 2, 5, 10, 20, 40, 80, 160, 320, 640):
+        cfg = SandboxConfig(workspace_dir=tmp_path / f"ws{steps}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            box = BwrapSandbox(cfg) if kind == "bwrap" else LocalSandbox(cfg)
+        start = asyncio.create_task(box.start())
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        await asyncio.wait_for(box.stop(), 60)
+        started = (await asyncio.gather(start, return_exceptions=True))[0] is None
+        outcomes.add(started)
+        proc = box._proc
+        assert proc is None or proc.returncode is not None, f"left running (step {steps})"
+        assert not started or proc is not None
+        with pytest.raises(Exception, match="already"):  # neither starts again
+            await box.start()
+    assert True in outcomes  # the late stops found a started sandbox, stopped it

@@ -498,6 +498,8 @@ class SupervisedSandbox:
         self._stderr_task: asyncio.Task[None] | None = None
         self._died: str | None = None
         self._stopped = False
+        self._starting: tuple[asyncio.Task[Any] | None, asyncio.Event] | None = None
+        """While :meth:`start` runs: its task and an event set when it has ended."""
         self._watchdog: asyncio.Task[None] | None = None
         self._expires_at: float | None = None
         self._stop_free = asyncio.Event()
@@ -637,9 +639,21 @@ class SupervisedSandbox:
     async def start(self, *, arm: bool = True) -> None:
         """Start the supervisor and wait for its greeting; with ``arm``, the trial time limit
         (``Limits.trial_timeout_s``) starts now (a pooled sandbox arms it when a trial takes
-        it, :mod:`clawrig.sandbox.pool`). Raises SandboxError."""
-        if self._proc is not None:
+        it, :mod:`clawrig.sandbox.pool`). A :meth:`stop` from another task meanwhile waits
+        for this start to end, then stops what it started. Raises SandboxError (also for a
+        sandbox started, starting or stopped already)."""
+        if self._proc is not None or self._starting is not None:
             raise SandboxError("sandbox already started")
+        if self._stopped:
+            raise SandboxError("sandbox already stopped")
+        self._starting = (asyncio.current_task(), asyncio.Event())
+        try:
+            await self._start(arm)
+        finally:
+            self._starting[1].set()
+            self._starting = None
+
+    async def _start(self, arm: bool) -> None:
         use_pidfd_child_watcher()
         SupervisedSandbox.starts += 1
         self._proc = await self._launch()
@@ -832,6 +846,10 @@ class SupervisedSandbox:
         if self._stopped:
             return
         self._stopped = True
+        if self._starting is not None and self._starting[0] is not asyncio.current_task():
+            # a start under way in another task (its own limits bound it): stopped midway,
+            # what it goes on to start would run with no one left to stop it
+            await self._starting[1].wait()
         if self._watchdog and self._watchdog is not asyncio.current_task():
             self._watchdog.cancel()
         proc = self._proc
