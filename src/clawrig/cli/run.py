@@ -664,7 +664,7 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     job = Job(config, on_note=note, on_update=on_update).prepare()
     bar = progress.add_task("trials", total=len(job.tasks) * config.runs, info="")
     # what exists now (modules, tasks, settings) lives as long as the process: kept out of the
-    # cyclic collector's passes, which are made rarer for the job's live trials (heap.settle)
+    # cyclic collector's passes, which otherwise walk it again and again mid-job (heap.settle)
     settle()  # the collector was off since the command started (run)
     with progress:
         return asyncio.run(job.arun()), job
