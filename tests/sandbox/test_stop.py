@@ -345,3 +345,16 @@ async def test_a_stop_from_another_task_during_the_start_stops_what_it_started(
         with pytest.raises(Exception, match="already"):  # neither starts again
             await box.start()
     assert True in outcomes  # the late stops found a started sandbox, stopped it
+    # a stop cut short while it waits for the start (its caller's timeout) leaves the sandbox
+    # to a later stop(), which stops it (red team: it returned at once, the sandbox running)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = SandboxConfig(workspace_dir=tmp_path / "cut")
+        box = BwrapSandbox(cfg) if kind == "bwrap" else LocalSandbox(cfg)
+    start = asyncio.create_task(box.start())
+    await asyncio.sleep(0)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(box.stop(), 0.001)
+    await start
+    await asyncio.wait_for(box.stop(), 60)
+    assert box._proc is not None and box._proc.returncode is not None

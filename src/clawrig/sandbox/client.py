@@ -845,11 +845,15 @@ class SupervisedSandbox:
     async def stop(self) -> None:
         if self._stopped:
             return
-        self._stopped = True
         if self._starting is not None and self._starting[0] is not asyncio.current_task():
             # a start under way in another task (its own limits bound it): stopped midway,
-            # what it goes on to start would run with no one left to stop it
+            # what it goes on to start would run with no one left to stop it. Not marked
+            # stopped while it waits: a wait cut short (its caller's timeout) leaves the
+            # sandbox to a later stop() (red team: it was left running, its lock held)
             await self._starting[1].wait()
+            if self._stopped:  # another stop() went first
+                return
+        self._stopped = True
         if self._watchdog and self._watchdog is not asyncio.current_task():
             self._watchdog.cancel()
         proc = self._proc
