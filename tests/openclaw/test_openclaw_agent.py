@@ -415,5 +415,8 @@ async def test_waiting_for_the_providers_limit_is_not_openclaws_time(
     assert result.error is None, result.error
     assert result.stop_reason == StopReason.FINAL_ANSWER
     assert len(srv.requests) == 1
-    assert result.waits.model >= 30  # the place came free 45 s after the hold began
+    # the place came free 45 s after the hold began: OpenClaw's request waited longer than
+    # the whole 20 s agent phase (how much longer depends on how soon OpenClaw started:
+    # 15.4 s on a loaded CI machine, so a wait of 29.6 s, not 30)
+    assert result.waits.model > 20
     assert "all done" in (folder / "chat.jsonl").read_text()
