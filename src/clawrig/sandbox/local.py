@@ -80,7 +80,9 @@ class LocalSandbox(SupervisedSandbox):
         any number of them cannot starve the running sandbox of the threads it needs) and link
         the workspace's in-sandbox path to ``ws``. Cancelled, nothing is kept that
         :meth:`_cleanup` does not undo. Raises SandboxError when the lock stays held."""
-        self._lock_fd = fd = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        self._lock_fd = fd = os.open(
+            LOCK_PATH, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        )  # not through a link another user left in the shared temp folder
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
             try:

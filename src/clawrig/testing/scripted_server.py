@@ -315,8 +315,9 @@ class ScriptedServer:
     ``models``: the model ids served (listed by ``GET /v1/models``; a chat request for another
     model gets the API's 404 ``model_not_found``); None (default) serves any model name and
     lists ``scripted``; ``port``: 0 picks a free port; ``record`` False: requests, their
-    headers and peers are counted but not kept (``requests``, ``headers``, ``peers`` stay
-    empty): a long-lived server (the command line's, a benchmark's model stand-in answering
+    headers, peers and sent token ids are counted but not kept (``requests``, ``headers``,
+    ``peers``, ``sent_tokens`` stay empty): a long-lived server (the command line's, a
+    benchmark's model stand-in answering
     thousands of requests) neither grows nor has its collector walk every body again.
     """
 
@@ -754,7 +755,8 @@ class ScriptedServer:
             else None,
         }
         with self._lock:
-            self._sent_tokens.append(record)
+            if self._record:  # the token ids of a whole prompt, per request
+                self._sent_tokens.append(record)
 
 
 def scripted_token_id(piece: str) -> int:
