@@ -317,8 +317,8 @@ class ScriptedServer:
     lists ``scripted``; ``port``: 0 picks a free port; ``record`` False: requests, their
     headers, peers and sent token ids are counted but not kept (``requests``, ``headers``,
     ``peers``, ``sent_tokens`` stay empty): a long-lived server (the command line's, a
-    benchmark's model stand-in answering
-    thousands of requests) neither grows nor has its collector walk every body again.
+    benchmark's model stand-in answering thousands of requests) neither grows nor has its
+    collector walk every body again.
     """
 
     def __init__(
@@ -744,6 +744,8 @@ class ScriptedServer:
         rep: Reply,
         calls: list[tuple[ScriptedCall, str]],
     ) -> None:
+        if not self._record:  # nothing kept: no prompt tokenized for it
+            return
         ids = [scripted_token_id(p) for p in _completion_pieces(rep, calls)]
         record = {
             "prompt_token_ids": scripted_prompt_ids(body)
@@ -755,8 +757,7 @@ class ScriptedServer:
             else None,
         }
         with self._lock:
-            if self._record:  # the token ids of a whole prompt, per request
-                self._sent_tokens.append(record)
+            self._sent_tokens.append(record)
 
 
 def scripted_token_id(piece: str) -> int:
