@@ -755,10 +755,17 @@ async def with_retries(
         nonlocal first
         if first is not None:
             failed, first = first, None
-            raise failed
+            try:
+                raise failed
+            finally:  # the failure's traceback holds this frame: a cycle through ``failed``
+                del failed
         return await attempt()
 
-    return await retrying()(again)
+    retry = retrying()
+    try:
+        return await retry(again)
+    finally:  # its iteration state's actions are its own methods: a cycle, cleared
+        retry.iter_state.reset()
 
 
 def _one_line(text: str, secret: str | None = None) -> str:

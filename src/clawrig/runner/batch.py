@@ -681,6 +681,39 @@ async def _run_trials(
         attempt = 0
         last: tuple[TrialResult, Path] | None = None
         spent_before = carried.get((task.id, run_index), Usage())
+
+        async def one_attempt() -> tuple[TrialResult, Path]:
+            nonlocal attempt, last, spent_before
+            attempt += 1
+            if last is not None:  # the previous attempt failed retryably: set it aside
+                prev = last[1]
+                if prev.is_dir():  # (a trial whose folder could not be written has none)
+                    retried_dir.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(prev), str(paths.retried_trial(task.id, prev.name)))
+                spent_before = spent_before.add(last[0].usage)
+            # what the failed attempts spent counts too (budget, totals): the attempt's
+            # result.json keeps it apart (retried_usage), written before the folder's
+            # rename, never rewritten afterwards
+            try:
+                last = await executor.run(
+                    task, run_index, job_id=job_id, attempt=attempt, earlier=spent_before
+                )
+            except (UserError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - one trial's failure never ends the job
+                # the process that ran it may have died after the folder's rename, before
+                # its report: that folder is the attempt's (run again, the trial had two)
+                last = _written(job, task, run_index, job_id, attempt) or _unstarted(
+                    task, job, run_index, job_id, attempt, exc, spent_before
+                )
+            if last[0].error is not None and state.provider_stopped is None:
+                state.provider_stopped = executor.provider_stop()
+            return last
+
+        # called, not iterated: iterated, tenacity's retrying object and its attempt state
+        # hold each other and the attempt's result, so every trial's result outlived it until
+        # the cyclic collector ran; its iteration state's actions (methods of the retrying
+        # object) are a cycle of its own, cleared at the end
         retrying = AsyncRetrying(
             stop=stop_after_attempt(max(1, job.max_attempts)),
             wait=wait_exponential(multiplier=0.5, max=30),
@@ -694,36 +727,11 @@ async def _run_trials(
             retry_error_callback=lambda rs: rs.outcome.result(),  # type: ignore[union-attr]
             reraise=True,
         )
-        async for attempt_state in retrying:
-            with attempt_state:
-                attempt += 1
-                if last is not None:  # the previous attempt failed retryably: set it aside
-                    prev = last[1]
-                    if prev.is_dir():  # (a trial whose folder could not be written has none)
-                        retried_dir.mkdir(parents=True, exist_ok=True)
-                        shutil.move(str(prev), str(paths.retried_trial(task.id, prev.name)))
-                    spent_before = spent_before.add(last[0].usage)
-                # what the failed attempts spent counts too (budget, totals): the attempt's
-                # result.json keeps it apart (retried_usage), written before the folder's
-                # rename, never rewritten afterwards
-                try:
-                    last = await executor.run(
-                        task, run_index, job_id=job_id, attempt=attempt, earlier=spent_before
-                    )
-                except (UserError, asyncio.CancelledError):
-                    raise
-                except Exception as exc:  # noqa: BLE001 - one trial's failure never ends the job
-                    # the process that ran it may have died after the folder's rename, before
-                    # its report: that folder is the attempt's (run again, the trial had two)
-                    last = _written(job, task, run_index, job_id, attempt) or _unstarted(
-                        task, job, run_index, job_id, attempt, exc, spent_before
-                    )
-                if last[0].error is not None and state.provider_stopped is None:
-                    state.provider_stopped = executor.provider_stop()
-            if not attempt_state.retry_state.outcome.failed:  # type: ignore[union-attr]
-                attempt_state.retry_state.set_result(last)
-        assert last is not None
-        return last
+        try:
+            result: tuple[TrialResult, Path] = await retrying(one_attempt)
+        finally:
+            retrying.iter_state.reset()
+        return result
 
     loop = asyncio.get_running_loop()
     tasks_running = [asyncio.create_task(one(t, r)) for t, r in todo]

@@ -770,6 +770,8 @@ class Trial:
             self.grader_stage.cleanup()
         if self._own_folder:
             remove_tree(self.paths.root)
+        # the clock's callback is a method of this trial: a cycle only the collector frees
+        self.clock.postpone = self._held = None
 
     # -- phases --------------------------------------------------------------------------------
 

@@ -854,8 +854,11 @@ class SupervisedSandbox:
             if self._stopped:  # another stop() went first
                 return
         self._stopped = True
-        if self._watchdog and self._watchdog is not asyncio.current_task():
-            self._watchdog.cancel()
+        # the sandbox keeps no finished task: a task's exception (the cancelled watchdog's)
+        # holds its frame, whose ``self`` is this sandbox, a cycle only the collector frees
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None and watchdog is not asyncio.current_task():
+            watchdog.cancel()
         proc = self._proc
         if proc is not None and proc.returncode is None:
             self._kill()  # bwrap dies -> PID namespace init dies -> kernel kills everyone
@@ -868,7 +871,8 @@ class SupervisedSandbox:
             # removed (the client's death does not end it), so the reader waited out its 2 s
             with contextlib.suppress(Exception):
                 self._channel[1].close()
-        for task in (self._reader, self._stderr_task):
+        tasks, self._reader, self._stderr_task = (self._reader, self._stderr_task), None, None
+        for task in tasks:
             if task is not None:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(task, 2)
@@ -992,4 +996,7 @@ def _skip_unsafe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
 def _reset_owner(info: tarfile.TarInfo) -> tarfile.TarInfo:
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
+    # a member added keeps its archive (``tarinfo.tarfile``, unused when writing) and the
+    # archive its members: a cycle holding the archive's bytes until the collector runs
+    info.tarfile = None
     return info

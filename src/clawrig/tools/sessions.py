@@ -410,6 +410,11 @@ class SessionManager:
         self._closed = True
         for s in list(self.sessions.values()):
             await self.kill(s)
+        # references back to this manager (a session's, its tool context's, and through the
+        # runner the agent's context's): cycles reference counting cannot free at the end
+        self.runner = None
+        for s in self.sessions.values():
+            s._manager, s._task, s.context = None, None, None
 
 
 # -- tools ---------------------------------------------------------------------------------
