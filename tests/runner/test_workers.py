@@ -716,11 +716,15 @@ def test_a_worker_dead_after_its_trials_rename_leaves_the_trial_once(
     assert sorted(rows) == sorted(on_disk) and listed == []  # finished: no progress file
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert math.isclose(summary["overall_score"], (4 * 1.0 + 4 * 0.25) / 8)
-    # the trial the worker finished before it died is counted from its folder, not run again
+    # the trials the worker finished before it died are counted from their folders, not run
+    # again: its first (it died sending that report) and any other it finished meanwhile
+    # (the worker runs two at once: on a loaded machine both were renamed before the kill)
     said = WORKER_LOG_LINE.split("{")[0] + "1 "
-    (finished,) = [
+    finished = [
         r for (r,) in on_disk.values()
         if said in (out / r["task_id"] / r["trial_id"] / "agent.log").read_text()
     ]  # fmt: skip
-    key = (finished["task_id"], finished["run_index"])
-    assert finished["attempts"] == 1 and rows[key] == f"{key[0]}/{finished['trial_id']}"
+    assert 1 <= len(finished) <= 2, finished
+    for one in finished:
+        key = (one["task_id"], one["run_index"])
+        assert one["attempts"] == 1 and rows[key] == f"{key[0]}/{one['trial_id']}"
