@@ -13,7 +13,8 @@ seconds per call).
   sandbox; an empty HOME so no profile is sourced). Every sample's log is checked: 5 tool
   results saying ``hi``, one submit, score ``C``; a run that fails the check is reported and
   its time is not used.
-- Repetitions are interleaved (clawrig p, Inspect p, clawrig p', ...), and each number is the
+- Repetitions are interleaved (clawrig p, Inspect p, clawrig p', ...; every second repetition
+  in the reverse order, so a drift over the runs favours neither side), and each number is the
   median over ``--reps`` with its min-max spread. Each run's line ends with the machine's
   1-minute load average before and after it (other work on the machine skews wall times).
 
@@ -470,6 +471,8 @@ def main() -> None:
                     )
                 if have_inspect and args.model_delay == 0:
                     runs.append(("inspect", lambda p=p: run_inspect(args.trials, p, base)))
+                if rep % 2:  # A B, then B A: a drift over the runs (the machine's files pile
+                    runs.reverse()  # up: later runs were slower) favours neither side
                 for name, fn in runs:
                     load0 = os.getloadavg()[0]
                     r = fn()
