@@ -165,6 +165,7 @@ async def test_stopping_a_container_ends_its_reader_without_waiting_it_out(docke
     box = create_sandbox("docker", SandboxConfig(workspace_dir=tmp_path, image=docker_image))
     await box.start()
     assert (await box.exec("echo hi")).stdout == "hi\n"
+    reader = box._reader  # (a stopped sandbox keeps no finished task)
     await box.stop()
-    assert box._reader is not None and box._reader.done()
-    assert not box._reader.cancelled()  # ended by the stream's end, not cut at its 2 s
+    assert reader is not None and reader.done()
+    assert not reader.cancelled()  # ended by the stream's end, not cut at its 2 s

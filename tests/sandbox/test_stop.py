@@ -358,3 +358,62 @@ async def test_a_stop_from_another_task_during_the_start_stops_what_it_started(
     await start
     await asyncio.wait_for(box.stop(), 60)
     assert box._proc is not None and box._proc.returncode is not None
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "local"])
+async def test_every_stop_returns_once_the_sandbox_is_stopped(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A second stop() while a first one was under way (the trial's clean-up while the
+    sandbox's time limit stopped it, or two tasks' clean-ups) returned at once, before
+    anything was stopped: its caller went on as if the sandbox were gone, and a program that
+    then ended cut the first stop half-done (its supervisor left running, its cgroups and
+    folder left: a red team's finding, session 17). Now every stop() returns once the stop
+    has ended, and a stop whose caller is cut short (its timeout) still runs to its end."""
+    if kind == "bwrap" and bwrap_path() is None:
+        pytest.skip("bubblewrap is not installed")
+    import asyncio
+    import warnings
+
+    from clawrig.sandbox.local import LocalSandbox
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("clawrig.sandbox.local.LOCK_PATH", tmp_path / "tmp" / "local.lock")
+
+    def make(name: str, limits: Limits | None = None) -> BwrapSandbox | LocalSandbox:
+        cfg = SandboxConfig(workspace_dir=tmp_path / name, limits=limits or Limits())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return BwrapSandbox(cfg) if kind == "bwrap" else LocalSandbox(cfg)
+
+    # two stops at once: the one that comes second returns no sooner than the first
+    box = make("two")
+    await box.start()
+    await box.spawn("sleep 600")
+    proc = box._proc
+    assert proc is not None
+    first = asyncio.create_task(box.stop())
+    await asyncio.sleep(0)  # the first has begun
+    await box.stop()
+    assert proc.returncode is not None  # the supervisor has exited
+    assert first.done() or (await asyncio.wait([first], timeout=5))[0]
+
+    # the time limit's stop under way: the owner's stop returns once it has ended
+    box = make("limit", Limits(trial_timeout_s=0.2))
+    await box.start()
+    proc = box._proc
+    assert proc is not None
+    while box._stop_task is None:
+        await asyncio.sleep(0.001)
+    await box.stop()
+    assert proc.returncode is not None and "time limit" in (box._died or "")
+
+    # a stop whose caller gave up (a timeout shorter than the stop) goes on to its end
+    box = make("cut")
+    await box.start()
+    proc = box._proc
+    assert proc is not None
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(box.stop(), 0.0001)
+    await asyncio.wait_for(box.stop(), 60)  # a later stop waits for that same stop
+    assert proc.returncode is not None

@@ -500,6 +500,8 @@ class SupervisedSandbox:
         self._stopped = False
         self._starting: tuple[asyncio.Task[Any] | None, asyncio.Event] | None = None
         """While :meth:`start` runs: its task and an event set when it has ended."""
+        self._stop_task: asyncio.Task[None] | None = None
+        """The stop under way or done (:meth:`stop`)."""
         self._watchdog: asyncio.Task[None] | None = None
         self._expires_at: float | None = None
         self._stop_free = asyncio.Event()
@@ -644,7 +646,7 @@ class SupervisedSandbox:
         sandbox started, starting or stopped already)."""
         if self._proc is not None or self._starting is not None:
             raise SandboxError("sandbox already started")
-        if self._stopped:
+        if self._stopped or self._stop_task is not None:
             raise SandboxError("sandbox already stopped")
         self._starting = (asyncio.current_task(), asyncio.Event())
         try:
@@ -843,21 +845,28 @@ class SupervisedSandbox:
             await self._call("cancel", target=req_id)
 
     async def stop(self) -> None:
-        if self._stopped:
-            return
-        if self._starting is not None and self._starting[0] is not asyncio.current_task():
-            # a start under way in another task (its own limits bound it): stopped midway,
-            # what it goes on to start would run with no one left to stop it. Not marked
-            # stopped while it waits: a wait cut short (its caller's timeout) leaves the
-            # sandbox to a later stop() (red team: it was left running, its lock held)
-            await self._starting[1].wait()
-            if self._stopped:  # another stop() went first
-                return
+        """Stop the sandbox: every process in it ends, its resources are released. Once begun,
+        a stop runs to its end in a task of its own: a caller cut short (its timeout, a
+        cancel) stops waiting, not the stop, and every stop() returns once it has ended (a
+        second one returned at once while the first was still killing: its caller went on as
+        if the sandbox were gone). A start under way in another task is waited for first
+        (its own limits bound it): stopped midway, what it goes on to start would run with
+        no one left to stop it."""
+        if self._stop_task is None:
+            if self._starting is not None and self._starting[0] is not asyncio.current_task():
+                await self._starting[1].wait()
+            if self._stop_task is None:  # (another stop() may have begun meanwhile)
+                self._stop_task = asyncio.get_running_loop().create_task(self._stop())
+        if self._stop_task is not asyncio.current_task():
+            await asyncio.shield(self._stop_task)
+
+    async def _stop(self) -> None:
+        """The body of :meth:`stop` (once per sandbox, in its own task)."""
         self._stopped = True
         # the sandbox keeps no finished task: a task's exception (the cancelled watchdog's)
         # holds its frame, whose ``self`` is this sandbox, a cycle only the collector frees
         watchdog, self._watchdog = self._watchdog, None
-        if watchdog is not None and watchdog is not asyncio.current_task():
+        if watchdog is not None:
             watchdog.cancel()
         proc = self._proc
         if proc is not None and proc.returncode is None:

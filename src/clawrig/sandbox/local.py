@@ -151,11 +151,12 @@ class LocalSandbox(SupervisedSandbox):
             start_new_session=True,
         )
 
-    async def stop(self) -> None:
-        if not self._stopped and self._proc is not None and self._died is None:
+    async def _stop(self) -> None:
+        # no PID namespace ends the sandbox's processes: the supervisor kills them first
+        if self._proc is not None and self._died is None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.kill_all(), 10)
-        await super().stop()
+        await super()._stop()
 
     async def _cleanup(self) -> None:
         if self._linked:
