@@ -417,3 +417,37 @@ async def test_every_stop_returns_once_the_sandbox_is_stopped(
         await asyncio.wait_for(box.stop(), 0.0001)
     await asyncio.wait_for(box.stop(), 60)  # a later stop waits for that same stop
     assert proc.returncode is not None
+
+
+async def test_a_local_start_waiting_for_its_turn_gives_up_when_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A local sandbox whose start waits for the machine's local-sandbox lock (another one
+    runs) and is stopped meanwhile: the stop waited for the start, which waited up to
+    LOCK_WAIT_S (120 s) for a lock it no longer needed (session 17's red team). Now the start
+    gives up at its next try and the stop returns; the running sandbox is untouched."""
+    import asyncio
+    import warnings
+
+    from clawrig.errors import SandboxError
+    from clawrig.sandbox.local import LOCK_WAIT_S, LocalSandbox
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("clawrig.sandbox.local.LOCK_PATH", tmp_path / "tmp" / "local.lock")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        running = LocalSandbox(SandboxConfig(workspace_dir=tmp_path / "a"))
+        waiting = LocalSandbox(SandboxConfig(workspace_dir=tmp_path / "b"))
+    await running.start()
+    try:
+        start = asyncio.create_task(waiting.start())
+        for _ in range(20):  # it tries the lock, finds it held, waits
+            await asyncio.sleep(0.01)
+        assert not start.done()
+        await asyncio.wait_for(waiting.stop(), LOCK_WAIT_S / 4)  # not the start's 120 s
+        with pytest.raises(SandboxError, match="stopped while it waited"):
+            await start
+        assert waiting._proc is None
+        assert (await running.exec("echo still")).stdout == "still\n"
+    finally:
+        await running.stop()

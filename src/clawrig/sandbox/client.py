@@ -502,6 +502,9 @@ class SupervisedSandbox:
         """While :meth:`start` runs: its task and an event set when it has ended."""
         self._stop_task: asyncio.Task[None] | None = None
         """The stop under way or done (:meth:`stop`)."""
+        self.stop_asked = False
+        """A :meth:`stop` waits for this sandbox's start: a backend's start that waits for its
+        turn (the local sandbox's machine-wide lock) gives up instead of waiting on."""
         self._watchdog: asyncio.Task[None] | None = None
         self._expires_at: float | None = None
         self._stop_free = asyncio.Event()
@@ -854,6 +857,7 @@ class SupervisedSandbox:
         no one left to stop it."""
         if self._stop_task is None:
             if self._starting is not None and self._starting[0] is not asyncio.current_task():
+                self.stop_asked = True  # a start that waits for its turn gives up
                 await self._starting[1].wait()
             if self._stop_task is None:  # (another stop() may have begun meanwhile)
                 self._stop_task = asyncio.get_running_loop().create_task(self._stop())

@@ -79,7 +79,8 @@ class LocalSandbox(SupervisedSandbox):
         :data:`LOCK_WAIT_S` seconds, on the event loop: a waiting start holds no thread, so
         any number of them cannot starve the running sandbox of the threads it needs) and link
         the workspace's in-sandbox path to ``ws``. Cancelled, nothing is kept that
-        :meth:`_cleanup` does not undo. Raises SandboxError when the lock stays held."""
+        :meth:`_cleanup` does not undo. Raises SandboxError when the lock stays held, or a
+        :meth:`stop` was asked meanwhile (:attr:`stop_asked`)."""
         self._lock_fd = fd = os.open(
             LOCK_PATH, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
         )  # not through a link another user left in the shared temp folder
@@ -89,6 +90,8 @@ class LocalSandbox(SupervisedSandbox):
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if self.stop_asked:  # no reason left to wait (it waited up to LOCK_WAIT_S)
+                    raise SandboxError("stopped while it waited for its turn to start") from None
                 if time.monotonic() > deadline:
                     raise SandboxError(
                         f"another local sandbox has run on this machine for over {LOCK_WAIT_S:g}"
