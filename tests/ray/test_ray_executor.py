@@ -331,3 +331,21 @@ def test_a_result_holding_a_lone_surrogate_comes_back_from_the_node(
     ((result,),) = trials_of(out).values()
     assert summary["evaluated_count"] == 1 and summary["overall_score"] == 0.0
     assert result["attempts"] == 1 and result["score"]["subscores"]["got"] == "x\udcff"
+
+
+def test_without_an_address_the_job_starts_its_own_cluster(ray_cluster, model_server, tmp_path):
+    """``--executor ray`` without ``--ray-address`` while another Ray cluster runs on the
+    machine (this module's): Ray, given no address, joins that one (the last cluster started,
+    /tmp/ray/ray_current_cluster), and the job's trials ran on another job's nodes with that
+    job's code (a new user's finding). Now the job starts a one-machine cluster of its own."""
+    bench = write_mini_bench(tmp_path / "bench", 2)
+    out = tmp_path / "out"
+    env = {k: v for k, v in env_for(model_server()).items() if k != "RAY_ADDRESS"}
+    r = subprocess.run(
+        [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out),
+         "--executor", "ray"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    used = _nodes_used(out)
+    assert len(used) == 1 and not used & node_ids(ray_cluster), used

@@ -546,21 +546,26 @@ class RayExecutor:
         self._pack_refs: dict[str, Any] = {}
 
     async def start(self) -> None:
-        """Join the cluster (``ray_address``; none: a local one), ship the suite, start one
-        worker per alive node and wait until each is ready. Raises UserError."""
+        """Join the cluster (``ray_address``, else ``$RAY_ADDRESS``; neither: a one-machine
+        cluster of the job's own), ship the suite, start one worker per alive node and wait
+        until each is ready. Raises UserError."""
         ray = self._ray = import_ray()
         if not ray.is_initialized():
+            # "local", not None: given None, Ray joins any cluster already running on the
+            # machine (/tmp/ray/ray_current_cluster: another job's, with that job's code)
+            address = self.job.ray_address or os.environ.get("RAY_ADDRESS") or "local"
             try:
                 ray.init(
-                    address=self.job.ray_address,
+                    address=address,
                     log_to_driver=False,
                     include_dashboard=False,
                     configure_logging=False,
                 )
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 raise UserError(
-                    f"--ray-address: cannot join the Ray cluster at "
-                    f"{self.job.ray_address or '(local)'}: {exc}".splitlines()[0]
+                    f"--ray-address: cannot join the Ray cluster at {address}: {exc}".splitlines()[
+                        0
+                    ]
                 ) from None
             self._owns_ray = True
         gateway = self.services.gateway
