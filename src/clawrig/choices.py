@@ -44,3 +44,7 @@ DEFAULT_DISK_MB = 8192
 """A trial's disk in MiB unless told (``TrialConfig.disk_mb``, ``--disk-mb``)."""
 MAX_DISK_MB = 1024 * 1024
 """The largest trial disk ``--disk-mb`` takes (1 TiB; the disk is sparse)."""
+MIN_DISK_MB = 32
+"""The smallest trial disk in MiB (``--disk-mb``, 0 aside): twice the 16 MiB the harness keeps
+free on it for its own writes after the agent (``clawrig.runner.trial.DISK_RESERVE_BYTES``);
+smaller, every trial was scored 0 as an agent that filled its disk."""

@@ -22,6 +22,8 @@ import pytest
         ["run", "suites/demo", "--agent", "nop", "--executor", "ray",
          "--slots-per-node", "100000000000"],
         ["serve", "suites/demo", "--executor", "ray", "--slots-per-node", "100000000000"],
+        # a new user's: every trial was then scored 0, its disk "full" with 14 KB used
+        ["run", "suites/demo", "--agent", "nop", "--disk-mb", "8"],
     ],
 )  # fmt: skip
 def test_out_of_range_numbers_are_usage_errors(args: list[str], tmp_path) -> None:

@@ -254,7 +254,7 @@ def register(app: typer.Typer) -> None:
                 min=0,
                 max=MAX_DISK_MB,
                 help="Each trial's disk in MiB (workspace, /root, /tmp, a writable system; "
-                "sparse: the host pays for what is written); 0: none of its own.",
+                "sparse: the host pays for what is written); at least 32, or 0: none of its own.",
             ),
         ] = DEFAULT_DISK_MB,
         budget_usd: Annotated[

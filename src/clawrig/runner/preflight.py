@@ -101,9 +101,16 @@ def check_config(config: JobConfig) -> list[str]:
     """Option values pydantic's types do not pin down (``--sandbox``, ``--network``,
     ``--setup-network``; the Job checks the ``--web`` options as it builds the web): checked
     first, before tasks are read or models resolved."""
+    from clawrig.choices import MIN_DISK_MB
     from clawrig.sandbox.kinds import check_sandbox_kind
 
     problems = []
+    if 0 < config.trial.disk_mb < MIN_DISK_MB:
+        problems.append(
+            f"--disk-mb: {config.trial.disk_mb} MiB leaves the agent no room (the harness keeps "
+            f"16 MiB free for its own writes): give at least {MIN_DISK_MB}, or 0 for no disk of "
+            "the trial's own"
+        )
     try:
         check_sandbox_kind(config.trial.sandbox)
     except UserError as exc:
