@@ -297,3 +297,16 @@ def test_disk_mb_sets_each_trials_disk_and_the_note_names_it(tmp_path):
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert f"2 trials at once with a {half} MiB disk each could write" in r.stderr
     assert "lower --parallel or --disk-mb" in r.stderr
+
+
+def test_the_local_sandbox_warning_is_one_line_of_the_jobs(tmp_path: Path) -> None:
+    """``--sandbox local`` says it runs without isolation once, as the job's own WARNING line:
+    each local sandbox's Python warning printed it again as ``...kinds.py:47: UserWarning:``
+    with a source line, which a new user took for a traceback."""
+    r = run(
+        "run", str(REPO / "suites" / "demo"), "--agent", "oracle", "--suite", "000015",
+        "--sandbox", "local", "-o", str(tmp_path / "out"), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr[-2000:]  # (scored or not: the output is the point)
+    assert r.stderr.count("NO isolation") == 1, r.stderr
+    assert "UserWarning" not in r.stderr and "Traceback" not in r.stderr
