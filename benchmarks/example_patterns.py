@@ -89,7 +89,9 @@ async def main_async(sandbox: str, environment: str) -> None:
     base = Path(tempfile.mkdtemp(prefix="clawrig-bench-example-"))
     cache = base / "env-cache"  # built environments shared, warm snapshots private
     cache.mkdir()
-    (cache / "environments").symlink_to(env_cache_root() / "environments")
+    shared = env_cache_root() / "environments"
+    shared.mkdir(parents=True, exist_ok=True)  # a cache folder not made yet (a new user's)
+    (cache / "environments").symlink_to(shared)
     os.environ["CLAWRIG_ENV_CACHE_DIR"] = str(cache)
     runs = []
     try:

@@ -2,8 +2,8 @@
 
 Settings come from three places (later ones win for the same variable):
 
-1. a providers YAML file (``--providers FILE``, else ``$CLAWRIG_PROVIDERS_FILE``, else
-   ``./providers.yaml`` when it exists);
+1. a providers YAML file (:func:`load_settings`'s ``providers_file``, else
+   ``$CLAWRIG_PROVIDERS_FILE``, else ``./providers.yaml`` when it exists);
 2. a ``.env`` file (``--env-file FILE``, else ``./.env`` when it exists), read with
    python-dotenv;
 3. the process environment (overrides the .env file, as python-dotenv's ``load_dotenv`` does).
