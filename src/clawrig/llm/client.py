@@ -764,8 +764,26 @@ async def with_retries(
     retry = retrying()
     try:
         return await retry(again)
+    except BaseException as exc:
+        # tenacity's frames in the failure's traceback hold its attempt state, which holds
+        # the failure: a cycle that kept the caller's frames (a whole trial) for the cyclic
+        # collector. Their locals go; the traceback's lines and the message stay
+        _clear_frames_of(exc, "tenacity")
+        raise
     finally:  # its iteration state's actions are its own methods: a cycle, cleared
         retry.iter_state.reset()
+
+
+def _clear_frames_of(exc: BaseException, package: str) -> None:
+    """Clear the locals of ``package``'s finished frames in ``exc``'s traceback (frames
+    still running are left: ``frame.clear`` refuses them)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__", "").partition(".")[0] == package:
+            with contextlib.suppress(RuntimeError):
+                frame.clear()
+        tb = tb.tb_next
 
 
 def _one_line(text: str, secret: str | None = None) -> str:
@@ -1015,7 +1033,10 @@ class OpenAIChatModel:
             error = self._error(exc, attempts)
             if is_connect_failure(exc):
                 mark_unreached(self.endpoint, str(error))
-            raise error from None
+            try:
+                raise error from None
+            finally:  # its traceback holds this frame: a cycle through ``error`` that kept the
+                del error  # whole trial (the agent loop's frames) until a full collection
         response.usage.retries = attempts - 1
         response.usage.elapsed_time = time.monotonic() - started
         mark_answered(self.endpoint)

@@ -820,7 +820,10 @@ class SupervisedSandbox:
             # arrives as the answer does (the caller's cancel is lost: a removed cron job kept
             # firing)
             async with asyncio.timeout(wait):
-                msg = await fut
+                try:
+                    msg = await fut
+                finally:  # a failure raised from here holds this frame: no cycle via ``fut``
+                    del fut
         except TimeoutError:
             self._pending.pop(req_id, None)
             self._died = f"the sandbox's supervisor did not answer {op} within {wait:g} s"

@@ -415,6 +415,7 @@ class SessionManager:
         self.runner = None
         for s in self.sessions.values():
             s._manager, s._task, s.context = None, None, None
+        self.fatal = None  # its traceback's frames hold this manager (raised: raise_fatal)
 
 
 # -- tools ---------------------------------------------------------------------------------

@@ -124,6 +124,8 @@ class ExecSession:
         self.ended = time.monotonic()
         if self.watchdog is not None and self.watchdog is not asyncio.current_task():
             self.watchdog.cancel()
+        # kept, the cancelled watchdog's exception holds its frame, which holds this session
+        self.watchdog = None
 
     async def kill(self, status: str = "killed") -> None:
         """Kill the run's whole process tree (no-op when it has ended)."""
@@ -157,6 +159,7 @@ async def close(ctx: ToolContext) -> None:
     for s in exec_sessions(ctx).values():
         if s.watchdog is not None:
             s.watchdog.cancel()
+            s.watchdog = None  # (a cycle through its exception's frame, as in _finish)
 
 
 def _status_line(status: str, code: int | None, timeout_s: float | None = None) -> str:
