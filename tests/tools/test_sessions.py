@@ -275,3 +275,17 @@ async def test_session_tool_errors(call, ctx, mgr) -> None:
     assert r.text == "sessions_spawn: sub-agents are not available in this trial (no agent runner)"
     assert body(await call("sessions_list", {}))["count"] == 1
     await mgr.close()
+
+
+async def test_a_closed_manager_runs_no_sub_agent_again(call, mgr) -> None:
+    """At the trial's end close() drops the sessions' references back to it (cycles that kept
+    a trial for the cyclic collector); a message to a finished sub-agent then would start a
+    run that close() had already cleared: it is refused."""
+    spawned = body(await call("sessions_spawn", {"task": "echo first", "timeoutSeconds": 30}))
+    child = mgr.session(spawned["childSessionKey"])
+    assert child.status == "done" and child._manager is mgr
+    await mgr.close()
+    assert child._manager is None and child.context is None and mgr.runner is None
+    with pytest.raises(ValueError, match="the trial is ending"):
+        mgr.send("main", child, "echo again")
+    assert child.runs == 1

@@ -347,6 +347,8 @@ class SessionManager:
         target._inbox.append(message)
         target._touch()
         if target.kind == "subagent" and target.status in FINISHED:
+            if self._closed:  # (close() is clearing the sessions: a run started now is lost)
+                raise ValueError("the trial is ending; sub-agents do not run again")
             if self.runner is None:
                 raise ValueError("sub-agents cannot be resumed in this trial (no agent runner)")
             self._start(target)
