@@ -310,3 +310,23 @@ def test_the_local_sandbox_warning_is_one_line_of_the_jobs(tmp_path: Path) -> No
     assert r.returncode in (0, 1), r.stderr[-2000:]  # (scored or not: the output is the point)
     assert r.stderr.count("NO isolation") == 1, r.stderr
     assert "UserWarning" not in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("replay", "said"),
+    [
+        ("no/such/job", "--replay: no such job or trial folder: no/such/job"),
+        ("suites/demo", "--replay: suites/demo: no recorded model calls"),
+    ],
+)
+def test_a_replay_folder_without_records_is_named_not_the_model(
+    replay: str, said: str, tmp_path: Path
+) -> None:
+    """``--replay`` of a folder that does not exist or holds no recorded calls, without
+    ``-m``: the job said "no model given" (a new user's finding), though the folder is what
+    is wrong."""
+    r = run("run", "suites/demo", "--replay", replay, "-o", str(tmp_path / "out"), cwd=REPO)
+    assert r.returncode == 2, r.stderr
+    assert f"clawrig: error: {said}" in r.stderr
+    assert "no model" not in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()

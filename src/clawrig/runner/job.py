@@ -218,9 +218,11 @@ class Job:
         settings = load_settings(env_file=cfg.env_file)
         recorded: dict[str, str] = {}
         if cfg.replay is not None:
-            from clawrig.llm.gateway import recorded_models
+            from clawrig.llm.gateway import ResponseCache, recorded_models
 
             recorded = recorded_models(cfg.replay)
+            if not recorded:  # no such folder or no records: said as such, not "no model"
+                ResponseCache.from_job(cfg.replay)  # (raises UserError then)
         asked = None if cfg.trial.model in UNSET_MODEL else cfg.trial.model
         svc = self.services
         if svc.model is not None:
