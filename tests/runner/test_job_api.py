@@ -156,6 +156,12 @@ def test_budget_exit_unfinished_folder_resume_and_finished_folder(
     assert "finished job" in r.stderr and "nothing to run" in r.stderr
     assert _keys(out) == keys and len(srv.requests) == requests
     assert "0.6250" in r.stdout  # the table of the finished job
+    # and so with the model's server gone: nothing runs, so the model is not asked (it said
+    # "cannot reach scripted/test": a new user's finding)
+    srv.stop()
+    r = run("--resume")
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert "nothing to run" in r.stderr and "0.6250" in r.stdout
 
 
 def test_a_second_job_into_a_folder_in_use_is_refused(

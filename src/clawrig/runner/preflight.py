@@ -171,6 +171,10 @@ def check_model_servers(tasks: list[Task], config: JobConfig) -> list[str]:
     first request; a replayed job needs no server."""
     if config.replay is not None:
         return []
+    from clawrig.runner.batch import finished_summary
+
+    if config.resume and finished_summary(config.output, config.trial.model) is not None:
+        return []  # a finished job: --resume runs nothing, its models are not asked
     import httpx
 
     from clawrig.llm.gateway.server import upstream_tls
