@@ -281,14 +281,18 @@ async def main():
     root = Path(sys.argv[1])
     boxes = [LocalSandbox(SandboxConfig(workspace_dir=root / f"ws{i}")) for i in range(3)]
     await boxes[0].start()
-    waiting = [asyncio.create_task(b.start()) for b in boxes[1:]]
+    waiting = {asyncio.create_task(b.start()): b for b in boxes[1:]}
     await asyncio.sleep(0.3)  # both wait for the lock the first one holds
     print((await asyncio.wait_for(boxes[0].exec("echo first"), 30)).stdout.strip())
     await asyncio.wait_for(boxes[0].stop(), 30)
-    for box, start in zip(boxes[1:], waiting):
-        await asyncio.wait_for(start, 30)
-        print((await asyncio.wait_for(box.exec("echo next"), 30)).stdout.strip())
-        await asyncio.wait_for(box.stop(), 30)
+    while waiting:  # whichever took the lock next (either may: each tries every 50 ms)
+        done, _ = await asyncio.wait(waiting, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        assert done, "no waiting start took the lock"
+        for start in done:
+            box = waiting.pop(start)
+            start.result()
+            print((await asyncio.wait_for(box.exec("echo next"), 30)).stdout.strip())
+            await asyncio.wait_for(box.stop(), 30)
 asyncio.run(main())
 """
 
