@@ -44,7 +44,9 @@ DEFAULT_DISK_MB = 8192
 """A trial's disk in MiB unless told (``TrialConfig.disk_mb``, ``--disk-mb``)."""
 MAX_DISK_MB = 1024 * 1024
 """The largest trial disk ``--disk-mb`` takes (1 TiB; the disk is sparse)."""
-MIN_DISK_MB = 32
-"""The smallest trial disk in MiB (``--disk-mb``, 0 aside): twice the 16 MiB the harness keeps
-free on it for its own writes after the agent (``clawrig.runner.trial.DISK_RESERVE_BYTES``);
+DISK_RESERVE_BYTES = 16 * 1024**2
+"""Bytes the agent must leave free on its disk (``clawrig.runner.trial.Trial.check_disk``):
+the harness writes the transcript there after the agent. Less free is the agent's error."""
+MIN_DISK_MB = 2 * DISK_RESERVE_BYTES // 1024**2
+"""The smallest trial disk in MiB (``--disk-mb``, 0 aside): twice :data:`DISK_RESERVE_BYTES`;
 smaller, every trial was scored 0 as an agent that filled its disk."""

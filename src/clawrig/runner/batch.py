@@ -255,6 +255,13 @@ def finished_summary(output: Path, model: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def resumes_finished_job(job: JobConfig, model: str) -> bool:
+    """True when ``job`` is a ``--resume`` of a folder whose job of ``model`` finished: it
+    runs nothing and shows that job's summary again (:func:`finished_summary`), so nothing
+    it would run with (a model, a judge) is needed."""
+    return job.resume and finished_summary(job.output, model) is not None
+
+
 def sweep_partial_trials(output: Path) -> int:
     """Remove half-written ``<task>/.tmp-*`` trial folders and ``.summary_*``/``.progress_*``
     temp files under ``output`` (only while this job holds the lock), and the task folders

@@ -45,7 +45,7 @@ from typing import Any
 
 from clawrig.errors import UserError
 from clawrig.runner import batch
-from clawrig.runner.batch import JobState, finished_summary, select_tasks
+from clawrig.runner.batch import JobState, resumes_finished_job, select_tasks
 from clawrig.runner.preflight import (
     NOTES,
     Check,
@@ -224,10 +224,8 @@ class Job:
             if not recorded:  # no such folder or no records: said as such, not "no model"
                 ResponseCache.from_job(cfg.replay)  # (raises UserError then)
         asked = None if cfg.trial.model in UNSET_MODEL else cfg.trial.model
-        if cfg.resume and asked is not None and finished_summary(cfg.output, asked) is not None:
-            # a finished job: --resume shows its summary and runs nothing, so no model (nor
-            # judge) is resolved, or asked whether it answers
-            return {"model": asked, "judge": cfg.trial.judge}
+        if asked is not None and resumes_finished_job(cfg, asked):
+            return {"model": asked, "judge": cfg.trial.judge}  # nothing runs: none resolved
         svc = self.services
         if svc.model is not None:
             name = svc.model.name

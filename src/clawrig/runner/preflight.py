@@ -101,15 +101,15 @@ def check_config(config: JobConfig) -> list[str]:
     """Option values pydantic's types do not pin down (``--sandbox``, ``--network``,
     ``--setup-network``; the Job checks the ``--web`` options as it builds the web): checked
     first, before tasks are read or models resolved."""
-    from clawrig.choices import MIN_DISK_MB
+    from clawrig.choices import DISK_RESERVE_BYTES, MIN_DISK_MB
     from clawrig.sandbox.kinds import check_sandbox_kind
 
     problems = []
     if 0 < config.trial.disk_mb < MIN_DISK_MB:
         problems.append(
             f"--disk-mb: {config.trial.disk_mb} MiB leaves the agent no room (the harness keeps "
-            f"16 MiB free for its own writes): give at least {MIN_DISK_MB}, or 0 for no disk of "
-            "the trial's own"
+            f"{DISK_RESERVE_BYTES // 1024**2} MiB free for its own writes): give at least "
+            f"{MIN_DISK_MB}, or 0 for no disk of the trial's own"
         )
     try:
         check_sandbox_kind(config.trial.sandbox)
@@ -171,10 +171,10 @@ def check_model_servers(tasks: list[Task], config: JobConfig) -> list[str]:
     first request; a replayed job needs no server."""
     if config.replay is not None:
         return []
-    from clawrig.runner.batch import finished_summary
+    from clawrig.runner.batch import resumes_finished_job
 
-    if config.resume and finished_summary(config.output, config.trial.model) is not None:
-        return []  # a finished job: --resume runs nothing, its models are not asked
+    if resumes_finished_job(config, config.trial.model):
+        return []  # nothing runs: its models are not asked
     import httpx
 
     from clawrig.llm.gateway.server import upstream_tls

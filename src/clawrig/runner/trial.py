@@ -49,6 +49,7 @@ from pydantic import BaseModel
 from clawrig import __version__
 from clawrig.agents import Agent, AgentContext, AgentLimits, create_agent
 from clawrig.agents.preamble import preamble_for
+from clawrig.choices import DISK_RESERVE_BYTES
 from clawrig.egress.trial import TrialNetwork
 from clawrig.env.system import (
     SetupNetwork,
@@ -214,10 +215,9 @@ def trial_folder_name(model: str, when: dt.datetime | None = None) -> str:
     return f"{model_slug(model)}_{when:%Y%m%d_%H%M}_{secrets.token_hex(3)}"
 
 
-DISK_RESERVE_BYTES = 16 * 1024**2
 DISK_RESERVE_INODES = 256
-"""What the agent must leave free on its disk (:meth:`Trial.check_disk`): the harness writes
-the transcript there after the agent. Less free is the agent's error."""
+"""Files and folders the agent must leave free on its disk (:meth:`Trial.check_disk`; its bytes:
+:data:`clawrig.choices.DISK_RESERVE_BYTES`)."""
 MANIFEST_MAX_ENTRIES = 100_000
 """Entries (files, folders, links, others) the harness lists in a workspace; more is an agent
 error after the agent ran (a setup error in a task's initial workspace)."""

@@ -649,7 +649,7 @@ class SupervisedSandbox:
         sandbox started, starting or stopped already)."""
         if self._proc is not None or self._starting is not None:
             raise SandboxError("sandbox already started")
-        if self._stopped or self._stop_task is not None:
+        if self._stop_task is not None:  # (set before _stopped, which the stop's body sets)
             raise SandboxError("sandbox already stopped")
         self._starting = (asyncio.current_task(), asyncio.Event())
         try:

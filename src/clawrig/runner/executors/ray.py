@@ -562,11 +562,8 @@ class RayExecutor:
                     configure_logging=False,
                 )
             except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise UserError(
-                    f"--ray-address: cannot join the Ray cluster at {address}: {exc}".splitlines()[
-                        0
-                    ]
-                ) from None
+                said = f"--ray-address: cannot join the Ray cluster at {address}: {exc}"
+                raise UserError(said.splitlines()[0]) from None
             self._owns_ray = True
         gateway = self.services.gateway
         if gateway is None:
