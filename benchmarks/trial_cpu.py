@@ -6,11 +6,12 @@ Runs the throughput workload (benchmarks/throughput.py: N trials of a task whose
 (which follows every child: bwrap, the sandboxes' processes in their PID namespaces, nsenter,
 mke2fs ...), then sorts the CPU samples by process kind using the fork and exec records perf
 keeps: the harness process, the bwrap launcher, bwrap (outer and its init), the supervisors
-(python3 started by bwrap), the grader's interpreter (python3 started by a supervisor), the
-agent's commands (other children of a supervisor), the inotify caps helper (a python3 of the
-harness's and its forks; nsenter and its shell where it cannot run), and the rest by program
-name. Prints ms per trial for each kind (the harness's also for its main thread alone: its event
-loop, the job's serial work), the total, and the load average.
+(python3 started by bwrap, or forked by the zygote: clawrig.sandbox.zygote), the
+grader's interpreter (python3 started by a supervisor), the agent's commands (other children of
+a supervisor), the harness's python helpers (the zygote, the inotify caps writer) and their
+forks per sandbox (nsenter and its shell where the caps writer cannot run), and the rest by
+program name. Prints ms per trial for each kind (the harness's also for its main thread alone:
+its event loop, the job's serial work), the total, and the load average.
 
 ``--own-mounts``: run in a mount namespace of its own where the host's other clawrig mounts
 (other jobs' warm pools and trial disks below ``/tmp/clawrig-*``) are detached: bwrap reads the
@@ -61,15 +62,37 @@ class Tree:
         parent = self.parent.get(pid)
         return self.prog(parent) if parent is not None and parent != pid else "?"
 
+    def _below_helper(self, pid: int, root: int) -> int | None:
+        """How far below a python helper of the harness's (its child running python: the
+        zygote, the inotify caps writer) ``pid`` is (0: the helper), else None."""
+        chain = [pid]
+        while (up := self.parent.get(chain[-1])) is not None and up != chain[-1]:
+            if up == root:
+                top = chain[-1]
+                return len(chain) - 1 if self.prog(top).startswith("python") else None
+            chain.append(up)
+        return None
+
     def kind(self, pid: int, comm: str, root: int) -> str:
         if pid == root:
             return "harness (clawrig process)"
         parent = self.parent.get(pid)
         pprog = self.prog(parent) if parent is not None else "?"
         progs = self.progs.get(pid, [])
+        helper_depth = self._below_helper(pid, root)
+        if helper_depth is not None:  # the harness's python helpers (zygote, caps writer)
+            if helper_depth == 0:
+                return "zygote / caps helper (one per harness)"
+            if helper_depth == 1:
+                return "zygote's fork per sandbox (cgroups, setns) / caps fork"
+            if helper_depth == 2 and comm.startswith("python"):
+                return "supervisor (forked by the zygote) and its caps writer"
+            if helper_depth == 3 and comm.startswith("python"):
+                return "python3 started by a supervisor (grader, agent's python)"
+            if helper_depth == 3:
+                return f"agent/harness commands in a sandbox ({comm})"
+            return f"other: {comm}"
         if comm.startswith("python"):
-            if root in (parent, self.parent.get(parent or -1)):  # the harness's, or their forks
-                return "inotify caps helper (a fork per sandbox)"
             if pprog == "bwrap":
                 return "supervisor (python3 -I -S)"
             if pprog.startswith("python"):

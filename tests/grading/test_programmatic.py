@@ -129,7 +129,9 @@ async def test_a_forked_and_a_fresh_runner_read_and_report_alike(sandbox):
         "    return {'overall_score': 0.25, 'texts': [e['text'] for e in transcript],\n"
         "            'n': [e['n'] for e in transcript], 'when': datetime.date(2024, 1, 2),\n"
         "            'nested': {'a': [1, None, True, 2.5]},\n"
-        "            'forked': 'supervisor.py' in open('/proc/self/cmdline').read(),\n"
+        # a fork has the supervisor's command line (-I -S), a fresh runner its own (-I -B)
+        "            'forked': open('/proc/self/cmdline').read().split(chr(0))[1:3] != "
+        "['-I', '-B'],\n"
         "            'json_imported': 'json' in sys.modules}\n"
     )
     exe = (await sandbox.exec(["sh", "-c", "command -v python3"])).stdout.strip()

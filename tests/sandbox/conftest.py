@@ -17,7 +17,7 @@ BACKENDS = ["bwrap", "local", "docker"]
 
 def backend_available(kind: str) -> str | None:
     """None when the backend can run here, else the reason to skip."""
-    if kind in ("bwrap", "pooled") and shutil.which("bwrap") is None:
+    if kind in ("bwrap", "pooled", "bwrap-started") and shutil.which("bwrap") is None:
         return "bubblewrap is not installed"
     if kind == "pooled":
         from clawrig.sandbox.pool import pooling_possible
@@ -42,10 +42,12 @@ def backend(request: pytest.FixtureRequest) -> str:
     return _backend(request)
 
 
-@pytest.fixture(params=["bwrap", "pooled", "docker"])
+@pytest.fixture(params=["bwrap", "bwrap-started", "pooled", "docker"])
 def isolated(request: pytest.FixtureRequest) -> str:
     """The isolating backends: the escape suite runs on each (``pooled``: a bwrap sandbox
-    started by a warm pool, then taken by the test, :mod:`clawrig.sandbox.pool`)."""
+    started by a warm pool, then taken by the test, :mod:`clawrig.sandbox.pool`;
+    ``bwrap-started``: a bwrap sandbox whose supervisor starts in it, not forked by the
+    zygote, :mod:`clawrig.sandbox.zygote`, as with an environment's root file system)."""
     return _backend(request)
 
 
@@ -80,9 +82,13 @@ async def make_sandbox(
             sb = await entry.claim(cfg)
             made.append(sb)
             return sb
-        sb = create_sandbox(kind, cfg)
-        assert isinstance(sb, SupervisedSandbox)
-        await sb.start()
+        with pytest.MonkeyPatch.context() as patch:
+            if kind == "bwrap-started":
+                patch.setenv("CLAWRIG_ZYGOTE", "0")
+                kind = "bwrap"
+            sb = create_sandbox(kind, cfg)
+            assert isinstance(sb, SupervisedSandbox)
+            await sb.start()
         made.append(sb)
         return sb
 

@@ -258,7 +258,9 @@ print(json.dumps({
     "leader": os.getsid(0) == os.getpid(), "path": sys.path, "site": "site" in sys.modules,
     "no_bytecode": sys.dont_write_bytecode, "isolated": sys.flags.isolated,
     "stdin": sys.stdin.read(), "child_env": os.popen("echo $GREETING").read(),
-    "forked": "supervisor.py" in open("/proc/self/cmdline").read(), "exe": sys.executable,
+    # a fork's command line is the supervisor's (started in the sandbox, or the zygote's)
+    "forked": open("/proc/self/cmdline").read().split("\0")[1:4] != ["-I", "-B", sys.argv[0]],
+    "exe": sys.executable,
     "prefix": sys.prefix, "base_prefix": sys.base_prefix, "pth": os.environ.get("PTH_RAN"),
     "venv_module": VENV_VALUE,
     # less the command's marker, and PWD and OLDPWD (a fresh start's cwd goes through sh's cd)

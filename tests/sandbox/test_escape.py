@@ -31,7 +31,7 @@ async def test_host_files_outside_the_binds_are_invisible(make_sandbox, isolated
     sb = await make_sandbox(isolated)
     assert Path("/etc/shadow").exists()
     r = await sb.exec("cat /etc/shadow")
-    if isolated == "bwrap":
+    if isolated.startswith("bwrap"):
         assert r.exit_code != 0 and "No such file" in r.stderr
     else:  # the image's own /etc/shadow, never the host's
         assert Path("/etc/shadow").read_text() != r.stdout

@@ -1,6 +1,7 @@
 """A bwrap sandbox's own inotify caps (clawrig.sandbox.userns): written in its user namespace by
-the harness's helper process (one per harness process, a fork per sandbox), or by ``nsenter``
-when the helper cannot run; either way the sandbox reads its caps in /proc/sys/user, and a
+the zygote's child that forks its supervisor (clawrig.sandbox.zygote), else by the harness's
+helper process (one per harness process, a fork per sandbox), or by ``nsenter`` when the helper
+cannot run; either way the sandbox reads its caps in /proc/sys/user, and a
 namespace that cannot be entered is said, not ignored."""
 
 from __future__ import annotations
@@ -27,7 +28,20 @@ async def _caps(sb: object) -> list[int]:
     return [int(x) for x in r.stdout.split()]
 
 
+async def test_the_zygote_writes_them_for_a_supervisor_it_forks(make_sandbox, monkeypatch):
+    from clawrig.sandbox.zygote import zygote_usable
+
+    if not zygote_usable("/usr/bin/python3"):
+        pytest.skip("no zygote here (not root, or no perl, or no /usr/bin/python3)")
+    monkeypatch.setattr(userns, "_writer", [None])
+    sb = await make_sandbox("bwrap")
+    assert sb.zygote is True
+    assert userns._writer == [None]  # no helper: the zygote's child wrote them
+    assert await _caps(sb) == [SANDBOX_INOTIFY_INSTANCES, SANDBOX_INOTIFY_WATCHES]
+
+
 async def test_the_helper_writes_each_sandboxs_caps(make_sandbox, monkeypatch):
+    monkeypatch.setenv("CLAWRIG_ZYGOTE", "0")  # a supervisor started in the sandbox
     monkeypatch.setattr(userns, "_writer", [None])
     monkeypatch.setattr(userns, "_writer_broken", [False])
     a = await make_sandbox("bwrap")
@@ -41,6 +55,7 @@ async def test_the_helper_writes_each_sandboxs_caps(make_sandbox, monkeypatch):
 
 
 async def test_nsenter_writes_them_when_the_helper_cannot_run(make_sandbox, monkeypatch):
+    monkeypatch.setenv("CLAWRIG_ZYGOTE", "0")
     monkeypatch.setattr(userns, "_writer", [None])
     monkeypatch.setattr(userns, "_writer_broken", [False])
     monkeypatch.setattr(sys, "executable", "/nonexistent/python3")

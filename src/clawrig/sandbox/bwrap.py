@@ -42,6 +42,12 @@ namespace. Then:
   sandbox);
 - on stop, bwrap is killed; the PID namespace's init dies with it and the kernel kills every
   process inside: no orphans, also for daemonised grandchildren.
+
+The supervisor: on the host's own system with the harness as root it is forked into the
+sandbox by the harness's zygote (:mod:`clawrig.sandbox.zygote`: a fork of a Python that has
+loaded it, ~10 ms of CPU less per sandbox than an interpreter's start), bwrap then running a
+small init as pid 1 (``--as-pid-1``) that reaps orphans; else bwrap runs it (``python3 -I -S``)
+under its own init.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from clawrig.errors import SandboxError
 from clawrig.leftovers import filled_tempdir, owned_tempdir, remove_tree, scratch_dir
@@ -77,7 +84,18 @@ from clawrig.sandbox.client import (
 from clawrig.sandbox.mountns import joins, launch_argv, nice_argv
 from clawrig.sandbox.overlay import Overlay, can_mount
 from clawrig.sandbox.paths import PATHS
-from clawrig.sandbox.userns import cap_sandbox
+from clawrig.sandbox.userns import (
+    SANDBOX_INOTIFY_INSTANCES,
+    SANDBOX_INOTIFY_WATCHES,
+    cap_sandbox,
+    raise_host_limits,
+)
+from clawrig.sandbox.zygote import (
+    failed_to_enter,
+    fork_supervisor,
+    init_argv,
+    zygote_usable,
+)
 
 ETC_PIECES = (
     "alternatives",
@@ -571,6 +589,8 @@ class BwrapSandbox(SupervisedSandbox):
         self.drop_uid = False
         self.force_uid_drop = False
         """Tests and paranoid users: drop to an unprivileged host uid even with cgroups."""
+        self.zygote = False
+        """True when the supervisor was forked by the zygote (:mod:`clawrig.sandbox.zygote`)."""
         self.overlay: Overlay | None = None
         self.launch_ns: tuple[Path, Path, Path] | None = None
         """(pool root, entry folder below it, launch point): bwrap starts in a mount namespace
@@ -591,9 +611,21 @@ class BwrapSandbox(SupervisedSandbox):
         assert self.base_dir is not None
         return Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
 
+    async def _start(self, arm: bool) -> None:
+        try:
+            await super()._start(arm)
+        except SandboxError as exc:
+            if not (self.zygote and failed_to_enter(str(exc))):
+                raise
+            # the zygote could not enter the sandbox (that start is undone): one started in it
+            await super()._start(arm)
+
     async def _after_start(self) -> None:
-        """The sandbox's own inotify caps (:mod:`clawrig.sandbox.userns`)."""
+        """The sandbox's own inotify caps (:mod:`clawrig.sandbox.userns`; the zygote's child
+        wrote them already for a supervisor it forked)."""
         assert self._proc is not None
+        if self.zygote:
+            return
         why = await cap_sandbox(self._proc.pid)
         if why is not None:
             raise SandboxError(f"bwrap sandbox: its inotify caps could not be set: {why}")
@@ -639,7 +671,9 @@ class BwrapSandbox(SupervisedSandbox):
                 a += ["--bind" if writable else "--ro-bind", str(entry), dest]
         return a
 
-    def _argv(self) -> list[str]:
+    def _argv(self, zygote: bool = False) -> list[str]:
+        """bwrap's command line; ``zygote``: for a sandbox whose supervisor the zygote forks
+        (:mod:`clawrig.sandbox.zygote`): its init as the command."""
         bwrap = bwrap_path()
         if bwrap is None:
             raise SandboxError(
@@ -717,6 +751,9 @@ class BwrapSandbox(SupervisedSandbox):
         for k, v in self.environment().items():
             a += ["--setenv", k, v]
         a += ["--setenv", "CLAWRIG_LOG_DIR", "/run/clawrig"]
+        if zygote:  # the sandbox's init is pid 1, the zygote forks the supervisor in
+            a += ["--as-pid-1", "--chdir", PATHS.workspace, *init_argv()]
+            return a
         a += ["--chdir", PATHS.workspace]
         a += supervisor_argv(_find_python(root), source, f"{source}c" if pyc else None)
         return a
@@ -805,8 +842,9 @@ class BwrapSandbox(SupervisedSandbox):
                 raise
         # Arguments go through a pipe (--args FD), so the sandbox's init process shows
         # "bwrap --args 3" in /proc and no host path leaks into the sandbox.
+        self.zygote = bool(launcher) and self._zygote_wanted()
         try:
-            argv = self._argv()
+            argv = self._argv(self.zygote)
             cmd_at = argv.index("--chdir") + 2
             payload = b"".join(x.encode() + b"\0" for x in argv[1:cmd_at])
             if len(payload) >= 65536:
@@ -826,6 +864,13 @@ class BwrapSandbox(SupervisedSandbox):
         except BaseException:
             os.close(rfd)
             raise
+        if self.zygote:
+            return await self._launch_for_zygote(
+                [*launcher, argv[0], "--args", str(rfd), *argv[cmd_at:]],
+                (rfd, *launch_fds),
+                (req_r, ans_w, err_w),
+                procs_files,
+            )
         return await self._spawn(
             [*launcher, argv[0], "--args", str(rfd), *argv[cmd_at:]]
             + ["--proto-fds", f"{req_r},{ans_w}"],
@@ -844,6 +889,90 @@ class BwrapSandbox(SupervisedSandbox):
             # (tests/sandbox/test_stop.py)
             start_new_session=True,
         )
+
+    def _zygote_wanted(self) -> bool:
+        """True when this sandbox's supervisor can be forked by the zygote
+        (:mod:`clawrig.sandbox.zygote`): the host's own system (no environment's root), its
+        python3 the zygote's."""
+        if self.overlay is not None or self.config.rootfs:
+            return False
+        try:
+            return zygote_usable(_find_python(Path("/")))
+        except SandboxError:
+            return False
+
+    async def _launch_for_zygote(
+        self,
+        argv: list[str],
+        pass_fds: tuple[int, ...],
+        ends: tuple[int, int, int],
+        procs_files: list[str],
+    ) -> PidfdProcess:
+        """Start bwrap with the zygote's init (``argv``, given ``pass_fds``: its arguments'
+        pipe, the launcher's) and ask the zygote for the supervisor, with ``ends`` (the
+        supervisor's requests' read end, answers' and stderr's write ends: closed here) and
+        the read end of bwrap's stdout, where the init says it is up. On failure (the zygote
+        cannot be reached: SandboxError) bwrap is killed and :meth:`_cleanup` has run."""
+        req_r, ans_w, err_w = ends
+        try:
+            ready_r, ready_w = os.pipe()
+        except BaseException:
+            for fd in (*ends, pass_fds[0]):
+                os.close(fd)
+            raise
+        try:
+            proc = await self._spawn(
+                argv,
+                (pass_fds[0], ready_w),
+                pass_fds=pass_fds,
+                stdin=subprocess.DEVNULL,
+                stdout=ready_w,
+                stderr=err_w,
+                env={"PATH": DEFAULT_PATH},
+                cwd="/",
+                start_new_session=True,  # as _launch's (a terminal's Ctrl-C)
+            )
+        except BaseException:
+            for fd in (ready_r, *ends):
+                os.close(fd)
+            raise
+        source = f"{PATHS.clawrig}/supervisor.py"
+        raise_host_limits()
+        try:
+            await fork_supervisor(
+                "/usr/bin/python3",
+                SUPERVISOR_PATH,
+                supervisor_pyc(source),
+                self._zygote_request(proc.pid, procs_files, source),
+                (ready_r, req_r, ans_w, err_w),
+            )
+        except BaseException:
+            self._proc = proc
+            await self._abort_start()
+            raise
+        finally:
+            for fd in (ready_r, *ends):
+                os.close(fd)
+        return proc
+
+    def _zygote_request(self, outer: int, procs_files: list[str], source: str) -> dict[str, Any]:
+        """What the zygote needs to fork this sandbox's supervisor into it (the fields of
+        :mod:`clawrig.sandbox.zygote_program`): bwrap's host pid ``outer``, the cgroups, the
+        limits bwrap's launcher sets, the environment and working folder bwrap would give
+        it, the inotify caps, the supervisor's path inside (``source``)."""
+        return {
+            "outer": outer,
+            "procs": procs_files,
+            "fsize": self.config.limits.max_file_bytes or 0,
+            "nice": SANDBOX_NICE,
+            "cwd": PATHS.workspace,
+            "env": self.environment() | {"CLAWRIG_LOG_DIR": "/run/clawrig"},
+            "caps": {
+                "max_inotify_instances": SANDBOX_INOTIFY_INSTANCES,
+                "max_inotify_watches": SANDBOX_INOTIFY_WATCHES,
+            },
+            "source": source,
+        }
 
     def _overlay_wanted(self) -> bool:
         """True when the root is an overlay: a root file system with a writable system or

@@ -1,8 +1,9 @@
 """clawrig's in-sandbox supervisor: a small process server, standard library only.
 
-It runs as the sandbox's main process (pid 2 under bubblewrap's init) and executes every command
-of a trial, so a tool call costs a fork/exec instead of a new sandbox, and background processes
-survive between calls.
+It runs as the sandbox's main process (pid 2 under bubblewrap's init, or forked there by the
+harness's zygote, :mod:`clawrig.sandbox.zygote`, which calls :func:`main`) and executes every
+command of a trial, so a tool call costs a fork/exec instead of a new sandbox, and background
+processes survive between calls.
 
 Protocol (one JSON object per line, on stdin/stdout):
     request  {"id": int, "op": str, ...args}

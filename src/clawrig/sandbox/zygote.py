@@ -1,0 +1,202 @@
+"""The harness's side of the supervisor zygote (:mod:`clawrig.sandbox.zygote_program`): a bwrap
+sandbox's supervisor forked into the sandbox by one long-lived Python process, not started
+afresh in every sandbox.
+
+Why: a supervisor's interpreter start is ~10 ms of CPU (``python3 -I -S``), and every trial
+starts two sandboxes (the agent's and the clean room); a fork of an interpreter that has loaded
+the supervisor already costs ~1 ms. With the zygote, bwrap runs a small init as the sandbox's
+pid 1 (:data:`INIT_PERL`: it reaps orphans, as bwrap's own init does, and says when the sandbox
+is set up); the zygote's child joins the sandbox's cgroups and namespaces, writes its inotify
+caps (:mod:`clawrig.sandbox.userns`) and forks the supervisor there, which drops every
+capability as bwrap's ``--cap-drop ALL`` does. The supervisor is pid 2 of the sandbox, as
+before; the sandbox still ends with bwrap.
+
+Used (:func:`zygote_usable`) when the harness is root (setns(2) into a sandbox's namespaces
+needs the host's capabilities), the sandbox runs on the host's own system (its python3 is the
+host's, the zygote's: a root file system of an environment has its own), pid file descriptors
+and perl are there, and ``CLAWRIG_ZYGOTE`` is not ``0``. Else, and for sandboxes whose limits
+need a launcher's rlimits or another uid, the supervisor starts in the sandbox as before; so
+too, for that sandbox and every later one, when the zygote cannot enter a sandbox
+(:func:`failed_to_enter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import functools
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from clawrig.errors import SandboxError
+from clawrig.sandbox.zygote_program import CANNOT_ENTER
+
+log = logging.getLogger(__name__)
+
+PROGRAM_PATH = Path(__file__).with_name("zygote_program.py")
+"""The zygote's program (run by the sandboxes' python3 on the host)."""
+
+INIT_PERL = (
+    "$SIG{CHLD} = sub {}; syswrite(STDOUT, 'r'); open(STDOUT, '>', '/dev/null'); "
+    "for (;;) { sleep 5 if waitpid(-1, 0) < 0 && $! == 10 }"
+)
+"""The sandbox's init with the zygote (``perl -e INIT_PERL``, bwrap's ``--as-pid-1`` command):
+one byte on its stdout once bwrap has set the sandbox up (the zygote's child waits for it),
+then it reaps every process that ends up its child (waitpid on any child; with none, ECHILD,
+a pause that an orphan's SIGCHLD cuts short). As pid 1 of its namespace it gets no signal from
+inside that it has not asked for: the agent cannot end it, and the supervisor's ``kill_all``
+(``kill(-1)``) spares it as it spared bwrap's init."""
+
+
+@functools.cache
+def _perl() -> str | None:
+    return shutil.which("perl")
+
+
+def zygote_usable(python: str) -> bool:
+    """True when a sandbox whose supervisor runs on ``python`` (its path inside, the host's
+    system bound at the same path) can have it forked by the zygote (module docs)."""
+    return (
+        os.environ.get("CLAWRIG_ZYGOTE", "1") != "0"
+        and os.geteuid() == 0
+        and python == "/usr/bin/python3"
+        and Path(python).is_file()
+        and _perl() is not None
+        and _pidfds()
+        and not _broken[0]
+    )
+
+
+def init_argv() -> list[str]:
+    """bwrap's command in a sandbox whose supervisor the zygote forks (:data:`INIT_PERL`)."""
+    perl = _perl()
+    assert perl is not None
+    return [perl, "-e", INIT_PERL]
+
+
+@functools.cache
+def _pidfds() -> bool:
+    from clawrig.sandbox.client import pidfds_work
+
+    return pidfds_work()
+
+
+_lock = threading.Lock()
+_zygote: list[tuple[subprocess.Popen[bytes], socket.socket] | None] = [None]
+_broken = [False]
+
+
+def _start(
+    python: str, source: Path, pyc: Path | None
+) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    program = (
+        PROGRAM_PATH.read_text()
+        + f"\nmain({str(source)!r}, {str(pyc or '')!r}, {theirs.fileno()})\n"
+    )
+    try:
+        proc = subprocess.Popen(
+            [python, "-I", "-S", "-"],  # the program on stdin: no host path in its command line
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            # nothing of the harness's environment (keys) reaches it, nor the supervisors it
+            # forks: the locale the sandboxes' supervisors were started with
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
+            cwd="/",
+            start_new_session=True,  # a terminal's Ctrl-C is the harness's, not its own
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(program.encode())
+        proc.stdin.close()
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    ours.setblocking(False)
+    atexit.register(_stop, proc, ours)
+    return proc, ours
+
+
+def _stop(proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
+    """End the zygote at exit (its socket closed) and reap it."""
+    sock.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+
+
+def _current(python: str, source: Path, pyc: Path | None) -> socket.socket:
+    with _lock:
+        held = _zygote[0]
+        if held is None or held[0].poll() is not None:
+            if held is not None:
+                held[1].close()
+            held = _zygote[0] = _start(python, source, pyc)
+        return held[1]
+
+
+async def _send(sock: socket.socket, data: bytes, fds: tuple[int, ...]) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            socket.send_fds(sock, [data], list(fds))
+            return
+        except BlockingIOError:
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_writer(sock, ready.set_result, None)
+            try:
+                await ready
+            finally:
+                loop.remove_writer(sock)
+
+
+async def fork_supervisor(
+    python: str, source: Path, pyc: Path | None, request: dict[str, Any], fds: tuple[int, ...]
+) -> None:
+    """Ask the zygote (started on first use, again when it has died) for the supervisor of the
+    sandbox ``request`` describes (:mod:`clawrig.sandbox.zygote_program`: ``outer``, ``procs``,
+    ``fsize``, ``nice``, ``cwd``, ``env``, ``caps``, ``source``), with ``fds``: (bwrap's stdout's
+    read end, the supervisor's requests' read end, answers' and stderr's write ends); they are
+    the zygote's once sent (the caller closes its copies). ``python``, ``source``, ``pyc``:
+    the zygote's interpreter and the supervisor's code (host paths). Raises SandboxError when
+    the zygote cannot be reached (twice); zygotes are not used again in this process then."""
+    data = json.dumps(request).encode()
+    why = ""
+    for _ in range(2):
+        try:
+            sock = _current(python, source, pyc)
+            await _send(sock, data, fds)
+            return
+        except OSError as exc:
+            why = str(exc)
+            with _lock:
+                held, _zygote[0] = _zygote[0], None
+            if held is not None:
+                held[1].close()
+                with contextlib.suppress(OSError):
+                    held[0].kill()
+    _broken[0] = True
+    raise SandboxError(f"bwrap sandbox: the supervisor's zygote cannot be reached: {why}")
+
+
+def failed_to_enter(error: str) -> bool:
+    """True when a sandbox's start failed (``error``: its SandboxError's text) in the zygote's
+    own part (:data:`clawrig.sandbox.zygote_program.CANNOT_ENTER`: a kernel or a container
+    that refuses its setns, say); the zygote is then not used again in this process (one
+    warning says why) and the caller starts that sandbox's supervisor in it."""
+    if CANNOT_ENTER not in error:
+        return False
+    if not _broken[0]:
+        _broken[0] = True
+        log.warning("%s; sandboxes start their own supervisor from now on", error.strip())
+    return True

@@ -1,0 +1,283 @@
+"""clawrig's supervisor zygote: one Python process per harness that forks a bwrap sandbox's
+supervisor into the sandbox, instead of a new interpreter started in every sandbox (~10 ms of
+CPU each, two sandboxes per trial). Standard library only; run by the sandboxes' own python3
+(``python3 -I -S -`` reading this program, then a call of :func:`main`, on its stdin:
+the supervisors it forks show that command line to the sandbox, no host path; the harness's
+side is :mod:`clawrig.sandbox.zygote`).
+
+Each message on the socket asks for one supervisor: a JSON object (``outer``: the host pid of
+the sandbox's bwrap; ``procs``: cgroup.procs files to join; ``fsize``: RLIMIT_FSIZE in bytes,
+0 for none; ``nice``: steps nicer; ``cwd``; ``env``; ``caps``: ``/proc/sys/user`` values for
+the sandbox's user namespace) with four descriptors: the read end of bwrap's stdout (its init
+writes one byte there once the sandbox is set up), and the supervisor's requests (read end),
+answers and stderr (write ends). Nothing is answered on the socket: the supervisor greets the
+harness on its answers pipe as a started one does, and a failure is one line on its stderr
+pipe, whose end the harness then reads (as a failed bwrap's).
+
+Per request the zygote forks a child that waits for the init's byte, finds the init (bwrap's
+child: its pid namespace's pid 1, ``bwrap --as-pid-1``), joins the sandbox's cgroups, sets the
+limits bwrap's launcher sets (no core dumps, RLIMIT_FSIZE, priority), writes the inotify caps
+in the sandbox's user namespace (a grandchild that enters that namespace alone, through the
+host's /proc: the sandbox's /proc/sys is read-only), then enters the init's mount, cgroup, IPC,
+UTS, network and PID namespaces and last its user namespace (setns(2) on a pid file
+descriptor: as the host's root, before it holds capabilities only inside), takes the init's
+root as its own (``chroot``) and forks the supervisor, pid 2 of the sandbox, and exits (the
+supervisor's parent is the sandbox's init from then on, which dies with bwrap and takes every
+process of the namespace with it). The supervisor then starts a session, drops every
+capability (bounding, ambient, effective, permitted, inheritable), sets no_new_privs, takes its
+stdio from the three pipes and closes every other descriptor, takes the sandbox's environment
+and working folder, and runs :func:`clawrig.sandbox.supervisor.main` as a started one would.
+
+The zygote holds no secret to leak into a sandbox: it starts with a near-empty environment,
+clears its supplementary groups, and never sees a request but these. It dies with its harness
+(``PR_SET_PDEATHSIG``) and ends at its socket's end. Sources: setns(2) (pid file descriptors,
+Linux 5.8+), capabilities(7), prctl(2), bwrap(1) (``--as-pid-1``).
+"""
+
+import _signal
+import _socket
+import ctypes
+import marshal
+import posix as os
+import resource
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+SIGKILL = 9
+"""Linux's numbers (sched.h, prctl.h, capability.h, signal.h)."""
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CANNOT_ENTER = "the supervisor's zygote could not enter the sandbox"
+"""How a failure of the zygote's own part begins on the sandbox's stderr (the harness then
+starts the supervisor in the sandbox, :mod:`clawrig.sandbox.zygote`)."""
+
+
+def _check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "%s: %s" % (what, os.strerror(err)))
+
+
+def _setns(fd, flags, what):
+    _check(_libc.setns(fd, flags), "setns(%s)" % what)
+
+
+def _prctl(option, arg, what):
+    _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), "prctl(%s)" % what)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _drop_capabilities():
+    """No capability left in any set, none to be had again (bwrap's ``--cap-drop ALL``), and
+    no_new_privs (bwrap sets it too)."""
+    with open("/proc/sys/kernel/cap_last_cap", "rb") as fh:
+        last = int(fh.read())
+    for cap in range(last + 1):
+        _prctl(PR_CAPBSET_DROP, cap, "PR_CAPBSET_DROP")
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT)")
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1, "PR_SET_NO_NEW_PRIVS")
+
+
+def _init_of(outer):
+    """The host pid of bwrap's child (the sandbox's init) under bwrap's host pid ``outer``."""
+    with open("/proc/%d/task/%d/children" % (outer, outer), "rb") as fh:
+        children = fh.read().split()
+    if len(children) != 1:
+        raise OSError("bwrap (pid %d) has %d children, not its init" % (outer, len(children)))
+    return int(children[0])
+
+
+def _parent_of(pid):
+    with open("/proc/%d/stat" % pid, "rb") as fh:
+        data = fh.read()
+    return int(data[data.rindex(b")") + 2 :].split()[1])
+
+
+def _write_caps(pidfd, caps):
+    """Write ``caps`` (``/proc/sys/user`` name: value) in the user namespace of ``pidfd``'s
+    process, from a grandchild that enters that namespace alone (the host's /proc, this
+    process's namespaces otherwise)."""
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(r)
+            _setns(pidfd, CLONE_NEWUSER, "user")
+            for name, value in caps.items():
+                fd = os.open("/proc/sys/user/" + name, os.O_WRONLY | os.O_CLOEXEC)
+                text = ("%d\n" % value).encode()
+                if os.write(fd, text) != len(text):
+                    raise OSError("short write to /proc/sys/user/" + name)
+                os.close(fd)
+            os._exit(0)
+        except BaseException as exc:
+            os.write(w, str(exc).encode("utf-8", "replace")[:500])
+            os._exit(1)
+    os.close(w)
+    _, status = os.waitpid(child, 0)
+    why = os.read(r, 600).decode("utf-8", "replace")
+    os.close(r)
+    if status != 0:
+        raise OSError("the sandbox's inotify caps could not be set: %s" % (why or status))
+
+
+def _supervisor(req, fds, supervisor_main):
+    """The supervisor's own set-up (module docs), in the sandbox's namespaces; never returns."""
+    _, req_r, ans_w, err_w = fds
+    os.setsid()
+    os.dup2(req_r, 0)
+    os.dup2(ans_w, 1)
+    os.dup2(err_w, 2)
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    _drop_capabilities()
+    env = {k.encode(): v.encode() for k, v in req["env"].items()}
+    for key in list(os.environ):
+        os.unsetenv(key)
+    os.environ.clear()
+    for key, value in env.items():
+        os.putenv(key, value)
+    os.environ.update(env)
+    try:
+        os.chdir(req["cwd"])
+    except OSError:
+        os.chdir("/")
+    sys.argv = [req["source"]]
+    supervisor_main([])
+    os._exit(0)  # pragma: no cover - main ends the process
+
+
+def _enter(req, fds, supervisor_main):
+    """The forked child's work for one request (module docs); never returns."""
+    ready_r, req_r, ans_w, err_w = fds
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # this process waits for its children
+    try:
+        up = os.read(ready_r, 1)
+    except OSError:
+        up = b""
+    if not up:  # bwrap failed before it ran the init: its own message is on the stderr
+        os._exit(1)
+    try:
+        os.close(ready_r)
+        outer = req["outer"]
+        init = _init_of(outer)
+        pidfd = os.pidfd_open(init)
+        root = os.open("/proc/%d/root" % init, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        if _parent_of(init) != outer:  # opened after the pid file descriptor: the same process
+            raise OSError("the sandbox's init (pid %d) is gone" % init)
+        pid = str(os.getpid()).encode()
+        for path in req["procs"]:
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            os.write(fd, pid)
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if req["fsize"]:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (req["fsize"], req["fsize"]))
+        os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + req["nice"])
+        if req["caps"]:
+            _write_caps(pidfd, req["caps"])
+        flags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID
+        _setns(pidfd, flags | CLONE_NEWNET, "mount, cgroup, ipc, uts, net, pid")
+        _setns(pidfd, CLONE_NEWUSER, "user")
+        os.fchdir(root)
+        os.chroot(".")
+        os.close(root)
+        os.close(pidfd)
+        if os.fork() == 0:
+            _supervisor(req, fds, supervisor_main)
+        os._exit(0)
+    except BaseException as exc:
+        message = "clawrig: %s: %s\n" % (CANNOT_ENTER, exc)
+        try:
+            os.write(err_w, message.encode("utf-8", "replace"))
+        except OSError:
+            pass
+        os._exit(1)
+
+
+def _receive(sock):
+    """One request and its four descriptors, or None at the socket's end."""
+    data, ancillary, _flags, _addr = sock.recvmsg(1 << 20, _socket.CMSG_SPACE(4 * 4))
+    if not data:
+        return None
+    fds = []
+    for level, kind, payload in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % 4
+            fds += [int.from_bytes(payload[i : i + 4], sys.byteorder) for i in range(0, usable, 4)]
+    return data, fds
+
+
+def main(source, pyc, sock_fd):
+    """Serve requests on the ``SOCK_SEQPACKET`` socket ``sock_fd`` until its end, forking
+    supervisors whose code is ``pyc`` (precompiled, may be empty) or else ``source``."""
+    _prctl(PR_SET_PDEATHSIG, SIGKILL, "PR_SET_PDEATHSIG")
+    # the supervisors are orphans once the child that forked them exits: this process, not
+    # the host's init, is their parent then (and reaps them: SIGCHLD ignored below)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER")
+    if os.getppid() == 1:  # the harness is gone already
+        os._exit(0)
+    os.setgroups([])
+    data = b""
+    if pyc:
+        with open(pyc, "rb") as fh:
+            data = fh.read()
+    magic = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", b"?")
+    if data[:4] == magic:
+        code = marshal.loads(memoryview(data)[16:])
+    else:
+        with open(source, "rb") as fh:
+            code = compile(fh.read(), source, "exec")
+    namespace = {"__name__": "clawrig_supervisor", "__file__": source}
+    exec(code, namespace)
+    supervisor_main = namespace["main"]
+    loads = namespace["_loads"]
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # the forked children reap themselves
+    sock = _socket.socket(fileno=sock_fd)
+    while True:
+        got = _receive(sock)
+        if got is None:
+            os._exit(0)
+        data, fds = got
+        try:
+            req = loads(data.decode("utf-8"))
+            if len(fds) != 4:
+                raise ValueError("%d descriptors, not 4" % len(fds))
+            if os.fork() == 0:
+                sock.close()
+                _enter(req, fds, supervisor_main)
+        except (ValueError, OSError, KeyError) as exc:  # a bad request: said on its stderr
+            if len(fds) == 4:
+                try:
+                    os.write(fds[3], ("clawrig: %s: %s\n" % (CANNOT_ENTER, exc)).encode())
+                except OSError:
+                    pass
+        for fd in fds:
+            os.close(fd)

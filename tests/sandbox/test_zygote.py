@@ -1,0 +1,190 @@
+"""The supervisor zygote (clawrig.sandbox.zygote): a bwrap sandbox's supervisor forked into the
+sandbox by one process of the harness's, instead of an interpreter started in each. The
+supervisor it forks must be what a started one is: in the sandbox's namespaces and cgroups,
+with no capability, no host path in its command line, nothing of the harness's environment;
+the sandbox's init it runs with (bwrap ``--as-pid-1``) must outlive the agent's kills and reap
+its orphans; a killed supervisor is a dead sandbox, a killed zygote is started again, and a
+sandbox that fails before its init is up fails its start with bwrap's reason. The escape
+suite (test_escape.py) runs on sandboxes with and without the zygote."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from clawrig.errors import SandboxError
+from clawrig.sandbox import zygote, zygote_program
+from clawrig.sandbox.base import Bind
+from clawrig.sandbox.client import SandboxDied
+
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+    pytest.mark.skipif(
+        not zygote.zygote_usable("/usr/bin/python3"),
+        reason="no zygote here (not root, or no perl or /usr/bin/python3, or no pid fds)",
+    ),
+]
+
+NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts")
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _status(text: str) -> dict[str, str]:
+    return {k: v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
+
+
+async def test_the_supervisor_is_in_the_sandboxs_namespaces_and_cgroups(make_sandbox):
+    sb = await make_sandbox("bwrap", memory_bytes=256 * 1024**2, max_processes=64)
+    assert sb.zygote is True
+    links = " ".join(f"/proc/{who}/ns/{ns}" for ns in NAMESPACES for who in (1, "self"))
+    r = await sb.exec(f"readlink {links}")
+    assert r.exit_code == 0, r.stderr
+    inside = r.stdout.split()
+    for i, ns in enumerate(NAMESPACES):  # the init's and a command's: the same
+        assert inside[2 * i] == inside[2 * i + 1] and inside[2 * i].startswith(f"{ns}:[")
+    # from the host: the supervisor (the zygote's child now) is in the init's namespaces,
+    # which are not the host's
+    init = _children(sb._proc.pid)
+    assert len(init) == 1
+    held = zygote._zygote[0]
+    assert held is not None
+    ours = [
+        pid
+        for pid in _children(held[0].pid)
+        if os.readlink(f"/proc/{pid}/ns/pid") == os.readlink(f"/proc/{init[0]}/ns/pid")
+    ]
+    assert len(ours) == 1
+    for ns in NAMESPACES:
+        theirs = os.readlink(f"/proc/{init[0]}/ns/{ns}")
+        assert os.readlink(f"/proc/{ours[0]}/ns/{ns}") == theirs
+        if ns in ("mnt", "pid", "user", "net"):
+            assert theirs != os.readlink(f"/proc/self/ns/{ns}")
+    assert os.readlink(f"/proc/{ours[0]}/root") == "/"  # seen from the host: its own root
+    assert (
+        os.stat(f"/proc/{ours[0]}/root/tmp_workspace").st_ino
+        == os.stat(sb.config.workspace_dir).st_ino
+    )
+    # the supervisor's cgroups are the sandbox's (the harness's cgroup per sandbox)
+    r = await sb.exec("cat /proc/2/cgroup; echo --; cat /proc/self/cgroup")
+    supervisor, command = r.stdout.split("--\n")
+    assert supervisor.strip() == command.strip()
+    assert sb.cgroup is not None and sb.cgroup.procs_files  # root: cgroups per sandbox
+    for procs in sb.cgroup.procs_files:  # the host's view: the supervisor is in each
+        assert str(ours[0]) in Path(procs).read_text().split()
+    # the limits: a memory hog is killed, the supervisor lives on
+    r = await sb.exec("python3 -c \"b = bytearray(600 * 1024 * 1024); print('no limit')\"")
+    assert "no limit" not in r.stdout
+    assert (await sb.exec("echo alive")).stdout == "alive\n"
+
+
+async def test_the_supervisor_holds_no_capability_and_shows_no_host_path(make_sandbox):
+    sb = await make_sandbox("bwrap")
+    status = _status((await sb.exec("cat /proc/2/status")).stdout)
+    for field in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[field], 16) == 0, field
+    assert status["NoNewPrivs"] == "1"
+    assert status["Groups"] == ""
+    assert status["PPid"] == "0"  # its parent is the zygote, outside the sandbox
+    r = await sb.exec("cat /proc/2/cmdline")
+    assert r.stdout.split("\0") == ["/usr/bin/python3", "-I", "-S", "-", ""]
+    # non-dumpable (as a started supervisor makes itself): its memory and descriptors closed
+    r = await sb.exec("ls /proc/2/fd; cat /proc/2/environ")
+    assert r.exit_code != 0 and "Permission denied" in r.stderr
+    # root inside cannot get a capability back through an executable either
+    r = await sb.exec("mount -t tmpfs none /tmp 2>&1; cat /proc/self/status")
+    assert int(_status(r.stdout.split("\n", 1)[1])["CapEff"], 16) == 0
+    assert "permission denied" in r.stdout.lower()
+
+
+async def test_the_zygote_holds_nothing_of_the_harness(make_sandbox, monkeypatch):
+    await make_sandbox("bwrap")
+    held = zygote._zygote[0]
+    assert held is not None
+    pid = held[0].pid
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert sorted(e.split(b"=")[0] for e in environ if e) == [b"LANG", b"LC_ALL", b"PATH"]
+    assert _status(Path(f"/proc/{pid}/status").read_text())["Groups"] == ""
+    # no descriptor but stdio and its socket (no host folder, no other sandbox's pipe)
+    fds = sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd"))
+    assert len(fds) == 4 and fds[:3] == [0, 1, 2]
+    assert os.readlink(f"/proc/{pid}/fd/{fds[3]}").startswith("socket:")
+
+
+async def test_a_killed_zygote_is_started_again(make_sandbox):
+    await make_sandbox("bwrap")
+    held = zygote._zygote[0]
+    assert held is not None
+    os.kill(held[0].pid, signal.SIGKILL)
+    held[0].wait(10)
+    sb = await make_sandbox("bwrap")
+    assert sb.zygote is True and (await sb.exec("echo up")).stdout == "up\n"
+    again = zygote._zygote[0]
+    assert again is not None and again[0].pid != held[0].pid
+
+
+async def test_the_init_outlives_the_agent_and_reaps_its_orphans(make_sandbox):
+    sb = await make_sandbox("bwrap")
+    r = await sb.exec("kill -9 1; kill -TERM 1; sleep 0.2; cat /proc/1/comm")
+    assert r.stdout.strip() == "perl"  # signals from inside never reach the namespace's init
+    # orphans (their parents gone) become the init's children: reaped, no zombie left
+    await sb.exec("sh -c '(sleep 0.2 &); (sleep 0.1 &); exit 0'")
+    await asyncio.sleep(0.6)
+    r = await sb.exec("grep -l '^State:.Z' /proc/[0-9]*/status; echo end")
+    assert r.stdout == "end\n", r.stdout
+    # kill_all ends everything but the init and the supervisor
+    await sb.spawn("sleep 300")
+    assert await sb.kill_all() >= 1
+    r = await sb.exec("cat /proc/[0-9]*/comm")  # (the shell's glob is made before cat runs)
+    assert sorted(r.stdout.split()) == ["perl", "python3", "sh"]
+
+
+async def test_a_killed_supervisor_is_a_dead_sandbox(make_sandbox):
+    sb = await make_sandbox("bwrap")
+    with pytest.raises(SandboxDied):
+        await asyncio.wait_for(sb.exec("kill -9 2; sleep 30"), 20)
+    await asyncio.wait_for(sb.stop(), 20)
+    assert sb._proc is not None and sb._proc.returncode is not None  # bwrap is gone too
+
+
+async def test_a_sandbox_that_fails_before_its_init_is_up_says_why(make_sandbox, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    bind = Bind(source=gone, dest="/opt/data")
+    gone.rmdir()  # bwrap cannot bind it: it fails before it runs the init
+    with pytest.raises(SandboxError) as caught:
+        await make_sandbox("bwrap", config={"binds": [bind]})
+    assert "gone" in str(caught.value) or "No such file" in str(caught.value)
+
+
+async def test_a_zygote_that_cannot_enter_gives_way_to_a_started_supervisor(
+    make_sandbox, monkeypatch, caplog
+):
+    from clawrig.sandbox.bwrap import BwrapSandbox
+
+    monkeypatch.setattr(zygote, "_broken", [False])
+    asked = BwrapSandbox._zygote_request
+
+    def unwritable(self, *args):  # a cap the kernel has no file for: the zygote's child fails
+        request = asked(self, *args)
+        request["caps"]["max_no_such_thing"] = 1
+        return request
+
+    monkeypatch.setattr(BwrapSandbox, "_zygote_request", unwritable)
+    sb = await make_sandbox("bwrap")
+    assert sb.zygote is False and zygote._broken == [True]
+    assert (await sb.exec("echo up")).stdout == "up\n"
+    r = await sb.exec("cat /proc/2/cmdline")  # started in the sandbox: bwrap's command
+    assert "/opt/clawrig/supervisor.py" in r.stdout.split("\0")
+    assert any(zygote_program.CANNOT_ENTER in rec.getMessage() for rec in caplog.records)
+    assert "max_no_such_thing" in caplog.text
+    later = await make_sandbox("bwrap")  # and so every later sandbox of the process
+    assert later.zygote is False
