@@ -113,10 +113,12 @@ async def test_the_zygote_holds_nothing_of_the_harness(make_sandbox, monkeypatch
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     assert sorted(e.split(b"=")[0] for e in environ if e) == [b"LANG", b"LC_ALL", b"PATH"]
     assert _status(Path(f"/proc/{pid}/status").read_text())["Groups"] == ""
-    # no descriptor but stdio and its socket (no host folder, no other sandbox's pipe)
+    # no descriptor but stdio, its socket and its own PID namespace (no host folder, no
+    # sandbox's pipe)
     fds = sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd"))
-    assert len(fds) == 4 and fds[:3] == [0, 1, 2]
-    assert os.readlink(f"/proc/{pid}/fd/{fds[3]}").startswith("socket:")
+    assert fds[:3] == [0, 1, 2]
+    held_open = sorted(os.readlink(f"/proc/{pid}/fd/{fd}").split(":")[0] for fd in fds[3:])
+    assert held_open == ["pid", "socket"]
 
 
 async def test_a_killed_zygote_is_started_again(make_sandbox):

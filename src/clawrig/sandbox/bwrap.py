@@ -73,6 +73,7 @@ from clawrig.errors import SandboxError
 from clawrig.leftovers import filled_tempdir, owned_tempdir, remove_tree, scratch_dir
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.client import (
+    READY_TIMEOUT_S,
     SUPERVISOR_PATH,
     PidfdProcess,
     SupervisedSandbox,
@@ -94,6 +95,7 @@ from clawrig.sandbox.zygote import (
     failed_to_enter,
     fork_supervisor,
     init_argv,
+    init_up,
     zygote_usable,
 )
 
@@ -909,11 +911,11 @@ class BwrapSandbox(SupervisedSandbox):
         procs_files: list[str],
     ) -> PidfdProcess:
         """Start bwrap with the zygote's init (``argv``, given ``pass_fds``: its arguments'
-        pipe, the launcher's) and ask the zygote for the supervisor, with ``ends`` (the
-        supervisor's requests' read end, answers' and stderr's write ends: closed here) and
-        the read end of bwrap's stdout, where the init says it is up. On failure (the zygote
-        cannot be reached: SandboxError) bwrap is killed and :meth:`_cleanup` has run."""
-        req_r, ans_w, err_w = ends
+        pipe, the launcher's), wait until the init says it is up on bwrap's stdout, and ask
+        the zygote for the supervisor with ``ends`` (the supervisor's requests' read end,
+        answers' and stderr's write ends: closed here; when bwrap fails first, the start then
+        reads its reason). On failure (the zygote cannot be reached: SandboxError; a cancel)
+        bwrap is killed and :meth:`_cleanup` has run."""
         try:
             ready_r, ready_w = os.pipe()
         except BaseException:
@@ -927,7 +929,7 @@ class BwrapSandbox(SupervisedSandbox):
                 pass_fds=pass_fds,
                 stdin=subprocess.DEVNULL,
                 stdout=ready_w,
-                stderr=err_w,
+                stderr=ends[2],
                 env={"PATH": DEFAULT_PATH},
                 cwd="/",
                 start_new_session=True,  # as _launch's (a terminal's Ctrl-C)
@@ -937,21 +939,22 @@ class BwrapSandbox(SupervisedSandbox):
                 os.close(fd)
             raise
         source = f"{PATHS.clawrig}/supervisor.py"
-        raise_host_limits()
         try:
-            await fork_supervisor(
-                "/usr/bin/python3",
-                SUPERVISOR_PATH,
-                supervisor_pyc(source),
-                self._zygote_request(proc.pid, procs_files, source),
-                (ready_r, req_r, ans_w, err_w),
-            )
+            if await init_up(ready_r, READY_TIMEOUT_S):
+                raise_host_limits()
+                await fork_supervisor(
+                    "/usr/bin/python3",
+                    SUPERVISOR_PATH,
+                    supervisor_pyc(source),
+                    self._zygote_request(proc.pid, procs_files, source),
+                    ends,
+                )
         except BaseException:
             self._proc = proc
             await self._abort_start()
             raise
         finally:
-            for fd in (ready_r, *ends):
+            for fd in ends:
                 os.close(fd)
         return proc
 

@@ -49,11 +49,11 @@ INIT_PERL = (
     "for (;;) { sleep 5 if waitpid(-1, 0) < 0 && $! == 10 }"
 )
 """The sandbox's init with the zygote (``perl -e INIT_PERL``, bwrap's ``--as-pid-1`` command):
-one byte on its stdout once bwrap has set the sandbox up (the zygote's child waits for it),
-then it reaps every process that ends up its child (waitpid on any child; with none, ECHILD,
-a pause that an orphan's SIGCHLD cuts short). As pid 1 of its namespace it gets no signal from
-inside that it has not asked for: the agent cannot end it, and the supervisor's ``kill_all``
-(``kill(-1)``) spares it as it spared bwrap's init."""
+one byte on its stdout once bwrap has set the sandbox up (the harness waits for it:
+:func:`init_up`), then it reaps every process that ends up its child (waitpid on any child;
+with none, ECHILD, a pause that an orphan's SIGCHLD cuts short). As pid 1 of its namespace it
+gets no signal from inside that it has not asked for: the agent cannot end it, and the
+supervisor's ``kill_all`` (``kill(-1)``) spares it as it spared bwrap's init."""
 
 
 @functools.cache
@@ -165,8 +165,8 @@ async def fork_supervisor(
 ) -> None:
     """Ask the zygote (started on first use, again when it has died) for the supervisor of the
     sandbox ``request`` describes (:mod:`clawrig.sandbox.zygote_program`: ``outer``, ``procs``,
-    ``fsize``, ``nice``, ``cwd``, ``env``, ``caps``, ``source``), with ``fds``: (bwrap's stdout's
-    read end, the supervisor's requests' read end, answers' and stderr's write ends); they are
+    ``fsize``, ``nice``, ``cwd``, ``env``, ``caps``, ``source``), once its init is up, with
+    ``fds``: (the supervisor's requests' read end, answers' and stderr's write ends); they are
     the zygote's once sent (the caller closes its copies). ``python``, ``source``, ``pyc``:
     the zygote's interpreter and the supervisor's code (host paths). Raises SandboxError when
     the zygote cannot be reached (twice); zygotes are not used again in this process then."""
@@ -200,3 +200,22 @@ def failed_to_enter(error: str) -> bool:
         _broken[0] = True
         log.warning("%s; sandboxes start their own supervisor from now on", error.strip())
     return True
+
+
+async def init_up(ready_r: int, timeout_s: float) -> bool:
+    """Wait for the sandbox's init to say it is up (:data:`INIT_PERL`'s byte on ``ready_r``,
+    bwrap's stdout; closed here). False when bwrap ended first (it failed: its reason is on its
+    stderr) or after ``timeout_s`` seconds."""
+    loop = asyncio.get_running_loop()
+    said: asyncio.Future[None] = loop.create_future()
+    os.set_blocking(ready_r, False)
+    loop.add_reader(ready_r, lambda: said.done() or said.set_result(None))
+    try:
+        async with asyncio.timeout(timeout_s):
+            await said
+        return os.read(ready_r, 1) == b"r"
+    except (TimeoutError, OSError):
+        return False
+    finally:
+        loop.remove_reader(ready_r)
+        os.close(ready_r)

@@ -5,28 +5,28 @@ CPU each, two sandboxes per trial). Standard library only; run by the sandboxes'
 the supervisors it forks show that command line to the sandbox, no host path; the harness's
 side is :mod:`clawrig.sandbox.zygote`).
 
-Each message on the socket asks for one supervisor: a JSON object (``outer``: the host pid of
-the sandbox's bwrap; ``procs``: cgroup.procs files to join; ``fsize``: RLIMIT_FSIZE in bytes,
-0 for none; ``nice``: steps nicer; ``cwd``; ``env``; ``caps``: ``/proc/sys/user`` values for
-the sandbox's user namespace) with four descriptors: the read end of bwrap's stdout (its init
-writes one byte there once the sandbox is set up), and the supervisor's requests (read end),
+Each message on the socket asks for one supervisor, once the sandbox is set up (its init, the
+namespace's pid 1 under ``bwrap --as-pid-1``, has said so to the harness): a JSON object
+(``outer``: the host pid of the sandbox's bwrap; ``procs``: cgroup.procs files to join;
+``fsize``: RLIMIT_FSIZE in bytes, 0 for none; ``nice``: steps nicer; ``cwd``; ``env``;
+``caps``: ``/proc/sys/user`` values for the sandbox's user namespace; ``source``: the
+supervisor's path inside) with three descriptors: the supervisor's requests (read end),
 answers and stderr (write ends). Nothing is answered on the socket: the supervisor greets the
 harness on its answers pipe as a started one does, and a failure is one line on its stderr
 pipe, whose end the harness then reads (as a failed bwrap's).
 
-Per request the zygote forks a child that waits for the init's byte, finds the init (bwrap's
-child: its pid namespace's pid 1, ``bwrap --as-pid-1``), joins the sandbox's cgroups, sets the
-limits bwrap's launcher sets (no core dumps, RLIMIT_FSIZE, priority), writes the inotify caps
-in the sandbox's user namespace (a grandchild that enters that namespace alone, through the
-host's /proc: the sandbox's /proc/sys is read-only), then enters the init's mount, cgroup, IPC,
-UTS, network and PID namespaces and last its user namespace (setns(2) on a pid file
-descriptor: as the host's root, before it holds capabilities only inside), takes the init's
-root as its own (``chroot``) and forks the supervisor, pid 2 of the sandbox, and exits (the
-supervisor's parent is the sandbox's init from then on, which dies with bwrap and takes every
-process of the namespace with it). The supervisor then starts a session, drops every
-capability (bounding, ambient, effective, permitted, inheritable), sets no_new_privs, takes its
-stdio from the three pipes and closes every other descriptor, takes the sandbox's environment
-and working folder, and runs :func:`clawrig.sandbox.supervisor.main` as a started one would.
+Per request the zygote finds the init (bwrap's only child) and forks the supervisor straight
+into the init's PID namespace (pid 2 there: setns(2) of this process's children's namespace,
+set back after the fork). The child joins the sandbox's cgroups, sets the limits bwrap's
+launcher sets (no core dumps, RLIMIT_FSIZE, priority), enters the init's mount, cgroup, IPC,
+UTS and network namespaces and last its user namespace (setns on a pid file descriptor: as
+the host's root, before it holds capabilities only inside), writes the inotify caps there
+(through the host's /proc, held open: the sandbox's /proc/sys is read-only) and takes the
+init's root as its own (``chroot``). It then starts a session, drops every capability
+(bounding, ambient, effective, permitted, inheritable), sets no_new_privs, takes its stdio
+from the three pipes and closes every other descriptor, takes the sandbox's environment and
+working folder, and runs :func:`clawrig.sandbox.supervisor.main` as a started one would. It
+dies with the sandbox: the kernel kills every process of a PID namespace whose init ends.
 
 The zygote holds no secret to leak into a sandbox: it starts with a near-empty environment,
 clears its supplementary groups, and never sees a request but these. It dies with its harness
@@ -37,6 +37,7 @@ Linux 5.8+), capabilities(7), prctl(2), bwrap(1) (``--as-pid-1``).
 import _signal
 import _socket
 import ctypes
+import gc
 import marshal
 import posix as os
 import resource
@@ -50,7 +51,6 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
@@ -121,37 +121,24 @@ def _parent_of(pid):
     return int(data[data.rindex(b")") + 2 :].split()[1])
 
 
-def _write_caps(pidfd, caps):
-    """Write ``caps`` (``/proc/sys/user`` name: value) in the user namespace of ``pidfd``'s
-    process, from a grandchild that enters that namespace alone (the host's /proc, this
-    process's namespaces otherwise)."""
-    r, w = os.pipe()
-    child = os.fork()
-    if child == 0:
+def _write_caps(proc, caps):
+    """Write ``caps`` (``/proc/sys/user`` name: value) in this process's user namespace (the
+    sandbox's, entered already), through ``proc``: a descriptor of the host's /proc (the
+    sandbox's /proc/sys is read-only), opened before this process left the host's mount
+    namespace. The files are looked up now, in this user namespace: its own values."""
+    for name, value in caps.items():
+        fd = os.open("sys/user/" + name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=proc)
         try:
-            os.close(r)
-            _setns(pidfd, CLONE_NEWUSER, "user")
-            for name, value in caps.items():
-                fd = os.open("/proc/sys/user/" + name, os.O_WRONLY | os.O_CLOEXEC)
-                text = ("%d\n" % value).encode()
-                if os.write(fd, text) != len(text):
-                    raise OSError("short write to /proc/sys/user/" + name)
-                os.close(fd)
-            os._exit(0)
-        except BaseException as exc:
-            os.write(w, str(exc).encode("utf-8", "replace")[:500])
-            os._exit(1)
-    os.close(w)
-    _, status = os.waitpid(child, 0)
-    why = os.read(r, 600).decode("utf-8", "replace")
-    os.close(r)
-    if status != 0:
-        raise OSError("the sandbox's inotify caps could not be set: %s" % (why or status))
+            text = ("%d\n" % value).encode()
+            if os.write(fd, text) != len(text):
+                raise OSError("short write to /proc/sys/user/" + name)
+        finally:
+            os.close(fd)
 
 
 def _supervisor(req, fds, supervisor_main):
     """The supervisor's own set-up (module docs), in the sandbox's namespaces; never returns."""
-    _, req_r, ans_w, err_w = fds
+    req_r, ans_w, err_w = fds
     os.setsid()
     os.dup2(req_r, 0)
     os.dup2(ans_w, 1)
@@ -170,49 +157,40 @@ def _supervisor(req, fds, supervisor_main):
     except OSError:
         os.chdir("/")
     sys.argv = [req["source"]]
+    gc.enable()  # the zygote's own objects are frozen: never visited (nor copied) by it
     supervisor_main([])
     os._exit(0)  # pragma: no cover - main ends the process
 
 
-def _enter(req, fds, supervisor_main):
-    """The forked child's work for one request (module docs); never returns."""
-    ready_r, req_r, ans_w, err_w = fds
-    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # this process waits for its children
+def _enter(req, fds, pidfd, root, supervisor_main):
+    """The forked child's work (module docs), in the sandbox's PID namespace already (pid 2):
+    ``pidfd`` and ``root``: the sandbox's init's pid descriptor and root folder. Never
+    returns."""
+    err_w = fds[2]
     try:
-        up = os.read(ready_r, 1)
-    except OSError:
-        up = b""
-    if not up:  # bwrap failed before it ran the init: its own message is on the stderr
-        os._exit(1)
-    try:
-        os.close(ready_r)
-        outer = req["outer"]
-        init = _init_of(outer)
-        pidfd = os.pidfd_open(init)
-        root = os.open("/proc/%d/root" % init, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        if _parent_of(init) != outer:  # opened after the pid file descriptor: the same process
-            raise OSError("the sandbox's init (pid %d) is gone" % init)
-        pid = str(os.getpid()).encode()
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the supervisor waits for its own
+        pid = str(os.getpid()).encode()  # the host's pid: this process's /proc is the host's
         for path in req["procs"]:
             fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-            os.write(fd, pid)
-            os.close(fd)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if req["fsize"]:
             resource.setrlimit(resource.RLIMIT_FSIZE, (req["fsize"], req["fsize"]))
         os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + req["nice"])
-        if req["caps"]:
-            _write_caps(pidfd, req["caps"])
-        flags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID
-        _setns(pidfd, flags | CLONE_NEWNET, "mount, cgroup, ipc, uts, net, pid")
+        proc = os.open("/proc", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        flags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
+        _setns(pidfd, flags, "mount, cgroup, ipc, uts, net")
         _setns(pidfd, CLONE_NEWUSER, "user")
+        if req["caps"]:
+            _write_caps(proc, req["caps"])
+        os.close(proc)
         os.fchdir(root)
         os.chroot(".")
         os.close(root)
         os.close(pidfd)
-        if os.fork() == 0:
-            _supervisor(req, fds, supervisor_main)
-        os._exit(0)
     except BaseException as exc:
         message = "clawrig: %s: %s\n" % (CANNOT_ENTER, exc)
         try:
@@ -220,6 +198,31 @@ def _enter(req, fds, supervisor_main):
         except OSError:
             pass
         os._exit(1)
+    _supervisor(req, fds, supervisor_main)
+
+
+def _fork_into(req, fds, own_pid_ns, supervisor_main):
+    """Fork the supervisor for ``req`` into the sandbox's PID namespace (this process's
+    children's namespace set to the init's for the fork, then back to ``own_pid_ns``)."""
+    outer = req["outer"]
+    init = _init_of(outer)
+    pidfd = os.pidfd_open(init)
+    try:
+        root = os.open("/proc/%d/root" % init, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            if _parent_of(init) != outer:  # read after the pid descriptor: the same process
+                raise OSError("the sandbox's init (pid %d) is gone" % init)
+            _setns(pidfd, CLONE_NEWPID, "pid")
+            try:
+                child = os.fork()
+                if child == 0:
+                    _enter(req, fds, pidfd, root, supervisor_main)
+            finally:
+                _setns(own_pid_ns, CLONE_NEWPID, "pid (back)")
+        finally:
+            os.close(root)
+    finally:
+        os.close(pidfd)
 
 
 def _receive(sock):
@@ -239,9 +242,6 @@ def main(source, pyc, sock_fd):
     """Serve requests on the ``SOCK_SEQPACKET`` socket ``sock_fd`` until its end, forking
     supervisors whose code is ``pyc`` (precompiled, may be empty) or else ``source``."""
     _prctl(PR_SET_PDEATHSIG, SIGKILL, "PR_SET_PDEATHSIG")
-    # the supervisors are orphans once the child that forked them exits: this process, not
-    # the host's init, is their parent then (and reaps them: SIGCHLD ignored below)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER")
     if os.getppid() == 1:  # the harness is gone already
         os._exit(0)
     os.setgroups([])
@@ -260,7 +260,10 @@ def main(source, pyc, sock_fd):
     supervisor_main = namespace["main"]
     loads = namespace["_loads"]
     _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # the forked children reap themselves
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     sock = _socket.socket(fileno=sock_fd)
+    gc.disable()
+    gc.freeze()  # what the supervisors inherit is never visited by their collector: not copied
     while True:
         got = _receive(sock)
         if got is None:
@@ -268,15 +271,13 @@ def main(source, pyc, sock_fd):
         data, fds = got
         try:
             req = loads(data.decode("utf-8"))
-            if len(fds) != 4:
-                raise ValueError("%d descriptors, not 4" % len(fds))
-            if os.fork() == 0:
-                sock.close()
-                _enter(req, fds, supervisor_main)
-        except (ValueError, OSError, KeyError) as exc:  # a bad request: said on its stderr
-            if len(fds) == 4:
+            if len(fds) != 3:
+                raise ValueError("%d descriptors, not 3" % len(fds))
+            _fork_into(req, fds, own_pid_ns, supervisor_main)
+        except (ValueError, OSError, KeyError) as exc:  # said on the sandbox's stderr
+            if len(fds) == 3:
                 try:
-                    os.write(fds[3], ("clawrig: %s: %s\n" % (CANNOT_ENTER, exc)).encode())
+                    os.write(fds[2], ("clawrig: %s: %s\n" % (CANNOT_ENTER, exc)).encode())
                 except OSError:
                     pass
         for fd in fds:
