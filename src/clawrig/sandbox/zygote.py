@@ -209,7 +209,12 @@ async def init_up(ready_r: int, timeout_s: float) -> bool:
     loop = asyncio.get_running_loop()
     said: asyncio.Future[None] = loop.create_future()
     os.set_blocking(ready_r, False)
-    loop.add_reader(ready_r, lambda: said.done() or said.set_result(None))
+
+    def readable() -> None:
+        if not said.done():
+            said.set_result(None)
+
+    loop.add_reader(ready_r, readable)
     try:
         async with asyncio.timeout(timeout_s):
             await said
