@@ -13,6 +13,7 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,88 @@ async def test_a_zygote_that_cannot_enter_gives_way_to_a_started_supervisor(
     assert "max_no_such_thing" in caplog.text
     later = await make_sandbox("bwrap")  # and so every later sandbox of the process
     assert later.zygote is False
+
+
+SCAN_MEMORY = r"""
+import re, sys
+pattern, found = re.compile(sys.argv[1].encode()), set()
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    for line in maps:
+        fields = line.split()
+        if "r" not in fields[1] or (len(fields) > 5 and fields[5].startswith("/")):
+            continue  # the readable memory of its own, not a mapped file
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        try:
+            mem.seek(start)
+            found.update(m.group().decode() for m in pattern.finditer(mem.read(end - start)))
+        except OSError:
+            pass
+print(" ".join(sorted(found)))
+"""
+
+
+async def test_no_sandbox_holds_another_sandboxs_environment(make_sandbox):
+    """A trial's own variables (a lease's key) never pass through the zygote, whose memory
+    (old requests too) every later supervisor, and every grader forked from one, inherits."""
+    theirs, ours = (f"LEASE-TOKEN-{os.urandom(8).hex()}" for _ in range(2))
+    a = await make_sandbox("bwrap", config={"env": {"OPENROUTER_API_KEY": theirs}})
+    assert a.zygote is True
+    assert (await a.exec("echo $OPENROUTER_API_KEY")).stdout == theirs + "\n"
+    await a.stop()
+    b = await make_sandbox("bwrap", config={"env": {"OPENROUTER_API_KEY": ours}})
+    await b.write_file("/tmp_workspace/scan.py", SCAN_MEMORY)
+    # as the clean room runs a grader (a fork of the supervisor): it finds its own sandbox's
+    # key (the scan works), never the other's; the pattern does not match itself
+    scan = ["python3", "-I", "-B", "/tmp_workspace/scan.py", "LEASE-TOKEN-[0-9a-f]{16}"]
+    r = await b.exec(scan, fork_python=True)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.split() == [ours]
+
+
+async def test_starts_queued_on_a_full_zygote_all_go_on(make_sandbox):
+    """Starts that wait for room in the zygote's queue each get it once the zygote reads
+    again (each waiting sender's wake-up is its own), none hangs."""
+    await make_sandbox("bwrap")
+    held = zygote._zygote[0]
+    assert held is not None
+    proc, sock = held
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # room for a few requests
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        starts = [asyncio.create_task(make_sandbox("bwrap")) for _ in range(10)]
+        await asyncio.sleep(1.5)  # the queue is full: the later starts wait for room
+        assert not any(t.done() for t in starts)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    boxes = await asyncio.wait_for(asyncio.gather(*starts), 60)
+    outs = await asyncio.gather(*(b.exec("echo ok") for b in boxes))
+    assert [o.stdout for o in outs] == ["ok\n"] * 10
+
+
+async def test_a_killed_supervisor_ends_the_sandbox_at_once(make_sandbox, tmp_path):
+    """The agent's processes do not run on after the supervisor died (its sandbox's init
+    outlives it with the zygote): bwrap is killed when the supervisor's answers end."""
+    sb = await make_sandbox("bwrap")
+    tick = Path(sb.config.workspace_dir) / "tick"
+    await sb.exec("setsid sh -c 'while :; do echo t >> /tmp_workspace/tick; sleep 0.02; done' &")
+    with pytest.raises(SandboxDied):
+        await asyncio.wait_for(sb.exec("sleep 0.2; kill -9 2; sleep 30"), 20)
+    await asyncio.wait_for(sb._proc.wait(), 10)  # bwrap ended without a stop()
+    size = tick.stat().st_size
+    await asyncio.sleep(0.5)
+    assert size > 0 and tick.stat().st_size == size  # nothing writes any more
+
+
+async def test_a_start_the_zygote_died_in_is_started_again(make_sandbox):
+    await make_sandbox("bwrap")
+    held = zygote._zygote[0]
+    assert held is not None
+    os.kill(held[0].pid, signal.SIGSTOP)
+    start = asyncio.create_task(make_sandbox("bwrap"))
+    await asyncio.sleep(1.0)  # its request waits in the stopped zygote's queue
+    assert not start.done()
+    os.kill(held[0].pid, signal.SIGKILL)
+    sb = await asyncio.wait_for(start, 60)
+    assert sb.zygote is True and (await sb.exec("echo up")).stdout == "up\n"
+    again = zygote._zygote[0]
+    assert again is not None and again[0].pid != held[0].pid

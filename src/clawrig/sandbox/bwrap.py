@@ -96,6 +96,7 @@ from clawrig.sandbox.zygote import (
     fork_supervisor,
     init_argv,
     init_up,
+    zygote_died,
     zygote_usable,
 )
 
@@ -593,6 +594,7 @@ class BwrapSandbox(SupervisedSandbox):
         """Tests and paranoid users: drop to an unprivileged host uid even with cgroups."""
         self.zygote = False
         """True when the supervisor was forked by the zygote (:mod:`clawrig.sandbox.zygote`)."""
+        self._zygote_proc: subprocess.Popen[bytes] | None = None
         self.overlay: Overlay | None = None
         self.launch_ns: tuple[Path, Path, Path] | None = None
         """(pool root, entry folder below it, launch point): bwrap starts in a mount namespace
@@ -617,16 +619,30 @@ class BwrapSandbox(SupervisedSandbox):
         try:
             await super()._start(arm)
         except SandboxError as exc:
-            if not (self.zygote and failed_to_enter(str(exc))):
+            if not self.zygote:
                 raise
-            # the zygote could not enter the sandbox (that start is undone): one started in it
-            await super()._start(arm)
+            if failed_to_enter(str(exc)):
+                # the zygote could not enter the sandbox (that start is undone): the
+                # supervisor starts in it, here and from now on
+                await super()._start(arm)
+            elif zygote_died(self._zygote_proc):  # during this start: again, with a new one
+                await super()._start(arm)
+            else:
+                raise
+
+    def _supervisor_gone(self) -> None:
+        """With the zygote's supervisor the sandbox's init (perl) outlives it: bwrap is
+        killed, and with it every process of the sandbox (the agent's must not run on)."""
+        if self.zygote:
+            self._kill()
 
     async def _after_start(self) -> None:
         """The sandbox's own inotify caps (:mod:`clawrig.sandbox.userns`; the zygote's child
         wrote them already for a supervisor it forked)."""
         assert self._proc is not None
-        if self.zygote:
+        if self.zygote:  # the caps are written; the environment comes now, not by the zygote
+            if self.config.env:
+                await self._call("adopt", env=self.environment(), cwd=PATHS.workspace)
             return
         why = await cap_sandbox(self._proc.pid)
         if why is not None:
@@ -942,13 +958,17 @@ class BwrapSandbox(SupervisedSandbox):
         try:
             if await init_up(ready_r, READY_TIMEOUT_S):
                 raise_host_limits()
-                await fork_supervisor(
-                    "/usr/bin/python3",
-                    SUPERVISOR_PATH,
-                    supervisor_pyc(source),
-                    self._zygote_request(proc.pid, procs_files, source),
-                    ends,
-                )
+                bwrap_fd = os.pidfd_open(proc.pid)  # our child, unreaped: this very bwrap
+                try:
+                    self._zygote_proc = await fork_supervisor(
+                        "/usr/bin/python3",
+                        SUPERVISOR_PATH,
+                        supervisor_pyc(source),
+                        self._zygote_request(proc.pid, procs_files, source),
+                        (*ends, bwrap_fd),
+                    )
+                finally:
+                    os.close(bwrap_fd)
         except BaseException:
             self._proc = proc
             await self._abort_start()
@@ -961,15 +981,17 @@ class BwrapSandbox(SupervisedSandbox):
     def _zygote_request(self, outer: int, procs_files: list[str], source: str) -> dict[str, Any]:
         """What the zygote needs to fork this sandbox's supervisor into it (the fields of
         :mod:`clawrig.sandbox.zygote_program`): bwrap's host pid ``outer``, the cgroups, the
-        limits bwrap's launcher sets, the environment and working folder bwrap would give
-        it, the inotify caps, the supervisor's path inside (``source``)."""
+        limits bwrap's launcher sets, the default environment and the working folder, the
+        inotify caps, the supervisor's path inside (``source``)."""
         return {
             "outer": outer,
             "procs": procs_files,
             "fsize": self.config.limits.max_file_bytes or 0,
             "nice": SANDBOX_NICE,
             "cwd": PATHS.workspace,
-            "env": self.environment() | {"CLAWRIG_LOG_DIR": "/run/clawrig"},
+            # the defaults only: a trial's own variables (a lease's key) never pass through
+            # the zygote, whose memory every later supervisor inherits (_after_start sends them)
+            "env": DEFAULT_ENV | {"CLAWRIG_LOG_DIR": "/run/clawrig"},
             "caps": {
                 "max_inotify_instances": SANDBOX_INOTIFY_INSTANCES,
                 "max_inotify_watches": SANDBOX_INOTIFY_WATCHES,

@@ -695,6 +695,11 @@ class SupervisedSandbox:
         """The backend's last step of :meth:`start`, the supervisor up and nothing of a trial
         run yet (raises SandboxError)."""
 
+    def _supervisor_gone(self) -> None:
+        """The supervisor's answers ended while the sandbox ran (it died): a backend whose
+        sandbox outlives its supervisor ends it here (the supervisor's processes must not run
+        on until the harness's next call)."""
+
     def _arm(self) -> None:
         """Start the sandbox's trial time limit (``Limits.trial_timeout_s``), if any."""
         limit = self.config.limits.trial_timeout_s
@@ -790,6 +795,7 @@ class SupervisedSandbox:
         finally:
             if not self._stopped and self._died is None:
                 self._died = f"supervisor exited ({self._stderr_text() or 'no message'})"
+                self._supervisor_gone()
             for fut in self._pending.values():
                 if not fut.done():
                     fut.set_exception(SandboxDied(self._died or "sandbox stopped"))

@@ -33,6 +33,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -135,48 +136,71 @@ def _stop(proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
         proc.wait(5)
 
 
-def _current(python: str, source: Path, pyc: Path | None) -> socket.socket:
+def _current(
+    python: str, source: Path, pyc: Path | None
+) -> tuple[subprocess.Popen[bytes], socket.socket]:
     with _lock:
         held = _zygote[0]
         if held is None or held[0].poll() is not None:
             if held is not None:
                 held[1].close()
             held = _zygote[0] = _start(python, source, pyc)
-        return held[1]
+        return held
+
+
+_send_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 async def _send(sock: socket.socket, data: bytes, fds: tuple[int, ...]) -> None:
+    """One request on ``sock``, waiting for room while the zygote's queue is full; one sender
+    at a time per event loop (each waiting sender would replace the others' wake-up)."""
     loop = asyncio.get_running_loop()
-    while True:
-        try:
-            socket.send_fds(sock, [data], list(fds))
-            return
-        except BlockingIOError:
-            ready: asyncio.Future[None] = loop.create_future()
-            loop.add_writer(sock, ready.set_result, None)
+    lock = _send_locks.setdefault(loop, asyncio.Lock())
+    async with lock:
+        while True:
             try:
-                await ready
-            finally:
-                loop.remove_writer(sock)
+                socket.send_fds(sock, [data], list(fds))
+                return
+            except BlockingIOError:
+                room: asyncio.Future[None] = loop.create_future()
+                loop.add_writer(sock, room.set_result, None)
+                try:
+                    await room
+                finally:
+                    loop.remove_writer(sock)
+
+
+SEND_TIMEOUT_S = 30.0
+"""Longest a start waits to hand its request to the zygote (a zygote stopped or swamped)."""
 
 
 async def fork_supervisor(
     python: str, source: Path, pyc: Path | None, request: dict[str, Any], fds: tuple[int, ...]
-) -> None:
+) -> subprocess.Popen[bytes]:
     """Ask the zygote (started on first use, again when it has died) for the supervisor of the
     sandbox ``request`` describes (:mod:`clawrig.sandbox.zygote_program`: ``outer``, ``procs``,
     ``fsize``, ``nice``, ``cwd``, ``env``, ``caps``, ``source``), once its init is up, with
-    ``fds``: (the supervisor's requests' read end, answers' and stderr's write ends); they are
-    the zygote's once sent (the caller closes its copies). ``python``, ``source``, ``pyc``:
-    the zygote's interpreter and the supervisor's code (host paths). Raises SandboxError when
-    the zygote cannot be reached (twice); zygotes are not used again in this process then."""
+    ``fds``: (the supervisor's requests' read end, answers' and stderr's write ends, bwrap's
+    pid descriptor); the zygote's once sent (the caller closes its copies). ``python``,
+    ``source``, ``pyc``: the zygote's interpreter and the supervisor's code (host paths).
+    Returns the zygote's process (:func:`zygote_died` asks after it). Raises SandboxError when
+    the zygote cannot be reached (twice: zygotes are not used again in this process then) or
+    takes no request for :data:`SEND_TIMEOUT_S` seconds."""
     data = json.dumps(request).encode()
     why = ""
     for _ in range(2):
         try:
-            sock = _current(python, source, pyc)
-            await _send(sock, data, fds)
-            return
+            proc, sock = _current(python, source, pyc)
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                await _send(sock, data, fds)
+            return proc
+        except TimeoutError:
+            raise SandboxError(
+                f"bwrap sandbox: the supervisor's zygote (pid {proc.pid}) took no request for "
+                f"{SEND_TIMEOUT_S:g} s"
+            ) from None
         except OSError as exc:
             why = str(exc)
             with _lock:
@@ -187,6 +211,12 @@ async def fork_supervisor(
                     held[0].kill()
     _broken[0] = True
     raise SandboxError(f"bwrap sandbox: the supervisor's zygote cannot be reached: {why}")
+
+
+def zygote_died(proc: subprocess.Popen[bytes] | None) -> bool:
+    """True when the zygote ``proc`` (:func:`fork_supervisor`'s) has ended: a start it was
+    serving failed for that (its sandbox is started again, by a new zygote)."""
+    return proc is not None and proc.poll() is not None
 
 
 def failed_to_enter(error: str) -> bool:

@@ -8,11 +8,13 @@ side is :mod:`clawrig.sandbox.zygote`).
 Each message on the socket asks for one supervisor, once the sandbox is set up (its init, the
 namespace's pid 1 under ``bwrap --as-pid-1``, has said so to the harness): a JSON object
 (``outer``: the host pid of the sandbox's bwrap; ``procs``: cgroup.procs files to join;
-``fsize``: RLIMIT_FSIZE in bytes, 0 for none; ``nice``: steps nicer; ``cwd``; ``env``;
-``caps``: ``/proc/sys/user`` values for the sandbox's user namespace; ``source``: the
-supervisor's path inside) with three descriptors: the supervisor's requests (read end),
-answers and stderr (write ends). Nothing is answered on the socket: the supervisor greets the
-harness on its answers pipe as a started one does, and a failure is one line on its stderr
+``fsize``: RLIMIT_FSIZE in bytes, 0 for none; ``nice``: steps nicer; ``cwd``; ``env``: the
+defaults only, never a trial's own variables, which the harness sends the supervisor itself:
+this process's memory, old requests too, is every later supervisor's; ``caps``:
+``/proc/sys/user`` values for the sandbox's user namespace; ``source``: the supervisor's path
+inside) with four descriptors: the supervisor's requests (read end), answers and stderr (write
+ends), and bwrap's pid descriptor. Nothing is answered on the socket: the supervisor greets
+the harness on its answers pipe as a started one does, and a failure is one line on its stderr
 pipe, whose end the harness then reads (as a failed bwrap's).
 
 Per request the zygote finds the init (bwrap's only child) and forks the supervisor straight
@@ -41,6 +43,7 @@ import gc
 import marshal
 import posix as os
 import resource
+import select
 import sys
 
 CLONE_NEWNS = 0x00020000
@@ -138,7 +141,7 @@ def _write_caps(proc, caps):
 
 def _supervisor(req, fds, supervisor_main):
     """The supervisor's own set-up (module docs), in the sandbox's namespaces; never returns."""
-    req_r, ans_w, err_w = fds
+    req_r, ans_w, err_w = fds[:3]
     os.setsid()
     os.dup2(req_r, 0)
     os.dup2(ans_w, 1)
@@ -201,17 +204,26 @@ def _enter(req, fds, pidfd, root, supervisor_main):
     _supervisor(req, fds, supervisor_main)
 
 
+def _alive(pidfd):
+    """True while ``pidfd``'s process has not exited (its descriptor polls readable then)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return not poller.poll(0)
+
+
 def _fork_into(req, fds, own_pid_ns, supervisor_main):
     """Fork the supervisor for ``req`` into the sandbox's PID namespace (this process's
-    children's namespace set to the init's for the fork, then back to ``own_pid_ns``)."""
+    children's namespace set to the init's for the fork, then back to ``own_pid_ns``).
+    ``fds[3]``: bwrap's pid descriptor: while bwrap lives its pid is its own, so the init
+    found under that pid (and checked after its descriptor was opened) is this sandbox's."""
     outer = req["outer"]
     init = _init_of(outer)
     pidfd = os.pidfd_open(init)
     try:
         root = os.open("/proc/%d/root" % init, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            if _parent_of(init) != outer:  # read after the pid descriptor: the same process
-                raise OSError("the sandbox's init (pid %d) is gone" % init)
+            if not _alive(fds[3]) or _parent_of(init) != outer or not _alive(pidfd):
+                raise OSError("the sandbox ended before its supervisor was forked")
             _setns(pidfd, CLONE_NEWPID, "pid")
             try:
                 child = os.fork()
@@ -271,11 +283,11 @@ def main(source, pyc, sock_fd):
         data, fds = got
         try:
             req = loads(data.decode("utf-8"))
-            if len(fds) != 3:
-                raise ValueError("%d descriptors, not 3" % len(fds))
+            if len(fds) != 4:
+                raise ValueError("%d descriptors, not 4" % len(fds))
             _fork_into(req, fds, own_pid_ns, supervisor_main)
         except (ValueError, OSError, KeyError) as exc:  # said on the sandbox's stderr
-            if len(fds) == 3:
+            if len(fds) == 4:
                 try:
                     os.write(fds[2], ("clawrig: %s: %s\n" % (CANNOT_ENTER, exc)).encode())
                 except OSError:
