@@ -83,13 +83,11 @@ class Tree:
         if helper_depth is not None:  # the harness's python helpers (zygote, caps writer)
             if helper_depth == 0:
                 return "zygote / caps helper (one per harness)"
-            if helper_depth == 1:
-                return "zygote's fork per sandbox (cgroups, setns) / caps fork"
+            if helper_depth == 1 and comm.startswith("python"):
+                return "supervisor (forked by the zygote) / caps fork (without it)"
             if helper_depth == 2 and comm.startswith("python"):
-                return "supervisor (forked by the zygote) and its caps writer"
-            if helper_depth == 3 and comm.startswith("python"):
                 return "python3 started by a supervisor (grader, agent's python)"
-            if helper_depth == 3:
+            if helper_depth == 2:
                 return f"agent/harness commands in a sandbox ({comm})"
             return f"other: {comm}"
         if comm.startswith("python"):
