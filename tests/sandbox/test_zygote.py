@@ -276,3 +276,70 @@ async def test_a_start_the_zygote_died_in_is_started_again(make_sandbox):
     assert sb.zygote is True and (await sb.exec("echo up")).stdout == "up\n"
     again = zygote._zygote[0]
     assert again is not None and again[0].pid != held[0].pid
+
+
+def _supervisor_pid(sb) -> int:
+    """The host pid of ``sb``'s supervisor (the zygote's child in the init's namespace)."""
+    held = zygote._zygote[0]
+    assert held is not None
+    init = _children(sb._proc.pid)[0]
+    ns = os.readlink(f"/proc/{init}/ns/pid")
+    ours = [p for p in _children(held[0].pid) if os.readlink(f"/proc/{p}/ns/pid") == ns]
+    assert len(ours) == 1
+    return ours[0]
+
+
+async def test_a_start_stopped_after_its_greeting_is_not_started_again(make_sandbox, monkeypatch):
+    """A start that failed after the supervisor greeted (its environment not taken: the
+    sandbox is stopped) is not started again, even when the zygote died meanwhile."""
+    from clawrig.sandbox.bwrap import BwrapSandbox
+    from clawrig.sandbox.client import SupervisedSandbox
+
+    await make_sandbox("bwrap")  # the zygote up
+    after_start = BwrapSandbox._after_start
+
+    async def stuck_and_orphaned(self):
+        os.kill(_supervisor_pid(self), signal.SIGSTOP)  # adopt gets no answer
+        held = zygote._zygote[0]
+        os.kill(held[0].pid, signal.SIGKILL)
+        held[0].wait(10)
+        await after_start(self)
+
+    monkeypatch.setattr(BwrapSandbox, "_after_start", stuck_and_orphaned)
+    starts = SupervisedSandbox.starts
+    with pytest.raises(SandboxError):
+        await make_sandbox("bwrap", call_timeout_s=2, config={"env": {"KEY": "x"}})
+    assert SupervisedSandbox.starts == starts + 1  # one launch, none after the stop
+    monkeypatch.undo()
+    assert (await make_sandbox("bwrap")).zygote is True  # a new zygote for the next
+
+
+async def test_a_stuck_zygote_gives_way_to_started_supervisors(make_sandbox, monkeypatch, caplog):
+    from clawrig.sandbox import client
+
+    await make_sandbox("bwrap")
+    held = zygote._zygote[0]
+    assert held is not None
+    monkeypatch.setattr(zygote, "_broken", [False])
+    monkeypatch.setattr(client, "READY_TIMEOUT_S", 3.0)
+    os.kill(held[0].pid, signal.SIGSTOP)  # it takes the request and forks nothing
+    sb = await asyncio.wait_for(make_sandbox("bwrap"), 30)
+    assert sb.zygote is False and (await sb.exec("echo up")).stdout == "up\n"
+    assert zygote._broken == [True] and "forked no supervisor" in caplog.text
+    assert held[0].wait(10) == -signal.SIGKILL  # killed, with the requests queued for it
+    assert (await make_sandbox("bwrap")).zygote is False
+
+
+async def test_a_forked_supervisor_gives_what_bwrap_gave(make_sandbox):
+    """The trial's time zone reaches a forked grader, PWD an argv command, and the init (which
+    the agent may read) holds no variable of the trial's."""
+    sb = await make_sandbox("bwrap", config={"env": {"TZ": "Asia/Tokyo", "KEY": "secret-x"}})
+    assert sb.zygote is True
+    script = "import time; print(time.strftime('%Z'), time.timezone)"
+    await sb.write_file("/tmp_workspace/tz.py", script)
+    fork = await sb.exec(["python3", "-I", "-B", "/tmp_workspace/tz.py"], fork_python=True)
+    fresh = await sb.exec(["python3", "-I", "-B", "/tmp_workspace/tz.py"])
+    assert fork.stdout == fresh.stdout == "JST -32400\n", (fork, fresh)
+    assert (await sb.exec(["printenv", "PWD"])).stdout == "/tmp_workspace\n"
+    r = await sb.exec("tr '\\0' '\\n' < /proc/1/environ")
+    assert "secret-x" not in r.stdout and "TZ=" not in r.stdout

@@ -94,6 +94,7 @@ from clawrig.sandbox.userns import (
 from clawrig.sandbox.zygote import (
     failed_to_enter,
     fork_supervisor,
+    give_up,
     init_argv,
     init_up,
     zygote_died,
@@ -619,16 +620,17 @@ class BwrapSandbox(SupervisedSandbox):
         try:
             await super()._start(arm)
         except SandboxError as exc:
-            if not self.zygote:
-                raise
+            if not self.zygote or self._stop_task is not None:
+                raise  # (a start that failed after the greeting was stopped: not again)
             if failed_to_enter(str(exc)):
-                # the zygote could not enter the sandbox (that start is undone): the
-                # supervisor starts in it, here and from now on
-                await super()._start(arm)
-            elif zygote_died(self._zygote_proc):  # during this start: again, with a new one
-                await super()._start(arm)
+                pass  # the zygote cannot enter sandboxes: this one starts its supervisor
+            elif zygote_died(self._zygote_proc):
+                pass  # during this start: again, with a new zygote
+            elif not self._stderr_text():  # no greeting, no word: the zygote forked nothing
+                give_up(f"the supervisor's zygote forked no supervisor ({exc})")
             else:
-                raise
+                raise  # bwrap's own failure, said on its stderr
+            await super()._start(arm)
 
     def _supervisor_gone(self) -> None:
         """With the zygote's supervisor the sandbox's init (perl) outlives it: bwrap is
@@ -642,7 +644,8 @@ class BwrapSandbox(SupervisedSandbox):
         assert self._proc is not None
         if self.zygote:  # the caps are written; the environment comes now, not by the zygote
             if self.config.env:
-                await self._call("adopt", env=self.environment(), cwd=PATHS.workspace)
+                env = self.environment() | {"PWD": PATHS.workspace}  # as bwrap's --chdir sets
+                await self._call("adopt", env=env, cwd=PATHS.workspace)
             return
         why = await cap_sandbox(self._proc.pid)
         if why is not None:
@@ -766,12 +769,13 @@ class BwrapSandbox(SupervisedSandbox):
         for b in cfg.binds:
             a += self._bind(Path(b.source).resolve(), b.dest, b.read_only)
         a.append("--clearenv")
+        if zygote:  # the sandbox's init is pid 1 (no environment: the agent may read it), the
+            # zygote forks the supervisor in
+            a += ["--as-pid-1", "--chdir", PATHS.workspace, *init_argv()]
+            return a
         for k, v in self.environment().items():
             a += ["--setenv", k, v]
         a += ["--setenv", "CLAWRIG_LOG_DIR", "/run/clawrig"]
-        if zygote:  # the sandbox's init is pid 1, the zygote forks the supervisor in
-            a += ["--as-pid-1", "--chdir", PATHS.workspace, *init_argv()]
-            return a
         a += ["--chdir", PATHS.workspace]
         a += supervisor_argv(_find_python(root), source, f"{source}c" if pyc else None)
         return a
@@ -991,7 +995,7 @@ class BwrapSandbox(SupervisedSandbox):
             "cwd": PATHS.workspace,
             # the defaults only: a trial's own variables (a lease's key) never pass through
             # the zygote, whose memory every later supervisor inherits (_after_start sends them)
-            "env": DEFAULT_ENV | {"CLAWRIG_LOG_DIR": "/run/clawrig"},
+            "env": DEFAULT_ENV | {"CLAWRIG_LOG_DIR": "/run/clawrig", "PWD": PATHS.workspace},
             "caps": {
                 "max_inotify_instances": SANDBOX_INOTIFY_INSTANCES,
                 "max_inotify_watches": SANDBOX_INOTIFY_WATCHES,

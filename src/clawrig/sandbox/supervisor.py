@@ -748,6 +748,8 @@ def _fork_python(script, args, venv, cwd, env, stdin_fd, stdout_fd, stderr_fd):
         for key, value in env.items():
             if environ.get(key) != value:
                 environ[key] = value
+        if env.get("TZ") != _start_tz[0]:  # the C library read TZ when this process began
+            time.tzset()
         _kept.extend((sys.stdin, sys.stdout, sys.stderr))
         enc, errs = sys.stdout.encoding, sys.stdout.errors
         streams = (
@@ -1580,6 +1582,11 @@ def _close_on_exec():
                 pass
 
 
+_start_tz = [None]
+"""TZ as this process's C library took it (:func:`main`); a forked Python whose command's
+differs reads its own (``time.tzset``)."""
+
+
 def main(argv):
     global _base_env
     args = list(argv)
@@ -1612,6 +1619,7 @@ def main(argv):
     if not _local[0]:
         _protect_self()
     _base_env = {k: v for k, v in _environ().items() if k != "CLAWRIG_LOG_DIR"}
+    _start_tz[0] = _base_env.get("TZ")
     # SIGPIPE stays ignored (Python's default): writing to a background process that has exited
     # must be an error for that call, not the end of the supervisor.
     _send({"id": 0, "ok": True, "ready": True, "pid": os.getpid()})

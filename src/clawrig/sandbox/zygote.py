@@ -226,10 +226,24 @@ def failed_to_enter(error: str) -> bool:
     warning says why) and the caller starts that sandbox's supervisor in it."""
     if CANNOT_ENTER not in error:
         return False
-    if not _broken[0]:
-        _broken[0] = True
-        log.warning("%s; sandboxes start their own supervisor from now on", error.strip())
+    give_up(error.strip())
     return True
+
+
+def give_up(why: str) -> None:
+    """Use no zygote again in this process (``why``: said once, as a warning): sandboxes start
+    their own supervisor from now on. The zygote is killed, with the requests queued for it
+    (a stuck one held their pipes); the supervisors it forked live on."""
+    with _lock:
+        if _broken[0]:
+            return
+        _broken[0] = True
+        held, _zygote[0] = _zygote[0], None
+    if held is not None:
+        with contextlib.suppress(OSError):
+            held[0].kill()
+        held[1].close()
+    log.warning("%s; sandboxes start their own supervisor from now on", why)
 
 
 async def init_up(ready_r: int, timeout_s: float) -> bool:

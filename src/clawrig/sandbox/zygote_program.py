@@ -45,6 +45,7 @@ import posix as os
 import resource
 import select
 import sys
+import time
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -155,6 +156,7 @@ def _supervisor(req, fds, supervisor_main):
     for key, value in env.items():
         os.putenv(key, value)
     os.environ.update(env)
+    time.tzset()  # the C library's time zone from this environment, not the zygote's
     try:
         os.chdir(req["cwd"])
     except OSError:
