@@ -91,6 +91,7 @@ from clawrig.sandbox.userns import (
     cap_sandbox,
     raise_host_limits,
 )
+from clawrig.sandbox.zygote import PYTHON as ZYGOTE_PYTHON
 from clawrig.sandbox.zygote import (
     failed_to_enter,
     fork_supervisor,
@@ -100,6 +101,9 @@ from clawrig.sandbox.zygote import (
     zygote_died,
     zygote_usable,
 )
+
+SUPERVISOR_SOURCE = f"{PATHS.clawrig}/supervisor.py"
+"""The supervisor's path inside a sandbox (its precompiled code beside it, with a ``c``)."""
 
 ETC_PIECES = (
     "alternatives",
@@ -761,7 +765,7 @@ class BwrapSandbox(SupervisedSandbox):
             a += self._bind(self.home_dir, PATHS.home, False)
             if cfg.rootfs:
                 a += self._home_seed(root / PATHS.home.lstrip("/"), writable)
-        source = f"{PATHS.clawrig}/supervisor.py"
+        source = SUPERVISOR_SOURCE
         a += self._bind(SUPERVISOR_PATH, source, True)
         pyc = supervisor_pyc(source)
         if pyc is not None:
@@ -958,14 +962,14 @@ class BwrapSandbox(SupervisedSandbox):
             for fd in (ready_r, *ends):
                 os.close(fd)
             raise
-        source = f"{PATHS.clawrig}/supervisor.py"
+        source = SUPERVISOR_SOURCE
         try:
             if await init_up(ready_r, READY_TIMEOUT_S):
                 raise_host_limits()
                 bwrap_fd = os.pidfd_open(proc.pid)  # our child, unreaped: this very bwrap
                 try:
                     self._zygote_proc = await fork_supervisor(
-                        "/usr/bin/python3",
+                        ZYGOTE_PYTHON,
                         SUPERVISOR_PATH,
                         supervisor_pyc(source),
                         self._zygote_request(proc.pid, procs_files, source),
@@ -1029,7 +1033,7 @@ class BwrapSandbox(SupervisedSandbox):
         points += [(PATHS.workspace, True), (PATHS.home, True)]
         if not self._binds_home():
             points += [(PATHS.sessions, True), (PATHS.skills, True)]
-        source = f"{PATHS.clawrig}/supervisor.py"
+        source = SUPERVISOR_SOURCE
         points += [(source, False), (f"{source}c", False)]
         points += [(b.dest, Path(b.source).resolve().is_dir()) for b in cfg.binds]
         return tuple(points)

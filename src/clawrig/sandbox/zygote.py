@@ -57,6 +57,11 @@ gets no signal from inside that it has not asked for: the agent cannot end it, a
 supervisor's ``kill_all`` (``kill(-1)``) spares it as it spared bwrap's init."""
 
 
+PYTHON = "/usr/bin/python3"
+"""The zygote's interpreter, and the only sandbox python3 it serves (the host's, bound at the
+same path in a sandbox on the host's own system)."""
+
+
 @functools.cache
 def _perl() -> str | None:
     return shutil.which("perl")
@@ -68,7 +73,7 @@ def zygote_usable(python: str) -> bool:
     return (
         os.environ.get("CLAWRIG_ZYGOTE", "1") != "0"
         and os.geteuid() == 0
-        and python == "/usr/bin/python3"
+        and python == PYTHON
         and Path(python).is_file()
         and _perl() is not None
         and _pidfds()
@@ -134,6 +139,16 @@ def _stop(proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
     sock.close()
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(5)
+
+
+def _drop_current() -> None:
+    """Forget the current zygote (under :data:`_lock`): killed, its socket closed (the requests
+    queued for it go with it)."""
+    held, _zygote[0] = _zygote[0], None
+    if held is not None:
+        with contextlib.suppress(OSError):
+            held[0].kill()
+        held[1].close()
 
 
 def _current(
@@ -204,11 +219,7 @@ async def fork_supervisor(
         except OSError as exc:
             why = str(exc)
             with _lock:
-                held, _zygote[0] = _zygote[0], None
-            if held is not None:
-                held[1].close()
-                with contextlib.suppress(OSError):
-                    held[0].kill()
+                _drop_current()
     _broken[0] = True
     raise SandboxError(f"bwrap sandbox: the supervisor's zygote cannot be reached: {why}")
 
@@ -238,11 +249,7 @@ def give_up(why: str) -> None:
         if _broken[0]:
             return
         _broken[0] = True
-        held, _zygote[0] = _zygote[0], None
-    if held is not None:
-        with contextlib.suppress(OSError):
-            held[0].kill()
-        held[1].close()
+        _drop_current()
     log.warning("%s; sandboxes start their own supervisor from now on", why)
 
 
