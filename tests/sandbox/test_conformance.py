@@ -220,16 +220,20 @@ async def test_writing_to_an_exited_process_is_an_error_not_a_crash(make_sandbox
 
 async def test_cancelling_an_exec_kills_its_command(make_sandbox, backend):
     sb = await make_sandbox(backend)
-    task = asyncio.create_task(sb.exec("sleep 313; echo never", timeout_s=60))
+    # The local backend sees every process of the machine, this test's twin on another
+    # backend (another xdist worker) included: the sleep's length names this run.
+    sleeper = f"sleep 313.{os.getpid()}{random.randrange(10**6)}"
+    task = asyncio.create_task(sb.exec(f"{sleeper}; echo never", timeout_s=60))
     await asyncio.sleep(0.3)
+    assert sleeper in (await sb.exec("ps -eo args")).stdout
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     for _ in range(100):
-        if "sleep 313" not in (await sb.exec("ps -eo args")).stdout:
+        if sleeper not in (await sb.exec("ps -eo args")).stdout:
             break
         await asyncio.sleep(0.02)
-    assert "sleep 313" not in (await sb.exec("ps -eo args")).stdout
+    assert sleeper not in (await sb.exec("ps -eo args")).stdout
 
 
 async def test_os_errors_keep_their_errno(make_sandbox, backend):
