@@ -156,6 +156,7 @@ def test_budget_exit_unfinished_folder_resume_and_finished_folder(
     assert "finished job" in r.stderr and "nothing to run" in r.stderr
     assert _keys(out) == keys and len(srv.requests) == requests
     assert "0.6250" in r.stdout  # the table of the finished job
+    assert "6/6" in r.stderr and "0/6" not in r.stderr  # its bar: all done (it said 0/6)
     # and so with the model's server gone: nothing runs, so the model is not asked (it said
     # "cannot reach scripted/test": a new user's finding)
     srv.stop()

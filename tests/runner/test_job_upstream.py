@@ -253,3 +253,19 @@ async def test_a_model_server_that_goes_away_mid_job_trips_the_breaker(
     assert [row["score"] for row in rows] == [0.25, None]
     assert rows[1]["attempts"] == OUTAGE_REQUESTS and rows[1]["error"]["kind"] == "infrastructure"
     assert summary["not_run"] == 2
+
+
+def test_a_key_refused_at_the_first_request_stops_the_job_and_leaves_no_trial_folder(
+    mini_bench, scripted_server, tmp_path
+):
+    # a new user's finding: the first trial's folder went, its task's (empty) folder stayed
+    bench = mini_bench(2)
+    srv = scripted_server(responder=lambda request: error(401, "invalid api key"))
+    out = tmp_path / "out"
+    r = _clawrig(
+        "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out), srv=srv
+    )
+    assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "HTTP 401" in r.stderr and "Traceback" not in r.stderr
+    assert [p.name for p in out.iterdir() if p.is_dir()] == []
+    assert (out / "progress_scripted_test.json").exists()  # --resume starts it again

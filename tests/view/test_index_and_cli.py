@@ -174,3 +174,30 @@ def test_a_job_without_a_summary_is_titled_by_its_model(jobs, tmp_path):
     progress.unlink()  # killed before its first progress write: the trials say
     (view,) = open_jobs([job])
     assert view.title == "job · scripted/demo"
+
+
+def test_a_benchmarks_own_numbers_head_only_a_suite_of_its_format(jobs, tmp_path):
+    """The job page shows WildClawBench's average and DataClawBench's Acc for suites of those
+    formats only, as the command's headline does (a four-folder job showed three cards of one
+    number); a summary of an older clawrig, without formats, keeps them all."""
+    from clawrig.view.index import open_jobs
+    from clawrig.view.pages import headline
+
+    job = copy_job(jobs["oracle"], tmp_path / "job")
+    path = next(job.glob("summary_*.json"))
+    summary = json.loads(path.read_text())
+    wild, acc = summary["wildclaw"]["overall"], summary["overall_score"]
+    assert wild is not None and acc is not None
+    for formats, shown in (
+        (["fourfolder"], (None, None)),
+        (["wildclaw"], (wild, None)),
+        (["dataclaw", "fourfolder"], (None, acc)),
+        (None, (wild, acc)),
+    ):
+        edited = {k: v for k, v in summary.items() if k != "formats"}
+        path.write_text(json.dumps(edited if formats is None else edited | {"formats": formats}))
+        (view,) = open_jobs([job])
+        head = headline(view, view.rows())
+        assert (head["wildclaw"], head["acc"]) == shown, formats
+        assert bool(head["wild_categories"]) == (shown[0] is not None), formats
+        assert head["mean"]["mean"] == summary["mean"]["mean"]

@@ -48,7 +48,7 @@ def test_live_page_shows_trials_finishing(page, tmp_path):
             assert page.evaluate("window.__notReloaded") is True
             summary = read_summary(out)
             assert page.text_content("#h-trials") == str(len(summary["tasks"])) == "2"
-            assert page.text_content("#h-wildclaw") == f"{summary['wildclaw']['overall']:.4f}"
+            assert page.text_content("#h-mean") == f"{summary['mean']['mean']:.4f}"
             ids = {r.split("/")[0] for r in page.eval_on_selector_all(
                 "#trials tbody tr", "e => e.map(x => x.dataset.id)")}  # fmt: skip
             assert ids == {"000003", "000015"}

@@ -545,6 +545,9 @@ async def _run_locked(
         raise UserError(problem)
     if job.resume and (finished := finished_summary(job.output, model)) is not None:
         finished["already_finished"] = True  # nothing run: every trial is done
+        if on_update:
+            total = len(tasks) * job.runs
+            on_update(JobState(total=total, done=total, skipped=total), None)
         return finished
     sweep_partial_trials(job.output)  # what a killed job left half-written
     ppath = progress_path(job.output, model)
@@ -587,6 +590,8 @@ async def _run_locked(
         # the budget is the job's: what its earlier runs spent counts toward the gateway's
         # refusals too, not only toward starting trials
         services.gateway.add_spent(state.spend_usd)
+    if on_update:  # a resumed job's bar starts at what its earlier runs finished
+        on_update(state, None)
     pool = None
     if (
         services.pool is None

@@ -1536,12 +1536,9 @@ class Trial:
             await self._within("gt_inject", self.gt_in())
             await self._within("grading", self.grade())
             await self._within("results", self.collect_output())
-        except (ModelRequestError, UserError):
-            await self.close()
-            remove_tree(self.paths.root)
-            raise
-        except asyncio.CancelledError:
-            # not a finished trial: nothing of it stays (a resumed job runs it again)
+        except (ModelRequestError, UserError, asyncio.CancelledError):
+            # a refusal that stops the job, or a cancel: not a finished trial, nothing of it
+            # stays (a resumed job runs it again)
             await self.close()
             if self.task_dir is not None:  # a folder of the job's: its task's too, if empty
                 remove_unfinished(self.paths.root)
