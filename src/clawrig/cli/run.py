@@ -497,7 +497,9 @@ def headline(summary: dict[str, Any]) -> list[str]:
     DataClawBench's Acc (sum score / sum max over graded trials) and EE/GPR/TPE,
     WildClawBench's average (over all selected tasks, an errored one counts 0), else the mean
     score of a four-folder set."""
-    formats = set(summary.get("formats") or [])
+    from clawrig.spec.summary import headline_benchmarks
+
+    formats = headline_benchmarks(summary) or set()
     wc, dc = summary.get("wildclaw") or {}, summary.get("dataclaw") or {}
     lines = []
     if "dataclaw" in formats and dc.get("overall_score") is not None:

@@ -11,6 +11,8 @@ USD, times in seconds, tokens as counts.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from clawrig.spec.trial import TrialError, Usage
@@ -254,3 +256,19 @@ class JobSummary(BaseModel):
     def to_json(self) -> dict[str, object]:
         """The JSON object written to summary_<model>.json (``pass`` under its own name)."""
         return self.model_dump(mode="json", by_alias=True)
+
+
+HEADLINE_BENCHMARKS = ("dataclaw", "wildclaw")
+"""The task formats whose benchmark has numbers of its own in a summary (DataClawBench's Acc
+and process metrics, WildClawBench's average)."""
+
+
+def headline_benchmarks(summary: dict[str, Any]) -> set[str] | None:
+    """Which of :data:`HEADLINE_BENCHMARKS` a summary dict's job ran (its ``formats``): their
+    numbers head the job's results, the command's and the viewer's. None when the summary does
+    not say (one written before ``formats``, or a malformed value)."""
+    formats = summary.get("formats")
+    named = [f for f in formats if isinstance(f, str)] if isinstance(formats, list) else []
+    if not named:
+        return None
+    return {f for f in named if f in HEADLINE_BENCHMARKS}

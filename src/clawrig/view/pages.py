@@ -28,6 +28,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from clawrig.spec.layout import TrialPaths
+from clawrig.spec.summary import headline_benchmarks
 from clawrig.view import plots
 from clawrig.view.index import JobView, Row
 from clawrig.view.trial import as_dict, read_trial
@@ -116,7 +117,8 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     Keys: source ("summary" | "live"), running, model, agent, suite, job_id, timestamp, trials,
     graded, wildclaw (overall or None), wild_categories, wild_modalities (multimodal /
     pure-text: {score, task_count}), acc (DataClawBench overall_score); the WildClawBench
-    and DataClawBench keys are None/empty unless the summary's ``formats`` hold theirs,
+    and DataClawBench keys are None/empty unless its format ran (:func:`clawrig.spec.summary.
+    headline_benchmarks`; an older summary that does not say keeps them),
     mean ({mean, low, high, n, unit} or None), process ({ee, gpr, tpe, tgpr: {mean, n}}),
     pass (``{k: {pass_at_k, pass_hat_k, tasks}}``), errors (kind -> count), cost (USD),
     tokens, requests, elapsed (s), not_run, budget_stopped, interrupted, status (:func:`status`)."""
@@ -157,10 +159,8 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     # (cli/run.py headline): a four-folder set's job showed the WildClawBench average and
     # DataClawBench's Acc beside its mean, three cards of one number. A summary without
     # formats (an older one) keeps them all
-    formats = s.get("formats")
-    formats = set(formats) if isinstance(formats, list) else set()
-    known = bool(formats)
-    wild = as_dict(s.get("wildclaw")) if not known or "wildclaw" in formats else {}
+    shown = headline_benchmarks(s)
+    wild = as_dict(s.get("wildclaw")) if shown is None or "wildclaw" in shown else {}
     usage = as_dict(s.get("usage"))
     cats = as_dict(wild.get("categories"))
     return base | {
@@ -177,7 +177,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
         "wild_modalities": {
             k: as_dict(v) for k, v in sorted(as_dict(wild.get("modalities")).items())
         },
-        "acc": s.get("overall_score") if not known or "dataclaw" in formats else None,
+        "acc": s.get("overall_score") if shown is None or "dataclaw" in shown else None,
         "mean": s.get("mean") if isinstance(s.get("mean"), dict) else None,
         "process": as_dict(s.get("process")),
         "pass": as_dict(s.get("pass")),
