@@ -1,13 +1,14 @@
 # clawrig: `make demo` runs the bundled demo suite offline; `make test` runs the tests.
 # Both create or refresh .venv with the project and its extras, and install Debian's
-# bubblewrap with apt-get when it is missing and we are root; `make test` also installs Debian's
-# docker.io and mmdebstrap and starts dockerd when none runs (the Docker and environment tests).
+# bubblewrap and gcc (clawrig's sandbox launcher) with apt-get when they are missing and we are
+# root; `make test` also installs Debian's docker.io and mmdebstrap and starts dockerd when none
+# runs (the Docker and environment tests).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-model test lint format bench setup bwrap docker mmdebstrap openclaw trainers chromium harbor clean
+.PHONY: demo demo-model test lint format bench setup bwrap cc docker mmdebstrap openclaw trainers chromium harbor clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "clawrig needs Python >= 3.11 (found " + sys.version.split()[0] + ")")'
@@ -16,10 +17,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-setup: $(STAMP) bwrap
+setup: $(STAMP) bwrap cc
 
 bwrap:
 	@scripts/ensure-bwrap.sh
+
+cc:
+	@scripts/ensure-cc.sh
 
 docker:
 	@scripts/ensure-docker.sh

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from clawrig.sandbox import Bind
+from clawrig.sandbox import Bind, zygote
 from clawrig.sandbox.client import SupervisedSandbox
 from clawrig.sandbox.pool import pooling_possible
 
@@ -119,7 +119,7 @@ async def test_http_through_the_supervisor_both_ways(make_sandbox, http_folder, 
     programs = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
     # the init (bwrap's, or the zygote's: clawrig.sandbox.zygote), the supervisor, this shell
     # (and the tr it runs): nothing else
-    init = "/usr/bin/perl" if getattr(sb, "zygote", False) else "/usr/bin/bwrap"
+    init = zygote.init_argv()[0] if getattr(sb, "zygote", False) else "/usr/bin/bwrap"
     assert sorted(p for p in programs if "tr" not in p) == sorted(
         ["/bin/sh", init, "/usr/bin/python3"]
     ), r.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -65,28 +66,41 @@ def test_the_template_leaves_out_sys_and_the_folders_mounted_below_dev_only():
 
 
 @pytest.mark.parametrize(
-    "isolated", [False, "template", "sh"], ids=["shared-ns", "template", "isolated-by-sh"]
+    "isolated",
+    [False, "template", "template-perl", "sh"],
+    ids=["shared-ns", "template", "template-perl", "isolated-by-sh"],
 )
 async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next(
     tmp_path, isolated, monkeypatch, request
 ):
     # isolated: each sandbox starts in a mount namespace without the pool's other mounts
     # (what happens with many alive), and the trial's mounts at claim still reach it; made
-    # from the saved template namespace, or by util-linux's programs where it cannot be had
-    from clawrig.sandbox import mountns
+    # from the saved template namespace (by clawrig's sandbox program, or by perl where there
+    # is no C compiler), or by util-linux's programs where it cannot be had
+    from clawrig.sandbox import launchbin, mountns
 
     foreign = tmp_path / "other" / "clawrig-trial-1-job" / "fs"  # another job's disk
     if isolated == "sh":
         monkeypatch.setattr(mountns, "template", lambda: None)
         assert mountns.launch_argv(tmp_path, tmp_path, tmp_path)[0][0] == "unshare"
-    elif isolated == "template":
+    elif isolated in ("template", "template-perl"):
+        if isolated == "template-perl":
+            monkeypatch.setenv("CLAWRIG_LAUNCH_C", "0")
+        elif shutil.which("cc") is None and shutil.which("gcc") is None:
+            pytest.skip("no C compiler here (make test installs Debian's gcc when root)")
         foreign.mkdir(parents=True)
         mount("clawrig-test", foreign, "tmpfs", 0, "size=4k")
         request.addfinalizer(lambda: umount_lazy(foreign))
         monkeypatch.setattr(mountns, "_template", [])  # a fresh one: made with the mount there
         prefix, fds = mountns.launch_argv(tmp_path, tmp_path, tmp_path)
         request.addfinalizer(lambda: os.close(fds[0]))
-        assert Path(prefix[0]).name == "perl" and fds == (mountns.template(),)
+        if isolated == "template-perl":
+            assert Path(prefix[0]).name == "perl" and fds == (mountns.template(),)
+        else:  # the program, from its sealed memory file (given to the launcher)
+            program = launchbin.program_fd()
+            assert program is not None and fds == (mountns.template(), program)
+            assert prefix[:2] == [f"/proc/self/fd/{program}", "launch"]
+        isolated = "template"
     work = tmp_path / "work"
     work.mkdir()
     src = tmp_path / "ro"
@@ -133,7 +147,7 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
                 assert entry.start_s == 0.0
             # bwrap started in the sandbox's cgroups (its cgroup namespace's root: the sandbox's
             # own), its processes without core dumps and with the file size limit: done by the
-            # launcher's shell, or by the template's perl itself
+            # launcher's shell, or by the template's launcher itself
             procs = {int(x) for f in box.cgroup.procs_files for x in Path(f).read_text().split()}
             assert box.cgroup.procs_files and box._proc.pid in procs
             r = await box.exec("ulimit -c; ulimit -f; cut -d: -f3 /proc/self/cgroup | sort -u")

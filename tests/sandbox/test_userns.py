@@ -32,7 +32,7 @@ async def test_the_zygote_writes_them_for_a_supervisor_it_forks(make_sandbox, mo
     from clawrig.sandbox.zygote import zygote_usable
 
     if not zygote_usable("/usr/bin/python3"):
-        pytest.skip("no zygote here (not root, or no perl, or no /usr/bin/python3)")
+        pytest.skip("no zygote here (not root, no init program or no /usr/bin/python3)")
     monkeypatch.setattr(userns, "_writer", [None])
     sb = await make_sandbox("bwrap")
     assert sb.zygote is True

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from clawrig.errors import SandboxError
-from clawrig.sandbox import zygote, zygote_program
+from clawrig.sandbox import launchbin, zygote, zygote_program
 from clawrig.sandbox.base import Bind
 from clawrig.sandbox.client import SandboxDied
 
@@ -28,7 +28,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
     pytest.mark.skipif(
         not zygote.zygote_usable("/usr/bin/python3"),
-        reason="no zygote here (not root, or no perl or /usr/bin/python3, or no pid fds)",
+        reason="no zygote here (not root, no init program, no /usr/bin/python3 or no pid fds)",
     ),
 ]
 
@@ -134,10 +134,26 @@ async def test_a_killed_zygote_is_started_again(make_sandbox):
     assert again is not None and again[0].pid != held[0].pid
 
 
-async def test_the_init_outlives_the_agent_and_reaps_its_orphans(make_sandbox):
+@pytest.fixture(params=["program", "perl"])
+def init_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The sandbox's init: clawrig's sandbox program (compiled here: sandbox_launch.c), or
+    perl where there is no C compiler; its name in /proc/1/comm."""
+    if request.param == "perl":
+        monkeypatch.setenv("CLAWRIG_LAUNCH_C", "0")
+        return "perl"
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here (make test installs Debian's gcc when root)")
+    assert launchbin.program_fd() is not None  # a compiler and no program: a failure
+    return "clawrig-init"
+
+
+async def test_the_init_outlives_the_agent_and_reaps_its_orphans(make_sandbox, init_name):
     sb = await make_sandbox("bwrap")
-    r = await sb.exec("kill -9 1; kill -TERM 1; sleep 0.2; cat /proc/1/comm")
-    assert r.stdout.strip() == "perl"  # signals from inside never reach the namespace's init
+    assert sb.zygote is True
+    r = await sb.exec("kill -9 1; kill -TERM 1; sleep 0.2; cat /proc/1/comm; ls /proc/1/fd")
+    # signals from inside never reach the namespace's init; it holds no descriptor but its
+    # stdio (the program's own, its arguments' pipe, the launcher's were closed)
+    assert r.stdout.split() == [init_name, "0", "1", "2"], r.stdout
     # orphans (their parents gone) become the init's children: reaped, no zombie left
     await sb.exec("sh -c '(sleep 0.2 &); (sleep 0.1 &); exit 0'")
     await asyncio.sleep(0.6)
@@ -147,7 +163,7 @@ async def test_the_init_outlives_the_agent_and_reaps_its_orphans(make_sandbox):
     await sb.spawn("sleep 300")
     assert await sb.kill_all() >= 1
     r = await sb.exec("cat /proc/[0-9]*/comm")  # (the shell's glob is made before cat runs)
-    assert sorted(r.stdout.split()) == ["perl", "python3", "sh"]
+    assert sorted(r.stdout.split()) == sorted([init_name, "python3", "sh"])
 
 
 async def test_a_killed_supervisor_is_a_dead_sandbox(make_sandbox):

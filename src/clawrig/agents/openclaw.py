@@ -90,6 +90,7 @@ from clawrig.llm.pricing import Prices
 from clawrig.llm.providers import ModelEndpoint
 from clawrig.sandbox.base import Bind
 from clawrig.sandbox.paths import PATHS
+from clawrig.sandbox.pyenv import cache_root
 from clawrig.spec.layout import TMP_PREFIX, TrialPaths
 from clawrig.spec.task import Task
 from clawrig.spec.trial import StopReason
@@ -155,15 +156,6 @@ _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ENETUNREACH"
 
 
 # ------------------------------------------------------------------------------ install
-
-
-def cache_root() -> Path:
-    """``$CLAWRIG_CACHE_DIR``, else ``$XDG_CACHE_HOME/clawrig``, else ``~/.cache/clawrig``."""
-    if os.environ.get("CLAWRIG_CACHE_DIR"):
-        return Path(os.environ["CLAWRIG_CACHE_DIR"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "clawrig"
-    return Path.home() / ".cache" / "clawrig"
 
 
 def _check_version(version: str) -> str:

@@ -97,6 +97,7 @@ from clawrig.sandbox.zygote import (
     fork_supervisor,
     give_up,
     init_argv,
+    init_fds,
     init_up,
     zygote_died,
     zygote_usable,
@@ -637,7 +638,7 @@ class BwrapSandbox(SupervisedSandbox):
             await super()._start(arm)
 
     def _supervisor_gone(self) -> None:
-        """With the zygote's supervisor the sandbox's init (perl) outlives it: bwrap is
+        """With the zygote's supervisor the sandbox's init outlives it: bwrap is
         killed, and with it every process of the sandbox (the agent's must not run on)."""
         if self.zygote:
             self._kill()
@@ -841,7 +842,7 @@ class BwrapSandbox(SupervisedSandbox):
         # With nothing to drop or to limit by rlimits but core and file size (the usual case: root
         # with cgroups), a shell puts itself in the cgroups, sets those two and becomes bwrap,
         # so this (large) process is not forked to run ``preexec`` (subprocess can vfork); a
-        # pooled start's perl does the shell's part itself (one process fewer)
+        # pooled start's launcher does the shell's part itself (one process fewer)
         launcher: list[str] = []
         launch_fds: tuple[int, ...] = ()
         if uid is None and not use_as and not use_nproc:
@@ -893,7 +894,7 @@ class BwrapSandbox(SupervisedSandbox):
         if self.zygote:
             return await self._launch_for_zygote(
                 [*launcher, argv[0], "--args", str(rfd), *argv[cmd_at:]],
-                (rfd, *launch_fds),
+                (rfd, *launch_fds, *init_fds()),
                 (req_r, ans_w, err_w),
                 procs_files,
             )

@@ -18,7 +18,9 @@ a file descriptor of ``/proc/thread-self/ns/mnt``, so it dies with the harness a
 it is left on the host. Mounts made on the host after it are not in it (they are not needed: a
 pooled sandbox sees its entry's folder, below, and the host's system folders).
 
-A start (:func:`launch_argv`, :data:`_LAUNCH_PERL`): perl (Debian's perl-base) clones the
+A start (:func:`launch_argv`): clawrig's sandbox program (``sandbox_launch.c``,
+:mod:`clawrig.sandbox.launchbin`; where it cannot be had, perl, Debian's perl-base, runs
+:data:`_LAUNCH_PERL`) clones the
 entry's folder with every mount below it (``open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)``, in the
 harness's namespace: its disk, its shared slots, an overlay root), enters the template
 (``setns``), makes a copy of it (``unshare(CLONE_NEWNS)``: ~20 mounts), attaches the clone at
@@ -29,9 +31,9 @@ execs bwrap. Its cost does not grow with the mounts on the host. Sources: the
 kernel's ``Documentation/filesystems/sharedsubtree.rst``, open_tree(2), move_mount(2),
 setns(2), unshare(2) (Linux 5.2+).
 
-Where that cannot run (no perl, an older kernel, a machine whose system call numbers are not in
-:data:`_SYSCALLS`), :data:`_ISOLATE` does the older isolation with util-linux's programs: a
-copy of the host's whole table whose pool mounts are then detached.
+Where that cannot run (neither that program nor perl, an older kernel, a machine whose system
+call numbers are not in :data:`_SYSCALLS`), :data:`_ISOLATE` does the older isolation with
+util-linux's programs: a copy of the host's whole table whose pool mounts are then detached.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from pathlib import Path
 
 from clawrig.leftovers import UNMOUNT_ROUNDS, mount_points, outermost, owner_pid, scratch_dir
 from clawrig.sandbox.disk import MS_PRIVATE, MS_REC, libc, mount, umount_lazy
+from clawrig.sandbox.launchbin import program_argv, program_fd
 
 CLONE_NEWNS = 0x20000
 AT_FDCWD = -100
@@ -86,8 +89,8 @@ _LAUNCH_PERL = (
     "setpriority(0, 0, getpriority(0, 0) + NICE); "
     'exec { $ARGV[0] } @ARGV or die "clawrig launch: exec $ARGV[0]: $!\\n"'
 )
-"""``perl -e _LAUNCH_PERL TEMPLATE_FD ENTRY BWRAP ARGS...`` (module docs); the system call
-names are replaced by this machine's numbers (:func:`_perl_argv`)."""
+"""What perl runs after :data:`_JOIN_PERL` (module docs); the system call names are replaced
+by this machine's numbers (:func:`_perl_argv`)."""
 _JOIN_PERL = (
     "my $n = shift @ARGV; "
     "for my $p (splice(@ARGV, 0, $n)) { "
@@ -101,9 +104,10 @@ _JOIN_PERL = (
     'or die "clawrig launch: file size: $!\\n"; '
 )
 """``perl -e _JOIN_PERL_LAUNCH_PERL N PROCS_FILE... FSIZE TEMPLATE_FD ENTRY BWRAP ARGS...``
-(:func:`launch_argv` with ``join``): first what the sandbox's launcher shell does (the bwrap
-backend's ``_LAUNCHER``): join the N cgroups, no core dumps, RLIMIT_FSIZE of FSIZE bytes (0:
-none); then :data:`_LAUNCH_PERL`. One process fewer per pooled start (~1.4 ms of CPU)."""
+(:func:`launch_argv` without clawrig's sandbox program): first what the sandbox's launcher
+shell does (the bwrap backend's ``_LAUNCHER``): join the N cgroups, no core dumps,
+RLIMIT_FSIZE of FSIZE bytes (0: none); then :data:`_LAUNCH_PERL`. One process fewer per pooled
+start (~1.4 ms of CPU)."""
 _ISOLATE = (
     'mount -n --rbind "$2" "$3" && umount -n -l "$1" && mount -n --move "$3" "$2" && shift 3 '
     '&& exec "$@"'
@@ -178,14 +182,15 @@ def _opens_trees(numbers: dict[str, int]) -> bool:
 
 def template() -> int | None:
     """This process's template namespace (a file descriptor, module docs), made on first use;
-    None where it cannot be had (not root, no perl, an older kernel, an unknown machine):
+    None where it cannot be had (not root, no launcher, an older kernel, an unknown machine):
     :func:`launch_argv` then isolates the old way."""
     with _lock:
         if _template:
             return _template[0]
         fd: int | None = None
         numbers = _SYSCALLS.get(os.uname().machine)
-        if os.geteuid() == 0 and numbers and shutil.which("perl") and _opens_trees(numbers):
+        launcher = program_fd() is not None or shutil.which("perl")
+        if os.geteuid() == 0 and numbers and launcher and _opens_trees(numbers):
             made: list[int] = []
             scratch = scratch_dir()  # mounted before the template copies the mount table
 
@@ -204,9 +209,9 @@ def template() -> int | None:
 
 
 @functools.cache
-def _perl_argv(join: bool = False, nice: int = 0) -> list[str]:
+def _perl_argv(nice: int = 0) -> list[str]:
     numbers = _SYSCALLS[os.uname().machine]
-    code = (_JOIN_PERL if join else "") + _LAUNCH_PERL
+    code = _JOIN_PERL + _LAUNCH_PERL
     for name in ("PRLIMIT64", "OPEN_TREE", "MOVE_MOUNT", "SETNS", "UNSHARE", "MOUNT"):
         code = code.replace(name, str(numbers[name.lower()]))
     code = code.replace("NICE", str(nice))
@@ -216,7 +221,8 @@ def _perl_argv(join: bool = False, nice: int = 0) -> list[str]:
 
 
 def joins() -> bool:
-    """True when :func:`launch_argv` can take ``join`` (the template's perl starts bwrap)."""
+    """True when :func:`launch_argv` can take ``join`` (the template's launcher starts
+    bwrap)."""
     return template() is not None
 
 
@@ -247,12 +253,18 @@ def launch_argv(
     the other sandboxes' (module docs), ``nice`` steps nicer than the caller, and the file
     descriptors it must be given. ``root``: the pool's root (its mounts are all below it),
     ``entry``: the entry's folder below it, ``point``: a folder the fallback binds the entry
-    at meanwhile. ``join``: (cgroup.procs
-    files, file size limit in bytes or 0), done first by the template's perl
-    (:data:`_JOIN_PERL`); check :func:`joins` before asking, the fallback does not."""
+    at meanwhile. ``join``: (cgroup.procs files, file size limit in bytes or 0), done first
+    by the template's launcher (clawrig's sandbox program, :mod:`clawrig.sandbox.launchbin`,
+    else :data:`_JOIN_PERL`), which also turns core dumps off; check :func:`joins` before
+    asking, the fallback does not."""
     fd = template()
     if fd is not None:
-        head = [str(len(join[0])), *join[0], str(join[1])] if join is not None else []
-        return [*_perl_argv(join is not None, nice), *head, str(fd), str(entry)], (fd,)
+        cgroups, fsize = join if join is not None else ([], 0)
+        head = [str(len(cgroups)), *cgroups, str(fsize)]
+        program = program_fd()
+        if program is not None:
+            argv = [*program_argv("launch"), *head, str(nice), str(fd), str(entry)]
+            return argv, (fd, program)
+        return [*_perl_argv(nice), *head, str(fd), str(entry)], (fd,)
     argv = ["unshare", "-m", "--propagation", "slave", "/bin/sh", "-c", _ISOLATE, "sh"]
     return [*argv, str(root), str(entry), str(point), *nice_argv(nice)], ()

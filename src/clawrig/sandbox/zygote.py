@@ -5,7 +5,7 @@ afresh in every sandbox.
 Why: a supervisor's interpreter start is ~10 ms of CPU (``python3 -I -S``), and every trial
 starts two sandboxes (the agent's and the clean room); a fork of an interpreter that has loaded
 the supervisor already costs ~1 ms. With the zygote, bwrap runs a small init as the sandbox's
-pid 1 (:data:`INIT_PERL`: it reaps orphans, as bwrap's own init does, and says when the sandbox
+pid 1 (:func:`init_argv`: it reaps orphans, as bwrap's own init does, and says when the sandbox
 is set up); the zygote's child joins the sandbox's cgroups and namespaces, writes its inotify
 caps (:mod:`clawrig.sandbox.userns`) and forks the supervisor there, which drops every
 capability as bwrap's ``--cap-drop ALL`` does. The supervisor is pid 2 of the sandbox, as
@@ -14,10 +14,10 @@ before; the sandbox still ends with bwrap.
 Used (:func:`zygote_usable`) when the harness is root (setns(2) into a sandbox's namespaces
 needs the host's capabilities), the sandbox runs on the host's own system (its python3 is the
 host's, the zygote's: a root file system of an environment has its own), pid file descriptors
-and perl are there, and ``CLAWRIG_ZYGOTE`` is not ``0``. Else, and for sandboxes whose limits
-need a launcher's rlimits or another uid, the supervisor starts in the sandbox as before; so
-too, for that sandbox and every later one, when the zygote cannot enter a sandbox
-(:func:`failed_to_enter`).
+and an init (clawrig's sandbox program or perl) are there, and ``CLAWRIG_ZYGOTE`` is not
+``0``. Else, and for sandboxes whose limits need a launcher's rlimits or another uid, the
+supervisor starts in the sandbox as before; so too, for that sandbox and every later one,
+when the zygote cannot enter a sandbox (:func:`failed_to_enter`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.errors import SandboxError
+from clawrig.sandbox.launchbin import program_argv, program_fd
 from clawrig.sandbox.zygote_program import CANNOT_ENTER
 
 log = logging.getLogger(__name__)
@@ -49,10 +50,11 @@ INIT_PERL = (
     "$SIG{CHLD} = sub {}; syswrite(STDOUT, 'r'); open(STDOUT, '>', '/dev/null'); "
     "for (;;) { sleep 5 if waitpid(-1, 0) < 0 && $! == 10 }"
 )
-"""The sandbox's init with the zygote (``perl -e INIT_PERL``, bwrap's ``--as-pid-1`` command):
-one byte on its stdout once bwrap has set the sandbox up (the harness waits for it:
-:func:`init_up`), then it reaps every process that ends up its child (waitpid on any child;
-with none, ECHILD, a pause that an orphan's SIGCHLD cuts short). As pid 1 of its namespace it
+"""The sandbox's init with the zygote where clawrig's sandbox program cannot be had
+(:func:`init_argv`; ``perl -e INIT_PERL``, bwrap's ``--as-pid-1`` command): one byte on its
+stdout once bwrap has set the sandbox up (the harness waits for it: :func:`init_up`), then it
+reaps every process that ends up its child (waitpid on any child; with none, ECHILD, a pause
+that an orphan's SIGCHLD cuts short). As pid 1 of its namespace it
 gets no signal from inside that it has not asked for: the agent cannot end it, and the
 supervisor's ``kill_all`` (``kill(-1)``) spares it as it spared bwrap's init."""
 
@@ -75,17 +77,27 @@ def zygote_usable(python: str) -> bool:
         and os.geteuid() == 0
         and python == PYTHON
         and Path(python).is_file()
-        and _perl() is not None
+        and (program_fd() is not None or _perl() is not None)
         and _pidfds()
         and not _broken[0]
     )
 
 
 def init_argv() -> list[str]:
-    """bwrap's command in a sandbox whose supervisor the zygote forks (:data:`INIT_PERL`)."""
+    """bwrap's command in a sandbox whose supervisor the zygote forks: clawrig's sandbox
+    program's ``init`` (:mod:`clawrig.sandbox.launchbin`; give bwrap :func:`init_fds`), else
+    :data:`INIT_PERL`."""
+    if program_fd() is not None:
+        return program_argv("init")
     perl = _perl()
     assert perl is not None
     return [perl, "-e", INIT_PERL]
+
+
+def init_fds() -> tuple[int, ...]:
+    """The file descriptors bwrap must inherit for :func:`init_argv`'s command to run."""
+    fd = program_fd()
+    return () if fd is None else (fd,)
 
 
 @functools.cache

@@ -1,0 +1,148 @@
+/* clawrig's sandbox launcher and init as one small C program (clawrig.sandbox.launchbin):
+ * what perl does for a pooled bwrap sandbox (clawrig.sandbox.mountns, clawrig.sandbox.zygote)
+ * in ~0.4 ms of CPU instead of ~2 ms per perl start (two sandboxes per trial, each with a
+ * launcher and an init). Compiled on first use by the host's C compiler; where there is none,
+ * perl does the same work.
+ *
+ *   sandbox-launch launch N PROCS_FILE... FSIZE NICE TEMPLATE_FD ENTRY BWRAP ARGS...
+ *     join the N cgroups (this pid into each cgroup.procs file), no core dumps, RLIMIT_FSIZE
+ *     of FSIZE bytes (0: none); clone ENTRY with every mount below it (open_tree), enter the
+ *     template mount namespace (setns on TEMPLATE_FD), make a copy of it (unshare), attach
+ *     the clone at ENTRY (move_mount), make it a slave of the host's mounts, NICE steps
+ *     nicer, exec BWRAP ARGS. Sources: open_tree(2), move_mount(2), setns(2), unshare(2),
+ *     the kernel's Documentation/filesystems/sharedsubtree.rst.
+ *
+ *   sandbox-launch init
+ *     the sandbox's pid 1 under bwrap --as-pid-1, named clawrig-init: every descriptor but
+ *     0-2 closed (nothing in the sandbox finds one in /proc/1/fd), one byte 'r' on stdout
+ *     (bwrap has set the sandbox up), stdout then /dev/null; then it reaps every process that
+ *     ends up its child, forever. As a PID namespace's init it gets no signal from inside
+ *     that it has no handler for (pid_namespaces(7)); its only handler, SIGCHLD's, does
+ *     nothing.
+ *
+ * A failure is one line "clawrig launch: WHAT: REASON" on stderr and exit status 1.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#define OPEN_TREE_CLONE_ 1
+#define AT_RECURSIVE_ 0x8000
+#define MOVE_MOUNT_F_EMPTY_PATH_ 0x4
+
+static int fail(const char *what, const char *arg) {
+    if (arg)
+        fprintf(stderr, "clawrig launch: %s %s: %s\n", what, arg, strerror(errno));
+    else
+        fprintf(stderr, "clawrig launch: %s: %s\n", what, strerror(errno));
+    return 1;
+}
+
+static int usage(void) {
+    fputs("clawrig launch: usage: launch N PROCS... FSIZE NICE TEMPLATE_FD ENTRY BWRAP ARGS... "
+          "| init\n", stderr);
+    return 2;
+}
+
+static int launch(int argc, char **argv) {
+    int i = 0;
+    if (argc < 1)
+        return usage();
+    int n = atoi(argv[i++]);
+    if (n < 0 || argc < i + n + 5)
+        return usage();
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    for (int k = 0; k < n; k++, i++) {
+        int fd = open(argv[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, pid, len) != len || close(fd) != 0)
+            return fail("join", argv[i]);
+    }
+    unsigned long long fsize = strtoull(argv[i++], NULL, 10);
+    int nice_steps = atoi(argv[i++]);
+    int template_fd = atoi(argv[i++]);
+    const char *entry = argv[i++];
+    struct rlimit none = {0, 0}, size = {fsize, fsize};
+    if (setrlimit(RLIMIT_CORE, &none) != 0)
+        return fail("core", NULL);
+    if (fsize && setrlimit(RLIMIT_FSIZE, &size) != 0)
+        return fail("file size", NULL);
+    int tree = (int)syscall(SYS_open_tree, AT_FDCWD, entry,
+                            OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC);
+    if (tree < 0)
+        return fail("clone", entry);
+    if (setns(template_fd, CLONE_NEWNS) != 0)
+        return fail("enter the template", NULL);
+    close(template_fd);
+    if (unshare(CLONE_NEWNS) != 0)
+        return fail("unshare", NULL);
+    if (syscall(SYS_move_mount, tree, "", AT_FDCWD, entry, MOVE_MOUNT_F_EMPTY_PATH_) != 0)
+        return fail("attach", entry);
+    close(tree);
+    if (mount(NULL, entry, NULL, MS_REC | MS_SLAVE, NULL) != 0)
+        return fail("slave", entry);
+    errno = 0;
+    int prio = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0)
+        setpriority(PRIO_PROCESS, 0, prio + nice_steps);
+    execv(argv[i], argv + i);
+    return fail("exec", argv[i]);
+}
+
+static void on_child(int sig) { (void)sig; }
+
+static int init(void) {
+    sigset_t chld, none;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigemptyset(&none);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_child;
+    sigaction(SIGCHLD, &sa, NULL);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    prctl(PR_SET_NAME, "clawrig-init", 0, 0, 0); /* not "N", its /proc/self/fd/N's name */
+    if (syscall(SYS_close_range, 3, ~0U, 0) != 0)
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+    if (write(1, "r", 1) != 1)
+        return fail("say ready", NULL);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0 && null != 1) {
+        dup2(null, 1);
+        close(null);
+    }
+    for (;;) {
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        sigsuspend(&none); /* returns once a SIGCHLD's handler has run */
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "launch") == 0)
+        return launch(argc - 2, argv + 2);
+    if (argc == 2 && strcmp(argv[1], "init") == 0)
+        return init();
+    return usage();
+}
