@@ -99,6 +99,10 @@ class Tree:
             return "bwrap (launcher exec, outer, init)"
         if comm == "sh" and "bwrap" in progs:
             return "bwrap launcher (sh before exec)"
+        if comm == "clawrig-launch" or (comm == "perl" and "bwrap" in progs):
+            return "pooled launcher before its bwrap exec (clawrig-launch or perl)"
+        if comm in ("clawrig-init", "perl"):
+            return "sandbox init with the zygote (clawrig-init or perl)"
         if comm == "nsenter" or (comm == "sh" and "nsenter" in progs):
             return "nsenter (inotify caps)"
         if (

@@ -6,6 +6,7 @@ by test_pool.py and test_zygote.py with it and with perl."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from clawrig.sandbox import launchbin
+from sandbox_procs import processes_in_sandbox
 
 pytestmark = pytest.mark.skipif(
     shutil.which("cc") is None and shutil.which("gcc") is None,
@@ -68,7 +70,7 @@ def test_it_is_compiled_once_into_a_private_cache_and_run_from_a_sealed_memory_f
     assert caught.value.errno in (errno.EPERM, errno.EBADF)
 
 
-def test_a_cached_program_others_may_write_is_compiled_again(tmp_path):
+def test_a_cached_program_that_is_not_private_or_not_the_program_is_compiled_again(tmp_path):
     _probe(tmp_path)
     [binary] = _binaries(tmp_path)
     planted = b"#!/bin/sh\necho planted\n"
@@ -77,8 +79,67 @@ def test_a_cached_program_others_may_write_is_compiled_again(tmp_path):
     assert _probe(tmp_path)["fd"] is not None
     assert binary.read_bytes()[:4] == b"\x7fELF" and binary.stat().st_mode & 0o777 == 0o700
     binary.write_bytes(planted)  # this user's and private, but not the program: it fails its
-    binary.chmod(0o700)  # check run (no usage line), so perl is used
-    assert _probe(tmp_path)["fd"] is None
+    binary.chmod(0o700)  # check run (no usage line), so it is compiled again
+    assert _probe(tmp_path)["fd"] is not None
+    assert binary.read_bytes()[:4] == b"\x7fELF"
+    (tmp_path / "bin" / "sandbox-launch-0123456789abcdef").write_bytes(b"an older source's")
+    binary.unlink()
+    assert _probe(tmp_path)["fd"] is not None
+    assert _binaries(tmp_path) == [binary]  # the older one was removed with the new one kept
+
+
+def test_a_cache_that_is_not_this_users_own_is_not_used_nor_changed(tmp_path):
+    # a bin folder that is a link (to another folder: it is not followed, not chmodded, not
+    # written into), a file, or a folder others may read: the program is compiled for this
+    # process alone, never read from there, and no traceback
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    victim.chmod(0o755)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "bin").symlink_to(victim)
+    assert _probe(linked)["fd"] is not None
+    assert victim.stat().st_mode & 0o777 == 0o755 and list(victim.iterdir()) == []
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "bin").write_text("a file\n")
+    assert _probe(plain)["fd"] is not None
+    shared = tmp_path / "shared"
+    (shared / "bin").mkdir(parents=True)
+    (shared / "bin").chmod(0o777)
+    first = _probe(shared)
+    assert first["fd"] is not None and _binaries(shared) == []
+    os.chown(shared / "bin", 65534, 65534)  # another user's, private to them
+    (shared / "bin").chmod(0o700)
+    assert _probe(shared)["fd"] is not None and _binaries(shared) == []
+
+
+THREADS = """
+import json, threading
+from clawrig.sandbox import launchbin
+got, gate = [], threading.Barrier(4)
+def one():
+    gate.wait()
+    got.append(launchbin.program_fd())
+threads = [threading.Thread(target=one) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps(got))
+"""
+
+
+def test_threads_asking_at_once_get_the_same_program(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", THREADS],
+        env={**os.environ, "CLAWRIG_CACHE_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    got = json.loads(done.stdout)
+    assert len(got) == 4 and got[0] is not None and len(set(got)) == 1
+    assert len(_binaries(tmp_path)) == 1
 
 
 def test_without_a_compiler_or_when_turned_off_there_is_none(tmp_path, monkeypatch):
@@ -118,3 +179,30 @@ def test_its_failures_are_one_line_naming_what_failed(tmp_path):
     assert r.returncode == launchbin.USAGE_STATUS and r.stderr.startswith("clawrig launch: usage")
     r = _run("init", "extra")
     assert r.returncode == launchbin.USAGE_STATUS
+
+
+async def test_no_sandbox_process_but_the_zygotes_init_holds_the_program(make_sandbox, monkeypatch):
+    # a pooled sandbox whose supervisor bwrap starts (no zygote): the launcher closed its own
+    # descriptor before it became bwrap; with the zygote, bwrap runs the init from it and the
+    # init closes it
+    from clawrig.sandbox.pool import pooling_possible
+
+    if not pooling_possible():
+        pytest.skip("a warm pool needs root and mke2fs")
+    for zygote in ("0", "1"):
+        monkeypatch.setenv("CLAWRIG_ZYGOTE", zygote)
+        sb = await make_sandbox("pooled")
+        assert sb.zygote is (zygote == "1")
+        await sb.spawn("sleep 300")
+        seen = {pid: _memfds(pid) for pid in [sb._proc.pid, *processes_in_sandbox(sb._proc.pid)]}
+        assert len(seen) >= 4 and not any(seen.values()), seen  # bwrap, init, supervisor, sleep
+
+
+def _memfds(pid: int) -> list[str]:
+    """The memory files ``pid`` holds open (from the host)."""
+    fds = Path(f"/proc/{pid}/fd")
+    links = []
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):
+            links.append(os.readlink(fd))
+    return [link for link in links if link.startswith("/memfd:")]

@@ -158,6 +158,16 @@ wanting the CPU it goes first instead of getting one share among them. 500 trial
 (``benchmarks/throughput.py --model-delay 2``, two interleaved pairs on a machine saturated by
 other work): CPU per trial 208 -> 180 and 195 -> 166 ms. Nothing inside can take it back
 (raising a priority needs CAP_SYS_NICE in the host's user namespace)."""
+SANDBOX_CPU_SHARES = 256
+"""The cpu.shares (cgroup v1; a session's or the harness's own are 1024) of the one cpu cgroup
+every sandbox of a harness runs in (:func:`sandbox_cpu_group`): together its sandboxes weigh a
+quarter of the harness's event loop when both want the CPU, and they cannot weigh more by
+starting sessions (an agent's ``setsid``). Why: with the kernel's autogroups
+(``/proc/sys/kernel/sched_autogroup_enabled``, on by default in Debian's and Ubuntu's kernels)
+the nice value (:data:`SANDBOX_NICE`) only ranks processes within one session, and each
+sandbox, each command in it (the supervisor starts it in a session of its own) was a session
+with the harness's whole weight: with 32 trials busy the event loop that serves them all had a
+thirty-third of a CPU."""
 UID_BASE = 200_000
 UID_SPAN = 60_000
 
@@ -409,6 +419,7 @@ def sweep_stale_cgroups() -> int:
         Path("/sys/fs/cgroup/clawrig"),
         Path("/sys/fs/cgroup/memory/clawrig"),
         Path("/sys/fs/cgroup/pids/clawrig"),
+        CPU_GROUPS,
     ):
         try:
             entries = list(parent.iterdir())
@@ -439,6 +450,41 @@ def sweep_stale_cgroups() -> int:
 
 
 _swept = False
+_cpu_groups: dict[int, str | None] = {}
+_cpu_lock = threading.Lock()
+CPU_GROUPS = Path("/sys/fs/cgroup/cpu/clawrig")
+"""Where :func:`sandbox_cpu_group` makes its cgroup (the v1 cpu controller's hierarchy)."""
+
+
+def sandbox_cpu_group() -> str | None:
+    """The ``cgroup.procs`` file of this harness's cpu cgroup for its sandboxes
+    (``clawrig-<pid>-sandboxes`` in :data:`CPU_GROUPS`, cpu.shares :data:`SANDBOX_CPU_SHARES`),
+    made on first use in each process and removed at its exit when empty (else by the next
+    harness's :func:`sweep_stale_cgroups`); None where it cannot be had (not root, cgroup v2,
+    no cpu controller). A sandbox's launcher joins it with its own cgroups (:class:`Cgroup`);
+    a sandbox's processes never leave it (no cgroup file system inside)."""
+    pid = os.getpid()
+    with _cpu_lock:
+        if pid in _cpu_groups:
+            return _cpu_groups[pid]
+        group = CPU_GROUPS / f"clawrig-{pid}-sandboxes"
+        procs: str | None = None
+        if os.geteuid() == 0 and not Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            try:
+                group.mkdir(parents=True, exist_ok=True)
+                (group / "cpu.shares").write_text(str(SANDBOX_CPU_SHARES))
+                procs = str(group / "cgroup.procs")
+                atexit.register(_remove_cpu_group, group)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    group.rmdir()
+        _cpu_groups[pid] = procs
+        return procs
+
+
+def _remove_cpu_group(group: Path) -> None:
+    with contextlib.suppress(OSError):
+        group.rmdir()
 
 
 class Cgroup:
@@ -497,6 +543,13 @@ class Cgroup:
             (d / "pids.max").write_text(str(max_pids))
             self.procs_files.append(str(d / "cgroup.procs"))
             self.enforces_pids = True
+
+    def join_files(self) -> list[str]:
+        """The ``cgroup.procs`` files a sandbox's first process writes its pid into: its own
+        cgroups' (:attr:`procs_files`) and the harness's cpu cgroup for every sandbox
+        (:func:`sandbox_cpu_group`), which :meth:`kill` and :meth:`remove` leave alone."""
+        shared = sandbox_cpu_group()
+        return [*self.procs_files, shared] if shared is not None else list(self.procs_files)
 
     def kill(self) -> int:
         """SIGKILL every process in the cgroup (the sandbox's, every one of them: its launcher
@@ -815,7 +868,7 @@ class BwrapSandbox(SupervisedSandbox):
         except BaseException:
             await run_to_end(self._cleanup())
             raise
-        procs_files = list(self.cgroup.procs_files)
+        procs_files = self.cgroup.join_files()
         use_as = bool(lim.memory_bytes) and not self.cgroup.enforces_memory
         use_nproc = bool(lim.max_processes) and not self.cgroup.enforces_pids
         uid = self.host_uid

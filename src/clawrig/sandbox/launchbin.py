@@ -1,30 +1,39 @@
 """clawrig's sandbox launcher and init as one small C program (``sandbox_launch.c`` beside this
-module), compiled on first use by the host's C compiler and kept in clawrig's cache folder.
+module), compiled on first use by the host's C compiler and kept in clawrig's cache folder
+(``bin/`` below :func:`clawrig.sandbox.pyenv.cache_root`).
 
 Why: a pooled sandbox's launcher (:mod:`clawrig.sandbox.mountns`) and the init of a sandbox
 whose supervisor the zygote forks (:mod:`clawrig.sandbox.zygote`) were perl programs, and a
 perl start is ~2 ms of CPU against ~0.4 ms for this program's: two sandboxes per trial, each
-with a launcher and an init, ~6 ms of a trial's ~90 (``benchmarks/trial_cpu.py``). Where there
-is no C compiler (or the program cannot run: a cache folder on a ``noexec`` mount), perl does
-the same work, as before.
+with a launcher and an init, ~6 ms of a trial's ~100 (``benchmarks/trial_cpu.py``). Where
+there is no C compiler, or the program does not run (a kernel that will not execute a memory
+file), perl does the same work, as before.
 
-The program is run from a sealed memory file (memfd_create(2), ``F_SEAL_WRITE``), not from its
-path: what runs is what was checked, whatever later happens to the cache's file, and a
-sandbox's init shows ``/memfd:clawrig-sandbox-launch`` as its ``/proc/1/exe``, no host path.
-Its command is ``/proc/self/fd/N`` (:func:`program_argv`) with N among the process's inherited
-descriptors (:func:`program_fd`: pass it on, ``pass_fds``); the init closes it at once.
-``CLAWRIG_LAUNCH_C=0`` makes clawrig use perl.
+The harness runs it as root, so what it runs must be what it compiled: the cache's ``bin``
+folder is opened without following a link and must be this user's with mode 0700 (made so),
+the cached file is read from the descriptor it was checked by (a regular file of this user's
+that no one else may write), and one that is missing, not private or does not run is compiled
+again (in a private temporary folder) and replaced. Nothing is changed outside that folder.
+The program then runs from a sealed memory file (memfd_create(2), ``F_SEAL_WRITE``), not from
+its path: what runs is what was checked, and a sandbox's init shows
+``/memfd:clawrig-sandbox-launch`` as its ``/proc/1/exe``, no host path. Its command is
+``/proc/self/fd/N`` (:func:`program_argv`) with N among the process's inherited descriptors
+(:func:`program_fd`: pass it on, ``pass_fds``); the launcher closes it before it execs bwrap
+unless bwrap's command is the init, and the init closes it at once. ``CLAWRIG_LAUNCH_C=0``
+makes clawrig use perl.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
-import functools
 import hashlib
 import os
 import shutil
 import stat
 import subprocess
+import tempfile
+import threading
 from pathlib import Path
 
 from clawrig.sandbox.pyenv import cache_root
@@ -36,45 +45,114 @@ USAGE_STATUS = 2
 """The program's exit status for a command line it does not take (its usage line on stderr)."""
 
 
-def _trusted(path: Path) -> bool:
-    """True when ``path`` (a file or folder; its parent folder too) is this user's and no one
-    else may write to it: a program this harness runs as root must not be another user's."""
-    for p in (path, path.parent):
-        try:
-            st = os.lstat(p)
-        except OSError:
-            return False
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022 or stat.S_ISLNK(st.st_mode):
-            return False
-    return True
+MFD_EXEC = 0x0010
+"""memfd_create(2)'s flag for an executable memory file (Linux 6.3+, where
+``vm.memfd_noexec`` may make them not executable by default); older kernels refuse it."""
+
+_lock = threading.Lock()
+_made: list[int | None] = []
 
 
-def _compile(source: bytes, target: Path) -> bool:
-    """Compile ``source`` into ``target`` (a temporary file renamed onto it: parallel
-    harnesses may compile at once). False when there is no compiler or it fails."""
+def _private(st: os.stat_result) -> bool:
+    """True for a file or folder this user owns and no one else may write to (a folder: nor
+    read, as made here): what is in it was put there by this user."""
+    return st.st_uid == os.geteuid() and not st.st_mode & (
+        0o077 if stat.S_ISDIR(st.st_mode) else 0o022
+    )
+
+
+def _bin_folder() -> int | None:
+    """A descriptor of the cache's ``bin`` folder (made 0700 when missing), opened without
+    following a link and checked by that descriptor (:func:`_private`), or None. Raises
+    OSError (the cache cannot be made)."""
+    folder = cache_root() / "bin"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder, 0o700)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not _private(os.fstat(fd)):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _cached(folder: int, name: str) -> bytes | None:
+    """The program ``name`` in the ``bin`` folder ``folder``, read from the descriptor it was
+    checked by (a regular file, not a link, :func:`_private`), or None."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        return fh.read() if stat.S_ISREG(st.st_mode) and _private(st) else None
+
+
+def _store(folder: int, name: str, data: bytes) -> None:
+    """Keep ``data`` as ``name`` in the ``bin`` folder ``folder`` (a new file renamed onto it:
+    parallel harnesses may store at once) and remove the programs of other sources there.
+    Raises OSError."""
+    temp = f".{name}.{os.getpid()}.{threading.get_ident()}"
+    fd = os.open(
+        temp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o700,
+        dir_fd=folder,
+    )
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        for other in os.listdir(folder):  # an older source's (a running harness has its own
+            # in memory already)
+            if other.startswith("sandbox-launch-") and other != name:
+                with contextlib.suppress(OSError):
+                    os.unlink(other, dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=folder)
+        raise
+
+
+def _compiled(source: bytes) -> bytes | None:
+    """``source`` compiled by the host's C compiler in a private temporary folder, or None
+    (no compiler, a compile error)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(target.parent, 0o700)
-    temp = target.with_name(f".{target.name}.{os.getpid()}")
+        return None
+    with tempfile.TemporaryDirectory(prefix="clawrig-cc-") as temp:
+        out = Path(temp) / "sandbox-launch"
+        try:
+            done = subprocess.run(
+                [cc, "-O2", "-x", "c", "-", "-o", str(out)],
+                input=source,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+            return out.read_bytes() if done.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+
+def _sealed(data: bytes) -> int:
+    """A sealed memory file (close-on-exec, executable, read-only) holding ``data``. Raises
+    OSError."""
+    flags = os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING
     try:
-        done = subprocess.run(
-            [cc, "-O2", "-x", "c", "-", "-o", str(temp)],
-            input=source,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        if done.returncode != 0:
-            return False
-        os.chmod(temp, 0o700)
-        os.replace(temp, target)
-        return True
-    except (OSError, subprocess.SubprocessError):
-        return False
-    finally:
-        temp.unlink(missing_ok=True)
+        fd = os.memfd_create("clawrig-sandbox-launch", flags | MFD_EXEC)
+    except OSError:
+        fd = os.memfd_create("clawrig-sandbox-launch", flags)
+    try:
+        with open(fd, "wb", closefd=False) as fh:
+            fh.write(data)
+        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+        os.fchmod(fd, 0o500)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _works(fd: int) -> bool:
@@ -93,53 +171,63 @@ def _works(fd: int) -> bool:
     return done.returncode == USAGE_STATUS and done.stderr.startswith(b"clawrig launch: usage")
 
 
+def _runnable(data: bytes) -> int | None:
+    """:func:`_sealed` of ``data`` when it runs here (:func:`_works`), else None."""
+    fd = _sealed(data)
+    if _works(fd):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _make() -> int | None:
+    """The program's memory file (module docs): the cached one when it is there, private and
+    runs; else compiled now (and kept when the cache can take it). Raises OSError."""
+    source = SOURCE_PATH.read_bytes()
+    digest = hashlib.sha256(source + os.uname().machine.encode()).hexdigest()[:16]
+    name = f"sandbox-launch-{digest}"
+    try:
+        folder = _bin_folder()
+    except OSError:
+        folder = None  # no cache here: compiled for this process alone
+    try:
+        if folder is not None and (data := _cached(folder, name)) is not None:
+            if (fd := _runnable(data)) is not None:
+                return fd
+        data = _compiled(source)
+        if data is None or (fd := _runnable(data)) is None:
+            return None
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                _store(folder, name, data)
+        return fd
+    finally:
+        if folder is not None:
+            os.close(folder)
+
+
 def program_fd() -> int | None:
     """A file descriptor (close-on-exec) of a sealed memory file holding the compiled program,
-    made once per process (module docs); None where it cannot be had (``CLAWRIG_LAUNCH_C=0``,
-    read at each call; no C compiler, a compile error, the program does not run here):
-    callers use perl."""
+    made once per process (module docs; thread-safe); None where it cannot be had
+    (``CLAWRIG_LAUNCH_C=0``, read at each call; no C compiler, a compile error, the program
+    does not run here): callers use perl."""
     if os.environ.get("CLAWRIG_LAUNCH_C", "1") == "0":
         return None
-    return _program_fd()
+    with _lock:
+        if not _made:
+            try:
+                _made.append(_make())
+            except OSError:
+                _made.append(None)
+        return _made[0]
 
 
-@functools.cache
-def _program_fd() -> int | None:
-    try:
-        source = SOURCE_PATH.read_bytes()
-    except OSError:
-        return None
-    digest = hashlib.sha256(source + os.uname().machine.encode()).hexdigest()[:16]
-    binary = cache_root() / "bin" / f"sandbox-launch-{digest}"
-    if not (binary.is_file() and _trusted(binary)) and not (
-        _compile(source, binary) and _trusted(binary)
-    ):
-        return None
-    try:
-        data = binary.read_bytes()
-        fd = os.memfd_create("clawrig-sandbox-launch", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    except OSError:
-        return None
-    try:
-        if os.write(fd, data) != len(data):
-            raise OSError("short write")
-        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
-        os.fchmod(fd, 0o500)
-    except OSError:
-        os.close(fd)
-        return None
-    if not _works(fd):
-        os.close(fd)
-        return None
-    return fd
-
-
-def program_argv(mode: str) -> list[str]:
-    """The program's command for ``mode`` (``launch`` or ``init``: module docs of
-    ``sandbox_launch.c``); the process that runs it must inherit :func:`program_fd`. Raises
-    RuntimeError when there is no program (check :func:`program_fd` first)."""
-    fd = program_fd()
+def program_argv(mode: str, fd: int | None = None) -> list[str]:
+    """The program's command for ``mode`` (``launch`` or ``init``: ``sandbox_launch.c``'s
+    docs) run from ``fd`` (default :func:`program_fd`); the process that runs it must inherit
+    that descriptor. Raises RuntimeError when there is no program (check :func:`program_fd`
+    first)."""
+    fd = program_fd() if fd is None else fd
     if fd is None:
         raise RuntimeError("clawrig's sandbox launcher is not available")
     return [f"/proc/self/fd/{fd}", mode]

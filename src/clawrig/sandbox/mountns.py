@@ -263,7 +263,7 @@ def launch_argv(
         head = [str(len(cgroups)), *cgroups, str(fsize)]
         program = program_fd()
         if program is not None:
-            argv = [*program_argv("launch"), *head, str(nice), str(fd), str(entry)]
+            argv = [*program_argv("launch", program), *head, str(nice), str(fd), str(entry)]
             return argv, (fd, program)
         return [*_perl_argv(nice), *head, str(fd), str(entry)], (fd,)
     argv = ["unshare", "-m", "--propagation", "slave", "/bin/sh", "-c", _ISOLATE, "sh"]

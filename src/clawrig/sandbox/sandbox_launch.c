@@ -9,8 +9,10 @@
  *     of FSIZE bytes (0: none); clone ENTRY with every mount below it (open_tree), enter the
  *     template mount namespace (setns on TEMPLATE_FD), make a copy of it (unshare), attach
  *     the clone at ENTRY (move_mount), make it a slave of the host's mounts, NICE steps
- *     nicer, exec BWRAP ARGS. Sources: open_tree(2), move_mount(2), setns(2), unshare(2),
- *     the kernel's Documentation/filesystems/sharedsubtree.rst.
+ *     nicer, close the descriptor it runs from (/proc/self/fd/N) unless ARGS name it, exec
+ *     BWRAP ARGS. Numbers that are not whole decimals in range: the usage line, before
+ *     anything is done. Sources: open_tree(2), move_mount(2), setns(2), unshare(2), the
+ *     kernel's Documentation/filesystems/sharedsubtree.rst.
  *
  *   sandbox-launch init
  *     the sandbox's pid 1 under bwrap --as-pid-1, named clawrig-init: every descriptor but
@@ -25,6 +27,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -64,25 +67,52 @@ static int usage(void) {
     return 2;
 }
 
-static int launch(int argc, char **argv) {
+/* A whole decimal number in [lo, hi] from s into *out; 0 when s is not one. */
+static int number(const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* The descriptor this program runs from ("/proc/self/fd/N" as its argv[0]), else -1. */
+static int own_fd(const char *argv0) {
+    long long fd;
+    const char *prefix = "/proc/self/fd/";
+    if (strncmp(argv0, prefix, strlen(prefix)) != 0 ||
+        !number(argv0 + strlen(prefix), 0, 1 << 30, &fd))
+        return -1;
+    return (int)fd;
+}
+
+static int launch(const char *self, int argc, char **argv) {
+    long long n, fsize, nice_steps, template_fd;
     int i = 0;
-    if (argc < 1)
+    if (argc < 1 || !number(argv[i++], 0, 1024, &n) || argc < i + n + 5)
         return usage();
-    int n = atoi(argv[i++]);
-    if (n < 0 || argc < i + n + 5)
-        return usage();
+    if (!number(argv[i + n], 0, LLONG_MAX, &fsize) || !number(argv[i + n + 1], 0, 39, &nice_steps)
+        || !number(argv[i + n + 2], 0, 1 << 30, &template_fd))
+        return usage(); /* checked before anything is done */
+    prctl(PR_SET_NAME, "clawrig-launch", 0, 0, 0); /* not "N" (/proc/self/fd/N), until exec */
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%d", (int)getpid());
     for (int k = 0; k < n; k++, i++) {
         int fd = open(argv[i], O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, pid, len) != len || close(fd) != 0)
+        if (fd < 0)
+            return fail("join", argv[i]);
+        ssize_t wrote = write(fd, pid, len);
+        if (wrote >= 0 && wrote != len)
+            errno = EIO;
+        if (wrote != len || close(fd) != 0)
             return fail("join", argv[i]);
     }
-    unsigned long long fsize = strtoull(argv[i++], NULL, 10);
-    int nice_steps = atoi(argv[i++]);
-    int template_fd = atoi(argv[i++]);
+    i += 3; /* FSIZE NICE TEMPLATE_FD */
     const char *entry = argv[i++];
-    struct rlimit none = {0, 0}, size = {fsize, fsize};
+    struct rlimit none = {0, 0};
+    struct rlimit size = {(rlim_t)fsize, (rlim_t)fsize};
     if (setrlimit(RLIMIT_CORE, &none) != 0)
         return fail("core", NULL);
     if (fsize && setrlimit(RLIMIT_FSIZE, &size) != 0)
@@ -91,9 +121,9 @@ static int launch(int argc, char **argv) {
                             OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC);
     if (tree < 0)
         return fail("clone", entry);
-    if (setns(template_fd, CLONE_NEWNS) != 0)
+    if (setns((int)template_fd, CLONE_NEWNS) != 0)
         return fail("enter the template", NULL);
-    close(template_fd);
+    close((int)template_fd);
     if (unshare(CLONE_NEWNS) != 0)
         return fail("unshare", NULL);
     if (syscall(SYS_move_mount, tree, "", AT_FDCWD, entry, MOVE_MOUNT_F_EMPTY_PATH_) != 0)
@@ -104,7 +134,15 @@ static int launch(int argc, char **argv) {
     errno = 0;
     int prio = getpriority(PRIO_PROCESS, 0);
     if (errno == 0)
-        setpriority(PRIO_PROCESS, 0, prio + nice_steps);
+        setpriority(PRIO_PROCESS, 0, prio + (int)nice_steps);
+    /* this program's own descriptor goes on only when the command names it (the zygote's
+     * init, which bwrap runs); else nothing after bwrap (its supervisor) inherits it */
+    int mine = own_fd(self);
+    int named = 0;
+    for (int k = i; k < argc; k++)
+        named |= strcmp(argv[k], self) == 0;
+    if (mine >= 0 && !named)
+        close(mine);
     execv(argv[i], argv + i);
     return fail("exec", argv[i]);
 }
@@ -121,10 +159,15 @@ static int init(void) {
     sa.sa_handler = on_child;
     sigaction(SIGCHLD, &sa, NULL);
     sigprocmask(SIG_BLOCK, &chld, NULL);
-    prctl(PR_SET_NAME, "clawrig-init", 0, 0, 0); /* not "N", its /proc/self/fd/N's name */
-    if (syscall(SYS_close_range, 3, ~0U, 0) != 0)
-        for (int fd = 3; fd < 1024; fd++)
-            close(fd);
+    prctl(PR_SET_NAME, "clawrig-init", 0, 0, 0); /* not "N" (/proc/self/fd/N) */
+    if (syscall(SYS_close_range, 3, ~0U, 0) != 0) { /* before Linux 5.9 */
+        struct rlimit files;
+        long top = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                       ? (long)files.rlim_cur
+                       : 1L << 20;
+        for (long fd = 3; fd < top; fd++)
+            close((int)fd);
+    }
     if (write(1, "r", 1) != 1)
         return fail("say ready", NULL);
     int null = open("/dev/null", O_WRONLY);
@@ -141,7 +184,7 @@ static int init(void) {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "launch") == 0)
-        return launch(argc - 2, argv + 2);
+        return launch(argv[0], argc - 2, argv + 2);
     if (argc == 2 && strcmp(argv[1], "init") == 0)
         return init();
     return usage();

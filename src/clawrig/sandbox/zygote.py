@@ -87,8 +87,8 @@ def init_argv() -> list[str]:
     """bwrap's command in a sandbox whose supervisor the zygote forks: clawrig's sandbox
     program's ``init`` (:mod:`clawrig.sandbox.launchbin`; give bwrap :func:`init_fds`), else
     :data:`INIT_PERL`."""
-    if program_fd() is not None:
-        return program_argv("init")
+    if (fd := program_fd()) is not None:
+        return program_argv("init", fd)
     perl = _perl()
     assert perl is not None
     return [perl, "-e", INIT_PERL]
