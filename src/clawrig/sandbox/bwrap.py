@@ -483,8 +483,17 @@ def sandbox_cpu_group() -> str | None:
 
 
 def _remove_cpu_group(group: Path) -> None:
-    with contextlib.suppress(OSError):
-        group.rmdir()
+    """Remove this harness's cpu cgroup at its exit, killing what is still in it (only this
+    harness's sandboxes: one still starting when the program ended), as :meth:`Cgroup.remove`
+    does."""
+    for _ in range(50):
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            _kill_and_wait(group / "cgroup.procs", 1.0)
 
 
 class Cgroup:

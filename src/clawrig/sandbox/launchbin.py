@@ -13,7 +13,8 @@ The harness runs it as root, so what it runs must be what it compiled: the cache
 folder is opened without following a link and must be this user's with mode 0700 (made so),
 the cached file is read from the descriptor it was checked by (a regular file of this user's
 that no one else may write), and one that is missing, not private or does not run is compiled
-again (in a private temporary folder) and replaced. Nothing is changed outside that folder.
+again (in a private temporary folder) and replaced; nothing outside it is changed but the
+folders made on the way to it.
 The program then runs from a sealed memory file (memfd_create(2), ``F_SEAL_WRITE``), not from
 its path: what runs is what was checked, and a sandbox's init shows
 ``/memfd:clawrig-sandbox-launch`` as its ``/proc/1/exe``, no host path. Its command is
@@ -217,7 +218,7 @@ def program_fd() -> int | None:
         if not _made:
             try:
                 _made.append(_make())
-            except OSError:
+            except (OSError, RuntimeError):  # RuntimeError: a cache path with no home
                 _made.append(None)
         return _made[0]
 
