@@ -11,7 +11,6 @@ import errno
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from clawrig.sandbox import launchbin
 from sandbox_procs import processes_in_sandbox
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("cc") is None and shutil.which("gcc") is None,
+    launchbin.c_compiler() is None,
     reason="no C compiler here (make test installs Debian's gcc when root)",
 )
 

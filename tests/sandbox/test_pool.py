@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -86,7 +85,7 @@ async def test_each_pooled_sandbox_serves_one_trial_and_nothing_reaches_the_next
     elif isolated in ("template", "template-perl"):
         if isolated == "template-perl":
             monkeypatch.setenv("CLAWRIG_LAUNCH_C", "0")
-        elif shutil.which("cc") is None and shutil.which("gcc") is None:
+        elif launchbin.c_compiler() is None:
             pytest.skip("no C compiler here (make test installs Debian's gcc when root)")
         foreign.mkdir(parents=True)
         mount("clawrig-test", foreign, "tmpfs", 0, "size=4k")

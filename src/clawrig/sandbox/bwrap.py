@@ -474,26 +474,13 @@ def sandbox_cpu_group() -> str | None:
                 group.mkdir(parents=True, exist_ok=True)
                 (group / "cpu.shares").write_text(str(SANDBOX_CPU_SHARES))
                 procs = str(group / "cgroup.procs")
-                atexit.register(_remove_cpu_group, group)
+                atexit.register(_remove_cgroup, group)  # at exit only this harness's
+                # sandboxes are in it (one still starting when the program ended): killed
             except OSError:
                 with contextlib.suppress(OSError):
                     group.rmdir()
         _cpu_groups[pid] = procs
         return procs
-
-
-def _remove_cpu_group(group: Path) -> None:
-    """Remove this harness's cpu cgroup at its exit, killing what is still in it (only this
-    harness's sandboxes: one still starting when the program ended), as :meth:`Cgroup.remove`
-    does."""
-    for _ in range(50):
-        try:
-            group.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            _kill_and_wait(group / "cgroup.procs", 1.0)
 
 
 class Cgroup:
@@ -593,15 +580,21 @@ class Cgroup:
         bwrap (its PID namespace is torn down), so a busy cgroup's processes are killed and
         waited for on their pid file descriptors (up to 1 s per try, 50 tries), not polled."""
         for d in self.dirs:
-            for _ in range(50):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    _kill_and_wait(d / "cgroup.procs", 1.0)
+            _remove_cgroup(d)
         self.dirs = []
+
+
+def _remove_cgroup(d: Path) -> None:
+    """Remove the cgroup folder ``d``, killing what is still in it and waiting for it on pid
+    file descriptors (up to 1 s per try, 50 tries)."""
+    for _ in range(50):
+        try:
+            d.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            _kill_and_wait(d / "cgroup.procs", 1.0)
 
 
 def _kill_and_wait(procs_file: Path, limit_s: float) -> None:

@@ -115,10 +115,15 @@ def _store(folder: int, name: str, data: bytes) -> None:
         raise
 
 
+def c_compiler() -> str | None:
+    """The host's C compiler (``cc``, else ``gcc``, on PATH), or None."""
+    return shutil.which("cc") or shutil.which("gcc")
+
+
 def _compiled(source: bytes) -> bytes | None:
     """``source`` compiled by the host's C compiler in a private temporary folder, or None
     (no compiler, a compile error)."""
-    cc = shutil.which("cc") or shutil.which("gcc")
+    cc = c_compiler()
     if cc is None:
         return None
     with tempfile.TemporaryDirectory(prefix="clawrig-cc-") as temp:
