@@ -1,9 +1,10 @@
-"""Every bwrap sandbox of a harness runs in one cpu cgroup of that harness's (cgroup v1: cpu.shares
-SANDBOX_CPU_SHARES), whatever started its processes (the launcher's shell, the pooled launcher,
-the zygote) and however many sessions they start: with the kernel's autogroups a session had
-the harness's whole CPU weight, so a sandbox's ``setsid`` outweighed the nice value it was
-given. Stopping one sandbox leaves the others' processes alone, and the group goes with its
-harness."""
+"""Every bwrap sandbox runs in a cpu cgroup of its own below its harness's, below clawrig's
+(cgroup v1: CPU_GROUPS, the weight of one session), whatever started its processes (the
+launcher's shell, the pooled launcher, the zygote) and however many sessions they start: with
+the kernel's autogroups a session had the harness's whole CPU weight, so a sandbox's
+``setsid`` outweighed the nice value it was given; in one cgroup for all, a trial's busy
+processes took the other trials' share. Stopping one sandbox leaves the others' processes
+alone, and the harness's group goes with it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from clawrig.sandbox.bwrap import CPU_GROUPS, SANDBOX_CPU_SHARES, sandbox_cpu_group
+from clawrig.sandbox.bwrap import CPU_GROUPS, sandbox_cpu_group
 from sandbox_procs import processes_in_sandbox
 
 pytestmark = [
@@ -43,9 +44,11 @@ async def test_a_sandboxs_processes_and_their_sessions_are_in_the_harnesss_cpu_g
     make_sandbox, kind
 ):
     sb = await make_sandbox(kind)
+    other = await make_sandbox(kind)
     group = CPU_GROUPS / f"clawrig-{os.getpid()}-sandboxes"
-    assert sandbox_cpu_group() == str(group / "cgroup.procs")
-    assert int((group / "cpu.shares").read_text()) == SANDBOX_CPU_SHARES
+    assert sandbox_cpu_group() == group
+    # clawrig's folder weighs one session; each sandbox's cgroup as much as another's
+    assert int((CPU_GROUPS / "cpu.shares").read_text()) == 1024
     # a command that starts a session of its own (with autogroups: a scheduling group of its
     # own, with the harness's weight, were it not for the cgroup)
     await sb.spawn("setsid sleep 300")
@@ -59,11 +62,18 @@ async def test_a_sandboxs_processes_and_their_sessions_are_in_the_harnesss_cpu_g
     assert len(sleeps) == 1 and os.getsid(sleeps[0]) == sleeps[0]  # its own session
     comms = sorted(_comm(p) for p in inside)
     assert "python3" in comms and len(inside) >= 3, comms  # the init, the supervisor, the sleep
-    expected = "/clawrig/" + group.name
-    for pid in [bwrap, *inside]:
-        assert _cpu_cgroup_of(pid) == expected, (pid, _comm(pid))
-    listed = {int(p) for p in (group / "cgroup.procs").read_text().split()}
+    own = {_cpu_cgroup_of(pid) for pid in [bwrap, *inside]}
+    [path] = own  # bwrap, the init, the supervisor, the sleep: one cgroup
+    assert path.startswith(f"/clawrig/{group.name}/clawrig-{os.getpid()}-"), path
+    theirs = {
+        _cpu_cgroup_of(pid) for pid in [other._proc.pid, *processes_in_sandbox(other._proc.pid)]
+    }
+    assert len(theirs) == 1 and theirs != own and theirs.pop().startswith(f"/clawrig/{group.name}/")
+    listed = {
+        int(p) for p in (CPU_GROUPS.parent / path.lstrip("/") / "cgroup.procs").read_text().split()
+    }
     assert {bwrap, *inside} <= listed
+    assert int((CPU_GROUPS.parent / path.lstrip("/") / "cpu.shares").read_text()) == 1024
 
 
 def _comm(pid: int) -> str:
@@ -101,6 +111,6 @@ def test_the_group_goes_with_its_harness():
     done = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True
     )
-    procs = Path(done.stdout.split()[0])
-    assert procs.name == "cgroup.procs" and procs.parent.parent == CPU_GROUPS
-    assert not procs.parent.exists()  # removed at the harness's exit (it was empty)
+    group = Path(done.stdout.split()[0])
+    assert group.parent == CPU_GROUPS and group.name.endswith("-sandboxes")
+    assert not group.exists()  # removed at the harness's exit

@@ -150,10 +150,14 @@ def init_name(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 async def test_the_init_outlives_the_agent_and_reaps_its_orphans(make_sandbox, init_name):
     sb = await make_sandbox("bwrap")
     assert sb.zygote is True
-    r = await sb.exec("kill -9 1; kill -TERM 1; sleep 0.2; cat /proc/1/comm; ls /proc/1/fd")
+    r = await sb.exec(
+        "kill -9 1; kill -TERM 1; sleep 0.2; cat /proc/1/comm; ls /proc/1/fd; "
+        "readlink /proc/1/fd/1 /proc/1/fd/2"
+    )
     # signals from inside never reach the namespace's init; it holds no descriptor but its
-    # stdio (the program's own, its arguments' pipe, the launcher's were closed)
-    assert r.stdout.split() == [init_name, "0", "1", "2"], r.stdout
+    # stdio (the program's own, its arguments' pipe, the launcher's were closed), and its
+    # stdout and stderr are /dev/null (not bwrap's pipes to the harness)
+    assert r.stdout.split() == [init_name, "0", "1", "2", "/dev/null", "/dev/null"], r.stdout
     # orphans (their parents gone) become the init's children: reaped, no zombie left
     await sb.exec("sh -c '(sleep 0.2 &); (sleep 0.1 &); exit 0'")
     await asyncio.sleep(0.6)
@@ -359,3 +363,17 @@ async def test_a_forked_supervisor_gives_what_bwrap_gave(make_sandbox):
     assert (await sb.exec(["printenv", "PWD"])).stdout == "/tmp_workspace\n"
     r = await sb.exec("tr '\\0' '\\n' < /proc/1/environ")
     assert "secret-x" not in r.stdout and "TZ=" not in r.stdout
+
+
+async def test_what_a_sandbox_writes_to_its_init_s_stderr_is_shown_escaped(make_sandbox):
+    # bwrap's own init (a supervisor started in the sandbox) holds bwrap's stderr: what the
+    # agent writes there ends the supervisor's death message, its escape sequences shown as
+    # text, not sent to a terminal
+    sb = await make_sandbox("bwrap-started")
+    assert sb.zygote is False
+    with pytest.raises(SandboxDied) as caught:
+        await asyncio.wait_for(
+            sb.exec(r"printf 'disk full \033[31mRED\033]0;x\007' > /proc/1/fd/2; kill -9 -1"), 20
+        )
+    text = str(caught.value)
+    assert "disk full \\x1b[31mRED\\x1b]0;x\\x07" in text and "\x1b" not in text, text

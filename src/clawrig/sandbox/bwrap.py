@@ -158,16 +158,20 @@ wanting the CPU it goes first instead of getting one share among them. 500 trial
 (``benchmarks/throughput.py --model-delay 2``, two interleaved pairs on a machine saturated by
 other work): CPU per trial 208 -> 180 and 195 -> 166 ms. Nothing inside can take it back
 (raising a priority needs CAP_SYS_NICE in the host's user namespace)."""
-SANDBOX_CPU_SHARES = 256
-"""The cpu.shares (cgroup v1; a session's or the harness's own are 1024) of the one cpu cgroup
-every sandbox of a harness runs in (:func:`sandbox_cpu_group`): together its sandboxes weigh a
-quarter of the harness's event loop when both want the CPU, and they cannot weigh more by
-starting sessions (an agent's ``setsid``). Why: with the kernel's autogroups
-(``/proc/sys/kernel/sched_autogroup_enabled``, on by default in Debian's and Ubuntu's kernels)
-the nice value (:data:`SANDBOX_NICE`) only ranks processes within one session, and each
-sandbox, each command in it (the supervisor starts it in a session of its own) was a session
-with the harness's whole weight: with 32 trials busy the event loop that serves them all had a
-thirty-third of a CPU."""
+CPU_GROUPS = Path("/sys/fs/cgroup/cpu/clawrig")
+"""The cgroup v1 cpu hierarchy's folder of clawrig's cpu cgroups (:func:`sandbox_cpu_group`):
+every sandbox of every harness on the host is below it, and it weighs what one session does
+(cpu.shares 1024, the default, as a session's autogroup): together the sandboxes get as much
+of the CPU as the harness's event loop when both want it, and they cannot weigh more by
+starting sessions (an agent's ``setsid``). Each sandbox has its own cgroup below its
+harness's (``clawrig-<pid>-sandboxes``), so a trial's busy processes share its cgroup's part,
+not the other trials'. Why: with the kernel's autogroups (``/proc/sys/kernel/
+sched_autogroup_enabled``, on by default in Debian's and Ubuntu's kernels) the nice value
+(:data:`SANDBOX_NICE`) only ranks processes within one session, and each sandbox, each
+command in it (the supervisor starts it in a session of its own) was a session with the
+harness's whole weight: with 32 trials busy the event loop that serves them all had a
+thirty-third of a CPU. cgroup v2 hosts: not done (the sandboxes' cgroups do not enable
+``cpu``)."""
 UID_BASE = 200_000
 UID_SPAN = 60_000
 
@@ -432,55 +436,41 @@ def sweep_stale_cgroups() -> int:
             if Path(f"/proc/{parts[1]}").exists():
                 continue
             # its harness is gone: kill what is left in it (a bwrap caught mid-start when its
-            # harness was killed waits forever), then remove it
-            with contextlib.suppress(OSError, ValueError):
-                for pid in (d / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(OSError):
-                        os.kill(int(pid), signal.SIGKILL)
-            for _ in range(50):
-                try:
-                    d.rmdir()
-                    removed += 1
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.01)
+            # harness was killed waits forever), then remove it (and its sandboxes' cpu
+            # cgroups below it)
+            _remove_cgroup_tree(d)
+            removed += not d.exists()
     return removed
 
 
 _swept = False
-_cpu_groups: dict[int, str | None] = {}
+_cpu_groups: dict[int, Path | None] = {}
 _cpu_lock = threading.Lock()
-CPU_GROUPS = Path("/sys/fs/cgroup/cpu/clawrig")
-"""Where :func:`sandbox_cpu_group` makes its cgroup (the v1 cpu controller's hierarchy)."""
 
 
-def sandbox_cpu_group() -> str | None:
-    """The ``cgroup.procs`` file of this harness's cpu cgroup for its sandboxes
-    (``clawrig-<pid>-sandboxes`` in :data:`CPU_GROUPS`, cpu.shares :data:`SANDBOX_CPU_SHARES`),
-    made on first use in each process and removed at its exit when empty (else by the next
-    harness's :func:`sweep_stale_cgroups`); None where it cannot be had (not root, cgroup v2,
-    no cpu controller). A sandbox's launcher joins it with its own cgroups (:class:`Cgroup`);
-    a sandbox's processes never leave it (no cgroup file system inside)."""
+def sandbox_cpu_group() -> Path | None:
+    """This harness's cpu cgroup folder, the parent of its sandboxes' own
+    (``clawrig-<pid>-sandboxes`` in :data:`CPU_GROUPS`), made on first use in each process and
+    removed at its exit with what is left in it (else by the next harness's
+    :func:`sweep_stale_cgroups`); None where it cannot be had (not root, cgroup v2, no cpu
+    controller)."""
     pid = os.getpid()
     with _cpu_lock:
         if pid in _cpu_groups:
             return _cpu_groups[pid]
-        group = CPU_GROUPS / f"clawrig-{pid}-sandboxes"
-        procs: str | None = None
-        if os.geteuid() == 0 and not Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        group: Path | None = CPU_GROUPS / f"clawrig-{pid}-sandboxes"
+        assert group is not None
+        if os.geteuid() != 0 or Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            group = None
+        else:
             try:
                 group.mkdir(parents=True, exist_ok=True)
-                (group / "cpu.shares").write_text(str(SANDBOX_CPU_SHARES))
-                procs = str(group / "cgroup.procs")
-                atexit.register(_remove_cgroup, group)  # at exit only this harness's
+                atexit.register(_remove_cgroup_tree, group)  # at exit only this harness's
                 # sandboxes are in it (one still starting when the program ended): killed
             except OSError:
-                with contextlib.suppress(OSError):
-                    group.rmdir()
-        _cpu_groups[pid] = procs
-        return procs
+                group = None
+        _cpu_groups[pid] = group
+        return group
 
 
 class Cgroup:
@@ -539,13 +529,11 @@ class Cgroup:
             (d / "pids.max").write_text(str(max_pids))
             self.procs_files.append(str(d / "cgroup.procs"))
             self.enforces_pids = True
-
-    def join_files(self) -> list[str]:
-        """The ``cgroup.procs`` files a sandbox's first process writes its pid into: its own
-        cgroups' (:attr:`procs_files`) and the harness's cpu cgroup for every sandbox
-        (:func:`sandbox_cpu_group`), which :meth:`kill` and :meth:`remove` leave alone."""
-        shared = sandbox_cpu_group()
-        return [*self.procs_files, shared] if shared is not None else list(self.procs_files)
+        if (cpu := sandbox_cpu_group()) is not None:  # its share of the CPU (CPU_GROUPS)
+            d = cpu / name
+            d.mkdir()
+            self.dirs.append(d)
+            self.procs_files.append(str(d / "cgroup.procs"))
 
     def kill(self) -> int:
         """SIGKILL every process in the cgroup (the sandbox's, every one of them: its launcher
@@ -582,6 +570,15 @@ class Cgroup:
         for d in self.dirs:
             _remove_cgroup(d)
         self.dirs = []
+
+
+def _remove_cgroup_tree(d: Path) -> None:
+    """:func:`_remove_cgroup` of every cgroup folder below ``d`` (deepest first), then of
+    ``d``."""
+    with contextlib.suppress(OSError):
+        for child in [c for c in d.iterdir() if c.is_dir()]:
+            _remove_cgroup_tree(child)
+    _remove_cgroup(d)
 
 
 def _remove_cgroup(d: Path) -> None:
@@ -870,7 +867,7 @@ class BwrapSandbox(SupervisedSandbox):
         except BaseException:
             await run_to_end(self._cleanup())
             raise
-        procs_files = self.cgroup.join_files()
+        procs_files = list(self.cgroup.procs_files)
         use_as = bool(lim.memory_bytes) and not self.cgroup.enforces_memory
         use_nproc = bool(lim.max_processes) and not self.cgroup.enforces_pids
         uid = self.host_uid

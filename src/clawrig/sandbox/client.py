@@ -21,6 +21,7 @@ import json
 import marshal
 import math
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -58,6 +59,9 @@ SUPERVISOR_BOOT = (
 ARGS...``): its code precompiled by the harness (:func:`supervisor_pyc`) when PYC holds code
 for this interpreter's bytecode version (the magic number), else compiled from SOURCE. Compiling
 the supervisor cost as much CPU as the interpreter's own start, in every sandbox."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""ASCII and Latin-1 control characters (:meth:`SupervisedSandbox._stderr_text`)."""
 
 
 @functools.cache
@@ -777,7 +781,11 @@ class SupervisedSandbox:
                 await asyncio.sleep(STDERR_PAUSE_S)
 
     def _stderr_text(self) -> str:
+        """The end of the sandbox's stderr (what ends in a start's or a death's error) as one
+        line, at most ~600 characters; control characters (a terminal's escape sequences: the
+        sandbox wrote it) shown as ``\\xNN``."""
         text = self._stderr_tail.decode("utf-8", "replace").strip().replace("\n", " | ")
+        text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
         return text if len(text) <= 600 else "..." + text[-600:]
 
     async def _read_responses(self) -> None:

@@ -17,7 +17,8 @@
  *   sandbox-launch init
  *     the sandbox's pid 1 under bwrap --as-pid-1, named clawrig-init: every descriptor but
  *     0-2 closed (nothing in the sandbox finds one in /proc/1/fd), one byte 'r' on stdout
- *     (bwrap has set the sandbox up), stdout then /dev/null; then it reaps every process that
+ *     (bwrap has set the sandbox up), stdout and stderr then /dev/null (the agent could
+ *     write into bwrap's stderr pipe by /proc/1/fd/2); then it reaps every process that
  *     ends up its child, forever. As a PID namespace's init it gets no signal from inside
  *     that it has no handler for (pid_namespaces(7)); its only handler, SIGCHLD's, does
  *     nothing.
@@ -170,10 +171,13 @@ static int init(void) {
     }
     if (write(1, "r", 1) != 1)
         return fail("say ready", NULL);
-    int null = open("/dev/null", O_WRONLY);
-    if (null >= 0 && null != 1) {
+    int null = open("/dev/null", O_WRONLY); /* stdout and stderr: nothing in the sandbox
+                                                * writes into the harness's pipes by them */
+    if (null >= 0) {
         dup2(null, 1);
-        close(null);
+        dup2(null, 2);
+        if (null > 2)
+            close(null);
     }
     for (;;) {
         while (waitpid(-1, NULL, WNOHANG) > 0)

@@ -48,15 +48,17 @@ PROGRAM_PATH = Path(__file__).with_name("zygote_program.py")
 
 INIT_PERL = (
     "$SIG{CHLD} = sub {}; syswrite(STDOUT, 'r'); open(STDOUT, '>', '/dev/null'); "
+    "open(STDERR, '>', '/dev/null'); "
     "for (;;) { sleep 5 if waitpid(-1, 0) < 0 && $! == 10 }"
 )
 """The sandbox's init with the zygote where clawrig's sandbox program cannot be had
 (:func:`init_argv`; ``perl -e INIT_PERL``, bwrap's ``--as-pid-1`` command): one byte on its
-stdout once bwrap has set the sandbox up (the harness waits for it: :func:`init_up`), then it
-reaps every process that ends up its child (waitpid on any child; with none, ECHILD, a pause
-that an orphan's SIGCHLD cuts short). As pid 1 of its namespace it
-gets no signal from inside that it has not asked for: the agent cannot end it, and the
-supervisor's ``kill_all`` (``kill(-1)``) spares it as it spared bwrap's init."""
+stdout once bwrap has set the sandbox up (the harness waits for it: :func:`init_up`), stdout
+and stderr then /dev/null (the agent could write into bwrap's stderr pipe, the supervisor's
+error text, by ``/proc/1/fd/2``), then it reaps every process that ends up its child (waitpid
+on any child; with none, ECHILD, a pause that an orphan's SIGCHLD cuts short). As pid 1 of
+its namespace it gets no signal from inside that it has not asked for: the agent cannot end
+it, and the supervisor's ``kill_all`` (``kill(-1)``) spares it as it spared bwrap's init."""
 
 
 PYTHON = "/usr/bin/python3"
