@@ -4,6 +4,7 @@ traceback, and nothing written."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -297,6 +298,24 @@ def test_disk_mb_sets_each_trials_disk_and_the_note_names_it(tmp_path):
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert f"2 trials at once with a {half} MiB disk each could write" in r.stderr
     assert "lower --parallel or --disk-mb" in r.stderr
+
+
+def test_no_bubblewrap_is_one_line_before_any_sandbox_starts(tmp_path: Path) -> None:
+    """Without bwrap on PATH the job stops in its preflight (exit 2, one line, no job folder),
+    not after every trial's sandbox failed and was retried."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("sh", "python3"):  # what a run may look up, not bwrap
+        if (found := shutil.which(tool)) is not None:
+            (bare / tool).symlink_to(found)
+    out = tmp_path / "out"
+    r = run(
+        "run", str(REPO / "suites" / "demo"), "--agent", "oracle", "-o", str(out),
+        cwd=tmp_path, env={"PATH": str(bare)},
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "--sandbox bwrap: bubblewrap (bwrap) is not installed" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
 
 
 def test_the_local_sandbox_warning_is_one_line_of_the_jobs(tmp_path: Path) -> None:

@@ -145,11 +145,16 @@ def check_config(config: JobConfig) -> list[str]:
 
 
 def check_sandbox(tasks: list[Task], config: JobConfig) -> list[str]:
-    """The local sandbox runs one trial at a time; a Docker engine answers ``docker
-    version`` when ``--sandbox docker``."""
+    """The local sandbox runs one trial at a time; bubblewrap is installed when ``--sandbox
+    bwrap``; a Docker engine answers ``docker version`` when ``--sandbox docker``."""
     kind = config.trial.sandbox
     if kind == "local" and config.parallel > 1:
         return ["--parallel: the local sandbox runs one trial at a time"]
+    if kind == "bwrap":
+        from clawrig.sandbox.bwrap import NO_BWRAP, bwrap_path
+
+        if bwrap_path() is None:
+            return [f"--sandbox bwrap: {NO_BWRAP}"]
     if kind == "docker":
         docker = shutil.which("docker")
         try:

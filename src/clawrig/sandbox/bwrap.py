@@ -393,6 +393,10 @@ def _like(folder: Path, layers: tuple[Path, ...], rel: str, times: list[tuple[Pa
     times.append((path, below))
 
 
+NO_BWRAP = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap, or use --sandbox local"
+"""What a bwrap sandbox says where :func:`bwrap_path` finds none (a job's preflight too)."""
+
+
 def bwrap_path() -> str | None:
     """Path of the bwrap binary, or None when bubblewrap is not installed (looked up once per
     value of ``PATH``: a search costs ~0.3 ms of CPU, at every sandbox start)."""
@@ -754,10 +758,7 @@ class BwrapSandbox(SupervisedSandbox):
         (:mod:`clawrig.sandbox.zygote`): its init as the command."""
         bwrap = bwrap_path()
         if bwrap is None:
-            raise SandboxError(
-                "bubblewrap (bwrap) is not installed: apt-get install bubblewrap, "
-                "or use --sandbox local"
-            )
+            raise SandboxError(NO_BWRAP)
         assert self.base_dir is not None
         cfg = self.config
         a = [bwrap, "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-pid"]
