@@ -331,6 +331,29 @@ def test_the_local_sandbox_warning_is_one_line_of_the_jobs(tmp_path: Path) -> No
     assert "UserWarning" not in r.stderr and "Traceback" not in r.stderr
 
 
+def test_local_graders_read_the_transcript_the_harness_wrote(tmp_path: Path) -> None:
+    """Demo 000005 and 000006 grade the agent's final message from the transcript the harness
+    writes at /root/.openclaw/.../chat.jsonl. The local backend keeps /root in a private
+    folder; the grader's runner opened the host's /root path, found nothing and scored the
+    oracle 0.0 and 0.3 (1.0 in bwrap)."""
+    import json
+
+    out = tmp_path / "out"
+    r = run(
+        "run", str(REPO / "suites" / "demo"), "--agent", "oracle", "--suite", "000005,000006",
+        "--sandbox", "local", "-o", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(next(out.glob("summary_*.json")).read_text())["tasks"]
+    scores = {
+        row["task_id"]: json.loads((out / row["trial"] / "result.json").read_text())["score"]
+        for row in rows
+    }
+    assert sorted(scores) == ["000005", "000006"]
+    assert all(s["score"] == 1.0 for s in scores.values()), scores
+    assert scores["000005"]["subscores"]["refusal_in_final_message"] == 1.0
+
+
 @pytest.mark.parametrize(
     ("replay", "said"),
     [

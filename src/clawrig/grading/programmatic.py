@@ -356,7 +356,7 @@ async def run_grader(
         f"{folder}/runner.py",
         f"{folder}/grader.py",
         origin,
-        PATHS.transcript,
+        sandbox.path_seen_by_commands(PATHS.transcript),
         verdict.path_in(sandbox) if verdict is not None else "",
     ]
     if clock is not None:

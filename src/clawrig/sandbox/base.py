@@ -165,6 +165,13 @@ class Sandbox(Protocol):
         uid)."""
         ...
 
+    def path_seen_by_commands(self, path: str) -> str:
+        """The path a command run in this sandbox opens for the in-sandbox ``path`` (e.g. a
+        file :meth:`write_file` wrote, named in a command's arguments): ``path`` itself, except
+        on the local backend, whose /root is a private host folder (its file operations
+        translate paths, the commands it runs do not)."""
+        ...
+
     async def start(self) -> None:
         """Start the sandbox and its supervisor. Raises SandboxError."""
         ...

@@ -639,6 +639,10 @@ class SupervisedSandbox:
         return self.backend_name
 
     # -- lifecycle ---------------------------------------------------------------------------
+    def path_seen_by_commands(self, path: str) -> str:
+        """See :meth:`clawrig.sandbox.base.Sandbox.path_seen_by_commands`: ``path``."""
+        return path
+
     async def _launch(self) -> asyncio.subprocess.Process | PidfdProcess:  # pragma: no cover
         raise NotImplementedError
 

@@ -71,8 +71,19 @@ class LocalSandbox(SupervisedSandbox):
         self.base_dir: Path | None = None
         self._lock_fd: int | None = None
         self._linked = False
+        self._home: Path | None = None
+        """The host folder the sandbox's /root is (set at launch)."""
         if warn:
             warnings.warn(WARNING, stacklevel=2)
+
+    def path_seen_by_commands(self, path: str) -> str:
+        """``path`` below /root: in this sandbox's home folder (its supervisor's file operations
+        map /root there by its ``--root-map``; the commands it runs see the host's /root).
+        /tmp_workspace stays: it is linked to the workspace while the sandbox runs."""
+        home = self._home
+        if home is None or not (path == PATHS.home or path.startswith(PATHS.home + "/")):
+            return path
+        return str(home) + path[len(PATHS.home) :]
 
     async def _link_workspace(self, ws: Path) -> None:
         """Take the machine's local-sandbox lock (trying every :data:`LOCK_POLL_S` for up to
@@ -111,6 +122,7 @@ class LocalSandbox(SupervisedSandbox):
     async def _launch(self) -> PidfdProcess:
         self.base_dir = owned_tempdir("local")
         home = Path(self.config.home_dir) if self.config.home_dir else self.base_dir / "home"
+        self._home = home
         ws = Path(self.config.workspace_dir).resolve()
         try:
             (home / PATHS.sessions.removeprefix("/root/")).mkdir(parents=True, exist_ok=True)
