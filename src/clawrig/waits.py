@@ -81,6 +81,12 @@ class SharedSemaphore:
         with self._lock:
             return self._value
 
+    @property
+    def waiting(self) -> int:
+        """Acquirers waiting for a place now."""
+        with self._lock:
+            return len(self._waiters)
+
     def locked(self) -> bool:
         """True when an :meth:`acquire` now would wait."""
         with self._lock:

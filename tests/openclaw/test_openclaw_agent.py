@@ -392,9 +392,9 @@ async def test_the_time_limit_stops_openclaw_and_keeps_its_transcript(
 async def test_waiting_for_the_providers_limit_is_not_openclaws_time(
     scripted_server, make_gateway, tmp_path
 ):
-    """``max_concurrency: 1`` held by another trial's request for 50 s, twice this trial's
-    whole 25 s agent phase: OpenClaw's first request waits at the gateway for the place
-    (a harness wait), and the trial ends with OpenClaw's answer, not its time limit: the
+    """``max_concurrency: 1`` held by another trial's request until OpenClaw's first request
+    has waited at the gateway for the place (a harness wait) 27 s, longer than this trial's
+    whole 25 s agent phase: the trial ends with OpenClaw's answer, not its time limit: the
     harness's deadline moves by the wait, and OpenClaw's own --timeout must not cut it first."""
     from clawrig.llm.client import provider_semaphore
 
@@ -403,21 +403,32 @@ async def test_waiting_for_the_providers_limit_is_not_openclaws_time(
     held = provider_semaphore(endpoint.provider, 1)
     assert held is not None
     await held.acquire()  # another trial's request in flight
-    asyncio.get_running_loop().call_later(50, held.release)
+
+    async def release_after_27_s_of_waiting() -> None:
+        # (a wall-clock hold of 50 s from the trial's start, as before, was the suite's
+        # longest test: OpenClaw's own start, its time, takes 5-20 s by the machine's load)
+        while not held.waiting:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(27)
+        held.release()
+
+    releaser = asyncio.create_task(release_after_27_s_of_waiting())
     config = TrialConfig(model="scripted/scripted", agent="openclaw", timeout_multiplier=1 / 24)
-    with use_gateway(make_gateway()):
-        result, folder = await run_trial(
-            demo_task("000015"),
-            config,
-            tmp_path / "job",
-            services=TrialServices(model=OpenAIChatModel(endpoint)),
-        )
+    try:
+        with use_gateway(make_gateway()):
+            result, folder = await run_trial(
+                demo_task("000015"),
+                config,
+                tmp_path / "job",
+                services=TrialServices(model=OpenAIChatModel(endpoint)),
+            )
+    finally:
+        if not releaser.done():
+            releaser.cancel()
+            held.release()
     assert result.error is None, result.error
     assert result.stop_reason == StopReason.FINAL_ANSWER
     assert len(srv.requests) == 1
-    # the place came free 50 s after the hold began: OpenClaw's request waited longer than
-    # the whole 25 s agent phase (how much longer depends on how soon OpenClaw started:
-    # 15.4 s on a loaded CI machine; OpenClaw's own start is its time, and on a machine at a
-    # load of 40 it took the whole 20 s phase this test first gave it: CI61)
+    # OpenClaw's request waited longer than the whole 25 s agent phase
     assert result.waits.model > 25
     assert "all done" in (folder / "chat.jsonl").read_text()
