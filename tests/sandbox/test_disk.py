@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from clawrig.leftovers import bulk_dir, scratch_dir
 from clawrig.sandbox import disk as disk_mod
 from clawrig.sandbox.disk import BYTES_PER_INODE, TrialDisk, can_make_disks
 
@@ -124,3 +126,68 @@ def test_without_the_loop_ioctls_the_processes_make_the_disk(tmp_path, monkeypat
     loop = _loop_of(d.path)
     d.release()
     _gone(d, loop)
+
+
+def _in_scratch(name: str) -> TrialDisk:
+    """A disk whose folder is in the harness's scratch tmpfs (a trial's or a pool entry's):
+    its image goes in the bulk folder."""
+    scratch = scratch_dir()
+    assert scratch is not None
+    return TrialDisk(Path(tempfile.mkdtemp(prefix=f"{name}-", dir=scratch)), SIZE)
+
+
+def _backing(loop: Path) -> str:
+    try:
+        return (loop / "loop" / "backing_file").read_text().strip()
+    except OSError:
+        return ""
+
+
+def test_a_released_image_is_emptied_and_becomes_the_next_disk(tmp_path):
+    """An image its loop device let go is truncated and kept, not unlinked (a new inode per
+    disk made every file the harness created scan past the recently freed ones on an ext4
+    without a journal); the next disk is written into it and is as empty as a new one."""
+    a = _in_scratch("a")
+    a.mount()
+    image = a.image
+    assert a.enforced and image.parent == bulk_dir()
+    (a.path / "mine").write_text("a's file\n")
+    _fill(a.path)
+    loop = _loop_of(a.path)
+    a.release()
+    assert not os.path.ismount(a.path)
+    st = os.stat(image)
+    assert (st.st_size, st.st_blocks) == (0, 0)  # kept, holding nothing on the host
+    assert not _backing(loop).startswith(str(image))  # no device reads or writes it
+    b = _in_scratch("b")
+    b.mount()
+    fresh = TrialDisk(tmp_path / "fresh", SIZE)  # written from the template as a new file
+    fresh.mount()
+    try:
+        assert b.image == image and b.enforced and os.listdir(b.path) == []
+        assert os.statvfs(b.path).f_bfree == os.statvfs(fresh.path).f_bfree
+        assert os.statvfs(b.path).f_ffree == os.statvfs(fresh.path).f_ffree
+        assert Path(_backing(_loop_of(b.path))) == image
+    finally:
+        for d in (b, fresh):
+            d.release()
+
+
+def test_an_image_its_device_still_holds_is_removed_not_kept():
+    """A process holding a file on the disk keeps its file system (and loop device) alive
+    past the lazy unmount: the image is unlinked as before, and no later disk gets it."""
+    a = _in_scratch("busy")
+    a.mount()
+    image, loop = a.image, _loop_of(a.path)
+    held = open(a.path / "held", "w")  # noqa: SIM115 - held across the release
+    try:
+        a.release()
+        assert not os.path.ismount(a.path) and not image.exists()
+        assert _backing(loop) == f"{image} (deleted)"
+        b = _in_scratch("after")
+        b.mount()
+        assert b.image != image
+        b.release()
+    finally:
+        held.write("still writable\n")
+        held.close()

@@ -23,9 +23,14 @@ loop`` processes). Measured: ``benchmarks/sandbox.py`` (one disk made, mounted a
 and ``benchmarks/throughput.py`` (hundreds at once).
 
 Removal is an unmount and an unlink: no walk over what the agent left (a 1,200-level tree or
-150,000 empty files cost nothing to remove). A harness killed with its disks mounted leaves
-them to :func:`clawrig.leftovers.sweep_dead`, which unmounts what is mounted below a dead
-harness's folders.
+150,000 empty files cost nothing to remove). An image whose loop device has let it go is not
+unlinked but truncated to nothing and kept for the next disk (up to :data:`SPARE_IMAGES`): on
+an ext4 without a journal (this project's CI machines, and the trial disks themselves) the
+kernel skips every inode freed in the last ~30 s when it allocates one (``recently_deleted``
+in fs/ext4/ialloc.c), so a new image file per disk made each file the harness created scan
+past thousands of them (``find_inode_bit``: 13% of the harness's CPU at -p 32).
+A harness killed with its disks mounted leaves them to :func:`clawrig.leftovers.sweep_dead`,
+which unmounts what is mounted below a dead harness's folders.
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ MKE2FS_ARGS = (
 """mke2fs's options for a trial disk (before the image's path)."""
 LOOP_CTL_GET_FREE = 0x4C82
 LOOP_CONFIGURE = 0x4C0A
+LOOP_GET_STATUS64 = 0x4C05
 LO_FLAGS_AUTOCLEAR = 4
 LOOP_CONTROL = "/dev/loop-control"
 LOOP_TRIES = 64
@@ -132,10 +138,11 @@ class DiskTemplate:
     size_bytes: int
     extents: tuple[tuple[int, bytes], ...]
 
-    def write(self, image: Path) -> None:
-        """Create ``image`` (it must not exist) as a sparse copy of the template. Raises
-        OSError."""
-        fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    def write(self, image: Path, spare: bool = False) -> None:
+        """Create ``image`` (it must not exist) as a sparse copy of the template; ``spare``:
+        write it into ``image``, an empty file :func:`take_spare_image` gave. Raises OSError."""
+        flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(image, flags if spare else flags | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.ftruncate(fd, self.size_bytes)
             for offset, data in self.extents:
@@ -222,6 +229,53 @@ def attach_loop(image: Path) -> tuple[int, str]:
         os.close(backing)
 
 
+SPARE_IMAGES = 1024
+"""At most this many emptied images are kept for later disks (module docs); 0 bytes each."""
+_spare_images: list[Path] = []
+_spare_lock = threading.Lock()
+
+
+def loop_released(loop: str, image: Path) -> bool:
+    """True when the loop device ``loop`` (``/dev/loopN``) no longer has ``image`` as its
+    backing file (unbound, or bound to another file), so nothing writes to it through the
+    device any more; False when it may (or either cannot be looked at)."""
+    try:
+        ino = os.stat(image, follow_symlinks=False).st_ino
+        fd = os.open(loop, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        info = _LoopInfo64()
+        _ioctl(fd, LOOP_GET_STATUS64, ctypes.byref(info))
+    except OSError as exc:
+        return exc.errno == errno.ENXIO  # no backing file at all
+    finally:
+        os.close(fd)
+    return int(info.lo_inode) != ino
+
+
+def keep_spare_image(image: Path) -> bool:
+    """Empty ``image`` (its loop device let it go: :func:`loop_released`) and keep it for
+    :func:`take_spare_image`; False (nothing done) when :data:`SPARE_IMAGES` are kept already
+    or it cannot be emptied."""
+    with _spare_lock:
+        if len(_spare_images) >= SPARE_IMAGES:
+            return False
+    try:
+        os.truncate(image, 0)  # frees what the agent wrote, as the unlink would have
+    except OSError:
+        return False
+    with _spare_lock:
+        _spare_images.append(image)
+    return True
+
+
+def take_spare_image() -> Path | None:
+    """An empty image file :func:`keep_spare_image` kept, or None."""
+    with _spare_lock:
+        return _spare_images.pop() if _spare_images else None
+
+
 def mount(
     source: str | None,
     target: Path,
@@ -287,6 +341,8 @@ class TrialDisk:
         folder's, for a ``folder`` in the scratch tmpfs), else None."""
         self.problem = ""
         """Why the limit is not enforced (empty when it is, or when none was asked)."""
+        self._loop: str | None = None
+        """The loop device the image was attached to with the loop ioctls (``/dev/loopN``)."""
 
     def mount(self) -> Path:
         """Make and mount the disk (or a plain folder when disks cannot be made); return
@@ -354,8 +410,20 @@ class TrialDisk:
     def _attach_and_mount(self) -> None:
         """The image written from the size's template, attached to a loop device and mounted
         (module docs). Raises OSError (subprocess.CalledProcessError: mke2fs failed)."""
-        disk_template(self.size_bytes, self.image.parent).write(self.image)
+        template = disk_template(self.size_bytes, self.image.parent)
+        spare = take_spare_image() if in_scratch(self.folder) else None
+        if spare is not None:
+            try:
+                template.write(spare, spare=True)
+                self.image = spare
+            except OSError:
+                with contextlib.suppress(OSError):
+                    spare.unlink()
+                spare = None
+        if spare is None:
+            template.write(self.image)
         dev, path = attach_loop(self.image)
+        self._loop = path
         try:
             mount_ext4(path, self.path)
         finally:
@@ -376,8 +444,15 @@ class TrialDisk:
             self.enforced = False
         if os.path.ismount(self.path):  # the unmount failed: never walk into a live disk
             return
-        with contextlib.suppress(OSError):
-            self.image.unlink()
+        loop, self._loop = self._loop, None
+        if not (
+            loop
+            and self.image.parent == bulk_dir()
+            and loop_released(loop, self.image)
+            and keep_spare_image(self.image)
+        ):
+            with contextlib.suppress(OSError):
+                self.image.unlink()
         if self._bound is not None:
             remove_tree(self._bound)
             self._bound = None
