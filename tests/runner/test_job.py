@@ -3,6 +3,7 @@ and a summary checked against hand-computed values."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -448,6 +449,21 @@ async def test_progress_writes_coalesce_and_a_failed_write_is_raised_at_the_end(
     writer.changed()
     await writer.flush()
     assert writer.writes == 2 and len(json.loads(path.read_text())["completed"]) == 6
+    # writes start at most one per interval (each frees an inode): a change soon after a
+    # write waits for the interval, or for the job's end (flush), which writes at once
+    spaced = ProgressWriter(tmp_path / "progress_s.json", progress, min_interval_s=3600)
+    spaced.changed()
+    while spaced.writes < 1:
+        await asyncio.sleep(0.01)
+    progress.completed.append(ProgressEntry(task_id="t6", run_index=0, result="t6/x"))
+    spaced.changed()
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    assert spaced.writes == 1
+    assert len(json.loads((tmp_path / "progress_s.json").read_text())["completed"]) == 6
+    await asyncio.wait_for(spaced.flush(), 60)
+    assert spaced.writes == 2
+    assert len(json.loads((tmp_path / "progress_s.json").read_text())["completed"]) == 7
     # a folder that is gone: the write fails, and the job's end says so
     broken = ProgressWriter(tmp_path / "gone" / "progress_m.json", progress)
     broken.changed()

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import random
 import secrets
@@ -371,22 +372,35 @@ def _write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+PROGRESS_INTERVAL_S = 1.0
+"""Seconds between the starts of two progress file writes (:class:`ProgressWriter`)."""
+
+
 class ProgressWriter:
     """Writes the progress file (:func:`write_json_atomic`, off the event loop) after trials
     finish: one write at a time, each of the latest state, so a trial that finishes while a
     write is under way is in the next one and no trial waits for a disk write (at hundreds of
     trials at once, one write per trial of a file that grows with the job was quadratic).
+    Writes start at most one per ``min_interval_s`` seconds (:data:`PROGRESS_INTERVAL_S`;
+    :meth:`flush` writes at once): each replaces the file, so frees an inode, and at hundreds
+    of trials a second those made every file the harness created on an ext4 without a journal
+    scan past them (:mod:`clawrig.sandbox.disk`).
     A crash loses at most the trials finished since the last write: ``--resume`` adopts their
     whole folders. A failed write is raised by :meth:`flush`."""
 
-    def __init__(self, path: Path, progress: Progress) -> None:
+    def __init__(self, path: Path, progress: Progress, min_interval_s: float | None = None) -> None:
         self.path = path
         self.progress = progress
+        self.min_interval_s = PROGRESS_INTERVAL_S if min_interval_s is None else min_interval_s
         self.writes = 0
         """Writes done so far."""
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
+        self._last = -math.inf
+        """When the last write started (the event loop's clock, seconds)."""
+        self._now = asyncio.Event()
+        """Set by :meth:`flush`: no more waiting between writes."""
 
     def changed(self) -> None:
         """The progress changed: write it soon (from the running event loop)."""
@@ -395,7 +409,13 @@ class ProgressWriter:
             self._task = asyncio.get_running_loop().create_task(self._write())
 
     async def _write(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._dirty and self._error is None:
+            wait = self._last + self.min_interval_s - loop.time()
+            if wait > 0 and not self._now.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._now.wait(), wait)
+            self._last = loop.time()
             self._dirty = False
             text = model_json_text(self.progress)  # the state now, made in ~0.1 ms
             try:
@@ -406,6 +426,7 @@ class ProgressWriter:
 
     async def flush(self) -> None:
         """Wait until the latest state is written. Raises what a write raised (OSError)."""
+        self._now.set()
         while self._task is not None and not self._task.done():
             await asyncio.shield(self._task)
         if self._error is not None:
