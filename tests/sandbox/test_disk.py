@@ -191,3 +191,40 @@ def test_an_image_its_device_still_holds_is_removed_not_kept():
     finally:
         held.write("still writable\n")
         held.close()
+
+
+def test_a_disk_the_fallback_mounted_or_released_twice_gives_no_image_away(monkeypatch):
+    """Red team (helper-95): a disk whose mount(2) failed and that ``mount -o loop`` made
+    instead is on a device the harness does not know (its image is never kept: the device
+    first attached may be free while the other still writes); and a second release of a disk
+    whose image another disk took leaves that image alone."""
+    real_mount = disk_mod.mount_ext4
+    failures = iter([OSError(errno.EINVAL, "Invalid argument")])
+
+    def fails_once(device: str, target: Path) -> None:
+        for exc in failures:
+            raise exc
+        real_mount(device, target)
+
+    while (spare := disk_mod.take_spare_image()) is not None:  # earlier tests' in this process
+        spare.unlink()
+    monkeypatch.setattr(disk_mod, "mount_ext4", fails_once)
+    a = _in_scratch("fallback")
+    a.mount()
+    assert a.enforced and os.path.ismount(a.path)
+    image = a.image
+    a.release()
+    assert not image.exists() and disk_mod.take_spare_image() is None
+    monkeypatch.setattr(disk_mod, "mount_ext4", real_mount)
+    b = _in_scratch("first")
+    b.mount()
+    b.release()
+    c = _in_scratch("second")
+    c.mount()
+    try:
+        assert c.image.parent == bulk_dir() and c.image.name.startswith("first-")  # b's
+        b.release()  # again: c's image (b's before) stays
+        assert os.path.exists(c.image) and os.path.ismount(c.path)
+        assert Path(_backing(_loop_of(c.path))) == c.image
+    finally:
+        c.release()

@@ -342,7 +342,9 @@ class TrialDisk:
         self.problem = ""
         """Why the limit is not enforced (empty when it is, or when none was asked)."""
         self._loop: str | None = None
-        """The loop device the image was attached to with the loop ioctls (``/dev/loopN``)."""
+        """The loop device of a disk the loop ioctls attached and mounted (``/dev/loopN``;
+        None for one ``mount -o loop`` made, whose device is not known), while the image is
+        one of the bulk folder's: one :meth:`release` may keep for the next disk."""
 
     def mount(self) -> Path:
         """Make and mount the disk (or a plain folder when disks cannot be made); return
@@ -423,11 +425,12 @@ class TrialDisk:
         if spare is None:
             template.write(self.image)
         dev, path = attach_loop(self.image)
-        self._loop = path
         try:
             mount_ext4(path, self.path)
         finally:
             os.close(dev)  # mounted: the mount holds the device; else it is freed now
+        if in_scratch(self.folder):  # (its image is in the bulk folder)
+            self._loop = path
 
     def usage(self) -> tuple[int, int]:
         """(bytes used, inodes used) on the disk (both 0 when it is a plain folder)."""
@@ -445,12 +448,10 @@ class TrialDisk:
         if os.path.ismount(self.path):  # the unmount failed: never walk into a live disk
             return
         loop, self._loop = self._loop, None
-        if not (
-            loop
-            and self.image.parent == bulk_dir()
-            and loop_released(loop, self.image)
-            and keep_spare_image(self.image)
-        ):
+        if loop and loop_released(loop, self.image) and keep_spare_image(self.image):
+            # another disk may take it now: this one's later releases must not touch it
+            self.image = self.folder / IMAGE_NAME
+        else:
             with contextlib.suppress(OSError):
                 self.image.unlink()
         if self._bound is not None:
