@@ -786,7 +786,7 @@ async def test_an_agent_programs_slow_judge_request_is_no_judge_stall(
     judge_srv = scripted_server(responder=judge)
     cmd = f"cat > solution.py <<'EOF'\n{_SLOW_JUDGE_SOLUTION}EOF"
     agent = scripted_server([reply(tool_calls=[call("exec", {"command": cmd})]), reply("done")])
-    task = make_task(_SLOW_JUDGE_GRADER, grader_timeout_s=10)
+    task = make_task(_SLOW_JUDGE_GRADER, grader_timeout_s=5)
     name = f"scripted/judge-{uuid.uuid4().hex[:8]}"
     with Gateway(retry=RetryPolicy(attempts=2, initial_s=0.01, max_s=0.01)) as gw:
         services = TrialServices(
