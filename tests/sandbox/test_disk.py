@@ -143,22 +143,36 @@ def _backing(loop: Path) -> str:
         return ""
 
 
+def _filled_and_kept(name: str) -> tuple[TrialDisk, Path]:
+    """A disk in the scratch, written full and released until its image is kept: (the disk,
+    the kept image).
+    A release finds the loop device still holding the image when another process made a
+    mount namespace meanwhile (a copy of every mount, this disk's too, until that namespace
+    drops it: a sandbox of another test worker starting): then the image is removed, as the
+    held case below, and a new disk is tried."""
+    for _ in range(20):
+        a = _in_scratch(name)
+        a.mount()
+        image = a.image
+        assert a.enforced and image.parent == bulk_dir()
+        (a.path / "mine").write_text("a's file\n")
+        _fill(a.path)
+        loop = _loop_of(a.path)
+        a.release()
+        assert not os.path.ismount(a.path)
+        if image.exists():
+            st = os.stat(image)
+            assert (st.st_size, st.st_blocks) == (0, 0)  # kept, holding nothing on the host
+            assert not _backing(loop).startswith(str(image))  # no device reads or writes it
+            return a, image
+    raise AssertionError("no released image was kept in 20 tries")
+
+
 def test_a_released_image_is_emptied_and_becomes_the_next_disk(tmp_path):
     """An image its loop device let go is truncated and kept, not unlinked (a new inode per
     disk made every file the harness created scan past the recently freed ones on an ext4
     without a journal); the next disk is written into it and is as empty as a new one."""
-    a = _in_scratch("a")
-    a.mount()
-    image = a.image
-    assert a.enforced and image.parent == bulk_dir()
-    (a.path / "mine").write_text("a's file\n")
-    _fill(a.path)
-    loop = _loop_of(a.path)
-    a.release()
-    assert not os.path.ismount(a.path)
-    st = os.stat(image)
-    assert (st.st_size, st.st_blocks) == (0, 0)  # kept, holding nothing on the host
-    assert not _backing(loop).startswith(str(image))  # no device reads or writes it
+    _, image = _filled_and_kept("a")
     b = _in_scratch("b")
     b.mount()
     fresh = TrialDisk(tmp_path / "fresh", SIZE)  # written from the template as a new file
@@ -216,13 +230,11 @@ def test_a_disk_the_fallback_mounted_or_released_twice_gives_no_image_away(monke
     a.release()
     assert not image.exists() and disk_mod.take_spare_image() is None
     monkeypatch.setattr(disk_mod, "mount_ext4", real_mount)
-    b = _in_scratch("first")
-    b.mount()
-    b.release()
+    b, kept = _filled_and_kept("first")
     c = _in_scratch("second")
     c.mount()
     try:
-        assert c.image.parent == bulk_dir() and c.image.name.startswith("first-")  # b's
+        assert c.image == kept  # b's
         b.release()  # again: c's image (b's before) stays
         assert os.path.exists(c.image) and os.path.ismount(c.path)
         assert Path(_backing(_loop_of(c.path))) == c.image
