@@ -402,3 +402,31 @@ def test_a_timeout_yaml_reads_as_text_says_how_to_write_it(wildclaw_task, text, 
     err = _raises(read_wildclaw_task, path)
     assert (err.path, err.field, err.line) == (path, "timeout_seconds", 5)
     assert f"YAML reads {text} as text" in err.message and f"write {number}" in err.message
+
+
+def test_every_task_sharing_a_bad_workspace_or_grader_gets_its_own_error(
+    wildclaw_task, bench_root, task_sections
+):
+    """A suite's reading resolves and walks each folder once and checks each grader source
+    once (a suite's tasks share them): every task that names them still gets its error, at
+    its own file and line."""
+    exec_dir = bench_root / "workspace" / "01_Productivity_Flow" / "task_1_meeting_notes" / "exec"
+    (exec_dir / "passwd").symlink_to("/etc/passwd")
+    broken = dict(task_sections)
+    broken["Automated Checks"] = "```python\ndef grade(:\n    pass\n```"
+    paths = [wildclaw_task(f"t{k}.md", id=f"t{k}") for k in range(3)]
+    paths += [wildclaw_task(f"g{k}.md", id=f"g{k}", sections=broken) for k in range(2)]
+    suite = load_suite(bench_root / "tasks", bench_root)
+    link = str(exec_dir.resolve() / "passwd")
+    for path in paths:
+        mine = [e for e in suite.errors if e.path == path]
+        assert any(
+            e.field == "Workspace Path"
+            and link in e.message
+            and e.line == _line_of(path, "workspace/01_Productivity_Flow/task_1_meeting_notes")
+            for e in mine
+        ), mine
+    for path in paths[3:]:
+        (err,) = [e for e in suite.errors if e.path == path and e.field == "Automated Checks"]
+        assert "syntax error" in err.message
+        assert err.line == _line_of(path, "def grade(:")

@@ -32,7 +32,7 @@ from clawrig.tasks.dataclaw import (
     read_dataclaw_task_md,
 )
 from clawrig.tasks.fourfolder import is_fourfolder_root, read_fourfolder
-from clawrig.tasks.safety import task_path_problems
+from clawrig.tasks.safety import reading_once, task_path_problems
 from clawrig.tasks.text import IssueCollector, parse_markdown
 from clawrig.tasks.wildclaw import read_wildclaw_task
 
@@ -361,10 +361,11 @@ def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
     except TaskFormatError as exc:
         issues.add(exc)
     reader = _reader_for(path) if fmt is not None else None
-    if reader is not None:
-        tasks = reader.read(path, root_dir, issues)
-    _check_duplicates(tasks, issues)
-    _check_paths(tasks, root_dir if root_dir is not None else path, issues)
+    with reading_once():  # the tasks name the same folders: each resolved and walked once
+        if reader is not None:
+            tasks = reader.read(path, root_dir, issues)
+        _check_duplicates(tasks, issues)
+        _check_paths(tasks, root_dir if root_dir is not None else path, issues)
     return Suite(path=path, format=fmt, tasks=tasks, issues=issues.issues)
 
 

@@ -9,9 +9,12 @@ one-line problem (or None) that the caller reports with the file, the field and 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -124,11 +127,42 @@ def _number_text(raw: Any) -> str | None:
     return text
 
 
+_READING: ContextVar[dict[tuple[Any, ...], Any] | None] = ContextVar("_READING", default=None)
+
+
+@contextlib.contextmanager
+def reading_once() -> Iterator[None]:
+    """Within it (one suite's reading: :func:`clawrig.tasks.registry.load_suite`),
+    :func:`resolved` and :func:`escaping_symlinks` answer each question once: a suite's tasks
+    name the same folders again and again (a benchmark root, a workspace several tasks share,
+    a workspace and its exec/, tmp/ and gt/ below it), and resolving links and walking folders
+    was most of a task's reading (~2 ms of CPU per task). Files that change during the reading
+    are not seen again: the reading is one look at the suite, as before."""
+    token = _READING.set({})
+    try:
+        yield
+    finally:
+        _READING.reset(token)
+
+
+def resolved(path: Path) -> Path:
+    """``path.resolve()`` (absolute, every symlink resolved; raises as it does), asked once per
+    path within :func:`reading_once`."""
+    memo = _READING.get()
+    if memo is None:
+        return path.resolve()
+    key = ("resolve", os.getcwd(), str(path))
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = path.resolve()
+    return hit
+
+
 def is_inside(path: Path, base: Path) -> bool:
     """True when ``path``, with every symlink resolved, is ``base`` or under it (``base`` is
     resolved too). Paths holding a NUL are never inside."""
     try:
-        return path.resolve().is_relative_to(base.resolve())
+        return resolved(path).is_relative_to(resolved(base))
     except (OSError, ValueError, RuntimeError):
         return False
 
@@ -186,9 +220,21 @@ def escaping_symlinks(
     device node reads the host's device, a pipe hangs the copy).
 
     Returns at most ``limit`` of them, in walk order. A missing folder yields []. Walks without
-    recursion (a task's folder may be thousands of levels deep)."""
+    recursion (a task's folder may be thousands of levels deep); once per question within
+    :func:`reading_once`."""
+    memo = _READING.get()
+    key = ("walk", os.getcwd(), str(folder), str(base), limit, special)
+    if memo is not None and key in memo:
+        return list(memo[key])
+    out = _escaping_symlinks(folder, base, limit, special)
+    if memo is not None:
+        memo[key] = tuple(out)
+    return out
+
+
+def _escaping_symlinks(folder: Path, base: Path, limit: int, special: bool) -> list[Path]:
     out: list[Path] = []
-    base_real = base.resolve()
+    base_real = resolved(base)
     stack = [Path(folder)]
     while stack:
         current = stack.pop()

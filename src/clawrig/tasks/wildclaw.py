@@ -16,6 +16,7 @@ error.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from pathlib import Path
@@ -42,6 +43,7 @@ from clawrig.tasks.safety import (
     id_problem,
     is_inside,
     name_problem,
+    resolved,
 )
 from clawrig.tasks.text import (
     IssueCollector,
@@ -95,29 +97,28 @@ def grade_source_problems(source: str, path: Path, first_line: int) -> list[Task
     Returns the problems (empty when fine): a SyntaxError reported at its line inside the file,
     or a source that defines no top-level ``grade`` function.
     """
+    problem = _grade_source_problem(source)
+    if problem is None:
+        return []
+    line, message = problem
+    return [TaskFormatError(path, "Automated Checks", message, first_line + line - 1)]
+
+
+@functools.lru_cache(maxsize=256)
+def _grade_source_problem(source: str) -> tuple[int, str] | None:
+    """(line within ``source``, message) of its first problem (:func:`grade_source_problems`),
+    or None; once per source (a suite's tasks often share their grader's code)."""
     try:
-        tree = ast.parse(source, filename=str(path))
-        compile(tree, str(path), "exec")
+        tree = ast.parse(source)
+        compile(tree, "<grader>", "exec")
     except SyntaxError as exc:
-        line = first_line + (exc.lineno or 1) - 1
-        return [
-            TaskFormatError(
-                path, "Automated Checks", f"grade() has a syntax error: {exc.msg}", line
-            )
-        ]
+        return exc.lineno or 1, f"grade() has a syntax error: {exc.msg}"
     names = {
         node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     }
     if "grade" not in names:
-        return [
-            TaskFormatError(
-                path,
-                "Automated Checks",
-                "the block defines no top-level `def grade(...)`",
-                first_line,
-            )
-        ]
-    return []
+        return 1, "the block defines no top-level `def grade(...)`"
+    return None
 
 
 def _front_str(doc: MarkdownDoc, key: str, issues: IssueCollector) -> str:
@@ -173,7 +174,7 @@ def _workspace(
             line,
         )
         return Workspace(), None
-    ws_root = (root / rel_path).resolve()
+    ws_root = resolved(root / rel_path)
     ws = Workspace(root=ws_root)
     if not ws_root.is_dir():
         ws.missing.append(ws_root)
