@@ -372,3 +372,44 @@ def test_a_replay_folder_without_records_is_named_not_the_model(
     assert f"clawrig: error: {said}" in r.stderr
     assert "no model" not in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_replay_of_tasks_the_job_did_not_run_is_refused_before_any_sandbox(
+    tmp_path: Path, scripted_server
+) -> None:
+    """``--replay`` of a job that ran 000015 only, over the whole demo suite: the other tasks'
+    first requests failed after their sandboxes started, with "the run diverged" and a trial
+    id (a new user's finding). Now the job is refused at once, naming the tasks and the
+    ``--suite`` that selects the recorded ones, which replays."""
+    import json
+
+    from clawrig.testing.scripted_server import load_script
+
+    replies, models = load_script(REPO / "examples" / "scripted-000015.json")
+    srv = scripted_server(replies, models=models)
+    env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
+    job = tmp_path / "recorded"
+    r = run(
+        "run", "suites/demo", "--suite", "000015", "-m", "scripted/demo", "-o", str(job),
+        cwd=REPO, env=env,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    (row,) = json.loads(next(job.glob("summary_*.json")).read_text())["tasks"]
+    assert row["score"] == 1.0
+    again = tmp_path / "again"
+    r = run("run", "suites/demo", "--replay", str(job), "-o", str(again), cwd=REPO)
+    assert r.returncode == 2, r.stderr
+    others = sorted(p.stem for p in (REPO / "suites" / "demo" / "datapoints").glob("*.json"))
+    others.remove("000015")
+    assert (
+        f"clawrig: error: --replay: {len(others)} selected task(s) were not run in {job} "
+        f"({', '.join(others[:3])}, ...): it recorded 1; select them with --suite 000015"
+    ) in r.stderr
+    assert "Traceback" not in r.stderr and not again.exists()
+    r = run(
+        "run", "suites/demo", "--suite", "000015", "--replay", str(job), "-o", str(again),
+        cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    (row,) = json.loads(next(again.glob("summary_*.json")).read_text())["tasks"]
+    assert json.loads((again / row["trial"] / "result.json").read_text())["score"]["score"] == 1.0

@@ -336,6 +336,8 @@ def test_settings_repr_hides_keys():
         ("A=1\nthis is not env\nB=2\n", 2),
         ("# keys\n\nA=1\n\n\n=x\n", 6),  # blank lines before the statement counted
         ("this is not env\n=x\nOPENROUTER_API_KEY\n", 1),  # the first of several
+        ("A=1\n{bad\nB=2\n", 2),  # a bare word that is no name (red team: accepted)
+        ("A=1\nOPENROUTER_API_KEY:sk-x\n", 2),  # YAML's colon, not KEY=VALUE
     ],
 )
 def test_malformed_env_file_names_file_and_line(tmp_path, text, line):

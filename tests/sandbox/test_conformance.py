@@ -374,3 +374,19 @@ async def test_forked_python_is_the_command_it_replaces(make_sandbox, backend):
     assert crash.exit_code == 1
     assert crash.stderr.endswith("ValueError: from the script\n")
     assert "supervisor" not in crash.stderr  # the traceback starts at the script
+
+
+async def test_the_harness_s_run_folder_is_the_sandbox_s_own(make_sandbox, backend):
+    """A file the harness writes under /run/clawrig (a grading's runner, a service's code)
+    runs as a command at :meth:`path_seen_by_commands`, and is never the machine's own
+    /run/clawrig: the local backend wrote every grader there, left it, and as any user but
+    root could not grade at all (a red-team finding)."""
+    from clawrig.sandbox.paths import PATHS
+
+    sb = await make_sandbox(backend)
+    name = f"conformance-{random.randrange(1 << 32):08x}"
+    inside = f"{PATHS.run}/{name}/hello.py"
+    await sb.write_file(inside, "print(6 * 7)\n")
+    r = await sb.exec(["python3", sb.path_seen_by_commands(inside)])
+    assert (r.exit_code, r.stdout) == (0, "42\n"), r.stderr
+    assert not os.path.lexists(f"{PATHS.run}/{name}")  # (every backend: not the host's)

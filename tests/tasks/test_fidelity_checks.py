@@ -12,6 +12,7 @@ from clawrig.runner.fidelity_checks import (
     check_workspace_data,
     note_grader_imports,
     note_judge,
+    note_local_home,
 )
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_suite, load_tasks
@@ -106,3 +107,38 @@ def test_tasks_missing_the_same_data_share_one_line(dataclaw_real, tmp_path):
     assert line.endswith(
         "download the DataClawBench assets (Hugging Face dataset GTML-LAB/DataClaw)"
     )
+
+
+def test_local_sandbox_notes_the_tasks_whose_commands_name_root(
+    wildclaw_task, task_sections, bench_root
+):
+    """Under ``--sandbox local`` commands see this machine's /root, not the trial's private
+    home (a red-team finding: a grader globbing /root/.openclaw/... sessions read nothing, or
+    the user's own, and scored 0 where bwrap gave 1): the tasks whose grader, warmup or
+    skills need /root are named before the run; other backends and other tasks get no line."""
+    skills = dict(task_sections)  # installs pdf_reader into /root/skills
+    del task_sections["Skills"]
+    wildclaw_task("plain.md", id="plain", sections=task_sections)  # names /tmp_workspace only
+    wildclaw_task("skills.md", id="skills", sections=skills)
+    grader = dict(task_sections)
+    grader["Automated Checks"] = (
+        "```python\nimport glob\ndef grade(**kw):\n"
+        "    n = len(glob.glob('/root/.openclaw/agents/main/sessions/*.jsonl'))\n"
+        "    return {'overall_score': float(n > 0)}\n```"
+    )
+    wildclaw_task("grader.md", id="grader_root", sections=grader)
+    warm = dict(task_sections)
+    warm["Warmup"] = "```bash\nls /root/skills/hello/run.py\n```"
+    wildclaw_task("warm.md", id="warm_root", sections=warm)
+    other = dict(task_sections)
+    other["Warmup"] = "```bash\nls /srv/root/x ~/rootless /root.d\n```"  # not /root itself
+    wildclaw_task("other.md", id="other_paths", sections=other)
+    tasks = load_tasks(bench_root)
+    lines = note_local_home(tasks, _config(bench_root, sandbox="local"))
+    named = {line.split(":", 1)[0]: line for line in lines}
+    assert sorted(named) == ["task grader_root", "task skills", "task warm_root"]
+    assert "its grader name /root" in named["task grader_root"]
+    assert "its warmup name /root" in named["task warm_root"]
+    assert "its skills (in /root/skills) name /root" in named["task skills"]
+    assert all("score may differ from bwrap's" in line for line in lines)
+    assert note_local_home(tasks, _config(bench_root, sandbox="bwrap")) == []

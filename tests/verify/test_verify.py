@@ -380,3 +380,24 @@ def test_wildclawbench_task_files_get_the_killer_question(tmp_path: Path) -> Non
     # the grader crashes on the empty rollout (no gt/answers.json): reported, not a reward
     empty = [f for f in gt["findings"] if f["check"] == "killer.empty"]
     assert empty[0]["severity"] == "warning" and "grader crashed" in empty[0]["message"]
+
+
+def test_the_summary_says_when_only_the_empty_rollout_was_graded(tmp_path: Path) -> None:
+    """A task with no golden trajectory or gold answer "passes" on its empty rollout alone
+    (the grader ran and gave it 0): the summary says so, so a pass is not read as a solved
+    task reproduced (a new user's finding on examples/wildclaw)."""
+    bench = tmp_path / "bench"
+    write_wildclaw_task(bench, 1, GOOD_GRADER)
+    proc = run("verify", bench)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    caption = " ".join(proc.stdout.split())  # (as rich wraps it)
+    assert (
+        "1 pass, 0 warn, 0 fail; 1 with no golden trajectory or gold answer: only the empty "
+        "rollout was graded"
+    ) in caption
+    one = tmp_path / "one"
+    copy_sample(DEMO, "000015", one, "000015")  # a golden trajectory: replayed and graded
+    proc = run("verify", one)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert "1 pass, 0 warn, 0 fail" in proc.stdout
+    assert "only the empty rollout" not in proc.stdout

@@ -88,6 +88,12 @@ def render_summary(report: VerifyReport) -> Table:
         )
     c = report.counts
     table.caption = f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail"
+    untried = sum(1 for s in report.samples if not {"golden", "oracle"} & s.scores.keys())
+    if untried:  # ("pass" then says less: a new user read it as a solved task reproduced)
+        table.caption += (
+            f"; {untried} with no golden trajectory or gold answer: only the empty rollout "
+            "was graded"
+        )
     return table
 
 

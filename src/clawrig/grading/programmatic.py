@@ -46,7 +46,7 @@ from clawrig.spec.task import Task
 from clawrig.spec.trial import Score
 from clawrig.waits import WaitClock
 
-GRADER_DIR = "/run/clawrig/grader"
+GRADER_DIR = f"{PATHS.run}/grader"
 RUNNER_NAME = "clawrig-grader-runner.py"
 """The runner's file name in tracebacks (its folder is a fresh random one per grading)."""
 _RUNNER = r"""
@@ -349,14 +349,15 @@ async def run_grader(
     # precompiled where the sandbox's python has the harness's bytecode (a fork of the clean
     # room's supervisor: compiling the runner was a fifth of the grader's CPU)
     await sandbox.write_file(f"{folder}/runner.py", precompiled(_RUNNER, RUNNER_NAME))
+    seen = sandbox.path_seen_by_commands  # (the local backend's /root and /run/clawrig)
     argv = [
         python,
         "-I",
         "-B",
-        f"{folder}/runner.py",
-        f"{folder}/grader.py",
+        seen(f"{folder}/runner.py"),
+        seen(f"{folder}/grader.py"),
         origin,
-        sandbox.path_seen_by_commands(PATHS.transcript),
+        seen(PATHS.transcript),
         verdict.path_in(sandbox) if verdict is not None else "",
     ]
     if clock is not None:

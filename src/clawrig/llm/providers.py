@@ -321,6 +321,10 @@ def _merge_provider(base: ProviderConfig, over: ProviderConfig) -> ProviderConfi
     return ProviderConfig.model_validate(data)
 
 
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+"""A .env key: an environment variable's name (POSIX's, with the ``.`` and ``-`` some use)."""
+
+
 def env_file_problem(path: Path) -> str | None:
     """The first line of a .env file that is not ``KEY=VALUE`` (python-dotenv's own parser:
     comments, blank lines, ``export KEY=VALUE`` and a bare ``KEY`` are fine), as
@@ -331,7 +335,9 @@ def env_file_problem(path: Path) -> str | None:
 
     with open(path, encoding="utf-8") as fh:
         for binding in parse_stream(fh):
-            if binding.error:
+            # (a bare word the parser takes for a KEY without a value, e.g. ``{bad``: no name)
+            bad_key = binding.key is not None and not _ENV_KEY.fullmatch(binding.key)
+            if binding.error or bad_key:
                 text = binding.original.string
                 # the parser counts blank lines before a statement into the statement
                 skipped = text[: len(text) - len(text.lstrip())].count("\n")

@@ -12,11 +12,16 @@
 - :func:`note_grader_imports` (a note): a grader importing a module its grading environment
   lacks, looked up where the grader will run (the environment's ``python3`` and the task's
   warm snapshot for WildClawBench on an environment; it would crash, or score 0 where it
-  catches the ImportError).
+  catches the ImportError);
+- :func:`note_local_home` (a note): under ``--sandbox local``, a task whose grader, warmup or
+  service commands spell out /root, or which installs skills: its commands see this machine's
+  /root, not the trial's private home (a red-team finding: such a grader read nothing, or the
+  user's own OpenClaw sessions, and scored 0 where bwrap gave 1).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 
 from clawrig.env.pymodules import grading_modules, requirement_modules
@@ -212,3 +217,37 @@ def upstream_judge(tasks: list[Task], settings: dict[str, str]) -> str | None:
         return settings["JUDGE_MODEL"]
     wild = any(str(t.format) == "wildclaw" and _calls_judge(t) for t in tasks)
     return UPSTREAM_JUDGE if wild and settings.get("OPENROUTER_API_KEY") else None
+
+
+_ROOT_PATH = re.compile(r"(?<![\w.~-])/root(?![\w.-])")
+"""/root as a path (``/root``, ``/root/x``), not a part of another one (``/x/root``)."""
+
+
+def note_local_home(tasks: list[Task], config: JobConfig) -> list[str]:
+    """Under ``--sandbox local``, one line per task whose grader source, warmup lines or
+    service commands name /root, or which installs skills (into the trial's home, where
+    the agent is told /root/skills): the local backend maps /root to a private folder for the
+    harness's file operations only (:mod:`clawrig.sandbox.local`), so such commands read this
+    machine's /root and the score may differ from bwrap's. [] for other backends."""
+    if config.trial.sandbox != "local":
+        return []
+    lines = []
+    for task in tasks:
+        named = [
+            what
+            for what, texts in (
+                ("grader", [task.grader.source or ""]),
+                ("warmup", task.warmup),
+                ("services", [s.command or "" for s in task.services]),
+            )
+            if any(_ROOT_PATH.search(t) for t in texts)
+        ]
+        if task.skills:
+            named.append("skills (in /root/skills)")
+        if named:
+            lines.append(
+                f"task {task.id}: --sandbox local: its {', '.join(named)} name /root, which "
+                "for commands here is this machine's /root, not the trial's private home: its "
+                "score may differ from bwrap's"
+            )
+    return _capped(lines, "tasks naming /root under --sandbox local")

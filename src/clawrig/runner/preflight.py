@@ -228,6 +228,30 @@ def check_oracle(tasks: list[Task], config: JobConfig) -> list[str]:
     ]
 
 
+def check_replay(tasks: list[Task], config: JobConfig) -> list[str]:
+    """``--replay``: every selected task's agent was recorded in the replayed job (a task it
+    did not run has no recorded reply: its first request failed as "the run diverged", naming
+    a trial, after its sandbox started: a new user's finding). Agents that call no model
+    (``oracle``, ``nop``) need none."""
+    if config.replay is None or config.trial.agent.partition("@")[0] in ("oracle", "nop"):
+        return []
+    from clawrig.llm.gateway import ResponseCache
+
+    try:
+        recorded = ResponseCache.from_job(config.replay).task_ids()
+    except UserError as exc:
+        return [str(exc)]
+    lacking = [t.id for t in tasks if t.id not in recorded]
+    if not lacking or not recorded:  # (records without task ids: any request may match)
+        return []
+    names = ", ".join(lacking[:3]) + (", ..." if len(lacking) > 3 else "")
+    have = ",".join(sorted(recorded)[:10]) + (",..." if len(recorded) > 10 else "")
+    return [
+        f"--replay: {len(lacking)} selected task(s) were not run in {config.replay} ({names}): "
+        f"it recorded {len(recorded)}; select them with --suite {have}"
+    ]
+
+
 def check_grader_mode(tasks: list[Task], config: JobConfig) -> list[str]:
     """A task ``--grader`` cannot grade is refused before any sandbox starts, naming its file
     (it would end as a grading error after its whole run): ``judge|exact|both`` need the
@@ -279,7 +303,11 @@ def note_disk_space(tasks: list[Task], config: JobConfig) -> list[str]:
 def _fidelity_checks() -> tuple[list[Check], list[Check]]:
     from clawrig.runner import fidelity_checks as fc
 
-    return [fc.check_workspace_data, fc.check_judge], [fc.note_judge, fc.note_grader_imports]
+    return [fc.check_workspace_data, fc.check_judge], [
+        fc.note_judge,
+        fc.note_grader_imports,
+        fc.note_local_home,
+    ]
 
 
 _FIDELITY_CHECKS, _FIDELITY_NOTES = _fidelity_checks()
@@ -289,6 +317,7 @@ CHECKS: list[Check] = [
     check_grader_mode,
     check_sandbox,
     check_oracle,
+    check_replay,
     check_output,
     *_FIDELITY_CHECKS,
     check_model_servers,

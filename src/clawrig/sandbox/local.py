@@ -2,10 +2,15 @@
 bubblewrap nor Docker; it prints a loud warning.
 
 The supervisor runs directly on the host. In-sandbox paths are translated for file operations
-and working folders (/tmp_workspace -> the trial's workspace, /root -> a private home folder).
-Shell commands that spell out ``/tmp_workspace`` work when the harness may point the host path
-/tmp_workspace at the trial's workspace (a symlink, taken under an exclusive lock, so only one
-local sandbox runs at a time per machine); otherwise such commands see no /tmp_workspace.
+and working folders (/tmp_workspace -> the trial's workspace, /root -> a private home folder,
+/run/clawrig -> a private run folder); the harness's own commands get their paths translated
+(:meth:`LocalSandbox.path_seen_by_commands`: the grader's runner, the services' code), but a
+task's commands and code that spell out /root see this machine's /root (the job's preflight
+notes such tasks: :func:`clawrig.runner.fidelity_checks.note_local_home`). Shell commands
+that spell out ``/tmp_workspace`` work when the harness may point the host path
+/tmp_workspace at the trial's workspace (a symlink, taken under an exclusive lock of the
+user's, so only one local sandbox of a user runs at a time per machine); otherwise such
+commands see no /tmp_workspace.
 Limits: per-command wall time and output size as in every backend; RLIMIT_FSIZE on the
 supervisor; no memory or process limit, no network or filesystem isolation at all.
 ``kill_all`` kills only the processes this sandbox started.
@@ -37,7 +42,9 @@ from clawrig.sandbox.client import (
 )
 from clawrig.sandbox.paths import PATHS
 
-LOCK_PATH = Path(tempfile.gettempdir()) / "clawrig-local-sandbox.lock"
+LOCK_PATH = Path(tempfile.gettempdir()) / f"clawrig-local-sandbox-{os.getuid()}.lock"
+"""One per user: another user's lock (a file only its owner may open) must not stop this
+user's local sandboxes (a red-team finding: root's made every other user's trial fail)."""
 LOCK_WAIT_S = 120.0
 """How long a local sandbox waits for another one on this machine to stop (seconds)."""
 LOCK_POLL_S = 0.05
@@ -73,17 +80,20 @@ class LocalSandbox(SupervisedSandbox):
         self._linked = False
         self._home: Path | None = None
         """The host folder the sandbox's /root is (set at launch)."""
+        self._maps: list[tuple[str, Path]] = []
+        """(in-sandbox folder, the host folder it is) for /root and /run/clawrig (at launch)."""
         if warn:
             warnings.warn(WARNING, stacklevel=2)
 
     def path_seen_by_commands(self, path: str) -> str:
-        """``path`` below /root: in this sandbox's home folder (its supervisor's file operations
-        map /root there by its ``--root-map``; the commands it runs see the host's /root).
-        /tmp_workspace stays: it is linked to the workspace while the sandbox runs."""
-        home = self._home
-        if home is None or not (path == PATHS.home or path.startswith(PATHS.home + "/")):
-            return path
-        return str(home) + path[len(PATHS.home) :]
+        """``path`` below /root or /run/clawrig: in this sandbox's home or run folder (its
+        supervisor's file operations map them there by its ``--root-map``; the commands it
+        runs see the host's). /tmp_workspace stays: it is linked to the workspace while the
+        sandbox runs."""
+        for inside, host in self._maps:
+            if path == inside or path.startswith(inside + "/"):
+                return str(host) + path[len(inside) :]
+        return path
 
     async def _link_workspace(self, ws: Path) -> None:
         """Take the machine's local-sandbox lock (trying every :data:`LOCK_POLL_S` for up to
@@ -151,7 +161,8 @@ class LocalSandbox(SupervisedSandbox):
         pyc = supervisor_pyc(str(SUPERVISOR_PATH))
         argv = supervisor_argv(sys.executable, str(SUPERVISOR_PATH), str(pyc) if pyc else None)
         argv.append("--local")
-        for src, dst in ((PATHS.workspace, ws), (PATHS.home, home)):
+        self._maps = [(PATHS.home, home), (PATHS.run, self.base_dir / "run")]
+        for src, dst in ((PATHS.workspace, ws), *self._maps):
             argv += ["--root-map", f"{src}={dst}"]
         req_r, ans_w, err_w = await self._open_pipes()
         return await self._spawn(

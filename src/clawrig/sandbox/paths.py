@@ -21,6 +21,9 @@ class SandboxPaths:
     transcript_fallback: str = "/claude_code/log/chat.json"
     skills: str = "/root/skills"
     tmp: str = "/tmp"
+    run: str = "/run/clawrig"
+    """The harness's own writable folder in the sandbox: the supervisor's log, service code,
+    each grading's runner and grader (a private folder of the sandbox's on the host)."""
     clawrig: str = "/opt/clawrig"
     """Read-only harness files inside the sandbox (supervisor, grader runner)."""
     grader_env: str = "/opt/clawrig-grader-env"

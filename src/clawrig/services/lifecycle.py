@@ -59,7 +59,7 @@ from clawrig.spec.task import ServiceSpec, Task
 SERVICES_REQUIREMENTS: tuple[str, ...] = ("fastapi==0.165.0", "uvicorn==0.54.0")
 """The services environment (pinned: every machine serves the same API)."""
 
-CODE_DIR = "/run/clawrig/services"
+CODE_DIR = f"{PATHS.run}/services"
 """Where the service code is copied inside the sandbox (``sys.path`` of the service processes:
 package ``clawrig.services.mock`` and the entry-point kinds' modules)."""
 MOCK_PACKAGE = "clawrig.services.mock"
@@ -252,7 +252,7 @@ async def _install_code(sandbox: Sandbox, task: Task) -> str:
     """Copy the service code into the sandbox; return its ``sys.path`` entry."""
     for rel, data in _code_files(task).items():
         await sandbox.write_file(f"{CODE_DIR}/{rel}", data)
-    return CODE_DIR
+    return sandbox.path_seen_by_commands(CODE_DIR)
 
 
 def _target(spec: ServiceSpec) -> str | None:
@@ -315,8 +315,8 @@ async def _spawn(
     """Start one service. Its configuration goes to a file that the service deletes once read
     (and :func:`_wait_healthy` removes in any case), so fixtures are gone before the agent
     starts."""
-    path = _config_file(spec)
-    await sandbox.write_file(path, json_text(config, indent=None), mode=0o600)
+    await sandbox.write_file(_config_file(spec), json_text(config, indent=None), mode=0o600)
+    path = sandbox.path_seen_by_commands(_config_file(spec))
     env = {
         "PYTHONUNBUFFERED": "1",
         "CLAWRIG_SERVICE_PORT": str(spec.port),
@@ -338,7 +338,7 @@ async def _wait_healthy(sandbox: Sandbox, handles: list[ServiceHandle], timeout_
         ["python3", "-I", "-c", _WAIT, json.dumps(targets), str(timeout_s)],
         timeout_s=timeout_s + 30,
     )
-    await sandbox.exec(["rm", "-rf", f"{CODE_DIR}/config"])
+    await sandbox.exec(["rm", "-rf", sandbox.path_seen_by_commands(f"{CODE_DIR}/config")])
     if r.exit_code == 0:
         return
     try:

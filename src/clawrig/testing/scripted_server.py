@@ -90,7 +90,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from clawrig.errors import UserError
 from clawrig.serving import ThreadedServer, tcp_listener
@@ -131,6 +131,8 @@ class ScriptedCall(BaseModel):
     (sent verbatim, so it may be deliberately malformed JSON). ``id`` defaults to
     ``call_<n>`` numbered across the server's lifetime."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is an error, not ignored
+
     name: str
     arguments: dict[str, Any] | str = Field(default_factory=dict)
     id: str | None = None
@@ -144,6 +146,8 @@ class ScriptedCall(BaseModel):
 
 class ScriptUsage(BaseModel):
     """Usage numbers to report (tokens are counts, ``cost`` is USD or None for "not sent")."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is an error, not ignored
 
     prompt_tokens: int = DEFAULT_PROMPT_TOKENS
     completion_tokens: int = DEFAULT_COMPLETION_TOKENS
@@ -188,6 +192,8 @@ class Reply(BaseModel):
     - ``drop``: start the response, then close the connection mid-body.
     - ``model``: the ``model`` field of the answer (default: the request's).
     """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is an error, not ignored
 
     content: str | None = None
     tool_calls: list[ScriptedCall] = Field(default_factory=list)
@@ -954,6 +960,8 @@ async def _stream(
 
 
 class _ScriptFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     replies: list[Reply]
     models: list[str] | None = None
 

@@ -104,6 +104,16 @@ class ResponseCache:
         with self._lock:
             return key in self._entries
 
+    def task_ids(self) -> set[str]:
+        """The ids of the tasks whose trials' calls were recorded (their scopes)."""
+        with self._lock:
+            return {
+                scope.rpartition("#")[0]
+                for entries in self._entries.values()
+                for scope, _ in entries
+                if scope is not None
+            }
+
     def add(
         self,
         key: str,

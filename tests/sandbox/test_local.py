@@ -1,0 +1,92 @@
+"""The local backend (no isolation) for a user other than root."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_AS_USER = r"""
+import asyncio, sys, warnings
+warnings.simplefilter("ignore")
+from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.local import LocalSandbox
+from clawrig.sandbox.paths import PATHS
+
+async def main():
+    async with LocalSandbox(SandboxConfig(workspace_dir=sys.argv[1])) as box:
+        inside = f"{PATHS.run}/grader-test/grader.py"
+        await box.write_file(inside, "print('graded')\n")
+        r = await box.exec(["python3", box.path_seen_by_commands(inside)], timeout_s=30)
+        print(r.stdout.strip(), r.exit_code, r.stderr.strip()[-300:])
+
+asyncio.run(asyncio.wait_for(main(), 60))
+"""
+
+
+_AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3"]
+
+
+def _nobody_env(**extra: str) -> dict[str, str]:
+    """The system's python3 (the harness's may sit in root's home) with this checkout's
+    source and the harness's site-packages (the same Python version: checked)."""
+    import site
+
+    path = [str(Path(__file__).resolve().parents[2] / "src"), *site.getsitepackages()]
+    return {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join(path), **extra}
+
+
+def _nobody_cannot_run() -> str | None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return "needs root and setpriv"
+    probe = subprocess.run(
+        [*_AS_NOBODY, "-c", "import sys, pydantic, clawrig; print(sys.version_info[:2])"],
+        env=_nobody_env(),
+        capture_output=True,
+        text=True,
+    )
+    if probe.stdout.strip() != str(sys.version_info[:2]):
+        return f"another user cannot run clawrig from here: {probe.stderr.strip()[-200:]}"
+    return None
+
+
+@pytest.mark.skipif(bool(why := _nobody_cannot_run()), reason=why or "")
+def test_a_user_runs_local_sandboxes_while_root_holds_its_own() -> None:
+    """A user's local sandbox starts and runs a grader's file while root's local sandbox
+    holds its lock in the same temp folder: before, one machine-wide lock file (root's,
+    0600) and the grader's folder in the machine's /run/clawrig made every trial of any
+    other user fail with PermissionError (a red-team finding)."""
+    base = Path(tempfile.mkdtemp(prefix="clawrig-test-user-"))  # (pytest's tmp is root's only)
+    base.chmod(0o755)
+    shared = base / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    held = []
+    for name in ("clawrig-local-sandbox.lock", "clawrig-local-sandbox-0.lock"):
+        fd = os.open(shared / name, os.O_CREAT | os.O_RDWR, 0o600)  # root's, as root's run
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held.append(fd)
+    ws = base / "ws"
+    ws.mkdir()
+    os.chown(ws, 65534, 65534)
+    try:
+        r = subprocess.run(
+            [*_AS_NOBODY, "-c", _AS_USER, str(ws)],
+            env=_nobody_env(TMPDIR=str(shared)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        for fd in held:
+            os.close(fd)
+        shutil.rmtree(base, ignore_errors=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["graded", "0"], r.stdout
+    assert not (Path("/run/clawrig") / "grader-test").exists()
