@@ -34,7 +34,8 @@ def _env(srv) -> dict[str, str]:
 
 
 def _trial_folders(out: Path) -> list[Path]:
-    return [p.parent for p in out.glob("*/*/result.json")]
+    """The job's trial folders (not the attempts set aside in ``_retried/``)."""
+    return [p.parent for p in out.glob("*/*/result.json") if p.parent.parent.name != "_retried"]
 
 
 def test_thirty_trials_parallel_8_match_hand_computed_summary(
@@ -115,18 +116,27 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
         start_new_session=True,
     )
     progress = out / "progress_scripted_test.json"
+
+    def cut_calls() -> int:  # model calls recorded by trials not finished (their .tmp folders)
+        return sum(
+            sum(1 for line in f.read_text().splitlines() if line.endswith("}"))
+            for f in out.glob("*/.tmp-*/model_calls.jsonl")
+        )
+
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        try:
-            if len(json.loads(progress.read_text())["completed"]) >= 6:
+        try:  # (killed while a trial has a recorded call: its spend must not be lost)
+            if len(json.loads(progress.read_text())["completed"]) >= 6 and cut_calls():
                 break
         except (OSError, ValueError, KeyError):
             pass
-        time.sleep(0.05)
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done_before = len(_trial_folders(out))
     assert 6 <= done_before < 30
+    cut = cut_calls()
+    assert cut >= 1
     # resuming with other options is refused with one line
     r = subprocess.run(
         args[:-4] + ["--runs", "2", "-o", str(out), "--resume"],
@@ -155,6 +165,11 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     assert not list(out.glob("*/.tmp-*"))
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert len(summary["tasks"]) == 30 and math.isclose(summary["overall_score"], 0.625)
+    # what the killed attempts spent counts: 2 calls of $0.01 per finished trial, and the
+    # calls the cut ones had recorded (their folders were deleted with them: a job stopped at
+    # "$0.30" of --budget-usd 0.30 having spent $0.33, a red-team finding)
+    assert summary["efficiency"]["total_requests"] == 60 + cut
+    assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.01 * (60 + cut))
     # the finished job: the same refusal (was "every trial is done, nothing to run", exit 0)
     one = summary["tasks"][0]["task_id"]
     for other, what in ((["--runs", "2"], "runs differs"), (["--suite", one], "suite differs")):

@@ -366,12 +366,19 @@ async def test_kernel_settings_are_read_only(make_sandbox):
     assert Path(path).read_text() == before
 
 
-async def test_device_nodes_work_but_are_not_the_hosts(make_sandbox):
+@pytest.mark.parametrize("kind", ["bwrap", "pooled"])
+async def test_device_nodes_work_but_are_not_the_hosts(make_sandbox, kind):
     # a red-team finding: bwrap's --dev binds the host's own /dev nodes, which root inside
     # (the host's uid 0 when the harness is root) owns: `chmod 000 /dev/full` in a trial left
     # the host's /dev/full unusable. The probe sets the mode a node has already, so the host is
-    # unchanged even where it succeeds
-    sb = await make_sandbox("bwrap")
+    # unchanged even where it succeeds. ``pooled``: a start through the mount template, whose
+    # /dev holds the harness's own nodes for bwrap's --dev to bind (no binds over them)
+    from clawrig.sandbox.mountns import template_devices
+    from clawrig.sandbox.pool import pooling_possible
+
+    if kind == "pooled" and not pooling_possible():
+        pytest.skip("a warm pool needs root and mke2fs")
+    sb = await make_sandbox(kind)
     host = {n: os.stat(f"/dev/{n}") for n in ("null", "zero", "full", "urandom")}
     r = await sb.exec(
         "echo x > /dev/null && head -c 3 /dev/zero | wc -c && head -c 4 /dev/urandom | wc -c"
@@ -387,6 +394,19 @@ async def test_device_nodes_work_but_are_not_the_hosts(make_sandbox):
             assert r.exit_code != 0 and "not permitted" in r.stderr, (name, r.stderr)
         after = os.stat(f"/dev/{name}")
         assert (after.st_mode, after.st_uid, after.st_mtime) == (st.st_mode, st.st_uid, st.st_mtime)
+    if os.geteuid() == 0:  # the nodes are the harness's (DEV_OWNER: no uid of the sandbox's)
+        r = await sb.exec("stat -c %u /dev/null /dev/zero /dev/full /dev/random /dev/tty")
+        assert r.stdout.split() == ["65534"] * 5, r.stdout + r.stderr
+        # through the template, bwrap's own bind of /dev/null is the harness's node; else
+        # the harness's is bound over the host's
+        mounts = (await sb.exec("cat /proc/self/mountinfo")).stdout
+        from clawrig.sandbox.bwrap import device_nodes
+        from clawrig.sandbox.mountns import template
+
+        if kind == "pooled" and template() is not None and device_nodes() is not None:
+            assert template_devices()  # (the template binds them wherever it can be made)
+        stacked = 1 if kind == "pooled" and template_devices() else 2
+        assert sum(" /dev/null " in line for line in mounts.splitlines()) == stacked, mounts
 
 
 def test_device_nodes_are_made_beside_a_nodev_temp_folder(tmp_path):

@@ -56,6 +56,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = 64  # (socketserver's 5: ten connections at once on a busy machine
+    # overflowed it, and a unix socket's connect fails at once then: the forwarder's 502)
 
     def get_request(self):  # type: ignore[no-untyped-def]
         conn, _ = self.socket.accept()

@@ -47,6 +47,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from clawrig.errors import ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
+from clawrig.jsonl import jsonl_lines
 from clawrig.leftovers import release_own_mounts, remove_tree
 from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import TrialServices, remove_unfinished
@@ -263,11 +264,12 @@ def resumes_finished_job(job: JobConfig, model: str) -> bool:
     return job.resume and finished_summary(job.output, model) is not None
 
 
-def sweep_partial_trials(output: Path) -> int:
-    """Remove half-written ``<task>/.tmp-*`` trial folders and ``.summary_*``/``.progress_*``
-    temp files under ``output`` (only while this job holds the lock), and the task folders
-    that leaves empty (:func:`clawrig.runner.trial.remove_unfinished`); returns how many trial
-    folders and files."""
+def sweep_partial_trials(output: Path, trials: bool = True) -> int:
+    """Remove half-written ``<task>/.tmp-*`` trial folders (not with ``trials`` False: a
+    resumed job's :func:`_adopt_orphans` keeps what they spent) and ``.summary_*``/
+    ``.progress_*`` temp files under ``output`` (only while this job holds the lock), and the
+    task folders that leaves empty (:func:`clawrig.runner.trial.remove_unfinished`); returns
+    how many trial folders and files."""
     removed = 0
     if not output.is_dir():
         return 0
@@ -275,7 +277,7 @@ def sweep_partial_trials(output: Path) -> int:
         with contextlib.suppress(OSError):
             tmp.unlink()
             removed += 1
-    for tdir in output.glob("*/.tmp-*"):
+    for tdir in output.glob("*/.tmp-*") if trials else ():
         remove_unfinished(tdir)
         removed += 1
     return removed
@@ -496,12 +498,74 @@ def _trial_folders(
     return found
 
 
+def _recorded_usage(folder: Path) -> tuple[Usage, int | None, str]:
+    """(what the model calls recorded in a trial folder's :data:`TrialPaths.MODEL_CALLS`
+    spent, their run index, their trial id), reading every whole line (a process killed
+    mid-write leaves a cut last line) ."""
+    usage, run_index, trial_id = Usage(), None, ""
+    try:
+        text = TrialPaths(folder).model_calls.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return usage, run_index, trial_id
+    for line in jsonl_lines(text):
+        try:
+            rec = json.loads(line)
+            used = Usage.model_validate(rec["usage"]) if rec.get("usage") else None
+        except (ValueError, TypeError, KeyError):
+            continue
+        if isinstance(rec.get("run_index"), int):
+            run_index = rec["run_index"]
+        trial_id = str(rec.get("trial_id") or trial_id)
+        if used is not None:
+            usage = usage.add(used)
+    return usage, run_index, trial_id
+
+
+def _set_aside_killed(tmp: Path, task: Task, job: JobConfig, job_id: str) -> None:
+    """A trial folder a killed job left half-written (``.tmp-*``): removed, or, when its
+    attempt's model calls were recorded there, kept in ``_retried/`` as an attempt with what
+    they spent and an interrupted error, so the budget and the summary's totals count it
+    after ``--resume`` (:func:`recorded_spend`; before, the spend of the trials the kill cut
+    was lost with their folders: a job stopped at "$0.30" of ``--budget-usd 0.30`` having
+    spent $0.33, a red-team finding)."""
+    usage, run_index, trial_id = _recorded_usage(tmp)
+    if run_index is None or not (usage.request_count or usage.cost_usd):
+        remove_tree(tmp)
+        return
+    result = TrialResult(
+        task_id=task.id,
+        category=task.category,
+        run_index=run_index,
+        trial_id=trial_id or tmp.name,
+        job_id=job_id,
+        model=job.trial.model,
+        agent=job.trial.agent,
+        sandbox=job.trial.sandbox,
+        usage=usage,
+        error=TrialError(
+            kind=ErrorKind.INFRASTRUCTURE,
+            message="interrupted: the job stopped while this attempt ran (run again on resume)",
+            phase="agent",
+            retryable=True,
+        ),
+    )
+    try:
+        TrialPaths(tmp).result.write_text(model_json_text(result), encoding="utf-8")
+        retried = JobPaths(job.output).retried
+        retried.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(tmp), str(retried / f"{task.id}__{tmp.name}"))
+    except OSError:
+        remove_tree(tmp)
+
+
 def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[Task]) -> None:
     """Remove half-written trial folders; record whole ones of this job the crash missed."""
     done = progress.done()
     for task in tasks:
         for tmp in (job.output / task.id).glob(f"{TMP_PREFIX}*"):
-            remove_tree(tmp)
+            _set_aside_killed(tmp, task, job, job_id)
+        with contextlib.suppress(OSError):  # (a task folder only those were in)
+            (job.output / task.id).rmdir()
         for entry, res in _trial_folders(job.output, task.id, job_id):
             key = (res.task_id, res.run_index)
             if not _final(res):
@@ -570,7 +634,8 @@ async def _run_locked(
             total = len(tasks) * job.runs
             on_update(JobState(total=total, done=total, skipped=total), None)
         return finished
-    sweep_partial_trials(job.output)  # what a killed job left half-written
+    # what a killed job left half-written (its trials' folders: by _adopt_orphans, on resume)
+    sweep_partial_trials(job.output, trials=not job.resume)
     ppath = progress_path(job.output, model)
     progress = _load_progress(job, model) if job.resume else None
     digests = {t.id: t.digest() for t in tasks}

@@ -82,7 +82,7 @@ from clawrig.sandbox.client import (
     supervisor_argv,
     supervisor_pyc,
 )
-from clawrig.sandbox.mountns import joins, launch_argv, nice_argv
+from clawrig.sandbox.mountns import joins, launch_argv, nice_argv, template_devices
 from clawrig.sandbox.overlay import Overlay, can_mount
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.userns import (
@@ -662,6 +662,9 @@ class BwrapSandbox(SupervisedSandbox):
         """(pool root, entry folder below it, launch point): bwrap starts in a mount namespace
         of its own with the host's system mounts and the entry's, not the pool's others
         (:func:`clawrig.sandbox.mountns.launch_argv`; set by :mod:`clawrig.sandbox.pool`)."""
+        self._template_devices = False
+        """This start is through the mount template, whose /dev nodes are the harness's
+        (:func:`clawrig.sandbox.mountns.template_devices`): no ``--dev-bind`` of them."""
 
     def _bind(self, source: Path | str, dest: str, read_only: bool) -> list[str]:
         """Bind arguments for a host path (which the sandbox's host uid must be able to reach)."""
@@ -801,7 +804,9 @@ class BwrapSandbox(SupervisedSandbox):
         # runs PROG as the host's root); bwrap's own cover skips it there (access(2) calls the
         # /proc/sys folder unwritable to any uid, which bwrap reads as already read-only)
         a += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
-        if (devs := device_nodes()) is not None:  # not the host's own nodes (device_nodes)
+        if (devs := device_nodes()) is not None and not self._template_devices:
+            # not the host's own nodes (device_nodes); a start through the mount template
+            # finds them at /dev already (mountns.template_devices)
             for name in DEV_NODES:
                 a += ["--dev-bind", str(devs / name), f"/dev/{name}"]
         # /dev/shm: a tmpfs of bounded size (the /dev tmpfs bwrap makes has none: without a
@@ -923,6 +928,9 @@ class BwrapSandbox(SupervisedSandbox):
         # Arguments go through a pipe (--args FD), so the sandbox's init process shows
         # "bwrap --args 3" in /proc and no host path leaks into the sandbox.
         self.zygote = bool(launcher) and self._zygote_wanted()
+        self._template_devices = (
+            bool(launcher) and self.launch_ns is not None and template_devices()
+        )
         try:
             argv = self._argv(self.zygote)
             cmd_at = argv.index("--chdir") + 2

@@ -49,7 +49,7 @@ import threading
 from pathlib import Path
 
 from clawrig.leftovers import UNMOUNT_ROUNDS, mount_points, outermost, owner_pid, scratch_dir
-from clawrig.sandbox.disk import MS_PRIVATE, MS_REC, libc, mount, umount_lazy
+from clawrig.sandbox.disk import MS_BIND, MS_PRIVATE, MS_REC, libc, mount, umount_lazy
 from clawrig.sandbox.launchbin import program_argv, program_fd
 
 CLONE_NEWNS = 0x20000
@@ -119,6 +119,7 @@ and slots) is detached, and the entry's mounts are moved back to where they were
 
 _lock = threading.Lock()
 _template: list[int | None] = []
+_template_devices: list[bool] = []
 
 
 def _make_template(scratch: Path | None = None) -> int:
@@ -146,7 +147,38 @@ def _make_template(scratch: Path | None = None) -> int:
         ]
         if not ours or not sum(umount_lazy(Path(p)) for p in outermost(ours)):
             break  # (what is below a detached point goes with it)
+    _template_devices.append(_bind_devices())
     return os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _bind_devices() -> bool:
+    """In the template (its thread): the harness's own device nodes
+    (:func:`clawrig.sandbox.bwrap.device_nodes`) bound over /dev's, so the nodes bwrap's
+    ``--dev`` binds into a sandbox are those already and it binds none over them: 6 binds, 6
+    remounts and 6 reads of the whole mount table fewer per start (a sixth of bwrap's
+    binds). True when every node is bound (else none is)."""
+    from clawrig.sandbox.bwrap import DEV_NODES, device_nodes
+
+    folder = device_nodes()
+    if folder is None:
+        return False
+    done: list[Path] = []
+    try:
+        for name in DEV_NODES:
+            target = Path("/dev") / name
+            mount(str(folder / name), target, flags=MS_BIND)
+            done.append(target)
+    except OSError:
+        for target in reversed(done):
+            umount_lazy(target)
+        return False
+    return True
+
+
+def template_devices() -> bool:
+    """True when a start through the template (:func:`launch_argv`) finds the harness's own
+    device nodes at /dev (:func:`_bind_devices`): bwrap's ``--dev`` binds them."""
+    return template() is not None and bool(_template_devices) and _template_devices[0]
 
 
 def unseen(point: str) -> bool:
