@@ -406,6 +406,21 @@ def test_a_replay_of_tasks_the_job_did_not_run_is_refused_before_any_sandbox(
         f"({', '.join(others[:3])}, ...): it recorded 1; select them with --suite 000015"
     ) in r.stderr
     assert "Traceback" not in r.stderr and not again.exists()
+    # another suite's tasks, another model: refused at once too, no folder made
+    r = run("run", "examples/wildclaw/tasks", "--replay", str(job), "-o", str(again), cwd=REPO)
+    assert r.returncode == 2 and not again.exists(), r.stderr
+    assert (
+        f"clawrig: error: --replay: {job} recorded none of the 2 selected task(s) ("
+    ) in r.stderr and "it is a run of other tasks (000015)" in r.stderr
+    r = run(
+        "run", "suites/demo", "--suite", "000015", "--replay", str(job), "-m", "scripted/other",
+        "-o", str(again), cwd=REPO, env={"SCRIPTED_BASE_URL": srv.base_url},
+    )  # fmt: skip
+    assert r.returncode == 2 and not again.exists(), r.stderr
+    assert (
+        f"clawrig: error: --replay: {job} recorded the agent's calls to scripted/demo, not "
+        "-m scripted/other"
+    ) in r.stderr
     r = run(
         "run", "suites/demo", "--suite", "000015", "--replay", str(job), "-o", str(again),
         cwd=REPO,
@@ -413,3 +428,37 @@ def test_a_replay_of_tasks_the_job_did_not_run_is_refused_before_any_sandbox(
     assert r.returncode == 0, r.stderr[-2000:]
     (row,) = json.loads(next(again.glob("summary_*.json")).read_text())["tasks"]
     assert json.loads((again / row["trial"] / "result.json").read_text())["score"]["score"] == 1.0
+
+
+def test_a_local_sandbox_s_warmup_uses_this_machine_s_package_indexes(tmp_path: Path) -> None:
+    """``--sandbox local`` has no egress proxy: its clean environment dropped the pip and npm
+    indexes this machine is configured with (PIP_INDEX_URL, npm_config_registry), so a
+    task's warmup installed from the public registries instead (a new user's finding: 3
+    setup errors on examples/wildclaw-patterns where bwrap passed). They reach it as given,
+    a host ``file://`` index too (the host's files are the local sandbox's)."""
+    bench = tmp_path / "bench"
+    (bench / "workspace" / "t" / "exec").mkdir(parents=True)
+    (bench / "tasks").mkdir()
+    pip_index = "file:///opt/no-such-index http://127.0.0.1:9/simple"
+    npm_registry = "http://127.0.0.1:9/npm/"
+    (bench / "tasks" / "t.md").write_text(
+        "---\nid: t\nname: T\ncategory: c\ntimeout_seconds: 60\n---\n\n## Prompt\n\nNothing.\n\n"
+        "## Warmup\n\n```bash\n"
+        'mkdir -p /tmp_workspace/results && echo "$PIP_INDEX_URL|$npm_config_registry" '
+        "> /tmp_workspace/results/reg.txt\n```\n\n"
+        "## Automated Checks\n\n```python\n"
+        "def grade(workspace_path='/tmp_workspace', **kw):\n"
+        "    got = open(workspace_path + '/results/reg.txt').read().strip()\n"
+        f"    return {{'overall_score': float(got == {pip_index + '|' + npm_registry!r})}}\n"
+        "```\n\n## Workspace Path\n\n```\nworkspace/t\n```\n"
+    )
+    out = tmp_path / "out"
+    r = run(
+        "run", str(bench / "tasks"), "--agent", "nop", "--sandbox", "local", "-o", str(out),
+        cwd=tmp_path, env={"PIP_INDEX_URL": pip_index, "npm_config_registry": npm_registry},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    (row,) = json.loads(next(out.glob("summary_*.json")).read_text())["tasks"]
+    assert row["error"] is None and row["score"] == 1.0, row

@@ -10,7 +10,7 @@ import json
 import pytest
 from gw_helpers import FAST_RETRY, upstream
 
-from clawrig.errors import ModelRequestError
+from clawrig.errors import ModelRequestError, UserError
 from clawrig.grading.judge import run_judge_attempts
 from clawrig.llm.gateway import (
     JUDGE_KEY_MODEL,
@@ -123,3 +123,48 @@ async def test_replay_of_a_folder_without_records_is_one_clear_error(tmp_path):
         replay_gateway(tmp_path / "trial", what="TRIAL_DIR")
     with pytest.raises(UserError, match="--replay: no such job or trial folder"):
         replay_gateway(tmp_path / "nope")
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (b'{"seq": 2, "request": {"messages": []}, "base": {"seq": [1], "messages": 0}}',
+         ":2: base: request seq [1] is not in the file"),
+        (b'{"seq": 2, "request": {"__dropped__": 5}, "base": {"seq": 1, "messages": 0}}',
+         ":2: base: not a recorded request's delta"),
+        (b'{"seq": 2, "request": {"messages": 5}, "base": {"seq": 1, "messages": 0}}',
+         ":2: base: not a recorded request's delta"),
+        (b'{"seq": 2, "request": {}, "base": {"seq": 1, "messages": "x"}}',
+         ":2: base: not a recorded request's delta"),
+        (b"\xff", ": recorded model calls: not UTF-8"),
+    ],
+)  # fmt: skip
+def test_garbled_records_are_one_line_naming_the_file(tmp_path, line, said):
+    """A red team's edits of a recorded job's model_calls.jsonl each crashed ``--replay``
+    with a traceback (TypeError, ValueError, unhashable type, UnicodeDecodeError)."""
+    from clawrig.llm.gateway.replay import read_records
+
+    first = b'{"seq": 1, "request": {"messages": [{"role": "user", "content": "hi"}]}}\n'
+    path = tmp_path / "model_calls.jsonl"
+    path.write_bytes(first + line + b"\n")
+    with pytest.raises(UserError) as caught:
+        read_records(path)
+    assert str(caught.value).startswith(f"{path}{said}"), str(caught.value)
+
+
+def test_records_naming_no_task_let_any_task_be_replayed(tmp_path):
+    """A replayed folder where some calls name their task and some do not (an older job's
+    records beside a newer one's): the preflight refused the tasks of the nameless ones,
+    which replay (a red-team finding); only when every call names a task are others
+    refused."""
+    from clawrig.llm.gateway.replay import recorded_task_ids
+
+    a, b = tmp_path / "000001" / "x", tmp_path / "000002" / "y"
+    for folder, rec in ((a, {"task_id": "000001"}), (b, {})):
+        folder.mkdir(parents=True)
+        (folder / "model_calls.jsonl").write_text(json.dumps({"seq": 1, "request": {}, **rec}))
+    assert recorded_task_ids(tmp_path) is None
+    (b / "model_calls.jsonl").write_text(json.dumps({"request": {}, "task_id": "000002"}))
+    (tmp_path / "000003").mkdir()
+    (tmp_path / "000003" / "notes.jsonl").write_text("not a record")
+    assert recorded_task_ids(tmp_path) == {"000001", "000002"}

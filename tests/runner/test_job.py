@@ -558,3 +558,56 @@ def test_max_cost_usd_per_trial_stops_the_trial_and_grades_it(
     (res,) = [json.loads(p.read_text()) for p in out.glob("*/*/result.json")]
     assert res["error"] is None and res["stop_reason"] == "cost_budget"
     assert res["usage"]["request_count"] == 3 and math.isclose(res["usage"]["cost_usd"], 0.03)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_keeps_what_the_cut_trials_spent(
+    mini_bench, scripted_server, tmp_path, even_responder, sig
+):
+    """Ctrl-C (SIGINT to the process group) or SIGTERM while trials have made model calls:
+    the cancelled trials' folders were deleted with the calls they recorded, so the job's
+    summary and, after ``--resume``, its totals and budget missed what they spent (a new
+    user's finding: 22 calls answered, $0.20 counted). They are set aside in ``_retried/``
+    with what their recorded calls spent, and every total counts them."""
+    bench = mini_bench(6)
+
+    def responder(req):
+        rep = even_responder(req)
+        rep.delay = 0.15
+        return rep
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "3", "-o", str(out)]
+    proc = subprocess.Popen(
+        args, env=_env(srv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+    def cut_calls(pattern: str) -> int:
+        return sum(
+            sum(1 for line in f.read_text().splitlines() if line.endswith("}"))
+            for f in out.glob(pattern)
+        )
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not cut_calls("*/.tmp-*/model_calls.jsonl"):
+        time.sleep(0.01)
+    cut = cut_calls("*/.tmp-*/model_calls.jsonl")
+    os.killpg(proc.pid, sig) if sig == signal.SIGINT else os.kill(proc.pid, sig)
+    assert proc.wait(timeout=120) == 128 + sig, "the job was not interrupted"
+    assert cut >= 1 and not list(out.glob("*/.tmp-*"))
+    kept = cut_calls("_retried/*/model_calls.jsonl")  # (more may have come before the cancel)
+    assert kept >= cut
+    finished = len(_trial_folders(out))
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["interrupted"] is True
+    assert summary["efficiency"]["total_requests"] == 2 * finished + kept
+    r = subprocess.run(
+        args + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(_trial_folders(out)) == 6
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["efficiency"]["total_requests"] == 12 + kept
+    assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.01 * (12 + kept))

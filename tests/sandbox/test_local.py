@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.sandbox
+
 _AS_USER = r"""
 import asyncio, sys, warnings
 warnings.simplefilter("ignore")
@@ -90,3 +92,57 @@ def test_a_user_runs_local_sandboxes_while_root_holds_its_own() -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["graded", "0"], r.stdout
     assert not (Path("/run/clawrig") / "grader-test").exists()
+
+
+_AS_USER_START = r"""
+import asyncio, sys, warnings
+warnings.simplefilter("ignore")
+from clawrig.errors import SandboxError
+from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.local import LocalSandbox
+
+async def main():
+    try:
+        async with LocalSandbox(SandboxConfig(workspace_dir=sys.argv[1])) as box:
+            print("started", (await box.exec("cat /tmp_workspace/mine.txt")).stdout.strip())
+    except SandboxError as exc:
+        print("refused:", exc)
+
+asyncio.run(asyncio.wait_for(main(), 60))
+"""
+
+
+@pytest.mark.skipif(bool(why := _nobody_cannot_run()), reason=why or "")
+async def test_a_user_s_local_sandbox_never_takes_root_s_running_workspace() -> None:
+    """Root's running local sandbox links the machine's /tmp_workspace to its trial's
+    workspace, which another user may not replace: that user's local sandbox then saw root's
+    trial there (its grader would grade it; a red-team finding). It is refused, naming it."""
+    from clawrig.sandbox.base import SandboxConfig
+    from clawrig.sandbox.local import LocalSandbox
+
+    base = Path(tempfile.mkdtemp(prefix="clawrig-test-user-"))
+    base.chmod(0o755)
+    (base / "tmp").mkdir()
+    (base / "tmp").chmod(0o1777)
+    ws = base / "ws"
+    ws.mkdir()
+    os.chown(ws, 65534, 65534)
+    try:
+        async with LocalSandbox(SandboxConfig(workspace_dir=base / "root-ws"), warn=False) as box:
+            await box.write_file("/tmp_workspace/mine.txt", "root's trial")
+            if not box._linked:
+                pytest.skip("this machine's /tmp_workspace cannot be linked (not root's)")
+            r = subprocess.run(
+                [*_AS_NOBODY, "-c", _AS_USER_START, str(ws)],
+                env=_nobody_env(TMPDIR=str(base / "tmp")),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stdout.startswith(
+            f"refused: /tmp_workspace on this machine is a link to {(base / 'root-ws').resolve()}"
+        ), r.stdout
+        assert "root's trial" not in r.stdout
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -137,8 +137,8 @@ def test_local_sandbox_notes_the_tasks_whose_commands_name_root(
     lines = note_local_home(tasks, _config(bench_root, sandbox="local"))
     named = {line.split(":", 1)[0]: line for line in lines}
     assert sorted(named) == ["task grader_root", "task skills", "task warm_root"]
-    assert "its grader name /root" in named["task grader_root"]
-    assert "its warmup name /root" in named["task warm_root"]
-    assert "its skills (in /root/skills) name /root" in named["task skills"]
+    assert "/root is named in its grader;" in named["task grader_root"]
+    assert "/root is named in its warmup;" in named["task warm_root"]
+    assert "/root is named in its skills (which go to /root/skills);" in named["task skills"]
     assert all("score may differ from bwrap's" in line for line in lines)
     assert note_local_home(tasks, _config(bench_root, sandbox="bwrap")) == []

@@ -201,3 +201,30 @@ def test_a_benchmarks_own_numbers_head_only_a_suite_of_its_format(jobs, tmp_path
         assert (head["wildclaw"], head["acc"]) == shown, formats
         assert bool(head["wild_categories"]) == (shown[0] is not None), formats
         assert head["mean"]["mean"] == summary["mean"]["mean"]
+
+
+def test_a_folder_of_jobs_shows_each_of_them(jobs, tmp_path):
+    """``clawrig view output`` where ``output/`` holds job folders (``make demo``'s
+    ``output/demo`` and another's beside it) and a job of its own: every job is shown (only
+    the folder's own was, a new user's finding); a folder with neither stays an error."""
+    from clawrig.view.index import open_jobs
+
+    out = tmp_path / "output"
+    copy_job(jobs["oracle"], out / "demo")
+    copy_job(jobs["model"], out / "other")
+    (out / "notes").mkdir()  # a folder that holds no job: left out
+    views = open_jobs([out])
+    assert [(v.index.folder, v.slug) for v in views] == [
+        (out / "demo", "oracle"),
+        (out / "other", "scripted_demo"),
+    ]
+    assert [v.key for v in views] == ["job0", "job1"]
+    copy_job(jobs["model"], tmp_path / "own")  # a job folder that holds a job folder too
+    shutil.copytree(out / "demo", tmp_path / "own" / "demo")
+    views = open_jobs([tmp_path / "own", out / "demo"])
+    assert [(v.index.folder, v.slug) for v in views] == [
+        (tmp_path / "own", "scripted_demo"),
+        (tmp_path / "own" / "demo", "oracle"),
+        (out / "demo", "oracle"),
+    ]
+    assert [v.key for v in views] == ["job0", "job1", "job2"]

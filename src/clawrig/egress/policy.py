@@ -236,13 +236,18 @@ def registry_hosts() -> list[str]:
     return list(seen)
 
 
-def registry_env() -> dict[str, str]:
+def registry_env(*, on_host: bool = False) -> dict[str, str]:
     """Environment that points pip and npm inside a sandbox at the indexes configured here
-    (http(s) only; a ``file://`` index on the host means nothing inside)."""
+    (http(s) only; a ``file://`` index on the host means nothing inside), or, ``on_host``,
+    in a local sandbox (this machine's files and network: every index as given; its clean
+    environment dropped them, and a task's warmup installed from the public registries, not
+    the ones this machine uses: a new user's finding)."""
     env = {}
     for name in (*PIP_ENV, *NPM_ENV):
         urls = [
-            u for u in os.environ.get(name, "").split() if u.startswith(("http://", "https://"))
+            u
+            for u in os.environ.get(name, "").split()
+            if on_host or u.startswith(("http://", "https://"))
         ]
         if urls:
             env[name] = " ".join(urls)

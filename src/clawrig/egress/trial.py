@@ -195,6 +195,8 @@ class TrialNetwork:
             net.proxy = await EgressProxy(folder / LOG_FILE, net.setup_policy).start()
             net.binds += net.proxy.sandbox_binds()
             net.env |= proxy_env() | registry_env()
+        else:  # no proxy: this machine's network, and its package indexes
+            net.env |= registry_env(on_host=True)
         if env_names:
             keyed = lease is not None and gateway is not None
             model_id = ""

@@ -47,10 +47,9 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from clawrig.errors import ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
-from clawrig.jsonl import jsonl_lines
 from clawrig.leftovers import release_own_mounts, remove_tree
 from clawrig.runner.executors import Executor, create_executor
-from clawrig.runner.trial import TrialServices, remove_unfinished
+from clawrig.runner.trial import TrialServices, remove_unfinished, set_aside_unfinished
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
 from clawrig.spec.job import JobConfig, Progress, ProgressEntry
 from clawrig.spec.layout import (
@@ -498,63 +497,20 @@ def _trial_folders(
     return found
 
 
-def _recorded_usage(folder: Path) -> tuple[Usage, int | None, str]:
-    """(what the model calls recorded in a trial folder's :data:`TrialPaths.MODEL_CALLS`
-    spent, their run index, their trial id), reading every whole line (a process killed
-    mid-write leaves a cut last line) ."""
-    usage, run_index, trial_id = Usage(), None, ""
-    try:
-        text = TrialPaths(folder).model_calls.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return usage, run_index, trial_id
-    for line in jsonl_lines(text):
-        try:
-            rec = json.loads(line)
-            used = Usage.model_validate(rec["usage"]) if rec.get("usage") else None
-        except (ValueError, TypeError, KeyError):
-            continue
-        if isinstance(rec.get("run_index"), int):
-            run_index = rec["run_index"]
-        trial_id = str(rec.get("trial_id") or trial_id)
-        if used is not None:
-            usage = usage.add(used)
-    return usage, run_index, trial_id
-
-
 def _set_aside_killed(tmp: Path, task: Task, job: JobConfig, job_id: str) -> None:
-    """A trial folder a killed job left half-written (``.tmp-*``): removed, or, when its
-    attempt's model calls were recorded there, kept in ``_retried/`` as an attempt with what
-    they spent and an interrupted error, so the budget and the summary's totals count it
-    after ``--resume`` (:func:`recorded_spend`; before, the spend of the trials the kill cut
-    was lost with their folders: a job stopped at "$0.30" of ``--budget-usd 0.30`` having
-    spent $0.33, a red-team finding)."""
-    usage, run_index, trial_id = _recorded_usage(tmp)
-    if run_index is None or not (usage.request_count or usage.cost_usd):
-        remove_tree(tmp)
-        return
-    result = TrialResult(
+    """A trial folder a killed job left half-written (``.tmp-*``): set aside in ``_retried/``
+    with what its recorded model calls spent (:func:`clawrig.runner.trial.set_aside_unfinished`),
+    else removed."""
+    base = TrialResult(
         task_id=task.id,
         category=task.category,
-        run_index=run_index,
-        trial_id=trial_id or tmp.name,
+        trial_id="",
         job_id=job_id,
         model=job.trial.model,
         agent=job.trial.agent,
         sandbox=job.trial.sandbox,
-        usage=usage,
-        error=TrialError(
-            kind=ErrorKind.INFRASTRUCTURE,
-            message="interrupted: the job stopped while this attempt ran (run again on resume)",
-            phase="agent",
-            retryable=True,
-        ),
     )
-    try:
-        TrialPaths(tmp).result.write_text(model_json_text(result), encoding="utf-8")
-        retried = JobPaths(job.output).retried
-        retried.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(tmp), str(retried / f"{task.id}__{tmp.name}"))
-    except OSError:
+    if not set_aside_unfinished(tmp, base, JobPaths(job.output).retried):
         remove_tree(tmp)
 
 

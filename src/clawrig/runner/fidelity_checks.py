@@ -243,11 +243,11 @@ def note_local_home(tasks: list[Task], config: JobConfig) -> list[str]:
             if any(_ROOT_PATH.search(t) for t in texts)
         ]
         if task.skills:
-            named.append("skills (in /root/skills)")
+            named.append("skills (which go to /root/skills)")
         if named:
             lines.append(
-                f"task {task.id}: --sandbox local: its {', '.join(named)} name /root, which "
-                "for commands here is this machine's /root, not the trial's private home: its "
-                "score may differ from bwrap's"
+                f"task {task.id}: --sandbox local: /root is named in its {', '.join(named)}; "
+                "for commands here that is this machine's /root, not the trial's private home: "
+                "its score may differ from bwrap's"
             )
     return _capped(lines, "tasks naming /root under --sandbox local")

@@ -229,23 +229,37 @@ def check_oracle(tasks: list[Task], config: JobConfig) -> list[str]:
 
 
 def check_replay(tasks: list[Task], config: JobConfig) -> list[str]:
-    """``--replay``: every selected task's agent was recorded in the replayed job (a task it
-    did not run has no recorded reply: its first request failed as "the run diverged", naming
-    a trial, after its sandbox started: a new user's finding). Agents that call no model
-    (``oracle``, ``nop``) need none."""
+    """``--replay``: the agent's model is the one the replayed job recorded (a request's key
+    holds the model's name: another ``-m`` matched no recorded reply), and every selected
+    task's agent was recorded there (a task it did not run has no recorded reply). Either
+    failed at the trial's first request, as "the run diverged", naming a trial, after its
+    sandbox started (a new user's finding). Agents that call no model (``oracle``, ``nop``)
+    need neither."""
     if config.replay is None or config.trial.agent.partition("@")[0] in ("oracle", "nop"):
         return []
-    from clawrig.llm.gateway import ResponseCache
+    from clawrig.llm.gateway import recorded_models
+    from clawrig.llm.gateway.replay import recorded_task_ids
 
-    try:
-        recorded = ResponseCache.from_job(config.replay).task_ids()
-    except UserError as exc:
-        return [str(exc)]
+    recorded_model = recorded_models(config.replay).get("agent")
+    if recorded_model and config.trial.model not in (recorded_model, "none"):
+        return [
+            f"--replay: {config.replay} recorded the agent's calls to {recorded_model}, not "
+            f"-m {config.trial.model} (a recorded reply answers its own model only): drop -m "
+            "to replay them"
+        ]
+    recorded = recorded_task_ids(config.replay)
+    if not recorded:  # (records without task ids: any request may match; none: said later)
+        return []
     lacking = [t.id for t in tasks if t.id not in recorded]
-    if not lacking or not recorded:  # (records without task ids: any request may match)
+    if not lacking:
         return []
     names = ", ".join(lacking[:3]) + (", ..." if len(lacking) > 3 else "")
     have = ",".join(sorted(recorded)[:10]) + (",..." if len(recorded) > 10 else "")
+    if len(lacking) == len(tasks):
+        return [
+            f"--replay: {config.replay} recorded none of the {len(tasks)} selected task(s) "
+            f"({names}): it is a run of other tasks ({have}); replay it on its own suite"
+        ]
     return [
         f"--replay: {len(lacking)} selected task(s) were not run in {config.replay} ({names}): "
         f"it recorded {len(recorded)}; select them with --suite {have}"

@@ -33,6 +33,7 @@ import errno
 import functools
 import hashlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -79,6 +80,7 @@ from clawrig.grading.judge_proxy import (
 )
 from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
+from clawrig.jsonl import jsonl_lines
 from clawrig.leftovers import owned_tempdir, remove_tree, scratch_dir
 from clawrig.llm.base import ChatModel
 from clawrig.llm.client import (
@@ -1541,7 +1543,10 @@ class Trial:
             # stays (a resumed job runs it again)
             await self.close()
             if self.task_dir is not None:  # a folder of the job's: its task's too, if empty
-                remove_unfinished(self.paths.root)
+                # (what its model calls spent is kept, in _retried/: the budget counts it)
+                retried = JobPaths(self.task_dir.parent).retried
+                if not set_aside_unfinished(self.paths.root, self.result, retried):
+                    remove_unfinished(self.paths.root)
             else:
                 remove_tree(self.paths.root)
             raise
@@ -1909,6 +1914,88 @@ async def _grade(
         )
         process = ProcessScore.model_validate(metrics)
     return score, judge_score, process
+
+
+def recorded_usage(folder: Path) -> tuple[Usage, int | None, str]:
+    """(what the model calls recorded in a trial folder spent: its gateway record
+    (:data:`TrialPaths.MODEL_CALLS`) and its judge logs (:data:`TrialPaths.JUDGE_LOGS`), a call
+    in both counted once by its completion's id, replayed calls (``cached``) not at all;
+    their run index; their trial id). Every whole line is read (a process killed mid-write
+    leaves a cut last line); a line that is no call's record, or whose usage holds a negative
+    or non-finite number (the file is the job folder's, which anyone may have edited), is
+    skipped."""
+    usage, run_index, trial_id = Usage(), None, ""
+    seen: set[str] = set()
+    files = [(TrialPaths(folder).model_calls, False)]
+    files += [(folder / name, True) for name in TrialPaths.JUDGE_LOGS]
+    for path, judge in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in jsonl_lines(text):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or rec.get("cached"):
+                continue
+            response = rec["response"] if isinstance(rec.get("response"), dict) else {}
+            raw = response.get("usage") if judge else rec.get("usage")
+            cid = response.get("response_id" if judge else "id")
+            if not isinstance(raw, dict) or (isinstance(cid, str) and cid in seen):
+                continue
+            numbers = [v for v in raw.values() if isinstance(v, int | float)]
+            if any(not math.isfinite(v) or v < 0 for v in numbers):
+                continue
+            try:
+                used = Usage.model_validate(raw)
+            except ValueError:
+                continue
+            if isinstance(cid, str):
+                seen.add(cid)
+            if isinstance(rec.get("run_index"), int) and not isinstance(rec["run_index"], bool):
+                run_index = rec["run_index"]
+            trial_id = str(rec.get("trial_id") or trial_id)
+            usage = usage.add(used)
+    return usage, run_index, trial_id
+
+
+def set_aside_unfinished(folder: Path, base: TrialResult, retried: Path) -> bool:
+    """Keep what an unfinished trial's attempt spent: when its folder (a job's ``.tmp-*``: a
+    trial cancelled by Ctrl-C or SIGTERM, or left by a killed job) holds recorded model calls,
+    it is moved to ``retried`` (the job's ``_retried/``) as an attempt: ``base`` (the trial's
+    task, job and agent) with those calls' usage and an interrupted error, so the budget and
+    the summary's totals count it (:func:`clawrig.runner.batch.recorded_spend`; before, the
+    spend of the trials an interrupt cut was lost with their folders: a job stopped at
+    "$0.30" of ``--budget-usd 0.30`` having spent $0.33, a red-team finding). Returns False,
+    moving nothing, when no call was recorded there (or it cannot be written)."""
+    usage, run_index, trial_id = recorded_usage(folder)
+    if run_index is None or not (usage.request_count or usage.cost_usd):
+        return False
+    result = base.model_copy(
+        update={
+            "run_index": run_index,
+            "trial_id": trial_id or base.trial_id or folder.name,
+            "usage": usage,
+            "score": None,
+            "error": TrialError(
+                kind=ErrorKind.INFRASTRUCTURE,
+                message="interrupted: the job stopped while this attempt ran (run again on resume)",
+                phase="agent",
+                retryable=True,
+            ),
+        }
+    )
+    try:
+        TrialPaths(folder).result.write_text(model_json_text(result), encoding="utf-8")
+        retried.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(folder), str(retried / f"{result.task_id}__{folder.name}"))
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):  # (its task's folder, when that was the only one)
+        folder.parent.rmdir()
+    return True
 
 
 def remove_unfinished(folder: Path) -> None:

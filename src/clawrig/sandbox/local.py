@@ -128,6 +128,16 @@ class LocalSandbox(SupervisedSandbox):
                 self._linked = True
         except OSError:
             self._linked = False
+        if not self._linked and target.exists():
+            # another user's running local sandbox linked it (a user may not replace root's
+            # link), or the machine has a folder there: this sandbox's commands would take it
+            # for the trial's workspace, and a grader would grade it (a red-team finding)
+            what = f"a link to {os.readlink(target)}" if target.is_symlink() else "a folder"
+            raise SandboxError(
+                f"{PATHS.workspace} on this machine is {what} that this local sandbox cannot "
+                "replace (another user's local sandbox, or the machine's own): its commands "
+                "would take it for the trial's workspace; use --sandbox bwrap, or wait"
+            )
 
     async def _launch(self) -> PidfdProcess:
         self.base_dir = owned_tempdir("local")

@@ -348,15 +348,31 @@ class JobView:
         return self.index.rows.get(rel)
 
 
+def _job_files(folder: Path) -> bool:
+    """Whether ``folder`` holds a job's summary or progress file."""
+    return any(folder.glob("summary_*.json")) or any(folder.glob("progress_*.json"))
+
+
 def open_jobs(folders: list[Path]) -> list[JobView]:
     """One JobView per model found in each folder (its summary or progress file; a folder with
-    neither yet, e.g. a job that just started, gives one view over its trials' model). Raises
-    UserError naming the folder when it does not exist or is not a job folder."""
+    neither yet, e.g. a job that just started, gives one view over its trials' model), and in
+    each of its subfolders that holds a job (a folder of jobs, as ``output/``: a new user's
+    ``clawrig view output`` showed none of them). Raises UserError naming the folder when it
+    does not exist or neither it nor a subfolder is a job folder."""
+    views: list[JobView] = []
+    for given in folders:
+        given = Path(given)
+        if not given.is_dir():
+            raise UserError(f"JOB_DIR: no such folder: {given}")
+        subs = [p for p in sorted(given.iterdir()) if p.is_dir() and _job_files(p)]
+        own = _job_files(given) or (given / LOCK_FILE).exists() or not subs
+        views += _folder_views([given] * own + subs, len(views))
+    return views
+
+
+def _folder_views(folders: list[Path], start: int) -> list[JobView]:
     views: list[JobView] = []
     for folder in folders:
-        folder = Path(folder)
-        if not folder.is_dir():
-            raise UserError(f"JOB_DIR: no such folder: {folder}")
         slugs = sorted(
             {p.name[len(pre) + 1 : -5] for pre in ("summary", "progress")
              for p in folder.glob(f"{pre}_*.json")}
@@ -367,5 +383,5 @@ def open_jobs(folders: list[Path]) -> list[JobView]:
         if not slugs and not (folder / LOCK_FILE).exists():
             raise UserError(f"{folder}: not a job folder (no summary_<model>.json, no trials)")
         for slug in slugs or [""]:
-            views.append(JobView(key=f"job{len(views)}", index=index, slug=slug))
+            views.append(JobView(key=f"job{start + len(views)}", index=index, slug=slug))
     return views

@@ -104,16 +104,6 @@ class ResponseCache:
         with self._lock:
             return key in self._entries
 
-    def task_ids(self) -> set[str]:
-        """The ids of the tasks whose trials' calls were recorded (their scopes)."""
-        with self._lock:
-            return {
-                scope.rpartition("#")[0]
-                for entries in self._entries.values()
-                for scope, _ in entries
-                if scope is not None
-            }
-
     def add(
         self,
         key: str,
@@ -305,7 +295,11 @@ def read_records(path: Path | str) -> list[dict[str, Any]]:
     p = Path(path)
     full: dict[int, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
-    for n, line in enumerate(jsonl_lines(p.read_text(encoding="utf-8")), start=1):
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{p}: recorded model calls: not UTF-8 (byte {exc.start})") from None
+    for n, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -329,16 +323,45 @@ def _rebuild(
     base = rec.get("base")
     if not isinstance(request, dict) or not isinstance(base, dict):
         return request if isinstance(request, dict) else {}
-    prev = full.get(base.get("seq"))  # type: ignore[arg-type]
+    seq, kept = base.get("seq"), base.get("messages", 0)
+    prev = full.get(seq) if isinstance(seq, int) else None
     if prev is None:
-        raise UserError(f"{path}:{line}: base: request seq {base.get('seq')} is not in the file")
-    dropped = set(request.get("__dropped__") or [])
-    body = {k: v for k, v in prev.items() if k not in dropped}
+        raise UserError(f"{path}:{line}: base: request seq {seq!r} is not in the file")
+    dropped, messages = request.get("__dropped__") or [], request.get("messages") or []
+    if not isinstance(kept, int) or not isinstance(dropped, list) or not isinstance(messages, list):
+        raise UserError(f"{path}:{line}: base: not a recorded request's delta")
+    body = {k: v for k, v in prev.items() if k not in {str(d) for d in dropped}}
     body.update({k: v for k, v in request.items() if k not in ("messages", "__dropped__")})
-    body["messages"] = list(prev.get("messages") or [])[: int(base.get("messages", 0))] + list(
-        request.get("messages") or []
-    )
+    body["messages"] = list(prev.get("messages") or [])[:kept] + messages
     return body
+
+
+def recorded_task_ids(job_dir: Path | str) -> set[str] | None:
+    """The ids of the tasks whose calls a job folder recorded (:data:`RECORD_FILE`, the judge
+    logs), read without rebuilding any request; None when a recorded call names no task (it
+    may be any task's: an older job's records). Lines that are not JSON objects are skipped
+    (the gateway's :class:`ResponseCache` reading says what is wrong with them)."""
+    ids: set[str] = set()
+    root = Path(job_dir)
+    for name in (RECORD_FILE, *JUDGE_LOGS):
+        for path in sorted(root.glob(f"**/{name}")):
+            rel = path.relative_to(root).parts
+            if JobPaths.RETRIED in rel or any(part.startswith(TMP_PREFIX) for part in rel):
+                continue
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for line in jsonl_lines(text):
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and rec.get("request") is not None:
+                    if rec.get("task_id") is None:
+                        return None
+                    ids.add(str(rec["task_id"]))
+    return ids
 
 
 def recorded_models(job_dir: Path | str) -> dict[str, str]:
