@@ -350,7 +350,8 @@ class JobView:
 
 def _job_files(folder: Path) -> bool:
     """Whether ``folder`` holds a job's summary or progress file."""
-    return any(folder.glob("summary_*.json")) or any(folder.glob("progress_*.json"))
+    paths = JobPaths(folder)
+    return bool(paths.summaries() or paths.progresses())
 
 
 def open_jobs(folders: list[Path]) -> list[JobView]:
