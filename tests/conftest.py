@@ -72,12 +72,31 @@ scope, or a cache of their folder): their tests run on one xdist worker, so each
 per run rather than once per worker."""
 
 
+LOCAL_SANDBOX_GROUP = "local-sandbox"
+"""The tests that start local sandboxes (a ``local`` case, or ``local`` in the test's name or
+module): one worker. A local sandbox of root's links the machine's one /tmp_workspace, which
+the local backend's lock keeps to one sandbox at a time, but tests that check the lock use a
+lock of their own, and tests that run one as another user change who may link it: at once,
+one test's sandbox took another's workspace (-n 3)."""
+
+
+def _local_sandbox(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    params = [str(v) for v in callspec.params.values()] if callspec else []
+    name = item.name.split("[")[0]
+    return (
+        any(v == "local" or v.startswith("local-") or v.endswith(":local") for v in params)
+        or any(word in name for word in ("local_sandbox", "local_graders", "local_start"))
+        or item.path.name == "test_local.py"
+    )
+
+
 def _shared_group(item: pytest.Item) -> set[str]:
     """The groups of ``item``: the name of each fixture of :data:`SHARED_ON_ONE_WORKER` it uses
-    (directly or through another fixture), and its module's path (below tests/) when it uses a
-    module-scoped fixture defined under tests/."""
+    (directly or through another fixture), its module's path (below tests/) when it uses a
+    module-scoped fixture defined under tests/, and :data:`LOCAL_SANDBOX_GROUP`."""
     info = getattr(item, "_fixtureinfo", None)
-    groups: set[str] = set()
+    groups: set[str] = {LOCAL_SANDBOX_GROUP} if _local_sandbox(item) else set()
     for name in getattr(item, "fixturenames", ()):
         defs = info.name2fixturedefs.get(name) if info is not None else None
         if not defs:

@@ -444,18 +444,22 @@ def test_a_local_sandbox_s_warmup_uses_this_machine_s_package_indexes(tmp_path: 
     (bench / "tasks" / "t.md").write_text(
         "---\nid: t\nname: T\ncategory: c\ntimeout_seconds: 60\n---\n\n## Prompt\n\nNothing.\n\n"
         "## Warmup\n\n```bash\n"
-        'mkdir -p /tmp_workspace/results && echo "$PIP_INDEX_URL|$npm_config_registry" '
+        'mkdir -p /tmp_workspace/results && echo "$PIP_INDEX_URL|$npm_config_registry'
+        '|$PIP_FIND_LINKS" '
         "> /tmp_workspace/results/reg.txt\n```\n\n"
         "## Automated Checks\n\n```python\n"
         "def grade(workspace_path='/tmp_workspace', **kw):\n"
         "    got = open(workspace_path + '/results/reg.txt').read().strip()\n"
-        f"    return {{'overall_score': float(got == {pip_index + '|' + npm_registry!r})}}\n"
+        f"    want = {pip_index + '|' + npm_registry + '|/opt/wheels-here'!r}\n"
+        "    return {'overall_score': float(got == want)}\n"
         "```\n\n## Workspace Path\n\n```\nworkspace/t\n```\n"
     )
     out = tmp_path / "out"
     r = run(
         "run", str(bench / "tasks"), "--agent", "nop", "--sandbox", "local", "-o", str(out),
-        cwd=tmp_path, env={"PIP_INDEX_URL": pip_index, "npm_config_registry": npm_registry},
+        cwd=tmp_path,
+        env={"PIP_INDEX_URL": pip_index, "npm_config_registry": npm_registry,
+             "PIP_FIND_LINKS": "/opt/wheels-here"},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     import json

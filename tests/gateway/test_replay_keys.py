@@ -137,6 +137,7 @@ async def test_replay_of_a_folder_without_records_is_one_clear_error(tmp_path):
         (b'{"seq": 2, "request": {}, "base": {"seq": 1, "messages": "x"}}',
          ":2: base: not a recorded request's delta"),
         (b"\xff", ": recorded model calls: not UTF-8"),
+        (b"[" * 50_000 + b"]" * 50_000, ":2: recorded model calls: not a JSON line"),
     ],
 )  # fmt: skip
 def test_garbled_records_are_one_line_naming_the_file(tmp_path, line, said):
@@ -167,4 +168,9 @@ def test_records_naming_no_task_let_any_task_be_replayed(tmp_path):
     (b / "model_calls.jsonl").write_text(json.dumps({"request": {}, "task_id": "000002"}))
     (tmp_path / "000003").mkdir()
     (tmp_path / "000003" / "notes.jsonl").write_text("not a record")
+    # a judge's log names no task (the built-in judge's records): no matter; nor a deep line
+    (b / "judge_chat.jsonl").write_text(json.dumps({"kind": "grader", "request": {}}))
+    (b / "model_calls.jsonl").write_text(
+        json.dumps({"request": {}, "task_id": "000002"}) + "\n" + "[" * 50_000 + "]" * 50_000
+    )
     assert recorded_task_ids(tmp_path) == {"000001", "000002"}

@@ -38,6 +38,12 @@ def test_only_sound_records_count_and_a_judge_call_once(tmp_path: Path) -> None:
                 _call("Infinity", "c4"),
                 _call(0.02, "c5", cached=True),  # a replayed answer: nothing spent
                 _call(0.04, "c6"),
+                "[" * 50_000 + "]" * 50_000,  # (json's decoder: RecursionError)
+                _call(1e308, "c7"),  # (two of them: an infinite sum)
+                _call("-5", "c8"),  # (a string pydantic turns into -5.0)
+                _call(0.1, ""),  # empty and repeated ids (some providers'): each counts
+                _call(0.1, ""),
+                _call(0.1, "c6"),
                 '{"seq": 9, "usage": {"cost_usd": 0.5',  # cut by the kill
             ]
         )
@@ -50,14 +56,14 @@ def test_only_sound_records_count_and_a_judge_call_once(tmp_path: Path) -> None:
     }  # fmt: skip (the gateway's record of c6, logged twice)
     (folder / "judge_chat.jsonl").write_text(json.dumps(judge) + "\n" + json.dumps(again) + "\n")
     usage, run_index, trial_id = recorded_usage(folder)
-    assert math.isclose(usage.cost_usd, 0.01 + 0.04 + 0.5) and usage.request_count == 3
+    assert math.isclose(usage.cost_usd, 0.01 + 0.04 + 0.3 + 0.5) and usage.request_count == 6
     assert (run_index, trial_id) == (2, "t_1")
     base = TrialResult(task_id="t", trial_id="", model="m", agent="native", sandbox="bwrap")
     assert set_aside_unfinished(folder, base, tmp_path / "_retried")
     (kept,) = (tmp_path / "_retried").iterdir()
     assert kept.name == "t__.tmp-t-x" and not folder.exists()
     result = model_from_json_text(TrialResult, (kept / "result.json").read_text())
-    assert math.isclose(result.usage.cost_usd, 0.55) and result.run_index == 2
+    assert math.isclose(result.usage.cost_usd, 0.85) and result.run_index == 2
     assert result.error is not None and result.error.message.startswith("interrupted")
 
 

@@ -21,12 +21,30 @@ from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.local import LocalSandbox
 from clawrig.sandbox.paths import PATHS
 
+
+async def started(ws):
+    # (another test's root local sandbox may hold the machine's /tmp_workspace a moment)
+    from clawrig.errors import SandboxError
+    for _ in range(600):
+        box = LocalSandbox(SandboxConfig(workspace_dir=ws))
+        try:
+            await box.start()
+            return box
+        except SandboxError as exc:
+            if "/tmp_workspace on this machine is" not in str(exc):
+                raise
+            await asyncio.sleep(0.1)
+    raise SystemExit("/tmp_workspace stayed taken")
+
 async def main():
-    async with LocalSandbox(SandboxConfig(workspace_dir=sys.argv[1])) as box:
+    box = await started(sys.argv[1])
+    try:
         inside = f"{PATHS.run}/grader-test/grader.py"
         await box.write_file(inside, "print('graded')\n")
         r = await box.exec(["python3", box.path_seen_by_commands(inside)], timeout_s=30)
         print(r.stdout.strip(), r.exit_code, r.stderr.strip()[-300:])
+    finally:
+        await box.stop()
 
 asyncio.run(asyncio.wait_for(main(), 60))
 """
@@ -145,4 +163,75 @@ async def test_a_user_s_local_sandbox_never_takes_root_s_running_workspace() -> 
         ), r.stdout
         assert "root's trial" not in r.stdout
     finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+_AS_USER_HOLD = r"""
+import asyncio, sys, warnings
+warnings.simplefilter("ignore")
+from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.local import LocalSandbox
+
+
+async def started(ws):
+    # (another test's root local sandbox may hold the machine's /tmp_workspace a moment)
+    from clawrig.errors import SandboxError
+    for _ in range(600):
+        box = LocalSandbox(SandboxConfig(workspace_dir=ws))
+        try:
+            await box.start()
+            return box
+        except SandboxError as exc:
+            if "/tmp_workspace on this machine is" not in str(exc):
+                raise
+            await asyncio.sleep(0.1)
+    raise SystemExit("/tmp_workspace stayed taken")
+
+async def main():
+    box = await started(sys.argv[1])
+    try:
+        print("up", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        print("saw", (await box.exec("cat /tmp_workspace/mine.txt")).stdout.strip() or "nothing")
+    finally:
+        await box.stop()
+
+asyncio.run(asyncio.wait_for(main(), 60))
+"""
+
+
+@pytest.mark.skipif(bool(why := _nobody_cannot_run()), reason=why or "")
+async def test_root_s_local_sandbox_does_not_link_while_a_user_s_runs(monkeypatch) -> None:
+    """A user's local sandbox started first runs without /tmp_workspace (only root may link
+    it); root's, started next, linked it, and the user's commands then read root's trial (a
+    red-team finding). Root's now leaves it unlinked while another user's runs."""
+    from clawrig.sandbox.base import SandboxConfig
+    from clawrig.sandbox.local import LocalSandbox
+
+    base = Path(tempfile.mkdtemp(prefix="clawrig-test-user-"))
+    base.chmod(0o755)
+    locks = base / "tmp"  # (both users' locks: not the machine's, which other tests use)
+    locks.mkdir()
+    locks.chmod(0o1777)
+    monkeypatch.setattr("clawrig.sandbox.local.LOCK_PATH", locks / "clawrig-local-sandbox-0.lock")
+    ws = base / "ws"
+    ws.mkdir()
+    os.chown(ws, 65534, 65534)
+    user = subprocess.Popen(
+        [*_AS_NOBODY, "-c", _AS_USER_HOLD, str(ws)],
+        env=_nobody_env(TMPDIR=str(locks)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert user.stdout is not None and user.stdin is not None
+        assert user.stdout.readline().strip() == "up"
+        async with LocalSandbox(SandboxConfig(workspace_dir=base / "root-ws"), warn=False) as box:
+            await box.write_file("/tmp_workspace/mine.txt", "root's trial")
+            assert box._linked is False
+            out, _ = user.communicate("go\n", timeout=60)
+        assert out.split("\n")[0] == "saw nothing", out
+    finally:
+        user.kill()
         shutil.rmtree(base, ignore_errors=True)

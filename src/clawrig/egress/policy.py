@@ -239,15 +239,30 @@ def registry_hosts() -> list[str]:
 def registry_env(*, on_host: bool = False) -> dict[str, str]:
     """Environment that points pip and npm inside a sandbox at the indexes configured here
     (http(s) only; a ``file://`` index on the host means nothing inside), or, ``on_host``,
-    in a local sandbox (this machine's files and network: every index as given; its clean
-    environment dropped them, and a task's warmup installed from the public registries, not
-    the ones this machine uses: a new user's finding)."""
+    in a local sandbox (this machine's files and network): every ``PIP_*`` and
+    ``npm_config_*`` setting of the harness's environment as given, and the user's own pip
+    and npm configuration files (``PIP_CONFIG_FILE``, ``npm_config_userconfig``), which the
+    local sandbox's private HOME hides. Its clean environment dropped them, and a task's
+    warmup installed from the public registries, not this machine's (a new user's
+    finding)."""
+    if on_host:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k.startswith(("PIP_", "npm_config_", "NPM_CONFIG_"))
+        }
+        home = Path.home()
+        user_pip = [p for p in pip_config_files()[2:4] if p.is_file()]
+        if user_pip and "PIP_CONFIG_FILE" not in env:
+            env["PIP_CONFIG_FILE"] = str(user_pip[-1])
+        npmrc = home / ".npmrc"
+        if npmrc.is_file() and not {"npm_config_userconfig", "NPM_CONFIG_USERCONFIG"} & env.keys():
+            env["npm_config_userconfig"] = str(npmrc)
+        return env
     env = {}
     for name in (*PIP_ENV, *NPM_ENV):
         urls = [
-            u
-            for u in os.environ.get(name, "").split()
-            if on_host or u.startswith(("http://", "https://"))
+            u for u in os.environ.get(name, "").split() if u.startswith(("http://", "https://"))
         ]
         if urls:
             env[name] = " ".join(urls)

@@ -1925,7 +1925,7 @@ def recorded_usage(folder: Path) -> tuple[Usage, int | None, str]:
     or non-finite number (the file is the job folder's, which anyone may have edited), is
     skipped."""
     usage, run_index, trial_id = Usage(), None, ""
-    seen: set[str] = set()
+    gateway_ids: set[str] = set()  # (the gateway's records: a judge log's copy is not counted)
     files = [(TrialPaths(folder).model_calls, False)]
     files += [(folder / name, True) for name in TrialPaths.JUDGE_LOGS]
     for path, judge in files:
@@ -1936,24 +1936,25 @@ def recorded_usage(folder: Path) -> tuple[Usage, int | None, str]:
         for line in jsonl_lines(text):
             try:
                 rec = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if not isinstance(rec, dict) or rec.get("cached"):
                 continue
             response = rec["response"] if isinstance(rec.get("response"), dict) else {}
             raw = response.get("usage") if judge else rec.get("usage")
             cid = response.get("response_id" if judge else "id")
-            if not isinstance(raw, dict) or (isinstance(cid, str) and cid in seen):
-                continue
-            numbers = [v for v in raw.values() if isinstance(v, int | float)]
-            if any(not math.isfinite(v) or v < 0 for v in numbers):
+            cid = cid if isinstance(cid, str) and cid else None
+            if not isinstance(raw, dict) or (judge and cid in gateway_ids):
                 continue
             try:
                 used = Usage.model_validate(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
-            if isinstance(cid, str):
-                seen.add(cid)
+            numbers = [v for v in used.model_dump().values() if isinstance(v, int | float)]
+            if any(not math.isfinite(v) or not 0 <= v < 1e12 for v in numbers):
+                continue  # (a sum of such could be no number at all)
+            if cid is not None and not judge:
+                gateway_ids.add(cid)
             if isinstance(rec.get("run_index"), int) and not isinstance(rec["run_index"], bool):
                 run_index = rec["run_index"]
             trial_id = str(rec.get("trial_id") or trial_id)

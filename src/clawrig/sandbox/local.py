@@ -55,6 +55,27 @@ WARNING = (
 )
 
 
+def _other_users_running() -> bool:
+    """Whether another user's local sandbox runs now (its lock, :data:`LOCK_PATH` of its uid in
+    the same temp folder, is held)."""
+    for path in LOCK_PATH.parent.glob("clawrig-local-sandbox-*.lock"):
+        if path == LOCK_PATH:
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return False
+
+
 class LocalSandbox(SupervisedSandbox):
     """Runs commands on the host (see the module docstring)."""
 
@@ -121,17 +142,21 @@ class LocalSandbox(SupervisedSandbox):
                 await asyncio.sleep(LOCK_POLL_S)
         target = Path(PATHS.workspace)  # no await from here: a cancel finds both or neither
         try:
-            if target.is_symlink():
-                target.unlink()
-            if not target.exists():
-                target.symlink_to(ws)
-                self._linked = True
+            # not while another user's local sandbox runs: its commands would see this trial
+            # there (it started without the link, which only root may make: a red-team finding)
+            if not _other_users_running():
+                if target.is_symlink():
+                    target.unlink()
+                if not target.exists():
+                    target.symlink_to(ws)
+                    self._linked = True
         except OSError:
             self._linked = False
-        if not self._linked and target.exists():
-            # another user's running local sandbox linked it (a user may not replace root's
-            # link), or the machine has a folder there: this sandbox's commands would take it
-            # for the trial's workspace, and a grader would grade it (a red-team finding)
+        if not self._linked and os.geteuid() != 0 and os.path.exists(target):
+            # root's running local sandbox linked it (a user may not replace root's link), or
+            # the machine has a folder there: this sandbox's commands would take it for the
+            # trial's workspace, and a grader would grade it (a red-team finding). (exists:
+            # False where this user may not look.)
             what = f"a link to {os.readlink(target)}" if target.is_symlink() else "a folder"
             raise SandboxError(
                 f"{PATHS.workspace} on this machine is {what} that this local sandbox cannot "

@@ -304,7 +304,7 @@ def read_records(path: Path | str) -> list[dict[str, Any]]:
             continue
         try:
             rec = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise UserError(f"{p}:{n}: recorded model calls: not a JSON line") from None
         if not isinstance(rec, dict):
             continue
@@ -337,13 +337,14 @@ def _rebuild(
 
 
 def recorded_task_ids(job_dir: Path | str) -> set[str] | None:
-    """The ids of the tasks whose calls a job folder recorded (:data:`RECORD_FILE`, the judge
-    logs), read without rebuilding any request; None when a recorded call names no task (it
-    may be any task's: an older job's records). Lines that are not JSON objects are skipped
-    (the gateway's :class:`ResponseCache` reading says what is wrong with them)."""
+    """The ids of the tasks whose agent's calls a job folder recorded (:data:`RECORD_FILE`;
+    the judge logs name no task), read without rebuilding any request; None when a recorded
+    call names no task (it may be any task's: an older job's records). Lines that are not JSON
+    objects are skipped (the gateway's :class:`ResponseCache` reading says what is wrong with
+    them)."""
     ids: set[str] = set()
     root = Path(job_dir)
-    for name in (RECORD_FILE, *JUDGE_LOGS):
+    for name in (RECORD_FILE,):  # (the agent's calls; a judge's log names no task)
         for path in sorted(root.glob(f"**/{name}")):
             rel = path.relative_to(root).parts
             if JobPaths.RETRIED in rel or any(part.startswith(TMP_PREFIX) for part in rel):
@@ -355,7 +356,7 @@ def recorded_task_ids(job_dir: Path | str) -> set[str] | None:
             for line in jsonl_lines(text):
                 try:
                     rec = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(rec, dict) and rec.get("request") is not None:
                     if rec.get("task_id") is None:
@@ -372,7 +373,7 @@ def recorded_models(job_dir: Path | str) -> dict[str, str]:
     root = Path(job_dir)
     for name in (RECORD_FILE, *JUDGE_LOGS):
         for path in sorted(root.glob(f"**/{name}")):
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, RecursionError):
                 for line in jsonl_lines(path.read_text(encoding="utf-8")):
                     rec = json.loads(line)
                     if not isinstance(rec, dict) or not rec.get("model"):
