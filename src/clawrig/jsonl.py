@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 
 def jsonl_lines(text: str) -> list[str]:
     """The lines of a JSON Lines text, split on ``\\n`` alone (a ``\\r`` before it stays and is
@@ -13,3 +18,20 @@ def jsonl_lines(text: str) -> list[str]:
     if lines and not lines[-1]:
         lines.pop()
     return lines
+
+
+def jsonl_objects(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON Lines file, each whole line that is one (a line cut by a
+    killed writer, not JSON, nested past the parser's depth, or another value is skipped;
+    bytes that are not UTF-8 are replaced). Nothing when the file cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    for line in jsonl_lines(text):
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(rec, dict):
+            yield rec

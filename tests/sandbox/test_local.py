@@ -14,13 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.sandbox
 
-_AS_USER = r"""
-import asyncio, sys, warnings
-warnings.simplefilter("ignore")
-from clawrig.sandbox.base import SandboxConfig
-from clawrig.sandbox.local import LocalSandbox
-from clawrig.sandbox.paths import PATHS
-
+_STARTED = r"""
 
 async def started(ws):
     # (another test's root local sandbox may hold the machine's /tmp_workspace a moment)
@@ -35,6 +29,20 @@ async def started(ws):
                 raise
             await asyncio.sleep(0.1)
     raise SystemExit("/tmp_workspace stayed taken")
+"""
+"""A user's local sandbox started, again while root's holds the machine's /tmp_workspace."""
+
+_AS_USER = (
+    r"""
+import asyncio, sys, warnings
+warnings.simplefilter("ignore")
+from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.local import LocalSandbox
+from clawrig.sandbox.paths import PATHS
+
+"""
+    + _STARTED
+    + r"""
 
 async def main():
     box = await started(sys.argv[1])
@@ -48,6 +56,7 @@ async def main():
 
 asyncio.run(asyncio.wait_for(main(), 60))
 """
+)
 
 
 _AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3"]
@@ -166,26 +175,16 @@ async def test_a_user_s_local_sandbox_never_takes_root_s_running_workspace() -> 
         shutil.rmtree(base, ignore_errors=True)
 
 
-_AS_USER_HOLD = r"""
+_AS_USER_HOLD = (
+    r"""
 import asyncio, sys, warnings
 warnings.simplefilter("ignore")
 from clawrig.sandbox.base import SandboxConfig
 from clawrig.sandbox.local import LocalSandbox
 
-
-async def started(ws):
-    # (another test's root local sandbox may hold the machine's /tmp_workspace a moment)
-    from clawrig.errors import SandboxError
-    for _ in range(600):
-        box = LocalSandbox(SandboxConfig(workspace_dir=ws))
-        try:
-            await box.start()
-            return box
-        except SandboxError as exc:
-            if "/tmp_workspace on this machine is" not in str(exc):
-                raise
-            await asyncio.sleep(0.1)
-    raise SystemExit("/tmp_workspace stayed taken")
+"""
+    + _STARTED
+    + r"""
 
 async def main():
     box = await started(sys.argv[1])
@@ -198,6 +197,7 @@ async def main():
 
 asyncio.run(asyncio.wait_for(main(), 60))
 """
+)
 
 
 @pytest.mark.skipif(bool(why := _nobody_cannot_run()), reason=why or "")

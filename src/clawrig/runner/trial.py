@@ -80,7 +80,7 @@ from clawrig.grading.judge_proxy import (
 )
 from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
-from clawrig.jsonl import jsonl_lines
+from clawrig.jsonl import jsonl_objects
 from clawrig.leftovers import owned_tempdir, remove_tree, scratch_dir
 from clawrig.llm.base import ChatModel
 from clawrig.llm.client import (
@@ -1929,16 +1929,8 @@ def recorded_usage(folder: Path) -> tuple[Usage, int | None, str]:
     files = [(TrialPaths(folder).model_calls, False)]
     files += [(folder / name, True) for name in TrialPaths.JUDGE_LOGS]
     for path, judge in files:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        for line in jsonl_lines(text):
-            try:
-                rec = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if not isinstance(rec, dict) or rec.get("cached"):
+        for rec in jsonl_objects(path):
+            if rec.get("cached"):
                 continue
             response = rec["response"] if isinstance(rec.get("response"), dict) else {}
             raw = response.get("usage") if judge else rec.get("usage")

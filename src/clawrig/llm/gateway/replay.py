@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clawrig.errors import UserError
-from clawrig.jsonl import jsonl_lines
+from clawrig.jsonl import jsonl_lines, jsonl_objects
 from clawrig.llm.gateway.wire import _completion
 from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
 
@@ -349,16 +349,8 @@ def recorded_task_ids(job_dir: Path | str) -> set[str] | None:
             rel = path.relative_to(root).parts
             if JobPaths.RETRIED in rel or any(part.startswith(TMP_PREFIX) for part in rel):
                 continue
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            for line in jsonl_lines(text):
-                try:
-                    rec = json.loads(line)
-                except (ValueError, RecursionError):
-                    continue
-                if isinstance(rec, dict) and rec.get("request") is not None:
+            for rec in jsonl_objects(path):
+                if rec.get("request") is not None:
                     if rec.get("task_id") is None:
                         return None
                     ids.add(str(rec["task_id"]))
