@@ -47,7 +47,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from clawrig.errors import ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
-from clawrig.leftovers import release_own_mounts, remove_tree
+from clawrig.leftovers import release_own_mounts
 from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import TrialServices, remove_unfinished, set_aside_unfinished
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
@@ -500,7 +500,8 @@ def _trial_folders(
 def _set_aside_killed(tmp: Path, task: Task, job: JobConfig, job_id: str) -> None:
     """A trial folder a killed job left half-written (``.tmp-*``): set aside in ``_retried/``
     with what its recorded model calls spent (:func:`clawrig.runner.trial.set_aside_unfinished`),
-    else removed."""
+    else removed (:func:`clawrig.runner.trial.remove_unfinished`); either way its task's folder
+    goes when that leaves it empty."""
     base = TrialResult(
         task_id=task.id,
         category=task.category,
@@ -511,7 +512,7 @@ def _set_aside_killed(tmp: Path, task: Task, job: JobConfig, job_id: str) -> Non
         sandbox=job.trial.sandbox,
     )
     if not set_aside_unfinished(tmp, base, JobPaths(job.output).retried):
-        remove_tree(tmp)
+        remove_unfinished(tmp)
 
 
 def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[Task]) -> None:
@@ -520,8 +521,6 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
     for task in tasks:
         for tmp in (job.output / task.id).glob(f"{TMP_PREFIX}*"):
             _set_aside_killed(tmp, task, job, job_id)
-        with contextlib.suppress(OSError):  # (a task folder only those were in)
-            (job.output / task.id).rmdir()
         for entry, res in _trial_folders(job.output, task.id, job_id):
             key = (res.task_id, res.run_index)
             if not _final(res):

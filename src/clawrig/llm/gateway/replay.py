@@ -9,6 +9,7 @@ that answers replays (``--replay``, ``--judge-cache``, ``clawrig grade``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import threading
@@ -338,41 +339,62 @@ def _rebuild(
 
 def recorded_task_ids(job_dir: Path | str) -> set[str] | None:
     """The ids of the tasks whose agent's calls a job folder recorded (:data:`RECORD_FILE`;
-    the judge logs name no task), read without rebuilding any request; None when a recorded
-    call names no task (it may be any task's: an older job's records). Lines that are not JSON
-    objects are skipped (the gateway's :class:`ResponseCache` reading says what is wrong with
-    them)."""
-    ids: set[str] = set()
-    root = Path(job_dir)
-    for name in (RECORD_FILE,):  # (the agent's calls; a judge's log names no task)
-        for path in sorted(root.glob(f"**/{name}")):
-            rel = path.relative_to(root).parts
-            if JobPaths.RETRIED in rel or any(part.startswith(TMP_PREFIX) for part in rel):
-                continue
-            for rec in jsonl_objects(path):
-                if rec.get("request") is not None:
-                    if rec.get("task_id") is None:
-                        return None
-                    ids.add(str(rec["task_id"]))
-    return ids
+    the judge logs name no task); None when a recorded call names no task (it may be any
+    task's: an older job's records). From :func:`_recorded_index`."""
+    ids = _recorded_index(job_dir)[1]
+    return None if ids is None else set(ids)
 
 
 def recorded_models(job_dir: Path | str) -> dict[str, str]:
     """The model names a finished job (or one trial folder) used, by role (``agent``,
     ``judge``), from its recorded calls (:data:`RECORD_FILE`, then the judge logs; for
-    ``--replay`` and ``clawrig grade`` without ``--model`` / ``--judge``)."""
-    out: dict[str, str] = {}
+    ``--replay`` and ``clawrig grade`` without ``--model`` / ``--judge``). From
+    :func:`_recorded_index`."""
+    return dict(_recorded_index(job_dir)[0])
+
+
+def _recorded_index(job_dir: Path | str) -> tuple[dict[str, str], set[str] | None]:
+    """(models by role, task ids or None) of a job or trial folder's recorded calls, read in
+    one pass over its :data:`RECORD_FILE` and judge logs (``_retried`` and ``.tmp-*`` trials
+    skipped, as :meth:`ResponseCache.from_job` does) and kept while those files are unchanged
+    (a replayed job asks for both twice before it starts: model resolution, then its
+    preflight). Lines that are not JSON objects are skipped (the :class:`ResponseCache`
+    reading says what is wrong with them)."""
     root = Path(job_dir)
-    for name in (RECORD_FILE, *JUDGE_LOGS):
-        for path in sorted(root.glob(f"**/{name}")):
-            with contextlib.suppress(OSError, ValueError, RecursionError):
-                for line in jsonl_lines(path.read_text(encoding="utf-8")):
-                    rec = json.loads(line)
-                    if not isinstance(rec, dict) or not rec.get("model"):
-                        continue
-                    role = "judge" if "kind" in rec else rec.get("role")
-                    if role:
-                        out.setdefault(str(role), str(rec["model"]))
-            if {"agent", "judge"} <= out.keys():
-                return out
-    return out
+    files = [
+        path
+        for name in (RECORD_FILE, *JUDGE_LOGS)
+        for path in sorted(root.glob(f"**/{name}"))
+        if JobPaths.RETRIED not in (rel := path.relative_to(root).parts)
+        and not any(part.startswith(TMP_PREFIX) for part in rel)
+    ]
+    stamps = []
+    for path in files:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            stamps.append((str(path), st.st_size, st.st_mtime_ns))
+    return _read_index(tuple(stamps))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_index(
+    stamps: tuple[tuple[str, int, int], ...],
+) -> tuple[dict[str, str], set[str] | None]:
+    models: dict[str, str] = {}
+    ids: set[str] | None = set()
+    for name, _, _ in stamps:
+        path = Path(name)
+        agent_record = path.name == RECORD_FILE
+        if not agent_record and "judge" in models:
+            continue  # (a judge log gives the judge's name only)
+        for rec in jsonl_objects(path):
+            if rec.get("model"):
+                role = "judge" if "kind" in rec else rec.get("role")
+                if role:
+                    models.setdefault(str(role), str(rec["model"]))
+            if agent_record and ids is not None and rec.get("request") is not None:
+                if rec.get("task_id") is None:
+                    ids = None
+                else:
+                    ids.add(str(rec["task_id"]))
+    return models, ids
