@@ -153,11 +153,12 @@ def test_without_a_compiler_or_when_turned_off_there_is_none(tmp_path, monkeypat
         launchbin.program_argv("init")
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, keep: str | None = None) -> subprocess.CompletedProcess[str]:
     fd = launchbin.program_fd()
     assert fd is not None
     return subprocess.run(
         [*launchbin.program_argv("launch")[:1], *args],
+        env={"PATH": os.environ["PATH"], **({"CLAWRIG_LAUNCH_KEEP_FDS": keep} if keep else {})},
         pass_fds=(fd,),
         capture_output=True,
         text=True,
@@ -178,6 +179,47 @@ def test_its_failures_are_one_line_naming_what_failed(tmp_path):
     assert r.returncode == launchbin.USAGE_STATUS and r.stderr.startswith("clawrig launch: usage")
     r = _run("init", "extra")
     assert r.returncode == launchbin.USAGE_STATUS
+    # a list of descriptors to keep that is not one: the usage line, nothing done (no join)
+    for keep in ("3,x", "2", "4,,5", ",".join(["9"] * 65)):
+        r = _run("launch", "1", str(gone), "0", "0", "3", str(tmp_path), "/bin/true", keep=keep)
+        assert r.returncode == launchbin.USAGE_STATUS, keep
+        assert r.stderr.startswith("clawrig launch: usage"), keep
+
+
+async def test_a_launched_bwrap_gets_the_descriptors_it_is_given_alone(make_sandbox, monkeypatch):
+    # the harness starts the launcher with posix_spawn (client.spawn_launcher), which closes
+    # none of the harness's descriptors: an inheritable one (a C library's, say) must not reach
+    # bwrap or the sandbox (the launcher keeps CLAWRIG_LAUNCH_KEEP_FDS's alone)
+    from clawrig.sandbox.pool import pooling_possible
+
+    if not pooling_possible():
+        pytest.skip("a warm pool needs root and mke2fs")
+    stray_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"stray-{os.getpid()}-{id(make_sandbox)}"
+    stray = os.open(stray_file, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        os.set_inheritable(stray, True)
+        for zygote in ("0", "1"):
+            monkeypatch.setenv("CLAWRIG_ZYGOTE", zygote)
+            sb = await make_sandbox("pooled")
+            await sb.spawn("sleep 300")
+            pids = [sb._proc.pid, *processes_in_sandbox(sb._proc.pid)]
+            held = {pid: _links(pid) for pid in pids}
+            assert len(held) >= 3 and all(held.values()), held  # bwrap, init, supervisor, sleep
+            assert not any(str(stray_file) in links for links in held.values()), held
+            env = Path(f"/proc/{sb._proc.pid}/environ").read_bytes().split(b"\0")
+            assert not any(e.startswith(b"CLAWRIG_LAUNCH_KEEP_FDS=") for e in env), env
+    finally:
+        os.close(stray)
+        stray_file.unlink()
+
+
+def _links(pid: int) -> list[str]:
+    """What ``pid``'s descriptors point at (from the host)."""
+    links = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            links.append(os.readlink(fd))
+    return links
 
 
 async def test_no_sandbox_process_but_the_zygotes_init_holds_the_program(make_sandbox, monkeypatch):
@@ -199,9 +241,4 @@ async def test_no_sandbox_process_but_the_zygotes_init_holds_the_program(make_sa
 
 def _memfds(pid: int) -> list[str]:
     """The memory files ``pid`` holds open (from the host)."""
-    fds = Path(f"/proc/{pid}/fd")
-    links = []
-    for fd in fds.iterdir():
-        with contextlib.suppress(OSError):
-            links.append(os.readlink(fd))
-    return [link for link in links if link.startswith("/memfd:")]
+    return [link for link in _links(pid) if link.startswith("/memfd:")]

@@ -82,6 +82,7 @@ from clawrig.sandbox.client import (
     supervisor_argv,
     supervisor_pyc,
 )
+from clawrig.sandbox.launchbin import program_argv, program_fd
 from clawrig.sandbox.mountns import joins, launch_argv, nice_argv, template_devices
 from clawrig.sandbox.overlay import Overlay, can_mount
 from clawrig.sandbox.paths import PATHS
@@ -952,17 +953,24 @@ class BwrapSandbox(SupervisedSandbox):
         except BaseException:
             os.close(rfd)
             raise
+        # clawrig's launcher (its C program) needs no working folder and no fork of this
+        # process: posix_spawn (client.spawn_launcher: no listing of this process's thousands
+        # of descriptors in the child)
+        program = program_fd() if launcher else None
+        direct = program is not None and launcher[:2] == program_argv("launch", program)
         if self.zygote:
             return await self._launch_for_zygote(
                 [*launcher, argv[0], "--args", str(rfd), *argv[cmd_at:]],
                 (rfd, *launch_fds, *init_fds()),
                 (req_r, ans_w, err_w),
                 procs_files,
+                direct,
             )
         return await self._spawn(
             [*launcher, argv[0], "--args", str(rfd), *argv[cmd_at:]]
             + ["--proto-fds", f"{req_r},{ans_w}"],
             (rfd, req_r, ans_w, err_w),
+            direct=direct,
             pass_fds=(rfd, req_r, ans_w, *launch_fds),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -995,6 +1003,7 @@ class BwrapSandbox(SupervisedSandbox):
         pass_fds: tuple[int, ...],
         ends: tuple[int, int, int],
         procs_files: list[str],
+        direct: bool = False,
     ) -> PidfdProcess:
         """Start bwrap with the zygote's init (``argv``, given ``pass_fds``: its arguments'
         pipe, the launcher's), wait until the init says it is up on bwrap's stdout, and ask
@@ -1012,6 +1021,7 @@ class BwrapSandbox(SupervisedSandbox):
             proc = await self._spawn(
                 argv,
                 (pass_fds[0], ready_w),
+                direct=direct,
                 pass_fds=pass_fds,
                 stdin=subprocess.DEVNULL,
                 stdout=ready_w,

@@ -10,8 +10,11 @@
  *     template mount namespace (setns on TEMPLATE_FD), make a copy of it (unshare), attach
  *     the clone at ENTRY (move_mount), make it a slave of the host's mounts, NICE steps
  *     nicer, close the descriptor it runs from (/proc/self/fd/N) unless ARGS name it, exec
- *     BWRAP ARGS. Numbers that are not whole decimals in range: the usage line, before
- *     anything is done. Sources: open_tree(2), move_mount(2), setns(2), unshare(2), the
+ *     BWRAP ARGS. With CLAWRIG_LAUNCH_KEEP_FDS set (comma-separated descriptors; the harness
+ *     starts it by posix_spawn, which closes nothing: clawrig.sandbox.client.spawn_launcher),
+ *     every descriptor above 2 that it does not list is closed first (close_range(2) over
+ *     the gaps) and the variable is unset, so bwrap gets the listed ones alone. Numbers that
+ *     are not whole decimals in range: the usage line, before anything is done. Sources: open_tree(2), move_mount(2), setns(2), unshare(2), the
  *     kernel's Documentation/filesystems/sharedsubtree.rst.
  *
  *   sandbox-launch init
@@ -63,8 +66,8 @@ static int fail(const char *what, const char *arg) {
 }
 
 static int usage(void) {
-    fputs("clawrig launch: usage: launch N PROCS... FSIZE NICE TEMPLATE_FD ENTRY BWRAP ARGS... "
-          "| init\n", stderr);
+    fputs("clawrig launch: usage: [CLAWRIG_LAUNCH_KEEP_FDS=FD,...] launch N PROCS... FSIZE NICE "
+          "TEMPLATE_FD ENTRY BWRAP ARGS... | init\n", stderr);
     return 2;
 }
 
@@ -89,6 +92,53 @@ static int own_fd(const char *argv0) {
     return (int)fd;
 }
 
+/* Close [lo, hi] (hi ~0U: to the end), by close_range(2) or, before Linux 5.9, one by one up to
+ * the descriptor limit. */
+static void close_from_to(unsigned lo, unsigned hi) {
+    if (lo > hi || syscall(SYS_close_range, lo, hi, 0) == 0)
+        return;
+    struct rlimit files;
+    unsigned long top = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                            ? (unsigned long)files.rlim_cur
+                            : 1UL << 20;
+    for (unsigned long fd = lo; fd <= hi && fd < top; fd++)
+        close((int)fd);
+}
+
+/* The descriptors in LIST ("3,7,12": whole decimals above 2, at most 64) into fds, sorted;
+ * their count, or -1 when LIST is not such a list. */
+static int keep_list(const char *list, long long fds[64]) {
+    int count = 0;
+    char buf[1024];
+    size_t len = strlen(list);
+    if (len == 0 || len >= sizeof buf || list[0] == ',' || list[len - 1] == ',' ||
+        strstr(list, ",,"))
+        return -1; /* (strtok_r would take empty items for none) */
+    strcpy(buf, list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (count == 64 || !number(tok, 3, INT_MAX, &fds[count]))
+            return -1;
+        for (int j = count++; j > 0 && fds[j - 1] > fds[j]; j--) { /* insertion sort */
+            long long t = fds[j];
+            fds[j] = fds[j - 1];
+            fds[j - 1] = t;
+        }
+    }
+    return count;
+}
+
+/* Close every descriptor above 2 but the COUNT sorted ones in fds. */
+static void keep_only(const long long *fds, int count) {
+    unsigned next = 3;
+    for (int k = 0; k < count; k++) {
+        if ((unsigned)fds[k] > next)
+            close_from_to(next, (unsigned)fds[k] - 1);
+        next = (unsigned)fds[k] + 1;
+    }
+    close_from_to(next, ~0U);
+}
+
 static int launch(const char *self, int argc, char **argv) {
     long long n, fsize, nice_steps, template_fd;
     int i = 0;
@@ -97,6 +147,11 @@ static int launch(const char *self, int argc, char **argv) {
     if (!number(argv[i + n], 0, LLONG_MAX, &fsize) || !number(argv[i + n + 1], 0, 39, &nice_steps)
         || !number(argv[i + n + 2], 0, 1 << 30, &template_fd))
         return usage(); /* checked before anything is done */
+    const char *keep = getenv("CLAWRIG_LAUNCH_KEEP_FDS");
+    long long kept[64];
+    int kept_count = keep ? keep_list(keep, kept) : 0;
+    if (kept_count < 0)
+        return usage();
     prctl(PR_SET_NAME, "clawrig-launch", 0, 0, 0); /* not "N" (/proc/self/fd/N), until exec */
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%d", (int)getpid());
@@ -144,6 +199,10 @@ static int launch(const char *self, int argc, char **argv) {
         named |= strcmp(argv[k], self) == 0;
     if (mine >= 0 && !named)
         close(mine);
+    if (keep) {
+        keep_only(kept, kept_count);
+        unsetenv("CLAWRIG_LAUNCH_KEEP_FDS");
+    }
     execv(argv[i], argv + i);
     return fail("exec", argv[i]);
 }
