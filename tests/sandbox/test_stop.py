@@ -234,8 +234,15 @@ print("leftover", len(left()), "pipes", pipes() - first, file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("kind", ["bwrap", "local", "bwrap:no-pidfd"])
-@pytest.mark.parametrize("how", ["exit", "cancel", "cancel2"])
+@pytest.mark.parametrize(
+    ("how", "kind"),
+    [
+        *((how, kind) for kind in ("bwrap", "local") for how in ("exit", "cancel", "cancel2")),
+        # without pid file descriptors only the wait for the sandbox's exit differs: the
+        # hardest of the three (two cancels) covers it
+        ("cancel2", "bwrap:no-pidfd"),
+    ],
+)
 def test_a_program_that_ends_while_its_sandbox_starts_ends(tmp_path: Path, how: str, kind: str):
     """asyncio.run's exit cancels every task still running: a sandbox's start too, at any
     step (a warm pool left open at a program's end: its refill). With asyncio's subprocesses
