@@ -11,6 +11,7 @@ import errno
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -186,7 +187,9 @@ def test_its_failures_are_one_line_naming_what_failed(tmp_path):
         assert r.stderr.startswith("clawrig launch: usage"), keep
 
 
-async def test_a_launched_bwrap_gets_the_descriptors_it_is_given_alone(make_sandbox, monkeypatch):
+async def test_a_launched_bwrap_gets_its_descriptors_alone_and_default_signals(
+    make_sandbox, monkeypatch
+):
     # the harness starts the launcher with posix_spawn (client.spawn_launcher), which closes
     # none of the harness's descriptors: an inheritable one (a C library's, say) must not reach
     # bwrap or the sandbox (the launcher keeps CLAWRIG_LAUNCH_KEEP_FDS's alone)
@@ -208,9 +211,23 @@ async def test_a_launched_bwrap_gets_the_descriptors_it_is_given_alone(make_sand
             assert not any(str(stray_file) in links for links in held.values()), held
             env = Path(f"/proc/{sb._proc.pid}/environ").read_bytes().split(b"\0")
             assert not any(e.startswith(b"CLAWRIG_LAUNCH_KEEP_FDS=") for e in env), env
+            # signals Python ignores are at their defaults again (Popen's restore_signals):
+            # `yes | head -1` ends by SIGPIPE, not by a write error
+            for pid in pids[:1]:  # bwrap, as the launcher started it
+                assert not _ignored(pid) & (1 << (signal.SIGPIPE - 1)), _ignored(pid)
+            r = await sb.exec("grep SigIgn /proc/self/status; yes | head -1")
+            ignored = int(r.stdout.split()[1], 16)
+            assert not ignored & (1 << (signal.SIGPIPE - 1)), r.stdout
+            assert r.stdout.split()[2:] == ["y"] and r.stderr == "", (r.stdout, r.stderr)
     finally:
         os.close(stray)
         stray_file.unlink()
+
+
+def _ignored(pid: int) -> int:
+    """The mask of signals ``pid`` ignores (``SigIgn`` of /proc/PID/status)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("SigIgn")), 16)
 
 
 def _links(pid: int) -> list[str]:
