@@ -428,6 +428,28 @@ def test_a_replay_of_tasks_the_job_did_not_run_is_refused_before_any_sandbox(
     assert r.returncode == 0, r.stderr[-2000:]
     (row,) = json.loads(next(again.glob("summary_*.json")).read_text())["tasks"]
     assert json.loads((again / row["trial"] / "result.json").read_text())["score"]["score"] == 1.0
+    # a run that diverges (here: every recorded request's messages changed): one line naming
+    # the task and what to do, not the stand-in model server's "HTTP 404 from ..." (a new
+    # user's finding)
+    for records in job.glob("*/*/model_calls.jsonl"):
+        lines = [json.loads(line) for line in records.read_text().splitlines()]
+        for rec in lines:
+            rec["key"] = "0" * 64
+            for message in rec["request"].get("messages") or []:
+                message["content"] = "changed"
+        records.write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+    r = run(
+        "run", "suites/demo", "--suite", "000015", "--replay", str(job), "-o",
+        str(tmp_path / "diverged"), cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr[-2000:]
+    [line] = [ln for ln in r.stderr.splitlines() if ln.startswith("clawrig: error:")]
+    assert line.startswith(
+        "clawrig: error: --replay: clawrig gateway: replay: no recorded response for request #1 "
+        "of task 000015 (run 0), trial "
+    ), line
+    assert "the run diverged from the recorded job; the trials finished so far are kept" in line
+    assert "`--resume` runs the others" in line and "HTTP 404" not in line
 
 
 def test_a_local_sandbox_s_warmup_uses_this_machine_s_package_indexes(tmp_path: Path) -> None:

@@ -1694,8 +1694,16 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
     then starts no new trial; any other is followed by the harness's plain request
     (:func:`_answers_probe`): refused too, the provider is broken (:func:`_provider_broken`:
     no new trial starts either)."""
+    if _replay_miss(lease):  # the gateway's line alone (no "HTTP 404 from ..."), and what to do
+        return ModelRequestError(
+            f"--replay: {exc.detail or exc}; the trials finished so far are kept and "
+            "`--resume` runs the others (a tool whose output differs between runs, or tool "
+            "calls of one turn that race on a service, make a run diverge)",
+            status=exc.status,
+            detail=exc.detail,
+        )
     endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
-    if exc.status is None or _replay_miss(lease) or endpoint is None or not has_answered(endpoint):
+    if exc.status is None or endpoint is None or not has_answered(endpoint):
         return exc
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
         mark_refused(endpoint, str(exc))

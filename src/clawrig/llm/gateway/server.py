@@ -936,9 +936,11 @@ class Gateway:
                 return self._answer(hit, stream, wants_usage, cached=True, raw=raw)
             if lease.cache_mode == "only":
                 lease._refuse("replay_miss")
+                of_task = f"task {lease.task_id} (run {lease.run_index}), " if lease.task_id else ""
                 msg = (
-                    f"clawrig gateway: replay: no recorded response for request #{n} of trial "
-                    f"{lease.trial_id} (key {key[:12]}): the run diverged from the recorded job"
+                    f"clawrig gateway: replay: no recorded response for request #{n} of "
+                    f"{of_task}trial {lease.trial_id} (key {key[:12]}): the run diverged from "
+                    "the recorded job"
                 )
                 self._record(lease, seq, key, body, status=404, error=msg, started=started)
                 return _error_body(404, msg, "replay_miss")
