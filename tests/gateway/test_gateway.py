@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 
 import httpx
 import pytest
@@ -264,6 +265,28 @@ async def test_replay_answers_recorded_requests_without_any_server(
     modes = (True, False)
     live = [await lease.chat_model(stream=s).chat(m) for m, s in zip(asked, modes, strict=True)]
     srv.stop()  # no model server from here on
+    # what the agent wrote (end_state/, task_output/) is not a record: a forged copy there
+    # (another reply, another model) and a garbled judge log were read as recorded calls (a
+    # red team's finding: the forged reply was served, a garbled file failed the replay)
+    from clawrig.llm.gateway import recorded_models
+
+    real = (trial / RECORD_FILE).read_text()
+    forged = real.replace('"final"', '"FORGED"').replace('"scripted/', '"evil/')
+    assert forged != real
+    for planted in (trial / "end_state", trial / "task_output" / "deep" / "er"):
+        planted.mkdir(parents=True)
+        (planted / RECORD_FILE).write_text(forged)
+        (planted / "judge_chat.jsonl").write_text("this is not json\n")
+    assert recorded_models(tmp_path / "job") == {"agent": "scripted/scripted"}
+    # the scan is kept while the files are unchanged: a copy of the same size with its
+    # modification time restored (cp -p, rsync -a) is a change too
+    record = trial / RECORD_FILE
+    st = record.stat()
+    record.write_text(real.replace('"scripted/scripted"', '"scripted/scriptex"'))
+    os.utime(record, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert record.stat().st_size == st.st_size
+    assert recorded_models(tmp_path / "job") == {"agent": "scripted/scriptex"}
+    record.write_text(real)
 
     gw = make_gateway(cache=ResponseCache.from_job(tmp_path / "job"), cache_mode="only")
     again = gw.open_trial(upstream(srv), trial_id="y", task_id="000015")

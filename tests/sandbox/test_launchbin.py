@@ -224,6 +224,52 @@ async def test_a_launched_bwrap_gets_its_descriptors_alone_and_default_signals(
         stray_file.unlink()
 
 
+@pytest.mark.parametrize(
+    ("libc", "keeps"),
+    [
+        ("glibc 2.36", True),
+        ("glibc 2.29", True),
+        ("glibc 2.28", False),
+        ("glibc 3.0", True),
+        ("musl 1.2.4", False),
+        ("glibc", False),
+        (None, False),
+    ],
+)
+def test_posix_spawn_is_used_where_a_dup2_onto_itself_keeps_the_descriptor(
+    libc, keeps, monkeypatch
+):
+    from clawrig.sandbox.client import posix_spawn_keeps_fds
+
+    real = os.confstr
+    monkeypatch.setattr(
+        os, "confstr", lambda name: libc if name == "CS_GNU_LIBC_VERSION" else real(name)
+    )
+    posix_spawn_keeps_fds.cache_clear()
+    try:
+        assert posix_spawn_keeps_fds() is keeps
+    finally:
+        posix_spawn_keeps_fds.cache_clear()
+
+
+async def test_on_an_older_glibc_a_pooled_sandbox_starts_by_popen(make_sandbox, monkeypatch):
+    # glibc < 2.29 does not clear close-on-exec for a dup2 onto itself: the launcher lost its
+    # template's descriptor and every start failed ("enter the template: Bad file
+    # descriptor", a red team's finding with a preload that made it a no-op). There the
+    # launcher is started as before, and the sandbox works.
+    from clawrig.sandbox import client
+    from clawrig.sandbox.pool import pooling_possible
+
+    if not pooling_possible():
+        pytest.skip("a warm pool needs root and mke2fs")
+    monkeypatch.setattr(client, "posix_spawn_keeps_fds", lambda: False)
+    import clawrig.sandbox.bwrap as bwrap_module
+
+    monkeypatch.setattr(bwrap_module, "posix_spawn_keeps_fds", lambda: False)
+    sb = await make_sandbox("pooled")
+    assert (await sb.exec("echo up")).stdout == "up\n"
+
+
 def _ignored(pid: int) -> int:
     """The mask of signals ``pid`` ignores (``SigIgn`` of /proc/PID/status)."""
     status = Path(f"/proc/{pid}/status").read_text()

@@ -78,6 +78,7 @@ from clawrig.sandbox.client import (
     PidfdProcess,
     SupervisedSandbox,
     pidfds_work,
+    posix_spawn_keeps_fds,
     run_to_end,
     supervisor_argv,
     supervisor_pyc,
@@ -956,7 +957,7 @@ class BwrapSandbox(SupervisedSandbox):
         # clawrig's launcher (its C program) needs no working folder and no fork of this
         # process: posix_spawn (client.spawn_launcher: no listing of this process's thousands
         # of descriptors in the child)
-        program = program_fd() if launcher else None
+        program = program_fd() if launcher and posix_spawn_keeps_fds() else None
         direct = program is not None and launcher[:2] == program_argv("launch", program)
         if self.zygote:
             return await self._launch_for_zygote(

@@ -311,6 +311,21 @@ RESTORED_SIGNALS = tuple(
 :class:`subprocess.Popen`'s ``restore_signals``)."""
 
 
+@functools.cache
+def posix_spawn_keeps_fds() -> bool:
+    """True where ``posix_spawn`` can hand a close-on-exec descriptor to the child at its own
+    number (a ``dup2`` of it onto itself clears close-on-exec there: glibc 2.29+, its bug
+    23640; older glibc does nothing, and other C libraries are not assumed to):
+    :func:`spawn_launcher` is used only then (a red team's finding: on glibc 2.28 every sandbox
+    start failed, the launcher without its template's descriptor)."""
+    name, _, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").partition(" ")
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return False
+    return name == "glibc" and (major, minor) >= (2, 29)
+
+
 def spawn_launcher(
     argv: list[str],
     *,

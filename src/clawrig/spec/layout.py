@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -313,6 +314,22 @@ class JobPaths:
     def task_dir(self, task_id: str) -> Path:
         return self.root / task_id
 
+    def trial_files(self, *names: str) -> list[Path]:
+        """The files called one of ``names`` at the top of each finished trial folder of this
+        job (``<task>/<trial>/NAME``), or of ``root`` itself when it is a trial folder
+        (``NAME``), sorted: recorded model and web calls for a replay. ``_retried/`` attempts,
+        ``.tmp-`` trials and anything deeper are left out: a trial's ``end_state/`` and
+        ``task_output/`` hold what its agent wrote, and a ``model_calls.jsonl`` the agent left
+        there was read as recorded calls (forged replies, a forged model name: a red-team
+        finding)."""
+        found = [self.root / name for name in names]
+        for task in _subfolders(self.root):
+            if task.name != self.RETRIED and not task.name.startswith(TMP_PREFIX):
+                for trial in _subfolders(task):
+                    if not trial.name.startswith(TMP_PREFIX):
+                        found += [trial / name for name in names]
+        return sorted(p for p in found if p.is_file())
+
     def trial(self, task_id: str, name: str) -> TrialPaths:
         return TrialPaths(self.root / task_id / name)
 
@@ -334,3 +351,13 @@ class JobPaths:
     def retried_results(self) -> list[Path]:
         """result.json of every attempt set aside in ``_retried/``, sorted by path."""
         return sorted(self.retried.glob(f"*/{TrialPaths.RESULT}"))
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    """The folders directly in ``folder`` (links to folders left out); none when it cannot be
+    listed."""
+    try:
+        with os.scandir(folder) as entries:
+            return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []

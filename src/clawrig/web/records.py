@@ -117,15 +117,6 @@ class WebRecorder:
         self.count += 1
 
 
-def _record_files(root: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in root.glob(f"**/{WEB_RECORD_FILE}")
-        if JobPaths.RETRIED not in p.relative_to(root).parts
-        and not any(part.startswith(".tmp") for part in p.relative_to(root).parts)
-    )
-
-
 class WebRecords:
     """Every recorded exchange of a finished job folder, served by request key.
 
@@ -144,7 +135,7 @@ class WebRecords:
             raise UserError(f"--web replay: no such job folder: {self.root}")
         self.blobs = BlobStore(self.root / BLOB_DIR)
         self._cache = ResponseCache()
-        for path in _record_files(self.root):
+        for path in JobPaths(self.root).trial_files(WEB_RECORD_FILE):
             for n, line in enumerate(jsonl_lines(path.read_text(encoding="utf-8")), 1):
                 if not line.strip():
                     continue

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from clawrig.errors import UserError
 from clawrig.jsonl import jsonl_lines, jsonl_objects
 from clawrig.llm.gateway.wire import _completion
-from clawrig.spec.layout import TMP_PREFIX, JobPaths, TrialPaths
+from clawrig.spec.layout import JobPaths, TrialPaths
 
 JUDGE_KEY_MODEL = "judge"
 """The model name in the cache keys of judge calls (:func:`request_key`), whichever judge
@@ -196,13 +196,7 @@ class ResponseCache:
         if not root.is_dir():
             raise UserError(f"{what}: no such job or trial folder: {root}")
         cache = cls()
-        files = sorted(
-            p
-            for name in (RECORD_FILE, *JUDGE_LOGS)
-            for p in root.glob(f"**/{name}")
-            if JobPaths.RETRIED not in p.relative_to(root).parts
-            and not any(part.startswith(TMP_PREFIX) for part in p.relative_to(root).parts)
-        )
+        files = JobPaths(root).trial_files(RECORD_FILE, *JUDGE_LOGS)
         seen: dict[Path, set[tuple[str, str]]] = {}
         for p in files:
             cache.load_records(p, seen=seen.setdefault(p.parent, set()))
@@ -355,34 +349,28 @@ def recorded_models(job_dir: Path | str) -> dict[str, str]:
 
 def _recorded_index(job_dir: Path | str) -> tuple[dict[str, str], set[str] | None]:
     """(models by role, task ids or None) of a job or trial folder's recorded calls, read in
-    one pass over its :data:`RECORD_FILE` and judge logs (``_retried`` and ``.tmp-*`` trials
-    skipped, as :meth:`ResponseCache.from_job` does) and kept while those files are unchanged
+    one pass over its :data:`RECORD_FILE` and judge logs (:meth:`JobPaths.trial_files`, as
+    :meth:`ResponseCache.from_job` reads them) and kept while those files are unchanged
     (a replayed job asks for both twice before it starts: model resolution, then its
     preflight). Lines that are not JSON objects are skipped (the :class:`ResponseCache`
     reading says what is wrong with them)."""
-    root = Path(job_dir)
-    files = [
-        path
-        for name in (RECORD_FILE, *JUDGE_LOGS)
-        for path in sorted(root.glob(f"**/{name}"))
-        if JobPaths.RETRIED not in (rel := path.relative_to(root).parts)
-        and not any(part.startswith(TMP_PREFIX) for part in rel)
-    ]
+    files = JobPaths(Path(job_dir)).trial_files(RECORD_FILE)
+    files += JobPaths(Path(job_dir)).trial_files(*JUDGE_LOGS)  # (the agent's records first)
     stamps = []
     for path in files:
         with contextlib.suppress(OSError):
-            st = path.stat()
-            stamps.append((str(path), st.st_size, st.st_mtime_ns))
+            st = path.stat()  # (the change time too: a copy may keep size and mtime)
+            stamps.append((str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     return _read_index(tuple(stamps))
 
 
 @functools.lru_cache(maxsize=4)
 def _read_index(
-    stamps: tuple[tuple[str, int, int], ...],
+    stamps: tuple[tuple[str, int, int, int, int], ...],
 ) -> tuple[dict[str, str], set[str] | None]:
     models: dict[str, str] = {}
     ids: set[str] | None = set()
-    for name, _, _ in stamps:
+    for name, *_ in stamps:
         path = Path(name)
         agent_record = path.name == RECORD_FILE
         if not agent_record and "judge" in models:
