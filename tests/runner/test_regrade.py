@@ -458,7 +458,8 @@ async def test_a_replay_miss_is_reported_and_a_live_judge_answers_it(
         r.stdout.replace("\n", "")
     )
     assert "Traceback" not in r.stdout + r.stderr
-    assert "recorded 0.75 -> re-graded None: could not be re-graded" in r.stdout
+    assert "recorded 0.75 -> no score: could not be re-graded" in r.stdout
+    assert "None" not in r.stdout  # (it said "re-graded None", a new user's finding)
     assert "DIFFERENT" not in r.stdout
     assert _tree_digest(folder) == before  # not written
     live = scripted_server(responder=lambda req: reply('{"score": 0.5}'))

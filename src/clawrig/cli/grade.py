@@ -193,8 +193,9 @@ def register(app: typer.Typer) -> None:
             elif report.replay_misses or (a is None and report.after.error and b is not None):
                 verdict = "could not be re-graded"  # a judge it needed did not answer
             console.print(
-                f"{report.task_id} {Path(report.trial).name}: recorded {b} -> re-graded {a}: "
-                f"{verdict} (judge records: {report.judge_cache['hits']} used, "
+                f"{report.task_id} {Path(report.trial).name}: recorded {b} -> "
+                + (f"re-graded {a}" if a is not None else "no score")
+                + f": {verdict} (judge records: {report.judge_cache['hits']} used, "
                 f"{report.judge_cache['misses']} missing)"
                 + ("; written" if report.written else ""),
                 highlight=False,
