@@ -488,3 +488,23 @@ def test_a_local_sandbox_s_warmup_uses_this_machine_s_package_indexes(tmp_path: 
 
     (row,) = json.loads(next(out.glob("summary_*.json")).read_text())["tasks"]
     assert row["error"] is None and row["score"] == 1.0, row
+
+
+def test_a_model_given_to_an_agent_that_calls_none_is_noted(tmp_path: Path) -> None:
+    """``--agent oracle -m NAME``: the name only names the job's files; it was taken without a
+    word (a new user's finding). Without ``-m`` nothing is said."""
+    r = run(
+        "run", "suites/demo", "--suite", "000015", "--agent", "oracle", "-m", "scripted/golden",
+        "-o", str(tmp_path / "named"), cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (
+        "note: -m scripted/golden: --agent oracle calls no model; scripted/golden only names "
+        "this job's files (its summary and trial folders)"
+    ) in r.stderr
+    assert next((tmp_path / "named").glob("summary_*.json")).name == "summary_scripted_golden.json"
+    r = run(
+        "run", "suites/demo", "--suite", "000015", "--agent", "oracle",
+        "-o", str(tmp_path / "plain"), cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 0 and "calls no model" not in r.stderr, r.stderr[-2000:]

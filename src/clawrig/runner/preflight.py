@@ -97,6 +97,19 @@ def note_resume_new(tasks: list[Task], config: JobConfig) -> list[str]:
     return [f"--resume: {out} holds no job of {model} yet: starting a new job there"]
 
 
+def note_model_unused(tasks: list[Task], config: JobConfig) -> list[str]:
+    """A note when ``-m`` is given to an agent that calls no model (``oracle``, ``nop``): the
+    name only names the job's files, and it was taken without a word (a new user's finding:
+    ``--agent oracle -m scripted/golden`` wrote ``summary_scripted_golden.json``)."""
+    agent, model = config.trial.agent, config.trial.model
+    if agent.partition("@")[0] not in ("oracle", "nop") or model in (agent, "", "none"):
+        return []
+    return [
+        f"-m {model}: --agent {agent} calls no model; {model} only names this job's files "
+        "(its summary and trial folders)"
+    ]
+
+
 def check_config(config: JobConfig) -> list[str]:
     """Option values pydantic's types do not pin down (``--sandbox``, ``--network``,
     ``--setup-network``; the Job checks the ``--web`` options as it builds the web): checked
@@ -338,7 +351,7 @@ CHECKS: list[Check] = [
 ]
 """The checks every Job runs, in order (append yours): any problem refuses the job."""
 
-NOTES: list[Check] = [*_FIDELITY_NOTES, note_disk_space, note_resume_new]
+NOTES: list[Check] = [*_FIDELITY_NOTES, note_disk_space, note_resume_new, note_model_unused]
 """Checks whose lines are only notes for the user: the job runs (append yours)."""
 
 
