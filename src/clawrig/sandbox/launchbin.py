@@ -1,6 +1,7 @@
 """clawrig's sandbox launcher and init as one small C program (``sandbox_launch.c`` beside this
-module), compiled on first use by the host's C compiler and kept in clawrig's cache folder
-(``bin/`` below :func:`clawrig.sandbox.pyenv.cache_root`).
+module), compiled on first use (statically with musl where ``musl-gcc`` is there: its start
+is ~15x cheaper than a glibc program's, :func:`musl_compiler`; else by the host's C compiler)
+and kept in clawrig's cache folder (``bin/`` below :func:`clawrig.sandbox.pyenv.cache_root`).
 
 Why: a pooled sandbox's launcher (:mod:`clawrig.sandbox.mountns`) and the init of a sandbox
 whose supervisor the zygote forks (:mod:`clawrig.sandbox.zygote`) were perl programs, and a
@@ -120,25 +121,44 @@ def c_compiler() -> str | None:
     return shutil.which("cc") or shutil.which("gcc")
 
 
+def musl_compiler() -> str | None:
+    """musl's compiler wrapper (``musl-gcc``, Debian's musl-tools, on PATH), or None: the
+    program built with it statically starts in ~0.04 ms of CPU instead of ~0.6 ms (glibc's
+    start-up reads the CPU's cache sizes with dozens of ``cpuid`` instructions, each a trap
+    to the hypervisor on a virtual machine; measured here). Four starts per trial."""
+    return shutil.which("musl-gcc")
+
+
+def _compiler_commands() -> list[list[str]]:
+    """The compile commands to try, best first: musl statically (:func:`musl_compiler`),
+    then the host's C compiler."""
+    commands = []
+    if (musl := musl_compiler()) is not None:
+        commands.append([musl, "-static", "-O2"])
+    if (cc := c_compiler()) is not None:
+        commands.append([cc, "-O2"])
+    return commands
+
+
 def _compiled(source: bytes) -> bytes | None:
-    """``source`` compiled by the host's C compiler in a private temporary folder, or None
-    (no compiler, a compile error)."""
-    cc = c_compiler()
-    if cc is None:
-        return None
+    """``source`` compiled in a private temporary folder by the first of
+    :func:`_compiler_commands` that compiles it, or None (no compiler, compile errors)."""
     with tempfile.TemporaryDirectory(prefix="clawrig-cc-") as temp:
         out = Path(temp) / "sandbox-launch"
-        try:
-            done = subprocess.run(
-                [cc, "-O2", "-x", "c", "-", "-o", str(out)],
-                input=source,
-                capture_output=True,
-                timeout=60,
-                check=False,
-            )
-            return out.read_bytes() if done.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            return None
+        for command in _compiler_commands():
+            try:
+                done = subprocess.run(
+                    [*command, "-x", "c", "-", "-o", str(out)],
+                    input=source,
+                    capture_output=True,
+                    timeout=60,
+                    check=False,
+                )
+                if done.returncode == 0:
+                    return out.read_bytes()
+            except (OSError, subprocess.SubprocessError):
+                continue
+        return None
 
 
 def _sealed(data: bytes) -> int:
@@ -190,7 +210,9 @@ def _make() -> int | None:
     """The program's memory file (module docs): the cached one when it is there, private and
     runs; else compiled now (and kept when the cache can take it). Raises OSError."""
     source = SOURCE_PATH.read_bytes()
-    digest = hashlib.sha256(source + os.uname().machine.encode()).hexdigest()[:16]
+    # the build's kind is part of its name: musl installed later replaces a glibc build
+    kind = b"musl" if musl_compiler() is not None else b"cc"
+    digest = hashlib.sha256(source + os.uname().machine.encode() + kind).hexdigest()[:16]
     name = f"sandbox-launch-{digest}"
     try:
         folder = _bin_folder()
