@@ -1,6 +1,6 @@
 # clawrig: `make demo` runs the bundled demo suite offline; `make test` runs the tests.
 # Both create or refresh .venv with the project and its extras, and install Debian's
-# bubblewrap and gcc (clawrig's sandbox launcher) with apt-get when they are missing and we are
+# bubblewrap, gcc and musl-tools (clawrig's sandbox launcher) with apt-get when they are missing and we are
 # root; `make test` also installs Debian's docker.io and mmdebstrap and starts dockerd when none
 # runs (the Docker and environment tests).
 PY ?= python3
