@@ -30,6 +30,7 @@ from pathlib import Path
 
 from clawrig.env.spec import load_env_spec
 from clawrig.env.store import env_cache_root
+from clawrig.errors import UserError
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import ScriptedServer
@@ -127,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox", default="bwrap", choices=["bwrap", "docker"])
     parser.add_argument("--env", default="base", help="base | wildclaw | a spec file")
     args = parser.parse_args(argv)
-    asyncio.run(main_async(args.sandbox, args.env))
+    try:
+        asyncio.run(main_async(args.sandbox, args.env))
+    except UserError as exc:  # e.g. no mmdebstrap to build the environment: one line
+        print(f"example_patterns.py: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -13,6 +13,11 @@ forks per sandbox (nsenter and its shell where the caps writer cannot run), and 
 program name. Prints ms per trial for each kind (the harness's also for its main thread alone:
 its event loop, the job's serial work), the total, and the load average.
 
+Its totals run ~10-25% above benchmarks/throughput.py's CPU per trial for the same workload:
+``perf record`` costs the processes it samples CPU of their own (its interrupts, and the
+fork and exec records it keeps). Compare kinds here with each other, and totals with
+throughput.py's cgroup count.
+
 ``--own-mounts``: run in a mount namespace of its own where the host's other clawrig mounts
 (other jobs' warm pools and trial disks below ``/tmp/clawrig-*``) are detached: bwrap reads the
 whole mount table for each of its binds, so on a machine shared with a 1,000-trial job (3,000
@@ -99,9 +104,11 @@ class Tree:
             return "bwrap (launcher exec, outer, init)"
         if comm == "sh" and "bwrap" in progs:
             return "bwrap launcher (sh before exec)"
-        if comm == "clawrig-launch" or (comm == "perl" and "bwrap" in progs):
+        # clawrig's sandbox program runs as /proc/self/fd/N: named "N" until it names itself
+        own_program = comm.isdigit()
+        if comm == "clawrig-launch" or ((comm == "perl" or own_program) and "bwrap" in progs):
             return "pooled launcher before its bwrap exec (clawrig-launch or perl)"
-        if comm in ("clawrig-init", "perl"):
+        if comm in ("clawrig-init", "perl") or own_program:
             return "sandbox init with the zygote (clawrig-init or perl)"
         if comm == "nsenter" or (comm == "sh" and "nsenter" in progs):
             return "nsenter (inotify caps)"

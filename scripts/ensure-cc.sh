@@ -15,8 +15,11 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing Debian's $want with apt-get (clawrig's sandbox launcher)" >&2
   apt-get install -y -qq --no-install-recommends $want >/dev/null 2>&1 \
     || { apt-get update -qq >/dev/null; apt-get install -y -qq --no-install-recommends $want >/dev/null; }
-  have_cc && exit 0
 fi
-have_cc && exit 0
+if have_cc; then
+  command -v musl-gcc >/dev/null 2>&1 \
+    || echo "note: no musl-gcc: clawrig's sandbox launcher is built with glibc, whose start costs more CPU (Debian/Ubuntu: sudo apt-get install musl-tools)" >&2
+  exit 0
+fi
 echo "no C compiler found: sandboxes start with perl instead (Debian/Ubuntu: sudo apt-get install gcc)" >&2
 exit 0

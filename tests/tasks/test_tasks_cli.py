@@ -122,6 +122,13 @@ def test_root_is_refused_where_it_would_be_ignored(
     # WildClawBench task files still read it
     wildclaw_task("a.md", id="a")
     assert run_cli("tasks", "validate", bench_root, "--root", bench_root).returncode == 0
+    # a --root that is not a folder: one line naming it, before any task is read
+    for missing in (tmp_path / "no-such-root", wildclaw_task("b.md", id="b")):
+        proc = run_cli("tasks", "validate", bench_root, "--root", missing)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            f"clawrig: error: --root: {missing}: no such folder"
+        ]
 
 
 def test_validate_counts_the_tasks_without_errors_whatever_the_error(

@@ -334,14 +334,16 @@ def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
 
     ``root`` is the benchmark root for WildClawBench Workspace Paths and DataClawBench task
     files (default: the folder that holds ``tasks/``). Raises UserError when ``path`` does not
-    exist, and (one line starting ``--root:``) when ``root`` is given for a suite whose format
-    does not read one (:func:`root_applies`: a four-folder set, a DataClawBench root) and is
+    exist, and (one line starting ``--root:``) when ``root`` is not a folder or is given for a
+    suite whose format does not read one (:func:`root_applies`: a four-folder set, a DataClawBench root) and is
     not ``path`` itself.
     """
     path = Path(path)
     root_dir = Path(root) if root is not None else None
     if not path.exists():
         raise UserError(f"{path}: path: no such file or folder")
+    if root_dir is not None and not root_dir.is_dir():
+        raise UserError(f"--root: {root_dir}: no such folder")
     if (
         root_dir is not None
         and not root_applies(path)
