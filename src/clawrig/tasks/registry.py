@@ -335,8 +335,8 @@ def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
     ``root`` is the benchmark root for WildClawBench Workspace Paths and DataClawBench task
     files (default: the folder that holds ``tasks/``). Raises UserError when ``path`` does not
     exist, and (one line starting ``--root:``) when ``root`` is not a folder or is given for a
-    suite whose format does not read one (:func:`root_applies`: a four-folder set, a DataClawBench root) and is
-    not ``path`` itself.
+    suite whose format does not read one (:func:`root_applies`: a four-folder set, a
+    DataClawBench root) and is not ``path`` itself.
     """
     path = Path(path)
     root_dir = Path(root) if root is not None else None
