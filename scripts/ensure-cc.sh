@@ -7,17 +7,26 @@
 # compiler perl does the same work, and the program's tests skip with the reason.
 set -uo pipefail
 have_cc() { command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1; }
-if have_cc && command -v musl-gcc >/dev/null 2>&1; then exit 0; fi
+have_musl() { command -v musl-gcc >/dev/null 2>&1; }
+if have_cc && have_musl; then exit 0; fi
+# one package set per apt-get command: a repository without musl-tools must not keep gcc out
+install() {
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1; }
+}
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
-  want="musl-tools"
-  have_cc || want="gcc libc6-dev musl-tools"
-  echo "installing Debian's $want with apt-get (clawrig's sandbox launcher)" >&2
-  apt-get install -y -qq --no-install-recommends $want >/dev/null 2>&1 \
-    || { apt-get update -qq >/dev/null; apt-get install -y -qq --no-install-recommends $want >/dev/null; }
+  if ! have_cc; then
+    echo "no C compiler: installing Debian's gcc with apt-get (clawrig's sandbox launcher)" >&2
+    install gcc libc6-dev
+  fi
+  if have_cc && ! have_musl; then
+    echo "installing Debian's musl-tools with apt-get (clawrig's sandbox launcher, built statically)" >&2
+    install musl-tools
+  fi
 fi
 if have_cc; then
-  command -v musl-gcc >/dev/null 2>&1 \
+  have_musl \
     || echo "note: no musl-gcc: clawrig's sandbox launcher is built with glibc, whose start costs more CPU (Debian/Ubuntu: sudo apt-get install musl-tools)" >&2
   exit 0
 fi

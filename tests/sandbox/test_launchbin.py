@@ -106,6 +106,30 @@ def test_with_musl_the_program_is_static_and_with_glibc_alone_dynamic(tmp_path):
     assert b"ld-linux" in (_program_interpreter(glibc.read_bytes()) or b"")
 
 
+@pytest.mark.skipif(launchbin.musl_compiler() is None, reason="no musl-gcc (Debian: musl-tools)")
+def test_a_musl_gcc_that_fails_or_makes_no_program_falls_back_to_cc_under_cc_s_name(tmp_path):
+    # a musl-gcc that fails, and one that exits 0 leaving garbage: the host's cc builds the
+    # program (dynamic), cached under the cc build's name; the real musl-gcc later makes and
+    # caches its own static build beside it (the cc build is this source's too: kept)
+    for broken, script in (
+        ("fails", "#!/bin/sh\nexit 1\n"),
+        ("garbage", '#!/bin/sh\nfor a; do out=$a; done\necho nonsense > "$out"\n'),
+    ):
+        fake = tmp_path / broken
+        fake.mkdir()
+        (fake / "musl-gcc").write_text(script)
+        (fake / "musl-gcc").chmod(0o755)
+        cache = tmp_path / f"cache-{broken}"
+        assert _probe(cache, PATH=f"{fake}:{os.environ['PATH']}")["fd"] is not None
+        [cc_build] = _binaries(cache)
+        assert b"ld-linux" in (_program_interpreter(cc_build.read_bytes()) or b""), broken
+        assert _probe(cache)["fd"] is not None  # the real musl-gcc
+        builds = _binaries(cache)
+        assert len(builds) == 2 and cc_build in builds, broken
+        [musl_build] = [b for b in builds if b != cc_build]
+        assert _program_interpreter(musl_build.read_bytes()) is None, broken
+
+
 def test_a_cached_program_that_is_not_private_or_not_the_program_is_compiled_again(tmp_path):
     _probe(tmp_path)
     [binary] = _binaries(tmp_path)

@@ -90,10 +90,11 @@ def _cached(folder: int, name: str) -> bytes | None:
         return fh.read() if stat.S_ISREG(st.st_mode) and _private(st) else None
 
 
-def _store(folder: int, name: str, data: bytes) -> None:
+def _store(folder: int, name: str, data: bytes, current: set[str]) -> None:
     """Keep ``data`` as ``name`` in the ``bin`` folder ``folder`` (a new file renamed onto it:
-    parallel harnesses may store at once) and remove the programs of other sources there.
-    Raises OSError."""
+    parallel harnesses may store at once) and remove the programs there whose names are not in
+    ``current`` (this source's builds of every kind: harnesses with and without musl-gcc on
+    their PATH keep theirs). Raises OSError."""
     temp = f".{name}.{os.getpid()}.{threading.get_ident()}"
     fd = os.open(
         temp,
@@ -107,7 +108,7 @@ def _store(folder: int, name: str, data: bytes) -> None:
         os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
         for other in os.listdir(folder):  # an older source's (a running harness has its own
             # in memory already)
-            if other.startswith("sandbox-launch-") and other != name:
+            if other.startswith("sandbox-launch-") and other not in current:
                 with contextlib.suppress(OSError):
                     os.unlink(other, dir_fd=folder)
     except BaseException:
@@ -129,36 +130,33 @@ def musl_compiler() -> str | None:
     return shutil.which("musl-gcc")
 
 
-def _compiler_commands() -> list[list[str]]:
-    """The compile commands to try, best first: musl statically (:func:`musl_compiler`),
-    then the host's C compiler."""
-    commands = []
+def _builds() -> list[tuple[str, list[str]]]:
+    """The builds to try, best first, each (its kind, its compile command): ``musl``
+    statically (:func:`musl_compiler`), then ``cc``, the host's C compiler."""
+    builds = []
     if (musl := musl_compiler()) is not None:
-        commands.append([musl, "-static", "-O2"])
+        builds.append(("musl", [musl, "-static", "-O2", "-s"]))
     if (cc := c_compiler()) is not None:
-        commands.append([cc, "-O2"])
-    return commands
+        builds.append(("cc", [cc, "-O2"]))
+    return builds
 
 
-def _compiled(source: bytes) -> bytes | None:
-    """``source`` compiled in a private temporary folder by the first of
-    :func:`_compiler_commands` that compiles it, or None (no compiler, compile errors)."""
+def _compiled(source: bytes, command: list[str]) -> bytes | None:
+    """``source`` compiled by ``command`` in a private temporary folder, or None (it cannot
+    run, fails or takes over 60 s)."""
     with tempfile.TemporaryDirectory(prefix="clawrig-cc-") as temp:
         out = Path(temp) / "sandbox-launch"
-        for command in _compiler_commands():
-            try:
-                done = subprocess.run(
-                    [*command, "-x", "c", "-", "-o", str(out)],
-                    input=source,
-                    capture_output=True,
-                    timeout=60,
-                    check=False,
-                )
-                if done.returncode == 0:
-                    return out.read_bytes()
-            except (OSError, subprocess.SubprocessError):
-                continue
-        return None
+        try:
+            done = subprocess.run(
+                [*command, "-x", "c", "-", "-o", str(out)],
+                input=source,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+            return out.read_bytes() if done.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            return None
 
 
 def _sealed(data: bytes) -> int:
@@ -207,28 +205,35 @@ def _runnable(data: bytes) -> int | None:
 
 
 def _make() -> int | None:
-    """The program's memory file (module docs): the cached one when it is there, private and
-    runs; else compiled now (and kept when the cache can take it). Raises OSError."""
+    """The program's memory file (module docs): for each build of :func:`_builds`, best first,
+    the cached one when it is there, private and runs, else compiled now when it compiles and
+    runs (and kept when the cache can take it). Each build is cached under a name of its own
+    kind (what compiled it: musl installed later replaces a glibc build; a musl-gcc that fails
+    or makes a program that does not run falls back to cc). Raises OSError."""
     source = SOURCE_PATH.read_bytes()
-    # the build's kind is part of its name: musl installed later replaces a glibc build
-    kind = b"musl" if musl_compiler() is not None else b"cc"
-    digest = hashlib.sha256(source + os.uname().machine.encode() + kind).hexdigest()[:16]
-    name = f"sandbox-launch-{digest}"
+    builds = _builds()
+    names = {
+        kind: "sandbox-launch-"
+        + hashlib.sha256(source + os.uname().machine.encode() + kind.encode()).hexdigest()[:16]
+        for kind in ("musl", "cc")
+    }
     try:
         folder = _bin_folder()
     except OSError:
         folder = None  # no cache here: compiled for this process alone
     try:
-        if folder is not None and (data := _cached(folder, name)) is not None:
-            if (fd := _runnable(data)) is not None:
-                return fd
-        data = _compiled(source)
-        if data is None or (fd := _runnable(data)) is None:
-            return None
-        if folder is not None:
-            with contextlib.suppress(OSError):
-                _store(folder, name, data)
-        return fd
+        for kind, command in builds:
+            if folder is not None and (data := _cached(folder, names[kind])) is not None:
+                if (fd := _runnable(data)) is not None:
+                    return fd
+            data = _compiled(source, command)
+            if data is None or (fd := _runnable(data)) is None:
+                continue
+            if folder is not None:
+                with contextlib.suppress(OSError):
+                    _store(folder, names[kind], data, set(names.values()))
+            return fd
+        return None
     finally:
         if folder is not None:
             os.close(folder)
