@@ -148,6 +148,29 @@ def test_a_missing_judge_cache_is_one_line_before_any_trial(demo_oracle_job):
     assert r.stdout == ""
 
 
+def test_a_task_folder_grades_its_trials_and_a_job_without_trials_says_so(
+    demo_oracle_job, tmp_path
+):
+    # new-user review: both said "has no result.json (not a trial folder)"
+    task = demo_oracle_job / "000004"
+    trials = sorted(p.name for p in task.iterdir() if (p / "result.json").is_file())
+    assert trials
+    r = _grade(str(task), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    reports = [json.loads(line) for line in r.stdout.splitlines()]
+    assert sorted(Path(rep["trial"]).name for rep in reports) == trials
+    assert all(rep["same"] and rep["task_id"] == "000004" for rep in reports)
+    job = tmp_path / "stopped-job"
+    job.mkdir()
+    (job / "progress_oracle.json").write_text("{}")
+    r = _grade(str(job))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.splitlines() == [
+        f"clawrig: error: TRIAL_DIR: {job} is a job folder with no finished trial in it (no "
+        "<task>/<trial>/result.json): nothing to grade"
+    ]
+
+
 def test_grade_without_arguments_says_what_to_give():
     r = _grade()
     assert r.returncode == 2, r.stdout + r.stderr

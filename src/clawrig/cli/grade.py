@@ -18,16 +18,26 @@ if TYPE_CHECKING:
 
 
 def _trial_folders(paths: list[Path]) -> list[Path]:
-    """Each path as given when it is a trial folder; a job folder gives its trial folders."""
+    """Each path as given when it is a trial folder; a job folder gives its trial folders, a
+    task folder of a job (``<job>/<task>/``) its own. Raises UserError for a job folder that
+    holds no finished trial."""
     from clawrig.spec.layout import JobPaths, TrialPaths
 
     out: list[Path] = []
     for path in paths:
         if not TrialPaths(path).is_trial() and path.is_dir():
-            found = [rj.parent for rj in JobPaths(path).trial_results()]
+            job = JobPaths(path)
+            found = [rj.parent for rj in job.trial_results()]
+            if not found:  # a task's folder in a job: its trials
+                found = sorted(p for p in path.iterdir() if TrialPaths(p).is_trial())
             if found:
                 out += found
                 continue
+            if job.summaries() or job.progresses() or job.lock.exists():
+                raise UserError(
+                    f"TRIAL_DIR: {path} is a job folder with no finished trial in it (no "
+                    "<task>/<trial>/result.json): nothing to grade"
+                )
         out.append(path)
     return out
 
