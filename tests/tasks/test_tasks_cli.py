@@ -74,6 +74,17 @@ def test_show_takes_path_then_id_as_list_does(run_cli, fourfolder_real):
     assert json.loads(by_path.stdout)["id"] == "000015"
 
 
+def test_show_given_a_suite_folder_alone_says_to_give_the_id_first(run_cli, fourfolder_real):
+    # new-user review: `tasks show suites/demo` said "no task with id 'suites/demo'"
+    proc = run_cli("tasks", "show", str(fourfolder_real))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"clawrig: error: ID: {fourfolder_real} is a folder, not a task id: give the id first, "
+        f"then the suite (clawrig tasks show ID {fourfolder_real}; clawrig tasks list "
+        f"{fourfolder_real} lists the ids)"
+    ]
+
+
 def test_show_unknown_id_is_one_line_error(run_cli, fourfolder_real):
     proc = run_cli("tasks", "show", "999999", "--path", fourfolder_real)
     assert proc.returncode == 2
