@@ -270,8 +270,10 @@ async def clean_room_cost(n: int) -> None:
         )
         for label, cols in rows.items():
             med = {k: statistics.median(v) for k, v in cols.items()}
+            # no pool, no "room ready" (the clean room started cold: its start is in gt_inject)
+            ready = "-" if med["ready"] != med["ready"] else f"{med['ready']:.1f}"
             print(
-                f"{label:<11}{med['start']:>14.1f}{med['stop_agent']:>12.1f}{med['ready']:>12.1f}"
+                f"{label:<11}{med['start']:>14.1f}{med['stop_agent']:>12.1f}{ready:>12}"
                 f"{med['gt_in']:>11.1f}{med['total']:>12.1f}"
             )
         print("  (gt_inject = clean room ready + transcript + egress forward + gt + services)")

@@ -497,12 +497,14 @@ def main() -> None:
                     )
         print()
         print(f"{args.trials} trials, {CALLS} calls each, model delay {args.model_delay:g} s")
-        print(f"{'-p':>5} {'clawrig trials/s':>24} {'inspect samples/s':>24} {'ratio':>7}")
+        peer = f" {'inspect samples/s':>24} {'ratio':>7}" if have_inspect else ""
+        print(f"{'-p':>5} {'clawrig trials/s':>24}{peer}")
         for p in ps:
             c = [args.trials / r["wall_s"] for r in results.get(("clawrig", p), []) if r["ok"]]
             i = [args.trials / r["wall_s"] for r in results.get(("inspect", p), []) if r["ok"]]
             ratio = f"{statistics.median(c) / statistics.median(i):6.2f}x" if c and i else "-"
-            print(f"{p:>5} {_stat(c):>24} {_stat(i):>24} {ratio:>7}")
+            beside = f" {_stat(i):>24} {ratio:>7}" if have_inspect else ""
+            print(f"{p:>5} {_stat(c):>24}{beside}")
         if args.baseline_src is not None:
             print(f"baseline: {args.baseline_src}")
             print(
