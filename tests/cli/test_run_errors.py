@@ -508,3 +508,37 @@ def test_a_model_given_to_an_agent_that_calls_none_is_noted(tmp_path: Path) -> N
         "-o", str(tmp_path / "plain"), cwd=REPO,
     )  # fmt: skip
     assert r.returncode == 0 and "calls no model" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scripted_server) -> None:
+    """``--replay`` of a job that recorded 2 runs of 000015, without ``--runs``: 1 run, and the
+    second run's recorded calls unused with no word (a new user's finding with 8 runs). Now a
+    note says so and names the ``--runs`` that replays them all; with it, no note."""
+    import json
+
+    from clawrig.testing.scripted_server import load_script
+
+    replies, models = load_script(REPO / "examples" / "scripted-000015.json")
+    srv = scripted_server(list(replies) * 2, models=models)  # one script per run, in turn
+    env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
+    job = tmp_path / "recorded"
+    r = run(
+        "run", "suites/demo", "--suite", "000015", "-m", "scripted/demo", "--runs", "2",
+        "-p", "1", "-o", str(job), cwd=REPO, env=env,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    runs = {
+        json.loads(line)["run_index"]
+        for records in job.glob("000015/*/model_calls.jsonl")
+        for line in records.read_text().splitlines()
+    }
+    assert len(runs) == 2, runs
+    note = f"--replay: {job} recorded up to 2 runs of a task; this job runs 1 (--runs 2 replays"
+    r = run("run", "suites/demo", "--suite", "000015", "--replay", str(job), "-o",
+            str(tmp_path / "one"), cwd=REPO)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert note in r.stderr and "Traceback" not in r.stderr
+    r = run("run", "suites/demo", "--suite", "000015", "--replay", str(job), "--runs", "2",
+            "-o", str(tmp_path / "two"), cwd=REPO)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "recorded up to" not in r.stderr

@@ -110,6 +110,23 @@ def note_model_unused(tasks: list[Task], config: JobConfig) -> list[str]:
     ]
 
 
+def note_replay_runs(tasks: list[Task], config: JobConfig) -> list[str]:
+    """With ``--replay``, a note when the replayed job recorded more runs of a task than this
+    job runs (``--runs``, default 1): the later runs' recorded calls go unused, which was
+    said nowhere (a new user's finding: a recording of 8 runs replayed as 1)."""
+    if config.replay is None or config.trial.agent.partition("@")[0] in ("oracle", "nop"):
+        return []
+    from clawrig.llm.gateway.replay import recorded_runs
+
+    most = recorded_runs(config.replay)
+    if most <= config.runs:
+        return []
+    return [
+        f"--replay: {config.replay} recorded up to {most} runs of a task; this job runs "
+        f"{config.runs} (--runs {most} replays them all)"
+    ]
+
+
 def check_config(config: JobConfig) -> list[str]:
     """Option values pydantic's types do not pin down (``--sandbox``, ``--network``,
     ``--setup-network``; the Job checks the ``--web`` options as it builds the web): checked
@@ -351,7 +368,13 @@ CHECKS: list[Check] = [
 ]
 """The checks every Job runs, in order (append yours): any problem refuses the job."""
 
-NOTES: list[Check] = [*_FIDELITY_NOTES, note_disk_space, note_resume_new, note_model_unused]
+NOTES: list[Check] = [
+    *_FIDELITY_NOTES,
+    note_disk_space,
+    note_resume_new,
+    note_model_unused,
+    note_replay_runs,
+]
 """Checks whose lines are only notes for the user: the job runs (append yours)."""
 
 

@@ -339,6 +339,13 @@ def recorded_task_ids(job_dir: Path | str) -> set[str] | None:
     return None if ids is None else set(ids)
 
 
+def recorded_runs(job_dir: Path | str) -> int:
+    """The most runs of one task whose agent's calls a job folder recorded (distinct
+    ``run_index`` values of a ``task_id`` in :data:`RECORD_FILE`; 0 when none names both).
+    From :func:`_recorded_index`."""
+    return _recorded_index(job_dir)[2]
+
+
 def recorded_models(job_dir: Path | str) -> dict[str, str]:
     """The model names a finished job (or one trial folder) used, by role (``agent``,
     ``judge``), from its recorded calls (:data:`RECORD_FILE`, then the judge logs; for
@@ -347,10 +354,11 @@ def recorded_models(job_dir: Path | str) -> dict[str, str]:
     return dict(_recorded_index(job_dir)[0])
 
 
-def _recorded_index(job_dir: Path | str) -> tuple[dict[str, str], set[str] | None]:
-    """(models by role, task ids or None) of a job or trial folder's recorded calls, read in
-    one pass over its :data:`RECORD_FILE` and judge logs (:meth:`JobPaths.trial_files`, as
-    :meth:`ResponseCache.from_job` reads them) and kept while those files are unchanged
+def _recorded_index(job_dir: Path | str) -> tuple[dict[str, str], set[str] | None, int]:
+    """(models by role, task ids or None, most runs of a task) of a job or trial folder's
+    recorded calls, read in one pass over its :data:`RECORD_FILE` and judge logs
+    (:meth:`JobPaths.trial_files`, as :meth:`ResponseCache.from_job` reads them) and kept while
+    those files are unchanged
     (a replayed job asks for both twice before it starts: model resolution, then its
     preflight). Lines that are not JSON objects are skipped (the :class:`ResponseCache`
     reading says what is wrong with them)."""
@@ -367,9 +375,10 @@ def _recorded_index(job_dir: Path | str) -> tuple[dict[str, str], set[str] | Non
 @functools.lru_cache(maxsize=4)
 def _read_index(
     stamps: tuple[tuple[str, int, int, int, int], ...],
-) -> tuple[dict[str, str], set[str] | None]:
+) -> tuple[dict[str, str], set[str] | None, int]:
     models: dict[str, str] = {}
     ids: set[str] | None = set()
+    runs: dict[str, set[int]] = {}
     for name, *_ in stamps:
         path = Path(name)
         agent_record = path.name == RECORD_FILE
@@ -385,4 +394,6 @@ def _read_index(
                     ids = None
                 else:
                     ids.add(str(rec["task_id"]))
-    return models, ids
+            if agent_record and isinstance(rec.get("run_index"), int) and rec.get("task_id"):
+                runs.setdefault(str(rec["task_id"]), set()).add(rec["run_index"])
+    return models, ids, max((len(r) for r in runs.values()), default=0)
