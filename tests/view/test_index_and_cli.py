@@ -51,6 +51,14 @@ def test_bad_input_is_one_line(jobs, tmp_path):
     proc = clawrig("view", tmp_path / "missing", "--port", "0")
     assert proc.returncode == 2 and "no such folder" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    # no folder given, outside the repository: the default named, and what to give instead
+    proc = clawrig("view", "--port", "0", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "clawrig: error: JOB_DIR: no such folder: output/demo (the default: what `make demo` "
+        "writes in the repository); give the job folders to show (clawrig run's --output), "
+        "e.g. clawrig view path/to/output"
+    ]
     (tmp_path / "empty").mkdir()
     proc = clawrig("view", "--bundle", tmp_path / "b", tmp_path / "empty")
     assert proc.returncode == 2 and "not a job folder" in proc.stderr

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from clawrig.cli.common import console, fail
+from clawrig.errors import UserError
 
 
 def view(
@@ -34,6 +35,12 @@ def view(
 ) -> None:
     """Look at jobs in a browser: headline numbers, plots, trials, transcripts, end states."""
     folders = list(job_dirs or [Path("output/demo")])
+    if not job_dirs and not folders[0].is_dir():  # the default, from another folder
+        raise UserError(
+            "JOB_DIR: no such folder: output/demo (the default: what `make demo` writes in the "
+            "repository); give the job folders to show (clawrig run's --output), e.g. "
+            "clawrig view path/to/output"
+        )
     if bundle is not None:
         from clawrig.view.bundle import write_bundle
 
