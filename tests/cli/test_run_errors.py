@@ -538,6 +538,12 @@ def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scrip
             str(tmp_path / "one"), cwd=REPO)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert note in r.stderr and "Traceback" not in r.stderr
+    # the summary says where the replies came from (the spend shown is the recording's)
+    summary = json.loads(next((tmp_path / "one").glob("summary_*.json")).read_text())
+    assert summary["replayed_from"] == str(job)
+    assert f"replayed from {job}: every model reply came from its records" in r.stdout
+    recorded = json.loads(next(job.glob("summary_*.json")).read_text())
+    assert recorded["replayed_from"] is None
     r = run("run", "suites/demo", "--suite", "000015", "--replay", str(job), "--runs", "2",
             "-o", str(tmp_path / "two"), cwd=REPO)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]

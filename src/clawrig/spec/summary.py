@@ -252,6 +252,9 @@ class JobSummary(BaseModel):
     python: str = ""
     regraded_at: str | None = None
     """When ``clawrig grade --write`` last recomputed the summary (ISO 8601, UTC), else None."""
+    replayed_from: str | None = None
+    """The job folder ``--replay`` served every model reply from (their recorded usage and
+    cost counted, no model called), else None."""
 
     def to_json(self) -> dict[str, object]:
         """The JSON object written to summary_<model>.json (``pass`` under its own name)."""
