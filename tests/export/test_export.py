@@ -96,7 +96,9 @@ def exported(job: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("export") / "set"
     proc = run("export", "fourfolder", job, out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"wrote {len(DEMO_IDS)} sample(s)" in proc.stdout
+    assert f"wrote {len(DEMO_IDS)} sample(s) to {out} (numbered anew in trial order" in proc.stdout
+    for new, task_id in zip(NEW_IDS, DEMO_IDS, strict=True):  # each line names its source
+        assert f"{new}  from task {task_id}: {task_id}/" in proc.stdout, proc.stdout
     return out
 
 

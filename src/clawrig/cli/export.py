@@ -70,9 +70,12 @@ def fourfolder(
     )  # fmt: skip
     for s in report.samples:
         note = f"  ({'; '.join(s.notes)})" if s.notes else ""
-        console.print(f"{s.id}  {s.trial}  score {s.score:g}{note}", highlight=False)
+        console.print(
+            f"{s.id}  from task {s.task_id}: {s.trial}  score {s.score:g}{note}", highlight=False
+        )
     console.print(
-        f"wrote {len(report.samples)} sample(s) to {out}; skipped {len(report.skipped)} "
+        f"wrote {len(report.samples)} sample(s) to {out} (numbered anew in trial order, as a "
+        f"four-folder set's samples are); skipped {len(report.skipped)} "
         f"trial(s). Check it with: clawrig verify {out}",
         highlight=False,
         soft_wrap=True,
