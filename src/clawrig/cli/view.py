@@ -18,6 +18,9 @@ import typer
 from clawrig.cli.common import console, fail
 from clawrig.errors import UserError
 
+DEFAULT_JOB = Path("output/demo")
+"""The job ``clawrig view`` shows when given none: what ``make demo`` writes."""
+
 
 def view(
     job_dirs: Annotated[
@@ -34,13 +37,13 @@ def view(
     ] = None,
 ) -> None:
     """Look at jobs in a browser: headline numbers, plots, trials, transcripts, end states."""
-    folders = list(job_dirs or [Path("output/demo")])
-    if not job_dirs and not folders[0].is_dir():  # the default, from another folder
+    if not job_dirs and not DEFAULT_JOB.is_dir():  # the default, from another folder
         raise UserError(
-            "JOB_DIR: no such folder: output/demo (the default: what `make demo` writes in the "
-            "repository); give the job folders to show (clawrig run's --output), e.g. "
+            f"JOB_DIR: no such folder: {DEFAULT_JOB} (the default: what `make demo` writes in "
+            "the repository); give the job folders to show (clawrig run's --output), e.g. "
             "clawrig view path/to/output"
         )
+    folders = list(job_dirs or [DEFAULT_JOB])
     if bundle is not None:
         from clawrig.view.bundle import write_bundle
 

@@ -97,12 +97,25 @@ def note_resume_new(tasks: list[Task], config: JobConfig) -> list[str]:
     return [f"--resume: {out} holds no job of {model} yet: starting a new job there"]
 
 
+def _calls_no_model(config: JobConfig) -> bool:
+    """True when the job's agent calls no model (its class's ``needs_model`` is False:
+    ``oracle``, ``nop``, a registered agent that says so); an agent that cannot be loaded
+    counts as one that does (its own check says what is wrong)."""
+    from clawrig.agents import AGENTS
+
+    try:
+        agent = AGENTS.get(config.trial.agent.partition("@")[0])
+    except UserError:
+        return False
+    return getattr(agent, "needs_model", True) is False
+
+
 def note_model_unused(tasks: list[Task], config: JobConfig) -> list[str]:
     """A note when ``-m`` is given to an agent that calls no model (``oracle``, ``nop``): the
     name only names the job's files, and it was taken without a word (a new user's finding:
     ``--agent oracle -m scripted/golden`` wrote ``summary_scripted_golden.json``)."""
     agent, model = config.trial.agent, config.trial.model
-    if agent.partition("@")[0] not in ("oracle", "nop") or model in (agent, "", "none"):
+    if not _calls_no_model(config) or model in (agent, "", "none"):
         return []
     return [
         f"-m {model}: --agent {agent} calls no model; {model} only names this job's files "
@@ -114,7 +127,7 @@ def note_replay_runs(tasks: list[Task], config: JobConfig) -> list[str]:
     """With ``--replay``, a note when the replayed job recorded more runs of a task than this
     job runs (``--runs``, default 1): the later runs' recorded calls go unused, which was
     said nowhere (a new user's finding: a recording of 8 runs replayed as 1)."""
-    if config.replay is None or config.trial.agent.partition("@")[0] in ("oracle", "nop"):
+    if config.replay is None or _calls_no_model(config):
         return []
     from clawrig.llm.gateway.replay import recorded_runs
 
@@ -265,7 +278,7 @@ def check_replay(tasks: list[Task], config: JobConfig) -> list[str]:
     failed at the trial's first request, as "the run diverged", naming a trial, after its
     sandbox started (a new user's finding). Agents that call no model (``oracle``, ``nop``)
     need neither."""
-    if config.replay is None or config.trial.agent.partition("@")[0] in ("oracle", "nop"):
+    if config.replay is None or _calls_no_model(config):
         return []
     from clawrig.llm.gateway import recorded_models
     from clawrig.llm.gateway.replay import recorded_task_ids

@@ -358,12 +358,11 @@ def _recorded_index(job_dir: Path | str) -> tuple[dict[str, str], set[str] | Non
     """(models by role, task ids or None, most runs of a task) of a job or trial folder's
     recorded calls, read in one pass over its :data:`RECORD_FILE` and judge logs
     (:meth:`JobPaths.trial_files`, as :meth:`ResponseCache.from_job` reads them) and kept while
-    those files are unchanged
-    (a replayed job asks for both twice before it starts: model resolution, then its
-    preflight). Lines that are not JSON objects are skipped (the :class:`ResponseCache`
-    reading says what is wrong with them)."""
-    files = JobPaths(Path(job_dir)).trial_files(RECORD_FILE)
-    files += JobPaths(Path(job_dir)).trial_files(*JUDGE_LOGS)  # (the agent's records first)
+    those files are unchanged (a replayed job asks for both twice before it starts: model
+    resolution, then its preflight). Lines that are not JSON objects are skipped (the
+    :class:`ResponseCache` reading says what is wrong with them)."""
+    files = JobPaths(Path(job_dir)).trial_files(RECORD_FILE, *JUDGE_LOGS)
+    files.sort(key=lambda p: p.name != RECORD_FILE)  # the agent's records first (stable)
     stamps = []
     for path in files:
         with contextlib.suppress(OSError):
