@@ -136,7 +136,10 @@ def test_cli_regrades_an_oracle_trial(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     bad = subprocess.run([clawrig, "grade", str(empty)], capture_output=True, text=True)
-    assert bad.returncode == 2 and "has no result.json (not a trial folder)" in bad.stderr
+    assert bad.returncode == 2 and (
+        "has no result.json (not a trial folder, nor a job or task folder with finished "
+        "trials in it)" in bad.stderr
+    )
 
 
 def test_a_missing_judge_cache_is_one_line_before_any_trial(demo_oracle_job):

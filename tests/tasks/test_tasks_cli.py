@@ -79,8 +79,8 @@ def test_show_given_a_suite_folder_alone_says_to_give_the_id_first(run_cli, four
     proc = run_cli("tasks", "show", str(fourfolder_real))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"clawrig: error: ID: {fourfolder_real} is a folder, not a task id: give the id first, "
-        f"then the suite (clawrig tasks show ID {fourfolder_real}; clawrig tasks list "
+        f"clawrig: error: ID: {fourfolder_real} is a folder, not a task id: give a task id with "
+        f"the suite (clawrig tasks show ID {fourfolder_real}; clawrig tasks list "
         f"{fourfolder_real} lists the ids)"
     ]
 

@@ -211,7 +211,7 @@ def show_task(
     except UserError as exc:
         if path_arg is None and path_opt is None and Path(task_id).is_dir():
             raise UserError(
-                f"ID: {task_id} is a folder, not a task id: give the id first, then the suite "
+                f"ID: {task_id} is a folder, not a task id: give a task id with the suite "
                 f"(clawrig tasks show ID {task_id}; clawrig tasks list {task_id} lists the ids)"
             ) from None
         if suite.errors:

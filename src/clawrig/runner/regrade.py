@@ -126,7 +126,10 @@ def load_trial(folder: Path) -> TrialResult:
     if not rj.is_file():
         if not folder.exists():
             raise UserError(f"TRIAL_DIR: no such folder: {folder}")
-        raise UserError(f"TRIAL_DIR: {folder} has no result.json (not a trial folder)")
+        raise UserError(
+            f"TRIAL_DIR: {folder} has no result.json (not a trial folder, nor a job or task "
+            "folder with finished trials in it)"
+        )
     try:
         return model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
     except ValidationError as exc:
