@@ -163,6 +163,22 @@ def test_a_task_folder_grades_its_trials_and_a_job_without_trials_says_so(
     reports = [json.loads(line) for line in r.stdout.splitlines()]
     assert sorted(Path(rep["trial"]).name for rep in reports) == trials
     assert all(rep["same"] and rep["task_id"] == "000004" for rep in reports)
+    # a task folder's trials only: no .tmp- trial, no link out of the job; and a trial folder
+    # without result.json is not taken as a task folder (its end_state/ is the agent's)
+    copy = tmp_path / "copy"
+    shutil.copytree(demo_oracle_job, copy, symlinks=True)
+    trial = copy / "000004" / trials[0]
+    shutil.copytree(trial, copy / "000004" / ".tmp-unfinished")
+    outside = tmp_path / "outside"
+    shutil.copytree(trial, outside)
+    (copy / "000004" / "zlink").symlink_to(outside)
+    r = _grade(str(copy / "000004"), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [Path(json.loads(line)["trial"]).name for line in r.stdout.splitlines()] == trials
+    shutil.copytree(outside, trial / "end_state" / "forged")  # a whole trial, agent-written
+    (trial / "result.json").unlink()
+    r = _grade(str(trial))
+    assert r.returncode == 2 and "has no result.json" in r.stderr, r.stdout + r.stderr
     job = tmp_path / "stopped-job"
     job.mkdir()
     (job / "progress_oracle.json").write_text("{}")

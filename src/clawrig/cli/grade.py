@@ -18,22 +18,29 @@ if TYPE_CHECKING:
 
 
 def _trial_folders(paths: list[Path]) -> list[Path]:
-    """Each path as given when it is a trial folder; a job folder gives its trial folders, a
-    task folder of a job (``<job>/<task>/``) its own. Raises UserError for a job folder that
-    holds no finished trial."""
+    """Each path as given when it is a trial folder; a job folder (:meth:`JobPaths.is_job`)
+    gives its trial folders, a task folder of a job (``<job>/<task>/``) its own
+    (:meth:`JobPaths.task_trials`: no ``.tmp-`` trials, no links out of the job). Raises
+    UserError for a job folder that holds no finished trial."""
     from clawrig.spec.layout import JobPaths, TrialPaths
 
     out: list[Path] = []
     for path in paths:
         if not TrialPaths(path).is_trial() and path.is_dir():
-            job = JobPaths(path)
-            found = [rj.parent for rj in job.trial_results()]
-            if not found:  # a task's folder in a job: its trials
-                found = sorted(p for p in path.iterdir() if TrialPaths(p).is_trial())
+            job, parent = JobPaths(path), JobPaths(path.parent)
+            # a folder is a job's (or a task's in one) by the job's own files: a trial folder
+            # without result.json holds its agent's end_state/, which may look like trials
+            found = (
+                [rj.parent for rj in job.trial_results()]
+                if job.is_job()
+                else parent.task_trials(path.name)
+                if parent.is_job()
+                else []
+            )
             if found:
                 out += found
                 continue
-            if job.summaries() or job.progresses() or job.lock.exists():
+            if job.is_job():
                 raise UserError(
                     f"TRIAL_DIR: {path} is a job folder with no finished trial in it (no "
                     "<task>/<trial>/result.json): nothing to grade"

@@ -447,8 +447,8 @@ def report(summary: dict[str, Any], config: Any) -> int:
 
     console = stdout_console()
     console.print(render_summary(summary))
-    for line in summary_lines(summary):
-        console.print(line, highlight=False, soft_wrap=True)
+    for line in summary_lines(summary):  # plain text: paths and trials' messages hold "[...]"
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     bits = [f"summary: {summary_path(config.output, config.trial.model)}"]
     if summary.get("budget_stopped"):
         bits.append(
@@ -466,7 +466,7 @@ def report(summary: dict[str, Any], config: Any) -> int:
         bits.append(
             f"interrupted{f' ({by})' if by else ''}: finished trials are kept (--resume continues)"
         )
-    console.print("; ".join(bits), highlight=False, soft_wrap=True)
+    console.print("; ".join(bits), highlight=False, soft_wrap=True, markup=False)
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")
         return 128 + signal.Signals[by].value if by else EXIT_INTERRUPTED

@@ -186,6 +186,14 @@ def _summarise(suite: Suite) -> None:
         _exit(1)
 
 
+def _is_folder(name: str) -> bool:
+    """True when ``name`` names a folder (False for a name no path can have: too long)."""
+    try:
+        return Path(name).is_dir()
+    except OSError:
+        return False
+
+
 @app.command("show")
 def show_task(
     task_id: str = typer.Argument(
@@ -209,7 +217,7 @@ def show_task(
     try:
         task = find_task(suite.tasks, task_id)
     except UserError as exc:
-        if path_arg is None and path_opt is None and Path(task_id).is_dir():
+        if path_arg is None and path_opt is None and _is_folder(task_id):
             raise UserError(
                 f"ID: {task_id} is a folder, not a task id: give a task id with the suite "
                 f"(clawrig tasks show ID {task_id}; clawrig tasks list {task_id} lists the ids)"

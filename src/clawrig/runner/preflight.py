@@ -131,7 +131,7 @@ def note_replay_runs(tasks: list[Task], config: JobConfig) -> list[str]:
         return []
     from clawrig.llm.gateway.replay import recorded_runs
 
-    most = recorded_runs(config.replay)
+    most = recorded_runs(config.replay, (t.id for t in tasks))
     if most <= config.runs:
         return []
     return [

@@ -330,6 +330,20 @@ class JobPaths:
                         found += [trial / name for name in names]
         return sorted(p for p in found if p.is_file())
 
+    def task_trials(self, task_id: str) -> list[Path]:
+        """The finished trial folders of task ``task_id`` (``<task>/<trial>/`` with a
+        result.json; not ``.tmp-`` ones, not links), sorted."""
+        return sorted(
+            trial
+            for trial in _subfolders(self.task_dir(task_id))
+            if not trial.name.startswith(TMP_PREFIX) and TrialPaths(trial).is_trial()
+        )
+
+    def is_job(self) -> bool:
+        """True when the folder holds a job's own files (a summary, a progress file, its
+        lock)."""
+        return bool(self.summaries() or self.progresses() or self.lock.exists())
+
     def trial(self, task_id: str, name: str) -> TrialPaths:
         return TrialPaths(self.root / task_id / name)
 

@@ -339,11 +339,12 @@ def recorded_task_ids(job_dir: Path | str) -> set[str] | None:
     return None if ids is None else set(ids)
 
 
-def recorded_runs(job_dir: Path | str) -> int:
-    """The most runs of one task whose agent's calls a job folder recorded (distinct
-    ``run_index`` values of a ``task_id`` in :data:`RECORD_FILE`; 0 when none names both).
-    From :func:`_recorded_index`."""
-    return _recorded_index(job_dir)[2]
+def recorded_runs(job_dir: Path | str, task_ids: Iterable[str]) -> int:
+    """The most runs of one of ``task_ids`` whose agent's calls a job folder recorded with a
+    reply (distinct integer ``run_index`` values of the ``task_id`` among the answered
+    records of :data:`RECORD_FILE`; 0 when none). From :func:`_recorded_index`."""
+    runs = _recorded_index(job_dir)[2]
+    return max((runs.get(task_id, 0) for task_id in task_ids), default=0)
 
 
 def recorded_models(job_dir: Path | str) -> dict[str, str]:
@@ -354,8 +355,10 @@ def recorded_models(job_dir: Path | str) -> dict[str, str]:
     return dict(_recorded_index(job_dir)[0])
 
 
-def _recorded_index(job_dir: Path | str) -> tuple[dict[str, str], set[str] | None, int]:
-    """(models by role, task ids or None, most runs of a task) of a job or trial folder's
+def _recorded_index(
+    job_dir: Path | str,
+) -> tuple[dict[str, str], set[str] | None, dict[str, int]]:
+    """(models by role, task ids or None, answered runs by task id) of a job or trial folder's
     recorded calls, read in one pass over its :data:`RECORD_FILE` and judge logs
     (:meth:`JobPaths.trial_files`, as :meth:`ResponseCache.from_job` reads them) and kept while
     those files are unchanged (a replayed job asks for both twice before it starts: model
@@ -374,7 +377,7 @@ def _recorded_index(job_dir: Path | str) -> tuple[dict[str, str], set[str] | Non
 @functools.lru_cache(maxsize=4)
 def _read_index(
     stamps: tuple[tuple[str, int, int, int, int], ...],
-) -> tuple[dict[str, str], set[str] | None, int]:
+) -> tuple[dict[str, str], set[str] | None, dict[str, int]]:
     models: dict[str, str] = {}
     ids: set[str] | None = set()
     runs: dict[str, set[int]] = {}
@@ -393,6 +396,12 @@ def _read_index(
                     ids = None
                 else:
                     ids.add(str(rec["task_id"]))
-            if agent_record and isinstance(rec.get("run_index"), int) and rec.get("task_id"):
-                runs.setdefault(str(rec["task_id"]), set()).add(rec["run_index"])
-    return models, ids, max((len(r) for r in runs.values()), default=0)
+            run = rec.get("run_index")
+            if (
+                agent_record
+                and type(run) is int  # (not a bool)
+                and isinstance(rec.get("task_id"), str)
+                and rec.get("response") is not None  # a reply a replay can serve
+            ):
+                runs.setdefault(rec["task_id"], set()).add(run)
+    return models, ids, {task: len(r) for task, r in runs.items()}
