@@ -548,3 +548,27 @@ def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scrip
             "-o", str(tmp_path / "two"), cwd=REPO)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert "recorded up to" not in r.stderr
+    # a job is replayed or live as a whole: --resume refuses the other kind (the summary's
+    # replayed_from came from the last invocation only), and a replay from elsewhere
+    two = tmp_path / "two"
+    before = {p: p.read_bytes() for p in two.rglob("*") if p.is_file()}
+    summary_two = next(two.glob("summary_*.json"))
+    r = run("run", "suites/demo", "--suite", "000015", "-m", "scripted/demo", "--runs", "2",
+            "--resume", "-o", str(two), cwd=REPO, env=env)  # fmt: skip
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert (
+        f"{summary_two}: --resume: the finished job replayed {job}; this is a live run (no "
+        "--replay): a job is replayed or live as a whole"
+    ) in r.stderr
+    r = run("run", "suites/demo", "--suite", "000015", "--replay", str(tmp_path / "one"),
+            "--runs", "2", "--resume", "-o", str(two), cwd=REPO)  # fmt: skip
+    assert r.returncode != 0 and f"this is --replay {tmp_path / 'one'}:" in r.stderr, r.stderr
+    r = run("run", "suites/demo", "--suite", "000015", "--replay", str(tmp_path / "one"),
+            "--runs", "2", "--resume", "-o", str(job), cwd=REPO)  # fmt: skip
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "--resume: the finished job called its models (live); this is --replay" in r.stderr
+    assert {p: p.read_bytes() for p in two.rglob("*") if p.is_file()} == before
+    # the same source (given relative to another folder) resumes: the job is finished
+    r = run("run", "suites/demo", "--suite", "000015", "--replay", os.path.relpath(job, REPO),
+            "--runs", "2", "--resume", "-o", str(two), cwd=REPO)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -152,6 +152,21 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
         "ran model=scripted/test suite=all runs=3): run with the same options, or choose "
         "another --output (or delete the progress file to start over)"
     ], r.stderr
+    # a live job resumed with --replay (of itself, here: what it recorded so far) is refused
+    # too: a job is replayed or live as a whole (its summary's replayed_from)
+    r = subprocess.run(
+        args + ["--resume", "--replay", str(out)],
+        env=_env(srv),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert (  # (beside the replay check's own line: it recorded some of the tasks only)
+        f"{progress}: --resume: the interrupted job called its models (live); "
+        f"this is --replay {out}: a job is replayed or live as a whole, so resume it as it ran, "
+        "or choose another --output (or delete the progress file to start over)"
+    ) in r.stderr.splitlines(), r.stderr
     r = subprocess.run(
         args + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
     )
@@ -611,3 +626,29 @@ def test_an_interrupt_keeps_what_the_cut_trials_spent(
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert summary["efficiency"]["total_requests"] == 12 + kept
     assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.01 * (12 + kept))
+
+
+def test_resume_compares_the_replay_source_only_where_the_progress_file_records_it(tmp_path):
+    """A progress file from before the replay source was recorded has no ``replay``: not
+    compared (a resumed old job is not refused). One that records it, live (null) or a folder,
+    is compared with the resuming invocation's."""
+    from clawrig.runner.batch import resume_mismatch
+    from clawrig.spec.job import Progress
+
+    ppath = tmp_path / "progress_m.json"
+    old = json.loads(Progress(model="m", suite="all", runs=1).model_dump_json())
+    del old["replay"]
+    ppath.write_text(json.dumps(old))
+    assert resume_mismatch(tmp_path, "m", replay="/elsewhere") is None
+    assert resume_mismatch(tmp_path, "m", replay=None) is None
+    ppath.write_text(Progress(model="m", suite="all", runs=1, replay=None).model_dump_json())
+    assert resume_mismatch(tmp_path, "m", replay=None) is None
+    assert resume_mismatch(tmp_path, "m") is None  # (not asked)
+    assert "called its models (live); this is --replay /elsewhere:" in (
+        resume_mismatch(tmp_path, "m", replay="/elsewhere") or ""
+    )
+    ppath.write_text(Progress(model="m", suite="all", runs=1, replay="/rec").model_dump_json())
+    assert resume_mismatch(tmp_path, "m", replay="/rec") is None
+    assert "the interrupted job replayed /rec; this is a live run (no --replay):" in (
+        resume_mismatch(tmp_path, "m", replay=None) or ""
+    )

@@ -569,7 +569,7 @@ def job_summary(
             "not_run": len(tasks) * job.runs - len(results),
             "elapsed_s": round(elapsed_s, 3),
             "python": sys.version.split()[0],
-            "replayed_from": str(job.replay) if job.replay is not None else None,
+            "replayed_from": job.replay_source(),
         }
     )
     refs = [TaskRef(task_id=t.id, category=t.category, modality=_modality(t)) for t in tasks]

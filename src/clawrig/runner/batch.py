@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 from pydantic import BaseModel
@@ -133,6 +134,7 @@ def output_state_problem(
     check_lock: bool = True,
     suite: str | None = None,
     runs: int | None = None,
+    replay: str | None | EllipsisType = ...,
 ) -> str | None:
     """Why a job of ``model`` may not start in ``output`` (one line), or None.
 
@@ -140,9 +142,10 @@ def output_state_problem(
     (``progress_<model>.json`` present: interrupted, stopped by the budget, or trials that
     errored) needs ``resume``; a finished one (a summary and no progress file) is not run again
     into the same folder (with ``resume`` the Job reports it finished and runs nothing).
-    With ``resume``, a ``suite`` or ``runs`` (when given) other than the job's there, finished
-    or not, refuses (:func:`resume_mismatch`), and so does a folder holding jobs of other
-    models only (:func:`other_jobs`: a mistyped ``-m`` would start a whole new job there).
+    With ``resume``, a ``suite``, ``runs`` or ``replay`` source (when given; ``replay`` None is
+    a live job) other than the job's there, finished or not, refuses (:func:`resume_mismatch`),
+    and so does a folder holding jobs of other models only (:func:`other_jobs`: a mistyped
+    ``-m`` would start a whole new job there).
     ``check_lock`` False: the caller holds the lock.
     """
     if not output.is_dir():
@@ -176,8 +179,8 @@ def output_state_problem(
                 f"--resume: {output} holds no job of {model}, only of {shown}: resume with "
                 "that -m (or --agent), or drop --resume to start a new job there"
             )
-    if resume and (suite is not None or runs is not None):
-        return resume_mismatch(output, model, suite=suite, runs=runs)
+    if resume and (suite is not None or runs is not None or replay is not ...):
+        return resume_mismatch(output, model, suite=suite, runs=runs, replay=replay)
     return None
 
 
@@ -196,15 +199,24 @@ def other_jobs(output: Path) -> list[tuple[str, str]]:
 
 
 def resume_mismatch(
-    output: Path, model: str, *, suite: str | None = None, runs: int | None = None
+    output: Path,
+    model: str,
+    *,
+    suite: str | None = None,
+    runs: int | None = None,
+    replay: str | None | EllipsisType = ...,
 ) -> str | None:
-    """Why ``--resume`` with ``suite`` and ``runs`` does not continue the job of ``model`` in
-    ``output`` (one line naming the file and what differs), or None (no job there, or the
-    same options; None compares equal). Read from ``progress_<model>.json`` (an unfinished
-    job) or else ``summary_<model>.json`` (a finished one: the same refusal, not "nothing to
-    run"). Raises UserError when the progress file is not valid."""
+    """Why ``--resume`` with ``suite``, ``runs`` and ``replay`` does not continue the job of
+    ``model`` in ``output`` (one line naming the file and what differs), or None (no job there,
+    or the same options; ``suite``/``runs`` None and ``replay`` ``...`` are not compared).
+    ``replay``: the job folder ``--replay`` answers from (:meth:`JobConfig.replay_source`), None
+    for a live job: a job is replayed or live as a whole (its summary's ``replayed_from``).
+    Read from ``progress_<model>.json`` (an unfinished job; its ``replay`` only when the file
+    records one) or else ``summary_<model>.json`` (a finished one: the same refusal, not
+    "nothing to run"). Raises UserError when the progress file is not valid."""
     ppath, spath = progress_path(output, model), summary_path(output, model)
     state = "interrupted"
+    theirs_replay: str | None | EllipsisType = ...
     if ppath.is_file():
         path = ppath
         try:
@@ -214,6 +226,8 @@ def resume_mismatch(
                 f"{ppath}: not a valid progress file ({exc.__class__.__name__})"
             ) from None
         theirs: dict[str, Any] = {"model": prog.model, "suite": prog.suite, "runs": prog.runs}
+        if "replay" in prog.model_fields_set:
+            theirs_replay = prog.replay
     elif spath.is_file():
         path, state = spath, "finished"
         try:
@@ -223,6 +237,8 @@ def resume_mismatch(
         if not isinstance(value, dict):
             return None
         theirs = {"model": model, "suite": value.get("suite"), "runs": value.get("runs_per_task")}
+        if "replayed_from" in value:
+            theirs_replay = value["replayed_from"]
     else:
         return None
     mine = {"model": model, "suite": suite, "runs": runs}
@@ -231,6 +247,14 @@ def resume_mismatch(
         for name in ("model", "suite", "runs")
         if mine[name] is not None and theirs[name] is not None and mine[name] != theirs[name]
     ]
+    advice = " (or delete the progress file to start over)" if state == "interrupted" else ""
+    if not differ and replay is not ... and theirs_replay is not ... and replay != theirs_replay:
+        ran = f"replayed {theirs_replay}" if theirs_replay else "called its models (live)"
+        asked = f"--replay {replay}" if replay else "a live run (no --replay)"
+        return (
+            f"{path}: --resume: the {state} job {ran}; this is {asked}: a job is replayed or "
+            "live as a whole, so resume it as it ran, or choose another --output" + advice
+        )
     if not differ:
         return None
     what = " and ".join(differ)
@@ -238,8 +262,7 @@ def resume_mismatch(
     return (
         f"{path}: --resume: {what} {verb} from the {state} job's (it ran model={theirs['model']}"
         f" suite={theirs['suite']} runs={theirs['runs']}): run with the same options, or "
-        "choose another --output"
-        + (" (or delete the progress file to start over)" if state == "interrupted" else "")
+        "choose another --output" + advice
     )
 
 
@@ -579,7 +602,13 @@ async def _run_locked(
 ) -> dict[str, Any]:
     model = job.trial.model
     problem = output_state_problem(
-        job.output, model, resume=job.resume, check_lock=False, suite=job.suite, runs=job.runs
+        job.output,
+        model,
+        resume=job.resume,
+        check_lock=False,
+        suite=job.suite,
+        runs=job.runs,
+        replay=job.replay_source(),
     )
     if problem:
         raise UserError(problem)
@@ -605,8 +634,12 @@ async def _run_locked(
                 f"job ran ({shown}): {job.suite_path} is another suite or its tasks changed; "
                 "resume with the same suite, or choose another --output"
             )
+    if progress is not None and "replay" not in progress.model_fields_set:
+        progress.replay = job.replay_source()  # a file from before it was recorded
     if progress is None or not progress.job_id:
-        progress = progress or Progress(model=model, suite=job.suite, runs=job.runs)
+        progress = progress or Progress(
+            model=model, suite=job.suite, runs=job.runs, replay=job.replay_source()
+        )
         progress.job_id = f"{dt.datetime.now():%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"
     job_id = progress.job_id
     progress.task_digests = {**progress.task_digests, **digests}

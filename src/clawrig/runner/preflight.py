@@ -80,6 +80,7 @@ def check_output(tasks: list[Task], config: JobConfig) -> list[str]:
         resume=config.resume,
         suite=config.suite,
         runs=config.runs,
+        replay=config.replay_source(),
     )
     return [problem] if problem else []
 

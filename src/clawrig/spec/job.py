@@ -124,6 +124,11 @@ class JobConfig(BaseModel):
     :mod:`clawrig.runner.executors.processes`, each running its share of ``parallel``, so the
     harness uses more than one core)."""
 
+    def replay_source(self) -> str | None:
+        """The job folder ``--replay`` answers from, as an absolute path (what a job's progress
+        file and summary record: :attr:`Progress.replay`), or None for a live job."""
+        return str(self.replay.resolve()) if self.replay is not None else None
+
 
 class ProgressEntry(BaseModel):
     task_id: str
@@ -143,6 +148,11 @@ class Progress(BaseModel):
     task_digests: dict[str, str] = Field(default_factory=dict)
     """Task id -> :meth:`clawrig.spec.task.Task.digest` of the tasks the job ran: ``--resume``
     refuses a suite whose tasks differ (empty in files written before it was recorded)."""
+    replay: str | None = None
+    """The job folder ``--replay`` answered every model call from (absolute), None for a job
+    that called its models: ``--resume`` refuses the other kind (a job is replayed or live as a
+    whole, as its summary's ``replayed_from`` says). Absent from files written before it was
+    recorded (not compared then)."""
 
     def done(self) -> set[tuple[str, int]]:
         return {(c.task_id, c.run_index) for c in self.completed}
