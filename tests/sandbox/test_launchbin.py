@@ -49,7 +49,7 @@ def _probe(cache: Path, **env: str) -> dict[str, object]:
 
 
 def _binaries(cache: Path) -> list[Path]:
-    return sorted((cache / "bin").glob("sandbox-launch-*"))
+    return sorted(p for p in (cache / "bin").glob("sandbox-launch-*") if p.suffix != ".failed")
 
 
 def test_it_is_compiled_once_into_a_private_cache_and_run_from_a_sealed_memory_file(tmp_path):
@@ -109,25 +109,37 @@ def test_with_musl_the_program_is_static_and_with_glibc_alone_dynamic(tmp_path):
 @pytest.mark.skipif(launchbin.musl_compiler() is None, reason="no musl-gcc (Debian: musl-tools)")
 def test_a_musl_gcc_that_fails_or_makes_no_program_falls_back_to_cc_under_cc_s_name(tmp_path):
     # a musl-gcc that fails, and one that exits 0 leaving garbage: the host's cc builds the
-    # program (dynamic), cached under the cc build's name; the real musl-gcc later makes and
-    # caches its own static build beside it (the cc build is this source's too: kept)
+    # program (dynamic), cached under the cc build's name; the failure is recorded, so the
+    # next harness does not run that musl-gcc again (a hanging one cost each start 60 s) until
+    # it changes; the real musl-gcc later makes and caches its own static build beside it (the
+    # cc build is this source's too: kept) and the record goes
     for broken, script in (
-        ("fails", "#!/bin/sh\nexit 1\n"),
-        ("garbage", '#!/bin/sh\nfor a; do out=$a; done\necho nonsense > "$out"\n'),
+        ("fails", "#!/bin/sh\necho run >> {log}\nexit 1\n"),
+        ("garbage", '#!/bin/sh\necho run >> {log}\nfor a; do out=$a; done\necho x > "$out"\n'),
     ):
-        fake = tmp_path / broken
+        fake, log = tmp_path / broken, tmp_path / f"{broken}.log"
         fake.mkdir()
-        (fake / "musl-gcc").write_text(script)
+        (fake / "musl-gcc").write_text(script.format(log=log))
         (fake / "musl-gcc").chmod(0o755)
         cache = tmp_path / f"cache-{broken}"
-        assert _probe(cache, PATH=f"{fake}:{os.environ['PATH']}")["fd"] is not None
+        with_fake = f"{fake}:{os.environ['PATH']}"
+        assert _probe(cache, PATH=with_fake)["fd"] is not None
         [cc_build] = _binaries(cache)
         assert b"ld-linux" in (_program_interpreter(cc_build.read_bytes()) or b""), broken
+        [failed] = (cache / "bin").glob("sandbox-launch-*.failed")
+        assert failed.read_text().startswith(str(fake / "musl-gcc") + " "), broken
+        assert log.read_text() == "run\n"
+        assert _probe(cache, PATH=with_fake)["fd"] is not None
+        assert log.read_text() == "run\n", broken  # not run again: the cc build served
+        os.utime(fake / "musl-gcc", ns=(1, 1))  # another musl-gcc now: tried again
+        assert _probe(cache, PATH=with_fake)["fd"] is not None
+        assert log.read_text() == "run\nrun\n", broken
         assert _probe(cache)["fd"] is not None  # the real musl-gcc
         builds = _binaries(cache)
         assert len(builds) == 2 and cc_build in builds, broken
         [musl_build] = [b for b in builds if b != cc_build]
         assert _program_interpreter(musl_build.read_bytes()) is None, broken
+        assert not failed.exists(), broken
 
 
 def test_a_cached_program_that_is_not_private_or_not_the_program_is_compiled_again(tmp_path):

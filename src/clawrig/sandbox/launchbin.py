@@ -204,12 +204,26 @@ def _runnable(data: bytes) -> int | None:
     return None
 
 
+def _compiler_id(command: list[str]) -> bytes:
+    """What names the compiler of ``command`` for a failed build's record: its real path, size
+    and modification time (a reinstalled or repaired compiler is another)."""
+    path = shutil.which(command[0]) or command[0]
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.fsencode(path)
+    return os.fsencode(f"{os.path.realpath(path)} {st.st_size} {st.st_mtime_ns}")
+
+
 def _make() -> int | None:
     """The program's memory file (module docs): for each build of :func:`_builds`, best first,
     the cached one when it is there, private and runs, else compiled now when it compiles and
     runs (and kept when the cache can take it). Each build is cached under a name of its own
     kind (what compiled it: musl installed later replaces a glibc build; a musl-gcc that fails
-    or makes a program that does not run falls back to cc). Raises OSError."""
+    or makes a program that does not run falls back to cc). A kind that failed is recorded
+    beside them (``<name>.failed``, the compiler's :func:`_compiler_id`) and not compiled again
+    by later harnesses while that compiler is the same one (a broken musl-gcc cost each start
+    its run, up to 60 s for a hanging one). Raises OSError."""
     source = SOURCE_PATH.read_bytes()
     builds = _builds()
     names = {
@@ -217,6 +231,7 @@ def _make() -> int | None:
         + hashlib.sha256(source + os.uname().machine.encode() + kind.encode()).hexdigest()[:16]
         for kind in ("musl", "cc")
     }
+    current = {*names.values(), *(f"{n}.failed" for n in names.values())}
     try:
         folder = _bin_folder()
     except OSError:
@@ -226,12 +241,20 @@ def _make() -> int | None:
             if folder is not None and (data := _cached(folder, names[kind])) is not None:
                 if (fd := _runnable(data)) is not None:
                     return fd
+            failed, compiler = f"{names[kind]}.failed", _compiler_id(command)
+            if folder is not None and _cached(folder, failed) == compiler:
+                continue
             data = _compiled(source, command)
             if data is None or (fd := _runnable(data)) is None:
+                if folder is not None:
+                    with contextlib.suppress(OSError):
+                        _store(folder, failed, compiler, current)
                 continue
             if folder is not None:
                 with contextlib.suppress(OSError):
-                    _store(folder, names[kind], data, set(names.values()))
+                    _store(folder, names[kind], data, current)
+                with contextlib.suppress(OSError):
+                    os.unlink(failed, dir_fd=folder)
             return fd
         return None
     finally:
