@@ -572,3 +572,16 @@ def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scrip
     r = run("run", "suites/demo", "--suite", "000015", "--replay", os.path.relpath(job, REPO),
             "--runs", "2", "--resume", "-o", str(two), cwd=REPO)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_summary_lines_holding_brackets_print_as_written(tmp_path: Path) -> None:
+    """An output folder whose name holds rich markup (``[/x]``): its summary line raised
+    rich's MarkupError after the summary was written (exit 1 and a traceback; a red-team
+    finding). It prints as written now."""
+    out = tmp_path / "odd[/x]name[bold]"
+    r = run(
+        "run", "suites/demo", "--suite", "000015", "--agent", "oracle", "-o", str(out),
+        cwd=REPO, env=dict(os.environ, COLUMNS="1000"),
+    )  # fmt: skip
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"summary: {out / 'summary_oracle.json'}" in r.stdout, r.stdout

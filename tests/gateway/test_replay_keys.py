@@ -174,3 +174,33 @@ def test_records_naming_no_task_let_any_task_be_replayed(tmp_path):
         json.dumps({"request": {}, "task_id": "000002"}) + "\n" + "[" * 50_000 + "]" * 50_000
     )
     assert recorded_task_ids(tmp_path) == {"000001", "000002"}
+
+
+def test_recorded_runs_count_answered_calls_of_the_selected_tasks_by_integer_run_index(tmp_path):
+    """The ``--replay`` runs note's count: distinct integer run indices of the selected tasks'
+    answered agent records; a record with no reply, a bool or text run index, another task's
+    records and a judge log's do not count."""
+    from clawrig.llm.gateway.replay import recorded_runs
+
+    def records(folder, *recs):
+        folder.mkdir(parents=True)
+        lines = [json.dumps({"request": {}, "role": "agent", **r}) for r in recs]
+        (folder / "model_calls.jsonl").write_text("\n".join(lines) + "\n")
+
+    answered = {"response": {"choices": []}}
+    records(
+        tmp_path / "A" / "t0",
+        {"task_id": "A", "run_index": 0, **answered},
+        {"task_id": "A", "run_index": 0, **answered},  # (a second call of run 0)
+        {"task_id": "A", "run_index": 1, **answered},
+        {"task_id": "A", "run_index": 2, "response": None},  # never answered
+        {"task_id": "A", "run_index": True, **answered},
+        {"task_id": "A", "run_index": "3", **answered},
+    )
+    records(tmp_path / "B" / "t0", *({"task_id": "B", "run_index": n, **answered} for n in range(5)))
+    (tmp_path / "A" / "t0" / "judge_chat.jsonl").write_text(
+        json.dumps({"kind": "grader", "request": {}, "run_index": 7, "task_id": "A", **answered})
+    )
+    assert recorded_runs(tmp_path, ["A"]) == 2
+    assert recorded_runs(tmp_path, ["A", "B"]) == 5
+    assert recorded_runs(tmp_path, ["C"]) == 0

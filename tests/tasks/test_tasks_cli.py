@@ -253,3 +253,14 @@ def test_a_sample_without_its_workspace_folder_is_listed_empty_and_warned(run_cl
         f"warning: {root / 'workspaces' / '000006'}: workspaces: no folder: sample 000006 "
         "starts from an empty workspace (its evaluator scores 0 if it expects files there)"
     ]
+
+
+def test_show_with_an_id_too_long_for_a_path_is_one_line(run_cli):
+    # red-team review: an id past the file name limit (ENAMETOOLONG when asked whether it is a
+    # folder) was an OSError traceback
+    long_id = "x" * 300
+    proc = run_cli("tasks", "show", long_id)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"clawrig: error: no task with id {long_id!r}"), line
