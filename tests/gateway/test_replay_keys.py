@@ -197,7 +197,8 @@ def test_recorded_runs_count_answered_calls_of_the_selected_tasks_by_integer_run
         {"task_id": "A", "run_index": True, **answered},
         {"task_id": "A", "run_index": "3", **answered},
     )
-    records(tmp_path / "B" / "t0", *({"task_id": "B", "run_index": n, **answered} for n in range(5)))
+    five = ({"task_id": "B", "run_index": n, **answered} for n in range(5))
+    records(tmp_path / "B" / "t0", *five)
     (tmp_path / "A" / "t0" / "judge_chat.jsonl").write_text(
         json.dumps({"kind": "grader", "request": {}, "run_index": 7, "task_id": "A", **answered})
     )
