@@ -30,6 +30,7 @@ pytestmark = pytest.mark.skipif(
 PROBE = """
 import json, os, sys
 from clawrig.sandbox import launchbin
+launchbin.COMPILE_TIMEOUT_S = float(os.environ.get("PROBE_COMPILE_TIMEOUT_S", "60"))
 fd = launchbin.program_fd()
 print(json.dumps({"fd": fd, "exe": os.readlink(f"/proc/self/fd/{fd}") if fd else None}))
 """
@@ -106,32 +107,33 @@ def test_with_musl_the_program_is_static_and_with_glibc_alone_dynamic(tmp_path):
     assert b"ld-linux" in (_program_interpreter(glibc.read_bytes()) or b"")
 
 
+def _fake_musl(folder: Path, body: str, log: Path) -> str:
+    """A ``musl-gcc`` in ``folder`` that logs each run to ``log`` then runs ``body``; returns
+    a PATH with it first."""
+    folder.mkdir()
+    (folder / "musl-gcc").write_text(f"#!/bin/sh\necho run >> {log}\n{body}\n")
+    (folder / "musl-gcc").chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
 @pytest.mark.skipif(launchbin.musl_compiler() is None, reason="no musl-gcc (Debian: musl-tools)")
 def test_a_musl_gcc_that_fails_or_makes_no_program_falls_back_to_cc_under_cc_s_name(tmp_path):
     # a musl-gcc that fails, and one that exits 0 leaving garbage: the host's cc builds the
-    # program (dynamic), cached under the cc build's name; the failure is recorded, so the
-    # next harness does not run that musl-gcc again (a hanging one cost each start 60 s) until
-    # it changes; the real musl-gcc later makes and caches its own static build beside it (the
-    # cc build is this source's too: kept) and the record goes
-    for broken, script in (
-        ("fails", "#!/bin/sh\necho run >> {log}\nexit 1\n"),
-        ("garbage", '#!/bin/sh\necho run >> {log}\nfor a; do out=$a; done\necho x > "$out"\n'),
+    # program (dynamic), cached under the cc build's name; the failure is not recorded (it may
+    # be the surroundings': a gcc missing below musl's wrapper), so the next start tries it
+    # again; the real musl-gcc later makes and caches its own static build beside it (the cc
+    # build is this source's too: kept)
+    for broken, body in (
+        ("fails", "exit 1"),
+        ("garbage", 'for a; do out=$a; done\necho x > "$out"'),
     ):
-        fake, log = tmp_path / broken, tmp_path / f"{broken}.log"
-        fake.mkdir()
-        (fake / "musl-gcc").write_text(script.format(log=log))
-        (fake / "musl-gcc").chmod(0o755)
+        log = tmp_path / f"{broken}.log"
+        with_fake = _fake_musl(tmp_path / broken, body, log)
         cache = tmp_path / f"cache-{broken}"
-        with_fake = f"{fake}:{os.environ['PATH']}"
         assert _probe(cache, PATH=with_fake)["fd"] is not None
         [cc_build] = _binaries(cache)
         assert b"ld-linux" in (_program_interpreter(cc_build.read_bytes()) or b""), broken
-        [failed] = (cache / "bin").glob("sandbox-launch-*.failed")
-        assert failed.read_text().startswith(str(fake / "musl-gcc") + " "), broken
-        assert log.read_text() == "run\n"
-        assert _probe(cache, PATH=with_fake)["fd"] is not None
-        assert log.read_text() == "run\n", broken  # not run again: the cc build served
-        os.utime(fake / "musl-gcc", ns=(1, 1))  # another musl-gcc now: tried again
+        assert not list((cache / "bin").glob("*.failed")), broken
         assert _probe(cache, PATH=with_fake)["fd"] is not None
         assert log.read_text() == "run\nrun\n", broken
         assert _probe(cache)["fd"] is not None  # the real musl-gcc
@@ -139,7 +141,48 @@ def test_a_musl_gcc_that_fails_or_makes_no_program_falls_back_to_cc_under_cc_s_n
         assert len(builds) == 2 and cc_build in builds, broken
         [musl_build] = [b for b in builds if b != cc_build]
         assert _program_interpreter(musl_build.read_bytes()) is None, broken
-        assert not failed.exists(), broken
+
+
+@pytest.mark.skipif(launchbin.musl_compiler() is None, reason="no musl-gcc (Debian: musl-tools)")
+def test_a_musl_gcc_that_hangs_is_stopped_with_what_it_started_and_not_run_again(tmp_path):
+    # a compile past its time limit (1 s here, 60 s as shipped) is killed with every process it
+    # started, and recorded: the next harness does not run that compiler again (a hanging one
+    # cost each start 60 s) until it changes; the real musl-gcc then builds, and the record goes
+    marker = f"{987_000 + os.getpid() % 1000}"
+    log = tmp_path / "hang.log"
+    with_fake = _fake_musl(tmp_path / "hang", f"sleep {marker} & wait", log)
+    cache = tmp_path / "cache"
+    fast = {"PATH": with_fake, "PROBE_COMPILE_TIMEOUT_S": "1"}
+    assert _probe(cache, **fast)["fd"] is not None
+    assert [b for b in _binaries(cache) if _program_interpreter(b.read_bytes())]  # cc's
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+    assert left.stdout == "", left.stdout  # the compiler's own child was killed with it
+    [failed] = (cache / "bin").glob("sandbox-launch-*.failed")
+    assert failed.read_text().startswith(str(tmp_path / "hang" / "musl-gcc") + " ")
+    assert _probe(cache, **fast)["fd"] is not None
+    assert log.read_text() == "run\n"  # not run again
+    os.utime(tmp_path / "hang" / "musl-gcc", ns=(1, 1))  # rewritten: another compiler now
+    assert _probe(cache, **fast)["fd"] is not None
+    assert log.read_text() == "run\nrun\n"
+    assert _probe(cache)["fd"] is not None  # the real musl-gcc
+    assert [b for b in _binaries(cache) if _program_interpreter(b.read_bytes()) is None]
+    assert not failed.exists()
+
+
+def test_a_record_or_program_in_the_cache_that_is_no_regular_file_is_passed_over(tmp_path):
+    # a folder or a named pipe where a build or a failure record would be: not read (a pipe's
+    # open waited forever; a folder's read raised out of the build: perl was used)
+    _probe(tmp_path / "seen")
+    [name] = [b.name for b in _binaries(tmp_path / "seen")]
+    for odd in ("folder", "fifo"):
+        folder = tmp_path / odd / "bin"
+        folder.mkdir(parents=True, mode=0o700)
+        for entry in (name, f"{name}.failed"):
+            if odd == "folder":
+                (folder / entry).mkdir(mode=0o700)
+            else:
+                os.mkfifo(folder / entry, 0o600)
+        assert _probe(tmp_path / odd)["fd"] is not None, odd
 
 
 def test_a_cached_program_that_is_not_private_or_not_the_program_is_compiled_again(tmp_path):

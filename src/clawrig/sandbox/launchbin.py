@@ -32,10 +32,12 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from clawrig.sandbox.pyenv import cache_root
@@ -80,14 +82,26 @@ def _bin_folder() -> int | None:
 
 def _cached(folder: int, name: str) -> bytes | None:
     """The program ``name`` in the ``bin`` folder ``folder``, read from the descriptor it was
-    checked by (a regular file, not a link, :func:`_private`), or None."""
+    checked by (a regular file, not a link, :func:`_private`), or None (also for a folder, a
+    named pipe or a device there: opened without waiting, never read)."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
+        )
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        return fh.read() if stat.S_ISREG(st.st_mode) and _private(st) else None
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISREG(st.st_mode) and _private(st)):
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _store(folder: int, name: str, data: bytes, current: set[str]) -> None:
@@ -141,21 +155,46 @@ def _builds() -> list[tuple[str, list[str]]]:
     return builds
 
 
+COMPILE_TIMEOUT_S = 60.0
+"""A compile that takes longer is stopped (its whole process group) and taken as failed."""
+
+COMPILE_TIMED_OUT = b"timed out"
+""":func:`_compiled`'s answer for a compile stopped at :data:`COMPILE_TIMEOUT_S`."""
+
+
 def _compiled(source: bytes, command: list[str]) -> bytes | None:
     """``source`` compiled by ``command`` in a private temporary folder, or None (it cannot
-    run, fails or takes over 60 s)."""
+    run or fails), or :data:`COMPILE_TIMED_OUT` (it took over :data:`COMPILE_TIMEOUT_S`; it
+    and every process it started are killed)."""
     with tempfile.TemporaryDirectory(prefix="clawrig-cc-") as temp:
         out = Path(temp) / "sandbox-launch"
         try:
-            done = subprocess.run(
+            proc = subprocess.Popen(
                 [*command, "-x", "c", "-", "-o", str(out)],
-                input=source,
-                capture_output=True,
-                timeout=60,
-                check=False,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # its own group: a timeout kills what it started too
             )
-            return out.read_bytes() if done.returncode == 0 else None
+        except OSError:
+            return None
+        try:
+            proc.communicate(source, timeout=COMPILE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return COMPILE_TIMED_OUT
         except (OSError, subprocess.SubprocessError):
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None
+        if proc.returncode != 0:
+            return None
+        try:
+            return out.read_bytes()
+        except OSError:
             return None
 
 
@@ -204,15 +243,35 @@ def _runnable(data: bytes) -> int | None:
     return None
 
 
-def _compiler_id(command: list[str]) -> bytes:
-    """What names the compiler of ``command`` for a failed build's record: its real path, size
-    and modification time (a reinstalled or repaired compiler is another)."""
+TIMED_OUT_KEPT_S = 24 * 3600.0
+"""How long a compiler whose compile timed out is not tried again (:func:`_make`)."""
+
+
+def _compiler_id(command: list[str]) -> str:
+    """What names the compiler of ``command`` in a timed-out build's record: its real path,
+    inode, size, modification and change times (another or a rewritten compiler differs)."""
     path = shutil.which(command[0]) or command[0]
     try:
         st = os.stat(path)
     except OSError:
-        return os.fsencode(path)
-    return os.fsencode(f"{os.path.realpath(path)} {st.st_size} {st.st_mtime_ns}")
+        return path
+    real = os.path.realpath(path)
+    return f"{real} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
+
+
+def _timed_out_before(record: bytes | None, compiler: str) -> bool:
+    """True when ``record`` (a ``.failed`` file's bytes: the compiler's :func:`_compiler_id`,
+    then the time of the timeout) says this same compiler timed out within
+    :data:`TIMED_OUT_KEPT_S`."""
+    if record is None:
+        return False
+    text = record.decode("utf-8", "replace")
+    said, _, when = text.rpartition(" at ")
+    try:
+        age = time.time() - float(when)
+    except ValueError:
+        return False
+    return said == compiler and 0 <= age < TIMED_OUT_KEPT_S
 
 
 def _make() -> int | None:
@@ -220,10 +279,12 @@ def _make() -> int | None:
     the cached one when it is there, private and runs, else compiled now when it compiles and
     runs (and kept when the cache can take it). Each build is cached under a name of its own
     kind (what compiled it: musl installed later replaces a glibc build; a musl-gcc that fails
-    or makes a program that does not run falls back to cc). A kind that failed is recorded
-    beside them (``<name>.failed``, the compiler's :func:`_compiler_id`) and not compiled again
-    by later harnesses while that compiler is the same one (a broken musl-gcc cost each start
-    its run, up to 60 s for a hanging one). Raises OSError."""
+    or makes a program that does not run falls back to cc, and is tried again next time: what
+    failed may be its surroundings, a missing gcc below musl's wrapper). A compiler whose
+    compile timed out (:data:`COMPILE_TIMEOUT_S`) is recorded beside the builds
+    (``<name>.failed``: :func:`_compiler_id` and the time) and not run again by later harnesses
+    for :data:`TIMED_OUT_KEPT_S` while it is the same one (a hanging musl-gcc cost every start
+    60 s). Raises OSError."""
     source = SOURCE_PATH.read_bytes()
     builds = _builds()
     names = {
@@ -242,13 +303,16 @@ def _make() -> int | None:
                 if (fd := _runnable(data)) is not None:
                     return fd
             failed, compiler = f"{names[kind]}.failed", _compiler_id(command)
-            if folder is not None and _cached(folder, failed) == compiler:
+            if folder is not None and _timed_out_before(_cached(folder, failed), compiler):
                 continue
             data = _compiled(source, command)
-            if data is None or (fd := _runnable(data)) is None:
+            if data == COMPILE_TIMED_OUT:
                 if folder is not None:
                     with contextlib.suppress(OSError):
-                        _store(folder, failed, compiler, current)
+                        record = f"{compiler} at {time.time():.0f}".encode()
+                        _store(folder, failed, record, current)
+                continue
+            if data is None or (fd := _runnable(data)) is None:
                 continue
             if folder is not None:
                 with contextlib.suppress(OSError):
