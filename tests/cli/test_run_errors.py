@@ -548,6 +548,14 @@ def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scrip
             "-o", str(tmp_path / "two"), cwd=REPO)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert "recorded up to" not in r.stderr
+    # an agent that calls no model replays nothing of the agent's: said
+    r = run("run", "suites/demo", "--suite", "000015", "--replay", str(job), "--agent", "oracle",
+            "-o", str(tmp_path / "oracle"), cwd=REPO)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (
+        f"note: --replay: --agent oracle calls no model; of {job} only a judge's recorded calls "
+        "are used"
+    ) in r.stderr
     # a job is replayed or live as a whole: --resume refuses the other kind (the summary's
     # replayed_from came from the last invocation only), and a replay from elsewhere
     two = tmp_path / "two"
@@ -568,6 +576,17 @@ def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scrip
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "--resume: the finished job called its models (live); this is --replay" in r.stderr
     assert {p: p.read_bytes() for p in two.rglob("*") if p.is_file()} == before
+    # without -m and --replay, and no model server: the folder's only job is the one resumed,
+    # and the line says it was replayed (it said "no model given", then "unknown provider")
+    bare = {k: v for k, v in os.environ.items() if k != "SCRIPTED_BASE_URL"}
+    r = run("run", "suites/demo", "--suite", "000015", "--runs", "2", "--resume", "-o", str(two),
+            cwd=REPO, env=bare)  # fmt: skip
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.splitlines() == [
+        f"clawrig: error: {summary_two}: --resume: the finished job replayed {job}; this is a "
+        "live run (no --replay): a job is replayed or live as a whole, so resume it as it ran, "
+        "or choose another --output"
+    ], r.stderr
     # the same source (given relative to another folder) resumes: the job is finished
     r = run("run", "suites/demo", "--suite", "000015", "--replay", os.path.relpath(job, REPO),
             "--runs", "2", "--resume", "-o", str(two), cwd=REPO)  # fmt: skip
@@ -585,3 +604,27 @@ def test_summary_lines_holding_brackets_print_as_written(tmp_path: Path) -> None
     )  # fmt: skip
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"summary: {out / 'summary_oracle.json'}" in r.stdout, r.stdout
+
+
+def test_a_model_that_never_answered_stops_the_job_saying_how_to_resume(
+    tmp_path: Path, scripted_server
+) -> None:
+    """The first request refused (a used-up scripted server: HTTP 500, do not retry) stops
+    the job with exit 2; the same command run again was refused ("holds an unfinished job")
+    and the first line never said so (a new user's finding). It says so now, and the resume
+    runs once the server answers."""
+    from clawrig.testing.scripted_server import load_script
+
+    out = tmp_path / "out"
+    args = ["run", "suites/demo", "--suite", "000015", "-m", "scripted/demo", "-o", str(out)]
+    dead = scripted_server([])  # nothing scripted: its first answer is the refusal
+    r = run(*args, cwd=REPO, env=dict(os.environ, SCRIPTED_BASE_URL=dead.base_url))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.splitlines()[-1].endswith(
+        f"script exhausted: request #1 came after all 0 scripted replies were used; {out} keeps "
+        "the job: fix that, then run the same command with --resume"
+    ), r.stderr
+    replies, models = load_script(REPO / "examples" / "scripted-000015.json")
+    live = scripted_server(list(replies), models=models)
+    r = run(*args, "--resume", cwd=REPO, env=dict(os.environ, SCRIPTED_BASE_URL=live.base_url))
+    assert r.returncode == 0, r.stderr[-2000:]

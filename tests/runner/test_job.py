@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,7 +151,7 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     assert r.stderr.splitlines() == [
         f"clawrig: error: {progress}: --resume: runs differs from the interrupted job's (it "
         "ran model=scripted/test suite=all runs=3): run with the same options, or choose "
-        "another --output (or delete the progress file to start over)"
+        "another --output"
     ], r.stderr
     # a live job resumed with --replay (of itself, here: what it recorded so far) is refused
     # too: a job is replayed or live as a whole (its summary's replayed_from)
@@ -162,11 +163,28 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
         timeout=60,
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    assert (  # (beside the replay check's own line: it recorded some of the tasks only)
-        f"{progress}: --resume: the interrupted job called its models (live); "
+    # one line: the replay's own complaint (it recorded some of the tasks only) follows from
+    # it and is not said (a new user followed its advice into another refusal)
+    assert r.stderr.splitlines() == [
+        f"clawrig: error: {progress}: --resume: the interrupted job called its models (live); "
         f"this is --replay {out}: a job is replayed or live as a whole, so resume it as it ran, "
-        "or choose another --output (or delete the progress file to start over)"
-    ) in r.stderr.splitlines(), r.stderr
+        "or choose another --output"
+    ], r.stderr
+    # a suite whose tasks changed: one line before anything starts (it followed a progress
+    # bar), and without -m: the folder's only job is the one resumed
+    changed = tmp_path / "changed"
+    shutil.copytree(bench, changed)
+    md = sorted((changed / "tasks").rglob("*.md"))[0]
+    md.write_text(md.read_text().replace("## Prompt\n\n", "## Prompt\n\nPlease. ", 1))
+    r = subprocess.run(
+        [CLAWRIG, "run", str(changed / "tasks"), "-p", "4", "--runs", "3", "-o", str(out),
+         "--resume"],
+        env=_env(srv), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    [line] = r.stderr.splitlines()
+    head = f"clawrig: error: {progress}: --resume: 1 task(s) differ from those"
+    assert line.startswith(head), line
     r = subprocess.run(
         args + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
     )
@@ -652,3 +670,32 @@ def test_resume_compares_the_replay_source_only_where_the_progress_file_records_
     assert "the interrupted job replayed /rec; this is a live run (no --replay):" in (
         resume_mismatch(tmp_path, "m", replay=None) or ""
     )
+
+
+def test_resume_reads_the_replay_source_from_the_summary_beside_an_old_progress_file(tmp_path):
+    """An interrupted job's summary records ``replayed_from`` beside a progress file from
+    before ``replay`` was recorded: that is compared (27 replayed trials then 13 live ones
+    mixed silently: a red-team finding). A relative ``replayed_from`` (older versions wrote it
+    as given) is not compared; ``""`` is null; a progress file with a ``replay`` of the wrong
+    type is refused naming the field."""
+    from clawrig.errors import UserError
+    from clawrig.runner.batch import resume_mismatch
+    from clawrig.spec.job import Progress
+
+    old = json.loads(Progress(model="m", suite="all", runs=1).model_dump_json())
+    del old["replay"]
+    (tmp_path / "progress_m.json").write_text(json.dumps(old))
+    summary = tmp_path / "summary_m.json"
+    summary.write_text(json.dumps({"suite": "all", "runs_per_task": 1, "replayed_from": "/rec"}))
+    assert "the interrupted job replayed /rec; this is a live run" in (
+        resume_mismatch(tmp_path, "m", replay=None) or ""
+    )
+    assert resume_mismatch(tmp_path, "m", replay="/rec") is None
+    summary.write_text(json.dumps({"suite": "all", "runs_per_task": 1, "replayed_from": "rec"}))
+    assert resume_mismatch(tmp_path, "m", replay=None) is None
+    assert resume_mismatch(tmp_path, "m", replay="/elsewhere/rec") is None
+    (tmp_path / "progress_m.json").write_text(json.dumps({**old, "replay": ""}))
+    assert resume_mismatch(tmp_path, "m", replay=None) is None
+    (tmp_path / "progress_m.json").write_text(json.dumps({**old, "replay": 5}))
+    with pytest.raises(UserError, match=r"progress_m.json: not a valid progress file \(replay: "):
+        resume_mismatch(tmp_path, "m", replay=None)

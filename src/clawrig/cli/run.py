@@ -32,7 +32,7 @@ from clawrig.cli.common import (
     stdout_console,
     terminate_like_ctrl_c,
 )
-from clawrig.errors import UserError
+from clawrig.errors import ModelRequestError, UserError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -359,8 +359,9 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option(
                 "--replay",
-                help="Answer every model call from a finished job's recorded calls "
-                "(JOB_DIR: its output folder); no model server is needed.",
+                help="Answer every model call from a job's recorded calls (JOB_DIR: its "
+                "output folder, finished or not, or one trial's folder); no model server is "
+                "needed.",
             ),
         ] = None,
         judge_cache: Annotated[
@@ -434,10 +435,32 @@ def register(app: typer.Typer) -> None:
             terminate_like_ctrl_c()
             # a Ctrl-C or SIGTERM before the job's loop handles them (the job being prepared,
             # its --workers starting): said and exited as its signal by common.run_guarded
-            summary, job = _run_with_view(config, verbose)
+            try:
+                summary, job = _run_with_view(config, verbose)
+            except ModelRequestError as exc:
+                raise _resumable(exc, config) from None
             raise typer.Exit(report(summary, job.config))
         finally:
             gc.enable()
+
+
+def _resumable(exc: ModelRequestError, config: Any) -> ModelRequestError:
+    """``exc`` (a provider refusal that stopped the job before its model ever answered: exit
+    2), saying that the output folder holds the job to ``--resume`` once the cause is fixed
+    when its progress file was written (a new user re-ran the same command and was refused:
+    "holds an unfinished job")."""
+    from clawrig.runner.batch import progress_path
+
+    model = config.trial.model
+    if "--resume" in str(exc) or model in ("", "none"):
+        return exc  # (a replay's miss says it already)
+    if not progress_path(config.output, model).is_file():
+        return exc
+    return ModelRequestError(
+        f"{exc}; {config.output} keeps the job: fix that, then run the same command with --resume",
+        status=exc.status,
+        detail=exc.detail,
+    )
 
 
 def report(summary: dict[str, Any], config: Any) -> int:
@@ -464,7 +487,8 @@ def report(summary: dict[str, Any], config: Any) -> int:
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")
         bits.append(
-            f"interrupted{f' ({by})' if by else ''}: finished trials are kept (--resume continues)"
+            f"interrupted{f' ({by})' if by else ''}: finished trials are kept; "
+            f"{summary.get('not_run', 0)} trial(s) not run (--resume continues)"
         )
     console.print("; ".join(bits), highlight=False, soft_wrap=True, markup=False)
     if summary.get("interrupted"):
@@ -520,7 +544,8 @@ def headline(summary: dict[str, Any]) -> list[str]:
             f"WildClawBench average score: {wc['overall']:.4f} (all selected tasks; an errored "
             "or missing task counts 0)"
             + "".join(
-                f"; {m} {v['score']:.4f} ({v['task_count']} tasks)"
+                f"; {m} {v['score']:.4f} ({v['task_count']} task"
+                f"{'' if v['task_count'] == 1 else 's'})"
                 for m, v in (wc.get("modalities") or {}).items()
             )
         )

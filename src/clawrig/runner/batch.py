@@ -43,7 +43,7 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
 from clawrig.errors import ClawrigError, UserError
@@ -198,6 +198,25 @@ def other_jobs(output: Path) -> list[tuple[str, str]]:
     return sorted(found.items())
 
 
+def _summary_replay(spath: Path) -> str | None | EllipsisType:
+    """The replay source a job's summary records (``replayed_from``: a folder, or None for a
+    live job), or ``...`` when it records none that can be compared: no such entry (a summary
+    from before it was), a summary that cannot be read, or a path that is not absolute (older
+    versions wrote it as given on the command line: relative to a folder unknown now)."""
+    try:
+        value = json.loads(spath.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ...
+    if not isinstance(value, dict) or "replayed_from" not in value:
+        return ...
+    source = value["replayed_from"]
+    if not source:
+        return None
+    if not isinstance(source, str) or not os.path.isabs(source):
+        return ...
+    return source
+
+
 def resume_mismatch(
     output: Path,
     model: str,
@@ -217,17 +236,13 @@ def resume_mismatch(
     ppath, spath = progress_path(output, model), summary_path(output, model)
     state = "interrupted"
     theirs_replay: str | None | EllipsisType = ...
-    if ppath.is_file():
+    if ppath.is_file() and (prog := read_progress(ppath)) is not None:
         path = ppath
-        try:
-            prog = Progress.model_validate_json(ppath.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise UserError(
-                f"{ppath}: not a valid progress file ({exc.__class__.__name__})"
-            ) from None
         theirs: dict[str, Any] = {"model": prog.model, "suite": prog.suite, "runs": prog.runs}
         if "replay" in prog.model_fields_set:
             theirs_replay = prog.replay
+        elif spath.is_file():  # a file from before it was recorded: the summary may say
+            theirs_replay = _summary_replay(spath)
     elif spath.is_file():
         path, state = spath, "finished"
         try:
@@ -237,8 +252,7 @@ def resume_mismatch(
         if not isinstance(value, dict):
             return None
         theirs = {"model": model, "suite": value.get("suite"), "runs": value.get("runs_per_task")}
-        if "replayed_from" in value:
-            theirs_replay = value["replayed_from"]
+        theirs_replay = _summary_replay(spath)
     else:
         return None
     mine = {"model": model, "suite": suite, "runs": runs}
@@ -247,13 +261,14 @@ def resume_mismatch(
         for name in ("model", "suite", "runs")
         if mine[name] is not None and theirs[name] is not None and mine[name] != theirs[name]
     ]
-    advice = " (or delete the progress file to start over)" if state == "interrupted" else ""
+    if theirs_replay is not ...:
+        theirs_replay = theirs_replay or None  # ("" as null: a hand edit)
     if not differ and replay is not ... and theirs_replay is not ... and replay != theirs_replay:
         ran = f"replayed {theirs_replay}" if theirs_replay else "called its models (live)"
         asked = f"--replay {replay}" if replay else "a live run (no --replay)"
         return (
             f"{path}: --resume: the {state} job {ran}; this is {asked}: a job is replayed or "
-            "live as a whole, so resume it as it ran, or choose another --output" + advice
+            "live as a whole, so resume it as it ran, or choose another --output"
         )
     if not differ:
         return None
@@ -262,7 +277,7 @@ def resume_mismatch(
     return (
         f"{path}: --resume: {what} {verb} from the {state} job's (it ran model={theirs['model']}"
         f" suite={theirs['suite']} runs={theirs['runs']}): run with the same options, or "
-        "choose another --output" + advice
+        "choose another --output"
     )
 
 
@@ -487,14 +502,60 @@ def select_tasks(tasks: list[Task], suite: str, categories: list[str]) -> list[T
     return chosen
 
 
-def _load_progress(job: JobConfig, model: str) -> Progress | None:
-    path = progress_path(job.output, model)
+def read_progress(path: Path) -> Progress | None:
+    """The progress file at ``path``, or None when there is none. Raises UserError (one line
+    naming the file and the first field that is wrong) when it is not a valid one."""
     if not path.exists():
         return None
     try:
         return Progress.model_validate_json(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err.get("loc", ())) or "file"
+        raise UserError(f"{path}: not a valid progress file ({where}: {err['msg']})") from None
+    except (OSError, ValueError) as exc:
         raise UserError(f"{path}: not a valid progress file ({exc.__class__.__name__})") from None
+
+
+def _load_progress(job: JobConfig, model: str) -> Progress | None:
+    return read_progress(progress_path(job.output, model))
+
+
+def changed_tasks_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
+    """With ``--resume``, why the tasks of ``job`` are not those its interrupted job ran (one
+    line: the ids whose :meth:`Task.digest` differs from the progress file's), or None (no
+    progress file, or one without digests). Raises UserError (an invalid progress file)."""
+    progress = _load_progress(job, model) if job.resume else None
+    if progress is None or not progress.task_digests:
+        return None
+    changed = sorted(
+        t.id for t in tasks if progress.task_digests.get(t.id, t.digest()) != t.digest()
+    )
+    if not changed:
+        return None
+    shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
+    return (
+        f"{progress_path(job.output, model)}: --resume: {len(changed)} task(s) differ from "
+        f"those the interrupted job ran ({shown}): {job.suite_path} is another suite or its "
+        "tasks changed; resume with the same suite, or choose another --output"
+    )
+
+
+def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
+    """Why ``--resume`` of ``job`` for ``model`` cannot continue what its output folder holds
+    (one line), or None: :func:`output_state_problem` with the job's suite, runs and replay
+    source, then :func:`changed_tasks_problem`. A Job checks it before anything else (its
+    models, the replay's records): a resume refused is told why in that one line, not behind
+    a model's or a recording's complaint that only follows from it. Raises UserError (an
+    invalid progress file)."""
+    return output_state_problem(
+        job.output,
+        model,
+        resume=True,
+        suite=job.suite,
+        runs=job.runs,
+        replay=job.replay_source(),
+    ) or changed_tasks_problem(job, tasks, model)
 
 
 def _trial_folders(
@@ -623,17 +684,8 @@ async def _run_locked(
     ppath = progress_path(job.output, model)
     progress = _load_progress(job, model) if job.resume else None
     digests = {t.id: t.digest() for t in tasks}
-    if job.resume and progress is not None and progress.task_digests:
-        changed = sorted(
-            tid for tid, d in digests.items() if progress.task_digests.get(tid, d) != d
-        )
-        if changed:
-            shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
-            raise UserError(
-                f"{ppath}: --resume: {len(changed)} task(s) differ from those the interrupted "
-                f"job ran ({shown}): {job.suite_path} is another suite or its tasks changed; "
-                "resume with the same suite, or choose another --output"
-            )
+    if problem := changed_tasks_problem(job, tasks, model):
+        raise UserError(problem)
     if progress is not None and "replay" not in progress.model_fields_set:
         progress.replay = job.replay_source()  # a file from before it was recorded
     if progress is None or not progress.job_id:

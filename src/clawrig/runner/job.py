@@ -136,6 +136,8 @@ class Job:
             )
         self._load_env(cfg.env_file)
         self.tasks = self._select(cfg)
+        if cfg.resume:
+            self._check_resume(cfg)
         from clawrig.agents import create_agent
 
         agent = create_agent(cfg.trial.agent)
@@ -211,6 +213,33 @@ class Job:
             raise UserError(f"PATH: no such file or folder: {cfg.suite_path}")
         return select_tasks(load_tasks(cfg.suite_path, root=cfg.root), cfg.suite, cfg.categories)
 
+    def _check_resume(self, cfg: JobConfig) -> None:
+        """``--resume``: what the output folder holds is checked first of all, for the model
+        the job will have (:meth:`_resume_model`): a resume that cannot continue it is refused
+        in its one line (:func:`clawrig.runner.batch.resume_problem`), not behind a model's or
+        the recording's complaint that follows from it. Raises PreflightError / UserError."""
+        from clawrig.runner.batch import resume_problem
+
+        model = self._resume_model(cfg)
+        if model and (problem := resume_problem(cfg, self.tasks, model)):
+            raise PreflightError([problem])
+
+    @staticmethod
+    def _resume_model(cfg: JobConfig) -> str | None:
+        """The model whose job ``--resume`` continues: ``-m``; else the one ``--replay``'s
+        recording called; else, when the output folder holds the job of one model only, that
+        model's (:func:`clawrig.runner.batch.other_jobs`); else None."""
+        if cfg.trial.model not in UNSET_MODEL:
+            return cfg.trial.model
+        if cfg.replay is not None:
+            from clawrig.llm.gateway import recorded_models
+
+            return recorded_models(cfg.replay).get("agent")
+        from clawrig.runner.batch import other_jobs
+
+        jobs = other_jobs(cfg.output)
+        return jobs[0][0] if len(jobs) == 1 else None
+
     def _resolve_models(self, cfg: JobConfig, needs_model: bool) -> dict[str, Any]:
         """The agent's and the judge's names and models (step 3); fills ``self.services``."""
         from clawrig.llm.providers import load_settings
@@ -224,6 +253,8 @@ class Job:
             if not recorded:  # no such folder or no records: said as such, not "no model"
                 ResponseCache.from_job(cfg.replay)  # (raises UserError then)
         asked = None if cfg.trial.model in UNSET_MODEL else cfg.trial.model
+        if asked is None and cfg.resume and cfg.replay is None:
+            asked = self._resume_model(cfg)  # the only job there (its model's name)
         if asked is not None and resumes_finished_job(cfg, asked):
             return {"model": asked, "judge": cfg.trial.judge}  # nothing runs: none resolved
         svc = self.services

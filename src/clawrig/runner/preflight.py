@@ -124,6 +124,18 @@ def note_model_unused(tasks: list[Task], config: JobConfig) -> list[str]:
     ]
 
 
+def note_replay_unused(tasks: list[Task], config: JobConfig) -> list[str]:
+    """With ``--replay``, a note when the job's agent calls no model (``oracle``, ``nop``):
+    only a judge's recorded calls can be answered from the recording (a new user's finding:
+    the summary said every reply was replayed, of none)."""
+    if config.replay is None or not _calls_no_model(config):
+        return []
+    return [
+        f"--replay: --agent {config.trial.agent} calls no model; of {config.replay} only a "
+        "judge's recorded calls are used"
+    ]
+
+
 def note_replay_runs(tasks: list[Task], config: JobConfig) -> list[str]:
     """With ``--replay``, a note when the replayed job recorded more runs of a task than this
     job runs (``--runs``, default 1): the later runs' recorded calls go unused, which was
@@ -387,6 +399,7 @@ NOTES: list[Check] = [
     note_disk_space,
     note_resume_new,
     note_model_unused,
+    note_replay_unused,
     note_replay_runs,
 ]
 """Checks whose lines are only notes for the user: the job runs (append yours)."""

@@ -1697,8 +1697,9 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
     if _replay_miss(lease):  # the gateway's line alone (no "HTTP 404 from ..."), and what to do
         return ModelRequestError(
             f"--replay: {exc.detail or exc}; the trials finished so far are kept and "
-            "`--resume` runs the others (a tool whose output differs between runs, or tool "
-            "calls of one turn that race on a service, make a run diverge)",
+            "`--resume` runs the others (a run diverges when the task changed since it was "
+            "recorded, other options change what the agent is sent (--preamble, --agent), a "
+            "tool's output differs between runs, or tool calls of one turn race on a service)",
             status=exc.status,
             detail=exc.detail,
         )
