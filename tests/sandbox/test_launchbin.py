@@ -420,3 +420,17 @@ async def test_no_sandbox_process_but_the_zygotes_init_holds_the_program(make_sa
 def _memfds(pid: int) -> list[str]:
     """The memory files ``pid`` holds open (from the host)."""
     return [link for link in _links(pid) if link.startswith("/memfd:")]
+
+
+def test_a_timed_out_record_holds_for_its_compiler_a_day_from_when_it_was_written():
+    # the record's time was rounded to the nearest second: written in a second's later half,
+    # it lay in the future and did not hold (CI ran the hanging compiler again)
+    import time
+
+    cid = "/usr/bin/musl-gcc 1 2 3 4"
+    now = int(time.time())
+    for when, holds in ((now + 1, True), (now, True), (now - 3600, True), (now - 90_000, False)):
+        assert launchbin._timed_out_before(f"{cid} at {when}".encode(), cid) is holds, when
+    assert not launchbin._timed_out_before(f"{cid} at {now}".encode(), cid + "5")
+    assert not launchbin._timed_out_before(b"nonsense", cid)
+    assert not launchbin._timed_out_before(None, cid)
