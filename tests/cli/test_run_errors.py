@@ -628,3 +628,19 @@ def test_a_model_that_never_answered_stops_the_job_saying_how_to_resume(
     live = scripted_server(list(replies), models=models)
     r = run(*args, "--resume", cwd=REPO, env=dict(os.environ, SCRIPTED_BASE_URL=live.base_url))
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_a_model_the_server_does_not_have_says_the_right_one_is_another_job(
+    tmp_path: Path, scripted_server
+) -> None:
+    """404 for the model's name: the fix is another -m, whose job is another (resuming this
+    folder with it is refused): the line says to give it its own folder, not to --resume."""
+    srv = scripted_server([], models=["demo"])
+    out = tmp_path / "out"
+    r = run("run", "suites/demo", "--suite", "000015", "-m", "scripted/demoo", "-o", str(out),
+            cwd=REPO, env=dict(os.environ, SCRIPTED_BASE_URL=srv.base_url))  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    last = r.stderr.splitlines()[-1]
+    assert "404" in last and last.endswith(
+        f"; {out} keeps this name's job: with the right -m, choose another --output"
+    ), last

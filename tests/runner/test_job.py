@@ -170,6 +170,21 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
         f"this is --replay {out}: a job is replayed or live as a whole, so resume it as it ran, "
         "or choose another --output"
     ], r.stderr
+    # another agent continues no job of this one's, with -m or without (it took the folder's
+    # job's model and ran oracle trials into a native job: a red-team finding)
+    for given, said in (
+        ([], "holds no job of oracle, only of scripted/test"),
+        (["-m", "scripted/test"], "agent differs from the interrupted job's (it ran "
+         "model=scripted/test suite=all runs=3 agent=native)"),
+    ):  # fmt: skip
+        r = subprocess.run(
+            [CLAWRIG, "run", str(bench / "tasks"), *given, "-p", "4", "--runs", "3", "-o",
+             str(out), "--resume", "--agent", "oracle"],
+            env=_env(srv), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        [line] = r.stderr.splitlines()
+        assert said in line, line
     # a suite whose tasks changed: one line before anything starts (it followed a progress
     # bar), and without -m: the folder's only job is the one resumed
     changed = tmp_path / "changed"
@@ -699,3 +714,37 @@ def test_resume_reads_the_replay_source_from_the_summary_beside_an_old_progress_
     (tmp_path / "progress_m.json").write_text(json.dumps({**old, "replay": 5}))
     with pytest.raises(UserError, match=r"progress_m.json: not a valid progress file \(replay: "):
         resume_mismatch(tmp_path, "m", replay=None)
+
+
+def test_resume_without_a_model_names_the_folders_only_job_of_this_agent(tmp_path):
+    """``--resume`` without ``-m``: the folder's only job, when it ran this agent; several
+    jobs, or one of another agent, are refused in one line; an agent that calls no model
+    resumes the job named after it (with ``--replay`` too: the recording's model is not its
+    job's name)."""
+    from clawrig.runner.job import Job
+    from clawrig.runner.preflight import PreflightError
+    from clawrig.spec.job import Progress
+
+    def write(model: str, agent: str) -> None:
+        slug = model.replace("/", "_")
+        prog = Progress(model=model, suite="all", runs=1, agent=agent)
+        (tmp_path / f"progress_{slug}.json").write_text(prog.model_dump_json())
+
+    def job(**trial) -> JobConfig:
+        return JobConfig(suite_path=tmp_path, output=tmp_path, resume=True, **trial)
+
+    write("scripted/a", "native")
+    assert Job._resume_model(job(), True) == "scripted/a"
+    with pytest.raises(PreflightError, match="run by --agent native, not --agent openclaw"):
+        Job._resume_model(job(trial=TrialConfig(agent="openclaw")), True)
+    assert Job._resume_model(job(trial=TrialConfig(agent="oracle")), False) == "oracle"
+    replayed = job(trial=TrialConfig(agent="oracle"), replay=tmp_path / "rec")
+    assert Job._resume_model(replayed, False) == "oracle"
+    write("scripted/b", "native")
+    with pytest.raises(PreflightError, match=r"holds jobs of scripted/a .*, scripted/b .*-m"):
+        Job._resume_model(job(), True)
+    (tmp_path / "progress_scripted_b.json").unlink()
+    old = json.loads((tmp_path / "progress_scripted_a.json").read_text())
+    del old["agent"]  # a file from before the agent was recorded: -m says which
+    (tmp_path / "progress_scripted_a.json").write_text(json.dumps(old))
+    assert Job._resume_model(job(), True) is None

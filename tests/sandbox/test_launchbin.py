@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -434,3 +435,29 @@ def test_a_timed_out_record_holds_for_its_compiler_a_day_from_when_it_was_writte
     assert not launchbin._timed_out_before(f"{cid} at {now}".encode(), cid + "5")
     assert not launchbin._timed_out_before(b"nonsense", cid)
     assert not launchbin._timed_out_before(None, cid)
+
+
+@pytest.mark.skipif(launchbin.musl_compiler() is None, reason="no musl-gcc (Debian: musl-tools)")
+def test_an_interrupt_during_a_hanging_compile_stops_it_and_what_it_started(tmp_path):
+    # the compiler in a session of its own missed a terminal's Ctrl-C: the harness waited for
+    # the compile's time limit, and a SIGTERM left the compiler and its child running
+    marker = f"{986_000 + os.getpid() % 1000}"
+    with_fake = _fake_musl(tmp_path / "hang", f"sleep {marker} & wait", tmp_path / "log")
+    env = {
+        **os.environ,
+        "CLAWRIG_CACHE_DIR": str(tmp_path / "cache"),
+        "PATH": with_fake,
+        "PROBE_COMPILE_TIMEOUT_S": "600",
+    }
+    probe = subprocess.Popen(
+        [sys.executable, "-c", PROBE], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "log").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "log").exists()
+    probe.send_signal(signal.SIGINT)
+    _, err = probe.communicate(timeout=60)  # well before the compile's own limit
+    assert probe.returncode != 0 and b"KeyboardInterrupt" in err
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+    assert left.stdout == "", left.stdout

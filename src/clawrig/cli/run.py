@@ -448,7 +448,8 @@ def _resumable(exc: ModelRequestError, config: Any) -> ModelRequestError:
     """``exc`` (a provider refusal that stopped the job before its model ever answered: exit
     2), saying that the output folder holds the job to ``--resume`` once the cause is fixed
     when its progress file was written (a new user re-ran the same command and was refused:
-    "holds an unfinished job")."""
+    "holds an unfinished job"); for a model the server does not have (404), that the right
+    ``-m`` is another job, for another folder."""
     from clawrig.runner.batch import progress_path
 
     model = config.trial.model
@@ -456,11 +457,11 @@ def _resumable(exc: ModelRequestError, config: Any) -> ModelRequestError:
         return exc  # (a replay's miss says it already)
     if not progress_path(config.output, model).is_file():
         return exc
-    return ModelRequestError(
-        f"{exc}; {config.output} keeps the job: fix that, then run the same command with --resume",
-        status=exc.status,
-        detail=exc.detail,
-    )
+    if exc.status == 404:  # no such model: the fix is another -m, which is another job
+        then = f"{config.output} keeps this name's job: with the right -m, choose another --output"
+    else:
+        then = f"{config.output} keeps the job: fix that, then run the same command with --resume"
+    return ModelRequestError(f"{exc}; {then}", status=exc.status, detail=exc.detail)
 
 
 def report(summary: dict[str, Any], config: Any) -> int:

@@ -135,6 +135,7 @@ def output_state_problem(
     suite: str | None = None,
     runs: int | None = None,
     replay: str | None | EllipsisType = ...,
+    agent: str | None = None,
 ) -> str | None:
     """Why a job of ``model`` may not start in ``output`` (one line), or None.
 
@@ -142,8 +143,9 @@ def output_state_problem(
     (``progress_<model>.json`` present: interrupted, stopped by the budget, or trials that
     errored) needs ``resume``; a finished one (a summary and no progress file) is not run again
     into the same folder (with ``resume`` the Job reports it finished and runs nothing).
-    With ``resume``, a ``suite``, ``runs`` or ``replay`` source (when given; ``replay`` None is
-    a live job) other than the job's there, finished or not, refuses (:func:`resume_mismatch`),
+    With ``resume``, a ``suite``, ``runs``, ``agent`` or ``replay`` source (when given;
+    ``replay`` None is a live job) other than the job's there, finished or not, refuses
+    (:func:`resume_mismatch`),
     and so does a folder holding jobs of other models only (:func:`other_jobs`: a mistyped
     ``-m`` would start a whole new job there).
     ``check_lock`` False: the caller holds the lock.
@@ -158,9 +160,9 @@ def output_state_problem(
     ppath = progress_path(output, model)
     if ppath.exists() and not resume:
         done = "?"
-        with contextlib.suppress(OSError, ValueError):
-            prog = Progress.model_validate_json(ppath.read_text(encoding="utf-8"))
-            done = str(len(prog.completed))
+        with contextlib.suppress(OSError, ValueError, UserError):
+            if (prog := read_progress(ppath)) is not None:
+                done = str(len(prog.completed))
         return (
             f"--output: {output} holds an unfinished job of {model} ({done} trial(s) done, "
             f"{ppath.name}): add --resume to continue it, or choose another folder"
@@ -179,23 +181,44 @@ def output_state_problem(
                 f"--resume: {output} holds no job of {model}, only of {shown}: resume with "
                 "that -m (or --agent), or drop --resume to start a new job there"
             )
-    if resume and (suite is not None or runs is not None or replay is not ...):
-        return resume_mismatch(output, model, suite=suite, runs=runs, replay=replay)
+    if resume and ((suite, runs, agent) != (None, None, None) or replay is not ...):
+        return resume_mismatch(output, model, suite=suite, runs=runs, replay=replay, agent=agent)
     return None
 
 
 def other_jobs(output: Path) -> list[tuple[str, str]]:
     """(model, file name) of every job in ``output`` by its ``progress_*.json`` or
     ``summary_*.json`` (the model as the file records it; the file's own name when it cannot
-    be read), one per model, sorted."""
+    be read or records no name), one per model, sorted. Files that are not regular files (a
+    named pipe would block the read) are passed over."""
     found: dict[str, str] = {}
     paths = JobPaths(output)
     for path in sorted([*paths.progresses(), *paths.summaries()]):
+        if not path.is_file():
+            continue
         name = path.stem.split("_", 1)[1]
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            name = str(json.loads(path.read_text(encoding="utf-8")).get("model") or name)
+            recorded = json.loads(path.read_text(encoding="utf-8")).get("model")
+            if isinstance(recorded, str) and recorded:
+                name = recorded
         found.setdefault(name, path.name)
     return sorted(found.items())
+
+
+def job_agent(output: Path, model: str) -> str | None:
+    """The agent the job of ``model`` in ``output`` ran (``--agent``): its progress file's
+    ``agent``, else its summary's; None when neither records one (files from before it was
+    recorded, or no job)."""
+    ppath, spath = progress_path(output, model), summary_path(output, model)
+    with contextlib.suppress(OSError, ValueError, UserError):
+        if ppath.is_file() and (prog := read_progress(ppath)) is not None and prog.agent:
+            return prog.agent
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        if spath.is_file():
+            agent = json.loads(spath.read_text(encoding="utf-8")).get("agent")
+            if isinstance(agent, str) and agent:
+                return agent
+    return None
 
 
 def _summary_replay(spath: Path) -> str | None | EllipsisType:
@@ -224,8 +247,10 @@ def resume_mismatch(
     suite: str | None = None,
     runs: int | None = None,
     replay: str | None | EllipsisType = ...,
+    agent: str | None = None,
 ) -> str | None:
-    """Why ``--resume`` with ``suite``, ``runs`` and ``replay`` does not continue the job of
+    """Why ``--resume`` with ``suite``, ``runs``, ``agent`` and ``replay`` does not continue
+    the job of
     ``model`` in ``output`` (one line naming the file and what differs), or None (no job there,
     or the same options; ``suite``/``runs`` None and ``replay`` ``...`` are not compared).
     ``replay``: the job folder ``--replay`` answers from (:meth:`JobConfig.replay_source`), None
@@ -255,10 +280,11 @@ def resume_mismatch(
         theirs_replay = _summary_replay(spath)
     else:
         return None
-    mine = {"model": model, "suite": suite, "runs": runs}
+    theirs["agent"] = job_agent(output, model)
+    mine = {"model": model, "suite": suite, "runs": runs, "agent": agent}
     differ = [
         name
-        for name in ("model", "suite", "runs")
+        for name in ("model", "suite", "runs", "agent")
         if mine[name] is not None and theirs[name] is not None and mine[name] != theirs[name]
     ]
     if theirs_replay is not ...:
@@ -276,8 +302,9 @@ def resume_mismatch(
     verb = "differs" if len(differ) == 1 else "differ"
     return (
         f"{path}: --resume: {what} {verb} from the {state} job's (it ran model={theirs['model']}"
-        f" suite={theirs['suite']} runs={theirs['runs']}): run with the same options, or "
-        "choose another --output"
+        f" suite={theirs['suite']} runs={theirs['runs']}"
+        + (f" agent={theirs['agent']}" if "agent" in differ else "")
+        + "): run with the same options, or choose another --output"
     )
 
 
@@ -507,6 +534,8 @@ def read_progress(path: Path) -> Progress | None:
     naming the file and the first field that is wrong) when it is not a valid one."""
     if not path.exists():
         return None
+    if not path.is_file():  # (a named pipe would block the read)
+        raise UserError(f"{path}: not a valid progress file (not a regular file)")
     try:
         return Progress.model_validate_json(path.read_text(encoding="utf-8"))
     except ValidationError as exc:
@@ -555,6 +584,7 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
         suite=job.suite,
         runs=job.runs,
         replay=job.replay_source(),
+        agent=job.trial.agent,
     ) or changed_tasks_problem(job, tasks, model)
 
 
@@ -670,6 +700,7 @@ async def _run_locked(
         suite=job.suite,
         runs=job.runs,
         replay=job.replay_source(),
+        agent=job.trial.agent,
     )
     if problem:
         raise UserError(problem)
@@ -688,9 +719,15 @@ async def _run_locked(
         raise UserError(problem)
     if progress is not None and "replay" not in progress.model_fields_set:
         progress.replay = job.replay_source()  # a file from before it was recorded
+    if progress is not None and not progress.agent:
+        progress.agent = job.trial.agent  # (likewise)
     if progress is None or not progress.job_id:
         progress = progress or Progress(
-            model=model, suite=job.suite, runs=job.runs, replay=job.replay_source()
+            model=model,
+            suite=job.suite,
+            runs=job.runs,
+            agent=job.trial.agent,
+            replay=job.replay_source(),
         )
         progress.job_id = f"{dt.datetime.now():%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"
     job_id = progress.job_id

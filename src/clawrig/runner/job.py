@@ -136,11 +136,11 @@ class Job:
             )
         self._load_env(cfg.env_file)
         self.tasks = self._select(cfg)
-        if cfg.resume:
-            self._check_resume(cfg)
         from clawrig.agents import create_agent
 
         agent = create_agent(cfg.trial.agent)
+        if cfg.resume:
+            self._check_resume(cfg, agent.needs_model)
         trial = cfg.trial.model_copy(update=self._resolve_models(cfg, agent.needs_model))
         self.config = cfg.model_copy(update={"trial": trial})
         self._gateway_and_cache()
@@ -213,32 +213,56 @@ class Job:
             raise UserError(f"PATH: no such file or folder: {cfg.suite_path}")
         return select_tasks(load_tasks(cfg.suite_path, root=cfg.root), cfg.suite, cfg.categories)
 
-    def _check_resume(self, cfg: JobConfig) -> None:
+    def _check_resume(self, cfg: JobConfig, needs_model: bool) -> None:
         """``--resume``: what the output folder holds is checked first of all, for the model
         the job will have (:meth:`_resume_model`): a resume that cannot continue it is refused
         in its one line (:func:`clawrig.runner.batch.resume_problem`), not behind a model's or
         the recording's complaint that follows from it. Raises PreflightError / UserError."""
         from clawrig.runner.batch import resume_problem
 
-        model = self._resume_model(cfg)
+        model = self._resume_model(cfg, needs_model)
         if model and (problem := resume_problem(cfg, self.tasks, model)):
             raise PreflightError([problem])
 
     @staticmethod
-    def _resume_model(cfg: JobConfig) -> str | None:
-        """The model whose job ``--resume`` continues: ``-m``; else the one ``--replay``'s
-        recording called; else, when the output folder holds the job of one model only, that
-        model's (:func:`clawrig.runner.batch.other_jobs`); else None."""
+    def _resume_model(cfg: JobConfig, needs_model: bool) -> str | None:
+        """The model whose job ``--resume`` continues: ``-m``; for an agent that calls no
+        model, the agent's name (what its job is named by); else the one ``--replay``'s
+        recording called; else, when the output folder holds the job of one model only and
+        that job ran this agent (:func:`clawrig.runner.batch.job_agent`), that model's; else
+        None. Raises PreflightError when the folder holds jobs of several models (say which
+        with ``-m``) or its only job ran another agent."""
         if cfg.trial.model not in UNSET_MODEL:
             return cfg.trial.model
+        if not needs_model:
+            return cfg.trial.agent
         if cfg.replay is not None:
             from clawrig.llm.gateway import recorded_models
 
             return recorded_models(cfg.replay).get("agent")
-        from clawrig.runner.batch import other_jobs
+        from clawrig.runner.batch import job_agent, other_jobs
 
         jobs = other_jobs(cfg.output)
-        return jobs[0][0] if len(jobs) == 1 else None
+        if len(jobs) > 1:
+            shown = ", ".join(f"{name} ({file})" for name, file in jobs[:4])
+            raise PreflightError(
+                [f"--resume: {cfg.output} holds jobs of {shown}: give -m with the one to resume"]
+            )
+        if not jobs:
+            return None
+        model = jobs[0][0]
+        ran = job_agent(cfg.output, model)
+        if ran is None:
+            return None  # (files from before the agent was recorded: -m says)
+        if ran != cfg.trial.agent:
+            raise PreflightError(
+                [
+                    f"--resume: {cfg.output} holds the job of {model} run by --agent {ran}, not "
+                    f"--agent {cfg.trial.agent}: resume it with --agent {ran}, or choose another "
+                    "--output"
+                ]
+            )
+        return model
 
     def _resolve_models(self, cfg: JobConfig, needs_model: bool) -> dict[str, Any]:
         """The agent's and the judge's names and models (step 3); fills ``self.services``."""
@@ -253,8 +277,8 @@ class Job:
             if not recorded:  # no such folder or no records: said as such, not "no model"
                 ResponseCache.from_job(cfg.replay)  # (raises UserError then)
         asked = None if cfg.trial.model in UNSET_MODEL else cfg.trial.model
-        if asked is None and cfg.resume and cfg.replay is None:
-            asked = self._resume_model(cfg)  # the only job there (its model's name)
+        if asked is None and cfg.resume and cfg.replay is None and needs_model:
+            asked = self._resume_model(cfg, needs_model)  # the only job there (its model)
         if asked is not None and resumes_finished_job(cfg, asked):
             return {"model": asked, "judge": cfg.trial.judge}  # nothing runs: none resolved
         svc = self.services

@@ -81,6 +81,7 @@ def check_output(tasks: list[Task], config: JobConfig) -> list[str]:
         suite=config.suite,
         runs=config.runs,
         replay=config.replay_source(),
+        agent=config.trial.agent,
     )
     return [problem] if problem else []
 

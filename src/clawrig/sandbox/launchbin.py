@@ -80,10 +80,11 @@ def _bin_folder() -> int | None:
     return fd
 
 
-def _cached(folder: int, name: str) -> bytes | None:
+def _cached(folder: int, name: str, limit: int = 1 << 26) -> bytes | None:
     """The program ``name`` in the ``bin`` folder ``folder``, read from the descriptor it was
     checked by (a regular file, not a link, :func:`_private`), or None (also for a folder, a
-    named pipe or a device there: opened without waiting, never read)."""
+    named pipe or a device there: opened without waiting, never read; and for a file of over
+    ``limit`` bytes, which is none of clawrig's)."""
     try:
         fd = os.open(
             name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
@@ -92,7 +93,7 @@ def _cached(folder: int, name: str) -> bytes | None:
         return None
     try:
         st = os.fstat(fd)
-        if not (stat.S_ISREG(st.st_mode) and _private(st)):
+        if not (stat.S_ISREG(st.st_mode) and _private(st)) or st.st_size > limit:
             return None
         chunks = []
         while chunk := os.read(fd, 1 << 20):
@@ -162,10 +163,38 @@ COMPILE_TIMED_OUT = b"timed out"
 """:func:`_compiled`'s answer for a compile stopped at :data:`COMPILE_TIMEOUT_S`."""
 
 
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s children, theirs, and so on (``/proc/PID/task/TID/children``), deepest last;
+    what cannot be read is left out."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{parent}/task"):
+                with contextlib.suppress(OSError, ValueError):
+                    with open(f"/proc/{parent}/task/{tid}/children") as fh:
+                        kids = [int(x) for x in fh.read().split()]
+                    found += kids
+                    todo += kids
+    return found
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``proc`` and every process it started (found before it dies: its orphans go to
+    init), then reap it."""
+    for pid in [*_descendants(proc.pid), proc.pid]:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+
+
 def _compiled(source: bytes, command: list[str]) -> bytes | None:
     """``source`` compiled by ``command`` in a private temporary folder, or None (it cannot
-    run or fails), or :data:`COMPILE_TIMED_OUT` (it took over :data:`COMPILE_TIMEOUT_S`; it
-    and every process it started are killed)."""
+    run or fails), or :data:`COMPILE_TIMED_OUT` (it took over :data:`COMPILE_TIMEOUT_S`).
+    The compiler stays in the harness's process group (a terminal's Ctrl-C reaches it, as it
+    reaches the harness); stopped at the limit, or when the harness is interrupted meanwhile,
+    it is killed with every process it started (:func:`_kill_tree`)."""
     with tempfile.TemporaryDirectory(prefix="clawrig-cc-") as temp:
         out = Path(temp) / "sandbox-launch"
         try:
@@ -174,22 +203,20 @@ def _compiled(source: bytes, command: list[str]) -> bytes | None:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                start_new_session=True,  # its own group: a timeout kills what it started too
             )
         except OSError:
             return None
         try:
             proc.communicate(source, timeout=COMPILE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _kill_tree(proc)
             return COMPILE_TIMED_OUT
-        except (OSError, subprocess.SubprocessError):
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        except (OSError, subprocess.SubprocessError):  # (writing its input failed)
+            _kill_tree(proc)
             return None
+        except BaseException:  # an interrupt meanwhile: nothing of it is left running
+            _kill_tree(proc)
+            raise
         if proc.returncode != 0:
             return None
         try:
@@ -303,7 +330,8 @@ def _make() -> int | None:
                 if (fd := _runnable(data)) is not None:
                     return fd
             failed, compiler = f"{names[kind]}.failed", _compiler_id(command)
-            if folder is not None and _timed_out_before(_cached(folder, failed), compiler):
+            record = _cached(folder, failed, limit=4096) if folder is not None else None
+            if _timed_out_before(record, compiler):
                 continue
             data = _compiled(source, command)
             if data == COMPILE_TIMED_OUT:

@@ -148,6 +148,9 @@ class Progress(BaseModel):
     task_digests: dict[str, str] = Field(default_factory=dict)
     """Task id -> :meth:`clawrig.spec.task.Task.digest` of the tasks the job ran: ``--resume``
     refuses a suite whose tasks differ (empty in files written before it was recorded)."""
+    agent: str = ""
+    """The job's agent (``--agent``): ``--resume`` with another refuses (empty in files written
+    before it was recorded: the summary beside it, when there is one, says)."""
     replay: str | None = None
     """The job folder ``--replay`` answered every model call from (absolute), None for a job
     that called its models: ``--resume`` refuses the other kind (a job is replayed or live as a
