@@ -138,38 +138,29 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     assert 6 <= done_before < 30
     cut = cut_calls()
     assert cut >= 1
+
+    def refusal(argv: list[str]) -> list[str]:
+        """The lines of ``argv``'s refusal (exit 2, no traceback)."""
+        r = subprocess.run(argv, env=_env(srv), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        return r.stderr.splitlines()
+
     # resuming with other options is refused with one line
-    r = subprocess.run(
-        args[:-4] + ["--runs", "2", "-o", str(out), "--resume"],
-        env=_env(srv),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     # one line before anything starts (no progress bar), grammatical
-    assert r.stderr.splitlines() == [
+    assert refusal(args[:-4] + ["--runs", "2", "-o", str(out), "--resume"]) == [
         f"clawrig: error: {progress}: --resume: runs differs from the interrupted job's (it "
         "ran model=scripted/test suite=all runs=3): run with the same options, or choose "
         "another --output"
-    ], r.stderr
+    ]
     # a live job resumed with --replay (of itself, here: what it recorded so far) is refused
     # too: a job is replayed or live as a whole (its summary's replayed_from)
-    r = subprocess.run(
-        args + ["--resume", "--replay", str(out)],
-        env=_env(srv),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     # one line: the replay's own complaint (it recorded some of the tasks only) follows from
     # it and is not said (a new user followed its advice into another refusal)
-    assert r.stderr.splitlines() == [
+    assert refusal(args + ["--resume", "--replay", str(out)]) == [
         f"clawrig: error: {progress}: --resume: the interrupted job called its models (live); "
         f"this is --replay {out}: a job is replayed or live as a whole, so resume it as it ran, "
         "or choose another --output"
-    ], r.stderr
+    ]
     # another agent continues no job of this one's, with -m or without (it took the folder's
     # job's model and ran oracle trials into a native job: a red-team finding)
     for given, said in (
@@ -177,13 +168,10 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
         (["-m", "scripted/test"], "agent differs from the interrupted job's (it ran "
          "model=scripted/test suite=all runs=3 agent=native)"),
     ):  # fmt: skip
-        r = subprocess.run(
+        [line] = refusal(
             [CLAWRIG, "run", str(bench / "tasks"), *given, "-p", "4", "--runs", "3", "-o",
-             str(out), "--resume", "--agent", "oracle"],
-            env=_env(srv), capture_output=True, text=True, timeout=60,
+             str(out), "--resume", "--agent", "oracle"]
         )  # fmt: skip
-        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-        [line] = r.stderr.splitlines()
         assert said in line, line
     # a suite whose tasks changed: one line before anything starts (it followed a progress
     # bar), and without -m: the folder's only job is the one resumed
@@ -191,13 +179,10 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     shutil.copytree(bench, changed)
     md = sorted((changed / "tasks").rglob("*.md"))[0]
     md.write_text(md.read_text().replace("## Prompt\n\n", "## Prompt\n\nPlease. ", 1))
-    r = subprocess.run(
+    [line] = refusal(
         [CLAWRIG, "run", str(changed / "tasks"), "-p", "4", "--runs", "3", "-o", str(out),
-         "--resume"],
-        env=_env(srv), capture_output=True, text=True, timeout=60,
+         "--resume"]
     )  # fmt: skip
-    assert r.returncode == 2, r.stderr
-    [line] = r.stderr.splitlines()
     head = f"clawrig: error: {progress}: --resume: 1 task(s) differ from those"
     assert line.startswith(head), line
     r = subprocess.run(
