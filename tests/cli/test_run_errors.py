@@ -538,7 +538,8 @@ def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scrip
             str(tmp_path / "one"), cwd=REPO)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert note in r.stderr and "Traceback" not in r.stderr
-    # the summary says where the replies came from (the spend shown is the recording's)
+    # the summary says where the replies came from (the spend shown is that of the recorded
+    # calls it used)
     summary = json.loads(next((tmp_path / "one").glob("summary_*.json")).read_text())
     assert summary["replayed_from"] == str(job)
     assert f"replayed from {job}: every model reply came from its records" in r.stdout
@@ -570,7 +571,11 @@ def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scrip
     ) in r.stderr
     r = run("run", "suites/demo", "--suite", "000015", "--replay", str(tmp_path / "one"),
             "--runs", "2", "--resume", "-o", str(two), cwd=REPO)  # fmt: skip
-    assert r.returncode != 0 and f"this is --replay {tmp_path / 'one'}:" in r.stderr, r.stderr
+    both = (  # both replays: which one it was, and how to resume it
+        f"--resume: the finished job replayed {job}, not {tmp_path / 'one'}: resume it with "
+        f"--replay {job}, or choose another --output"
+    )
+    assert r.returncode != 0 and both in r.stderr, r.stderr
     r = run("run", "suites/demo", "--suite", "000015", "--replay", str(tmp_path / "one"),
             "--runs", "2", "--resume", "-o", str(job), cwd=REPO)  # fmt: skip
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
@@ -584,8 +589,8 @@ def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scrip
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.splitlines() == [
         f"clawrig: error: {summary_two}: --resume: the finished job replayed {job}; this is a "
-        "live run (no --replay): a job is replayed or live as a whole, so resume it as it ran, "
-        "or choose another --output"
+        f"live run (no --replay): a job is replayed or live as a whole, so resume it with "
+        f"--replay {job}, or choose another --output"
     ], r.stderr
     # the same source (given relative to another folder) resumes: the job is finished
     r = run("run", "suites/demo", "--suite", "000015", "--replay", os.path.relpath(job, REPO),

@@ -164,7 +164,7 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     # another agent continues no job of this one's, with -m or without (it took the folder's
     # job's model and ran oracle trials into a native job: a red-team finding)
     for given, said in (
-        ([], "holds no job of oracle, only of scripted/test"),
+        ([], "holds the job of scripted/test run by --agent native, not --agent oracle"),
         (["-m", "scripted/test"], "agent differs from the interrupted job's (it ran "
          "model=scripted/test suite=all runs=3 agent=native)"),
     ):  # fmt: skip
@@ -722,9 +722,13 @@ def test_resume_without_a_model_names_the_folders_only_job_of_this_agent(tmp_pat
     assert Job._resume_model(job(), True) == "scripted/a"
     with pytest.raises(PreflightError, match="run by --agent native, not --agent openclaw"):
         Job._resume_model(job(trial=TrialConfig(agent="openclaw")), True)
-    assert Job._resume_model(job(trial=TrialConfig(agent="oracle")), False) == "oracle"
     replayed = job(trial=TrialConfig(agent="oracle"), replay=tmp_path / "rec")
+    with pytest.raises(PreflightError, match="job of scripted/a run by --agent native, not --age"):
+        Job._resume_model(replayed, False)  # (it said "holds no job of oracle", as of a model)
+    prog = Progress(model="oracle", suite="all", runs=1, agent="oracle")
+    (tmp_path / "progress_oracle.json").write_text(prog.model_dump_json())
     assert Job._resume_model(replayed, False) == "oracle"
+    (tmp_path / "progress_oracle.json").unlink()
     write("scripted/b", "native")
     with pytest.raises(PreflightError, match=r"holds jobs of scripted/a .*, scripted/b .*-m"):
         Job._resume_model(job(), True)

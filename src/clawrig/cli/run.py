@@ -620,7 +620,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if replayed := summary.get("replayed_from"):
         lines.append(
             f"replayed from {replayed}: every model reply came from its records (no model was "
-            "called): the job's usage and spend are the recording's"
+            "called): the job's usage and spend are those of the recorded calls it used"
         )
     # an agent error is the agent's doing (blame follows control): graded, scored 0, and no
     # reason for exit 1; every other kind leaves the trial unscored (error_count, exit 1)

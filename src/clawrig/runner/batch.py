@@ -290,11 +290,21 @@ def resume_mismatch(
     if theirs_replay is not ...:
         theirs_replay = theirs_replay or None  # ("" as null: a hand edit)
     if not differ and replay is not ... and theirs_replay is not ... and replay != theirs_replay:
-        ran = f"replayed {theirs_replay}" if theirs_replay else "called its models (live)"
-        asked = f"--replay {replay}" if replay else "a live run (no --replay)"
+        if theirs_replay and replay:
+            return (
+                f"{path}: --resume: the {state} job replayed {theirs_replay}, not {replay}: "
+                f"resume it with --replay {theirs_replay}, or choose another --output"
+            )
+        if theirs_replay:
+            return (
+                f"{path}: --resume: the {state} job replayed {theirs_replay}; this is a live run "
+                "(no --replay): a job is replayed or live as a whole, so resume it with "
+                f"--replay {theirs_replay}, or choose another --output"
+            )
         return (
-            f"{path}: --resume: the {state} job {ran}; this is {asked}: a job is replayed or "
-            "live as a whole, so resume it as it ran, or choose another --output"
+            f"{path}: --resume: the {state} job called its models (live); this is --replay "
+            f"{replay}: a job is replayed or live as a whole, so resume it as it ran, or choose "
+            "another --output"
         )
     if not differ:
         return None

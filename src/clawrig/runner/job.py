@@ -234,14 +234,22 @@ class Job:
         with ``-m``) or its only job ran another agent."""
         if cfg.trial.model not in UNSET_MODEL:
             return cfg.trial.model
+        from clawrig.runner.batch import job_agent, other_jobs, progress_path, summary_path
+
         if not needs_model:
-            return cfg.trial.agent
+            name = cfg.trial.agent
+            jobs = other_jobs(cfg.output)
+            own = (
+                progress_path(cfg.output, name).exists() or summary_path(cfg.output, name).exists()
+            )
+            if not own and len(jobs) == 1 and (ran := job_agent(cfg.output, jobs[0][0])):
+                if ran != name:  # (a job of another agent only: said as such, not "no job of")
+                    raise PreflightError([Job._other_agent(cfg, jobs[0][0], ran)])
+            return name
         if cfg.replay is not None:
             from clawrig.llm.gateway import recorded_models
 
             return recorded_models(cfg.replay).get("agent")
-        from clawrig.runner.batch import job_agent, other_jobs
-
         jobs = other_jobs(cfg.output)
         if len(jobs) > 1:
             shown = ", ".join(f"{name} ({file})" for name, file in jobs[:4])
@@ -255,14 +263,17 @@ class Job:
         if ran is None:
             return None  # (files from before the agent was recorded: -m says)
         if ran != cfg.trial.agent:
-            raise PreflightError(
-                [
-                    f"--resume: {cfg.output} holds the job of {model} run by --agent {ran}, not "
-                    f"--agent {cfg.trial.agent}: resume it with --agent {ran}, or choose another "
-                    "--output"
-                ]
-            )
+            raise PreflightError([Job._other_agent(cfg, model, ran)])
         return model
+
+    @staticmethod
+    def _other_agent(cfg: JobConfig, model: str, ran: str) -> str:
+        """The line refusing a ``--resume`` whose agent is not the one the folder's only job
+        (of ``model``) ran (``ran``)."""
+        return (
+            f"--resume: {cfg.output} holds the job of {model} run by --agent {ran}, not --agent "
+            f"{cfg.trial.agent}: resume it with --agent {ran}, or choose another --output"
+        )
 
     def _resolve_models(self, cfg: JobConfig, needs_model: bool) -> dict[str, Any]:
         """The agent's and the judge's names and models (step 3); fills ``self.services``."""
