@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -175,3 +176,38 @@ def test_a_signal_before_the_job_loop_exits_with_its_code_and_says_so(sig, code,
         timeout=60,
     )
     assert (r.returncode, r.stderr.strip()) == (code, line), r.stderr
+
+
+START = """
+import os, signal, sys
+sys.argv[0] = {argv0!r}
+import clawrig.cli  # what the console script imports first, before typer
+print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)
+if {interrupt}:
+    import typer  # (the slow imports the guard covers)
+    os.kill(os.getpid(), signal.SIGINT)
+    import time
+    time.sleep(5)
+clawrig.cli.end_start_guard()  # (what run_guarded does first)
+print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)
+"""
+
+
+@pytest.mark.parametrize("argv0", ["/venv/bin/clawrig", "/usr/bin/python-program"])
+def test_ctrl_c_while_the_command_imports_is_one_line_not_a_traceback(argv0):
+    # a Ctrl-C ~0.1 s after `clawrig` started printed a KeyboardInterrupt traceback out of
+    # `import typer` (a red-team finding): the console script's start has a handler of its own
+    # until run_guarded takes over; a program importing clawrig's CLI modules keeps its own
+    def start(interrupt: bool) -> subprocess.CompletedProcess[str]:
+        code = START.format(argv0=argv0, interrupt=interrupt)
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+    guarded = argv0.endswith("/clawrig")
+    done = start(False)
+    assert done.stdout.split() == [str(not guarded), "True"], done.stderr
+    done = start(True)
+    if guarded:
+        assert (done.returncode, done.stderr) == (130, "clawrig: interrupted\n"), done.stderr
+        assert done.stdout.split() == ["False"]
+    else:  # Python's own KeyboardInterrupt, as for any program
+        assert "KeyboardInterrupt" in done.stderr and done.returncode != 130

@@ -141,6 +141,9 @@ def run_guarded(app: Callable[..., object]) -> int:
     :class:`ClawrigError` exit 1; Ctrl-C exit 130, SIGTERM 143 (128 + the signal), wherever it
     comes (typer alone would exit 130 for either, silently).
     """
+    from clawrig.cli import end_start_guard
+
+    end_start_guard()
     try:
         result = _interrupts_pass_typer(app)(standalone_mode=False, prog_name="clawrig")
     except SystemExit as exc:
