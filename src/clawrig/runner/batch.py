@@ -560,16 +560,15 @@ def _load_progress(job: JobConfig, model: str) -> Progress | None:
     return read_progress(progress_path(job.output, model))
 
 
-def changed_tasks_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
-    """With ``--resume``, why the tasks of ``job`` are not those its interrupted job ran (one
-    line: the ids whose :meth:`Task.digest` differs from the progress file's), or None (no
-    progress file, or one without digests). Raises UserError (an invalid progress file)."""
-    progress = _load_progress(job, model) if job.resume else None
-    if progress is None or not progress.task_digests:
+def changed_tasks_problem(
+    job: JobConfig, model: str, progress: Progress | None, digests: dict[str, str]
+) -> str | None:
+    """With ``--resume``, why the tasks of ``job`` (``digests``: id -> :meth:`Task.digest`)
+    are not those its interrupted job ran (one line: the ids whose digest differs from the
+    ``progress`` file's), or None (no progress file, or one without digests)."""
+    if not job.resume or progress is None or not progress.task_digests:
         return None
-    changed = sorted(
-        t.id for t in tasks if progress.task_digests.get(t.id, t.digest()) != t.digest()
-    )
+    changed = sorted(tid for tid, d in digests.items() if progress.task_digests.get(tid, d) != d)
     if not changed:
         return None
     shown = ", ".join(changed[:3]) + (", ..." if len(changed) > 3 else "")
@@ -595,7 +594,9 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
         runs=job.runs,
         replay=job.replay_source(),
         agent=job.trial.agent,
-    ) or changed_tasks_problem(job, tasks, model)
+    ) or changed_tasks_problem(
+        job, model, _load_progress(job, model), {t.id: t.digest() for t in tasks}
+    )
 
 
 def _trial_folders(
@@ -725,7 +726,7 @@ async def _run_locked(
     ppath = progress_path(job.output, model)
     progress = _load_progress(job, model) if job.resume else None
     digests = {t.id: t.digest() for t in tasks}
-    if problem := changed_tasks_problem(job, tasks, model):
+    if problem := changed_tasks_problem(job, model, progress, digests):
         raise UserError(problem)
     if progress is not None and "replay" not in progress.model_fields_set:
         progress.replay = job.replay_source()  # a file from before it was recorded

@@ -234,46 +234,38 @@ class Job:
         with ``-m``) or its only job ran another agent."""
         if cfg.trial.model not in UNSET_MODEL:
             return cfg.trial.model
-        from clawrig.runner.batch import job_agent, other_jobs, progress_path, summary_path
-
-        if not needs_model:
-            name = cfg.trial.agent
-            jobs = other_jobs(cfg.output)
-            own = (
-                progress_path(cfg.output, name).exists() or summary_path(cfg.output, name).exists()
-            )
-            if not own and len(jobs) == 1 and (ran := job_agent(cfg.output, jobs[0][0])):
-                if ran != name:  # (a job of another agent only: said as such, not "no job of")
-                    raise PreflightError([Job._other_agent(cfg, jobs[0][0], ran)])
-            return name
-        if cfg.replay is not None:
+        if cfg.replay is not None and needs_model:
             from clawrig.llm.gateway import recorded_models
 
             return recorded_models(cfg.replay).get("agent")
-        jobs = other_jobs(cfg.output)
-        if len(jobs) > 1:
-            shown = ", ".join(f"{name} ({file})" for name, file in jobs[:4])
-            raise PreflightError(
-                [f"--resume: {cfg.output} holds jobs of {shown}: give -m with the one to resume"]
-            )
-        if not jobs:
-            return None
-        model = jobs[0][0]
-        ran = job_agent(cfg.output, model)
-        if ran is None:
-            return None  # (files from before the agent was recorded: -m says)
-        if ran != cfg.trial.agent:
-            raise PreflightError([Job._other_agent(cfg, model, ran)])
-        return model
+        from clawrig.runner.batch import job_agent, other_jobs, progress_path, summary_path
 
-    @staticmethod
-    def _other_agent(cfg: JobConfig, model: str, ran: str) -> str:
-        """The line refusing a ``--resume`` whose agent is not the one the folder's only job
-        (of ``model``) ran (``ran``)."""
-        return (
-            f"--resume: {cfg.output} holds the job of {model} run by --agent {ran}, not --agent "
-            f"{cfg.trial.agent}: resume it with --agent {ran}, or choose another --output"
-        )
+        # an agent that calls no model: its job is named after it
+        name = None if needs_model else cfg.trial.agent
+        if name is not None and any(
+            p(cfg.output, name).exists() for p in (progress_path, summary_path)
+        ):
+            return name
+        jobs = other_jobs(cfg.output)
+        if len(jobs) != 1:
+            if len(jobs) > 1 and name is None:
+                shown = ", ".join(f"{model} ({file})" for model, file in jobs[:4])
+                why = (
+                    f"--resume: {cfg.output} holds jobs of {shown}: give -m with the one to resume"
+                )
+                raise PreflightError([why])
+            return name  # (none there, or several: the output check says which)
+        model = jobs[0][0]
+        ran = job_agent(cfg.output, model)  # None: files from before it was recorded
+        if ran is not None and ran != cfg.trial.agent:
+            raise PreflightError(
+                [
+                    f"--resume: {cfg.output} holds the job of {model} run by --agent {ran}, not "
+                    f"--agent {cfg.trial.agent}: resume it with --agent {ran}, or choose another "
+                    "--output"
+                ]
+            )
+        return name if name is not None or ran is None else model
 
     def _resolve_models(self, cfg: JobConfig, needs_model: bool) -> dict[str, Any]:
         """The agent's and the judge's names and models (step 3); fills ``self.services``."""

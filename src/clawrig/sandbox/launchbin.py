@@ -157,7 +157,7 @@ def _builds() -> list[tuple[str, list[str]]]:
 
 
 COMPILE_TIMEOUT_S = 60.0
-"""A compile that takes longer is stopped (its whole process group) and taken as failed."""
+"""A compile that takes longer is stopped (with every process it started) and taken as failed."""
 
 COMPILE_TIMED_OUT = b"timed out"
 """:func:`_compiled`'s answer for a compile stopped at :data:`COMPILE_TIMEOUT_S`."""
