@@ -205,3 +205,27 @@ def test_recorded_runs_count_answered_calls_of_the_selected_tasks_by_integer_run
     assert recorded_runs(tmp_path, ["A"]) == 2
     assert recorded_runs(tmp_path, ["A", "B"]) == 5
     assert recorded_runs(tmp_path, ["C"]) == 0
+
+
+def test_a_trial_folders_records_are_its_own_not_what_its_agent_left_below_it(tmp_path):
+    """``--replay`` or ``clawrig grade`` of one trial folder: its ``end_state/`` and
+    ``task_output/`` are its agent's files, and were walked as task folders (a record forged
+    there was served before the trial's own; a junk one made the trial impossible to
+    re-grade: a red-team finding). Only the trial's own top-level records are read."""
+    from clawrig.spec.layout import JobPaths
+
+    trial = tmp_path / "task" / "trial"
+    (trial / "end_state" / "x").mkdir(parents=True)
+    (trial / "task_output" / "y").mkdir(parents=True)
+    (trial / "result.json").write_text("{}")
+    (trial / RECORD_FILE).write_text(json.dumps({"request": {}, "role": "agent", "model": "a"}))
+    (trial / "end_state" / "x" / RECORD_FILE).write_text(
+        json.dumps({"request": {}, "role": "agent", "model": "forged"})
+    )
+    (trial / "task_output" / "y" / "judge_chat.jsonl").write_text("FORGED\n")
+    assert JobPaths(trial).trial_files(RECORD_FILE, "judge_chat.jsonl") == [trial / RECORD_FILE]
+    assert recorded_models(trial) == {"agent": "a"}
+    (trial / "result.json").unlink()  # an unfinished one: its own records mark it a trial
+    assert JobPaths(trial).trial_files(RECORD_FILE, "judge_chat.jsonl") == [trial / RECORD_FILE]
+    # the job folder above it reads the trial's records, not its agent's
+    assert JobPaths(tmp_path).trial_files(RECORD_FILE, "judge_chat.jsonl") == [trial / RECORD_FILE]

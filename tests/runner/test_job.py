@@ -737,3 +737,34 @@ def test_resume_without_a_model_names_the_folders_only_job_of_this_agent(tmp_pat
     del old["agent"]  # a file from before the agent was recorded: -m says which
     (tmp_path / "progress_scripted_a.json").write_text(json.dumps(old))
     assert Job._resume_model(job(), True) is None
+
+
+def test_resume_with_other_trial_settings_is_refused_naming_them(tmp_path):
+    """A resume with another --max-turns or --timeout-multiplier ran its trials beside the
+    interrupted ones and summed them as one job without a word (a red-team finding); a
+    progress file that records no settings (written before they were) is not compared."""
+    from clawrig.runner.batch import read_progress, resume_problem
+    from clawrig.spec.job import Progress
+
+    ran = TrialConfig(agent="nop", model="m/x", max_turns=1, timeout_multiplier=0.5)
+    prog = Progress(model="m/x", suite="all", runs=1, agent="nop", settings=ran.resume_settings())
+    ppath = tmp_path / "progress_m_x.json"
+    ppath.write_text(prog.model_dump_json())
+    (tmp_path / "tasks").mkdir()
+
+    def resumed(**trial) -> str | None:
+        cfg = JobConfig(
+            suite_path=tmp_path, output=tmp_path, resume=True, trial=ran.model_copy(update=trial)
+        )
+        return resume_problem(cfg, [], "m/x")
+
+    assert resumed() is None
+    assert resumed(judge="j/y") is None  # (resolved at run time: compared by name elsewhere)
+    line = resumed(max_turns=40, timeout_multiplier=3.0) or ""
+    said = "trial settings differ from the interrupted job's (max_turns 1 -> 40, "
+    assert f"{ppath}: --resume: {said}timeout_multiplier 0.5 -> 3.0)" in line, line
+    old = json.loads(ppath.read_text())
+    del old["settings"]
+    ppath.write_text(json.dumps(old))
+    assert read_progress(ppath).settings == {}
+    assert resumed(max_turns=40) is None

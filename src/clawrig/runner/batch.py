@@ -579,6 +579,26 @@ def changed_tasks_problem(
     )
 
 
+def changed_settings_problem(job: JobConfig, model: str, progress: Progress | None) -> str | None:
+    """With ``--resume``, why the trial settings of ``job`` are not those its interrupted job
+    ran with (one line naming the settings that differ: :attr:`Progress.settings`), or None
+    (no progress file, or one that records none)."""
+    if not job.resume or progress is None or not progress.settings:
+        return None
+    mine = job.trial.resume_settings()
+    differ = sorted(
+        k for k in mine.keys() | progress.settings.keys() if mine.get(k) != progress.settings.get(k)
+    )
+    if not differ:
+        return None
+    shown = ", ".join(f"{k} {progress.settings.get(k)!r} -> {mine.get(k)!r}" for k in differ[:4])
+    return (
+        f"{progress_path(job.output, model)}: --resume: trial settings differ from the "
+        f"interrupted job's ({shown}): its trials and these would be summed as one job; run "
+        "with the same options, or choose another --output"
+    )
+
+
 def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
     """Why ``--resume`` of ``job`` for ``model`` cannot continue what its output folder holds
     (one line), or None: :func:`output_state_problem` with the job's suite, runs and replay
@@ -586,7 +606,7 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
     models, the replay's records): a resume refused is told why in that one line, not behind
     a model's or a recording's complaint that only follows from it. Raises UserError (an
     invalid progress file)."""
-    return output_state_problem(
+    if problem := output_state_problem(
         job.output,
         model,
         resume=True,
@@ -594,8 +614,11 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
         runs=job.runs,
         replay=job.replay_source(),
         agent=job.trial.agent,
-    ) or changed_tasks_problem(
-        job, model, _load_progress(job, model), {t.id: t.digest() for t in tasks}
+    ):
+        return problem
+    progress = _load_progress(job, model)
+    return changed_settings_problem(job, model, progress) or changed_tasks_problem(
+        job, model, progress, {t.id: t.digest() for t in tasks}
     )
 
 
@@ -726,18 +749,23 @@ async def _run_locked(
     ppath = progress_path(job.output, model)
     progress = _load_progress(job, model) if job.resume else None
     digests = {t.id: t.digest() for t in tasks}
-    if problem := changed_tasks_problem(job, model, progress, digests):
+    if problem := changed_settings_problem(job, model, progress) or changed_tasks_problem(
+        job, model, progress, digests
+    ):
         raise UserError(problem)
     if progress is not None and "replay" not in progress.model_fields_set:
         progress.replay = job.replay_source()  # a file from before it was recorded
     if progress is not None and not progress.agent:
         progress.agent = job.trial.agent  # (likewise)
+    if progress is not None and not progress.settings:
+        progress.settings = job.trial.resume_settings()  # (likewise)
     if progress is None or not progress.job_id:
         progress = progress or Progress(
             model=model,
             suite=job.suite,
             runs=job.runs,
             agent=job.trial.agent,
+            settings=job.trial.resume_settings(),
             replay=job.replay_source(),
         )
         progress.job_id = f"{dt.datetime.now():%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"

@@ -78,6 +78,14 @@ class TrialConfig(BaseModel):
         blob = json.dumps(keys, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
+    def resume_settings(self) -> dict[str, Any]:
+        """The settings of :meth:`config_hash` but the model, judge and agent (``--resume``
+        compares those by name, before they are resolved), as JSON values: what a job's
+        progress file records (:attr:`Progress.settings`) and a resume must match."""
+        return self.model_dump(
+            mode="json", exclude={"judge_cache", "extra", "model", "judge", "agent"}
+        )
+
 
 class JobConfig(BaseModel):
     """One job (``clawrig run``, or ``clawrig.Job(config).run()`` from Python): which tasks,
@@ -148,6 +156,10 @@ class Progress(BaseModel):
     task_digests: dict[str, str] = Field(default_factory=dict)
     """Task id -> :meth:`clawrig.spec.task.Task.digest` of the tasks the job ran: ``--resume``
     refuses a suite whose tasks differ (empty in files written before it was recorded)."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """The job's trial settings (:meth:`TrialConfig.resume_settings`: turns, time multiplier,
+    preamble, grader, caps ...): ``--resume`` with others refuses, naming them (empty in files
+    written before they were recorded: not compared)."""
     agent: str = ""
     """The job's agent (``--agent``): ``--resume`` with another refuses (empty in files written
     before it was recorded: the summary beside it, when there is one, says)."""

@@ -321,8 +321,13 @@ class JobPaths:
         ``.tmp-`` trials and anything deeper are left out: a trial's ``end_state/`` and
         ``task_output/`` hold what its agent wrote, and a ``model_calls.jsonl`` the agent left
         there was read as recorded calls (forged replies, a forged model name: a red-team
-        finding)."""
+        finding). A ``root`` that is a trial folder (a result.json, or records of its own at
+        its top) gives its own files alone: its subfolders are its agent's (``end_state/X/``
+        was walked as a task folder, and a record forged or broken there was served first or
+        made the trial impossible to re-grade)."""
         found = [self.root / name for name in names]
+        if TrialPaths(self.root).is_trial() or any(p.is_file() for p in found):
+            return sorted(p for p in found if p.is_file())
         for task in _subfolders(self.root):
             if task.name != self.RETRIED and not task.name.startswith(TMP_PREFIX):
                 for trial in _subfolders(task):
