@@ -1,5 +1,5 @@
 """Every bwrap sandbox runs in a cpu cgroup of its own below its harness's, below clawrig's
-(cgroup v1: CPU_GROUPS, the weight of one session), whatever started its processes (the
+(cgroup v1: CPU_GROUPS, a quarter of one session's weight), whatever started its processes (the
 launcher's shell, the pooled launcher, the zygote) and however many sessions they start: with
 the kernel's autogroups a session had the harness's whole CPU weight, so a sandbox's
 ``setsid`` outweighed the nice value it was given; in one cgroup for all, a trial's busy
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from clawrig.sandbox.bwrap import CPU_GROUPS, sandbox_cpu_group
+from clawrig.sandbox.bwrap import CPU_GROUPS, SANDBOXES_CPU_SHARES, sandbox_cpu_group
 from sandbox_procs import processes_in_sandbox
 
 pytestmark = [
@@ -47,8 +47,8 @@ async def test_a_sandboxs_processes_and_their_sessions_are_in_the_harnesss_cpu_g
     other = await make_sandbox(kind)
     group = CPU_GROUPS / f"clawrig-{os.getpid()}-sandboxes"
     assert sandbox_cpu_group() == group
-    # clawrig's folder weighs one session; each sandbox's cgroup as much as another's
-    assert int((CPU_GROUPS / "cpu.shares").read_text()) == 1024
+    # clawrig's folder weighs a quarter of a session; each sandbox's cgroup as much as another's
+    assert int((CPU_GROUPS / "cpu.shares").read_text()) == SANDBOXES_CPU_SHARES == 256
     # a command that starts a session of its own (with autogroups: a scheduling group of its
     # own, with the harness's weight, were it not for the cgroup)
     await sb.spawn("setsid sleep 300")
@@ -78,6 +78,46 @@ async def test_a_sandboxs_processes_and_their_sessions_are_in_the_harnesss_cpu_g
 
 def _comm(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` (clock ticks, /proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="no taskset (util-linux)")
+async def test_a_busy_sandbox_gets_a_quarter_of_what_a_busy_session_gets_on_a_shared_cpu(
+    make_sandbox,
+):
+    """A harness-like process (a session of its own: an autogroup of weight 1024) and a
+    sandbox's busy loop pinned to one CPU share it 1024:256. With clawrig's folder at the
+    default 1024 they split it evenly (checked by setting it back below)."""
+    sb = await make_sandbox("bwrap")
+    cpu = str(min(os.sched_getaffinity(0)))
+    await sb.spawn(f"exec taskset -c {cpu} sh -c 'while :; do :; done'")
+    loop = None
+    for _ in range(200):
+        busy = [p for p in processes_in_sandbox(sb._proc.pid) if _comm(p) == "sh"]
+        if busy:
+            loop = busy[0]
+            break
+        await asyncio.sleep(0.05)
+    assert loop is not None
+    session = subprocess.Popen(
+        ["taskset", "-c", cpu, sys.executable, "-c", "while True: pass"], start_new_session=True
+    )
+    try:
+        await asyncio.sleep(0.5)  # both on the CPU, the kernel's averages settled
+        ticks = (_cpu_ticks(session.pid), _cpu_ticks(loop))
+        await asyncio.sleep(2.0)
+        ours = _cpu_ticks(session.pid) - ticks[0]
+        theirs = _cpu_ticks(loop) - ticks[1]
+    finally:
+        session.kill()
+        session.wait()
+    # 4:1 expected (1024:256); an even split (the default weight) gives ~1:1
+    assert ours >= 2.5 * theirs > 0, (ours, theirs)
 
 
 async def test_stopping_one_sandbox_leaves_the_others_in_the_group_running(make_sandbox):

@@ -162,10 +162,11 @@ other work): CPU per trial 208 -> 180 and 195 -> 166 ms. Nothing inside can take
 (raising a priority needs CAP_SYS_NICE in the host's user namespace)."""
 CPU_GROUPS = Path("/sys/fs/cgroup/cpu/clawrig")
 """The cgroup v1 cpu hierarchy's folder of clawrig's cpu cgroups (:func:`sandbox_cpu_group`):
-every sandbox of every harness on the host is below it, and it weighs what one session does
-(cpu.shares 1024, the default, as a session's autogroup): together the sandboxes get as much
-of the CPU as the harness's event loop when both want it, and they cannot weigh more by
-starting sessions (an agent's ``setsid``). Each sandbox has its own cgroup below its
+every sandbox of every harness on the host is below it, and it weighs a quarter of what one
+session does (:data:`SANDBOXES_CPU_SHARES` against a session's autogroup's 1024): when both
+want the CPU, the harness's event loop, which serves every trial at once, gets four times the
+sandboxes' share together, and they cannot weigh more by starting sessions (an agent's
+``setsid``). Each sandbox has its own cgroup below its
 harness's (``clawrig-<pid>-sandboxes``), so a trial's busy processes share its cgroup's part,
 not the other trials'. Why: with the kernel's autogroups (``/proc/sys/kernel/
 sched_autogroup_enabled``, on by default in Debian's and Ubuntu's kernels) the nice value
@@ -174,6 +175,14 @@ command in it (the supervisor starts it in a session of its own) was a session w
 harness's whole weight: with 32 trials busy the event loop that serves them all had a
 thirty-third of a CPU. cgroup v2 hosts: not done (the sandboxes' cgroups do not enable
 ``cpu``)."""
+SANDBOXES_CPU_SHARES = 256
+"""cpu.shares of :data:`CPU_GROUPS` (the kernel's default, and a session's autogroup's weight,
+is 1024). CPU shares only divide a busy CPU: a harness with nothing to do leaves the
+sandboxes all of it. Why a quarter: at -p 32 the harness's event loop is the job's serial part
+(runnable ~80% of the time, ~20% of it waiting for a CPU the sandboxes held). Measured with
+``benchmarks/throughput.py`` (200 trials, 3 interleaved reps on 2 CPUs): -p 32 20.35-20.54
+trials/s with 1024 vs 21.71-22.28 with 256 (128: 21.68-22.06); -p 1 and -p 8 unchanged within
+noise; 500 trials at -p 500 with 2 s per model call 29.2 vs 28.8 s."""
 UID_BASE = 200_000
 UID_SPAN = 60_000
 
@@ -456,7 +465,8 @@ _cpu_lock = threading.Lock()
 
 def sandbox_cpu_group() -> Path | None:
     """This harness's cpu cgroup folder, the parent of its sandboxes' own
-    (``clawrig-<pid>-sandboxes`` in :data:`CPU_GROUPS`), made on first use in each process and
+    (``clawrig-<pid>-sandboxes`` in :data:`CPU_GROUPS`, whose weight it sets to
+    :data:`SANDBOXES_CPU_SHARES`), made on first use in each process and
     removed at its exit with what is left in it (else by the next harness's
     :func:`sweep_stale_cgroups`); None where it cannot be had (not root, cgroup v2, no cpu
     controller)."""
@@ -475,6 +485,9 @@ def sandbox_cpu_group() -> Path | None:
                 # sandboxes are in it (one still starting when the program ended): killed
             except OSError:
                 group = None
+            else:
+                with contextlib.suppress(OSError):  # the weight is a preference, not a limit
+                    (CPU_GROUPS / "cpu.shares").write_text(str(SANDBOXES_CPU_SHARES))
         _cpu_groups[pid] = group
         return group
 
