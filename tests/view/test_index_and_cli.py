@@ -236,3 +236,23 @@ def test_a_folder_of_jobs_shows_each_of_them(jobs, tmp_path):
         (out / "demo", "oracle"),
     ]
     assert [v.key for v in views] == ["job0", "job1", "job2"]
+
+
+def test_a_second_bundle_into_the_same_folder_leaves_none_of_the_firsts_pages(jobs, tmp_path):
+    # the first bundle of two jobs, then one of the oracle job alone: the model job's pages and
+    # the compare page were left there, unlinked but published with the folder
+    site = tmp_path / "site"
+    assert clawrig("view", "--bundle", site, jobs["oracle"], jobs["model"]).returncode == 0
+    first = {p.relative_to(site) for p in site.rglob("*.html")}
+    assert Path("compare.html") in first
+    (site / "notes.txt").write_text("the publisher's own file\n")
+    assert clawrig("view", "--bundle", site, jobs["oracle"]).returncode == 0
+    second = {p.relative_to(site) for p in site.rglob("*.html")}
+    alone = tmp_path / "alone"
+    assert clawrig("view", "--bundle", alone, jobs["oracle"]).returncode == 0
+    assert second == {p.relative_to(alone) for p in alone.rglob("*.html")}  # a fresh bundle's
+    assert second < first and Path("compare.html") not in second
+    assert sorted(p.name for p in site.iterdir() if p.is_dir()) == sorted(
+        p.name for p in alone.iterdir() if p.is_dir()
+    )  # the model job's folder went with its pages
+    assert (site / "notes.txt").read_text() == "the publisher's own file\n"

@@ -3,11 +3,13 @@
 The site has the server's layout (:mod:`clawrig.view.pages`) with every page written as a file,
 so it opens from ``file://`` or any static host: the job pages carry their trial rows inline
 (sorting and filtering work offline) and never poll. OUT_DIR may exist but must not hold files
-other than an earlier bundle's (it is never emptied).
+other than an earlier bundle's; that bundle's pages this one does not write (a job or trial no
+longer given) are removed, so none is published with it unlinked. Nothing else there is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,12 +47,14 @@ def write_bundle(out: Path, folders: list[Path]) -> BundleReport:
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(STATIC_DIR, out / "static", dirs_exist_ok=True)
     pages = trials = 0
+    written: set[Path] = set()
 
     def put(rel: str, html: str) -> None:
         nonlocal pages
         path = out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(html, encoding="utf-8")
+        written.add(path)
         pages += 1
 
     put("index.html", site.index_page())
@@ -63,4 +67,24 @@ def write_bundle(out: Path, folders: list[Path]) -> BundleReport:
             if html is not None:
                 put(f"{job.key}/trials/{row['id']}.html", html)
                 trials += 1
+    _remove_stale_pages(out, written)
     return BundleReport(out=out, pages=pages, trials=trials)
+
+
+def _remove_stale_pages(out: Path, written: set[Path]) -> None:
+    """Remove the pages an earlier bundle wrote into ``out`` that this one did not
+    (``index.html``, ``compare.html``, ``<job>/index.html``, ``<job>/trials/<task>/<id>.html``),
+    and the folders that leaves empty; nothing else (``static/`` is this bundle's)."""
+    jobs = [d for d in out.iterdir() if d.is_dir() and not d.is_symlink() and d.name != "static"]
+    stale = [p for p in out.glob("*.html") if p not in written]
+    for job in jobs:
+        stale += [p for p in job.glob("index.html") if p not in written]
+        stale += [p for p in (job / "trials").rglob("*.html") if p not in written]
+    for page in stale:
+        if page.is_file() and not page.is_symlink():
+            page.unlink()
+    for job in jobs:  # deepest first: a folder emptied above leaves its parent empty
+        for folder in sorted(job.rglob("*"), key=lambda p: len(p.parts), reverse=True) + [job]:
+            if folder.is_dir() and not folder.is_symlink():
+                with contextlib.suppress(OSError):  # not empty: something else is there
+                    folder.rmdir()
