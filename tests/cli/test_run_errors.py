@@ -256,6 +256,17 @@ def test_resume_of_another_models_job_is_refused(tmp_path):
     want = "holds no job of scripted/other, only of oracle (summary_oracle.json)"
     assert sum(want in ln for ln in r.stderr.splitlines()) == 1, r.stderr
     assert sorted(p.name for p in out.iterdir()) == before
+    # the oracle job's summary renamed by hand: it said "holds no job of oracle, only of oracle"
+    (out / "summary_oracle.json").rename(out / "summary_other.json")
+    r = run(
+        "run", str(REPO / "suites/demo"), "--suite", "000015", "--agent", "oracle", "-o", str(out),
+        "--resume", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr[-1500:]
+    assert r.stderr.strip().splitlines() == [
+        f"clawrig: error: --resume: {out / 'summary_other.json'} records the model oracle, but "
+        "its name is another model's: rename it summary_oracle.json to resume that job"
+    ], r.stderr
 
 
 def test_resume_into_a_folder_without_the_job_says_it_starts_a_new_one(tmp_path):

@@ -175,6 +175,15 @@ def output_state_problem(
         )
     if resume and not ppath.exists() and not spath.exists():
         others = other_jobs(output)
+        if misnamed := [file for name, file in others if name == model]:
+            # a file of this model under another model's name (renamed or copied by hand)
+            right = (progress_path if misnamed[0].startswith("progress_") else summary_path)(
+                output, model
+            )
+            return (
+                f"--resume: {output / misnamed[0]} records the model {model}, but its name is "
+                f"another model's: rename it {right.name} to resume that job"
+            )
         if others:
             shown = ", ".join(f"{name} ({file})" for name, file in others[:3])
             return (
