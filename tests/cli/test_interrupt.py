@@ -211,3 +211,39 @@ def test_ctrl_c_while_the_command_imports_is_one_line_not_a_traceback(argv0):
         assert done.stdout.split() == ["False"]
     else:  # Python's own KeyboardInterrupt, as for any program
         assert "KeyboardInterrupt" in done.stderr and done.returncode != 130
+
+
+def test_a_job_whose_progress_file_was_removed_resumes_from_its_interrupted_summary(
+    tmp_path, job_tmp
+):
+    # an interrupted job's progress file removed by hand: its summary (interrupted, trials not
+    # run) counted as a finished job's, so --resume ran nothing and its unrun trials were lost
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", DEMO, "--agent", "oracle", "-p", "1", "-o", out]
+    env = clean_env({"TMPDIR": str(job_tmp)})
+    with open(tmp_path / "err.txt", "w") as err:
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 120
+    while not list(out.glob("*/*/result.json")) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the first trial is done, nine to go (one at a time)
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143, (tmp_path / "err.txt").read_text()[-2000:]
+    summary = json.loads((out / "summary_oracle.json").read_text())
+    kept = {p.parent.name for p in out.glob("*/*/result.json")}
+    assert summary["interrupted"] is True and summary["not_run"] == 10 - len(kept) > 0
+    (out / "progress_oracle.json").unlink()
+    again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and again.stderr.strip().splitlines() == [
+        f"clawrig: error: --output: {out} holds an unfinished job of oracle (summary_oracle.json:"
+        f" {summary['not_run']} trial(s) not run): add --resume to continue it, or choose "
+        "another folder"
+    ], again.stderr
+    resumed = subprocess.run([*args, "--resume"], env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    final = json.loads((out / "summary_oracle.json").read_text())
+    assert final["job_id"] == summary["job_id"] and final["not_run"] == 0
+    assert not final["interrupted"] and len(final["tasks"]) == 10
+    results = [json.loads(p.read_text()) for p in out.glob("*/*/result.json")]
+    assert len(results) == len({r["task_id"] for r in results}) == 10  # each task once
+    assert kept <= {p.parent.name for p in out.glob("*/*/result.json")}  # the first ones kept
+    assert all(r["job_id"] == summary["job_id"] for r in results)

@@ -169,6 +169,12 @@ def output_state_problem(
         )
     spath = summary_path(output, model)
     if spath.exists() and not ppath.exists() and not resume:
+        if (value := _summary(output, model)) is not None and summary_unfinished(value):
+            return (
+                f"--output: {output} holds an unfinished job of {model} ({spath.name}: "
+                f"{value.get('not_run', '?')} trial(s) not run): add --resume to continue it, "
+                "or choose another folder"
+            )
         return (
             f"--output: {output} holds a finished job of {model} ({spath.name}): choose "
             "another folder to run it again"
@@ -285,6 +291,8 @@ def resume_mismatch(
             return None
         if not isinstance(value, dict):
             return None
+        if summary_unfinished(value):
+            state = "interrupted"
         theirs = {"model": model, "suite": value.get("suite"), "runs": value.get("runs_per_task")}
         theirs_replay = _summary_replay(spath)
     else:
@@ -327,17 +335,56 @@ def resume_mismatch(
     )
 
 
-def finished_summary(output: Path, model: str) -> dict[str, Any] | None:
-    """The summary of a finished job of ``model`` in ``output`` (summary present, no progress
-    file), or None."""
+def summary_unfinished(summary: dict[str, Any]) -> bool:
+    """True when a job's summary says trials of it were not run (interrupted, stopped by the
+    budget or a model's provider: ``interrupted``, ``not_run``): ``--resume`` runs them."""
+    not_run = summary.get("not_run")
+    return bool(summary.get("interrupted")) or (isinstance(not_run, int) and not_run > 0)
+
+
+def _summary(output: Path, model: str) -> dict[str, Any] | None:
+    """``summary_<model>.json`` in ``output`` when it is a readable JSON object, else None."""
     spath = summary_path(output, model)
-    if progress_path(output, model).exists() or not spath.is_file():
+    if not spath.is_file():
         return None
     try:
         value = json.loads(spath.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def finished_summary(output: Path, model: str) -> dict[str, Any] | None:
+    """The summary of a finished job of ``model`` in ``output`` (summary present, no progress
+    file, every trial run: :func:`summary_unfinished` false), or None."""
+    if progress_path(output, model).exists():
+        return None
+    value = _summary(output, model)
+    return None if value is None or summary_unfinished(value) else value
+
+
+def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
+    """For ``--resume`` of a job whose progress file is gone (removed by hand) but whose
+    summary says trials were not run: a progress file of that job (its id, suite, runs, agent
+    and replay source from the summary; the trials it finished are found in their folders by
+    that id, :func:`_adopt_orphans`); None when there is no such summary."""
+    value = _summary(job.output, model)
+    if value is None or not summary_unfinished(value):
+        return None
+    job_id = value.get("job_id")
+    if not isinstance(job_id, str) or not job_id:
+        return None
+    suite, runs, agent = value.get("suite"), value.get("runs_per_task"), value.get("agent")
+    replayed = value.get("replayed_from")
+    return Progress(
+        model=model,
+        suite=suite if isinstance(suite, str) else job.suite,
+        runs=runs if isinstance(runs, int) else job.runs,
+        job_id=job_id,
+        agent=agent if isinstance(agent, str) else job.trial.agent,
+        settings=job.trial.resume_settings(),
+        replay=replayed if isinstance(replayed, str) and replayed else None,
+    )
 
 
 def resumes_finished_job(job: JobConfig, model: str) -> bool:
@@ -757,6 +804,8 @@ async def _run_locked(
     sweep_partial_trials(job.output, trials=not job.resume)
     ppath = progress_path(job.output, model)
     progress = _load_progress(job, model) if job.resume else None
+    if progress is None and job.resume:  # its progress file removed: the summary's job
+        progress = progress_from_summary(job, model)
     digests = {t.id: t.digest() for t in tasks}
     if problem := changed_settings_problem(job, model, progress) or changed_tasks_problem(
         job, model, progress, digests
