@@ -1,8 +1,7 @@
 """The warm pool (clawrig.sandbox.pool) on real bubblewrap sandboxes and real loop-mounted disks:
 a pooled sandbox is the taking trial's only (its workspace, binds and environment mounted and
-set at claim, read-only binds read-only), it has its own disk (a clean room started for its
-trial: a folder on the trial's), nothing of one trial reaches the next, and nothing of the pool is
-left after it closes."""
+set at claim, read-only binds read-only), it has its own disk, nothing of one trial reaches the
+next, and nothing of the pool is left after it closes."""
 
 from __future__ import annotations
 
@@ -313,45 +312,4 @@ async def test_a_start_cancelled_while_its_disk_is_mounted_leaves_no_mount(
             want = sorted([str(root / "w"), str(root / "w/st")])
             assert sorted(mounts_below(tmp_path)) == want
             assert list((root / "w").glob("clawrig-trial-*")) == []
-    assert mounts_below(tmp_path) == [] and _ours(tmp_path) == []
-
-
-async def test_a_clean_room_started_for_its_trial_keeps_its_folders_on_the_trials_disk(tmp_path):
-    # a miss given the trial's disk (the clean room's, WarmPool.take): no disk of its own; its
-    # /tmp is a fresh folder on the trial's disk (bounded by it), where the agent's files are
-    # not; its release unbinds that folder and leaves the trial's disk to the trial
-    from clawrig.sandbox.disk import TrialDisk
-
-    work = tmp_path / "trial"
-    work.mkdir()
-    disk = TrialDisk(work, DISK)
-    disk.mount()
-    assert disk.enforced
-    ws, src = disk.path / "workspace", tmp_path / "src"
-    ws.mkdir()
-    src.mkdir()
-    (disk.path / "agent-tmp").mkdir()
-    (disk.path / "agent-tmp" / "left.txt").write_text("the agent's\n")
-    (ws / "answer.txt").write_text("42\n")
-    cfg = _config(ws, src, "x").model_copy(update={"scratch_dir": disk.path})
-    try:
-        async with WarmPool(parallel=1, work_dir=tmp_path) as pool:
-            entry = await pool.take("bwrap", cfg, disk=disk)
-            assert entry is not None and not entry.hit and not entry.owns_disk
-            assert entry.disk is disk and not (entry.folder / "disk.img").exists()
-            box = await entry.claim(cfg)
-            r = await box.exec("cat answer.txt; ls -A /tmp | wc -l; echo made > /tmp/grader.txt")
-            assert r.stdout == "42\n0\n", r
-            [made] = disk.path.glob("clean-room-*/clawrig-sbx-*/tmp/grader.txt")
-            assert made.read_text() == "made\n"
-            # bounded by the trial's disk: what it leaves free, no more
-            free = os.statvfs(disk.path).f_bavail * os.statvfs(disk.path).f_frsize
-            r = await box.exec(f"head -c {free + (1 << 20)} /dev/zero > /tmp/big; echo rc=$?")
-            assert "No space left on device" in r.stderr + r.stdout and "rc=1" in r.stdout
-            await box.stop()
-            await entry.release()
-            assert mounts_below(entry.folder) == [] and not entry.folder.exists()
-            assert disk.path.is_mount() and made.exists()  # the trial's, until the trial ends
-    finally:
-        disk.release()
     assert mounts_below(tmp_path) == [] and _ours(tmp_path) == []

@@ -747,11 +747,8 @@ class Trial:
                 await channel.close()
         pool = self.services.pool
         for entry in reversed(self.pooled):  # stopped now, unmounted and removed meanwhile
-            if not entry.owns_disk:  # its folder on the trial's disk is unbound before the
-                await entry.release()  # disk goes (else its image is not kept for reuse)
-            else:
-                await (pool.retire(entry) if pool is not None else entry.release())
-        if not any(entry.disk is self.disk and entry.owns_disk for entry in self.pooled):
+            await (pool.retire(entry) if pool is not None else entry.release())
+        if not any(entry.disk is self.disk for entry in self.pooled):
             await in_thread(self.disk.release)
         if self.network is not None:
             with contextlib.suppress(Exception):
@@ -950,16 +947,14 @@ class Trial:
             **self.system.sandbox_fields(),  # type: ignore[union-attr]
         )
 
-    async def _take_pooled(self, cfg: SandboxConfig, *, own_disk: bool = False) -> PoolEntry | None:
+    async def _take_pooled(self, cfg: SandboxConfig) -> PoolEntry | None:
         """A started sandbox for ``cfg`` from the job's warm pool; None: no pool, or ``cfg``
-        cannot be pooled. It is the trial's at once (released at close). ``own_disk``: one
-        started now keeps its folders on the trial's disk (:meth:`WarmPool.take`)."""
+        cannot be pooled. It is the trial's at once (released at close)."""
         pool = self.services.pool
         if pool is None:
             return None
-        disk = self.disk if own_disk and self.disk.enforced else None
         async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
-            entry = await pool.take(self.config.sandbox, cfg, disk=disk)
+            entry = await pool.take(self.config.sandbox, cfg)
         if entry is not None:
             self.pooled.append(entry)
             # a miss waited for a start the pool should have made ahead: a harness wait (at
@@ -981,7 +976,7 @@ class Trial:
         sandbox's mounts failed)."""
         cfg = self._sandbox_config(binds, env)
         if entry is None and self.config.sandbox == "bwrap":  # the clean room
-            entry = await self._take_pooled(cfg, own_disk=True)
+            entry = await self._take_pooled(cfg)
         if entry is not None:
             self.sandbox = entry.box
             os.chmod(self.work, 0o700)  # a pooled sandbox's root is the host's root

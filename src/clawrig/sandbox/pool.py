@@ -24,9 +24,7 @@ network, hostname, the limits bwrap and the cgroup enforce (memory, processes, f
 /dev/shm, disk), and the binds' destinations, modes and kinds. A sandbox is taken by exactly
 one trial and never returned: after the trial it is stopped, its disk unmounted and its folder
 removed (:meth:`PoolEntry.release`), so nothing of one trial reaches another. Fresh ones are
-started in the background to refill the key the trial took from. A clean room the pool did not
-have ready is started for its trial with its folders (/tmp, /run/clawrig) in a fresh folder on
-the trial's own disk, as without a pool, not on a disk of its own (:meth:`WarmPool.take`).
+started in the background to refill the key the trial took from.
 
 Bounded: :class:`WarmPool` keeps at most ``max_idle`` sandboxes idle or starting (default from
 the job's concurrency, the CPUs and the free memory, :func:`default_size`), and starts at most
@@ -69,7 +67,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -81,7 +78,6 @@ from typing import Any
 from clawrig.leftovers import owned_tempdir, remove_tree, scratch_dir
 from clawrig.sandbox.base import Bind, Limits, SandboxConfig
 from clawrig.sandbox.disk import (
-    MOUNT_NAME,
     MS_BIND,
     MS_MOVE,
     MS_NODEV,
@@ -232,22 +228,11 @@ class PoolEntry:
     stage_dir: Path | None = None
     """Its staging points' folder under its pool's private staging mount (None: ``st/`` in its
     own folder, a private mount of its own)."""
-    owns_disk: bool = True
-    """False: :attr:`disk` is its trial's (a clean room started for the trial that took it,
-    :meth:`WarmPool.take`), which the trial releases; :meth:`release` leaves it mounted."""
     _mounts: list[Path] = field(default_factory=list)
 
     @property
     def slots(self) -> Path:
         return self.folder / "b"
-
-    @property
-    def scratch(self) -> Path:
-        """Where the sandbox makes its folders (``SandboxConfig.scratch_dir``): its disk, or
-        for a trial's disk (:attr:`owns_disk` False) a fresh folder on it bound at ``fs/`` in
-        the entry's folder (the sandbox may start in a mount namespace holding its entry's
-        folder only: :mod:`clawrig.sandbox.mountns`)."""
-        return self.disk.path if self.owns_disk else self.folder / MOUNT_NAME
 
     @property
     def stage(self) -> Path:
@@ -263,7 +248,7 @@ class PoolEntry:
         self.claimed = True
         box = self.box
         self._mount_all(config)  # a few mount(2) calls: microseconds, no thread hop
-        box.config = config.model_copy(update={"scratch_dir": self.scratch})
+        box.config = config.model_copy(update={"scratch_dir": self.disk.path})
         await box.adopt()
         self.ready_s = self.start_s + time.monotonic() - t
         return box
@@ -300,11 +285,8 @@ class PoolEntry:
         self._mounts = []
         for point in (self.slots, self.stage):
             umount_lazy(point)
-        if self.owns_disk:
-            self.disk.release()
-        else:
-            umount_lazy(self.scratch)
-        if not self.owns_disk or not os.path.ismount(self.disk.path):
+        self.disk.release()
+        if not os.path.ismount(self.disk.path):
             remove_tree(self.folder)
         if self.stage_dir is not None:
             remove_tree(self.stage_dir)
@@ -370,17 +352,11 @@ class WarmPool:
     def starting(self) -> int:
         return sum(self._starting.values())
 
-    async def take(
-        self, kind: str, config: SandboxConfig, *, disk: TrialDisk | None = None
-    ) -> PoolEntry | None:
+    async def take(self, kind: str, config: SandboxConfig) -> PoolEntry | None:
         """A started sandbox for ``config``'s key, taken out of the pool for good (one started
         now when none waits), with its key refilled in the background; None when the pool is
-        off or cannot pool ``config`` (start one cold). ``disk``: the trial's own disk,
-        mounted (a clean room's, which the trial's workspace is on already): one started now
-        makes its folders there instead of on a disk of its own (one disk fewer per trial:
-        ~2.5 ms of the harness's CPU and ~1.3 ms of the kernel's threads, ``benchmarks/
-        sandbox.py``), as a clean room started without a pool does. Raises SandboxError when a
-        sandbox started now fails to start."""
+        off or cannot pool ``config`` (start one cold). Raises SandboxError when a sandbox
+        started now fails to start."""
         key = pool_key(kind, config)
         if not self.enabled or self._closed or key is None or key in self._unpoolable:
             return None
@@ -395,7 +371,7 @@ class WarmPool:
         else:
             self.misses += 1
             started = time.monotonic()
-            entry = await self._start(key, config, disk=disk)
+            entry = await self._start(key, config)
             if entry is None:
                 return None
             entry.start_s = time.monotonic() - started
@@ -432,12 +408,9 @@ class WarmPool:
         key: tuple[Any, ...],
         config: SandboxConfig,
         starts: asyncio.Semaphore | None = None,
-        *,
-        disk: TrialDisk | None = None,
     ) -> PoolEntry | None:
-        """A new entry for ``key``: folder, disk (``disk``, a trial's, when given: see
-        :meth:`take`), slots, and a sandbox started on them (within ``starts``, when given: the
-        disk and slots are made first, outside it)."""
+        """A new entry for ``key``: folder, disk, slots, and a sandbox started on them (within
+        ``starts``, when given: the disk and slots are made first, outside it)."""
         from clawrig.sandbox.bwrap import BwrapSandbox
 
         root = self._entries_root()
@@ -447,8 +420,7 @@ class WarmPool:
             id=f"{os.getpid()}-{next(_ids)}",
             key=key,
             folder=folder,
-            disk=disk if disk is not None else TrialDisk(folder, config.limits.disk_bytes),
-            owns_disk=disk is None,
+            disk=TrialDisk(folder, config.limits.disk_bytes),
             threads=self._release_threads,
             removed=self._removed,
             stage_dir=root / "w" / "st" / folder.name,
@@ -467,7 +439,7 @@ class WarmPool:
             box = BwrapSandbox(
                 SandboxConfig(
                     workspace_dir=entry.slots / WORKSPACE_SLOT,
-                    scratch_dir=entry.scratch,
+                    scratch_dir=entry.disk.path,
                     binds=[
                         Bind(source=entry.slots / str(i), dest=dest, read_only=read_only)
                         for i, (dest, read_only, _) in enumerate(key[KEY_BINDS])
@@ -551,12 +523,7 @@ class WarmPool:
     def _prepare(entry: PoolEntry) -> None:
         """Mount the entry's disk and make its slots, of the kinds its key says (the template
         config's bind sources may be gone by now: a refill runs after its trial)."""
-        if entry.owns_disk:
-            entry.disk.mount()
-        else:  # a fresh folder on the trial's disk (mounted by the trial)
-            entry.scratch.mkdir()
-            on_disk = tempfile.mkdtemp(prefix="clean-room-", dir=entry.disk.path)
-            mount(on_disk, entry.scratch, None, MS_BIND)
+        entry.disk.mount()
         entry.slots.mkdir()
         entry.stage.mkdir()
         (entry.slots / WORKSPACE_SLOT).mkdir()
