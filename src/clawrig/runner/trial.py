@@ -283,14 +283,21 @@ def _copy_changed(ws: Path, before: dict[str, str], after: EndState, dest: Path)
     return kept
 
 
-def _put_audits(ws: Path, task: Task, audits: Mapping[str, Any], state: EndState) -> None:
-    """Write the harness's audits into the settled workspace (``.services/<name>/audit.json``)
-    and list them among ``state``'s files (so ``end_state/`` keeps them for re-grading)."""
+def _audit_files(audits: Mapping[str, Any]) -> dict[str, bytes]:
+    """Service name -> the bytes of its ``audit.json`` (:func:`audit_text`), made once: their
+    size is room the agent must leave on its disk (:meth:`Trial.check_disk`)."""
+    return {name: audit_text(audit).encode("utf-8") for name, audit in audits.items()}
+
+
+def _put_audits(ws: Path, task: Task, audits: Mapping[str, bytes], state: EndState) -> None:
+    """Write the harness's audits (:func:`_audit_files`) into the settled workspace
+    (``.services/<name>/audit.json``) and list them among ``state``'s files (so ``end_state/``
+    keeps them for re-grading)."""
     for spec in task.services:
         if spec.name not in audits:
             continue
         rel = audit_file(spec).removeprefix(PATHS.workspace + "/")
-        data = audit_text(audits[spec.name]).encode("utf-8")
+        data = audits[spec.name]
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_bytes(data)
         state.files[rel] = f"{len(data)}:{hashlib.sha256(data).hexdigest()}"
@@ -1229,11 +1236,17 @@ class Trial:
         text_bytes = len(self.transcript_text.encode("utf-8", "replace"))
         caps = manifest_caps().over(self.initial)
         initial = self.initial
+        audit_files = _audit_files(recorded)
 
         def end_state() -> EndState:  # one worker thread's hand-off for the disk and the walk
             gt_bytes, gt_entries = gt_size(task)
-            # the clean room writes gt/ and the transcript on the agent's disk: room for them
-            self.check_disk(text_bytes + gt_bytes, gt_entries + 8)
+            # the harness writes the audits into the workspace, and the clean room gt/, the
+            # transcript and each service's config (its audit again) on the agent's disk (a
+            # clean room started without a pool): room for them, or a full disk the agent
+            # left would fail the harness's own write as an infrastructure error (retried)
+            audit_bytes = sum(len(data) for data in audit_files.values())
+            need_inodes = gt_entries + 8 + 4 * len(audit_files)
+            self.check_disk(text_bytes + gt_bytes + 2 * audit_bytes, need_inodes)
             try:
                 return settle(
                     self.workspace,
@@ -1250,7 +1263,7 @@ class Trial:
         state = await in_thread(end_state)
         self.end_state = state
         self.audits = recorded
-        _put_audits(self.workspace, task, recorded, state)
+        _put_audits(self.workspace, task, audit_files, state)
         dropped = {k: v for k, v in state.dropped.items() if v != "top-level"}
         if dropped:
             self.log(f"end state: {len(dropped)} link(s) or special file(s) left out: {dropped}")
