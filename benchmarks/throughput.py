@@ -232,6 +232,21 @@ def clawrig_env(src: Path | None, base: Path) -> dict[str, str]:
     return env
 
 
+SANDBOXES_CPU_WEIGHT = Path("/sys/fs/cgroup/cpu/clawrig/cpu.shares")
+"""The weight of every clawrig sandbox on the host together (cgroup v1; a clawrig harness sets
+it when it makes its first sandbox, and it stays after the harness ends)."""
+
+
+def reset_sandboxes_weight() -> None:
+    """Put :data:`SANDBOXES_CPU_WEIGHT` back to the kernel's default (1024) before a run, so
+    each version runs with the weight it sets itself: an older one that sets none would
+    otherwise run with the newer one's, left from the run before (its before/after then
+    showed no difference)."""
+    with contextlib.suppress(OSError):
+        if SANDBOXES_CPU_WEIGHT.exists():
+            SANDBOXES_CPU_WEIGHT.write_text("1024")
+
+
 def run_clawrig(
     n: int,
     parallel: int,
@@ -247,6 +262,7 @@ def run_clawrig(
     :func:`clawrig_env`); raises RuntimeError when its summary is wrong."""
     root = Path(tempfile.mkdtemp(prefix=f"p{parallel}-", dir=base))
     tasks_dir = make_bench(root, n)
+    reset_sandboxes_weight()
     out = root / "out"
     exe = shutil.which("clawrig") or str(Path(sys.executable).with_name("clawrig"))
     with ModelServer(delay) as srv:
