@@ -227,6 +227,50 @@ async def test_a_disk_left_too_full_for_gt_is_the_agents_zero(attack, make_task)
     assert result.error is not None and "disk (96 MiB) is full" in result.error.message
 
 
+SCRATCH_GRADER = """
+import shutil
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    shutil.copyfile(workspace_path + "/data.bin", "/tmp/data.bin")  # 40 MiB of scratch
+    return {"overall_score": 1.0}
+"""
+
+
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+@pytest.mark.parametrize("pooled", [False, True])
+async def test_the_graders_scratch_room_is_the_same_with_a_pool_or_without(
+    pooled, scripted_server, make_task, tmp_path
+):
+    # an honest agent leaves a legitimate 40 MiB file and 24 MiB free on its 96 MiB disk; the
+    # grader copies the file to /tmp. A clean room started without a pool had its /tmp on the
+    # trial's disk (what the agent left free): ENOSPC, the grader crashed, the agent's 0; a
+    # pooled one has a disk of its own: 1.0 (helper-113: one end state, two scores)
+    from clawrig.sandbox.pool import WarmPool, pooling_possible
+
+    if pooled and not pooling_possible():
+        pytest.skip("pooling needs root, mke2fs and bwrap")
+    leave = (
+        'head -c $((40 * 1024 * 1024)) /dev/urandom > data.bin && python3 -c "import os; '
+        "st = os.statvfs('/tmp'); open('/tmp/fill', 'wb').write(b'z' * (st.f_bavail * "
+        'st.f_frsize - 24 * 2**20))"'
+    )
+    srv = scripted_server([reply(tool_calls=[call("exec", {"command": leave})]), reply("done")])
+    config = TrialConfig(agent="native", model="scripted/x", disk_mb=96)
+    pool = WarmPool(parallel=1, work_dir=tmp_path) if pooled else None
+    try:
+        result, _ = await run_trial(
+            make_task(SCRATCH_GRADER),
+            config,
+            tmp_path / "out",
+            services=TrialServices(model=srv.chat_model(), pool=pool),
+        )
+    finally:
+        if pool is not None:
+            await pool.close()
+    assert result.error is None, result.error
+    assert result.score is not None and result.score.score == 1.0
+    assert ("clean_room" in result.pooled) is pooled
+
+
 IMPORT_TIME_JSON_GRADER = """
 import json
 with open("/tmp_workspace/results/out.json") as fh:

@@ -618,6 +618,9 @@ class Trial:
         os.chmod(self.work, 0o755)
         self.disk = TrialDisk(self.work, config.disk_mb * 1024**2)
         """The trial's disk: the workspace and the sandbox's own folders live on it."""
+        self.clean_room_disk: TrialDisk | None = None
+        """A clean room started without the warm pool: a disk of its own for its folders, as a
+        pooled one has (:meth:`_start_sandbox`)."""
         self.workspace = self.disk.path / "workspace"
         self.result = TrialResult(
             task_id=task.id,
@@ -757,6 +760,8 @@ class Trial:
             await (pool.retire(entry) if pool is not None else entry.release())
         if not any(entry.disk is self.disk for entry in self.pooled):
             await in_thread(self.disk.release)
+        if self.clean_room_disk is not None:
+            await in_thread(self.clean_room_disk.release)
         if self.network is not None:
             with contextlib.suppress(Exception):
                 await self.network.close()
@@ -992,6 +997,19 @@ class Trial:
                 id=entry.id, hit=entry.hit, ready_s=round(entry.ready_s, 6)
             )
             return box
+        if (
+            role == "clean_room"
+            and self.config.sandbox == "bwrap"
+            and self.disk.enforced
+            and self.clean_room_disk is None
+        ):
+            # its /tmp, /root and /run/clawrig on a fresh disk of the trial's size, not on what
+            # the agent left free of the trial's: the grader's room is the same with a pool or
+            # without (a grader copying a big file to /tmp failed without one, scored 0)
+            self.clean_room_disk = TrialDisk(self.work / "clean-room", self.disk.size_bytes)
+            await in_thread(self.clean_room_disk.mount)
+            if self.clean_room_disk.enforced:
+                cfg = cfg.model_copy(update={"scratch_dir": self.clean_room_disk.path})
         box = create_sandbox(self.config.sandbox, cfg)
         self.sandbox = box  # stopped by close() even when cancelled while it starts
         async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
@@ -1240,13 +1258,13 @@ class Trial:
 
         def end_state() -> EndState:  # one worker thread's hand-off for the disk and the walk
             gt_bytes, gt_entries = gt_size(task)
-            # the harness writes the audits into the workspace, and the clean room gt/, the
-            # transcript and each service's config (its audit again) on the agent's disk (a
-            # clean room started without a pool): room for them, or a full disk the agent
-            # left would fail the harness's own write as an infrastructure error (retried)
+            # the harness writes the audits and gt/ into the workspace, on the agent's disk
+            # (the transcript too, counted whatever the backend): room for them, or a full
+            # disk the agent left fails the harness's own write, an infrastructure error
+            # that was retried (a free second try for a losing agent)
             audit_bytes = sum(len(data) for data in audit_files.values())
-            need_inodes = gt_entries + 8 + 4 * len(audit_files)
-            self.check_disk(text_bytes + gt_bytes + 2 * audit_bytes, need_inodes)
+            need_inodes = gt_entries + 8 + 2 * len(audit_files)
+            self.check_disk(text_bytes + gt_bytes + audit_bytes, need_inodes)
             try:
                 return settle(
                     self.workspace,
