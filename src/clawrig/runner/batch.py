@@ -183,9 +183,8 @@ def output_state_problem(
         others = other_jobs(output)
         if misnamed := [file for name, file in others if name == model]:
             # a file of this model under another model's name (renamed or copied by hand)
-            right = (progress_path if misnamed[0].startswith("progress_") else summary_path)(
-                output, model
-            )
+            is_progress = output / misnamed[0] in JobPaths(output).progresses()
+            right = (progress_path if is_progress else summary_path)(output, model)
             return (
                 f"--resume: {output / misnamed[0]} records the model {model}, but its name is "
                 f"another model's: rename it {right.name} to resume that job"
