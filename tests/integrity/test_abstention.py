@@ -271,6 +271,19 @@ async def test_the_graders_scratch_room_is_the_same_with_a_pool_or_without(
     assert ("clean_room" in result.pooled) is pooled
 
 
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+async def test_a_task_that_leaves_less_than_the_reserve_is_a_setup_error(attack, make_task):
+    # helper-114: a 50 MiB initial workspace on a 64 MiB disk left less than the 16 MiB the
+    # harness keeps for its writes after the agent: every agent, even one that only says
+    # "done", got "the trial's disk is full", the agent's 0 (the task's own size)
+    task = make_task()
+    task.workspace.inline_files["big.txt"] = FileContent(text="x" * (50 * 1024**2))
+    result, _ = await attack(task, disk_mb=64)
+    assert result.error is not None and result.error.kind == ErrorKind.SETUP, result.error
+    assert "leave less than the harness's reserve" in result.error.message
+    assert "64 MiB" in result.error.message and "--disk-mb" in result.error.message
+
+
 IMPORT_TIME_JSON_GRADER = """
 import json
 with open("/tmp_workspace/results/out.json") as fh:

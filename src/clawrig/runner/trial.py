@@ -40,7 +40,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,7 @@ from clawrig.llm.providers import ModelEndpoint
 from clawrig.llm.stalls import RequestWatch, probe_s, stall_limit_s, watching
 from clawrig.sandbox import Bind, Limits, Sandbox, SandboxConfig, create_sandbox
 from clawrig.sandbox.channel import HarnessChannel
+from clawrig.sandbox.client import run_to_end
 from clawrig.sandbox.disk import TrialDisk
 from clawrig.sandbox.endstate import EndState, EndStateCaps, EndStateRejected, scan, settle
 from clawrig.sandbox.paths import PATHS
@@ -249,17 +250,25 @@ def _shallow_first(rel: str) -> tuple[int, str]:
     return rel.count("/"), rel
 
 
-def _copy_changed(ws: Path, before: dict[str, str], after: EndState, dest: Path) -> list[str]:
+def _copy_changed(
+    ws: Path,
+    before: dict[str, str],
+    after: EndState,
+    dest: Path,
+    always: Collection[str] = (),
+) -> list[str]:
     """Copy the files the agent created or changed (``after``, a settled end state: no links
     left) into ``dest``, within :data:`END_STATE_MAX_BYTES` and :data:`END_STATE_MAX_FILES`;
-    return their paths. Initial files that are gone are listed in ``<dest>_deleted.json``.
-    ``dest`` is made even when nothing changed: a trial folder without it has lost its end
-    state (re-grading refuses it rather than grade the initial workspace)."""
+    return their paths. ``always``: paths copied first and whatever the caps (the harness's
+    saved audits: an end state without them re-grades from the services' fixtures alone).
+    Initial files that are gone are listed in ``<dest>_deleted.json``. ``dest`` is made even
+    when nothing changed: a trial folder without it has lost its end state (re-grading
+    refuses it rather than grade the initial workspace)."""
     dest.mkdir(parents=True, exist_ok=True)
     _write_json(TrialPaths(dest.parent).end_state_deleted, sorted(set(before) - set(after.files)))
     changed = sorted(
         (rel for rel, digest in after.files.items() if before.get(rel) != digest),
-        key=_shallow_first,
+        key=lambda rel: (rel not in always, _shallow_first(rel)),
     )
     total = 0
     kept: list[str] = []
@@ -269,10 +278,11 @@ def _copy_changed(ws: Path, before: dict[str, str], after: EndState, dest: Path)
             size = os.lstat(src).st_size
         except OSError:
             continue
-        if len(kept) >= END_STATE_MAX_FILES:
-            break
-        if total + size > END_STATE_MAX_BYTES:
-            continue
+        if rel not in always:
+            if len(kept) >= END_STATE_MAX_FILES:
+                break
+            if total + size > END_STATE_MAX_BYTES:
+                continue
         total += size
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -942,6 +952,21 @@ class Trial:
                 f"the task's workspace does not fit the trial's disk of {self.config.disk_mb} MiB "
                 "(TrialConfig.disk_mb)"
             ) from None
+        if self.disk.enforced:
+            # what the harness writes after the agent (check_disk) must fit even if the agent
+            # writes nothing: else every agent would be blamed for the task's own size
+            gt_bytes, gt_entries = gt_size(self.task)
+            st = os.statvfs(self.disk.path)
+            if (
+                st.f_bavail * st.f_frsize < DISK_RESERVE_BYTES + gt_bytes
+                or st.f_favail < DISK_RESERVE_INODES + gt_entries
+            ):
+                raise SetupError(
+                    f"the task's workspace and gt/ leave less than the harness's reserve "
+                    f"({DISK_RESERVE_BYTES // 2**20} MiB, {DISK_RESERVE_INODES} files) free on "
+                    f"the trial's disk of {self.config.disk_mb} MiB: raise "
+                    "TrialConfig.disk_mb (--disk-mb)"
+                )
         try:
             return scan(self.workspace, caps=manifest_caps())
         except AgentFault as exc:  # the task's own files, before any agent
@@ -1006,10 +1031,14 @@ class Trial:
             # its /tmp, /root and /run/clawrig on a fresh disk of the trial's size, not on what
             # the agent left free of the trial's: the grader's room is the same with a pool or
             # without (a grader copying a big file to /tmp failed without one, scored 0)
-            self.clean_room_disk = TrialDisk(self.work / "clean-room", self.disk.size_bytes)
-            await in_thread(self.clean_room_disk.mount)
-            if self.clean_room_disk.enforced:
-                cfg = cfg.model_copy(update={"scratch_dir": self.clean_room_disk.path})
+            self.clean_room_disk = disk = TrialDisk(self.work / "clean-room", self.disk.size_bytes)
+            # to its end even when cancelled: a mount the thread made after the cancel would
+            # stay until the harness's exit (close() releases what it finds enforced)
+            await run_to_end(in_thread(disk.mount))
+            if disk.enforced:
+                cfg = cfg.model_copy(update={"scratch_dir": disk.path})
+            else:
+                self.log(f"clean room: no disk of its own ({disk.problem}): on the trial's")
         box = create_sandbox(self.config.sandbox, cfg)
         self.sandbox = box  # stopped by close() even when cancelled while it starts
         async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
@@ -1254,9 +1283,10 @@ class Trial:
         text_bytes = len(self.transcript_text.encode("utf-8", "replace"))
         caps = manifest_caps().over(self.initial)
         initial = self.initial
-        audit_files = _audit_files(recorded)
+        audit_files: dict[str, bytes] = {}
 
         def end_state() -> EndState:  # one worker thread's hand-off for the disk and the walk
+            audit_files.update(_audit_files(recorded))  # (tens of MB at most: not on the loop)
             gt_bytes, gt_entries = gt_size(task)
             # the harness writes the audits and gt/ into the workspace, on the agent's disk
             # (the transcript too, counted whatever the backend): room for them, or a full
@@ -1287,8 +1317,13 @@ class Trial:
             self.log(f"end state: {len(dropped)} link(s) or special file(s) left out: {dropped}")
             _write_json(self.paths.end_state_dropped, state.dropped)
         if copy_end_state:
+            audits = {
+                audit_file(spec).removeprefix(PATHS.workspace + "/")
+                for spec in task.services
+                if spec.name in audit_files
+            }
             changed = await in_thread(
-                _copy_changed, self.workspace, self.before, state, self.paths.end_state
+                _copy_changed, self.workspace, self.before, state, self.paths.end_state, audits
             )
             self.log(f"end state: {len(changed)} file(s) created or changed")
 

@@ -550,9 +550,21 @@ async def save_audits(
     return out
 
 
+AUDIT_INDENT_MAX_BYTES = 256 * 1024
+"""An audit whose compact JSON is larger is saved compact (:func:`audit_text`)."""
+
+
 def audit_text(audit: Any) -> str:
     """A saved audit file's text (``audit.json``; always UTF-8-encodable: the agent's strings
-    in it may hold lone surrogates, :func:`clawrig.spec.layout.json_text`)."""
+    in it may hold lone surrogates, :func:`clawrig.spec.layout.json_text`): indented by 2, as
+    the sample sets' golden workspaces have it, when its compact text is at most
+    :data:`AUDIT_INDENT_MAX_BYTES`, else compact. The agent decides how deep its requests'
+    JSON nests, and indented text grows with the depth (a 14 MB request 58 lists deep made a
+    593 MB audit.json, 1.3 GB of the harness's memory); compact it stays the size of what the
+    service recorded, and indented at most ~65x the cap (64 levels, the services' limit)."""
+    compact = json_text(audit, indent=None)
+    if len(compact) > AUDIT_INDENT_MAX_BYTES:
+        return compact + "\n"
     return json_text(audit) + "\n"
 
 
