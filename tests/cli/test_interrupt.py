@@ -238,6 +238,24 @@ def test_a_job_whose_progress_file_was_removed_resumes_from_its_interrupted_summ
         f" {summary['not_run']} trial(s) not run): add --resume to continue it, or choose "
         "another folder"
     ], again.stderr
+    # helper-116: other trial settings, or a summary without its job id, are refused as with
+    # the progress file (they summed trials of two settings into one job / ran a new job)
+    other = subprocess.run(
+        [*args, "--resume", "--timeout-multiplier", "3"], env=env, capture_output=True, text=True
+    )
+    assert other.returncode == 2, other.stderr[-2000:]
+    assert "trial settings differ from the interrupted job's (timeout_multiplier 1.0 -> 3.0)" in (
+        other.stderr
+    ), other.stderr
+    spath = out / "summary_oracle.json"
+    spath.write_text(json.dumps({**summary, "job_id": 123}))
+    no_id = subprocess.run([*args, "--resume"], env=env, capture_output=True, text=True)
+    assert no_id.returncode == 2 and no_id.stderr.strip().splitlines() == [
+        f"clawrig: error: {spath}: job_id: the unfinished job's id is not readable and its "
+        "progress file is gone: its finished trials cannot be told apart; choose another --output"
+    ], no_id.stderr
+    spath.write_text(json.dumps(summary))
+    assert {p.parent.name for p in out.glob("*/*/result.json")} == kept  # nothing ran
     resumed = subprocess.run([*args, "--resume"], env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     final = json.loads((out / "summary_oracle.json").read_text())

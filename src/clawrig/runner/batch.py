@@ -282,16 +282,8 @@ def resume_mismatch(
             theirs_replay = prog.replay
         elif spath.is_file():  # a file from before it was recorded: the summary may say
             theirs_replay = _summary_replay(spath)
-    elif spath.is_file():
-        path, state = spath, "finished"
-        try:
-            value = json.loads(spath.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if not isinstance(value, dict):
-            return None
-        if summary_unfinished(value):
-            state = "interrupted"
+    elif (value := _summary(output, model)) is not None:
+        path, state = spath, "interrupted" if summary_unfinished(value) else "finished"
         theirs = {"model": model, "suite": value.get("suite"), "runs": value.get("runs_per_task")}
         theirs_replay = _summary_replay(spath)
     else:
@@ -365,14 +357,27 @@ def finished_summary(output: Path, model: str) -> dict[str, Any] | None:
 def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
     """For ``--resume`` of a job whose progress file is gone (removed by hand) but whose
     summary says trials were not run: a progress file of that job (its id, suite, runs, agent
-    and replay source from the summary; the trials it finished are found in their folders by
-    that id, :func:`_adopt_orphans`); None when there is no such summary."""
+    and replay source from the summary, its trial settings from a finished trial's
+    ``result.json``, so a resume with other settings is refused as with the file; the trials
+    it finished are found in their folders by that id, :func:`_adopt_orphans`); None when
+    there is no such summary. Raises UserError when the summary names no job id."""
     value = _summary(job.output, model)
     if value is None or not summary_unfinished(value):
         return None
     job_id = value.get("job_id")
     if not isinstance(job_id, str) or not job_id:
-        return None
+        raise UserError(
+            f"{summary_path(job.output, model)}: job_id: the unfinished job's id is not readable "
+            "and its progress file is gone: its finished trials cannot be told apart; choose "
+            "another --output"
+        )
+    settings: dict[str, Any] = {}
+    for rj in JobPaths(job.output).trial_results():
+        with contextlib.suppress(OSError, ValueError):
+            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+            if res.job_id == job_id and res.model == model and res.config is not None:
+                settings = res.config.resume_settings()
+                break
     suite, runs, agent = value.get("suite"), value.get("runs_per_task"), value.get("agent")
     replayed = value.get("replayed_from")
     return Progress(
@@ -381,7 +386,7 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
         runs=runs if isinstance(runs, int) else job.runs,
         job_id=job_id,
         agent=agent if isinstance(agent, str) else job.trial.agent,
-        settings=job.trial.resume_settings(),
+        settings=settings,
         replay=replayed if isinstance(replayed, str) and replayed else None,
     )
 
@@ -671,7 +676,7 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
         agent=job.trial.agent,
     ):
         return problem
-    progress = _load_progress(job, model)
+    progress = _load_progress(job, model) or progress_from_summary(job, model)
     return changed_settings_problem(job, model, progress) or changed_tasks_problem(
         job, model, progress, {t.id: t.digest() for t in tasks}
     )

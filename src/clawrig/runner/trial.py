@@ -299,10 +299,11 @@ def _audit_files(audits: Mapping[str, Any]) -> dict[str, bytes]:
     return {name: audit_text(audit).encode("utf-8") for name, audit in audits.items()}
 
 
-def _put_audits(ws: Path, task: Task, audits: Mapping[str, bytes], state: EndState) -> None:
+def _put_audits(ws: Path, task: Task, audits: Mapping[str, bytes], state: EndState) -> set[str]:
     """Write the harness's audits (:func:`_audit_files`) into the settled workspace
     (``.services/<name>/audit.json``) and list them among ``state``'s files (so ``end_state/``
-    keeps them for re-grading)."""
+    keeps them for re-grading); returns their paths relative to the workspace."""
+    written: set[str] = set()
     for spec in task.services:
         if spec.name not in audits:
             continue
@@ -311,6 +312,8 @@ def _put_audits(ws: Path, task: Task, audits: Mapping[str, bytes], state: EndSta
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_bytes(data)
         state.files[rel] = f"{len(data)}:{hashlib.sha256(data).hexdigest()}"
+        written.add(rel)
+    return written
 
 
 def _copy_capped(src: Path, dest: Path, max_bytes: int) -> list[str]:
@@ -952,21 +955,15 @@ class Trial:
                 f"the task's workspace does not fit the trial's disk of {self.config.disk_mb} MiB "
                 "(TrialConfig.disk_mb)"
             ) from None
-        if self.disk.enforced:
-            # what the harness writes after the agent (check_disk) must fit even if the agent
-            # writes nothing: else every agent would be blamed for the task's own size
-            gt_bytes, gt_entries = gt_size(self.task)
-            st = os.statvfs(self.disk.path)
-            if (
-                st.f_bavail * st.f_frsize < DISK_RESERVE_BYTES + gt_bytes
-                or st.f_favail < DISK_RESERVE_INODES + gt_entries
-            ):
-                raise SetupError(
-                    f"the task's workspace and gt/ leave less than the harness's reserve "
-                    f"({DISK_RESERVE_BYTES // 2**20} MiB, {DISK_RESERVE_INODES} files) free on "
-                    f"the trial's disk of {self.config.disk_mb} MiB: raise "
-                    "TrialConfig.disk_mb (--disk-mb)"
-                )
+        # what the harness writes after the agent (check_disk) must fit even if the agent
+        # writes nothing: else every agent would be blamed for the task's own size
+        if self._short_of_room(*gt_size(self.task)):
+            raise SetupError(
+                f"the task's workspace and gt/ leave less than the harness's reserve "
+                f"({DISK_RESERVE_BYTES // 2**20} MiB, {DISK_RESERVE_INODES} files) free on "
+                f"the trial's disk of {self.config.disk_mb} MiB: raise "
+                "TrialConfig.disk_mb (--disk-mb)"
+            )
         try:
             return scan(self.workspace, caps=manifest_caps())
         except AgentFault as exc:  # the task's own files, before any agent
@@ -1311,36 +1308,35 @@ class Trial:
         state = await in_thread(end_state)
         self.end_state = state
         self.audits = recorded
-        _put_audits(self.workspace, task, audit_files, state)
+        audits = _put_audits(self.workspace, task, audit_files, state)
         dropped = {k: v for k, v in state.dropped.items() if v != "top-level"}
         if dropped:
             self.log(f"end state: {len(dropped)} link(s) or special file(s) left out: {dropped}")
             _write_json(self.paths.end_state_dropped, state.dropped)
         if copy_end_state:
-            audits = {
-                audit_file(spec).removeprefix(PATHS.workspace + "/")
-                for spec in task.services
-                if spec.name in audit_files
-            }
             changed = await in_thread(
                 _copy_changed, self.workspace, self.before, state, self.paths.end_state, audits
             )
             self.log(f"end state: {len(changed)} file(s) created or changed")
+
+    def _short_of_room(self, need_bytes: int, need_inodes: int) -> bool:
+        """True when the trial's disk (enforced) has less than ``need_bytes`` +
+        :data:`DISK_RESERVE_BYTES` or ``need_inodes`` + :data:`DISK_RESERVE_INODES` free."""
+        if not self.disk.enforced:
+            return False
+        st = os.statvfs(self.disk.path)
+        return (
+            st.f_bavail * st.f_frsize < DISK_RESERVE_BYTES + need_bytes
+            or st.f_favail < DISK_RESERVE_INODES + need_inodes
+        )
 
     def check_disk(self, need_bytes: int = 0, need_inodes: int = 0) -> None:
         """Raise :class:`clawrig.errors.AgentFault` when the agent left its disk full: less
         than ``need_bytes`` + :data:`DISK_RESERVE_BYTES` or ``need_inodes`` +
         :data:`DISK_RESERVE_INODES` free. The harness's own writes after the agent (gt/ and
         the transcript in the clean room, ``need_*``) must not fail for its doing."""
-        if not self.disk.enforced:
-            return
-        used, inodes = self.disk.usage()
-        st = os.statvfs(self.disk.path)
-        free, free_inodes = st.f_bavail * st.f_frsize, st.f_favail
-        if (
-            free < DISK_RESERVE_BYTES + need_bytes
-            or free_inodes < DISK_RESERVE_INODES + need_inodes
-        ):
+        if self._short_of_room(need_bytes, need_inodes):
+            used, inodes = self.disk.usage()
             raise AgentFault(
                 f"the trial's disk ({self.config.disk_mb} MiB) is full: {used} bytes and "
                 f"{inodes} files and folders used"

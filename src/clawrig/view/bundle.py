@@ -10,6 +10,7 @@ longer given) are removed, so none is published with it unlinked. Nothing else t
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,12 +72,17 @@ def write_bundle(out: Path, folders: list[Path]) -> BundleReport:
     return BundleReport(out=out, pages=pages, trials=trials)
 
 
+_JOB_FOLDER = re.compile(r"job[0-9]+")
+"""The name of a job's folder in a bundle (:class:`clawrig.view.index.JobView`'s key)."""
+
+
 def _remove_stale_pages(out: Path, written: set[Path]) -> None:
     """Remove the pages an earlier bundle wrote into ``out`` that this one did not
     (``index.html``, ``compare.html``, ``<job>/index.html``, ``<job>/trials/<task>/<id>.html``),
-    and the folders that leaves empty; nothing else (``static/`` is this bundle's)."""
-    jobs = [d for d in out.iterdir() if d.is_dir() and not d.is_symlink() and d.name != "static"]
-    stale = [p for p in out.glob("*.html") if p not in written]
+    and the folders that leaves empty; nothing else (``static/`` is this bundle's, a folder not
+    named as job folders are, ``job<N>``, is the publisher's)."""
+    jobs = [d for d in out.glob("job*") if _JOB_FOLDER.fullmatch(d.name) and not d.is_symlink()]
+    stale = [p for p in [out / "compare.html"] if p not in written]
     for job in jobs:
         stale += [p for p in job.glob("index.html") if p not in written]
         stale += [p for p in (job / "trials").rglob("*.html") if p not in written]
