@@ -640,3 +640,106 @@ def test_a_trial_the_job_stopped_has_no_end_state_and_says_why(kind, said, tmp_p
         f"it ended with {said} in the agent phase, so it has no end state to grade "
         "(clawrig run --resume runs it again)"
     )
+
+
+PLANTED_GRADER = """import json, urllib.request
+
+def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):
+    body = json.dumps({"days_back": 3650, "max_results": 100}).encode()
+    req = urllib.request.Request("http://localhost:9100/gmail/messages", data=body,
+                                 headers={"Content-Type": "application/json"})
+    ids = [m["id"] for m in json.loads(urllib.request.urlopen(req, timeout=30).read())["messages"]]
+    return {"overall_score": 1.0 if "msg_planted" in ids else 0.0}
+
+GOLDEN_WORKSPACE = {}
+EXPECTED_REWARD = 0.0
+"""
+
+
+def _inbox_sample(root: Path) -> Path:
+    """A four-folder set of one sample whose mail service starts from the workspace file
+    fixtures/inbox.json, and whose grader scores 1.0 when the inbox holds ``msg_planted``."""
+    sid = "000101"
+    files = {
+        f"intent/{sid}.json": {
+            "id": sid,
+            "name": "Inbox",
+            "category": "03_Social_Interaction",
+            "tier": "easy",
+            "prompt": "Look at my inbox.",
+            "timeout_seconds": 60,
+            "services": [{"name": "gmail", "kind": "gmail", "fixtures": "fixtures/inbox.json"}],
+        },
+        f"datapoints/{sid}.json": {
+            "id": sid,
+            "formatted_dialog": [{"role": "user", "content": "Look at my inbox."}],
+        },
+        f"reference_payloads/reference_payload_{sid}.json": {"id": sid, "expected_reward": 0.0},
+        f"workspaces/{sid}/fixtures/inbox.json": {
+            "now": "2026-03-24T09:00:00",
+            "messages": [
+                {
+                    "id": "msg_001",
+                    "from": "a@b.example",
+                    "to": "me@b.example",
+                    "subject": "hi",
+                    "date": "2026-03-23T16:05:00",
+                    "body": "x",
+                }
+            ],
+        },
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(json.dumps(data), encoding="utf-8")
+    (root / "evaluators").mkdir()
+    (root / "evaluators" / f"evaluator_{sid}.py").write_text(PLANTED_GRADER, encoding="utf-8")
+    return root
+
+
+PLANT = (
+    "python3 -c \"import json; p='fixtures/inbox.json'; d=json.load(open(p)); "
+    "d['messages'].append(dict(d['messages'][0], id='msg_planted')); "
+    "json.dump(d, open(p, 'w'))\""
+)
+
+
+async def test_regrading_starts_the_services_from_the_tasks_fixtures_not_the_agents_edit(
+    scripted_server, tmp_path
+):
+    """An agent that appends a message to the fixture file its mail service started from
+    changes nothing the service serves (live 0.0); re-grading restarts the service from the
+    task's own file, not the end state's edited copy (it re-graded 1.0: helper-114)."""
+    (task,) = load_tasks(_inbox_sample(tmp_path / "set"))
+    srv = scripted_server(
+        [reply(tool_calls=[call("exec", {"command": PLANT}, id="c1")]), reply("done")]
+    )
+    result, folder = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/test"),
+        tmp_path / "out",
+        services=TrialServices(model=srv.chat_model()),
+    )
+    edited = json.loads((folder / "end_state" / "fixtures" / "inbox.json").read_text())
+    assert [m["id"] for m in edited["messages"]] == ["msg_001", "msg_planted"]
+    assert result.error is None and result.score.score == 0.0
+    report = await regrade_trial(folder)
+    assert report.after.error is None and report.after.score == 0.0 and report.same
+
+
+async def test_grading_given_files_starts_the_services_from_the_tasks_fixtures(tmp_path):
+    """verify's path (``grade_files``: exactly the given end-state files) reads the fixtures
+    from the task's own workspace too: an end state whose fixture file gained
+    ``msg_planted`` scores 0.0, and one where the task's file itself holds it scores 1.0."""
+    from clawrig.verify.sandboxed import grade_files
+
+    root = _inbox_sample(tmp_path / "set")
+    (task,) = load_tasks(root)
+    fixture = root / "workspaces" / "000101" / "fixtures" / "inbox.json"
+    data = json.loads(fixture.read_text())
+    data["messages"].append(dict(data["messages"][0], id="msg_planted"))
+    planted = {"fixtures/inbox.json": json.dumps(data).encode()}
+    assert (await grade_files(task, planted, None)).score == 0.0
+    fixture.write_text(json.dumps(data))
+    (task,) = load_tasks(root)
+    assert (await grade_files(task, {}, None)).score == 1.0

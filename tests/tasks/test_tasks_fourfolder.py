@@ -234,3 +234,14 @@ def test_a_sample_whose_tools_lack_the_web_does_not_get_it(sample):
     _dump(path, data)
     [task] = read_fourfolder(sample)
     assert task.web_allowed is False
+
+
+def test_a_datapoint_without_a_tool_schema_loads_without_the_web(sample):
+    """``tool_schema`` is optional: a datapoint without it is read (no recorded tools, so no
+    web), not a crash (it was a TypeError traceback from ``clawrig tasks list``)."""
+    path = sample / "datapoints" / "000015.json"
+    data = _load(path)
+    del data["tool_schema"]
+    _dump(path, data)
+    [task] = read_fourfolder(sample)
+    assert task.golden_tool_schema is None and task.web_allowed is False

@@ -123,6 +123,7 @@ from clawrig.services import (
     audit_text,
     audits_from_streams,
     fetch_audits,
+    read_fixture_files,
     restart_services,
     service_binds,
     start_services,
@@ -671,6 +672,8 @@ class Trial:
         self.grader_on_system = False
         """The grader runs on the clean room's own python3 (:func:`grader_on_system`)."""
         self.service_handles: list[Any] = []
+        # the task's own fixture files, read before a recorded end state is laid over them
+        self.fixture_files: dict[str, bytes | None] = {}
         self.before: dict[str, str] = {}
         self.initial = EndState()
         """The task's initial workspace as the harness made it (files, folders, links)."""
@@ -944,8 +947,12 @@ class Trial:
         try:
             if files is not None:
                 write_tree(self.workspace, files)
+                if self.task.services:
+                    materialise_workspace(self.task, self.work / "initial")
+                    self.fixture_files = read_fixture_files(self.task, self.work / "initial")
             else:
                 materialise_workspace(self.task, self.workspace)
+                self.fixture_files = read_fixture_files(self.task, self.workspace)
                 if recorded is not None:
                     recorded.apply(self.workspace)
         except OSError as exc:
@@ -1396,6 +1403,7 @@ class Trial:
             self.task,
             audits=self.audits if self.end_state is not None else None,
             fixtures={k: v for k, v in fixtures.items() if v is not None},
+            fixture_files=self.fixture_files,
         )
 
     async def grade(self) -> tuple[Score | None, Score | None, ProcessScore]:

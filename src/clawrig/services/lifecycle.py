@@ -42,6 +42,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,27 +272,70 @@ def _launcher(code_dir: str, module: str) -> str:
     )
 
 
-async def _resolve_fixtures(sandbox: Sandbox, spec: ServiceSpec) -> dict[str, Any]:
+def _fixture_refs(spec: ServiceSpec) -> list[str]:
+    """The sandbox paths of the ``.json`` files ``spec``'s fixtures name (``$file`` and string
+    values other than ``now``; a relative name is under /tmp_workspace)."""
+    names = [
+        value
+        for key, value in spec.fixtures.items()
+        if isinstance(value, str) and (key == "$file" or (value.endswith(".json") and key != "now"))
+    ]
+    return [n if n.startswith("/") else f"{PATHS.workspace}/{n}" for n in names]
+
+
+def read_fixture_files(task: Task, workspace: Path) -> dict[str, bytes | None]:
+    """The fixture files of ``task``'s services that are in its workspace, read from the host
+    folder ``workspace`` holding the task's *initial* files: sandbox path -> bytes (None: not
+    there, or a link out of the folder). Re-grading and verify pass them to
+    :func:`restart_services`, so a grader's services start from the fixtures a live trial's
+    started from, not from what the agent left in those files. Files outside the workspace are
+    not read (the clean room has them as the environment made them)."""
+    out: dict[str, bytes | None] = {}
+    root = workspace.resolve()
+    for spec in task.services:
+        for path in _fixture_refs(spec):
+            rel = posixpath.normpath(path)
+            if not rel.startswith(PATHS.workspace + "/"):
+                continue
+            host = (workspace / rel[len(PATHS.workspace) + 1 :]).resolve()
+            try:
+                out[path] = host.read_bytes() if host.is_relative_to(root) else None
+            except OSError:
+                out[path] = None
+    return out
+
+
+async def _resolve_fixtures(
+    sandbox: Sandbox, spec: ServiceSpec, files: Mapping[str, bytes | None] | None = None
+) -> dict[str, Any]:
     """Inline fixtures, with ``$file`` and string values naming ``.json`` files read from the
-    workspace (paths relative to /tmp_workspace). Raises SetupError naming the file."""
+    workspace (paths relative to /tmp_workspace), or from ``files`` (sandbox path -> bytes,
+    :func:`read_fixture_files`) for the paths it holds. Raises SetupError naming the file."""
     out: dict[str, Any] = {}
     items = dict(spec.fixtures)
     base = items.pop("$file", None)
     if base is not None:
-        loaded = await _read_json(sandbox, spec, str(base))
+        loaded = await _read_json(sandbox, spec, str(base), files)
         if not isinstance(loaded, dict):
             raise SetupError(f"service {spec.name}: fixtures file {base} must hold a JSON object")
         out.update(loaded)
     for key, value in items.items():
         if isinstance(value, str) and value.endswith(".json") and key != "now":
-            value = await _read_json(sandbox, spec, value)
+            value = await _read_json(sandbox, spec, value, files)
         out[key] = value
     return out
 
 
-async def _read_json(sandbox: Sandbox, spec: ServiceSpec, rel: str) -> Any:
+async def _read_json(
+    sandbox: Sandbox, spec: ServiceSpec, rel: str, files: Mapping[str, bytes | None] | None
+) -> Any:
     path = rel if rel.startswith("/") else f"{PATHS.workspace}/{rel}"
     try:
+        if files is not None and path in files:
+            data = files[path]
+            if data is None:
+                raise FileNotFoundError(path)
+            return json.loads(data)
         return json.loads(await sandbox.read_file(path))
     except FileNotFoundError:
         raise SetupError(f"service {spec.name}: fixtures file not found: {path}") from None
@@ -576,12 +621,14 @@ async def restart_services(
     timeout_s: float = HEALTH_TIMEOUT_S,
     audits: dict[str, Any] | None = None,
     fixtures: dict[str, Any] | None = None,
+    fixture_files: Mapping[str, bytes | None] | None = None,
 ) -> list[ServiceHandle]:
     """Start the services again from their saved audits, for graders (after gt/ injection).
 
     ``audits``: name -> audit as the harness holds it (default: the saved ``audit.json``
     files in the workspace); ``fixtures``: name -> the fixtures the service started with
-    (default: read again from the task's files in the workspace).
+    (default: read again from the task's files: ``fixture_files``, :func:`read_fixture_files`,
+    else the workspace).
 
     A built-in service rebuilds its end state from the fixtures and the saved audit's
     successful calls and serves that audit verbatim (faults off); a command service is replaced
@@ -606,15 +653,13 @@ async def restart_services(
             if is_builtin(spec):
                 held = (fixtures or {}).get(spec.name)
                 if held is None:
-                    held = await _resolve_fixtures(sandbox, spec)
+                    held = await _resolve_fixtures(sandbox, spec, fixture_files)
                 config = {
                     "kind": spec.kind,
                     "target": _target(spec),
                     "name": spec.name,
                     "port": spec.port,
-                    "fixtures": held
-                    if held is not None
-                    else await _resolve_fixtures(sandbox, spec),
+                    "fixtures": held,
                     "faults": spec.faults,
                     "restore": saved,
                 }

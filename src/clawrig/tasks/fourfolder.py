@@ -75,10 +75,11 @@ PAYLOAD_KEYS = {"id", "category", "expected_reward", "gt", "golden_workspace_fil
 _WEB_TOOLS = {"web_search", "web_fetch"}
 
 
-def _tool_names(schema: list) -> set[str]:
-    """The function names of an OpenAI tool schema (entries without one are skipped)."""
+def _tool_names(schema: list | None) -> set[str]:
+    """The function names of an OpenAI tool schema (entries without one are skipped; None,
+    a datapoint without ``tool_schema``: none)."""
     names = set()
-    for tool in schema:
+    for tool in schema or []:
         fn = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
             names.add(fn["name"])
