@@ -3,6 +3,7 @@ traceback, and nothing written."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -283,6 +284,29 @@ def test_resume_into_a_folder_without_the_job_says_it_starts_a_new_one(tmp_path)
     again = run(*args, "-o", str(out), "--resume", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-1500:]
     assert "holds no job" not in again.stderr, again.stderr  # it holds the job now
+
+
+def test_a_folder_of_trials_whose_job_record_is_gone_is_refused(tmp_path):
+    """helper-115 (b): with the summary removed (and no progress file), a run into the folder
+    started a second job beside the first one's trials (``grade`` then counted both); with or
+    without --resume it is one line naming the trials' job, and nothing is written."""
+    out = tmp_path / "out"
+    args = ("run", str(REPO / "suites/demo"), "--suite", "000015,000001", "--agent", "oracle")
+    first = run(*args, "-o", str(out), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-1500:]
+    job_id = json.loads((out / "summary_oracle.json").read_text())["job_id"]
+    (out / "summary_oracle.json").unlink()
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    for extra in ((), ("--resume",)):
+        r = run(*args, "-o", str(out), *extra, cwd=tmp_path)
+        assert r.returncode == 2, r.stderr[-1500:]
+        assert r.stderr.strip().splitlines() == [
+            f"clawrig: error: --output: {out} holds 2 trial(s) of oracle (job {job_id}) but no "
+            "record of that job (progress_oracle.json or summary_oracle.json, removed or "
+            "renamed): put it back to --resume the job, or choose another folder (a new job "
+            "there would mix with them)"
+        ], r.stderr
+        assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
 
 
 def test_disk_mb_sets_each_trials_disk_and_the_note_names_it(tmp_path):

@@ -256,3 +256,17 @@ def test_a_second_bundle_into_the_same_folder_leaves_none_of_the_firsts_pages(jo
         p.name for p in alone.iterdir() if p.is_dir()
     )  # the model job's folder went with its pages
     assert (site / "notes.txt").read_text() == "the publisher's own file\n"
+
+
+def test_a_renamed_summary_shows_its_trials_and_a_folder_given_twice_is_one_job(jobs, tmp_path):
+    """helper-115 (a) and (e): a summary renamed by hand (``summary_oracle.bak.json``) showed
+    its job with 0 trials beside its mean; ``view --bundle X J J`` made two identical jobs."""
+    from clawrig.view.index import open_jobs
+
+    job = copy_job(jobs["oracle"], tmp_path / "job")
+    summary = read_summary(job)
+    (job / "summary_oracle.json").rename(job / "summary_oracle.bak.json")
+    (view,) = open_jobs([job])
+    assert view.slug == "oracle.bak"
+    assert sorted(r["id"] for r in view.rows()) == sorted(t["trial"] for t in summary["tasks"])
+    assert len(open_jobs([job, job, tmp_path / "job" / "."])) == 1

@@ -195,9 +195,29 @@ def output_state_problem(
                 f"--resume: {output} holds no job of {model}, only of {shown}: resume with "
                 "that -m (or --agent), or drop --resume to start a new job there"
             )
+    if not ppath.exists() and not spath.exists() and (ids := unrecorded_job_ids(output, model)):
+        n, shown = sum(ids.values()), ", ".join(sorted(ids)[:3])
+        return (
+            f"--output: {output} holds {n} trial(s) of {model} (job {shown}) but no record of "
+            f"that job ({ppath.name} or {spath.name}, removed or renamed): put it back to "
+            "--resume the job, or choose another folder (a new job there would mix with them)"
+        )
     if resume and ((suite, runs, agent) != (None, None, None) or replay is not ...):
         return resume_mismatch(output, model, suite=suite, runs=runs, replay=replay, agent=agent)
     return None
+
+
+def unrecorded_job_ids(output: Path, model: str) -> dict[str, int]:
+    """Job id -> number of finished trial folders of ``model`` in ``output`` (by their
+    ``result.json``; unreadable ones are passed over). :func:`output_state_problem` calls it
+    when the folder holds no job record of ``model``."""
+    ids: dict[str, int] = {}
+    for rj in JobPaths(output).trial_results():
+        with contextlib.suppress(OSError, ValueError):
+            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+            if res.model == model:
+                ids[res.job_id or "?"] = ids.get(res.job_id or "?", 0) + 1
+    return ids
 
 
 def other_jobs(output: Path) -> list[tuple[str, str]]:

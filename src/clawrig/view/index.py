@@ -306,7 +306,15 @@ class JobView:
         return max(mine, key=lambda r: r.get("started") or "")["job"] if mine else ""
 
     def _mine(self, row: Row) -> bool:
-        return not self.slug or _slug(row["model"]) == self.slug
+        """Whether ``row`` is of this view's model: the file name's, or the model its summary
+        or progress file records (a summary renamed by hand, ``summary_oracle.bak.json``,
+        showed its mean over 0 trials)."""
+        if not self.slug:
+            return True
+        s = self.summary()
+        recorded = s.get("model") if isinstance(s, dict) else None
+        recorded = recorded if isinstance(recorded, str) and recorded else self._progress()[1]
+        return _slug(row["model"]) in (self.slug, _slug(recorded) if recorded else self.slug)
 
     @property
     def title(self) -> str:
@@ -361,13 +369,17 @@ def open_jobs(folders: list[Path]) -> list[JobView]:
     ``clawrig view output`` showed none of them). Raises UserError naming the folder when it
     does not exist or neither it nor a subfolder is a job folder."""
     views: list[JobView] = []
+    seen: set[Path] = set()
     for given in folders:
         given = Path(given)
         if not given.is_dir():
             raise UserError(f"JOB_DIR: no such folder: {given}")
         subs = [p for p in sorted(given.iterdir()) if p.is_dir() and _job_files(p)]
         own = _job_files(given) or (given / LOCK_FILE).exists() or not subs
-        views += _folder_views([given] * own + subs, len(views))
+        # a folder given twice (or inside another one given) is one job, not two
+        fresh = [f for f in [given] * own + subs if f.resolve() not in seen]
+        seen.update(f.resolve() for f in fresh)
+        views += _folder_views(fresh, len(views))
     return views
 
 
