@@ -933,7 +933,9 @@ class Trial:
         """The trial's disk mounted and the workspace made on it (:meth:`sandbox_up`), its
         initial listing taken: file work done in one worker thread (one hand-off, not the
         event loop's). Raises SetupError."""
-        self.initial = await in_thread(self._make_workspace, recorded, files)
+        # to its end even when cancelled: a disk the thread mounted after the cancel, past
+        # close()'s release, stayed mounted until the harness's exit
+        self.initial = await run_to_end(in_thread(self._make_workspace, recorded, files))
         if self.disk.problem:
             self.log(f"setup: no disk limit: {self.disk.problem}")
         self.before = self.initial.files
