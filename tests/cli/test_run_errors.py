@@ -266,8 +266,23 @@ def test_resume_of_another_models_job_is_refused(tmp_path):
     assert r.returncode == 2, r.stderr[-1500:]
     assert r.stderr.strip().splitlines() == [
         f"clawrig: error: --resume: {out / 'summary_other.json'} records the model oracle, but "
-        "its name is another model's: rename it summary_oracle.json to resume that job"
+        "its name is another model's: rename it summary_oracle.json to resume that job, or "
+        "choose another folder"
     ], r.stderr
+    # without --resume the file is named too (helper-117: "no record of that job" only)
+    r = run(
+        "run", str(REPO / "suites/demo"), "--suite", "000015", "--agent", "oracle", "-o", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr[-1500:]
+    assert r.stderr.strip().splitlines() == [
+        f"clawrig: error: --output: {out / 'summary_other.json'} records the model oracle, but "
+        "its name is another model's: rename it summary_oracle.json to keep that job, or "
+        "choose another folder"
+    ], r.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        "summary_other.json" if n == "summary_oracle.json" else n for n in before
+    )
 
 
 def test_resume_into_a_folder_without_the_job_says_it_starts_a_new_one(tmp_path):
@@ -307,6 +322,32 @@ def test_a_folder_of_trials_whose_job_record_is_gone_is_refused(tmp_path):
             "there would mix with them)"
         ], r.stderr
         assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    # trials no job recorded (an RL environment's episodes, run_trial's: job id "rl" or "")
+    # are not a job's to put back: a job starts beside them (helper-118)
+    for rj in out.glob("*/*/result.json"):
+        rj.write_text(rj.read_text().replace(f'"job_id": "{job_id}"', '"job_id": "rl"'))
+    r = run(*args, "-o", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert len(list(out.glob("*/*/result.json"))) == 4
+
+
+def test_trials_of_a_model_of_the_same_file_name_count_as_its_job(tmp_path):
+    """``scripted/a/b`` and ``scripted/a_b`` share the job records' name (their slug): the
+    first's orphan trials refuse a job of the second (helper-118); only folders named for the
+    slug are read, and a trial outside a job (job id "") is not a job's."""
+    from clawrig.runner.batch import unrecorded_job_ids
+
+    def trial(name: str, model: str, job_id: str) -> None:
+        folder = tmp_path / "000001" / name
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({"model": model, "job_id": job_id}))
+
+    trial("scripted_a_b_20261205_0900_aaaaaa", "scripted/a/b", "J1")
+    trial("scripted_a_b_20261205_0900_bbbbbb", "scripted/a/b", "")
+    trial("scripted_a_b_20261205_0900_cccccc", "scripted/other", "J2")  # renamed by hand
+    trial("other_20261205_0900_dddddd", "scripted/a_b", "J3")  # not named for the slug
+    assert unrecorded_job_ids(tmp_path, "scripted/a_b") == {("J1", "scripted/a/b"): 1}
+    assert unrecorded_job_ids(tmp_path, "scripted/c") == {}
 
 
 def test_disk_mb_sets_each_trials_disk_and_the_note_names_it(tmp_path):

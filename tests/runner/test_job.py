@@ -185,6 +185,25 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     )  # fmt: skip
     head = f"clawrig: error: {progress}: --resume: 1 task(s) differ from those"
     assert line.startswith(head), line
+    # a suite with a task more, or one fewer (or another suite's, whose ids are all new), is
+    # not the job's either: it ran the other tasks under the job's id and summed them
+    # (helper-117: a resume into a demo job with another suite exited 0, not_run -5)
+    more, fewer = tmp_path / "more", tmp_path / "fewer"
+    for copy in (more, fewer):
+        shutil.copytree(bench, copy)
+    first = next((more / "tasks").rglob("*_task_1_echo.md"))
+    extra = first.with_name(first.name.replace("task_1_", "task_99_"))
+    extra.write_text(first.read_text().replace("task_1_echo\n", "task_99_echo\n", 1))
+    sorted((fewer / "tasks").rglob("*.md"))[-1].unlink()
+    for suite, said in (
+        (more, "1 task(s) are not the interrupted job's (01_Productivity_Flow_task_99_echo)"),
+        (fewer, "1 task(s) of the interrupted job are not in the suite now ("),
+    ):
+        [line] = refusal(
+            [CLAWRIG, "run", str(suite / "tasks"), "-p", "4", "--runs", "3", "-o", str(out),
+             "--resume"]
+        )  # fmt: skip
+        assert said in line and f"{suite / 'tasks'} is another suite" in line, line
     r = subprocess.run(
         args + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
     )

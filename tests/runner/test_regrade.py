@@ -293,6 +293,16 @@ def test_grade_reproduces_every_demo_oracle_trial_and_changes_nothing(serial_gra
     assert after == before
 
 
+def test_a_trial_named_twice_is_graded_once(demo_oracle_job):
+    """helper-117: ``clawrig grade J J`` graded every trial twice ("2/2 trials" for one); a
+    trial given as a folder and inside its job's is graded once too."""
+    trial = next((demo_oracle_job / "000015").iterdir())
+    r = _grade(str(trial), str(trial) + "/", str(demo_oracle_job / "000015"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    reports = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert [Path(rep["trial"]).resolve() for rep in reports] == [trial.resolve()]
+
+
 def test_grade_reads_result_json_and_says_when_score_json_disagrees(demo_oracle_job, tmp_path):
     """result.json is the trial's record (the summary, exports and viewer read it; score.json
     is derived from it): grade compares the re-grading with it, and a score.json edited

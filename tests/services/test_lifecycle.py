@@ -239,6 +239,48 @@ async def test_bad_fixture_file_gives_the_service_log_and_frees_the_port(
     assert len(handles) == 2
 
 
+async def test_a_fixture_file_that_is_a_folder_is_a_setup_error(
+    make_task, sandbox, tmp_path: Path
+) -> None:
+    """The task's fault, named, not retried: it was an infrastructure error
+    (IsADirectoryError), which --resume runs again (helper-118)."""
+    ws = tmp_path / "ws"
+    (ws / "fixtures" / "gmail.json").mkdir(parents=True)
+    sb = await sandbox(ws)
+    with pytest.raises(SetupError) as info:
+        await start_services(sb, make_task([{"kind": "gmail", "fixtures": "fixtures/gmail.json"}]))
+    assert str(info.value) == (
+        "service gmail: fixtures file /tmp_workspace/fixtures/gmail.json is a folder"
+    )
+
+
+def test_fixture_files_read_on_the_host_stay_in_the_workspace(make_task, tmp_path: Path) -> None:
+    """:func:`read_fixture_files` (re-grading's and verify's fixtures): a file of the
+    workspace is read; a link out of it, a link loop, a folder and a missing file are None
+    (re-grading then says "not found"), never a host file nor an exception."""
+    from clawrig.services import read_fixture_files
+
+    ws = tmp_path / "ws"
+    (ws / "f" / "dir.json").mkdir(parents=True)
+    (ws / "f" / "ok.json").write_text('{"messages": []}')
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"host": 1}')
+    (ws / "f" / "out.json").symlink_to(secret)
+    (ws / "f" / "loop.json").symlink_to(ws / "f" / "loop.json")
+    names = ["ok", "out", "loop", "dir", "missing"]
+    task = make_task(
+        [
+            {"name": n, "kind": "gmail", "port": 9400 + i, "fixtures": f"f/{n}.json"}
+            for i, n in enumerate(names)
+        ]
+    )
+    got = read_fixture_files(task, ws)
+    assert got == {
+        "/tmp_workspace/f/ok.json": b'{"messages": []}',
+        **{f"/tmp_workspace/f/{n}.json": None for n in names[1:]},
+    }
+
+
 async def test_a_service_that_never_listens_times_out_with_its_log(make_task, sandbox) -> None:
     sb = await sandbox()
     task = make_task([{"name": "slow", "port": 9300, "command": "echo warming up; sleep 60"}])

@@ -245,3 +245,21 @@ def test_a_datapoint_without_a_tool_schema_loads_without_the_web(sample):
     _dump(path, data)
     [task] = read_fourfolder(sample)
     assert task.golden_tool_schema is None and task.web_allowed is False
+
+
+def test_a_service_fixture_file_missing_from_the_workspace_is_a_read_error(sample):
+    """A service whose fixtures name a workspace file the sample does not ship: one error
+    naming the intent's field (``tasks validate`` said OK; every trial was a setup error)."""
+    intent_path = sample / "intent" / "000015.json"
+    intent = _load(intent_path)
+    intent["services"] = [{"kind": "gmail", "fixtures": "fixtures/inbox.json"}]
+    _dump(intent_path, intent)
+    with pytest.raises(TaskFormatError) as err:
+        read_fourfolder(sample)
+    assert err.value.path == intent_path and err.value.field == "services[0].fixtures"
+    assert "names fixtures/inbox.json, which is not a file in" in err.value.message
+    inbox = sample / "workspaces" / "000015" / "fixtures" / "inbox.json"
+    inbox.parent.mkdir()
+    inbox.write_text('{"messages": []}')
+    [task] = read_fourfolder(sample)
+    assert task.services[0].fixtures == {"$file": "fixtures/inbox.json"}

@@ -270,3 +270,31 @@ def test_a_renamed_summary_shows_its_trials_and_a_folder_given_twice_is_one_job(
     assert view.slug == "oracle.bak"
     assert sorted(r["id"] for r in view.rows()) == sorted(t["trial"] for t in summary["tasks"])
     assert len(open_jobs([job, job, tmp_path / "job" / "."])) == 1
+    # a backup copy beside the summary is the same job, shown once (helper-118: twice, and a
+    # compare page of the job with itself), by the file named for its model
+    shutil.copy(job / "summary_oracle.bak.json", job / "summary_oracle.json")
+    (view,) = open_jobs([job])
+    assert (
+        view.slug == "oracle" and view.key == "job0" and len(view.rows()) == len(summary["tasks"])
+    )
+
+
+def test_a_summary_with_values_of_the_wrong_type_still_makes_the_pages(jobs, tmp_path):
+    """helper-118: a hand-edited summary whose ``pass``, ``errors_by_kind``, ``process`` or
+    ``wildclaw`` held values of the wrong type failed ``view --bundle`` with a traceback; the
+    bad keys are left out and the rest is shown."""
+    job = copy_job(jobs["oracle"], tmp_path / "job")
+    path = job / "summary_oracle.json"
+    summary = json.loads(path.read_text())
+    summary |= {
+        "pass": {"1": 5},
+        "errors_by_kind": {"a": "b"},
+        "process": {"ee": {"mean": "x"}},
+        "wildclaw": {"categories": {"a": {"score": "z"}}},
+    }
+    path.write_text(json.dumps(summary))
+    out = tmp_path / "site"
+    r = clawrig("view", "--bundle", out, job)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    page = (out / "index.html").read_text()
+    assert "oracle" in page and f"{summary['mean']['mean']:.4f}" in page

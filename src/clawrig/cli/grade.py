@@ -21,7 +21,8 @@ def _trial_folders(paths: list[Path]) -> list[Path]:
     """Each path as given when it is a trial folder; a job folder (:meth:`JobPaths.is_job`)
     gives its trial folders, a task folder of a job (``<job>/<task>/``) its own
     (:meth:`JobPaths.task_trials`: no ``.tmp-`` trials, no links out of the job). Raises
-    UserError for a job folder that holds no finished trial."""
+    UserError for a job folder that holds no finished trial. A trial named twice (a folder
+    given twice, or a job and one of its trials) is graded once."""
     from clawrig.spec.layout import JobPaths, TrialPaths
 
     out: list[Path] = []
@@ -46,7 +47,10 @@ def _trial_folders(paths: list[Path]) -> list[Path]:
                     "<task>/<trial>/result.json): nothing to grade"
                 )
         out.append(path)
-    return out
+    unique: dict[Path, Path] = {}
+    for folder in out:
+        unique.setdefault(folder.resolve(), folder)
+    return list(unique.values())
 
 
 def _same_scores(report: RegradeReport) -> bool:

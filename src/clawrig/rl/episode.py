@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from clawrig.errors import ModelRequestError, UserError
 from clawrig.llm.gateway.tokens import TokenServer
-from clawrig.spec.job import TrialConfig
+from clawrig.spec.job import RL_JOB_ID, TrialConfig
 from clawrig.spec.layout import TrialPaths, model_from_json_text
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage
@@ -403,7 +403,7 @@ class Rollouts:
         judge: Any = None,
         max_concurrency: int = 64,
         retry: Any = None,
-        job_id: str = "rl",
+        job_id: str = RL_JOB_ID,
         executor: str = "local",
         ray_address: str | None = None,
         slots_per_node: int | None = None,

@@ -123,6 +123,7 @@ from clawrig.services import (
     audit_text,
     audits_from_streams,
     fetch_audits,
+    has_fixture_files,
     read_fixture_files,
     restart_services,
     service_binds,
@@ -949,13 +950,13 @@ class Trial:
         try:
             if files is not None:
                 write_tree(self.workspace, files)
-                if self.task.services:
+                if has_fixture_files(self.task):
                     materialise_workspace(self.task, self.work / "initial")
                     self.fixture_files = read_fixture_files(self.task, self.work / "initial")
             else:
                 materialise_workspace(self.task, self.workspace)
-                self.fixture_files = read_fixture_files(self.task, self.workspace)
-                if recorded is not None:
+                if recorded is not None:  # (a live trial's services hold what they started on)
+                    self.fixture_files = read_fixture_files(self.task, self.workspace)
                     recorded.apply(self.workspace)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self.disk.enforced:

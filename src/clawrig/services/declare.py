@@ -47,6 +47,16 @@ def _is_path(key: str, value: Any) -> bool:
     return isinstance(value, str) and value.endswith(".json") and key != "now"
 
 
+def fixture_files(spec: ServiceSpec) -> list[str]:
+    """The paths of the JSON files ``spec``'s fixtures name (``$file``, and string values ending
+    in ``.json`` but ``now``), as declared: relative to /tmp_workspace."""
+    return [
+        str(value)
+        for key, value in spec.fixtures.items()
+        if (key == "$file" and value is not None) or _is_path(key, value)
+    ]
+
+
 def _workspace_path(value: str) -> bool:
     """True for a path relative to /tmp_workspace that stays in it (no '/' start, no '..')."""
     return bool(value.strip()) and not value.startswith("/") and ".." not in Path(value).parts

@@ -53,6 +53,7 @@ from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
 from clawrig.sandbox.channel import Connection, HarnessChannel
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import ENV_MOUNT, ensure_env, env_bind, env_key, env_python
+from clawrig.services.declare import fixture_files
 from clawrig.services.kinds import SERVICE_KINDS, service_target
 from clawrig.services.mock.core import AUDIT_KEYS
 from clawrig.spec.layout import json_text
@@ -273,13 +274,9 @@ def _launcher(code_dir: str, module: str) -> str:
 
 
 def _fixture_refs(spec: ServiceSpec) -> list[str]:
-    """The sandbox paths of the ``.json`` files ``spec``'s fixtures name (``$file`` and string
-    values other than ``now``; a relative name is under /tmp_workspace)."""
-    names = [
-        value
-        for key, value in spec.fixtures.items()
-        if isinstance(value, str) and (key == "$file" or (value.endswith(".json") and key != "now"))
-    ]
+    """The sandbox paths of the files ``spec``'s fixtures name (:func:`fixture_files`; a
+    relative name is under /tmp_workspace)."""
+    names = fixture_files(spec)
     return [n if n.startswith("/") else f"{PATHS.workspace}/{n}" for n in names]
 
 
@@ -291,18 +288,23 @@ def read_fixture_files(task: Task, workspace: Path) -> dict[str, bytes | None]:
     started from, not from what the agent left in those files. Files outside the workspace are
     not read (the clean room has them as the environment made them)."""
     out: dict[str, bytes | None] = {}
-    root = workspace.resolve()
     for spec in task.services:
         for path in _fixture_refs(spec):
             rel = posixpath.normpath(path)
             if not rel.startswith(PATHS.workspace + "/"):
                 continue
-            host = (workspace / rel[len(PATHS.workspace) + 1 :]).resolve()
-            try:
-                out[path] = host.read_bytes() if host.is_relative_to(root) else None
-            except OSError:
+            try:  # (a link loop: RuntimeError on Python 3.11)
+                host = (workspace / rel[len(PATHS.workspace) + 1 :]).resolve()
+                inside = host.is_relative_to(workspace.resolve())
+                out[path] = host.read_bytes() if inside and host.is_file() else None
+            except (OSError, RuntimeError):
                 out[path] = None
     return out
+
+
+def has_fixture_files(task: Task) -> bool:
+    """Whether a service of ``task`` takes fixtures from files (:func:`fixture_files`)."""
+    return any(fixture_files(spec) for spec in task.services)
 
 
 async def _resolve_fixtures(
@@ -339,6 +341,8 @@ async def _read_json(
         return json.loads(await sandbox.read_file(path))
     except FileNotFoundError:
         raise SetupError(f"service {spec.name}: fixtures file not found: {path}") from None
+    except IsADirectoryError:  # the task's fault (a folder), not the harness's: not retried
+        raise SetupError(f"service {spec.name}: fixtures file {path} is a folder") from None
     except ValueError as exc:
         raise SetupError(
             f"service {spec.name}: fixtures file {path}: invalid JSON ({exc})"

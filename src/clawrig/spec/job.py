@@ -173,6 +173,10 @@ class Progress(BaseModel):
         return {(c.task_id, c.run_index) for c in self.completed}
 
 
+RL_JOB_ID = "rl"
+"""The job id of an RL environment's episodes (:class:`clawrig.rl.episode.Environment`): trial
+folders that no job's progress file or summary records."""
+
 MODEL_SLUG_MAX_BYTES = 128
 """Longest :func:`model_slug`, in UTF-8 bytes: a file name is at most 255 bytes and the names
 built from a slug add to it (a trial folder ``_<YYYYmmdd_HHMM>_<6 hex>`` and its temporary

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from clawrig.errors import TaskFormatError
 from clawrig.pysource import non_stdlib_imports
-from clawrig.services.declare import parse_services
+from clawrig.services.declare import fixture_files, parse_services
 from clawrig.spec.task import (
     CATEGORIES,
     FileContent,
@@ -547,6 +547,15 @@ def read_fourfolder_sample(
             f"no folder: sample {sample_id} starts from an empty workspace (its evaluator "
             "scores 0 if it expects files there)",
         )
+    for i, spec in enumerate(intent["services"]):
+        for name in fixture_files(spec):
+            if not (ws_dir / name).is_file():  # else every trial's setup error at run time
+                issues.error(
+                    paths["intent"],
+                    f"services[{i}].fixtures",
+                    f"names {name}, which is not a file in {ws_dir} (the service starts from it)",
+                    _key_line(paths["intent"], "services"),
+                )
     metadata: dict[str, Any] = {
         "sample_id": sample_id,
         "files": {f: str(p) for f, p in paths.items()},

@@ -273,7 +273,7 @@ class JobView:
             return None
         if self._summary_cache[0] != mtime:
             data = _read_json(path)
-            self._summary_cache = (mtime, data if isinstance(data, dict) else None)
+            self._summary_cache = (mtime, _valid_fields(data) if isinstance(data, dict) else None)
         return self._summary_cache[1]
 
     def _progress(self) -> tuple[str, str]:
@@ -305,24 +305,26 @@ class JobView:
         mine = [r for r in self.index.rows.values() if self._mine(r)]
         return max(mine, key=lambda r: r.get("started") or "")["job"] if mine else ""
 
+    def model(self) -> str:
+        """The model the summary, else the progress file, records ("" when neither does)."""
+        s = self.summary()
+        recorded = s.get("model") if isinstance(s, dict) else None
+        return recorded if isinstance(recorded, str) and recorded else self._progress()[1]
+
     def _mine(self, row: Row) -> bool:
         """Whether ``row`` is of this view's model: the file name's, or the model its summary
         or progress file records (a summary renamed by hand, ``summary_oracle.bak.json``,
         showed its mean over 0 trials)."""
         if not self.slug:
             return True
-        s = self.summary()
-        recorded = s.get("model") if isinstance(s, dict) else None
-        recorded = recorded if isinstance(recorded, str) and recorded else self._progress()[1]
+        recorded = self.model()
         return _slug(row["model"]) in (self.slug, _slug(recorded) if recorded else self.slug)
 
     @property
     def title(self) -> str:
         """``<folder name> · <model>``: the model as the summary, else the progress file,
         else a trial of the job records it; the slug when none does."""
-        s = self.summary()
-        model = s.get("model") if isinstance(s, dict) else None
-        model = model or self._progress()[1] or None
+        model = self.model() or None
         if model is None and (rows := self.rows()):
             model = rows[0]["model"]
         return f"{self.folder.name} · {model or self.slug or 'job'}"
@@ -354,6 +356,23 @@ class JobView:
         """The row of trial folder ``<task>/<trial>`` of this folder (any job), None if unknown."""
         self.index.refresh()
         return self.index.rows.get(rel)
+
+
+def _valid_fields(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` without the top-level keys whose values :class:`JobSummary` refuses (a
+    hand-edited summary: ``"pass": {"1": 5}`` failed the whole bundle with a traceback); the
+    pages read the rest, as they read an older summary without those keys. Missing keys are
+    not a reason to drop any."""
+    from pydantic import ValidationError
+
+    from clawrig.spec.summary import JobSummary
+
+    try:
+        JobSummary.model_validate(summary)
+    except ValidationError as exc:
+        bad = {e["loc"][0] for e in exc.errors() if e["loc"] and e["type"] != "missing"}
+        return {k: v for k, v in summary.items() if k not in bad}
+    return summary
 
 
 def _job_files(folder: Path) -> bool:
@@ -395,6 +414,15 @@ def _folder_views(folders: list[Path], start: int) -> list[JobView]:
             slugs = sorted({model_slug(r["model"]) for r in index.rows.values() if r["model"]})
         if not slugs and not (folder / LOCK_FILE).exists():
             raise UserError(f"{folder}: not a job folder (no summary_<model>.json, no trials)")
-        for slug in slugs or [""]:
-            views.append(JobView(key=f"job{start + len(views)}", index=index, slug=slug))
+        # a job recorded twice (a backup copy ``summary_oracle.bak.json`` of the summary) is
+        # one job: the view of the file named for its model is kept
+        mine = [JobView(key="", index=index, slug=slug) for slug in slugs or [""]]
+        seen: dict[tuple[str, str], JobView] = {}
+        for view in sorted(mine, key=lambda v: v.slug != _slug(v.model() or v.slug)):
+            seen.setdefault((_slug(view.model() or view.slug), view.job_id()), view)
+        kept = {id(v) for v in seen.values()}
+        for view in mine:
+            if id(view) in kept:
+                view.key = f"job{start + len(views)}"
+                views.append(view)
     return views
