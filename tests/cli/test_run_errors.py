@@ -259,27 +259,18 @@ def test_resume_of_another_models_job_is_refused(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == before
     # the oracle job's summary renamed by hand: it said "holds no job of oracle, only of oracle"
     (out / "summary_oracle.json").rename(out / "summary_other.json")
-    r = run(
-        "run", str(REPO / "suites/demo"), "--suite", "000015", "--agent", "oracle", "-o", str(out),
-        "--resume", cwd=tmp_path,
-    )  # fmt: skip
-    assert r.returncode == 2, r.stderr[-1500:]
-    assert r.stderr.strip().splitlines() == [
-        f"clawrig: error: --resume: {out / 'summary_other.json'} records the model oracle, but "
-        "its name is another model's: rename it summary_oracle.json to resume that job, or "
-        "choose another folder"
-    ], r.stderr
-    # without --resume the file is named too (helper-117: "no record of that job" only)
-    r = run(
-        "run", str(REPO / "suites/demo"), "--suite", "000015", "--agent", "oracle", "-o", str(out),
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert r.returncode == 2, r.stderr[-1500:]
-    assert r.stderr.strip().splitlines() == [
-        f"clawrig: error: --output: {out / 'summary_other.json'} records the model oracle, but "
-        "its name is another model's: rename it summary_oracle.json to keep that job, or "
-        "choose another folder"
-    ], r.stderr
+    # with --resume, and without it (helper-117: it said "no record of that job" only)
+    for extra, flag, to in ((["--resume"], "--resume", "resume"), ([], "--output", "keep")):
+        r = run(
+            "run", str(REPO / "suites/demo"), "--suite", "000015", "--agent", "oracle",
+            "-o", str(out), *extra, cwd=tmp_path,
+        )  # fmt: skip
+        assert r.returncode == 2, r.stderr[-1500:]
+        assert r.stderr.strip().splitlines() == [
+            f"clawrig: error: {flag}: {out / 'summary_other.json'} records the model oracle, "
+            f"but its name is another model's: rename it summary_oracle.json to {to} that job, "
+            "or choose another folder"
+        ], r.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(
         "summary_other.json" if n == "summary_oracle.json" else n for n in before
     )
