@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -247,6 +248,19 @@ def test_a_job_whose_progress_file_was_removed_resumes_from_its_interrupted_summ
     assert "trial settings differ from the interrupted job's (timeout_multiplier 1.0 -> 3.0)" in (
         other.stderr
     ), other.stderr
+    # helper-119: another suite, resumed from the summary (no task digests there): refused by
+    # the job's task ids (its tasks ran under the job's id beside the first suite's)
+    fewer = tmp_path / "fewer"
+    shutil.copytree(DEMO, fewer)
+    for rel in ("intent/000009.json", "datapoints/000009.json", "evaluators/evaluator_000009.py",
+                "reference_payloads/reference_payload_000009.json"):  # fmt: skip
+        (fewer / rel).unlink()
+    shutil.rmtree(fewer / "workspaces" / "000009")
+    moved = subprocess.run(
+        [*args[:2], fewer, *args[3:], "--resume"], env=env, capture_output=True, text=True
+    )
+    assert moved.returncode == 2, moved.stderr[-2000:]
+    assert "1 task(s) of the interrupted job are not in the suite now (000009)" in moved.stderr
     spath = out / "summary_oracle.json"
     spath.write_text(json.dumps({**summary, "job_id": 123}))
     no_id = subprocess.run([*args, "--resume"], env=env, capture_output=True, text=True)

@@ -787,3 +787,29 @@ def test_resume_with_other_trial_settings_is_refused_naming_them(tmp_path):
     ppath.write_text(json.dumps(old))
     assert read_progress(ppath).settings == {}
     assert resumed(max_turns=40) is None
+
+
+def test_a_resume_compares_the_task_ids_a_progress_file_knows(tmp_path):
+    """:func:`changed_tasks_problem` on the progress files that carry no digests (helper-119:
+    both let another suite run under the job's id): one from before digests were recorded
+    knows the tasks it finished, one made from the summary knows every task's id ("")."""
+    from clawrig.runner.batch import changed_tasks_problem
+    from clawrig.spec.job import JobConfig, Progress, ProgressEntry
+
+    job = JobConfig(suite_path=tmp_path / "other", output=tmp_path / "out", resume=True)
+    old = Progress(model="m", suite="all", runs=1, job_id="J")
+    old.completed = [ProgressEntry(task_id="t1", run_index=0, result="t1/x")]
+    theirs = {"t5": "d5", "t6": "d6"}  # another suite's tasks
+    line = changed_tasks_problem(job, "m", old, theirs)
+    assert (
+        line is not None
+        and "1 task(s) of the interrupted job are not in the suite now (t1)" in line
+    )
+    assert changed_tasks_problem(job, "m", old, {"t1": "d1", "t2": "d2"}) is None  # t2 not run
+    from_summary = Progress(
+        model="m", suite="all", runs=1, job_id="J", task_digests={"t1": "", "t2": ""}
+    )
+    line = changed_tasks_problem(job, "m", from_summary, {"t1": "d1", "t3": "d3"})
+    assert line is not None
+    assert "1 task(s) are not the interrupted job's (t3)" in line and "(t2)" in line
+    assert changed_tasks_problem(job, "m", from_summary, {"t1": "d1", "t2": "d2"}) is None

@@ -247,19 +247,23 @@ def test_a_datapoint_without_a_tool_schema_loads_without_the_web(sample):
     assert task.golden_tool_schema is None and task.web_allowed is False
 
 
-def test_a_service_fixture_file_missing_from_the_workspace_is_a_read_error(sample):
-    """A service whose fixtures name a workspace file the sample does not ship: one error
-    naming the intent's field (``tasks validate`` said OK; every trial was a setup error)."""
+def test_a_service_fixture_file_missing_from_the_workspace_is_a_warning(sample):
+    """A service whose fixtures name a workspace file the sample does not ship: a warning
+    naming the intent's field (``tasks validate`` said nothing; every trial is a setup
+    error), not an error (it stopped the whole set from loading: helper-119)."""
     intent_path = sample / "intent" / "000015.json"
     intent = _load(intent_path)
     intent["services"] = [{"kind": "gmail", "fixtures": "fixtures/inbox.json"}]
     _dump(intent_path, intent)
-    with pytest.raises(TaskFormatError) as err:
-        read_fourfolder(sample)
-    assert err.value.path == intent_path and err.value.field == "services[0].fixtures"
-    assert "names fixtures/inbox.json, which is not a file in" in err.value.message
+    issues = IssueCollector(strict=False)
+    [task] = read_fourfolder(sample, issues)
+    [warning] = [w for w in issues.warnings if w.field == "services[0].fixtures"]
+    assert warning.path == intent_path
+    assert "names fixtures/inbox.json, which is not a file in" in warning.message
     inbox = sample / "workspaces" / "000015" / "fixtures" / "inbox.json"
     inbox.parent.mkdir()
     inbox.write_text('{"messages": []}')
-    [task] = read_fourfolder(sample)
+    issues = IssueCollector(strict=False)
+    [task] = read_fourfolder(sample, issues)
+    assert not [w for w in issues.warnings if w.field == "services[0].fixtures"]
     assert task.services[0].fixtures == {"$file": "fixtures/inbox.json"}

@@ -415,6 +415,10 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
                 break
     suite, runs, agent = value.get("suite"), value.get("runs_per_task"), value.get("agent")
     replayed = value.get("replayed_from")
+    # the job's tasks, run or not (their digests are not in a summary: "", compared by id)
+    lists = [value.get(key) for key in ("tasks", "unrun")]
+    rows = [r for rs in lists if isinstance(rs, list) for r in rs if isinstance(r, dict)]
+    ids = {r["task_id"]: "" for r in rows if isinstance(r.get("task_id"), str)}
     return Progress(
         model=model,
         suite=suite if isinstance(suite, str) else job.suite,
@@ -423,6 +427,7 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
         agent=agent if isinstance(agent, str) else job.trial.agent,
         settings=settings,
         replay=replayed if isinstance(replayed, str) and replayed else None,
+        task_digests=ids,
     )
 
 
@@ -661,15 +666,21 @@ def changed_tasks_problem(
     """With ``--resume``, why the tasks of ``job`` (``digests``: id -> :meth:`Task.digest`)
     are not those its interrupted job ran (one line: the ids whose digest differs from the
     ``progress`` file's, that the job did not have, or that the suite no longer has), or None
-    (no progress file, or one without digests). A resume into a job of another suite ran that
-    suite's tasks under the job's id and summed both (``not_run`` went negative)."""
-    if not job.resume or progress is None or not progress.task_digests:
+    (no progress file). A resume into a job of another suite ran that suite's tasks under the
+    job's id and summed both (``not_run`` went negative). A progress file made from the
+    summary (:func:`progress_from_summary`) knows the job's task ids but not their digests
+    (""); one from before digests were recorded knows the tasks it finished only: those are
+    compared."""
+    if not job.resume or progress is None:
         return None
-    theirs = progress.task_digests
-    changed = [t for t, d in digests.items() if theirs.get(t, d) != d]
+    theirs = progress.task_digests or {e.task_id: "" for e in progress.completed}
+    changed = [t for t, d in digests.items() if theirs.get(t) not in (None, "", d)]
     kinds = (
         ("differ from those the interrupted job ran", changed),
-        ("are not the interrupted job's", [t for t in digests if t not in theirs]),
+        (
+            "are not the interrupted job's",
+            [t for t in digests if t not in theirs] if progress.task_digests else [],
+        ),
         (
             "of the interrupted job are not in the suite now",
             [t for t in theirs if t not in digests],
@@ -684,8 +695,8 @@ def changed_tasks_problem(
         return None
     return (
         f"{progress_path(job.output, model)}: --resume: {'; '.join(said)}: {job.suite_path} is "
-        "another suite or its tasks changed; resume with the same suite, or choose another "
-        "--output"
+        "another suite, its tasks changed, or they were chosen otherwise (--suite, --category); "
+        "resume with the same suite and options, or choose another --output"
     )
 
 

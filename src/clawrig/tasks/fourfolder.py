@@ -547,13 +547,16 @@ def read_fourfolder_sample(
             f"no folder: sample {sample_id} starts from an empty workspace (its evaluator "
             "scores 0 if it expects files there)",
         )
-    for i, spec in enumerate(intent["services"]):
+    # a warning, not an error: one sample's missing file stopped the whole set from loading
+    # (the others ran before); with no workspaces/ at all, preflight names that instead
+    for i, spec in enumerate(intent["services"] if not workspace.missing else []):
         for name in fixture_files(spec):
-            if not (ws_dir / name).is_file():  # else every trial's setup error at run time
-                issues.error(
+            if not (ws_dir / name).is_file():
+                issues.warning(
                     paths["intent"],
                     f"services[{i}].fixtures",
-                    f"names {name}, which is not a file in {ws_dir} (the service starts from it)",
+                    f"names {name}, which is not a file in {ws_dir}: the service starts from it, "
+                    f"so every trial of sample {sample_id} is a setup error",
                     _key_line(paths["intent"], "services"),
                 )
     metadata: dict[str, Any] = {
