@@ -468,6 +468,9 @@ def test_grade_write_recomputes_the_job_summary_and_the_viewer_index(demo_oracle
     (trial / "end_state" / "results" / "results.md").unlink()
     (summary_file,) = job.glob("summary_*.json")
     before = json.loads(summary_file.read_text())
+    # a backup copy beside it (sorted first) stays as it is: it was the one rewritten
+    backup = summary_file.with_name("summary_oracle.bak.json")
+    shutil.copy(summary_file, backup)
     index = FolderIndex(job, min_interval=0)  # a viewer open on the job
     assert index.rows[f"000015/{trial.name}"]["score"] == 1.0
 
@@ -485,6 +488,7 @@ def test_grade_write_recomputes_the_job_summary_and_the_viewer_index(demo_oracle
     assert after["overall_score"] == pytest.approx(mean)
     assert after["regraded_at"] and after["job_id"] == before["job_id"]
     assert after["timestamp"] == before["timestamp"] and after["model"] == before["model"]
+    assert json.loads(backup.read_text()) == before
     index.refresh()
     assert index.rows[f"000015/{trial.name}"]["score"] == 0.0
     assert json.loads((trial / "score.json").read_text())["score"] == 0.0

@@ -188,8 +188,10 @@ def refresh_job_summary(trial_folder: Path) -> Path | None:
     (``<job>/<task_id>/<trial>``) from the result.json of every trial it lists
     (:func:`clawrig.grading.aggregate.rescore_summary`), written atomically with
     ``regraded_at`` set, and mark the task folder changed so a running viewer re-reads the
-    trial. Returns the summary's path, None when no summary lists the trial. Raises UserError
-    naming a summary or a listed trial's result.json that cannot be read."""
+    trial. The summary named for the trial's model goes first: a copy beside it
+    (``summary_oracle.bak.json``, sorted before it) was the one rewritten. Returns the
+    summary's path, None when no summary lists the trial. Raises UserError naming a summary or
+    a listed trial's result.json that cannot be read."""
     import datetime as dt
 
     from clawrig.grading.aggregate import rescore_summary
@@ -199,7 +201,8 @@ def refresh_job_summary(trial_folder: Path) -> Path | None:
     trial_folder = Path(trial_folder)
     job = JobPaths(trial_folder.parent.parent)
     rel = f"{trial_folder.parent.name}/{trial_folder.name}"
-    for path in job.summaries():
+    own = job.summary(load_trial(trial_folder).model)
+    for path in sorted(job.summaries(), key=lambda path: path != own):
         try:
             summary = model_from_json_text(JobSummary, path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
