@@ -489,6 +489,15 @@ def test_grade_write_recomputes_the_job_summary_and_the_viewer_index(demo_oracle
     assert after["regraded_at"] and after["job_id"] == before["job_id"]
     assert after["timestamp"] == before["timestamp"] and after["model"] == before["model"]
     assert json.loads(backup.read_text()) == before
+    # a summary renamed by hand is recomputed under its name, and the line says so
+    summary_file.rename(job / "summary_foo.json")
+    backup.unlink()
+    r = _grade(str(trial), "--write")
+    assert (
+        f"summary recomputed: {job / 'summary_foo.json'} (named for another model: rename it "
+        "summary_oracle.json)" in r.stdout.replace("\n", "")
+    ), r.stdout
+    (job / "summary_foo.json").rename(summary_file)
     index.refresh()
     assert index.rows[f"000015/{trial.name}"]["score"] == 0.0
     assert json.loads((trial / "score.json").read_text())["score"] == 0.0

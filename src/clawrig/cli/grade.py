@@ -53,6 +53,23 @@ def _trial_folders(paths: list[Path]) -> list[Path]:
     return list(unique.values())
 
 
+def _misnamed(summary: Path) -> str:
+    """A note when ``summary`` records a model whose summary has another name (renamed by
+    hand: ``run --resume`` does not find it), else ""."""
+    from clawrig.spec.layout import JobPaths
+
+    try:
+        model = json.loads(summary.read_text(encoding="utf-8")).get("model")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not isinstance(model, str) or not model:
+        return ""
+    right = JobPaths(summary.parent).summary(model)
+    return (
+        "" if right.name == summary.name else f" (named for another model: rename it {right.name})"
+    )
+
+
 def _same_scores(report: RegradeReport) -> bool:
     """The trial re-graded to its recorded score, sub-scores and process metrics (whatever
     its score.json says: that is reported apart)."""
@@ -254,7 +271,9 @@ def register(app: typer.Typer) -> None:
             )
         if not as_json:
             for path in summaries.values():
-                console.print(f"summary recomputed: {path}", highlight=False, soft_wrap=True)
+                console.print(
+                    f"summary recomputed: {path}{_misnamed(path)}", highlight=False, soft_wrap=True
+                )
         for why in stale.values():
             err_console.print(f"summary not recomputed: {why}", highlight=False, soft_wrap=True)
         if stale or not all(r.same for r in reports):
