@@ -179,7 +179,8 @@ def output_state_problem(
             f"--output: {output} holds a finished job of {model} ({spath.name}): choose "
             "another folder to run it again"
         )
-    others = other_jobs(output) if not ppath.exists() and not spath.exists() else []
+    no_record = not ppath.exists() and not spath.exists()
+    others = other_jobs(output) if no_record else []
     if misnamed := [file for name, file in others if name == model]:
         # a file of this model under another model's name (renamed or copied by hand)
         is_progress = output / misnamed[0] in JobPaths(output).progresses()
@@ -189,14 +190,13 @@ def output_state_problem(
             f"{model}, but its name is another model's: rename it {right.name} to "
             f"{'resume' if resume else 'keep'} that job, or choose another folder"
         )
-    if resume and not ppath.exists() and not spath.exists():
-        if others:
-            shown = ", ".join(f"{name} ({file})" for name, file in others[:3])
-            return (
-                f"--resume: {output} holds no job of {model}, only of {shown}: resume with "
-                "that -m (or --agent), or drop --resume to start a new job there"
-            )
-    if not ppath.exists() and not spath.exists() and (ids := unrecorded_job_ids(output, model)):
+    if resume and others:
+        shown = ", ".join(f"{name} ({file})" for name, file in others[:3])
+        return (
+            f"--resume: {output} holds no job of {model}, only of {shown}: resume with "
+            "that -m (or --agent), or drop --resume to start a new job there"
+        )
+    if no_record and (ids := unrecorded_job_ids(output, model)):
         models = ", ".join(sorted({m for _, m in ids}))
         jobs = ", ".join(sorted({j for j, _ in ids})[:3])
         return (

@@ -273,11 +273,9 @@ def _launcher(code_dir: str, module: str) -> str:
     )
 
 
-def _fixture_refs(spec: ServiceSpec) -> list[str]:
-    """The sandbox paths of the files ``spec``'s fixtures name (:func:`fixture_files`; a
-    relative name is under /tmp_workspace)."""
-    names = fixture_files(spec)
-    return [n if n.startswith("/") else f"{PATHS.workspace}/{n}" for n in names]
+def _fixture_path(name: str) -> str:
+    """The sandbox path of a fixture file ``name`` (a relative name is under /tmp_workspace)."""
+    return name if name.startswith("/") else f"{PATHS.workspace}/{name}"
 
 
 def read_fixture_files(task: Task, workspace: Path) -> dict[str, bytes | None]:
@@ -289,7 +287,7 @@ def read_fixture_files(task: Task, workspace: Path) -> dict[str, bytes | None]:
     not read (the clean room has them as the environment made them)."""
     out: dict[str, bytes | None] = {}
     for spec in task.services:
-        for path in _fixture_refs(spec):
+        for path in map(_fixture_path, fixture_files(spec)):
             rel = posixpath.normpath(path)
             if not rel.startswith(PATHS.workspace + "/"):
                 continue
@@ -331,7 +329,7 @@ async def _resolve_fixtures(
 async def _read_json(
     sandbox: Sandbox, spec: ServiceSpec, rel: str, files: Mapping[str, bytes | None] | None
 ) -> Any:
-    path = rel if rel.startswith("/") else f"{PATHS.workspace}/{rel}"
+    path = _fixture_path(rel)
     try:
         if files is not None and path in files:
             data = files[path]
