@@ -322,6 +322,40 @@ def test_a_folder_of_trials_whose_job_record_is_gone_is_refused(tmp_path):
     assert len(list(out.glob("*/*/result.json"))) == 4
 
 
+def _demo_samples(dest: Path, keep: set[str]) -> Path:
+    """A copy of the demo suite holding the samples ``keep`` only."""
+    shutil.copytree(REPO / "suites/demo", dest)
+    for path in [*dest.glob("*/*.json"), *dest.glob("evaluators/*.py"), *dest.glob("workspaces/*")]:
+        if not any(sid in path.name for sid in keep):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return dest
+
+
+def test_a_finished_job_resumed_with_other_tasks_is_refused(tmp_path):
+    """helper-120: ``--resume`` of a finished job with a suite that lost a task (or gained
+    one) said "every trial is done" and exited 0, never running an added task; its summary's
+    task ids are compared as an unfinished job's are."""
+    both = _demo_samples(tmp_path / "both", {"000015", "000001"})
+    one = _demo_samples(tmp_path / "one", {"000015"})
+    out = tmp_path / "out"
+    first = run("run", str(both), "--agent", "oracle", "-o", str(out), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-1500:]
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    cases = (
+        (one, "1 task(s) of the finished job are not in the suite now (000001)"),
+        (REPO / "suites/demo", "8 task(s) are not the finished job's"),
+    )
+    for suite, said in cases:
+        r = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
+        assert r.returncode == 2, r.stderr[-1500:]
+        [line] = r.stderr.strip().splitlines()
+        assert line.startswith(f"clawrig: error: {out / 'summary_oracle.json'}: --resume: ")
+        assert said in line, line
+    again = run("run", str(both), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
+    assert again.returncode == 0 and "nothing to run" in again.stdout + again.stderr
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+
+
 def test_trials_of_a_model_of_the_same_file_name_count_as_its_job(tmp_path):
     """``scripted/a/b`` and ``scripted/a_b`` share the job records' name (their slug): the
     first's orphan trials refuse a job of the second (helper-118); only folders named for the

@@ -415,10 +415,6 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
                 break
     suite, runs, agent = value.get("suite"), value.get("runs_per_task"), value.get("agent")
     replayed = value.get("replayed_from")
-    # the job's tasks, run or not (their digests are not in a summary: "", compared by id)
-    lists = [value.get(key) for key in ("tasks", "unrun")]
-    rows = [r for rs in lists if isinstance(rs, list) for r in rs if isinstance(r, dict)]
-    ids = {r["task_id"]: "" for r in rows if isinstance(r.get("task_id"), str)}
     return Progress(
         model=model,
         suite=suite if isinstance(suite, str) else job.suite,
@@ -427,8 +423,16 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
         agent=agent if isinstance(agent, str) else job.trial.agent,
         settings=settings,
         replay=replayed if isinstance(replayed, str) and replayed else None,
-        task_digests=ids,
+        task_digests=_summary_task_ids(value),
     )
+
+
+def _summary_task_ids(summary: dict[str, Any]) -> dict[str, str]:
+    """Task id -> "" for every task a job's summary lists, run or not (``tasks``, ``unrun``):
+    a summary holds no digests, so :func:`changed_tasks_problem` compares them by id."""
+    lists = [summary.get(key) for key in ("tasks", "unrun")]
+    rows = [r for rs in lists if isinstance(rs, list) for r in rs if isinstance(r, dict)]
+    return {r["task_id"]: "" for r in rows if isinstance(r.get("task_id"), str)}
 
 
 def resumes_finished_job(job: JobConfig, model: str) -> bool:
@@ -661,7 +665,13 @@ def _load_progress(job: JobConfig, model: str) -> Progress | None:
 
 
 def changed_tasks_problem(
-    job: JobConfig, model: str, progress: Progress | None, digests: dict[str, str]
+    job: JobConfig,
+    model: str,
+    progress: Progress | None,
+    digests: dict[str, str],
+    *,
+    state: str = "interrupted",
+    record: Path | None = None,
 ) -> str | None:
     """With ``--resume``, why the tasks of ``job`` (``digests``: id -> :meth:`Task.digest`)
     are not those its interrupted job ran (one line: the ids whose digest differs from the
@@ -670,19 +680,20 @@ def changed_tasks_problem(
     job's id and summed both (``not_run`` went negative). A progress file made from the
     summary (:func:`progress_from_summary`) knows the job's task ids but not their digests
     (""); one from before digests were recorded knows the tasks it finished only: those are
-    compared."""
+    compared. ``state`` and ``record`` (default: the progress file) name the job in the line:
+    a finished job is checked from its summary."""
     if not job.resume or progress is None:
         return None
     theirs = progress.task_digests or {e.task_id: "" for e in progress.completed}
     changed = [t for t, d in digests.items() if theirs.get(t) not in (None, "", d)]
     kinds = (
-        ("differ from those the interrupted job ran", changed),
+        (f"differ from those the {state} job ran", changed),
         (
-            "are not the interrupted job's",
+            f"are not the {state} job's",
             [t for t in digests if t not in theirs] if progress.task_digests else [],
         ),
         (
-            "of the interrupted job are not in the suite now",
+            f"of the {state} job are not in the suite now",
             [t for t in theirs if t not in digests],
         ),
     )
@@ -694,7 +705,8 @@ def changed_tasks_problem(
     if not said:
         return None
     return (
-        f"{progress_path(job.output, model)}: --resume: {'; '.join(said)}: {job.suite_path} is "
+        f"{record or progress_path(job.output, model)}: --resume: {'; '.join(said)}: "
+        f"{job.suite_path} is "
         "another suite, its tasks changed, or they were chosen otherwise (--suite, --category); "
         "resume with the same suite and options, or choose another --output"
     )
@@ -738,8 +750,18 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
     ):
         return problem
     progress = _load_progress(job, model) or progress_from_summary(job, model)
+    digests = {t.id: t.digest() for t in tasks}
+    if progress is None and (done := finished_summary(job.output, model)) is not None:
+        # a finished job resumed with another suite showed it "finished" and never ran the
+        # tasks it added (helper-120): its summary's task ids
+        ids = Progress(
+            model=model, suite=job.suite, runs=job.runs, task_digests=_summary_task_ids(done)
+        )
+        return changed_tasks_problem(
+            job, model, ids, digests, state="finished", record=summary_path(job.output, model)
+        )
     return changed_settings_problem(job, model, progress) or changed_tasks_problem(
-        job, model, progress, {t.id: t.digest() for t in tasks}
+        job, model, progress, digests
     )
 
 
