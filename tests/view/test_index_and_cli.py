@@ -298,3 +298,25 @@ def test_a_summary_with_values_of_the_wrong_type_still_makes_the_pages(jobs, tmp
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     page = (out / "index.html").read_text()
     assert "oracle" in page and f"{summary['mean']['mean']:.4f}" in page
+
+
+def test_json_nested_past_the_recursion_limit_makes_no_traceback(jobs, tmp_path):
+    """helper-121: a model's tool-call arguments 100,000 lists deep made its trial page a
+    traceback (and ``view --bundle`` wrote nothing); a result.json or summary nested so made
+    ``view`` and ``run`` tracebacks. Shown as they came; files read as unreadable."""
+    from clawrig.runner.batch import unrecorded_job_ids
+    from clawrig.view.index import open_jobs
+    from clawrig.view.trial import pretty
+
+    deep = "[" * 100_000 + "]" * 100_000
+    assert pretty(deep) == deep
+    job = copy_job(jobs["oracle"], tmp_path / "job")
+    (trial,) = (job / "000015").iterdir()
+    (trial / "result.json").write_text(deep)
+    (view,) = open_jobs([job])
+    assert trial.name not in {r["id"].split("/")[-1] for r in view.rows()}
+    (job / "summary_oracle.json").write_text(deep)
+    (view,) = open_jobs([job])
+    assert view.summary() is None
+    readable = len(list(job.glob("*/*/result.json"))) - 1  # all but the nested one
+    assert sum(unrecorded_job_ids(job, "oracle").values()) == readable

@@ -224,7 +224,7 @@ def unrecorded_job_ids(output: Path, model: str) -> dict[tuple[str, str], int]:
             continue
         try:
             value = json.loads(rj.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if not isinstance(value, dict) or model_slug(str(value.get("model"))) != slug:
             continue
@@ -375,7 +375,7 @@ def _summary(output: Path, model: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(spath.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -106,7 +106,7 @@ def _slug(model: str) -> str:
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # (JSON nested past the recursion limit)
         return None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import reprlib
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +84,18 @@ def read_jsonl(path: Path, limit: int = RECORD_LIMIT) -> tuple[list[dict[str, An
 
 
 def pretty(value: Any) -> str:
-    """JSON text of ``value`` indented for reading (strings that hold JSON are parsed first)."""
+    """JSON text of ``value`` indented for reading (strings that hold JSON are parsed first).
+    JSON nested past the interpreter's recursion limit (a model's tool-call arguments 100,000
+    lists deep made the trial's page a traceback) is shown as it came, or cut by ``reprlib``."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):
+        return reprlib.repr(value)
 
 
 # --------------------------------------------------------------------------------------------
