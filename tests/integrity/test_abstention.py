@@ -228,10 +228,14 @@ async def test_a_disk_left_too_full_for_gt_is_the_agents_zero(attack, make_task)
 
 
 SCRATCH_GRADER = """
-import shutil
+import os, shutil
 def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
     shutil.copyfile(workspace_path + "/data.bin", "/tmp/data.bin")  # 40 MiB of scratch
-    return {"overall_score": 1.0}
+    st = os.statvfs("/tmp")
+    kinds = {line.split()[4]: line.split(" - ")[1].split()[0] for line in open(
+        "/proc/self/mountinfo")}
+    return {"overall_score": 1.0, "tmp": kinds.get("/tmp"), "root": kinds.get("/root"),
+            "bytes": st.f_blocks * st.f_frsize, "inodes": st.f_files}
 """
 
 
@@ -269,6 +273,57 @@ async def test_the_graders_scratch_room_is_the_same_with_a_pool_or_without(
     assert result.error is None, result.error
     assert result.score is not None and result.score.score == 1.0
     assert ("clean_room" in result.pooled) is pooled
+    # its room is a tmpfs of the trial disk's size and inode count (no second disk per trial)
+    got = result.score.subscores
+    assert (got["tmp"], got["root"]) == ("tmpfs", "tmpfs")
+    assert got["bytes"] == 96 * 1024**2 and got["inodes"] == 96 * 1024**2 // (32 * 1024)
+
+
+OOM_GRADER = """
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    with open("/tmp/scratch.bin", "wb") as fh:  # 160 MiB of scratch: over the 128 MiB limit
+        for _ in range(160):
+            fh.write(b"x" * 2**20)
+    return {"overall_score": 1.0}
+"""
+
+
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+@pytest.mark.parametrize("pooled", [False, True])
+async def test_a_grader_writing_more_scratch_than_its_memory_limit_is_said_out_of_memory(
+    pooled, scripted_server, make_task, tmp_path
+):
+    # the clean room's /tmp is memory counted in its limit: a grader writing past it is
+    # killed by the kernel, and the error says so (it read "grader crashed: exit code 137")
+    from clawrig.sandbox.bwrap import Cgroup
+    from clawrig.sandbox.pool import WarmPool, pooling_possible
+
+    if pooled and not pooling_possible():
+        pytest.skip("pooling needs root, mke2fs and bwrap")
+    probe = Cgroup(f"clawrig-probe-{tmp_path.name}", 64 * 1024**2, None)
+    counts_kills = probe.oom_kills() is not None
+    probe.remove()
+    if not counts_kills:
+        pytest.skip("no memory cgroup with an oom_kill count here")
+    srv = scripted_server([reply("done")])
+    config = TrialConfig(agent="native", model="scripted/x", memory_mb=128, disk_mb=512)
+    pool = WarmPool(parallel=1, work_dir=tmp_path) if pooled else None
+    try:
+        result, _ = await run_trial(
+            make_task(OOM_GRADER),
+            config,
+            tmp_path / "out",
+            services=TrialServices(model=srv.chat_model(), pool=pool),
+        )
+    finally:
+        if pool is not None:
+            await pool.close()
+    assert ("clean_room" in result.pooled) is pooled
+    assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
+    assert result.score is not None and result.score.score == 0.0
+    assert result.score.details.get("out_of_memory") is True
+    assert result.error.message.startswith("grader killed: out of memory")
+    assert "128 MiB" in result.error.message and "/tmp" in result.error.message
 
 
 @pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")

@@ -360,6 +360,7 @@ async def run_grader(
         seen(PATHS.transcript),
         verdict.path_in(sandbox) if verdict is not None else "",
     ]
+    oom_before = sandbox.oom_kills()
     if clock is not None:
         r = await _exec_kept(sandbox, argv, timeout_s, clock, env)
     else:
@@ -386,6 +387,19 @@ async def run_grader(
     if r.timed_out:
         details["timed_out"] = True
         return failed(f"grader timed out after {timeout_s:g} s")
+    oom_after = sandbox.oom_kills()
+    if r.exit_code != 0 and oom_before is not None and (oom_after or 0) > oom_before:
+        details["out_of_memory"] = True
+        limits = sandbox.config.limits
+        held = (  # a clean room's /tmp, /root and /run/clawrig are memory
+            ", which also holds the files written to /tmp, /root and /run/clawrig"
+            if limits.scratch_in_memory
+            else ""
+        )
+        return failed(
+            "grader killed: out of memory (the sandbox's limit is "
+            f"{(limits.memory_bytes or 0) // 1024**2} MiB{held})"
+        )
     if r.exit_code != 0:
         last = _last_line(r.stderr) or f"exit code {r.exit_code}"
         declared = {_dist_name(req) for req in grader.requirements}

@@ -634,8 +634,8 @@ class Trial:
         self.disk = TrialDisk(self.work, config.disk_mb * 1024**2)
         """The trial's disk: the workspace and the sandbox's own folders live on it."""
         self.clean_room_disk: TrialDisk | None = None
-        """A clean room started without the warm pool: a disk of its own for its folders, as a
-        pooled one has (:meth:`_start_sandbox`)."""
+        """A clean room started without the warm pool: a room of its own for its folders (a
+        tmpfs, ``Limits.scratch_in_memory``), as a pooled one has (:meth:`_start_sandbox`)."""
         self.workspace = self.disk.path / "workspace"
         self.result = TrialResult(
             task_id=task.id,
@@ -1019,6 +1019,11 @@ class Trial:
         ``result.pooled[role]`` says how it was had. Raises SandboxError (OSError: a pooled
         sandbox's mounts failed)."""
         cfg = self._sandbox_config(binds, env)
+        if role == "clean_room":
+            # its /tmp, /root and /run/clawrig on a tmpfs of the trial disk's size, counted in
+            # its memory limit: no second disk per trial (a loop device, an image, its flush)
+            limits = cfg.limits.model_copy(update={"scratch_in_memory": True})
+            cfg = cfg.model_copy(update={"limits": limits})
         if entry is None and self.config.sandbox == "bwrap":  # the clean room
             entry = await self._take_pooled(cfg)
         if entry is not None:
@@ -1035,17 +1040,19 @@ class Trial:
             and self.disk.enforced
             and self.clean_room_disk is None
         ):
-            # its /tmp, /root and /run/clawrig on a fresh disk of the trial's size, not on what
-            # the agent left free of the trial's: the grader's room is the same with a pool or
-            # without (a grader copying a big file to /tmp failed without one, scored 0)
-            self.clean_room_disk = disk = TrialDisk(self.work / "clean-room", self.disk.size_bytes)
+            # its /tmp, /root and /run/clawrig on a fresh room of the trial disk's size, not on
+            # what the agent left free of the trial's: the grader's room is the same with a
+            # pool or without (a grader copying a big file to /tmp failed without one, scored 0)
+            self.clean_room_disk = disk = TrialDisk(
+                self.work / "clean-room", self.disk.size_bytes, in_memory=True
+            )
             # to its end even when cancelled: a mount the thread made after the cancel would
             # stay until the harness's exit (close() releases what it finds enforced)
             await run_to_end(in_thread(disk.mount))
             if disk.enforced:
                 cfg = cfg.model_copy(update={"scratch_dir": disk.path})
             else:
-                self.log(f"clean room: no disk of its own ({disk.problem}): on the trial's")
+                self.log(f"clean room: no room of its own ({disk.problem}): on the trial's")
         box = create_sandbox(self.config.sandbox, cfg)
         self.sandbox = box  # stopped by close() even when cancelled while it starts
         async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):

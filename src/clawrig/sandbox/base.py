@@ -28,6 +28,10 @@ class Limits(BaseModel):
     disk_bytes: the trial's disk (:mod:`clawrig.sandbox.disk`): everything the sandbox can
       write on the host (workspace, /root, /tmp, the writable system) shares this many bytes.
     shm_bytes: the size of /dev/shm, a tmpfs (memory) of its own, with or without cgroups.
+    scratch_in_memory: the disk is a tmpfs of ``disk_bytes`` (its pages count toward
+      ``memory_bytes``, with the processes' own memory) instead of an ext4 image (the clean
+      room's: what a grader writes is small and short-lived, and a tmpfs costs the host no loop
+      device, image or flush; :class:`clawrig.sandbox.disk.TrialDisk`).
     output_bytes: captured stdout/stderr per command; longer output keeps head and tail.
     command_timeout_s: default wall time of one exec.
     trial_timeout_s: wall time of the whole sandbox life; it is stopped after that.
@@ -38,6 +42,7 @@ class Limits(BaseModel):
     max_file_bytes: int | None = 1024**3
     disk_bytes: int | None = 8 * 1024**3
     shm_bytes: int = 64 * 1024**2
+    scratch_in_memory: bool = False
     output_bytes: int = 256 * 1024
     command_timeout_s: float = 600.0
     trial_timeout_s: float | None = None
@@ -163,6 +168,11 @@ class Sandbox(Protocol):
     def limits_enforced(self) -> dict[str, str]:
         """Each limit -> how this backend enforces it (memory, processes, file_size, shm,
         uid)."""
+        ...
+
+    def oom_kills(self) -> int | None:
+        """Processes the kernel has killed for this sandbox's memory limit so far, or None
+        where the backend cannot tell (no memory cgroup, docker)."""
         ...
 
     def path_seen_by_commands(self, path: str) -> str:

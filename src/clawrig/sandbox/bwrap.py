@@ -554,6 +554,22 @@ class Cgroup:
             self.dirs.append(d)
             self.procs_files.append(str(d / "cgroup.procs"))
 
+    def oom_kills(self) -> int | None:
+        """Processes the kernel has killed for the cgroup's memory limit so far (``oom_kill``
+        of cgroup v2's ``memory.events``, or of v1's ``memory.oom_control``, Linux 4.13+); None
+        without a memory cgroup or that count. Source: the kernel's cgroup-v2.rst and
+        cgroup-v1/memory.rst."""
+        if not self.enforces_memory:
+            return None
+        for d in self.dirs:
+            for name in ("memory.events", "memory.oom_control"):
+                with contextlib.suppress(OSError):
+                    for line in (d / name).read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill" and value.strip().isdigit():
+                            return int(value)
+        return None
+
     def kill(self) -> int:
         """SIGKILL every process in the cgroup (the sandbox's, every one of them: its launcher
         joined it before it became bwrap); returns how many were signalled. What bwrap's
@@ -1171,6 +1187,10 @@ class BwrapSandbox(SupervisedSandbox):
             self.base_dir = None
             if self.config.scratch_dir is None:  # else its owner removes it (a trial's disk)
                 await asyncio.to_thread(remove_tree, base)
+
+    def oom_kills(self) -> int | None:
+        """Processes killed for the sandbox's memory limit so far (see the base class)."""
+        return self.cgroup.oom_kills() if self.cgroup is not None else None
 
     @property
     def limits_enforced(self) -> dict[str, str]:

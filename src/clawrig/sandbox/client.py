@@ -735,6 +735,10 @@ class SupervisedSandbox:
         """See :meth:`clawrig.sandbox.base.Sandbox.path_seen_by_commands`: ``path``."""
         return path
 
+    def oom_kills(self) -> int | None:
+        """See :meth:`clawrig.sandbox.base.Sandbox.oom_kills`: None here."""
+        return None
+
     async def _launch(self) -> asyncio.subprocess.Process | PidfdProcess:  # pragma: no cover
         raise NotImplementedError
 

@@ -301,6 +301,15 @@ def mount_ext4(device: str, target: Path) -> None:
     mount(device, target, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, "noinit_itable")
 
 
+def mount_tmpfs(target: Path, size_bytes: int) -> None:
+    """mount(2) a tmpfs at ``target``: ``size_bytes`` (rounded up to pages by the kernel), one
+    inode per :data:`BYTES_PER_INODE` (as a trial disk), mode 0755, ``nosuid,nodev,noatime``.
+    Source: the kernel's ``Documentation/filesystems/tmpfs.rst``. Raises OSError."""
+    inodes = max(1024, size_bytes // BYTES_PER_INODE)
+    flags = MS_NOSUID | MS_NODEV | MS_NOATIME
+    mount("tmpfs", target, "tmpfs", flags, f"size={size_bytes},nr_inodes={inodes},mode=0755")
+
+
 def umount_lazy(target: Path) -> bool:
     """Lazy umount2(2) (``MNT_DETACH``, what ``umount -l`` does, without its process); True
     when something was unmounted there. A loop device ``mount -o loop`` set up (autoclear)
@@ -321,6 +330,8 @@ class TrialDisk:
     """A fixed-size file system at ``<folder>/fs`` (see the module docs).
 
     ``size_bytes``: the disk's size (None or 0: no disk, ``path`` is a plain folder).
+    ``in_memory``: a tmpfs of that size instead (:func:`mount_tmpfs`: a clean room's, whose
+    pages its memory cgroup counts), no image or loop device.
     After :meth:`mount`, :attr:`path` is where the trial's files go and :attr:`enforced` says
     whether the size holds. :meth:`release` unmounts and removes it (idempotent, never raises).
 
@@ -330,9 +341,13 @@ class TrialDisk:
     disk, never in memory.
     """
 
-    def __init__(self, folder: Path, size_bytes: int | None) -> None:
+    def __init__(self, folder: Path, size_bytes: int | None, *, in_memory: bool = False) -> None:
         self.folder = Path(folder)
         self.size_bytes = size_bytes or 0
+        self.in_memory = in_memory
+        """A tmpfs of ``size_bytes`` (and one inode per :data:`BYTES_PER_INODE`), not an ext4
+        image: its pages are charged to the memory cgroup of the process that writes them (a
+        sandbox's: its ``memory_bytes`` bounds them with its processes' own memory)."""
         self.path = self.folder / MOUNT_NAME
         self.image = self.folder / IMAGE_NAME
         self.enforced = False
@@ -359,6 +374,14 @@ class TrialDisk:
         if not can_make_disks():
             self.problem = "needs root with mke2fs (the harness is not root)"
             return self._plain()
+        if self.in_memory:
+            try:
+                mount_tmpfs(self.path, self.size_bytes)
+            except OSError as exc:
+                self.problem = _why(exc)
+                return self._plain()
+            self.enforced = True
+            return self.path
         if in_scratch(self.folder):
             # a new name (the image is made with O_EXCL): the folder's own is unique in its
             # parent, and trial work folders and pool entries have different parents

@@ -21,10 +21,11 @@ environment but the defaults. When a trial takes it (:meth:`PoolEntry.claim`):
 Everything that decides what a sandbox is at its start is the pool's **key**
 (:func:`pool_key`): backend, root file system and warm snapshot layers, writable system,
 network, hostname, the limits bwrap and the cgroup enforce (memory, processes, file size,
-/dev/shm, disk), and the binds' destinations, modes and kinds. A sandbox is taken by exactly
-one trial and never returned: after the trial it is stopped, its disk unmounted and its folder
-removed (:meth:`PoolEntry.release`), so nothing of one trial reaches another. Fresh ones are
-started in the background to refill the key the trial took from.
+/dev/shm, disk and whether it is memory: the clean room's), and the binds' destinations, modes
+and kinds. A sandbox is taken by exactly one trial and never returned: after the trial it is
+stopped, its disk unmounted and its folder removed (:meth:`PoolEntry.release`), so nothing of
+one trial reaches another. Fresh ones are started in the background to refill the key the
+trial took from.
 
 Bounded: :class:`WarmPool` keeps at most ``max_idle`` sandboxes idle or starting (default from
 the job's concurrency, the CPUs and the free memory, :func:`default_size`), and starts at most
@@ -195,6 +196,7 @@ def pool_key(kind: str, config: SandboxConfig) -> tuple[Any, ...] | None:
         lim.max_file_bytes,
         lim.shm_bytes,
         lim.disk_bytes,
+        lim.scratch_in_memory,
         tuple(binds),
     )
 
@@ -420,7 +422,9 @@ class WarmPool:
             id=f"{os.getpid()}-{next(_ids)}",
             key=key,
             folder=folder,
-            disk=TrialDisk(folder, config.limits.disk_bytes),
+            disk=TrialDisk(
+                folder, config.limits.disk_bytes, in_memory=config.limits.scratch_in_memory
+            ),
             threads=self._release_threads,
             removed=self._removed,
             stage_dir=root / "w" / "st" / folder.name,
@@ -449,6 +453,7 @@ class WarmPool:
                         max_processes=lim.max_processes,
                         max_file_bytes=lim.max_file_bytes,
                         disk_bytes=lim.disk_bytes,
+                        scratch_in_memory=lim.scratch_in_memory,
                         shm_bytes=lim.shm_bytes,
                         trial_timeout_s=None,  # armed when a trial takes it
                     ),
