@@ -50,3 +50,8 @@ the harness writes the transcript there after the agent. Less free is the agent'
 MIN_DISK_MB = 2 * DISK_RESERVE_BYTES // 1024**2
 """The smallest trial disk in MiB (``--disk-mb``, 0 aside): twice :data:`DISK_RESERVE_BYTES`;
 smaller, every trial was scored 0 as an agent that filled its disk."""
+DEFAULT_MEMORY_MB = 4096
+"""Each sandbox's memory limit in MiB by default (``--memory-mb``, ``TrialConfig.memory_mb``)."""
+MIN_MEMORY_MB = 64
+MAX_MEMORY_MB = 1024 * 1024
+"""The range ``--memory-mb`` takes (MiB)."""

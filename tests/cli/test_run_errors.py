@@ -204,6 +204,7 @@ def test_malformed_env_file_is_one_line_naming_file_and_line(tmp_path):
         ),
         (["env", "build", "/nonexist.yaml"], "/nonexist.yaml: no such file"),
         (["run", "DEMO", "--disk-mb", "-1"], "Invalid value for '--disk-mb'"),
+        (["run", "DEMO", "--memory-mb", "10"], "Invalid value for '--memory-mb'"),
     ],
 )
 def test_messages_start_with_the_flag_at_fault(args, line, tmp_path):
@@ -750,3 +751,18 @@ def test_a_model_the_server_does_not_have_says_the_right_one_is_another_job(
     assert "404" in last and last.endswith(
         f"; {out} keeps this name's job: with the right -m, choose another --output"
     ), last
+
+
+def test_memory_mb_sets_each_sandboxs_memory_limit(tmp_path):
+    """``--memory-mb`` is the trial config's ``memory_mb`` (a job config could set it, the
+    command line could not: helper-123), recorded in result.json."""
+    import json
+
+    out = tmp_path / "out"
+    r = run(
+        "run", str(REPO / "suites/demo"), "-s", "000015", "--agent", "nop", "--memory-mb", "256",
+        "-o", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (result,) = out.glob("000015/*/result.json")
+    assert json.loads(result.read_text())["config"]["memory_mb"] == 256

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import secrets
 
 import pytest
 from integrity_helpers import tool_outputs
@@ -280,7 +282,11 @@ async def test_the_graders_scratch_room_is_the_same_with_a_pool_or_without(
 
 
 OOM_GRADER = """
+import os, sys
 def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    st = os.statvfs("/tmp")
+    sys.stderr.write("room %d\\n" % (st.f_blocks * st.f_frsize))
+    sys.stderr.flush()
     with open("/tmp/scratch.bin", "wb") as fh:  # 160 MiB of scratch: over the 128 MiB limit
         for _ in range(160):
             fh.write(b"x" * 2**20)
@@ -300,7 +306,7 @@ async def test_a_grader_writing_more_scratch_than_its_memory_limit_is_said_out_o
 
     if pooled and not pooling_possible():
         pytest.skip("pooling needs root, mke2fs and bwrap")
-    probe = Cgroup(f"clawrig-probe-{tmp_path.name}", 64 * 1024**2, None)
+    probe = Cgroup(f"clawrig-probe-{os.getpid()}-{secrets.token_hex(4)}", 64 * 1024**2, None)
     counts_kills = probe.oom_kills() is not None
     probe.remove()
     if not counts_kills:
@@ -322,6 +328,8 @@ async def test_a_grader_writing_more_scratch_than_its_memory_limit_is_said_out_o
     assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
     assert result.score is not None and result.score.score == 0.0
     assert result.score.details.get("out_of_memory") is True
+    # its room is the 512 MiB disk's size cut to the memory limit: what it can ever hold
+    assert f"room {128 * 1024**2}" in result.score.details["stderr"]
     assert result.error.message.startswith("grader killed: out of memory")
     assert "128 MiB" in result.error.message and "/tmp" in result.error.message
 
@@ -547,3 +555,32 @@ async def test_deep_json_a_grader_echoes_leaves_the_trial_scored_and_readable(
     left = depth - (RECORDED_JSON_MAX_DEPTH - 1)
     assert got == '{"a":' * left + "1" + "}" * left
     assert json.loads((folder / "score.json").read_text())["score"] == 0.0
+
+
+FULL_ROOM_GRADER = """
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    with open("/root/scratch.bin", "wb") as fh:  # 80 MiB of scratch in a 64 MiB room
+        for _ in range(80):
+            fh.write(b"x" * 2**20)
+    return {"overall_score": 1.0}
+"""
+
+
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+async def test_a_grader_filling_its_room_is_told_how_big_the_room_is(
+    scripted_server, make_task, tmp_path
+):
+    # helper-123: "No space left on device" named no room and no option; the room is the
+    # trial's --disk-mb (64 MiB here), shared by /tmp, /root and /run/clawrig
+    srv = scripted_server([reply("done")])
+    config = TrialConfig(agent="native", model="scripted/x", disk_mb=64)
+    result, _ = await run_trial(
+        make_task(FULL_ROOM_GRADER),
+        config,
+        tmp_path / "out",
+        services=TrialServices(model=srv.chat_model()),
+    )
+    assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
+    message = result.error.message
+    assert "No space left on device" in message and "hold 64 MiB together" in message, message
+    assert "--disk-mb" in message

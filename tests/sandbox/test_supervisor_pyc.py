@@ -123,6 +123,9 @@ def test_a_precompiled_script_runs_its_code_compiled_here_or_its_source(tmp_path
     assert run.stdout == "ran ['fail'] __main__\n"
     assert 'File "named-runner.py", line 5, in fail' in run.stderr
     assert run.stderr.rstrip().endswith("ValueError: from the source")
+    # the traceback's lines of the script itself are short: not its 3 KB of base64 (or the
+    # source's text), which filled the 4,000 characters of stderr a grader's failure keeps
+    assert max(len(line) for line in run.stderr.splitlines()) < 120, run.stderr
 
 
 def test_the_supervisor_serves_a_trials_requests_without_importing_os(tmp_path: Path) -> None:

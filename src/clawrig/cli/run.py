@@ -15,8 +15,11 @@ import typer
 
 from clawrig.choices import (
     DEFAULT_DISK_MB,
+    DEFAULT_MEMORY_MB,
     MAX_DISK_MB,
+    MAX_MEMORY_MB,
     MAX_WORKERS,
+    MIN_MEMORY_MB,
     Executor,
     GraderMode,
     WebFlag,
@@ -254,9 +257,22 @@ def register(app: typer.Typer) -> None:
                 min=0,
                 max=MAX_DISK_MB,
                 help="Each trial's disk in MiB (workspace, /root, /tmp, a writable system; "
-                "sparse: the host pays for what is written); at least 32, or 0: none of its own.",
+                "sparse: the host pays for what is written); at least 32, or 0: none of its own. "
+                "The grader's /tmp, /root and /run/clawrig in the clean room get a room of this "
+                "size too (memory: at most --memory-mb).",
             ),
         ] = DEFAULT_DISK_MB,
+        memory_mb: Annotated[
+            int,
+            typer.Option(
+                "--memory-mb",
+                min=MIN_MEMORY_MB,
+                max=MAX_MEMORY_MB,
+                help="Each sandbox's memory limit in MiB (a cgroup): its processes, /dev/shm (a "
+                "quarter, at most 256 MiB) and, in the clean room, the files the grader writes "
+                "to /tmp, /root and /run/clawrig.",
+            ),
+        ] = DEFAULT_MEMORY_MB,
         budget_usd: Annotated[
             float | None,
             typer.Option(
@@ -421,6 +437,7 @@ def register(app: typer.Typer) -> None:
                     timeout_multiplier=timeout_multiplier,
                     max_turns=max_turns,
                     disk_mb=disk_mb,
+                    memory_mb=memory_mb,
                     max_cost_usd_per_trial=max_cost_per_trial,
                     max_tokens_per_trial=max_tokens_per_trial,
                     grader=grader,

@@ -500,7 +500,8 @@ def summarize(
 SUMMARY_NOTES = {
     "wildclaw": "sum of scores over ALL selected tasks / task count; an errored or not-run "
     "task counts 0 (WildClawBench's rule)",
-    "overall_score": "sum score / sum max over graded trials without error (DataClawBench's rule)",
+    "overall_score": "sum score / sum max over scored trials, an agent error scoring 0; "
+    "error_count counts the trials an error left unscored (DataClawBench's rule)",
     "mean": "mean with a 95% t interval, over per-task mean scores when a task ran more than "
     "once (unit: task), clipped to [0, 1]",
     "pass": "pass@k and pass^k with success = score >= threshold",

@@ -333,7 +333,9 @@ async def run_grader(
     On failure ``details["blame"]`` says whose it is: ``"task"`` when the grader itself cannot
     run (no grade(), a failure while its module loads, a missing module the task's grader
     requirements name), else ``"agent"`` (grade() crashed, hung, sent no verdict or no score
-    in [0,1] on the end state the agent left)."""
+    in [0,1] on the end state the agent left). A grader that failed while the kernel killed a
+    process of the sandbox for its memory limit (:meth:`Sandbox.oom_kills`) is said so:
+    "grader killed: out of memory", ``details["out_of_memory"]``."""
     grader = task.grader
     if not grader.source:
         return Score(grader="programmatic", error="the task has no programmatic grader")
@@ -360,7 +362,9 @@ async def run_grader(
         seen(PATHS.transcript),
         verdict.path_in(sandbox) if verdict is not None else "",
     ]
-    oom_before = sandbox.oom_kills()
+    # (a plugin backend written before Sandbox.oom_kills may lack it: no count then)
+    oom_kills = getattr(sandbox, "oom_kills", lambda: None)
+    oom_before = oom_kills()
     if clock is not None:
         r = await _exec_kept(sandbox, argv, timeout_s, clock, env)
     else:
@@ -387,10 +391,10 @@ async def run_grader(
     if r.timed_out:
         details["timed_out"] = True
         return failed(f"grader timed out after {timeout_s:g} s")
-    oom_after = sandbox.oom_kills()
+    oom_after = oom_kills()
+    limits = sandbox.config.limits
     if r.exit_code != 0 and oom_before is not None and (oom_after or 0) > oom_before:
         details["out_of_memory"] = True
-        limits = sandbox.config.limits
         held = (  # a clean room's /tmp, /root and /run/clawrig are memory
             ", which also holds the files written to /tmp, /root and /run/clawrig"
             if limits.scratch_in_memory
@@ -402,6 +406,12 @@ async def run_grader(
         )
     if r.exit_code != 0:
         last = _last_line(r.stderr) or f"exit code {r.exit_code}"
+        room = limits.scratch_bytes()
+        if limits.scratch_in_memory and room and "No space left on device" in last:
+            last += (
+                f" (the clean room's /tmp, /root and /run/clawrig hold {room // 1024**2} MiB "
+                "together: the trial's --disk-mb, at most its memory limit)"
+            )
         declared = {_dist_name(req) for req in grader.requirements}
         if verdict is not None:
             # in a clean room only the runner's report on the channel can blame the task

@@ -1044,7 +1044,7 @@ class Trial:
             # what the agent left free of the trial's: the grader's room is the same with a
             # pool or without (a grader copying a big file to /tmp failed without one, scored 0)
             self.clean_room_disk = disk = TrialDisk(
-                self.work / "clean-room", self.disk.size_bytes, in_memory=True
+                self.work / "clean-room", cfg.limits.scratch_bytes(), in_memory=True
             )
             # to its end even when cancelled: a mount the thread made after the cancel would
             # stay until the harness's exit (close() releases what it finds enforced)
@@ -1573,7 +1573,7 @@ class Trial:
         result = self.result
         if result.error is not None:
             self.log(
-                f"trial ended with a {result.error.kind} error in phase {result.error.phase}: "
+                f"trial ended with an error ({result.error.kind}) in phase {result.error.phase}: "
                 f"{result.error.message}"
             )
         result.timings = {k: round(v, 6) for k, v in self.timings.items()}

@@ -50,6 +50,14 @@ class Limits(BaseModel):
     """How long the supervisor may take to answer a request (beyond an exec's own timeout)
     before the sandbox counts as gone (e.g. its supervisor was stopped with SIGSTOP)."""
 
+    def scratch_bytes(self) -> int | None:
+        """The size of the sandbox's disk in bytes: ``disk_bytes``, at most ``memory_bytes``
+        when it is memory (``scratch_in_memory``: its files can never hold more, and its free
+        space then says so to a program that looks); None: no disk."""
+        if self.scratch_in_memory and self.disk_bytes and self.memory_bytes:
+            return min(self.disk_bytes, self.memory_bytes)
+        return self.disk_bytes
+
 
 class Bind(BaseModel):
     """A host path made visible inside the sandbox at ``dest``."""

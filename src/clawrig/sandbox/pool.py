@@ -423,7 +423,7 @@ class WarmPool:
             key=key,
             folder=folder,
             disk=TrialDisk(
-                folder, config.limits.disk_bytes, in_memory=config.limits.scratch_in_memory
+                folder, config.limits.scratch_bytes(), in_memory=config.limits.scratch_in_memory
             ),
             threads=self._release_threads,
             removed=self._removed,

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from clawrig.choices import (
     DEFAULT_DISK_MB,
+    DEFAULT_MEMORY_MB,
     MAX_WORKERS,
     Executor,
     GraderMode,
@@ -60,7 +61,7 @@ class TrialConfig(BaseModel):
     (:mod:`clawrig.egress.policy`)."""
     setup_network: str = "registries"
     """The egress policy while skills are copied and the warmup runs."""
-    memory_mb: int = 4096
+    memory_mb: int = DEFAULT_MEMORY_MB
     max_processes: int = 512
     disk_mb: int = DEFAULT_DISK_MB
     """The trial's disk in MiB (:mod:`clawrig.sandbox.disk`): workspace, /root, /tmp and the
