@@ -584,3 +584,75 @@ async def test_a_grader_filling_its_room_is_told_how_big_the_room_is(
     message = result.error.message
     assert "No space left on device" in message and "hold 64 MiB together" in message, message
     assert "--disk-mb" in message
+
+
+COPY_GRADER = """
+import os, shutil
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    shutil.copytree(workspace_path, "/tmp/ws_copy")  # a common grader's first step
+    kind = [line.split(" - ")[1].split()[0] for line in open("/proc/self/mountinfo")
+            if line.split()[4] == "/tmp"]
+    return {"overall_score": 1.0, "tmp": kind[0]}
+"""
+
+
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+@pytest.mark.parametrize("pooled", [False, True])
+async def test_a_grader_copying_a_big_end_state_has_a_disk_for_it(
+    pooled, scripted_server, make_task, tmp_path
+):
+    # helper-122: a legitimate 300 MiB result (the disk holds 512 MiB) copied to /tmp by the
+    # grader was killed at the 256 MiB memory limit once the room was memory, the agent's 0;
+    # an end state over a quarter of the memory limit keeps the room a disk of its own
+    from clawrig.sandbox.pool import WarmPool, pooling_possible
+
+    if pooled and not pooling_possible():
+        pytest.skip("pooling needs root, mke2fs and bwrap")
+    leave = "head -c $((300 * 1024 * 1024)) /dev/zero > big.bin"
+    srv = scripted_server([reply(tool_calls=[call("exec", {"command": leave})]), reply("done")])
+    config = TrialConfig(agent="native", model="scripted/x", memory_mb=256, disk_mb=512)
+    pool = WarmPool(parallel=1, work_dir=tmp_path) if pooled else None
+    try:
+        result, _ = await run_trial(
+            make_task(COPY_GRADER),
+            config,
+            tmp_path / "out",
+            services=TrialServices(model=srv.chat_model(), pool=pool),
+        )
+    finally:
+        if pool is not None:
+            await pool.close()
+    assert result.error is None, result.error
+    assert result.score is not None and result.score.score == 1.0
+    assert result.score.subscores["tmp"] == "ext4"
+    assert "clean_room" not in result.pooled  # started for it: the pool's rooms are memory
+
+
+MISSING_MODULE_AFTER_AN_OOM_GRADER = """
+import subprocess, sys
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    # a helper the grader runs is killed for the memory limit; the grader itself goes on and
+    # fails on a module the task needs and the system lacks: the task's fault, not the agent's
+    subprocess.run([sys.executable, "-c", "b = bytearray(400 << 20)"])
+    import yamlx_not_installed  # noqa: F401
+    return {"overall_score": 1.0}
+"""
+
+
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+async def test_an_out_of_memory_helper_does_not_hide_the_graders_own_failure(
+    scripted_server, make_task, tmp_path
+):
+    # helper-122: any kill for the memory limit while the grader ran was "grader killed: out
+    # of memory", the agent's 0, even when the grader exited on its own with a task bug
+    srv = scripted_server([reply("done")])
+    config = TrialConfig(agent="native", model="scripted/x", memory_mb=256, disk_mb=512)
+    result, _ = await run_trial(
+        make_task(MISSING_MODULE_AFTER_AN_OOM_GRADER),
+        config,
+        tmp_path / "out",
+        services=TrialServices(model=srv.chat_model()),
+    )
+    assert result.error is not None and result.error.kind == ErrorKind.GRADING, result.error
+    assert "yamlx_not_installed" in result.error.message
+    assert "out of memory" not in result.error.message

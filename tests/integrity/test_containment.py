@@ -249,6 +249,23 @@ def test_a_note_when_trials_at_once_could_fill_the_hosts_disk(tmp_path):
     assert note_disk_space(tasks, small) == []
 
 
+def test_a_note_when_trials_at_once_could_use_more_memory_than_the_host_has(tmp_path):
+    from clawrig.runner.preflight import note_memory
+
+    tasks = load_tasks(write_bench(tmp_path / "bench", 4))
+    total_mib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 1024**2
+    over = JobConfig(
+        suite_path=tmp_path, parallel=4, trial=TrialConfig(memory_mb=total_mib // 4 + 64)
+    )
+    [note] = note_memory(tasks, over)
+    assert note.startswith(f"4 trials at once with a {total_mib // 4 + 64} MiB memory limit")
+    assert "--memory-mb" in note
+    under = over.model_copy(update={"trial": TrialConfig(memory_mb=total_mib // 4 - 64)})
+    assert note_memory(tasks, under) == []
+    one = over.model_copy(update={"parallel": 1})  # one trial: its own limit is the cap
+    assert note_memory(tasks, one) == []
+
+
 async def test_waiting_on_the_harness_moves_the_phase_deadlines():
     # a phase deadline (0.5 s) while the trial waits 1 s for a grading slot another trial
     # holds: the wait is the harness's, so the deadline moves and the phase finishes

@@ -240,3 +240,61 @@ def test_a_disk_the_fallback_mounted_or_released_twice_gives_no_image_away(monke
         assert Path(_backing(_loop_of(c.path))) == c.image
     finally:
         c.release()
+
+
+def test_a_room_in_memory_holds_its_size_and_inodes_and_leaves_no_mount(tmp_path):
+    """``in_memory`` (the clean room's own folders): a tmpfs of the size with one inode per
+    BYTES_PER_INODE, ENOSPC past it, and nothing mounted or left after release."""
+    disk = TrialDisk(tmp_path / "room", SIZE, in_memory=True)
+    path = disk.mount()
+    assert disk.enforced
+    st = os.statvfs(path)
+    assert st.f_blocks * st.f_frsize == SIZE
+    assert st.f_files == max(1024, SIZE // BYTES_PER_INODE)
+    kind = [line.split(" - ")[1].split()[0] for line in Path("/proc/self/mountinfo").open()
+            if line.split()[4] == str(path)]  # fmt: skip
+    assert kind == ["tmpfs"]
+    assert SIZE - 1024**2 <= _fill(path) <= SIZE  # then ENOSPC (_fill checks)
+    disk.release()
+    assert not os.path.ismount(path) and not path.exists()
+
+
+@pytest.mark.sandbox
+def test_the_supervisor_killed_for_the_memory_limit_says_out_of_memory(tmp_path):
+    """A sandbox whose room is memory, filled past its memory limit by a command: the kernel
+    kills the biggest process, often the supervisor (tmpfs pages count toward no process), and
+    the sandbox's death says out of memory (helper-122: "supervisor exited (no message)")."""
+    import asyncio
+
+    from clawrig.errors import SandboxDied
+    from clawrig.sandbox import create_sandbox
+    from clawrig.sandbox.base import Limits, SandboxConfig
+
+    room = TrialDisk(tmp_path / "room", 8 * SIZE, in_memory=True)
+    room.mount()
+    (tmp_path / "ws").mkdir()
+    limits = Limits(memory_bytes=SIZE, disk_bytes=8 * SIZE, scratch_in_memory=True)
+    config = SandboxConfig(workspace_dir=tmp_path / "ws", scratch_dir=room.path, limits=limits)
+
+    async def fill() -> str:
+        box = create_sandbox("bwrap", config)
+        await box.start()
+        try:
+            fill = f"head -c {4 * SIZE} /dev/zero > /tmp/fill"
+            r = await box.exec(["sh", "-c", fill], timeout_s=60)
+            kills = box.oom_kills()
+            return f"exit {r.exit_code}, {kills} killed"
+        except SandboxDied as exc:
+            return str(exc)
+        finally:
+            await box.stop()
+
+    try:
+        said = asyncio.run(fill())
+    finally:
+        room.release()
+    if said.startswith("exit"):  # the kernel took the command instead: counted all the same
+        assert said.endswith(("1 killed", "2 killed")) and "exit -9" in said, said
+    else:
+        assert said.startswith("supervisor exited"), said
+        assert "out of memory (the kernel killed" in said and "64 MiB" in said, said

@@ -393,7 +393,8 @@ async def run_grader(
         return failed(f"grader timed out after {timeout_s:g} s")
     oom_after = oom_kills()
     limits = sandbox.config.limits
-    if r.exit_code != 0 and oom_before is not None and (oom_after or 0) > oom_before:
+    killed = r.exit_code in (-9, 128 + 9)  # SIGKILL: the kernel's, for the memory limit
+    if killed and oom_before is not None and (oom_after or 0) > oom_before:
         details["out_of_memory"] = True
         held = (  # a clean room's /tmp, /root and /run/clawrig are memory
             ", which also holds the files written to /tmp, /root and /run/clawrig"

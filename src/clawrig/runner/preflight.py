@@ -371,6 +371,31 @@ def note_disk_space(tasks: list[Task], config: JobConfig) -> list[str]:
     ]
 
 
+def note_memory(tasks: list[Task], config: JobConfig) -> list[str]:
+    """A note when the trials running at once could use more memory than the host has: each
+    sandbox's limit (``TrialConfig.memory_mb``) is a cap, not a reservation, and what graders
+    write to the clean room's /tmp is memory no process's size shows (helper-122), so a host
+    they overfill has its out-of-memory killer pick some other process, the harness perhaps."""
+    limit = config.trial.memory_mb * 1024**2
+    if not limit or not tasks:
+        return []
+    at_once = max(1, min(config.parallel, len(tasks) * config.runs))
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return []
+    if at_once * limit <= total:
+        return []
+    from clawrig.sizes import format_bytes
+
+    return [
+        f"{at_once} trials at once with a {config.trial.memory_mb} MiB memory limit each could "
+        f"use {format_bytes(at_once * limit)}, more than this machine's {format_bytes(total)}: "
+        "lower --parallel or --memory-mb if agents or graders may fill theirs (a grader's "
+        "/tmp is memory)"
+    ]
+
+
 def _fidelity_checks() -> tuple[list[Check], list[Check]]:
     from clawrig.runner import fidelity_checks as fc
 
@@ -398,6 +423,7 @@ CHECKS: list[Check] = [
 NOTES: list[Check] = [
     *_FIDELITY_NOTES,
     note_disk_space,
+    note_memory,
     note_resume_new,
     note_model_unused,
     note_replay_unused,

@@ -456,6 +456,9 @@ the results folder copied out."""
 JUDGE_S = 300.0
 """Seconds the grading phase may run past the grader's own limit (judge calls, process
 metrics)."""
+ROOM_IN_MEMORY_SHARE = 4
+"""The clean room's own folders are memory (a tmpfs) when the end state is at most this
+fraction (1/4) of the memory limit, else a disk of their own (:meth:`Trial._room_in_memory`)."""
 
 
 @dataclass(frozen=True)
@@ -1019,13 +1022,15 @@ class Trial:
         ``result.pooled[role]`` says how it was had. Raises SandboxError (OSError: a pooled
         sandbox's mounts failed)."""
         cfg = self._sandbox_config(binds, env)
-        if role == "clean_room":
-            # its /tmp, /root and /run/clawrig on a tmpfs of the trial disk's size, counted in
-            # its memory limit: no second disk per trial (a loop device, an image, its flush)
+        in_memory = role == "clean_room" and self._room_in_memory(cfg.limits)
+        if in_memory:
+            # its /tmp, /root and /run/clawrig on a tmpfs of the trial disk's size (at most the
+            # memory limit), counted in its memory limit: no second disk per trial (a loop
+            # device, an image, its flush)
             limits = cfg.limits.model_copy(update={"scratch_in_memory": True})
             cfg = cfg.model_copy(update={"limits": limits})
-        if entry is None and self.config.sandbox == "bwrap":  # the clean room
-            entry = await self._take_pooled(cfg)
+        if entry is None and self.config.sandbox == "bwrap" and (in_memory or role != "clean_room"):
+            entry = await self._take_pooled(cfg)  # the clean room (a room on disk: started)
         if entry is not None:
             self.sandbox = entry.box
             os.chmod(self.work, 0o700)  # a pooled sandbox's root is the host's root
@@ -1044,7 +1049,7 @@ class Trial:
             # what the agent left free of the trial's: the grader's room is the same with a
             # pool or without (a grader copying a big file to /tmp failed without one, scored 0)
             self.clean_room_disk = disk = TrialDisk(
-                self.work / "clean-room", cfg.limits.scratch_bytes(), in_memory=True
+                self.work / "clean-room", cfg.limits.scratch_bytes(), in_memory=in_memory
             )
             # to its end even when cancelled: a mount the thread made after the cancel would
             # stay until the harness's exit (close() releases what it finds enforced)
@@ -1062,6 +1067,21 @@ class Trial:
             # (a setuid program the agent made, gt/ once injected)
             os.chmod(self.work, 0o700)
         return box
+
+    def _room_in_memory(self, limits: Limits) -> bool:
+        """True when the clean room's own folders are to be a tmpfs (``scratch_in_memory``)
+        rather than a disk of their own: the trial has a disk and a memory limit, and the end
+        state (the workspace the grader gets, perhaps to copy) is at most
+        1/:data:`ROOM_IN_MEMORY_SHARE` of that limit, so a grader copying it has room to
+        spare in memory; a bigger one keeps the room a disk of the trial disk's size (helper-122:
+        a 300 MiB result copied to /tmp under a 256 MiB limit scored 0)."""
+        if not (self.disk.enforced and limits.disk_bytes and limits.memory_bytes):
+            return False
+        if self.end_state is not None:
+            held = self.end_state.bytes
+        else:  # re-grading and verify: the recorded end state laid out on the trial's disk
+            held = self.disk.usage()[0]
+        return held <= limits.memory_bytes // ROOM_IN_MEMORY_SHARE
 
     async def _stop_sandbox(self) -> None:
         """Stop the current sandbox: every process in it ends (errors ignored)."""

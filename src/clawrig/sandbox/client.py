@@ -907,6 +907,12 @@ class SupervisedSandbox:
         finally:
             if not self._stopped and self._died is None:
                 self._died = f"supervisor exited ({self._stderr_text() or 'no message'})"
+                if oom := self.oom_kills():  # the kernel's choice can be the supervisor too
+                    limit = (self.config.limits.memory_bytes or 0) // 1024**2
+                    self._died += (
+                        f": out of memory (the kernel killed {oom} process(es) for the "
+                        f"sandbox's limit of {limit} MiB)"
+                    )
                 self._supervisor_gone()
             for fut in self._pending.values():
                 if not fut.done():
