@@ -229,6 +229,27 @@ async def test_a_disk_left_too_full_for_gt_is_the_agents_zero(attack, make_task)
     assert result.error is not None and "disk (96 MiB) is full" in result.error.message
 
 
+async def _trial(srv, task, config, tmp_path, *, pooled: bool):
+    """One trial of ``task`` under ``config`` with the scripted model ``srv`` (its folder under
+    ``tmp_path/out``), its sandboxes from a warm pool of its own when ``pooled``."""
+    from clawrig.sandbox.pool import WarmPool, pooling_possible
+
+    if pooled and not pooling_possible():
+        pytest.skip("pooling needs root, mke2fs and bwrap")
+    pool = WarmPool(parallel=1, work_dir=tmp_path) if pooled else None
+    try:
+        result, _ = await run_trial(
+            task,
+            config,
+            tmp_path / "out",
+            services=TrialServices(model=srv.chat_model(), pool=pool),
+        )
+    finally:
+        if pool is not None:
+            await pool.close()
+    return result
+
+
 SCRATCH_GRADER = """
 import os, shutil
 def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
@@ -250,10 +271,6 @@ async def test_the_graders_scratch_room_is_the_same_with_a_pool_or_without(
     # grader copies the file to /tmp. A clean room started without a pool had its /tmp on the
     # trial's disk (what the agent left free): ENOSPC, the grader crashed, the agent's 0; a
     # pooled one has a disk of its own: 1.0 (helper-113: one end state, two scores)
-    from clawrig.sandbox.pool import WarmPool, pooling_possible
-
-    if pooled and not pooling_possible():
-        pytest.skip("pooling needs root, mke2fs and bwrap")
     leave = (
         'head -c $((40 * 1024 * 1024)) /dev/urandom > data.bin && python3 -c "import os; '
         "st = os.statvfs('/tmp'); open('/tmp/fill', 'wb').write(b'z' * (st.f_bavail * "
@@ -261,17 +278,7 @@ async def test_the_graders_scratch_room_is_the_same_with_a_pool_or_without(
     )
     srv = scripted_server([reply(tool_calls=[call("exec", {"command": leave})]), reply("done")])
     config = TrialConfig(agent="native", model="scripted/x", disk_mb=96)
-    pool = WarmPool(parallel=1, work_dir=tmp_path) if pooled else None
-    try:
-        result, _ = await run_trial(
-            make_task(SCRATCH_GRADER),
-            config,
-            tmp_path / "out",
-            services=TrialServices(model=srv.chat_model(), pool=pool),
-        )
-    finally:
-        if pool is not None:
-            await pool.close()
+    result = await _trial(srv, make_task(SCRATCH_GRADER), config, tmp_path, pooled=pooled)
     assert result.error is None, result.error
     assert result.score is not None and result.score.score == 1.0
     assert ("clean_room" in result.pooled) is pooled
@@ -302,10 +309,7 @@ async def test_a_grader_writing_more_scratch_than_its_memory_limit_is_said_out_o
     # the clean room's /tmp is memory counted in its limit: a grader writing past it is
     # killed by the kernel, and the error says so (it read "grader crashed: exit code 137")
     from clawrig.sandbox.bwrap import Cgroup
-    from clawrig.sandbox.pool import WarmPool, pooling_possible
 
-    if pooled and not pooling_possible():
-        pytest.skip("pooling needs root, mke2fs and bwrap")
     probe = Cgroup(f"clawrig-probe-{os.getpid()}-{secrets.token_hex(4)}", 64 * 1024**2, None)
     counts_kills = probe.oom_kills() is not None
     probe.remove()
@@ -313,17 +317,7 @@ async def test_a_grader_writing_more_scratch_than_its_memory_limit_is_said_out_o
         pytest.skip("no memory cgroup with an oom_kill count here")
     srv = scripted_server([reply("done")])
     config = TrialConfig(agent="native", model="scripted/x", memory_mb=128, disk_mb=512)
-    pool = WarmPool(parallel=1, work_dir=tmp_path) if pooled else None
-    try:
-        result, _ = await run_trial(
-            make_task(OOM_GRADER),
-            config,
-            tmp_path / "out",
-            services=TrialServices(model=srv.chat_model(), pool=pool),
-        )
-    finally:
-        if pool is not None:
-            await pool.close()
+    result = await _trial(srv, make_task(OOM_GRADER), config, tmp_path, pooled=pooled)
     assert ("clean_room" in result.pooled) is pooled
     assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
     assert result.score is not None and result.score.score == 0.0
@@ -574,12 +568,7 @@ async def test_a_grader_filling_its_room_is_told_how_big_the_room_is(
     # trial's --disk-mb (64 MiB here), shared by /tmp, /root and /run/clawrig
     srv = scripted_server([reply("done")])
     config = TrialConfig(agent="native", model="scripted/x", disk_mb=64)
-    result, _ = await run_trial(
-        make_task(FULL_ROOM_GRADER),
-        config,
-        tmp_path / "out",
-        services=TrialServices(model=srv.chat_model()),
-    )
+    result = await _trial(srv, make_task(FULL_ROOM_GRADER), config, tmp_path, pooled=False)
     assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
     message = result.error.message
     assert "No space left on device" in message and "hold 64 MiB together" in message, message
@@ -604,24 +593,10 @@ async def test_a_grader_copying_a_big_end_state_has_a_disk_for_it(
     # helper-122: a legitimate 300 MiB result (the disk holds 512 MiB) copied to /tmp by the
     # grader was killed at the 256 MiB memory limit once the room was memory, the agent's 0;
     # an end state over a quarter of the memory limit keeps the room a disk of its own
-    from clawrig.sandbox.pool import WarmPool, pooling_possible
-
-    if pooled and not pooling_possible():
-        pytest.skip("pooling needs root, mke2fs and bwrap")
     leave = "head -c $((300 * 1024 * 1024)) /dev/zero > big.bin"
     srv = scripted_server([reply(tool_calls=[call("exec", {"command": leave})]), reply("done")])
     config = TrialConfig(agent="native", model="scripted/x", memory_mb=256, disk_mb=512)
-    pool = WarmPool(parallel=1, work_dir=tmp_path) if pooled else None
-    try:
-        result, _ = await run_trial(
-            make_task(COPY_GRADER),
-            config,
-            tmp_path / "out",
-            services=TrialServices(model=srv.chat_model(), pool=pool),
-        )
-    finally:
-        if pool is not None:
-            await pool.close()
+    result = await _trial(srv, make_task(COPY_GRADER), config, tmp_path, pooled=pooled)
     assert result.error is None, result.error
     assert result.score is not None and result.score.score == 1.0
     assert result.score.subscores["tmp"] == "ext4"
@@ -647,11 +622,8 @@ async def test_an_out_of_memory_helper_does_not_hide_the_graders_own_failure(
     # of memory", the agent's 0, even when the grader exited on its own with a task bug
     srv = scripted_server([reply("done")])
     config = TrialConfig(agent="native", model="scripted/x", memory_mb=256, disk_mb=512)
-    result, _ = await run_trial(
-        make_task(MISSING_MODULE_AFTER_AN_OOM_GRADER),
-        config,
-        tmp_path / "out",
-        services=TrialServices(model=srv.chat_model()),
+    result = await _trial(
+        srv, make_task(MISSING_MODULE_AFTER_AN_OOM_GRADER), config, tmp_path, pooled=False
     )
     assert result.error is not None and result.error.kind == ErrorKind.GRADING, result.error
     assert "yamlx_not_installed" in result.error.message
