@@ -766,3 +766,35 @@ def test_memory_mb_sets_each_sandboxs_memory_limit(tmp_path):
     assert r.returncode == 0, r.stderr
     (result,) = out.glob("000015/*/result.json")
     assert json.loads(result.read_text())["config"]["memory_mb"] == 256
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["run", "DEMO", "-s", "000015", "--agent", "oracle"], 0),  # the job's own code
+        (["tasks", "list", "DEMO"], 0),
+    ],
+)
+def test_a_closed_pipe_on_stdout_keeps_the_commands_exit_code(args, code, tmp_path):
+    """`clawrig run ... | head -1`: the reader goes before the end-of-job table; the job's
+    summary is written and the exit code is the job's (rich's default exited 1, read as a
+    trial left unscored), with no traceback."""
+    args = [str(REPO / "suites/demo") if a == "DEMO" else a for a in args]
+    out = ["-o", str(tmp_path / "out")] if args[0] == "run" else []
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # no reader from the start
+    try:
+        r = subprocess.run(
+            [CLAWRIG, *args, *out],
+            cwd=tmp_path,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert r.returncode == code, r.stderr
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+    if args[0] == "run":
+        assert (tmp_path / "out" / "summary_oracle.json").is_file()

@@ -503,6 +503,35 @@ def test_grade_write_recomputes_the_job_summary_and_the_viewer_index(demo_oracle
     assert json.loads((trial / "score.json").read_text())["score"] == 0.0
 
 
+def test_grade_write_reads_only_the_jobs_own_trials_once_each(demo_oracle_job, tmp_path):
+    """helper-121: a summary row listed twice was counted twice by `grade --write`, and a row
+    whose trial path led out of the job made it read that folder's result.json."""
+    job = tmp_path / "job"
+    shutil.copytree(demo_oracle_job, job)
+    (trial,) = (job / "000015").iterdir()
+    (summary_file,) = job.glob("summary_*.json")
+    summary = json.loads(summary_file.read_text())
+    rows = summary["tasks"]
+    summary["tasks"] = rows + [rows[0]]  # the first row twice
+    summary_file.write_text(json.dumps(summary))
+    r = _grade(str(trial), "--write")
+    assert "summary recomputed" in r.stdout.replace("\n", ""), r.stdout + r.stderr
+    after = json.loads(summary_file.read_text())
+    assert len(after["tasks"]) == len(rows)  # once each
+    assert after["mean"]["n"] == len(rows)
+    # a row leading out of the job: refused by name, the summary left as it was
+    outside = tmp_path / "elsewhere" / "t"
+    shutil.copytree(trial, outside)
+    after["tasks"][1]["trial"] = "../elsewhere/t"
+    summary_file.write_text(json.dumps(after))
+    before = summary_file.read_text()
+    r = _grade(str(trial), "--write")
+    said = r.stderr.replace("\n", "")
+    assert r.returncode == 1 and "summary not recomputed: " in said, r.stdout + r.stderr
+    assert "tasks[1].trial '../elsewhere/t' is not a trial folder of this job" in said
+    assert "Traceback" not in r.stderr and summary_file.read_text() == before
+
+
 async def test_a_replay_miss_is_reported_and_a_live_judge_answers_it(
     scripted_server, even_responder, tmp_path
 ):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -42,14 +43,28 @@ FLAG = ""
 """metavar for on/off flags: they take no value, so --help shows none (not ``<bool>``)."""
 
 
+def _new_console(**options: Any) -> Console:
+    """A rich console (``options``: rich's) whose pipe's reader may go away: the rest of its
+    output is dropped and the command goes on to its own exit code (``clawrig run | head``
+    exited 1 after the job, rich's default, which reads as "some trial left unscored")."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.file.fileno())
+            os.close(devnull)
+
+    return _Console(**options)
+
+
 def _console(name: str) -> Console:
     """``console`` (stdout) or ``err_console`` (stderr): a rich console made on first use, so
     a command that prints nothing through rich (``clawrig version``) never imports rich."""
     made = globals().get(name)
     if made is None:
-        from rich.console import Console
-
-        made = globals()[name] = Console(stderr=name == "err_console")
+        made = globals()[name] = _new_console(stderr=name == "err_console")
     return made
 
 
@@ -67,10 +82,9 @@ _click_errors = sys.modules[typer.BadParameter.__module__]
 def stdout_console() -> Console:
     """The stdout console; a wide one when stdout is not a terminal (a file, a pipe), so task
     ids and trial folders in tables are never cut or wrapped."""
-    from rich.console import Console
 
     out = _console("console")
-    return out if out.is_terminal else Console(width=240, soft_wrap=False)
+    return out if out.is_terminal else _new_console(width=240, soft_wrap=False)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -169,6 +183,11 @@ def run_guarded(app: Callable[..., object]) -> int:
     except ClawrigError as exc:
         _error_line(str(exc))
         return 1
+    except BrokenPipeError:  # a plain write to a pipe whose reader went: as SIGPIPE would end it
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # (the exit's flush must not fail again)
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
     # non-standalone click returns an Exit's code (typer.Exit(n)) or the command's own value
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 

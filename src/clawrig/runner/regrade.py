@@ -29,7 +29,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -43,6 +43,9 @@ from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, Score, ScoreFile, TrialError, TrialResult
+
+if TYPE_CHECKING:
+    from clawrig.spec.summary import JobSummary
 from clawrig.tasks.registry import load_tasks
 
 
@@ -183,6 +186,23 @@ def _task_of(trial: TrialResult, folder: Path) -> Task:
     return tasks[0]
 
 
+def _listed_trials(path: Path, summary: JobSummary) -> list[str]:
+    """The trial folders ``summary`` (read from ``path``) lists, each once, in its order: a
+    row's ``trial`` is ``<task folder>/<trial folder>`` inside the job. Raises UserError
+    naming the row for any other path (a hand-edited summary made ``grade --write`` read a
+    result.json outside the job: helper-121); a row listed twice was counted twice."""
+    listed: dict[str, None] = {}
+    for i, row in enumerate(summary.tasks):
+        parts = row.trial.split("/")
+        if len(parts) != 2 or any(part in ("", ".", "..") for part in parts):
+            raise UserError(
+                f"{path}: tasks[{i}].trial {row.trial!r} is not a trial folder of this job "
+                "(<task folder>/<trial folder>)"
+            )
+        listed.setdefault(row.trial, None)
+    return list(listed)
+
+
 def refresh_job_summary(trial_folder: Path) -> Path | None:
     """Recompute the summary of the job folder that holds ``trial_folder``
     (``<job>/<task_id>/<trial>``) from the result.json of every trial it lists
@@ -209,7 +229,7 @@ def refresh_job_summary(trial_folder: Path) -> Path | None:
             raise UserError(f"{path}: not a readable summary ({exc.__class__.__name__})") from None
         if not any(row.trial == rel for row in summary.tasks):
             continue
-        results = [load_trial(job.root / row.trial) for row in summary.tasks]
+        results = [load_trial(job.root / trial) for trial in _listed_trials(path, summary)]
         spend = recorded_spend(job.root, summary.job_id, results) if summary.job_id else None
         fresh = rescore_summary(summary, results, spend).model_copy(
             update={"regraded_at": dt.datetime.now(dt.UTC).isoformat()}
