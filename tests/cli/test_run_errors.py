@@ -342,9 +342,15 @@ def test_a_finished_job_resumed_with_other_tasks_is_refused(tmp_path):
     first = run("run", str(both), "--agent", "oracle", "-o", str(out), cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-1500:]
     before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    # a copy whose evaluator of 000015 was edited: the trial's recorded task digest differs
+    # (helper-121: compared by id only, it was accepted)
+    edited = _demo_samples(tmp_path / "edited", {"000015", "000001"})
+    (evaluator,) = edited.glob("evaluators/*000015*.py")
+    evaluator.write_text(evaluator.read_text() + "\n# edited after the job ran\n")
     cases = (
         (one, "1 task(s) of the finished job are not in the suite now (000001)"),
         (REPO / "suites/demo", "8 task(s) are not the finished job's"),
+        (edited, "1 task(s) differ from those the finished job ran (000015)"),
     )
     for suite, said in cases:
         r = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
@@ -355,6 +361,14 @@ def test_a_finished_job_resumed_with_other_tasks_is_refused(tmp_path):
     again = run("run", str(both), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
     assert again.returncode == 0 and "nothing to run" in again.stdout + again.stderr
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+    # re-grading says when the task read now is not the one the trial ran
+    r = run("grade", str(out), cwd=tmp_path)
+    assert "changed since the trial ran" not in r.stdout, r.stdout
+    (evaluator,) = both.glob("evaluators/*000015*.py")
+    evaluator.write_text(evaluator.read_text() + "\n# edited after the job ran\n")
+    r = run("grade", str(out), cwd=tmp_path)
+    lines = [ln for ln in r.stdout.splitlines() if "changed since the trial ran" in ln]
+    assert len(lines) == 1 and lines[0].startswith("task 000015 changed"), r.stdout
 
 
 def test_trials_of_a_model_of_the_same_file_name_count_as_its_job(tmp_path):

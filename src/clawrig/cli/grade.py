@@ -239,6 +239,8 @@ def register(app: typer.Typer) -> None:
                 highlight=False,
                 soft_wrap=True,
             )
+            if report.task_changed:
+                console.print(report.task_changed, highlight=False, soft_wrap=True)
             if report.score_file and not report.written:
                 console.print(report.score_file, highlight=False, soft_wrap=True)
             if report.replay_misses:

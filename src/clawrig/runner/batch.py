@@ -423,16 +423,31 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
         agent=agent if isinstance(agent, str) else job.trial.agent,
         settings=settings,
         replay=replayed if isinstance(replayed, str) and replayed else None,
-        task_digests=_summary_task_ids(value),
+        task_digests=_summary_task_ids(value, job.output),
     )
 
 
-def _summary_task_ids(summary: dict[str, Any]) -> dict[str, str]:
-    """Task id -> "" for every task a job's summary lists, run or not (``tasks``, ``unrun``):
-    a summary holds no digests, so :func:`changed_tasks_problem` compares them by id."""
+def _summary_task_ids(summary: dict[str, Any], output: Path | None = None) -> dict[str, str]:
+    """Task id -> digest for every task a job's summary lists, run or not (``tasks``,
+    ``unrun``): a summary holds no digests, so a run task's is its trial's ``task_digest``
+    (the row's result.json in ``output``, read when given), else "" and
+    :func:`changed_tasks_problem` compares that task by id."""
     lists = [summary.get(key) for key in ("tasks", "unrun")]
     rows = [r for rs in lists if isinstance(rs, list) for r in rs if isinstance(r, dict)]
-    return {r["task_id"]: "" for r in rows if isinstance(r.get("task_id"), str)}
+    ids = {r["task_id"]: "" for r in rows if isinstance(r.get("task_id"), str)}
+    for row in rows if output is not None else []:
+        trial, task_id = row.get("trial"), row.get("task_id")
+        if ids.get(task_id) != "" or not isinstance(trial, str):
+            continue
+        parts = trial.split("/")
+        if len(parts) != 2 or any(part in ("", ".", "..") for part in parts):
+            continue  # (not a trial folder of the job: grade --write refuses such a row)
+        with contextlib.suppress(OSError, ValueError, RecursionError):
+            recorded = json.loads((output / trial / "result.json").read_text(encoding="utf-8"))
+            digest = recorded.get("task_digest") if isinstance(recorded, dict) else None
+            if isinstance(digest, str) and recorded.get("task_id") == task_id:
+                ids[task_id] = digest
+    return ids
 
 
 def resumes_finished_job(job: JobConfig, model: str) -> bool:
@@ -755,7 +770,10 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
         # a finished job resumed with another suite showed it "finished" and never ran the
         # tasks it added (helper-120): its summary's task ids
         ids = Progress(
-            model=model, suite=job.suite, runs=job.runs, task_digests=_summary_task_ids(done)
+            model=model,
+            suite=job.suite,
+            runs=job.runs,
+            task_digests=_summary_task_ids(done, job.output),
         )
         return changed_tasks_problem(
             job, model, ids, digests, state="finished", record=summary_path(job.output, model)

@@ -86,6 +86,10 @@ class RegradeReport(BaseModel):
     """One line naming the file and what is wrong when the trial folder could not be read for
     re-grading (a result.json that is not a valid trial result, a task file gone): nothing
     graded or written for it (``after`` empty, ``same`` False); None when it was read."""
+    task_changed: str | None = None
+    """One line when the task read now is not the one the trial ran (its recorded
+    ``task_digest`` differs: the task's file, grader or fixtures were edited since), which
+    can explain a different score; None when it is the same or the trial recorded none."""
     score_file: str | None = None
     """One line when the folder's score.json disagrees with its result.json (the trial's
     record, which the summary, exports and viewer read; score.json is derived from it:
@@ -413,5 +417,17 @@ async def regrade_trial(
         written=written,
         live_judge=judge is not None,
         summary=str(summary) if summary is not None else None,
+        task_changed=_task_changed(trial, task),
         score_file=score_file,
+    )
+
+
+def _task_changed(trial: TrialResult, task: Task) -> str | None:
+    """:attr:`RegradeReport.task_changed` of ``trial`` re-graded with ``task``."""
+    now = task.digest()
+    if not trial.task_digest or trial.task_digest == now:
+        return None
+    return (
+        f"task {task.id} changed since the trial ran (digest {trial.task_digest[:12]} then, "
+        f"{now[:12]} now: {task.source.path}): the re-grading used the task as it is now"
     )

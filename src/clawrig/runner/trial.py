@@ -647,6 +647,7 @@ class Trial:
             trial_id=self.name,
             job_id=job_id,
             task_source=str(suite_root_of(task)),
+            task_digest=task.digest(),
             model=config.model,
             agent=config.agent,
             sandbox=config.sandbox,

@@ -185,6 +185,10 @@ class TrialResult(BaseModel):
     job_id: str = ""
     task_source: str = ""
     """The task file (or suite root) the task was read from, for re-grading."""
+    task_digest: str = ""
+    """SHA-256 (hex) of the task as the trial ran it (:meth:`clawrig.spec.task.Task.digest`):
+    re-grading says when the task read now is another, ``--resume`` from a summary compares
+    it; "" in folders written before it was recorded."""
     model: str
     agent: str
     sandbox: str
