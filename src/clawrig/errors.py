@@ -43,7 +43,13 @@ class SandboxError(InfrastructureError):
 
 
 class SandboxDied(SandboxError):
-    """The sandbox (or its supervisor) exited while the trial still needed it."""
+    """The sandbox (or its supervisor) exited while the trial still needed it.
+    ``out_of_memory``: the kernel had killed processes of it for its memory limit (its
+    cgroup's count), the supervisor perhaps."""
+
+    def __init__(self, message: str = "", *, out_of_memory: bool = False) -> None:
+        super().__init__(message)
+        self.out_of_memory = out_of_memory
 
 
 class CommandTimeout(SandboxError):

@@ -576,31 +576,40 @@ async def test_a_grader_filling_its_room_is_told_how_big_the_room_is(
 
 
 COPY_GRADER = """
-import os, shutil
+import os, shutil, sys
 def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
-    shutil.copytree(workspace_path, "/tmp/ws_copy")  # a common grader's first step
     kind = [line.split(" - ")[1].split()[0] for line in open("/proc/self/mountinfo")
             if line.split()[4] == "/tmp"]
-    return {"overall_score": 1.0, "tmp": kind[0]}
+    sys.stderr.write("room %s\\n" % kind[0])
+    sys.stderr.flush()
+    shutil.copytree(workspace_path, "/tmp/ws_copy")  # a common grader's first step
+    return {"overall_score": 1.0}
 """
 
 
 @pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
-@pytest.mark.parametrize("pooled", [False, True])
-async def test_a_grader_copying_a_big_end_state_has_a_disk_for_it(
-    pooled, scripted_server, make_task, tmp_path
+@pytest.mark.parametrize("sparse", [False, True])
+async def test_the_graders_room_is_the_same_whatever_the_agent_left(
+    sparse, scripted_server, make_task, tmp_path
 ):
-    # helper-122: a legitimate 300 MiB result (the disk holds 512 MiB) copied to /tmp by the
-    # grader was killed at the 256 MiB memory limit once the room was memory, the agent's 0;
-    # an end state over a quarter of the memory limit keeps the room a disk of its own
-    leave = "head -c $((300 * 1024 * 1024)) /dev/zero > big.bin"
+    # helper-124: a room chosen by the end state's size let the agent pick it (a sparse 70 MiB
+    # file, 0 bytes written, switched it to a disk: the honest agent's 0 became a 1.0) and a
+    # re-grading measure it otherwise. The room is memory (min(--disk-mb, --memory-mb)),
+    # whatever the agent left; a 300 MiB result copied to /tmp under a 256 MiB limit does
+    # not fit, and the error names --memory-mb (helper-122)
+    leave = (
+        "truncate -s 300M big.bin"
+        if sparse
+        else "head -c $((300 * 1024 * 1024)) /dev/zero > big.bin"
+    )
     srv = scripted_server([reply(tool_calls=[call("exec", {"command": leave})]), reply("done")])
     config = TrialConfig(agent="native", model="scripted/x", memory_mb=256, disk_mb=512)
-    result = await _trial(srv, make_task(COPY_GRADER), config, tmp_path, pooled=pooled)
-    assert result.error is None, result.error
-    assert result.score is not None and result.score.score == 1.0
-    assert result.score.subscores["tmp"] == "ext4"
-    assert "clean_room" not in result.pooled  # started for it: the pool's rooms are memory
+    result = await _trial(srv, make_task(COPY_GRADER), config, tmp_path, pooled=True)
+    assert "clean_room" in result.pooled
+    assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
+    assert result.score is not None and result.score.score == 0.0
+    assert "room tmpfs" in result.score.details["stderr"]
+    assert "--memory-mb" in result.error.message, result.error.message
 
 
 MISSING_MODULE_AFTER_AN_OOM_GRADER = """
@@ -628,3 +637,50 @@ async def test_an_out_of_memory_helper_does_not_hide_the_graders_own_failure(
     assert result.error is not None and result.error.kind == ErrorKind.GRADING, result.error
     assert "yamlx_not_installed" in result.error.message
     assert "out of memory" not in result.error.message
+
+
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+async def test_a_transcript_bigger_than_the_clean_rooms_memory_is_the_agents_zero(
+    scripted_server, make_task, tmp_path
+):
+    # helper-124: the harness writes the agent's transcript into the clean room, whose room is
+    # memory: one over the memory limit killed the clean room's supervisor there, an
+    # infrastructure error retried three times and left unscored (a way to abstain)
+    huge = "x" * (40 * 1024**2)
+    srv = scripted_server(
+        [reply(tool_calls=[call("no_such_tool", {"blob": huge})]) for _ in range(2)]
+        + [reply("done")]
+    )
+    config = TrialConfig(agent="native", model="scripted/x", memory_mb=64, disk_mb=512)
+    result = await _trial(srv, make_task(), config, tmp_path, pooled=False)
+    assert result.error is not None, result.score
+    assert result.error.kind == ErrorKind.AGENT and not result.error.retryable, result.error
+    assert result.error.phase == "gt_inject" and "out of memory" in result.error.message
+
+
+WORKSPACE_WRITER_GRADER = """
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    with open(workspace_path + "/more.bin", "wb") as fh:  # 40 MiB into the agent's disk
+        for _ in range(40):
+            fh.write(b"x" * 2**20)
+    return {"overall_score": 1.0}
+"""
+
+
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+async def test_a_full_workspace_is_not_blamed_on_the_graders_room(
+    scripted_server, make_task, tmp_path
+):
+    # helper-124: the agent left its disk nearly full and the grader wrote into the workspace:
+    # "No space left on device" said the clean room's /tmp, /root and /run/clawrig held 128
+    # MiB, which were empty; the hint is for a full room only
+    leave = (
+        "python3 -c \"import os; st = os.statvfs('.'); open('fill', 'wb').write(b'z' * "
+        '(st.f_bavail * st.f_frsize - 24 * 2**20))"'
+    )
+    srv = scripted_server([reply(tool_calls=[call("exec", {"command": leave})]), reply("done")])
+    config = TrialConfig(agent="native", model="scripted/x", disk_mb=128)
+    result = await _trial(srv, make_task(WORKSPACE_WRITER_GRADER), config, tmp_path, pooled=False)
+    assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
+    assert "No space left on device" in result.error.message
+    assert "hold" not in result.error.message, result.error.message

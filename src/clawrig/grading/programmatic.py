@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import re
 import secrets
 import time
@@ -403,15 +404,15 @@ async def run_grader(
         )
         return failed(
             "grader killed: out of memory (the sandbox's limit is "
-            f"{(limits.memory_bytes or 0) // 1024**2} MiB{held})"
+            f"{(limits.memory_bytes or 0) // 1024**2} MiB, --memory-mb{held})"
         )
     if r.exit_code != 0:
         last = _last_line(r.stderr) or f"exit code {r.exit_code}"
         room = limits.scratch_bytes()
-        if limits.scratch_in_memory and room and "No space left on device" in last:
+        if room and "No space left on device" in last and _room_full(sandbox):
             last += (
                 f" (the clean room's /tmp, /root and /run/clawrig hold {room // 1024**2} MiB "
-                "together: the trial's --disk-mb, at most its memory limit)"
+                "together: the trial's --disk-mb, at most its --memory-mb)"
             )
         declared = {_dist_name(req) for req in grader.requirements}
         if verdict is not None:
@@ -484,6 +485,20 @@ def _dist_name(requirement: str) -> str:
     """The normalised project or module name at the start of a requirement line."""
     name = re.split(r"[\s<>=!~\[;@]", requirement.strip(), maxsplit=1)[0]
     return name.lower().replace("-", "_").replace(".", "_")
+
+
+def _room_full(sandbox: Sandbox) -> bool:
+    """True when the clean room's own folders (a tmpfs on the host, ``scratch_in_memory``)
+    have less than 1 MiB or 16 files left: the grader filled them, not the workspace (the
+    agent's disk, full by its doing: helper-124)."""
+    folder = sandbox.config.scratch_dir
+    if not sandbox.config.limits.scratch_in_memory or folder is None:
+        return False
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1024**2 or st.f_favail < 16
 
 
 def _last_line(text: str) -> str:

@@ -435,9 +435,9 @@ def _summary_task_ids(summary: dict[str, Any], output: Path | None = None) -> di
     lists = [summary.get(key) for key in ("tasks", "unrun")]
     rows = [r for rs in lists if isinstance(rs, list) for r in rs if isinstance(r, dict)]
     ids = {r["task_id"]: "" for r in rows if isinstance(r.get("task_id"), str)}
-    for row in rows if output is not None else []:
+    for row in rows:
         trial, task_id = row.get("trial"), row.get("task_id")
-        if ids.get(task_id) != "" or not isinstance(trial, str):
+        if output is None or ids.get(task_id) != "" or not isinstance(trial, str):
             continue
         parts = trial.split("/")
         if len(parts) != 2 or any(part in ("", ".", "..") for part in parts):

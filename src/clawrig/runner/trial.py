@@ -456,9 +456,6 @@ the results folder copied out."""
 JUDGE_S = 300.0
 """Seconds the grading phase may run past the grader's own limit (judge calls, process
 metrics)."""
-ROOM_IN_MEMORY_SHARE = 4
-"""The clean room's own folders are memory (a tmpfs) when the end state is at most this
-fraction (1/4) of the memory limit, else a disk of their own (:meth:`Trial._room_in_memory`)."""
 
 
 @dataclass(frozen=True)
@@ -1030,8 +1027,8 @@ class Trial:
             # device, an image, its flush)
             limits = cfg.limits.model_copy(update={"scratch_in_memory": True})
             cfg = cfg.model_copy(update={"limits": limits})
-        if entry is None and self.config.sandbox == "bwrap" and (in_memory or role != "clean_room"):
-            entry = await self._take_pooled(cfg)  # the clean room (a room on disk: started)
+        if entry is None and self.config.sandbox == "bwrap":  # the clean room
+            entry = await self._take_pooled(cfg)
         if entry is not None:
             self.sandbox = entry.box
             os.chmod(self.work, 0o700)  # a pooled sandbox's root is the host's root
@@ -1070,19 +1067,11 @@ class Trial:
         return box
 
     def _room_in_memory(self, limits: Limits) -> bool:
-        """True when the clean room's own folders are to be a tmpfs (``scratch_in_memory``)
-        rather than a disk of their own: the trial has a disk and a memory limit, and the end
-        state (the workspace the grader gets, perhaps to copy) is at most
-        1/:data:`ROOM_IN_MEMORY_SHARE` of that limit, so a grader copying it has room to
-        spare in memory; a bigger one keeps the room a disk of the trial disk's size (helper-122:
-        a 300 MiB result copied to /tmp under a 256 MiB limit scored 0)."""
-        if not (self.disk.enforced and limits.disk_bytes and limits.memory_bytes):
-            return False
-        if self.end_state is not None:
-            held = self.end_state.bytes
-        else:  # re-grading and verify: the recorded end state laid out on the trial's disk
-            held = self.disk.usage()[0]
-        return held <= limits.memory_bytes // ROOM_IN_MEMORY_SHARE
+        """True when the clean room's own folders are to be a tmpfs (``scratch_in_memory``):
+        the trial has a disk and a memory limit. Always so then, whatever the agent left: a
+        room chosen by the end state's size let the agent pick its grader's room (a sparse
+        file switched it) and a re-grading measure it otherwise (helper-124)."""
+        return bool(self.disk.enforced and limits.disk_bytes and limits.memory_bytes)
 
     async def _stop_sandbox(self) -> None:
         """Stop the current sandbox: every process in it ends (errors ignored)."""
@@ -1702,6 +1691,11 @@ class Trial:
             if phase == "grading":
                 return TrialError(kind=ErrorKind.GRADING, message=str(exc), phase=phase)
             return TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)
+        if isinstance(exc, SandboxDied) and exc.out_of_memory and phase == "gt_inject":
+            # the clean room died for its memory limit while the harness put the agent's
+            # transcript and end state in (helper-124: a 200 MiB transcript under 128 MiB was
+            # retried three times and left unscored): what the agent made, its 0
+            return TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
         if (agents or phase == "grading") and isinstance(exc, SandboxDied):
             # The sandbox died while the agent ran or right after, before grading: the agent
             # broke it (killed or stopped its supervisor, exhausted it). An agent error that

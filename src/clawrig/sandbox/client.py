@@ -576,6 +576,8 @@ class SupervisedSandbox:
         self._stderr_tail = b""
         self._stderr_task: asyncio.Task[None] | None = None
         self._died: str | None = None
+        self._died_of_memory = False
+        """The kernel had killed processes of the sandbox for its memory limit when it died."""
         self._stopped = False
         self._starting: tuple[asyncio.Task[Any] | None, asyncio.Event] | None = None
         """While :meth:`start` runs: its task and an event set when it has ended."""
@@ -743,6 +745,11 @@ class SupervisedSandbox:
         """See :meth:`clawrig.sandbox.base.Sandbox.oom_kills`: None here."""
         return None
 
+    def _death(self, otherwise: str) -> SandboxDied:
+        """The error of a request the dead sandbox cannot answer: why it died (``otherwise``
+        when that is not known), out of memory when the kernel had killed for its limit."""
+        return SandboxDied(self._died or otherwise, out_of_memory=self._died_of_memory)
+
     async def _launch(self) -> asyncio.subprocess.Process | PidfdProcess:  # pragma: no cover
         raise NotImplementedError
 
@@ -908,6 +915,7 @@ class SupervisedSandbox:
             if not self._stopped and self._died is None:
                 self._died = f"supervisor exited ({self._stderr_text() or 'no message'})"
                 if oom := self.oom_kills():  # the kernel's choice can be the supervisor too
+                    self._died_of_memory = True
                     limit = (self.config.limits.memory_bytes or 0) // 1024**2
                     self._died += (
                         f": out of memory (the kernel killed {oom} process(es) for the "
@@ -916,7 +924,8 @@ class SupervisedSandbox:
                 self._supervisor_gone()
             for fut in self._pending.values():
                 if not fut.done():
-                    fut.set_exception(SandboxDied(self._died or "sandbox stopped"))
+                    fut.set_exception(self._death("sandbox stopped"))
+                    fut.exception()  # retrieved: a request no one awaits any more is no error
             self._pending.clear()
 
     async def _call(self, op: str, *, _wait_s: float | None = None, **args: Any) -> dict[str, Any]:
@@ -926,7 +935,7 @@ class SupervisedSandbox:
         if self._proc is None:
             raise SandboxError("sandbox not started")
         if self._died is not None or self._stopped:
-            raise SandboxDied(self._died or "sandbox stopped")
+            raise self._death("sandbox stopped")
         req_id = next(self._ids)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = fut
@@ -937,7 +946,7 @@ class SupervisedSandbox:
                 await self._tx.drain()
         except (BrokenPipeError, ConnectionResetError) as exc:
             self._pending.pop(req_id, None)
-            raise SandboxDied(self._died or f"supervisor gone: {exc}") from None
+            raise self._death(f"supervisor gone: {exc}") from None
         try:
             wait = _wait_s or self.config.limits.call_timeout_s
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that
@@ -951,7 +960,7 @@ class SupervisedSandbox:
         except TimeoutError:
             self._pending.pop(req_id, None)
             self._died = f"the sandbox's supervisor did not answer {op} within {wait:g} s"
-            raise SandboxDied(self._died) from None
+            raise self._death("") from None
         except asyncio.CancelledError:
             self._pending.pop(req_id, None)
             if op == "exec":  # the caller stopped waiting: kill the command's whole tree

@@ -405,6 +405,12 @@ async def _wait_healthy(sandbox: Sandbox, handles: list[ServiceHandle], timeout_
         reason = f"did not answer GET {spec.health_path} within {timeout_s:g} s"
     else:
         reason = str(info.get("why"))
+    if oom := getattr(sandbox, "oom_kills", lambda: None)():  # (helper-124: at 64 MiB)
+        limit = (sandbox.config.limits.memory_bytes or 0) // 1024**2
+        reason += (
+            f" (the kernel killed {oom} process(es) of the sandbox for its memory limit of "
+            f"{limit} MiB: --memory-mb)"
+        )
     tail = log.strip()[-4000:] or "(empty log)"
     raise SetupError(f"{what} {reason}; its log:\n{tail}")
 
