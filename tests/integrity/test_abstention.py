@@ -571,7 +571,10 @@ async def test_a_grader_filling_its_room_is_told_how_big_the_room_is(
     result = await _trial(srv, make_task(FULL_ROOM_GRADER), config, tmp_path, pooled=False)
     assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
     message = result.error.message
-    assert "No space left on device" in message and "hold 64 MiB together" in message, message
+    assert (
+        "No space left on device" in message
+        and "hold 64 MiB and 2,048 files and folders together" in message
+    ), message
     assert "--disk-mb" in message
 
 

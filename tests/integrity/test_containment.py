@@ -258,7 +258,7 @@ def test_a_note_when_trials_at_once_could_use_more_memory_than_the_host_has(tmp_
         suite_path=tmp_path, parallel=4, trial=TrialConfig(memory_mb=total_mib // 4 + 64)
     )
     [note] = note_memory(tasks, over)
-    assert note.startswith(f"4 trials at once with a {total_mib // 4 + 64} MiB memory limit")
+    assert note.startswith(f"4 trial(s) at once with a {total_mib // 4 + 64} MiB memory limit")
     assert "--memory-mb" in note
     under = over.model_copy(update={"trial": TrialConfig(memory_mb=total_mib // 4 - 64)})
     assert note_memory(tasks, under) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -158,9 +159,14 @@ def run_guarded(app: Callable[..., object]) -> int:
     from clawrig.cli import end_start_guard
 
     end_start_guard()
+    piped = _stdout_is_pipe()
     try:
         result = _interrupts_pass_typer(app)(standalone_mode=False, prog_name="clawrig")
     except SystemExit as exc:
+        if exc.code == 1 and piped and _stdout_dropped():
+            # a console of a library's (typer's --help) whose pipe's reader went: rich exits
+            # 1 then, which reads as a trial left unscored; as SIGPIPE would end it instead
+            return 128 + signal.SIGPIPE
         return exit_code_of(exc.code)
     except (KeyboardInterrupt, typer.Abort, _Interrupted) as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
@@ -190,6 +196,22 @@ def run_guarded(app: Callable[..., object]) -> int:
         return 128 + signal.SIGPIPE
     # non-standalone click returns an Exit's code (typer.Exit(n)) or the command's own value
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def _stdout_is_pipe() -> bool:
+    """True when this process's stdout is a pipe (``clawrig ... | head``)."""
+    try:
+        return stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _stdout_dropped() -> bool:
+    """True when stdout is /dev/null now: rich put it there when the pipe's reader went."""
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError):
+        return False
 
 
 def _error_line(message: str) -> None:

@@ -42,6 +42,7 @@ from clawrig.grading.textscan import json_objects
 from clawrig.sandbox.base import ExecResult, Sandbox
 from clawrig.sandbox.channel import HarnessChannel
 from clawrig.sandbox.client import precompiled
+from clawrig.sandbox.disk import BYTES_PER_INODE
 from clawrig.sandbox.paths import PATHS
 from clawrig.spec.task import Task
 from clawrig.spec.trial import Score
@@ -410,9 +411,11 @@ async def run_grader(
         last = _last_line(r.stderr) or f"exit code {r.exit_code}"
         room = limits.scratch_bytes()
         if room and "No space left on device" in last and _room_full(sandbox):
+            files = max(1024, room // BYTES_PER_INODE)  # (disk.mount_tmpfs's count)
             last += (
                 f" (the clean room's /tmp, /root and /run/clawrig hold {room // 1024**2} MiB "
-                "together: the trial's --disk-mb, at most its --memory-mb)"
+                f"and {files:,} files and folders together: the trial's --disk-mb, at most "
+                "its --memory-mb)"
             )
         declared = {_dist_name(req) for req in grader.requirements}
         if verdict is not None:

@@ -389,7 +389,8 @@ def note_memory(tasks: list[Task], config: JobConfig) -> list[str]:
     from clawrig.sizes import format_bytes
 
     return [
-        f"{at_once} trials at once with a {config.trial.memory_mb} MiB memory limit each could "
+        f"{at_once} trial(s) at once with a {config.trial.memory_mb} MiB memory limit each "
+        "could "
         f"use {format_bytes(at_once * limit)}, more than this machine's {format_bytes(total)}: "
         "lower --parallel or --memory-mb if agents or graders may fill theirs (a grader's "
         "/tmp is memory)"

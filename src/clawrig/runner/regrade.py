@@ -396,6 +396,7 @@ async def regrade_trial(
                 "score": score,
                 "judge_score": after_result.judge_score,
                 "process": process,
+                "task_digest": task.digest(),  # the score written is the task's as it is now
                 # a new grading replaces an old grading error; the agent's error stays
                 "error": after_result.error
                 or (trial.error if trial.error and trial.error.kind != ErrorKind.GRADING else None),
@@ -429,5 +430,6 @@ def _task_changed(trial: TrialResult, task: Task) -> str | None:
         return None
     return (
         f"task {task.id} changed since the trial ran (digest {trial.task_digest[:12]} then, "
-        f"{now[:12]} now: {task.source.path}): the re-grading used the task as it is now"
+        f"{now[:12]} now; read from {trial.task_source or task.source.path}): the re-grading "
+        "used the task as it is now"
     )

@@ -919,7 +919,7 @@ class SupervisedSandbox:
                     limit = (self.config.limits.memory_bytes or 0) // 1024**2
                     self._died += (
                         f": out of memory (the kernel killed {oom} process(es) for the "
-                        f"sandbox's limit of {limit} MiB)"
+                        f"sandbox's limit of {limit} MiB: --memory-mb)"
                     )
                 self._supervisor_gone()
             for fut in self._pending.values():
