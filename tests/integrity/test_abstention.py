@@ -270,7 +270,8 @@ async def test_the_graders_scratch_room_is_the_same_with_a_pool_or_without(
     # an honest agent leaves a legitimate 40 MiB file and 24 MiB free on its 96 MiB disk; the
     # grader copies the file to /tmp. A clean room started without a pool had its /tmp on the
     # trial's disk (what the agent left free): ENOSPC, the grader crashed, the agent's 0; a
-    # pooled one has a disk of its own: 1.0 (helper-113: one end state, two scores)
+    # pooled one had a disk of its own: 1.0 (helper-113: one end state, two scores). Both have
+    # a room of their own now, a tmpfs of the disk's size
     leave = (
         'head -c $((40 * 1024 * 1024)) /dev/urandom > data.bin && python3 -c "import os; '
         "st = os.statvfs('/tmp'); open('/tmp/fill', 'wb').write(b'z' * (st.f_bavail * "
