@@ -226,7 +226,7 @@ async def test_a_disk_left_too_full_for_gt_is_the_agents_zero(attack, make_task)
     )
     result, _ = await attack(task, fill, disk_mb=96)
     assert_counted_zero(result)
-    assert result.error is not None and "disk (96 MiB) is full" in result.error.message
+    assert result.error is not None and "disk (96 MiB, --disk-mb) is full" in result.error.message
 
 
 async def _trial(srv, task, config, tmp_path, *, pooled: bool):
@@ -688,3 +688,18 @@ async def test_a_full_workspace_is_not_blamed_on_the_graders_room(
     assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
     assert "No space left on device" in result.error.message
     assert "hold" not in result.error.message, result.error.message
+
+
+@pytest.mark.skipif(not can_make_disks(), reason="trial disks need root and mke2fs")
+async def test_a_warmup_that_fills_the_disk_is_the_tasks_setup_error(
+    scripted_server, make_task, tmp_path
+):
+    # helper-125: the task's own warmup wrote 30 MiB on a 32 MiB disk; every agent, even one
+    # that did nothing, was then "the trial's disk is full", the agent's 0
+    task = make_task()
+    task.warmup = ["head -c $((30 * 1024 * 1024)) /dev/zero > /tmp/warm.bin"]
+    srv = scripted_server([reply("done")])
+    config = TrialConfig(agent="native", model="scripted/x", disk_mb=32)
+    result = await _trial(srv, task, config, tmp_path, pooled=False)
+    assert result.error is not None and result.error.kind == ErrorKind.SETUP, result.error
+    assert "warmup" in result.error.message and "--disk-mb" in result.error.message

@@ -229,7 +229,7 @@ async def test_a_disk_left_without_room_for_the_audits_is_the_agents_zero(attack
     task = make_task(NO_CEO_GRADER, services=[GMAIL])
     result, _ = await attack(task, BIG_MAIL, LEAVE_20_MIB, disk_mb=160)
     assert result.error is not None and result.error.kind == "agent", result.error
-    assert "disk (160 MiB) is full" in result.error.message
+    assert "disk (160 MiB, --disk-mb) is full" in result.error.message
     assert result.score is not None and result.score.score == 0.0
 
 

@@ -125,7 +125,7 @@ async def test_filling_the_disk_is_the_agents_error_and_stays_on_its_disk(
     outputs = tool_outputs(folder)
     assert "No space left on device" in outputs[1] and "rc=1" in outputs[1]
     assert result.error is not None and result.error.kind == "agent"
-    assert "disk (64 MiB) is full" in result.error.message and result.score.score == 0.0
+    assert "disk (64 MiB, --disk-mb) is full" in result.error.message and result.score.score == 0.0
     # result.json says how the sandbox was held: a 64 MiB disk, each limit's mechanism
     recorded = json.loads((folder / "result.json").read_text())["protections"]
     assert recorded["disk"] == f"trial disk of {64 * 1024**2} bytes"

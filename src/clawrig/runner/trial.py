@@ -1112,6 +1112,15 @@ class Trial:
             self.log(f"setup: {note}")
         warmup = self.system.warmup if self.system is not None else self.task.warmup
         await run_warmup(self.box, warmup)  # what the warm snapshot does not hold
+        if warmup and self._short_of_room(0, 0):
+            # the task's own warmup left less than the harness needs after the agent: every
+            # agent would then be blamed for a full disk (helper-125, a nop agent's 0)
+            used, _ = self.disk.usage()
+            raise SetupError(
+                f"the task's warmup left the trial's disk ({self.config.disk_mb} MiB) too full "
+                f"({used} bytes used) for the harness's writes after the agent: a bigger "
+                "--disk-mb"
+            )
         if self.network is not None:
             self.network.agent_phase()
 
@@ -1365,8 +1374,8 @@ class Trial:
         if self._short_of_room(need_bytes, need_inodes):
             used, inodes = self.disk.usage()
             raise AgentFault(
-                f"the trial's disk ({self.config.disk_mb} MiB) is full: {used} bytes and "
-                f"{inodes} files and folders used"
+                f"the trial's disk ({self.config.disk_mb} MiB, --disk-mb) is full: {used} bytes "
+                f"and {inodes} files and folders used"
             )
 
     async def _recorded_audits(self) -> dict[str, Any]:
