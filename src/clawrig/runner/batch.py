@@ -443,7 +443,7 @@ def _summary_task_ids(summary: dict[str, Any], output: Path | None = None) -> di
         if len(parts) != 2 or any(part in ("", ".", "..") for part in parts):
             continue  # (not a trial folder of the job: grade --write refuses such a row)
         with contextlib.suppress(OSError, ValueError, RecursionError):
-            recorded = json.loads((output / trial / "result.json").read_text(encoding="utf-8"))
+            recorded = json.loads(TrialPaths(output / trial).result.read_text(encoding="utf-8"))
             digest = recorded.get("task_digest") if isinstance(recorded, dict) else None
             if isinstance(digest, str) and recorded.get("task_id") == task_id:
                 ids[task_id] = digest
