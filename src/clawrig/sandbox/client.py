@@ -801,7 +801,14 @@ class SupervisedSandbox:
         try:
             await self._after_start()
         except BaseException:
-            await self.stop()
+            # stopped to its end before the start ends, cancelled again or not: a stop left
+            # running in its own task was cut by asyncio.run's exit once the start had ended
+            # (its cgroups and folder left: 3 runs in 15 of test_stop's double cancel under
+            # load). Begun here as stop() begins it (this is the start's task: stop() from
+            # another task would wait for this start)
+            if self._stop_task is None:
+                self._stop_task = asyncio.get_running_loop().create_task(self._stop())
+            await run_to_end(self._stop_task)
             raise
         if arm:
             self._arm()
