@@ -287,3 +287,17 @@ def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
     omitted = len(data) - 2 * half
     note = f"\n[... {omitted} bytes omitted: output truncated, head and tail kept ...]\n".encode()
     return data[:half] + note + data[-half:], True
+
+
+def oom_note(sandbox: Sandbox) -> str | None:
+    """ "the kernel killed N process(es) for the sandbox's memory limit of M MiB: --memory-mb",
+    or None when it killed none so far or the backend cannot tell (:meth:`Sandbox.oom_kills`;
+    a plugin backend written before it has none)."""
+    count = getattr(sandbox, "oom_kills", lambda: None)()
+    if not count:
+        return None
+    limit = (sandbox.config.limits.memory_bytes or 0) // 1024**2
+    return (
+        f"the kernel killed {count} process(es) for the sandbox's memory limit of {limit} MiB: "
+        "--memory-mb"
+    )

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from clawrig.errors import SandboxDied, SandboxError
-from clawrig.sandbox.base import ExecResult, FileEntry, SandboxConfig
+from clawrig.sandbox.base import ExecResult, FileEntry, SandboxConfig, oom_note
 
 if TYPE_CHECKING:
     import tarfile
@@ -921,13 +921,9 @@ class SupervisedSandbox:
         finally:
             if not self._stopped and self._died is None:
                 self._died = f"supervisor exited ({self._stderr_text() or 'no message'})"
-                if oom := self.oom_kills():  # the kernel's choice can be the supervisor too
+                if note := oom_note(self):  # the kernel's choice can be the supervisor too
                     self._died_of_memory = True
-                    limit = (self.config.limits.memory_bytes or 0) // 1024**2
-                    self._died += (
-                        f": out of memory (the kernel killed {oom} process(es) for the "
-                        f"sandbox's limit of {limit} MiB: --memory-mb)"
-                    )
+                    self._died += f": out of memory ({note})"
                 self._supervisor_gone()
             for fut in self._pending.values():
                 if not fut.done():

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.errors import SetupError
-from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox
+from clawrig.sandbox.base import Bind, ProcessHandle, Sandbox, oom_note
 from clawrig.sandbox.channel import Connection, HarnessChannel
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import ENV_MOUNT, ensure_env, env_bind, env_key, env_python
@@ -405,12 +405,8 @@ async def _wait_healthy(sandbox: Sandbox, handles: list[ServiceHandle], timeout_
         reason = f"did not answer GET {spec.health_path} within {timeout_s:g} s"
     else:
         reason = str(info.get("why"))
-    if oom := getattr(sandbox, "oom_kills", lambda: None)():  # (helper-124: at 64 MiB)
-        limit = (sandbox.config.limits.memory_bytes or 0) // 1024**2
-        reason += (
-            f" (the kernel killed {oom} process(es) of the sandbox for its memory limit of "
-            f"{limit} MiB: --memory-mb)"
-        )
+    if note := oom_note(sandbox):  # (helper-124: at 64 MiB)
+        reason += f" ({note})"
     tail = log.strip()[-4000:] or "(empty log)"
     raise SetupError(f"{what} {reason}; its log:\n{tail}")
 
