@@ -439,8 +439,7 @@ def _summary_task_ids(summary: dict[str, Any], output: Path | None = None) -> di
         trial, task_id = row.get("trial"), row.get("task_id")
         if output is None or ids.get(task_id) != "" or not isinstance(trial, str):
             continue
-        parts = trial.split("/")
-        if len(parts) != 2 or any(part in ("", ".", "..") for part in parts):
+        if not JobPaths.is_trial_path(trial):
             continue  # (not a trial folder of the job: grade --write refuses such a row)
         with contextlib.suppress(OSError, ValueError, RecursionError):
             recorded = json.loads(TrialPaths(output / trial).result.read_text(encoding="utf-8"))

@@ -197,8 +197,7 @@ def _listed_trials(path: Path, summary: JobSummary) -> list[str]:
     result.json outside the job: helper-121); a row listed twice was counted twice."""
     listed: dict[str, None] = {}
     for i, row in enumerate(summary.tasks):
-        parts = row.trial.split("/")
-        if len(parts) != 2 or any(part in ("", ".", "..") for part in parts):
+        if not JobPaths.is_trial_path(row.trial):
             raise UserError(
                 f"{path}: tasks[{i}].trial {row.trial!r} is not a trial folder of this job "
                 "(<task folder>/<trial folder>)"

@@ -356,6 +356,13 @@ class JobPaths:
         """Where a failed attempt's folder is set aside: ``_retried/<task>__<trial>``."""
         return self.retried / f"{task_id}__{name}"
 
+    @staticmethod
+    def is_trial_path(trial: str) -> bool:
+        """True when ``trial`` (a summary row's) is ``<task folder>/<trial folder>``: a trial
+        folder inside the job, never one a ``..`` or an absolute path leads out of it."""
+        parts = trial.split("/")
+        return len(parts) == 2 and not any(part in ("", ".", "..") for part in parts)
+
     def trial_results(self) -> list[Path]:
         """result.json of every finished trial folder (not ``_retried``, not ``.tmp-*``),
         sorted by path."""
