@@ -204,3 +204,23 @@ def test_a_small_job_s_table_shows_every_trial():
     text = _table_text(summary)
     assert len(re.findall(r"\bt\d{3}\b", text)) == 50
     assert "the table shows" not in text
+
+
+def test_the_readme_usage_of_run_names_every_option_and_its_short_alias():
+    from clawrig.cli.main import _load
+
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("clawrig run PATH")
+    usage = readme[start : readme.index("```", start)]
+    tokens = set(re.findall(r"(?<![\w-])(-{1,2}[a-z][a-z-]*)", usage))
+    options = [p for p in _load("run").params if p.param_type_name == "option"]
+    assert len(options) > 30
+    missing = []
+    for p in options:
+        names = [o for o in p.opts + p.secondary_opts if o != "--help"]
+        # one spelling of each option at least (-m for --model, --no-warm for --warm), and
+        # every short alias (a user reading the usage should learn -t and -s)
+        shorts = [o for o in names if not o.startswith("--")]
+        if not any(o in tokens for o in names) or not all(o in tokens for o in shorts):
+            missing.append("/".join(names))
+    assert missing == []

@@ -109,7 +109,7 @@ def render_summary(summary: dict[str, Any]) -> Table:
         + (f" ({agent} of them agent error(s), scored 0)" if agent else "")
         + f", {summary['error_count']} not scored"
         + (f" ({', '.join(f'{kind} {n}' for kind, n in kinds.items())})" if kinds else "")
-        + f"; mean score [95% CI] {mean_txt}"
+        + f"; mean score of the graded trials [95% CI] {mean_txt}"
     )
     if len(shown) < len(summary["tasks"]):
         table.caption += (
@@ -537,8 +537,9 @@ def report(summary: dict[str, Any], config: Any) -> int:
 def headline(summary: dict[str, Any]) -> list[str]:
     """The headline numbers of the suite's own benchmark (by the tasks' format):
     DataClawBench's Acc (sum score / sum max over graded trials) and EE/GPR/TPE,
-    WildClawBench's average (over all selected tasks, an errored one counts 0), else the mean
-    score of a four-folder set."""
+    WildClawBench's average (over all selected tasks, an errored one counts 0). A four-folder
+    set's own number is the mean score of the graded trials, which the table's caption
+    already gives (:func:`render_summary`): no line here."""
     from clawrig.spec.summary import headline_benchmarks
 
     formats = headline_benchmarks(summary) or set()
@@ -559,16 +560,14 @@ def headline(summary: dict[str, Any]) -> list[str]:
             lines.append("DataClawBench process: " + ", ".join(bits))
     if "wildclaw" in formats and wc.get("overall") is not None:
         lines.append(
-            f"WildClawBench average score: {wc['overall']:.4f} (all selected tasks; an errored "
-            "or missing task counts 0)"
+            f"WildClawBench average score: {wc['overall']:.4f} (its leaderboard's number: all "
+            "selected tasks, an errored or missing task counts 0)"
             + "".join(
                 f"; {m} {v['score']:.4f} ({v['task_count']} task"
                 f"{'' if v['task_count'] == 1 else 's'})"
                 for m, v in (wc.get("modalities") or {}).items()
             )
         )
-    if not lines and (summary.get("mean") or {}).get("mean") is not None:
-        lines.append(f"mean score: {summary['mean']['mean']:.4f}")
     return lines
 
 
