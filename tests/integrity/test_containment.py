@@ -136,6 +136,18 @@ async def test_filling_the_disk_is_the_agents_error_and_stays_on_its_disk(
 
 
 @pytest.mark.sandbox
+async def test_a_trial_without_a_disk_says_which_flag_turned_it_off(scripted_server, tmp_path):
+    tasks = load_tasks(write_bench(tmp_path / "bench", 1))
+    srv = scripted_server(responder=responder({}))
+    config = TrialConfig(agent="native", model="scripted/x", disk_mb=0)
+    _, folder = await run_trial(
+        tasks[0], config, tmp_path / "out", services=TrialServices(model=srv.chat_model())
+    )
+    recorded = json.loads((folder / "result.json").read_text())["protections"]
+    assert recorded["disk"] == "none: no disk size set (--disk-mb 0)"
+
+
+@pytest.mark.sandbox
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small output disk needs root")
 async def test_a_full_output_disk_ends_that_trial_not_the_job(scripted_server, tmp_path):
     # the job's output folder is a 3 MiB tmpfs; t1's agent leaves a 4 MiB result that the

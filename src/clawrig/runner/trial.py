@@ -923,7 +923,7 @@ class Trial:
             **self.sandbox.limits_enforced,
             "disk": f"trial disk of {disk.size_bytes} bytes"
             if disk.enforced
-            else f"none: {disk.problem or 'no disk size set'}",
+            else f"none: {disk.problem or 'no disk size set (--disk-mb 0)'}",
         }
         self.mark("setup")
         await network.attach(self.sandbox)
