@@ -401,3 +401,24 @@ def test_the_summary_says_when_only_the_empty_rollout_was_graded(tmp_path: Path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert "1 pass, 0 warn, 0 fail" in proc.stdout
     assert "only the empty rollout" not in proc.stdout
+
+
+# writes 96 MiB to the clean room's /tmp (memory: it counts toward the sandbox's limit)
+TMP_FILLING_GRADER = """def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    with open("/tmp/scratch.bin", "wb") as fh:
+        for _ in range(96):
+            fh.write(b"x" * 1024 * 1024)
+    return {"overall_score": 0.0}
+"""
+
+
+def test_verify_memory_mb_is_each_sandboxs_limit(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    write_wildclaw_task(bench, 1, TMP_FILLING_GRADER)
+    proc = run("verify", bench, "--json", "--memory-mb", "64")
+    report = json.loads(proc.stdout)
+    [empty] = [f for f in report["samples"][0]["findings"] if f["check"] == "killer.empty"]
+    assert "out of memory" in empty["message"] and "--memory-mb" in empty["message"], empty
+    proc = run("verify", bench, "--json", "--memory-mb", "512")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert json.loads(proc.stdout)["samples"][0]["scores"] == {"empty": 0.0}

@@ -8,10 +8,11 @@ import signal
 import stat
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from clawrig.choices import MAX_MEMORY_MB, MIN_MEMORY_MB
 from clawrig.errors import ClawrigError, UserError
 
 if TYPE_CHECKING:
@@ -32,6 +33,20 @@ MAX_SLOTS_PER_NODE = 1000
 starts, so a count like 10^11 never finished starting (a larger one is a usage error, exit 2).
 ``--parallel`` and ``--max-concurrency`` need no cap: they bound semaphores, and a job runs at
 most its trials at once."""
+
+MemoryMbOption = Annotated[
+    int,
+    typer.Option(
+        "--memory-mb",
+        min=MIN_MEMORY_MB,
+        max=MAX_MEMORY_MB,
+        help="Each sandbox's memory limit in MiB (a cgroup): its processes, /dev/shm (a "
+        "quarter, at most 256 MiB) and, in the clean room, the files the grader writes "
+        "to /tmp, /root and /run/clawrig.",
+    ),
+]
+"""``--memory-mb`` of the commands that start sandboxes (``run``, ``verify``): default
+:data:`clawrig.choices.DEFAULT_MEMORY_MB`."""
 
 ROOT_HELP = (
     "Benchmark root that WildClawBench Workspace Paths and DataClawBench task files are "

@@ -17,9 +17,7 @@ from clawrig.choices import (
     DEFAULT_DISK_MB,
     DEFAULT_MEMORY_MB,
     MAX_DISK_MB,
-    MAX_MEMORY_MB,
     MAX_WORKERS,
-    MIN_MEMORY_MB,
     Executor,
     GraderMode,
     WebFlag,
@@ -31,6 +29,7 @@ from clawrig.cli.common import (
     MAX_RUNS,
     MAX_SLOTS_PER_NODE,
     ROOT_HELP,
+    MemoryMbOption,
     err_console,
     stdout_console,
     terminate_like_ctrl_c,
@@ -262,17 +261,7 @@ def register(app: typer.Typer) -> None:
                 "size too (memory: at most --memory-mb).",
             ),
         ] = DEFAULT_DISK_MB,
-        memory_mb: Annotated[
-            int,
-            typer.Option(
-                "--memory-mb",
-                min=MIN_MEMORY_MB,
-                max=MAX_MEMORY_MB,
-                help="Each sandbox's memory limit in MiB (a cgroup): its processes, /dev/shm (a "
-                "quarter, at most 256 MiB) and, in the clean room, the files the grader writes "
-                "to /tmp, /root and /run/clawrig.",
-            ),
-        ] = DEFAULT_MEMORY_MB,
+        memory_mb: MemoryMbOption = DEFAULT_MEMORY_MB,
         budget_usd: Annotated[
             float | None,
             typer.Option(

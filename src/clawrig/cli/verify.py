@@ -16,7 +16,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from clawrig.cli.common import DEFAULT_PARALLEL, ROOT_HELP, stdout_console
+from clawrig.choices import DEFAULT_MEMORY_MB
+from clawrig.cli.common import DEFAULT_PARALLEL, ROOT_HELP, MemoryMbOption, stdout_console
 from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
 
@@ -111,6 +112,7 @@ def register(app: typer.Typer) -> None:
             typer.Option("--threshold", help="An empty or wrong rollout must score below this."),
         ] = DEFAULT_THRESHOLD,
         sandbox: Annotated[str, typer.Option("--sandbox", help="bwrap | docker | local")] = "bwrap",
+        memory_mb: MemoryMbOption = DEFAULT_MEMORY_MB,
         parallel: Annotated[
             int, typer.Option("--parallel", "-p", min=1, help="Sandboxes at once.")
         ] = DEFAULT_PARALLEL,
@@ -134,7 +136,14 @@ def register(app: typer.Typer) -> None:
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
         report = asyncio.run(
-            verify_path(path, threshold=threshold, sandbox=sandbox, parallel=parallel, root=root)
+            verify_path(
+                path,
+                threshold=threshold,
+                sandbox=sandbox,
+                memory_mb=memory_mb,
+                parallel=parallel,
+                root=root,
+            )
         )
         if json_out:
             typer.echo(report.model_dump_json(indent=2))

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from clawrig.choices import DEFAULT_MEMORY_MB
 from clawrig.errors import ClawrigError, SetupError
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.workspace import materialise_workspace
@@ -76,6 +77,7 @@ async def verify_task(
     *,
     threshold: float = DEFAULT_THRESHOLD,
     sandbox: str = "bwrap",
+    memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path,
     slots: asyncio.Semaphore | None = None,
 ) -> SampleReport:
@@ -119,7 +121,7 @@ async def verify_task(
             message = f"could not run: {type(exc).__name__}: {exc}"
             return None, [Finding(check=check, severity="error", message=message)]
 
-    kw: dict[str, Any] = {"sandbox": sandbox, "work_dir": tdir}
+    kw: dict[str, Any] = {"sandbox": sandbox, "memory_mb": memory_mb, "work_dir": tdir}
     golden, oracle, empty, wrong = await asyncio.gather(
         guarded("self_check.golden", lambda: selfcheck.check_golden(task, **kw)),
         guarded("self_check.oracle", lambda: selfcheck.check_oracle(task, trials / "oracle", **kw)),
@@ -160,14 +162,16 @@ async def verify_path(
     *,
     threshold: float = DEFAULT_THRESHOLD,
     sandbox: str = "bwrap",
+    memory_mb: int = DEFAULT_MEMORY_MB,
     parallel: int = 4,
     root: Path | str | None = None,
     work_dir: Path | None = None,
 ) -> VerifyReport:
     """Verify every task under ``path``; returns the report (never raises for a bad sample:
     problems become findings). Raises UserError when ``path`` does not exist or ``threshold``
-    is outside (0, 1]. ``parallel`` bounds the sandboxes running at once; ``root`` is the
-    benchmark root for WildClawBench workspaces."""
+    is outside (0, 1]. ``memory_mb``: each sandbox's memory limit in MiB (``--memory-mb``: it
+    also holds what a grader writes to /tmp). ``parallel`` bounds the sandboxes running at
+    once; ``root`` is the benchmark root for WildClawBench workspaces."""
     from clawrig.errors import UserError
 
     if not 0.0 < threshold <= 1.0:
@@ -210,7 +214,14 @@ async def verify_path(
     try:
         samples = await asyncio.gather(
             *(
-                verify_task(t, threshold=threshold, sandbox=sandbox, work_dir=work, slots=slots)
+                verify_task(
+                    t,
+                    threshold=threshold,
+                    sandbox=sandbox,
+                    memory_mb=memory_mb,
+                    work_dir=work,
+                    slots=slots,
+                )
                 for t in suite.tasks
             )
         )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from clawrig.choices import DEFAULT_MEMORY_MB
 from clawrig.spec.task import Task, Workspace
 from clawrig.spec.trial import ErrorKind, Score
 from clawrig.verify.report import Finding
@@ -77,6 +78,7 @@ async def check_empty(
     threshold: float,
     *,
     sandbox: str = "bwrap",
+    memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
 ) -> tuple[float | None, list[Finding]]:
     """The empty rollout: a nop-agent trial, graded; (score, findings)."""
@@ -96,7 +98,9 @@ async def check_empty(
                 "workspace without warmup",
             )
         )
-    result, _ = await run_agent(run_task, "nop", out_root, sandbox=sandbox, work_dir=work_dir)
+    result, _ = await run_agent(
+        run_task, "nop", out_root, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
+    )
     what = 'the empty rollout (nop agent, untouched workspace, final answer "done")'
     if result.error is not None and result.error.kind not in (ErrorKind.GRADING,):
         findings.append(
@@ -119,6 +123,7 @@ async def check_wrong(
     threshold: float,
     *,
     sandbox: str = "bwrap",
+    memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
 ) -> tuple[dict[str, float | None], list[Finding]]:
     """The removed and corrupted rollouts of the golden end state; ({name: score}, findings).
@@ -141,13 +146,17 @@ async def check_wrong(
     scores: dict[str, float | None] = {}
     findings: list[Finding] = []
     removed = {rel: data for rel, data in golden.items() if rel not in results}
-    score = await grade_files(task, removed, transcript, sandbox=sandbox, work_dir=work_dir)
+    score = await grade_files(
+        task, removed, transcript, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
+    )
     f = judge("killer.removed", f"the golden end state without its result files ({listed})",
               score, threshold)  # fmt: skip
     scores["removed"] = f.score
     findings.append(f)
     corrupted = dict(golden) | {rel: CORRUPTED for rel in results}
-    score = await grade_files(task, corrupted, transcript, sandbox=sandbox, work_dir=work_dir)
+    score = await grade_files(
+        task, corrupted, transcript, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
+    )
     f = judge("killer.corrupted", f"the golden end state with corrupted result files ({listed})",
               score, threshold)  # fmt: skip
     scores["corrupted"] = f.score

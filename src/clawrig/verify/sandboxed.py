@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from clawrig.agents.preamble import first_user_message
+from clawrig.choices import DEFAULT_MEMORY_MB
 from clawrig.runner.trial import Trial, TrialServices, run_trial
 from clawrig.spec.job import TrialConfig
 from clawrig.spec.layout import TrialPaths
@@ -52,17 +53,21 @@ async def grade_files(
     transcript: Transcript | str | None,
     *,
     sandbox: str = "bwrap",
+    memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
 ) -> Score:
     """Grade the end state ``files`` (relative path -> bytes) in a fresh ``sandbox``, through
     a :class:`clawrig.runner.trial.Trial` (the trial's time limits, grader environment, gt/
     and services as in a trial; the task's own programmatic grader).
 
-    ``transcript``: a Transcript, chat.jsonl text, or None (no session file). Returns the
-    grader's :class:`Score` (``error`` set when the grader crashed, timed out or printed no
-    score); raises SandboxError when the sandbox cannot start.
+    ``memory_mb``: the sandbox's memory limit in MiB (``--memory-mb``). ``transcript``: a
+    Transcript, chat.jsonl text, or None (no session file). Returns the grader's
+    :class:`Score` (``error`` set when the grader crashed, timed out or printed no score);
+    raises SandboxError when the sandbox cannot start.
     """
-    config = TrialConfig(agent="nop", model="nop", sandbox=sandbox, grader="programmatic")
+    config = TrialConfig(
+        agent="nop", model="nop", sandbox=sandbox, memory_mb=memory_mb, grader="programmatic"
+    )
     text = (
         transcript
         if transcript is None or isinstance(transcript, str)
@@ -81,11 +86,12 @@ async def run_agent(
     out_root: Path,
     *,
     sandbox: str = "bwrap",
+    memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
 ) -> tuple[TrialResult, Transcript]:
     """Run one trial of ``task`` with ``agent`` (oracle | nop) and return (result,
     transcript). The trial folder goes under ``out_root``."""
-    config = TrialConfig(agent=agent, model=agent, sandbox=sandbox)
+    config = TrialConfig(agent=agent, model=agent, sandbox=sandbox, memory_mb=memory_mb)
     result, folder = await run_trial(
         task, config, out_root, services=TrialServices(work_dir=work_dir)
     )

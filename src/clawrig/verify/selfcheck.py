@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from clawrig.choices import DEFAULT_MEMORY_MB
 from clawrig.errors import ClawrigError
 from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript
@@ -75,7 +76,11 @@ def compare(check: str, what: str, score: Score | None, expected: float | None) 
 
 
 async def check_golden(
-    task: Task, *, sandbox: str = "bwrap", work_dir: Path | None = None
+    task: Task,
+    *,
+    sandbox: str = "bwrap",
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    work_dir: Path | None = None,
 ) -> tuple[float | None, list[Finding]]:
     """Grade the golden workspace in a sandbox; (score, findings). Nothing when the task has
     no golden workspace."""
@@ -83,7 +88,12 @@ async def check_golden(
         return None, []
     files = {rel: content_bytes(c) for rel, c in task.golden_workspace.items()}
     score = await grade_files(
-        task, files, golden_transcript(task), sandbox=sandbox, work_dir=work_dir
+        task,
+        files,
+        golden_transcript(task),
+        sandbox=sandbox,
+        memory_mb=memory_mb,
+        work_dir=work_dir,
     )
     finding = compare("self_check.golden", "the golden workspace", score, task.expected_reward)
     finding.path = str(task.grader.origin.path) if task.grader.origin else None
@@ -91,7 +101,12 @@ async def check_golden(
 
 
 async def check_oracle(
-    task: Task, out_root: Path, *, sandbox: str = "bwrap", work_dir: Path | None = None
+    task: Task,
+    out_root: Path,
+    *,
+    sandbox: str = "bwrap",
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    work_dir: Path | None = None,
 ) -> tuple[float | None, list[Finding]]:
     """Replay the golden trajectory with the oracle agent and grade it; (score, findings),
     including the replay diff warnings. Nothing when the task has no golden trajectory."""
@@ -107,7 +122,7 @@ async def check_oracle(
             )
         ]
     result, transcript = await run_agent(
-        task, "oracle", out_root, sandbox=sandbox, work_dir=work_dir
+        task, "oracle", out_root, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
     )
     findings: list[Finding] = []
     if result.error is not None and (result.score is None or result.score.error is None):
