@@ -142,3 +142,28 @@ def test_local_sandbox_notes_the_tasks_whose_commands_name_root(
     assert "/root is named in its skills (which go to /root/skills);" in named["task skills"]
     assert all("score may differ from bwrap's" in line for line in lines)
     assert note_local_home(tasks, _config(bench_root, sandbox="bwrap")) == []
+
+
+def test_tasks_validate_gives_the_grader_import_note_run_gives(
+    wildclaw_task, task_sections, bench_root
+):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    task_sections["Automated Checks"] = (
+        "```python\ndef grade(**kwargs):\n    import fitz\n    return {}\n```"
+    )
+    task_file = wildclaw_task(sections=task_sections)
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    [expected] = note_grader_imports(load_tasks(bench_root), _config(task_file))
+    argv = [clawrig, "tasks", "validate", str(task_file), "--root", str(bench_root)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr  # a note, not an error
+    assert "grader imports fitz" in expected
+    out = " ".join(r.stdout.split())
+    assert f"note: {expected} (clawrig run with its default --sandbox and --env)" in out
+    r = subprocess.run(argv + ["--json"], capture_output=True, text=True, timeout=120)
+    assert json.loads(r.stdout)["notes"] == [
+        f"{expected} (clawrig run with its default --sandbox and --env)"
+    ]

@@ -296,6 +296,7 @@ def validate_suite(
 ) -> None:
     """Report every problem (file, field, line). Exit 1 on any error; warnings do not fail."""
     suite = load_suite(path, root)
+    notes = _run_notes(suite.valid_tasks, path, root)
     if as_json:
         typer.echo(
             json.dumps(
@@ -306,6 +307,7 @@ def validate_suite(
                     "errors": len(suite.errors),
                     "warnings": len(suite.warnings),
                     "issues": [_issue_dict(i) for i in suite.issues],
+                    "notes": notes,
                 },
                 indent=2,
                 ensure_ascii=False,
@@ -314,6 +316,8 @@ def validate_suite(
     else:
         out = stdout_console()
         _print_issues(suite.issues, out)
+        for line in notes:
+            out.print(Text(f"note: {line}"), highlight=False, soft_wrap=True)
         verdict = Text("FAIL", style="bold red") if suite.errors else Text("OK", style="green")
         summary = Text()
         summary.append(verdict)
@@ -321,6 +325,20 @@ def validate_suite(
         out.print(summary, highlight=False)
     if suite.errors:
         _exit(1)
+
+
+def _run_notes(tasks: list[Any], path: Path, root: Path | None) -> list[str]:
+    """The notes ``clawrig run`` would print for these tasks with its default sandbox and
+    environment (:func:`clawrig.runner.fidelity_checks.note_grader_imports`: a grader
+    importing a module where it runs lacks), each ending with that proviso. Nothing is built."""
+    from clawrig.runner.fidelity_checks import note_grader_imports
+    from clawrig.spec.job import JobConfig
+
+    config = JobConfig(suite_path=path, root=root)
+    return [
+        f"{line} (clawrig run with its default --sandbox and --env)"
+        for line in note_grader_imports(tasks, config)
+    ]
 
 
 @app.command("build-dataclaw")
