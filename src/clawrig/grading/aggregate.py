@@ -503,7 +503,7 @@ SUMMARY_NOTES = {
     "overall_score": "sum score / sum max over scored trials, an agent error scoring 0; "
     "error_count counts the trials an error left unscored (DataClawBench's rule)",
     "mean": "mean with a 95% t interval, over per-task mean scores when a task ran more than "
-    "once (unit: task), clipped to [0, 1]",
+    "once (unit: task); low and high clipped to [0, 1], half_width unclipped",
     "pass": "pass@k and pass^k with success = score >= threshold",
     "process": "EE/GPR/TPE/TGPR exist only for tasks with gold steps and milestones "
     "(DataClawBench)",

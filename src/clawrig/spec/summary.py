@@ -62,7 +62,9 @@ class Efficiency(BaseModel):
 
 class MeanStat(BaseModel):
     """Mean with a Student-t (or normal) interval; interval fields None when n < 2.
-    ``unit``: "trial", or "task" when repeated runs were averaged per task first."""
+    ``low``/``high`` are clipped to [0, 1] (scores live there); ``half_width`` is the
+    interval's unclipped half width (the ``± x`` to quote; ``mean - half_width`` may be
+    below 0). ``unit``: "trial", or "task" when repeated runs were averaged per task first."""
 
     mean: float | None = None
     low: float | None = None
