@@ -60,7 +60,7 @@ def test_grader_imports_the_environment_lacks(wildclaw_task, task_sections, benc
     [line] = note_grader_imports(tasks, _config(bench_root))
     assert line.startswith(
         "task 01_Productivity_Flow_task_1_meeting_notes: grader imports bs4, fitz, which its "
-        "grading environment lacks ("
+        "grading environment does not have (it has "
     )
     # the grader calls a judge (openai) and none is configured: said before the run
     [note] = note_judge(tasks, _config(bench_root))
@@ -76,6 +76,13 @@ def test_requirement_modules():
     assert requirement_modules("PyYAML>=6") == ["yaml"]
     assert requirement_modules("python_docx") == ["docx"]
     assert requirement_modules("some-package[extra]==1") == ["some_package"]
+    # import names are lower case where the distribution's is not (helper-127's false notes)
+    assert requirement_modules("Flask==3")[:2] == ["Flask", "flask"]
+    assert requirement_modules("PyJWT") == ["jwt"] and requirement_modules("pdfminer.six") == [
+        "pdfminer"
+    ]
+    # what a distribution always installs with it counts: pandas brings numpy
+    assert {"numpy", "dateutil"} <= set(requirement_modules("pandas>=2"))
 
 
 def test_upstream_default_judge(wildclaw_task, task_sections, bench_root, dataclaw_real):
@@ -167,3 +174,38 @@ def test_tasks_validate_gives_the_grader_import_note_run_gives(
     assert json.loads(r.stdout)["notes"] == [
         f"{expected} (clawrig run with its default --sandbox and --env)"
     ]
+
+
+def test_tasks_validate_notes_survive_an_unusable_cache_and_odd_graders(
+    wildclaw_task, task_sections, bench_root, tmp_path
+):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    # a grader with a relative import and a third-party one; a second one nested too deeply
+    # for Python's parser (~3,000 chained terms)
+    task_sections["Automated Checks"] = (
+        "```python\nfrom .helpers import x\nimport fitz\n\ndef grade(**kwargs):\n    return {}\n```"
+    )
+    wildclaw_task(sections=task_sections)
+    deep = "x = " + " + ".join(['"a"'] * 3000)
+    task_sections["Automated Checks"] = (
+        f"```python\n{deep}\n\ndef grade(**kwargs):\n    return {{}}\n```"
+    )
+    deep_file = wildclaw_task("second.md", id="t_deep", sections=task_sections)
+    (tmp_path / "afile").write_text("")
+    env = dict(os.environ, CLAWRIG_CACHE_DIR=str(tmp_path / "afile" / "cache"))
+    argv = [clawrig, "tasks", "validate", str(bench_root / "tasks"), "--root", str(bench_root)]
+    r = subprocess.run(argv + ["--json"], capture_output=True, text=True, timeout=120, env=env)
+    assert "Traceback" not in r.stderr, r.stderr
+    report = json.loads(r.stdout)
+    [deep_issue] = [i for i in report["issues"] if i["path"] == str(deep_file)]
+    assert "too deeply nested to parse (RecursionError)" in deep_issue["message"]
+    assert r.returncode == 1  # the deep grader's task error; the rest validates
+    # with a usable cache: the relative import is no module to install, fitz is
+    r = subprocess.run(argv + ["--json"], capture_output=True, text=True, timeout=120)
+    [note] = json.loads(r.stdout)["notes"]
+    assert "grader imports fitz, which" in note and ".helpers" not in note

@@ -291,7 +291,8 @@ def validate_suite(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print {tasks, errors, warnings, issues[]} as JSON (tasks: those without errors).",
+        help="Print {tasks, errors, warnings, issues[], notes[]} as JSON (tasks: those without "
+        "errors; notes: what clawrig run would note, e.g. a grader's missing imports).",
     ),
 ) -> None:
     """Report every problem (file, field, line). Exit 1 on any error; warnings do not fail."""
@@ -331,14 +332,15 @@ def _run_notes(tasks: list[Any], path: Path, root: Path | None) -> list[str]:
     """The notes ``clawrig run`` would print for these tasks with its default sandbox and
     environment (:func:`clawrig.runner.fidelity_checks.note_grader_imports`: a grader
     importing a module where it runs lacks), each ending with that proviso. Nothing is built."""
-    from clawrig.runner.fidelity_checks import note_grader_imports
+    from clawrig.runner.fidelity_checks import grader_import_notes
     from clawrig.spec.job import JobConfig
 
     config = JobConfig(suite_path=path, root=root)
-    return [
-        f"{line} (clawrig run with its default --sandbox and --env)"
-        for line in note_grader_imports(tasks, config)
-    ]
+    try:
+        lines = grader_import_notes(tasks, config)
+    except OSError as exc:  # clawrig's cache folder (where environments are) is unusable
+        return [f"graders' imports not checked: {exc}"]
+    return [f"{line} (clawrig run with its default --sandbox and --env)" for line in lines]
 
 
 @app.command("build-dataclaw")

@@ -52,10 +52,36 @@ IMPORT_NAMES = {
     "pypdf2": ["PyPDF2"],
     "attrs": ["attr", "attrs"],
     "protobuf": ["google"],
+    "pyjwt": ["jwt"],
+    "python-dotenv": ["dotenv"],
+    "python-magic": ["magic"],
+    "python-multipart": ["multipart"],
+    "pycryptodome": ["Crypto"],
+    "pyserial": ["serial"],
+    "pyzmq": ["zmq"],
+    "pdfminer-six": ["pdfminer"],
+    "python-levenshtein": ["Levenshtein"],
+    "faiss-cpu": ["faiss"],
+    "opencv-contrib-python": ["cv2"],
     # Debian's python3-<name> packages whose module is named otherwise
     "pil": ["PIL"],
 }
 """Import names of distributions whose import name differs from the distribution's."""
+
+DEPENDENCIES = {
+    "pandas": ["numpy", "python-dateutil", "pytz"],
+    "matplotlib": ["numpy", "pillow", "python-dateutil"],
+    "seaborn": ["pandas", "numpy", "matplotlib"],
+    "scipy": ["numpy"],
+    "scikit-learn": ["numpy", "scipy", "joblib"],
+    "scikit-image": ["numpy", "scipy", "pillow"],
+    "requests": ["urllib3", "idna", "certifi", "charset-normalizer"],
+    "openai": ["httpx", "pydantic"],
+    "flask": ["jinja2", "werkzeug", "markupsafe"],
+}
+"""Distributions that a common distribution always installs with it (its required
+dependencies on PyPI, one level, lower-case names): a requirement of ``pandas`` provides
+``numpy`` too."""
 
 SITE_DIRS = (
     "usr/lib/python3/dist-packages",
@@ -91,10 +117,19 @@ _PIP_VALUE_OPTIONS = {
 
 
 def requirement_modules(requirement: str) -> list[str]:
-    """The module names a requirement line (``Pillow==13.0.0``, ``pymupdf>=1``) provides."""
+    """The module names a requirement line (``Pillow==13.0.0``, ``pymupdf>=1``) provides:
+    :data:`IMPORT_NAMES`, else the distribution's name with ``-`` and ``.`` as ``_``, as
+    spelled and in lower case (``Flask`` -> ``flask``, ``PyPDF2`` -> ``PyPDF2``); and those of
+    the distributions it installs with it (:data:`DEPENDENCIES`: ``pandas`` -> ``numpy``)."""
     dist = re.split(r"[\s<>=!~;\[@]", requirement.strip(), maxsplit=1)[0]
-    key = dist.lower().replace("_", "-")
-    return IMPORT_NAMES.get(key, [dist.replace("-", "_").replace(".", "_")])
+    key = dist.lower().replace("_", "-").replace(".", "-")
+    names = list(IMPORT_NAMES.get(key, ()))
+    if not names:
+        plain = dist.replace("-", "_").replace(".", "_")
+        names = list(dict.fromkeys([plain, plain.lower()]))
+    for dep in DEPENDENCIES.get(key, ()):
+        names += [n for n in requirement_modules(dep) if n not in names]
+    return names
 
 
 def _entry_module(path: Path) -> str | None:

@@ -23,6 +23,8 @@ import pprint
 from collections.abc import Mapping
 from typing import Any
 
+from clawrig.pysource import parse as parse_source
+
 GOLDEN_NAMES = ("GOLDEN_WORKSPACE", "EXPECTED_REWARD", "GOLDEN_TRANSCRIPT")
 
 SELF_CHECK = """
@@ -87,7 +89,7 @@ def grader_body(source: str) -> str:
     EXPECTED_REWARD and GOLDEN_TRANSCRIPT and ``if __name__ == "__main__"`` blocks are removed
     (with the comment lines right above them); everything else is kept verbatim. Raises
     SyntaxError for unparsable source."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     lines = source.splitlines(keepends=True)
     drop: set[int] = set()
     for node in tree.body:
@@ -108,7 +110,7 @@ def reads_transcript(source: str) -> bool:
     parameter), the string ``"transcript"`` (``kwargs.get("transcript")``), or names the
     session file (chat.jsonl, /claude_code/)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return "transcript" in source or "chat.json" in source
     for node in ast.walk(tree):
@@ -124,7 +126,7 @@ def reads_transcript(source: str) -> bool:
 def reads_gt(source: str) -> bool:
     """True when a grader's source names a gt path (``"gt"``, ``"gt/..."``, ``.../gt/...``)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return "gt" in source
     for node in ast.walk(tree):

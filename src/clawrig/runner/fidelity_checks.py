@@ -122,6 +122,11 @@ def note_judge(tasks: list[Task], config: JobConfig) -> list[str]:
 
 
 def note_grader_imports(tasks: list[Task], config: JobConfig) -> list[str]:
+    """:func:`grader_import_notes`, at most :data:`MAX_LINES` of them and a count."""
+    return _capped(grader_import_notes(tasks, config), "grader(s) with missing imports")
+
+
+def grader_import_notes(tasks: list[Task], config: JobConfig) -> list[str]:
     """One line per grader that imports modules where it runs lacks. Where it runs
     (:func:`clawrig.env.system.grader_on_system`): on the environment's ``python3`` with the
     task's warm snapshot (WildClawBench on an environment, every task on Docker; its modules
@@ -155,13 +160,14 @@ def note_grader_imports(tasks: list[Task], config: JobConfig) -> list[str]:
             env = ", ".join(task.grader.requirements) or "the standard library only"
             line = (
                 f"task {task.id}: grader imports {', '.join(lacking)}, which its grading "
-                f"environment lacks ({env}); add them to a requirements.txt beside the tasks"
+                f"environment does not have (it has {env}); add them to a requirements.txt "
+                "beside the tasks"
                 if lacking
                 else None
             )
         if line:
             lines.append(line)
-    return _capped(lines, "grader(s) with missing imports")
+    return lines
 
 
 def _planned_system(config: JobConfig, task_format: str) -> SystemChoice | None:
@@ -170,7 +176,7 @@ def _planned_system(config: JobConfig, task_format: str) -> SystemChoice | None:
         return resolve_environment(
             trial.sandbox, trial.environment, trial.image, task_format, build=False
         )
-    except UserError:
+    except (UserError, OSError):  # an unusable cache folder: the run's own check says so
         return None
 
 

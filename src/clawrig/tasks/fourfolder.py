@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from clawrig.errors import TaskFormatError
 from clawrig.pysource import non_stdlib_imports
+from clawrig.pysource import parse as parse_source
 from clawrig.services.declare import fixture_files, parse_services
 from clawrig.spec.task import (
     CATEGORIES,
@@ -323,8 +324,7 @@ def read_evaluator(path: Path, issues: IssueCollector) -> dict[str, Any] | None:
         issues.add(exc)
         return None
     try:
-        tree = ast.parse(source, filename=str(path))
-        compile(tree, str(path), "exec")
+        tree = parse_source(source, str(path))
     except SyntaxError as exc:
         issues.error(path, "source", f"syntax error: {exc.msg}", exc.lineno)
         return None

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from clawrig.errors import TaskFormatError
+from clawrig.pysource import parse as parse_source
 from clawrig.pysource import third_party_modules
 from clawrig.sandbox.pyenv import WILDCLAW_GRADER_REQUIREMENTS, suite_grader_requirements
 from clawrig.spec.task import (
@@ -109,8 +110,7 @@ def _grade_source_problem(source: str) -> tuple[int, str] | None:
     """(line within ``source``, message) of its first problem (:func:`grade_source_problems`),
     or None; once per source (a suite's tasks often share their grader's code)."""
     try:
-        tree = ast.parse(source)
-        compile(tree, "<grader>", "exec")
+        tree = parse_source(source, "<grader>")
     except SyntaxError as exc:
         return exc.lineno or 1, f"grade() has a syntax error: {exc.msg}"
     names = {

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.pysource import non_stdlib_imports
+from clawrig.pysource import parse as parse_source
 from clawrig.sandbox.paths import PATHS
 from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript
@@ -205,7 +206,7 @@ def grader_gt_paths(source: str) -> list[tuple[str, int]]:
     An empty path means the gt folder itself. Paths with glob or format characters, and
     pieces of f-strings, are left out. Raises SyntaxError for unparsable source.
     """
-    tree = ast.parse(source)
+    tree = parse_source(source)
     in_fstring = {
         id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values
     }
@@ -308,7 +309,7 @@ def lint_gt_paths(task: Task) -> list[Finding]:
 def literal_assignment(source: str, name: str) -> tuple[Any, int] | None:
     """The literal value and line of a module-level ``NAME = <literal>``, else None."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return None
     for node in tree.body:
