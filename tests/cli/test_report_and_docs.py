@@ -224,3 +224,24 @@ def test_the_readme_usage_of_run_names_every_option_and_its_short_alias():
         if not any(o in tokens for o in names) or not all(o in tokens for o in shorts):
             missing.append("/".join(names))
     assert missing == []
+
+
+def test_the_caption_says_what_its_mean_averages():
+    """With several runs of a task the summary's mean is over per-task means (unit task):
+    graded trials scoring 1, 1 (task a) and 0 (task b) have a trial mean of 0.667, and the
+    caption's 0.5 must not be called the mean of the graded trials (helper-127)."""
+    from clawrig.grading.aggregate import mean_ci
+
+    rows = [
+        {"task_id": t, "run_index": k, "trial": f"{t}{k}", "score": s, "error": None}
+        for t, k, s in (("a", 0, 1.0), ("a", 1, 1.0), ("b", 0, 0.0))
+    ]
+    per_task = mean_ci([1.0, 0.0])
+    base = {"model": "m", "agent": "native", "tasks": rows, "evaluated_count": 3}
+    base |= {"error_count": 0, "runs_per_task": 2}
+    text = " ".join(_table_text(base | {"mean": per_task.as_dict() | {"unit": "task"}}).split())
+    assert "mean score over 2 task(s) (each its runs' mean) [95% CI] 0.5000" in text
+    assert "of the graded trials" not in text
+    trials = mean_ci([1.0, 1.0, 0.0]).as_dict() | {"unit": "trial"}
+    text = " ".join(_table_text(base | {"mean": trials}).split())
+    assert "mean score of the graded trials [95% CI] 0.6667" in text

@@ -68,6 +68,14 @@ def table_rows(rows: list[dict[str, Any]], limit: int = SUMMARY_TABLE_ROWS) -> l
     return [row for i, row in enumerate(rows) if i in keep]
 
 
+def _mean_label(mean: dict[str, Any]) -> str:
+    """What the summary's ``mean`` averages: its graded trials, or (``unit`` "task", with
+    several runs of a task) each task's mean over its graded runs."""
+    if mean.get("unit") == "task":
+        return f"mean score over {mean.get('n', 0)} task(s) (each its runs' mean)"
+    return "mean score of the graded trials"
+
+
 def render_summary(summary: dict[str, Any]) -> Table:
     """The end-of-job table: one row per trial (task, run, score, error, trial folder; past
     :data:`SUMMARY_TABLE_ROWS` trials, the unscored and lowest-scored ones: :func:`table_rows`),
@@ -108,7 +116,7 @@ def render_summary(summary: dict[str, Any]) -> Table:
         + (f" ({agent} of them agent error(s), scored 0)" if agent else "")
         + f", {summary['error_count']} not scored"
         + (f" ({', '.join(f'{kind} {n}' for kind, n in kinds.items())})" if kinds else "")
-        + f"; mean score of the graded trials [95% CI] {mean_txt}"
+        + f"; {_mean_label(m)} [95% CI] {mean_txt}"
     )
     if len(shown) < len(summary["tasks"]):
         table.caption += (
