@@ -422,3 +422,16 @@ def test_verify_memory_mb_is_each_sandboxs_limit(tmp_path: Path) -> None:
     proc = run("verify", bench, "--json", "--memory-mb", "512")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert json.loads(proc.stdout)["samples"][0]["scores"] == {"empty": 0.0}
+
+
+def test_verify_on_the_local_sandbox_warns_once_and_runs_one_at_a_time(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    write_wildclaw_task(bench, 1, GOOD_GRADER)
+    write_wildclaw_task(bench, 2, GOOD_GRADER)
+    proc = run("verify", bench, "--sandbox", "local", "-p", "2")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "--parallel: the local sandbox runs one trial at a time" in proc.stderr
+    proc = run("verify", bench, "--sandbox", "local")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert "UserWarning" not in proc.stderr  # each sandbox's raw Python warning (4 of them)
+    assert proc.stderr.count("NO isolation") == 1, proc.stderr

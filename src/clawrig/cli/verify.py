@@ -17,7 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from clawrig.choices import DEFAULT_MEMORY_MB
-from clawrig.cli.common import DEFAULT_PARALLEL, ROOT_HELP, MemoryMbOption, stdout_console
+from clawrig.cli.common import (
+    DEFAULT_PARALLEL,
+    ROOT_HELP,
+    MemoryMbOption,
+    err_console,
+    stdout_console,
+)
 from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
 
@@ -129,6 +135,12 @@ def register(app: typer.Typer) -> None:
         --threshold) and lint (the files and fields the format asks for).
         """
         check_sandbox_kind(sandbox)
+        if sandbox == "local":
+            if parallel > 1:  # as clawrig run (the local sandbox's lock serialises them)
+                raise UserError("--parallel: the local sandbox runs one trial at a time")
+            from clawrig.sandbox.local import warn_once
+
+            warn_once(lambda line: err_console.print(line, style="bold yellow", highlight=False))
         from clawrig.verify import verify_path
 
         if not path.exists():

@@ -153,18 +153,9 @@ class Job:
         self._note_workers()
         self._environments()
         if self.config.trial.sandbox == "local":
-            self.on_note(
-                "WARNING: --sandbox local runs the agent's commands on this machine with NO "
-                "isolation."
-            )
-            import re
-            import warnings
+            from clawrig.sandbox.local import warn_once
 
-            from clawrig.sandbox.local import WARNING
-
-            # said once, here: each local sandbox's own Python warning would print it again
-            # as a raw warning with a source line (a new user took it for a traceback)
-            warnings.filterwarnings("ignore", message=re.escape(WARNING), category=UserWarning)
+            warn_once(self.on_note)
         agent.prepare(self.on_note)  # e.g. install the pinned OpenClaw once
         self._prepared = True
         return self

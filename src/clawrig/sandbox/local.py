@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from clawrig.errors import SandboxError
@@ -47,6 +48,18 @@ LOCK_PATH = Path(tempfile.gettempdir()) / f"clawrig-local-sandbox-{os.getuid()}.
 user's local sandboxes (a red-team finding: root's made every other user's trial fail)."""
 LOCK_WAIT_S = 120.0
 """How long a local sandbox waits for another one on this machine to stop (seconds)."""
+
+
+def warn_once(note: Callable[[str], None]) -> None:
+    """Say once, with ``note``, that local sandboxes have no isolation, and silence each
+    sandbox's own Python warning of it (:data:`WARNING`: a raw warning with a source line,
+    which a new user took for a traceback)."""
+    import re
+
+    note("WARNING: --sandbox local runs the agent's commands on this machine with NO isolation.")
+    warnings.filterwarnings("ignore", message=re.escape(WARNING), category=UserWarning)
+
+
 LOCK_POLL_S = 0.05
 """Seconds between a waiting local sandbox's tries of the lock."""
 WARNING = (
