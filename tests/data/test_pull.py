@@ -42,7 +42,8 @@ def run(out: Path, suite: Path) -> subprocess.CompletedProcess:
 
 def test_pull_lays_out_validates_verifies_and_writes_a_manifest(hub, demo_dir, tmp_path) -> None:
     dest = tmp_path / "data"
-    r = pull(tmp_path, "eigendata/wildclaw", "--to", str(dest))
+    # --memory-mb: each verify sandbox's limit, as verify's (helper-127: pull had none)
+    r = pull(tmp_path, "eigendata/wildclaw", "--to", str(dest), "--memory-mb", "256")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "validate: 2 task(s), 0 error(s)" in r.stdout
     assert "verify: 2 pass, 0 warn, 0 fail" in r.stdout

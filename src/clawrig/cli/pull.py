@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from clawrig.cli.common import console, err_console
+from clawrig.choices import DEFAULT_MEMORY_MB
+from clawrig.cli.common import MemoryMbOption, console, err_console
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +42,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = True,
         sandbox: Annotated[str, typer.Option("--sandbox", help="bwrap | docker | local")] = "bwrap",
+        memory_mb: MemoryMbOption = DEFAULT_MEMORY_MB,
         parallel: Annotated[int, typer.Option("--parallel", "-p", min=1)] = 4,
         progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     ) -> None:
@@ -87,7 +89,11 @@ def register(app: typer.Typer) -> None:
 
             from clawrig.verify import verify_path
 
-            report = asyncio.run(verify_path(suite, sandbox=sandbox, parallel=parallel, root=root))
+            report = asyncio.run(
+                verify_path(
+                    suite, sandbox=sandbox, memory_mb=memory_mb, parallel=parallel, root=root
+                )
+            )
             counts = report.counts
             console.print(
                 f"verify: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail",
