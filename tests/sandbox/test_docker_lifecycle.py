@@ -169,3 +169,26 @@ async def test_stopping_a_container_ends_its_reader_without_waiting_it_out(docke
     await box.stop()
     assert reader is not None and reader.done()
     assert not reader.cancelled()  # ended by the stream's end, not cut at its 2 s
+
+
+def test_run_refuses_built_in_services_on_docker_before_any_sandbox(docker_image, tmp_path):
+    """Demo sample 000008 uses the built-in mock mail service, whose environment is built for
+    the host's python3: on Docker each trial failed at setup (helper-126); now the job is
+    refused before any sandbox starts, naming the task."""
+    from pathlib import Path
+
+    demo = Path(__file__).resolve().parents[2] / "suites" / "demo"
+    out = tmp_path / "out"
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    r = subprocess.run(
+        [clawrig, "run", str(demo), "-s", "000008,000015", "--agent", "oracle"]
+        + ["--sandbox", "docker", "--image", docker_image, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "--sandbox docker: 1 task(s) use clawrig's built-in mock services (000008)" in (
+        " ".join(r.stderr.split())
+    )
+    assert not any(p.is_dir() for p in out.glob("0000*/*"))  # no trial ran

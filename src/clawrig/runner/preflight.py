@@ -203,7 +203,9 @@ def check_config(config: JobConfig) -> list[str]:
 
 def check_sandbox(tasks: list[Task], config: JobConfig) -> list[str]:
     """The local sandbox runs one trial at a time; bubblewrap is installed when ``--sandbox
-    bwrap``; a Docker engine answers ``docker version`` when ``--sandbox docker``."""
+    bwrap``; a Docker engine answers ``docker version`` when ``--sandbox docker``, and no task
+    uses the built-in mock services there (:func:`clawrig.services.lifecycle.start_services`
+    refuses them on Docker)."""
     kind = config.trial.sandbox
     if kind == "local" and config.parallel > 1:
         return ["--parallel: the local sandbox runs one trial at a time"]
@@ -224,6 +226,15 @@ def check_sandbox(tasks: list[Task], config: JobConfig) -> list[str]:
             probe = None
         if probe is None or probe.returncode != 0:
             return ["--sandbox docker: no Docker engine answers on this machine"]
+        from clawrig.services.lifecycle import needs_services_env
+
+        if using := [t.id for t in tasks if needs_services_env(t)]:
+            shown = ", ".join(using[:5]) + (", ..." if len(using) > 5 else "")
+            return [
+                f"--sandbox docker: {len(using)} task(s) use clawrig's built-in mock services "
+                f"({shown}), which need --sandbox bwrap (or local): their Python environment "
+                "is built for the host's /usr/bin/python3"
+            ]
     return []
 
 
@@ -364,7 +375,7 @@ def note_disk_space(tasks: list[Task], config: JobConfig) -> list[str]:
     from clawrig.sizes import format_bytes
 
     return [
-        f"{at_once} trials at once with a {config.trial.disk_mb} MiB disk each could write "
+        f"{at_once} trial(s) at once with a {config.trial.disk_mb} MiB disk each could write "
         f"{format_bytes(at_once * disk)}, {format_bytes(at_once * disk - free)} more than the "
         f"{format_bytes(free)} free under {tempfile.gettempdir()}: lower --parallel or "
         "--disk-mb if agents may fill their disks"
