@@ -245,3 +245,15 @@ def test_the_caption_says_what_its_mean_averages():
     trials = mean_ci([1.0, 1.0, 0.0]).as_dict() | {"unit": "trial"}
     text = " ".join(_table_text(base | {"mean": trials}).split())
     assert "mean score of the graded trials [95% CI] 0.6667" in text
+
+
+def test_a_cut_error_message_ends_with_an_ellipsis():
+    long = "ScriptedServer: script exhausted: " + "word " * 80  # 434 characters
+    rows = [{"task_id": "t", "run_index": 0, "trial": "f", "score": None}]
+    rows[0]["error"] = {"kind": "infrastructure", "message": long + "\nsecond line"}
+    (line,) = [ln for ln in summary_lines({"tasks": rows}) if ln.startswith("  t run 0")]
+    shown = line.removeprefix("  t run 0: infrastructure: ")
+    assert shown == long[:199] + "…" and len(shown) == 200
+    empty = [{"task_id": "u", "run_index": 0, "trial": "f", "score": None}]
+    empty[0]["error"] = {"kind": "setup", "message": ""}
+    assert "  u run 0: setup: " in summary_lines({"tasks": empty})

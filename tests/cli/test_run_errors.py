@@ -47,6 +47,20 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
             "--suite: no task with id 999999",
         ),
         (["run", str(REPO / "suites/demo"), "--grader", "vibes"], "--grader"),
+        (  # the category has tasks, none of them among -s (helper-126)
+            ["run", str(REPO / "suites/demo"), "--agent", "oracle", "-s", "000001"]
+            + ["--category", "06_Safety_Alignment"],
+            "--category: no task of --suite 000001 is in 06_Safety_Alignment",
+        ),
+        (
+            ["run", str(REPO / "suites/demo"), "--agent", "oracle", "--category", "nope"],
+            "--category: no task in nope (the suite's categories: 01_",
+        ),
+        (  # a task file outside PATH: PATH was ignored (helper-126)
+            ["run", str(REPO / "suites/demo"), "--agent", "oracle", "-t"]
+            + [str(next((REPO / "examples/wildclaw/tasks").rglob("*.md")))],
+            "is not in PATH",
+        ),
         (
             ["run", str(REPO / "suites/demo"), "--agent", "oracle", "--root", str(REPO)],
             f"--root: {REPO / 'suites/demo'} is a four-folder set",
@@ -417,7 +431,7 @@ def test_disk_mb_sets_each_trials_disk_and_the_note_names_it(tmp_path):
         "--agent", "nop", "--disk-mb", str(half), "-o", str(tmp_path / "out2"), cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 0, (r.stdout, r.stderr)
-    assert f"2 trials at once with a {half} MiB disk each could write" in r.stderr
+    assert f"2 trial(s) at once with a {half} MiB disk each could write" in r.stderr
     assert "lower --parallel or --disk-mb" in r.stderr
 
 

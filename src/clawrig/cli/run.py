@@ -68,6 +68,14 @@ def table_rows(rows: list[dict[str, Any]], limit: int = SUMMARY_TABLE_ROWS) -> l
     return [row for i, row in enumerate(rows) if i in keep]
 
 
+def first_line(message: Any, width: int) -> str:
+    """The first line of an error message, cut to ``width`` characters with an ellipsis when
+    longer (a cut mid-word read as the whole message)."""
+    lines = str(message or "").splitlines()
+    line = lines[0] if lines else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def _mean_label(mean: dict[str, Any]) -> str:
     """What the summary's ``mean`` averages: its graded trials, or (``unit`` "task", with
     several runs of a task) each task's mean over its graded runs."""
@@ -94,9 +102,7 @@ def render_summary(summary: dict[str, Any]) -> Table:
     for row in shown:
         score = row.get("score")
         err = row.get("error")
-        err_txt = (
-            f"{err.get('kind')}: {str(err.get('message', '')).splitlines()[0][:60]}" if err else ""
-        )
+        err_txt = f"{err.get('kind')}: {first_line(err.get('message'), 60)}" if err else ""
         cells = [row["task_id"]]
         if runs > 1:
             cells.append(str(row["run_index"]))
@@ -401,6 +407,14 @@ def register(app: typer.Typer) -> None:
 
             if task is not None and not task.exists():
                 raise UserError(f"--task: no such file: {task}")
+            if (
+                task is not None
+                and path is not None
+                and not task.resolve().is_relative_to(path.resolve())
+            ):  # which suite would the task be read as? (PATH was ignored)
+                raise UserError(
+                    f"--task: {task} is not in PATH {path}: give PATH or --task FILE, not both"
+                )
             source = task or path
             if source is None:
                 raise UserError("PATH: give a suite path or --task FILE")
@@ -649,7 +663,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(head)
         for r in group[:10]:
             err = r["error"]
-            msg = str(err.get("message", "")).splitlines()[0][:200]
+            msg = first_line(err.get("message"), 200)
             lines.append(f"  {r['task_id']} run {r['run_index']}: {err.get('kind')}: {msg}")
         if len(group) > 10:
             lines.append(f"  ... and {len(group) - 10} more (see the summary JSON)")
