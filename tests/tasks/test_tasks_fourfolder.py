@@ -179,7 +179,11 @@ def test_evaluator_problems_are_collected(sample):
     read_fourfolder(sample, issues)
     by_field = {e.field: e for e in issues.errors}
     assert set(by_field) == {"imports", "EXPECTED_REWARD"}
-    assert "requests" in by_field["imports"].message
+    imports = by_field["imports"]
+    assert imports.message == (
+        "non-standard-library modules: requests (evaluators must be stdlib only)"
+    )
+    assert imports.line == source.split("\n").index("import requests") + 1
     assert by_field["EXPECTED_REWARD"].line == (
         source.split("\n").index("EXPECTED_REWARD = compute()") + 1
     )

@@ -334,13 +334,14 @@ def read_evaluator(path: Path, issues: IssueCollector) -> dict[str, Any] | None:
     for name, line in found:
         if name.startswith("."):
             issues.error(path, "imports", "relative import in a self-contained evaluator", line)
-    foreign = sorted({name for name, _ in found if not name.startswith(".")})
+    foreign = [(name, line) for name, line in found if not name.startswith(".")]
     if foreign:
+        names = ", ".join(sorted({name for name, _ in foreign}))
         issues.error(
             path,
             "imports",
-            f"imports non-standard-library modules: {', '.join(foreign)} "
-            "(evaluators must be stdlib only)",
+            f"non-standard-library modules: {names} (evaluators must be stdlib only)",
+            foreign[0][1],
         )
     assigns = _literal_assignments(tree)
     golden: dict[str, FileContent] | None = None
