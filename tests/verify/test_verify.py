@@ -435,3 +435,22 @@ def test_verify_on_the_local_sandbox_warns_once_and_runs_one_at_a_time(tmp_path:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert "UserWarning" not in proc.stderr  # each sandbox's raw Python warning (4 of them)
     assert proc.stderr.count("NO isolation") == 1, proc.stderr
+
+
+ALLOCATING_GRADER = """def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    held = bytearray(300 * 1024 * 1024)
+    return {"overall_score": 0.0 * len(held)}
+"""
+
+
+def test_a_grader_over_the_memory_limit_on_docker_is_said_out_of_memory(
+    docker_image, tmp_path: Path
+) -> None:
+    """Docker's grader killed for --memory-mb said only "exit code 137" (helper-127): the
+    container's memory cgroup's oom_kill count (its id from --cidfile) now says why."""
+    bench = tmp_path / "bench"
+    write_wildclaw_task(bench, 1, ALLOCATING_GRADER)
+    proc = run("verify", bench, "--json", "--sandbox", "docker", "--memory-mb", "128")
+    report = json.loads(proc.stdout)
+    [empty] = [f for f in report["samples"][0]["findings"] if f["check"] == "killer.empty"]
+    assert "out of memory" in empty["message"] and "--memory-mb" in empty["message"], empty

@@ -13,6 +13,7 @@ Errors: :class:`clawrig.errors.SandboxError` for a failed operation,
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -287,6 +288,22 @@ def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
     omitted = len(data) - 2 * half
     note = f"\n[... {omitted} bytes omitted: output truncated, head and tail kept ...]\n".encode()
     return data[:half] + note + data[-half:], True
+
+
+def oom_kill_count(files: Iterable[Path]) -> int | None:
+    """The ``oom_kill`` count of the first readable memory-cgroup file in ``files``: cgroup
+    v2's ``memory.events`` or v1's ``memory.oom_control`` (Linux 4.13+); None when none has
+    it. Source: the kernel's cgroup-v2.rst and cgroup-v1/memory.rst."""
+    for path in files:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
 
 
 def oom_note(sandbox: Sandbox) -> str | None:

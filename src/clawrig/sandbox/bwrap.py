@@ -71,7 +71,7 @@ from typing import Any
 
 from clawrig.errors import SandboxError
 from clawrig.leftovers import filled_tempdir, owned_tempdir, remove_tree, scratch_dir
-from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.base import SandboxConfig, oom_kill_count
 from clawrig.sandbox.client import (
     READY_TIMEOUT_S,
     SUPERVISOR_PATH,
@@ -561,14 +561,9 @@ class Cgroup:
         cgroup-v1/memory.rst."""
         if not self.enforces_memory:
             return None
-        for d in self.dirs:
-            for name in ("memory.events", "memory.oom_control"):
-                with contextlib.suppress(OSError):
-                    for line in (d / name).read_text().splitlines():
-                        key, _, value = line.partition(" ")
-                        if key == "oom_kill" and value.strip().isdigit():
-                            return int(value)
-        return None
+        return oom_kill_count(
+            d / name for d in self.dirs for name in ("memory.events", "memory.oom_control")
+        )
 
     def kill(self) -> int:
         """SIGKILL every process in the cgroup (the sandbox's, every one of them: its launcher

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from clawrig.errors import SandboxError
 from clawrig.leftovers import fits_socket, owned_tempdir, remove_tree, socket_tempdir
-from clawrig.sandbox.base import SandboxConfig
+from clawrig.sandbox.base import SandboxConfig, oom_kill_count
 from clawrig.sandbox.bwrap import DEFAULT_PATH
 from clawrig.sandbox.client import (
     READY_TIMEOUT_S,
@@ -116,6 +116,29 @@ class DockerSandbox(SupervisedSandbox):
         self._accepted = None
         """The supervisor's connection, once it has connected (:meth:`_undo_container`)."""
 
+    def oom_kills(self) -> int | None:
+        """Processes the kernel has killed for the container's memory limit so far: the
+        ``oom_kill`` count of its memory cgroup (v1 ``memory.oom_control`` or v2
+        ``memory.events``, at Docker's cgroupfs or systemd path for the id ``docker run
+        --cidfile`` wrote); None when that cannot be read (not root, another layout)."""
+        if self.base_dir is None or not self.config.limits.memory_bytes:
+            return None
+        try:
+            cid = (self.base_dir / "cid").read_text().strip()
+        except OSError:
+            return None
+        if not cid.isalnum():
+            return None
+        root = Path("/sys/fs/cgroup")
+        return oom_kill_count(
+            (
+                root / "memory" / "docker" / cid / "memory.oom_control",
+                root / "memory" / "system.slice" / f"docker-{cid}.scope" / "memory.oom_control",
+                root / "system.slice" / f"docker-{cid}.scope" / "memory.events",
+                root / "docker" / cid / "memory.events",
+            )
+        )
+
     @property
     def limits_enforced(self) -> dict[str, str]:
         """How each limit is enforced (see the base class): Docker's own flags."""
@@ -186,6 +209,7 @@ class DockerSandbox(SupervisedSandbox):
             )
         docker = shutil.which("docker") or "docker"
         argv = [docker, "run", "-i", "--rm", "--init", "--pull", "never", "--name", self.name]
+        argv += ["--cidfile", str(self.base_dir / "cid")]  # its id: its cgroup (oom_kills)
         argv += ["--label", f"{HARNESS_LABEL}={os.getpid()}"]  # whose container (leftover checks)
         argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
         argv += [f"--cap-add={c}" for c in CAPS]
