@@ -257,3 +257,22 @@ def test_a_cut_error_message_ends_with_an_ellipsis():
     empty = [{"task_id": "u", "run_index": 0, "trial": "f", "score": None}]
     empty[0]["error"] = {"kind": "setup", "message": ""}
     assert "  u run 0: setup: " in summary_lines({"tasks": empty})
+
+
+def test_pass_at_k_over_fewer_tasks_says_so():
+    """A task with fewer than k graded runs is left out of pass^k: pass^2 1.000 beside pass^1
+    0.500 read as a bug (helper-127) without the count of tasks it is over."""
+    from clawrig.grading.aggregate import pass_metrics
+    from clawrig.spec.trial import Score, TrialResult
+
+    def trial(task: str, run: int, score: float) -> TrialResult:
+        return TrialResult(
+            task_id=task, run_index=run, trial_id=f"{task}-{run}", model="m", agent="native",
+            sandbox="bwrap", score=Score(score=score),
+        )  # fmt: skip
+
+    # task a: 1, 1 (two graded runs); task b: 0 (one graded run, the other errored)
+    runs = [trial("a", 0, 1.0), trial("a", 1, 1.0), trial("b", 0, 0.0)]
+    passes = pass_metrics(runs, [1, 2])
+    (line,) = [ln for ln in summary_lines({"pass": passes, "tasks": []}) if "pass@" in ln]
+    assert "pass@1 0.500 pass^1 0.500, pass@2 1.000 pass^2 1.000 (over 1 of 2 tasks)" in line

@@ -635,8 +635,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         if len(passes) > PASS_K_SHOWN:  # k = 1, 2, 4, ..., n: every k is in the summary
             passes = {k: v for k, v in passes.items() if k & (k - 1) == 0 or k == n}
             note = f' (k = 1, 2, 4, ..., {n}; every k in the summary\'s "pass")'
-        bits = [
+        every = max((v.get("tasks") or 0) for v in passes.values())
+        bits = [  # a k over fewer tasks (those with >= k graded runs) says so
             f"pass@{k} {v['pass_at_k']:.3f} pass^{k} {v['pass_hat_k']:.3f}"
+            + (f" (over {v['tasks']} of {every} tasks)" if v.get("tasks", every) < every else "")
             for k, v in sorted(passes.items())
         ]
         lines.append(
