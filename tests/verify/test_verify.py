@@ -419,6 +419,8 @@ def test_verify_memory_mb_is_each_sandboxs_limit(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     [empty] = [f for f in report["samples"][0]["findings"] if f["check"] == "killer.empty"]
     assert "out of memory" in empty["message"] and "--memory-mb" in empty["message"], empty
+    # the only check of a grader-only task could not run: not verified (helper-127)
+    assert empty["severity"] == "error" and proc.returncode == 1
     proc = run("verify", bench, "--json", "--memory-mb", "512")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert json.loads(proc.stdout)["samples"][0]["scores"] == {"empty": 0.0}

@@ -103,10 +103,14 @@ async def check_empty(
     )
     what = 'the empty rollout (nop agent, untouched workspace, final answer "done")'
     if result.error is not None and result.error.kind not in (ErrorKind.GRADING,):
+        # the sandbox's memory limit (--memory-mb) stopped the check: not verified (an error,
+        # as for the removed rollout); any other failure on an untouched workspace may be the
+        # grader's own way to refuse it (a warning)
+        limit = result.score is not None and bool(result.score.details.get("out_of_memory"))
         findings.append(
             Finding(
                 check="killer.empty",
-                severity="warning",
+                severity="error" if limit else "warning",
                 message=f"the empty rollout could not run ({result.error.kind} error in "
                 f"{result.error.phase or '?'}): {result.error.message}",
             )
