@@ -3,6 +3,7 @@ grade, the README's account of the scripted server's options."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -276,3 +277,26 @@ def test_pass_at_k_over_fewer_tasks_says_so():
     passes = pass_metrics(runs, [1, 2])
     (line,) = [ln for ln in summary_lines({"pass": passes, "tasks": []}) if "pass@" in ln]
     assert "pass@1 0.500 pass^1 0.500, pass@2 1.000 pass^2 1.000 (over 1 of 2 tasks)" in line
+
+
+@pytest.mark.sandbox
+def test_the_oracle_line_is_said_when_a_trial_errored(tmp_path):
+    """Sample 000008's mail service does not fit in 64 MiB (a setup error, not scored): the
+    oracle's line still reports the samples that ran, and counts the unscored one."""
+    r = subprocess.run(
+        [CLAWRIG, "run", str(REPO / "suites" / "demo"), "-s", "000001,000008"]
+        + ["--agent", "oracle", "--memory-mb", "64", "--max-attempts", "1"]
+        + ["-o", str(tmp_path / "out")],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    summary = json.loads(next((tmp_path / "out").glob("summary_*.json")).read_text())
+    kinds = {row["task_id"]: (row["error"] or {}).get("kind") for row in summary["tasks"]}
+    assert kinds == {"000001": None, "000008": "setup"}
+    assert "oracle: 1/2 samples reach their expected reward (1 not scored)" in r.stdout
+    # the service's empty log is said on the line the console shows, not cut after "its log:"
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("  000008 run 0: setup: ")]
+    assert line.endswith("--memory-mb); its log is empty"), line

@@ -407,8 +407,8 @@ async def _wait_healthy(sandbox: Sandbox, handles: list[ServiceHandle], timeout_
         reason = str(info.get("why"))
     if note := oom_note(sandbox):  # (helper-124: at 64 MiB)
         reason += f" ({note})"
-    tail = log.strip()[-4000:] or "(empty log)"
-    raise SetupError(f"{what} {reason}; its log:\n{tail}")
+    tail = log.strip()[-4000:]  # (a first line ending "its log:" read as cut, helper-126)
+    raise SetupError(f"{what} {reason}; " + (f"its log:\n{tail}" if tail else "its log is empty"))
 
 
 async def start_services(
