@@ -29,6 +29,12 @@ def create_agent(kind: str) -> Agent:
     constructor (``openclaw@2026.3.24``). Raises UserError (one line) for an unknown name, a
     version given to an agent that takes none, or a class that is not an :class:`Agent`."""
     base, _, version = kind.partition("@")
+    if base not in AGENTS:  # the list of names, and how a version is given (helper-126)
+        names = ", ".join(AGENTS.names())
+        raise UserError(
+            f"--agent: unknown agent {base!r} (choose from {names}; openclaw@VERSION pins "
+            "OpenClaw's version)"
+        )
     cls = AGENTS.get(base)
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise UserError(f"--agent: {base!r} is registered as {cls!r}, not an Agent subclass")

@@ -151,10 +151,13 @@ def register(app: typer.Typer) -> None:
         epilog="Exit codes: 0 every trial ran and was graded (an agent error is graded: "
         "score 0); 1 some trial ended with an error that left it unscored (or, with "
         "--agent oracle, missed its expected reward; or the model's server "
-        "could not be reached and the job stopped, --resume continues); 2 bad input (nothing "
-        "run); 3 the --budget-usd cap stopped the job before every trial ran (--resume with "
-        "a higher budget continues); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: kill, "
-        "timeout), both stopped cleanly (--resume continues).",
+        "could not be reached and the job stopped, --resume continues); 2 bad input, found "
+        "before any sandbox starts, or a model server refusing the job's first request, or a "
+        "--replay that diverged (finished trials kept, --resume continues); 3 the "
+        "--budget-usd cap stopped the job before every trial ran (--resume with a higher "
+        "budget continues); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: kill, "
+        "timeout), both stopped cleanly (--resume continues); 141 stdout's reader went away "
+        "(--help | head; a job's end-of-run table cut so keeps the job's code).",
     )
     def run(
         path: Annotated[
