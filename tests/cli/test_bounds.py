@@ -91,5 +91,6 @@ def test_runs_up_to_the_bound_are_taken() -> None:
     )
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines() == [
-        "clawrig: error: --agent: unknown agent 'x' (choose from native, oracle, nop, openclaw)"
+        "clawrig: error: --agent: unknown agent 'x' (choose from native, oracle, nop, openclaw; "
+        "openclaw@VERSION pins OpenClaw's version)"
     ]
