@@ -271,3 +271,17 @@ def test_a_service_fixture_file_missing_from_the_workspace_is_a_warning(sample):
     [task] = read_fourfolder(sample, issues)
     assert not [w for w in issues.warnings if w.field == "services[0].fixtures"]
     assert task.services[0].fixtures == {"$file": "fixtures/inbox.json"}
+
+
+def test_a_deeply_nested_expected_reward_is_one_error(sample):
+    """500 chained terms parse, but ast.unparse of them raised RecursionError (helper-128)."""
+    evaluator = sample / "evaluators" / "evaluator_000015.py"
+    source = evaluator.read_text(encoding="utf-8")
+    deep = "EXPECTED_REWARD = " + "+".join(["0"] * 500)
+    evaluator.write_text(source.replace("EXPECTED_REWARD = 1.0", deep), encoding="utf-8")
+    issues = IssueCollector(strict=False)
+    read_fourfolder(sample, issues)
+    [error] = [e for e in issues.errors if e.field == "EXPECTED_REWARD"]
+    assert error.message.startswith("must be a literal number in [0, 1], got ")
+    shown = error.message.removeprefix("must be a literal number in [0, 1], got ")
+    assert shown in ("an expression too deeply nested to show", ("0 + " * 20)[:79] + "…")

@@ -297,6 +297,16 @@ def _read_datapoint(path: Path, sample_id: str, issues: IssueCollector) -> dict[
     }
 
 
+def _shown(node: ast.AST, width: int = 80) -> str:
+    """``node``'s source for a message, cut to ``width`` characters (an expression too deep
+    for :func:`ast.unparse`: said so, not a RecursionError traceback)."""
+    try:
+        text = ast.unparse(node)
+    except (RecursionError, MemoryError):
+        return "an expression too deeply nested to show"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _literal_assignments(tree: ast.Module) -> dict[str, tuple[ast.expr, int]]:
     out: dict[str, tuple[ast.expr, int]] = {}
     for node in tree.body:
@@ -351,7 +361,7 @@ def read_evaluator(path: Path, issues: IssueCollector) -> dict[str, Any] | None:
         node, line = assigns["GOLDEN_WORKSPACE"]
         try:
             value = ast.literal_eval(node)
-        except (ValueError, SyntaxError, TypeError):
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             issues.error(path, "GOLDEN_WORKSPACE", "must be a literal dict (not computed)", line)
             value = None
         if value is not None:
@@ -363,13 +373,13 @@ def read_evaluator(path: Path, issues: IssueCollector) -> dict[str, Any] | None:
         node, line = assigns["EXPECTED_REWARD"]
         try:
             value = ast.literal_eval(node)
-        except (ValueError, SyntaxError, TypeError):
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             value = None
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             issues.error(
                 path,
                 "EXPECTED_REWARD",
-                f"must be a literal number in [0, 1], got {ast.unparse(node)}",
+                f"must be a literal number in [0, 1], got {_shown(node)}",
                 line,
             )
         else:
@@ -380,7 +390,7 @@ def read_evaluator(path: Path, issues: IssueCollector) -> dict[str, Any] | None:
         "source": source,
         "golden_workspace": golden,
         "expected_reward": reward,
-        "imports": foreign,
+        "imports": sorted({name for name, _ in foreign}),
     }
 
 

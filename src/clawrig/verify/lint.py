@@ -322,7 +322,7 @@ def literal_assignment(source: str, name: str) -> tuple[Any, int] | None:
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             try:
                 return ast.literal_eval(value), node.lineno
-            except (ValueError, SyntaxError, TypeError):
+            except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
                 return None
     return None
 
