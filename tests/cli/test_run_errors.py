@@ -56,6 +56,11 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
             ["run", str(REPO / "suites/demo"), "--agent", "oracle", "--category", "nope"],
             "--category: no task in nope (the suite's categories: 01_",
         ),
+        (  # a typo beside a real category was dropped silently (helper-128)
+            ["run", str(REPO / "suites/demo"), "--agent", "oracle"]
+            + ["--category", "01_Productivity_Flow", "--category", "Nope"],
+            "--category: no task in Nope (the suite's categories: 01_",
+        ),
         (  # a task file outside PATH: PATH was ignored (helper-126)
             ["run", str(REPO / "suites/demo"), "--agent", "oracle", "-t"]
             + [str(next((REPO / "examples/wildclaw/tasks").rglob("*.md")))],
@@ -833,3 +838,33 @@ def test_a_closed_pipe_on_stdout_keeps_the_commands_exit_code(args, code, tmp_pa
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
     if job:
         assert (tmp_path / "out" / "summary_oracle.json").is_file()
+
+
+def test_an_unusable_cache_folder_is_one_line_and_nothing_written(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    cache = tmp_path / "a_file" / "cache"  # below a file: cannot be made
+    r = run(
+        "run", str(REPO / "examples/wildclaw"), "--agent", "nop", "-o", str(tmp_path / "out"),
+        cwd=tmp_path, env={"CLAWRIG_CACHE_DIR": str(cache), "CLAWRIG_ENV_CACHE_DIR": str(cache)},
+    )  # fmt: skip
+    assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr
+    assert f"clawrig's cache folder {cache}/environments: Not a directory" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_task_file_linked_into_path_is_in_path(tmp_path):
+    """``-t lnk/task.md`` with PATH ``lnk``, the file a symbolic link to a task elsewhere: in
+    PATH as named (helper-128: refused as "not in PATH" by its resolved location)."""
+    wild = tmp_path / "wild"
+    shutil.copytree(REPO / "examples" / "wildclaw", wild)
+    task = next((wild / "tasks").rglob("*.md"))
+    (tmp_path / "lnk").mkdir()
+    (tmp_path / "lnk" / "task.md").symlink_to(task)
+    r = run(
+        "run", "lnk", "-t", "lnk/task.md", "--root", str(wild), "--agent", "nop",
+        "-o", str(tmp_path / "out"), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    r = run("run", "nowhere", "-t", "lnk/task.md", "--agent", "nop", cwd=tmp_path)
+    assert r.returncode == 2 and "PATH: no such file or folder: nowhere" in r.stderr

@@ -410,14 +410,14 @@ def register(app: typer.Typer) -> None:
 
             if task is not None and not task.exists():
                 raise UserError(f"--task: no such file: {task}")
-            if (
-                task is not None
-                and path is not None
-                and not task.resolve().is_relative_to(path.resolve())
-            ):  # which suite would the task be read as? (PATH was ignored)
-                raise UserError(
-                    f"--task: {task} is not in PATH {path}: give PATH or --task FILE, not both"
-                )
+            if task is not None and path is not None:  # PATH would be ignored: say so
+                if not path.exists():
+                    raise UserError(f"PATH: no such file or folder: {path}")
+                pairs = ((task.absolute(), path.absolute()), (task.resolve(), path.resolve()))
+                if not any(t.is_relative_to(p) for t, p in pairs):  # (as named, or linked)
+                    raise UserError(
+                        f"--task: {task} is not in PATH {path}: give PATH or --task FILE, not both"
+                    )
             source = task or path
             if source is None:
                 raise UserError("PATH: give a suite path or --task FILE")
@@ -534,8 +534,9 @@ def report(summary: dict[str, Any], config: Any) -> int:
         missed = [r for r in expected if r["meets_expected"] is False]
         reached = sum(1 for r in expected if r["meets_expected"])
         unscored = len(expected) - reached - len(missed)
+        what = "trials" if int(summary.get("runs_per_task") or 1) > 1 else "samples"
         console.print(
-            f"oracle: {reached}/{len(expected)} samples reach their expected reward"
+            f"oracle: {reached}/{len(expected)} {what} reach their expected reward"
             + (f" ({unscored} not scored)" if unscored else ""),
             highlight=False,
         )

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from clawrig.errors import UserError
 from clawrig.sandbox.pyenv import cache_root
 from clawrig.sizes import format_bytes
 
@@ -36,8 +37,16 @@ WARM_IMAGE_REPO = "clawrig-warm"
 
 
 def _private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
+    """``path`` made (with its parents) and private to this user (0700). Raises UserError
+    naming it when it cannot be (a file in its way, a read-only file system)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, 0o700)
+    except OSError as exc:
+        raise UserError(
+            f"clawrig's cache folder {path}: {exc.strerror or exc} (set CLAWRIG_CACHE_DIR, or "
+            "CLAWRIG_ENV_CACHE_DIR for environments, to a folder that can be written)"
+        ) from None
     return path
 
 

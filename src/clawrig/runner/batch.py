@@ -651,17 +651,15 @@ def select_tasks(tasks: list[Task], suite: str, categories: list[str]) -> list[T
         if missing:
             raise UserError(f"--suite: no task with id {', '.join(missing)}")
     if categories:
-        picked = [t for t in chosen if t.category in categories]
-        if not picked:
-            named = ", ".join(categories)
-            if chosen is not tasks and any(t.category in categories for t in tasks):
-                raise UserError(f"--category: no task of --suite {suite} is in {named}")
-            known = sorted({t.category for t in tasks if t.category})
+        known = sorted({t.category for t in tasks if t.category})
+        if unknown := [c for c in categories if c not in known]:  # a typo is said, not dropped
             raise UserError(
-                f"--category: no task in {named} (the suite's categories: "
+                f"--category: no task in {', '.join(unknown)} (the suite's categories: "
                 f"{', '.join(known[:10]) or 'none'}{', ...' if len(known) > 10 else ''})"
             )
-        chosen = picked
+        chosen = [t for t in chosen if t.category in categories]
+        if not chosen:
+            raise UserError(f"--category: no task of --suite {suite} is in {', '.join(categories)}")
     return chosen
 
 
