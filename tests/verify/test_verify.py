@@ -456,3 +456,25 @@ def test_a_grader_over_the_memory_limit_on_docker_is_said_out_of_memory(
     report = json.loads(proc.stdout)
     [empty] = [f for f in report["samples"][0]["findings"] if f["check"] == "killer.empty"]
     assert "out of memory" in empty["message"] and "--memory-mb" in empty["message"], empty
+
+
+def test_a_wrong_rollout_the_memory_limit_stopped_is_an_error(tmp_path: Path) -> None:
+    """The grader allocates 300 MB only when results/results.md is missing: the empty and
+    removed rollouts' graders are killed at --memory-mb 128. Both checks could not run:
+    errors, exit 1 (the removed one was a warning, helper-128)."""
+    root = tmp_path / "set"
+    files = copy_sample(DEMO, "000015", root, "000015")
+    head = 'def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):\n'
+    grow = (
+        "    import os as _os\n"
+        '    if not _os.path.exists(_os.path.join(workspace_path, "results", "results.md")):\n'
+        "        _held = bytearray(300 * 1024 * 1024)\n"
+    )
+    replace_once(files["evaluators"], head, head + grow)
+    proc = run("verify", root, "--json", "--memory-mb", "128")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    findings = {f["check"]: f for f in json.loads(proc.stdout)["samples"][0]["findings"]}
+    for check in ("killer.empty", "killer.removed"):
+        assert findings[check]["severity"] == "error", findings[check]
+        assert "out of memory" in findings[check]["message"]
+    assert findings["killer.corrupted"]["severity"] == "info"  # graded: scores 0

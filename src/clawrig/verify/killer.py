@@ -48,13 +48,21 @@ def result_files(golden: Mapping[str, bytes], initial: Path | None) -> list[str]
     return out
 
 
+def limit_hit(score: Score | None) -> bool:
+    """True when the grader was killed for the sandbox's memory limit (``--memory-mb``:
+    ``details["out_of_memory"]``): the check could not run."""
+    return score is not None and bool(score.details.get("out_of_memory"))
+
+
 def judge(check: str, what: str, score: Score | None, threshold: float) -> Finding:
-    """The finding for one wrong rollout's score against ``threshold``."""
+    """The finding for one wrong rollout's score against ``threshold``. A grader that fails
+    on it is a warning (failing may be its way to refuse a wrong end state), except one the
+    sandbox's memory limit killed: then the check did not run (an error, :func:`limit_hit`)."""
     if score is None or score.score is None or score.error is not None:
         why = score.error if score is not None else "no score"
         return Finding(
             check=check,
-            severity="warning",
+            severity="error" if limit_hit(score) else "warning",
             message=f"the grader fails on {what}: {why}",
         )
     if score.score >= threshold:
@@ -104,15 +112,20 @@ async def check_empty(
     what = 'the empty rollout (nop agent, untouched workspace, final answer "done")'
     if result.error is not None and result.error.kind not in (ErrorKind.GRADING,):
         # the sandbox's memory limit (--memory-mb) stopped the check: not verified (an error,
-        # as for the removed rollout); any other failure on an untouched workspace may be the
-        # grader's own way to refuse it (a warning)
-        limit = result.score is not None and bool(result.score.details.get("out_of_memory"))
+        # as for the removed and corrupted rollouts: judge); any other failure on an untouched
+        # workspace may be the grader's own way to refuse it (a warning)
+        if limit_hit(result.score):
+            message = f"{what} could not be graded: {result.error.message}"
+        else:
+            message = (
+                f"the empty rollout could not run ({result.error.kind} error in "
+                f"{result.error.phase or '?'}): {result.error.message}"
+            )
         findings.append(
             Finding(
                 check="killer.empty",
-                severity="error" if limit else "warning",
-                message=f"the empty rollout could not run ({result.error.kind} error in "
-                f"{result.error.phase or '?'}): {result.error.message}",
+                severity="error" if limit_hit(result.score) else "warning",
+                message=message,
             )
         )
         return None, findings
