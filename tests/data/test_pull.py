@@ -162,6 +162,11 @@ def test_missing_private_and_unknown_revision_are_one_line_errors(hub, tmp_path)
     assert "hf://datasets/jindidi/eigendata-demo-data@nope: no such revision" in r.stderr
     r = pull(tmp_path, "eigendata", "--include", "nothing/*", "--to", str(tmp_path / "d"))
     assert r.returncode == 2 and "--include: nothing/* matched no file" in r.stderr
+    # its verify on the local sandbox runs one at a time, as verify's (helper-128): refused
+    # before anything is downloaded
+    r = pull(tmp_path, "eigendata/wildclaw", "--to", str(tmp_path / "e"), "--sandbox", "local")
+    assert r.returncode == 2 and not (tmp_path / "e").exists()
+    assert "--parallel: the local sandbox runs one trial at a time" in r.stderr
     assert not any(".Traceback" in x for x in (r.stdout, r.stderr))
 
 

@@ -48,6 +48,21 @@ MemoryMbOption = Annotated[
 """``--memory-mb`` of the commands that start sandboxes (``run``, ``verify``): default
 :data:`clawrig.choices.DEFAULT_MEMORY_MB`."""
 
+
+def local_sandbox_guard(sandbox: str, parallel: int) -> None:
+    """For a command that starts sandboxes itself (``verify``, ``pull``; ``run`` checks in its
+    preflight): with ``--sandbox local``, refuse ``--parallel`` > 1 (UserError: the local
+    sandbox runs one at a time) and say once, on stderr, that it has no isolation."""
+    if sandbox != "local":
+        return
+    if parallel > 1:
+        raise UserError("--parallel: the local sandbox runs one trial at a time")
+    from clawrig.sandbox.local import warn_once
+
+    out = _console("err_console")
+    warn_once(lambda line: out.print(line, style="bold yellow", highlight=False, soft_wrap=True))
+
+
 ROOT_HELP = (
     "Benchmark root that WildClawBench Workspace Paths and DataClawBench task files are "
     "resolved against (default: the folder that holds tasks/). Refused for a four-folder set "

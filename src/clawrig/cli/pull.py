@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from clawrig.choices import DEFAULT_MEMORY_MB
-from clawrig.cli.common import MemoryMbOption, console, err_console
+from clawrig.cli.common import MemoryMbOption, console, err_console, local_sandbox_guard
 
 
 def register(app: typer.Typer) -> None:
@@ -52,6 +52,8 @@ def register(app: typer.Typer) -> None:
         from clawrig.sandbox.kinds import check_sandbox_kind
 
         check_sandbox_kind(sandbox)
+        if verify:
+            local_sandbox_guard(sandbox, parallel)
         src = parse_source(source, include)
         dest = to or Path("data") / src.name.replace("/", "-")
 

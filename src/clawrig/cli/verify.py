@@ -21,7 +21,7 @@ from clawrig.cli.common import (
     DEFAULT_PARALLEL,
     ROOT_HELP,
     MemoryMbOption,
-    err_console,
+    local_sandbox_guard,
     stdout_console,
 )
 from clawrig.errors import UserError
@@ -135,16 +135,11 @@ def register(app: typer.Typer) -> None:
         --threshold) and lint (the files and fields the format asks for).
         """
         check_sandbox_kind(sandbox)
-        if sandbox == "local":
-            if parallel > 1:  # as clawrig run (the local sandbox's lock serialises them)
-                raise UserError("--parallel: the local sandbox runs one trial at a time")
-            from clawrig.sandbox.local import warn_once
-
-            warn_once(lambda line: err_console.print(line, style="bold yellow", highlight=False))
         from clawrig.verify import verify_path
 
         if not path.exists():
             raise UserError(f"PATH: no such file or folder: {path}")
+        local_sandbox_guard(sandbox, parallel)
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
         report = asyncio.run(
