@@ -192,3 +192,30 @@ def test_run_refuses_built_in_services_on_docker_before_any_sandbox(docker_image
         " ".join(r.stderr.split())
     )
     assert not any(p.is_dir() for p in out.glob("0000*/*"))  # no trial ran
+
+
+def test_verify_refuses_built_in_services_on_docker_before_any_sandbox(docker_image, tmp_path):
+    from pathlib import Path
+
+    demo = Path(__file__).resolve().parents[2] / "suites" / "demo"
+    one = tmp_path / "one"
+    for folder, name in (("intent", "000008.json"), ("datapoints", "000008.json"),
+                         ("evaluators", "evaluator_000008.py"),
+                         ("reference_payloads", "reference_payload_000008.json")):  # fmt: skip
+        (one / folder).mkdir(parents=True)
+        (one / folder / name).write_bytes((demo / folder / name).read_bytes())
+    if (demo / "workspaces" / "000008").is_dir():
+        import shutil
+
+        shutil.copytree(demo / "workspaces" / "000008", one / "workspaces" / "000008")
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    r = subprocess.run(
+        [clawrig, "verify", str(one), "--sandbox", "docker"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "--sandbox docker: 1 task(s) use clawrig's built-in mock services (000008)" in (
+        " ".join(r.stderr.split())
+    )

@@ -226,15 +226,10 @@ def check_sandbox(tasks: list[Task], config: JobConfig) -> list[str]:
             probe = None
         if probe is None or probe.returncode != 0:
             return ["--sandbox docker: no Docker engine answers on this machine"]
-        from clawrig.services.lifecycle import needs_services_env
+        from clawrig.services.lifecycle import docker_refusal
 
-        if using := [t.id for t in tasks if needs_services_env(t)]:
-            shown = ", ".join(using[:5]) + (", ..." if len(using) > 5 else "")
-            return [
-                f"--sandbox docker: {len(using)} task(s) use clawrig's built-in mock services "
-                f"({shown}), which need --sandbox bwrap (or local): their Python environment "
-                "is built for the host's /usr/bin/python3"
-            ]
+        if refusal := docker_refusal(tasks):
+            return [refusal]
     return []
 
 

@@ -43,7 +43,7 @@ import asyncio
 import contextlib
 import json
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,6 +188,21 @@ def needs_services_env(task: Task) -> bool:
     """True when the task has a service of a registered kind (which runs on the services
     environment)."""
     return any(is_builtin(s) for s in task.services)
+
+
+def docker_refusal(tasks: Iterable[Task]) -> str | None:
+    """The line that refuses ``--sandbox docker`` for tasks that use the built-in mock
+    services (:func:`start_services` cannot start them there: their environment is built for
+    the host's python3), naming them; None when none does."""
+    using = [t.id for t in tasks if needs_services_env(t)]
+    if not using:
+        return None
+    shown = ", ".join(using[:5]) + (", ..." if len(using) > 5 else "")
+    return (
+        f"--sandbox docker: {len(using)} task(s) use clawrig's built-in mock services "
+        f"({shown}), which need --sandbox bwrap (or local): their Python environment is "
+        "built for the host's /usr/bin/python3"
+    )
 
 
 def services_env(cache_dir: Path | None = None) -> Path:

@@ -168,15 +168,22 @@ async def verify_path(
     work_dir: Path | None = None,
 ) -> VerifyReport:
     """Verify every task under ``path``; returns the report (never raises for a bad sample:
-    problems become findings). Raises UserError when ``path`` does not exist or ``threshold``
-    is outside (0, 1]. ``memory_mb``: each sandbox's memory limit in MiB (``--memory-mb``: it
-    also holds what a grader writes to /tmp). ``parallel`` bounds the sandboxes running at
-    once; ``root`` is the benchmark root for WildClawBench workspaces."""
+    problems become findings). Raises UserError when ``path`` does not exist, ``threshold``
+    is outside (0, 1], or ``sandbox`` is docker for tasks using the built-in mock services
+    (:func:`clawrig.services.lifecycle.docker_refusal`). ``memory_mb``: each sandbox's
+    memory limit in MiB (``--memory-mb``: it also holds what a grader writes to /tmp).
+    ``parallel`` bounds the sandboxes running at once; ``root`` is the benchmark root for
+    WildClawBench workspaces."""
     from clawrig.errors import UserError
 
     if not 0.0 < threshold <= 1.0:
         raise UserError(f"--threshold: must be in (0, 1], got {threshold:g}")
     suite = load_suite(path, root)
+    if sandbox == "docker":  # refused before any sandbox starts, as clawrig run refuses it
+        from clawrig.services.lifecycle import docker_refusal
+
+        if refusal := docker_refusal(suite.tasks):
+            raise UserError(refusal)
     report = VerifyReport(
         path=str(path),
         format=str(suite.format) if suite.format else None,
