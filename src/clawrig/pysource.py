@@ -68,6 +68,16 @@ def third_party_modules(source: str) -> list[str]:
     return list(_third_party(source))
 
 
+def relative_imports(source: str) -> list[str]:
+    """Sorted relative imports of ``source`` as written (``.helpers``, ``..``); [] when it
+    does not parse."""
+    try:
+        found = non_stdlib_imports(source)
+    except SyntaxError:
+        return []
+    return sorted({name for name, _ in found if name.startswith(".")})
+
+
 @functools.lru_cache(maxsize=256)
 def _third_party(source: str) -> tuple[str, ...]:
     # one parse per grader source: a task's reader, its grader and the preflight all ask

@@ -207,5 +207,6 @@ def test_tasks_validate_notes_survive_an_unusable_cache_and_odd_graders(
     assert r.returncode == 1  # the deep grader's task error; the rest validates
     # with a usable cache: the relative import is no module to install, fitz is
     r = subprocess.run(argv + ["--json"], capture_output=True, text=True, timeout=120)
-    [note] = json.loads(r.stdout)["notes"]
-    assert "grader imports fitz, which" in note and ".helpers" not in note
+    relative, modules = json.loads(r.stdout)["notes"]
+    assert "grader imports fitz, which" in modules and ".helpers" not in modules
+    assert "grader imports .helpers relatively, but a grader runs as one file" in relative

@@ -63,6 +63,9 @@ IMPORT_NAMES = {
     "python-levenshtein": ["Levenshtein"],
     "faiss-cpu": ["faiss"],
     "opencv-contrib-python": ["cv2"],
+    "opencv-contrib-python-headless": ["cv2"],
+    "ruamel-yaml": ["ruamel"],
+    "google-genai": ["google"],
     # Debian's python3-<name> packages whose module is named otherwise
     "pil": ["PIL"],
 }
@@ -76,8 +79,17 @@ DEPENDENCIES = {
     "scikit-learn": ["numpy", "scipy", "joblib"],
     "scikit-image": ["numpy", "scipy", "pillow"],
     "requests": ["urllib3", "idna", "certifi", "charset-normalizer"],
-    "openai": ["httpx", "pydantic"],
-    "flask": ["jinja2", "werkzeug", "markupsafe"],
+    "openai": [
+        "httpx",
+        "pydantic",
+        "anyio",
+        "distro",
+        "jiter",
+        "sniffio",
+        "tqdm",
+        "typing-extensions",
+    ],
+    "flask": ["jinja2", "werkzeug", "markupsafe", "click", "itsdangerous", "blinker"],
 }
 """Distributions that a common distribution always installs with it (its required
 dependencies on PyPI, one level, lower-case names): a requirement of ``pandas`` provides

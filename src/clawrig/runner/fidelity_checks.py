@@ -27,7 +27,7 @@ import sys
 from clawrig.env.pymodules import grading_modules, requirement_modules
 from clawrig.env.system import SystemChoice, grader_on_system, resolve_environment
 from clawrig.errors import UserError
-from clawrig.pysource import third_party_modules
+from clawrig.pysource import relative_imports, third_party_modules
 from clawrig.spec.job import JobConfig
 from clawrig.spec.task import GraderKind, Task
 
@@ -127,7 +127,8 @@ def note_grader_imports(tasks: list[Task], config: JobConfig) -> list[str]:
 
 
 def grader_import_notes(tasks: list[Task], config: JobConfig) -> list[str]:
-    """One line per grader that imports modules where it runs lacks. Where it runs
+    """One line per grader that imports modules where it runs lacks, and per grader with a
+    relative import (``from .helpers import x``: it runs as one file). Where it runs
     (:func:`clawrig.env.system.grader_on_system`): on the environment's ``python3`` with the
     task's warm snapshot (WildClawBench on an environment, every task on Docker; its modules
     read from files, :func:`clawrig.env.pymodules.grading_modules`: what a spec or warmup not
@@ -141,6 +142,11 @@ def grader_import_notes(tasks: list[Task], config: JobConfig) -> list[str]:
             GraderKind.BOTH,
         ):
             continue
+        if relative := relative_imports(task.grader.source):
+            lines.append(
+                f"task {task.id}: grader imports {', '.join(relative)} relatively, but a "
+                "grader runs as one file, not in a package: the import fails unless guarded"
+            )
         wanted = [
             m for m in third_party_modules(task.grader.source) if m not in sys.stdlib_module_names
         ]
