@@ -211,7 +211,7 @@ def test_preflight_looks_where_the_grader_runs(tmp_path, base_rootfs, monkeypatc
     [line] = note_grader_imports([task], _config(tmp_path, environment="host"))
     assert line.startswith(
         f"task {TASK_ID}: grader imports clawrig_text_kit, fitz, which its grading environment "
-        "lacks (Pillow==13.0.0, "
+        "does not have (it has Pillow==13.0.0, "
     )
     # a made snapshot is read from its files: what the install pulled in counts, named or not
     from clawrig.env.warm import split_warmup, warm_key

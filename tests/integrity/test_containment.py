@@ -251,7 +251,7 @@ def test_a_note_when_trials_at_once_could_fill_the_hosts_disk(tmp_path):
     free_mib = st.f_bavail * st.f_frsize // 1024**2
     big = JobConfig(suite_path=tmp_path, parallel=2, trial=TrialConfig(disk_mb=free_mib // 2 + 64))
     [note] = note_disk_space(tasks, big)
-    assert note.startswith("2 trials at once") and " GiB free under " in note
+    assert note.startswith("2 trial(s) at once") and " GiB free under " in note
     # two disks of half the free space plus 64 MiB each: ~128 MiB more than is free, which a
     # whole-GiB rounding showed as "16 GiB, more than the 16 GiB free"
     short = re.search(r"could write \S+ GiB, ([\d.]+) MiB more than the \S+ GiB free", note)
