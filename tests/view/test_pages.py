@@ -80,9 +80,15 @@ def test_compare_page_puts_disagreements_first(page, server, jobs):
     expected = []
     for task in sorted(set().union(*scores)):
         have = [s.get(task) for s in scores]
-        spread = max(have) - min(have) if None not in have else 1.0
-        expected.append((-spread, task))
-    assert [r[0] for r in rows] == [task for _, task in sorted(expected)]
+        graded = [x for x in have if x is not None]
+        spread = max(graded) - min(graded) if len(graded) >= 2 else 0.0
+        # disagreements first, then a job that did not run or grade it, then agreements
+        expected.append((0 if spread > 0 else 1 if None in have else 2, -spread, task))
+    assert [r[0] for r in rows] == [task for *_, task in sorted(expected)]
+    for r in rows:  # the spread column: over the jobs that graded the task
+        graded = [s[r[0]] for s in scores if s.get(r[0]) is not None]
+        want = f"{max(graded) - min(graded):.3f}" if len(graded) >= 2 else "—"
+        assert r[-1] == want
     for r in rows:
         for i, s in enumerate(scores):
             cell = r[2 + i]

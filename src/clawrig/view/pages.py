@@ -459,8 +459,10 @@ class Site:
 
     def compare_rows(self, jobs: list[JobView]) -> list[dict[str, Any]]:
         """One row per task over ``jobs``: per-job mean counted score and trial links;
-        ``spread`` = max - min of the jobs' scores (a task a job lacks or did not grade counts
-        as a disagreement of 1). Sorted by spread (largest first), then task id."""
+        ``spread`` = max - min of the scores of the jobs that graded it (None when fewer than
+        two did); ``gap``: some job did not run or grade it. Sorted: disagreements (spread >
+        0, largest first), then gaps, then agreements, each by task id. (A gap counted as a
+        disagreement of 1 flagged every row of jobs run on different subsets: helper-129.)"""
         means = [task_means(j.rows()) for j in jobs]
         tasks = sorted({t for m in means for t in m})
         out: list[dict[str, Any]] = []
@@ -468,11 +470,16 @@ class Site:
             cells = [m.get(task) for m in means]
             scores = [c["score"] if c else None for c in cells]
             known = [s for s in scores if s is not None]
-            spread = (max(known) - min(known)) if len(known) == len(scores) else 1.0
+            spread = (max(known) - min(known)) if len(known) >= 2 else None
             cat = next((c["cat"] for c in cells if c), "")
             out.append({"task": task, "cat": cat, "cells": cells, "scores": scores,
-                        "spread": spread})  # fmt: skip
-        out.sort(key=lambda r: (-r["spread"], r["task"]))
+                        "spread": spread, "gap": len(known) < len(scores)})  # fmt: skip
+
+        def rank(row: dict[str, Any]) -> tuple[int, float, str]:
+            spread = row["spread"] or 0.0
+            return (0 if spread > 0 else 1 if row["gap"] else 2, -spread, row["task"])
+
+        out.sort(key=rank)
         return out
 
     def compare_page(self, keys: list[str] | None = None) -> str:
