@@ -46,7 +46,7 @@ def test_export_into_a_path_under_a_file(clawrig, tmp_path):
     # a four-folder set's number is the mean score, once, not WildClawBench's
     (trial,) = [p.relative_to(job) for p in job.glob("000001/*") if p.is_dir()]
     assert str(trial) in r.stdout and r.stdout.count("1.0000") == 2  # the row and the mean
-    assert "mean score of the graded trials [95% CI] 1.0000" in " ".join(r.stdout.split())
+    assert "mean score of the graded trials 1.0000 (n=1: no interval)" in " ".join(r.stdout.split())
     assert "WildClawBench" not in r.stdout
     r = clawrig("export", "sft", job, "a_file/rows.jsonl", cwd=tmp_path)
     one_line_error(r, "a_file/rows.jsonl: a_file is a file, not a folder")

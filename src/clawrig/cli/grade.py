@@ -82,6 +82,11 @@ def _same_scores(report: RegradeReport) -> bool:
     )
 
 
+def _shown(score: float | None) -> str:
+    """A recorded score as the console shows it: "no score" for None (not Python's None)."""
+    return "no score" if score is None else str(score)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``grade`` to the main app."""
 
@@ -218,8 +223,8 @@ def register(app: typer.Typer) -> None:
                 continue
             if report.not_gradable:
                 console.print(
-                    f"{report.task_id} {Path(report.trial).name}: recorded {report.before.score}: "
-                    f"not re-gradable: {report.not_gradable}",
+                    f"{report.task_id} {Path(report.trial).name}: recorded "
+                    f"{_shown(report.before.score)}: not re-gradable: {report.not_gradable}",
                     highlight=False,
                     soft_wrap=True,
                 )
@@ -231,7 +236,7 @@ def register(app: typer.Typer) -> None:
             elif report.replay_misses or (a is None and report.after.error and b is not None):
                 verdict = "could not be re-graded"  # a judge it needed did not answer
             console.print(
-                f"{report.task_id} {Path(report.trial).name}: recorded {b} -> "
+                f"{report.task_id} {Path(report.trial).name}: recorded {_shown(b)} -> "
                 + (f"re-graded {a}" if a is not None else "no score")
                 + f": {verdict} (judge records: {report.judge_cache['hits']} used, "
                 f"{report.judge_cache['misses']} missing)"

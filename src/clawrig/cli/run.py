@@ -109,11 +109,14 @@ def render_summary(summary: dict[str, Any]) -> Table:
         cells += ["-" if score is None else f"{score:.4f}", err_txt, row.get("trial") or ""]
         table.add_row(*cells)
     m = summary.get("mean") or {}
-    mean_txt = "-"
+    mean_txt = "[95% CI] -"
     if m.get("mean") is not None:
-        mean_txt = f"{m['mean']:.4f}"
         if m.get("low") is not None and m.get("high") is not None:  # scores live in [0, 1]
-            mean_txt += f" [{max(m['low'], 0.0):.3f}, {min(m['high'], 1.0):.3f}]"
+            mean_txt = (
+                f"[95% CI] {m['mean']:.4f} [{max(m['low'], 0.0):.3f}, {min(m['high'], 1.0):.3f}]"
+            )
+        else:  # one score (one trial, or one task): no interval to give
+            mean_txt = f"{m['mean']:.4f} (n={m.get('n', 1)}: no interval)"
     # an agent error is scored (0); every other kind is not scored (error_count)
     kinds = dict(summary.get("errors_by_kind") or {})
     agent = kinds.pop("agent", 0)
@@ -122,7 +125,7 @@ def render_summary(summary: dict[str, Any]) -> Table:
         + (f" ({agent} of them agent error(s), scored 0)" if agent else "")
         + f", {summary['error_count']} not scored"
         + (f" ({', '.join(f'{kind} {n}' for kind, n in kinds.items())})" if kinds else "")
-        + f"; {_mean_label(m)} [95% CI] {mean_txt}"
+        + f"; {_mean_label(m)} {mean_txt}"
     )
     if len(shown) < len(summary["tasks"]):
         table.caption += (
