@@ -53,3 +53,13 @@ def test_grade_says_no_score_not_none(failed_job):
     proc = clawrig("grade", failed_job)
     [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("000015 ")]
     assert ": recorded no score: not re-gradable: it ended with an infrastructure error" in line
+
+
+def test_the_job_page_counts_the_unscored_trial(failed_job, tmp_path):
+    """2 trials finished, 1 graded: the other is "not scored", not left out of the count
+    (helper-129: "2 / 1 graded, 1 not run" read as if the error were the one not run)."""
+    proc = clawrig("view", "--bundle", tmp_path / "site", failed_job)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "site" / "job0" / "index.html").read_text()
+    found = re.search(r'id="h-trials-sub">([^<]*)', page)
+    assert found and found.group(1) == "1 graded, 1 not scored (an error)", found
