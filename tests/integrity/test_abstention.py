@@ -703,3 +703,35 @@ async def test_a_warmup_that_fills_the_disk_is_the_tasks_setup_error(
     result = await _trial(srv, task, config, tmp_path, pooled=False)
     assert result.error is not None and result.error.kind == ErrorKind.SETUP, result.error
     assert "warmup" in result.error.message and "--disk-mb" in result.error.message
+
+
+async def test_tool_arguments_nested_too_deep_to_record_are_refused_not_an_abstention(
+    scripted_server, make_task, tmp_path
+):
+    """A red-team finding (helper-130): read calls whose arguments nest 930-998 deep parse on
+    the host, but the trial's files could not be written from them (a RecursionError while
+    encoding JSON): an infrastructure error, retried, never scored. Now the tool refuses
+    arguments nested past TOOL_ARGUMENTS_MAX_DEPTH and the transcript keeps their raw text:
+    the trial is graded (the agent answered nothing: 0)."""
+    from clawrig.spec.trial import TOOL_ARGUMENTS_MAX_DEPTH
+
+    task = make_task()
+    calls = [
+        call("read", '{"path": "/tmp_workspace/x", "x": ' + "[" * d + "]" * d + "}")
+        for d in range(930, 1000, 2)
+    ]
+    srv = scripted_server([reply(tool_calls=calls), reply("done")])
+    config = TrialConfig(agent="native", model="scripted/x")
+    result, folder = await run_trial(
+        task, config, tmp_path / "out", services=TrialServices(model=srv.chat_model())
+    )
+    assert result.error is None and result.counted_score() == 0.0, (result.error, result.score)
+    outputs = tool_outputs(folder)
+    assert len(outputs) == len(calls)
+    refusals = {  # (the deepest ones already fail to parse: Python's own recursion limit)
+        f"The arguments of read are nested more than {TOOL_ARGUMENTS_MAX_DEPTH} levels deep.",
+        "The arguments of read are nested too deeply to parse.",
+    }
+    assert {o.strip() for o in outputs} <= refusals, {o[:150] for o in outputs}
+    # the shallower ones parse: refused by the depth limit (the new check), not by Python
+    assert any(f"more than {TOOL_ARGUMENTS_MAX_DEPTH} levels" in o for o in outputs)

@@ -80,6 +80,13 @@ RECORDED_JSON_MAX_DEPTH = 32
 :func:`nested_deeper`)."""
 
 
+TOOL_ARGUMENTS_MAX_DEPTH = 100
+"""Levels of nesting a tool call's parsed arguments may have: deeper, the tool refuses them
+and the transcript keeps the model's raw text (``_raw``). JSON nested ~960 deep parses, but
+the trial's files could not be written from it (a RecursionError while encoding): the trial
+was an infrastructure error, unscored, a way for an agent to abstain (helper-130)."""
+
+
 def nested_deeper(value: Any, depth: int = RECORDED_JSON_MAX_DEPTH) -> bool:
     """True when ``value`` (JSON data) nests dicts or lists more than ``depth`` levels."""
     if isinstance(value, dict | list):

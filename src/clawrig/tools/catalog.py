@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from clawrig.errors import InfrastructureError, UserError
+from clawrig.spec.trial import TOOL_ARGUMENTS_MAX_DEPTH, nested_deeper
 from clawrig.tools import cron, fs, image, memory, sessions, shell, web
 from clawrig.tools._common import error, is_agent_os_failure
 from clawrig.tools.base import ToolContext, ToolFn, ToolResult
@@ -351,6 +352,11 @@ class Toolset:
                 )
         else:
             data = dict(raw_arguments)
+        if nested_deeper(data, TOOL_ARGUMENTS_MAX_DEPTH):  # as the transcript keeps them
+            return error(
+                f"The arguments of {name} are nested more than {TOOL_ARGUMENTS_MAX_DEPTH} "
+                "levels deep."
+            )
         if not isinstance(data, dict):
             return error(
                 f"The arguments of {name} must be a JSON object, got {type(data).__name__} "

@@ -34,7 +34,7 @@ from typing import Any
 from clawrig.errors import TaskFormatError
 from clawrig.spec.llm import ToolCall
 from clawrig.spec.transcript import TranscriptMessage
-from clawrig.spec.trial import Usage
+from clawrig.spec.trial import TOOL_ARGUMENTS_MAX_DEPTH, Usage, nested_deeper
 
 RAW_ARGUMENTS_KEY = "_raw"
 """Key of the object that stands for tool-call arguments that are not a JSON object."""
@@ -52,8 +52,9 @@ _DATA_URL = re.compile(r"^data:(?P<mime>[^;,]+);base64,(?P<data>.*)$", re.DOTALL
 def arguments_to_object(raw: str) -> dict[str, Any]:
     """Return the OpenClaw ``arguments`` object for a raw JSON arguments string.
 
-    A JSON object is returned parsed; anything else (invalid JSON, a non-object value, or an
-    object whose only key is ``_raw``, which would be ambiguous) becomes ``{"_raw": raw}``.
+    A JSON object is returned parsed; anything else (invalid JSON, a non-object value, an
+    object whose only key is ``_raw``, which would be ambiguous, or one nested deeper than
+    :data:`TOOL_ARGUMENTS_MAX_DEPTH`) becomes ``{"_raw": raw}``.
     """
     try:
         value = json.loads(raw)
@@ -61,7 +62,11 @@ def arguments_to_object(raw: str) -> dict[str, Any]:
     # int-conversion digit limit); RecursionError: nested past Python's limit
     except (ValueError, TypeError, RecursionError):
         return {RAW_ARGUMENTS_KEY: raw}
-    if isinstance(value, dict) and set(value) != {RAW_ARGUMENTS_KEY}:
+    if (
+        isinstance(value, dict)
+        and set(value) != {RAW_ARGUMENTS_KEY}
+        and not nested_deeper(value, TOOL_ARGUMENTS_MAX_DEPTH)
+    ):
         return value
     return {RAW_ARGUMENTS_KEY: raw}
 
