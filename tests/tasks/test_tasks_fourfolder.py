@@ -285,3 +285,21 @@ def test_a_deeply_nested_expected_reward_is_one_error(sample):
     assert error.message.startswith("must be a literal number in [0, 1], got ")
     shown = error.message.removeprefix("must be a literal number in [0, 1], got ")
     assert shown in ("an expression too deeply nested to show", ("0 + " * 20)[:79] + "…")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100000 + "]" * 100000, "not valid JSON: nested too deeply"),
+        ('{"timeout_seconds": ' + "9" * 5000 + "}", "not valid JSON: Exceeds the limit"),
+    ],
+)
+def test_an_intent_file_python_cannot_hold_is_one_error(sample, text, message):
+    """A red-team finding (helper-130): JSON nested past Python's limit, or an integer past its
+    4,300-digit conversion limit, was a traceback in every command reading the set."""
+    intent = sample / "intent" / "000015.json"
+    intent.write_text(text, encoding="utf-8")
+    issues = IssueCollector(strict=False)
+    read_fourfolder(sample, issues)
+    [err] = [e for e in issues.errors if e.path == intent]
+    assert err.field == "json" and err.message.startswith(message), err.message

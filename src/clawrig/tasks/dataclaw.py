@@ -311,7 +311,10 @@ def rubric_answer(rubric: str) -> Any:
     m = re.search(r"Gold answer JSON:\s*\n`(.*)`\s*$", rubric, re.M)
     if not m:
         raise ValueError("no `Gold answer JSON:` line")
-    return json.loads(m.group(1))
+    try:
+        return json.loads(m.group(1))
+    except RecursionError:
+        raise ValueError("the gold answer JSON is nested too deeply") from None
 
 
 def check_rubric(

@@ -134,6 +134,10 @@ def read_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise TaskFormatError(path, "json", f"not valid JSON: {exc.msg}", exc.lineno) from None
+    except RecursionError:  # nested past Python's limit
+        raise TaskFormatError(path, "json", "not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
+        raise TaskFormatError(path, "json", f"not valid JSON: {exc}") from None
 
 
 def dumps_json_text(value: Any) -> str:
