@@ -868,3 +868,17 @@ def test_a_task_file_linked_into_path_is_in_path(tmp_path):
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     r = run("run", "nowhere", "-t", "lnk/task.md", "--agent", "nop", cwd=tmp_path)
     assert r.returncode == 2 and "PATH: no such file or folder: nowhere" in r.stderr
+
+
+def test_an_unusable_cache_is_refused_before_a_task_needing_its_environments(tmp_path):
+    """Demo 000008 uses the built-in mock services, whose environment is built into the cache:
+    an unusable CLAWRIG_CACHE_DIR failed each trial at setup, retried (helper-130)."""
+    (tmp_path / "a_file").write_text("")
+    cache = tmp_path / "a_file" / "cache"
+    r = run(
+        "run", str(REPO / "suites/demo"), "-s", "000008", "--agent", "oracle",
+        "-o", str(tmp_path / "out"), cwd=tmp_path, env={"CLAWRIG_CACHE_DIR": str(cache)},
+    )  # fmt: skip
+    assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
+    assert f"clawrig's cache folder {cache}/envs: Not a directory" in r.stderr
+    assert not (tmp_path / "out").exists()

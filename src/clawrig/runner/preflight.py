@@ -352,6 +352,24 @@ def check_requirements(tasks: list[Task], config: JobConfig) -> list[str]:
     return problems
 
 
+def check_env_cache(tasks: list[Task], config: JobConfig) -> list[str]:
+    """When a task needs a Python environment built into clawrig's cache (the built-in mock
+    services', a grader's requirements), the cache's folder for them can be made: an
+    unusable ``CLAWRIG_CACHE_DIR`` (a file in its way, read-only) failed every such trial at
+    setup (:func:`clawrig.sandbox.pyenv.envs_folder`)."""
+    from clawrig.errors import SetupError
+    from clawrig.sandbox.pyenv import envs_folder
+    from clawrig.services.lifecycle import needs_services_env
+
+    if not any(needs_services_env(t) or t.grader.requirements for t in tasks):
+        return []
+    try:
+        envs_folder()
+    except SetupError as exc:
+        return [str(exc)]
+    return []
+
+
 def note_disk_space(tasks: list[Task], config: JobConfig) -> list[str]:
     """A note when the trials running at once could write more than the host has free: each
     trial's disk (``TrialConfig.disk_mb``) is sparse, so the host pays only for what agents
@@ -417,6 +435,7 @@ _FIDELITY_CHECKS, _FIDELITY_NOTES = _fidelity_checks()
 
 CHECKS: list[Check] = [
     check_requirements,
+    check_env_cache,
     check_grader_mode,
     check_sandbox,
     check_oracle,

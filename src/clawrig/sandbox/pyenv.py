@@ -166,6 +166,20 @@ def envs_dir(cache_dir: Path | None = None) -> Path:
     return (Path(cache_dir) if cache_dir else cache_root()) / "envs"
 
 
+def envs_folder(cache_dir: Path | None = None) -> Path:
+    """:func:`envs_dir`, made when missing. Raises SetupError naming it and
+    ``CLAWRIG_CACHE_DIR`` when it cannot be (a file in its way, a read-only file system)."""
+    root = envs_dir(cache_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SetupError(
+            f"clawrig's cache folder {root}: {exc.strerror or exc} (set CLAWRIG_CACHE_DIR to a "
+            "folder that can be written)"
+        ) from None
+    return root
+
+
 def env_path(
     requirements: Iterable[str], *, python: str = BASE_PYTHON, cache_dir: Path | None = None
 ) -> Path:
@@ -304,7 +318,7 @@ def ensure_env(
     memo_key = f"{root}/{key}"
     if memo_key in _env_memo and target.is_dir():
         return target
-    root.mkdir(parents=True, exist_ok=True)
+    envs_folder(cache_dir)
     with open(root / f".{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
