@@ -91,6 +91,14 @@ def test_requirements_file(tmp_path: Path) -> None:
     assert (
         str(info.value) == f"{path}:2: requirements: '-r other.txt': pip options are not supported"
     )
+    # what pip would refuse at install time is refused when the suite is read (helper-130)
+    for bad in ("pandas[", "numpy; os_name", "numpy===", "[x]"):
+        path.write_text(f"requests\n{bad}\n")
+        with pytest.raises(TaskFormatError) as info:
+            read_requirements(path)
+        assert str(info.value).startswith(
+            f"{path}:2: requirements: {bad!r}: not a valid requirement: "
+        ), str(info.value)
     # without a file: the default list (WildClawBench's), sorted
     empty = tmp_path / "suite"
     empty.mkdir()
@@ -177,12 +185,16 @@ def test_parallel_callers_build_once(cache_dir: Path, monkeypatch: pytest.Monkey
 
 
 def test_a_failing_build_leaves_nothing(cache_dir: Path) -> None:
-    with pytest.raises(SetupError) as info:
+    # a line pip refuses is refused before any build (PEP 508)
+    with pytest.raises(SetupError, match="not a valid requirement"):
         ensure_env(["not a requirement!!"], cache_dir=cache_dir)
-    assert "pip could not install not a requirement!!" in str(info.value)
+    missing = "clawrig-no-such-distribution-zz==0.0.1"  # valid, on no index: pip fails
+    with pytest.raises(SetupError) as info:
+        ensure_env([missing], cache_dir=cache_dir)
+    assert f"pip could not install {missing}" in str(info.value)
     assert "\n" not in str(info.value)
     names = [p.name for p in (cache_dir / "envs").iterdir()]
-    assert env_key(["not a requirement!!"]) not in names
+    assert env_key([missing]) not in names
     assert not [n for n in names if n.startswith(".tmp-")]
 
 

@@ -100,7 +100,8 @@ def requirement_problem(line: str) -> str | None:
     ``--index-url`` ...) and anything that is not a package from the index: a direct reference
     (``pkg @ file:///...``, ``pkg @ git+https://...``), a URL, a path. Requirements come from
     task files, which are untrusted input: a local project's build backend would run on the
-    host, and installs take wheels only (:func:`ensure_env`)."""
+    host, and installs take wheels only (:func:`ensure_env`). Also refused: a line that is not
+    a PEP 508 requirement (``pandas[``, ``numpy; os_name``), which pip would refuse later."""
     if line.startswith("-"):
         return "pip options are not supported"
     if "@" in line or "://" in line or line.startswith((".", "/", "~")) or "/" in line:
@@ -108,6 +109,12 @@ def requirement_problem(line: str) -> str | None:
             "direct references, URLs and paths are not supported (a task is untrusted input): "
             "name a package on the index"
         )
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:  # what pip would refuse at install time, refused when the suite is read (PEP 508)
+        Requirement(line)
+    except InvalidRequirement as exc:
+        return f"not a valid requirement: {str(exc).splitlines()[0]}"
     return None
 
 
