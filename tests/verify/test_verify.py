@@ -478,3 +478,17 @@ def test_a_wrong_rollout_the_memory_limit_stopped_is_an_error(tmp_path: Path) ->
         assert findings[check]["severity"] == "error", findings[check]
         assert "out of memory" in findings[check]["message"]
     assert findings["killer.corrupted"]["severity"] == "info"  # graded: scores 0
+
+
+def test_an_expected_reward_below_the_threshold_is_warned(tmp_path: Path) -> None:
+    """With an expected reward of 0, every wrong rollout is below the threshold whatever the
+    grader does: the killer question cannot fail, and says so (helper-130)."""
+    root = tmp_path / "set"
+    files = copy_sample(DEMO, "000015", root, "000015")
+    replace_once(files["evaluators"], "EXPECTED_REWARD = 1.0", "EXPECTED_REWARD = 0.0")
+    edit_json(files["reference_payloads"], lambda d: d.update(expected_reward=0.0))
+    proc = run("verify", root, "--json")
+    [sample] = json.loads(proc.stdout)["samples"]
+    [warned] = [f for f in sample["findings"] if f["check"] == "killer.threshold"]
+    assert warned["severity"] == "warning"
+    assert warned["message"].startswith("expected_reward 0 is below --threshold 0.5: ")

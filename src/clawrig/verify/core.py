@@ -147,6 +147,15 @@ async def verify_task(
     report.findings = (
         setup_findings + golden[1] + oracle[1] + empty[1] + wrong_findings + lint_findings
     )
+    exp = task.expected_reward
+    if exp is not None and 0.0 <= exp < threshold:  # (a grader scoring 0 for all passes)
+        report.add(
+            "killer.threshold",
+            "warning",
+            f"expected_reward {exp:g} is below --threshold {threshold:g}: the killer question "
+            "(wrong rollouts must score below the threshold) cannot tell a wrong rollout from "
+            "the golden one",
+        )
     if task.golden_workspace is None and not task.golden_dialog:
         report.add(
             "self_check.golden",
