@@ -263,6 +263,10 @@ def test_text_report_and_summary_table(planted) -> None:
     assert rows["000108"].rstrip().endswith("warn   │")
     assert rows["000101"].rstrip().endswith("fail   │")
     assert "1 pass, 1 warn, 8 fail" in out
+    # a dash in a score column is said (helper-129: unexplained outside --json)
+    cells = [c.strip() for ln in rows.values() for c in ln.split("│")[4:9]]
+    assert "-" in cells  # (planted samples whose grader fails on some rollout)
+    assert "- : not run for that sample (--verbose or --json says why)" in " ".join(out.split())
 
 
 def test_threshold_is_applied(planted, tmp_path: Path) -> None:

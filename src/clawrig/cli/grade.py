@@ -121,7 +121,10 @@ def register(app: typer.Typer) -> None:
             typer.Option("--grader", help="default: as the trial ran (see clawrig run --help)"),
         ] = None,
         sandbox: Annotated[
-            str | None, typer.Option("--sandbox", help="default: the trial's sandbox kind")
+            str | None,
+            typer.Option(
+                "--sandbox", help="bwrap | docker | local (default: the trial's sandbox kind)"
+            ),
         ] = None,
         write: Annotated[
             bool,

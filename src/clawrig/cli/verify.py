@@ -101,6 +101,8 @@ def render_summary(report: VerifyReport) -> Table:
             f"; {untried} with no golden trajectory or gold answer: only the empty rollout "
             "was graded"
         )
+    if any(s.scores.get(c) is None for s in report.samples for c in SCORE_COLUMNS):
+        table.caption += "; - : not run for that sample (--verbose or --json says why)"
     return table
 
 
