@@ -171,51 +171,26 @@ async def test_stopping_a_container_ends_its_reader_without_waiting_it_out(docke
     assert not reader.cancelled()  # ended by the stream's end, not cut at its 2 s
 
 
-def test_run_refuses_built_in_services_on_docker_before_any_sandbox(docker_image, tmp_path):
-    """Demo sample 000008 uses the built-in mock mail service, whose environment is built for
-    the host's python3: on Docker each trial failed at setup (helper-126); now the job is
-    refused before any sandbox starts, naming the task."""
+@pytest.mark.parametrize("command", ["run", "verify"])
+def test_built_in_services_on_docker_are_refused_before_any_sandbox(
+    command, docker_image, tmp_path
+):
+    """Demo samples 000008 and 000009 use the built-in mock services, whose environment is
+    built for the host's python3: on Docker each trial failed at setup (helper-126, and
+    verify's samples, helper-128); now both commands refuse before any sandbox starts,
+    naming the tasks."""
     from pathlib import Path
 
     demo = Path(__file__).resolve().parents[2] / "suites" / "demo"
     out = tmp_path / "out"
     clawrig = str(Path(sys.executable).with_name("clawrig"))
-    r = subprocess.run(
-        [clawrig, "run", str(demo), "-s", "000008,000015", "--agent", "oracle"]
-        + ["--sandbox", "docker", "--image", docker_image, "-o", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    argv = [clawrig, command, str(demo), "--sandbox", "docker"]
+    if command == "run":
+        argv += ["-s", "000008,000009,000015", "--agent", "oracle", "--image", docker_image]
+        argv += ["-o", str(out)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
-    assert "--sandbox docker: 1 task(s) use clawrig's built-in mock services (000008)" in (
-        " ".join(r.stderr.split())
-    )
-    assert not any(p.is_dir() for p in out.glob("0000*/*"))  # no trial ran
-
-
-def test_verify_refuses_built_in_services_on_docker_before_any_sandbox(docker_image, tmp_path):
-    from pathlib import Path
-
-    demo = Path(__file__).resolve().parents[2] / "suites" / "demo"
-    one = tmp_path / "one"
-    for folder, name in (("intent", "000008.json"), ("datapoints", "000008.json"),
-                         ("evaluators", "evaluator_000008.py"),
-                         ("reference_payloads", "reference_payload_000008.json")):  # fmt: skip
-        (one / folder).mkdir(parents=True)
-        (one / folder / name).write_bytes((demo / folder / name).read_bytes())
-    if (demo / "workspaces" / "000008").is_dir():
-        import shutil
-
-        shutil.copytree(demo / "workspaces" / "000008", one / "workspaces" / "000008")
-    clawrig = str(Path(sys.executable).with_name("clawrig"))
-    r = subprocess.run(
-        [clawrig, "verify", str(one), "--sandbox", "docker"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
-    assert "--sandbox docker: 1 task(s) use clawrig's built-in mock services (000008)" in (
-        " ".join(r.stderr.split())
-    )
+    assert (
+        "--sandbox docker: 2 task(s) use clawrig's built-in mock services (000008, 000009)"
+    ) in " ".join(r.stderr.split())
+    assert not out.exists()  # no trial ran, nothing written
