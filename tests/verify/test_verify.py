@@ -427,7 +427,22 @@ def test_verify_memory_mb_is_each_sandboxs_limit(tmp_path: Path) -> None:
     assert empty["severity"] == "error" and proc.returncode == 1
     proc = run("verify", bench, "--json", "--memory-mb", "512")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    assert json.loads(proc.stdout)["samples"][0]["scores"] == {"empty": 0.0}
+    report = json.loads(proc.stdout)
+    assert report["samples"][0]["scores"] == {"empty": 0.0}
+    assert report["memory_mb"] == 512  # the report says what its checks ran under
+
+
+async def test_verify_path_refuses_a_memory_limit_outside_the_clis_range(tmp_path: Path):
+    """From Python, memory_mb=1 gave each sample a confusing bwrap error (helper-127)."""
+    from clawrig.choices import MAX_MEMORY_MB, MIN_MEMORY_MB
+    from clawrig.errors import UserError
+    from clawrig.verify import verify_path
+
+    bench = tmp_path / "bench"
+    write_wildclaw_task(bench, 1, GOOD_GRADER)
+    for bad in (0, MIN_MEMORY_MB - 1, MAX_MEMORY_MB + 1):
+        with pytest.raises(UserError, match=rf"--memory-mb: must be in .* got {bad}$"):
+            await verify_path(bench, memory_mb=bad)
 
 
 def test_verify_on_the_local_sandbox_warns_once_and_runs_one_at_a_time(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from clawrig.choices import DEFAULT_MEMORY_MB
+from clawrig.choices import DEFAULT_MEMORY_MB, MAX_MEMORY_MB, MIN_MEMORY_MB
 from clawrig.errors import ClawrigError, SetupError
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.workspace import materialise_workspace
@@ -178,15 +178,19 @@ async def verify_path(
 ) -> VerifyReport:
     """Verify every task under ``path``; returns the report (never raises for a bad sample:
     problems become findings). Raises UserError when ``path`` does not exist, ``threshold``
-    is outside (0, 1], or ``sandbox`` is docker for tasks using the built-in mock services
-    (:func:`clawrig.services.lifecycle.docker_refusal`). ``memory_mb``: each sandbox's
-    memory limit in MiB (``--memory-mb``: it also holds what a grader writes to /tmp).
-    ``parallel`` bounds the sandboxes running at once; ``root`` is the benchmark root for
-    WildClawBench workspaces."""
+    is outside (0, 1], ``memory_mb`` outside the CLI's range, or ``sandbox`` is docker for
+    tasks using the built-in mock services (:func:`clawrig.services.lifecycle.docker_refusal`).
+    ``memory_mb``: each sandbox's memory limit in MiB (``--memory-mb``: it also holds what a
+    grader writes to /tmp). ``parallel`` bounds the sandboxes running at once; ``root`` is the
+    benchmark root for WildClawBench workspaces."""
     from clawrig.errors import UserError
 
     if not 0.0 < threshold <= 1.0:
         raise UserError(f"--threshold: must be in (0, 1], got {threshold:g}")
+    if not MIN_MEMORY_MB <= memory_mb <= MAX_MEMORY_MB:  # (the CLI's range, for the API)
+        raise UserError(
+            f"--memory-mb: must be in [{MIN_MEMORY_MB}, {MAX_MEMORY_MB}] MiB, got {memory_mb}"
+        )
     suite = load_suite(path, root)
     if sandbox == "docker":  # refused before any sandbox starts, as clawrig run refuses it
         from clawrig.services.lifecycle import docker_refusal
@@ -198,6 +202,7 @@ async def verify_path(
         format=str(suite.format) if suite.format else None,
         threshold=threshold,
         sandbox=sandbox,
+        memory_mb=memory_mb,
     )
     owners: dict[Path, str] = {}
     for task in suite.tasks:

@@ -90,6 +90,8 @@ class VerifyReport(BaseModel):
     format: str | None = None
     threshold: float = 0.5
     sandbox: str = "bwrap"
+    memory_mb: int | None = None
+    """Each sandbox's memory limit in MiB (``--memory-mb``) the checks ran under."""
     samples: list[SampleReport] = Field(default_factory=list)
     suite_findings: list[Finding] = Field(default_factory=list)
 
