@@ -55,9 +55,10 @@ def local_sandbox_guard(sandbox: str, parallel: int) -> None:
     sandbox runs one at a time) and say once, on stderr, that it has no isolation."""
     if sandbox != "local":
         return
+    from clawrig.sandbox.local import ONE_AT_A_TIME, warn_once
+
     if parallel > 1:
-        raise UserError("--parallel: the local sandbox runs one trial at a time")
-    from clawrig.sandbox.local import warn_once
+        raise UserError(ONE_AT_A_TIME)
 
     out = _console("err_console")
     warn_once(lambda line: out.print(line, style="bold yellow", highlight=False, soft_wrap=True))

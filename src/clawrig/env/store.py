@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clawrig.errors import UserError
-from clawrig.sandbox.pyenv import cache_root
+from clawrig.sandbox.pyenv import cache_folder_problem, cache_root
 from clawrig.sizes import format_bytes
 
 ENV_IMAGE_REPO = "clawrig-env"
@@ -43,10 +43,8 @@ def _private_dir(path: Path) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         os.chmod(path, 0o700)
     except OSError as exc:
-        raise UserError(
-            f"clawrig's cache folder {path}: {exc.strerror or exc} (set CLAWRIG_CACHE_DIR, or "
-            "CLAWRIG_ENV_CACHE_DIR for environments, to a folder that can be written)"
-        ) from None
+        variable = "CLAWRIG_CACHE_DIR, or CLAWRIG_ENV_CACHE_DIR for environments,"
+        raise UserError(cache_folder_problem(path, exc, variable)) from None
     return path
 
 

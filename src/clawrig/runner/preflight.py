@@ -208,7 +208,9 @@ def check_sandbox(tasks: list[Task], config: JobConfig) -> list[str]:
     refuses them on Docker)."""
     kind = config.trial.sandbox
     if kind == "local" and config.parallel > 1:
-        return ["--parallel: the local sandbox runs one trial at a time"]
+        from clawrig.sandbox.local import ONE_AT_A_TIME
+
+        return [ONE_AT_A_TIME]
     if kind == "bwrap":
         from clawrig.sandbox.bwrap import NO_BWRAP, bwrap_path
 

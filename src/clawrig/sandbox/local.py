@@ -50,6 +50,10 @@ LOCK_WAIT_S = 120.0
 """How long a local sandbox waits for another one on this machine to stop (seconds)."""
 
 
+ONE_AT_A_TIME = "--parallel: the local sandbox runs one trial at a time"
+"""The refusal of ``--parallel`` > 1 with ``--sandbox local`` (its lock runs one at a time)."""
+
+
 def warn_once(note: Callable[[str], None]) -> None:
     """Say once, with ``note``, that local sandboxes have no isolation, and silence each
     sandbox's own Python warning of it (:data:`WARNING`: a raw warning with a source line,

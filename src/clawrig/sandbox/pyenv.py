@@ -173,17 +173,23 @@ def envs_dir(cache_dir: Path | None = None) -> Path:
     return (Path(cache_dir) if cache_dir else cache_root()) / "envs"
 
 
+def cache_folder_problem(path: Path, exc: OSError, variable: str = "CLAWRIG_CACHE_DIR") -> str:
+    """The line for a folder of clawrig's cache that cannot be made (a file in its way, a
+    read-only file system): the folder, the reason and the ``variable`` that moves it."""
+    return (
+        f"clawrig's cache folder {path}: {exc.strerror or exc} (set {variable} to a folder "
+        "that can be written)"
+    )
+
+
 def envs_folder(cache_dir: Path | None = None) -> Path:
-    """:func:`envs_dir`, made when missing. Raises SetupError naming it and
-    ``CLAWRIG_CACHE_DIR`` when it cannot be (a file in its way, a read-only file system)."""
+    """:func:`envs_dir`, made when missing. Raises SetupError (:func:`cache_folder_problem`)
+    when it cannot be."""
     root = envs_dir(cache_dir)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise SetupError(
-            f"clawrig's cache folder {root}: {exc.strerror or exc} (set CLAWRIG_CACHE_DIR to a "
-            "folder that can be written)"
-        ) from None
+        raise SetupError(cache_folder_problem(root, exc)) from None
     return root
 
 
