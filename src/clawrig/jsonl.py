@@ -1,4 +1,5 @@
-"""JSON Lines (https://jsonlines.org): one JSON value per line, lines ended by ``\\n``."""
+"""JSON Lines (https://jsonlines.org): one JSON value per line, lines ended by ``\\n``; and
+:func:`loads_strict`, JSON as RFC 8259 defines it (what other languages' parsers read back)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,27 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; ValueError for one past a float's range (``1e999``: inf)."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:20]} is out of a float's range")
+    return value
+
+
+def _not_json(name: str) -> float:
+    """``json.loads``'s ``parse_constant``: NaN, Infinity and -Infinity are not JSON."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """``json.loads`` of RFC 8259 JSON only: ``NaN``, ``Infinity`` and numbers past a float's
+    range (``1e999``), which Python reads but writes back as bare tokens no strict parser
+    (JavaScript's ``JSON.parse``) reads, are refused. Raises ValueError (JSONDecodeError is
+    one) or RecursionError (nested past Python's limit)."""
+    return json.loads(text, parse_constant=_not_json, parse_float=_finite)
 
 
 def jsonl_lines(text: str) -> list[str]:

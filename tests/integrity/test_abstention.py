@@ -735,3 +735,31 @@ async def test_tool_arguments_nested_too_deep_to_record_are_refused_not_an_abste
     assert {o.strip() for o in outputs} <= refusals, {o[:150] for o in outputs}
     # the shallower ones parse: refused by the depth limit (the new check), not by Python
     assert any(f"more than {TOOL_ARGUMENTS_MAX_DEPTH} levels" in o for o in outputs)
+
+
+async def test_tool_arguments_that_are_not_json_text_stay_raw(scripted_server, make_task, tmp_path):
+    """NaN, Infinity and 1e999 parse in Python but were written back to chat.jsonl as bare
+    tokens no strict JSON reader (OpenClaw's, JavaScript's) reads (helper-132): the tool
+    refuses them and the transcript keeps the model's raw text."""
+    from clawrig.jsonl import jsonl_lines, loads_strict
+    from clawrig.spec.layout import TrialPaths
+
+    task = make_task()
+    raws = ['{"command": "echo hi", "x": NaN}', '{"command": "echo hi", "z": 1e999}']
+    srv = scripted_server([reply(tool_calls=[call("exec", r) for r in raws]), reply("done")])
+    config = TrialConfig(agent="native", model="scripted/x")
+    result, folder = await run_trial(
+        task, config, tmp_path / "out", services=TrialServices(model=srv.chat_model())
+    )
+    assert result.error is None and result.counted_score() == 0.0, (result.error, result.score)
+    assert [o.split(":")[0] for o in tool_outputs(folder)] == [
+        "Invalid JSON in the arguments of exec"
+    ] * 2
+    records = [loads_strict(ln) for ln in jsonl_lines(TrialPaths(folder).chat.read_text())]
+    kept = [
+        part["arguments"]
+        for rec in records
+        for part in (rec.get("message") or {}).get("content") or []
+        if isinstance(part, dict) and part.get("type") == "toolCall"
+    ]
+    assert kept == [{"_raw": r} for r in raws]

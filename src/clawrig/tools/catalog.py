@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from clawrig.errors import InfrastructureError, UserError
+from clawrig.jsonl import loads_strict
 from clawrig.spec.trial import TOOL_ARGUMENTS_MAX_DEPTH, nested_deeper
 from clawrig.tools import cron, fs, image, memory, sessions, shell, web
 from clawrig.tools._common import error, is_agent_os_failure
@@ -336,7 +337,7 @@ class Toolset:
             data: Any = {}
         elif isinstance(raw_arguments, str):
             try:
-                data = json.loads(raw_arguments)
+                data = loads_strict(raw_arguments)  # as the transcript keeps them
             except RecursionError:
                 return error(f"The arguments of {name} are nested too deeply to parse.")
             except json.JSONDecodeError as exc:

@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from clawrig.errors import TaskFormatError
+from clawrig.jsonl import loads_strict
 from clawrig.spec.llm import ToolCall
 from clawrig.spec.transcript import TranscriptMessage
 from clawrig.spec.trial import TOOL_ARGUMENTS_MAX_DEPTH, Usage, nested_deeper
@@ -52,14 +53,15 @@ _DATA_URL = re.compile(r"^data:(?P<mime>[^;,]+);base64,(?P<data>.*)$", re.DOTALL
 def arguments_to_object(raw: str) -> dict[str, Any]:
     """Return the OpenClaw ``arguments`` object for a raw JSON arguments string.
 
-    A JSON object is returned parsed; anything else (invalid JSON, a non-object value, an
+    A JSON object is returned parsed; anything else (invalid or non-RFC 8259 JSON such as
+    ``NaN``, a non-object value, an
     object whose only key is ``_raw``, which would be ambiguous, or one nested deeper than
     :data:`TOOL_ARGUMENTS_MAX_DEPTH`) becomes ``{"_raw": raw}``.
     """
     try:
-        value = json.loads(raw)
+        value = loads_strict(raw)  # (NaN or 1e999 would be written back as bare tokens)
     # ValueError: any parse error (JSONDecodeError is one; so is an integer past Python's
-    # int-conversion digit limit); RecursionError: nested past Python's limit
+    # int-conversion digit limit, and NaN/Infinity); RecursionError: nested past Python's limit
     except (ValueError, TypeError, RecursionError):
         return {RAW_ARGUMENTS_KEY: raw}
     if (

@@ -31,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from clawrig.errors import UserError
+from clawrig.jsonl import loads_strict
 from clawrig.leftovers import SUN_PATH_MAX, fits_socket, socket_tempdir
 from clawrig.llm.client import (
     MAX_REPLY_BYTES,
@@ -201,19 +202,6 @@ async def _read_reply(resp: httpx.Response, cap: int) -> bytes | None:
         return b"".join(parts)
     finally:
         await resp.aclose()
-
-
-def _finite(text: str) -> float:
-    """A JSON number as a float; ValueError for one past a float's range (``1e999``: inf)."""
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(f"{text[:20]} is out of a float's range")
-    return value
-
-
-def _not_json(name: str) -> float:
-    """``json.loads``'s ``parse_constant``: NaN, Infinity and -Infinity are not JSON."""
-    raise ValueError(f"{name} is not JSON")
 
 
 def _unsendable(data: bytes, body: dict[str, Any]) -> str | None:
@@ -796,7 +784,7 @@ class Gateway:
                     "request_too_large",
                 )
             try:  # NaN, Infinity and 1e999 are no JSON a provider takes (a 500 here before)
-                body = json.loads(data, parse_constant=_not_json, parse_float=_finite)
+                body = loads_strict(data)
             except (ValueError, RecursionError):
                 return _error_body(
                     400, "clawrig gateway: the request body is not JSON", "bad_request"
