@@ -264,3 +264,28 @@ def test_show_with_an_id_too_long_for_a_path_is_one_line(run_cli):
     assert "Traceback" not in proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith(f"clawrig: error: no task with id {long_id!r}"), line
+
+
+def test_a_folder_whose_files_are_no_tasks_is_an_error_not_an_empty_suite(tmp_path):
+    """A folder one level too high (suites/, a job's output) was read as a suite of 0 tasks:
+    validate said OK, verify passed and run ran nothing, all exit 0 (helper-131)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.md").write_text("# just notes\n")
+    (tmp_path / "notes" / "more.md").write_text("text\n")
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    want = "no task in it: not a task file, a folder of task files"
+    notes = str(tmp_path / "notes")
+    for argv, code in (
+        (["tasks", "validate", notes], 1),
+        (["verify", notes], 1),
+        (["run", notes, "--agent", "nop", "-o", str(tmp_path / "out")], 2),
+    ):
+        r = subprocess.run([clawrig, *argv], capture_output=True, text=True, timeout=120)
+        assert r.returncode == code, (argv, r.stdout[-1000:], r.stderr[-1000:])
+        said = " ".join((r.stdout + r.stderr).split())
+        assert want in said and "(2 file(s) skipped: see the warnings)" in said, argv
+    assert not (tmp_path / "out").exists()

@@ -368,6 +368,18 @@ def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
             tasks = reader.read(path, root_dir, issues)
         _check_duplicates(tasks, issues)
         _check_paths(tasks, root_dir if root_dir is not None else path, issues)
+    if reader is not None and not tasks and not any(i.severity == "error" for i in issues.issues):
+        # files were read and none is a task (a folder one level too high, a job's output):
+        # an error, not an empty suite that validates, verifies and runs "successfully"
+        skipped = len(issues.issues)
+        issues.add(
+            TaskFormatError(
+                path,
+                "path",
+                f"no task in it: {_NOT_A_SUITE}"
+                + (f" ({skipped} file(s) skipped: see the warnings)" if skipped else ""),
+            )
+        )
     return Suite(path=path, format=fmt, tasks=tasks, issues=issues.issues)
 
 
