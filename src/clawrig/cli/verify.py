@@ -133,8 +133,9 @@ def register(app: typer.Typer) -> None:
 
         Three checks per task: the self-check (its reference solution, replayed in a
         sandbox, earns the expected score), the killer question (does the grader reward a
-        wrong rollout? an empty one and one with the answer removed must score below
-        --threshold) and lint (the files and fields the format asks for).
+        wrong rollout? an empty one, and the golden end state with its result files removed
+        or corrupted, must score below --threshold) and lint (the files and fields the format
+        asks for).
         """
         check_sandbox_kind(sandbox)
         from clawrig.verify import verify_path
