@@ -492,8 +492,10 @@ async def test_an_exec_time_limit_too_large_or_not_a_number_is_not_an_infrastruc
     outputs = tool_outputs(folder)
     if timeout == 1e300 or timeout == 3_000_000:  # finite: the command runs, its limit cut
         assert "ran" in outputs[1], outputs
-    else:  # refused as the tool's error, before anything ran
-        assert "`timeout` must be a finite positive number" in outputs[1], outputs
+    else:  # refused as the tool's error, before anything ran: NaN and Infinity are not
+        # JSON (jsonl.loads_strict), so the arguments are refused as such
+        token = "NaN" if timeout != timeout else "Infinity"
+        assert f"Invalid JSON in the arguments of exec: {token} is not JSON" in outputs[1], outputs
 
 
 ECHO_GRADER = """
