@@ -297,6 +297,7 @@ def test_the_oracle_line_is_said_when_a_trial_errored(tmp_path):
     kinds = {row["task_id"]: (row["error"] or {}).get("kind") for row in summary["tasks"]}
     assert kinds == {"000001": None, "000008": "setup"}
     assert "oracle: 1/2 samples reach their expected reward (1 not scored)" in r.stdout
-    # the service's empty log is said on the line the console shows, not cut after "its log:"
+    # the service's log is said on the line the console shows, not cut after "its log:": empty,
+    # or (as on a CI machine where the killed service wrote a line first) its last line
     (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("  000008 run 0: setup: ")]
-    assert line.endswith("--memory-mb); its log is empty"), line
+    assert re.search(r"--memory-mb\); its log (is empty|ends: \S.*)$", line), line

@@ -208,7 +208,8 @@ async def test_a_service_that_exits_gives_a_setup_error_with_its_log(make_task, 
             {
                 "name": "crm",
                 "port": 9200,
-                "command": "echo 'crm: cannot open /tmp_workspace/crm.db' >&2; exit 3",
+                "command": "echo 'crm: starting'; "
+                "echo 'crm: cannot open /tmp_workspace/crm.db' >&2; exit 3",
             }
         ]
     )
@@ -216,7 +217,8 @@ async def test_a_service_that_exits_gives_a_setup_error_with_its_log(make_task, 
         await start_services(sb, task)
     assert str(info.value) == (
         "command service 'crm' on port 9200 exited before answering its health check; its "
-        "log:\ncrm: cannot open /tmp_workspace/crm.db"
+        "log ends: crm: cannot open /tmp_workspace/crm.db\n"  # the line the console shows
+        "crm: starting\ncrm: cannot open /tmp_workspace/crm.db"
     )
 
 
@@ -232,7 +234,8 @@ async def test_bad_fixture_file_gives_the_service_log_and_frees_the_port(
         await start_services(sb, task)
     assert str(info.value) == (
         "gmail service 'gmail' on port 9100 exited before answering its health check; its "
-        "log:\nclawrig mock gmail: bad fixtures: messages[0]: missing 'date'"
+        "log ends: clawrig mock gmail: bad fixtures: messages[0]: missing 'date'\n"
+        "clawrig mock gmail: bad fixtures: messages[0]: missing 'date'"
     )
     # the calendar started with it was stopped: its port is free again
     handles = await start_services(sb, make_task([GMAIL, CALENDAR]))

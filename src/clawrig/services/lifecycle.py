@@ -422,8 +422,11 @@ async def _wait_healthy(sandbox: Sandbox, handles: list[ServiceHandle], timeout_
         reason = str(info.get("why"))
     if note := oom_note(sandbox):  # (helper-124: at 64 MiB)
         reason += f" ({note})"
-    tail = log.strip()[-4000:]  # (a first line ending "its log:" read as cut, helper-126)
-    raise SetupError(f"{what} {reason}; " + (f"its log:\n{tail}" if tail else "its log is empty"))
+    # The console shows a message's first line: it ends with the log's last line (where a
+    # crash says why), not a dangling "its log:" (helper-126, CI134).
+    tail = log.strip()[-4000:]
+    said = f"its log ends: {tail.splitlines()[-1].strip()}\n{tail}" if tail else "its log is empty"
+    raise SetupError(f"{what} {reason}; {said}")
 
 
 async def start_services(
