@@ -53,7 +53,8 @@ async def test_a_grader_crash_on_deeply_nested_json_is_the_agents_zero(attack, m
         task, "mkdir -p results && python3 -c \"print('[' * 200000)\" > results/out.json"
     )
     assert_counted_zero(result)
-    assert result.error is not None and result.error.phase == "grading"
+    details = result.score.details if result.score else None
+    assert result.error is not None and result.error.phase == "grading", details
     assert "RecursionError" in result.score.details["stderr"]
 
 
@@ -459,7 +460,14 @@ async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_t
     # free abstention for a wrong answer (found by the red-team review of the forked grader).
     # Stopped, the grader's kill at its time limit waited out the supervisor's call timeout
     # (default 120 s; here an hour: the trial must end long before)
-    sol = f"import os, signal\nos.kill(2, signal.{signal_name})\n"
+    # (the supervisor found as the grader's parent, not by number: pid 2 it is as a rule, but a
+    # CI run once scored this 0 with no error, as if the signal had reached another process)
+    sol = (
+        "import os, signal\n"
+        "stat = open(f'/proc/{os.getppid()}/stat').read()\n"
+        "supervisor = int(stat.rsplit(')', 1)[1].split()[1])\n"
+        f"os.kill(supervisor, signal.{signal_name})\n"
+    )
     async with asyncio.timeout(300):
         result, _ = await attack(
             make_task(RUNS_SOLUTION, grader_timeout_s=5),
@@ -467,7 +475,8 @@ async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_t
             call_timeout_s=call_timeout_s,
         )
     assert_counted_zero(result)
-    assert result.error is not None and result.error.phase == "grading"
+    details = result.score.details if result.score else None
+    assert result.error is not None and result.error.phase == "grading", details
 
 
 @pytest.mark.parametrize("timeout", [3_000_000, float("inf"), float("nan"), 1e300])

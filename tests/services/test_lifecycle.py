@@ -291,7 +291,7 @@ async def test_a_service_that_never_listens_times_out_with_its_log(make_task, sa
         await start_services(sb, task, timeout_s=1)
     assert str(info.value) == (
         "command service 'slow' on port 9300 did not answer GET /health within 1 s; its "
-        "log:\nwarming up"
+        "log ends: warming up\nwarming up"
     )
 
 
