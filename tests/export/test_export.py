@@ -380,3 +380,29 @@ def test_sft_parquet_sharegpt(job: Path, tmp_path: Path) -> None:
         (ws / "campaign_notes.md").read_text(encoding="utf-8"),
     ]
     assert conv[3]["value"].startswith("I can't help with this.")
+
+
+def test_a_trial_without_its_end_state_or_a_readable_result_is_skipped_and_counted(
+    job: Path, tmp_path: Path
+) -> None:
+    """helper-133: a trial whose end_state/ is gone became a sample failing its own self-check,
+    and one with a corrupt result.json was dropped while the line said "skipped 0"."""
+    moved = tmp_path / "job"
+    shutil.copytree(job, moved)
+    (gone,) = (moved / "000001").iterdir()
+    shutil.rmtree(gone / "end_state")
+    (broken,) = (moved / "000002").iterdir()
+    (broken / "result.json").write_text("{bad", encoding="utf-8")
+    proc = run("export", "fourfolder", moved, tmp_path / "ff")
+    assert proc.returncode == 0, proc.stderr
+    exported = sorted(p.stem for p in (tmp_path / "ff" / "intent").glob("*.json"))
+    assert len(exported) == len(DEMO_IDS) - 2
+    said = "skipped 2 trial(s) (1 whose end_state/ is gone, 1 whose result.json cannot be read)"
+    assert said in proc.stdout, proc.stdout
+    assert "from task 000001" not in proc.stdout and "from task 000002" not in proc.stdout
+    # the SFT rows need no end state: only the unreadable trial is left out, and counted
+    proc = run("export", "sft", moved, tmp_path / "rows.jsonl")
+    assert proc.returncode == 0, proc.stderr
+    rows = (tmp_path / "rows.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == len(DEMO_IDS) - 1
+    assert "skipped 1 trial(s) (1 whose result.json cannot be read)" in proc.stdout, proc.stdout

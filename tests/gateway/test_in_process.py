@@ -21,7 +21,7 @@ from gw_helpers import upstream
 from clawrig.errors import ModelRequestError
 from clawrig.llm.gateway import RECORD_FILE, GatewayRefusal, read_records, replay_gateway
 from clawrig.llm.pricing import Prices
-from clawrig.testing.scripted_server import call, error, reply, usage
+from clawrig.testing.scripted_server import call, drop, error, reply, usage
 
 PRICES = Prices(input=1.0, output=2.0, cache_read=0.5)
 TOOLS = [
@@ -327,3 +327,26 @@ async def test_a_trials_requests_send_and_key_each_conversation_as_its_whole_jso
         )
         want.append(hashlib.sha256(blob.encode()).hexdigest())
     assert keys == want and len(set(keys)) == 5
+
+
+@pytest.mark.parametrize("in_process", [True, False])
+async def test_a_reply_cut_off_mid_body_is_retried(
+    scripted_server, make_gateway, tmp_path, in_process
+):
+    """README: "dropped connections | retried with backoff". A 200 whose body was cut off (the
+    server closed the connection mid-reply) ended the request after 1 attempt: the body was read
+    after the retries were done (helper-133: an RL episode masked by one drop)."""
+    srv = scripted_server([drop(), reply("second try")])
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="t", record_path=tmp_path / "r.jsonl")
+    model = lease.chat_model(in_process=in_process)
+    try:
+        answer = await model.chat([{"role": "user", "content": "go"}])
+    finally:
+        await model.aclose()
+        gw.close_trial(lease)
+    assert answer.content == "second try"
+    assert len(srv.requests) == 2 and lease.usage.request_count == 1
+    assert lease.usage.retries == 1
+    (record,) = read_records(tmp_path / "r.jsonl")
+    assert record["status"] == 200 and record["retries"] == 1

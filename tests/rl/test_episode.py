@@ -3,8 +3,12 @@ OpenAI-compatible policy server on loopback, the task's own grader."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +17,7 @@ from clawrig.llm.client import PROBE, RetryPolicy
 from clawrig.rl import Rollouts, episode_from_trial, group_stats
 from clawrig.testing.scripted_server import call, error, reply
 
-from .conftest import REWARD, RIGHT, WRONG, by_seed, files_text, write_answer
+from .conftest import DEMO, REWARD, RIGHT, WRONG, by_seed, files_text, write_answer
 
 pytestmark = pytest.mark.sandbox
 
@@ -237,3 +241,56 @@ async def test_a_grader_crash_is_the_agents_zero_not_masked(env, scripted_server
     doc = (REPO / "docs" / "training.md").read_text()
     bullet = doc[doc.index("- the agent broke its sandbox") :].split("\n- ")[0]
     assert "the grader crashed" in bullet and "`agent_error`, reward 0.0, `mask=False`" in bullet
+
+
+async def test_an_rl_output_folder_is_graded_and_exported_as_a_job(env, scripted_server, task_15):
+    """docs/training.md: "clawrig grade, clawrig export sft and the viewer work on them
+    unchanged". A serve / Rollouts folder has no summary: it said "not a job folder" (helper-133).
+    """
+    srv = scripted_server(responder=by_seed)
+    group = await env.run_group(task_15, 2, base_url=srv.base_url, model="policy", seed=4)
+    out = env.output
+    assert json.loads((out / "rollouts.json").read_text())["job_id"] == env.job_id
+    right, wrong = group.episodes  # seed 4: the right chain (1.0); seed 5: a wrong one (0.4)
+    # the seed each episode ran with comes back from its folder alone
+    assert [episode_from_trial(e.trial_dir).seed for e in group.episodes] == [4, 5]
+
+    def clawrig(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(Path(sys.executable).with_name("clawrig")), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    graded = clawrig("grade", str(out))
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    for e in group.episodes:  # each episode's folder re-graded to its reward
+        line = f"000015 {e.episode_id}: recorded {e.reward} -> re-graded {e.reward}: same"
+        assert line in graded.stdout, graded.stdout
+    assert "2/2 trials re-grade to their recorded scores" in graded.stdout
+    sft = clawrig("export", "sft", str(out), str(out.parent / "rows.jsonl"), "--min-score", "0.9")
+    assert sft.returncode == 0, sft.stderr
+    rows = [json.loads(x) for x in (out.parent / "rows.jsonl").read_text().splitlines()]
+    assert [r["trial_id"] for r in rows] == [right.episode_id]
+    assert "skipped 1 trial(s) (1 graded below --min-score 0.9)" in sft.stdout, sft.stdout
+    ff = clawrig("export", "fourfolder", str(out), str(out.parent / "ff"), "--min-score", "0.9")
+    assert ff.returncode == 0, ff.stderr
+    assert sorted(p.name for p in (out.parent / "ff" / "evaluators").iterdir()) == [
+        "evaluator_000001.py"
+    ]
+    logs = clawrig("export", "inspect", str(out), str(out.parent / "logs"))
+    assert logs.returncode == 0, logs.stderr
+    from inspect_ai.log import read_eval_log
+
+    (log_path,) = (out.parent / "logs").glob("*.eval")
+    log = read_eval_log(str(log_path))
+    assert log.eval.model.endswith("policy") and len(log.samples or []) == 2
+    assert log.results.scores[0].metrics["acc"].value == pytest.approx(
+        statistics.mean([REWARD[RIGHT], REWARD[WRONG]])
+    )
+
+
+def test_a_task_id_not_in_the_path_is_said_as_the_task_argument(tmp_path):
+    env = Rollouts(tmp_path / "out")
+    try:
+        with pytest.raises(UserError, match=r"^task: .*demo: no task with id 999$"):
+            asyncio.run(env.run_episode(f"{DEMO}#999", base_url="http://127.0.0.1:9/v1", model="m"))
+    finally:
+        env.close()

@@ -12,7 +12,7 @@ cannot be written.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -75,8 +75,8 @@ def fourfolder(
         )
     console.print(
         f"wrote {len(report.samples)} sample(s) to {out} (numbered anew in trial order, as a "
-        f"four-folder set's samples are); skipped {len(report.skipped)} "
-        f"trial(s). Check it with: clawrig verify {out}",
+        f"four-folder set's samples are); skipped {_skipped(report)}. Check it with: "
+        f"clawrig verify {out}",
         highlight=False,
         soft_wrap=True,
     )
@@ -97,10 +97,18 @@ def sft(
 
     report = export_sft(job_dir, out, min_score=min_score, fmt=fmt, categories=category or [])
     console.print(
-        f"wrote {report.rows} row(s) to {out} ({fmt}); skipped {len(report.skipped)} trial(s)",
+        f"wrote {report.rows} row(s) to {out} ({fmt}); skipped {_skipped(report)}",
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _skipped(report: Any) -> str:
+    """ "N trial(s)" and, when N > 0, how many each reason left out (an export's ``skipped``)."""
+    from clawrig.export.fourfolder import skipped_counts
+
+    why = skipped_counts(report.skipped, report.min_score)
+    return f"{len(report.skipped)} trial(s)" + (f" ({why})" if why else "")
 
 
 def _check_writable(path: Path, label: str, *, folder: bool) -> None:

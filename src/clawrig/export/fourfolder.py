@@ -48,7 +48,7 @@ from clawrig.export.evaluator import (
     reads_gt,
     reads_transcript,
 )
-from clawrig.export.job import ExportError, JobTrial, TaskResolver, find_trials
+from clawrig.export.job import UNREADABLE, ExportError, JobTrial, TaskResolver, find_trials
 from clawrig.export.replay import deleted_by_replay, may_delete, recorded_deletions
 from clawrig.sandbox.workspace import materialise_workspace, read_tree
 from clawrig.spec.task import ServiceSpec, Task, TaskFormat
@@ -77,13 +77,22 @@ class ExportReport:
     out: Path
     samples: list[ExportedSample] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    min_score: float = DEFAULT_MIN_SCORE
+
+
+NO_END_STATE = "no end_state/ (its end state is gone)"
 
 
 def select_trials(
-    trials: Iterable[JobTrial], min_score: float, categories: Iterable[str] = ()
+    trials: Iterable[JobTrial],
+    min_score: float,
+    categories: Iterable[str] = (),
+    *,
+    need_end_state: bool = False,
 ) -> tuple[list[JobTrial], dict[str, str]]:
     """(chosen trials, {trial: why skipped}): graded without error, score >= ``min_score``,
-    category in ``categories`` (when any)."""
+    category in ``categories`` (when any), and (``need_end_state``: a sample's golden files
+    are its end state) an ``end_state/`` folder."""
     cats = set(categories)
     chosen: list[JobTrial] = []
     skipped: dict[str, str] = {}
@@ -97,27 +106,40 @@ def select_trials(
             skipped[key] = f"score {t.score:g} < {min_score:g}"
         elif cats and t.result.category not in cats:
             skipped[key] = f"category {t.result.category or '-'} not selected"
+        elif need_end_state and not t.paths.end_state.is_dir():
+            skipped[key] = NO_END_STATE
         else:
             chosen.append(t)
     return chosen, skipped
 
 
-def nothing_to_export(job_dir: Path, skipped: dict[str, str], min_score: float) -> UserError:
-    """The one line when :func:`select_trials` chose nothing: how many trials each reason
-    left out (below ``--min-score``, with its value and the default; errored; not graded;
-    another category), so a job whose graded trials all scored under the bar says so."""
+def skipped_counts(skipped: dict[str, str], min_score: float) -> str:
+    """How many trials each reason of :func:`select_trials` (and :func:`find_trials`'
+    unreadable ones) left out, as "N graded below --min-score X, M with an error, ...", or ""
+    when none was."""
     below = sum(why.startswith("score ") for why in skipped.values())
     errored = sum(" error: " in why for why in skipped.values())
     ungraded = sum(why == "not graded" for why in skipped.values())
     other = sum(why.startswith("category ") for why in skipped.values())
+    gone = sum(why == NO_END_STATE for why in skipped.values())
+    unreadable = sum(why.startswith(UNREADABLE) for why in skipped.values())
     default = " (the default)" if min_score == DEFAULT_MIN_SCORE else ""
     parts = [
         f"{below} graded below --min-score {min_score:g}{default}" if below else "",
         f"{errored} with an error" if errored else "",
         f"{ungraded} not graded" if ungraded else "",
         f"{other} of other categories" if other else "",
+        f"{gone} whose end_state/ is gone" if gone else "",
+        f"{unreadable} whose result.json cannot be read" if unreadable else "",
     ]
-    why = ", ".join(p for p in parts if p) or "no trials"
+    return ", ".join(p for p in parts if p)
+
+
+def nothing_to_export(job_dir: Path, skipped: dict[str, str], min_score: float) -> UserError:
+    """The one line when :func:`select_trials` chose nothing: how many trials each reason
+    left out (:func:`skipped_counts`), so a job whose graded trials all scored under the bar
+    says so."""
+    why = skipped_counts(skipped, min_score) or "no trials"
     return UserError(f"{job_dir}: no graded trial to export ({why})")
 
 
@@ -398,8 +420,10 @@ async def export_fourfolder(
         raise UserError(f"OUT: {out} exists and is not an empty folder")
     if not 0.0 <= min_score <= 1.0:
         raise UserError(f"--min-score: must be in [0, 1], got {min_score:g}")
-    trials = find_trials(job_dir)
-    chosen, skipped = select_trials(trials, min_score, categories)
+    unreadable: dict[str, str] = {}
+    trials = find_trials(job_dir, unreadable)
+    chosen, skipped = select_trials(trials, min_score, categories, need_end_state=True)
+    skipped |= unreadable
     if not chosen:
         raise nothing_to_export(job_dir, skipped, min_score)
     resolver = TaskResolver(job_dir, suite)
@@ -408,7 +432,7 @@ async def export_fourfolder(
     scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     root = scratch / "set"
     root.mkdir()
-    report = ExportReport(out=out, skipped=skipped)
+    report = ExportReport(out=out, skipped=skipped, min_score=min_score)
     try:
         for n, (trial, task) in enumerate(zip(chosen, tasks, strict=True), start=1):
             sample = await _export_one(trial, task, f"{n:06d}", root, scratch, sandbox)

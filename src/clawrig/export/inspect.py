@@ -29,6 +29,7 @@ from typing import Any
 from clawrig.errors import UserError
 from clawrig.export.job import JobTrial, find_trials, read_summary
 from clawrig.spec.job import model_slug
+from clawrig.spec.layout import JobPaths
 from clawrig.spec.transcript import TranscriptMessage
 from clawrig.view.index import counted_score
 from clawrig.view.trial import as_dict
@@ -167,6 +168,21 @@ def _metric(name: str, value: Any) -> Any:
     return EvalMetric(name=name, value=float(value)) if isinstance(value, int | float) else None
 
 
+def _rollouts_header(model: str, trials: list[JobTrial]) -> dict[str, Any]:
+    """What :func:`build_log` reads of a summary, for the episodes of ``model`` in an RL output
+    folder (which has none): the job id, the mean of the scored episodes' counted scores, the
+    first episode's start and task source."""
+    scores = [t.score for t in trials if t.score is not None]
+    first = min(trials, key=lambda t: str(t.raw.get("started_at") or ""))
+    return {
+        "model": model,
+        "job_id": first.result.job_id,
+        "overall_score": sum(scores) / len(scores) if scores else None,
+        "suite_path": first.raw.get("task_source"),
+        "timestamp": first.raw.get("started_at"),
+    }
+
+
 def build_log(summary: dict[str, Any], trials: list[JobTrial]) -> Any:
     """The EvalLog of one model's job: ``summary`` (summary_<model>.json) and its trials."""
     from inspect_ai.log import (
@@ -263,12 +279,19 @@ def export_inspect(job_dir: Path, out: Path) -> list[Path]:
         raise UserError(f"{job_dir}: the job has no readable trial (no */*/result.json)")
     out.mkdir(parents=True, exist_ok=True)
     paths = []
+    layout = JobPaths(job_dir)
     for model, trials in sorted(by_model.items()):
-        summary = read_summary(job_dir, model)
-        job_trials = [t for t in trials if t.result.job_id == (summary.job_id or t.result.job_id)]
+        if layout.is_rollouts() and not layout.summary(model).is_file():
+            # an RL output folder: no summary, its episodes' own records
+            header, job_trials = _rollouts_header(model, trials), trials
+        else:
+            summary = read_summary(job_dir, model)
+            job_id = summary.job_id
+            job_trials = [t for t in trials if t.result.job_id == (job_id or t.result.job_id)]
+            header = summary.to_json()
         if not job_trials:
             continue
-        path = out / f"{summary.job_id or 'job'}_{model_slug(model)}.eval"
-        write_eval_log(build_log(summary.to_json(), job_trials), str(path))
+        path = out / f"{header.get('job_id') or 'job'}_{model_slug(model)}.eval"
+        write_eval_log(build_log(header, job_trials), str(path))
         paths.append(path)
     return paths

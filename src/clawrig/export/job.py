@@ -21,6 +21,9 @@ from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
 from clawrig.tasks.registry import find_task, load_tasks
 
+UNREADABLE = "result.json cannot be read"
+"""How :func:`find_trials` says why it left a trial folder out."""
+
 
 class ExportError(ClawrigError):
     """An export could not be written as asked (e.g. a host path would leak into it)."""
@@ -89,18 +92,23 @@ class JobTrial:
         return entries
 
 
-def find_trials(job_dir: Path) -> list[JobTrial]:
+def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list[JobTrial]:
     """Every trial folder of the job with a readable result.json, sorted by (task id, run
     index, trial id). An output folder may hold trials of earlier jobs too: only those of the
-    jobs its ``summary_<model>.json`` files describe (their ``job_id``) are taken. Raises
-    UserError when ``job_dir`` is not a job folder."""
+    jobs its ``summary_<model>.json`` files describe (their ``job_id``) are taken; an RL output
+    folder (:meth:`JobPaths.is_rollouts`) gives all of its trials. Each trial folder whose
+    result.json cannot be read goes into ``unreadable`` (``<task>/<trial>`` -> why) when given.
+    Raises UserError when ``job_dir`` is not a job folder."""
     job_dir = Path(job_dir)
     if not job_dir.is_dir():
         raise UserError(f"JOB_DIR: no such folder: {job_dir}")
     layout = JobPaths(job_dir)
     summaries = layout.summaries()
-    if not summaries:
-        raise UserError(f"{job_dir}: not a job folder (no summary_<model>.json)")
+    if not summaries and not layout.is_rollouts():
+        raise UserError(
+            f"{job_dir}: not a job folder (no summary_<model>.json, nor the {JobPaths.ROLLOUTS} "
+            "of an RL output folder)"
+        )
     job_ids: set[str] = set()
     for path in summaries:
         try:
@@ -115,7 +123,16 @@ def find_trials(job_dir: Path) -> list[JobTrial]:
         try:
             raw = json.loads(rj.read_text(encoding="utf-8"))
             result = TrialResult.model_validate(raw)
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
+            if unreadable is not None:
+                why = (
+                    "not JSON"
+                    if isinstance(exc, json.JSONDecodeError)
+                    else "not a trial's result"
+                    if isinstance(exc, ValueError)
+                    else exc.__class__.__name__
+                )
+                unreadable[f"{folder.parent.name}/{folder.name}"] = f"{UNREADABLE} ({why})"
             continue
         if job_ids and result.job_id not in job_ids:
             continue  # a trial of an earlier job in the same output folder
@@ -176,12 +193,22 @@ class TaskResolver:
             if not self.suite.exists():
                 raise UserError(f"--suite: no such file or folder: {self.suite}")
             return find_task(self._tasks(self.suite), trial.result.task_id)
+        layout = JobPaths(self.job_dir)
+        if layout.is_rollouts() and not layout.summary(trial.result.model).is_file():
+            # an RL output folder: each episode's task is named by its own result.json
+            for path in _suite_candidates(self.job_dir, trial, {}):
+                if path.exists():
+                    return find_task(self._tasks(path), trial.result.task_id)
+            raise UserError(
+                f"{trial.paths.result}: task_source: {trial.raw.get('task_source')!r} not "
+                "found (give the suite with --suite)"
+            )
         summary = read_summary(self.job_dir, trial.result.model)
         candidates = _suite_candidates(self.job_dir, trial, summary)
         for path in candidates:
             if path.exists():
                 return find_task(self._tasks(path), trial.result.task_id)
         raise UserError(
-            f"{JobPaths(self.job_dir).summary(trial.result.model)}: suite_path: "
+            f"{layout.summary(trial.result.model)}: suite_path: "
             f"{summary.suite_path!r} not found (give the suite with --suite)"
         )

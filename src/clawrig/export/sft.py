@@ -51,6 +51,7 @@ class SftReport:
     out: Path
     rows: int = 0
     skipped: dict[str, str] = field(default_factory=dict)
+    min_score: float = DEFAULT_MIN_SCORE
 
 
 def _arguments(raw: Any) -> Any:
@@ -167,7 +168,9 @@ def export_sft(
         raise UserError(f"OUT: {out}: the file name must end in .jsonl or .parquet")
     if not 0.0 <= min_score <= 1.0:
         raise UserError(f"--min-score: must be in [0, 1], got {min_score:g}")
-    chosen, skipped = select_trials(find_trials(job_dir), min_score, categories)
+    unreadable: dict[str, str] = {}
+    chosen, skipped = select_trials(find_trials(job_dir, unreadable), min_score, categories)
+    skipped |= unreadable
     if not chosen:
         raise nothing_to_export(job_dir, skipped, min_score)
     rows = [sft_row(t, fmt) for t in chosen]  # type: ignore[arg-type]
@@ -183,4 +186,4 @@ def export_sft(
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    return SftReport(out=out, rows=len(rows), skipped=skipped)
+    return SftReport(out=out, rows=len(rows), skipped=skipped, min_score=min_score)

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from clawrig.errors import ModelRequestError, UserError
 from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.spec.job import RL_JOB_ID, TrialConfig
-from clawrig.spec.layout import TrialPaths, model_from_json_text
+from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage
 from clawrig.waits import harness_slots
@@ -295,7 +295,9 @@ def _messages(calls: list[dict[str, Any]], folder: Path) -> tuple[list[dict], li
 
 def episode_from_trial(folder: Path | str, *, seed: int | None = None) -> Episode:
     """Read the :class:`Episode` of a finished trial folder (result.json, model_calls.jsonl,
-    formatted_dialog.json). Raises UserError when the folder has no readable result.json."""
+    formatted_dialog.json); ``seed``, when not given, is the one the episode ran with (its
+    result's ``config.extra["seed"]``). Raises UserError when the folder has no readable
+    result.json."""
     folder = Path(folder)
     try:
         result = model_from_json_text(
@@ -303,6 +305,9 @@ def episode_from_trial(folder: Path | str, *, seed: int | None = None) -> Episod
         )
     except (OSError, ValueError) as exc:
         raise UserError(f"{TrialPaths(folder).result}: not a trial result ({exc})") from None
+    if seed is None:
+        recorded = result.config.extra.get("seed") if result.config is not None else None
+        seed = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else None
     calls = _read_calls(folder)
     turns = _turns(calls)
     messages, tools = _messages(calls, folder)
@@ -363,10 +368,24 @@ def resolve_task(task: Task | str | Path, *, root: Path | str | None = None) -> 
     path, _, wanted = text.partition("#")
     tasks = load_tasks(Path(path), root=root)
     if wanted:
-        tasks = select_tasks(tasks, wanted, [])
+        try:
+            tasks = select_tasks(tasks, wanted, [])
+        except UserError as exc:  # (said as the run command's option, --suite)
+            raise UserError(f"task: {path}: {str(exc).removeprefix('--suite: ')}") from None
     if len(tasks) != 1:
         raise UserError(f"task: {path} holds {len(tasks)} tasks; name one as {path}#TASK_ID")
     return tasks[0]
+
+
+def mark_rollouts(output: Path, job_id: str) -> None:
+    """Mark ``output`` as an RL output folder (:attr:`JobPaths.ROLLOUTS`), so ``clawrig grade``,
+    the exports and the viewer take its trial folders as a job's (it has no summary: episodes
+    come as a trainer asks). Written once; an existing one is kept. Raises OSError."""
+    layout = JobPaths(output)
+    if not layout.is_rollouts():
+        from clawrig.runner.batch import write_json_atomic
+
+        write_json_atomic(layout.rollouts, {"format": "clawrig rollouts", "job_id": job_id})
 
 
 class Rollouts:
@@ -456,6 +475,7 @@ class Rollouts:
         """Start the gateway (idempotent; the first episode does it too)."""
         if not self._started:
             self.output.mkdir(parents=True, exist_ok=True)
+            mark_rollouts(self.output, self.job_id)
             self.gateway.start()
             self._started = True
         return self

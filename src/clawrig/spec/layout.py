@@ -286,10 +286,21 @@ class JobPaths:
 
     LOCK = ".clawrig.lock"
     RETRIED = "_retried"
+    ROLLOUTS = "rollouts.json"
+    """The file an RL output folder (:class:`clawrig.rl.episode.Rollouts`, ``clawrig serve``)
+    holds instead of a summary: ``{"format": "clawrig rollouts", "job_id": ...}``."""
 
     @property
     def lock(self) -> Path:
         return self.root / self.LOCK
+
+    @property
+    def rollouts(self) -> Path:
+        return self.root / self.ROLLOUTS
+
+    def is_rollouts(self) -> bool:
+        """True when the folder is an RL output folder (it holds :attr:`ROLLOUTS`)."""
+        return self.rollouts.is_file()
 
     @property
     def retried(self) -> Path:
@@ -346,8 +357,10 @@ class JobPaths:
 
     def is_job(self) -> bool:
         """True when the folder holds a job's own files (a summary, a progress file, its
-        lock)."""
-        return bool(self.summaries() or self.progresses() or self.lock.exists())
+        lock) or is an RL output folder (:meth:`is_rollouts`)."""
+        return bool(
+            self.summaries() or self.progresses() or self.lock.exists() or self.is_rollouts()
+        )
 
     def trial(self, task_id: str, name: str) -> TrialPaths:
         return TrialPaths(self.root / task_id / name)

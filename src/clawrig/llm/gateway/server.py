@@ -1077,6 +1077,7 @@ class Gateway:
             lease.watch.begin(seq)
 
         hold = Held()  # the place of the attempt whose reply is being read
+        read: list[Any] = [None, False]  # a plain 200 reply's body read by its attempt, and if
 
         async def attempt() -> httpx.Response:
             nonlocal attempts, hold
@@ -1095,6 +1096,15 @@ class Gateway:
                 if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
                     data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
                     raise _Retryable(resp.status_code, resp.headers, data)
+                if (
+                    resp.status_code == 200
+                    and not stream
+                    and "text/event-stream" not in resp.headers.get("content-type", "")
+                ):
+                    # a plain reply is read whole within its attempt: one cut off mid-body
+                    # (a dropped connection) is retried, as nothing reached the client yet
+                    read[0] = await _read_reply(resp, MAX_REPLY_BYTES)
+                    read[1] = True
             except BaseException:
                 held.release()
                 raise
@@ -1182,7 +1192,7 @@ class Gateway:
                     data, status_code=resp.status_code, media_type=ctype or "application/json"
                 )
             if "text/event-stream" not in ctype:
-                reply = await _read_reply(resp, MAX_REPLY_BYTES)
+                reply = read[0] if read[1] else await _read_reply(resp, MAX_REPLY_BYTES)
                 try:
                     if reply is None:
                         raise ValueError(f"over {format_bytes(MAX_REPLY_BYTES)}")
