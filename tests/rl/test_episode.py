@@ -143,6 +143,9 @@ async def test_a_conversation_refused_for_its_content_is_graded_as_it_stands(
     ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
     assert ep.stop_reason == "context_length" and not ep.mask
     assert ep.reward == REWARD[RIGHT] and ep.trial_dir is not None
+    # the trainer sees why it stopped: the server's status and message (it said None)
+    assert ep.error is not None and ep.error.startswith("HTTP 403: ")
+    assert "your input was flagged" in ep.error
 
 
 async def test_group_statistics_and_advantages(env, scripted_server, task_15):

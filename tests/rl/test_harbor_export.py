@@ -136,3 +136,21 @@ def test_cli_export_harbor_and_its_errors(tmp_path):
     assert bad.stderr.strip().splitlines() == [
         f"clawrig: error: JOB_OR_SUITE: no such file or folder: {tmp_path / 'nope'}"
     ]
+    # again into the same folder: each task folder there is replaced, and said to be
+    again = subprocess.run(
+        [*cli, str(DEMO), str(tmp_path / "h"), "--suite", "000015"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "(replaced the 000015/ that was in the output folder)" in again.stdout
+    # nothing exportable: exit 2 after the reasons, and no empty folder left (helper-133)
+    none = subprocess.run(
+        [*cli, str(DEMO), str(tmp_path / "h3"), "--suite", "000008"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert none.returncode == 2 and "000008  skipped: needs mock services" in none.stdout
+    assert none.stderr.strip().splitlines() == [
+        f"clawrig: error: {DEMO}: no task to export to Harbor (1 skipped, each for the reason "
+        "above)"
+    ]
+    assert not (tmp_path / "h3").exists()

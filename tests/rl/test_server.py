@@ -217,6 +217,12 @@ async def test_busy_server_says_429_and_slow_episode_504(serve, scripted_server)
         second = await client.post("/v1/episodes", json=body)
         assert second.status_code == 429 and second.headers["retry-after"] == "1"
         assert second.json()["error"].startswith("busy: 1 episode(s) admitted")
+        # a group bigger than the server ever admits is the request's fault, not a "retry
+        # later" a trainer honouring Retry-After loops on forever (helper-133)
+        big = await client.post("/v1/groups", json={**body, "n": 2})
+        assert big.status_code == 400 and "retry-after" not in big.headers
+        assert big.json()["error"].startswith("n: a group of 2 is more episodes than this ")
+        assert "(1: --max-concurrency + --max-queue)" in big.json()["error"]
         slow = await first
     assert slow.status_code == 504
     assert slow.json() == {"error": "timeout_s: the episode did not finish in 20 s"}

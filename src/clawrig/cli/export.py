@@ -151,6 +151,11 @@ def harbor(
         else:
             note = f"  ({'; '.join(t.notes)})" if t.notes else ""
             console.print(f"{t.task_id}  {t.folder}{note}", highlight=False, soft_wrap=True)
+    if not report.exported:  # as export sft / fourfolder with nothing to write: exit 2
+        raise UserError(
+            f"{source}: no task to export to Harbor ({len(report.tasks)} skipped, each for "
+            "the reason above)"
+        )
     console.print(
         f"wrote {len(report.exported)} Harbor task(s) to {out}; skipped "
         f"{len(report.tasks) - len(report.exported)}. Run one with: harbor run -p "

@@ -288,6 +288,7 @@ def export_task(
         else:
             report.notes.append(f"no solution/: {why}")
         if dest.exists():
+            report.notes.append(f"replaced the {dest.name}/ that was in the output folder")
             shutil.rmtree(dest)
         tmp.rename(dest)
     finally:
@@ -334,10 +335,13 @@ def export_harbor(
 
     tasks = select_tasks(tasks_of(Path(source)), suite, [])
     out = Path(out)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     report = HarborReport(out=out)
     for task in tasks:
         report.tasks.append(
             export_task(task, out / task.id, image=image, allow_internet=allow_internet)
         )
+    if made and not report.exported:  # nothing written: no empty folder left behind
+        out.rmdir()
     return report

@@ -330,6 +330,8 @@ def episode_from_trial(folder: Path | str, *, seed: int | None = None) -> Episod
             stop = "context_length"
     mask = stop == "infra_error" or (stop == "context_length" and error is not None)
     message = error.message if error is not None else None
+    if message is None and result.stop_reason == StopReason.MODEL_ERROR:
+        message = result.stop_detail  # the server's refusal of the conversation, graded
     if message is None and result.score is not None and result.score.error:
         message = result.score.error
     return Episode(

@@ -178,6 +178,12 @@ def create_app(
         return JSONResponse({"error": line}, status_code=500)
 
     def admit(n: int) -> None:
+        if n > limit:  # never admitted, however long the trainer waits: not a 429
+            raise _Refused(
+                400,
+                f"n: a group of {n} is more episodes than this server ever admits at once "
+                f"({limit}: --max-concurrency + --max-queue); send smaller groups",
+            )
         if state["admitted"] + n > limit:
             raise _Refused(
                 429,
