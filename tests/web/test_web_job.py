@@ -6,6 +6,7 @@ model; the web is the loopback Brave API and a page reached through the host's H
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import re
 import subprocess
@@ -166,6 +167,7 @@ def test_recorded_job_replays_identically_without_network(
     other.mkdir(parents=True)
     line = next(iter((next(rec.glob("*/*/" + WEB_RECORD_FILE))).read_text().splitlines()))
     (other / WEB_RECORD_FILE).write_text(line.replace("Tern 4.2 release", "something else") + "\n")
+    shutil.copytree(rec / "web_blobs", tmp_path / "other" / "web_blobs")  # the bodies it names
     seen_tools: list[str] = []
 
     def gives_up(request: dict[str, Any]) -> Reply:

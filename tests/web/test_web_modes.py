@@ -151,6 +151,41 @@ async def test_record_then_replay_gives_identical_results_without_network(
     assert await call(ctx, *CALLS[0]) == live[0][0]
 
 
+async def test_a_broken_recording_is_one_error_before_any_trial(brave_env, tmp_path) -> None:
+    """helper-134: a record whose response is no object, a file that is not UTF-8, a digest
+    that names no blob (or a path) were tracebacks, or a trial's failed web_fetch scored 0."""
+    srv = brave_env
+    rec_job = tmp_path / "rec"
+    recorder = WebService("record", output=rec_job)
+    name, args = CALLS[1]
+    await call(trial_ctx(recorder, rec_job / "t1" / "trial0"), name, resolved(srv.url, args))
+    records = rec_job / "t1" / "trial0" / WEB_RECORD_FILE
+    (good,) = records.read_text().splitlines()
+    digest = json.loads(good)["response"]["body_sha256"]
+    assert WebService("replay", source=rec_job).records is not None  # as recorded: it reads
+
+    def replay_error(text: bytes) -> str:
+        records.write_bytes(text)
+        with pytest.raises(UserError) as info:
+            WebService("replay", source=rec_job)
+        return str(info.value)
+
+    line = json.loads(good)
+    said = replay_error(json.dumps({**line, "response": [1, 2]}).encode() + b"\n")
+    assert said == f"{records}:1: not a web record (TypeError: response: not a JSON object)"
+    said = replay_error(good.encode() + b"\n\xff\n")
+    assert said.startswith(f"{records}: cannot read the web records (")
+    resp = {**line["response"], "body_sha256": "/etc/shadow"}
+    said = replay_error(json.dumps({**line, "response": resp}).encode() + b"\n")
+    assert said == f"{records}:1: response.body_sha256: not a SHA-256 digest: '/etc/shadow'"
+    (rec_job / BLOB_DIR / digest).unlink()
+    said = replay_error(good.encode() + b"\n")
+    assert said == (
+        f"{records}:1: response.body_sha256: {rec_job / BLOB_DIR / digest}: the recorded body "
+        "is missing or altered"
+    )
+
+
 async def test_replay_miss_is_a_tool_error_or_follows_web_miss(brave_env, tmp_path) -> None:
     srv = brave_env
     rec_job = tmp_path / "rec"
@@ -276,6 +311,49 @@ def test_corpus_errors_name_the_file_and_line(tmp_path) -> None:
     (tmp_path / "none").mkdir()
     with pytest.raises(UserError, match="no documents"):
         WebService("corpus", source=tmp_path / "none")
+
+
+def test_a_link_out_of_the_corpus_is_refused(tmp_path) -> None:
+    """helper-134 (high): a corpus file linked to /etc/shadow was indexed and served to the
+    agent by web_fetch and web_search. A link within the corpus is a page as any other."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:HASH-OF-THE-HOSTS-ROOT\n")
+    corpus = write_corpus(tmp_path / "corpus")
+    (corpus / "notes" / "same.md").symlink_to(corpus / "notes" / "weather.md")
+    assert len(WebService("corpus", source=corpus).corpus) == 6
+    link = corpus / "docs.tern.example" / "guide" / "notes.txt"
+    link.symlink_to(secret)
+    with pytest.raises(UserError) as info:
+        WebService("corpus", source=corpus)
+    assert str(info.value) == f"{link}: a link out of the corpus folder (to {secret}): refused"
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ({"url": "https://a.example/", "text": "x", "content_type": 5}, "content_type: text is"),
+        ({"url": "https://a.example/", "text": "x", "published": {"a": 1}}, "published: text is"),
+        ({"url": "https://a.example:99999/", "text": "x"}, "url: not a URL (Port out of range"),
+        ({"url": "http://[abc/", "text": "x"}, "url: an http(s) URL is required"),
+        ({"url": "https://a.example/", "text": "x\ud800"}, "text: holds a lone surrogate"),
+    ],
+)
+def test_a_corpus_line_with_a_bad_field_is_one_error_naming_it(tmp_path, line, said) -> None:
+    """helper-134: each of these was a traceback (AttributeError, ValueError, sqlite3's
+    ProgrammingError, UnicodeEncodeError) from `clawrig run --web corpus`."""
+    bad = tmp_path / "bad.jsonl"
+    good = json.dumps({"url": "https://b.example/", "text": "fine"})
+    bad.write_text(good + "\n" + json.dumps(line) + "\n")  # (json.dumps escapes \ud800)
+    with pytest.raises(UserError) as info:
+        WebService("corpus", source=bad)
+    assert str(info.value).startswith(f"{bad}:2: {said}"), str(info.value)
+
+
+def test_a_corpus_nested_too_deeply_is_one_error(tmp_path) -> None:
+    bad = tmp_path / "deep.jsonl"
+    bad.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(UserError, match=rf"^{bad}:1: not JSON: nested too deeply$"):
+        WebService("corpus", source=bad)
 
 
 def test_run_web_flags_are_checked_before_any_sandbox(tmp_path) -> None:

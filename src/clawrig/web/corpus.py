@@ -53,6 +53,14 @@ def _text_of(body: str, content_type: str) -> tuple[str, str]:
     return (heading.group(1).strip() if heading else ""), body
 
 
+def _scheme(url: str) -> str:
+    """The scheme of ``url``, or "" when it cannot be split (a broken ``[IPv6]`` host)."""
+    try:
+        return urlsplit(url).scheme
+    except ValueError:
+        return ""
+
+
 def _file_url(rel: Path) -> str:
     parts = rel.parts
     if len(parts) > 1 and "." in parts[0] and not parts[0].startswith("."):
@@ -83,9 +91,20 @@ class Corpus:
             "published TEXT, doc INTEGER)"
         )
         files = [self.path] if self.path.is_file() else sorted(self.path.rglob("*"))
+        inside = self.path.resolve()
         for file in files:
             if not file.is_file() or any(p.startswith(".") for p in file.parts[-1:]):
-                continue
+                continue  # (folders, FIFOs, devices, hidden files)
+            if self.path.is_dir() and not file.resolve().is_relative_to(inside):
+                # a corpus's pages reach the agent: a link out of it would hand the agent any
+                # file of this machine (/etc/shadow, a .env) as a web page (helper-134)
+                raise UserError(
+                    f"{file}: a link out of the corpus folder (to {file.resolve()}): refused"
+                )
+            try:
+                str(file).encode("utf-8")
+            except UnicodeEncodeError:
+                raise UserError(f"{file!r}: a corpus file name must be UTF-8 text") from None
             if file.suffix.lower() == ".jsonl":
                 self._add_jsonl(file)
             elif file.suffix.lower() in FILE_TYPES and self.path.is_dir():
@@ -141,22 +160,39 @@ class Corpus:
                 doc = json.loads(line)
             except ValueError as exc:
                 raise UserError(f"{file}:{n}: not JSON: {exc}") from None
+            except RecursionError:
+                raise UserError(f"{file}:{n}: not JSON: nested too deeply") from None
             if not isinstance(doc, dict):
                 raise UserError(f"{file}:{n}: a document must be a JSON object")
             url = doc.get("url")
-            if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
+            if not isinstance(url, str) or _scheme(url) not in ("http", "https"):
                 raise UserError(f"{file}:{n}: url: an http(s) URL is required, got {url!r}")
+            try:
+                key = normalise_url(url)
+            except ValueError as exc:  # a port out of range, a broken [IPv6] host
+                raise UserError(f"{file}:{n}: url: not a URL ({exc}): {url!r}") from None
             html = doc.get("html")
             text = doc.get("text", doc.get("contents", doc.get("body")))
             if not isinstance(html, str) and not isinstance(text, str):
                 raise UserError(f"{file}:{n}: text: a document needs `text` or `html`")
+            for name in ("content_type", "title", "published"):
+                if doc.get(name) is not None and not isinstance(doc[name], str):
+                    raise UserError(f"{file}:{n}: {name}: text is required, got {doc[name]!r}")
             ctype = doc.get("content_type") or (
                 "text/html" if isinstance(html, str) else "text/plain"
             )
             body: str = html if isinstance(html, str) else str(text)
+            for name, value in (("url", url), ("text", body), ("title", doc.get("title") or "")):
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate escape ("\ud800") JSON allows
+                    raise UserError(
+                        f"{file}:{n}: {name}: holds a lone surrogate (\\ud800-\\udfff), "
+                        "which no UTF-8 text can"
+                    ) from None
             title, plain = _text_of(body, ctype)
             self._add(
-                normalise_url(url),
+                key,
                 str(doc.get("title") or title),
                 plain,
                 body.encode("utf-8"),
@@ -185,7 +221,10 @@ class Corpus:
 
     def page(self, url: str) -> tuple[str, bytes] | None:
         """(content type, body) of the document at ``url``, or None when it is not held."""
-        key = normalise_url(url)
+        try:
+            key = normalise_url(url)
+        except ValueError:  # a port out of range, a broken [IPv6] host: no page has it
+            return None
         with self._lock:
             row = self._db.execute(
                 "SELECT content_type, body FROM pages WHERE url = ?", (key,)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -134,26 +135,50 @@ class WebRecords:
         if not self.root.is_dir():
             raise UserError(f"--web replay: no such job folder: {self.root}")
         self.blobs = BlobStore(self.root / BLOB_DIR)
+        self._verified: set[str] = set()
         self._cache = ResponseCache()
         for path in JobPaths(self.root).trial_files(WEB_RECORD_FILE):
-            for n, line in enumerate(jsonl_lines(path.read_text(encoding="utf-8")), 1):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UserError(f"{path}: cannot read the web records ({exc})") from None
+            for n, line in enumerate(jsonl_lines(text), 1):
                 if not line.strip():
                     continue
                 try:
                     rec = json.loads(line)
                     key = request_key(rec["kind"], rec["request"])  # not trusted from the file
                     response = rec["response"]
+                    if not isinstance(response, dict):
+                        raise TypeError("response: not a JSON object")
                     scope = f"{rec.get('task_id')}#{rec.get('run_index', 0)}"
-                except (ValueError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError, RecursionError) as exc:
                     raise UserError(
                         f"{path}:{n}: not a web record ({type(exc).__name__}: {exc})"
                     ) from None
+                if (why := self._body_problem(response)) is not None:
+                    raise UserError(f"{path}:{n}: response.body_sha256: {why}")
                 self._cache.add(key, {"kind": rec.get("kind"), **response}, scope)
         if len(self._cache) == 0:
             raise UserError(
                 f"--web replay: {self.root}: no recorded web calls ({WEB_RECORD_FILE}) in its "
                 "trial folders (record them with --web record)"
             )
+
+    def _body_problem(self, response: dict[str, Any]) -> str | None:
+        """Why the body a record names cannot be served, or None: checked as the records are
+        read, so a recording whose ``web_blobs/`` is gone or altered stops the job before any
+        sandbox, not a trial later as its agent's failed tool call (helper-134)."""
+        digest = response.get("body_sha256")
+        if digest is None:
+            return None
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
+            return f"not a SHA-256 digest: {digest!r}"
+        if digest not in self._verified:
+            if self.blobs.get(digest) is None:
+                return f"{self.blobs.root / digest}: the recorded body is missing or altered"
+            self._verified.add(digest)
+        return None
 
     def __len__(self) -> int:
         return len(self._cache)
