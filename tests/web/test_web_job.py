@@ -6,9 +6,9 @@ model; the web is the loopback Brave API and a page reached through the host's H
 from __future__ import annotations
 
 import json
-import shutil
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
