@@ -104,10 +104,30 @@ def _slug(model: str) -> str:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # (JSON nested past the recursion limit)
-        return None
+    """:func:`clawrig.view.trial.read_json`: a regular file's JSON, else None (a FIFO in place
+    of result.json hung the viewer; a link is not followed)."""
+    from clawrig.view.trial import read_json
+
+    return read_json(path)
+
+
+_ROW_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("id", "task", "cat", "job", "model", "started"), (str,)),
+    **dict.fromkeys(("run", "turns", "tools", "tok", "mt"), (int,)),
+    **dict.fromkeys(("cost", "time"), (int, float)),
+    **dict.fromkeys(("score", "ee", "gpr", "tpe", "tgpr"), (int, float, type(None))),
+    **dict.fromkeys(("err", "msg", "stop"), (str, type(None))),
+}
+"""The type of each field of an index row (:func:`row_from_result`)."""
+
+
+def _valid_row(row: Any) -> bool:
+    """True when a cached index row has :data:`_ROW_TYPES`' fields and types (a cache edited
+    or written by another version: a row's ``"score": "x"`` made every job page a 500)."""
+    return isinstance(row, dict) and all(
+        isinstance(row.get(k), types) and not isinstance(row.get(k), bool)
+        for k, types in _ROW_TYPES.items()
+    )
 
 
 def is_locked(folder: Path) -> bool:
@@ -158,8 +178,11 @@ class FolderIndex:
             return
         rows, dirs = data.get("rows"), data.get("dirs")
         if isinstance(rows, list) and isinstance(dirs, dict):
-            self.rows = {r["id"]: r for r in rows if isinstance(r, dict) and "id" in r}
-            self.dir_mtimes = {k: v for k, v in dirs.items() if isinstance(v, int)}
+            self.rows = {r["id"]: r for r in rows if _valid_row(r)}
+            bad = {r["id"].partition("/")[0] for r in rows if isinstance(r, dict)
+                   and isinstance(r.get("id"), str) and r["id"] not in self.rows}  # fmt: skip
+            # (a task folder with a row dropped is scanned again: its mtime is forgotten)
+            self.dir_mtimes = {k: v for k, v in dirs.items() if isinstance(v, int) and k not in bad}
             for rid in self.rows:
                 self._in_dir.setdefault(rid.partition("/")[0], set()).add(rid)
 

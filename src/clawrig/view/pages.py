@@ -31,7 +31,7 @@ from clawrig.spec.layout import TrialPaths
 from clawrig.spec.summary import headline_benchmarks
 from clawrig.view import plots
 from clawrig.view.index import JobView, Row
-from clawrig.view.trial import as_dict, read_trial
+from clawrig.view.trial import as_dict, read_trial, shown
 
 STATIC_DIR = Path(__file__).parent / "static"
 ERROR_KINDS = ("agent", "grading", "setup", "infrastructure", "budget", "cancelled")
@@ -265,7 +265,8 @@ def job_plots(heads: list[dict[str, Any]], rowsets: list[list[Row]]) -> dict[str
     out["hist"] = plots.columns(
         HIST_BINS, names, hist, title="Score distribution (graded trials)", y_label="trials"
     )
-    ks = sorted({int(k) for h in heads for k in h.get("pass", {}) if str(k).isdigit()})
+    # k: a few ASCII digits ("²" is a digit to str.isdigit, and int() refuses 5,000 digits)
+    ks = sorted({int(k) for h in heads for k in h.get("pass", {}) if _small_int(k)})
     if ks:
         series, values = [], []
         for h in heads:
@@ -293,6 +294,11 @@ def job_plots(heads: list[dict[str, Any]], rowsets: list[list[Row]]) -> dict[str
 
 TABLE_KEYS = ("id", "task", "cat", "run", "score", "err", "msg", "cost", "tok", "time",
               "turns", "tools", "stop")  # fmt: skip
+
+
+def _small_int(text: Any) -> bool:
+    """True when ``text`` is 1-6 ASCII digits (a pass@k key)."""
+    return isinstance(text, str) and 1 <= len(text) <= 6 and text.isascii() and text.isdigit()
 
 
 def _compact(key: str, value: Any) -> Any:
@@ -350,8 +356,8 @@ class Site:
         return rows, head, table, plots_html, table_json
 
     def _render(self, template: str, root: str, **ctx: Any) -> str:
-        return self.env.get_template(template).render(
-            root=root, jobs=self.jobs, live=self.live, **ctx
+        return shown(
+            self.env.get_template(template).render(root=root, jobs=self.jobs, live=self.live, **ctx)
         )
 
     def index_page(self) -> str:
@@ -380,9 +386,9 @@ class Site:
             "headline": self.env.get_template("_headline.html").render(h=head, root="../"),
         }
         if since == version:
-            return json.dumps(state)
+            return shown(json.dumps(state))
         state["plots"] = plots_html
-        return json.dumps(state)[:-1] + ', "rows": ' + table_json + "}"
+        return shown(json.dumps(state)[:-1] + ', "rows": ' + table_json + "}")
 
     def job_page(self, key: str) -> str:
         job = self.by_key[key]

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
+import re
 import reprlib
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,60 @@ WEB_FILE = TrialPaths.WEB_CALLS
 """The recorded web exchanges (:data:`clawrig.web.records.WEB_RECORD_FILE`)."""
 
 
+JSON_LIMIT = 64 * 1024**2
+"""Bytes of a trial's JSON file (result.json, score.json ...) read at most; a larger one shows
+as absent."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def shown(text: str) -> str:
+    """``text`` with every lone surrogate made visible: a byte of a file name that is not UTF-8
+    (Python's ``surrogateescape``, U+DC80-U+DCFF) as ``\\xNN``, any other as ``\\uXXXX``, so a
+    page holding it can be sent as UTF-8 (an agent's file named ``bad\\xff.md`` made its
+    trial's page an HTTP 500: helper-134)."""
+
+    def escape(m: re.Match[str]) -> str:
+        code = ord(m.group())
+        return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+    return _SURROGATE.sub(escape, text)
+
+
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """The first ``limit`` bytes of ``path`` when it is a regular file, else None: a link is
+    not followed (a job folder from elsewhere may link to /etc/shadow), a FIFO or device is
+    not opened for reading (a FIFO blocked the viewer forever), and a huge or sparse file is
+    not read whole (helper-134)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        parts: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            parts.append(chunk)
+            left -= len(chunk)
+        return b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def regular_files(root: Path) -> list[Path]:
+    """The regular files below ``root``, sorted (links, FIFOs and the like left out: the
+    viewer shows what the harness wrote, never what a link leads to)."""
+    if not root.is_dir() or root.is_symlink():
+        return []
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
 def cut(text: str | None, limit: int = TEXT_LIMIT) -> str:
     """``text`` cut to ``limit`` characters with a note saying how much was left out."""
     if not text:
@@ -51,11 +108,20 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else an empty list (for reading files defensively)."""
+    return value if isinstance(value, list) else []
+
+
 def read_json(path: Path) -> Any:
-    """Parsed JSON of ``path``; None when missing or not JSON."""
+    """Parsed JSON of ``path``; None when missing, not a regular file (:func:`read_regular`),
+    over :data:`JSON_LIMIT` bytes, or not JSON (nested too deeply too)."""
+    data = read_regular(path, JSON_LIMIT + 1)
+    if data is None or len(data) > JSON_LIMIT:
+        return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return json.loads(data)
+    except (ValueError, RecursionError):
         return None
 
 
@@ -64,22 +130,19 @@ def read_jsonl(path: Path, limit: int = RECORD_LIMIT) -> tuple[list[dict[str, An
     of non-blank lines."""
     records: list[dict[str, Any]] = []
     total = 0
-    try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.strip():
-                    continue
-                total += 1
-                if len(records) >= limit:
-                    continue
-                try:
-                    value = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(value, dict):
-                    records.append(value)
-    except OSError:
-        pass
+    data = read_regular(path, JSON_LIMIT)
+    for line in (data or b"").decode("utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        total += 1
+        if len(records) >= limit:
+            continue
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            records.append(value)
     return records, total
 
 
@@ -191,12 +254,11 @@ def model_calls(folder: Path) -> dict[str, Any]:
     for rec in records:
         usage = as_dict(rec.get("usage"))
         response = as_dict(rec.get("response"))
-        choice = (response.get("choices") or [{}])[0] if response else {}
-        msg = choice.get("message") if isinstance(choice, dict) else None
-        msg = msg if isinstance(msg, dict) else {}
+        choice = as_dict((as_list(response.get("choices")) or [{}])[0])
+        msg = as_dict(choice.get("message"))
         calls = [
-            f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
-            for c in msg.get("tool_calls") or []
+            f"{as_dict(c.get('function')).get('name')}({as_dict(c.get('function')).get('arguments')})"
+            for c in as_list(msg.get("tool_calls"))
             if isinstance(c, dict)
         ]
         rows.append({
@@ -230,7 +292,7 @@ def judge_chats(folder: Path) -> list[dict[str, Any]]:
             response = as_dict(rec.get("response"))
             messages = [
                 {"role": m.get("role"), "text": cut(content_text(m.get("content")), 8000)}
-                for m in request.get("messages") or []
+                for m in as_list(request.get("messages"))
                 if isinstance(m, dict)
             ]
             out.append({
@@ -286,9 +348,8 @@ def other_logs(folder: Path) -> list[dict[str, Any]]:
     """Logs the viewer has no page part for (any other ``*.jsonl`` / ``*.log`` / ``*.json`` in
     the trial folder or its ``logs/``): name, record count and the first records or lines."""
     out = []
-    candidates = sorted(p for p in folder.glob("*") if p.is_file()) + sorted(
-        p for p in (folder / "logs").glob("*") if p.is_file()
-    )
+    candidates = sorted(p for p in folder.glob("*") if p.is_file() and not p.is_symlink())
+    candidates += regular_files(folder / "logs")
     for path in candidates:
         name = str(path.relative_to(folder))
         if name in KNOWN_FILES or path.suffix not in (".jsonl", ".log", ".json"):
@@ -297,10 +358,10 @@ def other_logs(folder: Path) -> list[dict[str, Any]]:
             records, total = read_jsonl(path, limit=500)
             body = [json.dumps(r, ensure_ascii=False)[:2000] for r in records]
         else:
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+            data = read_regular(path, 4 * 50_000)
+            if data is None:
                 continue
+            text = data.decode("utf-8", errors="replace")
             body = [cut(text, 50_000)]
             total = text.count("\n")
         out.append({"name": name, "label": "log", "total": total, "lines": body})
@@ -337,10 +398,7 @@ def _initial_file(task: Any, rel: str) -> bytes | None:
 
 
 def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()[:FILE_LIMIT] if path.is_file() else None
-    except OSError:
-        return None
+    return read_regular(path, FILE_LIMIT)
 
 
 def _text(data: bytes | None) -> str | None:
@@ -357,7 +415,7 @@ def end_state(folder: Path, task: Any | None) -> dict[str, Any]:
     task's initial workspace could not be read), ``diff`` / ``content`` for text files."""
     files = []
     root = TrialPaths(folder).end_state
-    paths = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+    paths = regular_files(root)
     for p in paths[:RECORD_LIMIT]:
         rel = p.relative_to(root).as_posix()
         data = _read_bytes(p)
@@ -376,7 +434,7 @@ def end_state(folder: Path, task: Any | None) -> dict[str, Any]:
             )
         files.append({
             "path": rel,
-            "size": p.stat().st_size,
+            "size": p.lstat().st_size,
             "status": status,
             "diff": cut(diff, 50_000) if diff else None,
             "content": cut(new, 50_000) if new is not None and diff is None else None,
@@ -384,7 +442,7 @@ def end_state(folder: Path, task: Any | None) -> dict[str, Any]:
         })  # fmt: skip
     deleted = read_json(TrialPaths(folder).end_state_deleted)
     out_root = TrialPaths(folder).task_output
-    outputs = sorted(p for p in out_root.rglob("*") if p.is_file()) if out_root.is_dir() else []
+    outputs = regular_files(out_root)
     return {
         "files": files,
         "total": len(paths),
@@ -392,7 +450,7 @@ def end_state(folder: Path, task: Any | None) -> dict[str, Any]:
         "outputs": [
             {
                 "path": p.relative_to(out_root).as_posix(),
-                "size": p.stat().st_size,
+                "size": p.lstat().st_size,
                 "content": cut(_text(_read_bytes(p)), 20_000),
             }
             for p in outputs[:200]
@@ -426,10 +484,8 @@ def read_trial(folder: Path, task: Any | None = None) -> dict[str, Any]:
         result = TrialResult.model_validate(raw)
     except ValueError as exc:
         result_error = f"result.json: {str(exc).splitlines()[0] if str(exc) else exc!r}"
-    try:
-        agent_log = TrialPaths(folder).agent_log.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        agent_log = ""
+    log = read_regular(TrialPaths(folder).agent_log, 4 * 100_000)
+    agent_log = log.decode("utf-8", errors="replace") if log is not None else ""
     chat = TrialPaths(folder).chat
     return {
         "folder": folder,

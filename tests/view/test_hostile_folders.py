@@ -1,0 +1,96 @@
+"""A job folder from elsewhere (shared, downloaded) or an agent's odd file names must not turn the
+viewer against its user (helper-134): links out of the folder are not followed, a FIFO does not
+hang it, a huge file is not read whole, a name that is not UTF-8 shows escaped, and malformed
+records or a corrupted index cache show as absent, never an HTTP 500."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from view_helpers import clawrig, start_view
+
+pytestmark = pytest.mark.sandbox
+
+
+@pytest.fixture(scope="module")
+def hostile(jobs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A copy of the model job (demo 000015 and others) whose 000015 trial holds links to a
+    secret outside, a non-UTF-8 file name in end_state/, a FIFO as agent.log, a 300 MB sparse
+    file, and malformed logs; a viewer over it."""
+    root = tmp_path_factory.mktemp("hostile")
+    secret = root / "secret.txt"
+    secret.write_text("TOP-SECRET-of-the-host\n")
+    job = root / "job"
+    shutil.copytree(jobs["model"], job)
+    (trial,) = (job / "000015").iterdir()
+    (trial / "end_state" / "leak.txt").symlink_to(secret)
+    (trial / "task_output").mkdir(exist_ok=True)
+    (trial / "task_output" / "pw.txt").symlink_to(secret)
+    (trial / "notes.log").symlink_to(secret)
+    odd = os.fsencode(trial / "end_state") + b"/bad\xff.md"
+    with open(odd, "wb") as fh:
+        fh.write(b"an agent's file\n")
+    (trial / "agent.log").unlink()
+    os.mkfifo(trial / "agent.log")
+    with open(trial / "end_state" / "big.bin", "wb") as fh:
+        fh.truncate(300 * 1024**2)
+    (trial / "model_calls.jsonl").write_text(
+        "\n".join(
+            json.dumps(x)
+            for x in (
+                {"seq": 1, "response": {"choices": {"a": 1}}},
+                {"seq": 2, "response": {"choices": [{"message": {"tool_calls": 5}}]}},
+                {
+                    "seq": 3,
+                    "response": {"choices": [{"message": {"tool_calls": [{"function": "x"}]}}]},
+                },
+            )
+        )
+        + "\n"
+        + "[" * 100_000
+        + "]" * 100_000
+        + "\n"
+    )
+    (trial / "score.json").write_text("[" * 100_000 + "]" * 100_000)
+    proc, base = start_view(job)
+    yield {"job": job, "trial": trial, "base": base, "secret": secret}
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_a_hostile_trial_page_shows_without_following_links_or_hanging(hostile):
+    trial = hostile["trial"]
+    url = f"{hostile['base']}job0/trials/000015/{trial.name}.html"
+    page = httpx.get(url, timeout=60)
+    assert page.status_code == 200
+    assert "TOP-SECRET" not in page.text  # no link was followed
+    assert "bad\\xff.md" in page.text  # the agent's non-UTF-8 name, escaped
+    assert "big.bin" in page.text
+    # the job and compare pages and the live state still answer
+    for path in ("", "job0/", "api/job0/state.json"):
+        assert httpx.get(hostile["base"] + path, timeout=60).status_code == 200, path
+
+
+def test_a_corrupted_index_cache_is_rebuilt_not_a_500(hostile, tmp_path):
+    job = tmp_path / "job"
+    shutil.copytree(hostile["job"], job, symlinks=True, ignore=shutil.ignore_patterns("agent.log"))
+    proc = clawrig("view", job, "--bundle", tmp_path / "site")  # builds the index cache
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cache = job / ".clawrig_view_index.json"
+    data = json.loads(cache.read_text())
+    data["rows"][0]["score"] = "x"  # its mtime still the trial's: trusted before
+    cache.write_text(json.dumps(data))
+    summary = next(job.glob("summary_*.json"))
+    s = json.loads(summary.read_text())
+    s["pass"] = {"²": {"pass_at_k": 1.0}, "9" * 5000: {"pass_at_k": 1.0}}
+    summary.write_text(json.dumps(s))
+    proc = clawrig("view", job, "--bundle", tmp_path / "site2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "TOP-SECRET" not in "".join(
+        p.read_text(errors="replace") for p in (tmp_path / "site2").rglob("*.html")
+    )
