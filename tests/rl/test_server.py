@@ -16,7 +16,7 @@ from clawrig.rl import Rollouts
 from clawrig.rl.server import create_app
 from clawrig.serving import ThreadedServer, tcp_listener
 from clawrig.tasks.registry import load_tasks
-from clawrig.testing.scripted_server import reply
+from clawrig.testing.scripted_server import call, error, reply
 
 from .conftest import DEMO, REWARD, RIGHT, WRONG, by_seed
 
@@ -167,6 +167,11 @@ async def test_a_long_model_name_is_served(serve, scripted_server):
         # then a 400 "result.json: not a trial result (No such file ...)"
         ({"x_deep": json.loads("[" * 300 + "]" * 300)},
          "sampling.x_deep: nested deeper than 32 levels"),
+        # a sandbox ran and the episode ended masked with an AttributeError (helper-134)
+        ({"stream": True}, "sampling.stream: the harness sets it (each call's reply is read "
+         "whole; a streamed one failed the episode as an infrastructure error)"),
+        ({"n": 4}, "sampling.n: one choice per call is what an episode's agent reads (a group "
+         "is POST /v1/groups)"),
     ],
 )  # fmt: skip
 async def test_sampling_json_cannot_carry_is_a_400(serve, scripted_server, sampling, line):
@@ -399,3 +404,54 @@ async def test_unknown_routes_and_server_faults_answer_in_the_error_shape(serve,
     error = broken.json()["error"]
     assert error.startswith("internal error: FileExistsError: ") and "out0" in error
     assert "\n" not in error
+
+
+async def test_a_huge_or_too_deep_body_is_refused_before_it_is_parsed(serve):
+    """helper-134: a 300 MB body took the server from 98 to 806 MB before its 422; a body nested
+    100,000 deep was a 400 blaming the "path"."""
+    url = serve()
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+        huge = await client.post("/v1/episodes", content=b"{" + b" " * (2 * 1024 * 1024) + b"}",
+                                 headers={"content-type": "application/json"})  # fmt: skip
+        assert huge.status_code == 413
+        assert huge.json() == {"error": "body: over 1024 KiB (an episode request is a few KB)"}
+
+        async def chunks():  # no Content-Length: counted as it comes
+            for _ in range(40):
+                yield b" " * 65536
+
+        streamed = await client.post("/v1/episodes", content=chunks())
+        assert streamed.status_code == 413
+        deep = await client.post("/v1/episodes", content=b"[" * 100_000 + b"]" * 100_000,
+                                 headers={"content-type": "application/json"})  # fmt: skip
+        assert deep.status_code == 422
+        assert deep.json()["error"].startswith("body: not valid JSON (nested too deeply")
+        # the server still answers
+        assert (await client.get("/health")).json()["status"] == "ok"
+
+
+async def test_a_group_whose_episode_is_refused_stops_the_others(serve, scripted_server):
+    """helper-134: the first request of a fresh server refused (400), the group answered 400 at
+    once while its other episodes ran on (sleep 60) unseen by /health and the admission limit."""
+    seen: list[str] = []
+
+    def policy(request):
+        seen.append("call")
+        if len(seen) == 1:
+            return error(400, "bad request from the first one")
+        return reply(tool_calls=[call("exec", {"command": "sleep 61.25"})])
+
+    srv = scripted_server(responder=policy)
+    url = serve()
+    body = {"task_id": "000015", "base_url": srv.base_url, "model": "m2", "n": 3}
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+        answer = await client.post("/v1/groups", json=body)
+        assert answer.status_code == 400, answer.text
+        assert "bad request from the first one" in answer.json()["error"]
+        health = (await client.get("/health")).json()
+        assert health["running"] == 0 and health["waiting"] == 0
+    # nothing of the group runs on: no sandbox process sleeps for it, then or a little later
+    for _ in range(2):
+        out = subprocess.run(["pgrep", "-f", "sleep 61.25"], capture_output=True, text=True)
+        assert out.stdout.strip() == "", out.stdout
+        await asyncio.sleep(3)

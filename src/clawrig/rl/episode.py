@@ -77,6 +77,16 @@ def _context_refusal(message: str) -> bool:
     return any(w in message.lower() for w in _CONTEXT_WORDS)
 
 
+HARNESS_FIELDS = {
+    "stream": "the harness sets it (each call's reply is read whole; a streamed one failed "
+    "the episode as an infrastructure error)",
+    "stream_options": "the harness sets it",
+    "n": "one choice per call is what an episode's agent reads (a group is POST /v1/groups)",
+}
+"""Request fields ``sampling`` may not set, and why (helper-134: ``{"stream": true}`` ran a
+sandbox and ended masked with an AttributeError)."""
+
+
 class Sampling(BaseModel):
     """Sampling parameters sent with every model call of an episode (OpenAI chat fields;
     other fields, e.g. vLLM's ``top_k``, ``min_p``, ``repetition_penalty``, pass through
@@ -106,6 +116,9 @@ class Sampling(BaseModel):
         trial's config records it: pydantic writes at most ~255)."""
         from clawrig.spec.trial import RECORDED_JSON_MAX_DEPTH, nested_deeper
 
+        for key in self.model_extra or {}:
+            if key in HARNESS_FIELDS:
+                return f"sampling.{key}: {HARNESS_FIELDS[key]}"
         for key, value in self.body().items():
             if nested_deeper(value):
                 return f"sampling.{key}: nested deeper than {RECORDED_JSON_MAX_DEPTH} levels"
@@ -686,12 +699,14 @@ class Rollouts:
     ) -> EpisodeGroup:
         """``n`` episodes of one task, concurrently (run_index 0..n-1; episode i gets seed
         ``seed + i`` when a seed is given), with :func:`group_stats`; each episode's
-        ``advantage`` is set. Raises UserError when n < 1."""
+        ``advantage`` is set. Raises UserError when n < 1, and what an episode raised (a
+        refusal of the key or model) once the group's other episodes are stopped: none of them
+        runs on unseen (helper-134: they ran on, and the server counted none of them)."""
         if n < 1:
             raise UserError(f"n: a group needs at least one episode (got {n})")
         the_task = resolve_task(task)
-        episodes = await asyncio.gather(
-            *(
+        runs = [
+            asyncio.ensure_future(
                 self.run_episode(
                     the_task,
                     base_url=base_url,
@@ -704,9 +719,16 @@ class Rollouts:
                     run_index=i,
                     max_turns=max_turns,
                 )
-                for i in range(n)
             )
-        )
+            for i in range(n)
+        ]
+        try:
+            episodes = await asyncio.gather(*runs)
+        except BaseException:
+            for run in runs:
+                run.cancel()
+            await asyncio.gather(*runs, return_exceptions=True)
+            raise
         stats = group_stats([e.reward for e in episodes])
         for ep, adv in zip(episodes, stats.advantages, strict=True):
             ep.advantage = adv

@@ -43,6 +43,50 @@ from clawrig.rl.episode import Rollouts, Sampling
 from clawrig.spec.task import Task
 
 AGENTS = ("native", "openclaw")
+MAX_BODY_BYTES = 1024 * 1024
+"""A request body over this many bytes gets 413 once that much is read (an episode request is
+a few KB; a 300 MB body took the server to 800 MB of memory before its 422: helper-134)."""
+
+
+class BodyCap:
+    """ASGI middleware: each HTTP request's body read whole, up to :data:`MAX_BODY_BYTES`,
+    before the app sees it; over it, a 413 with the server's error shape, the rest unread."""
+
+    def __init__(self, app: Any, cap: int = MAX_BODY_BYTES) -> None:
+        self.app, self.cap = app, cap
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        over = length.isdigit() and int(length) > self.cap
+        parts: list[bytes] = []
+        seen, more = 0, not over
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return None
+            parts.append(message.get("body", b""))
+            seen += len(parts[-1])
+            more = message.get("more_body", False)
+            over = seen > self.cap
+            if over:
+                break
+        if over:
+            error = f"body: over {self.cap // 1024} KiB (an episode request is a few KB)"
+            return await JSONResponse({"error": error}, status_code=413)(scope, receive, send)
+        body, sent = b"".join(parts), False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+
 """Agents a request may ask for."""
 
 
@@ -156,6 +200,7 @@ def create_app(
     for requests that give none."""
     by_id = {t.id: t for t in tasks}
     app = FastAPI(title="clawrig rollout server")
+    app.add_middleware(BodyCap)
     state = {"admitted": 0, "running": 0}
     limit = rollouts.max_concurrency + max(0, max_queue)
 
@@ -169,6 +214,12 @@ def create_app(
 
     @app.exception_handler(HTTPException)  # an unknown route (404), a method it lacks (405)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, RecursionError | ValueError):
+            # FastAPI's "error parsing the body" (JSON nested too deeply, a number past
+            # Python's 4,300 digits): bad JSON as any other, not a fault of the path
+            why = "nested too deeply" if isinstance(exc.__cause__, RecursionError) else "a number"
+            line = f"body: not valid JSON ({why}: {_one_line(exc.__cause__)[:200]})"
+            return JSONResponse({"error": line}, status_code=422)
         line = f"path: {request.method} {request.url.path}: {_one_line(exc.detail)}"
         return JSONResponse({"error": line}, status_code=exc.status_code, headers=exc.headers)
 
