@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -455,3 +457,62 @@ async def test_a_group_whose_episode_is_refused_stops_the_others(serve, scripted
         out = subprocess.run(["pgrep", "-f", "sleep 61.25"], capture_output=True, text=True)
         assert out.stdout.strip() == "", out.stdout
         await asyncio.sleep(3)
+
+
+def test_sigterm_stops_running_episodes_and_cleans_up(scripted_server, tmp_path):
+    """helper-134: SIGTERM waited for the running episode up to --timeout-s, then died by the
+    signal re-raised with a tmpfs still mounted; the client got a plain-text 500."""
+    policy = scripted_server(
+        responder=lambda req: (
+            reply("done")
+            if any(m.get("role") == "tool" for m in req["messages"])
+            else reply(tool_calls=[call("exec", {"command": "sleep 73.25"})])
+        )
+    )
+    sock = tcp_listener()
+    port = sock.getsockname()[1]
+    sock.close()
+    exe = str(Path(sys.executable).with_name("clawrig"))
+    proc = subprocess.Popen(
+        [exe, "serve", str(DEMO), "--port", str(port), "--output", str(tmp_path / "rl")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.1)
+        body = {"task_id": "000015", "base_url": policy.base_url, "model": "m"}
+        with httpx.Client(base_url=base, timeout=120) as client:
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                answer = pool.submit(client.post, "/v1/episodes", json=body)
+                for _ in range(600):  # until the episode's command runs
+                    found = subprocess.run(["pgrep", "-f", "sleep 73.25"], capture_output=True)
+                    if found.returncode == 0:
+                        break
+                    time.sleep(0.1)
+                else:
+                    raise AssertionError("the episode's command never ran")
+                proc.send_signal(15)
+                rc = proc.wait(timeout=60)  # the grace (5 s), not --timeout-s (3600 s)
+                reply_ = answer.result(timeout=30)
+        assert rc == 143, proc.stderr.read() if proc.stderr else ""
+        assert reply_.status_code == 503
+        assert reply_.json() == {
+            "error": "server: shutting down: the episode was stopped, not graded"
+        }
+        left = subprocess.run(["pgrep", "-f", "sleep 73.25"], capture_output=True, text=True)
+        assert left.stdout == ""
+        mounts = Path("/proc/mounts").read_text()
+        assert f"-{proc.pid}-" not in mounts  # its scratch tmpfs and trial disks unmounted
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

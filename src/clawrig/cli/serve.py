@@ -120,14 +120,32 @@ def register(app: typer.Typer) -> None:
                 if self.started:
                     say(listening)
 
-        server = Announced(uvicorn.Config(app_, log_level="warning", access_log=False))
+        server = Announced(
+            uvicorn.Config(
+                app_,
+                log_level="warning",
+                access_log=False,
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+            )
+        )
+        from clawrig.cli.common import terminate_like_ctrl_c
         from clawrig.runner.heap import settle
 
         settle()  # the server's and the tasks' objects live as long as the process
+        # uvicorn takes SIGINT and SIGTERM while it serves and raises the signal again once it
+        # has stopped: SIGTERM's default then killed the process before its clean-up (a mounted
+        # tmpfs left behind, helper-134); raised as a Ctrl-C is, it exits 143 cleaned up
+        terminate_like_ctrl_c()
         try:
             server.run(sockets=[sock])
         finally:
             rollouts.close()
+
+
+SHUTDOWN_GRACE_S = 5.0
+"""Seconds the episodes running when Ctrl-C or SIGTERM comes get to finish before they are
+stopped (their sandboxes end; they write no trial folder): the server then exits. Without it
+one Ctrl-C waited for them up to --timeout-s (an hour by default)."""
 
 
 def say(line: str) -> None:

@@ -262,6 +262,10 @@ def create_app(
             return answer
         except TimeoutError:
             raise _Refused(504, f"timeout_s: the episode did not finish in {limit_s:g} s") from None
+        except asyncio.CancelledError:  # the server stops (Ctrl-C, SIGTERM) and stopped it
+            raise _Refused(
+                503, "server: shutting down: the episode was stopped, not graded"
+            ) from None
         except ModelRequestError as exc:
             raise _Refused(400, refusal_line(exc, req, api_key is not None)) from None
         except UserError as exc:
