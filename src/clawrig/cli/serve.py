@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
             rollouts.close()
 
 
-SHUTDOWN_GRACE_S = 5.0
+SHUTDOWN_GRACE_S = 5
 """Seconds the episodes running when Ctrl-C or SIGTERM comes get to finish before they are
 stopped (their sandboxes end; they write no trial folder): the server then exits. Without it
 one Ctrl-C waited for them up to --timeout-s (an hour by default)."""
