@@ -459,47 +459,60 @@ async def test_a_group_whose_episode_is_refused_stops_the_others(serve, scripted
         await asyncio.sleep(3)
 
 
-def test_sigterm_stops_running_episodes_and_cleans_up(scripted_server, tmp_path):
-    """helper-134: SIGTERM waited for the running episode up to --timeout-s, then died by the
-    signal re-raised with a tmpfs still mounted; the client got a plain-text 500."""
-    policy = scripted_server(
-        responder=lambda req: (
-            reply("done")
-            if any(m.get("role") == "tool" for m in req["messages"])
-            else reply(tool_calls=[call("exec", {"command": "sleep 73.25"})])
-        )
-    )
+def start_serve(output: Path) -> tuple[subprocess.Popen[str], str]:
+    """`clawrig serve` of the demo suite in a subprocess; (it, its base URL) once it answers."""
     sock = tcp_listener()
     port = sock.getsockname()[1]
     sock.close()
     exe = str(Path(sys.executable).with_name("clawrig"))
     proc = subprocess.Popen(
-        [exe, "serve", str(DEMO), "--port", str(port), "--output", str(tmp_path / "rl")],
+        [exe, "serve", str(DEMO), "--port", str(port), "--output", str(output)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("clawrig serve did not answer within 60 s")
+
+
+def wait_for_process(pattern: str) -> None:
+    for _ in range(600):
+        if subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no process {pattern!r} ran")
+
+
+def sleeping_policy(scripted_server, seconds: str):
+    return scripted_server(
+        responder=lambda req: (
+            reply("done")
+            if any(m.get("role") == "tool" for m in req["messages"])
+            else reply(tool_calls=[call("exec", {"command": f"sleep {seconds}"})])
+        )
+    )
+
+
+def test_sigterm_stops_running_episodes_and_cleans_up(scripted_server, tmp_path):
+    """helper-134: SIGTERM waited for the running episode up to --timeout-s, then died by the
+    signal re-raised with a tmpfs still mounted; the client got a plain-text 500."""
+    policy = sleeping_policy(scripted_server, "73.25")
+    proc, base = start_serve(tmp_path / "rl")
     try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.1)
         body = {"task_id": "000015", "base_url": policy.base_url, "model": "m"}
         with httpx.Client(base_url=base, timeout=120) as client:
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
                 answer = pool.submit(client.post, "/v1/episodes", json=body)
-                for _ in range(600):  # until the episode's command runs
-                    found = subprocess.run(["pgrep", "-f", "sleep 73.25"], capture_output=True)
-                    if found.returncode == 0:
-                        break
-                    time.sleep(0.1)
-                else:
-                    raise AssertionError("the episode's command never ran")
+                wait_for_process("sleep 73.25")  # the episode's command runs
                 proc.send_signal(15)
                 rc = proc.wait(timeout=60)  # the grace (5 s), not --timeout-s (3600 s)
                 reply_ = answer.result(timeout=30)
@@ -516,3 +529,30 @@ def test_sigterm_stops_running_episodes_and_cleans_up(scripted_server, tmp_path)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_killed_servers_mounts_go_when_the_next_one_starts(scripted_server, tmp_path):
+    """helper-134: after kill -9 the scratch tmpfs and a trial's disk stayed mounted until the
+    next server's first episode."""
+    policy = sleeping_policy(scripted_server, "74.5")
+    proc, base = start_serve(tmp_path / "rl")
+    try:
+        body = {"task_id": "000015", "base_url": policy.base_url, "model": "m"}
+        with httpx.Client(base_url=base, timeout=120) as client:
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                pool.submit(client.post, "/v1/episodes", json=body)
+                wait_for_process("sleep 74.5")
+                proc.kill()
+                proc.wait()
+        assert f"-{proc.pid}-" in Path("/proc/mounts").read_text()  # left by the killed one
+        again, _ = start_serve(tmp_path / "rl")
+        try:
+            assert f"-{proc.pid}-" not in Path("/proc/mounts").read_text()
+        finally:
+            again.terminate()
+            again.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["pkill", "-9", "-f", "sleep 74.5"])

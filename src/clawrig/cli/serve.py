@@ -128,9 +128,15 @@ def register(app: typer.Typer) -> None:
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             )
         )
+        import tempfile
+
         from clawrig.cli.common import terminate_like_ctrl_c
+        from clawrig.leftovers import sweep_dead
         from clawrig.runner.heap import settle
 
+        # what a server killed with kill -9 left mounted (its scratch tmpfs, trial disks) goes
+        # now, not at this server's first episode (helper-134)
+        sweep_dead(Path(tempfile.gettempdir()))
         settle()  # the server's and the tasks' objects live as long as the process
         # uvicorn takes SIGINT and SIGTERM while it serves and raises the signal again once it
         # has stopped: SIGTERM's default then killed the process before its clean-up (a mounted
