@@ -195,6 +195,23 @@ async def test_sampling_json_cannot_carry_is_a_400(serve, scripted_server, sampl
     assert policy.requests == []
 
 
+async def test_a_body_sent_as_form_data_says_to_send_json(serve):
+    """`curl -d '{...}'` sends application/x-www-form-urlencoded: the 422 said the body should
+    be "a valid dictionary" of a body that is one (helper-133)."""
+    url = serve()
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        answer = await client.post(
+            "/v1/episodes",
+            content=json.dumps({"task_id": "000015", "base_url": "http://x/v1", "model": "m"}),
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+    assert answer.status_code == 422
+    assert answer.json()["error"].endswith(
+        "(the body is read as JSON: send it as Content-Type: application/json, not "
+        "application/x-www-form-urlencoded)"
+    )
+
+
 async def test_malformed_json_and_group_size(serve):
     url = serve()
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
@@ -369,6 +386,10 @@ async def test_a_trainer_server_that_cannot_be_connected_to_is_a_502(serve, tmp_
         assert "HTTP 502" not in answer.json()["error"]
     trials = [p for p in (tmp_path / "out0" / "000015").iterdir() if not p.name.startswith(".")]
     assert len(trials) == 3  # one episode + a group of two, each with its folder
+    # ... which the 502 names (helper-133: the docs said they were written, the answer did not)
+    named = [answer.json()["error"].split("; trial folder(s) written: ")[1] for answer in
+             (episode, group)]  # fmt: skip
+    assert sorted(f for line in named for f in line.split(", ")) == sorted(map(str, trials))
 
 
 def test_cli_serve_refuses_an_output_it_cannot_write(tmp_path):

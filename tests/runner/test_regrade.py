@@ -795,3 +795,30 @@ async def test_grading_given_files_starts_the_services_from_the_tasks_fixtures(t
     fixture.write_text(json.dumps(data))
     (task,) = load_tasks(root)
     assert (await grade_files(task, {}, None)).score == 1.0
+
+
+def test_grading_on_the_local_sandbox_warns_once(demo_oracle_job):
+    """helper-133: `grade --sandbox local` printed Python's raw UserWarning with its source line
+    (as verify did before); now the one line verify and run print, and -p > 1 refused."""
+    trial = next((demo_oracle_job / "000015").iterdir())
+    r = _grade(str(trial), "--sandbox", "local", "-p", "2")
+    assert r.returncode == 2 and "the local sandbox runs one trial at a time" in r.stderr
+    r = _grade(str(trial), "--sandbox", "local")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "UserWarning" not in r.stderr and "kinds.py" not in r.stderr, r.stderr
+    assert r.stderr.count("NO isolation") == 1, r.stderr
+
+
+def test_an_rl_episode_without_an_end_state_is_not_sent_to_run_resume(demo_oracle_job):
+    """helper-133: a masked RL episode's folder said "(clawrig run --resume runs it again)"."""
+    from clawrig.runner.regrade import no_end_state
+    from clawrig.spec.trial import TrialResult
+
+    trial = next((demo_oracle_job / "000015").iterdir())
+    raw = json.loads((trial / "result.json").read_text())
+    raw["error"] = {"kind": "infrastructure", "phase": "agent", "message": "server down"}
+    job = no_end_state(trial, TrialResult.model_validate(raw))
+    raw["job_id"] = "rl"
+    rl = no_end_state(trial, TrialResult.model_validate(raw))
+    assert job is not None and job.endswith("(clawrig run --resume runs it again)")
+    assert rl is not None and rl.endswith("(a trainer runs the episode anew)")

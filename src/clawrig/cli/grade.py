@@ -161,6 +161,10 @@ def register(app: typer.Typer) -> None:
         for path in judge_cache or []:  # once, not per trial (each would be "unreadable")
             if not path.is_file():
                 raise UserError(f"--judge-cache: no such file: {path}")
+        if sandbox is not None:  # one line, not Python's UserWarning per sandbox (helper-133)
+            from clawrig.cli.common import local_sandbox_guard
+
+            local_sandbox_guard(sandbox, parallel)
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
         from clawrig.runner.regrade import refresh_job_summary, regrade_trial, unreadable_report

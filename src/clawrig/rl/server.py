@@ -173,7 +173,12 @@ def unreached_line(answer: Any, req: EpisodeRequest, rollouts: Rollouts) -> str 
     why = unreachable(rollouts.endpoint(base_url=req.base_url, model=req.model))
     if why is None:
         return None
-    return f"base_url: could not connect to the model server at {req.base_url} ({_one_line(why)})"
+    folders = [str(e.trial_dir) for e in episodes if getattr(e, "trial_dir", None) is not None]
+    kept = f"; trial folder(s) written: {', '.join(folders)}" if folders else ""
+    return (
+        f"base_url: could not connect to the model server at {req.base_url} "
+        f"({_one_line(why)}){kept}"
+    )
 
 
 def _validation_line(exc: RequestValidationError) -> str:
@@ -206,7 +211,13 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": _validation_line(exc)}, status_code=422)
+        line = _validation_line(exc)
+        ctype = request.headers.get("content-type", "")
+        if line.startswith("body: ") and "json" not in ctype.lower():
+            # (curl -d sends form data: the JSON object read as a string, helper-133)
+            line += " (the body is read as JSON: send it as Content-Type: application/json, "
+            line += f"not {ctype or 'no Content-Type'})"
+        return JSONResponse({"error": line}, status_code=422)
 
     @app.exception_handler(_Refused)
     async def _refused(request: Request, exc: _Refused) -> JSONResponse:

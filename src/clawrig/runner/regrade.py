@@ -38,7 +38,7 @@ from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
 from clawrig.llm.gateway import recorded_models, replay_gateway, replay_model
 from clawrig.runner.trial import RecordedEndState, Trial, TrialServices
-from clawrig.spec.job import GraderMode, TrialConfig
+from clawrig.spec.job import RL_JOB_ID, GraderMode, TrialConfig
 from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import Task
@@ -271,9 +271,14 @@ def no_end_state(folder: Path, trial: TrialResult) -> str | None:
     if trial.error is not None and trial.error.kind in NO_END_STATE:
         phase = f" in the {trial.error.phase} phase" if trial.error.phase else ""
         kind = trial.error.kind
+        again = (  # an RL episode's folder (its job id) is no job's to resume
+            "a trainer runs the episode anew"
+            if trial.job_id == RL_JOB_ID
+            else "clawrig run --resume runs it again"
+        )
         return (
             f"it ended with {'an' if kind[0] in 'aeiou' else 'a'} {kind} error{phase}, so it "
-            "has no end state to grade (clawrig run --resume runs it again)"
+            f"has no end state to grade ({again})"
         )
     paths = TrialPaths(folder)
     if paths.end_state.is_dir():
