@@ -121,33 +121,25 @@ async def test_no_solution_scores_low_and_a_broken_grader_gives_no_reward(export
 
 def test_cli_export_harbor_and_its_errors(tmp_path):
     cli = [sys.executable, "-c", "from clawrig.cli.main import app; app()", "export", "harbor"]
-    ok = subprocess.run(
-        [*cli, str(DEMO), str(tmp_path / "h"), "--suite", "000015,000008"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+
+    def export(*args: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cli, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+    ok = export(DEMO, tmp_path / "h", "--suite", "000015,000008")
     assert ok.returncode == 0, ok.stderr
     assert "000008  skipped: needs mock services" in ok.stdout
     assert (tmp_path / "h" / "000015" / "task.toml").is_file()
-    bad = subprocess.run(
-        [*cli, str(tmp_path / "nope"), str(tmp_path / "h2")], capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
+    bad = export(tmp_path / "nope", tmp_path / "h2")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         f"clawrig: error: JOB_OR_SUITE: no such file or folder: {tmp_path / 'nope'}"
     ]
     # again into the same folder: each task folder there is replaced, and said to be
-    again = subprocess.run(
-        [*cli, str(DEMO), str(tmp_path / "h"), "--suite", "000015"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    again = export(DEMO, tmp_path / "h", "--suite", "000015")
     assert again.returncode == 0, again.stderr
     assert "(replaced the 000015/ that was in the output folder)" in again.stdout
     # nothing exportable: exit 2 after the reasons, and no empty folder left (helper-133)
-    none = subprocess.run(
-        [*cli, str(DEMO), str(tmp_path / "h3"), "--suite", "000008"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    none = export(DEMO, tmp_path / "h3", "--suite", "000008")
     assert none.returncode == 2 and "000008  skipped: needs mock services" in none.stdout
     assert none.stderr.strip().splitlines() == [
         f"clawrig: error: {DEMO}: no task to export to Harbor (1 skipped, each for the reason "

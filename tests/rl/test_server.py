@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import subprocess
 import sys
@@ -513,58 +514,55 @@ def wait_for_process(pattern: str) -> None:
     raise AssertionError(f"no process {pattern!r} ran")
 
 
-def sleeping_policy(scripted_server, seconds: str):
-    return scripted_server(
+@contextlib.contextmanager
+def a_running_episode(scripted_server, output: Path, seconds: str):
+    """`clawrig serve` (a subprocess) running one episode whose command is ``sleep SECONDS``,
+    started: yields (the server's process, the episode request's future); the server killed
+    after, if it still runs."""
+    policy = scripted_server(
         responder=lambda req: (
             reply("done")
             if any(m.get("role") == "tool" for m in req["messages"])
             else reply(tool_calls=[call("exec", {"command": f"sleep {seconds}"})])
         )
     )
-
-
-def test_sigterm_stops_running_episodes_and_cleans_up(scripted_server, tmp_path):
-    """helper-134: SIGTERM waited for the running episode up to --timeout-s, then died by the
-    signal re-raised with a tmpfs still mounted; the client got a plain-text 500."""
-    policy = sleeping_policy(scripted_server, "73.25")
-    proc, base = start_serve(tmp_path / "rl")
+    proc, base = start_serve(output)
     try:
         body = {"task_id": "000015", "base_url": policy.base_url, "model": "m"}
         with httpx.Client(base_url=base, timeout=120) as client:
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
                 answer = pool.submit(client.post, "/v1/episodes", json=body)
-                wait_for_process("sleep 73.25")  # the episode's command runs
-                proc.send_signal(15)
-                rc = proc.wait(timeout=60)  # the grace (5 s), not --timeout-s (3600 s)
-                reply_ = answer.result(timeout=30)
-        assert rc == 143, proc.stderr.read() if proc.stderr else ""
-        assert reply_.status_code == 503
-        assert reply_.json() == {
-            "error": "server: shutting down: the episode was stopped, not graded"
-        }
-        left = subprocess.run(["pgrep", "-f", "sleep 73.25"], capture_output=True, text=True)
-        assert left.stdout == ""
-        mounts = Path("/proc/mounts").read_text()
-        assert f"-{proc.pid}-" not in mounts  # its scratch tmpfs and trial disks unmounted
+                wait_for_process(f"sleep {seconds}")  # the episode's command runs
+                yield proc, answer
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        subprocess.run(["pkill", "-9", "-f", f"sleep {seconds}"])
+
+
+def test_sigterm_stops_running_episodes_and_cleans_up(scripted_server, tmp_path):
+    """helper-134: SIGTERM waited for the running episode up to --timeout-s, then died by the
+    signal re-raised with a tmpfs still mounted; the client got a plain-text 500."""
+    with a_running_episode(scripted_server, tmp_path / "rl", "73.25") as (proc, answer):
+        proc.send_signal(15)
+        rc = proc.wait(timeout=60)  # the grace (5 s), not --timeout-s (3600 s)
+        reply_ = answer.result(timeout=30)
+        left = subprocess.run(["pgrep", "-f", "sleep 73.25"], capture_output=True, text=True)
+    assert rc == 143, proc.stderr.read() if proc.stderr else ""
+    assert reply_.status_code == 503
+    assert reply_.json() == {"error": "server: shutting down: the episode was stopped, not graded"}
+    assert left.stdout == ""
+    mounts = Path("/proc/mounts").read_text()
+    assert f"-{proc.pid}-" not in mounts  # its scratch tmpfs and trial disks unmounted
 
 
 def test_a_killed_servers_mounts_go_when_the_next_one_starts(scripted_server, tmp_path):
     """helper-134: after kill -9 the scratch tmpfs and a trial's disk stayed mounted until the
     next server's first episode."""
-    policy = sleeping_policy(scripted_server, "74.5")
-    proc, base = start_serve(tmp_path / "rl")
-    try:
-        body = {"task_id": "000015", "base_url": policy.base_url, "model": "m"}
-        with httpx.Client(base_url=base, timeout=120) as client:
-            with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                pool.submit(client.post, "/v1/episodes", json=body)
-                wait_for_process("sleep 74.5")
-                proc.kill()
-                proc.wait()
+    with a_running_episode(scripted_server, tmp_path / "rl", "74.5") as (proc, _):
+        proc.kill()
+        proc.wait()
         assert f"-{proc.pid}-" in Path("/proc/mounts").read_text()  # left by the killed one
         again, _ = start_serve(tmp_path / "rl")
         try:
@@ -572,8 +570,3 @@ def test_a_killed_servers_mounts_go_when_the_next_one_starts(scripted_server, tm
         finally:
             again.terminate()
             again.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        subprocess.run(["pkill", "-9", "-f", "sleep 74.5"])
