@@ -66,6 +66,11 @@ async def test_a_good_grader_scores_from_overall_score(sandbox):
         ("def grade(**kw):\n    return 'great job'\n", "grader printed no JSON object"),
         ("def grade(**kw):\n    return {'overall_score': 1.7}\n", "no score in [0,1]"),
         ("def grade(**kw):\n    return {'note': 'no numbers'}\n", "no score in [0,1]"),
+        # what it returned, as it returned it: it read "(overall_score=None)" (helper-135)
+        (
+            "def grade(**kw):\n    return {'overall_score': '1.0'}\n",
+            "grader returned no score in [0,1] (overall_score='1.0')",
+        ),
         ("import numpy\ndef grade(**kw):\n    return {}\n", "needs the Python module 'numpy'"),
         ("def nothing():\n    pass\n", "defines no grade()"),
     ],

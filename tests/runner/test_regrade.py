@@ -822,3 +822,14 @@ def test_an_rl_episode_without_an_end_state_is_not_sent_to_run_resume(demo_oracl
     rl = no_end_state(trial, TrialResult.model_validate(raw))
     assert job is not None and job.endswith("(clawrig run --resume runs it again)")
     assert rl is not None and rl.endswith("(a trainer runs the episode anew)")
+
+
+def test_trial_folders_have_the_mode_mkdir_gives(demo_oracle_job):
+    """helper-135: trial folders were 0700 (tempfile's), their task folders and files not."""
+    import stat as st
+
+    umask = os.umask(0)
+    os.umask(umask)
+    for trial in demo_oracle_job.glob("*/*"):
+        if trial.is_dir() and not trial.name.startswith("_"):
+            assert st.S_IMODE(trial.stat().st_mode) == 0o777 & ~umask, trial

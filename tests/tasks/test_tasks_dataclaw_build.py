@@ -10,8 +10,10 @@ placeholders. The database folder holds the 19 paths named in the real task file
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -126,6 +128,10 @@ def test_rebuilds_both_real_task_files_byte_for_byte(built):
         generated = root / "tasks" / name
         assert generated.is_file(), name
         assert generated.read_bytes() == (real / "tasks" / name).read_bytes(), name
+    # the mode open() gives a new file, not mkstemp's 0600 (helper-135)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((root / "tasks" / TASK_001).stat().st_mode) == 0o666 & ~umask
 
 
 def test_rebuilds_every_real_gold_file_byte_for_byte(built):

@@ -396,8 +396,8 @@ def test_the_summary_says_when_only_the_empty_rollout_was_graded(tmp_path: Path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     caption = " ".join(proc.stdout.split())  # (as rich wraps it)
     assert (
-        "1 pass, 0 warn, 0 fail; 1 with no golden trajectory or gold answer: only the empty "
-        "rollout was graded"
+        "1 pass, 0 warn, 0 fail; 1 with no golden end state or trajectory to self-check: only "
+        "the empty rollout was graded (a gold answer a judge grades is not self-checked)"
     ) in caption
     one = tmp_path / "one"
     copy_sample(DEMO, "000015", one, "000015")  # a golden trajectory: replayed and graded
@@ -405,6 +405,35 @@ def test_the_summary_says_when_only_the_empty_rollout_was_graded(tmp_path: Path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert "1 pass, 0 warn, 0 fail" in proc.stdout
     assert "only the empty rollout" not in proc.stdout
+    # a sample whose evaluator cannot be read was graded not at all, and is said so, not as
+    # "only the empty rollout was graded" (helper-135)
+    ev = one / "evaluators" / "evaluator_000015.py"
+    ev.write_text(ev.read_text().replace("def grade(", "def grade(:", 1))
+    proc = run("verify", one)
+    assert proc.returncode == 1
+    caption = " ".join(proc.stdout.split())
+    assert "0 pass, 0 warn, 1 fail; 1 not graded at all (their errors say why)" in caption
+    assert "only the empty rollout" not in caption
+
+
+def test_a_grader_failing_on_the_oracle_replay_gives_no_oracle_score(tmp_path: Path) -> None:
+    """helper-135: verify --json said oracle 0.0 (the trial's counted 0 for an agent) when the
+    grader crashed on the replay, while golden said null for the same crash."""
+    one = tmp_path / "one"
+    copy_sample(DEMO, "000015", one, "000015")
+    ev = one / "evaluators" / "evaluator_000015.py"
+    ev.write_text(
+        ev.read_text().replace(
+            "def grade(",
+            "def grade(*a, **k):\n    raise RuntimeError('boom')\n\n\ndef _old_grade(",
+            1,
+        )
+    )
+    proc = run("verify", one, "--json")
+    (sample,) = json.loads(proc.stdout)["samples"]
+    assert sample["scores"]["golden"] is None and sample["scores"]["oracle"] is None
+    oracle = [f for f in sample["findings"] if f["check"] == "self_check.oracle"]
+    assert "grader crashed: RuntimeError: boom" in oracle[0]["message"]
 
 
 # writes 96 MiB to the clean room's /tmp (memory: it counts toward the sandbox's limit)

@@ -95,12 +95,18 @@ def render_summary(report: VerifyReport) -> Table:
         )
     c = report.counts
     table.caption = f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail"
-    untried = sum(1 for s in report.samples if not {"golden", "oracle"} & s.scores.keys())
-    if untried:  # ("pass" then says less: a new user read it as a solved task reproduced)
+    # ("pass" says less for these: a new user read it as a solved task reproduced)
+    unread = sum(1 for s in report.samples if not s.scores)
+    untried = sum(
+        1 for s in report.samples if s.scores and not {"golden", "oracle"} & s.scores.keys()
+    )
+    if untried:
         table.caption += (
-            f"; {untried} with no golden trajectory or gold answer: only the empty rollout "
-            "was graded"
+            f"; {untried} with no golden end state or trajectory to self-check: only the empty "
+            "rollout was graded (a gold answer a judge grades is not self-checked)"
         )
+    if unread:  # (counted as "only the empty rollout" when nothing was graded: helper-135)
+        table.caption += f"; {unread} not graded at all (their errors say why)"
     if any(s.scores.get(c) is None for s in report.samples for c in SCORE_COLUMNS):
         table.caption += "; - : not run for that sample (--verbose or --json says why)"
     return table

@@ -452,8 +452,10 @@ async def run_grader(
             return failed("grader printed no JSON object")
     score = score_from_result(result)
     if score is None or math.isnan(score) or not 0.0 <= score <= 1.0:
+        # what it returned, as it returned it (a string "1.0" read "overall_score=None")
+        given: Any = result.get("overall_score", score)
         return failed(
-            f"grader returned no score in [0,1] (overall_score={score})", subscores=result
+            f"grader returned no score in [0,1] (overall_score={given!r:.200})", subscores=result
         )
     details.pop("blame")
     return Score(score=score, subscores=result, grader="programmatic", details=details)

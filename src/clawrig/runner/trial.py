@@ -138,6 +138,7 @@ from clawrig.spec.layout import (
     json_text,
     json_text_reusing,
     model_json_text,
+    umask_mode,
 )
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import GraderKind, Task
@@ -2121,8 +2122,16 @@ def _unfinished_folder(task_dir: Path, name: str) -> Path:
     for _ in range(3):
         task_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
-            return Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=task_dir))
-    return Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=task_dir))
+            return _readable(Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=task_dir)))
+    return _readable(Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=task_dir)))
+
+
+def _readable(folder: Path) -> Path:
+    """``folder`` (a new trial folder, mkdtemp's 0700) with the mode mkdir would give it, as
+    its task folder and its files have (helper-135: trial folders were 0700, their files
+    0644)."""
+    os.chmod(folder, umask_mode(0o777))
+    return folder
 
 
 def _finish_folder(

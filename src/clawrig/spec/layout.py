@@ -278,6 +278,22 @@ class TrialPaths:
         return self.result.is_file()
 
 
+def umask_mode(mode: int) -> int:
+    """``mode`` less this process's umask: the mode ``open``/``mkdir`` would give a new file
+    or folder (``tempfile``'s are 0600/0700 whatever the umask; a trial folder and the files
+    ``tasks build-dataclaw`` writes are chmod-ed to this, helper-135). The umask is read from
+    /proc/self/status (setting it to read it would race other threads); 0o022 where there is
+    none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return mode & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return mode & ~0o022
+
+
 @dataclass(frozen=True)
 class JobPaths:
     """The files of one job folder ``root`` (``clawrig run -o ROOT``)."""

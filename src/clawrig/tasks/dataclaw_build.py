@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clawrig.errors import TaskFormatError, UserError
+from clawrig.spec.layout import umask_mode
 from clawrig.tasks.dataclaw import (
     gold_from_raw,
     read_gold,
@@ -56,6 +57,7 @@ def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, umask_mode(0o666))  # (mkstemp's 0600: helper-135)
         with os.fdopen(fd, "wb") as fh:
             fh.write(text.encode("utf-8"))
         os.replace(tmp, path)

@@ -139,6 +139,9 @@ async def check_oracle(
         findings.append(
             compare("self_check.oracle", "the oracle replay", result.score, task.expected_reward)
         )
-        score_value = result.counted_score()
+        # a grader that failed on the replay gave no score (the trial counts it 0 for an agent,
+        # but the column says what the grader gave: -, as golden's; helper-135)
+        failed = result.score is None or result.score.error is not None
+        score_value = None if failed else result.counted_score()
     findings += replay_diff(task, transcript)
     return score_value, findings
