@@ -540,3 +540,29 @@ def test_an_expected_reward_below_the_threshold_is_warned(tmp_path: Path) -> Non
     [warned] = [f for f in sample["findings"] if f["check"] == "killer.threshold"]
     assert warned["severity"] == "warning"
     assert warned["message"].startswith("expected_reward 0 is below --threshold 0.5: ")
+
+
+def test_a_golden_end_state_the_replay_does_not_reach_is_warned(tmp_path: Path) -> None:
+    """helper-135: GOLDEN_WORKSPACE edited alone ("# Chain" for "# shortest": the grader gives
+    both 1.0) passed with no finding, though the golden and oracle columns graded two end
+    states."""
+    one = tmp_path / "one"
+    copy_sample(DEMO, "000015", one, "000015")
+    proc = run("verify", one, "--json")
+    (sample,) = json.loads(proc.stdout)["samples"]
+    assert not [f for f in sample["findings"] if f["check"] == "lint.golden_drift"]
+    ev = one / "evaluators" / "evaluator_000015.py"
+    text = ev.read_text()
+    assert '"results/results.md": "# shortest\\n' in text
+    ev.write_text(
+        text.replace('"results/results.md": "# shortest\\n', '"results/results.md": "# Chain\\n')
+    )
+    proc = run("verify", one, "--json")
+    (sample,) = json.loads(proc.stdout)["samples"]
+    assert sample["scores"]["golden"] == 1.0 and sample["scores"]["oracle"] == 1.0
+    (drift,) = [f for f in sample["findings"] if f["check"] == "lint.golden_drift"]
+    assert drift["severity"] == "warning"
+    assert drift["message"].startswith(
+        "the oracle replay's end state differs from the golden end state in "
+        "results/results.md (other content): "
+    )

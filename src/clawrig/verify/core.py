@@ -124,7 +124,10 @@ async def verify_task(
     kw: dict[str, Any] = {"sandbox": sandbox, "memory_mb": memory_mb, "work_dir": tdir}
     golden, oracle, empty, wrong = await asyncio.gather(
         guarded("self_check.golden", lambda: selfcheck.check_golden(task, **kw)),
-        guarded("self_check.oracle", lambda: selfcheck.check_oracle(task, trials / "oracle", **kw)),
+        guarded(
+            "self_check.oracle",
+            lambda: selfcheck.check_oracle(task, trials / "oracle", initial, **kw),
+        ),
         guarded("killer.empty", lambda: killer.check_empty(task, trials / "nop", threshold, **kw)),
         guarded("killer.removed", lambda: killer.check_wrong(task, initial, threshold, **kw)),
     )

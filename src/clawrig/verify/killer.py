@@ -106,7 +106,7 @@ async def check_empty(
                 "workspace without warmup",
             )
         )
-    result, _ = await run_agent(
+    result, _, _ = await run_agent(
         run_task, "nop", out_root, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
     )
     what = 'the empty rollout (nop agent, untouched workspace, final answer "done")'

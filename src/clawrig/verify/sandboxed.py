@@ -88,13 +88,13 @@ async def run_agent(
     sandbox: str = "bwrap",
     memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
-) -> tuple[TrialResult, Transcript]:
+) -> tuple[TrialResult, Transcript, Path]:
     """Run one trial of ``task`` with ``agent`` (oracle | nop) and return (result,
-    transcript). The trial folder goes under ``out_root``."""
+    transcript, its trial folder). The trial folder goes under ``out_root``."""
     config = TrialConfig(agent=agent, model=agent, sandbox=sandbox, memory_mb=memory_mb)
     result, folder = await run_trial(
         task, config, out_root, services=TrialServices(work_dir=work_dir)
     )
     chat = TrialPaths(folder).chat
     transcript = read_openclaw_jsonl(chat) if chat.is_file() else Transcript()
-    return result, transcript
+    return result, transcript, folder

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from clawrig.choices import DEFAULT_MEMORY_MB
 from clawrig.errors import ClawrigError
+from clawrig.spec.layout import TrialPaths
 from clawrig.spec.task import Task
 from clawrig.spec.transcript import Transcript
 from clawrig.spec.trial import Score
@@ -103,13 +104,16 @@ async def check_golden(
 async def check_oracle(
     task: Task,
     out_root: Path,
+    initial: Path | None = None,
     *,
     sandbox: str = "bwrap",
     memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
 ) -> tuple[float | None, list[Finding]]:
     """Replay the golden trajectory with the oracle agent and grade it; (score, findings),
-    including the replay diff warnings. Nothing when the task has no golden trajectory."""
+    including the replay diff warnings and, given the ``initial`` workspace (a folder), the
+    golden end state's files the replay leaves otherwise (:func:`golden_drift`). Nothing when
+    the task has no golden trajectory."""
     if not task.golden_dialog:
         return None, []
     if task.workspace.missing:
@@ -121,7 +125,7 @@ async def check_oracle(
                 f"({', '.join(map(str, task.workspace.missing))})",
             )
         ]
-    result, transcript = await run_agent(
+    result, transcript, folder = await run_agent(
         task, "oracle", out_root, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
     )
     findings: list[Finding] = []
@@ -144,4 +148,38 @@ async def check_oracle(
         failed = result.score is None or result.score.error is not None
         score_value = None if failed else result.counted_score()
     findings += replay_diff(task, transcript)
+    if result.error is None and initial is not None:
+        findings += golden_drift(task, initial, TrialPaths(folder).end_state)
     return score_value, findings
+
+
+def golden_drift(task: Task, initial: Path, end_state: Path, shown: int = 5) -> list[Finding]:
+    """Warnings (``lint.golden_drift``) for each result file of the golden end state (new or
+    changed against ``initial``: :func:`clawrig.verify.killer.result_files`) that the oracle
+    replay's end state (``end_state``, the trial's end_state/ folder) lacks or holds otherwise:
+    the golden and oracle columns then grade two different end states, and both may pass
+    (helper-135: a GOLDEN_WORKSPACE edited after the trajectory was recorded passed). At most
+    ``shown`` files are named."""
+    from clawrig.verify.killer import result_files
+
+    if task.golden_workspace is None:
+        return []
+    golden = {rel: content_bytes(c) for rel, c in task.golden_workspace.items()}
+    drifted = []
+    for rel in result_files(golden, initial):
+        path = end_state / rel
+        replayed = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        if replayed != golden[rel]:
+            drifted.append(f"{rel} ({'not written' if replayed is None else 'other content'})")
+    if not drifted:
+        return []
+    more = f" and {len(drifted) - shown} more" if len(drifted) > shown else ""
+    return [
+        Finding(
+            check="lint.golden_drift",
+            severity="warning",
+            message=f"the oracle replay's end state differs from the golden end state in "
+            f"{', '.join(drifted[:shown])}{more}: the golden and oracle columns grade "
+            "different end states (was the golden end state or the trajectory edited alone?)",
+        )
+    ]
