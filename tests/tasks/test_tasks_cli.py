@@ -111,6 +111,38 @@ def test_validate_clean_suite_exits_0(run_cli, fourfolder_real, dataclaw_real):
     }
 
 
+def test_validate_checks_the_trajectorys_calls_against_its_tool_schema(
+    run_cli, fourfolder_real, tmp_path
+):
+    """helper-135: a datapoint whose tool_schema lost the tools its trajectory calls (or whose
+    call arguments are not JSON) passed validate, then failed verify's lint."""
+    ff = tmp_path / "ff"
+    shutil.copytree(fourfolder_real, ff)
+    proc = run_cli("tasks", "validate", ff, "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["lint"] == []
+    (point,) = (ff / "datapoints").glob("*.json")
+    data = json.loads(point.read_text())
+    kept = [t for t in data["tool_schema"] if t["function"]["name"] in ("read", "write")]
+    data["tool_schema"] = kept
+    point.write_text(json.dumps(data, indent=2))
+    called = {  # the tools the trajectory calls that are gone now
+        c["function"]["name"]
+        for m in data["formatted_dialog"]
+        for c in m.get("tool_calls") or []
+        if c["function"]["name"] not in ("read", "write")
+    }
+    assert called
+    proc = run_cli("tasks", "validate", ff)
+    assert proc.returncode == 1
+    for name in called:
+        assert f"calls tool '{name}', which is not in the datapoint's tool_schema (2 tools)" in (
+            proc.stdout
+        )
+    assert "; lint: " in proc.stdout and proc.stdout.strip().splitlines()[-1].startswith("FAIL")
+    report = json.loads(run_cli("tasks", "validate", ff, "--json").stdout)
+    assert {f["check"] for f in report["lint"]} == {"lint.tool_schema"}
+
+
 def test_root_is_refused_where_it_would_be_ignored(
     run_cli, fourfolder_real, dataclaw_real, wildclaw_task, bench_root, tmp_path
 ):

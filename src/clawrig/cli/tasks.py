@@ -291,13 +291,19 @@ def validate_suite(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print {tasks, errors, warnings, issues[], notes[]} as JSON (tasks: those without "
-        "errors; notes: what clawrig run would note, e.g. a grader's missing imports).",
+        help="Print {tasks, errors, warnings, issues[], lint[], notes[]} as JSON (tasks: those "
+        "without errors; lint: verify's checks of a trajectory's calls against its tool "
+        "schema, an error fails validate too; notes: what clawrig run would note, e.g. a "
+        "grader's missing imports).",
     ),
 ) -> None:
     """Report every problem (file, field, line). Exit 1 on any error; warnings do not fail."""
+    from clawrig.verify.core import static_lint
+
     suite = load_suite(path, root)
     notes = _run_notes(suite.valid_tasks, path, root)
+    lint = [(t.id, f) for t in suite.valid_tasks for f in static_lint(t)]
+    lint_errors = sum(1 for _, f in lint if f.severity == "error")
     if as_json:
         typer.echo(
             json.dumps(
@@ -308,6 +314,7 @@ def validate_suite(
                     "errors": len(suite.errors),
                     "warnings": len(suite.warnings),
                     "issues": [_issue_dict(i) for i in suite.issues],
+                    "lint": [{"task": tid, **f.model_dump(mode="json")} for tid, f in lint],
                     "notes": notes,
                 },
                 indent=2,
@@ -317,14 +324,21 @@ def validate_suite(
     else:
         out = stdout_console()
         _print_issues(suite.issues, out)
+        from clawrig.cli.verify import finding_text
+
+        for tid, f in lint:
+            out.print(Text(f"{tid}: ").append_text(finding_text(f)), soft_wrap=True)
         for line in notes:
             out.print(Text(f"note: {line}"), highlight=False, soft_wrap=True)
-        verdict = Text("FAIL", style="bold red") if suite.errors else Text("OK", style="green")
+        failed = suite.errors or lint_errors
+        verdict = Text("FAIL", style="bold red") if failed else Text("OK", style="green")
         summary = Text()
         summary.append(verdict)
         summary.append(f" {path}: {suite.counts()}")
+        if lint:
+            summary.append(f"; lint: {lint_errors} error(s), {len(lint) - lint_errors} warning(s)")
         out.print(summary, highlight=False)
-    if suite.errors:
+    if suite.errors or lint_errors:
         _exit(1)
 
 

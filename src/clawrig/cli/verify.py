@@ -54,7 +54,7 @@ def render_sample(sample: SampleReport, verbose: bool = False) -> Group:
     for f in sample.findings:
         if f.severity == "info" and not verbose:
             continue
-        parts.append(Padding(_finding_text(f), (0, 0, 0, 2), expand=False))
+        parts.append(Padding(finding_text(f), (0, 0, 0, 2), expand=False))
         if f.diff:
             parts.append(
                 Padding(Text(f.diff.rstrip("\n"), style="cyan"), (0, 0, 0, 6), expand=False)
@@ -62,7 +62,8 @@ def render_sample(sample: SampleReport, verbose: bool = False) -> Group:
     return Group(*parts)
 
 
-def _finding_text(f: Finding) -> Text:
+def finding_text(f: Finding) -> Text:
+    """One finding as a line: severity, check, message and where (``[file:line]``)."""
     line = Text()
     line.append(f"{f.severity:<7}", style=_STYLE[f.severity])
     line.append(f" {f.check:<18} ")
@@ -166,7 +167,7 @@ def register(app: typer.Typer) -> None:
         else:
             out = stdout_console()
             for f in report.suite_findings:
-                out.print(_finding_text(f))
+                out.print(finding_text(f))
             for sample in report.samples:
                 out.print(render_sample(sample, verbose))
             out.print(render_summary(report))

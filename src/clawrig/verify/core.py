@@ -60,7 +60,9 @@ def _issue_finding(issue: ValidationIssue) -> Finding:
     )
 
 
-def _tool_schema_fallback(task: Task) -> tuple[list[dict[str, Any]] | None, str]:
+def tool_schema_for_lint(task: Task) -> tuple[list[dict[str, Any]] | None, str]:
+    """(the tool schema a task's trajectory is checked against, what it is): the datapoint's
+    own ``tool_schema``, else the OpenClaw tool profile's; (None, ...) when neither is had."""
     if task.golden_tool_schema:
         return task.golden_tool_schema, "datapoint's tool_schema"
     try:
@@ -133,7 +135,7 @@ async def verify_task(
     )
     listing = lint.workspace_listing(initial) if initial is not None else None
     golden_files = list(task.golden_workspace) if task.golden_workspace is not None else None
-    schema, schema_origin = _tool_schema_fallback(task)
+    schema, schema_origin = tool_schema_for_lint(task)
     lint_findings = (
         lint.lint_prompt_paths(task, listing, golden_files)
         + lint.lint_gt_paths(task)
@@ -259,3 +261,12 @@ async def verify_path(
             samples.append(SampleReport(id=sample_id, findings=findings))
     report.samples = sorted(samples, key=lambda s: s.id)
     return report
+
+
+def static_lint(task: Task) -> list[Finding]:
+    """The checks of ``verify``'s lint that need no sandbox and read the trajectory against
+    the tool schema (:func:`lint.lint_tool_schema`): ``tasks validate`` runs them too, so a
+    sample whose calls name a tool outside its schema, or carry arguments that are not JSON,
+    fails validate as it fails verify (helper-135). Info findings left out."""
+    schema, origin = tool_schema_for_lint(task)
+    return [f for f in lint.lint_tool_schema(task, schema, origin) if f.severity != "info"]
