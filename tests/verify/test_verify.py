@@ -384,6 +384,8 @@ def test_wildclawbench_task_files_get_the_killer_question(tmp_path: Path) -> Non
     # the grader crashes on the empty rollout (no gt/answers.json): reported, not a reward
     empty = [f for f in gt["findings"] if f["check"] == "killer.empty"]
     assert empty[0]["severity"] == "warning" and "grader crashed" in empty[0]["message"]
+    # it ran; its grader failed on it (it said "the empty rollout could not run": helper-135)
+    assert empty[0]["message"].startswith("the grader fails on the empty rollout (nop agent")
 
 
 def test_the_summary_says_when_only_the_empty_rollout_was_graded(tmp_path: Path) -> None:

@@ -116,6 +116,8 @@ async def check_empty(
         # workspace may be the grader's own way to refuse it (a warning)
         if limit_hit(result.score):
             message = f"{what} could not be graded: {result.error.message}"
+        elif result.error.phase == "grading":  # it ran; its grader failed on it (helper-135)
+            message = f"the grader fails on {what}: {result.error.message}"
         else:
             message = (
                 f"the empty rollout could not run ({result.error.kind} error in "
