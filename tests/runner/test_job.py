@@ -296,6 +296,25 @@ def test_a_trial_the_jobs_budget_cuts_short_is_not_scored_and_resume_runs_it(
     ] == ["budget"]
 
 
+def test_a_budget_that_runs_out_in_the_last_trial_stops_the_job(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """helper-136: the budget ran out while the job's last trial ran, so no trial was refused a
+    start: budget_stopped stayed false and the exit code was 1, not the README's 3."""
+    bench = mini_bench(2)
+    srv = scripted_server(responder=even_responder)  # $0.01 a request, 2 requests a trial
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1"]
+    run = subprocess.run(
+        args + ["-o", str(out), "--budget-usd", "0.03"], env=_env(srv), capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert run.returncode == 3, run.stdout + run.stderr
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["errors_by_kind"] == {"budget": 1} and summary["budget_stopped"] is True
+    assert len(srv.requests) == 3  # the second trial's second request was refused
+
+
 def test_ctrl_c_stops_cleanly_and_resume_finishes(
     mini_bench, scripted_server, tmp_path, even_responder
 ):

@@ -728,3 +728,53 @@ def test_a_worker_dead_after_its_trials_rename_leaves_the_trial_once(
     for one in finished:
         key = (one["task_id"], one["run_index"])
         assert one["attempts"] == 1 and rows[key] == f"{key[0]}/{one['trial_id']}"
+
+
+def test_a_killed_workers_cut_trials_keep_what_they_spent(
+    mini_bench, even_responder, tmp_path, monkeypatch
+):
+    """helper-136 (high): the trials a killed worker was running had recorded their model calls
+    in their .tmp- folders; run again, their first attempts were swept at the job's end, so what
+    they spent counted in no total nor in the budget on --resume. Now each is set aside in
+    _retried/ with its spend before it runs again."""
+    bench = mini_bench(4)
+
+    def respond(request: dict[str, Any]) -> Any:
+        rep = even_responder(request, cost=COST)
+        answered = any(m.get("role") == "assistant" for m in request["messages"])
+        rep.delay = 6.0 if answered else 0.0  # the first call answered, the second slow
+        return rep
+
+    srv = ScriptedServer(responder=respond).start()
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    out = tmp_path / "out"
+    killed: list[int] = []
+
+    def kill_when_every_trial_has_spent() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            spent = [f for f in out.glob("*/.tmp-*/model_calls.jsonl") if f.stat().st_size]
+            pids = _worker_pids(os.getpid())
+            if len(spent) >= 4 and len(pids) == 1:
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_every_trial_has_spent, daemon=True)
+    killer.start()
+    try:
+        summary = Job(job_config(bench, out, parallel=4, workers=2)).run()
+    finally:
+        srv.stop()
+    killer.join(timeout=60)
+    assert killed
+    rerun = sorted(r["task_id"] for (r,) in trials_of(out).values() if r["attempts"] > 1)
+    assert rerun, "no trial lost an attempt with the worker"
+    kept = sorted((out / "_retried").iterdir())
+    assert sorted(k.name.split("__")[0] for k in kept) == rerun
+    for folder in kept:
+        cut = json.loads((folder / "result.json").read_text())
+        assert cut["usage"]["request_count"] == 1, folder
+    # every reply a trial recorded counts: 2 per trial, and the cut attempts' one each
+    total = summary["efficiency"]["total_cost_usd"]
+    assert math.isclose(total, COST * (2 * 4 + len(kept))), (total, len(kept))

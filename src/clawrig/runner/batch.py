@@ -811,7 +811,7 @@ def _trial_folders(
     return found
 
 
-def _set_aside_killed(tmp: Path, task: Task, job: JobConfig, job_id: str) -> None:
+def set_aside_killed(tmp: Path, task: Task, job: JobConfig, job_id: str) -> None:
     """A trial folder a killed job left half-written (``.tmp-*``): set aside in ``_retried/``
     with what its recorded model calls spent (:func:`clawrig.runner.trial.set_aside_unfinished`),
     else removed (:func:`clawrig.runner.trial.remove_unfinished`); either way its task's folder
@@ -834,7 +834,7 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
     done = progress.done()
     for task in tasks:
         for tmp in (job.output / task.id).glob(f"{TMP_PREFIX}*"):
-            _set_aside_killed(tmp, task, job, job_id)
+            set_aside_killed(tmp, task, job, job_id)
         for entry, res in _trial_folders(job.output, task.id, job_id):
             key = (res.task_id, res.run_index)
             if not _final(res):
@@ -1049,6 +1049,11 @@ async def _run_trials(
                 before = carried.get((task.id, run_index), Usage())
                 state.spend_usd += result.spent().cost_usd - before.cost_usd
                 state.done += 1
+                if result.error is not None and result.error.kind == ErrorKind.BUDGET:
+                    # the job's budget ran out while it ran: the job is budget-stopped even
+                    # when no trial was left to refuse a start (it said exit 1, not 3, and
+                    # budget_stopped false: helper-136)
+                    state.budget_stopped = True
                 if result.error is not None and not _final(result):
                     state.failed += 1
                 else:

@@ -152,6 +152,8 @@ class _Worker:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     pending: dict[int, asyncio.Future[tuple[TrialResult, Path]]] = field(default_factory=dict)
+    attempts: dict[int, tuple[str, int, str]] = field(default_factory=dict)
+    """Attempt id -> (task id, run index, job id) of each attempt it runs."""
     alive: bool = True
     listener: asyncio.Task[None] | None = None
 
@@ -247,6 +249,11 @@ class ProcessExecutor:
         worker.alive = False
         code = await _exit_code(worker.proc)
         lost = InfrastructureError(f"{worker.name()} exited (code {code}) during the trial")
+        # its trials' half-written folders set aside with what their model calls spent, before
+        # they are run again (the job's last sweep removed them: their spend counted nowhere,
+        # nor in the budget on --resume; helper-136)
+        cut = [worker.attempts[a] for a in worker.pending if a in worker.attempts]
+        await asyncio.get_running_loop().run_in_executor(None, self._set_aside, cut)
         for future in worker.pending.values():
             if not future.done():
                 future.set_exception(lost)
@@ -276,6 +283,7 @@ class ProcessExecutor:
             asyncio.get_running_loop().create_future()
         )
         worker.pending[attempt_id] = future
+        worker.attempts[attempt_id] = (task.id, run_index, job_id)
         _send(worker.writer, ("run", attempt_id, task.id, run_index, job_id, attempt, earlier))
         try:
             return await future
@@ -285,6 +293,26 @@ class ProcessExecutor:
             raise
         finally:
             worker.pending.pop(attempt_id, None)
+            worker.attempts.pop(attempt_id, None)
+
+    def _set_aside(self, cut: list[tuple[str, int, str]]) -> None:
+        """For each (task id, run index, job id) a dead worker was running: its ``.tmp-*``
+        trial folder (the one whose recorded model calls are of that run) set aside in
+        ``_retried/`` with what they spent (:func:`clawrig.runner.batch.set_aside_killed`).
+        A folder with no recorded call is left to the job's sweep."""
+        from clawrig.runner.batch import set_aside_killed
+        from clawrig.runner.trial import recorded_usage
+        from clawrig.spec.layout import TMP_PREFIX
+
+        by_id = {t.id: t for t in self.tasks}
+        for task_id, run_index, job_id in cut:
+            task = by_id.get(task_id)
+            if task is None:
+                continue
+            for tmp in (self.job.output / task_id).glob(f"{TMP_PREFIX}*"):
+                with contextlib.suppress(OSError, ValueError):
+                    if recorded_usage(tmp)[1] == run_index:
+                        set_aside_killed(tmp, task, self.job, job_id)
 
     def provider_stop(self) -> str | None:
         """One line when a model server can serve no more requests, as this process saw it or
