@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -58,8 +59,27 @@ def hostile(jobs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
         + "\n"
     )
     (trial / "score.json").write_text("[" * 100_000 + "]" * 100_000)
+    # another trial: its transcript a link to the host's file, records with values no page
+    # formats (helper-137: each was followed, or a 500)
+    (other,) = (job / "000003").iterdir()
+    (other / "chat.jsonl").unlink()
+    leak = {"type": "message", "message": {"role": "user", "content": "TOP-SECRET-chat"}}
+    (root / "chat.jsonl").write_text(json.dumps(leak) + "\n")
+    (other / "chat.jsonl").symlink_to(root / "chat.jsonl")
+    (other / "model_calls.jsonl").write_text(
+        '{"seq": 1, "usage": {"input_tokens": Infinity, "cost_usd": NaN}}\n'
+    )
+    (other / "judge_chat.jsonl").write_text(
+        json.dumps({"response": {"content": "x", "reasoning": 7}}) + "\n"
+    )
+    (other / "score.json").write_text(json.dumps({"score": 1.0, "subscores": [1, 2]}))
+    (other / "egress.jsonl").write_text('{"host": "x", "bytes_up": Infinity}\n')
+    (third,) = (job / "000001").iterdir()
+    with open(third / "chat.jsonl", "r+b") as fh:  # 1 GiB, sparse: read whole it took 2 GB
+        fh.truncate(1024**3)
     proc, base = start_view(job)
-    yield {"job": job, "trial": trial, "base": base, "secret": secret}
+    yield {"job": job, "trial": trial, "other": other, "third": third, "base": base,
+           "secret": secret}  # fmt: skip
     proc.terminate()
     try:
         proc.wait(timeout=10)
@@ -76,6 +96,13 @@ def test_a_hostile_trial_page_shows_without_following_links_or_hanging(hostile):
     assert "TOP-SECRET" not in page.text  # no link was followed
     assert "bad\\xff.md" in page.text  # the agent's non-UTF-8 name, escaped
     assert "big.bin" in page.text
+    for key in ("other", "third"):
+        folder = hostile[key]
+        page = httpx.get(
+            f"{hostile['base']}job0/trials/{folder.parent.name}/{folder.name}.html", timeout=60
+        )
+        assert page.status_code == 200, key
+        assert "TOP-SECRET" not in page.text, key
     # the job and compare pages and the live state still answer
     for path in ("", "job0/", "api/job0/state.json"):
         assert httpx.get(hostile["base"] + path, timeout=60).status_code == 200, path
@@ -83,13 +110,24 @@ def test_a_hostile_trial_page_shows_without_following_links_or_hanging(hostile):
 
 def test_a_corrupted_index_cache_is_rebuilt_not_a_500(hostile, tmp_path):
     job = tmp_path / "job"
-    shutil.copytree(hostile["job"], job, symlinks=True, ignore=shutil.ignore_patterns("agent.log"))
+
+    def big_or_fifo(folder: str, names: list[str]) -> list[str]:  # (not copied byte by byte)
+        def skip(name: str) -> bool:
+            st = os.lstat(os.path.join(folder, name))
+            return stat.S_ISFIFO(st.st_mode) or st.st_size > 50 * 1024**2
+
+        return [n for n in names if skip(n)]
+
+    shutil.copytree(hostile["job"], job, symlinks=True, ignore=big_or_fifo)
     proc = clawrig("view", job, "--bundle", tmp_path / "site")  # builds the index cache
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cache = job / ".clawrig_view_index.json"
     data = json.loads(cache.read_text())
     data["rows"][0]["score"] = "x"  # its mtime still the trial's: trusted before
+    data["rows"][1]["score"] = float("nan")  # (json.dumps writes NaN)
     cache.write_text(json.dumps(data))
+    (job / ".clawrig.lock").unlink(missing_ok=True)
+    os.mkfifo(job / ".clawrig.lock")  # (opened to test the job's lock, it hung the viewer)
     summary = next(job.glob("summary_*.json"))
     s = json.loads(summary.read_text())
     s["pass"] = {"²": {"pass_at_k": 1.0}, "9" * 5000: {"pass_at_k": 1.0}}

@@ -27,6 +27,7 @@ import contextlib
 import fcntl
 import functools
 import json
+import math
 import os
 import threading
 import time
@@ -76,6 +77,9 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
                 "tok": 0, "time": 0.0, "turns": 0, "tools": 0, "stop": None, "started": "",
                 "ee": None, "gpr": None, "tpe": None, "tgpr": None, "mt": mtime_ns}  # fmt: skip
     msg = r.error.message if r.error else (r.score.error if r.score and r.score.error else None)
+    score = counted_score(r)
+    if score is not None and not math.isfinite(score):  # (a NaN in a result.json: a 500)
+        score, msg = None, msg or "result.json: the score is not a finite number"
     return {
         "id": rel,
         "task": r.task_id,
@@ -83,7 +87,7 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
         "run": r.run_index,
         "job": r.job_id,
         "model": r.model,
-        "score": counted_score(r),
+        "score": score,
         "err": error_kind(r),
         "msg": (msg or "")[:300] or None,
         "cost": r.usage.cost_usd,
@@ -125,7 +129,9 @@ def _valid_row(row: Any) -> bool:
     """True when a cached index row has :data:`_ROW_TYPES`' fields and types (a cache edited
     or written by another version: a row's ``"score": "x"`` made every job page a 500)."""
     return isinstance(row, dict) and all(
-        isinstance(row.get(k), types) and not isinstance(row.get(k), bool)
+        isinstance(row.get(k), types)
+        and not isinstance(row.get(k), bool)
+        and not (isinstance(row.get(k), float) and not math.isfinite(row[k]))  # (NaN: a 500)
         for k, types in _ROW_TYPES.items()
     )
 
@@ -133,7 +139,7 @@ def _valid_row(row: Any) -> bool:
 def is_locked(folder: Path) -> bool:
     """True while another process holds the folder's job lock (a job is running)."""
     try:
-        fd = os.open(folder / LOCK_FILE, os.O_RDONLY)
+        fd = os.open(folder / LOCK_FILE, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return False
     try:

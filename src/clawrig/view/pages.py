@@ -17,6 +17,7 @@ shows what is known so far from the trial rows: counted scores, errors by kind, 
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import statistics
 from collections import defaultdict
@@ -48,20 +49,26 @@ def hist_bin(score: float) -> int:
     return 1 + min(4, int(score / 0.2))
 
 
+def _number(v: Any) -> bool:
+    """A finite number (not a bool): what the pages format; anything else a record of a job
+    folder holds (NaN, Infinity, 1e999, a string) shows as a dash (it was an HTTP 500)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def fmt_score(v: Any) -> str:
-    return "—" if not isinstance(v, int | float) else f"{v:.4f}"
+    return f"{v:.4f}" if _number(v) else "—"
 
 
 def fmt_usd(v: Any) -> str:
-    return "—" if not isinstance(v, int | float) else f"${v:,.4f}"
+    return f"${v:,.4f}" if _number(v) else "—"
 
 
 def fmt_int(v: Any) -> str:
-    return "—" if not isinstance(v, int | float) else f"{int(v):,}"
+    return f"{int(v):,}" if _number(v) else "—"
 
 
 def fmt_s(v: Any) -> str:
-    return "—" if not isinstance(v, int | float) else f"{v:,.1f} s"
+    return f"{v:,.1f} s" if _number(v) else "—"
 
 
 def _env() -> Environment:

@@ -98,6 +98,8 @@ def cut(text: str | None, limit: int = TEXT_LIMIT) -> str:
     """``text`` cut to ``limit`` characters with a note saying how much was left out."""
     if not text:
         return ""
+    if not isinstance(text, str):  # (a record's field of another type: 7, a list)
+        text = pretty(text)
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n… [{len(text) - limit:,} more characters not shown]"
@@ -176,8 +178,14 @@ def _session_events(
     session for sessions_spawn), each with ``t`` = seconds since the session start."""
     from clawrig.transcript.openclaw import read_openclaw_jsonl
 
+    data = read_regular(path, JSON_LIMIT + 1)  # (a link out of the job is not followed)
+    if data is None:
+        return {"events": [], "error": f"{path.name}: not a regular file"}
+    if len(data) > JSON_LIMIT:
+        return {"events": [], "error": f"{path.name}: over {JSON_LIMIT // 1024**2} MiB"}
     try:
-        transcript = read_openclaw_jsonl(path, strict=False)
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        transcript = read_openclaw_jsonl(lines, strict=False)
     except Exception as exc:  # noqa: BLE001 - any unreadable transcript shows as a note
         return {"events": [], "error": str(exc).splitlines()[0] if str(exc) else repr(exc)}
     start = start_ms if start_ms is not None else transcript.started_ms
@@ -234,7 +242,7 @@ def _subagent(result_text: str, folder: Path, depth: int, start: int | None) -> 
     if not isinstance(key, str):
         return None
     path = TrialPaths(folder).subagent(key)
-    if not path.is_file():
+    if not path.is_file() or path.is_symlink():
         return None
     session = _session_events(path, folder, depth + 1, start)
     session["key"] = key
@@ -492,7 +500,7 @@ def read_trial(folder: Path, task: Any | None = None) -> dict[str, Any]:
         "result": result,
         "raw": raw if isinstance(raw, dict) else {},
         "result_error": result_error,
-        "score": read_json(TrialPaths(folder).score),
+        "score": as_dict(read_json(TrialPaths(folder).score)),
         "process": _process_score(folder),
         "usage": read_json(TrialPaths(folder).usage),
         "timeline": _session_events(chat, folder)
