@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,20 @@ async def test_a_broken_recording_is_one_error_before_any_trial(brave_env, tmp_p
     resp = {**line["response"], "body_sha256": "/etc/shadow"}
     said = replay_error(json.dumps({**line, "response": resp}).encode() + b"\n")
     assert said == f"{records}:1: response.body_sha256: not a SHA-256 digest: '/etc/shadow'"
+    for field, value, why in (  # values a trial could not serve: a traceback, the agent's 0
+        ("status", "abc", "status: not an HTTP status: 'abc'"),
+        ("provider", 7, "provider: not a search provider clawrig has: 7"),
+        ("error", {"a": 1}, "error: text is required, got {'a': 1}"),
+        ("content_type", [1], "content_type: text is required, got [1]"),
+        ("charset", "no-such-charset", "charset: not a character set: 'no-such-charset'"),
+    ):
+        resp = {**line["response"], field: value}
+        said = replay_error(json.dumps({**line, "response": resp}).encode() + b"\n")
+        assert said == f"{records}:1: response.{why}"
+    (rec_job / BLOB_DIR / digest).unlink()
+    os.mkfifo(rec_job / BLOB_DIR / digest)  # (reading it hung the job's start)
+    said = replay_error(good.encode() + b"\n")
+    assert said.endswith("the recorded body is missing or altered")
     (rec_job / BLOB_DIR / digest).unlink()
     said = replay_error(good.encode() + b"\n")
     assert said == (
@@ -336,6 +351,8 @@ def test_a_link_out_of_the_corpus_is_refused(tmp_path) -> None:
         ({"url": "https://a.example:99999/", "text": "x"}, "url: not a URL (Port out of range"),
         ({"url": "http://[abc/", "text": "x"}, "url: an http(s) URL is required"),
         ({"url": "https://a.example/", "text": "x\ud800"}, "text: holds a lone surrogate"),
+        ({"url": "https://a.example/", "text": "x", "published": "\ud800"}, "published: holds a"),
+        ({"url": "https://a.example/", "text": "x", "content_type": "\udfff"}, "content_type: "),
     ],
 )
 def test_a_corpus_line_with_a_bad_field_is_one_error_naming_it(tmp_path, line, said) -> None:

@@ -182,7 +182,9 @@ class Corpus:
                 "text/html" if isinstance(html, str) else "text/plain"
             )
             body: str = html if isinstance(html, str) else str(text)
-            for name, value in (("url", url), ("text", body), ("title", doc.get("title") or "")):
+            texts = {"url": url, "text": body}
+            texts |= {k: doc.get(k) or "" for k in ("title", "content_type", "published")}
+            for name, value in texts.items():
                 try:
                     value.encode("utf-8")
                 except UnicodeEncodeError:  # a lone surrogate escape ("\ud800") JSON allows

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -79,11 +81,22 @@ class BlobStore:
         return digest
 
     def get(self, digest: str) -> bytes | None:
-        """The body stored as ``digest``, or None when absent or altered (hash mismatch)."""
+        """The body stored as ``digest``, or None when absent, not a regular file (a link, a
+        FIFO that hung the job's start: helper-137) or altered (hash mismatch)."""
+        path = self.root / digest
         try:
-            data = (self.root / digest).read_bytes()
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         return data if hashlib.sha256(data).hexdigest() == digest else None
 
 
@@ -116,6 +129,46 @@ class WebRecorder:
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
         self.count += 1
+
+
+def _response_problem(response: dict[str, Any]) -> str | None:
+    """``field: why`` when a recorded response holds a value replay cannot serve, else None
+    (each was a harness traceback mid-trial and the agent's failed tool call, scored:
+    helper-137): ``status`` an HTTP status (100-599) or 0/None, ``provider`` a search
+    provider clawrig has, ``error``, ``final_url`` and ``content_type`` text, ``charset`` a
+    codec Python knows, ``truncated`` a boolean."""
+    import codecs
+
+    from clawrig.web.providers import PROVIDERS
+
+    status = response.get("status")
+    if status is not None and (
+        not isinstance(status, int)
+        or isinstance(status, bool)
+        or not (status == 0 or 100 <= status <= 599)
+    ):
+        return f"status: not an HTTP status: {status!r:.80}"
+    provider = response.get("provider")
+    if provider is not None and provider not in PROVIDERS and provider != "replay":
+        return f"provider: not a search provider clawrig has: {provider!r:.80}"
+    for name in ("error", "final_url", "content_type"):
+        value = response.get(name)
+        if value is not None and not isinstance(value, str):
+            return f"{name}: text is required, got {value!r:.80}"
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{name}: holds a lone surrogate"
+    charset = response.get("charset")
+    if charset is not None:
+        try:
+            codecs.lookup(charset)
+        except (LookupError, TypeError):
+            return f"charset: not a character set: {charset!r:.80}"
+    if not isinstance(response.get("truncated", False), bool):
+        return f"truncated: true or false is required, got {response['truncated']!r:.80}"
+    return None
 
 
 class WebRecords:
@@ -158,6 +211,8 @@ class WebRecords:
                     ) from None
                 if (why := self._body_problem(response)) is not None:
                     raise UserError(f"{path}:{n}: response.body_sha256: {why}")
+                if (why := _response_problem(response)) is not None:
+                    raise UserError(f"{path}:{n}: response.{why}")
                 self._cache.add(key, {"kind": rec.get("kind"), **response}, scope)
         if len(self._cache) == 0:
             raise UserError(
