@@ -141,6 +141,13 @@ def test_validate_checks_the_trajectorys_calls_against_its_tool_schema(
     assert "; lint: " in proc.stdout and proc.stdout.strip().splitlines()[-1].startswith("FAIL")
     report = json.loads(run_cli("tasks", "validate", ff, "--json").stdout)
     assert {f["check"] for f in report["lint"]} == {"lint.tool_schema"}
+    # an empty schema names no tool: every call is outside it (it fell back to the built-in
+    # tool profile and passed: helper-137)
+    data["tool_schema"] = []
+    point.write_text(json.dumps(data, indent=2))
+    proc = run_cli("tasks", "validate", ff)
+    assert proc.returncode == 1
+    assert "which is not in the datapoint's tool_schema (0 tools)" in proc.stdout
 
 
 def test_root_is_refused_where_it_would_be_ignored(

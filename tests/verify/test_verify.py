@@ -416,6 +416,13 @@ def test_the_summary_says_when_only_the_empty_rollout_was_graded(tmp_path: Path)
     caption = " ".join(proc.stdout.split())
     assert "0 pass, 0 warn, 1 fail; 1 not graded at all (their errors say why)" in caption
     assert "only the empty rollout" not in caption
+    # a grader that crashes on every rollout graded nothing either (helper-137)
+    crashing = tmp_path / "crashing"
+    write_wildclaw_task(crashing, 1, "def grade(**kwargs):\n    raise RuntimeError('boom')\n")
+    proc = run("verify", crashing)
+    caption = " ".join(proc.stdout.split())
+    assert "; 1 not graded at all (their errors say why)" in caption, caption
+    assert "only the empty rollout" not in caption
 
 
 def test_a_grader_failing_on_the_oracle_replay_gives_no_oracle_score(tmp_path: Path) -> None:

@@ -97,9 +97,12 @@ def render_summary(report: VerifyReport) -> Table:
     c = report.counts
     table.caption = f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail"
     # ("pass" says less for these: a new user read it as a solved task reproduced)
-    unread = sum(1 for s in report.samples if not s.scores)
+    graded = [any(v is not None for v in s.scores.values()) for s in report.samples]
+    unread = graded.count(False)  # (also a grader failing on every rollout: helper-137)
     untried = sum(
-        1 for s in report.samples if s.scores and not {"golden", "oracle"} & s.scores.keys()
+        1
+        for s, g in zip(report.samples, graded, strict=True)
+        if g and not {"golden", "oracle"} & s.scores.keys()
     )
     if untried:
         table.caption += (

@@ -63,7 +63,7 @@ def _issue_finding(issue: ValidationIssue) -> Finding:
 def tool_schema_for_lint(task: Task) -> tuple[list[dict[str, Any]] | None, str]:
     """(the tool schema a task's trajectory is checked against, what it is): the datapoint's
     own ``tool_schema``, else the OpenClaw tool profile's; (None, ...) when neither is had."""
-    if task.golden_tool_schema:
+    if task.golden_tool_schema is not None:  # (an empty one too: it names no tool, helper-137)
         return task.golden_tool_schema, "datapoint's tool_schema"
     try:
         from clawrig.tools.catalog import tool_schema

@@ -454,7 +454,7 @@ def lint_tool_schema(
     if not dialog:
         return []
     where = str((task.metadata.get("files") or {}).get("datapoints") or task.source.path)
-    if not schema:
+    if schema is None:  # (an empty schema is checked: every call is outside it)
         return [
             Finding(
                 check="lint.tool_schema",
