@@ -175,6 +175,8 @@ async def test_a_long_model_name_is_served(serve, scripted_server):
          "whole; a streamed one failed the episode as an infrastructure error)"),
         ({"n": 4}, "sampling.n: one choice per call is what an episode's agent reads (a group "
          "is POST /v1/groups)"),
+        # silently dropped before (helper-137)
+        ({"messages": []}, "sampling.messages: the agent's conversation is the harness's to send"),
     ],
 )  # fmt: skip
 async def test_sampling_json_cannot_carry_is_a_400(serve, scripted_server, sampling, line):

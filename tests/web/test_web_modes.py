@@ -341,6 +341,12 @@ def test_a_link_out_of_the_corpus_is_refused(tmp_path) -> None:
     with pytest.raises(UserError) as info:
         WebService("corpus", source=corpus)
     assert str(info.value) == f"{link}: a link out of the corpus folder (to {secret}): refused"
+    link.unlink()
+    os.link(corpus / "notes" / "weather.md", corpus / "notes" / "again.md")  # both inside: a page
+    assert len(WebService("corpus", source=corpus).corpus) == 7
+    os.link(secret, link)  # a hard link to a file outside (helper-137)
+    with pytest.raises(UserError, match=r"a hard link to a file outside the corpus folder"):
+        WebService("corpus", source=corpus)
 
 
 @pytest.mark.parametrize(

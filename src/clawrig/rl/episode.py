@@ -82,6 +82,9 @@ HARNESS_FIELDS = {
     "the episode as an infrastructure error)",
     "stream_options": "the harness sets it",
     "n": "one choice per call is what an episode's agent reads (a group is POST /v1/groups)",
+    "model": "the request's own field (model) names it",
+    "messages": "the agent's conversation is the harness's to send",
+    "tools": "the agent's tools are the harness's to send",
 }
 """Request fields ``sampling`` may not set, and why (helper-134: ``{"stream": true}`` ran a
 sandbox and ended masked with an AttributeError)."""

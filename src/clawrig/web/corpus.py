@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,26 @@ def _text_of(body: str, content_type: str) -> tuple[str, str]:
         return html_to_text(body, markdown=False)
     heading = re.search(r"^#\s+(.+)$", body, re.M) if content_type == "text/markdown" else None
     return (heading.group(1).strip() if heading else ""), body
+
+
+def _refuse_hard_links_out(files: list[Path]) -> None:
+    """UserError for a regular file of the corpus with more hard links than the corpus holds
+    of it: its other name is outside, so it may be any file of this machine (a hard link to
+    a secret was served to the agent as a page, helper-137)."""
+    seen: dict[tuple[int, int], list[Path]] = {}
+    for file in files:
+        try:
+            st = file.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            seen.setdefault((st.st_dev, st.st_ino), []).append(file)
+    for names in seen.values():
+        if len(names) < names[0].lstat().st_nlink:
+            raise UserError(
+                f"{names[0]}: a hard link to a file outside the corpus folder: refused (copy "
+                "the file in instead)"
+            )
 
 
 def _scheme(url: str) -> str:
@@ -92,6 +113,8 @@ class Corpus:
         )
         files = [self.path] if self.path.is_file() else sorted(self.path.rglob("*"))
         inside = self.path.resolve()
+        if self.path.is_dir():
+            _refuse_hard_links_out(files)
         for file in files:
             if not file.is_file() or any(p.startswith(".") for p in file.parts[-1:]):
                 continue  # (folders, FIFOs, devices, hidden files)
