@@ -406,3 +406,10 @@ def test_a_trial_without_its_end_state_or_a_readable_result_is_skipped_and_count
     rows = (tmp_path / "rows.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(rows) == len(DEMO_IDS) - 1
     assert "skipped 1 trial(s) (1 whose result.json cannot be read)" in proc.stdout, proc.stdout
+    # and the Inspect logs: the trial left out is said, not dropped silently (helper-137)
+    proc = run("export", "inspect", moved, tmp_path / "logs")
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"skipped 1 trial(s) whose result.json cannot be read (first: 000002/{broken.name}: "
+        "result.json cannot be read (not JSON))" in proc.stdout
+    ), proc.stdout

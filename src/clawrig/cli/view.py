@@ -80,8 +80,17 @@ def export_inspect(
     """Write the job as Inspect AI eval logs (open them with `inspect view --log-dir OUT`)."""
     from clawrig.export.inspect import export_inspect as run_export
 
-    for path in run_export(job_dir, out):
+    unreadable: dict[str, str] = {}
+    for path in run_export(job_dir, out, unreadable):
         console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    if unreadable:  # (left out silently before: helper-137)
+        first, why = next(iter(unreadable.items()))
+        console.print(
+            f"skipped {len(unreadable)} trial(s) whose result.json cannot be read "
+            f"(first: {first}: {why})",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -259,10 +259,13 @@ def build_log(summary: dict[str, Any], trials: list[JobTrial]) -> Any:
     )
 
 
-def export_inspect(job_dir: Path, out: Path) -> list[Path]:
+def export_inspect(
+    job_dir: Path, out: Path, unreadable: dict[str, str] | None = None
+) -> list[Path]:
     """Write one ``.eval`` log per model of the job into folder ``out``; return their paths.
-    Raises UserError when inspect-ai is not installed, JOB_DIR is not a job folder or has no
-    trial, or ``out`` is a file."""
+    Trial folders whose result.json cannot be read are left out, and go into ``unreadable``
+    (``<task>/<trial>`` -> why) when given. Raises UserError when inspect-ai is not installed,
+    JOB_DIR is not a job folder or has no trial, or ``out`` is a file."""
     try:
         from inspect_ai.log import write_eval_log
     except ImportError:
@@ -273,7 +276,7 @@ def export_inspect(job_dir: Path, out: Path) -> list[Path]:
     if out.exists() and not out.is_dir():
         raise UserError(f"OUT: {out} is a file; give a folder for the .eval logs")
     by_model: dict[str, list[JobTrial]] = defaultdict(list)
-    for t in find_trials(job_dir):
+    for t in find_trials(job_dir, unreadable):
         by_model[t.result.model].append(t)
     if not by_model:
         raise UserError(f"{job_dir}: the job has no readable trial (no */*/result.json)")
