@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -276,6 +277,34 @@ class TrialPaths:
     def is_trial(self) -> bool:
         """True when the folder holds a result.json."""
         return self.result.is_file()
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes | None:
+    """The first ``limit`` bytes of ``path`` (all of it when None) when it is a regular file,
+    else None: a link is not followed (a job folder from elsewhere may link to /etc/shadow),
+    a FIFO or device is not read (a FIFO blocked the viewer, and a replay's start, forever),
+    and a huge or sparse file is not read whole (helper-134, helper-137). Files of a job
+    folder that anyone may have edited are read through it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        parts: list[bytes] = []
+        left = -1 if limit is None else limit  # (-1: to the end)
+        while left != 0:
+            chunk = os.read(fd, 1 << 20 if left < 0 else min(left, 1 << 20))
+            if not chunk:
+                break
+            parts.append(chunk)
+            left = left - len(chunk) if left > 0 else left
+        return b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def umask_mode(mode: int) -> int:

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 import reprlib
-import stat
 from pathlib import Path
 from typing import Any
 
-from clawrig.spec.layout import TrialPaths
+from clawrig.spec.layout import TrialPaths, read_regular
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.trial import TrialResult
 from clawrig.transcript.dialog import content_text
@@ -57,33 +55,6 @@ def shown(text: str) -> str:
         return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
     return _SURROGATE.sub(escape, text)
-
-
-def read_regular(path: Path, limit: int) -> bytes | None:
-    """The first ``limit`` bytes of ``path`` when it is a regular file, else None: a link is
-    not followed (a job folder from elsewhere may link to /etc/shadow), a FIFO or device is
-    not opened for reading (a FIFO blocked the viewer forever), and a huge or sparse file is
-    not read whole (helper-134)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        parts: list[bytes] = []
-        left = limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            parts.append(chunk)
-            left -= len(chunk)
-        return b"".join(parts)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def regular_files(root: Path) -> list[Path]:

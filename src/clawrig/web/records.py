@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from clawrig.errors import UserError
 from clawrig.jsonl import jsonl_lines
-from clawrig.spec.layout import JobPaths, TrialPaths
+from clawrig.spec.layout import JobPaths, TrialPaths, read_regular
 
 WEB_RECORD_FILE = TrialPaths.WEB_CALLS
 """The per-trial record of every web exchange (in the trial folder)."""
@@ -83,21 +81,8 @@ class BlobStore:
     def get(self, digest: str) -> bytes | None:
         """The body stored as ``digest``, or None when absent, not a regular file (a link, a
         FIFO that hung the job's start: helper-137) or altered (hash mismatch)."""
-        path = self.root / digest
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                data = fh.read()
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        return data if hashlib.sha256(data).hexdigest() == digest else None
+        data = read_regular(self.root / digest)
+        return data if data is not None and hashlib.sha256(data).hexdigest() == digest else None
 
 
 class WebRecorder:
