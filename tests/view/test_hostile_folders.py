@@ -74,9 +74,31 @@ def hostile(jobs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     )
     (other / "score.json").write_text(json.dumps({"score": 1.0, "subscores": [1, 2]}))
     (other / "egress.jsonl").write_text('{"host": "x", "bytes_up": Infinity}\n')
+    # a sub-agent's transcript through a linked subagents/ folder, a 401-digit timestamp
+    # (helper-138: the one shown, the other a 500)
+    spawn = {"type": "message", "timestamp": 10**400, "message": {"role": "assistant",
+             "content": [{"type": "toolCall", "id": "s1", "name": "sessions_spawn",
+                          "arguments": {"task": "x"}}]}}  # fmt: skip
+    said = json.dumps({"childSessionKey": "kid"})
+    result = {"role": "toolResult", "toolCallId": "s1", "toolName": "sessions_spawn",
+              "content": [{"type": "text", "text": said}]}  # fmt: skip
+    spawned = {"type": "message", "message": result}
+    (trial / "chat.jsonl").write_text(
+        (trial / "chat.jsonl").read_text() + json.dumps(spawn) + "\n" + json.dumps(spawned) + "\n"
+    )
+    outside = root / "outside"
+    outside.mkdir()
+    kid = {"type": "message", "message": {"role": "user", "content": "TOP-SECRET-kid"}}
+    (outside / "kid.jsonl").write_text(json.dumps(kid) + "\n")
+    shutil.rmtree(trial / "subagents", ignore_errors=True)
+    (trial / "subagents").symlink_to(outside)
     (third,) = (job / "000001").iterdir()
     with open(third / "chat.jsonl", "r+b") as fh:  # 1 GiB, sparse: read whole it took 2 GB
         fh.truncate(1024**3)
+    for folder in (other, third):  # two scores of 1e308 overflowed the means: a 500
+        result = json.loads((folder / "result.json").read_text())
+        result["score"]["score"] = 1e308
+        (folder / "result.json").write_text(json.dumps(result))
     proc, base = start_view(job)
     yield {"job": job, "trial": trial, "other": other, "third": third, "base": base,
            "secret": secret}  # fmt: skip
@@ -134,6 +156,23 @@ def test_a_corrupted_index_cache_is_rebuilt_not_a_500(hostile, tmp_path):
     summary.write_text(json.dumps(s))
     proc = clawrig("view", job, "--bundle", tmp_path / "site2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # a FIFO as a result.json whose cached row still matches it: read for the trial's task,
+    # it hung the page and the bundle (helper-138); and the exports (no cache needed)
+    (trial,) = (job / "000015").iterdir()
+    (trial / "result.json").unlink()
+    os.mkfifo(trial / "result.json")
+    data = json.loads(cache.read_text())
+    rel = f"000015/{trial.name}"
+    for row in data["rows"]:
+        if row["id"] == rel:
+            row["mt"] = (trial / "result.json").stat().st_mtime_ns
+    data["dirs"]["000015"] = (job / "000015").stat().st_mtime_ns
+    cache.write_text(json.dumps(data))
+    proc = clawrig("view", job, "--bundle", tmp_path / "site3", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = clawrig("export", "sft", job, tmp_path / "rows.jsonl", "--min-score", "0", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "whose result.json cannot be read" in proc.stdout
     assert "TOP-SECRET" not in "".join(
         p.read_text(errors="replace") for p in (tmp_path / "site2").rglob("*.html")
     )

@@ -41,7 +41,7 @@ def clawrig(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         [str(CLAWRIG), *map(str, args)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=kwargs.pop("timeout", 300),
         env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **kwargs.pop("env", {})},
         **kwargs,
     )

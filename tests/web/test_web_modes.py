@@ -185,6 +185,8 @@ async def test_a_broken_recording_is_one_error_before_any_trial(brave_env, tmp_p
         ("error", {"a": 1}, "error: text is required, got {'a': 1}"),
         ("content_type", [1], "content_type: text is required, got [1]"),
         ("charset", "no-such-charset", "charset: not a character set: 'no-such-charset'"),
+        ("provider", [1], "provider: not a search provider clawrig has: [1]"),  # (helper-138)
+        ("charset", "utf\x00", "charset: not a character set: 'utf\\x00'"),
     ):
         resp = {**line["response"], field: value}
         said = replay_error(json.dumps({**line, "response": resp}).encode() + b"\n")

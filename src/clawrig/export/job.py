@@ -15,12 +15,14 @@ from typing import Any
 
 from clawrig.errors import ClawrigError, UserError
 from clawrig.jsonl import jsonl_lines
-from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
+from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text, read_regular
 from clawrig.spec.summary import JobSummary
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
 from clawrig.tasks.registry import find_task, load_tasks
 
+RESULT_LIMIT = 64 * 1024**2
+"""Bytes of a result.json read at most (a larger one cannot be read)."""
 UNREADABLE = "result.json cannot be read"
 """How :func:`find_trials` says why it left a trial folder out."""
 
@@ -121,16 +123,19 @@ def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list
     for rj in layout.trial_results():
         folder = rj.parent
         try:
-            raw = json.loads(rj.read_text(encoding="utf-8"))
+            data = read_regular(rj, RESULT_LIMIT)  # (a FIFO hung the exports: helper-138)
+            if data is None:
+                raise OSError("not a regular file")
+            raw = json.loads(data)
             result = TrialResult.model_validate(raw)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             if unreadable is not None:
                 why = (
                     "not JSON"
-                    if isinstance(exc, json.JSONDecodeError)
+                    if isinstance(exc, json.JSONDecodeError | RecursionError)
                     else "not a trial's result"
                     if isinstance(exc, ValueError)
-                    else exc.__class__.__name__
+                    else str(exc) or exc.__class__.__name__
                 )
                 unreadable[f"{folder.parent.name}/{folder.name}"] = f"{UNREADABLE} ({why})"
             continue

@@ -78,8 +78,8 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
                 "ee": None, "gpr": None, "tpe": None, "tgpr": None, "mt": mtime_ns}  # fmt: skip
     msg = r.error.message if r.error else (r.score.error if r.score and r.score.error else None)
     score = counted_score(r)
-    if score is not None and not math.isfinite(score):  # (a NaN in a result.json: a 500)
-        score, msg = None, msg or "result.json: the score is not a finite number"
+    if score is not None and not 0.0 <= score <= 1.0:  # (NaN, 1e308 in a result.json: 500s)
+        score, msg = None, msg or f"result.json: the score {score!r} is not in [0, 1]"
     return {
         "id": rel,
         "task": r.task_id,
@@ -97,7 +97,7 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
         "tools": r.tool_calls,
         "stop": str(r.stop_reason) if r.stop_reason else None,
         "started": r.started_at,
-        **r.process.metrics(),
+        **{k: v if v is None or abs(v) <= 1e9 else None for k, v in r.process.metrics().items()},
         "mt": mtime_ns,
     }
 
@@ -128,11 +128,15 @@ _ROW_TYPES: dict[str, tuple[type, ...]] = {
 def _valid_row(row: Any) -> bool:
     """True when a cached index row has :data:`_ROW_TYPES`' fields and types (a cache edited
     or written by another version: a row's ``"score": "x"`` made every job page a 500)."""
-    return isinstance(row, dict) and all(
-        isinstance(row.get(k), types)
-        and not isinstance(row.get(k), bool)
-        and not (isinstance(row.get(k), float) and not math.isfinite(row[k]))  # (NaN: a 500)
-        for k, types in _ROW_TYPES.items()
+    return (
+        isinstance(row, dict)
+        and all(
+            isinstance(row.get(k), types)
+            and not isinstance(row.get(k), bool)
+            and not (isinstance(row.get(k), float) and not math.isfinite(row[k]))  # (NaN: a 500)
+            for k, types in _ROW_TYPES.items()
+        )
+        and (row["score"] is None or 0.0 <= row["score"] <= 1.0)
     )
 
 

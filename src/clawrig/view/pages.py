@@ -32,7 +32,7 @@ from clawrig.spec.layout import TrialPaths
 from clawrig.spec.summary import headline_benchmarks
 from clawrig.view import plots
 from clawrig.view.index import JobView, Row
-from clawrig.view.trial import as_dict, read_trial, shown
+from clawrig.view.trial import as_dict, read_json, read_trial, shown
 
 STATIC_DIR = Path(__file__).parent / "static"
 ERROR_KINDS = ("agent", "grading", "setup", "infrastructure", "budget", "cancelled")
@@ -442,7 +442,7 @@ class Site:
         from clawrig.spec.trial import TrialResult
 
         folder = job.folder / row["id"]
-        raw = json.loads(TrialPaths(folder).result.read_text(encoding="utf-8"))
+        raw = read_json(TrialPaths(folder).result)  # (a FIFO hung the page: helper-138)
         return JobTrial(folder=folder, result=TrialResult.model_validate(raw), raw=raw)
 
     def _task(self, job: JobView, row: Row) -> Any | None:

@@ -167,7 +167,12 @@ def _session_events(
     step = 0
 
     def rel(ms: int | None) -> float | None:
-        return round((ms - start) / 1000, 3) if ms is not None and start is not None else None
+        if ms is None or start is None:
+            return None
+        try:  # (a 401-digit timestamp overflowed the division: a 500, helper-138)
+            return round((ms - start) / 1000, 3)
+        except (OverflowError, TypeError, ValueError):
+            return None
 
     for m in transcript.messages:
         t = rel(m.timestamp_ms)
@@ -213,7 +218,11 @@ def _subagent(result_text: str, folder: Path, depth: int, start: int | None) -> 
     if not isinstance(key, str):
         return None
     path = TrialPaths(folder).subagent(key)
-    if not path.is_file() or path.is_symlink():
+    try:  # in the trial's folder, through no link (a linked subagents/ led out: helper-138)
+        inside = path.resolve(strict=True).is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):
+        inside = False
+    if not inside or not path.is_file() or path.is_symlink():
         return None
     session = _session_events(path, folder, depth + 1, start)
     session["key"] = key

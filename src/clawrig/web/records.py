@@ -134,7 +134,7 @@ def _response_problem(response: dict[str, Any]) -> str | None:
     ):
         return f"status: not an HTTP status: {status!r:.80}"
     provider = response.get("provider")
-    if provider is not None and provider not in PROVIDERS and provider != "replay":
+    if provider is not None and (not isinstance(provider, str) or provider not in PROVIDERS):
         return f"provider: not a search provider clawrig has: {provider!r:.80}"
     for name in ("error", "final_url", "content_type"):
         value = response.get(name)
@@ -149,7 +149,7 @@ def _response_problem(response: dict[str, Any]) -> str | None:
     if charset is not None:
         try:
             codecs.lookup(charset)
-        except (LookupError, TypeError):
+        except (LookupError, TypeError, ValueError):  # (ValueError: "utf\x00")
             return f"charset: not a character set: {charset!r:.80}"
     if not isinstance(response.get("truncated", False), bool):
         return f"truncated: true or false is required, got {response['truncated']!r:.80}"
