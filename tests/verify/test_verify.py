@@ -454,15 +454,31 @@ TMP_FILLING_GRADER = """def grade(transcript=None, workspace_path="/tmp_workspac
 """
 
 
-def test_verify_memory_mb_is_each_sandboxs_limit(tmp_path: Path) -> None:
+# The kernel's OOM killer picks the largest process, and /tmp's pages belong to none: it killed
+# the grader or the clean room's supervisor (a fork of the same size) by chance. A CI run got
+# the supervisor, and verify called the check a warning (exit 0). The second grader makes the
+# supervisor the kernel's choice (any process may raise a process's oom_score_adj of its uid).
+SUPERVISOR_FIRST = TMP_FILLING_GRADER.replace(
+    '    with open("/tmp/scratch.bin", "wb") as fh:',
+    "    import os\n"
+    '    with open(f"/proc/{os.getppid()}/oom_score_adj", "w") as adj:\n'
+    '        adj.write("1000")\n'
+    '    with open("/tmp/scratch.bin", "wb") as fh:',
+)
+
+
+@pytest.mark.parametrize(
+    "grader", [TMP_FILLING_GRADER, SUPERVISOR_FIRST], ids=["any", "supervisor"]
+)
+def test_verify_memory_mb_is_each_sandboxs_limit(tmp_path: Path, grader: str) -> None:
     bench = tmp_path / "bench"
-    write_wildclaw_task(bench, 1, TMP_FILLING_GRADER)
+    write_wildclaw_task(bench, 1, grader)
     proc = run("verify", bench, "--json", "--memory-mb", "64")
     report = json.loads(proc.stdout)
     [empty] = [f for f in report["samples"][0]["findings"] if f["check"] == "killer.empty"]
     assert "out of memory" in empty["message"] and "--memory-mb" in empty["message"], empty
     # the only check of a grader-only task could not run: not verified (helper-127)
-    assert empty["severity"] == "error" and proc.returncode == 1
+    assert empty["severity"] == "error" and proc.returncode == 1, empty
     proc = run("verify", bench, "--json", "--memory-mb", "512")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     report = json.loads(proc.stdout)

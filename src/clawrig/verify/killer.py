@@ -21,8 +21,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from clawrig.choices import DEFAULT_MEMORY_MB
+from clawrig.sandbox.base import OOM_MARK
 from clawrig.spec.task import Task, Workspace
-from clawrig.spec.trial import ErrorKind, Score
+from clawrig.spec.trial import ErrorKind, Score, TrialError
 from clawrig.verify.report import Finding
 from clawrig.verify.sandboxed import content_bytes, done_transcript, grade_files, run_agent
 
@@ -48,10 +49,16 @@ def result_files(golden: Mapping[str, bytes], initial: Path | None) -> list[str]
     return out
 
 
-def limit_hit(score: Score | None) -> bool:
+def limit_hit(score: Score | None, error: TrialError | None = None) -> bool:
     """True when the grader was killed for the sandbox's memory limit (``--memory-mb``:
-    ``details["out_of_memory"]``): the check could not run."""
-    return score is not None and bool(score.details.get("out_of_memory"))
+    ``details["out_of_memory"]``), or the trial's ``error`` says the clean room died of it
+    while grading (the kernel may kill its supervisor instead of the grader: a CI run saw it,
+    :data:`clawrig.sandbox.base.OOM_MARK`): the check could not run."""
+    if score is not None and score.details.get("out_of_memory"):
+        return True
+    return (
+        error is not None and error.phase in ("gt_inject", "grading") and OOM_MARK in error.message
+    )
 
 
 def judge(check: str, what: str, score: Score | None, threshold: float) -> Finding:
@@ -114,7 +121,8 @@ async def check_empty(
         # the sandbox's memory limit (--memory-mb) stopped the check: not verified (an error,
         # as for the removed and corrupted rollouts: judge); any other failure on an untouched
         # workspace may be the grader's own way to refuse it (a warning)
-        if limit_hit(result.score):
+        hit = limit_hit(result.score, result.error)
+        if hit:
             message = f"{what} could not be graded: {result.error.message}"
         elif result.error.phase == "grading":  # it ran; its grader failed on it (helper-135)
             message = f"the grader fails on {what}: {result.error.message}"
@@ -126,7 +134,7 @@ async def check_empty(
         findings.append(
             Finding(
                 check="killer.empty",
-                severity="error" if limit_hit(result.score) else "warning",
+                severity="error" if hit else "warning",
                 message=message,
             )
         )
