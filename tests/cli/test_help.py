@@ -144,3 +144,17 @@ def test_each_command_is_listed_with_a_one_line_summary():
         if "\n" in first.strip():
             broken.append(" ".join(path))
     assert broken == []
+
+
+def test_version_option_and_command_say_the_same():
+    """helper-139: `clawrig --version` (what a new user tries first) was "No such option"."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from clawrig import __version__
+
+    exe = str(Path(sys.executable).with_name("clawrig"))
+    for args in (["--version"], ["version"]):
+        proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.strip() == __version__, (args, proc.stderr)

@@ -156,6 +156,12 @@ def test_a_corrupted_index_cache_is_rebuilt_not_a_500(hostile, tmp_path):
     summary.write_text(json.dumps(s))
     proc = clawrig("view", job, "--bundle", tmp_path / "site2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the job page links every trial without JavaScript too (helper-139: a text browser or
+    # curl reached none: the table is drawn by app.js)
+    page = (tmp_path / "site2" / "job0" / "index.html").read_text()
+    plain = page.split('<ul id="t-plain">', 1)[1].split("</ul>", 1)[0]
+    for trial in job.glob("*/*/result.json"):
+        assert f'href="trials/{trial.parent.parent.name}/{trial.parent.name}.html"' in plain
     # a FIFO as a result.json whose cached row still matches it: read for the trial's task,
     # it hung the page and the bundle (helper-138); and the exports (no cache needed)
     (trial,) = (job / "000015").iterdir()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -101,8 +101,24 @@ _app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:  # (`clawrig --version` is what a new user tries first: helper-139)
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
 @_app.callback()
-def _main() -> None:
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print clawrig's version and exit (as `clawrig version`).",
+        ),
+    ] = False,
+) -> None:
     """Run Claw-style agent benchmarks: tasks -> sandbox -> agent -> grading -> summary."""
 
 

@@ -238,7 +238,7 @@ def detect_format(path: Path | str) -> TaskFormat | str:
     """
     path = Path(path)
     if not path.exists():
-        raise UserError(f"{path}: path: no such file or folder")
+        raise UserError(f"PATH: no such file or folder: {path}")
     reader = _reader_for(path)
     if path.is_file() and not isinstance(reader, MarkdownFormat):
         if reader is not None:
@@ -341,7 +341,7 @@ def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
     path = Path(path)
     root_dir = Path(root) if root is not None else None
     if not path.exists():
-        raise UserError(f"{path}: path: no such file or folder")
+        raise UserError(f"PATH: no such file or folder: {path}")
     if root_dir is not None and not root_dir.is_dir():
         raise UserError(f"--root: {root_dir}: no such folder")
     if (

@@ -417,6 +417,8 @@ class Site:
             data=data,
             kinds=sorted({r["err"] for r in rows if r["err"]}),
             cats=sorted({r["cat"] for r in rows if r["cat"]}),
+            # (a text browser, curl or an archive reached no trial page: helper-139)
+            plain_rows=sorted(rows, key=lambda r: r["id"]),
         )
 
     def _resolver(self, job: JobView) -> Any | None:
