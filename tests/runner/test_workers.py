@@ -145,6 +145,25 @@ def _add_many(path: Path, n: int) -> None:
         tally.add(0.25)
 
 
+def _kill_the_worker_when(ready: Any) -> tuple[threading.Thread, list[int]]:
+    """A started thread that SIGKILLs this process's one harness worker once ``ready()`` is
+    true (within 300 s); the list it puts the killed pid in."""
+    killed: list[int] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            pids = _worker_pids(os.getpid())
+            if len(pids) == 1 and ready():
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=watch, daemon=True)
+    killer.start()
+    return killer, killed
+
+
 def test_a_killed_worker_s_trials_run_again_on_the_other(
     mini_bench, model_server, tmp_path, monkeypatch
 ):
@@ -152,21 +171,8 @@ def test_a_killed_worker_s_trials_run_again_on_the_other(
     srv = model_server(delay=1.0)
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     out = tmp_path / "out"
-    killed: list[int] = []
-
-    def kill_when_busy() -> None:
-        # once the model has been asked something (trials are in flight in both processes),
-        # SIGKILL the worker process
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not killed:
-            pids = _worker_pids(os.getpid())
-            if len(pids) == 1 and len(srv.requests) >= 2:
-                os.kill(pids[0], signal.SIGKILL)
-                killed.append(pids[0])
-            time.sleep(0.05)
-
-    killer = threading.Thread(target=kill_when_busy, daemon=True)
-    killer.start()
+    # once the model has been asked something (trials are in flight in both processes)
+    killer, killed = _kill_the_worker_when(lambda: len(srv.requests) >= 2)
     summary = Job(job_config(bench, out, runs=2, parallel=4, workers=2)).run()
     killer.join(timeout=60)
     assert killed
@@ -748,20 +754,11 @@ def test_a_killed_workers_cut_trials_keep_what_they_spent(
     srv = ScriptedServer(responder=respond).start()
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     out = tmp_path / "out"
-    killed: list[int] = []
 
-    def kill_when_every_trial_has_spent() -> None:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not killed:
-            spent = [f for f in out.glob("*/.tmp-*/model_calls.jsonl") if f.stat().st_size]
-            pids = _worker_pids(os.getpid())
-            if len(spent) >= 4 and len(pids) == 1:
-                os.kill(pids[0], signal.SIGKILL)
-                killed.append(pids[0])
-            time.sleep(0.05)
+    def every_trial_has_spent() -> bool:
+        return len([f for f in out.glob("*/.tmp-*/model_calls.jsonl") if f.stat().st_size]) >= 4
 
-    killer = threading.Thread(target=kill_when_every_trial_has_spent, daemon=True)
-    killer.start()
+    killer, killed = _kill_the_worker_when(every_trial_has_spent)
     try:
         summary = Job(job_config(bench, out, parallel=4, workers=2)).run()
     finally:

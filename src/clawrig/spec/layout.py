@@ -43,6 +43,7 @@ clawrig's files)::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -310,17 +311,22 @@ def read_regular(path: Path, limit: int | None = None) -> bytes | None:
 def umask_mode(mode: int) -> int:
     """``mode`` less this process's umask: the mode ``open``/``mkdir`` would give a new file
     or folder (``tempfile``'s are 0600/0700 whatever the umask; a trial folder and the files
-    ``tasks build-dataclaw`` writes are chmod-ed to this, helper-135). The umask is read from
-    /proc/self/status (setting it to read it would race other threads); 0o022 where there is
-    none."""
+    ``tasks build-dataclaw`` writes are chmod-ed to this, helper-135)."""
+    return mode & ~_umask()
+
+
+@functools.cache
+def _umask() -> int:
+    """This process's umask, read once (every trial folder asks) from /proc/self/status
+    (setting it to read it would race other threads); 0o022 where there is none."""
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
                 if line.startswith("Umask:"):
-                    return mode & ~int(line.split()[1], 8)
+                    return int(line.split()[1], 8)
     except (OSError, ValueError, IndexError):
         pass
-    return mode & ~0o022
+    return 0o022
 
 
 @dataclass(frozen=True)

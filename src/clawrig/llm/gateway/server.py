@@ -1077,10 +1077,11 @@ class Gateway:
             lease.watch.begin(seq)
 
         hold = Held()  # the place of the attempt whose reply is being read
-        read: list[Any] = [None, False]  # a plain 200 reply's body read by its attempt, and if
+        read_body: bytes | None = None  # a plain 200 reply's body, read by its attempt
+        body_read = False
 
         async def attempt() -> httpx.Response:
-            nonlocal attempts, hold
+            nonlocal attempts, hold, read_body, body_read
             attempts += 1
             with lease.watch.queued(seq):  # the harness's wait, not the provider's silence
                 held = await take_provider_slot(ep.provider, ep.max_concurrency, lease.clock)
@@ -1103,8 +1104,8 @@ class Gateway:
                 ):
                     # a plain reply is read whole within its attempt: one cut off mid-body
                     # (a dropped connection) is retried, as nothing reached the client yet
-                    read[0] = await _read_reply(resp, MAX_REPLY_BYTES)
-                    read[1] = True
+                    read_body = await _read_reply(resp, MAX_REPLY_BYTES)
+                    body_read = True
             except BaseException:
                 held.release()
                 raise
@@ -1192,7 +1193,7 @@ class Gateway:
                     data, status_code=resp.status_code, media_type=ctype or "application/json"
                 )
             if "text/event-stream" not in ctype:
-                reply = read[0] if read[1] else await _read_reply(resp, MAX_REPLY_BYTES)
+                reply = read_body if body_read else await _read_reply(resp, MAX_REPLY_BYTES)
                 try:
                     if reply is None:
                         raise ValueError(f"over {format_bytes(MAX_REPLY_BYTES)}")
