@@ -1094,11 +1094,14 @@ S000008 = Sample(
         ),
         Turn(
             "The services may answer 429 or 500 and retrying is safe, so I write a small client "
-            "that retries (honouring Retry-After) and pretty-prints JSON, then list the inbox.",
-            [
-                ("exec", {"command": API_HELPER}),
-                ("exec", {"command": api("POST", f"{GMAIL_URL}/gmail/messages", {"days_back": 7})}),
-            ],
+            "that retries (honouring Retry-After) and pretty-prints JSON.",
+            [("exec", {"command": API_HELPER})],
+        ),
+        Turn(
+            # (a turn of its own: the calls of one turn run at once, and this one needs the
+            # client written)
+            "Now list the inbox.",
+            [("exec", {"command": api("POST", f"{GMAIL_URL}/gmail/messages", {"days_back": 7})})],
         ),
         Turn(
             "msg_001 is Dana's. Open it for the proposed slots.",
@@ -1358,14 +1361,14 @@ S000009 = Sample(
                 ("read", {"path": f"{W}/kb/api_changelog.md"}),
             ],
         ),
+        Turn("Write a small retrying JSON client.", [("exec", {"command": API_HELPER})]),
         Turn(
-            "Write a small retrying JSON client, then list #support.",
+            "Now list #support.",  # (its own turn: one turn's calls run at once)
             [
-                ("exec", {"command": API_HELPER}),
                 (
                     "exec",
                     {"command": api("POST", f"{SLACK_URL}/slack/messages", {"channel": "support"})},
-                ),
+                )
             ],
         ),
         Turn(

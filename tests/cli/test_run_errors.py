@@ -650,6 +650,54 @@ def test_a_model_given_to_an_agent_that_calls_none_is_noted(tmp_path: Path) -> N
     assert r.returncode == 0 and "calls no model" not in r.stderr, r.stderr[-2000:]
 
 
+def test_a_replay_counts_what_each_recorded_call_cost(tmp_path: Path, scripted_server) -> None:
+    """A job priced by ``MODEL_COST_INPUT`` / ``MODEL_COST_OUTPUT`` (the provider reports no
+    cost) and replayed without them: each trial's usage and the summary count the recorded
+    calls' cost, as the console and docs/outputs.md say. It was $0 (helper-140): the agent
+    priced each replayed reply again with the replay's prices, none."""
+    from clawrig.testing.scripted_server import (
+        DEFAULT_COMPLETION_TOKENS,
+        DEFAULT_PROMPT_TOKENS,
+        load_script,
+    )
+
+    replies, models = load_script(REPO / "examples" / "scripted-000015.json")
+    srv = scripted_server(list(replies), models=models)
+    priced = dict(
+        os.environ,
+        SCRIPTED_BASE_URL=srv.base_url,
+        MODEL_COST_INPUT="1000",
+        MODEL_COST_OUTPUT="3000",
+    )
+    job = tmp_path / "recorded"
+    r = run("run", "suites/demo", "--suite", "000015", "-m", "scripted/demo", "-p", "1",
+            "-o", str(job), cwd=REPO, env=priced)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    calls = [
+        json.loads(line)
+        for line in next(job.glob("000015/*/model_calls.jsonl")).read_text().splitlines()
+    ]
+    # USD per call from the token counts the scripted server sends and the prices per 1M
+    per_call = (DEFAULT_PROMPT_TOKENS * 1000 + DEFAULT_COMPLETION_TOKENS * 3000) / 1e6
+    assert len(calls) == len(replies) and per_call > 0
+    unpriced = {k: v for k, v in os.environ.items() if not k.startswith("MODEL_COST_")}
+    unpriced.pop("SCRIPTED_BASE_URL", None)
+    r = run("run", "suites/demo", "--suite", "000015", "--replay", str(job), "-o",
+            str(tmp_path / "replayed"), cwd=REPO, env=unpriced)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    usage = json.loads(next((tmp_path / "replayed").glob("000015/*/usage.json")).read_text())
+    assert usage["request_count"] == len(calls)
+    assert usage["cost_usd"] == pytest.approx(per_call * len(calls))
+    summary = json.loads(next((tmp_path / "replayed").glob("summary_*.json")).read_text())
+    assert summary["efficiency"]["total_cost_usd"] == pytest.approx(per_call * len(calls))
+    # and the console says what the job spent (it said nothing of tokens or USD: helper-140)
+    n, tin, tout = len(calls), DEFAULT_PROMPT_TOKENS, DEFAULT_COMPLETION_TOKENS
+    assert (
+        f"model usage: {n} requests, {n * (tin + tout):,} tokens ({n * tin:,} in, {n * tout:,} "
+        f"out), ${per_call * n:.4f}\n"
+    ) in r.stdout
+
+
 def test_a_replay_of_fewer_runs_than_were_recorded_says_so(tmp_path: Path, scripted_server) -> None:
     """``--replay`` of a job that recorded 2 runs of 000015, without ``--runs``: 1 run, and the
     second run's recorded calls unused with no word (a new user's finding with 8 runs). Now a
@@ -779,16 +827,26 @@ def test_a_model_the_server_does_not_have_says_the_right_one_is_another_job(
     tmp_path: Path, scripted_server
 ) -> None:
     """404 for the model's name: the fix is another -m, whose job is another (resuming this
-    folder with it is refused): the line says to give it its own folder, not to --resume."""
+    folder with it is refused): the line says to run it again with the right -m, not to
+    --resume. The wrong name's job ran no trial, so nothing of it stays (its progress file
+    stayed for good, and the line said to choose another folder, which the right -m does not
+    need: helper-140); the right -m then runs in the same folder."""
+    from clawrig.testing.scripted_server import load_script
+
     srv = scripted_server([], models=["demo"])
     out = tmp_path / "out"
     r = run("run", "suites/demo", "--suite", "000015", "-m", "scripted/demoo", "-o", str(out),
             cwd=REPO, env=dict(os.environ, SCRIPTED_BASE_URL=srv.base_url))  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     last = r.stderr.splitlines()[-1]
-    assert "404" in last and last.endswith(
-        f"; {out} keeps this name's job: with the right -m, choose another --output"
-    ), last
+    assert "404" in last and last.endswith("; no trial ran: run it again with the right -m"), last
+    assert not list(out.glob("progress_*.json"))
+    replies, models = load_script(REPO / "examples" / "scripted-000015.json")
+    live = scripted_server(list(replies), models=models)
+    r = run("run", "suites/demo", "--suite", "000015", "-m", "scripted/demo", "-o", str(out),
+            cwd=REPO, env=dict(os.environ, SCRIPTED_BASE_URL=live.base_url))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [p.name for p in out.glob("summary_*.json")] == ["summary_scripted_demo.json"]
 
 
 def test_memory_mb_sets_each_sandboxs_memory_limit(tmp_path):

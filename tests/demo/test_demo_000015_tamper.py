@@ -122,6 +122,17 @@ def test_deleted_graph_voids_the_chain_checks(demo: ModuleType, tmp_path: Path) 
     assert result["overall_score"] == pytest.approx(0.10)
 
 
+def test_graph_intact_is_said_without_a_results_file(demo: ModuleType, tmp_path: Path) -> None:
+    """``graph_intact`` says whether the gate passed (suites/demo/README.md), also when there is
+    no results file to score: it said 0.0 then, the graph untouched (helper-140)."""
+    workspace = _workspace(tmp_path, GOLDEN)
+    (workspace / "results" / "results.md").unlink()
+    result = _grade(demo, workspace)
+    assert result["graph_intact"] == 1.0 and result["overall_score"] == 0.0
+    _tamper(workspace)
+    assert _grade(demo, workspace)["graph_intact"] == 0.0
+
+
 def test_gate_hash_is_the_shipped_graph_hash(demo: ModuleType) -> None:
     shipped = (DEMO / "workspaces" / "000015" / "coauthorship.json").read_bytes()
     assert demo.INITIAL_SHA256 == {"coauthorship.json": hashlib.sha256(shipped).hexdigest()}

@@ -187,11 +187,23 @@ def test_add_and_responder(scripted_server):
     assert srv.remaining == 0
 
 
-def test_responder_failure_is_a_500(scripted_server):
+def test_responder_failure_is_a_500_no_client_retries(scripted_server):
+    """A responder that raises, or returns what is no reply, fails every retry alike: a 500
+    with ``x-should-retry: false`` (as an exhausted script's), its one-line message naming
+    the fault; a client retried it for minutes (helper-140)."""
     srv = scripted_server(responder=lambda body: 1 / 0)
     resp = httpx.post(f"{srv.base_url}/chat/completions", json=chat())
-    assert resp.status_code == 500
-    assert "ZeroDivisionError" in resp.json()["error"]["message"]
+    assert resp.status_code == 500 and resp.headers["x-should-retry"] == "false"
+    assert resp.json()["error"]["message"] == (
+        "ScriptedServer responder failed: ZeroDivisionError: division by zero"
+    )
+    srv = scripted_server(responder=lambda body: 12345)
+    resp = httpx.post(f"{srv.base_url}/chat/completions", json=chat())
+    assert resp.status_code == 500 and resp.headers["x-should-retry"] == "false"
+    assert resp.json()["error"]["message"] == (
+        "ScriptedServer responder failed: it returned 12345, not a reply (text, or a dict with "
+        "content, tool_calls, error or drop: docs in clawrig.testing.scripted_server)"
+    )
 
 
 MALFORMED = [

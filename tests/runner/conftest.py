@@ -56,12 +56,14 @@ def write_mini_bench(root: Path, n: int) -> Path:
 
 
 def solve_even_tasks(request: dict[str, Any], cost: float = 0.01) -> Reply:
-    """Responder: first turn writes ok-k (even k) or WRONG (odd k); then answers done."""
+    """Responder: first turn writes ok-k (even k) or WRONG (odd k); then answers done. A
+    request of no task (the harness's plain probe after a refusal) is answered "OK"."""
     messages = request["messages"]
     first = messages[0]["content"]
-    k = int(
-        re.search(r"TASKNUM=(\d+)", first if isinstance(first, str) else json.dumps(first)).group(1)
-    )
+    task = re.search(r"TASKNUM=(\d+)", first if isinstance(first, str) else json.dumps(first))
+    if task is None:
+        return reply("OK", usage=usage(10, 1, cost=cost))
+    k = int(task.group(1))
     if not any(m.get("role") == "tool" for m in messages):
         text = f"ok-{k}" if k % 2 == 0 else "WRONG"
         cmd = f"mkdir -p /tmp_workspace/results && echo {text} > /tmp_workspace/results/out.txt"

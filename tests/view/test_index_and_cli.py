@@ -105,11 +105,10 @@ def test_inspect_logs_load_with_the_same_scores(jobs, tmp_path):
         got = {(s.id, s.epoch - 1): s.scores["clawrig"].value for s in log.samples}
         assert got == {(t["task_id"], t["run_index"]): t["score"] for t in summary["tasks"]}
         metrics = {k: m.value for k, m in log.results.scores[0].metrics.items()}
-        assert metrics == {
-            "mean": summary["mean"]["mean"],
-            "wildclaw_average": summary["wildclaw"]["overall"],
-            "acc": summary["overall_score"],
-        }
+        # the demo suite is a four-folder set: neither WildClawBench's average nor
+        # DataClawBench's Acc is its number (the viewer shows "-" for both; helper-140)
+        assert summary["formats"] == ["fourfolder"]
+        assert metrics == {"mean": summary["mean"]["mean"]}
         tokens = sum(u.total_tokens for s in log.samples for u in s.model_usage.values())
         assert tokens == summary["usage"]["total_tokens"]
     # the model job's transcript: the tool calls and their results, in Inspect's shapes

@@ -483,16 +483,29 @@ def _resumable(exc: ModelRequestError, config: Any) -> ModelRequestError:
     2), saying that the output folder holds the job to ``--resume`` once the cause is fixed
     when its progress file was written (a new user re-ran the same command and was refused:
     "holds an unfinished job"); for a model the server does not have (404), that the right
-    ``-m`` is another job, for another folder."""
-    from clawrig.runner.batch import progress_path
+    ``-m`` is another job (the folder may hold it too); a job of that name that finished no
+    trial is not kept (its progress file is removed: nothing of it to resume)."""
+    from clawrig.runner.batch import progress_path, read_progress
 
     model = config.trial.model
     if "--resume" in str(exc) or model in ("", "none"):
         return exc  # (a replay's miss says it already)
-    if not progress_path(config.output, model).is_file():
+    path = progress_path(config.output, model)
+    if not path.is_file():
         return exc
     if exc.status == 404:  # no such model: the fix is another -m, which is another job
-        then = f"{config.output} keeps this name's job: with the right -m, choose another --output"
+        try:
+            progress = read_progress(path)
+        except UserError:
+            progress = None
+        if progress is not None and not progress.completed:
+            path.unlink(missing_ok=True)  # (helper-140: it stayed for good)
+            then = "no trial ran: run it again with the right -m"
+        else:
+            then = (
+                f"{config.output} keeps this name's finished trials; the right -m is another job "
+                "(in this folder too)"
+            )
     else:
         then = f"{config.output} keeps the job: fix that, then run the same command with --resume"
     return ModelRequestError(f"{exc}; {then}", status=exc.status, detail=exc.detail)
@@ -629,6 +642,27 @@ PASS_K_SHOWN = 8
 2, 4, ... and n only (the summary file keeps every k)."""
 
 
+def usage_line(summary: dict[str, Any]) -> str | None:
+    """What the job spent on models (the summary's ``usage``: every attempt's, requests,
+    tokens, USD), or None when it made no model request."""
+    usage = summary.get("usage") or {}
+    requests = usage.get("total_requests") or 0
+    if not requests:
+        return None
+    cached = (usage.get("cache_read_tokens") or 0) + (usage.get("cache_write_tokens") or 0)
+    line = (
+        f"model usage: {requests:,} request{'s' if requests != 1 else ''}, "
+        f"{usage.get('total_tokens') or 0:,} tokens ({usage.get('input_tokens') or 0:,} in, "
+        f"{usage.get('output_tokens') or 0:,} out"
+        + (f", {cached:,} cached" if cached else "")
+        + f"), ${usage.get('total_cost_usd') or 0:.4f}"
+    )
+    retried = usage.get("retried") or {}
+    if retried.get("request_count"):
+        line += f" (${retried.get('cost_usd') or 0:.4f} of it by attempts run again)"
+    return line
+
+
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """The lines printed under the table: the benchmark's headline numbers, pass@k, how long
     trials waited on the harness, and why each errored trial failed (at most 10)."""
@@ -650,6 +684,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"success = score >= {summary.get('threshold', 1.0):g}: " + ", ".join(bits) + note
         )
+    if line := usage_line(summary):
+        lines.append(line)
     if line := waits_line(summary):
         lines.append(line)
     if replayed := summary.get("replayed_from"):

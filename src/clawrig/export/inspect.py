@@ -13,7 +13,7 @@ Written with Inspect's own Python API (``inspect_ai.log.EvalLog`` and ``write_ev
   agent error counts 0; a trial with another error has no score and an ``error`` instead), the
   grader's sub-scores in its metadata; ``model_usage`` from usage.json (tokens, USD);
 - ``results.scores[0].metrics``: the summary's ``mean``, ``wildclaw_average`` (WildClawBench)
-  and ``acc`` (DataClawBench overall_score).
+  and ``acc`` (DataClawBench overall_score), each only for a job that ran its format's tasks.
 
 Needs the ``inspect`` extra (``pip install 'clawrig[inspect]'``); UserError when it is missing
 or JOB_DIR is not a job folder.
@@ -30,6 +30,7 @@ from clawrig.errors import UserError
 from clawrig.export.job import JobTrial, find_trials, read_summary
 from clawrig.spec.job import model_slug
 from clawrig.spec.layout import JobPaths
+from clawrig.spec.summary import HEADLINE_BENCHMARKS, headline_benchmarks
 from clawrig.spec.transcript import TranscriptMessage
 from clawrig.view.index import counted_score
 from clawrig.view.trial import as_dict
@@ -201,12 +202,19 @@ def build_log(summary: dict[str, Any], trials: list[JobTrial]) -> Any:
     scored = sum(1 for s in samples if s.scores)
     mean = as_dict(summary.get("mean"))
     wild = as_dict(summary.get("wildclaw"))
+    # a benchmark's own number only for a job that ran its tasks, as the console and the
+    # viewer show them (a four-folder job's "acc" was written, and "-" in the viewer)
+    ran = headline_benchmarks(summary)
+    ran = set(HEADLINE_BENCHMARKS) if ran is None else ran  # (a summary from before formats)
     metrics = {
         name: m
         for name, m in (
             ("mean", _metric("mean", mean.get("mean"))),
-            ("wildclaw_average", _metric("wildclaw_average", wild.get("overall"))),
-            ("acc", _metric("acc", summary.get("overall_score"))),
+            (
+                "wildclaw_average",
+                _metric("wildclaw_average", wild.get("overall")) if "wildclaw" in ran else None,
+            ),
+            ("acc", _metric("acc", summary.get("overall_score")) if "dataclaw" in ran else None),
         )
         if m is not None
     }

@@ -1249,13 +1249,12 @@ class Trial:
             if misses:  # the recording's gaps (tool errors the agent saw, or --web-miss's)
                 ctx.log(f"web replay: {len(misses)} request(s) not recorded: {misses[:20]}")
             self.usage = ctx.usage
-            if lease is not None and lease.usage.request_count > self.usage.request_count:
-                # the gateway also served calls the agent's programs made with the task's
-                # model keys (a skill script): the lease counted every one
-                self.usage = lease.usage
-            elif lease is not None and lease.usage.retries > self.usage.retries:
-                # the gateway's retries of the upstream (its failed requests' too)
-                self.usage = self.usage.model_copy(update={"retries": lease.usage.retries})
+            if lease is not None:
+                # the gateway counted every call of the trial: the agent's, those the agent's
+                # programs made with the task's model keys (a skill script), and a replayed
+                # call at what its record says it cost (the agent prices replies itself)
+                retries = max(lease.usage.retries, ctx.usage.retries)
+                self.usage = lease.usage.model_copy(update={"retries": retries})
             if lease is not None and services.gateway is not None:
                 services.gateway.close_trial(lease)
                 with contextlib.suppress(Exception):

@@ -37,8 +37,17 @@ class Usage(BaseModel):
     retries: int = 0
 
     def add(self, other: Usage) -> Usage:
-        """Return the field-wise sum of two usages (a new object)."""
-        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+        """Return the field-wise sum of two usages (a new object); ``cost_usd`` rounded to
+        :data:`COST_DIGITS` decimals, so a sum of prices carries no binary float noise
+        (0.012 ten times is 0.12, not 0.11999999999999998)."""
+        summed = {k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields}
+        summed["cost_usd"] = round(summed["cost_usd"], COST_DIGITS)
+        return Usage(**summed)
+
+
+COST_DIGITS = 12
+"""Decimals a sum of USD keeps (:meth:`Usage.add`): a millionth of a millionth of a dollar,
+far below any price per token."""
 
 
 class ErrorKind(StrEnum):

@@ -514,7 +514,16 @@ class ScriptedServer:
                 self._used += 1
                 return self._script.pop(0), n
         if self._responder is not None:
-            rep = _as_reply(self._responder(body))
+            answer = self._responder(body)
+            try:
+                rep = _as_reply(answer)
+            except ValidationError:
+                shown = repr(answer)
+                shown = shown if len(shown) <= 200 else shown[:200] + "..."
+                raise _NotAReply(
+                    f"it returned {shown}, not a reply (text, or a dict with content, "
+                    "tool_calls, error or drop: docs in clawrig.testing.scripted_server)"
+                ) from None
             with self._lock:
                 self._used += 1
             return rep, n
@@ -667,7 +676,14 @@ class ScriptedServer:
             rep, n = self._next_reply(body, headers, peer)
         except Exception as exc:  # a responder bug: report it to the client, keep serving
             _log.exception("ScriptedServer responder failed")
-            return _error_response(500, f"ScriptedServer responder failed: {exc!r}", None)
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            if not isinstance(exc, _NotAReply):
+                why = f"{type(exc).__name__}: {why}"
+            # the same bug fails every retry: said so (the OpenAI API's header), as for an
+            # exhausted script, so a client stops at once (helper-140: 204 s of retries)
+            return _error_response(
+                500, f"ScriptedServer responder failed: {why}", None, should_retry=False
+            )
         if rep is None:
             msg = (
                 f"ScriptedServer: script exhausted: request #{n} came after all "
@@ -836,6 +852,10 @@ class _TokenRequest:
             "bytes": list(piece.encode("utf-8")),
             "top_logprobs": [],
         }
+
+
+class _NotAReply(ValueError):
+    """A responder returned something that is no :class:`Reply` (its message says what)."""
 
 
 def _as_reply(item: Reply | str | dict[str, Any]) -> Reply:

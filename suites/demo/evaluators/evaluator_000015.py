@@ -41,13 +41,8 @@ def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):
               "graph_intact": 0.0}
     result = os.path.join(workspace_path, "results", "results.md")
     graph_file = os.path.join(workspace_path, GRAPH_FILE)
-    try:
-        text = open(result, encoding="utf-8-sig").read().replace("\u00a0", " ")
-    except (OSError, ValueError):
-        scores["overall_score"] = 0.0
-        return scores
     graph = {}
-    try:
+    try:  # (checked first: graph_intact says whether the gate passed, a results file or not)
         with open(graph_file, "rb") as fh:
             raw = fh.read()
         if hashlib.sha256(raw).hexdigest() == INITIAL_SHA256[GRAPH_FILE]:
@@ -55,6 +50,11 @@ def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):
             scores["graph_intact"] = 1.0
     except (OSError, ValueError):
         pass
+    try:
+        text = open(result, encoding="utf-8-sig").read().replace("\u00a0", " ")
+    except (OSError, ValueError):
+        scores["overall_score"] = 0.0
+        return scores
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if lines and re.match(r"^#\s+\S", lines[0]):
         scores["file_has_heading"] = 1.0

@@ -12,8 +12,10 @@ import contextlib
 import functools
 import hashlib
 import json
+import math
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -79,18 +81,45 @@ def request_key(
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+@dataclass(frozen=True)
+class ReplayHit:
+    """One recorded call a :class:`ResponseCache` serves: the ``completion`` (the provider's
+    chat.completion object), the ``scope`` it was recorded in (``"<task_id>#<run_index>"``
+    or None) and ``cost_usd``, the USD its record says it cost (None: the record says no cost;
+    then the replaying job prices its tokens itself)."""
+
+    completion: dict[str, Any]
+    scope: str | None = None
+    cost_usd: float | None = None
+
+
+def recorded_cost(rec: dict[str, Any]) -> float | None:
+    """The USD a record of the gateway (``usage.cost_usd``, clawrig's :class:`Usage`) or of a
+    judge log (``response.usage.cost_usd``) says its call cost, or None when it says none (or
+    no finite, non-negative number)."""
+    usage = rec.get("usage")
+    if not isinstance(usage, dict):
+        response = rec.get("response")
+        usage = response.get("usage") if isinstance(response, dict) else None
+    cost = usage.get("cost_usd") if isinstance(usage, dict) else None
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        return None
+    return float(cost) if math.isfinite(cost) and cost >= 0 else None
+
+
 class ResponseCache:
     """Recorded chat completions by request key, served in recorded order.
 
     ``add(key, completion, scope)`` stores one; ``take(key, scope)`` returns the first unserved
     completion recorded in the same ``scope`` (``"<task_id>#<run_index>"``), else the first
     unserved one of any scope, else (every one served) the last one again, so a repeated
-    identical request (a re-grade) gets the same answer. ``append_to``: a JSONL file that new
-    entries are appended to (the ``--judge-cache`` file). Thread-safe.
+    identical request (a re-grade) gets the same answer; :meth:`take_hit` also gives the USD
+    the record says the call cost. ``append_to``: a JSONL file that new entries are appended
+    to (the ``--judge-cache`` file). Thread-safe.
     """
 
     def __init__(self, append_to: Path | None = None) -> None:
-        self._entries: dict[str, list[tuple[str | None, dict[str, Any]]]] = {}
+        self._entries: dict[str, list[ReplayHit]] = {}
         self._served: dict[str, set[int]] = {}
         self._lock = threading.Lock()
         self.append_to = Path(append_to) if append_to is not None else None
@@ -112,11 +141,13 @@ class ResponseCache:
         scope: str | None = None,
         *,
         persist: dict[str, Any] | None = None,
+        cost_usd: float | None = None,
     ) -> None:
-        """Store ``completion`` under ``key``; ``persist`` (a record) is appended to
-        :attr:`append_to` when set."""
+        """Store ``completion`` under ``key`` (``cost_usd``: what the recorded call cost, USD,
+        when its record says); ``persist`` (a record) is appended to :attr:`append_to` when
+        set."""
         with self._lock:
-            self._entries.setdefault(key, []).append((scope, completion))
+            self._entries.setdefault(key, []).append(ReplayHit(completion, scope, cost_usd))
             if persist is not None and self.append_to is not None:
                 self.append_to.parent.mkdir(parents=True, exist_ok=True)
                 with self.append_to.open("a", encoding="utf-8") as fh:
@@ -124,6 +155,11 @@ class ResponseCache:
 
     def take(self, key: str, scope: str | None = None) -> dict[str, Any] | None:
         """The completion to serve for ``key`` (rules in the class docs), or None."""
+        hit = self.take_hit(key, scope)
+        return hit.completion if hit is not None else None
+
+    def take_hit(self, key: str, scope: str | None = None) -> ReplayHit | None:
+        """The recorded call to serve for ``key`` (rules in the class docs), or None."""
         with self._lock:
             entries = self._entries.get(key)
             if not entries:
@@ -131,7 +167,7 @@ class ResponseCache:
                 return None
             served = self._served.setdefault(key, set())
             pick = next(
-                (i for i, (s, _) in enumerate(entries) if i not in served and s == scope), None
+                (i for i, e in enumerate(entries) if i not in served and e.scope == scope), None
             )
             if pick is None:
                 pick = next((i for i in range(len(entries)) if i not in served), None)
@@ -139,7 +175,7 @@ class ResponseCache:
                 pick = len(entries) - 1
             served.add(pick)
             self.hits += 1
-            return entries[pick][1]
+            return entries[pick]
 
     def load_records(self, path: Path | str, *, seen: set[tuple[str, str]] | None = None) -> int:
         """Add every answered request of a record file: the gateway's :data:`RECORD_FILE`, a
@@ -163,7 +199,7 @@ class ResponseCache:
                     if (key, cid) in seen:
                         continue
                     seen.add((key, cid))
-                self.add(key, completion, scope)
+                self.add(key, completion, scope, cost_usd=recorded_cost(rec))
                 added += 1
         return added
 

@@ -906,9 +906,12 @@ class Gateway:
             n = lease._requests
         cache = lease.cache
         if cache is not None and lease.cache_mode != "off":
-            hit = cache.take(key, lease.scope)
-            if hit is not None:
+            recorded = cache.take_hit(key, lease.scope)
+            if recorded is not None:
+                hit = recorded.completion
                 usage = usage_from_openai(hit.get("usage"), self._prices(lease))
+                if recorded.cost_usd is not None:  # what the call cost when it was made
+                    usage.cost_usd = recorded.cost_usd
                 lease._count(usage)
                 self._record(
                     lease,
