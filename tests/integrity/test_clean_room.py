@@ -163,3 +163,34 @@ def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
         f"rm -rf {sessions} && ln -s /tmp_workspace/gt {sessions}",
     )
     assert result.error is None and result.score.score == 0.0
+
+
+LEAKY_GRADER = """
+import subprocess
+CASES = {"hidden-case": "SECRET-GRADER-ANSWER-41"}
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    # runs the agent's program (as graders of code tasks do) and compares its output
+    out = subprocess.run(["python3", "results/solve.py"], capture_output=True, text=True,
+                         cwd=workspace_path, timeout=20).stdout
+    return {"overall_score": 1.0 if CASES["hidden-case"] in out else 0.0,
+            "found_a_grader_file": float("grader.py" in out)}
+"""
+
+
+async def test_the_agents_program_run_by_the_grader_cannot_read_the_graders_source(
+    attack, make_task
+):
+    """A grader that runs the agent's program: the program looked for the grader's source in
+    the clean room (/run/clawrig/grader-*/grader.py) and printed its hidden answer, full
+    marks for no work (helper-142, demo 000007). The runner removes the source once it has
+    compiled it, before any grader code runs."""
+    program = (
+        "import glob\n"
+        "for p in glob.glob('/run/clawrig/**/*.py', recursive=True):\n"
+        "    print(p, open(p, errors='replace').read())\n"
+    )
+    write = f"mkdir -p results && cat > results/solve.py <<'EOF'\n{program}EOF"
+    result, _ = await attack(make_task(LEAKY_GRADER), write)
+    assert result.error is None and result.score is not None, result.error
+    assert result.score.score == 0.0, result.score.details
+    assert result.score.subscores["found_a_grader_file"] == 0.0

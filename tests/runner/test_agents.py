@@ -125,3 +125,42 @@ async def test_a_provider_failure_in_a_subagent_is_the_trials_infrastructure_err
     assert result.error.kind == ErrorKind.INFRASTRUCTURE and result.error.retryable
     assert "provider down" in result.error.message
     assert result.score is None
+
+
+def flood_responder(request: dict):
+    """Three parallel exec calls printing 200,000 characters each, then an answer."""
+    if _turns(request) == 0:
+        cmd = "python3 -c 'print(\"x\" * 200000)'"
+        return reply(tool_calls=[call("exec", {"command": cmd}) for _ in range(3)])
+    sizes = [len(m["content"]) for m in request["messages"] if m.get("role") == "tool"]
+    return reply(f"sizes {sizes}")
+
+
+async def test_a_conversation_holds_at_most_its_limit_of_tool_output(
+    scripted_server, tmp_path, monkeypatch
+):
+    """Past MAX_CONVERSATION_CHARS (lowered here to fit two results) a tool result's text is
+    dropped for a note, an error result: 200 calls a turn of 256 KiB each took the harness to
+    2.1 GB in three turns (helper-142). The model sees the note; the transcript keeps it."""
+    from clawrig.agents import native
+
+    task = next(t for t in load_tasks(REPO / "suites" / "demo") if t.id == "000015")
+    monkeypatch.setattr(native, "MAX_CONVERSATION_CHARS", 500_000)
+    srv = scripted_server(responder=flood_responder)
+    result, folder = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/x"),
+        tmp_path,
+        services=TrialServices(model=srv.chat_model()),
+    )
+    assert result.error is None
+    first = len(srv.requests[-1]["messages"][0]["content"])  # (it counts too)
+    seen = [m["content"] for m in srv.requests[-1]["messages"] if m.get("role") == "tool"]
+    assert len(seen) == 3 and all(len(t) > 200_000 for t in seen[:2])  # (and the exit code)
+    held = first + sum(len(t) for t in seen[:2])
+    assert held <= 500_000 < held + len(seen[0])  # two fit, the third does not
+    assert seen[2].startswith(f"[dropped by the harness: {len(seen[0]):,} characters; ")
+    assert seen[2].endswith(" MiB of tool output and messages, its limit is 0 MiB]")
+    chat = read_openclaw_jsonl(folder / "chat.jsonl")
+    results = [m for m in chat.messages if m.role == "toolResult"]
+    assert [m.is_error for m in results] == [False, False, True]

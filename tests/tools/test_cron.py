@@ -157,6 +157,28 @@ async def test_cron_errors(call) -> None:
         assert r.text.startswith(expected), (args, r.text)
 
 
+async def test_jobs_and_waiting_messages_are_capped(call, ctx) -> None:
+    """At most MAX_JOBS jobs, and at most MAX_PENDING_MESSAGES fired messages wait for the
+    agent's next turn (the oldest dropped, the delivery saying how many): 50 jobs firing
+    10 KB every 0.1 s while the agent slept made a 52 MB transcript (helper-142)."""
+    from clawrig.tools.cron import MAX_JOBS, MAX_PENDING_MESSAGES
+
+    for i in range(MAX_PENDING_MESSAGES + 7):
+        r = body(await call("cron", {"action": "wake", "text": f"m{i}"}))
+        assert r["queued"] == f"m{i}"
+    sched: CronScheduler = ctx.cron
+    got = sched.pending_messages()
+    assert [m.text for m in got[1:]] == [f"m{i}" for i in range(7, MAX_PENDING_MESSAGES + 7)]
+    assert got[0].text == (
+        f"7 earlier cron message(s) dropped: more than {MAX_PENDING_MESSAGES} waited for this turn"
+    )
+    assert sched.pending_messages() == []  # (the count starts again)
+    for _ in range(MAX_JOBS):
+        body(await call("cron", {"action": "add", "job": {"everyMs": 10**8, "command": "true"}}))
+    r = await call("cron", {"action": "add", "job": {"everyMs": 10**8, "command": "true"}})
+    assert r.is_error and f"at most {MAX_JOBS} cron jobs at once: remove one first" in r.text
+
+
 async def test_stopped_scheduler_refuses_new_jobs(call, ctx, toolset) -> None:
     await call("cron", {"action": "add", "job": {"everyMs": 100000, "command": "true"}})
     await toolset.aclose(ctx)

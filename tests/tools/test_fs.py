@@ -237,3 +237,55 @@ async def test_edit_keeps_crlf_line_ends(call, workspace: Path) -> None:
     r = await call("edit", {"path": "w.txt", "oldText": "one\ntwo", "newText": "1\n2"})
     assert r.text == "Successfully replaced text in w.txt."
     assert (workspace / "w.txt").read_bytes() == b"1\r\n2\r\nthree\r\n"
+
+
+async def test_edit_diff_is_the_changed_lines_with_the_files_line_numbers(
+    call, workspace: Path, monkeypatch
+) -> None:
+    """The diff is made from the changed lines and their context, not the whole file: a file
+    of 300,000 repeated lines made difflib hold the harness's event loop for 64 s
+    (helper-142). Its hunk numbers are still the file's."""
+    import difflib
+
+    compared: list[int] = []  # lines difflib was given, per call (the real difflib runs)
+    real = difflib.unified_diff
+
+    def counting(a, b, *args, **kwargs):  # type: ignore[no-untyped-def]
+        compared.append(len(a) + len(b))
+        return real(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(difflib, "unified_diff", counting)
+    text = "".join(f"l{i % 150}\n" for i in range(300_000)) + "UNIQUE\n" + "tail\n"
+    (workspace / "big.txt").write_text(text)
+    r = await call("edit", {"path": "big.txt", "oldText": "UNIQUE", "newText": "CHANGED"})
+    assert not r.is_error, r.text
+    assert compared == [8]  # the changed line and two of context each side, before and after
+    assert (workspace / "big.txt").read_text() == text.replace("UNIQUE", "CHANGED")
+    assert r.details["diff"] == (
+        "--- big.txt\n+++ big.txt\n@@ -299999,4 +299999,4 @@\n"
+        " l148\n l149\n-UNIQUE\n+CHANGED\n tail\n"
+    )
+    # a small file's diff: what difflib gives for the whole file
+    small = "a\nb\nc\nd\ne\nf\ng\n"
+    (workspace / "s.txt").write_text(small)
+    r = await call("edit", {"path": "s.txt", "oldText": "d\ne\n", "newText": "D\n"})
+    whole = difflib.unified_diff(
+        small.splitlines(True), small.replace("d\ne\n", "D\n").splitlines(True),
+        fromfile="s.txt", tofile="s.txt", n=2,
+    )  # fmt: skip
+    assert r.details["diff"] == "".join(whole)
+
+
+async def test_edit_refuses_a_file_past_its_limit(call, workspace: Path) -> None:
+    """A file larger than ``EDIT_CAP`` is the agent's to change with exec: edit held it whole
+    in the harness's memory (1 GiB files took it to 1.47 GB: helper-142)."""
+    from clawrig.tools.fs import EDIT_CAP
+
+    with (workspace / "huge.txt").open("wb") as fh:
+        fh.truncate(EDIT_CAP + 1)  # sparse: no disk
+    r = await call("edit", {"path": "huge.txt", "oldText": "x", "newText": "y"})
+    assert r.is_error
+    assert r.text == (
+        f"edit: huge.txt is larger than edit's {EDIT_CAP // 1024**2} MiB limit: change it with "
+        "exec (sed, python) instead"
+    )

@@ -67,6 +67,28 @@ async def test_memory_search_without_memory_files(call) -> None:
     assert r["note"].startswith("no memory files")
 
 
+async def test_memory_search_reads_at_most_its_total(call, workspace: Path, monkeypatch) -> None:
+    """One search reads at most MAX_TOTAL_BYTES of memory files (in path order, the last cut),
+    and says how many it left out: 500 files of 2 MiB held the harness at 0.9 GB and its event
+    loop for 25 s (helper-142). The limit is lowered here to three files' worth."""
+    from clawrig.tools import memory
+
+    chunk = "# Note\nthe word zebra lives here\n"
+    (workspace / "memory").mkdir()
+    for i in range(5):
+        (workspace / "memory" / f"{i}.md").write_text(chunk * 10)
+    total = 2 * len(chunk * 10) + len(chunk)
+    monkeypatch.setattr(memory, "MAX_TOTAL_BYTES", total)
+    r = body(await call("memory_search", {"query": "zebra", "maxResults": 100}))
+    assert r["files"] == ["memory/0.md", "memory/1.md", "memory/2.md"]
+    assert r["note"] == (
+        f"2 memory file(s) not searched: the files searched hold {total} B together, the most "
+        "one search reads"
+    )
+    # the third file was cut after its first chunk (2 lines): 10 + 10 + 1 chunks match
+    assert len(r["results"]) == 21
+
+
 async def test_memory_search_errors(call, workspace: Path) -> None:
     write_memory(workspace)
     r = await call("memory_search", {"query": "  "})

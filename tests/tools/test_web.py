@@ -6,6 +6,7 @@ Brave endpoint at a local server speaking the Brave Search API's JSON shape.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import threading
 import time
@@ -136,7 +137,9 @@ async def test_fetch_errors(call, ctx, server: str) -> None:
     assert r.is_error and r.text.endswith("is application/octet-stream, not a text or HTML page")
     r = await call("web_fetch", {"url": f"{server}/redirect"})
     assert r.is_error
-    assert r.text == "web_fetch: redirected to host localhost which is not allowed for this task"
+    assert r.text == (
+        f"web_fetch: host localhost (of {server}/redirect or a redirect): not allowed for this task"
+    )
     r = await call("web_fetch", {"url": f"{server}/slow"})
     assert r.is_error and r.text == f"web_fetch: {server}/slow did not answer within 0.5 s"
     r = await call("web_fetch", {"url": "ftp://127.0.0.1/x"})
@@ -151,6 +154,36 @@ async def test_fetch_errors(call, ctx, server: str) -> None:
     ctx.web = WebPolicy(mode="on", allow_hosts=["127.0.0.2"])
     r = await call("web_fetch", {"url": "http://127.0.0.2:9/"})
     assert r.is_error and r.text.startswith("web_fetch: could not fetch http://127.0.0.2:9/: ")
+
+
+async def test_fetch_refuses_the_hosts_loopback_in_every_spelling(call, ctx, server) -> None:
+    """With no allow list (any public host), the harness's own machine stays out of reach in
+    every form a connection takes: 127.0.0.1 as a decimal, hex, octal or short number reached
+    the host's scripted server (helper-142), and so does a name that resolves to it (this
+    machine's own name, here). Each answered 200 before."""
+    import socket
+
+    port = server.rsplit(":", 1)[1]
+    ctx.web = WebPolicy(mode="on")
+    for host in ("2130706433", "0x7f000001", "017700000001", "127.1", "0177.0.0.1"):
+        r = await call("web_fetch", {"url": f"http://{host}:{port}/page.html"})
+        assert r.is_error and r.text == f"web_fetch: host {host} is not allowed for this task"
+    name = socket.gethostname().lower()
+    try:
+        address = socket.getaddrinfo(name, int(port))[0][4][0]
+    except OSError:
+        pytest.skip(f"this machine's name {name} does not resolve")
+    if ipaddress.ip_address(address).is_global:
+        pytest.skip(f"this machine's name {name} resolves to a public address ({address})")
+    url = f"http://{name}:{port}/page.html"
+    r = await call("web_fetch", {"url": url})
+    assert r.is_error and r.text == (
+        f"web_fetch: host {name} (of {url} or a redirect): it resolves to {address}, a local or "
+        "private address"
+    )
+    # named in the allow list, it is the task's choice
+    ctx.web = WebPolicy(mode="on", allow_hosts=[name])
+    assert body(await call("web_fetch", {"url": url}))["status"] == 200
 
 
 async def test_search_needs_a_key(call, ctx, monkeypatch) -> None:

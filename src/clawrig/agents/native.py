@@ -174,6 +174,7 @@ async def run_loop(
     messages: list[dict[str, Any]] = [{"role": "user", "content": first_message}]
     tools = ctx.toolset.schema()
     outcome = AgentOutcome(stop_reason=StopReason.MAX_TURNS)
+    held = _Held(len(first_message))
     lim = ctx.limits
     while outcome.turns < lim.max_turns:
         _subagent_failure(ctx)
@@ -198,18 +199,58 @@ async def run_loop(
             _subagent_failure(ctx)
             outcome.stop_reason = StopReason.FINAL_ANSWER
             return outcome
-        results = await run_tool_calls(ctx, msg)
+        results = [held.kept(r) for r in await run_tool_calls(ctx, msg)]
         outcome.tool_calls += len(results)
         outcome.tool_errors += sum(r.is_error for r in results)
         for r in results:
             transcript.messages.append(r)
             messages.extend(openai_tool(r))
         for text in _between_turns(ctx, session):
+            text = held.kept_text(text)
             transcript.messages.append(
                 TranscriptMessage(role="user", text=text, timestamp_ms=now_ms())
             )
             messages.append({"role": "user", "content": text})
     return outcome
+
+
+MAX_CONVERSATION_CHARS = 64 * 1024 * 1024
+"""Most characters of tool results (images' base64 included) and harness-delivered user
+messages one conversation holds; past it a result's text is dropped for a one-line note (an
+error result): the harness keeps every conversation in memory and writes it to the trial
+folder twice, and 200 calls a turn of 256 KiB each took it to 2.1 GB in three turns
+(helper-142). No model reads that much: its provider refuses the request first."""
+
+
+class _Held:
+    """Characters a conversation holds so far (:data:`MAX_CONVERSATION_CHARS`)."""
+
+    def __init__(self, chars: int) -> None:
+        self.chars = chars
+
+    def _note(self, size: int) -> str:
+        return (
+            f"[dropped by the harness: {size:,} characters; this conversation holds "
+            f"{self.chars // 1024**2} MiB of tool output and messages, its limit is "
+            f"{MAX_CONVERSATION_CHARS // 1024**2} MiB]"
+        )
+
+    def kept(self, r: TranscriptMessage) -> TranscriptMessage:
+        """``r``, or (past the limit) ``r`` with its text and images replaced by a note."""
+        size = len(r.text or "") + sum(len(str(i.get("data", ""))) for i in r.images)
+        if self.chars + size <= MAX_CONVERSATION_CHARS:
+            self.chars += size
+            return r
+        return r.model_copy(
+            update={"text": self._note(size), "images": [], "details": None, "is_error": True}
+        )
+
+    def kept_text(self, text: str) -> str:
+        """``text``, or (past the limit) a note in its place."""
+        if self.chars + len(text) <= MAX_CONVERSATION_CHARS:
+            self.chars += len(text)
+            return text
+        return self._note(len(text))
 
 
 def _subagent_failure(ctx: AgentContext) -> None:

@@ -15,7 +15,9 @@ every connection. Hosts are compared lower-case, without a trailing dot.
 from __future__ import annotations
 
 import configparser
+import ipaddress
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -30,6 +32,29 @@ DEFAULT_NPM_HOSTS = ("registry.npmjs.org",)
 DEFAULT_APT_HOSTS = ("deb.debian.org", "security.debian.org")
 PIP_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
 NPM_ENV = ("npm_config_registry", "NPM_CONFIG_REGISTRY")
+
+
+def ip_of(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address ``host`` spells, or None for a name: an IPv6 literal (brackets and a
+    zone allowed) or any IPv4 form the C library's ``inet_aton`` takes, which is what a
+    connection to that host reaches (``127.1``, ``2130706433``, ``0x7f000001`` and
+    ``017700000001`` are all 127.0.0.1; helper-142 reached the host's loopback that way)."""
+    text = host.strip("[]").split("%", 1)[0]
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(text))
+    except (OSError, UnicodeError):
+        return None
+
+
+def is_public_address(address: str) -> bool:
+    """True for a globally routable IP address (not loopback, private, link-local, ...);
+    False for anything else, a name included."""
+    ip = ip_of(address)
+    return ip is not None and ip.is_global
 
 
 def _norm(host: str) -> str:

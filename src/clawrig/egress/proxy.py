@@ -31,14 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import ipaddress
 import json
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from clawrig.egress.policy import NetworkPolicy
+from clawrig.egress.policy import NetworkPolicy, is_public_address
 from clawrig.llm.gateway.forwarder import open_forward
 from clawrig.sandbox.base import Forward, Sandbox
 from clawrig.serving import SandboxSocketServer, pipe_streams
@@ -106,14 +105,6 @@ def _split_hostport(text: str, default_port: int) -> tuple[str, int]:
     if not 0 < port < 65536:
         raise ValueError(f"port {port} out of range")
     return host, port
-
-
-def _is_public(address: str) -> bool:
-    """True for a globally routable IP address (not loopback, private, link-local, ...)."""
-    try:
-        return ipaddress.ip_address(address.split("%", 1)[0]).is_global
-    except ValueError:
-        return False
 
 
 class EgressProxy(SandboxSocketServer):
@@ -264,7 +255,7 @@ class EgressProxy(SandboxSocketServer):
                 infos = await asyncio.get_running_loop().getaddrinfo(address, port)
             except OSError:
                 infos = []
-            local = [i[4][0] for i in infos if not _is_public(str(i[4][0]))]
+            local = [i[4][0] for i in infos if not is_public_address(str(i[4][0]))]
             if local:
                 record["verdict"] = "refused"
                 record["reason"] = f"{host} resolves to a local or private address ({local[0]})"

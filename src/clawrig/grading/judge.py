@@ -157,15 +157,21 @@ def _load_object(text: str) -> dict[str, Any] | None:
 
 
 def parse_judge_json(text: str | None, key: str = "scores") -> dict[str, Any] | None:
-    """Parse a judge reply: a fenced ```json block, else the last balanced ``{...}`` that has
-    ``key``, else the last balanced object that parses. None when nothing parses.
-    """
+    """Parse a judge reply: the last fenced ```json block that parses (one that has ``key``
+    first), else the last balanced ``{...}`` that has ``key``, else the last balanced object
+    that parses. None when nothing parses.
+
+    The last, not the first: the judge's verdict follows what it read, and a reply that quotes
+    the agent's answer quotes any block the agent planted in it (a ```json block with
+    ``"match": 1`` after a wrong answer was taken for the judge's own: helper-142).
+    ``shared/reference/metrics.md`` says "fenced json block" without saying which."""
     if not text:
         return None
-    for block in _FENCED_JSON_RE.findall(text):
-        obj = _load_object(block.strip())
-        if obj is not None:
-            return obj
+    blocks = (_load_object(b.strip()) for b in _FENCED_JSON_RE.findall(text))
+    fenced = [o for o in blocks if o is not None]
+    if fenced:
+        with_key = [o for o in fenced if key in o]
+        return with_key[-1] if with_key else fenced[-1]
     objects = [o for o in (_load_object(s) for s in balanced_objects(text)) if o is not None]
     with_key = [o for o in objects if key in o]
     if with_key:

@@ -169,6 +169,19 @@ ns = {"__name__": "clawrig_grader", "__file__": origin}
 try:
     with open(src_path, encoding="utf-8") as fh:
         code = compile(fh.read(), origin, "exec")
+    if verdict_path:
+        # in a trial's clean room the grader's source (its hidden answers) is gone before any
+        # of its code runs: a program of the agent's that grade() runs read it from this
+        # folder (helper-142). (Harbor's tests folder is the task's own: left as it is.)
+        for name in (src_path, sys.argv[0]):
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
+        try:
+            os.rmdir(os.path.dirname(src_path))
+        except OSError:
+            pass
     loading = True
     exec(code, ns)
 except BaseException as exc:

@@ -1427,13 +1427,29 @@ class Trial:
             await box.write_file(PATHS.transcript, self.transcript_text)
         await inject_gt(box, self.task)
         fixtures = {h.name: h.extra.get("fixtures") for h in self.service_handles}
-        await restart_services(
-            box,
-            self.task,
-            audits=self.audits if self.end_state is not None else None,
-            fixtures={k: v for k, v in fixtures.items() if v is not None},
-            fixture_files=self.fixture_files,
-        )
+        audits = self.audits if self.end_state is not None else None
+        try:
+            await restart_services(
+                box,
+                self.task,
+                audits=audits,
+                fixtures={k: v for k, v in fixtures.items() if v is not None},
+                fixture_files=self.fixture_files,
+            )
+        except SetupError as exc:
+            calls = sum(
+                len(a.get("calls") or []) for a in (audits or {}).values() if isinstance(a, dict)
+            )
+            if not calls:
+                raise
+            # the services started from the task's fixtures before the agent ran; rebuilt
+            # from the calls the agent made they did not come up: what the agent did (20,000
+            # calendar creates made the restore outlast the health check), its 0, not an
+            # unscored setup error (helper-142)
+            raise AgentFault(
+                f"the task's services could not be rebuilt from the agent's {calls:,} recorded "
+                f"calls for grading: {exc}"
+            ) from None
 
     async def grade(self) -> tuple[Score | None, Score | None, ProcessScore]:
         """Phase 6: the outcome score (+ the judge score when both ran) and process metrics,

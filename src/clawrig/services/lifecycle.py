@@ -69,6 +69,9 @@ MOCK_PACKAGE = "clawrig.services.mock"
 
 HEALTH_TIMEOUT_S = 60.0
 """How long :func:`start_services` waits for every health check, seconds."""
+RESTORE_TIMEOUT_S = 120.0
+"""Seconds a service rebuilt for grading (:func:`restart_services`) has to answer its health
+check: it replays every call the agent made first, so more than a fresh start's."""
 
 MOCK_SOURCE = Path(__file__).resolve().parent / "mock"
 
@@ -640,7 +643,7 @@ async def restart_services(
     task: Task,
     *,
     python: str | None = None,
-    timeout_s: float = HEALTH_TIMEOUT_S,
+    timeout_s: float | None = None,
     audits: dict[str, Any] | None = None,
     fixtures: dict[str, Any] | None = None,
     fixture_files: Mapping[str, bytes | None] | None = None,
@@ -660,6 +663,7 @@ async def restart_services(
     """
     if not task.services:
         return []
+    timeout_s = RESTORE_TIMEOUT_S if timeout_s is None else timeout_s
     code = await _install_code(sandbox, task)
     if needs_services_env(task):
         python = python or services_python(sandbox)

@@ -50,6 +50,12 @@ from clawrig.tools.base import ToolContext, ToolResult
 MIN_INTERVAL_S = 0.1
 """Shortest repeat interval of an ``every`` job (seconds)."""
 MAX_RUNS_KEPT = 50
+MAX_JOBS = 100
+"""Most jobs a scheduler holds at once (``add`` past it is the agent's tool error)."""
+MAX_PENDING_MESSAGES = 100
+"""Most fired messages waiting for the agent's next turn; past it the oldest are dropped and
+the next delivery says how many (50 jobs firing 10 KB every 0.1 s while the agent slept made a
+52 MB transcript: helper-142)."""
 MESSAGE_KINDS = ("systemEvent", "agentTurn", "message")
 COMMAND_KINDS = ("command", "exec")
 
@@ -237,6 +243,8 @@ class CronScheduler:
         self.output_bytes = output_bytes
         self.jobs: dict[str, CronJob] = {}
         self._messages: list[CronMessage] = []
+        self._dropped = 0
+        """Messages dropped from the queue since the last delivery (:meth:`_queue`)."""
         self._next_id = 0
         self._stopped = False
         self._message_event = asyncio.Event()
@@ -390,8 +398,7 @@ class CronScheduler:
                 output=data.decode("utf-8", "replace").rstrip("\n"),
             )
         else:
-            self._messages.append(CronMessage(job.id, p["text"], _iso(started)))
-            self._message_event.set()
+            self._queue(CronMessage(job.id, p["text"], _iso(started)))
             run = CronRun(job_id=job.id, started_at=_iso(started), status="ok", output=p["text"])
         job.runs.append(run)
         del job.runs[:-MAX_RUNS_KEPT]
@@ -402,6 +409,8 @@ class CronScheduler:
         """Validate, store and arm a job; returns it. Raises ValueError for a bad spec."""
         if self._stopped:
             raise ValueError("the scheduler has stopped (the trial is ending)")
+        if len(self.jobs) >= MAX_JOBS:
+            raise ValueError(f"at most {MAX_JOBS} cron jobs at once: remove one first")
         schedule = self._schedule(job)
         payload = self._payload(job, text)
         self._next_id += 1
@@ -471,13 +480,29 @@ class CronScheduler:
     def wake(self, text: str) -> CronMessage:
         """Queue ``text`` for the agent now (OpenClaw's ``wake``)."""
         msg = CronMessage("wake", text, _iso(time.time()))
-        self._messages.append(msg)
-        self._message_event.set()
+        self._queue(msg)
         return msg
 
+    def _queue(self, msg: CronMessage) -> None:
+        """Add ``msg`` to the messages waiting for the agent (at most
+        :data:`MAX_PENDING_MESSAGES`: the oldest dropped and counted)."""
+        self._messages.append(msg)
+        if len(self._messages) > MAX_PENDING_MESSAGES:
+            del self._messages[0]
+            self._dropped += 1
+        self._message_event.set()
+
     def pending_messages(self) -> builtins.list[CronMessage]:
-        """Take the fired message jobs not yet delivered (oldest first) and clear the queue."""
+        """Take the fired message jobs not yet delivered (oldest first) and clear the queue; a
+        first message says how many older ones were dropped, when some were."""
         out, self._messages = self._messages, []
+        if self._dropped:
+            note = (
+                f"{self._dropped} earlier cron message(s) dropped: more than "
+                f"{MAX_PENDING_MESSAGES} waited for this turn"
+            )
+            out.insert(0, CronMessage("dropped", note, _iso(time.time())))
+            self._dropped = 0
         self._message_event.clear()
         return out
 

@@ -17,7 +17,9 @@ PATH in those messages is the path as the model wrote it.
 
 from __future__ import annotations
 
+import bisect
 import difflib
+import re
 import shlex
 from typing import Any
 
@@ -37,6 +39,13 @@ MAX_LINES = 2000
 """read: most lines returned by one call (pi-coding-agent DEFAULT_MAX_LINES)."""
 MAX_BYTES = 50 * 1024
 """read: most bytes (UTF-8) returned by one call (pi-coding-agent DEFAULT_MAX_BYTES)."""
+EDIT_CAP = 16 * 1024 * 1024
+"""The largest file ``edit`` changes (bytes): it holds the file in the harness's memory (a
+1 GiB file four times took the harness to 1.47 GB: helper-142); a larger one is the agent's
+to change with ``exec``."""
+DIFF_MAX_LINES = 2000
+"""Most lines (before and after together) of the changed region ``edit`` shows a diff of
+(:func:`edit_diff`)."""
 READ_CAP = 8 * 1024 * 1024
 """read: files up to this size are fetched whole; larger ones are windowed with sed inside
 the sandbox."""
@@ -229,11 +238,16 @@ async def edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if old == "":
         return error("edit: `oldText` must not be empty; use write to create or overwrite a file")
     try:
-        data = await ctx.sandbox.read_file(path)
+        data = await ctx.sandbox.read_file(path, max_bytes=EDIT_CAP + 1)
     except Exception as exc:
         if is_agent_os_failure(exc):
             return error(f"edit: {os_error_text(exc, raw)}")
         raise
+    if len(data) > EDIT_CAP:
+        return error(
+            f"edit: {raw} is larger than edit's {EDIT_CAP // 1024**2} MiB limit: change it with "
+            "exec (sed, python) instead"
+        )
     try:
         content = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -260,16 +274,50 @@ async def edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         if is_agent_os_failure(exc):
             return error(f"edit: {os_error_text(exc, raw)}")
         raise
-    diff = "".join(
-        difflib.unified_diff(
-            work.splitlines(keepends=True),
-            work.replace(old, new, 1).splitlines(keepends=True),
-            fromfile=raw,
-            tofile=raw,
-            n=2,
-        )
+    return ToolResult(
+        text=f"Successfully replaced text in {raw}.",
+        details={"diff": edit_diff(work, work.index(old), old, new, raw)},
     )
-    return ToolResult(text=f"Successfully replaced text in {raw}.", details={"diff": diff})
+
+
+def edit_diff(text: str, at: int, old: str, new: str, name: str, context: int = 2) -> str:
+    """The unified diff (``context`` lines around, headers naming ``name``, line numbers the
+    file's) of ``text`` with ``old`` at offset ``at`` replaced by ``new``, made by
+    ``difflib.unified_diff`` of the changed lines and their context alone, not the whole file
+    before and after. Past
+    :data:`DIFF_MAX_LINES` changed lines, a one-line note instead: difflib's matching grows with
+    the square of the lines it compares (repeated lines), so a whole-file diff of a 1.5 MB file
+    of repeated lines held the harness's event loop for 64 s, every trial of the job with it
+    (helper-142)."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]  # offset of each line's start
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line))
+    first = bisect.bisect_right(starts, at) - 1
+    last = bisect.bisect_right(starts, at + max(len(old) - 1, 0)) - 1
+    lo, hi = max(0, first - context), min(len(lines), last + 1 + context)
+    before = lines[lo:hi]
+    region = "".join(before)
+    cut = at - starts[lo]
+    after = (region[:cut] + new + region[cut + len(old) :]).splitlines(keepends=True)
+    if len(before) + len(after) > DIFF_MAX_LINES:
+        return f"(diff not shown: {last - first + 1} lines replaced by {new.count(chr(10)) + 1})"
+    diff = list(difflib.unified_diff(before, after, fromfile=name, tofile=name, n=context))
+    for i, line in enumerate(diff):  # the region's line numbers -> the file's
+        if m := _HUNK.match(line):
+            a, b, c, d = (int(x) if x else None for x in m.groups())
+            diff[i] = f"@@ -{_span(a, b, lo)} +{_span(c, d, lo)} @@\n"
+    return "".join(diff)
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@$")
+
+
+def _span(start: int | None, length: int | None, shift: int) -> str:
+    """A hunk header's ``start[,length]`` moved down by ``shift`` lines (difflib's format: a
+    length of 1 is left out, an empty range starts one line before)."""
+    assert start is not None
+    return f"{start + shift}" if length is None else f"{start + shift},{length}"
 
 
 async def write(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:

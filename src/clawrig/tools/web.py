@@ -21,12 +21,12 @@ extraction; text and JSON bodies are returned as they are; ``maxChars`` (default
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlsplit
 
+from clawrig.egress.policy import ip_of
 from clawrig.tools._common import error, json_result
 from clawrig.tools.base import ToolContext, ToolResult, WebPolicy
 
@@ -54,19 +54,23 @@ def _session(ctx: ToolContext) -> Any:
 def _internal(host: str) -> bool:
     if host == "localhost" or host.endswith((".localhost", ".local", ".internal")):
         return True
-    try:
-        ip = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return not ip.is_global
+    ip = ip_of(host)
+    return ip is not None and not ip.is_global
+
+
+def named(policy: WebPolicy, host: str) -> bool:
+    """True when ``allow_hosts`` names ``host`` itself (the task's choice, a local one too)."""
+    return host.lower().rstrip(".") in {a.lower().strip().rstrip(".") for a in policy.allow_hosts}
 
 
 def host_allowed(policy: WebPolicy, host: str) -> bool:
     """True when ``host`` may be reached under ``policy``.
 
     An empty allow list admits any public host. Loopback, private and link-local addresses
-    and ``localhost`` (the harness's own machine) are refused unless listed in
-    ``allow_hosts`` by name.
+    (in any spelling a connection takes: :func:`clawrig.egress.policy.ip_of`) and
+    ``localhost`` (the harness's own machine) are refused unless listed in ``allow_hosts`` by
+    name. A name that resolves to such an address is refused when the page is fetched
+    (:func:`clawrig.web.service.live_fetch`).
     """
     host = host.lower().rstrip(".")
     listed = False
@@ -76,7 +80,7 @@ def host_allowed(policy: WebPolicy, host: str) -> bool:
             listed = True
             break
     if _internal(host):
-        return host in {a.lower().strip().rstrip(".") for a in policy.allow_hosts}
+        return named(policy, host)
     return listed or not policy.allow_hosts
 
 

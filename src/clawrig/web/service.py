@@ -53,7 +53,12 @@ def tls_context() -> ssl.SSLContext:
 
 
 class HostNotAllowed(Exception):
-    """A request (or redirect) to a host outside ``WebPolicy.allow_hosts``."""
+    """A request (or redirect) to a host outside ``WebPolicy.allow_hosts``, or to a name that
+    resolves to a local or private address: ``HostNotAllowed(host, why)``."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(host, why)
+        self.host, self.why = host, why
 
 
 @dataclass
@@ -109,11 +114,28 @@ class FetchOutcome:
 
 
 def _host_check(policy: Any):
-    from clawrig.tools.web import host_allowed
+    """The request hook of a live fetch: each request's host (the URL's and every
+    redirect's) must be allowed (:func:`clawrig.tools.web.host_allowed`), and, unless the
+    task names it in ``allow_hosts``, resolve to public addresses only: a name can point at the
+    harness's machine or its private network as an address can (``localtest.me``). The name is
+    resolved again when httpx connects; a DNS answer that changes in between is not caught."""
+    from clawrig.egress.policy import is_public_address
+    from clawrig.tools.web import host_allowed, named
 
     async def check(request: httpx.Request) -> None:
-        if not host_allowed(policy, request.url.host):
-            raise HostNotAllowed(request.url.host)
+        host = request.url.host
+        if not host_allowed(policy, host):
+            raise HostNotAllowed(host, "not allowed for this task")
+        if named(policy, host):
+            return
+        port = request.url.port or (443 if request.url.scheme == "https" else 80)
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port)
+        except OSError:
+            return  # (no address: httpx says it cannot connect)
+        local = [str(i[4][0]) for i in infos if not is_public_address(str(i[4][0]))]
+        if local:
+            raise HostNotAllowed(host, f"it resolves to {local[0]}, a local or private address")
 
     return check
 
@@ -153,9 +175,7 @@ async def live_fetch(policy: Any, url: str) -> FetchOutcome:
     try:
         return await asyncio.wait_for(go(), policy.timeout_s)
     except HostNotAllowed as exc:
-        return FetchOutcome(
-            error=f"web_fetch: redirected to host {exc} which is not allowed for this task"
-        )
+        return FetchOutcome(error=f"web_fetch: host {exc.host} (of {url} or a redirect): {exc.why}")
     except (TimeoutError, httpx.TimeoutException):
         return FetchOutcome(error=f"web_fetch: {url} did not answer within {policy.timeout_s:g} s")
     except httpx.HTTPError as exc:

@@ -5,9 +5,12 @@ grade(workspace_path) -> dict of sub-scores and overall_score in [0, 1]:
 test_file_intact: tests/test_money.py is byte-identical to the shipped file (SHA-256 gate), so
   a rollout cannot pass by editing or deleting the tests.
 tests_pass: `python3 -m unittest` on a copy of the workspace runs all 5 tests, none skipped,
-  and prints OK.
+  and prints OK. Run isolated (`-I`, the workspace last on sys.path), so a module the rollout
+  leaves there (unittest/, json.py) does not shadow the standard library's.
 fix_correct: share of hidden checks of split_evenly (exact shares, larger first, sum and
-  one-cent spread on inputs the visible tests do not use) that pass, run in a subprocess.
+  one-cent spread on inputs the visible tests do not use) that pass. A subprocess (isolated
+  too) prints what split_evenly returns for each hidden input; the checks run here, on those
+  values, so the rollout's code (which runs in that subprocess) cannot print a verdict.
 Run as a script: materialises GOLDEN_WORKSPACE in a temp dir, grades it, compares with
 EXPECTED_REWARD.
 """
@@ -23,27 +26,35 @@ import tempfile
 TEST_FILE = "tests/test_money.py"
 TEST_FILE_SHA256 = "956bb2a4d805d05ff7beae59efaf5a56aff7ff9a90e3c05d9a7d70ddfde55ff3"
 EXPECTED_TESTS = 5
-HIDDEN_CHECKS = r'''
-import json
-results = []
-def check(fn):
-    try:
-        results.append(bool(fn()))
-    except Exception:
-        results.append(False)
+HIDDEN_INPUTS = [(100, 3), (5, 7), (10**9 + 7, 13), (-100, 3)]
+HIDDEN_RUN = r'''
+import json, sys
+sys.path.append(".")  # the workspace copy, after the standard library
 from billing import split_evenly
-check(lambda: split_evenly(100, 3) == [34, 33, 33])
-check(lambda: split_evenly(5, 7) == [1, 1, 1, 1, 1, 0, 0])
-def big():
-    shares = split_evenly(10**9 + 7, 13)
-    return sum(shares) == 10**9 + 7 and max(shares) - min(shares) <= 1 and shares == sorted(shares, reverse=True)
-check(big)
-def negative():
-    shares = split_evenly(-100, 3)
-    return sum(shares) == -100 and max(shares) - min(shares) <= 1 and shares == sorted(shares, reverse=True)
-check(negative)
-print(json.dumps(results))
-'''
+out = []
+for total, parts in %r:
+    try:
+        out.append([int(x) for x in split_evenly(total, parts)])
+    except Exception:
+        out.append(None)
+print(json.dumps(out))
+''' % (HIDDEN_INPUTS,)
+UNITTEST_RUN = (
+    "import sys; sys.path.append('.'); import unittest; "
+    "unittest.main(module=None, argv=['python3 -m unittest'])"
+)
+
+
+def _check(total, parts, shares):
+    """True when ``shares`` splits ``total`` into ``parts`` shares: exact sum, a spread of at
+    most one cent, larger shares first."""
+    return (
+        isinstance(shares, list)
+        and len(shares) == parts
+        and sum(shares) == total
+        and max(shares) - min(shares) <= 1
+        and shares == sorted(shares, reverse=True)
+    )
 
 
 def _run(args, cwd):
@@ -73,20 +84,25 @@ def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):
         shutil.copytree(
             workspace_path, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "gt")
         )
-        proc = _run([sys.executable, "-m", "unittest"], copy)
+        proc = _run([sys.executable, "-I", "-c", UNITTEST_RUN], copy)
         if proc is not None:
             out = proc.stdout + proc.stderr
             lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
             ran = any(ln.startswith("Ran %d test" % EXPECTED_TESTS) for ln in lines)
             if proc.returncode == 0 and ran and lines and lines[-1] == "OK":
                 scores["tests_pass"] = 1.0
-        proc = _run([sys.executable, "-c", HIDDEN_CHECKS], copy)
+        proc = _run([sys.executable, "-I", "-c", HIDDEN_RUN], copy)
         if proc is not None and proc.returncode == 0:
             try:
-                results = json.loads(proc.stdout.strip().splitlines()[-1])
-                scores["fix_correct"] = round(sum(1 for r in results if r is True) / 4, 6)
+                got = json.loads(proc.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
-                pass
+                got = None
+            if isinstance(got, list) and len(got) == len(HIDDEN_INPUTS):
+                passed = sum(
+                    1 for (total, parts), shares in zip(HIDDEN_INPUTS, got)
+                    if _check(total, parts, shares)
+                )
+                scores["fix_correct"] = round(passed / len(HIDDEN_INPUTS), 6)
     scores["overall_score"] = round(
         scores["test_file_intact"] * scores["tests_pass"] * scores["fix_correct"], 6
     )
