@@ -504,6 +504,28 @@ async def _wait(sem: Slots, kind: str, clock: WaitClock, first: bool = False) ->
         _tell(clock, wait)
 
 
+async def provider_backoff(seconds: float, clock: WaitClock | None = None) -> None:
+    """Sleep ``seconds``: a retry's back-off after the model's provider failed a request (a
+    429, a 5xx, a dropped connection), as tenacity's ``sleep``. For ``clock`` (default: the
+    current trial's :class:`WaitClock`) a wait of kind ``model``, the deadlines suspended and
+    moved after: the provider's failure is not the agent's (or the grader's) time, and its
+    retries end as the provider's infrastructure error, never as the trial's time limit (a
+    429 whose back-off ran past the agent's limit scored it 0: helper-141). Without a clock,
+    a plain sleep."""
+    clock = clock or _CURRENT.get()
+    if clock is None or seconds <= 0:
+        await asyncio.sleep(seconds)
+        return
+    wait = _Wait("model", time.monotonic())
+    wait.counting = True
+    _tell(clock, wait)
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        wait.counting, wait.changed = False, time.monotonic()
+        _tell(clock, wait)
+
+
 @contextlib.asynccontextmanager
 async def slot(
     sem: Slots | None,

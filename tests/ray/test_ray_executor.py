@@ -36,6 +36,7 @@ from ray_helpers import (
     write_mini_bench,
 )
 
+from clawrig.leftovers import owner_pid
 from clawrig.runner.executors.ray import NODE_LOG_LINE
 from clawrig.runner.job import Job
 from clawrig.testing.scripted_server import ScriptedServer
@@ -69,8 +70,19 @@ def test_sixteen_trials_spread_over_both_nodes_with_the_local_summary(
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     ray_out = tmp_path / "ray"
     cfg = job_config(bench, ray_out, runs=2, executor="ray", ray_address=ray_cluster.address)
+    scratch = Path(tempfile.gettempdir())
+    before = set(scratch.glob("clawrig-*"))
     on_ray = Job(cfg).run()
     ray_requests = len(srv.requests)
+    # the node workers (on a cluster that outlives the job) leave no folder or mount behind:
+    # ended by ray.kill, they left their trial, scratch and device folders and a tmpfs
+    # mounted (helper-141)
+    left = sorted(  # (this process's own folders, the driver's, stay while it lives)
+        str(f) for f in set(scratch.glob("clawrig-*")) - before if owner_pid(f.name) != os.getpid()
+    )
+    assert left == [], left
+    mounted = Path("/proc/self/mountinfo").read_text()
+    assert not [f for f in left if f in mounted]
     local = Job(job_config(bench, tmp_path / "local", runs=2, parallel=2 * NODE_CPUS)).run()
 
     # the trial folders hold what a local trial's does (model calls recorded on the node)
@@ -205,6 +217,17 @@ def test_driver_killed_then_resume_finishes_on_the_cluster(ray_cluster, model_se
     assert summary["error_count"] == 0 and len(summary["tasks"]) == 12
     assert math.isclose(summary["overall_score"], (6 * 1.0 + 6 * 0.25) / 12)
     assert not progress.exists()
+    # what the trials the kill cut had spent counts: the driver records each attempt's calls
+    # until its folder comes back, and --resume sets those records aside (they were lost with
+    # the nodes' folders: helper-141). The job's total is every request the model received
+    # but those in flight when the driver died (one per running trial at most: received,
+    # never answered to anyone)
+    total = summary["efficiency"]["total_cost_usd"]
+    kept = list((out / "_retried").glob("*__.tmp-ray-r*/model_calls.jsonl"))
+    assert kept and all(f.stat().st_size > 0 for f in kept), kept
+    slots = len(node_ids(ray_cluster)) * NODE_CPUS
+    received = len(srv.requests) * COST
+    assert received - slots * COST - 1e-9 <= total <= received + 1e-9, (total, received)
 
 
 def test_budget_stops_the_job_across_nodes(ray_cluster, model_server, tmp_path, monkeypatch):
@@ -213,9 +236,18 @@ def test_budget_stops_the_job_across_nodes(ray_cluster, model_server, tmp_path, 
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     out = tmp_path / "out"
     budget = 0.10
-    cfg = job_config(bench, out, executor="ray", ray_address=ray_cluster.address, budget_usd=budget)
-    summary = Job(cfg).run()
+    cfg = job_config(
+        bench, out, executor="ray", ray_address=ray_cluster.address, budget_usd=budget, parallel=1
+    )
+    job = Job(cfg)
+    summary = job.run()
     assert summary["budget_stopped"] and summary["not_run"] > 0
+    # a trial's share of the budget is over the cluster's slots, not -p (not used with Ray:
+    # docs/ray.md); it was budget / -p (helper-141)
+    assert job.services.gateway is not None
+    assert job.services.gateway.budget_share_usd == pytest.approx(
+        budget / (len(node_ids(ray_cluster)) * NODE_CPUS)
+    )
     spent = len(srv.requests) * COST
     assert math.isclose(summary["efficiency"]["total_cost_usd"], spent)
     # the driver's gateway refuses every request once the job's spend reached the budget:
@@ -349,3 +381,39 @@ def test_without_an_address_the_job_starts_its_own_cluster(ray_cluster, model_se
     assert r.returncode == 0, r.stderr[-2000:]
     used = _nodes_used(out)
     assert len(used) == 1 and not used & node_ids(ray_cluster), used
+
+
+def test_every_node_worker_gone_stops_the_job_with_its_summary(
+    ray_cluster, model_server, tmp_path, monkeypatch
+):
+    """Every node's clawrig worker killed mid-job (the nodes themselves alive): the job starts
+    no new trial, writes its summary and ends as a provider stop does (exit 1, --resume
+    continues). It ended with exit 2, as bad input, and no summary (helper-141)."""
+    bench = write_mini_bench(tmp_path / "bench", 8)
+    srv = model_server(delay=1.0)
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
+    args += ["--executor", "ray", "--ray-address", ray_cluster.address]
+    proc = subprocess.Popen(args, env=env_for(srv), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def node_workers() -> list[int]:
+        found = []
+        for comm in Path("/proc").glob("[0-9]*/cmdline"):
+            with contextlib.suppress(OSError):
+                if b"NodeWorker" in comm.read_bytes():
+                    found.append(int(comm.parent.name))
+        return found
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not srv.requests:  # trials running on the nodes
+        time.sleep(0.05)
+    for pid in node_workers():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 1, stderr.decode()[-2000:]
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["provider_stopped"] == (
+        "--executor ray: every node of the cluster is gone (--resume continues)"
+    )
+    assert summary["not_run"] > 0 and b"Traceback" not in stderr

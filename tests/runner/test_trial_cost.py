@@ -476,3 +476,34 @@ async def test_a_graders_wait_behind_its_own_request_is_its_time(scripted_server
     )
     assert result.error is not None and result.error.kind == "agent", (result.error, result.waits)
     assert "grader timed out after 2 s" in str(result.score.details.get("agent_error"))
+
+
+async def test_a_providers_back_off_is_not_the_agents_time(scripted_server, tmp_path):
+    """The provider answers the agent's second request 429 twice, each asking for 2 s: its
+    back-off (4 s) runs past the agent's 3 s. It was the agent's time: the trial ended
+    ``time_limit`` and scored 0, where the README says a failing provider is infrastructure
+    (helper-141). The back-off is a wait for the model's provider now, the deadline moved by
+    it: the agent answers after the retries."""
+    from clawrig.llm.client import RetryPolicy
+    from clawrig.testing.scripted_server import error
+
+    srv = scripted_server(
+        [
+            reply(tool_calls=[call("exec", {"command": "true"})]),
+            error(429, retry_after=2),
+            error(429, retry_after=2),
+            reply("done"),
+        ]
+    )
+    task = task_with(PROBE).model_copy(update={"timeout_seconds": 3.0})
+    result, _ = await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/agent"),
+        tmp_path,
+        # Retry-After as the provider says it (the test default caps it at 0.05 s)
+        services=TrialServices(model=srv.chat_model("scripted/agent", retry=RetryPolicy())),
+    )
+    assert result.error is None, result.error
+    assert result.stop_reason == "final_answer", (result.stop_reason, result.waits)
+    assert result.waits.model >= 4.0, result.waits  # the two back-offs the provider asked for
+    assert len(srv.requests) == 4

@@ -295,7 +295,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--max-cost-usd-per-trial",
                 min=0.0,
-                help="A trial's model spend in USD at most (its programs' calls included); "
+                help="A trial attempt's model spend in USD at most (its programs' calls "
+                "included; an attempt run again after an infrastructure failure starts anew); "
                 "reached, the trial stops and is graded as it stands.",
             ),
         ] = None,
@@ -304,8 +305,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--max-tokens-per-trial",
                 min=1,
-                help="A trial's model tokens at most (its programs' calls included); "
-                "reached, the trial stops and is graded as it stands.",
+                help="A trial attempt's model tokens at most (its programs' calls included; "
+                "an attempt run again starts anew); reached, the trial stops and is graded as "
+                "it stands.",
             ),
         ] = None,
         resume: Annotated[

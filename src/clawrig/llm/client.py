@@ -70,7 +70,7 @@ from clawrig.llm.stalls import progress as stall_progress
 from clawrig.sizes import format_bytes
 from clawrig.spec.llm import ChatResponse, ToolCall
 from clawrig.spec.trial import Usage
-from clawrig.waits import Held, SharedSemaphore, WaitClock, take_slot
+from clawrig.waits import Held, SharedSemaphore, WaitClock, provider_backoff, take_slot
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -1018,6 +1018,7 @@ class OpenAIChatModel:
                 wait=RetryWait(self.retry),
                 retry=retry_if_exception(_retryable),
                 reraise=True,
+                sleep=provider_backoff,  # the trial's wait, not its time
             )
 
         try:

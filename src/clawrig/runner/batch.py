@@ -535,6 +535,16 @@ def _final(result: TrialResult) -> bool:
     return result.error is None or str(result.error.kind) == "agent"
 
 
+def budget_share(budget_usd: float | None, at_once: int, trials: int) -> float | None:
+    """A trial's share of the job's budget (USD): what each of the trials that run at once
+    (``at_once``: ``-p``, or an executor's slots, at most the job's ``trials``) would get;
+    None without a budget. A trial refused by the budget after it spent its share itself is
+    graded (blame follows control: docs/security.md)."""
+    if budget_usd is None:
+        return None
+    return budget_usd / max(1, min(at_once, trials))
+
+
 def progress_path(output: Path, model: str) -> Path:
     return JobPaths(output).progress(model)
 
@@ -1001,10 +1011,23 @@ async def _run_trials(
     model, job_id = job.trial.model, progress.job_id
     ppath = progress_path(job.output, model)
     slots = asyncio.Semaphore(max(1, executor.capacity or job.parallel))
+    at_once = executor.capacity
+
+    def share_budget() -> None:
+        # an executor's own slots (Ray's) are the trials at once, not -p (docs/ray.md: not
+        # used there): a trial's share of the budget is theirs (helper-141)
+        if at_once and services.gateway is not None and job.budget_usd is not None:
+            trials = len(tasks) * job.runs
+            services.gateway.budget_share_usd = budget_share(job.budget_usd, at_once, trials)
 
     def more_slots(n: int) -> None:  # nodes that joined the cluster mid-job (Ray)
+        nonlocal at_once
+        at_once = (at_once or 0) + n
+        share_budget()
         for _ in range(n):
             slots.release()
+
+    share_budget()
 
     executor.on_capacity = more_slots
     # separate limits: sandbox starts and grading (waiting for either is a harness wait)

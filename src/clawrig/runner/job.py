@@ -353,12 +353,7 @@ class Job:
                 from clawrig.runner.executors.ray import driver_host
 
                 host = driver_host()
-            share = None
-            if cfg.budget_usd is not None:
-                # a trial's share of the budget: what each of the trials that run at once
-                # would get (blame follows control: docs/security.md)
-                at_once = max(1, min(cfg.parallel, len(self.tasks) * cfg.runs))
-                share = cfg.budget_usd / at_once
+            share = batch.budget_share(cfg.budget_usd, cfg.parallel, len(self.tasks) * cfg.runs)
             if spend_file is None and cfg.workers > 1 and cfg.executor == "local":
                 import atexit
 

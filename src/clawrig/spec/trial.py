@@ -157,9 +157,10 @@ class Score(BaseModel):
 
 class HarnessWaits(BaseModel):
     """Seconds a trial waited on the harness, none of them counted toward its time limits
-    (:mod:`clawrig.waits`): for a sandbox-start slot, a grading slot, a model-request slot (a
-    provider's ``max_concurrency``), the harness's busy event loop while the agent ran, and a
-    worker thread for the trial's file work (the deadlines moved later by these)."""
+    (:mod:`clawrig.waits`): for a sandbox-start slot, a grading slot, the model's provider (a
+    place of its ``max_concurrency``, or a retry's back-off after it failed a request), the
+    harness's busy event loop while the agent ran, and a worker thread for the trial's file
+    work (the deadlines moved later by these)."""
 
     sandbox_start: float = 0.0
     grading: float = 0.0

@@ -89,7 +89,7 @@ from clawrig.serving import ThreadedServer, tcp_listener
 from clawrig.sizes import format_bytes
 from clawrig.spec.layout import json_text
 from clawrig.spec.trial import Usage
-from clawrig.waits import Held, WaitClock
+from clawrig.waits import Held, WaitClock, provider_backoff
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -1123,6 +1123,7 @@ class Gateway:
                 wait=RetryWait(policy, _retry_after),
                 retry=retry_if_exception(_retryable),
                 reraise=True,
+                sleep=lambda s: provider_backoff(s, lease.clock),  # the trial's wait
             )
 
         where = f"{ep.provider} ({ep.base_url})"

@@ -24,9 +24,12 @@
   it into place (the same atomic rename as a local trial).
 - A node lost mid-trial: the attempt is run again on another node, with what the lost attempt
   spent (the driver's leases counted it) added to the trial's usage as an earlier attempt's;
-  it is neither scored nor counted against ``max_attempts``. Every node lost: UserError (the
-  finished trials are kept; ``--resume`` continues).
-"""
+  it is neither scored nor counted against ``max_attempts``. Every node lost:
+  :class:`ClusterGone`, an infrastructure error, and the job starts no new trial
+  (:meth:`RayExecutor.provider_stop`; the finished trials are kept, ``--resume`` continues).
+- The driver records each attempt's calls in a ``.tmp-ray-*`` folder of the output until the
+  trial's folder comes back: an attempt that does not come back is set aside in ``_retried/``
+  with what it spent (:meth:`RayExecutor.run`)."""
 
 from __future__ import annotations
 
@@ -47,8 +50,9 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from clawrig.errors import SetupError, UserError
-from clawrig.runner.trial import TrialServices, write_tree
+from clawrig.errors import InfrastructureError, SetupError, UserError
+from clawrig.leftovers import remove_tree
+from clawrig.runner.trial import TrialServices, _unfinished_folder, write_tree
 from clawrig.sandbox.workspace import read_tree
 from clawrig.sizes import format_bytes
 from clawrig.spec.job import JobConfig, TrialConfig
@@ -79,6 +83,19 @@ NODE_RETRY_ATTEMPTS = 2
 """Tries a node's gateway makes per request to the driver's (the driver's retries the
 provider itself)."""
 
+CLUSTER_GONE = "--executor ray: every node of the cluster is gone (--resume continues)"
+"""The job's stop line when no node is left to run trials (:meth:`RayExecutor.provider_stop`)."""
+
+
+class ClusterGone(InfrastructureError):
+    """No node of the cluster is left to run a trial attempt: the attempt is an
+    infrastructure error and the job starts no new trial (it said exit 2 with no summary, as
+    for bad input: helper-141)."""
+
+
+NODE_CLOSE_WAIT_S = 10.0
+"""Seconds the driver gives its node workers to release their folders and mounts
+(:meth:`NodeWorker.close`) before it ends them."""
 LOST_REQUEST_WAIT_S = 120.0
 """How long, in seconds, the driver waits for the model requests a lost node left in flight
 before it reads what the lost attempt spent (the provider answers them and bills them anyway);
@@ -384,6 +401,18 @@ class NodeWorker:
 
         return str(ray.get_runtime_context().get_node_id())
 
+    async def close(self) -> None:
+        """Release what this worker made on its node before the driver ends it: its gateway,
+        and every folder of this process with what is mounted below it (``ray.kill`` runs no
+        exit handler: a worker on a cluster that outlives the job left a tmpfs mounted and its
+        folders, helper-141)."""
+        from clawrig.leftovers import release_own_mounts
+
+        if self.gateway is not None:
+            with contextlib.suppress(Exception):
+                self.gateway.stop()
+        await asyncio.to_thread(release_own_mounts, every_folder=True)
+
     async def prepare(
         self, suite: bytes | None, digest: str, suite_rel: str, root_rel: str | None
     ) -> str:
@@ -647,9 +676,10 @@ class RayExecutor:
             self.on_capacity(node.slots)
 
     def _leases(
-        self, task: Task, run_index: int, attempt: int, svc: TrialServices
+        self, task: Task, run_index: int, attempt: int, svc: TrialServices, record: Path
     ) -> dict[str, Any]:
-        """The driver-side leases of one attempt (agent, judge), keyed by role."""
+        """The driver-side leases of one attempt (agent, judge), keyed by role, recording
+        their calls in ``record`` (:meth:`run`'s spend folder)."""
         from clawrig.grading.judge_proxy import upstream_endpoint
 
         gateway = self.services.gateway
@@ -666,6 +696,7 @@ class RayExecutor:
                 task_id=task.id,
                 run_index=run_index,
                 cache=svc.judge_cache if role == "judge" else None,
+                record_path=record,
             )
         return out
 
@@ -701,23 +732,56 @@ class RayExecutor:
         ``job.output``."""
         ray, gateway = self._ray, self.services.gateway
         assert ray is not None and gateway is not None
+        spend = await asyncio.to_thread(
+            _unfinished_folder, JobPaths(self.job.output).task_dir(task.id), f"ray-r{run_index}"
+        )
+        try:
+            result, folder = await self._attempt(
+                task, run_index, job_id, attempt, earlier, trial, services, spend
+            )
+        except BaseException:
+            # the attempt's calls as the driver's leases recorded them (a node lost before
+            # too): kept in _retried/, so the budget and the totals count them; the trial
+            # runs again on --resume (a Ctrl-C, every node gone, a refusal that stops the
+            # job). Lost with the node's folder before (helper-141). After a kill -9 of the
+            # driver, --resume sets the folder aside.
+            from clawrig.runner.batch import set_aside_killed
+
+            set_aside_killed(spend, task, self.job, job_id)  # (a few files: not awaited, as
+            raise  # the task may be cancelled again meanwhile)
+        await asyncio.to_thread(remove_tree, spend)  # the trial's own folder holds them now
+        return result, folder
+
+    async def _attempt(
+        self,
+        task: Task,
+        run_index: int,
+        job_id: str,
+        attempt: int,
+        earlier: Usage,
+        trial: TrialConfig | None,
+        services: TrialServices | None,
+        spend: Path,
+    ) -> tuple[TrialResult, Path]:
+        """:meth:`run`'s attempt on the nodes: run again on another node when its node is
+        lost, the lost attempts' spend added to ``earlier``; the driver's leases record every
+        call in ``spend``."""
+        ray, gateway = self._ray, self.services.gateway
+        assert ray is not None and gateway is not None
         svc = services or self.services
         trial_json = trial.model_dump_json() if trial is not None else None
         while True:
             node = await self._free.get()
             if node is None:
                 self._free.put_nowait(None)  # wake the next waiter too
-                raise UserError(
-                    "--executor ray: every node of the cluster is gone; finished trials are "
-                    "kept (--resume continues)"
-                )
+                raise ClusterGone(CLUSTER_GONE)
             if not node.alive:
                 continue
             leases: dict[str, Any] = {}
             ref = None
             try:
                 task_ref = await self._task_ref(node, task)
-                leases = self._leases(task, run_index, attempt, svc)
+                leases = self._leases(task, run_index, attempt, svc, TrialPaths(spend).model_calls)
                 models: dict[str, Any] = {"gateway": gateway.host_url}
                 for role, lease in leases.items():
                     model = svc.model if role == "agent" else svc.judge
@@ -768,9 +832,13 @@ class RayExecutor:
             return result, folder
 
     def provider_stop(self) -> str | None:
-        """As the driver's gateway saw it: every model call goes through it."""
+        """As the driver's gateway saw it (every model call goes through it), or
+        :data:`CLUSTER_GONE` once no node is left: either way the job starts no new trial and
+        ends with its summary (exit 1), the trials not run kept for ``--resume``."""
         from clawrig.runner.executors import provider_stop_line
 
+        if self._ray is not None and not any(n.alive for n in self.nodes):
+            return CLUSTER_GONE
         return provider_stop_line(self.services)
 
     async def close(self) -> None:
@@ -784,6 +852,13 @@ class RayExecutor:
         ray = self._ray
         if ray is None:
             return
+        closing = []
+        for node in self.nodes:
+            if node.alive:
+                with contextlib.suppress(Exception):
+                    closing.append(node.actor.close.remote())
+        with contextlib.suppress(Exception):  # (a worker that does not answer is killed anyway)
+            ray.get(closing, timeout=NODE_CLOSE_WAIT_S)
         for node in self.nodes:
             with contextlib.suppress(Exception):
                 ray.kill(node.actor)
