@@ -36,7 +36,7 @@ from ray_helpers import (
     write_mini_bench,
 )
 
-from clawrig.leftovers import owner_pid
+from clawrig.leftovers import owner_pid, pid_alive
 from clawrig.runner.executors.ray import NODE_LOG_LINE
 from clawrig.runner.job import Job
 from clawrig.testing.scripted_server import ScriptedServer
@@ -77,8 +77,10 @@ def test_sixteen_trials_spread_over_both_nodes_with_the_local_summary(
     # the node workers (on a cluster that outlives the job) leave no folder or mount behind:
     # ended by ray.kill, they left their trial, scratch and device folders and a tmpfs
     # mounted (helper-141)
-    left = sorted(  # (this process's own folders, the driver's, stay while it lives)
-        str(f) for f in set(scratch.glob("clawrig-*")) - before if owner_pid(f.name) != os.getpid()
+    left = sorted(  # (folders of live processes, this driver's and other tests', are theirs)
+        str(f)
+        for f in set(scratch.glob("clawrig-*")) - before
+        if (pid := owner_pid(f.name)) is not None and not pid_alive(pid)
     )
     assert left == [], left
     mounted = Path("/proc/self/mountinfo").read_text()
