@@ -507,3 +507,29 @@ async def test_a_providers_back_off_is_not_the_agents_time(scripted_server, tmp_
     assert result.stop_reason == "final_answer", (result.stop_reason, result.waits)
     assert result.waits.model >= 4.0, result.waits  # the two back-offs the provider asked for
     assert len(srv.requests) == 4
+
+
+async def test_what_the_judges_spent_is_the_trials_usage(scripted_server, tmp_path):
+    """A grader that asks the judge (through the judge proxy) and the answer judge: their
+    calls' tokens and USD are in the trial's usage (usage.json, the summary, the budget on
+    --resume); they were in none (helper-144). The nop agent calls no model itself."""
+    from clawrig.testing.scripted_server import usage
+
+    judge = scripted_server(responder=lambda req: reply("1.0", usage=usage(100, 20, cost=0.004)))
+    with Gateway() as gw:
+        services = TrialServices(judge=judge.chat_model("scripted/judge"), gateway=gw)
+        result, folder = await run_trial(
+            task_with(ASKS_JUDGE, task_id="asks"),
+            TrialConfig(agent="nop", model="nop"),
+            tmp_path / "out",
+            services=services,
+        )
+    assert result.error is None, result.error
+    calls = len(judge.requests)
+    assert calls >= 1
+    assert result.usage.request_count == calls
+    assert result.usage.cost_usd == pytest.approx(0.004 * calls)
+    assert result.usage.input_tokens == 100 * calls and result.usage.output_tokens == 20 * calls
+    assert json.loads((folder / "usage.json").read_text())["cost_usd"] == pytest.approx(
+        0.004 * calls
+    )

@@ -27,7 +27,7 @@ from clawrig.sandbox.kinds import check_sandbox_kind
 DEFAULT_MIN_SCORE = 0.96
 
 app = typer.Typer(
-    help="Export a job's graded trials: four-folder sets, SFT data.",
+    help="Export a job's graded trials: four-folder sets, SFT data, Inspect logs, Harbor tasks.",
     no_args_is_help=True,
     add_completion=False,
 )

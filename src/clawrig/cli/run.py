@@ -575,11 +575,12 @@ def headline(summary: dict[str, Any]) -> list[str]:
     from clawrig.spec.summary import headline_benchmarks
 
     formats = headline_benchmarks(summary) or set()
-    wc, dc = summary.get("wildclaw") or {}, summary.get("dataclaw") or {}
+    wc = summary.get("wildclaw") or {}
+    acc = summary.get("overall_score")  # DataClawBench's Acc (the summary's top level)
     lines = []
-    if "dataclaw" in formats and dc.get("overall_score") is not None:
+    if "dataclaw" in formats and isinstance(acc, int | float):
         lines.append(
-            f"DataClawBench Acc: {dc['overall_score']:.4f} ({summary['evaluated_count']} "
+            f"DataClawBench Acc: {acc:.4f} ({summary['evaluated_count']} "
             f"graded, {summary['error_count']} errors)"
         )
         proc = summary.get("process") or {}

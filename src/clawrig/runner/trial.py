@@ -1465,6 +1465,9 @@ class Trial:
         services, task, config, result = self.services, self.task, self.config, self.result
         python = self.grader_stage.activate() if self.grader_stage else "python3"
         judge_model = _judge_model(task, services, self.name, self.run_index, self.paths)
+        judged: list[Any] = []  # the judges' gateway leases: what grading spent is the trial's
+        if (lease := getattr(judge_model, "lease", None)) is not None:
+            judged.append(lease)
         clock_token = self.clock.install()  # the in-process judges' waits are the trial's too
         try:
             async with (
@@ -1481,6 +1484,8 @@ class Trial:
                     self.clock,
                 ) as proxy,
             ):
+                if proxy is not None:
+                    judged.append(proxy.lease)
                 try:
                     with watch_loop(self.clock):  # and the harness's busy loop
                         score, judge_score, process = await _grade(
@@ -1520,6 +1525,10 @@ class Trial:
                 judge_fault = await _proxy_judge_fault(proxy, self.plan.grader_s) if proxy else None
         finally:
             WaitClock.uninstall(clock_token)
+            # the answer judge's and the grader's judge calls are what the trial spent too
+            # (usage.json, the summary, the budget on --resume: they were in none, helper-144)
+            for lease in judged:
+                self.usage = self.usage.add(lease.usage)
         if judge_model is not services.judge and judge_model is not None:
             with contextlib.suppress(Exception):
                 await judge_model.aclose()  # type: ignore[attr-defined]
