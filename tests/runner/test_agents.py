@@ -20,6 +20,17 @@ REPO = Path(__file__).resolve().parents[2]
 SUB_TASK = "Write the word delegated to /tmp_workspace/sub.txt"
 
 
+async def run_demo_000015(srv, tmp_path):
+    """One trial of demo 000015 by the native agent on ``srv``'s model: (result, folder)."""
+    task = next(t for t in load_tasks(REPO / "suites" / "demo") if t.id == "000015")
+    return await run_trial(
+        task,
+        TrialConfig(agent="native", model="scripted/x"),
+        tmp_path,
+        services=TrialServices(model=srv.chat_model()),
+    )
+
+
 def _turns(request: dict) -> int:
     return sum(1 for m in request["messages"] if m.get("role") == "assistant")
 
@@ -39,14 +50,8 @@ def responder(request: dict):
 
 
 async def test_sessions_spawn_runs_a_real_subagent(scripted_server, tmp_path):
-    task = next(t for t in load_tasks(REPO / "suites" / "demo") if t.id == "000015")
     srv = scripted_server(responder=responder)
-    result, folder = await run_trial(
-        task,
-        TrialConfig(agent="native", model="scripted/x"),
-        tmp_path,
-        services=TrialServices(model=srv.chat_model()),
-    )
+    result, folder = await run_demo_000015(srv, tmp_path)
     assert result.error is None
     assert (folder / "end_state" / "sub.txt").read_text() == "delegated\n"
     subs = list((folder / "subagents").glob("*.jsonl"))
@@ -83,14 +88,8 @@ def cron_responder(request: dict):
 
 
 async def test_cron_message_reaches_the_agent_between_turns(scripted_server, tmp_path):
-    task = next(t for t in load_tasks(REPO / "suites" / "demo") if t.id == "000015")
     srv = scripted_server(responder=cron_responder)
-    result, folder = await run_trial(
-        task,
-        TrialConfig(agent="native", model="scripted/x"),
-        tmp_path,
-        services=TrialServices(model=srv.chat_model()),
-    )
+    result, folder = await run_demo_000015(srv, tmp_path)
     assert result.error is None
     final = read_openclaw_jsonl(folder / "chat.jsonl").final_text()
     assert "time to check" in final and final.startswith("saw: [cron ")
@@ -112,14 +111,8 @@ def outage_responder(request: dict):
 async def test_a_provider_failure_in_a_subagent_is_the_trials_infrastructure_error(
     scripted_server, tmp_path
 ):
-    task = next(t for t in load_tasks(REPO / "suites" / "demo") if t.id == "000015")
     srv = scripted_server(responder=outage_responder)
-    result, _ = await run_trial(
-        task,
-        TrialConfig(agent="native", model="scripted/x"),
-        tmp_path,
-        services=TrialServices(model=srv.chat_model()),
-    )
+    result, _ = await run_demo_000015(srv, tmp_path)
     # not a failed sub-agent the agent is scored with: the trial's infrastructure error
     assert result.error is not None, result.score
     assert result.error.kind == ErrorKind.INFRASTRUCTURE and result.error.retryable
@@ -144,15 +137,9 @@ async def test_a_conversation_holds_at_most_its_limit_of_tool_output(
     2.1 GB in three turns (helper-142). The model sees the note; the transcript keeps it."""
     from clawrig.agents import native
 
-    task = next(t for t in load_tasks(REPO / "suites" / "demo") if t.id == "000015")
     monkeypatch.setattr(native, "MAX_CONVERSATION_CHARS", 500_000)
     srv = scripted_server(responder=flood_responder)
-    result, folder = await run_trial(
-        task,
-        TrialConfig(agent="native", model="scripted/x"),
-        tmp_path,
-        services=TrialServices(model=srv.chat_model()),
-    )
+    result, folder = await run_demo_000015(srv, tmp_path)
     assert result.error is None
     first = len(srv.requests[-1]["messages"][0]["content"])  # (it counts too)
     seen = [m["content"] for m in srv.requests[-1]["messages"] if m.get("role") == "tool"]

@@ -735,101 +735,86 @@ class RayExecutor:
         spend = await asyncio.to_thread(
             _unfinished_folder, JobPaths(self.job.output).task_dir(task.id), f"ray-r{run_index}"
         )
+        # the driver's leases record every call of the attempt in ``spend`` too (its node lost
+        # and run again on another: those attempts' calls as well) until the trial's folder
+        # comes back
         try:
-            result, folder = await self._attempt(
-                task, run_index, job_id, attempt, earlier, trial, services, spend
-            )
+            svc = services or self.services
+            trial_json = trial.model_dump_json() if trial is not None else None
+            while True:
+                node = await self._free.get()
+                if node is None:
+                    self._free.put_nowait(None)  # wake the next waiter too
+                    raise ClusterGone(CLUSTER_GONE)
+                if not node.alive:
+                    continue
+                leases: dict[str, Any] = {}
+                ref = None
+                try:
+                    task_ref = await self._task_ref(node, task)
+                    leases = self._leases(
+                        task, run_index, attempt, svc, TrialPaths(spend).model_calls
+                    )
+                    models: dict[str, Any] = {"gateway": gateway.host_url}
+                    for role, lease in leases.items():
+                        model = svc.model if role == "agent" else svc.judge
+                        models[role] = (
+                            lease.endpoint.model_dump_json(),
+                            lease.token,
+                            bool(getattr(model, "stream", False)),
+                        )
+                    ref = node.actor.run.remote(
+                        task_ref,
+                        run_index,
+                        job_id,
+                        attempt,
+                        earlier.model_dump(mode="json"),
+                        models,
+                        trial_json,
+                    )
+                    result_json, name, packed = await ref
+                except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
+                    # the node (or its worker, or the returned folder) is gone: what the attempt
+                    # spent still counts, the attempt runs again elsewhere, neither scored nor
+                    # counted as a failure
+                    node.alive = False
+                    self.lost_attempts += 1
+                    for lease in leases.values():
+                        gateway.close_trial(lease)  # no new requests; those in flight still bill
+                    for lease in leases.values():
+                        earlier = earlier.add(await gateway.settle(lease, LOST_REQUEST_WAIT_S))
+                    if not any(n.alive for n in self.nodes):
+                        self._free.put_nowait(None)
+                    continue
+                except ray.exceptions.RayTaskError as exc:
+                    self._free.put_nowait(node)
+                    raise _cause(exc) from None
+                except BaseException:  # cancelled (or the task could not be shipped)
+                    if ref is not None:
+                        with contextlib.suppress(Exception):
+                            ray.cancel(ref)
+                    self._free.put_nowait(node)
+                    raise
+                finally:
+                    for lease in leases.values():
+                        if not lease.closed:
+                            gateway.close_trial(lease)
+                self._free.put_nowait(node)
+                result = model_from_json_text(TrialResult, result_json)
+                folder = unpack_trial(packed, JobPaths(self.job.output).task_dir(task.id), name)
+                # the trial's own folder holds its calls now
+                await asyncio.to_thread(remove_tree, spend)
+                return result, folder
         except BaseException:
-            # the attempt's calls as the driver's leases recorded them (a node lost before
-            # too): kept in _retried/, so the budget and the totals count them; the trial
-            # runs again on --resume (a Ctrl-C, every node gone, a refusal that stops the
-            # job). Lost with the node's folder before (helper-141). After a kill -9 of the
-            # driver, --resume sets the folder aside.
+            # the attempt's calls as the driver's leases recorded them: kept in _retried/, so
+            # the budget and the totals count them; the trial runs again on --resume (a
+            # Ctrl-C, every node gone, a refusal that stops the job). Lost with the node's
+            # folder before (helper-141). After a kill -9 of the driver, --resume sets the
+            # folder aside.
             from clawrig.runner.batch import set_aside_killed
 
             set_aside_killed(spend, task, self.job, job_id)  # (a few files: not awaited, as
             raise  # the task may be cancelled again meanwhile)
-        await asyncio.to_thread(remove_tree, spend)  # the trial's own folder holds them now
-        return result, folder
-
-    async def _attempt(
-        self,
-        task: Task,
-        run_index: int,
-        job_id: str,
-        attempt: int,
-        earlier: Usage,
-        trial: TrialConfig | None,
-        services: TrialServices | None,
-        spend: Path,
-    ) -> tuple[TrialResult, Path]:
-        """:meth:`run`'s attempt on the nodes: run again on another node when its node is
-        lost, the lost attempts' spend added to ``earlier``; the driver's leases record every
-        call in ``spend``."""
-        ray, gateway = self._ray, self.services.gateway
-        assert ray is not None and gateway is not None
-        svc = services or self.services
-        trial_json = trial.model_dump_json() if trial is not None else None
-        while True:
-            node = await self._free.get()
-            if node is None:
-                self._free.put_nowait(None)  # wake the next waiter too
-                raise ClusterGone(CLUSTER_GONE)
-            if not node.alive:
-                continue
-            leases: dict[str, Any] = {}
-            ref = None
-            try:
-                task_ref = await self._task_ref(node, task)
-                leases = self._leases(task, run_index, attempt, svc, TrialPaths(spend).model_calls)
-                models: dict[str, Any] = {"gateway": gateway.host_url}
-                for role, lease in leases.items():
-                    model = svc.model if role == "agent" else svc.judge
-                    models[role] = (
-                        lease.endpoint.model_dump_json(),
-                        lease.token,
-                        bool(getattr(model, "stream", False)),
-                    )
-                ref = node.actor.run.remote(
-                    task_ref,
-                    run_index,
-                    job_id,
-                    attempt,
-                    earlier.model_dump(mode="json"),
-                    models,
-                    trial_json,
-                )
-                result_json, name, packed = await ref
-            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
-                # the node (or its worker, or the returned folder) is gone: what the attempt
-                # spent still counts, the attempt runs again elsewhere, neither scored nor
-                # counted as a failure
-                node.alive = False
-                self.lost_attempts += 1
-                for lease in leases.values():
-                    gateway.close_trial(lease)  # no new requests; those in flight still bill
-                for lease in leases.values():
-                    earlier = earlier.add(await gateway.settle(lease, LOST_REQUEST_WAIT_S))
-                if not any(n.alive for n in self.nodes):
-                    self._free.put_nowait(None)
-                continue
-            except ray.exceptions.RayTaskError as exc:
-                self._free.put_nowait(node)
-                raise _cause(exc) from None
-            except BaseException:  # cancelled (or the task could not be shipped)
-                if ref is not None:
-                    with contextlib.suppress(Exception):
-                        ray.cancel(ref)
-                self._free.put_nowait(node)
-                raise
-            finally:
-                for lease in leases.values():
-                    if not lease.closed:
-                        gateway.close_trial(lease)
-            self._free.put_nowait(node)
-            result = model_from_json_text(TrialResult, result_json)
-            folder = unpack_trial(packed, JobPaths(self.job.output).task_dir(task.id), name)
-            return result, folder
 
     def provider_stop(self) -> str | None:
         """As the driver's gateway saw it (every model call goes through it), or
