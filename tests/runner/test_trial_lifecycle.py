@@ -110,3 +110,25 @@ async def test_a_cancelled_trial_leaves_no_folder(tmp_path):
         await job
     # nothing of it stays, not even its task's folder, empty (no other trial of the task)
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_deadline_while_the_agents_service_calls_are_rebuilt_is_the_agents(tmp_path):
+    """The clean room's phase deadline passing while the task's services are rebuilt from the
+    agent's recorded calls (23,000 calendar creates outlasted the phase: an unscored setup
+    error, helper-143) is the agent's error; the same deadline at any other point of the phase
+    stays the setup's."""
+    from clawrig.errors import TrialDeadline
+    from clawrig.spec.trial import ErrorKind
+
+    task = _demo("000001")
+    async with Trial(task, TrialConfig(agent="nop", model="nop"), out_root=tmp_path) as trial:
+        trial.phase = "gt_inject"
+        deadline = TrialDeadline("gt_inject", 120.0)
+        assert trial._error_of(deadline).kind == ErrorKind.SETUP
+        trial.rebuilding_calls = 23_000
+        error = trial._error_of(deadline)
+        assert error.kind == ErrorKind.AGENT
+        assert error.message == (
+            "the gt_inject phase's deadline of 120 s passed in phase gt_inject while the task's "
+            "services were rebuilt from the agent's 23,000 recorded calls for grading"
+        )

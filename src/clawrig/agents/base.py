@@ -53,6 +53,10 @@ class AgentContext:
     log_path: Path | None = None
     started: float = field(default_factory=time.monotonic)
     subagent_transcripts: dict[str, Transcript] = field(default_factory=dict)
+    held_chars: list[int] = field(default_factory=lambda: [0])
+    """Characters of tool output and delivered messages the agent's conversations hold, its
+    sub-agents' with them (one count, shared: :data:`clawrig.agents.native.
+    MAX_CONVERSATION_CHARS`)."""
 
     _log_file: TextIO | None = field(default=None, repr=False, compare=False)
 

@@ -144,6 +144,7 @@ def subagent_runner(parent: AgentContext) -> Any:
             transcript=transcript,
             log_path=parent.log_path,
             started=parent.started,
+            held_chars=parent.held_chars,  # one limit for the agent and its sub-agents
         )
         before = ctx.usage
         try:
@@ -174,7 +175,8 @@ async def run_loop(
     messages: list[dict[str, Any]] = [{"role": "user", "content": first_message}]
     tools = ctx.toolset.schema()
     outcome = AgentOutcome(stop_reason=StopReason.MAX_TURNS)
-    held = _Held(len(first_message))
+    held = _Held(ctx.held_chars)
+    held.chars += len(first_message)
     lim = ctx.limits
     while outcome.turns < lim.max_turns:
         _subagent_failure(ctx)
@@ -216,17 +218,28 @@ async def run_loop(
 
 MAX_CONVERSATION_CHARS = 64 * 1024 * 1024
 """Most characters of tool results (images' base64 included) and harness-delivered user
-messages one conversation holds; past it a result's text is dropped for a one-line note (an
-error result): the harness keeps every conversation in memory and writes it to the trial
-folder twice, and 200 calls a turn of 256 KiB each took it to 2.1 GB in three turns
+messages the agent's conversations hold, its sub-agents' together; past it a result's text is
+dropped for a one-line note (an error result): the harness keeps every conversation in memory
+and writes it to the trial folder twice, and 200 calls a turn of 256 KiB each took it to
+2.1 GB in three turns
 (helper-142). No model reads that much: its provider refuses the request first."""
 
 
 class _Held:
-    """Characters a conversation holds so far (:data:`MAX_CONVERSATION_CHARS`)."""
+    """Characters the agent's conversations hold so far, its sub-agents' included
+    (:data:`MAX_CONVERSATION_CHARS`; sub-agents each with a limit of their own took the
+    harness to 2.9 GB: helper-143): ``count`` is the trial's shared one-item list."""
 
-    def __init__(self, chars: int) -> None:
-        self.chars = chars
+    def __init__(self, count: list[int]) -> None:
+        self._count = count
+
+    @property
+    def chars(self) -> int:
+        return self._count[0]
+
+    @chars.setter
+    def chars(self, value: int) -> None:
+        self._count[0] = value
 
     def _note(self, size: int) -> str:
         return (

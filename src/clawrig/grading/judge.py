@@ -37,7 +37,7 @@ from typing import Any
 
 from clawrig.errors import InfrastructureError
 from clawrig.grading.answers import agent_run_error, answer_keys, run_error_score
-from clawrig.grading.textscan import balanced_objects
+from clawrig.grading.textscan import balanced_spans
 from clawrig.llm.base import ChatModel
 from clawrig.spec.llm import ChatResponse
 from clawrig.spec.task import Task
@@ -145,7 +145,11 @@ def build_judge_messages(task: Task, final_answer: str, *, strict: bool) -> list
 # Parsing
 # --------------------------------------------------------------------------------------------
 
-_FENCED_JSON_RE = re.compile(r"```json\s*(.*?)```", re.S | re.I)
+_FENCED_JSON_RE = re.compile(r"^[ \t]*```json[ \t]*\n(.*?)^[ \t]*```", re.S | re.I | re.M)
+"""A fenced ```json block whose fences start lines (a fence inside a line, an agent's answer
+quoted by the judge ending in a bare ```json, no longer swallows the judge's own block)."""
+QUOTE_MIN_CHARS = 8
+"""Shortest agent answer :func:`parse_judge_json` cuts out of a judge's reply."""
 
 
 def _load_object(text: str) -> dict[str, Any] | None:
@@ -156,27 +160,36 @@ def _load_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def parse_judge_json(text: str | None, key: str = "scores") -> dict[str, Any] | None:
-    """Parse a judge reply: the last fenced ```json block that parses (one that has ``key``
-    first), else the last balanced ``{...}`` that has ``key``, else the last balanced object
-    that parses. None when nothing parses.
+def parse_judge_json(
+    text: str | None, key: str = "scores", quoted: str | None = None
+) -> dict[str, Any] | None:
+    """Parse a judge reply: the JSON object that ends last in it (a fenced ```json block or a
+    balanced ``{...}``), one that has ``key`` first, else the last that parses. None when
+    nothing parses. ``quoted``: the agent's answer the judge was shown; every verbatim copy of
+    it in the reply is cut out first.
 
-    The last, not the first: the judge's verdict follows what it read, and a reply that quotes
-    the agent's answer quotes any block the agent planted in it (a ```json block with
-    ``"match": 1`` after a wrong answer was taken for the judge's own: helper-142).
-    ``shared/reference/metrics.md`` says "fenced json block" without saying which."""
+    The last, fenced or not, and the agent's answer cut out: the judge's verdict follows what
+    it read, and a judge quoting the answer quotes any block the agent planted in it (a ```json
+    block with ``"match": 1`` after a wrong answer was taken for the judge's own, before its
+    verdict, or before its verdict given bare, as the prompt asks: helper-142, helper-143).
+    ``shared/reference/metrics.md`` says "fenced json block, else the last balanced {...}
+    that has scores, else the last object" without saying which block."""
     if not text:
         return None
-    blocks = (_load_object(b.strip()) for b in _FENCED_JSON_RE.findall(text))
-    fenced = [o for o in blocks if o is not None]
-    if fenced:
-        with_key = [o for o in fenced if key in o]
-        return with_key[-1] if with_key else fenced[-1]
-    objects = [o for o in (_load_object(s) for s in balanced_objects(text)) if o is not None]
-    with_key = [o for o in objects if key in o]
+    if quoted and len(quoted.strip()) >= QUOTE_MIN_CHARS:
+        text = text.replace(quoted.strip(), " ")
+    found: list[tuple[int, dict[str, Any]]] = []  # (where it ends, the object)
+    for m in _FENCED_JSON_RE.finditer(text):
+        if (obj := _load_object(m.group(1).strip())) is not None:
+            found.append((m.end(), obj))
+    for a, b in balanced_spans(text):
+        if (obj := _load_object(text[a:b])) is not None:
+            found.append((b, obj))
+    found.sort(key=lambda f: f[0])
+    with_key = [o for _, o in found if key in o]
     if with_key:
         return with_key[-1]
-    return objects[-1] if objects else None
+    return found[-1][1] if found else None
 
 
 def _binary(value: Any) -> int | None:
@@ -355,7 +368,9 @@ async def judge_answer(
             value, attempts, reasons = await run_judge_attempts(
                 model,
                 lambda strict: build_judge_messages(task, final, strict=strict),
-                lambda content: validate_judgment(parse_judge_json(content, "scores"), keys),
+                lambda content: validate_judgment(
+                    parse_judge_json(content, "scores", quoted=final), keys
+                ),
                 log_path=log_path,
                 kind="answer",
                 repeat=r,

@@ -24,7 +24,8 @@ environment's own interpreter) starts afresh.
 
 Residual risk of the verdict channel: a grader that imports or runs the agent's code *in its own
 process* hands that code the runner's socket; graders that run agent code in a subprocess do
-not (the socket is not inherited and the runner is not dumpable).
+not (the socket is not inherited and the runner is not dumpable; a fork of the grader has the
+socket closed, ``os.register_at_fork``, but a copy of the grader's memory).
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ if verdict_path:
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
     channel = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     channel.connect(verdict_path)
+    # a process the grader forks (multiprocessing's default on Linux, to run the agent's code
+    # with a timeout) runs with a copy of this one: the channel is closed there, so the
+    # agent's code cannot send a verdict on it (helper-143)
+    os.register_at_fork(after_in_child=channel.close)
 
 
 def report(obj):

@@ -685,6 +685,9 @@ class Trial:
         self.grading_binds: list[Bind] = []
         self.audit_channel: HarnessChannel | None = None
         self.audits: dict[str, Any] = {}
+        self.rebuilding_calls = 0
+        """The agent's recorded service calls being replayed into the clean room's services
+        (:meth:`gt_in`), 0 before and after: a phase deadline meanwhile is the agent's."""
         """Service name -> its audit as the harness recorded it (:meth:`stop_agent`)."""
         self.verdict: HarnessChannel | None = None
         """The grader's verdict channel into the clean room (:meth:`gt_in`)."""
@@ -1428,6 +1431,10 @@ class Trial:
         await inject_gt(box, self.task)
         fixtures = {h.name: h.extra.get("fixtures") for h in self.service_handles}
         audits = self.audits if self.end_state is not None else None
+        calls = sum(
+            len(a.get("calls") or []) for a in (audits or {}).values() if isinstance(a, dict)
+        )
+        self.rebuilding_calls = calls
         try:
             await restart_services(
                 box,
@@ -1437,9 +1444,6 @@ class Trial:
                 fixture_files=self.fixture_files,
             )
         except SetupError as exc:
-            calls = sum(
-                len(a.get("calls") or []) for a in (audits or {}).values() if isinstance(a, dict)
-            )
             if not calls:
                 raise
             # the services started from the task's fixtures before the agent ran; rebuilt
@@ -1450,6 +1454,7 @@ class Trial:
                 f"the task's services could not be rebuilt from the agent's {calls:,} recorded "
                 f"calls for grading: {exc}"
             ) from None
+        self.rebuilding_calls = 0
 
     async def grade(self) -> tuple[Score | None, Score | None, ProcessScore]:
         """Phase 6: the outcome score (+ the judge score when both ran) and process metrics,
@@ -1722,6 +1727,15 @@ class Trial:
         if isinstance(exc, TrialDeadline):
             if agents:
                 return TrialError(kind=ErrorKind.AGENT, message=str(exc), phase=phase)
+            if phase == "gt_inject" and self.rebuilding_calls:
+                # the services rebuilt from the agent's calls outlasted the phase (23,000
+                # calendar creates: a setup error, unscored, helper-143): the agent's 0
+                return TrialError(
+                    kind=ErrorKind.AGENT,
+                    message=f"{exc} while the task's services were rebuilt from the agent's "
+                    f"{self.rebuilding_calls:,} recorded calls for grading",
+                    phase=phase,
+                )
             if phase == "grading":
                 return TrialError(kind=ErrorKind.GRADING, message=str(exc), phase=phase)
             return TrialError(kind=ErrorKind.SETUP, message=str(exc), phase=phase)

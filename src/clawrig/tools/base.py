@@ -9,6 +9,7 @@ exceptions (shared/reference/openclaw-tools.md). Only infrastructure failures
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -69,6 +70,10 @@ class ToolContext:
     exec_timeout_s: float = 1800.0
     output_bytes: int = 200_000
     state: dict[str, Any] = field(default_factory=dict)
+    edits: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held by each ``edit`` call (one at a time in a trial, its sub-agents' too: a sub-agent's
+    context is a copy holding the same lock), so the harness holds one edited file at once:
+    50 edits of a turn held 50 files of 16 MiB, 6.8 GB (helper-143)."""
 
 
 class Tool(Protocol):

@@ -38,7 +38,7 @@ import asyncio
 import builtins
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -50,6 +50,9 @@ from clawrig.tools.base import ToolContext, ToolResult
 MIN_INTERVAL_S = 0.1
 """Shortest repeat interval of an ``every`` job (seconds)."""
 MAX_RUNS_KEPT = 50
+MAX_RUN_OUTPUT_KEPT = 16 * 1024
+"""Most characters of a command run's output a job's history keeps (its last ones): 100 jobs
+of 50 runs of 200 KB held 1 GB of the harness's memory (helper-143)."""
 MAX_JOBS = 100
 """Most jobs a scheduler holds at once (``add`` past it is the agent's tool error)."""
 MAX_PENDING_MESSAGES = 100
@@ -400,7 +403,8 @@ class CronScheduler:
         else:
             self._queue(CronMessage(job.id, p["text"], _iso(started)))
             run = CronRun(job_id=job.id, started_at=_iso(started), status="ok", output=p["text"])
-        job.runs.append(run)
+        kept = run.output[-MAX_RUN_OUTPUT_KEPT:] if len(run.output) > MAX_RUN_OUTPUT_KEPT else None
+        job.runs.append(run if kept is None else replace(run, output=kept))
         del job.runs[:-MAX_RUNS_KEPT]
         return run
 

@@ -17,7 +17,6 @@ PATH in those messages is the path as the model wrote it.
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import re
 import shlex
@@ -222,9 +221,15 @@ def _window(
 async def edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     """Replace the one exact occurrence of ``oldText`` with ``newText``.
 
-    Errors: missing arguments, empty oldText, file not found, oldText found 0 or several times.
-    Files with CRLF line ends match an LF ``oldText`` and keep their CRLF ends.
+    Errors: missing arguments, empty oldText, file not found, oldText found 0 or several times,
+    a file over :data:`EDIT_CAP`. Files with CRLF line ends match an LF ``oldText`` and keep
+    their CRLF ends. A trial's edits run one at a time (:attr:`ToolContext.edits`).
     """
+    async with ctx.edits:
+        return await _edit(ctx, args)
+
+
+async def _edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     got = _path_arg("edit", args)
     if isinstance(got, ToolResult):
         return got
@@ -289,16 +294,25 @@ def edit_diff(text: str, at: int, old: str, new: str, name: str, context: int = 
     the square of the lines it compares (repeated lines), so a whole-file diff of a 1.5 MB file
     of repeated lines held the harness's event loop for 64 s, every trial of the job with it
     (helper-142)."""
-    lines = text.splitlines(keepends=True)
-    starts = [0]  # offset of each line's start
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line))
-    first = bisect.bisect_right(starts, at) - 1
-    last = bisect.bisect_right(starts, at + max(len(old) - 1, 0)) - 1
-    lo, hi = max(0, first - context), min(len(lines), last + 1 + context)
-    before = lines[lo:hi]
-    region = "".join(before)
-    cut = at - starts[lo]
+    # the changed lines and their context, found by position: the file is not split (a
+    # 16 MiB file split into lines for each of 50 edits of a turn took the harness to 6.8 GB:
+    # helper-143)
+    stop = at + max(len(old) - 1, 0)  # the replaced text's last character
+    first = text.count("\n", 0, at)  # the line (0-based) it starts in
+    last = first + text.count("\n", at, stop)  # and ends in
+    begin = text.rfind("\n", 0, at) + 1
+    lo = first
+    while lo > first - context and begin > 0:
+        begin = text.rfind("\n", 0, begin - 1) + 1
+        lo -= 1
+    finish = text.find("\n", stop)
+    for _ in range(context):
+        if finish == -1 or finish + 1 >= len(text):
+            break
+        finish = text.find("\n", finish + 1)
+    region = text[begin : len(text) if finish == -1 else finish + 1]
+    before = region.splitlines(keepends=True)
+    cut = at - begin
     after = (region[:cut] + new + region[cut + len(old) :]).splitlines(keepends=True)
     if len(before) + len(after) > DIFF_MAX_LINES:
         return f"(diff not shown: {last - first + 1} lines replaced by {new.count(chr(10)) + 1})"

@@ -45,6 +45,9 @@ SNIPPET_CHARS = 700
 DEFAULT_MAX_RESULTS = 6
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_FILES = 500
+MAX_QUERY_WORDS = 64
+"""Most words of one query (FTS5's work grows with the square of them: a 500,000-word query
+held a worker thread for 11 minutes, helper-143)."""
 MAX_TOTAL_BYTES = 32 * 1024 * 1024
 """Most bytes of memory files one search reads (the files in path order, the last one cut):
 500 files of 2 MiB held the harness at 0.9 GB and its event loop for 25 s (helper-142)."""
@@ -184,6 +187,11 @@ async def memory_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     query = args["query"].strip()
     if not query:
         return error("memory_search: `query` is empty")
+    if len(_WORD.findall(query)) > MAX_QUERY_WORDS:
+        return error(
+            f"memory_search: `query` has more than {MAX_QUERY_WORDS} words; search for a few "
+            "words at a time"
+        )
     max_results = int(args.get("maxResults") or DEFAULT_MAX_RESULTS)
     if max_results < 1:
         return error("memory_search: `maxResults` must be >= 1")
