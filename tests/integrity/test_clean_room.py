@@ -194,3 +194,36 @@ async def test_the_agents_program_run_by_the_grader_cannot_read_the_graders_sour
     assert result.error is None and result.score is not None, result.error
     assert result.score.score == 0.0, result.score.details
     assert result.score.subscores["found_a_grader_file"] == 0.0
+
+
+FORKING_GRADER = """
+import multiprocessing, sys
+def _run():
+    sys.path.insert(0, "/tmp_workspace/results")
+    import solution  # the agent's code, in a forked child (multiprocessing's default here)
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    p = multiprocessing.Process(target=_run)
+    p.start()
+    p.join(20)
+    return {"overall_score": 0.0}
+"""
+
+
+async def test_a_forked_child_of_the_grader_cannot_send_the_verdict(attack, make_task):
+    """A grader runs the agent's code in a multiprocessing child (a fork): the child held the
+    runner's verdict socket and the agent's code sent a verdict of 1.0 on it before the
+    grader's own 0 (helper-143). The runner closes the socket in every fork now."""
+    forge = (
+        "import os, socket\n"
+        "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+        "    try:\n"
+        "        s = socket.socket(fileno=os.dup(fd))\n"
+        "        s.sendall(b'{\"overall_score\": 1.0}\\n')\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    encoded = base64.b64encode(forge.encode()).decode()
+    write = f"mkdir -p results && echo {encoded} | base64 -d > results/solution.py"
+    result, _ = await attack(make_task(FORKING_GRADER), write)
+    assert result.error is None and result.score is not None, result.error
+    assert result.score.score == 0.0, result.score

@@ -179,6 +179,19 @@ async def test_jobs_and_waiting_messages_are_capped(call, ctx) -> None:
     assert r.is_error and f"at most {MAX_JOBS} cron jobs at once: remove one first" in r.text
 
 
+async def test_a_runs_history_keeps_the_end_of_its_output(call, ctx) -> None:
+    """A run's whole output is what ``run`` answers; the job's history keeps its last
+    MAX_RUN_OUTPUT_KEPT characters (100 jobs of 50 runs of 200 KB held 1 GB: helper-143)."""
+    from clawrig.tools.cron import MAX_RUN_OUTPUT_KEPT
+
+    command = f'python3 -c \'print("a" * {MAX_RUN_OUTPUT_KEPT} + "END")\''
+    job = body(await call("cron", {"action": "add", "job": {"everyMs": 10**8, "command": command}}))
+    ran = body(await call("cron", {"action": "run", "jobId": job["job"]["id"]}))
+    assert len(ran["run"]["output"]) == MAX_RUN_OUTPUT_KEPT + 3
+    kept = ctx.cron.get(job["job"]["id"]).runs[-1].output
+    assert len(kept) == MAX_RUN_OUTPUT_KEPT and kept.endswith("aEND")
+
+
 async def test_stopped_scheduler_refuses_new_jobs(call, ctx, toolset) -> None:
     await call("cron", {"action": "add", "job": {"everyMs": 100000, "command": "true"}})
     await toolset.aclose(ctx)

@@ -89,6 +89,21 @@ async def test_memory_search_reads_at_most_its_total(call, workspace: Path, monk
     assert len(r["results"]) == 21
 
 
+async def test_memory_search_refuses_a_query_of_too_many_words(call, workspace: Path) -> None:
+    """FTS5's work grows with the square of a query's words: a 500,000-word query held a
+    worker thread for 11 minutes (helper-143). Past MAX_QUERY_WORDS, a tool error."""
+    from clawrig.tools.memory import MAX_QUERY_WORDS
+
+    write_memory(workspace)
+    r = await call("memory_search", {"query": " ".join(["database"] * (MAX_QUERY_WORDS + 1))})
+    assert r.is_error and r.text == (
+        f"memory_search: `query` has more than {MAX_QUERY_WORDS} words; search for a few "
+        "words at a time"
+    )
+    r = body(await call("memory_search", {"query": " ".join(["database"] * MAX_QUERY_WORDS)}))
+    assert r["results"]
+
+
 async def test_memory_search_errors(call, workspace: Path) -> None:
     write_memory(workspace)
     r = await call("memory_search", {"query": "  "})
