@@ -201,9 +201,11 @@ def test_driver_killed_then_resume_finishes_on_the_cluster(ray_cluster, model_se
             done = len(json.loads(progress.read_text())["completed"])
         except (OSError, ValueError, KeyError):
             done = 0
-        if done >= 3:
+        # (and a running trial's answered call recorded by the driver, to be kept)
+        recorded = [f for f in out.glob("*/.tmp-ray-*/model_calls.jsonl") if f.stat().st_size]
+        if done >= 3 and recorded:
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
     assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)

@@ -772,6 +772,16 @@ def test_a_killed_workers_cut_trials_keep_what_they_spent(
     for folder in kept:
         cut = json.loads((folder / "result.json").read_text())
         assert cut["usage"]["request_count"] == 1, folder
+        # its error says what happened to it (it said the job stopped: helper-141)
+        assert (
+            " exited (code " in cut["error"]["message"]
+            and "during the trial" in (cut["error"]["message"])
+        ), cut["error"]
+    # the trial run again carries the lost attempt's spend in its own record (it said 0)
+    for (r,) in trials_of(out).values():
+        if r["attempts"] > 1:
+            assert r["retried_usage"]["request_count"] == 1, r["retried_usage"]
+            assert math.isclose(r["retried_usage"]["cost_usd"], COST)
     # every reply a trial recorded counts: 2 per trial, and the cut attempts' one each
     total = summary["efficiency"]["total_cost_usd"]
     assert math.isclose(total, COST * (2 * 4 + len(kept))), (total, len(kept))

@@ -50,7 +50,12 @@ from clawrig.errors import ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
 from clawrig.leftovers import release_own_mounts
 from clawrig.runner.executors import Executor, create_executor
-from clawrig.runner.trial import TrialServices, remove_unfinished, set_aside_unfinished
+from clawrig.runner.trial import (
+    INTERRUPTED,
+    TrialServices,
+    remove_unfinished,
+    set_aside_unfinished,
+)
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
 from clawrig.spec.job import RL_JOB_ID, JobConfig, Progress, ProgressEntry, model_slug
 from clawrig.spec.layout import (
@@ -821,11 +826,14 @@ def _trial_folders(
     return found
 
 
-def set_aside_killed(tmp: Path, task: Task, job: JobConfig, job_id: str) -> None:
+def set_aside_killed(
+    tmp: Path, task: Task, job: JobConfig, job_id: str, why: str | None = None
+) -> Usage | None:
     """A trial folder a killed job left half-written (``.tmp-*``): set aside in ``_retried/``
-    with what its recorded model calls spent (:func:`clawrig.runner.trial.set_aside_unfinished`),
-    else removed (:func:`clawrig.runner.trial.remove_unfinished`); either way its task's folder
-    goes when that leaves it empty."""
+    with what its recorded model calls spent (:func:`clawrig.runner.trial.set_aside_unfinished`;
+    ``why``: its error's message, default an interrupted job's), else removed
+    (:func:`clawrig.runner.trial.remove_unfinished`); either way its task's folder goes when
+    that leaves it empty. Returns what the set-aside attempt spent, or None."""
     base = TrialResult(
         task_id=task.id,
         category=task.category,
@@ -835,8 +843,10 @@ def set_aside_killed(tmp: Path, task: Task, job: JobConfig, job_id: str) -> None
         agent=job.trial.agent,
         sandbox=job.trial.sandbox,
     )
-    if not set_aside_unfinished(tmp, base, JobPaths(job.output).retried):
+    spent = set_aside_unfinished(tmp, base, JobPaths(job.output).retried, why or INTERRUPTED)
+    if spent is None:
         remove_unfinished(tmp)
+    return spent
 
 
 def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[Task]) -> None:
@@ -1100,7 +1110,8 @@ async def _run_trials(
                 if prev.is_dir():  # (a trial whose folder could not be written has none)
                     retried_dir.mkdir(parents=True, exist_ok=True)
                     shutil.move(str(prev), str(paths.retried_trial(task.id, prev.name)))
-                spent_before = spent_before.add(last[0].usage)
+                # (its retried_usage is this trial's earlier attempts, a lost one's included)
+                spent_before = last[0].spent()
             # what the failed attempts spent counts too (budget, totals): the attempt's
             # result.json keeps it apart (retried_usage), written before the folder's
             # rename, never rewritten afterwards
@@ -1281,8 +1292,13 @@ def _unstarted(
     earlier: Usage,
 ) -> tuple[TrialResult, Path]:
     """The result of a trial that failed before it had a folder of its own (e.g. no space
-    for its work folder on the host): an infrastructure error, retried; no folder. It spent
-    nothing itself; ``earlier`` is what its earlier attempts spent."""
+    for its work folder on the host), or whose attempt was lost with the process that ran it:
+    an infrastructure error, retried; no folder. ``earlier`` is what its earlier attempts
+    spent; a lost attempt's spend (``exc.spent``, set aside in ``_retried/``) is added to it,
+    so the trial's next attempt carries it too (it said 0: helper-141)."""
+    lost = getattr(exc, "spent", None)
+    if isinstance(lost, Usage):
+        earlier = earlier.add(lost)
     result = TrialResult(
         task_id=task.id,
         category=task.category,
@@ -1296,8 +1312,12 @@ def _unstarted(
         retried_usage=earlier,
         error=TrialError(
             kind=ErrorKind.INFRASTRUCTURE,
-            message=f"the trial could not start: {type(exc).__name__}: {exc}",
-            phase="setup",
+            message=(
+                f"the attempt was lost: {exc}"
+                if isinstance(lost, Usage)
+                else f"the trial could not start: {type(exc).__name__}: {exc}"
+            ),
+            phase="agent" if isinstance(lost, Usage) else "setup",
             retryable=True,
         ),
     )

@@ -2106,18 +2106,25 @@ def recorded_usage(folder: Path) -> tuple[Usage, int | None, str]:
     return usage, run_index, trial_id
 
 
-def set_aside_unfinished(folder: Path, base: TrialResult, retried: Path) -> bool:
+INTERRUPTED = "interrupted: the job stopped while this attempt ran (run again on resume)"
+"""The error of an attempt cut by the job's stop (:func:`set_aside_unfinished`)."""
+
+
+def set_aside_unfinished(
+    folder: Path, base: TrialResult, retried: Path, why: str = INTERRUPTED
+) -> Usage | None:
     """Keep what an unfinished trial's attempt spent: when its folder (a job's ``.tmp-*``: a
     trial cancelled by Ctrl-C or SIGTERM, or left by a killed job) holds recorded model calls,
     it is moved to ``retried`` (the job's ``_retried/``) as an attempt: ``base`` (the trial's
     task, job and agent) with those calls' usage and an interrupted error, so the budget and
     the summary's totals count it (:func:`clawrig.runner.batch.recorded_spend`; before, the
     spend of the trials an interrupt cut was lost with their folders: a job stopped at
-    "$0.30" of ``--budget-usd 0.30`` having spent $0.33, a red-team finding). Returns False,
-    moving nothing, when no call was recorded there (or it cannot be written)."""
+    "$0.30" of ``--budget-usd 0.30`` having spent $0.33, a red-team finding); ``why``: its
+    error's message. Returns what the attempt spent, or None, moving nothing, when no call was
+    recorded there (or it cannot be written)."""
     usage, run_index, trial_id = recorded_usage(folder)
     if run_index is None or not (usage.request_count or usage.cost_usd):
-        return False
+        return None
     result = base.model_copy(
         update={
             "run_index": run_index,
@@ -2125,10 +2132,7 @@ def set_aside_unfinished(folder: Path, base: TrialResult, retried: Path) -> bool
             "usage": usage,
             "score": None,
             "error": TrialError(
-                kind=ErrorKind.INFRASTRUCTURE,
-                message="interrupted: the job stopped while this attempt ran (run again on resume)",
-                phase="agent",
-                retryable=True,
+                kind=ErrorKind.INFRASTRUCTURE, message=why, phase="agent", retryable=True
             ),
         }
     )
@@ -2137,10 +2141,10 @@ def set_aside_unfinished(folder: Path, base: TrialResult, retried: Path) -> bool
         retried.mkdir(parents=True, exist_ok=True)
         shutil.move(str(folder), str(retried / f"{result.task_id}__{folder.name}"))
     except OSError:
-        return False
+        return None
     with contextlib.suppress(OSError):  # (its task's folder, when that was the only one)
         folder.parent.rmdir()
-    return True
+    return usage
 
 
 def remove_unfinished(folder: Path) -> None:

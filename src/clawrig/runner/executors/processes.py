@@ -248,14 +248,19 @@ class ProcessExecutor:
                     future.set_exception(payload)
         worker.alive = False
         code = await _exit_code(worker.proc)
-        lost = InfrastructureError(f"{worker.name()} exited (code {code}) during the trial")
+        why = f"{worker.name()} exited (code {code}) during the trial"
         # its trials' half-written folders set aside with what their model calls spent, before
         # they are run again (the job's last sweep removed them: their spend counted nowhere,
         # nor in the budget on --resume; helper-136)
         cut = [worker.attempts[a] for a in worker.pending if a in worker.attempts]
-        await asyncio.get_running_loop().run_in_executor(None, self._set_aside, cut)
-        for future in worker.pending.values():
+        spent = await asyncio.get_running_loop().run_in_executor(None, self._set_aside, cut, why)
+        for attempt_id, future in worker.pending.items():
             if not future.done():
+                lost = InfrastructureError(why)
+                # what the lost attempt spent goes with it into the trial's record: its next
+                # attempt's retried_usage (it said 0: helper-141)
+                where = worker.attempts.get(attempt_id)
+                lost.spent = spent.get(where[:2]) if where else None  # type: ignore[attr-defined]
                 future.set_exception(lost)
         worker.pending.clear()
         if code != 0:  # killed or crashed: what its sandboxes left (a clean exit removed it)
@@ -295,16 +300,19 @@ class ProcessExecutor:
             worker.pending.pop(attempt_id, None)
             worker.attempts.pop(attempt_id, None)
 
-    def _set_aside(self, cut: list[tuple[str, int, str]]) -> None:
+    def _set_aside(self, cut: list[tuple[str, int, str]], why: str) -> dict[tuple[str, int], Usage]:
         """For each (task id, run index, job id) a dead worker was running: its ``.tmp-*``
         trial folder (the one whose recorded model calls are of that run) set aside in
-        ``_retried/`` with what they spent (:func:`clawrig.runner.batch.set_aside_killed`).
-        A folder with no recorded call is left to the job's sweep."""
+        ``_retried/`` with what they spent (:func:`clawrig.runner.batch.set_aside_killed`),
+        ``why`` its error. A folder with no recorded call is left to the job's sweep. Returns
+        what each set-aside attempt spent, by (task id, run index)."""
         from clawrig.runner.batch import set_aside_killed
         from clawrig.runner.trial import recorded_usage
         from clawrig.spec.layout import TMP_PREFIX
+        from clawrig.spec.trial import Usage
 
         by_id = {t.id: t for t in self.tasks}
+        spent: dict[tuple[str, int], Usage] = {}
         for task_id, run_index, job_id in cut:
             task = by_id.get(task_id)
             if task is None:
@@ -312,7 +320,11 @@ class ProcessExecutor:
             for tmp in (self.job.output / task_id).glob(f"{TMP_PREFIX}*"):
                 with contextlib.suppress(OSError, ValueError):
                     if recorded_usage(tmp)[1] == run_index:
-                        set_aside_killed(tmp, task, self.job, job_id)
+                        used = set_aside_killed(tmp, task, self.job, job_id, why)
+                        if used is not None:
+                            key = (task_id, run_index)
+                            spent[key] = spent.get(key, Usage()).add(used)
+        return spent
 
     def provider_stop(self) -> str | None:
         """One line when a model server can serve no more requests, as this process saw it or
