@@ -8,6 +8,10 @@ as a model failure; a *grading* error is reported, never a silent 0.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from clawrig.spec.trial import Usage
 
 
 class ClawrigError(Exception):
@@ -36,6 +40,16 @@ class SetupError(ClawrigError):
 
 class InfrastructureError(ClawrigError):
     """A failure of the harness or a provider, not of the model. Retried; never scored."""
+
+
+class AttemptLost(InfrastructureError):
+    """A trial attempt lost with the process that ran it (a ``--workers`` worker that died):
+    ``spent`` is what it had spent (a :class:`clawrig.spec.trial.Usage`, set aside in
+    ``_retried/``), or None when it recorded nothing."""
+
+    def __init__(self, message: str, spent: Usage | None = None) -> None:
+        super().__init__(message)
+        self.spent = spent
 
 
 class SandboxError(InfrastructureError):

@@ -46,7 +46,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
-from clawrig.errors import ClawrigError, UserError
+from clawrig.errors import AttemptLost, ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
 from clawrig.leftovers import release_own_mounts
 from clawrig.runner.executors import Executor, create_executor
@@ -1294,9 +1294,10 @@ def _unstarted(
     """The result of a trial that failed before it had a folder of its own (e.g. no space
     for its work folder on the host), or whose attempt was lost with the process that ran it:
     an infrastructure error, retried; no folder. ``earlier`` is what its earlier attempts
-    spent; a lost attempt's spend (``exc.spent``, set aside in ``_retried/``) is added to it,
-    so the trial's next attempt carries it too (it said 0: helper-141)."""
-    lost = getattr(exc, "spent", None)
+    spent; a lost attempt's spend (:class:`clawrig.errors.AttemptLost`, set aside in
+    ``_retried/``) is added to it, so the trial's next attempt carries it too (it said 0:
+    helper-141)."""
+    lost = exc.spent if isinstance(exc, AttemptLost) else None
     if isinstance(lost, Usage):
         earlier = earlier.add(lost)
     result = TrialResult(

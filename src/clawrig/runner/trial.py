@@ -685,10 +685,10 @@ class Trial:
         self.grading_binds: list[Bind] = []
         self.audit_channel: HarnessChannel | None = None
         self.audits: dict[str, Any] = {}
+        """Service name -> its audit as the harness recorded it (:meth:`stop_agent`)."""
         self.rebuilding_calls = 0
         """The agent's recorded service calls being replayed into the clean room's services
         (:meth:`gt_in`), 0 before and after: a phase deadline meanwhile is the agent's."""
-        """Service name -> its audit as the harness recorded it (:meth:`stop_agent`)."""
         self.verdict: HarnessChannel | None = None
         """The grader's verdict channel into the clean room (:meth:`gt_in`)."""
         self.timings: dict[str, float] = {}

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clawrig.errors import InfrastructureError, UserError
+from clawrig.errors import AttemptLost, InfrastructureError, UserError
 from clawrig.runner.heap import settle
 
 if TYPE_CHECKING:
@@ -256,12 +256,10 @@ class ProcessExecutor:
         spent = await asyncio.get_running_loop().run_in_executor(None, self._set_aside, cut, why)
         for attempt_id, future in worker.pending.items():
             if not future.done():
-                lost = InfrastructureError(why)
                 # what the lost attempt spent goes with it into the trial's record: its next
                 # attempt's retried_usage (it said 0: helper-141)
                 where = worker.attempts.get(attempt_id)
-                lost.spent = spent.get(where[:2]) if where else None  # type: ignore[attr-defined]
-                future.set_exception(lost)
+                future.set_exception(AttemptLost(why, spent.get(where[:2]) if where else None))
         worker.pending.clear()
         if code != 0:  # killed or crashed: what its sandboxes left (a clean exit removed it)
             from clawrig.leftovers import sweep_dead_again
