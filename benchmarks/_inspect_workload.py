@@ -1,11 +1,15 @@
 """The throughput workload through Inspect AI (run by benchmarks/throughput.py when inspect-ai
-is installed): basic_agent with Inspect's own bash tool, a mockllm model emitting 5 bash calls
-per sample (with the tool's real argument name, read from its schema; each reply decided
-from the sample's own conversation) then a submit, the local
-sandbox, --display none. Every sample of the log is checked (5 tool results saying "hi", one
-submit, score C). Prints one JSON line.
+is installed): basic_agent with Inspect's own bash tool, a model emitting 5 bash calls per
+sample (with the tool's real argument name, read from its schema; each reply decided from the
+sample's own conversation) then a submit, the local sandbox, --display none. Every sample of
+the log is checked (5 tool results saying "hi", one submit, score C). Prints one JSON line.
 
-Usage: python _inspect_workload.py N MAX_SAMPLES LOG_DIR
+MODEL: ``mockllm`` (default: Inspect's in-process mock model, no HTTP) or ``server``: Inspect's
+OpenAI-compatible provider (``openai-api/scripted/bench``: ``SCRIPTED_BASE_URL`` and
+``SCRIPTED_API_KEY``) against benchmarks/throughput.py's scripted server, the model stand-in
+clawrig's runs call, which answers Inspect's tools the same way.
+
+Usage: python _inspect_workload.py N MAX_SAMPLES LOG_DIR [MODEL]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from inspect_ai.tool import ToolDef, bash
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 MAX_SAMPLES = int(sys.argv[2]) if len(sys.argv) > 2 else 32
 LOG_DIR = sys.argv[3] if len(sys.argv) > 3 else "/tmp/inspect-bench-logs"
+MODEL = sys.argv[4] if len(sys.argv) > 4 else "mockllm"
 CALLS = 5
 
 # the bash tool's one parameter, as Inspect declares it (no guessing its name)
@@ -82,7 +87,11 @@ task = Task(
 t = time.perf_counter()
 logs = eval(
     task,
-    model=get_model("mockllm/model", custom_outputs=respond),
+    model=(
+        get_model("openai-api/scripted/bench")
+        if MODEL == "server"
+        else get_model("mockllm/model", custom_outputs=respond)
+    ),
     display="none",
     max_samples=MAX_SAMPLES,
     log_dir=LOG_DIR,

@@ -9,10 +9,15 @@ seconds per call).
 - clawrig: the real ``clawrig run`` command (model gateway on, as users run it) as a
   subprocess; its summary must show 0 errors and every score 1.0.
 - Inspect: ``inspect_ai.eval`` in a subprocess (basic_agent with Inspect's ``bash()`` tool,
-  called with its real argument name ``cmd``, then ``submit``; mockllm model; the local
-  sandbox; an empty HOME so no profile is sourced). Every sample's log is checked: 5 tool
-  results saying ``hi``, one submit, score ``C``; a run that fails the check is reported and
-  its time is not used.
+  called with its real argument name ``cmd``, then ``submit``; the local sandbox; an empty
+  HOME so no profile is sourced). Every sample's log is checked: 5 tool results saying ``hi``,
+  one submit, score ``C``; a run that fails the check is reported and its time is not used.
+  Two models (``--inspect-model``, both by default): ``inspect`` uses Inspect's in-process
+  mockllm, which calls no server: clawrig's runs share the 2 cores with their model server
+  process (its CPU is printed) and Inspect's do not; ``inspect-srv`` calls the same scripted
+  server clawrig does, through Inspect's OpenAI-compatible provider (as a user calling an
+  API would: its HTTP client and the server's CPU on the machine, as for clawrig). Only
+  ``inspect-srv`` runs with ``--model-delay``.
 - Repetitions are interleaved (clawrig p, Inspect p, clawrig p', ...; every second repetition
   in the reverse order, so a drift over the runs favours neither side), and each number is the
   median over ``--reps`` with its min-max spread. Each run's line ends with the machine's
@@ -110,11 +115,21 @@ HERE = Path(__file__).resolve().parent
 
 
 def responder(request: dict[str, Any]) -> Any:
-    """The scripted model: 5 exec calls, then an answer; BENCH_MODEL_DELAY seconds per call."""
+    """The scripted model: 5 shell calls, then an answer; BENCH_MODEL_DELAY seconds per call.
+
+    The same server answers both harnesses, by the tools a request offers: clawrig's agent
+    gets ``exec`` calls (``command``) and ends with a text answer; Inspect's basic_agent gets
+    ``bash`` calls (its one parameter, by the name its schema gives) and ends with ``submit``.
+    """
     delay = float(os.environ.get("BENCH_MODEL_DELAY", "0") or 0)
+    tools = {t["function"]["name"]: t["function"] for t in request.get("tools") or []}
     done = sum(1 for m in request["messages"] if m.get("role") == "tool")
     if done < CALLS:
-        return reply(tool_calls=[call("exec", {"command": "echo hi"})], delay=delay)
+        name = "exec" if "exec" in tools or "bash" not in tools else "bash"
+        arg = "command" if name == "exec" else next(iter(tools[name]["parameters"]["properties"]))
+        return reply(tool_calls=[call(name, {arg: "echo hi"})], delay=delay)
+    if "submit" in tools:
+        return reply(tool_calls=[call("submit", {"answer": "hi"})], delay=delay)
     return reply("all done", delay=delay)
 
 
@@ -346,19 +361,26 @@ def run_clawrig(
     }
 
 
-def run_inspect(n: int, parallel: int, base: Path) -> dict[str, Any]:
-    """One Inspect eval of the workload (benchmarks/_inspect_workload.py), log-checked."""
+def run_inspect(
+    n: int, parallel: int, base: Path, *, model: str = "mockllm", delay: float = 0.0
+) -> dict[str, Any]:
+    """One Inspect eval of the workload (benchmarks/_inspect_workload.py), log-checked.
+    ``model``: ``mockllm`` (Inspect's in-process mock: no HTTP, no model process) or
+    ``server`` (Inspect's OpenAI-compatible provider, ``openai-api/scripted/bench``, against
+    the scripted server clawrig's runs use, answering after ``delay`` seconds)."""
     home = Path(tempfile.mkdtemp(prefix="inspect-home-", dir=base))
     env = dict(os.environ, HOME=str(home))
-    t = time.perf_counter()
-    r = subprocess.run(
-        [sys.executable, str(HERE / "_inspect_workload.py"), str(n), str(parallel)]
-        + [str(base / f"inspect-logs-{parallel}-{time.monotonic_ns()}")],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    wall = time.perf_counter() - t
+    argv = [sys.executable, str(HERE / "_inspect_workload.py"), str(n), str(parallel)]
+    argv += [str(base / f"inspect-logs-{parallel}-{time.monotonic_ns()}"), model]
+    with contextlib.ExitStack() as stack:
+        srv = stack.enter_context(ModelServer(delay)) if model == "server" else None
+        if srv is not None:
+            env.update(SCRIPTED_BASE_URL=srv.base_url, SCRIPTED_API_KEY="bench")
+            model_cpu0 = srv.cpu_s()
+        t = time.perf_counter()
+        r = subprocess.run(argv, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        model_cpu = (srv.cpu_s() - model_cpu0) / n if srv is not None else 0.0
     if r.returncode != 0:
         return {"ok": False, "why": r.stderr.strip()[-400:], "wall_s": wall}
     data = json.loads(r.stdout.strip().splitlines()[-1])
@@ -368,7 +390,12 @@ def run_inspect(n: int, parallel: int, base: Path) -> dict[str, Any]:
     # (clawrig's time is its whole command, start-up included)
     data["command_wall_s"] = wall
     data["wall_s"] = data["eval_wall_s"]
+    data["model_cpu_per_trial_s"] = model_cpu
     return data
+
+
+PEERS = {"inspect": "mockllm", "inspect-srv": "server"}
+"""Inspect's runs by name: the model each calls (:func:`run_inspect`)."""
 
 
 def _stat(values: list[float]) -> str:
@@ -416,6 +443,14 @@ def main() -> None:
     ap.add_argument("--model-delay", type=float, default=0.0, help="seconds per model call")
     ap.add_argument("--no-inspect", action="store_true", help="clawrig only")
     ap.add_argument(
+        "--inspect-model",
+        choices=["mockllm", "server", "both"],
+        default="both",
+        help="Inspect's model: its in-process mockllm (inspect; model delay 0 only), the "
+        "scripted server clawrig calls, through Inspect's OpenAI-compatible provider "
+        "(inspect-srv), or both",
+    )
+    ap.add_argument(
         "--pool-compare",
         action="store_true",
         help="also run clawrig without its warm pool (clawrig-cold), interleaved",
@@ -445,6 +480,13 @@ def main() -> None:
         have_inspect = not args.no_inspect
     except ImportError:
         have_inspect = False
+    peers = [
+        name
+        for name, model in PEERS.items()
+        if have_inspect
+        and args.inspect_model in (model, "both")
+        and (model == "server" or args.model_delay == 0)
+    ]
     base = Path(tempfile.mkdtemp(prefix="clawrig-throughput-"))
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:
@@ -485,8 +527,19 @@ def main() -> None:
                             lambda p=p: run_clawrig(args.trials, p, base, model_delay, pool=False),
                         )
                     )
-                if have_inspect and args.model_delay == 0:
-                    runs.append(("inspect", lambda p=p: run_inspect(args.trials, p, base)))
+                for peer in peers:
+                    runs.append(
+                        (
+                            peer,
+                            lambda p=p, peer=peer: run_inspect(
+                                args.trials,
+                                p,
+                                base,
+                                model=PEERS[peer],
+                                delay=model_delay,
+                            ),
+                        )
+                    )
                 if rep % 2:  # A B, then B A: a drift over the runs (the machine's files pile
                     runs.reverse()  # up: later runs were slower) favours neither side
                 for name, fn in runs:
@@ -495,6 +548,8 @@ def main() -> None:
                     load = f" load {load0:.1f}->{os.getloadavg()[0]:.1f}"
                     results.setdefault((name, p), []).append(r)
                     extra = ""
+                    if name == "inspect-srv":
+                        extra = f" (model server {r['model_cpu_per_trial_s'] * 1000:.0f} ms)"
                     if name.startswith("clawrig"):
                         extra = (
                             f" cpu/trial {_cpu_split(r)}"
@@ -513,13 +568,15 @@ def main() -> None:
                     )
         print()
         print(f"{args.trials} trials, {CALLS} calls each, model delay {args.model_delay:g} s")
-        peer = f" {'inspect samples/s':>24} {'ratio':>7}" if have_inspect else ""
-        print(f"{'-p':>5} {'clawrig trials/s':>24}{peer}")
+        head = "".join(f" {peer + ' samples/s':>24} {'ratio':>7}" for peer in peers)
+        print(f"{'-p':>5} {'clawrig trials/s':>24}{head}")
         for p in ps:
             c = [args.trials / r["wall_s"] for r in results.get(("clawrig", p), []) if r["ok"]]
-            i = [args.trials / r["wall_s"] for r in results.get(("inspect", p), []) if r["ok"]]
-            ratio = f"{statistics.median(c) / statistics.median(i):6.2f}x" if c and i else "-"
-            beside = f" {_stat(i):>24} {ratio:>7}" if have_inspect else ""
+            beside = ""
+            for peer in peers:
+                i = [args.trials / r["wall_s"] for r in results.get((peer, p), []) if r["ok"]]
+                ratio = f"{statistics.median(c) / statistics.median(i):6.2f}x" if c and i else "-"
+                beside += f" {_stat(i):>24} {ratio:>7}"
             print(f"{p:>5} {_stat(c):>24}{beside}")
         if args.baseline_src is not None:
             print(f"baseline: {args.baseline_src}")
