@@ -145,9 +145,11 @@ def _add_many(path: Path, n: int) -> None:
         tally.add(0.25)
 
 
-def _kill_the_worker_when(ready: Any) -> tuple[threading.Thread, list[int]]:
-    """A started thread that SIGKILLs this process's one harness worker once ``ready()`` is
-    true (within 300 s); the list it puts the killed pid in."""
+def _kill_the_worker_when(
+    ready: Any, sig: signal.Signals = signal.SIGKILL
+) -> tuple[threading.Thread, list[int]]:
+    """A started thread that sends ``sig`` (SIGKILL) to this process's one harness worker once
+    ``ready()`` is true (within 300 s); the list it puts the signalled pid in."""
     killed: list[int] = []
 
     def watch() -> None:
@@ -155,7 +157,7 @@ def _kill_the_worker_when(ready: Any) -> tuple[threading.Thread, list[int]]:
         while time.monotonic() < deadline and not killed:
             pids = _worker_pids(os.getpid())
             if len(pids) == 1 and ready():
-                os.kill(pids[0], signal.SIGKILL)
+                os.kill(pids[0], sig)
                 killed.append(pids[0])
             time.sleep(0.05)
 
@@ -736,6 +738,61 @@ def test_a_worker_dead_after_its_trials_rename_leaves_the_trial_once(
         assert one["attempts"] == 1 and rows[key] == f"{key[0]}/{one['trial_id']}"
 
 
+def _second_call_slow(even_responder: Any, delay: float) -> ScriptedServer:
+    """A started scripted server answering each trial's first call at once and its second
+    after ``delay`` seconds (its trials are then in flight, each with a call recorded)."""
+
+    def respond(request: dict[str, Any]) -> Any:
+        rep = even_responder(request, cost=COST)
+        answered = any(m.get("role") == "assistant" for m in request["messages"])
+        rep.delay = delay if answered else 0.0
+        return rep
+
+    return ScriptedServer(responder=respond).start()
+
+
+def _spent_in_flight(out: Path, n: int) -> Any:
+    """A check that ``n`` trials in flight under ``out`` have recorded a model call."""
+    return lambda: len([f for f in out.glob("*/.tmp-*/model_calls.jsonl") if f.stat().st_size]) >= n
+
+
+def test_a_stopped_worker_is_killed_and_its_trials_run_again_on_the_other(
+    mini_bench, even_responder, tmp_path, monkeypatch
+):
+    """helper-141: a worker that stops (SIGSTOP, or its event loop stuck) kept its trials
+    forever: the job never ended. Silent past CLAWRIG_WORKER_HUNG_S, it is killed and its
+    attempts are lost as a dead worker's: set aside, run again elsewhere, once."""
+    bench = mini_bench(4)
+    srv = _second_call_slow(even_responder, 3.0)
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    monkeypatch.setenv("CLAWRIG_WORKER_HUNG_S", "4")
+    out = tmp_path / "out"
+    # every trial in flight (the worker's two among them) has spent
+    stopper, stopped = _kill_the_worker_when(_spent_in_flight(out, 4), signal.SIGSTOP)
+    try:
+        summary = Job(job_config(bench, out, parallel=4, workers=2)).run()
+    finally:
+        srv.stop()
+        stopper.join(timeout=60)
+        for pid in stopped:  # (the test's own clean-up, had the driver not killed it)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    assert stopped
+    (pid,) = stopped
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped by the driver
+    trials = trials_of(out)
+    assert len(trials) == 4 and all(len(v) == 1 for v in trials.values())
+    assert summary["error_count"] == 0 and summary["evaluated_count"] == 4
+    rerun = [r for (r,) in trials.values() if r["attempts"] > 1]
+    assert rerun, "no trial lost an attempt with the stopped worker"
+    kept = sorted((out / "_retried").iterdir())
+    assert sorted(k.name.split("__")[0] for k in kept) == sorted(r["task_id"] for r in rerun)
+    for folder in kept:
+        message = json.loads((folder / "result.json").read_text())["error"]["message"]
+        assert f"(pid {pid}) said nothing for 4 s (stopped or stuck) and was killed" in message
+    assert _workers_used(out) <= {"0", "1"}
+
+
 def test_a_killed_workers_cut_trials_keep_what_they_spent(
     mini_bench, even_responder, tmp_path, monkeypatch
 ):
@@ -744,21 +801,10 @@ def test_a_killed_workers_cut_trials_keep_what_they_spent(
     they spent counted in no total nor in the budget on --resume. Now each is set aside in
     _retried/ with its spend before it runs again."""
     bench = mini_bench(4)
-
-    def respond(request: dict[str, Any]) -> Any:
-        rep = even_responder(request, cost=COST)
-        answered = any(m.get("role") == "assistant" for m in request["messages"])
-        rep.delay = 6.0 if answered else 0.0  # the first call answered, the second slow
-        return rep
-
-    srv = ScriptedServer(responder=respond).start()
+    srv = _second_call_slow(even_responder, 6.0)
     monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
     out = tmp_path / "out"
-
-    def every_trial_has_spent() -> bool:
-        return len([f for f in out.glob("*/.tmp-*/model_calls.jsonl") if f.stat().st_size]) >= 4
-
-    killer, killed = _kill_the_worker_when(every_trial_has_spent)
+    killer, killed = _kill_the_worker_when(_spent_in_flight(out, 4))
     try:
         summary = Job(job_config(bench, out, parallel=4, workers=2)).run()
     finally:

@@ -67,6 +67,27 @@ written before the trial folder's rename, never into a finished folder)."""
 STOP_GRACE_S = 30.0
 """Seconds :meth:`ProcessExecutor.close` waits for a worker to cancel its trials, clean up and
 exit before it is killed."""
+HUNG_AFTER_S = 120.0
+"""Seconds of silence after which the driver takes a worker for hung (stopped, or its event
+loop stuck) and kills it: its attempts in flight are lost as when it dies, set aside and run
+again elsewhere. A worker says it is alive every :func:`heartbeat_s` (its event loop's own
+timer), so only a worker whose loop has not run for that long is silent. The environment's
+``CLAWRIG_WORKER_HUNG_S`` (seconds, > 0) replaces it."""
+
+
+def hung_after_s() -> float:
+    """:data:`HUNG_AFTER_S`, or ``CLAWRIG_WORKER_HUNG_S`` when set to a number > 0."""
+    with contextlib.suppress(ValueError):
+        value = float(os.environ.get("CLAWRIG_WORKER_HUNG_S", ""))
+        if value > 0:
+            return value
+    return HUNG_AFTER_S
+
+
+def heartbeat_s() -> float:
+    """Seconds between a worker's "alive" messages: a quarter of :func:`hung_after_s`, at most
+    5 s."""
+    return min(5.0, hung_after_s() / 4)
 
 
 def harness_processes(parallel: int, workers: int) -> int:
@@ -156,6 +177,10 @@ class _Worker:
     """Attempt id -> (task id, run index, job id) of each attempt it runs."""
     alive: bool = True
     listener: asyncio.Task[None] | None = None
+    heard: float = 0.0
+    """When (the event loop's clock) the driver last heard from it."""
+    hung: float | None = None
+    """The seconds of silence after which the driver killed it as hung; None: not."""
 
     def name(self) -> str:
         return f"harness worker {self.index} (pid {self.proc.pid})"
@@ -220,7 +245,7 @@ class ProcessExecutor:
         finally:
             theirs.close()
         reader, writer = await asyncio.open_unix_connection(sock=mine)
-        worker = _Worker(index, proc, reader, writer)
+        worker = _Worker(index, proc, reader, writer, heard=asyncio.get_running_loop().time())
         self._workers.append(worker)
         _send(writer, init)
         reply = await _receive(reader)
@@ -230,9 +255,40 @@ class ProcessExecutor:
             raise UserError(f"--workers: {worker.name()} could not start: {why}")
         worker.listener = asyncio.get_running_loop().create_task(self._listen(worker))
 
+    async def _watch(self, worker: _Worker) -> None:
+        """Kill ``worker`` once it has said nothing for :func:`hung_after_s` (its listener then
+        loses its attempts as for a worker that died). A wake-up of this task late by more
+        than a beat means the driver's own loop was held up: the silence may be the driver's,
+        so it counts from then."""
+        every, limit = heartbeat_s(), hung_after_s()
+        loop = asyncio.get_running_loop()
+        due = loop.time() + every
+        while worker.alive:
+            await asyncio.sleep(every)
+            now = loop.time()
+            if now - due > every:
+                worker.heard = now
+            due = now + every
+            if worker.alive and now - worker.heard > limit:
+                worker.hung = limit
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.kill()
+                return
+
     async def _listen(self, worker: _Worker) -> None:
+        watch = asyncio.get_running_loop().create_task(self._watch(worker))
+        try:
+            await self._messages(worker)
+        finally:
+            watch.cancel()
+
+    async def _messages(self, worker: _Worker) -> None:
+        loop = asyncio.get_running_loop()
         while (message := await _receive(worker.reader)) is not None:
+            worker.heard = loop.time()
             kind, attempt_id, *rest = message
+            if kind == "alive":
+                continue
             if kind == "done" or kind == "error":
                 payload, stop = rest[0], rest[-1]
                 if stop is not None and self._provider_stop is None:
@@ -249,6 +305,11 @@ class ProcessExecutor:
         worker.alive = False
         code = await _exit_code(worker.proc)
         why = f"{worker.name()} exited (code {code}) during the trial"
+        if worker.hung is not None:
+            why = (
+                f"{worker.name()} said nothing for {worker.hung:g} s (stopped or stuck) and "
+                "was killed during the trial"
+            )
         # its trials' half-written folders set aside with what their model calls spent, before
         # they are run again (the job's last sweep removed them: their spend counted nowhere,
         # nor in the budget on --resume; helper-136)
@@ -396,11 +457,18 @@ async def _serve(sock: socket.socket) -> None:
             result, folder = done.result()
             _send(writer, ("done", attempt_id, result, folder, stop))
 
+    async def beat() -> None:  # the driver takes a silent worker for hung (HUNG_AFTER_S)
+        every = heartbeat_s()
+        while not writer.is_closing():
+            await asyncio.sleep(every)
+            _send(writer, ("alive", 0))
+
     gateway = services.gateway
     assert gateway is not None
     with gateway:
         async with gateway.shared_upstream():
             _send(writer, ("ready",))
+            alive = asyncio.create_task(beat())
             try:
                 while (message := await _receive(reader)) is not None and message[0] != "stop":
                     if message[0] == "run":
@@ -422,6 +490,7 @@ async def _serve(sock: socket.socket) -> None:
                     elif message[0] == "cancel" and (cancelled := running.get(message[1])):
                         cancelled.cancel()
             finally:
+                alive.cancel()
                 for trial in list(running.values()):
                     trial.cancel()
                 await asyncio.gather(*running.values(), return_exceptions=True)
