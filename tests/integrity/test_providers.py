@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from integrity_helpers import HONEST, attack_job, job_results, tool_outputs, write_bench
 
+from clawrig.cli.run import summary_lines
 from clawrig.errors import ModelRequestError, ProviderError
 from clawrig.llm.client import (
     MAX_REPLY_BYTES,
@@ -125,6 +126,19 @@ async def test_a_conversation_the_provider_refuses_ends_that_trial_not_the_job(
     assert overflow in got["t1"]["stop_detail"]
     assert got["t2"]["score"]["score"] == 1.0 and summary["provider_stopped"] is None
     assert overflow in Path(got["t1"]["folder"], "agent.log").read_text()
+    # the summary's row and the console say so (a score alone did not tell the refusal)
+    rows = {r["task_id"].rsplit("_", 1)[-1]: r for r in summary["tasks"]}
+    assert rows["t1"]["stop_reason"] == "model_error"
+    assert rows["t1"]["stop_detail"] == got["t1"]["stop_detail"]
+    assert rows["t2"]["stop_reason"] == "final_answer" and rows["t2"]["stop_detail"] is None
+    lines = summary_lines(summary)
+    head = lines.index(
+        "1 trial(s) stopped when the provider refused the agent's conversation "
+        "(model_error: graded as it stood):"
+    )
+    t1, t2 = (got[t]["task_id"] for t in ("t1", "t2"))
+    assert lines[head + 1].startswith(f"  {t1} run 0: HTTP {status}: ")
+    assert not any(line.startswith(f"  {t2} ") for line in lines)
 
 
 @pytest.mark.sandbox

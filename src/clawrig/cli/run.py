@@ -668,7 +668,8 @@ def usage_line(summary: dict[str, Any]) -> str | None:
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """The lines printed under the table: the benchmark's headline numbers, pass@k, how long
-    trials waited on the harness, and why each errored trial failed (at most 10)."""
+    trials waited on the harness, why each errored trial failed and which trials the
+    provider's refusal of their conversation stopped (at most 10 of each)."""
     lines = headline(summary)
     passes = {
         int(k): v for k, v in (summary.get("pass") or {}).items() if v.get("pass_at_k") is not None
@@ -714,6 +715,17 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             lines.append(f"  {r['task_id']} run {r['run_index']}: {err.get('kind')}: {msg}")
         if len(group) > 10:
             lines.append(f"  ... and {len(group) - 10} more (see the summary JSON)")
+    refused = [r for r in summary.get("tasks", []) if r.get("stop_reason") == "model_error"]
+    if refused:
+        lines.append(
+            f"{len(refused)} trial(s) stopped when the provider refused the agent's "
+            "conversation (model_error: graded as it stood):"
+        )
+        for r in refused[:10]:
+            detail = first_line(r.get("stop_detail"), 200)
+            lines.append(f"  {r['task_id']} run {r['run_index']}: {detail}")
+        if len(refused) > 10:
+            lines.append(f"  ... and {len(refused) - 10} more (see the summary JSON)")
     return lines
 
 

@@ -635,6 +635,8 @@ def _scored(
                 expected_reward=exp,
                 meets_expected=None if exp is None or score is None else abs(score - exp) < 1e-6,
                 error=r.error,
+                stop_reason=r.stop_reason.value if r.stop_reason is not None else None,
+                stop_detail=r.stop_detail,
                 trial=f"{r.task_id}/{r.trial_id}",
                 attempts=r.attempts,
                 cost_usd=round(r.usage.cost_usd, 9),

@@ -39,6 +39,11 @@ class TaskRow(BaseModel):
     expected_reward: float | None = None
     meets_expected: bool | None = None
     error: TrialError | None = None
+    stop_reason: str | None = None
+    """Why the agent stopped (the trial's ``stop_reason``: ``final_answer``, ``time_limit``,
+    ``model_error`` ...; None when it did not run)."""
+    stop_detail: str | None = None
+    """With ``model_error``: the provider's refusal (``HTTP <status>: <message>``)."""
     trial: str
     """The trial folder, relative to the job folder (``<task_id>/<trial_id>``)."""
     attempts: int = 1
