@@ -11,6 +11,7 @@ import asyncio
 import json
 import re
 import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from oc_helpers import (
 )
 
 from clawrig.agents.base import AgentContext
-from clawrig.agents.openclaw import RAW_TRANSCRIPT_FILE, OpenClawAgent
+from clawrig.agents.openclaw import RAW_TRANSCRIPT_FILE, OpenClawAgent, find_openclaw
 from clawrig.agents.preamble import first_user_message
 from clawrig.errors import ProviderError
 from clawrig.llm.client import OpenAIChatModel
@@ -126,6 +127,13 @@ async def test_openclaw_solves_the_demo_task_through_the_gateway(solved_000015: 
     }
     assert result.stop_reason == StopReason.FINAL_ANSWER
     assert (result.turns, result.tool_calls) == (5, 4)
+    # the result names what ran the agent: the installed OpenClaw's package and its node
+    inst = find_openclaw()
+    assert inst is not None
+    package = json.loads((inst.root / "node_modules/openclaw/package.json").read_text())
+    node = subprocess.run([str(inst.node), "--version"], capture_output=True, text=True)
+    assert result.versions["openclaw"] == package["version"]
+    assert "v" + result.versions["node"] == node.stdout.strip()
     # what OpenClaw sent: 5 streamed requests with usage asked, its 17 tools in the reference
     # order, its own system prompt, then the preamble + prompt as the user message
     assert len(srv.requests) == 5

@@ -110,6 +110,7 @@ class Agent(ABC):
       job's gateway (the runner sets :attr:`gateway` before :meth:`sandbox_needs`);
     - :meth:`sandbox_needs`: binds and environment the trial's sandbox must have;
     - :meth:`prepare`: one-time set-up before a job starts (e.g. an install);
+    - :meth:`versions`: the versions of what runs it, recorded in each trial's result;
     - :attr:`raw_transcript`: the agent's own transcript text (it then becomes chat.jsonl byte
       for byte), or None to have the runner write ``ctx.transcript``.
     """
@@ -123,6 +124,12 @@ class Agent(ABC):
     def sandbox_needs(self, task: Task) -> SandboxNeeds:
         """What the trial's sandbox needs for ``task`` (default: nothing)."""
         return SandboxNeeds()
+
+    def versions(self) -> dict[str, str]:
+        """The versions of what runs the agent, by name (e.g. ``{"openclaw": "2026.3.24",
+        "node": "24.22.3"}``), recorded in each trial's ``result.json`` ``versions`` beside
+        clawrig's (default: none)."""
+        return {}
 
     def prepare(self, log: Callable[[str], None] | None = None) -> None:
         """One-time set-up before a job starts (default: nothing). ``log`` takes one line per

@@ -472,6 +472,10 @@ class OpenClawAgent(Agent):
         self.gateway = self._private
         return self._private
 
+    def versions(self) -> dict[str, str]:
+        """OpenClaw's version and its Node runtime's (:data:`NODE_VERSION`)."""
+        return {"openclaw": self.version, "node": NODE_VERSION}
+
     def prepare(self, log: Callable[[str], None] | None = None) -> None:
         """Install OpenClaw into the cache now if it is missing (before a job starts, so no
         trial waits on npm). ``log`` gets one line when an install starts. Raises UserError

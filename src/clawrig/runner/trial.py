@@ -1136,6 +1136,7 @@ class Trial:
         agent = agent if agent is not None else self.agent
         if agent is None:
             agent = self.agent = create_agent(config.agent)
+        result.versions.update(agent.versions())
         from clawrig.tools.catalog import Toolset
 
         limits = self.box.config.limits
@@ -1841,8 +1842,9 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         return ModelRequestError(
             f"--replay: {exc.detail or exc}; the trials finished so far are kept and "
             "`--resume` runs the others (a run diverges when the task changed since it was "
-            "recorded, other options change what the agent is sent (--preamble, --agent), a "
-            "tool's output differs between runs, or tool calls of one turn race on a service)",
+            "recorded, other options change what the agent is sent (--preamble, --agent, the "
+            "time limit it is told: --timeout-multiplier), a tool's output differs between "
+            "runs, or tool calls of one turn race on a service)",
             status=exc.status,
             detail=exc.detail,
         )
