@@ -237,25 +237,50 @@ def transcript_differences(oc: list[dict], na: list[dict]) -> set[str]:
     return out
 
 
-async def test_the_key_never_enters_the_sandbox_openclaw_runs_in(
-    scripted_server, make_gateway, tmp_path
-):
-    srv = scripted_server([])
+@pytest.fixture(scope="module")
+def probed_000015(tmp_path_factory: pytest.TempPathFactory) -> Solved:
+    """One OpenClaw trial of demo 000015 whose model has it look for the provider's key in the
+    sandbox (its first tool call), then make three tools fail (an exec exiting 3, a read of a
+    missing file, an edit whose old text is not there), then say done: read by the two tests
+    about those (one real OpenClaw run instead of two: the costly part; ``srv`` stopped, its
+    ``headers`` kept). Read it, do not change it."""
+    job = tmp_path_factory.mktemp("openclaw-probed") / "job"
+    srv = ScriptedServer([]).start()
     search = key_search_argv(REAL_KEY, "/root", "/tmp", "/tmp_workspace", "/opt/clawrig-gateway")
     look = (
         f"{shlex.join(search)}; "
         'echo key:$(grep -o \'"apiKey": "clawrig-\' /root/.openclaw/openclaw.json | wc -l); '
         f"curl -s -m 5 -o /dev/null {srv.base_url}/models 2>/dev/null; echo host:$?"
     )
-    srv.add(reply(tool_calls=[call("exec", {"command": look})]), reply("checked"))
-    result, folder = await run_demo("openclaw", srv, tmp_path / "job", make_gateway())
-    tr = read_openclaw_jsonl(folder / RAW_TRANSCRIPT_FILE)
-    (out,) = [m.text for m in tr.messages if m.role == "toolResult"]
+    edit = {"path": "/tmp_workspace/coauthorship.json", "oldText": "zzz", "newText": "y"}
+    srv.add(
+        reply(tool_calls=[call("exec", {"command": look})]),
+        reply(tool_calls=[call("exec", {"command": "echo out; exit 3"})]),
+        reply(tool_calls=[call("read", {"path": "/nope.txt"})]),
+        reply(tool_calls=[call("edit", edit)]),
+        reply("done"),
+    )
+    gw = Gateway(retry=FAST_RETRY).start()
+    try:
+        result, folder = asyncio.run(run_demo("openclaw", srv, job, gw))
+    finally:
+        gw.stop()
+        srv.stop()
+    return Solved(srv=srv, result=result, folder=folder, job=job)
+
+
+def _tool_results(run: Solved) -> list[TranscriptMessage]:
+    tr = read_openclaw_jsonl(run.folder / RAW_TRANSCRIPT_FILE)
+    return [m for m in tr.messages if m.role == "toolResult"]
+
+
+async def test_the_key_never_enters_the_sandbox_openclaw_runs_in(probed_000015: Solved):
+    out = _tool_results(probed_000015)[0].text
     # no process, file or config inside holds the key; the config holds the gateway token;
     # the scripted server on the host's loopback cannot be reached (curl: couldn't connect)
     assert out.split() == ["procs:0", "files:0", "key:1", "host:7"], out
-    assert srv.headers[0]["authorization"] == f"Bearer {REAL_KEY}"
-    assert result.error is None
+    assert probed_000015.srv.headers[0]["authorization"] == f"Bearer {REAL_KEY}"
+    assert probed_000015.result.error is None
 
 
 async def test_max_turns_caps_openclaws_model_requests(scripted_server, make_gateway, tmp_path):
@@ -335,31 +360,11 @@ async def test_an_upstream_failure_ends_as_an_infrastructure_error(scripted_serv
         OpenClawAgent._outcome(ctx, lease, 1)
 
 
-async def test_failed_tool_calls_as_openclaw_reports_them(scripted_server, make_gateway, tmp_path):
+async def test_failed_tool_calls_as_openclaw_reports_them(probed_000015: Solved):
     """What real OpenClaw 2026.3.24 returns for failing tools (docs/openclaw-vs-native.md):
     no isError flag, a JSON error object as text; exec's exit code in the text and details."""
-    srv = scripted_server(
-        [
-            reply(tool_calls=[call("exec", {"command": "echo out; exit 3"})]),
-            reply(tool_calls=[call("read", {"path": "/nope.txt"})]),
-            reply(
-                tool_calls=[
-                    call(
-                        "edit",
-                        {
-                            "path": "/tmp_workspace/coauthorship.json",
-                            "oldText": "zzz",
-                            "newText": "y",
-                        },
-                    )
-                ]
-            ),
-            reply("done"),
-        ]
-    )
-    result, folder = await run_demo("openclaw", srv, tmp_path / "job", make_gateway())
-    tr = read_openclaw_jsonl(folder / RAW_TRANSCRIPT_FILE)
-    exe, read, edit = [m for m in tr.messages if m.role == "toolResult"]
+    result = probed_000015.result
+    _, exe, read, edit = _tool_results(probed_000015)
     assert (exe.is_error, exe.text) == (False, "out\n\n(Command exited with code 3)")
     assert (exe.details["status"], exe.details["exitCode"]) == ("completed", 3)
     assert read.is_error is False
