@@ -940,3 +940,45 @@ def test_an_unusable_cache_is_refused_before_a_task_needing_its_environments(tmp
     assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
     assert f"clawrig's cache folder {cache}/envs: Not a directory" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_replay_of_a_recorded_refusal_says_so_not_that_the_run_diverged(
+    tmp_path: Path, scripted_server
+) -> None:
+    """A job whose provider refused the agent's second request (a context-length 400: the
+    trial stops there, ``model_error``), replayed: the replay has no reply to give for that
+    request. It said "the run diverged", though the request was the recorded one, word for
+    word (helper-148). Now it says the records hold it refused."""
+    from clawrig.testing.scripted_server import error, reply
+
+    refusal = "This model's maximum context length is 8192 tokens; the messages hold 9001."
+    srv = scripted_server(
+        [
+            reply(tool_calls=[{"name": "exec", "arguments": {"command": "ls /tmp_workspace"}}]),
+            error(400, refusal),
+            reply("pong"),  # the harness's own plain request, answered: the conversation's fault
+        ],
+        models=["demo"],
+    )
+    env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
+    job = tmp_path / "recorded"
+    r = run("run", "suites/demo", "--suite", "000015", "-m", "scripted/demo", "-o", str(job),
+            cwd=REPO, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    (result,) = [json.loads(p.read_text()) for p in job.glob("000015/*/result.json")]
+    assert result["stop_reason"] == "model_error" and refusal in result["stop_detail"]
+    calls = [
+        json.loads(line)
+        for line in next(job.glob("000015/*/model_calls.jsonl")).read_text().splitlines()
+    ]
+    assert [c["status"] for c in calls] == [200, 400]
+    r = run("run", "suites/demo", "--suite", "000015", "--replay", str(job), "-o",
+            str(tmp_path / "again"), cwd=REPO)  # fmt: skip
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert ("no recorded response for request #2 of task 000015 (run 0), trial ") in r.stderr
+    assert (
+        f"(key {calls[1]['key'][:12]}): the recorded job holds it refused by the provider "
+        "(HTTP 400), and a replay cannot replay a refusal; the trials finished so far are kept "
+        "(the recorded trial ended on that refusal: replay the job's other tasks with --suite)"
+    ) in r.stderr
+    assert "diverged" not in r.stderr and "Traceback" not in r.stderr

@@ -627,9 +627,15 @@ class OpenClawAgent(Agent):
         last = steps[-1] if steps else None
         refusals = lease.refusals
         if "replay_miss" in refusals:
+            why = (
+                "the recorded job holds it refused by the provider, and a replay cannot "
+                "replay a refusal"
+                if "replay_refused" in refusals
+                else "the run diverged"
+            )
             raise ModelRequestError(
                 f"replay: OpenClaw made a request that the recorded job does not hold "
-                f"(trial {lease.trial_id}, request #{lease.requests}): the run diverged"
+                f"(trial {lease.trial_id}, request #{lease.requests}): {why}"
             )
         for why in refusals:
             if why in CAP_STOPS:

@@ -1838,6 +1838,13 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
     then starts no new trial; any other is followed by the harness's plain request
     (:func:`_answers_probe`): refused too, the provider is broken (:func:`_provider_broken`:
     no new trial starts either)."""
+    if _replay_miss(lease) and "replay_refused" in lease.refusals:
+        return ModelRequestError(
+            f"--replay: {exc.detail or exc}; the trials finished so far are kept (the recorded "
+            "trial ended on that refusal: replay the job's other tasks with --suite)",
+            status=exc.status,
+            detail=exc.detail,
+        )
     if _replay_miss(lease):  # the gateway's line alone (no "HTTP 404 from ..."), and what to do
         return ModelRequestError(
             f"--replay: {exc.detail or exc}; the trials finished so far are kept and "

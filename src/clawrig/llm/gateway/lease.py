@@ -61,11 +61,12 @@ class GatewayLease:
 
     Counters (read them with the properties; they are updated from the gateway's thread): ``usage``
     (a :class:`Usage` copy), ``requests``, ``refusals`` (why requests were refused: ``budget``,
-    ``budget_share``, ``cost_budget``, ``token_budget``, ``max_requests``, ``replay_miss``,
-    ``no_upstream``), ``upstream_errors`` (one line per upstream failure after retries),
-    ``upstream_refusals`` (the 4xx statuses the upstream refused requests with); ``watch``: the
-    lease's upstream requests in flight (a stall: :mod:`clawrig.llm.stalls`; an agent lease watches
-    streamed requests only).
+    ``budget_share``, ``cost_budget``, ``token_budget``, ``max_requests``, ``replay_miss``
+    (and ``replay_refused`` when the records hold that request refused), ``no_upstream``),
+    ``upstream_errors`` (one line per upstream failure after retries), ``upstream_refusals``
+    (the 4xx statuses the upstream refused requests with); ``watch``: the lease's upstream
+    requests in flight (a stall: :mod:`clawrig.llm.stalls`; an agent lease watches streamed
+    requests only).
     """
 
     gateway: Gateway

@@ -125,6 +125,9 @@ class ResponseCache:
         self.append_to = Path(append_to) if append_to is not None else None
         self.hits = 0
         self.misses = 0
+        self.refused: dict[str, int] = {}
+        """Keys of requests the records hold only as refused, with the HTTP status the provider
+        gave (a 400 for a conversation past the context, say): no reply to replay."""
 
     def __len__(self) -> int:
         with self._lock:
@@ -192,6 +195,11 @@ class ResponseCache:
         added = 0
         for rec in records:
             entry = _cache_entry(rec)
+            status = rec.get("status")
+            if entry is None and isinstance(status, int) and 400 <= status < 600:
+                if isinstance(rec.get("request"), dict):
+                    with self._lock:
+                        self.refused.setdefault(record_key(rec), status)
             if entry is not None:
                 key, completion, scope = entry
                 cid = completion.get("id")

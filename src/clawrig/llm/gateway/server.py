@@ -928,10 +928,18 @@ class Gateway:
             if lease.cache_mode == "only":
                 lease._refuse("replay_miss")
                 of_task = f"task {lease.task_id} (run {lease.run_index}), " if lease.task_id else ""
+                refused = cache.refused.get(key) if key not in cache else None
+                if refused is not None:
+                    lease._refuse("replay_refused")
                 msg = (
                     f"clawrig gateway: replay: no recorded response for request #{n} of "
-                    f"{of_task}trial {lease.trial_id} (key {key[:12]}): the run diverged from "
-                    "the recorded job"
+                    f"{of_task}trial {lease.trial_id} (key {key[:12]}): "
+                    + (
+                        f"the recorded job holds it refused by the provider (HTTP {refused}), "
+                        "and a replay cannot replay a refusal"
+                        if refused is not None
+                        else "the run diverged from the recorded job"
+                    )
                 )
                 self._record(lease, seq, key, body, status=404, error=msg, started=started)
                 return _error_body(404, msg, "replay_miss")
