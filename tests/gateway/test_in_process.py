@@ -350,3 +350,43 @@ async def test_a_reply_cut_off_mid_body_is_retried(
     assert lease.usage.retries == 1
     (record,) = read_records(tmp_path / "r.jsonl")
     assert record["status"] == 200 and record["retries"] == 1
+
+
+REFUSED_IN_PROCESS = """
+import asyncio, sys
+from clawrig.errors import ModelRequestError
+from clawrig.llm.gateway import Gateway
+from clawrig.testing.scripted_server import ScriptedServer, error
+
+srv = ScriptedServer([error(400, "the prompt is too long")]).start()
+
+
+async def main():
+    with Gateway() as gw:
+        model = gw.open_trial(srv.endpoint(), trial_id="t").chat_model()
+        try:
+            await model.chat([{"role": "user", "content": "hi"}])
+        except ModelRequestError as exc:
+            print(exc.status, exc.detail, sep="|")
+        await model.aclose()
+        print("openai" in sys.modules, gw._app is not None, sep="|")
+
+
+asyncio.run(main())
+srv.stop()
+"""
+
+
+def test_a_refusal_in_process_loads_no_sdk_and_builds_no_app():
+    """A request the provider refused, handed to the gateway in process: the same error as
+    over HTTP (test above), made without importing the openai SDK or building the gateway's
+    HTTP app. Both were made for it: ~0.5 s of CPU on the harness's event loop at a job's
+    first refused request, every trial waiting (helper-148 saw 1 s of ``waits.loop``)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSED_IN_PROCESS], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["400|the prompt is too long", "False|False"]

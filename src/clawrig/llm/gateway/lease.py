@@ -20,6 +20,7 @@ from clawrig.errors import BudgetExceeded, ModelRequestError
 from clawrig.llm.client import (
     OpenAIChatModel,
     RetryPolicy,
+    StatusReply,
     _BodyError,
     completion_fields,
     sdk_httpx,
@@ -520,13 +521,7 @@ class GatewayChatModel(OpenAIChatModel):
             return self._from_completion(completion_fields(reply))
         raw = bytes(reply.body)
         if reply.status_code >= 400:
-            response = sdk_httpx().Response(
-                reply.status_code,
-                headers=reply.headers.raw,
-                content=raw,
-                request=sdk_httpx().Request("POST", f"{self.endpoint.base_url}/chat/completions"),
-            )
-            raise self._client()._make_status_error_from_response(response)
+            raise StatusReply(reply.status_code, reply.headers, raw)
         try:
             data = json.loads(raw)
         except ValueError:
