@@ -277,8 +277,12 @@ def test_a_trial_the_jobs_budget_cuts_short_is_not_scored_and_resume_runs_it(
     cut = [r for r in results if r["error"] is not None]
     assert len(cut) == 1 and cut[0]["error"]["kind"] == "budget"
     assert cut[0]["usage"]["request_count"] == 1
+    # the job stopped it, not its own cost cap (it said cost_budget: helper-148)
+    assert cut[0]["stop_reason"] == "cancelled"
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert summary["errors_by_kind"] == {"budget": 1} and summary["budget_stopped"] is True
+    [row] = [r for r in summary["tasks"] if r["error"] is not None]
+    assert row["stop_reason"] == "cancelled"
     scored = [r for r in results if r["error"] is None]
     assert len(scored) == 1 and summary["overall_score"] == scored[0]["score"]["score"]
     second = subprocess.run(

@@ -1272,7 +1272,9 @@ class Trial:
             # the job's spend cap, not this trial's: the trial was cut short by the job, and an
             # agent that would have finished must not be scored 0 (nor a trial started once the
             # spend was reached): not scored, run again by --resume. A trial that spent its
-            # share of the budget itself (budget_share) is graded as it stands
+            # share of the budget itself (budget_share) is graded as it stands. Its stop is
+            # the job's doing (cancelled), not the trial's own cost cap (cost_budget: helper-148)
+            self.result.stop_reason = StopReason.CANCELLED
             raise BudgetExceeded(
                 "the job's budget (--budget-usd) ran out while this trial ran: not scored "
                 "(--resume with a larger budget runs it again)"

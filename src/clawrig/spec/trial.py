@@ -69,7 +69,9 @@ class TrialError(BaseModel):
 
 
 class StopReason(StrEnum):
-    """Why the agent loop ended."""
+    """Why the agent loop ended. ``token_budget`` / ``cost_budget``: the trial's own cap (or
+    its share of the job's budget) reached, graded as it stands; ``cancelled``: the job cut it
+    short (its budget ran out while the trial ran: a ``budget`` error, not scored)."""
 
     FINAL_ANSWER = "final_answer"
     MAX_TURNS = "max_turns"
