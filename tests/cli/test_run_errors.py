@@ -561,6 +561,23 @@ def test_a_replay_of_tasks_the_job_did_not_run_is_refused_before_any_sandbox(
         f"clawrig: error: --replay: {job} recorded the agent's calls to scripted/demo, not "
         "-m scripted/other"
     ) in r.stderr
+    # settings that change what the agent sends: refused at once, naming the recorded value
+    # (each diverged at the first trial's first request, and --resume then refused them)
+    preamble = tmp_path / "preamble.txt"
+    preamble.write_text("Be brief.")
+    for extra, flag, was, now in (
+        (["--timeout-multiplier", "2"], "--timeout-multiplier", "1", "2"),
+        (["--preamble", str(preamble)], "--preamble", "(none)", "Be brief."),
+    ):
+        r = run("run", "suites/demo", "--suite", "000015", "--replay", str(job), "-o",
+                str(again), *extra, cwd=REPO)  # fmt: skip
+        assert r.returncode == 2 and not again.exists(), r.stderr
+        [line] = r.stderr.strip().splitlines()
+        assert line == (
+            f"clawrig: error: --replay: {job} ran with {flag} {was}, this job with {flag} "
+            f"{now}: it changes what the agent sends its model, so no recorded reply would "
+            f"match; replay with {flag} as recorded"
+        ), line
     r = run(
         "run", "suites/demo", "--suite", "000015", "--replay", str(job), "-o", str(again),
         cwd=REPO,

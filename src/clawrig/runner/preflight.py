@@ -13,12 +13,14 @@ anything on disk and must be quick: local files, a free probe of a loopback mode
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from clawrig.errors import UserError
 from clawrig.spec.job import JobConfig
@@ -331,6 +333,51 @@ def check_replay(tasks: list[Task], config: JobConfig) -> list[str]:
     ]
 
 
+REPLAY_SETTINGS = {
+    "agent": "--agent",
+    "timeout_multiplier": "--timeout-multiplier",
+    "preamble": "--preamble",
+}
+"""The trial settings that change what the agent sends its model (the agent; the time limit
+it is told; the text before the task's prompt) by their flags: a replay with another value
+asks for requests the job never recorded."""
+
+
+def check_replay_settings(tasks: list[Task], config: JobConfig) -> list[str]:
+    """``--replay`` with a setting of :data:`REPLAY_SETTINGS` other than the replayed job's
+    (its first trial's recorded ``config``) is refused before any sandbox: it failed at a
+    trial's first request that differed, as "the run diverged", naming options as possible
+    causes, and ``--resume`` then refused the settings (helper-148)."""
+    if config.replay is None or _calls_no_model(config):
+        return []
+    from clawrig.spec.layout import JobPaths
+
+    for path in JobPaths(config.replay).trial_files("result.json"):
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8")).get("config")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if not isinstance(recorded, dict):
+            continue
+        now = config.trial.model_dump()
+        return [
+            f"--replay: {config.replay} ran with {flag} {_shown(recorded.get(field))}, "
+            f"this job with {flag} {_shown(now.get(field))}: it changes what the agent "
+            f"sends its model, so no recorded reply would match; replay with {flag} as recorded"
+            for field, flag in REPLAY_SETTINGS.items()
+            if field in recorded and recorded.get(field) != now.get(field)
+        ]
+    return []
+
+
+def _shown(value: Any) -> str:
+    """A setting's value as a flag's argument in a message (a long text: its first words)."""
+    if value is None:
+        return "(none)"
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return repr(text[:40] + "...") if len(text) > 40 or "\n" in text else text
+
+
 def check_grader_mode(tasks: list[Task], config: JobConfig) -> list[str]:
     """A task ``--grader`` cannot grade is refused before any sandbox starts, naming its file
     (it would end as a grading error after its whole run): ``judge|exact|both`` need the
@@ -442,6 +489,7 @@ CHECKS: list[Check] = [
     check_sandbox,
     check_oracle,
     check_replay,
+    check_replay_settings,
     check_output,
     *_FIDELITY_CHECKS,
     check_model_servers,
