@@ -793,6 +793,81 @@ def test_a_stopped_worker_is_killed_and_its_trials_run_again_on_the_other(
     assert _workers_used(out) <= {"0", "1"}
 
 
+def test_a_worker_stuck_before_it_is_ready_is_killed_and_the_job_refused(
+    mini_bench, model_server, tmp_path, monkeypatch
+):
+    """helper-147 (high): a worker stopped before it said it was ready hung the job: the
+    driver waited for its "ready" with no limit. Past the start limit it is killed and the
+    job refused in one line, as for a worker that could not start."""
+    from clawrig.runner.executors import processes
+
+    monkeypatch.setattr(processes, "START_LIMIT_S", 5.0)
+    monkeypatch.setenv("CLAWRIG_WORKER_HUNG_S", "4")  # (the start limit is at least this)
+    bench = mini_bench(2)
+    srv = model_server()
+    monkeypatch.setenv("SCRIPTED_BASE_URL", srv.base_url)
+    stopper, stopped = _kill_the_worker_when(lambda: True, signal.SIGSTOP)  # at its birth
+    try:
+        with pytest.raises(UserError) as info:
+            Job(job_config(bench, tmp_path / "out", parallel=2, workers=2)).run()
+    finally:
+        stopper.join(timeout=60)
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    (pid,) = stopped
+    assert str(info.value) == (
+        f"--workers: harness worker 1 (pid {pid}) could not start: not ready within 5 s "
+        "(stopped or stuck): killed"
+    )
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped
+    assert srv.requests == []
+
+
+def test_ctrl_c_with_a_stopped_worker_leaves_no_worker_behind(mini_bench, model_server, tmp_path):
+    """helper-147: Ctrl-C while a worker was stopped (well within the 120 s it may be silent)
+    ended the driver after its grace time and left the worker stopped, in its own session,
+    with its sandboxes and mounts. Now the driver kills it before it leaves and sweeps what it
+    left; --resume runs every trial once."""
+    bench = mini_bench(4)
+    srv = model_server(delay=1.0)
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "4"]
+    args += ["--workers", "2", "-o", str(out)]
+    proc = subprocess.Popen(
+        args, env=_env(srv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    workers: list[int] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        workers = workers or _worker_pids(proc.pid)
+        if workers and len(srv.requests) >= 2:  # trials in flight in both processes
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None and len(workers) == 1
+    (worker,) = workers
+    os.kill(worker, signal.SIGSTOP)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGCONT)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert not Path(f"/proc/{worker}").exists()  # killed and reaped, not left stopped
+    mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    assert [m for m in mounts if f"-{worker}-" in m] == []
+    assert list(Path(tempfile.gettempdir()).glob(f"clawrig-*-{worker}-*")) == []
+    r = subprocess.run(
+        [*args, "--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    trials = trials_of(out)
+    assert len(trials) == 4 and all(len(v) == 1 for v in trials.values())
+
+
 def test_a_killed_workers_cut_trials_keep_what_they_spent(
     mini_bench, even_responder, tmp_path, monkeypatch
 ):

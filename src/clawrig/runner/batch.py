@@ -1158,7 +1158,18 @@ async def _run_trials(
     tasks_running = [asyncio.create_task(one(t, r)) for t, r in todo]
     interrupts = 0
 
+    def leave_workers() -> None:
+        """Before os._exit: the executor's worker processes killed (each in a session of its
+        own: a stopped or stuck one outlived the job, its sandboxes and mounts with it:
+        helper-147), and what they left swept."""
+        if (kill := getattr(executor, "kill_now", None)) is not None:
+            kill()
+            from clawrig.leftovers import sweep_dead_again
+
+            sweep_dead_again()
+
     def exit_now(signum: int, frame: object = None) -> None:
+        leave_workers()
         sweep_partial_trials(job.output)
         release_own_mounts(every_folder=True)  # os._exit runs no atexit: mounts, folders
         os.write(2, b"clawrig: interrupted again: exiting now (trials in progress are lost)\n")
@@ -1188,6 +1199,7 @@ async def _run_trials(
         if os.environ.get("CLAWRIG_DEBUG_INTERRUPT"):
             for t in asyncio.all_tasks(loop):
                 t.print_stack(limit=8, file=sys.stderr)
+        leave_workers()
         sweep_partial_trials(job.output)
         release_own_mounts(every_folder=True)
         os.write(

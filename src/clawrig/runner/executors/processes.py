@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import functools
 import gc
+import math
 import os
 import pickle
 import socket
@@ -75,11 +76,21 @@ timer), so only a worker whose loop has not run for that long is silent. The env
 ``CLAWRIG_WORKER_HUNG_S`` (seconds, > 0) replaces it."""
 
 
+HUNG_MIN_S = 2.0
+"""The least ``CLAWRIG_WORKER_HUNG_S`` taken: a worker's loop pauses ~0.5 s as a trial starts
+(helper-147: 0.5 killed a healthy worker)."""
+START_LIMIT_S = 60.0
+"""Seconds a worker may take to say it is ready (its models, gateway and warm pool made; at
+least :func:`hung_after_s`): past that it is killed and the job refused as for a worker that
+could not start (one stuck before it was ready hung the job: helper-147)."""
+
+
 def hung_after_s() -> float:
-    """:data:`HUNG_AFTER_S`, or ``CLAWRIG_WORKER_HUNG_S`` when set to a number > 0."""
+    """:data:`HUNG_AFTER_S`, or ``CLAWRIG_WORKER_HUNG_S`` when it is a finite number of
+    seconds >= :data:`HUNG_MIN_S`."""
     with contextlib.suppress(ValueError):
         value = float(os.environ.get("CLAWRIG_WORKER_HUNG_S", ""))
-        if value > 0:
+        if math.isfinite(value) and value >= HUNG_MIN_S:
             return value
     return HUNG_AFTER_S
 
@@ -248,7 +259,16 @@ class ProcessExecutor:
         worker = _Worker(index, proc, reader, writer, heard=asyncio.get_running_loop().time())
         self._workers.append(worker)
         _send(writer, init)
-        reply = await _receive(reader)
+        limit = max(START_LIMIT_S, hung_after_s())
+        try:
+            reply = await asyncio.wait_for(_receive(reader), limit)
+        except TimeoutError:
+            worker.alive = False
+            proc.kill()
+            raise UserError(
+                f"--workers: {worker.name()} could not start: not ready within {limit:g} s "
+                "(stopped or stuck): killed"
+            ) from None
         if reply is None or reply[0] != "ready":
             worker.alive = False
             why = reply[1] if reply is not None else await _gone(proc)
@@ -403,18 +423,39 @@ class ProcessExecutor:
 
         share_answers(None)
         share_concurrency(0, 1)
-        for worker in self._workers:
-            try:
-                await asyncio.wait_for(_exit_code(worker.proc), STOP_GRACE_S)
-            except TimeoutError:
-                worker.proc.kill()
-                await _exit_code(worker.proc)
-            if worker.listener is not None:
-                worker.listener.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker.listener
-            worker.writer.close()
+        now = asyncio.get_running_loop().time()
+        try:
+            for worker in self._workers:
+                if now - worker.heard > 2 * heartbeat_s():  # stopped or stuck: no clean-up
+                    with contextlib.suppress(ProcessLookupError):  # to wait for
+                        worker.proc.kill()
+                try:
+                    await asyncio.wait_for(_exit_code(worker.proc), STOP_GRACE_S)
+                except TimeoutError:
+                    worker.proc.kill()
+                    await _exit_code(worker.proc)
+                if worker.listener is not None:
+                    worker.listener.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await worker.listener
+                worker.writer.close()
+        finally:
+            # cut short (a second Ctrl-C): none left behind, nor a thread waiting on one
+            self.kill_now()
         self._workers.clear()
+
+    def kill_now(self) -> None:
+        """SIGKILL every worker still running (the driver is leaving at once: a second Ctrl-C,
+        the interrupt's grace run out): a worker is in a session of its own and would outlive
+        it, stopped or stuck; what a killed one leaves is swept by
+        :func:`clawrig.leftovers.sweep_dead_again`."""
+        for worker in self._workers:
+            if worker.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.kill()
+        for worker in self._workers:  # reaped: a sweep takes only dead processes' folders
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.proc.wait(timeout=2)
 
 
 # -- the worker side ----------------------------------------------------------------------------
