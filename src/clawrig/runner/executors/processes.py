@@ -423,17 +423,9 @@ class ProcessExecutor:
 
         share_answers(None)
         share_concurrency(0, 1)
-        now = asyncio.get_running_loop().time()
         try:
             for worker in self._workers:
-                if now - worker.heard > 2 * heartbeat_s():  # stopped or stuck: no clean-up
-                    with contextlib.suppress(ProcessLookupError):  # to wait for
-                        worker.proc.kill()
-                try:
-                    await asyncio.wait_for(_exit_code(worker.proc), STOP_GRACE_S)
-                except TimeoutError:
-                    worker.proc.kill()
-                    await _exit_code(worker.proc)
+                await self._wait_or_kill(worker)
                 if worker.listener is not None:
                     worker.listener.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -442,7 +434,27 @@ class ProcessExecutor:
         finally:
             # cut short (a second Ctrl-C): none left behind, nor a thread waiting on one
             self.kill_now()
+        if any(w.proc.returncode not in (0, None) for w in self._workers):
+            from clawrig.leftovers import sweep_dead_again  # what a killed one left
+
+            await asyncio.get_running_loop().run_in_executor(None, sweep_dead_again)
         self._workers.clear()
+
+    async def _wait_or_kill(self, worker: _Worker) -> None:
+        """Wait up to :data:`STOP_GRACE_S` for ``worker`` to clean up and exit; kill it at once
+        when it has said nothing for two beats (stopped or stuck: no clean-up to wait for),
+        and when the grace runs out."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + STOP_GRACE_S
+        exited = asyncio.ensure_future(_exit_code(worker.proc))
+        while not exited.done():
+            now = loop.time()
+            if now >= end or now - worker.heard > 2 * heartbeat_s():
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.kill()
+                break
+            await asyncio.wait([exited], timeout=min(1.0, end - now))
+        await exited
 
     def kill_now(self) -> None:
         """SIGKILL every worker still running (the driver is leaving at once: a second Ctrl-C,
