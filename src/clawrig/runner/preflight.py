@@ -350,9 +350,9 @@ def check_replay_settings(tasks: list[Task], config: JobConfig) -> list[str]:
     causes, and ``--resume`` then refused the settings (helper-148)."""
     if config.replay is None or _calls_no_model(config):
         return []
-    from clawrig.spec.layout import JobPaths
+    from clawrig.spec.layout import JobPaths, TrialPaths
 
-    for path in JobPaths(config.replay).trial_files("result.json"):
+    for path in JobPaths(config.replay).trial_files(TrialPaths.RESULT):
         try:
             recorded = json.loads(path.read_text(encoding="utf-8")).get("config")
         except (OSError, ValueError, AttributeError):
