@@ -13,7 +13,6 @@ anything on disk and must be quick: local files, a free probe of a loopback mode
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -350,22 +349,23 @@ def check_replay_settings(tasks: list[Task], config: JobConfig) -> list[str]:
     causes, and ``--resume`` then refused the settings (helper-148)."""
     if config.replay is None or _calls_no_model(config):
         return []
-    from clawrig.spec.layout import JobPaths, TrialPaths
+    from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
+    from clawrig.spec.trial import TrialResult
 
     for path in JobPaths(config.replay).trial_files(TrialPaths.RESULT):
         try:
-            recorded = json.loads(path.read_text(encoding="utf-8")).get("config")
-        except (OSError, ValueError, AttributeError):
+            recorded = model_from_json_text(TrialResult, path.read_text(encoding="utf-8")).config
+        except (OSError, ValueError):
             continue
-        if not isinstance(recorded, dict):
+        if recorded is None:  # (folders written before it was recorded)
             continue
-        now = config.trial.model_dump()
         return [
-            f"--replay: {config.replay} ran with {flag} {_shown(recorded.get(field))}, "
-            f"this job with {flag} {_shown(now.get(field))}: it changes what the agent "
-            f"sends its model, so no recorded reply would match; replay with {flag} as recorded"
+            f"--replay: {config.replay} ran with {flag} {_shown(getattr(recorded, field))}, "
+            f"this job with {flag} {_shown(getattr(config.trial, field))}: it changes what the "
+            f"agent sends its model, so no recorded reply would match; replay with {flag} as "
+            "recorded"
             for field, flag in REPLAY_SETTINGS.items()
-            if field in recorded and recorded.get(field) != now.get(field)
+            if getattr(recorded, field) != getattr(config.trial, field)
         ]
     return []
 

@@ -73,7 +73,7 @@ HUNG_AFTER_S = 120.0
 loop stuck) and kills it: its attempts in flight are lost as when it dies, set aside and run
 again elsewhere. A worker says it is alive every :func:`heartbeat_s` (its event loop's own
 timer), so only a worker whose loop has not run for that long is silent. The environment's
-``CLAWRIG_WORKER_HUNG_S`` (seconds, > 0) replaces it."""
+``CLAWRIG_WORKER_HUNG_S`` replaces it (:func:`hung_after_s`)."""
 
 
 HUNG_MIN_S = 2.0
