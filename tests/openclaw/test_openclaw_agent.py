@@ -34,7 +34,7 @@ from clawrig.agents.base import AgentContext
 from clawrig.agents.openclaw import RAW_TRANSCRIPT_FILE, OpenClawAgent, find_openclaw
 from clawrig.agents.preamble import first_user_message
 from clawrig.errors import ProviderError
-from clawrig.llm.client import OpenAIChatModel
+from clawrig.llm.client import PROBE, OpenAIChatModel
 from clawrig.llm.gateway import (
     RECORD_FILE,
     Gateway,
@@ -335,6 +335,33 @@ def messages(tr: Transcript) -> list[dict]:
         return d
 
     return [clean(m) for m in tr.messages]
+
+
+async def test_a_first_request_refused_for_its_content_ends_that_trial_only(
+    scripted_server, make_gateway, tmp_path
+):
+    # helper-148: OpenClaw's request refused before its model answered any of the trial's was
+    # graded as the agent's model_error (a 0), where the native agent's is an unscored
+    # infrastructure error. Now judged as the native agent's: the harness asks the same request
+    # (OpenClaw's tools, not streamed) with a plain conversation; answered: this trial only
+    too_long = "This model's maximum context length is 8192 tokens; the messages hold 9001."
+
+    def responder(request: dict):
+        return reply("OK") if request["messages"] == PROBE else error(400, too_long)
+
+    srv = scripted_server(responder=responder)
+    task = demo_task("000015")
+    services = TrialServices(model=OpenAIChatModel(upstream(srv)), gateway=make_gateway())
+    config = TrialConfig(model="scripted/scripted", agent="openclaw")
+    result, _ = await run_trial(task, config, tmp_path / "job", services=services)
+    assert result.error is not None and result.score is None
+    assert result.error.kind == "infrastructure" and not result.error.retryable
+    assert too_long in result.error.message and "this trial ends" in result.error.message
+    refused = [q for q in srv.requests if q["messages"] != PROBE]
+    (probe,) = [q for q in srv.requests if q["messages"] == PROBE]
+    assert refused and refused[-1]["stream"] is True and not probe.get("stream")
+    assert probe["tools"] == refused[-1]["tools"] and len(probe["tools"]) >= 10
+    assert srv.requests[-1] is probe  # asked once, after OpenClaw gave up
 
 
 async def test_an_upstream_failure_ends_as_an_infrastructure_error(scripted_server, make_gateway):

@@ -125,6 +125,24 @@ async def test_a_prompt_refused_as_too_long_after_answers_is_context_length(
     assert len(srv.requests) == 3 and srv.requests[-1]["messages"] == PROBE
 
 
+async def test_a_fresh_servers_first_prompt_refused_as_too_long_is_context_length(
+    env, scripted_server, task_15
+):
+    # the first request a server gets, refused as too long; the same request with a plain
+    # conversation (the episode's tools kept) is answered: the episode's own refusal (masked
+    # context_length, its trial folder kept), not a ModelRequestError for the trainer
+    too_long = "This model's maximum context length is 8192 tokens"
+
+    def policy(request: dict):
+        return reply("OK") if request["messages"] == PROBE else error(400, too_long)
+
+    srv = scripted_server(responder=policy)
+    ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
+    assert ep.stop_reason == "context_length" and ep.mask and ep.reward is None
+    assert too_long in (ep.error or "") and ep.trial_dir is not None
+    assert len(srv.requests) == 2 and srv.requests[1]["tools"] == srv.requests[0]["tools"]
+
+
 async def test_a_conversation_refused_for_its_content_is_graded_as_it_stands(
     env, scripted_server, task_15
 ):

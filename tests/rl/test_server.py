@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clawrig.llm.client import RetryPolicy
+from clawrig.llm.client import PROBE, RetryPolicy
 from clawrig.rl import Rollouts
 from clawrig.rl.server import create_app
 from clawrig.serving import ThreadedServer, tcp_listener
@@ -458,12 +458,14 @@ async def test_a_huge_or_too_deep_body_is_refused_before_it_is_parsed(serve):
 
 async def test_a_group_whose_episode_is_refused_stops_the_others(serve, scripted_server):
     """helper-134: the first request of a fresh server refused (400), the group answered 400 at
-    once while its other episodes ran on (sleep 60) unseen by /health and the admission limit."""
+    once while its other episodes ran on (sleep 60) unseen by /health and the admission limit.
+    The harness's probe (that request with a plain conversation) is refused too: the
+    settings."""
     seen: list[str] = []
 
     def policy(request):
         seen.append("call")
-        if len(seen) == 1:
+        if len(seen) == 1 or request["messages"] == PROBE:
             return error(400, "bad request from the first one")
         return reply(tool_calls=[call("exec", {"command": "sleep 61.25"})])
 

@@ -63,6 +63,26 @@ def _stopped_job(
     return r, json.loads((out / "summary_scripted_test.json").read_text()), out
 
 
+def _one_trial_refused(
+    bench: Path, srv: ScriptedServer, tmp_path: Path, task: str
+) -> tuple[list[str], dict, dict[str, dict], dict]:
+    """``clawrig run`` of ``bench``'s tasks at ``-p 1`` against ``srv``, which refuses the
+    requests of ``task`` (its name after ``_task_``), that trial alone ending (exit 1, no
+    traceback, not scored, an infrastructure error not retried): the run's arguments, its
+    summary, the summary's rows by task name and the refused task's error."""
+    out = tmp_path / "out"
+    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out)]
+    r = _clawrig(*args, srv=srv)
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])  # one trial errored
+    assert "Traceback" not in r.stderr
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    rows = {row["task_id"].split("_task_")[1]: row for row in summary["tasks"]}
+    err = rows[task]["error"]
+    assert rows[task]["score"] is None  # not scored
+    assert err["kind"] == "infrastructure" and not err["retryable"]
+    return args, summary, rows, err
+
+
 def _clawrig(*args: str, srv: ScriptedServer) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
     env["SCRIPTED_BASE_URL"] = srv.base_url
@@ -91,18 +111,10 @@ def test_a_later_trials_refused_request_ends_that_trial_and_the_job_goes_on(
         return even_responder(request)
 
     srv = scripted_server(responder=responder)
+    args, summary, rows, err = _one_trial_refused(bench, srv, tmp_path, "2_echo")
     out = tmp_path / "out"
-    args = ["run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out)]
-    r = _clawrig(*args, srv=srv)
-    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])  # some trial errored
-    assert "Traceback" not in r.stderr
-    summary = json.loads((out / "summary_scripted_test.json").read_text())
-    rows = {row["task_id"].split("_task_")[1]: row for row in summary["tasks"]}
     # tasks 1 and 3 ran and were graded (odd: the file written, content wrong: 0.25)
     assert rows["1_echo"]["score"] == 0.25 and rows["3_echo"]["score"] == 0.25
-    err = rows["2_echo"]["error"]
-    assert rows["2_echo"]["score"] is None  # not scored
-    assert err["kind"] == "infrastructure" and not err["retryable"]
     assert f"HTTP {refusal.error}" in err["message"] and refusal.error_message in err["message"]
     assert summary["error_count"] == 1 and summary["evaluated_count"] == 2
     # the refused request was not retried: task 2 sent exactly one request, and the harness
@@ -119,6 +131,63 @@ def test_a_later_trials_refused_request_ends_that_trial_and_the_job_goes_on(
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert [row["score"] for row in summary["tasks"]] == [0.25, 1.0, 0.25]
     assert len(list((out / "_retried").iterdir())) == 1
+
+
+TOO_LONG = "This model's maximum context length is 8192 tokens; the messages hold 9001."
+
+
+def test_the_jobs_first_request_refused_for_its_content_ends_that_trial_only(
+    mini_bench, scripted_server, even_responder, tmp_path
+):
+    # helper-148: a context-length 400 on the job's very first request stopped the whole job
+    # as a settings error (exit 2), though nothing was wrong with the settings. The server
+    # answers the same request with a plain conversation (its tools kept): task 1 alone is an
+    # unscored infrastructure error, the job goes on
+    bench = mini_bench(3)
+
+    def responder(request: dict):
+        if request["messages"] == PROBE:
+            return reply("OK")
+        if _task_number(request) == 1:
+            return error(400, TOO_LONG)
+        return even_responder(request)
+
+    srv = scripted_server(responder=responder)
+    _, summary, rows, err = _one_trial_refused(bench, srv, tmp_path, "1_echo")
+    assert rows["2_echo"]["score"] == 1.0 and rows["3_echo"]["score"] == 0.25
+    assert "HTTP 400" in err["message"] and TOO_LONG in err["message"]
+    assert summary["provider_stopped"] is None
+    # the first request was the job's first (nothing answered before it), the probe came next
+    # and asked it again with a plain conversation: the same tools, not streamed
+    first, probe = srv.requests[0], srv.requests[1]
+    assert _task_number(first) == 1 and probe["messages"] == PROBE
+    assert probe["tools"] == first["tools"] and len(first["tools"]) == 17
+    assert not probe.get("stream") and _probes(srv) == 1
+
+
+def test_the_jobs_first_request_refused_for_its_settings_stops_the_job(
+    mini_bench, scripted_server, tmp_path
+):
+    # a server that refuses what the job's requests carry (here: tools) refuses the probe too,
+    # which keeps them: the settings, the job stops with one line (exit 2), nothing run. A
+    # plain probe without the tools would have been answered and every trial refused in turn
+    bench = mini_bench(3)
+
+    def responder(request: dict):
+        if request.get("tools"):
+            return error(400, "this model does not support tools")
+        return reply("OK")
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    r = _clawrig(
+        "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out), srv=srv
+    )
+    assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "does not support tools" in r.stderr and "Traceback" not in r.stderr
+    assert len(srv.requests) == 2 and _probes(srv) == 1  # the first request, the probe
+    assert [p.name for p in out.iterdir() if p.is_dir()] == []
+    assert (out / "progress_scripted_test.json").exists()  # --resume starts it again
 
 
 def test_a_server_refusing_even_the_plain_request_mid_job_starts_no_other_trial(

@@ -167,9 +167,11 @@ class StepEpisode:
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> JSONResponse:
             body = await request.json()
-            self._events.put(("request", body))
+            if not self._closed:
+                self._events.put(("request", body))
             reply = await asyncio.to_thread(self._replies.get)
-            if reply is _CLOSED:
+            if reply is _CLOSED:  # and every request after it (the harness's probe too)
+                self._replies.put(_CLOSED)
                 err = {"message": "the step-driven episode was closed", "code": 400}
                 return JSONResponse({"error": err}, status_code=400)
             calls = reply.get("tool_calls")

@@ -1186,6 +1186,11 @@ class Trial:
             result.turns, result.tool_calls = outcome.turns, outcome.tool_calls
             refused = lease.upstream_refusals if lease is not None else []
             if outcome.stop_reason == StopReason.MODEL_ERROR and refused:
+                if not _answered(transcript):  # before the trial's first answer: as the
+                    # native agent's refusal (below: _refusal_of)
+                    raise ModelRequestError(
+                        f"HTTP {refused[-1]}: {outcome.error or 'refused'}", status=refused[-1]
+                    )
                 # OpenClaw's request refused by the provider through the gateway after it
                 # answered this trial: the same plain-request test as the native agent's
                 if not await _answers_probe(lease.endpoint):
@@ -1236,7 +1241,7 @@ class Trial:
             # own: answered, the refusal was of what the agent put in its conversation (a
             # context overflow, a content filter): it stops and is graded as it stands;
             # refused too, the provider is broken (_provider_broken: no new trial starts)
-            if exc.status is None or not transcript.steps or _replay_miss(lease):
+            if exc.status is None or not _answered(transcript) or _replay_miss(lease):
                 raise await _refusal_of(exc, lease, model) from None
             endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
             if not await _answers_probe(endpoint):
@@ -1825,6 +1830,12 @@ async def run_trial(
     return await trial.run(attempt=attempt, earlier=earlier)
 
 
+def _answered(transcript: Transcript) -> bool:
+    """True when the agent's model answered one of the trial's requests (a step that is not
+    OpenClaw's record of a failed request)."""
+    return any(step.stop_reason != "error" for step in transcript.steps)
+
+
 def _replay_miss(lease: Any) -> bool:
     """True when the lease's replay had no recorded reply for a request (the run diverged)."""
     return lease is not None and "replay_miss" in lease.refusals
@@ -1858,8 +1869,22 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
             detail=exc.detail,
         )
     endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
-    if exc.status is None or endpoint is None or not has_answered(endpoint):
+    if exc.status is None or endpoint is None:
         return exc
+    if not has_answered(endpoint):
+        # the settings are in doubt: a refusal of the key, account or model, a server's
+        # failure, or a refusal of the same request with a plain conversation (its tools and
+        # settings kept) stops the job; that request answered, the server refused what this
+        # trial's conversation held (a first prompt past the model's context): this trial only
+        like = lease.last_request if lease is not None else None
+        content = 400 <= exc.status < 500 and exc.status not in SETTINGS_REFUSALS
+        if not content or like is None or not await _answers_probe(endpoint, like=like):
+            return exc
+        why = (
+            "the same request with a plain conversation is answered: the settings work, this "
+            "trial's conversation was refused"
+        )
+        return ProviderRefused(f"{exc} ({why}; this trial ends, not scored)", status=exc.status)
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
         mark_refused(endpoint, str(exc))
         why = "it answered earlier requests: the key, account or model is refused now"
@@ -1889,18 +1914,31 @@ def _provider_broken(
     return ProviderRefused(f"{why}: it serves nothing now; this trial ends", status=exc.status)
 
 
-async def _answers_probe(endpoint: ModelEndpoint | None) -> bool:
+async def _answers_probe(
+    endpoint: ModelEndpoint | None, *, like: dict[str, Any] | None = None
+) -> bool:
     """True when the provider at ``endpoint`` answers :data:`clawrig.llm.client.PROBE` now (the
     same model, key and base URL; retried on an outage): the harness's evidence that its
     refusal of another request was for that request's content (what the agent put in it), not
     the provider's settings. Asked after every such refusal, whether or not the provider
-    answered earlier in this process. False without an endpoint or when the probe is refused
-    too; raises ProviderError when it fails (an outage)."""
+    answered earlier in this process. ``like``: the refused request's body (an OpenAI
+    chat-completions request), whose fields but its messages and streaming the probe keeps
+    (its tools, sampling settings and token limit: a setting the server refuses is refused
+    again), else up to 8 completion tokens and nothing more. False without an endpoint or
+    when the probe is refused too; raises ProviderError when it fails (an outage)."""
     if endpoint is None:
         return False
+    tools: list[Any] | None = None
+    extra: dict[str, Any] | None = None
+    limit: int | None = 8
+    if like is not None:
+        skip = ("model", "messages", "tools", "stream", "stream_options")
+        extra = {k: v for k, v in like.items() if k not in skip}
+        tools = like.get("tools") if isinstance(like.get("tools"), list) else None
+        limit = None  # the request's own (in ``extra``), else the endpoint's
     async with OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=2, max_s=5.0)) as model:
         try:
-            await model.chat(PROBE, max_tokens=8)
+            await model.chat(PROBE, tools=tools, max_tokens=limit, extra=extra)
         except ModelRequestError:
             return False
     return True

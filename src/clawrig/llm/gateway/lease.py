@@ -115,6 +115,10 @@ class GatewayLease:
     watch: RequestWatch = field(default_factory=RequestWatch)
     """The upstream requests of this lease in flight (:mod:`clawrig.llm.stalls`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    last_request: dict[str, Any] | None = None
+    """The body of the lease's last chat-completions request as it reached the gateway (None
+    before one): what a refusal of it was sent with (``clawrig.runner.trial``'s probe asks
+    the same with a plain conversation). Do not change it."""
     _last_body: dict[str, Any] | None = None
     _last_seq: int | None = None
     _tools_json: tuple[Any, Any, str, str | None] | None = None

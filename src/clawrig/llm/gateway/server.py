@@ -875,6 +875,7 @@ class Gateway:
         """The answer to one chat-completions request of ``lease`` (caps, cache, upstream,
         record): an HTTP response, or with ``raw`` (an in-process caller) a plain reply's
         completion object itself (what the response's body would hold)."""
+        lease.last_request = body
         stream = bool(body.get("stream"))
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         tools = body.get("tools")
