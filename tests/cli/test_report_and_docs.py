@@ -248,13 +248,19 @@ def test_the_caption_says_what_its_mean_averages():
     assert "mean score of the graded trials [95% CI] 0.6667" in text
 
 
-def test_a_cut_error_message_ends_with_an_ellipsis():
-    long = "ScriptedServer: script exhausted: " + "word " * 80  # 434 characters
+def test_a_cut_error_message_keeps_its_start_and_what_to_do():
+    # helper-148: the list cut a message at 200 characters, before its "what to do" end
+    what = "; this trial ends, not scored (--resume runs it again)"
+    long = "ScriptedServer: script exhausted: " + "word " * 80 + what  # 488 characters
     rows = [{"task_id": "t", "run_index": 0, "trial": "f", "score": None}]
     rows[0]["error"] = {"kind": "infrastructure", "message": long + "\nsecond line"}
     (line,) = [ln for ln in summary_lines({"tasks": rows}) if ln.startswith("  t run 0")]
     shown = line.removeprefix("  t run 0: infrastructure: ")
-    assert shown == long[:199] + "…" and len(shown) == 200
+    assert shown == long[:179] + "…" + long[-120:] and len(shown) == 300
+    assert shown.endswith(what) and shown.startswith("ScriptedServer: script exhausted: word")
+    short = "refused; --resume runs it again"
+    rows[0]["error"]["message"] = short
+    assert f"  t run 0: infrastructure: {short}" in summary_lines({"tasks": rows})
     empty = [{"task_id": "u", "run_index": 0, "trial": "f", "score": None}]
     empty[0]["error"] = {"kind": "setup", "message": ""}
     assert "  u run 0: setup: " in summary_lines({"tasks": empty})

@@ -239,6 +239,8 @@ def test_a_key_refused_mid_job_ends_that_trial_and_starts_no_other(
     assert [row["score"] for row in rows] == [0.25, None]  # task 3 not started
     assert rows[1]["error"]["kind"] == "infrastructure" and not rows[1]["error"]["retryable"]
     assert summary["not_run"] == 1
+    # what --resume runs again: task 3, and task 2 (errored); it said "1 trial(s) not run"
+    assert "1 trial(s) not run and 1 errored (--resume continues once it answers)" in r.stdout
     assert not any(_task_number(q) == 3 for q in srv.requests)
     assert (out / "progress_scripted_test.json").exists()  # --resume continues
 

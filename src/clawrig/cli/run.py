@@ -68,12 +68,21 @@ def table_rows(rows: list[dict[str, Any]], limit: int = SUMMARY_TABLE_ROWS) -> l
     return [row for i, row in enumerate(rows) if i in keep]
 
 
-def first_line(message: Any, width: int) -> str:
-    """The first line of an error message, cut to ``width`` characters with an ellipsis when
-    longer (a cut mid-word read as the whole message)."""
+def first_line(message: Any, width: int, *, tail: int = 0) -> str:
+    """The first line of an error message, cut to ``width`` characters when longer: its start
+    and (``tail`` > 0) its last ``tail`` characters, where clawrig's messages say what to do,
+    joined by an ellipsis (a cut mid-word read as the whole message)."""
     lines = str(message or "").splitlines()
     line = lines[0] if lines else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
+    if len(line) <= width:
+        return line
+    tail = min(tail, width // 2)
+    return line[: width - tail - 1] + "…" + (line[-tail:] if tail else "")
+
+
+MESSAGE_WIDTH, MESSAGE_TAIL = 300, 120
+"""Characters of a trial's error (or stop) message listed under the job's table, and of them
+its last ones kept (:func:`first_line`): its end says what to do ("--resume runs it again")."""
 
 
 def _mean_label(mean: dict[str, Any]) -> str:
@@ -513,6 +522,18 @@ def _resumable(exc: ModelRequestError, config: Any) -> ModelRequestError:
     return ModelRequestError(f"{exc}; {then}", status=exc.status, detail=exc.detail)
 
 
+def _left_for_resume(summary: dict[str, Any]) -> str:
+    """ "N trial(s) not run", and "and M errored" for the trials whose error ``--resume`` runs
+    again (any but an agent's, which is scored: ``clawrig.runner.batch``'s final outcomes)."""
+    errored = sum(
+        1
+        for row in summary.get("tasks") or []
+        if isinstance(row.get("error"), dict) and row["error"].get("kind") != "agent"
+    )
+    text = f"{summary.get('not_run', 0)} trial(s) not run"
+    return f"{text} and {errored} errored" if errored else text
+
+
 def report(summary: dict[str, Any], config: Any) -> int:
     """Print the end-of-job tables and lines; return the exit code (see the command's
     epilog)."""
@@ -523,22 +544,21 @@ def report(summary: dict[str, Any], config: Any) -> int:
     for line in summary_lines(summary):  # plain text: paths and trials' messages hold "[...]"
         console.print(line, highlight=False, soft_wrap=True, markup=False)
     bits = [f"summary: {summary_path(config.output, config.trial.model)}"]
+    left = _left_for_resume(summary)
     if summary.get("budget_stopped"):
         bits.append(
             f"the budget of ${config.budget_usd:g} stopped the job; "
-            f"{summary['not_run']} trial(s) not run (raise --budget-usd and --resume "
-            "to continue)"
+            f"{left} (raise --budget-usd and --resume to continue)"
         )
     if summary.get("provider_stopped"):
         bits.append(
-            f"stopped: {summary['provider_stopped']}; {summary['not_run']} trial(s) not run "
-            "(--resume continues once it answers)"
+            f"stopped: {summary['provider_stopped']}; {left} (--resume continues once it answers)"
         )
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")
         bits.append(
             f"interrupted{f' ({by})' if by else ''}: finished trials are kept; "
-            f"{summary.get('not_run', 0)} trial(s) not run (--resume continues)"
+            f"{left} (--resume continues)"
         )
     console.print("; ".join(bits), highlight=False, soft_wrap=True, markup=False)
     if summary.get("interrupted"):
@@ -711,7 +731,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(head)
         for r in group[:10]:
             err = r["error"]
-            msg = first_line(err.get("message"), 200)
+            msg = first_line(err.get("message"), MESSAGE_WIDTH, tail=MESSAGE_TAIL)
             lines.append(f"  {r['task_id']} run {r['run_index']}: {err.get('kind')}: {msg}")
         if len(group) > 10:
             lines.append(f"  ... and {len(group) - 10} more (see the summary JSON)")
@@ -722,7 +742,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             "conversation (model_error: graded as it stood):"
         )
         for r in refused[:10]:
-            detail = first_line(r.get("stop_detail"), 200)
+            detail = first_line(r.get("stop_detail"), MESSAGE_WIDTH, tail=MESSAGE_TAIL)
             lines.append(f"  {r['task_id']} run {r['run_index']}: {detail}")
         if len(refused) > 10:
             lines.append(f"  ... and {len(refused) - 10} more (see the summary JSON)")
