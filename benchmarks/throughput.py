@@ -20,8 +20,13 @@ seconds per call).
   ``inspect-srv`` runs with ``--model-delay``.
 - Repetitions are interleaved (clawrig p, Inspect p, clawrig p', ...; every second repetition
   in the reverse order, so a drift over the runs favours neither side), and each number is the
-  median over ``--reps`` with its min-max spread. Each run's line ends with the machine's
-  1-minute load average before and after it (other work on the machine skews wall times).
+  median over ``--reps`` with its min-max spread. Each run's line ends with the share of the
+  machine's CPU time that was busy over the run (/proc/stat: near 100%, the run was bound by
+  the CPUs, the kernel's work for it included; well below, by a serial part or by waiting) and
+  its 1-minute load average before and after it (other work on the machine skews wall times).
+  The first line says how fast the machine runs pure Python (millions of steps of a fixed loop
+  per second): numbers of different machines, or of one virtual machine hours apart, are
+  compared by ratio.
 
 Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wall vs the ideal
 (calls per trial x delay), trials/s, the harness's peak RSS (the clawrig process, sampled from
@@ -416,6 +421,38 @@ def _cpu_split(*runs: dict[str, Any]) -> str:
     )
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of every CPU of the machine so far (/proc/stat's first line:
+    idle and iowait are not busy), for a run's :func:`busy_share`."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest is in user)
+    return total - fields[3] - fields[4], total
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share (0-1) of the machine's CPU time that was busy between two :func:`cpu_ticks`:
+    near 1, the run was bound by the CPUs (what it or anything else on the machine used, the
+    kernel's own threads too, which no cgroup of the run counts); well below, by something
+    serial (the harness's event loop, a lock) or by waiting."""
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return busy / total if total else 0.0
+
+
+def python_speed() -> float:
+    """Millions of loop steps per second of a fixed pure-Python loop (best of 5), this
+    interpreter on this machine: the same checkout's numbers differ by 2x between machines (or
+    one virtual machine's hours), so runs are compared by ratio, and this says how fast the
+    machine was."""
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t)
+    return 1.0 / best
+
+
 def startup_s() -> float:
     exe = shutil.which("clawrig") or str(Path(sys.executable).with_name("clawrig"))
     times = []
@@ -431,7 +468,8 @@ def main() -> None:
         description=(__doc__ or "").split("\n\n")[0].replace("\n", " "),
         epilog="Each run prints one line (trials/s, CPU per trial of the clawrig process and "
         "of the rest, peak RSS, errors, harness waits, sandbox start and clean-room grading "
-        "cost medians, the 1-minute load average before->after, ok or why the run was "
+        "cost medians, the machine's busy share of CPU time over the run and its 1-minute "
+        "load average before->after, ok or why the run was "
         "rejected); then a table of medians [min-max over --reps] per -p and clawrig/Inspect "
         "ratios. See the module docstring for the workload.",
     )
@@ -496,7 +534,11 @@ def main() -> None:
             if args.baseline_src is not None:
                 run_clawrig(2, 1, base, 0.0, src=args.baseline_src)
             print("warm-up run of 2 trials (fills the bytecode cache): not counted", flush=True)
-        print(f"clawrig start-up (clawrig version): {startup_s() * 1000:.0f} ms", flush=True)
+        print(
+            f"machine: {os.cpu_count()} CPUs, pure Python {python_speed():.1f} M loop steps/s; "
+            f"clawrig start-up (clawrig version): {startup_s() * 1000:.0f} ms",
+            flush=True,
+        )
         model_delay = args.model_delay
         for rep in range(args.reps):
             for p in ps:
@@ -543,9 +585,10 @@ def main() -> None:
                 if rep % 2:  # A B, then B A: a drift over the runs (the machine's files pile
                     runs.reverse()  # up: later runs were slower) favours neither side
                 for name, fn in runs:
-                    load0 = os.getloadavg()[0]
+                    load0, ticks = os.getloadavg()[0], cpu_ticks()
                     r = fn()
-                    load = f" load {load0:.1f}->{os.getloadavg()[0]:.1f}"
+                    r["busy"] = busy_share(ticks, cpu_ticks())
+                    load = f" busy {r['busy']:.0%} load {load0:.1f}->{os.getloadavg()[0]:.1f}"
                     results.setdefault((name, p), []).append(r)
                     extra = ""
                     if name == "inspect-srv":
