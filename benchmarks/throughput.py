@@ -21,12 +21,16 @@ seconds per call).
 - Repetitions are interleaved (clawrig p, Inspect p, clawrig p', ...; every second repetition
   in the reverse order, so a drift over the runs favours neither side), and each number is the
   median over ``--reps`` with its min-max spread. Each run's line ends with the share of the
-  machine's CPU time that was busy over the run (/proc/stat: near 100%, the run was bound by
-  the CPUs, the kernel's work for it included; well below, by a serial part or by waiting) and
-  its 1-minute load average before and after it (other work on the machine skews wall times).
-  The first line says how fast the machine runs pure Python (millions of steps of a fixed loop
-  per second): numbers of different machines, or of one virtual machine hours apart, are
-  compared by ratio.
+  whole machine's CPU time that was busy over the run ("busy": /proc/stat, every process on
+  the machine and the kernel's own threads, not the run's alone: on an otherwise idle machine,
+  near 100% says the run was bound by the CPUs, well below by a serial part or by waiting; with
+  other work running, a 1-minute load above the number of CPUs before the run, it says little)
+  and the load average before and after it (other work on the machine skews wall times).
+  The first line says how fast the machine runs pure Python ("M loop steps/s": millions of
+  ``total += i`` steps of a ``for i in range(1_000_000)`` loop per second, the best of 5; 30-40
+  on the 2-core virtual machines this was written on) and how long ``clawrig version`` takes:
+  numbers of different machines, or of one virtual machine hours apart, are compared by
+  ratio.
 
 Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wall vs the ideal
 (calls per trial x delay), trials/s, the harness's peak RSS (the clawrig process, sampled from
@@ -466,9 +470,11 @@ def startup_s() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=(__doc__ or "").split("\n\n")[0].replace("\n", " "),
-        epilog="Each run prints one line (trials/s, CPU per trial of the clawrig process and "
+        epilog="The first line says how fast the machine runs pure Python and how long "
+        "`clawrig version` takes (compare machines by ratio). "
+        "Each run prints one line (trials/s, CPU per trial of the clawrig process and "
         "of the rest, peak RSS, errors, harness waits, sandbox start and clean-room grading "
-        "cost medians, the machine's busy share of CPU time over the run and its 1-minute "
+        "cost medians, the whole machine's busy share of CPU time over the run and its 1-minute "
         "load average before->after, ok or why the run was "
         "rejected); then a table of medians [min-max over --reps] per -p and clawrig/Inspect "
         "ratios. See the module docstring for the workload.",

@@ -250,14 +250,18 @@ def test_the_caption_says_what_its_mean_averages():
 
 def test_a_cut_error_message_keeps_its_start_and_what_to_do():
     # helper-148: the list cut a message at 200 characters, before its "what to do" end
-    what = "; this trial ends, not scored (--resume runs it again)"
-    long = "ScriptedServer: script exhausted: " + "word " * 80 + what  # 488 characters
+    what = "; this trial ends, not scored: --resume runs it again"
+    long = "ScriptedServer: script exhausted: " + "word " * 80 + what  # 487 characters
     rows = [{"task_id": "t", "run_index": 0, "trial": "f", "score": None}]
     rows[0]["error"] = {"kind": "infrastructure", "message": long + "\nsecond line"}
     (line,) = [ln for ln in summary_lines({"tasks": rows}) if ln.startswith("  t run 0")]
     shown = line.removeprefix("  t run 0: infrastructure: ")
-    assert shown == long[:179] + "…" + long[-120:] and len(shown) == 300
-    assert shown.endswith(what) and shown.startswith("ScriptedServer: script exhausted: word")
+    # cut between words: the start up to its last whole word within 400 - 160 - 3 characters,
+    # " … ", the end from its first whole word within its last 160
+    head, end = shown.split(" … ")
+    assert long.startswith(head + " ") and len(head) <= 237 and head.endswith("word")
+    assert long.endswith(" " + end) and len(end) <= 160 and end.startswith("word")
+    assert end.endswith(what) and len(shown) <= 400
     short = "refused; --resume runs it again"
     rows[0]["error"]["message"] = short
     assert f"  t run 0: infrastructure: {short}" in summary_lines({"tasks": rows})

@@ -156,6 +156,7 @@ def test_the_jobs_first_request_refused_for_its_content_ends_that_trial_only(
     _, summary, rows, err = _one_trial_refused(bench, srv, tmp_path, "1_echo")
     assert rows["2_echo"]["score"] == 1.0 and rows["3_echo"]["score"] == 0.25
     assert "HTTP 400" in err["message"] and TOO_LONG in err["message"]
+    assert err["message"].endswith("this trial ends, not scored: --resume runs it again)")
     assert summary["provider_stopped"] is None
     # the first request was the job's first (nothing answered before it), the probe came next
     # and asked it again with a plain conversation: the same tools, not streamed
@@ -185,6 +186,7 @@ def test_the_jobs_first_request_refused_for_its_settings_stops_the_job(
     )
     assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
     assert "does not support tools" in r.stderr and "Traceback" not in r.stderr
+    assert "refused again with a plain conversation, its tools and settings kept" in r.stderr
     assert len(srv.requests) == 2 and _probes(srv) == 1  # the first request, the probe
     assert [p.name for p in out.iterdir() if p.is_dir()] == []
     assert (out / "progress_scripted_test.json").exists()  # --resume starts it again

@@ -69,18 +69,27 @@ def table_rows(rows: list[dict[str, Any]], limit: int = SUMMARY_TABLE_ROWS) -> l
 
 
 def first_line(message: Any, width: int, *, tail: int = 0) -> str:
-    """The first line of an error message, cut to ``width`` characters when longer: its start
-    and (``tail`` > 0) its last ``tail`` characters, where clawrig's messages say what to do,
-    joined by an ellipsis (a cut mid-word read as the whole message)."""
+    """The first line of an error message, cut to at most ``width`` characters when longer:
+    its start and (``tail`` > 0) up to its last ``tail`` characters, where clawrig's messages
+    say what to do, joined by " … " (a cut mid-word read as the whole message); with a tail
+    both cuts fall between words where a space is near (within a fifth of each part)."""
     lines = str(message or "").splitlines()
     line = lines[0] if lines else ""
     if len(line) <= width:
         return line
+    if not tail:
+        return line[: width - 1] + "…"
     tail = min(tail, width // 2)
-    return line[: width - tail - 1] + "…" + (line[-tail:] if tail else "")
+    head = line[: width - tail - 3]
+    if (space := head.rfind(" ")) > len(head) * 4 // 5:
+        head = head[:space]
+    end = line[-tail:]
+    if 0 <= (space := end.find(" ")) < tail // 5:
+        end = end[space + 1 :]
+    return f"{head} … {end}"
 
 
-MESSAGE_WIDTH, MESSAGE_TAIL = 300, 120
+MESSAGE_WIDTH, MESSAGE_TAIL = 400, 160
 """Characters of a trial's error (or stop) message listed under the job's table, and of them
 its last ones kept (:func:`first_line`): its end says what to do ("--resume runs it again")."""
 

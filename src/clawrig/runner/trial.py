@@ -1830,6 +1830,10 @@ async def run_trial(
     return await trial.run(attempt=attempt, earlier=earlier)
 
 
+REFUSED_TRIAL_ENDS = "this trial ends, not scored: --resume runs it again"
+"""How the message of a trial ended by a refusal of its request ends (:func:`_refusal_of`)."""
+
+
 def _answered(transcript: Transcript) -> bool:
     """True when the agent's model answered one of the trial's requests (a step that is not
     OpenClaw's record of a failed request)."""
@@ -1878,13 +1882,20 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         # trial's conversation held (a first prompt past the model's context): this trial only
         like = lease.last_request if lease is not None else None
         content = 400 <= exc.status < 500 and exc.status not in SETTINGS_REFUSALS
-        if not content or like is None or not await _answers_probe(endpoint, like=like):
+        if not content or like is None:
             return exc
+        if not await _answers_probe(endpoint, like=like):
+            return ModelRequestError(
+                f"{exc} (refused again with a plain conversation, its tools and settings "
+                "kept: the settings)",
+                status=exc.status,
+                detail=exc.detail,
+            )
         why = (
-            "the same request with a plain conversation is answered: the settings work, this "
-            "trial's conversation was refused"
+            "answered with a plain conversation, its tools and settings kept: the settings "
+            "work, this trial's conversation was refused"
         )
-        return ProviderRefused(f"{exc} ({why}; this trial ends, not scored)", status=exc.status)
+        return ProviderRefused(f"{exc} ({why}; {REFUSED_TRIAL_ENDS})", status=exc.status)
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
         mark_refused(endpoint, str(exc))
         why = "it answered earlier requests: the key, account or model is refused now"
@@ -1897,7 +1908,7 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         )
     # what follows for the job (no new trial, --resume) is the job's to say: the same trial
     # runs as an RL episode, where neither applies
-    return ProviderRefused(f"{exc} ({why}; this trial ends, not scored)", status=exc.status)
+    return ProviderRefused(f"{exc} ({why}; {REFUSED_TRIAL_ENDS})", status=exc.status)
 
 
 def _provider_broken(
