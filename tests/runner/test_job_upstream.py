@@ -24,7 +24,7 @@ from clawrig.runner.job import Job
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
-from clawrig.testing.scripted_server import ScriptedServer, error, reply
+from clawrig.testing.scripted_server import ScriptedServer, error, reply, usage
 
 pytestmark = pytest.mark.sandbox
 
@@ -146,8 +146,8 @@ def test_the_jobs_first_request_refused_for_its_content_ends_that_trial_only(
     bench = mini_bench(3)
 
     def responder(request: dict):
-        if request["messages"] == PROBE:
-            return reply("OK")
+        if request["messages"] == PROBE:  # what it cost is the trial's (helper-149)
+            return reply("OK", usage=usage(1000, 10, cost=0.01))
         if _task_number(request) == 1:
             return error(400, TOO_LONG)
         return even_responder(request)
@@ -164,6 +164,15 @@ def test_the_jobs_first_request_refused_for_its_content_ends_that_trial_only(
     assert _task_number(first) == 1 and probe["messages"] == PROBE
     assert probe["tools"] == first["tools"] and len(first["tools"]) == 17
     assert not probe.get("stream") and _probes(srv) == 1
+    # the probe's usage is the refused trial's (its only answered request), and the job's
+    costs = {
+        p.parent.parent.name.split("_task_")[1]: json.loads(p.read_text())["usage"]
+        for p in (tmp_path / "out").glob("*/*/result.json")
+    }
+    assert costs["1_echo"]["cost_usd"] == 0.01 and costs["1_echo"]["input_tokens"] == 1000
+    assert costs["1_echo"]["request_count"] == 1
+    total = summary["usage"]["cost_usd"]
+    assert total == round(sum(u["cost_usd"] for u in costs.values()), 6) and total > 0.01
 
 
 def test_the_jobs_first_request_refused_for_its_settings_stops_the_job(

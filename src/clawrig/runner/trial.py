@@ -97,6 +97,7 @@ from clawrig.llm.gateway import (
     JOB_BUDGET_REFUSAL,
     Gateway,
     GatewayDoor,
+    GatewayLease,
     GatewayRefusal,
     ResponseCache,
 )
@@ -1193,7 +1194,7 @@ class Trial:
                     )
                 # OpenClaw's request refused by the provider through the gateway after it
                 # answered this trial: the same plain-request test as the native agent's
-                if not await _answers_probe(lease.endpoint):
+                if not await _answers_probe(lease.endpoint, lease=lease):
                     raise _provider_broken(
                         ModelRequestError(
                             f"HTTP {refused[-1]}: {outcome.error or 'refused'}", status=refused[-1]
@@ -1244,7 +1245,7 @@ class Trial:
             if exc.status is None or not _answered(transcript) or _replay_miss(lease):
                 raise await _refusal_of(exc, lease, model) from None
             endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
-            if not await _answers_probe(endpoint):
+            if not await _answers_probe(endpoint, lease=lease):
                 raise _provider_broken(exc, endpoint, "the model") from None
             self._conversation_refused(exc.status, str(exc))
             ctx.log(f"agent stopped: the provider refused its conversation: {exc}")
@@ -1524,7 +1525,7 @@ class Trial:
                     endpoint, judge_lease = upstream_endpoint(judge), getattr(judge, "lease", None)
                     if exc.status is None or endpoint is None or _replay_miss(judge_lease):
                         raise  # a replay that diverged: a grading error (no provider to ask)
-                    if await _answers_probe(endpoint):
+                    if await _answers_probe(endpoint, lease=judge_lease):
                         # it answers the harness's plain request: it refused the agent's answer
                         raise AgentFault(
                             f"the judge's provider refused the agent's answer: {exc}"
@@ -1884,7 +1885,7 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         content = 400 <= exc.status < 500 and exc.status not in SETTINGS_REFUSALS
         if not content or like is None:
             return exc
-        if not await _answers_probe(endpoint, like=like):
+        if not await _answers_probe(endpoint, like=like, lease=lease):
             return ModelRequestError(
                 f"{exc} (refused again with a plain conversation, its tools and settings "
                 "kept: the settings)",
@@ -1899,7 +1900,7 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
         mark_refused(endpoint, str(exc))
         why = "it answered earlier requests: the key, account or model is refused now"
-    elif not await _answers_probe(endpoint):
+    elif not await _answers_probe(endpoint, lease=lease):
         return _provider_broken(exc, endpoint, "the model")
     else:
         why = (
@@ -1926,7 +1927,10 @@ def _provider_broken(
 
 
 async def _answers_probe(
-    endpoint: ModelEndpoint | None, *, like: dict[str, Any] | None = None
+    endpoint: ModelEndpoint | None,
+    *,
+    like: dict[str, Any] | None = None,
+    lease: GatewayLease | None = None,
 ) -> bool:
     """True when the provider at ``endpoint`` answers :data:`clawrig.llm.client.PROBE` now (the
     same model, key and base URL; retried on an outage): the harness's evidence that its
@@ -1935,8 +1939,10 @@ async def _answers_probe(
     answered earlier in this process. ``like``: the refused request's body (an OpenAI
     chat-completions request), whose fields but its messages and streaming the probe keeps
     (its tools, sampling settings and token limit: a setting the server refuses is refused
-    again), else up to 8 completion tokens and nothing more. False without an endpoint or
-    when the probe is refused too; raises ProviderError when it fails (an outage)."""
+    again), else up to 8 completion tokens and nothing more. ``lease``: the trial's (or its
+    judge's) gateway lease, which the answered probe's usage and cost are counted on (the
+    trial's usage, the job's spend: :meth:`Gateway.count_probe`). False without an endpoint
+    or when the probe is refused too; raises ProviderError when it fails (an outage)."""
     if endpoint is None:
         return False
     tools: list[Any] | None = None
@@ -1949,9 +1955,11 @@ async def _answers_probe(
         limit = None  # the request's own (in ``extra``), else the endpoint's
     async with OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=2, max_s=5.0)) as model:
         try:
-            await model.chat(PROBE, tools=tools, max_tokens=limit, extra=extra)
+            answer = await model.chat(PROBE, tools=tools, max_tokens=limit, extra=extra)
         except ModelRequestError:
             return False
+    if lease is not None:
+        lease.gateway.count_probe(lease, answer.usage)
     return True
 
 
@@ -1980,7 +1988,7 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
             return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
     if not refused:
         return None
-    if await _answers_probe(lease.endpoint):
+    if await _answers_probe(lease.endpoint, lease=lease):
         return ErrorKind.AGENT, (
             f"the judge's provider refused the agent's answer (HTTP {refused[-1]})"
         )

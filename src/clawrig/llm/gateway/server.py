@@ -1378,6 +1378,17 @@ class Gateway:
             )
             lease.cache.add(key, completion, lease.scope, persist=persist)
 
+    def count_probe(self, lease: GatewayLease, usage: Usage) -> None:
+        """Count a request the harness sent ``lease``'s upstream itself for the lease's trial
+        (its probe of the provider after a refusal: ``clawrig.runner.trial``): ``usage`` (its
+        cost priced) on the lease's usage (the trial's) and the job's spend (``--budget-usd``).
+        Not recorded (no request of the trial's agent), not cached."""
+        lease._count(usage)
+        with self._lock:
+            self._spent += usage.cost_usd
+        if self._tally is not None:
+            self._tally.add(usage.cost_usd)
+
     # -- records ------------------------------------------------------------------------------
     def _record(
         self,
