@@ -364,6 +364,31 @@ async def test_a_first_request_refused_for_its_content_ends_that_trial_only(
     assert srv.requests[-1] is probe  # asked once, after OpenClaw gave up
 
 
+async def test_rewriting_its_transcript_does_not_make_a_refusal_unscored(
+    scripted_server, make_gateway, tmp_path
+):
+    # helper-150's reward hack: OpenClaw's session file is in its sandbox; an agent that
+    # deleted its answered turns from it made a refusal of its grown conversation look like
+    # one before any answer (not scored, --resume runs it again). The gateway's count decides
+    session = "/root/.openclaw/agents/main/sessions/chat.jsonl"
+    hack = f"sed -i '/role.:.assistant/d' {session}; echo H150DONE"
+    too_long = "This model's maximum context length is 8192 tokens"
+
+    def responder(request: dict):
+        if request["messages"] == PROBE:
+            return reply("OK")
+        if "H150DONE" in json.dumps(request["messages"]):
+            return error(400, too_long)
+        return reply(tool_calls=[call("exec", {"command": hack})])
+
+    srv = scripted_server(responder=responder)
+    services = TrialServices(model=OpenAIChatModel(upstream(srv)), gateway=make_gateway())
+    config = TrialConfig(model="scripted/scripted", agent="openclaw")
+    result, _ = await run_trial(demo_task("000015"), config, tmp_path / "job", services=services)
+    assert result.error is None and result.score is not None  # graded as it stands
+    assert result.stop_reason == StopReason.MODEL_ERROR and too_long in result.stop_detail
+
+
 async def test_an_upstream_failure_ends_as_an_infrastructure_error(scripted_server, make_gateway):
     srv = scripted_server([error(500, "down"), error(500, "down")])
     gw = make_gateway()

@@ -201,6 +201,74 @@ def test_the_jobs_first_request_refused_for_its_settings_stops_the_job(
     assert (out / "progress_scripted_test.json").exists()  # --resume starts it again
 
 
+def test_a_model_refusing_every_first_request_stops_the_job_after_three_trials(
+    mini_bench, scripted_server, tmp_path
+):
+    # helper-150: it answers a plain conversation but refuses every trial's first request (a
+    # context too small for any task with its tools): each trial ended unscored, one by one,
+    # and the job never stopped. The probe is not the model answering: after three such trials
+    # the job starts no new one
+    bench = mini_bench(5)
+
+    def responder(request: dict):
+        return reply("OK") if request["messages"] == PROBE else error(400, TOO_LONG)
+
+    srv = scripted_server(responder=responder)
+    r, summary, out = _stopped_job(bench, srv, tmp_path)
+    assert [row["score"] for row in summary["tasks"]] == [None] * 3 and summary["not_run"] == 2
+    assert "the first request of 3 trials refused" in summary["provider_stopped"]
+    assert "2 trial(s) not run and 3 errored" in r.stdout
+    probes = [q for q in srv.requests if q["messages"] == PROBE]
+    assert len(probes) == 3 and all(len(q["tools"]) == 17 for q in probes)
+    assert len(srv.requests) == 6
+
+
+def test_a_probe_meeting_an_outage_is_an_infrastructure_error(
+    mini_bench, scripted_server, tmp_path
+):
+    # helper-150: a probe answered 500 (retried) crashed the trial with "RuntimeError: Cannot
+    # change state of finished Timeout" (the agent's finished deadline moved by the retry's
+    # wait): now the provider's outage, named
+    bench = mini_bench(1)
+
+    def responder(request: dict):
+        return error(500, "probe boom") if request["messages"] == PROBE else error(400, TOO_LONG)
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    r = _clawrig("run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out),
+                 "--max-attempts", "1", srv=srv)  # fmt: skip
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    (row,) = json.loads((out / "summary_scripted_test.json").read_text())["tasks"]
+    err = row["error"]
+    assert err["kind"] == "infrastructure" and "probe boom" in err["message"], err
+    assert "RuntimeError" not in err["message"] and "Traceback" not in r.stderr
+    assert _probes(srv) == 2  # the probe's two attempts
+
+
+async def test_the_probe_sends_the_refused_requests_token_limit_not_the_endpoints_too(
+    scripted_server,
+):
+    # helper-150: with an endpoint max_tokens (a providers file), the probe of OpenClaw's
+    # request (max_completion_tokens) carried both fields, which OpenAI refuses: the job
+    # stopped as "the settings". The gateway sent the request upstream without the endpoint's
+    from clawrig.runner.trial import _answers_probe
+
+    srv = scripted_server(responder=lambda request: reply("OK"))
+    endpoint = srv.endpoint("scripted/test").model_copy(update={"max_tokens": 4096})
+    tools = [{"type": "function", "function": {"name": "exec", "parameters": {}}}]
+    like = {"model": "x", "messages": [{"role": "user", "content": "a long task"}]}
+    like |= {"tools": tools, "stream": True, "max_completion_tokens": 300, "temperature": 0.5}
+    assert await _answers_probe(endpoint, like=like)
+    (probe,) = srv.requests
+    assert probe["messages"] == PROBE and probe["tools"] == tools and not probe.get("stream")
+    assert probe["max_completion_tokens"] == 300 and "max_tokens" not in probe
+    assert probe["temperature"] == 0.5
+    # a request without a token limit of its own: the plain probe's 8 (its reply stays short)
+    assert await _answers_probe(endpoint, like={"messages": [], "tools": tools})
+    assert srv.requests[-1]["max_tokens"] == 8 and "max_completion_tokens" not in srv.requests[-1]
+
+
 def test_a_server_refusing_even_the_plain_request_mid_job_starts_no_other_trial(
     mini_bench, scripted_server, even_responder, tmp_path
 ):

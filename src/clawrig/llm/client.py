@@ -424,7 +424,8 @@ def mark_answered(endpoint: ModelEndpoint) -> None:
 
 def forget_upstreams() -> None:
     """Forget what this process noted of its model servers (:func:`mark_answered`,
-    :func:`mark_unreached`, :func:`mark_refused`): the next request to each is judged as a
+    :func:`mark_unreached`, :func:`mark_refused`, :func:`note_first_refusal`): the next
+    request to each is judged as a
     fresh process's first. For a process that runs independent jobs one after another, such as
     a test session, where a later test's model server can get an earlier one's port (the
     records are keyed by base URL)."""
@@ -432,6 +433,21 @@ def forget_upstreams() -> None:
     _UNREACHED.clear()
     _REFUSED.clear()
     _SHARED_ANSWERS.clear()
+    _FIRST_REFUSED.clear()
+
+
+_FIRST_REFUSED: dict[tuple[str, str, str], int] = {}
+"""Per (provider, model id, base URL): trials whose first request it refused for what the
+request held (:func:`note_first_refusal`)."""
+
+
+def note_first_refusal(endpoint: ModelEndpoint) -> int:
+    """Note that ``endpoint``'s server refused a trial's first request for what it held (the
+    same request with a plain conversation answered: ``clawrig.runner.trial``) before the model
+    answered any; returns how many such trials this process has seen."""
+    key = _upstream(endpoint)
+    _FIRST_REFUSED[key] = _FIRST_REFUSED.get(key, 0) + 1
+    return _FIRST_REFUSED[key]
 
 
 def has_answered(endpoint: ModelEndpoint) -> bool:
@@ -944,6 +960,11 @@ class OpenAIChatModel:
     ``timeout_s``: seconds per attempt (default: the endpoint's, else 600).
     """
 
+    notes_answers = True
+    """Whether an answer is noted as the model answering (:func:`mark_answered`): not for the
+    harness's own probe of a provider (``clawrig.runner.trial``), which says nothing of whether
+    the model takes a trial's requests."""
+
     def __init__(
         self,
         endpoint: ModelEndpoint,
@@ -1075,7 +1096,8 @@ class OpenAIChatModel:
                 del error  # whole trial (the agent loop's frames) until a full collection
         response.usage.retries = attempts - 1
         response.usage.elapsed_time = time.monotonic() - started
-        mark_answered(self.endpoint)
+        if self.notes_answers:
+            mark_answered(self.endpoint)
         return response
 
     def _concurrency(self) -> int | None:

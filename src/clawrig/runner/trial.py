@@ -90,6 +90,7 @@ from clawrig.llm.client import (
     RetryPolicy,
     has_answered,
     mark_refused,
+    note_first_refusal,
     provider_answers,
 )
 from clawrig.llm.gateway import (
@@ -1183,12 +1184,14 @@ class Trial:
                 self.clock.deadline = deadline
                 with watch_loop(self.clock), watching(requests):  # and the harness's busy loop
                     outcome = await agent.run(ctx)
+            self.clock.deadline = None  # finished: a probe's wait below moves no deadline
             result.stop_reason = outcome.stop_reason
             result.turns, result.tool_calls = outcome.turns, outcome.tool_calls
             refused = lease.upstream_refusals if lease is not None else []
             if outcome.stop_reason == StopReason.MODEL_ERROR and refused:
-                if not _answered(transcript):  # before the trial's first answer: as the
-                    # native agent's refusal (below: _refusal_of)
+                if not _answered(transcript, lease):  # before the trial's first answer: as
+                    # the native agent's refusal (below: _refusal_of)
+                    result.stop_reason = None
                     raise ModelRequestError(
                         f"HTTP {refused[-1]}: {outcome.error or 'refused'}", status=refused[-1]
                     )
@@ -1237,12 +1240,13 @@ class Trial:
             result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
             ctx.log(f"agent stopped: {exc}")
         except ModelRequestError as exc:
+            self.clock.deadline = None  # the agent's time is over: a probe's wait moves none
             # a refusal before this trial's first answer: the settings are in doubt
             # (_refusal_of). After it, the harness asks the provider a plain request of its
             # own: answered, the refusal was of what the agent put in its conversation (a
             # context overflow, a content filter): it stops and is graded as it stands;
             # refused too, the provider is broken (_provider_broken: no new trial starts)
-            if exc.status is None or not _answered(transcript) or _replay_miss(lease):
+            if exc.status is None or not _answered(transcript, lease) or _replay_miss(lease):
                 raise await _refusal_of(exc, lease, model) from None
             endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
             if not await _answers_probe(endpoint, lease=lease):
@@ -1831,14 +1835,26 @@ async def run_trial(
     return await trial.run(attempt=attempt, earlier=earlier)
 
 
-REFUSED_TRIAL_ENDS = "this trial ends, not scored: --resume runs it again"
+FIRST_REFUSALS_STOP = 3
+"""Trials whose first request a model that never answered refused for its content (its probe
+answered) after which the job starts no new trial (:func:`_refusal_of`: a model whose context
+cannot hold the task and its tools would refuse them all)."""
+PROBE_TIMEOUT_S = 60.0
+"""Seconds the harness waits for a provider to answer its probe (:func:`_answers_probe`, each
+of its two attempts): a probe left unanswered is the provider's outage (ProviderError), not a
+trial held for the endpoint's whole request timeout."""
+REFUSED_TRIAL_ENDS = "this trial ends, not scored: a job's --resume runs it again"
 """How the message of a trial ended by a refusal of its request ends (:func:`_refusal_of`)."""
 
 
-def _answered(transcript: Transcript) -> bool:
-    """True when the agent's model answered one of the trial's requests (a step that is not
-    OpenClaw's record of a failed request)."""
-    return any(step.stop_reason != "error" for step in transcript.steps)
+def _answered(transcript: Transcript, lease: GatewayLease | None) -> bool:
+    """True when the agent's model answered one of the trial's requests: by the gateway's
+    count of the trial's answered requests when it has a lease (OpenClaw's transcript is a
+    file in its sandbox, which the agent can rewrite: a refusal after answers, graded, would
+    pass for one before any, not scored), else by the harness's own transcript."""
+    if lease is not None:
+        return lease.usage.request_count > 0
+    return bool(transcript.steps)
 
 
 def _replay_miss(lease: Any) -> bool:
@@ -1896,6 +1912,14 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
             "answered with a plain conversation, its tools and settings kept: the settings "
             "work, this trial's conversation was refused"
         )
+        if (
+            refused := note_first_refusal(endpoint)
+        ) >= FIRST_REFUSALS_STOP:  # and it answered none: no prompt of the job fits
+            mark_refused(
+                endpoint,
+                f"the first request of {refused} trials refused ({exc}) and not one answered, "
+                "while it answers a plain conversation: it takes none of this job's prompts",
+            )
         return ProviderRefused(f"{exc} ({why}; {REFUSED_TRIAL_ENDS})", status=exc.status)
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
         mark_refused(endpoint, str(exc))
@@ -1938,8 +1962,11 @@ async def _answers_probe(
     the provider's settings. Asked after every such refusal, whether or not the provider
     answered earlier in this process. ``like``: the refused request's body (an OpenAI
     chat-completions request), whose fields but its messages and streaming the probe keeps
-    (its tools, sampling settings and token limit: a setting the server refuses is refused
-    again), else up to 8 completion tokens and nothing more. ``lease``: the trial's (or its
+    (its tools, sampling settings and token limit, not the endpoint's added to it: a setting
+    the server refuses is refused again; without a limit of its own, 8 completion tokens),
+    else up to 8 completion tokens and nothing more. Each of its two attempts waits at most
+    :data:`PROBE_TIMEOUT_S`. The probe's answer is not noted as the model answering
+    (:attr:`OpenAIChatModel.notes_answers`). ``lease``: the trial's (or its
     judge's) gateway lease, which the answered probe's usage and cost are counted on (the
     trial's usage, the job's spend: :meth:`Gateway.count_probe`). False without an endpoint
     or when the probe is refused too; raises ProviderError when it fails (an outage)."""
@@ -1952,8 +1979,13 @@ async def _answers_probe(
         skip = ("model", "messages", "tools", "stream", "stream_options")
         extra = {k: v for k, v in like.items() if k not in skip}
         tools = like.get("tools") if isinstance(like.get("tools"), list) else None
-        limit = None  # the request's own (in ``extra``), else the endpoint's
-    async with OpenAIChatModel(endpoint, retry=RetryPolicy(attempts=2, max_s=5.0)) as model:
+        # the request's own token limit (in ``extra``), not the endpoint's added to it (the
+        # gateway sent it upstream without); none: the plain probe's 8
+        if "max_tokens" in like or "max_completion_tokens" in like:
+            endpoint, limit = endpoint.model_copy(update={"max_tokens": None}), None
+    retry = RetryPolicy(attempts=2, max_s=5.0)
+    async with OpenAIChatModel(endpoint, retry=retry, timeout_s=PROBE_TIMEOUT_S) as model:
+        model.notes_answers = False  # the probe is not the model taking a trial's request
         try:
             answer = await model.chat(PROBE, tools=tools, max_tokens=limit, extra=extra)
         except ModelRequestError:
