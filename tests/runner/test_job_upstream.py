@@ -65,11 +65,11 @@ def _stopped_job(
 
 def _one_trial_refused(
     bench: Path, srv: ScriptedServer, tmp_path: Path, task: str
-) -> tuple[list[str], dict, dict[str, dict], dict]:
+) -> tuple[list[str], subprocess.CompletedProcess, dict, dict[str, dict], dict]:
     """``clawrig run`` of ``bench``'s tasks at ``-p 1`` against ``srv``, which refuses the
     requests of ``task`` (its name after ``_task_``), that trial alone ending (exit 1, no
-    traceback, not scored, an infrastructure error not retried): the run's arguments, its
-    summary, the summary's rows by task name and the refused task's error."""
+    traceback, not scored, an infrastructure error not retried): the run's arguments, the
+    run, its summary, the summary's rows by task name and the refused task's error."""
     out = tmp_path / "out"
     args = ["run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out)]
     r = _clawrig(*args, srv=srv)
@@ -80,7 +80,7 @@ def _one_trial_refused(
     err = rows[task]["error"]
     assert rows[task]["score"] is None  # not scored
     assert err["kind"] == "infrastructure" and not err["retryable"]
-    return args, summary, rows, err
+    return args, r, summary, rows, err
 
 
 def _clawrig(*args: str, srv: ScriptedServer) -> subprocess.CompletedProcess:
@@ -111,7 +111,7 @@ def test_a_later_trials_refused_request_ends_that_trial_and_the_job_goes_on(
         return even_responder(request)
 
     srv = scripted_server(responder=responder)
-    args, summary, rows, err = _one_trial_refused(bench, srv, tmp_path, "2_echo")
+    args, _, summary, rows, err = _one_trial_refused(bench, srv, tmp_path, "2_echo")
     out = tmp_path / "out"
     # tasks 1 and 3 ran and were graded (odd: the file written, content wrong: 0.25)
     assert rows["1_echo"]["score"] == 0.25 and rows["3_echo"]["score"] == 0.25
@@ -153,10 +153,11 @@ def test_the_jobs_first_request_refused_for_its_content_ends_that_trial_only(
         return even_responder(request)
 
     srv = scripted_server(responder=responder)
-    _, summary, rows, err = _one_trial_refused(bench, srv, tmp_path, "1_echo")
+    _, r, summary, rows, err = _one_trial_refused(bench, srv, tmp_path, "1_echo")
     assert rows["2_echo"]["score"] == 1.0 and rows["3_echo"]["score"] == 0.25
     assert "HTTP 400" in err["message"] and TOO_LONG in err["message"]
-    assert err["message"].endswith("this trial ends, not scored: --resume runs it again)")
+    assert err["message"].endswith("this trial ends, not scored)")
+    assert "1 trial(s) ended with an error (not scored; --resume runs them again):" in r.stdout
     assert summary["provider_stopped"] is None
     # the first request was the job's first (nothing answered before it), the probe came next
     # and asked it again with a plain conversation: the same tools, not streamed

@@ -732,7 +732,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     agent = [r for r in rows if r["error"].get("kind") == "agent"]
     unscored = [r for r in rows if r["error"].get("kind") != "agent"]
     for group, head in (
-        (unscored, f"{len(unscored)} trial(s) ended with an error (not scored):"),
+        (
+            unscored,
+            f"{len(unscored)} trial(s) ended with an error (not scored; --resume runs them again):",
+        ),
         (agent, f"{len(agent)} trial(s) scored 0 for an agent error (the agent's doing):"),
     ):
         if not group:

@@ -1843,8 +1843,10 @@ PROBE_TIMEOUT_S = 60.0
 """Seconds the harness waits for a provider to answer its probe (:func:`_answers_probe`, each
 of its two attempts): a probe left unanswered is the provider's outage (ProviderError), not a
 trial held for the endpoint's whole request timeout."""
-REFUSED_TRIAL_ENDS = "this trial ends, not scored: a job's --resume runs it again"
-"""How the message of a trial ended by a refusal of its request ends (:func:`_refusal_of`)."""
+REFUSED_TRIAL_ENDS = "this trial ends, not scored"
+"""How the message of a trial ended by a refusal of its request ends (:func:`_refusal_of`):
+what follows for a job (no new trial, ``--resume``) is the job's to say, as the same trial
+runs as an RL episode, where neither applies."""
 
 
 def _answered(transcript: Transcript, lease: GatewayLease | None) -> bool:
