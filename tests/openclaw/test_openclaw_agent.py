@@ -357,6 +357,7 @@ async def test_a_first_request_refused_for_its_content_ends_that_trial_only(
     assert result.error is not None and result.score is None
     assert result.error.kind == "infrastructure" and not result.error.retryable
     assert too_long in result.error.message and "this trial ends" in result.error.message
+    assert result.stop_reason is None  # not also listed as a graded model_error (helper-150)
     refused = [q for q in srv.requests if q["messages"] != PROBE]
     (probe,) = [q for q in srv.requests if q["messages"] == PROBE]
     assert refused and refused[-1]["stream"] is True and not probe.get("stream")
