@@ -196,7 +196,9 @@ def test_the_jobs_first_request_refused_for_its_settings_stops_the_job(
     )
     assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
     assert "does not support tools" in r.stderr and "Traceback" not in r.stderr
-    assert "refused again with a plain conversation, its tools and settings kept" in r.stderr
+    # the probe's own refusal is named (helper-150: its status and message were dropped)
+    assert "(and with a plain conversation, its tools and settings kept: " in r.stderr
+    assert r.stderr.count("does not support tools") == 2 and ": the settings)" in r.stderr
     assert len(srv.requests) == 2 and _probes(srv) == 1  # the first request, the probe
     assert [p.name for p in out.iterdir() if p.is_dir()] == []
     assert (out / "progress_scripted_test.json").exists()  # --resume starts it again

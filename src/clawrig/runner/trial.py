@@ -1903,10 +1903,10 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         content = 400 <= exc.status < 500 and exc.status not in SETTINGS_REFUSALS
         if not content or like is None:
             return exc
-        if not await _answers_probe(endpoint, like=like, lease=lease):
+        if (again := await _probe_refusal(endpoint, like=like, lease=lease)) is not None:
             return ModelRequestError(
-                f"{exc} (refused again with a plain conversation, its tools and settings "
-                "kept: the settings)",
+                f"{exc} (and with a plain conversation, its tools and settings kept: "
+                f"{again}: the settings)",
                 status=exc.status,
                 detail=exc.detail,
             )
@@ -1958,7 +1958,17 @@ async def _answers_probe(
     like: dict[str, Any] | None = None,
     lease: GatewayLease | None = None,
 ) -> bool:
-    """True when the provider at ``endpoint`` answers :data:`clawrig.llm.client.PROBE` now (the
+    """:func:`_probe_refusal` is None: the probe was answered."""
+    return endpoint is not None and await _probe_refusal(endpoint, like=like, lease=lease) is None
+
+
+async def _probe_refusal(
+    endpoint: ModelEndpoint | None,
+    *,
+    like: dict[str, Any] | None = None,
+    lease: GatewayLease | None = None,
+) -> ModelRequestError | None:
+    """None when the provider at ``endpoint`` answers :data:`clawrig.llm.client.PROBE` now (the
     same model, key and base URL; retried on an outage): the harness's evidence that its
     refusal of another request was for that request's content (what the agent put in it), not
     the provider's settings. Asked after every such refusal, whether or not the provider
@@ -1970,10 +1980,11 @@ async def _answers_probe(
     :data:`PROBE_TIMEOUT_S`. The probe's answer is not noted as the model answering
     (:attr:`OpenAIChatModel.notes_answers`). ``lease``: the trial's (or its
     judge's) gateway lease, which the answered probe's usage and cost are counted on (the
-    trial's usage, the job's spend: :meth:`Gateway.count_probe`). False without an endpoint
-    or when the probe is refused too; raises ProviderError when it fails (an outage)."""
+    trial's usage, the job's spend: :meth:`Gateway.count_probe`). Else the probe's refusal
+    (a ModelRequestError without an endpoint too); raises ProviderError when it fails (an
+    outage)."""
     if endpoint is None:
-        return False
+        return ModelRequestError("no endpoint to ask")
     tools: list[Any] | None = None
     extra: dict[str, Any] | None = None
     limit: int | None = 8
@@ -1990,11 +2001,11 @@ async def _answers_probe(
         model.notes_answers = False  # the probe is not the model taking a trial's request
         try:
             answer = await model.chat(PROBE, tools=tools, max_tokens=limit, extra=extra)
-        except ModelRequestError:
-            return False
+        except ModelRequestError as refused:
+            return refused
     if lease is not None:
         lease.gateway.count_probe(lease, answer.usage)
-    return True
+    return None
 
 
 async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorKind, str] | None:
