@@ -91,7 +91,7 @@ def first_line(message: Any, width: int, *, tail: int = 0) -> str:
 
 MESSAGE_WIDTH, MESSAGE_TAIL = 400, 160
 """Characters of a trial's error (or stop) message listed under the job's table, and of them
-its last ones kept (:func:`first_line`): its end says what to do ("--resume runs it again")."""
+its last ones kept (:func:`first_line`): where a message says what to do."""
 
 
 def _mean_label(mean: dict[str, Any]) -> str:
@@ -531,14 +531,19 @@ def _resumable(exc: ModelRequestError, config: Any) -> ModelRequestError:
     return ModelRequestError(f"{exc}; {then}", status=exc.status, detail=exc.detail)
 
 
+def _unscored(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary's rows of trials that ended with an error other than an agent's: not
+    scored, and run again by ``--resume`` (``clawrig.runner.batch``'s final outcomes)."""
+    return [
+        r
+        for r in summary.get("tasks") or []
+        if isinstance(r.get("error"), dict) and r["error"].get("kind") != "agent"
+    ]
+
+
 def _left_for_resume(summary: dict[str, Any]) -> str:
-    """ "N trial(s) not run", and "and M errored" for the trials whose error ``--resume`` runs
-    again (any but an agent's, which is scored: ``clawrig.runner.batch``'s final outcomes)."""
-    errored = sum(
-        1
-        for row in summary.get("tasks") or []
-        if isinstance(row.get("error"), dict) and row["error"].get("kind") != "agent"
-    )
+    """ "N trial(s) not run", and "and M errored" for the :func:`_unscored` trials."""
+    errored = len(_unscored(summary))
     text = f"{summary.get('not_run', 0)} trial(s) not run"
     return f"{text} and {errored} errored" if errored else text
 
@@ -730,7 +735,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     # reason for exit 1; every other kind leaves the trial unscored (error_count, exit 1)
     rows = [r for r in summary.get("tasks", []) if r.get("error")]
     agent = [r for r in rows if r["error"].get("kind") == "agent"]
-    unscored = [r for r in rows if r["error"].get("kind") != "agent"]
+    unscored = _unscored(summary)
     for group, head in (
         (
             unscored,

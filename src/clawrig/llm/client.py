@@ -425,10 +425,9 @@ def mark_answered(endpoint: ModelEndpoint) -> None:
 def forget_upstreams() -> None:
     """Forget what this process noted of its model servers (:func:`mark_answered`,
     :func:`mark_unreached`, :func:`mark_refused`, :func:`note_first_refusal`): the next
-    request to each is judged as a
-    fresh process's first. For a process that runs independent jobs one after another, such as
-    a test session, where a later test's model server can get an earlier one's port (the
-    records are keyed by base URL)."""
+    request to each is judged as a fresh process's first. For a process that runs independent
+    jobs one after another, such as a test session, where a later test's model server can get
+    an earlier one's port (the records are keyed by base URL)."""
     _ANSWERED.clear()
     _UNREACHED.clear()
     _REFUSED.clear()
