@@ -343,7 +343,8 @@ async def test_a_first_request_refused_for_its_content_ends_that_trial_only(
     # helper-148: OpenClaw's request refused before its model answered any of the trial's was
     # graded as the agent's model_error (a 0), where the native agent's is an unscored
     # infrastructure error. Now judged as the native agent's: the harness asks the same request
-    # (OpenClaw's tools, not streamed) with a plain conversation; answered: this trial only
+    # (OpenClaw's tools, streamed as it went upstream) with a plain conversation; answered:
+    # this trial only
     too_long = "This model's maximum context length is 8192 tokens; the messages hold 9001."
 
     def responder(request: dict):
@@ -360,7 +361,8 @@ async def test_a_first_request_refused_for_its_content_ends_that_trial_only(
     assert result.stop_reason is None  # not also listed as a graded model_error (helper-150)
     refused = [q for q in srv.requests if q["messages"] != PROBE]
     (probe,) = [q for q in srv.requests if q["messages"] == PROBE]
-    assert refused and refused[-1]["stream"] is True and not probe.get("stream")
+    assert refused and refused[-1]["stream"] is True and probe["stream"] is True
+    assert probe["stream_options"] == refused[-1]["stream_options"]
     assert probe["tools"] == refused[-1]["tools"] and len(probe["tools"]) >= 10
     assert srv.requests[-1] is probe  # asked once, after OpenClaw gave up
 

@@ -219,7 +219,13 @@ def test_a_model_refusing_every_first_request_stops_the_job_after_three_trials(
     srv = scripted_server(responder=responder)
     r, summary, out = _stopped_job(bench, srv, tmp_path)
     assert [row["score"] for row in summary["tasks"]] == [None] * 3 and summary["not_run"] == 2
-    assert "the first request of 3 trials refused" in summary["provider_stopped"]
+    stopped = summary["provider_stopped"]
+    assert stopped.startswith("the model's server refuses its requests: the first request of 3 ")
+    assert f"(HTTP 400: {TOO_LONG}) and not one answered" in stopped
+    # helper-149: it named the refusal twice more (the model, its URL) and told to check the
+    # key and base URL, which work: what to do is a model with a larger context
+    assert "a model with a larger context" in stopped and "check -m" not in stopped
+    assert stopped.count(TOO_LONG) == 1 and "scripted/test" not in stopped
     assert "2 trial(s) not run and 3 errored" in r.stdout
     probes = [q for q in srv.requests if q["messages"] == PROBE]
     assert len(probes) == 3 and all(len(q["tools"]) == 17 for q in probes)
@@ -262,11 +268,16 @@ async def test_the_probe_sends_the_refused_requests_token_limit_not_the_endpoint
     tools = [{"type": "function", "function": {"name": "exec", "parameters": {}}}]
     like = {"model": "x", "messages": [{"role": "user", "content": "a long task"}]}
     like |= {"tools": tools, "stream": True, "max_completion_tokens": 300, "temperature": 0.5}
+    like["stream_options"] = {"include_obfuscation": False}
     assert await _answers_probe(endpoint, like=like)
     (probe,) = srv.requests
-    assert probe["messages"] == PROBE and probe["tools"] == tools and not probe.get("stream")
+    assert probe["messages"] == PROBE and probe["tools"] == tools
     assert probe["max_completion_tokens"] == 300 and "max_tokens" not in probe
     assert probe["temperature"] == 0.5
+    # streamed as the refused request went upstream (helper-150: a server refusing
+    # stream_options answered the probe without them, so the settings passed for working)
+    assert probe["stream"] is True
+    assert probe["stream_options"] == {"include_obfuscation": False, "include_usage": True}
     # a request without a token limit of its own: the plain probe's 8 (its reply stays short)
     assert await _answers_probe(endpoint, like={"messages": [], "tools": tools})
     assert srv.requests[-1]["max_tokens"] == 8 and "max_completion_tokens" not in srv.requests[-1]
@@ -422,3 +433,62 @@ def test_a_key_refused_at_the_first_request_stops_the_job_and_leaves_no_trial_fo
     assert "HTTP 401" in r.stderr and "Traceback" not in r.stderr
     assert [p.name for p in out.iterdir() if p.is_dir()] == []
     assert (out / "progress_scripted_test.json").exists()  # --resume starts it again
+
+
+def test_a_trial_refused_after_answers_keeps_its_turns_though_not_scored(
+    mini_bench, scripted_server, even_responder, tmp_path
+):
+    # helper-149: a trial ended unscored by a refusal after its model had answered showed
+    # turns 0 and tool_calls 0. Task 2's model answers once (a tool call), then the server
+    # refuses everything, the harness's plain request too: unscored, one turn, one tool call
+    bench = mini_bench(2)
+
+    def responder(request: dict):
+        if _task_number(request) == 1:
+            return even_responder(request)
+        if request["messages"] != PROBE and len(request["messages"]) <= 2:
+            return reply(tool_calls=[{"name": "exec", "arguments": {"command": "true"}}])
+        return error(400, "no longer served")
+
+    srv = scripted_server(responder=responder)
+    r, summary, out = _stopped_job(bench, srv, tmp_path)
+    row = summary["tasks"][1]
+    assert row["score"] is None and row["error"]["kind"] == "infrastructure"
+    # the job's stop line names the refusal once, without the trial's role prefix
+    assert "the model: " not in summary["provider_stopped"]
+    (result,) = [json.loads(p.read_text()) for p in out.glob("*task_2*/*/result.json")]
+    assert (result["turns"], result["tool_calls"]) == (1, 1)
+    assert result["usage"]["request_count"] == 1
+
+
+def test_a_probe_failed_by_the_server_is_not_called_the_settings(
+    mini_bench, scripted_server, tmp_path
+):
+    # helper-150: the job's first request refused (400) and the harness's probe failed with a
+    # 5xx the server says not to retry: the job stopped calling it "the settings"
+    bench = mini_bench(2)
+
+    def responder(request: dict):
+        if request["messages"] == PROBE:
+            return error(500, "probe broke", should_retry=False)
+        return error(400, TOO_LONG)
+
+    srv = scripted_server(responder=responder)
+    r = _clawrig("run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1",
+                 "-o", str(tmp_path / "out"), srv=srv)  # fmt: skip
+    assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "probe broke" in r.stderr and ": the server fails it)" in r.stderr
+    assert "the settings)" not in r.stderr and "Traceback" not in r.stderr
+
+
+async def test_a_probe_reply_past_a_mebibyte_is_not_read(scripted_server):
+    # helper-150: a server ignoring the probe's token limit could send a reply of any size
+    # (the trial's own cap, 64 MiB): a probe reads at most PROBE_REPLY_BYTES
+    from clawrig.errors import ProviderError
+    from clawrig.llm.client import PROBE_REPLY_BYTES
+    from clawrig.runner.trial import _answers_probe
+
+    srv = scripted_server(responder=lambda request: reply("x" * (PROBE_REPLY_BYTES + 1000)))
+    with pytest.raises(ProviderError, match="over the cap of 1 MiB"):
+        await _answers_probe(srv.endpoint("scripted/test"), like={"messages": []})
+    assert _probes(srv) == 2  # its two attempts

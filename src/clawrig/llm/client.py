@@ -355,15 +355,25 @@ answer earlier in this process: an outage (:func:`unreachable`), the job stops."
 SETTINGS_REFUSALS = frozenset({401, 402, 403, 404})
 """HTTP statuses that refuse the key, the account or the model rather than one request: every
 later request of the job would get the same (:func:`mark_refused`)."""
-_REFUSED: dict[tuple[str, str, str], str] = {}
-"""Per (provider, model id, base URL): the line of a :data:`SETTINGS_REFUSALS` refusal that
-came after the model had answered (a key revoked, credit run out, a model withdrawn)."""
+_REFUSED: dict[tuple[str, str, str], tuple[str, str | None]] = {}
+"""Per (provider, model id, base URL): the line of a refusal after which no request of the
+job can pass (a key revoked, credit run out, a model withdrawn: :data:`SETTINGS_REFUSALS`
+after answers; a server refusing even a plain request; every trial's first prompt refused)
+and what to do about it (None: check the model's settings), :func:`mark_refused`."""
 
 
-def mark_refused(endpoint: ModelEndpoint, message: str) -> None:
-    """Note that ``endpoint``'s server refused the key, account or model (``message``: one
-    line) after it had answered requests in this process (:func:`provider_stop`)."""
-    _REFUSED[_upstream(endpoint)] = message
+def mark_refused(endpoint: ModelEndpoint, message: str, *, advice: str | None = None) -> None:
+    """Note that ``endpoint``'s server refuses every request the job could send
+    (``message``: one line; :func:`provider_stop`). ``advice``: what to do about it, when not
+    to check the model's settings (its key, base URL: the job's stop line's default;
+    :func:`refusal_advice`)."""
+    _REFUSED[_upstream(endpoint)] = (message, advice)
+
+
+def refusal_advice(endpoint: ModelEndpoint) -> str | None:
+    """What to do about ``endpoint``'s refusal (:func:`mark_refused`'s ``advice``), or None."""
+    refused = _REFUSED.get(_upstream(endpoint))
+    return refused[1] if refused is not None else None
 
 
 def provider_stop(endpoint: ModelEndpoint | None) -> str | None:
@@ -373,7 +383,7 @@ def provider_stop(endpoint: ModelEndpoint | None) -> str | None:
     if endpoint is None:
         return None
     if (refused := _REFUSED.get(_upstream(endpoint))) is not None:
-        return f"refuses its requests: {refused}"
+        return f"refuses its requests: {refused[0]}"
     if (why := unreachable(endpoint)) is not None:
         return f"cannot be reached: {why}"
     return None
@@ -956,7 +966,9 @@ class OpenAIChatModel:
     ``endpoint``: from :func:`clawrig.llm.providers.resolve_model`; ``retry``: the retry policy
     (default :class:`RetryPolicy`); ``stream``: use SSE streaming (with
     ``stream_options.include_usage``) and accumulate text, reasoning and tool-call deltas;
-    ``timeout_s``: seconds per attempt (default: the endpoint's, else 600).
+    ``timeout_s``: seconds per attempt (default: the endpoint's, else 600);
+    ``max_reply_bytes``: a reply body larger than this many bytes fails the attempt
+    (default :data:`MAX_REPLY_BYTES`).
     """
 
     notes_answers = True
@@ -971,8 +983,10 @@ class OpenAIChatModel:
         retry: RetryPolicy | None = None,
         stream: bool = False,
         timeout_s: float | None = None,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self.endpoint = endpoint
+        self.max_reply_bytes = max_reply_bytes
         self.name = endpoint.name
         self.retry = retry or RetryPolicy()
         self.stream = stream
@@ -1012,7 +1026,7 @@ class OpenAIChatModel:
                 timeout=self.timeout_s,
                 default_headers=self.endpoint.headers or None,
                 http_client=openai.DefaultAsyncHttpxClient(
-                    transport=capped_transport(MAX_REPLY_BYTES)
+                    transport=capped_transport(self.max_reply_bytes)
                 ),
             )
             self._clients[loop] = client

@@ -85,6 +85,7 @@ from clawrig.leftovers import owned_tempdir, remove_tree, scratch_dir
 from clawrig.llm.base import ChatModel
 from clawrig.llm.client import (
     PROBE,
+    PROBE_REPLY_BYTES,
     SETTINGS_REFUSALS,
     OpenAIChatModel,
     RetryPolicy,
@@ -1231,16 +1232,16 @@ class Trial:
                     f"when the agent's {agent_time:g} s ran out"
                 ) from None
             result.stop_reason = StopReason.TIME_LIMIT
-            result.turns = len(transcript.steps)
-            result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
+            _count_steps(result, transcript)
             ctx.log(f"agent stopped: time limit of {agent_time:g} s")
         except GatewayRefusal as exc:  # a cap of the job or the trial: graded as it stands
             result.stop_reason = CAP_STOPS.get(exc.kind, StopReason.COST_BUDGET)
-            result.turns = len(transcript.steps)
-            result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
+            _count_steps(result, transcript)
             ctx.log(f"agent stopped: {exc}")
         except ModelRequestError as exc:
             self.clock.deadline = None  # the agent's time is over: a probe's wait moves none
+            if not result.turns:  # the native agent's (OpenClaw's outcome counted them)
+                _count_steps(result, transcript)  # an unscored trial's too: its answers
             # a refusal before this trial's first answer: the settings are in doubt
             # (_refusal_of). After it, the harness asks the provider a plain request of its
             # own: answered, the refusal was of what the agent put in its conversation (a
@@ -1849,6 +1850,13 @@ what follows for a job (no new trial, ``--resume``) is the job's to say, as the 
 runs as an RL episode, where neither applies."""
 
 
+def _count_steps(result: TrialResult, transcript: Transcript) -> None:
+    """``result``'s turns and tool calls: the model's answers in ``transcript`` so far (the
+    native agent's, when the agent stopped without its outcome)."""
+    result.turns = len(transcript.steps)
+    result.tool_calls = sum(len(m.tool_calls) for m in transcript.steps)
+
+
 def _answered(transcript: Transcript, lease: GatewayLease | None) -> bool:
     """True when the agent's model answered one of the trial's requests: by the gateway's
     count of the trial's answered requests when it has a lease (OpenClaw's transcript is a
@@ -1904,9 +1912,11 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         if not content or like is None:
             return exc
         if (again := await _probe_refusal(endpoint, like=like, lease=lease)) is not None:
+            # a 4xx: the settings are refused; a 5xx the server said not to retry: it fails
+            blame = "the settings" if (again.status or 0) < 500 else "the server fails it"
             return ModelRequestError(
                 f"{exc} (and with a plain conversation, its tools and settings kept: "
-                f"{again}: the settings)",
+                f"{again}: {blame})",
                 status=exc.status,
                 detail=exc.detail,
             )
@@ -1917,10 +1927,13 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         if (
             refused := note_first_refusal(endpoint)
         ) >= FIRST_REFUSALS_STOP:  # and it answered none: no prompt of the job fits
+            said = f"HTTP {exc.status}" + (f": {exc.detail}" if exc.detail else "")
             mark_refused(
                 endpoint,
-                f"the first request of {refused} trials refused ({exc}) and not one answered, "
-                "while it answers a plain conversation: it takes none of this job's prompts",
+                f"the first request of {refused} trials ({said}) and not one answered, while "
+                "it answers a plain conversation with the same tools and settings",
+                advice="it takes none of this job's prompts: a model with a larger context "
+                "may (the trials' errors above say what each was refused for)",
             )
         return ProviderRefused(f"{exc} ({why}; {REFUSED_TRIAL_ENDS})", status=exc.status)
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
@@ -1946,10 +1959,12 @@ def _provider_broken(
     whatever the trial held. Noted (:func:`clawrig.llm.client.mark_refused`: the job starts no
     new trial, ``provider_stopped``); this trial ends as an infrastructure error, not scored
     (``--resume`` runs it again)."""
-    why = f"{role}: {exc} (and a plain request is refused too)"
+    why = f"{exc} (and a plain request is refused too)"
     if endpoint is not None:
-        mark_refused(endpoint, why)
-    return ProviderRefused(f"{why}: it serves nothing now; this trial ends", status=exc.status)
+        mark_refused(endpoint, why)  # the job's stop line names the role
+    return ProviderRefused(
+        f"{role}: {why}: it serves nothing now; this trial ends", status=exc.status
+    )
 
 
 async def _answers_probe(
@@ -1973,11 +1988,13 @@ async def _probe_refusal(
     refusal of another request was for that request's content (what the agent put in it), not
     the provider's settings. Asked after every such refusal, whether or not the provider
     answered earlier in this process. ``like``: the refused request's body (an OpenAI
-    chat-completions request), whose fields but its messages and streaming the probe keeps
-    (its tools, sampling settings and token limit, not the endpoint's added to it: a setting
-    the server refuses is refused again; without a limit of its own, 8 completion tokens),
-    else up to 8 completion tokens and nothing more. Each of its two attempts waits at most
-    :data:`PROBE_TIMEOUT_S`. The probe's answer is not noted as the model answering
+    chat-completions request), whose fields but its messages the probe keeps (its tools,
+    sampling settings, token limit and streaming, ``stream_options`` as the gateway sent them
+    upstream, not the endpoint's token limit added: a setting the server refuses is refused
+    again; without a limit of its own, 8 completion tokens), else up to 8 completion tokens
+    and nothing more. Each of its two attempts waits at most :data:`PROBE_TIMEOUT_S` and
+    reads at most :data:`clawrig.llm.client.PROBE_REPLY_BYTES` of reply (a server may ignore
+    the token limit). The probe's answer is not noted as the model answering
     (:attr:`OpenAIChatModel.notes_answers`). ``lease``: the trial's (or its
     judge's) gateway lease, which the answered probe's usage and cost are counted on (the
     trial's usage, the job's spend: :meth:`Gateway.count_probe`). Else the probe's refusal
@@ -1988,6 +2005,7 @@ async def _probe_refusal(
     tools: list[Any] | None = None
     extra: dict[str, Any] | None = None
     limit: int | None = 8
+    stream = False
     if like is not None:
         skip = ("model", "messages", "tools", "stream", "stream_options")
         extra = {k: v for k, v in like.items() if k not in skip}
@@ -1996,8 +2014,20 @@ async def _probe_refusal(
         # gateway sent it upstream without); none: the plain probe's 8
         if "max_tokens" in like or "max_completion_tokens" in like:
             endpoint, limit = endpoint.model_copy(update={"max_tokens": None}), None
+        if stream := like.get("stream") is True:  # as the gateway streams it (_forward)
+            options = like.get("stream_options")
+            extra["stream_options"] = {
+                **(options if isinstance(options, dict) else {}),
+                "include_usage": True,
+            }
     retry = RetryPolicy(attempts=2, max_s=5.0)
-    async with OpenAIChatModel(endpoint, retry=retry, timeout_s=PROBE_TIMEOUT_S) as model:
+    async with OpenAIChatModel(
+        endpoint,
+        retry=retry,
+        stream=stream,
+        timeout_s=PROBE_TIMEOUT_S,
+        max_reply_bytes=PROBE_REPLY_BYTES,
+    ) as model:
         model.notes_answers = False  # the probe is not the model taking a trial's request
         try:
             answer = await model.chat(PROBE, tools=tools, max_tokens=limit, extra=extra)

@@ -67,7 +67,7 @@ def provider_stop_line(services: TrialServices) -> str | None:
     (:func:`clawrig.llm.client.provider_stop`, from what this process saw: it cannot be
     reached, or it refused the key, account or model after answering), else None."""
     from clawrig.grading.judge_proxy import upstream_endpoint
-    from clawrig.llm.client import provider_stop
+    from clawrig.llm.client import provider_stop, refusal_advice
 
     for role, model in (("model", services.model), ("judge", services.judge)):
         endpoint = upstream_endpoint(model) if model is not None else None
@@ -75,12 +75,12 @@ def provider_stop_line(services: TrialServices) -> str | None:
             key = endpoint.api_key_env or ""
             # the variable that sets the URL beside the key's (SCRIPTED_API_KEY: SCRIPTED_...)
             url = f"{key.removesuffix('_API_KEY')}_BASE_URL" if key.endswith("_API_KEY") else ""
-            hint = (
+            hint = refusal_advice(endpoint) or "check " + (
                 "--judge / JUDGE_MODEL"
                 if role == "judge"
                 else f"-m, its key and {url or 'its base URL'}"
             )
-            return f"the {role}'s server {why} (check {hint})"
+            return f"the {role}'s server {why} ({hint})"
     return None
 
 
