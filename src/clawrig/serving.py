@@ -31,6 +31,45 @@ def tcp_listener(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
+ANY_ADDRESS = frozenset({"", "0.0.0.0", "::"})
+"""Listening addresses that take connections on every address of the machine."""
+
+
+def named_hosts(host: str) -> list[str] | None:
+    """The names a browser may put in the Host header of a request to a server listening on
+    ``host`` (an address or name), or None when any may (``host`` is one of
+    :data:`ANY_ADDRESS`: the server is reached under names it cannot know). Loopback adds
+    ``localhost`` and ``127.0.0.1`` (and ``[::1]``); any other adds this machine's host name and
+    fully qualified name. IPv6 literals are bracketed as Host headers carry them (RFC 3986)."""
+    import ipaddress
+
+    if host in ANY_ADDRESS:
+        return None
+    names = {host.lower()}
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host.lower() == "localhost"
+    if loopback:
+        names |= {"localhost", "127.0.0.1", "[::1]"}
+    else:
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return sorted({f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names})
+
+
+def guard_hosts(app: Any, host: str) -> None:
+    """Make ``app`` (a FastAPI app, before it serves) answer 400 "Invalid host header" to a
+    request whose Host header is none of :func:`named_hosts` of its listening ``host``: a web
+    page the user opens cannot reach a loopback server by DNS rebinding (its name made to
+    resolve to 127.0.0.1, its requests then carry that name). Starlette's
+    ``TrustedHostMiddleware``."""
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    allowed = named_hosts(host)
+    if allowed is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed)
+
+
 @functools.cache
 def _woken_server() -> type[uvicorn.Server]:
     """:class:`_WokenServer`'s class, made at first use (importing uvicorn costs ~50 ms of CPU

@@ -574,3 +574,36 @@ def test_a_killed_servers_mounts_go_when_the_next_one_starts(scripted_server, tm
         finally:
             again.terminate()
             again.wait(timeout=60)
+
+
+async def test_a_request_naming_another_host_starts_no_episode(serve, scripted_server):
+    # DNS rebinding: a web page whose name resolves to 127.0.0.1 can send the server requests
+    # carrying its own name in the Host header; they are answered 400 and run nothing
+    url = serve()
+    policy = scripted_server(responder=by_seed)
+    port = httpx.URL(url).port
+    body = {"task_id": "000015", "base_url": policy.base_url, "model": "p", "seed": 4}
+    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        refused = await client.post(
+            "/v1/episodes", json=body, headers={"host": f"rebound.example:{port}"}
+        )
+        assert refused.status_code == 400 and refused.text == "Invalid host header"
+        assert policy.requests == []  # no episode started
+        health = await client.get("/health", headers={"host": f"localhost:{port}"})
+        assert health.status_code == 200 and health.json()["tasks"] == 10
+
+
+def test_the_host_names_a_server_answers_follow_its_address():
+    import socket
+
+    from clawrig.serving import named_hosts
+
+    assert named_hosts("127.0.0.1") == ["127.0.0.1", "[::1]", "localhost"]
+    assert named_hosts("::1") == ["127.0.0.1", "[::1]", "localhost"]
+    assert named_hosts("localhost") == ["127.0.0.1", "[::1]", "localhost"]
+    for everywhere in ("0.0.0.0", "::", ""):  # reached under names it cannot know: any
+        assert named_hosts(everywhere) is None
+    lan = named_hosts("10.1.2.3")
+    assert lan is not None and "10.1.2.3" in lan and "127.0.0.1" not in lan
+    assert socket.gethostname().lower() in lan
+    assert "[fd00::5]" in (named_hosts("fd00::5") or [])

@@ -8,6 +8,7 @@ import shutil
 import socket
 from pathlib import Path
 
+import httpx
 from view_helpers import COST, DEMO, clawrig, read_summary, responder
 
 from clawrig.testing.scripted_server import ScriptedServer
@@ -319,3 +320,16 @@ def test_json_nested_past_the_recursion_limit_makes_no_traceback(jobs, tmp_path)
     assert view.summary() is None
     readable = len(list(job.glob("*/*/result.json"))) - 1  # all but the nested one
     assert sum(unrecorded_job_ids(job, "oracle").values()) == readable
+
+
+def test_a_request_naming_another_host_is_refused(server):
+    """DNS rebinding: a web page whose name was made to resolve to 127.0.0.1 reaches the viewer
+    with its own name in the Host header; the viewer answers it 400, and the names of its own
+    address (loopback: 127.0.0.1, localhost) as before."""
+    port = httpx.URL(server).port
+    page = httpx.get(server, headers={"host": f"rebound.example:{port}"}, timeout=10)
+    assert page.status_code == 400 and page.text == "Invalid host header"
+    assert "job0" not in page.text
+    for name in ("127.0.0.1", "localhost"):
+        ok = httpx.get(server, headers={"host": f"{name}:{port}"}, timeout=10)
+        assert ok.status_code == 200 and "job0" in ok.text, name

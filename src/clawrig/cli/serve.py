@@ -106,7 +106,9 @@ def register(app: typer.Typer) -> None:
             sock = tcp_listener(host, port)
         except OSError as exc:
             raise UserError(f"--port: cannot listen on {host}:{port}: {exc.strerror}") from None
-        app_ = create_app(rollouts, tasks, max_queue=max_queue, timeout_s=timeout_s, api_key=key)
+        app_ = create_app(
+            rollouts, tasks, max_queue=max_queue, timeout_s=timeout_s, api_key=key, host=host
+        )
         listening = (
             f"clawrig serve: listening on http://{host}:{sock.getsockname()[1]} with "
             f"{len(tasks)} task(s) (trials in {output}; Ctrl-C stops)"

@@ -57,7 +57,7 @@ def view(
         return
     from clawrig.view.server import create_app
 
-    app = create_app(folders)  # reads and indexes the folders first: errors before listening
+    app = create_app(folders, host=host)  # reads and indexes the folders: errors before listening
     import uvicorn
 
     from clawrig.serving import tcp_listener

@@ -40,6 +40,7 @@ from starlette.exceptions import HTTPException
 
 from clawrig.errors import ModelRequestError, UserError
 from clawrig.rl.episode import Rollouts, Sampling
+from clawrig.serving import guard_hosts
 from clawrig.spec.task import Task
 
 AGENTS = ("native", "openclaw")
@@ -198,13 +199,17 @@ def create_app(
     max_queue: int = 256,
     timeout_s: float = 3600.0,
     api_key: str | None = None,
+    host: str = "127.0.0.1",
 ) -> FastAPI:
     """The rollout server's app over ``rollouts`` (its ``max_concurrency`` episodes run at
     once) for ``tasks``. ``max_queue``: episodes admitted beyond those running; ``timeout_s``:
     the longest an episode request may take (seconds); ``api_key``: the default trainer key
-    for requests that give none."""
+    for requests that give none; ``host``: the address it listens on (a request whose Host
+    header names another is answered 400: :func:`clawrig.serving.guard_hosts`, so no web page
+    starts episodes by DNS rebinding)."""
     by_id = {t.id: t for t in tasks}
     app = FastAPI(title="clawrig rollout server")
+    guard_hosts(app, host)
     app.add_middleware(BodyCap)
     state = {"admitted": 0, "running": 0}
     limit = rollouts.max_concurrency + max(0, max_queue)

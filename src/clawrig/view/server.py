@@ -15,15 +15,19 @@ from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from clawrig.serving import guard_hosts
 from clawrig.view.index import open_jobs
 from clawrig.view.pages import STATIC_DIR, Site
 
 
-def create_app(folders: list[Path]) -> FastAPI:
-    """The app over ``folders`` (job output folders). Raises UserError for a folder that is
-    not a job folder."""
+def create_app(folders: list[Path], *, host: str = "127.0.0.1") -> FastAPI:
+    """The app over ``folders`` (job output folders), to listen on ``host``: a request whose
+    Host header names another host is answered 400 (:func:`clawrig.serving.guard_hosts`: no
+    web page reads the trials by DNS rebinding). Raises UserError for a folder that is not a
+    job folder."""
     site = Site(open_jobs(folders), live=True)
     app = FastAPI(title="clawrig view", docs_url=None, redoc_url=None, openapi_url=None)
+    guard_hosts(app, host)
     app.state.site = site
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
