@@ -186,6 +186,29 @@ async def test_fetch_refuses_the_hosts_loopback_in_every_spelling(call, ctx, ser
     assert body(await call("web_fetch", {"url": url}))["status"] == 200
 
 
+async def test_a_direct_connection_checks_the_address_it_connects_to(server) -> None:
+    """DNS rebinding (helper-143): the request hook's check resolved the name, and httpx
+    resolved it again to connect, so an answer changed in between reached a private address.
+    The live fetch's transport resolves and checks where it connects: on its own (no hook), a
+    name resolving to loopback is refused before any connection; named by the task, it is
+    reached."""
+    import httpx
+
+    from clawrig.web.service import HostNotAllowed, PublicOnlyTransport
+
+    url = server.replace("127.0.0.1", "localhost") + "/page.html"
+    Handler.seen = []
+    transport = PublicOnlyTransport(WebPolicy(mode="on"))
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(HostNotAllowed, match="resolves to .*a local or private address"):
+            await client.get(url)
+    assert Handler.seen == []  # refused before it connected
+    transport = PublicOnlyTransport(WebPolicy(mode="on", allow_hosts=["localhost"]))
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get(url)).status_code == 200
+    assert len(Handler.seen) == 1
+
+
 async def test_search_needs_a_key(call, ctx, monkeypatch) -> None:
     monkeypatch.delenv("BRAVE_API_KEY", raising=False)
     ctx.web = on()

@@ -25,18 +25,22 @@ results the same way in every mode, so a replayed trial sees byte-identical tool
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
+import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpcore
 import httpx
 
 from clawrig.choices import MISS_POLICIES, WEB_MODES
 from clawrig.errors import UserError
+from clawrig.net import env_proxy_mounts
 from clawrig.web.providers import PROVIDERS
 from clawrig.web.records import BLOB_DIR, BlobStore, WebRecorder, WebRecords, normalise_url
 
@@ -113,13 +117,29 @@ class FetchOutcome:
         }
 
 
+async def _public_addresses(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to (for TCP to ``port``), each once, in the resolver's
+    order. Raises :class:`HostNotAllowed` when one is not public (loopback, private,
+    link-local ...: a name can point at the harness's machine or its private network as an
+    address can, ``localtest.me``) and OSError when the name does not resolve."""
+    from clawrig.egress.policy import is_public_address
+
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    addresses = list(dict.fromkeys(str(i[4][0]) for i in infos))
+    local = [a for a in addresses if not is_public_address(a)]
+    if local:
+        raise HostNotAllowed(host, f"it resolves to {local[0]}, a local or private address")
+    return addresses
+
+
 def _host_check(policy: Any):
     """The request hook of a live fetch: each request's host (the URL's and every
     redirect's) must be allowed (:func:`clawrig.tools.web.host_allowed`), and, unless the
-    task names it in ``allow_hosts``, resolve to public addresses only: a name can point at the
-    harness's machine or its private network as an address can (``localtest.me``). The name is
-    resolved again when httpx connects; a DNS answer that changes in between is not caught."""
-    from clawrig.egress.policy import is_public_address
+    task names it in ``allow_hosts``, resolve to public addresses only
+    (:func:`_public_addresses`). A direct connection is checked again where it is made, on the
+    address it connects to (:class:`_PublicOnly`: a DNS answer that changes in between,
+    rebinding, reaches nothing); through the host's HTTP proxy, the proxy resolves the name
+    and this check is the only one."""
     from clawrig.tools.web import host_allowed, named
 
     async def check(request: httpx.Request) -> None:
@@ -129,15 +149,72 @@ def _host_check(policy: Any):
         if named(policy, host):
             return
         port = request.url.port or (443 if request.url.scheme == "https" else 80)
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port)
-        except OSError:
-            return  # (no address: httpx says it cannot connect)
-        local = [str(i[4][0]) for i in infos if not is_public_address(str(i[4][0]))]
-        if local:
-            raise HostNotAllowed(host, f"it resolves to {local[0]}, a local or private address")
+        with contextlib.suppress(OSError):  # (no address: httpx says it cannot connect)
+            await _public_addresses(host, port)
 
     return check
+
+
+class _PublicOnly(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend for a live fetch's direct connections: a host the task does
+    not name in ``allow_hosts`` is resolved here and connected to by an address just checked
+    (:func:`_public_addresses`), so the address checked is the address reached. TLS still
+    names the host (httpcore's ``server_hostname``: SNI and the certificate's check)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        from clawrig.tools.web import named
+
+        if named(self.policy, host):
+            return await self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        try:
+            addresses = await _public_addresses(host, port)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"{host}: {exc.strerror or exc}") from exc
+        failed: Exception = httpcore.ConnectError(f"{host}: no address")
+        for address in addresses:
+            try:
+                return await self.inner.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except httpcore.ConnectError as exc:
+                failed = exc
+        raise failed
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
+        return await self.inner.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+class PublicOnlyTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport whose connections are made by :class:`_PublicOnly` (``policy``: the
+    trial's web policy). httpx takes no network backend, so its connection pool is replaced
+    by one made the way httpx makes it (its default limits) with that backend."""
+
+    def __init__(self, policy: Any) -> None:
+        super().__init__(verify=tls_context())
+        limits = httpx.Limits()
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=tls_context(),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_PublicOnly(policy),
+        )
 
 
 async def live_fetch(policy: Any, url: str) -> FetchOutcome:
@@ -148,7 +225,8 @@ async def live_fetch(policy: Any, url: str) -> FetchOutcome:
     async def go() -> FetchOutcome:
         async with httpx.AsyncClient(
             follow_redirects=True,
-            verify=tls_context(),
+            transport=PublicOnlyTransport(policy),
+            mounts=env_proxy_mounts(verify=tls_context()),  # (as without a transport)
             timeout=httpx.Timeout(policy.timeout_s),
             headers={"User-Agent": USER_AGENT, "Accept": "text/html,application/json,text/*;q=0.9"},
             event_hooks={"request": [_host_check(policy)]},

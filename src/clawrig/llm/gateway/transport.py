@@ -15,12 +15,12 @@ import contextlib
 import ssl
 import weakref
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 import httpx
-from httpx._utils import get_environment_proxies
 from httpx_aiohttp import AiohttpTransport
+
+from clawrig.net import env_proxy_mounts
 
 
 def httpx_error(exc: BaseException) -> type[httpx.TransportError] | None:
@@ -124,12 +124,7 @@ def upstream_client(
     go over :class:`UpstreamTransport`, except those the environment sends through a proxy
     (``HTTPS_PROXY``, ``ALL_PROXY``, ... but not ``NO_PROXY``: httpx's reading of them), which
     keep httpx's own transport to that proxy as a plain ``httpx.AsyncClient`` would."""
-    mounts: dict[str, Any] = {
-        pattern: None
-        if proxy is None
-        else httpx.AsyncHTTPTransport(verify=verify, limits=limits, proxy=proxy)
-        for pattern, proxy in get_environment_proxies().items()
-    }
+    mounts = env_proxy_mounts(verify=verify, limits=limits)
     transport = UpstreamTransport(verify=verify, limits=limits)
     client = httpx.AsyncClient(timeout=timeout, limits=limits, transport=transport, mounts=mounts)
     weakref.finalize(client, _let_go, transport)
