@@ -824,6 +824,39 @@ def test_a_worker_stuck_before_it_is_ready_is_killed_and_the_job_refused(
     assert srv.requests == []
 
 
+def _ctrl_c_with_a_stopped_worker(
+    args: list[str], env: dict[str, str], ready: Any
+) -> tuple[int, int, str]:
+    """``clawrig run ARGS`` (``--workers 2``) in its own session: once its one worker has
+    started and ``ready()`` is true, the worker is stopped (SIGSTOP) and the driver gets Ctrl-C
+    (SIGINT). Returns (the driver's exit code, the worker's pid, the driver's stderr); the
+    worker is continued afterwards should it still exist."""
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    workers: list[int] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        workers = workers or _worker_pids(proc.pid)
+        if workers and ready():
+            break
+        time.sleep(0.05)
+    if proc.poll() is not None or len(workers) != 1:
+        proc.kill()
+        raise AssertionError(f"no worker ready: {proc.communicate()[1].decode()[-2000:]}")
+    (worker,) = workers
+    os.kill(worker, signal.SIGSTOP)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGCONT)
+    return proc.returncode, worker, err.decode()
+
+
 def test_ctrl_c_with_a_stopped_worker_leaves_no_worker_behind(mini_bench, model_server, tmp_path):
     """helper-147: Ctrl-C while a worker was stopped (well within the 120 s it may be silent)
     ended the driver after its grace time and left the worker stopped, in its own session,
@@ -834,28 +867,11 @@ def test_ctrl_c_with_a_stopped_worker_leaves_no_worker_behind(mini_bench, model_
     out = tmp_path / "out"
     args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "4"]
     args += ["--workers", "2", "-o", str(out)]
-    proc = subprocess.Popen(
-        args, env=_env(srv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 300
-    workers: list[int] = []
-    while time.monotonic() < deadline and proc.poll() is None:
-        workers = workers or _worker_pids(proc.pid)
-        if workers and len(srv.requests) >= 2:  # trials in flight in both processes
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None and len(workers) == 1
-    (worker,) = workers
-    os.kill(worker, signal.SIGSTOP)
-    time.sleep(1)
-    proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=120)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker, signal.SIGCONT)
-    assert proc.returncode == 130, err.decode()[-2000:]
+    # trials in flight in both processes
+    code, worker, err = _ctrl_c_with_a_stopped_worker(
+        args, _env(srv), lambda: len(srv.requests) >= 2
+    )
+    assert code == 130, err[-2000:]
     assert not Path(f"/proc/{worker}").exists()  # killed and reaped, not left stopped
     mounts = Path("/proc/self/mountinfo").read_text().splitlines()
     assert [m for m in mounts if f"-{worker}-" in m] == []
@@ -906,3 +922,31 @@ def test_a_killed_workers_cut_trials_keep_what_they_spent(
     # every reply a trial recorded counts: 2 per trial, and the cut attempts' one each
     total = summary["efficiency"]["total_cost_usd"]
     assert math.isclose(total, COST * (2 * 4 + len(kept))), (total, len(kept))
+
+
+def test_ctrl_c_with_a_stopped_worker_keeps_what_its_trials_spent(
+    mini_bench, even_responder, tmp_path
+):
+    """helper-147: Ctrl-C while a worker was stopped: the job cancelled the worker's attempts
+    and forgot them, the worker was killed before it could set their folders aside, and the
+    job's last sweep removed them with what their model calls spent (after --resume the totals
+    were $0.051 against $0.055 answered). Now the driver keeps a cancelled attempt until the
+    worker says it ended it, and sets aside a killed worker's as a dead worker's."""
+    bench = mini_bench(4)
+    srv = _second_call_slow(even_responder, 30.0)  # every trial in flight with one call spent
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "4"]
+    args += ["--workers", "2", "-o", str(out)]
+    env = _env(srv) | {"CLAWRIG_WORKER_HUNG_S": "4"}  # killed after 2 silent beats (2 s)
+    try:
+        code, worker, err = _ctrl_c_with_a_stopped_worker(args, env, _spent_in_flight(out, 4))
+    finally:
+        srv.stop()
+    assert code == 130, err[-2000:]
+    assert not Path(f"/proc/{worker}").exists()
+    kept = [json.loads(p.read_text()) for p in (out / "_retried").glob("*/result.json")]
+    of_worker = [r for r in kept if f"(pid {worker})" in (r["error"] or {}).get("message", "")]
+    assert len(of_worker) == 2, [r["error"] for r in kept]  # the stopped worker's two trials
+    assert all(r["usage"]["request_count"] == 1 for r in of_worker)
+    assert all(math.isclose(r["usage"]["cost_usd"], COST) for r in of_worker)
+    assert len(kept) == 4  # and the driver's own two, which it set aside itself

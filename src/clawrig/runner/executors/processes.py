@@ -24,7 +24,10 @@ workers the job's trials share every core.
   in the other processes, like a trial whose sandbox died; one whose folder it renamed before
   it could report is that attempt's result, :mod:`clawrig.runner.batch` finds it on disk) and
   takes no more; the driver runs on with what is left (itself at least). A driver that dies
-  leaves its workers an end of file: they cancel their trials, clean up and exit.
+  leaves its workers an end of file: they cancel their trials, clean up and exit. An attempt
+  the job cancels (an interrupt) is the worker's to end until it says it did
+  (``cancelled``): a worker killed before that (stopped or stuck) has its folder's spend set
+  aside by the driver as a dead worker's attempts' is.
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ _HEADER = struct.Struct(">I")
 WORKER_LOG_LINE = "clawrig: ran in harness worker {index} (pid {pid})"
 """The last line of the agent.log of a trial a harness process ran (``TrialServices.log_line``:
 written before the trial folder's rename, never into a finished folder)."""
+LISTENER_GRACE_S = 30.0
+"""Seconds :meth:`ProcessExecutor.close` lets the listener of a worker that has exited finish
+(setting aside what a killed worker left) before it is cut short."""
 STOP_GRACE_S = 30.0
 """Seconds :meth:`ProcessExecutor.close` waits for a worker to cancel its trials, clean up and
 exit before it is killed."""
@@ -186,6 +192,10 @@ class _Worker:
     pending: dict[int, asyncio.Future[tuple[TrialResult, Path]]] = field(default_factory=dict)
     attempts: dict[int, tuple[str, int, str]] = field(default_factory=dict)
     """Attempt id -> (task id, run index, job id) of each attempt it runs."""
+    cancelling: dict[int, tuple[str, int, str]] = field(default_factory=dict)
+    """The attempts the job cancelled (an interrupt) that the worker has not yet said it ended
+    (as :attr:`attempts`): a worker killed meanwhile (stopped, stuck) left their folders, whose
+    spend is set aside as a dead worker's attempts' is (helper-147)."""
     alive: bool = True
     listener: asyncio.Task[None] | None = None
     heard: float = 0.0
@@ -309,6 +319,9 @@ class ProcessExecutor:
             kind, attempt_id, *rest = message
             if kind == "alive":
                 continue
+            worker.cancelling.pop(attempt_id, None)  # it said this attempt ended
+            if kind == "cancelled":  # (its folder set aside by the worker itself)
+                continue
             if kind == "done" or kind == "error":
                 payload, stop = rest[0], rest[-1]
                 if stop is not None and self._provider_stop is None:
@@ -334,6 +347,8 @@ class ProcessExecutor:
         # they are run again (the job's last sweep removed them: their spend counted nowhere,
         # nor in the budget on --resume; helper-136)
         cut = [worker.attempts[a] for a in worker.pending if a in worker.attempts]
+        cut += worker.cancelling.values()  # cancelled by an interrupt, not ended by the worker
+        worker.cancelling.clear()
         spent = await asyncio.get_running_loop().run_in_executor(None, self._set_aside, cut, why)
         for attempt_id, future in worker.pending.items():
             if not future.done():
@@ -374,6 +389,8 @@ class ProcessExecutor:
         except asyncio.CancelledError:
             if worker.alive and not worker.writer.is_closing():
                 _send(worker.writer, ("cancel", attempt_id))
+                # until it says the attempt ended: killed first, it left the folder (_messages)
+                worker.cancelling[attempt_id] = worker.attempts[attempt_id]
             raise
         finally:
             worker.pending.pop(attempt_id, None)
@@ -427,6 +444,10 @@ class ProcessExecutor:
             for worker in self._workers:
                 await self._wait_or_kill(worker)
                 if worker.listener is not None:
+                    # the worker is gone: its socket's end ends the listener, which first sets
+                    # aside what a killed worker left (_messages); cut short if it does not
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(worker.listener), LISTENER_GRACE_S)
                     worker.listener.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await worker.listener
@@ -501,7 +522,10 @@ async def _serve(sock: socket.socket) -> None:
 
     def report(attempt_id: int, done: asyncio.Task[tuple[TrialResult, Path]]) -> None:
         running.pop(attempt_id, None)
-        if done.cancelled() or writer.is_closing():
+        if writer.is_closing():
+            return
+        if done.cancelled():  # its folder set aside (or removed): nothing left to the driver
+            _send(writer, ("cancelled", attempt_id))
             return
         stop = provider_stop_line(services)
         if (exc := done.exception()) is not None:
