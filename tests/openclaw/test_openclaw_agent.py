@@ -389,7 +389,10 @@ async def test_rewriting_its_transcript_does_not_make_a_refusal_unscored(
     config = TrialConfig(model="scripted/scripted", agent="openclaw")
     result, _ = await run_trial(demo_task("000015"), config, tmp_path / "job", services=services)
     assert result.error is None and result.score is not None  # graded as it stands
-    assert result.stop_reason == StopReason.MODEL_ERROR and too_long in result.stop_detail
+    assert result.stop_reason == StopReason.MODEL_ERROR
+    # the provider's own message, as the native agent's trial words it (it said "HTTP 400:
+    # 400 ...", OpenClaw's text of the error)
+    assert result.stop_detail == f"HTTP 400: {too_long}"
 
 
 async def test_an_upstream_failure_ends_as_an_infrastructure_error(scripted_server, make_gateway):

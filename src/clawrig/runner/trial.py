@@ -1206,7 +1206,9 @@ class Trial:
                         lease.endpoint,
                         "the model",
                     )
-                self._conversation_refused(refused[-1], outcome.error or "")
+                self._conversation_refused(
+                    refused[-1], lease.last_refusal or outcome.error or "refused"
+                )
         except TimeoutError:
             # the time ran out while the provider kept a request silent (a hang, a dribble):
             # an outage, not the model's time limit (retried by the job)
@@ -1252,7 +1254,7 @@ class Trial:
             endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
             if not await _answers_probe(endpoint, lease=lease):
                 raise _provider_broken(exc, endpoint, "the model") from None
-            self._conversation_refused(exc.status, str(exc))
+            self._conversation_refused(exc.status, exc.detail or str(exc))
             ctx.log(f"agent stopped: the provider refused its conversation: {exc}")
         finally:
             self.clock.deadline = None
@@ -1293,7 +1295,8 @@ class Trial:
 
     def _conversation_refused(self, status: int | None, message: str) -> None:
         """The agent's stop on a provider refusing its conversation (the provider answers
-        plain requests): ``model_error``, graded as it stands, ``stop_detail`` the refusal."""
+        plain requests): ``model_error``, graded as it stands, ``stop_detail`` the refusal as
+        ``HTTP <status>: <the provider's own message>`` (``message``), for either agent."""
         result, steps = self.result, self.transcript.steps
         result.stop_reason = StopReason.MODEL_ERROR
         result.stop_detail = f"HTTP {status}: {message}"[:2000]

@@ -65,7 +65,8 @@ class GatewayLease:
     ``budget_share``, ``cost_budget``, ``token_budget``, ``max_requests``, ``replay_miss``
     (and ``replay_refused`` when the records hold that request refused), ``no_upstream``),
     ``upstream_errors`` (one line per upstream failure after retries), ``upstream_refusals``
-    (the 4xx statuses the upstream refused requests with); ``watch``: the lease's upstream
+    (the 4xx statuses the upstream refused requests with), ``last_refusal`` (the upstream's own
+    message with the latest of them); ``watch``: the lease's upstream
     requests in flight (a stall: :mod:`clawrig.llm.stalls`; an agent lease watches streamed
     requests only).
     """
@@ -94,6 +95,7 @@ class GatewayLease:
     _refusals: list[str] = field(default_factory=list)
     _upstream_errors: list[str] = field(default_factory=list)
     _upstream_refusals: list[int] = field(default_factory=list)
+    _last_refusal: str | None = None
     _recorded_bytes: int = 0
     """Bytes written to ``record_path`` by this lease (``MAX_RECORD_BYTES``)."""
     _route_open: int = 0
@@ -212,6 +214,13 @@ class GatewayLease:
         """HTTP statuses (4xx) with which the upstream refused requests of this lease."""
         with self._lock:
             return list(self._upstream_refusals)
+
+    @property
+    def last_refusal(self) -> str | None:
+        """The upstream's own message (one line) with its latest refusal of this lease's
+        requests (:attr:`upstream_refusals`), or None."""
+        with self._lock:
+            return self._last_refusal
 
     @property
     def host_base_url(self) -> str:

@@ -1183,7 +1183,8 @@ class Gateway:
             cached = resp.headers.get(CACHED_HEADER) == "1"  # served by a gateway's cache upstream
             if resp.status_code != 200:
                 data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
-                msg = f"{ep.name}: HTTP {resp.status_code} from {where}: {_upstream_message(data)}"
+                said = _upstream_message(data)
+                msg = f"{ep.name}: HTTP {resp.status_code} from {where}: {said}"
                 chained = _chained_refusal(data) if resp.status_code == 402 else None
                 if chained == "budget_exceeded":
                     lease._refuse("budget")  # a gateway upstream (the Ray driver's): the job's cap
@@ -1191,6 +1192,7 @@ class Gateway:
                     lease._refuse("budget_share")  # ... which this trial spent its share of
                 with lease._lock:
                     lease._upstream_refusals.append(resp.status_code)
+                    lease._last_refusal = said
                 lease._count(None, retries=retries)
                 self._record(
                     lease,
