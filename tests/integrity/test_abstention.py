@@ -671,6 +671,7 @@ async def test_a_transcript_bigger_than_the_clean_rooms_memory_is_the_agents_zer
     assert result.error is not None, result.score
     assert result.error.kind == ErrorKind.AGENT and not result.error.retryable, result.error
     assert result.error.phase == "gt_inject" and "out of memory" in result.error.message
+    assert result.error.out_of_memory  # said as a field (verify reads it), not only in text
 
 
 WORKSPACE_WRITER_GRADER = """

@@ -591,3 +591,18 @@ def test_a_golden_end_state_the_replay_does_not_reach_is_warned(tmp_path: Path) 
         "the oracle replay's end state differs from the golden end state in "
         "results/results.md (other content): "
     )
+
+
+def test_a_clean_room_out_of_memory_is_read_from_the_error_not_its_text():
+    """An error's message can hold what the agent wrote (a file's name, a grader's output): the
+    verifier's "the check could not run" read the kernel's words in it, so an end state naming
+    a file with them passed for the memory limit. It reads the error's own field now."""
+    from clawrig.spec.trial import ErrorKind, TrialError
+    from clawrig.verify.killer import limit_hit
+
+    words = "the kernel killed 1 process(es) for the sandbox's memory limit of 64 MiB"
+    said = TrialError(kind=ErrorKind.AGENT, message=f"bad file {words!r}", phase="gt_inject")
+    assert not limit_hit(None, said)
+    died = said.model_copy(update={"out_of_memory": True})
+    assert limit_hit(None, died)
+    assert not limit_hit(None, died.model_copy(update={"phase": "agent"}))  # not while grading

@@ -1698,6 +1698,8 @@ class Trial:
             raise
         except Exception as exc:
             result.error = self._error_of(exc)
+            if isinstance(exc, SandboxDied) and exc.out_of_memory:
+                result.error.out_of_memory = True  # (verify reads it: not the message's text)
             if result.error.kind == ErrorKind.AGENT:
                 result.score = Score(
                     score=0.0,

@@ -314,9 +314,7 @@ def oom_note(sandbox: Sandbox) -> str | None:
     if not count:
         return None
     limit = (sandbox.config.limits.memory_bytes or 0) // 1024**2
-    return f"the kernel killed {count} process(es) {OOM_MARK} {limit} MiB: --memory-mb"
-
-
-OOM_MARK = "for the sandbox's memory limit of"
-""":func:`oom_note`'s words: a trial error whose message holds them died of the limit (its
-supervisor killed, say; :func:`clawrig.verify.killer.limit_hit`)."""
+    return (
+        f"the kernel killed {count} process(es) for the sandbox's memory limit of {limit} MiB: "
+        "--memory-mb"
+    )

@@ -60,12 +60,15 @@ class ErrorKind(StrEnum):
 
 
 class TrialError(BaseModel):
-    """A typed failure of a trial. ``phase`` is the lifecycle phase it happened in."""
+    """A typed failure of a trial. ``phase`` is the lifecycle phase it happened in;
+    ``out_of_memory``: a sandbox of the trial died because the kernel killed its processes for
+    the memory limit (``--memory-mb``; false in folders written before it was recorded)."""
 
     kind: ErrorKind
     message: str
     phase: str | None = None
     retryable: bool = False
+    out_of_memory: bool = False
 
 
 class StopReason(StrEnum):

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from clawrig.choices import DEFAULT_MEMORY_MB
-from clawrig.sandbox.base import OOM_MARK
 from clawrig.spec.task import Task, Workspace
 from clawrig.spec.trial import ErrorKind, Score, TrialError
 from clawrig.verify.report import Finding
@@ -51,14 +50,13 @@ def result_files(golden: Mapping[str, bytes], initial: Path | None) -> list[str]
 
 def limit_hit(score: Score | None, error: TrialError | None = None) -> bool:
     """True when the grader was killed for the sandbox's memory limit (``--memory-mb``:
-    ``details["out_of_memory"]``), or the trial's ``error`` says the clean room died of it
-    while grading (the kernel may kill its supervisor instead of the grader: a CI run saw it,
-    :data:`clawrig.sandbox.base.OOM_MARK`): the check could not run."""
+    ``details["out_of_memory"]``), or the clean room died of it while grading (the kernel may
+    kill its supervisor instead of the grader: a CI run saw it; the trial's ``error``
+    ``out_of_memory``, not its message, which can hold what the agent wrote): the check could
+    not run."""
     if score is not None and score.details.get("out_of_memory"):
         return True
-    return (
-        error is not None and error.phase in ("gt_inject", "grading") and OOM_MARK in error.message
-    )
+    return error is not None and error.phase in ("gt_inject", "grading") and error.out_of_memory
 
 
 def judge(check: str, what: str, score: Score | None, threshold: float) -> Finding:
