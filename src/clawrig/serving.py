@@ -22,12 +22,18 @@ if TYPE_CHECKING:
 
 
 def tcp_listener(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A bound TCP socket for uvicorn. ``proto=IPPROTO_TCP`` matters: asyncio sets TCP_NODELAY
-    on accepted connections only when the socket says it is TCP; without it every reply on a
-    kept-alive connection waits ~40 ms for a delayed ACK (Nagle). Raises OSError."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    """A bound TCP socket for uvicorn on ``host`` (an IPv4 or IPv6 address, or a name: IPv6
+    when it holds a colon, ``::`` every address). ``proto=IPPROTO_TCP`` matters: asyncio sets
+    TCP_NODELAY on accepted connections only when the socket says it is TCP; without it every
+    reply on a kept-alive connection waits ~40 ms for a delayed ACK (Nagle). Raises OSError."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
     return sock
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from clawrig.errors import UserError
 from clawrig.testing.scripted_server import (
+    Reply,
     ScriptedServer,
     call,
     drop,
@@ -200,10 +201,19 @@ def test_responder_failure_is_a_500_no_client_retries(scripted_server):
     srv = scripted_server(responder=lambda body: 12345)
     resp = httpx.post(f"{srv.base_url}/chat/completions", json=chat())
     assert resp.status_code == 500 and resp.headers["x-should-retry"] == "false"
+    fields = ", ".join(Reply.model_fields)
     assert resp.json()["error"]["message"] == (
-        "ScriptedServer responder failed: it returned 12345, not a reply (text, or a dict with "
-        "content, tool_calls, error or drop: docs in clawrig.testing.scripted_server)"
+        "ScriptedServer responder failed: it returned 12345, not a reply (reply: a reply is "
+        f"text, or a dict of {fields}: docs in clawrig.testing.scripted_server)"
     )
+    # a misspelt key is named (helper-151 wrote "message" for "error_message")
+    srv = scripted_server(responder=lambda body: {"error": 400, "message": "too long"})
+    said = httpx.post(f"{srv.base_url}/chat/completions", json=chat()).json()["error"]
+    assert said["message"].startswith(
+        "ScriptedServer responder failed: it returned {'error': 400, 'message': 'too long'}, "
+        "not a reply (message: a reply is text, or a dict of content, tool_calls, "
+    )
+    assert "error_message" in said["message"]
 
 
 MALFORMED = [

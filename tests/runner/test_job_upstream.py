@@ -224,9 +224,12 @@ def test_a_model_refusing_every_first_request_stops_the_job_after_three_trials(
     assert f"(HTTP 400: {TOO_LONG}) and not one answered" in stopped
     # helper-149: it named the refusal twice more (the model, its URL) and told to check the
     # key and base URL, which work: what to do is a model with a larger context
-    assert "a model with a larger context" in stopped and "check -m" not in stopped
+    assert "a model of a larger context, as a new job (another -o)" in stopped
+    assert "check -m" not in stopped and "above" not in stopped  # (it is in the JSON too)
     assert stopped.count(TOO_LONG) == 1 and "scripted/test" not in stopped
-    assert "2 trial(s) not run and 3 errored" in r.stdout
+    # the same model refuses them on --resume too: the console does not say it continues
+    # (helper-151)
+    assert "2 trial(s) not run and 3 errored" in r.stdout and "--resume continues" not in r.stdout
     probes = [q for q in srv.requests if q["messages"] == PROBE]
     assert len(probes) == 3 and all(len(q["tools"]) == 17 for q in probes)
     assert len(srv.requests) == 6
@@ -454,8 +457,12 @@ def test_a_trial_refused_after_answers_keeps_its_turns_though_not_scored(
     r, summary, out = _stopped_job(bench, srv, tmp_path)
     row = summary["tasks"][1]
     assert row["score"] is None and row["error"]["kind"] == "infrastructure"
-    # the job's stop line names the refusal once, without the trial's role prefix
-    assert "the model: " not in summary["provider_stopped"]
+    # the job's stop line names the refusal once, without the trial's role prefix, and not
+    # "check -m, its key and ..." (the model had answered: those work; helper-151)
+    stopped = summary["provider_stopped"]
+    assert "the model: " not in stopped and "check -m" not in stopped
+    assert stopped.endswith("(it had answered this job's requests: its message says why)")
+    assert "--resume continues once it answers" in r.stdout
     (result,) = [json.loads(p.read_text()) for p in out.glob("*task_2*/*/result.json")]
     assert (result["turns"], result["tool_calls"]) == (1, 1)
     assert result["usage"]["request_count"] == 1

@@ -70,7 +70,7 @@ def test_bad_input_is_one_line(jobs, tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         proc = clawrig("view", jobs["oracle"], "--port", taken.getsockname()[1])
-    assert proc.returncode == 2 and "--port: cannot listen" in proc.stderr
+    assert proc.returncode == 2 and "--host/--port: cannot listen" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     proc = clawrig("export", "inspect", tmp_path / "empty", tmp_path / "logs")
     assert proc.returncode == 2 and "not a job folder" in proc.stderr

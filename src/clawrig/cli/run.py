@@ -564,10 +564,12 @@ def report(summary: dict[str, Any], config: Any) -> int:
             f"the budget of ${config.budget_usd:g} stopped the job; "
             f"{left} (raise --budget-usd and --resume to continue)"
         )
-    if summary.get("provider_stopped"):
-        bits.append(
-            f"stopped: {summary['provider_stopped']}; {left} (--resume continues once it answers)"
-        )
+    if stopped := summary.get("provider_stopped"):
+        from clawrig.llm.client import PROMPTS_REFUSED
+
+        # a model that refuses the job's prompts (not its settings) refuses them on --resume too
+        resume = "" if PROMPTS_REFUSED in stopped else " (--resume continues once it answers)"
+        bits.append(f"stopped: {stopped}; {left}{resume}")
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")
         bits.append(

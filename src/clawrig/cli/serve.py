@@ -105,12 +105,15 @@ def register(app: typer.Typer) -> None:
         try:
             sock = tcp_listener(host, port)
         except OSError as exc:
-            raise UserError(f"--port: cannot listen on {host}:{port}: {exc.strerror}") from None
+            raise UserError(
+                f"--host/--port: cannot listen on {host}:{port}: {exc.strerror or exc}"
+            ) from None
         app_ = create_app(
             rollouts, tasks, max_queue=max_queue, timeout_s=timeout_s, api_key=key, host=host
         )
         listening = (
-            f"clawrig serve: listening on http://{host}:{sock.getsockname()[1]} with "
+            f"clawrig serve: listening on http://{f'[{host}]' if ':' in host else host}:"
+            f"{sock.getsockname()[1]} with "
             f"{len(tasks)} task(s) (trials in {output}; Ctrl-C stops)"
         )
 

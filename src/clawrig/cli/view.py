@@ -65,11 +65,10 @@ def view(
     try:
         sock = tcp_listener(host, port)
     except OSError as exc:
-        fail(f"--port: cannot listen on {host}:{port} ({exc.strerror or exc})")
-    shown = sock.getsockname()
-    console.print(
-        f"clawrig view on http://{shown[0]}:{shown[1]}/  (Ctrl-C to stop)", highlight=False
-    )
+        fail(f"--host/--port: cannot listen on {host}:{port} ({exc.strerror or exc})")
+    address, bound = sock.getsockname()[:2]
+    address = f"[{address}]" if ":" in address else address
+    console.print(f"clawrig view on http://{address}:{bound}/  (Ctrl-C to stop)", highlight=False)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 

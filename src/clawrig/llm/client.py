@@ -362,6 +362,12 @@ after answers; a server refusing even a plain request; every trial's first promp
 and what to do about it (None: check the model's settings), :func:`mark_refused`."""
 
 
+PROMPTS_REFUSED = "its context takes none of this job's prompts"
+"""What the job's stop line says of a model that refused the first request of several trials
+and answers a plain conversation (``clawrig.runner.trial``): its own server works, so
+``--resume`` on the same model would be refused the same (the console says no more)."""
+
+
 def mark_refused(endpoint: ModelEndpoint, message: str, *, advice: str | None = None) -> None:
     """Note that ``endpoint``'s server refuses every request the job could send
     (``message``: one line; :func:`provider_stop`). ``advice``: what to do about it, when not

@@ -86,6 +86,7 @@ from clawrig.llm.base import ChatModel
 from clawrig.llm.client import (
     PROBE,
     PROBE_REPLY_BYTES,
+    PROMPTS_REFUSED,
     SETTINGS_REFUSALS,
     OpenAIChatModel,
     RetryPolicy,
@@ -1937,8 +1938,8 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
                 endpoint,
                 f"the first request of {refused} trials ({said}) and not one answered, while "
                 "it answers a plain conversation with the same tools and settings",
-                advice="it takes none of this job's prompts: a model with a larger context "
-                "may (the trials' errors above say what each was refused for)",
+                advice=f"{PROMPTS_REFUSED}: run them with a model of a larger context, as a "
+                "new job (another -o)",
             )
         return ProviderRefused(f"{exc} ({why}; {REFUSED_TRIAL_ENDS})", status=exc.status)
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
@@ -1965,8 +1966,10 @@ def _provider_broken(
     new trial, ``provider_stopped``); this trial ends as an infrastructure error, not scored
     (``--resume`` runs it again)."""
     why = f"{exc} (and a plain request is refused too)"
-    if endpoint is not None:
-        mark_refused(endpoint, why)  # the job's stop line names the role
+    if endpoint is not None:  # (the job's stop line names the role)
+        mark_refused(
+            endpoint, why, advice="it had answered this job's requests: its message says why"
+        )
     return ProviderRefused(
         f"{role}: {why}: it serves nothing now; this trial ends", status=exc.status
     )

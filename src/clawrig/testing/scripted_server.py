@@ -517,12 +517,14 @@ class ScriptedServer:
             answer = self._responder(body)
             try:
                 rep = _as_reply(answer)
-            except ValidationError:
+            except ValidationError as exc:
                 shown = repr(answer)
                 shown = shown if len(shown) <= 200 else shown[:200] + "..."
+                wrong = sorted({".".join(map(str, e["loc"])) or "reply" for e in exc.errors()})
                 raise _NotAReply(
-                    f"it returned {shown}, not a reply (text, or a dict with content, "
-                    "tool_calls, error or drop: docs in clawrig.testing.scripted_server)"
+                    f"it returned {shown}, not a reply ({', '.join(wrong)}: a reply is text, "
+                    f"or a dict of {', '.join(Reply.model_fields)}: docs in "
+                    "clawrig.testing.scripted_server)"
                 ) from None
             with self._lock:
                 self._used += 1
