@@ -41,39 +41,74 @@ ANY_ADDRESS = frozenset({"", "0.0.0.0", "::"})
 """Listening addresses that take connections on every address of the machine."""
 
 
-def named_hosts(host: str) -> list[str] | None:
-    """The names a browser may put in the Host header of a request to a server listening on
-    ``host`` (an address or name), or None when any may (``host`` is one of
-    :data:`ANY_ADDRESS`: the server is reached under names it cannot know). Loopback adds
-    ``localhost`` and ``127.0.0.1`` (and ``[::1]``); any other adds this machine's host name and
-    fully qualified name. IPv6 literals are bracketed as Host headers carry them (RFC 3986)."""
+def named_hosts(host: str) -> frozenset[str] | None:
+    """The names (lower case; IPv6 addresses without brackets) a browser may put in the Host
+    header of a request to a server listening on ``host`` (an address or name), or None when
+    any may (``host`` is one of :data:`ANY_ADDRESS`: the server is reached under names it
+    cannot know). Loopback adds ``localhost``, ``127.0.0.1`` and ``::1``; any other address
+    adds this machine's host name and fully qualified name."""
     import ipaddress
 
     if host in ANY_ADDRESS:
         return None
-    names = {host.lower()}
+    names = {host.lower().strip("[]")}
     try:
-        loopback = ipaddress.ip_address(host).is_loopback
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         loopback = host.lower() == "localhost"
     if loopback:
-        names |= {"localhost", "127.0.0.1", "[::1]"}
+        names |= {"localhost", "127.0.0.1", "::1"}
     else:
         names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
-    return sorted({f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names})
+    return frozenset(names)
 
 
-def guard_hosts(app: Any, host: str) -> None:
-    """Make ``app`` (a FastAPI app, before it serves) answer 400 "Invalid host header" to a
-    request whose Host header is none of :func:`named_hosts` of its listening ``host``: a web
-    page the user opens cannot reach a loopback server by DNS rebinding (its name made to
-    resolve to 127.0.0.1, its requests then carry that name). Starlette's
-    ``TrustedHostMiddleware``."""
-    from starlette.middleware.trustedhost import TrustedHostMiddleware
+def host_name(header: str) -> str | None:
+    """The host a Host header names (``name[:port]``, ``[v6]:port``): lower case, IPv6 without
+    brackets; None when it names none (empty, malformed)."""
+    from urllib.parse import urlsplit
 
+    try:
+        return urlsplit(f"//{header}").hostname or None
+    except ValueError:
+        return None
+
+
+class HostGuard:
+    """ASGI middleware answering, instead of the app, a request whose Host header names none
+    of ``allowed`` (:func:`named_hosts`): ``refusal(line)`` makes the HTTP response (400), a
+    websocket is closed. So a web page the user opens cannot reach a loopback server by DNS
+    rebinding (its own name made to resolve to 127.0.0.1: its requests carry that name)."""
+
+    def __init__(self, app: Any, *, allowed: frozenset[str], refusal: Any) -> None:
+        self.app, self.allowed, self.refusal = app, allowed, refusal
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            header = next((v for k, v in scope["headers"] if k == b"host"), b"")
+            said = header.decode("latin-1")
+            name = host_name(said)
+            if name not in self.allowed:
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                line = (
+                    f"host: {said or '(no Host header)'!s} is not a name of this server (it "
+                    f"answers to {', '.join(sorted(self.allowed))}; listening with --host "
+                    "0.0.0.0 it takes any)"
+                )
+                await self.refusal(line)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def guard_hosts(app: Any, host: str, refusal: Any) -> None:
+    """Make ``app`` (a FastAPI app, before it serves) answer ``refusal(line)`` (a response
+    with status 400) to a request whose Host header names none of :func:`named_hosts` of its
+    listening ``host`` (:class:`HostGuard`)."""
     allowed = named_hosts(host)
     if allowed is not None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed)
+        app.add_middleware(HostGuard, allowed=allowed, refusal=refusal)
 
 
 @functools.cache

@@ -587,7 +587,11 @@ async def test_a_request_naming_another_host_starts_no_episode(serve, scripted_s
         refused = await client.post(
             "/v1/episodes", json=body, headers={"host": f"rebound.example:{port}"}
         )
-        assert refused.status_code == 400 and refused.text == "Invalid host header"
+        assert refused.status_code == 400  # the server's {"error": "<field>: <line>"}
+        assert refused.json() == {
+            "error": f"host: rebound.example:{port} is not a name of this server (it answers "
+            "to 127.0.0.1, ::1, localhost; listening with --host 0.0.0.0 it takes any)"
+        }
         assert policy.requests == []  # no episode started
         health = await client.get("/health", headers={"host": f"localhost:{port}"})
         assert health.status_code == 200 and health.json()["tasks"] == 10
@@ -596,14 +600,17 @@ async def test_a_request_naming_another_host_starts_no_episode(serve, scripted_s
 def test_the_host_names_a_server_answers_follow_its_address():
     import socket
 
-    from clawrig.serving import named_hosts
+    from clawrig.serving import host_name, named_hosts
 
-    assert named_hosts("127.0.0.1") == ["127.0.0.1", "[::1]", "localhost"]
-    assert named_hosts("::1") == ["127.0.0.1", "[::1]", "localhost"]
-    assert named_hosts("localhost") == ["127.0.0.1", "[::1]", "localhost"]
+    loopback = {"127.0.0.1", "::1", "localhost"}
+    assert named_hosts("127.0.0.1") == named_hosts("::1") == named_hosts("localhost") == loopback
     for everywhere in ("0.0.0.0", "::", ""):  # reached under names it cannot know: any
         assert named_hosts(everywhere) is None
     lan = named_hosts("10.1.2.3")
     assert lan is not None and "10.1.2.3" in lan and "127.0.0.1" not in lan
     assert socket.gethostname().lower() in lan
-    assert "[fd00::5]" in (named_hosts("fd00::5") or [])
+    assert "fd00::5" in (named_hosts("fd00::5") or [])
+    # what a Host header names, as the guard compares it
+    assert host_name("LocalHost:80") == "localhost" and host_name("[::1]:8") == "::1"
+    assert host_name("127.0.0.1@evil.example") == "evil.example" and host_name("") is None
+    assert host_name("[::1") is None

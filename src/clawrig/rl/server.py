@@ -209,7 +209,7 @@ def create_app(
     starts episodes by DNS rebinding)."""
     by_id = {t.id: t for t in tasks}
     app = FastAPI(title="clawrig rollout server")
-    guard_hosts(app, host)
+    guard_hosts(app, host, lambda line: JSONResponse({"error": line}, status_code=400))
     app.add_middleware(BodyCap)
     state = {"admitted": 0, "running": 0}
     limit = rollouts.max_concurrency + max(0, max_queue)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Query
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from clawrig.serving import guard_hosts
@@ -22,12 +22,12 @@ from clawrig.view.pages import STATIC_DIR, Site
 
 def create_app(folders: list[Path], *, host: str = "127.0.0.1") -> FastAPI:
     """The app over ``folders`` (job output folders), to listen on ``host``: a request whose
-    Host header names another host is answered 400 (:func:`clawrig.serving.guard_hosts`: no
-    web page reads the trials by DNS rebinding). Raises UserError for a folder that is not a
-    job folder."""
+    Host header names another host is answered 400, one plain line
+    (:func:`clawrig.serving.guard_hosts`: no web page reads the trials by DNS rebinding).
+    Raises UserError for a folder that is not a job folder."""
     site = Site(open_jobs(folders), live=True)
     app = FastAPI(title="clawrig view", docs_url=None, redoc_url=None, openapi_url=None)
-    guard_hosts(app, host)
+    guard_hosts(app, host, lambda line: PlainTextResponse(line, status_code=400))
     app.state.site = site
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
