@@ -825,12 +825,15 @@ def test_a_worker_stuck_before_it_is_ready_is_killed_and_the_job_refused(
 
 
 def _ctrl_c_with_a_stopped_worker(
-    args: list[str], env: dict[str, str], ready: Any
+    args: list[str], env: dict[str, str], ready: Any, woken_after: float | None = None
 ) -> tuple[int, int, str]:
     """``clawrig run ARGS`` (``--workers 2``) in its own session: once its one worker has
     started and ``ready()`` is true, the worker is stopped (SIGSTOP) and the driver gets Ctrl-C
-    (SIGINT). Returns (the driver's exit code, the worker's pid, the driver's stderr); the
-    worker is continued afterwards should it still exist."""
+    (SIGINT); ``woken_after``: the driver gets Ctrl-C first, the worker is stopped 50 ms later
+    (in its trials' clean-up) and continued after that many seconds, when the driver's stop
+    has come. Returns (the driver's exit code, the
+    worker's pid, the driver's stderr); the worker is continued afterwards should it still
+    exist."""
     proc = subprocess.Popen(
         args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True,
@@ -846,10 +849,17 @@ def _ctrl_c_with_a_stopped_worker(
         proc.kill()
         raise AssertionError(f"no worker ready: {proc.communicate()[1].decode()[-2000:]}")
     (worker,) = workers
+    if woken_after is not None:  # the driver's cancels reach it, then it stops mid-clean-up
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
     os.kill(worker, signal.SIGSTOP)
-    time.sleep(1)
-    proc.send_signal(signal.SIGINT)
+    if woken_after is None:
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
     try:
+        if woken_after is not None:
+            time.sleep(woken_after)
+            os.kill(worker, signal.SIGCONT)
         _, err = proc.communicate(timeout=120)
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -924,14 +934,17 @@ def test_a_killed_workers_cut_trials_keep_what_they_spent(
     assert math.isclose(total, COST * (2 * 4 + len(kept))), (total, len(kept))
 
 
+@pytest.mark.parametrize("woken_after", [None, 1.2], ids=["killed", "woken"])
 def test_ctrl_c_with_a_stopped_worker_keeps_what_its_trials_spent(
-    mini_bench, even_responder, tmp_path
+    mini_bench, even_responder, tmp_path, woken_after
 ):
     """helper-147: Ctrl-C while a worker was stopped: the job cancelled the worker's attempts
     and forgot them, the worker was killed before it could set their folders aside, and the
     job's last sweep removed them with what their model calls spent (after --resume the totals
     were $0.051 against $0.055 answered). Now the driver keeps a cancelled attempt until the
-    worker says it ended it, and sets aside a killed worker's as a dead worker's."""
+    worker says it ended it, and sets aside a killed worker's as a dead worker's. Woken before
+    it is killed, the worker reads the driver's cancel and its stop at once: its stop
+    cancelled the trials a second time, which cut their clean-up short (helper-152)."""
     bench = mini_bench(4)
     srv = _second_call_slow(even_responder, 30.0)  # every trial in flight with one call spent
     out = tmp_path / "out"
@@ -939,14 +952,18 @@ def test_ctrl_c_with_a_stopped_worker_keeps_what_its_trials_spent(
     args += ["--workers", "2", "-o", str(out)]
     env = _env(srv) | {"CLAWRIG_WORKER_HUNG_S": "4"}  # killed after 2 silent beats (2 s)
     try:
-        code, worker, err = _ctrl_c_with_a_stopped_worker(args, env, _spent_in_flight(out, 4))
+        code, worker, err = _ctrl_c_with_a_stopped_worker(
+            args, env, _spent_in_flight(out, 4), woken_after
+        )
     finally:
         srv.stop()
     assert code == 130, err[-2000:]
     assert not Path(f"/proc/{worker}").exists()
     kept = [json.loads(p.read_text()) for p in (out / "_retried").glob("*/result.json")]
+    # every trial in flight set aside with its one recorded call: the driver's own two and
+    # the worker's (by the driver when it killed the worker, else by the worker itself)
+    assert len(kept) == 4, [r["error"] for r in kept]
+    assert all(r["usage"]["request_count"] == 1 for r in kept)
+    assert all(math.isclose(r["usage"]["cost_usd"], COST) for r in kept)
     of_worker = [r for r in kept if f"(pid {worker})" in (r["error"] or {}).get("message", "")]
-    assert len(of_worker) == 2, [r["error"] for r in kept]  # the stopped worker's two trials
-    assert all(r["usage"]["request_count"] == 1 for r in of_worker)
-    assert all(math.isclose(r["usage"]["cost_usd"], COST) for r in of_worker)
-    assert len(kept) == 4  # and the driver's own two, which it set aside itself
+    assert len(of_worker) == (2 if woken_after is None else 0), [r["error"] for r in kept]

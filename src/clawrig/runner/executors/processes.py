@@ -569,7 +569,10 @@ async def _serve(sock: socket.socket) -> None:
             finally:
                 alive.cancel()
                 for trial in list(running.values()):
-                    trial.cancel()
+                    # not one the driver cancelled already: a second cancel interrupts its
+                    # clean-up (the folder set aside with its spend: helper-152)
+                    if not trial.cancelling():
+                        trial.cancel()
                 await asyncio.gather(*running.values(), return_exceptions=True)
                 if services.pool is not None:
                     await services.pool.close()
