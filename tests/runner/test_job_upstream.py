@@ -254,6 +254,9 @@ def test_a_probe_meeting_an_outage_is_an_infrastructure_error(
     (row,) = json.loads((out / "summary_scripted_test.json").read_text())["tasks"]
     err = row["error"]
     assert err["kind"] == "infrastructure" and "probe boom" in err["message"], err
+    # the refusal it was to judge is kept in view (helper-152: it was gone)
+    assert err["message"].startswith("scripted/test: HTTP 400 from ") and TOO_LONG in err["message"]
+    assert "(and the plain request that judges it failed: " in err["message"]
     assert "RuntimeError" not in err["message"] and "Traceback" not in r.stderr
     assert _probes(srv) == 2  # the probe's two attempts
 
@@ -499,3 +502,53 @@ async def test_a_probe_reply_past_a_mebibyte_is_not_read(scripted_server):
     with pytest.raises(ProviderError, match="over the cap of 1 MiB"):
         await _answers_probe(srv.endpoint("scripted/test"), like={"messages": []})
     assert _probes(srv) == 2  # its two attempts
+    # keeping the refused request's own token limit, its reply has that request's cap: a
+    # (streamed, reasoning) answer within the limit may pass 1 MiB (helper-152)
+    like = {"messages": [], "max_completion_tokens": 8192}
+    assert await _answers_probe(srv.endpoint("scripted/test"), like=like)
+
+
+@pytest.mark.parametrize(
+    "event", [b"{not json", b"[1, 2]", b'{"id": "x", "choices": null}'], ids=str
+)
+async def test_a_malformed_streamed_probe_reply_is_an_outage(event):
+    # helper-152: a streamed probe reply that was no JSON, no object, or had no list of
+    # choices escaped as JSONDecodeError, AttributeError or TypeError (a harness bug to read).
+    # Now a reply of the wrong shape, retried once as a plain one is, then an outage
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from clawrig.errors import ProviderError
+    from clawrig.llm.providers import ModelEndpoint
+    from clawrig.runner.trial import _answers_probe
+
+    asked: list[dict] = []
+
+    class Stream(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            asked.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b"data: " + event + b"\n\ndata: [DONE]\n\n")
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stream)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    endpoint = ModelEndpoint(
+        name="raw/m", provider="raw", model_id="m",
+        base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+    )  # fmt: skip
+    like = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
+    try:
+        with pytest.raises(ProviderError) as failed:
+            await _answers_probe(endpoint, like=like)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    said = str(failed.value)
+    assert "after 2 attempts: a streamed reply of the wrong shape: " in said, said
+    for raw in ("JSONDecodeError", "AttributeError", "TypeError"):
+        assert raw not in said
+    assert len(asked) == 2 and all(q["messages"] == PROBE and q["stream"] for q in asked)

@@ -1223,6 +1223,17 @@ class OpenAIChatModel:
         )
 
     async def _streamed(self, params: dict[str, Any]) -> ChatResponse:
+        """The :class:`ChatResponse` of a streamed request (raises _BodyError, a provider fault
+        that is retried, for a stream of the wrong shape: an event that is not JSON, not an
+        object, or without a list of choices: as :meth:`_from_completion`)."""
+        try:
+            return await self._read_stream(params)
+        except (AttributeError, TypeError, ValueError) as exc:  # JSONDecodeError too
+            raise _BodyError(
+                None, f"a streamed reply of the wrong shape: {_one_line(str(exc))}"
+            ) from None
+
+    async def _read_stream(self, params: dict[str, Any]) -> ChatResponse:
         stream = await self._client().chat.completions.create(
             **params, stream=True, stream_options={"include_usage": True}
         )

@@ -84,6 +84,7 @@ from clawrig.jsonl import jsonl_objects
 from clawrig.leftovers import owned_tempdir, remove_tree, scratch_dir
 from clawrig.llm.base import ChatModel
 from clawrig.llm.client import (
+    MAX_REPLY_BYTES,
     PROBE,
     PROBE_REPLY_BYTES,
     PROMPTS_REFUSED,
@@ -1850,6 +1851,9 @@ PROBE_TIMEOUT_S = 60.0
 """Seconds the harness waits for a provider to answer its probe (:func:`_answers_probe`, each
 of its two attempts): a probe left unanswered is the provider's outage (ProviderError), not a
 trial held for the endpoint's whole request timeout."""
+PROBE_TOTAL_S = 2 * PROBE_TIMEOUT_S + 10.0
+"""Seconds the harness's probe may take in all (its two attempts and the wait between): a
+stream kept alive without ending is an outage (ProviderError), not a trial held for hours."""
 REFUSED_TRIAL_ENDS = "this trial ends, not scored"
 """How the message of a trial ended by a refusal of its request ends (:func:`_refusal_of`):
 what follows for a job (no new trial, ``--resume``) is the job's to say, as the same trial
@@ -1917,7 +1921,13 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         content = 400 <= exc.status < 500 and exc.status not in SETTINGS_REFUSALS
         if not content or like is None:
             return exc
-        if (again := await _probe_refusal(endpoint, like=like, lease=lease)) is not None:
+        try:
+            again = await _probe_refusal(endpoint, like=like, lease=lease)
+        except ProviderError as failed:  # an outage: nothing judged, the refusal kept in view
+            raise ProviderError(
+                f"{exc} (and the plain request that judges it failed: {failed})"
+            ) from None
+        if again is not None:
             # a 4xx: the settings are refused; a 5xx the server said not to retry: it fails
             blame = "the settings" if (again.status or 0) < 500 else "the server fails it"
             return ModelRequestError(
@@ -2000,9 +2010,10 @@ async def _probe_refusal(
     sampling settings, token limit and streaming, ``stream_options`` as the gateway sent them
     upstream, not the endpoint's token limit added: a setting the server refuses is refused
     again; without a limit of its own, 8 completion tokens), else up to 8 completion tokens
-    and nothing more. Each of its two attempts waits at most :data:`PROBE_TIMEOUT_S` and
-    reads at most :data:`clawrig.llm.client.PROBE_REPLY_BYTES` of reply (a server may ignore
-    the token limit). The probe's answer is not noted as the model answering
+    and nothing more. Each of its two attempts waits at most :data:`PROBE_TIMEOUT_S` for a
+    byte, the whole at most :data:`PROBE_TOTAL_S`; a reply is read up to
+    :data:`clawrig.llm.client.PROBE_REPLY_BYTES` with the plain probe's 8 tokens (a server may
+    ignore them), up to the request's own cap with its own limit. The probe's answer is not noted as the model answering
     (:attr:`OpenAIChatModel.notes_answers`). ``lease``: the trial's (or its
     judge's) gateway lease, which the answered probe's usage and cost are counted on (the
     trial's usage, the job's spend: :meth:`Gateway.count_probe`). Else the probe's refusal
@@ -2034,13 +2045,21 @@ async def _probe_refusal(
         retry=retry,
         stream=stream,
         timeout_s=PROBE_TIMEOUT_S,
-        max_reply_bytes=PROBE_REPLY_BYTES,
+        # the refused request's own token limit kept: its own reply cap (a streamed reasoning
+        # reply within it can pass 1 MiB: helper-152), else a plain probe's
+        max_reply_bytes=PROBE_REPLY_BYTES if limit is not None else MAX_REPLY_BYTES,
     ) as model:
         model.notes_answers = False  # the probe is not the model taking a trial's request
         try:
-            answer = await model.chat(PROBE, tools=tools, max_tokens=limit, extra=extra)
+            async with asyncio.timeout(PROBE_TOTAL_S):  # a stream kept alive but never ending
+                answer = await model.chat(PROBE, tools=tools, max_tokens=limit, extra=extra)
         except ModelRequestError as refused:
             return refused
+        except TimeoutError:
+            raise ProviderError(
+                f"{endpoint.name}: the harness's plain request had no whole answer within "
+                f"{PROBE_TOTAL_S:g} s"
+            ) from None
     if lease is not None:
         lease.gateway.count_probe(lease, answer.usage)
     return None
