@@ -2013,10 +2013,11 @@ async def _probe_refusal(
     and nothing more. Each of its two attempts waits at most :data:`PROBE_TIMEOUT_S` for a
     byte, the whole at most :data:`PROBE_TOTAL_S`; a reply is read up to
     :data:`clawrig.llm.client.PROBE_REPLY_BYTES` with the plain probe's 8 tokens (a server may
-    ignore them), up to the request's own cap with its own limit. The probe's answer is not noted as the model answering
-    (:attr:`OpenAIChatModel.notes_answers`). ``lease``: the trial's (or its
-    judge's) gateway lease, which the answered probe's usage and cost are counted on (the
-    trial's usage, the job's spend: :meth:`Gateway.count_probe`). Else the probe's refusal
+    ignore them), up to the request's own cap with its own limit. The probe's answer is not
+    noted as the model answering (:attr:`OpenAIChatModel.notes_answers`). ``lease``: the
+    trial's (or its judge's) gateway lease, which the answered probe's usage and cost are
+    counted on (the trial's usage, the job's spend: :meth:`Gateway.count_probe`). Else the
+    probe's refusal
     (a ModelRequestError without an endpoint too); raises ProviderError when it fails (an
     outage)."""
     if endpoint is None:
