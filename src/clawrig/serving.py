@@ -49,6 +49,8 @@ def named_hosts(host: str) -> frozenset[str] | None:
     adds this machine's host name and fully qualified name."""
     import ipaddress
 
+    with contextlib.suppress(OSError):  # an IPv4 address as bind reads it (127.1, 0)
+        host = socket.inet_ntoa(socket.inet_aton(host))
     if host in ANY_ADDRESS:
         return None
     names = {host.lower().strip("[]")}

@@ -967,3 +967,35 @@ def test_ctrl_c_with_a_stopped_worker_keeps_what_its_trials_spent(
     assert all(math.isclose(r["usage"]["cost_usd"], COST) for r in kept)
     of_worker = [r for r in kept if f"(pid {worker})" in (r["error"] or {}).get("message", "")]
     assert len(of_worker) == (2 if woken_after is None else 0), [r["error"] for r in kept]
+
+
+def test_a_second_ctrl_c_keeps_what_the_trials_in_progress_spent(
+    mini_bench, even_responder, tmp_path
+):
+    """helper-152: a second Ctrl-C (or the grace time running out) exited at once and swept the
+    trials in progress with their folders, what their recorded model calls spent with them
+    (after --resume the totals were $0.040 against $0.043 answered; a kill -9 kept it, as the
+    resumed job adopts what it left). Now they are set aside with their spend first."""
+    from clawrig.runner.batch import EXITED_AT_ONCE
+
+    bench = mini_bench(4)
+    srv = _second_call_slow(even_responder, 30.0)  # every trial in flight with one call spent
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "4", "-o", str(out)]
+    proc = subprocess.Popen(args, env=_env(srv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        spent, deadline = _spent_in_flight(out, 4), time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and not spent():
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.01)  # (two at once are one pending signal)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        srv.stop()
+    assert proc.returncode == 130 and b"interrupted again: exiting now" in err, err[-2000:]
+    assert list(out.glob("*/.tmp-*")) == []  # nothing half-written left
+    kept = [json.loads(p.read_text()) for p in (out / "_retried").glob("*/result.json")]
+    assert len(kept) == 4, [r["error"] for r in kept]
+    assert all(r["usage"]["request_count"] == 1 for r in kept)
+    assert any(r["error"]["message"] == EXITED_AT_ONCE for r in kept)

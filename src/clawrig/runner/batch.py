@@ -70,6 +70,9 @@ from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, TrialError, TrialResult, Usage
 from clawrig.waits import harness_slots
 
+EXITED_AT_ONCE = "interrupted: the job exited at once while this attempt ran (run again on resume)"
+"""The error of an attempt cut short by a job leaving at once (a second Ctrl-C, or its trials
+not stopping within :data:`INTERRUPT_GRACE_S`): :func:`set_aside_partial_trials`."""
 INTERRUPT_GRACE_S = 10.0
 """Seconds a first Ctrl-C waits for running trials to stop before exiting anyway."""
 
@@ -849,12 +852,24 @@ def set_aside_killed(
     return spent
 
 
-def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[Task]) -> None:
-    """Remove half-written trial folders; record whole ones of this job the crash missed."""
-    done = progress.done()
+def set_aside_partial_trials(
+    job: JobConfig, tasks: list[Task], job_id: str, why: str | None = None
+) -> None:
+    """Each half-written trial folder (``<task>/.tmp-*``) of ``tasks`` under the job's output
+    set aside with what its recorded model calls spent, else removed
+    (:func:`set_aside_killed`, ``why`` its error): what a job leaving at once (a second
+    Ctrl-C), or resumed after a crash, keeps of its trials in progress."""
     for task in tasks:
         for tmp in (job.output / task.id).glob(f"{TMP_PREFIX}*"):
-            set_aside_killed(tmp, task, job, job_id)
+            with contextlib.suppress(OSError):
+                set_aside_killed(tmp, task, job, job_id, why)
+
+
+def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[Task]) -> None:
+    """Set aside half-written trial folders; record whole ones of this job the crash missed."""
+    done = progress.done()
+    set_aside_partial_trials(job, tasks, job_id)
+    for task in tasks:
         for entry, res in _trial_folders(job.output, task.id, job_id):
             key = (res.task_id, res.run_index)
             if not _final(res):
@@ -1170,6 +1185,8 @@ async def _run_trials(
 
     def exit_now(signum: int, frame: object = None) -> None:
         leave_workers()
+        # what the trials in progress spent kept (helper-152: swept with their folders)
+        set_aside_partial_trials(job, tasks, job_id, EXITED_AT_ONCE)
         sweep_partial_trials(job.output)
         release_own_mounts(every_folder=True)  # os._exit runs no atexit: mounts, folders
         os.write(2, b"clawrig: interrupted again: exiting now (trials in progress are lost)\n")
@@ -1200,6 +1217,7 @@ async def _run_trials(
             for t in asyncio.all_tasks(loop):
                 t.print_stack(limit=8, file=sys.stderr)
         leave_workers()
+        set_aside_partial_trials(job, tasks, job_id, EXITED_AT_ONCE)
         sweep_partial_trials(job.output)
         release_own_mounts(every_folder=True)
         os.write(
