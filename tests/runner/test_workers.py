@@ -977,6 +977,7 @@ def test_a_second_ctrl_c_keeps_what_the_trials_in_progress_spent(
     (after --resume the totals were $0.040 against $0.043 answered; a kill -9 kept it, as the
     resumed job adopts what it left). Now they are set aside with their spend first."""
     from clawrig.runner.batch import EXITED_AT_ONCE
+    from clawrig.runner.trial import INTERRUPTED
 
     bench = mini_bench(4)
     srv = _second_call_slow(even_responder, 30.0)  # every trial in flight with one call spent
@@ -998,4 +999,6 @@ def test_a_second_ctrl_c_keeps_what_the_trials_in_progress_spent(
     kept = [json.loads(p.read_text()) for p in (out / "_retried").glob("*/result.json")]
     assert len(kept) == 4, [r["error"] for r in kept]
     assert all(r["usage"]["request_count"] == 1 for r in kept)
-    assert any(r["error"]["message"] == EXITED_AT_ONCE for r in kept)
+    # set aside by the first Ctrl-C's clean stop, or, those it had not reached yet, at the
+    # second's exit (how many each: the machine's speed; CI158 saw the first do all four)
+    assert {r["error"]["message"] for r in kept} <= {INTERRUPTED, EXITED_AT_ONCE}
