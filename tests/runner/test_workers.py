@@ -966,7 +966,9 @@ def test_ctrl_c_with_a_stopped_worker_keeps_what_its_trials_spent(
     assert all(r["usage"]["request_count"] == 1 for r in kept)
     assert all(math.isclose(r["usage"]["cost_usd"], COST) for r in kept)
     of_worker = [r for r in kept if f"(pid {worker})" in (r["error"] or {}).get("message", "")]
-    assert len(of_worker) == (2 if woken_after is None else 0), [r["error"] for r in kept]
+    # killed: the driver set the worker's two aside; woken, the worker did (or, silent past
+    # its two beats under a loaded machine's delays, was killed and the driver did)
+    assert len(of_worker) in ((2,) if woken_after is None else (0, 2)), [r["error"] for r in kept]
 
 
 def test_a_second_ctrl_c_keeps_what_the_trials_in_progress_spent(
