@@ -1299,11 +1299,10 @@ class Trial:
         """The agent's stop on a provider refusing its conversation (the provider answers
         plain requests): ``model_error``, graded as it stands, ``stop_detail`` the refusal as
         ``HTTP <status>: <the provider's own message>`` (``message``), for either agent."""
-        result, steps = self.result, self.transcript.steps
+        result = self.result
         result.stop_reason = StopReason.MODEL_ERROR
         result.stop_detail = f"HTTP {status}: {message}"[:2000]
-        result.turns = len(steps)
-        result.tool_calls = sum(len(m.tool_calls) for m in steps)
+        _count_steps(result, self.transcript)
 
     async def stop_agent(self, *, copy_end_state: bool = True) -> None:
         """Phase 4: the agent's sandbox stopped (every process in it ends), its service audits
