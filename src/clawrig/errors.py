@@ -80,13 +80,18 @@ class ProviderRefused(ProviderError):
     ends as an infrastructure error. Its message says what happened to the trial only; a job
     goes on (or, after a refusal of the key, account or model, starts no new trial:
     :func:`clawrig.llm.client.provider_stop`), does not retry it (the same request would be
-    refused again), and ``--resume`` runs it again. ``status``: the HTTP status."""
+    refused again), and ``--resume`` runs it again. ``status``: the HTTP status; ``detail``:
+    the provider's own message."""
 
     retryable = False
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, detail: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail
+        """The provider's own message of the refusal (its error body's), when it gave one."""
 
 
 class ModelRequestError(UserError):

@@ -37,8 +37,35 @@ def tcp_listener(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
-ANY_ADDRESS = frozenset({"", "0.0.0.0", "::"})
-"""Listening addresses that take connections on every address of the machine."""
+ANY_ADDRESS = frozenset({"", "0.0.0.0", "::", "::ffff:0:0"})
+"""Listening addresses (as :func:`_as_bound` spells them) that take connections on every
+address of the machine (``::ffff:0:0``, ``::ffff:0.0.0.0`` as given: every IPv4 one)."""
+
+
+def _as_bound(host: str) -> str:
+    """``host`` as bind reads it: an IPv4 address in any form ``inet_aton`` takes (127.1, 0)
+    spelled in full, an IPv6 address in its short form (``::0`` and ``::0.0.0.0`` are ``::``:
+    helper-154); anything else (a name) as it is."""
+    import ipaddress
+
+    with contextlib.suppress(OSError):
+        return socket.inet_ntoa(socket.inet_aton(host))
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(host.strip("[]")))
+    return host
+
+
+def _is_loopback(host: str) -> bool:
+    """True when ``host`` (as :func:`_as_bound` reads it) is a loopback address or
+    ``localhost``."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return _without_root_dot(host.lower()) == "localhost"
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1 (not loopback to 3.11)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def named_hosts(host: str) -> frozenset[str] | None:
@@ -47,33 +74,65 @@ def named_hosts(host: str) -> frozenset[str] | None:
     any may (``host`` is one of :data:`ANY_ADDRESS`: the server is reached under names it
     cannot know). Loopback adds ``localhost``, ``127.0.0.1`` and ``::1``; any other address
     adds this machine's host name and fully qualified name."""
-    import ipaddress
-
-    with contextlib.suppress(OSError):  # an IPv4 address as bind reads it (127.1, 0)
-        host = socket.inet_ntoa(socket.inet_aton(host))
+    host = _as_bound(host)
     if host in ANY_ADDRESS:
         return None
-    names = {host.lower().strip("[]")}
-    try:
-        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        loopback = host.lower() == "localhost"
-    if loopback:
+    names = {_without_root_dot(host.lower().strip("[]"))}
+    if _is_loopback(host):
         names |= {"localhost", "127.0.0.1", "::1"}
     else:
         names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
     return frozenset(names)
 
 
+def exposure_warning(host: str, command: str, reach: str) -> str | None:
+    """The warning ``clawrig COMMAND`` prints listening on ``host`` when that is not loopback
+    (other machines reach it, and it asks no password: anyone who does can ``reach``), or None
+    on loopback. On every address (:data:`ANY_ADDRESS`) it adds that the Host check
+    (:class:`HostGuard`) is off too."""
+    if _is_loopback(_as_bound(host)):
+        return None
+    line = (
+        f"warning: with --host {host} other machines reach clawrig {command}, which asks no "
+        f"password: anyone who reaches it can {reach}"
+    )
+    if named_hosts(host) is None:
+        line += "; on every address the Host check against DNS rebinding is off too"
+    return line
+
+
 def host_name(header: str) -> str | None:
     """The host a Host header names (``name[:port]``, ``[v6]:port``): lower case, IPv6 without
-    brackets; None when it names none (empty, malformed)."""
+    brackets, a name without its root's trailing dot; None when it names none (empty,
+    malformed)."""
     from urllib.parse import urlsplit
 
     try:
-        return urlsplit(f"//{header}").hostname or None
+        name = urlsplit(f"//{header}").hostname or None
     except ValueError:
         return None
+    # an address in the spelling the server's own names have (_as_bound: a server listening
+    # on ::ffff:127.0.0.1 refused [::ffff:127.0.0.1] for ::ffff:7f00:1, helper-156)
+    if name is not None and ":" in name:
+        return _as_bound(name)
+    return _without_root_dot(name) if name else None
+
+
+def _bare_ipv6(host: str) -> bool:
+    """True when ``host`` (a Host header) is an IPv6 address without the brackets HTTP wants
+    around one (RFC 9110 section 7.2, RFC 3986 section 3.2.2)."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        return False
+
+
+def _without_root_dot(name: str) -> str:
+    """A DNS name without the trailing dot of its fully qualified spelling (``localhost.`` is
+    ``localhost``: RFC 1034 section 3.1); one dot only (``a..`` stays malformed)."""
+    return name[:-1] if name.endswith(".") and not name.endswith("..") else name
 
 
 class HostGuard:
@@ -87,18 +146,23 @@ class HostGuard:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] in ("http", "websocket"):
-            header = next((v for k, v in scope["headers"] if k == b"host"), b"")
-            said = header.decode("latin-1")
-            name = host_name(said)
+            headers = [v for k, v in scope["headers"] if k == b"host"]
+            said = headers[0].decode("latin-1") if headers else ""
+            name = host_name(said) if len(headers) == 1 else None
             if name not in self.allowed:
                 if scope["type"] == "websocket":
                     await send({"type": "websocket.close", "code": 1008})
                     return
                 line = (
-                    f"host: {said or '(no Host header)'!s} is not a name of this server (it "
-                    f"answers to {', '.join(sorted(self.allowed))}; listening with --host "
+                    # RFC 9112 section 3.2: a request with more than one Host header is a 400
+                    f"host: {len(headers)} Host headers in one request (HTTP takes one)"
+                    if len(headers) > 1
+                    else f"host: {said or '(no Host header)'!s} is not a name of this server "
+                    f"(it answers to {', '.join(sorted(self.allowed))}; listening with --host "
                     "0.0.0.0 it takes any)"
                 )
+                if len(headers) == 1 and _bare_ipv6(said):  # (helper-159: "::1 ... answers to ::1")
+                    line += f"; an IPv6 address goes in brackets: [{said}]"
                 await self.refusal(line)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -156,7 +220,8 @@ class ThreadedServer:
 
     ``start()`` returns once the server accepts (RuntimeError after ``start_timeout_s``
     seconds); ``stop()`` asks it to exit and joins the thread (``stop_timeout_s`` seconds).
-    ``config`` goes to :class:`uvicorn.Config` (log_level, lifespan, timeouts ...).
+    ``config`` goes to :class:`uvicorn.Config` (log_level, lifespan, timeouts ...;
+    ``proxy_headers`` is off unless given).
     """
 
     def __init__(
@@ -173,7 +238,15 @@ class ThreadedServer:
         self.name = name
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
-        settings = {"log_level": "critical", "access_log": False, **config}
+        # no X-Forwarded-For from a loopback peer taken for the client (uvicorn trusts
+        # 127.0.0.1's by default): clawrig's servers sit behind no proxy, and the gateway
+        # tells the agent loop's requests by their client (helper-162: a program spoofed it)
+        settings: dict[str, Any] = {
+            "log_level": "critical",
+            "access_log": False,
+            "proxy_headers": False,
+            **config,
+        }
         import uvicorn
 
         self.server: Any = _woken_server()(uvicorn.Config(app, **settings))  # a _WokenServer

@@ -22,6 +22,7 @@ import pytest
 from cli_helpers import CLAWRIG, DEMO, clean_env
 
 from clawrig.leftovers import mounts_below, owner_pid, unmount_below
+from clawrig.testing.scripted_server import ScriptedServer, reply
 
 
 def leftovers(out: Path) -> list[str]:
@@ -125,6 +126,32 @@ def test_sigterm_stops_like_ctrl_c_with_exit_143(tmp_path, after_s, job_tmp):
     assert (out / "progress_oracle.json").is_file()  # resumable
 
 
+def test_ctrl_c_before_any_trial_finished_says_the_totals_in_one_line(tmp_path):
+    """helper-157: an interrupt with no trial finished printed an empty table whose caption
+    (the totals) wrapped to the width of its column headers, a word or two per line."""
+    out = tmp_path / "out"
+    with ScriptedServer(responder=lambda _: reply("late", delay=60), models=["demo"]) as srv:
+        proc = subprocess.Popen(
+            [CLAWRIG, "run", DEMO, "-s", "000015", "-m", "scripted/demo", "-o", out],
+            env=clean_env({"SCRIPTED_BASE_URL": srv.base_url, "COLUMNS": "200"}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 120
+        while not srv.requests and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)  # the trial is waiting on its first reply
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    summary = json.loads((out / "summary_scripted_demo.json").read_text())
+    assert summary["tasks"] == [] and summary["interrupted"] is True
+    (line,) = [ln for ln in stdout.splitlines() if "trial(s)" in ln and "graded" in ln]
+    assert line.startswith("clawrig: scripted/demo (native): 0 trial(s), 0 graded, 0 not scored")
+    assert line.endswith("; mean score of the graded trials [95% CI] -")  # whole, one line
+    assert "─" not in stdout  # no table drawn
+
+
 def test_the_exit_tables_name_sigterm():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "143 terminated (SIGTERM)" in readme
@@ -154,8 +181,95 @@ def start(sig: str) -> None:
 def other() -> None:
     pass
 
+@app.command()
+def wrapped(sig: str) -> None:  # a library turning the signal's exception into its own
+    try:
+        os.kill(os.getpid(), signal.Signals[sig])
+        signal.pause()
+    except BaseException as exc:
+        raise RuntimeError("a library's error") from exc
+
+@app.command()
+def blocked() -> None:  # a thread the exit waits for (a pip install, a stuck read)
+    import asyncio, time
+    def wait() -> None:
+        print("ready", flush=True)  # (from the thread: it has started)
+        time.sleep(120)
+    async def main() -> None:
+        await asyncio.to_thread(wait)
+    asyncio.run(main())
+
+@app.command()
+def exiting(sig: str) -> None:  # the signal while the exit's clean-ups run
+    import atexit, time
+    def clean_up() -> None:
+        os.kill(os.getpid(), signal.Signals[sig])
+        time.sleep(0.2)
+        print("cleaned up", flush=True)
+    atexit.register(clean_up)
+
+@app.command()
+def plain(sig: str) -> None:  # a command with no signal handling of its own (grade, verify)
+    os.kill(os.getpid(), signal.Signals[sig])
+    signal.pause()
+
+def _while_parsing(value: str | None) -> str | None:  # while the root's options are parsed
+    if value:
+        os.kill(os.getpid(), signal.Signals[value])
+        signal.pause()
+    return value
+
+@app.callback()
+def root(parsing: str = typer.Option(None, callback=_while_parsing)) -> None:
+    pass
+
 sys.exit(run_guarded(typer.main.get_command(app)))
 """
+
+
+def test_signals_still_stop_an_exit_waiting_for_a_blocked_thread():
+    """helper-163: once the command had its exit code every signal was ignored, and the exit
+    waited for a thread still blocked (asyncio's to_thread: a pip install of up to 30
+    minutes) with nothing but SIGKILL to stop it. One signal after the exit code is still
+    ignored (the clean-ups run whole); a second exits at once, with the command's code."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SIGNAL_AT_START, "blocked"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        for _ in range(20):  # SIGTERM every 0.25 s until it has gone (the thread sleeps 120 s)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=0.25)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        assert proc.poll() is not None, "the exit could not be stopped"
+        assert proc.returncode == 143
+        assert proc.stderr is not None and proc.stderr.read() == "clawrig: interrupted (SIGTERM)\n"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "line"),
+    [("SIGINT", 130, "clawrig: interrupted"), ("SIGTERM", 143, "clawrig: interrupted (SIGTERM)")],
+)
+def test_a_signal_while_the_exit_cleans_up_is_ignored(sig, code, line):
+    """helper-162: a SIGTERM while the exit's clean-ups ran (a trial disk's unmount, a temp
+    folder's removal) raised in them: cut short, a traceback, exit 0. The command had ended:
+    the clean-ups run whole and it exits with the command's code, saying nothing more."""
+    r = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_AT_START, "exiting", sig],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (0, "cleaned up\n", ""), r.stderr
 
 
 @pytest.mark.parametrize(
@@ -170,13 +284,20 @@ def test_a_signal_before_the_job_loop_exits_with_its_code_and_says_so(sig, code,
     (clawrig run, grade, verify ...): run_guarded says it, in one place."""
     import sys
 
-    r = subprocess.run(
-        [sys.executable, "-c", _SIGNAL_AT_START, "start", sig],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert (r.returncode, r.stderr.strip()) == (code, line), r.stderr
+    # (plain: SIGTERM killed it, -15, no line: helper-159; parsing: typer's silent 130 for
+    # either signal while the arguments were parsed or a subcommand's module loaded:
+    # helper-161)
+    # (wrapped: a library's exception made of SIGTERM's, pydantic's while it built a schema,
+    # a traceback and exit 1: helper-162)
+    cases = [["start", sig], ["plain", sig], ["--parsing", sig, "other"]]
+    for command in cases + ([["wrapped", sig]] if sig == "SIGTERM" else []):
+        r = subprocess.run(
+            [sys.executable, "-c", _SIGNAL_AT_START, *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (r.returncode, r.stderr.strip()) == (code, line), (command, r.stderr)
 
 
 START = """
@@ -186,7 +307,7 @@ import clawrig.cli  # what the console script imports first, before typer
 print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)
 if {interrupt}:
     import typer  # (the slow imports the guard covers)
-    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.{signal})
     import time
     time.sleep(5)
 clawrig.cli.end_start_guard()  # (what run_guarded does first)
@@ -199,8 +320,8 @@ def test_ctrl_c_while_the_command_imports_is_one_line_not_a_traceback(argv0):
     # a Ctrl-C ~0.1 s after `clawrig` started printed a KeyboardInterrupt traceback out of
     # `import typer` (a red-team finding): the console script's start has a handler of its own
     # until run_guarded takes over; a program importing clawrig's CLI modules keeps its own
-    def start(interrupt: bool) -> subprocess.CompletedProcess[str]:
-        code = START.format(argv0=argv0, interrupt=interrupt)
+    def start(interrupt: bool, sig: str = "SIGINT") -> subprocess.CompletedProcess[str]:
+        code = START.format(argv0=argv0, interrupt=interrupt, signal=sig)
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
 
     guarded = argv0.endswith("/clawrig")
@@ -212,6 +333,12 @@ def test_ctrl_c_while_the_command_imports_is_one_line_not_a_traceback(argv0):
         assert done.stdout.split() == ["False"]
     else:  # Python's own KeyboardInterrupt, as for any program
         assert "KeyboardInterrupt" in done.stderr and done.returncode != 130
+    # SIGTERM too (helper-159: killed with no line, -15, in the first ~0.3 s)
+    done = start(True, "SIGTERM")
+    if guarded:
+        assert (done.returncode, done.stderr) == (143, "clawrig: interrupted (SIGTERM)\n")
+    else:  # Python's default: killed by the signal
+        assert done.returncode == -15 and done.stderr == ""
 
 
 def test_a_job_whose_progress_file_was_removed_resumes_from_its_interrupted_summary(
@@ -245,7 +372,7 @@ def test_a_job_whose_progress_file_was_removed_resumes_from_its_interrupted_summ
         [*args, "--resume", "--timeout-multiplier", "3"], env=env, capture_output=True, text=True
     )
     assert other.returncode == 2, other.stderr[-2000:]
-    assert "trial settings differ from the interrupted job's (timeout_multiplier 1.0 -> 3.0)" in (
+    assert "trial settings differ from the job's (timeout_multiplier 1.0 -> 3.0)" in (
         other.stderr
     ), other.stderr
     # helper-119: another suite, resumed from the summary (no task digests there): refused by

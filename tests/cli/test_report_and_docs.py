@@ -311,3 +311,15 @@ def test_the_oracle_line_is_said_when_a_trial_errored(tmp_path):
     # or (as on a CI machine where the killed service wrote a line first) its last line
     (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("  000008 run 0: setup: ")]
     assert re.search(r"--memory-mb\); its log (is empty|ends: \S.*)$", line), line
+
+
+def test_the_usage_line_names_where_the_set_aside_attempts_are():
+    # helper-153: right after a Ctrl-C it said "by attempts run again" of attempts only set
+    # aside (--resume runs them)
+    usage = {"total_requests": 6, "total_tokens": 90, "input_tokens": 60, "output_tokens": 30}
+    usage |= {"total_cost_usd": 0.08, "retried": {"request_count": 2, "cost_usd": 0.02}}
+    (line,) = [ln for ln in summary_lines({"usage": usage, "tasks": []}) if "usage" in ln]
+    assert line == (
+        "model usage: 6 requests, 90 tokens (60 in, 30 out), $0.0800 ($0.0200 of it by attempts "
+        "set aside in _retried/)"
+    )

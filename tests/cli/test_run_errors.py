@@ -988,11 +988,20 @@ def test_a_replay_of_a_recorded_refusal_says_so_not_that_the_run_diverged(
         json.loads(line)
         for line in next(job.glob("000015/*/model_calls.jsonl")).read_text().splitlines()
     ]
-    assert [c["status"] for c in calls] == [200, 400]
-    r = run("run", "suites/demo", "--suite", "000015", "--replay", str(job), "-o",
-            str(tmp_path / "again"), cwd=REPO)  # fmt: skip
+    # (and the harness's plain request, answered: role probe, never replayed)
+    assert [(c["role"], c["status"]) for c in calls] == [
+        ("agent", 200),
+        ("agent", 400),
+        ("probe", 200),
+    ]
+    # (-m as recorded, as a user may well give it: helper-155)
+    r = run("run", "suites/demo", "--suite", "000015", "--replay", str(job), "-m",
+            "scripted/demo", "-o", str(tmp_path / "again"), cwd=REPO)  # fmt: skip
     assert r.returncode == 2, r.stderr[-2000:]
     assert ("no recorded response for request #2 of task 000015 (run 0), trial ") in r.stderr
+    # a replay's miss, not a model the server lacks (helper-155: "run it again with the right
+    # -m", and its progress file removed)
+    assert "right -m" not in r.stderr, r.stderr[-2000:]
     assert (
         f"(key {calls[1]['key'][:12]}): the recorded job holds it refused by the provider "
         "(HTTP 400), and a replay cannot replay a refusal; the trials finished so far are kept "

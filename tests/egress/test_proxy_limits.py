@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import socket
 from pathlib import Path
+
+import pytest
 
 from clawrig.egress import EgressProxy, NetworkPolicy
 from clawrig.egress import proxy as proxy_mod
@@ -51,12 +54,38 @@ async def test_a_silent_client_is_dropped_after_the_head_timeout(tmp_path: Path,
 async def test_open_policy_refuses_this_machines_addresses(tmp_path: Path):
     log = tmp_path / "egress.jsonl"
     async with EgressProxy(log, NetworkPolicy.parse("open"), phase="agent") as proxy:
-        for target in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "10.1.2.3:80"):
+        # and IPv6 addresses carrying one of its own (helper-152: ::ffff:0:127.0.0.1 was
+        # "global" to Python's ipaddress)
+        carried = ("[::ffff:0:127.0.0.1]:80", "[::127.0.0.1]:80", "[64:ff9b::10.1.2.3]:80")
+        targets = ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "10.1.2.3:80", *carried)
+        for target in targets:
             answer = await _ask(proxy, f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
             assert answer.startswith(b"HTTP/1.1 403"), (target, answer[:80])
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [r["verdict"] for r in records] == ["refused"] * 4
+    assert [r["verdict"] for r in records] == ["refused"] * len(targets)
     assert all("local or private" in r["reason"] for r in records)
+
+
+def test_an_ipv6_address_is_public_only_when_the_ipv4_address_it_carries_is():
+    from clawrig.egress.policy import is_public_address
+
+    # each form's IPv4 address written into its bits by hand (RFC 4291, 2765, 6052, 3056)
+    for v4, public in (("127.0.0.1", False), ("10.1.2.3", False), ("8.8.8.8", True)):
+        a, b, c, d = (int(x) for x in v4.split("."))
+        high, low = f"{a * 256 + b:x}", f"{c * 256 + d:x}"
+        for spelled in (
+            f"::ffff:{high}:{low}",  # mapped
+            f"::ffff:0:{high}:{low}",  # translated
+            f"64:ff9b::{high}:{low}",  # NAT64
+            f"2002:{high}:{low}::1",  # 6to4
+        ):
+            assert is_public_address(spelled) is public, spelled
+        assert is_public_address(f"::{high}:{low}") is False  # compatible: ::/96 is reserved
+    assert is_public_address("2001:4860:4860::8888") is True
+    assert is_public_address("2606:4700::6810:85e5") is True  # no IPv4 in it
+    # a site's own networks Python 3.11 calls global, and multicast (helper-154)
+    for local in ("fec0::1", "64:ff9b:1::7f00:1", "224.0.0.1", "ff02::1"):
+        assert is_public_address(local) is False, local
 
 
 async def test_bad_targets_are_a_400_with_a_logged_reason(tmp_path: Path):
@@ -158,3 +187,68 @@ async def test_the_log_writes_the_documented_fields_in_the_documented_units(
     written = {k for r in records for k in r} | {r["verdict"] for r in records}
     written |= {r["phase"] for r in records} | {"setup"}
     assert sorted(written - quoted) == []
+
+
+OWN_ADDRESS_CHECK = """
+import asyncio, http.server, json, sys, threading
+from clawrig.egress import EgressProxy, NetworkPolicy
+from clawrig.egress.policy import is_public_address
+from clawrig.tools.base import WebPolicy
+from clawrig.web.service import live_fetch
+
+class Secret(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"SECRET")
+    def log_message(self, *args):
+        pass
+
+server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Secret)
+port = server.server_address[1]
+threading.Thread(target=server.serve_forever, daemon=True).start()
+
+async def main():
+    fetched = await live_fetch(WebPolicy(mode="on"), f"http://8.8.4.4:{port}/")
+    async with EgressProxy(sys.argv[1], NetworkPolicy.parse("open"), phase="agent") as proxy:
+        reader, writer = await asyncio.open_unix_connection(str(proxy.socket_path))
+        writer.write(f"GET http://8.8.4.4:{port}/ HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n".encode())
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+    print(json.dumps({
+        "public": [is_public_address("8.8.4.4"), is_public_address("8.8.8.8")],
+        "fetch": [fetched.status, fetched.body.decode(), fetched.error],
+        "proxy": answer.decode("latin-1").split("\\r\\n")[0],
+    }))
+
+asyncio.run(main())
+"""
+
+
+def test_this_machines_own_public_address_is_refused_under_open(tmp_path: Path):
+    """helper-154: a machine holding a public address on an interface (bare metal, many VPS)
+    served its own services to web_fetch and to the egress proxy under ``open`` through that
+    address, those listening on every address (a `clawrig view --host 0.0.0.0`). Checked in a
+    network namespace of its own holding 8.8.4.4 (the machine's own table is left alone)."""
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        pytest.skip("needs root, unshare and ip (a network namespace of the test's own)")
+    script = tmp_path / "own.py"
+    script.write_text(OWN_ADDRESS_CHECK)
+    inside = f"ip link set lo up && ip addr add 8.8.4.4/32 dev lo && exec {sys.executable} {script}"
+    r = subprocess.run(
+        ["unshare", "-n", "sh", "-c", f"{inside} {tmp_path / 'egress.jsonl'}"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    assert got["public"] == [False, True]  # its own; another (no route there: not its own)
+    status, body, why = got["fetch"]
+    assert body == "" and "8.8.4.4" in why and "local or private" in why, got
+    assert got["proxy"].startswith("HTTP/1.1 403"), got
+    (record,) = [json.loads(line) for line in (tmp_path / "egress.jsonl").read_text().splitlines()]
+    assert record["verdict"] == "refused" and "local or private" in record["reason"]

@@ -241,3 +241,42 @@ def test_a_specs_run_commands_run_last_in_the_new_tree(tmp_path):
     body = without.model_dump(mode="json", exclude={"source", "dockerfile", "run"})
     body |= {"dockerfile_text": None, "builder": BUILDER_VERSION}
     assert without.digest == hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+# in a mount namespace of its own with a /dev/shm of its own (a canary file in it): whatever
+# the build does, the host's /dev/shm is not the one it can reach
+_STOPPED_BUILD = r"""
+mount -t tmpfs tmpfs /dev/shm && echo keep > /dev/shm/canary || exit 97
+CLAWRIG_ENV_CACHE_DIR="$CACHE" "$CLAWRIG" env build base > "$CACHE/out" 2> "$CACHE/err" & P=$!
+for i in $(seq 1200); do
+  grep -q "$CACHE/.*/rootfs/dev/shm" /proc/mounts && break; sleep 0.1
+done
+sleep 1
+kill -TERM $P; wait $P; echo "rc=$?"
+echo "mounts=$(grep -c "$CACHE" /proc/mounts)"
+echo "canary=$(cat /dev/shm/canary)"
+echo "partial=$(ls -A "$CACHE/environments" | grep -c partial)"
+"""
+
+
+def test_a_build_stopped_by_sigterm_unmounts_and_deletes_nothing_of_the_hosts(tmp_path):
+    """helper-161 (high): SIGTERM to `clawrig env build` while mmdebstrap had the host's
+    /proc, /sys, /dev/pts and /dev/shm bound into the new tree closed mmdebstrap's output
+    (it died of SIGPIPE, its mounts left), and the clean-up's rmtree of the unfinished tree
+    went through the bind: every file of the host's /dev/shm was deleted. Now the build step
+    gets SIGTERM and time to unmount, what is still mounted is detached, and no removal
+    crosses a mount."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = dict(os.environ, CACHE=str(cache), CLAWRIG=CLAWRIG)
+    r = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "bash", "-c", _STOPPED_BUILD],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    said = dict(line.split("=", 1) for line in r.stdout.split())
+    err = (cache / "err").read_text()[-2000:]
+    assert said == {"rc": "143", "mounts": "0", "canary": "keep", "partial": "0"}, (said, err)
+    assert err.rstrip().endswith("clawrig: interrupted (SIGTERM)"), err

@@ -390,3 +390,79 @@ def test_a_refusal_in_process_loads_no_sdk_and_builds_no_app():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["400|the prompt is too long", "False|False"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["dict", "streamed"])
+async def test_a_programs_failed_request_does_not_replace_the_loops_in_the_leases_record(
+    scripted_server, make_gateway, stream
+):
+    """helper-160: the lease's last failure (what the trial judges a 500 by: the request
+    sent again, its status, the server's message) was any request's of the trial: the native
+    agent's loop failed with a repeatable 500, then a program of its (over HTTP, with the
+    task's keys) met a dropped connection, and the lease held no failure: the 500 was judged
+    an outage, a free abstention. The loop's requests are in process; a program's HTTP
+    failure no longer replaces the loop's. With no request in process (OpenClaw's loop and
+    its programs both over HTTP) the last failure stands, as before. A streaming loop's
+    requests reach the gateway's app over httpx.ASGITransport, in process too (helper-161:
+    they were taken for HTTP ones, and the free abstention was back)."""
+    import httpx
+
+    from clawrig.llm.client import ProviderRetriesExhausted
+    from clawrig.runner.trial import _fails_again
+
+    def respond(request: dict) -> Any:
+        said = json.dumps(request["messages"])
+        if "BOOM" in said:
+            return error(500, "content the model cannot serve", retry_after=0)
+        return drop() if "DROP" in said else reply("ok")
+
+    srv = scripted_server(responder=respond)
+    gw = make_gateway()
+    boom = {"messages": [{"role": "user", "content": "BOOM"}]}
+    dropped = {"model": "x", "messages": [{"role": "user", "content": "DROP"}]}
+    for loop_in_process in (True, False):
+        lease = gw.open_trial(upstream(srv), trial_id=f"t-{loop_in_process}-{stream}")
+        async with httpx.AsyncClient(timeout=60) as client:
+            if loop_in_process:  # the native agent's loop: the lease's in-process model
+                model = lease.chat_model(stream=stream)
+                try:
+                    with pytest.raises(ProviderRetriesExhausted):
+                        await model.chat(boom["messages"])
+                finally:
+                    await model.aclose()
+            else:
+                r = await client.post(f"{lease.host_base_url}/chat/completions", json=boom)
+                assert r.status_code == 500
+            r = await client.post(f"{lease.host_base_url}/chat/completions", json=dropped)
+            assert r.status_code == 502  # a program's request: no server's answer
+        if loop_in_process:
+            assert lease.upstream_failure_status == 500
+            assert (lease.upstream_failure_body or {}).get("messages") == boom["messages"]
+            assert lease.upstream_failure_detail == "content the model cannot serve"
+            assert await _fails_again(lease.endpoint, lease.upstream_failure_body, lease)
+        else:
+            assert lease.upstream_failure_status is None and lease.upstream_failure_body is None
+        gw.close_trial(lease)
+
+
+async def test_a_request_over_tcp_cannot_pass_for_the_loops(scripted_server, make_gateway):
+    """helper-162: uvicorn took a loopback peer's X-Forwarded-For for the request's client,
+    so a program reaching the gateway's TCP listener could name itself the in-process
+    client, its failures then standing for the agent loop's. The gateway's server reads no
+    proxy headers."""
+    import httpx
+
+    from clawrig.llm.gateway.lease import IN_PROCESS_CLIENT
+
+    srv = scripted_server(responder=lambda request: reply("ok"))
+    gw = make_gateway()
+    lease = gw.open_trial(upstream(srv), trial_id="t-spoof")
+    async with httpx.AsyncClient(timeout=60) as client:
+        r = await client.post(
+            f"{lease.host_base_url}/chat/completions",
+            json={"model": "x", "messages": [{"role": "user", "content": "hi"}]},
+            headers={"x-forwarded-for": IN_PROCESS_CLIENT, "x-real-ip": IN_PROCESS_CLIENT},
+        )
+    assert r.status_code == 200
+    assert lease.in_process is False
+    gw.close_trial(lease)

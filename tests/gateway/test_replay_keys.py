@@ -196,6 +196,8 @@ def test_recorded_runs_count_answered_calls_of_the_selected_tasks_by_integer_run
         {"task_id": "A", "run_index": 2, "response": None},  # never answered
         {"task_id": "A", "run_index": True, **answered},
         {"task_id": "A", "run_index": "3", **answered},
+        # the harness's plain request, answered: no reply of the agent's (helper-156)
+        {"task_id": "A", "run_index": 4, "role": "probe", **answered},
     )
     five = ({"task_id": "B", "run_index": n, **answered} for n in range(5))
     records(tmp_path / "B" / "t0", *five)

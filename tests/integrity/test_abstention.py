@@ -462,10 +462,15 @@ async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_t
     # (default 120 s; here an hour: the trial must end long before)
     # (the supervisor found as the grader's parent, not by number: pid 2 it is as a rule, but a
     # CI run once scored this 0 with no error, as if the signal had reached another process)
+    # (CI163 scored it 0 again, graded in 48 ms with no error: the process it signalled and
+    # its ancestry go to the grader's stderr, in the assertion's message, for the next time)
     sol = (
-        "import os, signal\n"
-        "stat = open(f'/proc/{os.getppid()}/stat').read()\n"
-        "supervisor = int(stat.rsplit(')', 1)[1].split()[1])\n"
+        "import os, signal, sys\n"
+        "def stat(pid): return open(f'/proc/{pid}/stat').read()\n"
+        "supervisor = int(stat(os.getppid()).rsplit(')', 1)[1].split()[1])\n"
+        "sys.stderr.write(f'me {os.getpid()} {stat(os.getpid())[:60]!r} runner "
+        "{stat(os.getppid())[:60]!r} target {supervisor} {stat(supervisor)[:60]!r}\\n')\n"
+        "sys.stderr.flush()\n"
         f"os.kill(supervisor, signal.{signal_name})\n"
     )
     async with asyncio.timeout(300):
@@ -477,6 +482,40 @@ async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_t
     assert_counted_zero(result)
     details = result.score.details if result.score else None
     assert result.error is not None and result.error.phase == "grading", details
+
+
+# the agent's command stops its sandbox's supervisor: the first ancestor of its shell whose
+# parent is outside the sandbox or its init (pid 0 or 1), found from /proc as the grader's
+# solution above finds it
+STOPS_ITS_SUPERVISOR = (
+    "p=$$; while :; do pp=$(cut -d' ' -f4 /proc/$p/stat); [ \"$pp\" -le 1 ] && break; "
+    "p=$pp; done; kill -STOP $p"
+)
+
+
+@pytest.mark.parametrize("grading", [False, True], ids=["agent", "clean-room"])
+async def test_a_stopped_supervisor_ends_the_trial_within_seconds(attack, make_task, grading):
+    """helper-157: a process of the sandbox stopping its supervisor (SIGSTOP) held the trial
+    until the request's whole wait ran out: the command's limit and the call timeout (720 s
+    for an agent's command). It was the agent's 0 then as now; now the harness sees the
+    supervisor stopped within ``STOPPED_WATCH_S`` (5 s) and ends the trial at once. With a call
+    timeout of an hour and a time limit of ten minutes, only the check ends it in time."""
+    async with asyncio.timeout(300):
+        if grading:  # the grader runs the agent's program, which stops the clean room's
+            sol = f"import subprocess\nsubprocess.run({STOPS_ITS_SUPERVISOR!r}, shell=True)\n"
+            result, _ = await attack(
+                make_task(RUNS_SOLUTION, grader_timeout_s=600),
+                f"cat > solution.py <<'EOF'\n{sol}EOF",
+                call_timeout_s=3600,
+            )
+        else:
+            result, _ = await attack(
+                make_task(timeout_s=600), STOPS_ITS_SUPERVISOR, call_timeout_s=3600
+            )
+    assert_counted_zero(result)
+    assert result.error is not None, result.score
+    assert result.error.phase == ("grading" if grading else "agent"), result.error
+    assert "supervisor was stopped (SIGSTOP" in result.error.message, result.error
 
 
 @pytest.mark.parametrize("timeout", [3_000_000, float("inf"), float("nan"), 1e300])

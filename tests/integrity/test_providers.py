@@ -126,6 +126,18 @@ async def test_a_conversation_the_provider_refuses_ends_that_trial_not_the_job(
     assert got["t1"]["stop_detail"] == f"HTTP {status}: {overflow}"
     assert got["t2"]["score"]["score"] == 1.0 and summary["provider_stopped"] is None
     assert overflow in Path(got["t1"]["folder"], "agent.log").read_text()
+    # the harness's plain request is in the trial's record of calls, as its usage counts it
+    # (helper-153: usage.json said one request more than model_calls.jsonl held)
+    folder = Path(got["t1"]["folder"])
+    records = [json.loads(ln) for ln in (folder / "model_calls.jsonl").read_text().splitlines()]
+    assert [r["role"] for r in records] == ["agent", "agent", "probe"]
+    assert records[-1]["request"]["messages"] == PROBE and records[-1]["status"] == 200
+    assert records[-1]["response"]["choices"][0]["message"]["content"] == "OK"
+    usage = json.loads((folder / "usage.json").read_text())
+    assert usage["request_count"] == sum(
+        (r["usage"] or {}).get("request_count", 0) for r in records
+    )
+    assert usage["total_tokens"] == sum((r["usage"] or {}).get("total_tokens", 0) for r in records)
     # the summary's row and the console say so (a score alone did not tell the refusal)
     rows = {r["task_id"].rsplit("_", 1)[-1]: r for r in summary["tasks"]}
     assert rows["t1"]["stop_reason"] == "model_error"
@@ -139,6 +151,120 @@ async def test_a_conversation_the_provider_refuses_ends_that_trial_not_the_job(
     t1, t2 = (got[t]["task_id"] for t in ("t1", "t2"))
     assert lines[head + 1].startswith(f"  {t1} run 0: HTTP {status}: ")
     assert not any(line.startswith(f"  {t2} ") for line in lines)
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("case", ["provoked", "outage", "passed"])
+async def test_a_server_error_the_agents_conversation_provokes_is_graded_not_an_abstention(
+    scripted_server, tmp_path, case
+):
+    # helper-156: t1's agent puts in its conversation what the provider answers with a 500
+    # (its command's output here): after the retries the trial was an unscored
+    # infrastructure error, run again by --resume, a free abstention for a losing run. Now the
+    # harness asks its plain request and sends the failed request once more: the first
+    # answered and the second failing again, the conversation is to blame (model_error,
+    # graded as it stands); the plain request failing too (an outage), or the same request
+    # answered now (an outage that has passed), an infrastructure error as before
+    failed = {"n": 0}
+
+    def respond(request: dict) -> object:
+        if request["messages"] == PROBE:
+            return error(500, "down", retry_after=0) if case == "outage" else reply("OK")
+        if "BOOM42" in json.dumps(request["messages"]).replace("echo BOOM", ""):
+            if case == "passed" and failed["n"] >= 6:  # the gateway's 6 attempts, then up
+                return reply("done")
+            failed["n"] += 1
+            return error(500, "The model produced invalid content", retry_after=0)
+        return reply(tool_calls=[call("exec", {"command": f"{HONEST}; echo BOOM''42"})])
+
+    tasks_dir = write_bench(tmp_path / "bench", 1)
+    srv = scripted_server(responder=respond)
+    job = attack_job(tmp_path / "bench", tmp_path / "out")
+    with Gateway() as gw:
+        services = TrialServices(model=srv.chat_model(), gateway=gw)
+        summary = await run_job(job, load_tasks(tasks_dir), services)
+    probes = [q for q in srv.requests if q["messages"] == PROBE]
+    got = job_results(tmp_path / "out")
+    # the harness's requests are in the trial's record of calls, failed ones too (helper-157:
+    # a plain request or resend failing with a 5xx after its retries was not)
+    folder = Path(got["t1"]["folder"])
+    records = [json.loads(ln) for ln in (folder / "model_calls.jsonl").read_text().splitlines()]
+    harness = [(r["request"]["messages"] == PROBE, r["status"]) for r in records]
+    harness = [h for h, r in zip(harness, records, strict=True) if r["role"] == "probe"]
+    assert (
+        harness
+        == {
+            "provoked": [(True, 200), (False, 500)],  # the plain request answered, the resend not
+            "outage": [(True, 500)],
+            "passed": [(True, 200), (False, 200)],
+        }[case]
+    ), records
+    if case == "passed":  # the probe, then the same request answered: not the agent's
+        assert len(probes) == 1 and failed["n"] == 6 and got["t1"]["score"] is None
+        assert got["t1"]["error"]["kind"] == "infrastructure"
+        assert got["t1"]["stop_reason"] == "provider_error"
+    elif case == "provoked":
+        assert len(probes) == 1 and got["t1"]["error"] is None
+        assert got["t1"]["stop_reason"] == "model_error" and got["t1"]["turns"] == 1
+        assert got["t1"]["score"]["score"] == 1.0  # graded as it stands: it had written ok
+        # the server's own message (helper-157: the harness's line, "HTTP 500: scripted/demo:
+        # HTTP 500 from ... after 6 attempts: ...", the status said twice)
+        assert got["t1"]["stop_detail"] == "HTTP 500: The model produced invalid content"
+        assert summary["error_count"] == 0
+    else:  # an outage: the trial is not scored, the refusal it judged kept in its error
+        assert probes and got["t1"]["score"] is None
+        err = got["t1"]["error"]
+        assert err["kind"] == "infrastructure" and "invalid content" in err["message"], err
+        assert got["t1"]["stop_reason"] == "provider_error" and got["t1"]["turns"] == 1
+
+
+# a program of the agent's asking the model through the gateway (the task's key) in a loop
+PROGRAM_ASKS = (
+    "setsid sh -c 'for i in $(seq 300); do curl -s -m 10 -H \"Authorization: Bearer "
+    '$OPENAI_API_KEY" -H "Content-Type: application/json" -d '
+    '"{\\"model\\":\\"x\\",\\"messages\\":[{\\"role\\":\\"user\\",'
+    '\\"content\\":\\"hello\\"}]}" $OPENAI_BASE_URL/chat/completions; touch /tmp/asked; '
+    "sleep 0.1; done' >/dev/null 2>&1 </dev/null & "
+    # (then the command waits for its first answer, up to 60 s: under CI's load the trial
+    # once ended before the program had asked at all, CI170)
+    "i=0; until [ -e /tmp/asked ] || [ $i -ge 600 ]; do sleep 0.1; i=$((i+1)); done;"
+)
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("status", [500, 503])
+async def test_the_resent_request_is_the_failed_one_and_an_overload_is_no_agents_fault(
+    scripted_server, tmp_path, status
+):
+    # helper-158: the request sent again was the lease's last, which a program of the agent's
+    # asking the model set (answered: the 500 the agent provoked passed for an outage, a free
+    # abstention for its losing run); and a 503 of a server shedding load for long requests
+    # was scored as the agent's model_error. Now the request the server failed is sent again,
+    # and only a 500 is judged (t1 never writes ok: a 0 when graded)
+    def respond(request: dict) -> object:
+        said = json.dumps(request["messages"])
+        if request["messages"] == PROBE or "TASKNUM" not in said:  # the probe, the program
+            return reply("OK")
+        if "BOOM42" in said.replace("echo BOOM", ""):
+            return error(status, "The model produced invalid content", retry_after=0)
+        return reply(tool_calls=[call("exec", {"command": f"{PROGRAM_ASKS} echo BOOM''42"})])
+
+    tasks_dir = write_bench(tmp_path / "bench", 1)
+    task = next(tasks_dir.rglob("*.md"))
+    task.write_text(task.read_text() + "\n## Env\n\n```\nOPENAI_API_KEY\n```\n")
+    srv = scripted_server(responder=respond)
+    job = attack_job(tmp_path / "bench", tmp_path / "out")
+    with Gateway() as gw:
+        services = TrialServices(model=srv.chat_model(), gateway=gw)
+        await run_job(job, load_tasks(tasks_dir), services)
+    got = job_results(tmp_path / "out")["t1"]
+    if status == 500:
+        programs = [q for q in srv.requests if "TASKNUM" not in json.dumps(q["messages"])]
+        assert len(programs) > len([q for q in srv.requests if q["messages"] == PROBE])
+        assert got["stop_reason"] == "model_error" and got["score"]["score"] == 0.0, got
+    else:  # an overloaded server's: an outage, never the agent's 0
+        assert got["score"] is None and got["error"]["kind"] == "infrastructure", got
+        assert not [q for q in srv.requests if q["messages"] == PROBE]
 
 
 @pytest.mark.sandbox
@@ -167,6 +293,18 @@ async def test_a_provider_refusing_even_a_plain_request_mid_trial_stops_the_job(
     err = got["t1"]["error"]
     assert err["kind"] == "infrastructure" and got["t1"]["score"] is None
     assert "HTTP 403" in err["message"] and "a plain request is refused too" in err["message"]
+    assert got["t1"]["stop_reason"] == "provider_error"  # (was null: helper-152)
+    assert got["t1"]["stop_detail"] == "HTTP 403: account suspended"  # (null: helper-154)
+    # the refused plain request is in the trial's record too, not counted (helper-155)
+    folder = Path(got["t1"]["folder"])
+    records = [json.loads(ln) for ln in (folder / "model_calls.jsonl").read_text().splitlines()]
+    assert [(r["role"], r["status"]) for r in records] == [
+        ("agent", 200),
+        ("agent", 403),
+        ("probe", 403),
+    ]
+    assert records[-1]["request"]["messages"] == PROBE and records[-1]["usage"] is None
+    assert "account suspended" in records[-1]["error"]
     why = summary["provider_stopped"]
     assert "HTTP 403" in why and srv.base_url in why and summary["not_run"] == 1
 
@@ -337,6 +475,90 @@ async def test_a_judge_refusing_the_agents_answer_is_its_zero_not_the_jobs_end(
     assert got["t1"]["error"] is None and got["t1"]["score"]["score"] == 1.0
     assert got["t2"]["error"]["kind"] == "agent" and got["t2"]["score"]["score"] == 0.0
     assert "refused the agent's answer" in got["t2"]["error"]["message"]
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("case", ["provoked", "spaced", "outage", "long", "overlap"])
+async def test_an_answer_the_judges_provider_fails_on_is_the_agents_zero(
+    scripted_server, tmp_path, case
+):
+    """helper-161 (high): t2's answer makes the answer judge's provider fail with a 500 (a
+    content-triggered failure, as helper-156 showed for the agent's model): the trial ended
+    an unscored infrastructure error, run again by --resume, a free abstention for a wrong
+    answer. Now, as for the agent's model, the harness's plain request answered and the
+    failed request failing again make it the agent's 0, if the request with the answer
+    withheld is answered; the plain request failing too (an outage), or a provider failing
+    every long request whatever the answer ("long", helper-162: the honest "42" was scored
+    0), it stays the provider's failure. helper-163: an answer with a space around it was
+    not found in the request (the judge is shown it stripped): a free abstention again
+    ("spaced"); the answer "42" replaced in the task's own "REF-42X" too made a request the
+    provider fails on for the task's text look answerable without the answer: an honest 0
+    ("overlap"). The request is made anew with the answer withheld, not edited."""
+    answers = {1: "42", 2: "41 BOOM42"}
+    agent = scripted_server(
+        responder=lambda req: reply(
+            answers[int(re.search(r"TASKNUM=(\d+)", json.dumps(req["messages"])).group(1))]
+        )
+    )
+
+    def judge(request: dict) -> object:
+        said = json.dumps(request["messages"])
+        if request["messages"] == PROBE:
+            return error(500, "down", retry_after=0) if case == "outage" else reply("OK")
+        fails = "BOOM42" in said or (case == "long" and "TASKNUM=2" in said)
+        if fails or "REF-42X" in said:
+            return error(500, "The model produced invalid content", retry_after=0)
+        return reply('{"scores": {"match": 1}, "total": 1.0, "notes": "right"}')
+
+    if case in ("long", "overlap"):  # t2's answer is right: its request fails anyway
+        answers[2] = "42"
+    elif case == "spaced":
+        answers[2] = " 41 BOOM42 "
+    judge_srv = scripted_server(responder=judge)
+    job = attack_job(tmp_path, tmp_path / "out", parallel=1, grader="judge")
+    second = _judged_task(tmp_path, 2)
+    if case == "overlap":  # the task's own text is what the provider fails on
+        second = second.model_copy(update={"prompt": f"{second.prompt} (ticket REF-42X)"})
+    with Gateway(retry=RetryPolicy(attempts=2, initial_s=0.01, max_s=0.01)) as gw:
+        services = TrialServices(model=agent.chat_model(), judge=judge_srv.chat_model(), gateway=gw)
+        await run_job(job, [_judged_task(tmp_path, 1), second], services)
+    got = job_results(tmp_path / "out")
+    assert got["t1"]["error"] is None and got["t1"]["score"]["score"] == 1.0
+    err = got["t2"]["error"]
+    if case in ("provoked", "spaced"):
+        assert err["kind"] == "agent" and got["t2"]["score"]["score"] == 0.0, err
+        assert err["message"].startswith(
+            "the judge's provider fails on the agent's answer (HTTP 500: The model produced "
+            "invalid content)"
+        ), err
+    else:
+        assert err["kind"] == "infrastructure" and got["t2"]["score"]["score"] is None, err
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("case", ["provoked", "outage"])
+async def test_an_answer_the_proxied_judge_fails_on_stays_the_judges_failure(
+    scripted_server, make_task, tmp_path, case
+):
+    """helper-161 asked the same through the judge proxy (a grader asking the judge with the
+    agent's answer); helper-162 showed a judge failing every grader's request would then
+    score every trial 0, and the harness cannot tell what of a grader's request is the
+    agent's: a 500 there stays the judge's failure, infrastructure (a free abstention left
+    open for a grader that sends the agent's text to a judge it can make fail)."""
+
+    def judge(request: dict) -> object:
+        if request["messages"] == PROBE:
+            return error(500, "down", retry_after=0) if case == "outage" else reply("OK")
+        if "BOOM42" in json.dumps(request["messages"]):
+            return error(500, "The model produced invalid content", retry_after=0)
+        return reply("1.0")
+
+    honest, provoked = await _proxy_judged(
+        scripted_server, make_task, tmp_path / "out", judge, ["42", "41 BOOM42"]
+    )
+    assert honest.error is None and honest.score.score == 1.0
+    assert provoked.error is not None and provoked.error.kind == ErrorKind.INFRASTRUCTURE
+    assert provoked.counted_score() is None, provoked.error
 
 
 PROXY_JUDGE_GRADER = """

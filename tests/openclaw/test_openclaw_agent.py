@@ -34,7 +34,7 @@ from clawrig.agents.base import AgentContext
 from clawrig.agents.openclaw import RAW_TRANSCRIPT_FILE, OpenClawAgent, find_openclaw
 from clawrig.agents.preamble import first_user_message
 from clawrig.errors import ProviderError
-from clawrig.llm.client import PROBE, OpenAIChatModel
+from clawrig.llm.client import PROBE, OpenAIChatModel, ProviderRetriesExhausted
 from clawrig.llm.gateway import (
     RECORD_FILE,
     Gateway,
@@ -358,7 +358,9 @@ async def test_a_first_request_refused_for_its_content_ends_that_trial_only(
     assert result.error is not None and result.score is None
     assert result.error.kind == "infrastructure" and not result.error.retryable
     assert too_long in result.error.message and "this trial ends" in result.error.message
-    assert result.stop_reason is None  # not also listed as a graded model_error (helper-150)
+    # not also listed as a graded model_error (helper-150): the provider's, as the native's
+    assert result.stop_reason == StopReason.PROVIDER_ERROR
+    assert result.stop_detail == f"HTTP 400: {too_long}"  # the refusal (null: helper-154)
     refused = [q for q in srv.requests if q["messages"] != PROBE]
     (probe,) = [q for q in srv.requests if q["messages"] == PROBE]
     assert refused and refused[-1]["stream"] is True and probe["stream"] is True
@@ -414,8 +416,14 @@ async def test_an_upstream_failure_ends_as_an_infrastructure_error(scripted_serv
         toolset=None,
         transcript=Transcript(messages=[failed]),
     )
-    with pytest.raises(ProviderError, match=r"HTTP 500 from scripted .* after 2 attempts: down"):
+    with pytest.raises(
+        ProviderError, match=r"HTTP 500 from scripted .* after 2 attempts: down"
+    ) as e:
         OpenClawAgent._outcome(ctx, lease, 1)
+    # with the server's status: the trial judges a 5xx after answers with its plain request, as
+    # the native agent's (helper-156: a provoked 500 was a free abstention)
+    assert isinstance(e.value, ProviderRetriesExhausted) and e.value.status == 500
+    assert e.value.detail == "down"  # the server's own message, for the trial's stop_detail
 
 
 async def test_failed_tool_calls_as_openclaw_reports_them(probed_000015: Solved):

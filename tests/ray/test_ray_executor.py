@@ -227,7 +227,7 @@ def test_driver_killed_then_resume_finishes_on_the_cluster(ray_cluster, model_se
     # but those in flight when the driver died (one per running trial at most: received,
     # never answered to anyone)
     total = summary["efficiency"]["total_cost_usd"]
-    kept = list((out / "_retried").glob("*__.tmp-ray-r*/model_calls.jsonl"))
+    kept = list((out / "_retried").glob("*__ray-r*/model_calls.jsonl"))
     assert kept and all(f.stat().st_size > 0 for f in kept), kept
     slots = len(node_ids(ray_cluster)) * NODE_CPUS
     received = len(srv.requests) * COST

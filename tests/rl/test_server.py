@@ -6,10 +6,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -365,6 +367,26 @@ def test_cli_serve_says_it_is_loading_then_where_it_listens(tmp_path):
         proc.wait(timeout=30)
 
 
+def test_cli_serve_stopped_while_loading_says_so(tmp_path):
+    """helper-157: SIGTERM while serve loaded the server and the tasks exited 143 with no
+    line (its SIGTERM handling began only once it served); now it says it was interrupted, as
+    every other command does, and leaves no trial folder."""
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("clawrig")), "serve", str(DEMO), "--port", "0",
+         "-o", str(tmp_path / "rl")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    loading = proc.stderr.readline().strip()
+    assert loading == f"clawrig serve: loading the server and the tasks of {DEMO} ..."
+    proc.send_signal(signal.SIGTERM)  # (the loading's imports and tasks take ~1 s more)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip() == "clawrig: interrupted (SIGTERM)"
+    assert not (tmp_path / "rl").exists() or not any((tmp_path / "rl").iterdir())
+
+
 async def test_a_trainer_server_that_cannot_be_connected_to_is_a_502(serve, tmp_path):
     """Nothing listens at base_url: the episode and the group requests get 502 with
     {"error": "base_url: ..."} naming the URL and saying it could not connect (not a masked
@@ -485,8 +507,9 @@ async def test_a_group_whose_episode_is_refused_stops_the_others(serve, scripted
         await asyncio.sleep(3)
 
 
-def start_serve(output: Path) -> tuple[subprocess.Popen[str], str]:
-    """`clawrig serve` of the demo suite in a subprocess; (it, its base URL) once it answers."""
+def start_serve(output: Path, preexec_fn: Any = None) -> tuple[subprocess.Popen[str], str]:
+    """`clawrig serve` of the demo suite in a subprocess (``preexec_fn`` run in it before it
+    starts); (it, its base URL) once it answers."""
     sock = tcp_listener()
     port = sock.getsockname()[1]
     sock.close()
@@ -496,6 +519,7 @@ def start_serve(output: Path) -> tuple[subprocess.Popen[str], str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=preexec_fn,
     )
     base = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -523,12 +547,12 @@ def a_running_episode(scripted_server, output: Path, seconds: str):
     """`clawrig serve` (a subprocess) running one episode whose command is ``sleep SECONDS``,
     started: yields (the server's process, the episode request's future); the server killed
     after, if it still runs."""
+    # the command again at every turn, never a final answer: the episode can only end by
+    # the server's stop. With "done" after the first result, CI160 (a slow machine) got a
+    # graded 200: the command had ended within the 5 s grace (why is not known: no yieldMs,
+    # a 600 s command limit; the old test passed 12 of 12 runs here beside other tests)
     policy = scripted_server(
-        responder=lambda req: (
-            reply("done")
-            if any(m.get("role") == "tool" for m in req["messages"])
-            else reply(tool_calls=[call("exec", {"command": f"sleep {seconds}"})])
-        )
+        responder=lambda req: reply(tool_calls=[call("exec", {"command": f"sleep {seconds}"})])
     )
     proc, base = start_serve(output)
     try:
@@ -559,6 +583,43 @@ def test_sigterm_stops_running_episodes_and_cleans_up(scripted_server, tmp_path)
     assert left.stdout == ""
     mounts = Path("/proc/mounts").read_text()
     assert f"-{proc.pid}-" not in mounts  # its scratch tmpfs and trial disks unmounted
+    # the stopped episode's trial folder is set aside with its spend, none left half-written
+    # (helper-153: uvicorn cancelled it and the server exited before its clean-up ran)
+    out = tmp_path / "rl"
+    assert not list(out.glob("*/.tmp-*")) and not list(out.glob("0*"))
+    (kept,) = (out / "_retried").iterdir()
+    assert json.loads((kept / "result.json").read_text())["usage"]["request_count"] >= 1
+    # said as the server's own line, not uvicorn's ERROR
+    said = proc.stderr.read() if proc.stderr else ""
+    assert "ERROR" not in said, said
+    assert "5 s after the stop, 1 request(s) still ran: their episodes are stopped" in said
+
+
+def test_a_second_ctrl_c_stops_serve_at_once_without_a_traceback(scripted_server, tmp_path):
+    """helper-156: the second Ctrl-C cut the stop short as it should (exit 130), but printed
+    uvicorn's traceback of the interrupted lifespan."""
+    with a_running_episode(scripted_server, tmp_path / "rl", "75.75") as (proc, answer):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+        assert answer.result(timeout=30).status_code == 503
+    said = proc.stderr.read() if proc.stderr else ""
+    assert rc == 130 and "Traceback" not in said and "ERROR" not in said, said
+    assert said.rstrip().endswith("clawrig: interrupted"), said
+
+
+def test_serve_started_with_ctrl_c_ignored_exits_130_on_it(tmp_path):
+    """helper-153: started with SIGINT ignored (`&` in a script), a SIGINT stopped the server
+    and it exited 0 (uvicorn puts the ignoring handler back before raising it again)."""
+    proc, _ = start_serve(tmp_path / "rl", lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_killed_servers_mounts_go_when_the_next_one_starts(scripted_server, tmp_path):
@@ -595,6 +656,12 @@ async def test_a_request_naming_another_host_starts_no_episode(serve, scripted_s
         assert policy.requests == []  # no episode started
         health = await client.get("/health", headers={"host": f"localhost:{port}"})
         assert health.status_code == 200 and health.json()["tasks"] == 10
+        # an IPv6 address without its brackets: refused, and told how to write it (helper-159:
+        # "::1 is not a name of this server (it answers to ..., ::1, ...)")
+        bare = await client.get("/health", headers={"host": "::1"})
+        assert bare.status_code == 400
+        assert bare.json()["error"].endswith("; an IPv6 address goes in brackets: [::1]")
+        assert (await client.get("/health", headers={"host": f"[::1]:{port}"})).status_code == 200
 
 
 def test_the_host_names_a_server_answers_follow_its_address():
@@ -604,7 +671,19 @@ def test_the_host_names_a_server_answers_follow_its_address():
 
     loopback = {"127.0.0.1", "::1", "localhost"}
     assert named_hosts("127.0.0.1") == named_hosts("::1") == named_hosts("localhost") == loopback
-    for everywhere in ("0.0.0.0", "::", "", "0"):  # reached under names it cannot know: any
+    # reached under names it cannot know: any (::0 and ::0.0.0.0 too: helper-154, they
+    # answered 400 to every request)
+    for everywhere in (
+        "0.0.0.0",
+        "::",
+        "",
+        "0",
+        "::0",
+        "0::0",
+        "::0.0.0.0",
+        "[::]",
+        "::ffff:0.0.0.0",
+    ):
         assert named_hosts(everywhere) is None
     assert named_hosts("127.1") == loopback  # as bind reads it (helper-152: its own URL 400)
     lan = named_hosts("10.1.2.3")
@@ -615,3 +694,28 @@ def test_the_host_names_a_server_answers_follow_its_address():
     assert host_name("LocalHost:80") == "localhost" and host_name("[::1]:8") == "::1"
     assert host_name("127.0.0.1@evil.example") == "evil.example" and host_name("") is None
     assert host_name("[::1") is None
+    # a fully qualified name's trailing dot is the same name (helper-157: localhost. refused)
+    assert host_name("localhost.:80") == "localhost" and host_name("a..") == "a.."
+    assert named_hosts("localhost.") == loopback and "box.lan" in (named_hosts("box.lan.") or [])
+    # an IPv6 address in any spelling is the server's own spelling of it (helper-156: listening
+    # on ::ffff:127.0.0.1, a loopback address, it refused [::ffff:127.0.0.1])
+    mapped = named_hosts("::ffff:127.0.0.1")
+    assert mapped == loopback | {"::ffff:7f00:1"} and host_name("[::ffff:127.0.0.1]:80") in mapped
+    assert host_name("[0:0::1]:8") == "::1"
+
+
+def test_serve_warns_when_other_machines_reach_it():
+    from clawrig.serving import exposure_warning
+
+    reach = "start episodes"
+    for loopback in ("127.0.0.1", "127.1", "::1", "localhost", "::ffff:127.0.0.1"):
+        assert exposure_warning(loopback, "serve", reach) is None, loopback
+    lan = exposure_warning("10.1.2.3", "serve", reach)
+    assert lan == (
+        "warning: with --host 10.1.2.3 other machines reach clawrig serve, which asks no "
+        "password: anyone who reaches it can start episodes"
+    )
+    assert exposure_warning("::", "serve", reach) == (
+        f"{lan.replace('10.1.2.3', '::')}; on every address the Host check against DNS "
+        "rebinding is off too"
+    )

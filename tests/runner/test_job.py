@@ -392,6 +392,8 @@ def test_spend_of_every_recorded_attempt_counts_after_interrupt_and_resume(
     # a new-user review's finding: attempts set aside in _retried/ by an earlier run of the
     # job, and by a trial interrupted mid-retry, were missing from the summary's usage and
     # from the budget's spend so far (a resumed job with its budget spent started a trial)
+    from clawrig.llm.client import PROBE
+
     bench = mini_bench(2)
     # the first trial's first attempt: a paid tool call ($0.50), then the provider fails for
     # good (500 at each of the client's 6 tries): an infrastructure error, run again
@@ -401,6 +403,8 @@ def test_spend_of_every_recorded_attempt_counts_after_interrupt_and_resume(
     asked = []
 
     def responder(req):
+        if req["messages"] == PROBE:  # the harness's plain request: the provider is down
+            return error(500, retry_after=0)
         asked.append(req)
         if len(asked) == 1:  # its second attempt's first request hangs: Ctrl-C comes then
             return reply("late", delay=60)
@@ -803,8 +807,11 @@ def test_resume_with_other_trial_settings_is_refused_naming_them(tmp_path):
     assert resumed() is None
     assert resumed(judge="j/y") is None  # (resolved at run time: compared by name elsewhere)
     line = resumed(max_turns=40, timeout_multiplier=3.0) or ""
-    said = "trial settings differ from the interrupted job's (max_turns 1 -> 40, "
+    said = "trial settings differ from the job's (max_turns 1 -> 40, "
     assert f"{ppath}: --resume: {said}timeout_multiplier 0.5 -> 3.0)" in line, line
+    assert line.endswith(
+        "or these as a new job with another --output (--suite IDS for only the tasks left)"
+    )
     old = json.loads(ppath.read_text())
     del old["settings"]
     ppath.write_text(json.dumps(old))
@@ -836,3 +843,17 @@ def test_a_resume_compares_the_task_ids_a_progress_file_knows(tmp_path):
     assert line is not None
     assert "1 task(s) are not the interrupted job's (t3)" in line and "(t2)" in line
     assert changed_tasks_problem(job, "m", from_summary, {"t1": "d1", "t2": "d2"}) is None
+
+
+def test_resume_takes_the_same_tasks_listed_in_another_order(tmp_path):
+    """helper-155: trials start in task-id order whatever order --suite lists them in, yet
+    --resume with 000001,000015 was refused for a job run with 000015,000001."""
+    from clawrig.runner.batch import resume_mismatch
+    from clawrig.spec.job import Progress
+
+    ppath = tmp_path / "progress_m.json"
+    ppath.write_text(Progress(model="m", suite="000015,000001", runs=1).model_dump_json())
+    assert resume_mismatch(tmp_path, "m", suite="000001,000015") is None
+    assert resume_mismatch(tmp_path, "m", suite=" 000001 ,000015,") is None
+    assert "suite differs" in (resume_mismatch(tmp_path, "m", suite="000001") or "")
+    assert "suite differs" in (resume_mismatch(tmp_path, "m", suite="all") or "")

@@ -7,6 +7,7 @@ resumable."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -219,6 +220,12 @@ def test_a_model_refusing_every_first_request_stops_the_job_after_three_trials(
     srv = scripted_server(responder=responder)
     r, summary, out = _stopped_job(bench, srv, tmp_path)
     assert [row["score"] for row in summary["tasks"]] == [None] * 3 and summary["not_run"] == 2
+    # each the provider's refusal, said as such (helper-154: provider_error with no detail)
+    for row in summary["tasks"]:
+        assert (row["stop_reason"], row["stop_detail"]) == (
+            "provider_error",
+            f"HTTP 400: {TOO_LONG}",
+        )
     stopped = summary["provider_stopped"]
     assert stopped.startswith("the model's server refuses its requests: the first request of 3 ")
     assert f"(HTTP 400: {TOO_LONG}) and not one answered" in stopped
@@ -230,9 +237,53 @@ def test_a_model_refusing_every_first_request_stops_the_job_after_three_trials(
     # the same model refuses them on --resume too: the console does not say it continues
     # (helper-151)
     assert "2 trial(s) not run and 3 errored" in r.stdout and "--resume continues" not in r.stdout
+    # nor that it runs the errored trials again (helper-153)
+    assert "3 trial(s) ended with an error (not scored):" in r.stdout
+    assert "--resume runs them again" not in r.stdout
     probes = [q for q in srv.requests if q["messages"] == PROBE]
     assert len(probes) == 3 and all(len(q["tools"]) == 17 for q in probes)
     assert len(srv.requests) == 6
+
+
+def test_resume_runs_the_trials_never_tried_before_the_errored_ones(
+    mini_bench, scripted_server, even_responder, tmp_path
+):
+    """helper-155's note: --resume ran the errored trials first, in task order; after a stop
+    for prompts the model's context takes none of (the first three tasks'), the same three
+    met it first again and stopped the job again, the other tasks never tried. Now those
+    never tried go first, over every --resume (helper-160: a second one took the trials the
+    first had set aside for never tried, and two groups of three took turns): here the
+    first run stops on tasks 1-3, the first --resume on 4-6, and the second runs task 7,
+    which fits, first."""
+    bench = mini_bench(7)
+
+    def responder(request: dict):
+        if request["messages"] == PROBE or _task_number(request) == 7:
+            return even_responder(request)
+        return error(400, TOO_LONG)
+
+    srv = scripted_server(responder=responder)
+    _, summary, out = _stopped_job(bench, srv, tmp_path)
+    assert summary["not_run"] == 4 and summary["provider_stopped"]
+    firsts: list[list[int]] = []
+    for _ in range(2):
+        asked = len(srv.requests)
+        r = _clawrig(
+            "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out),
+            "--resume", srv=srv,
+        )  # fmt: skip
+        assert "Traceback" not in r.stderr, r.stderr[-2000:]
+        order = [_task_number(q) for q in srv.requests[asked:] if q["messages"] != PROBE]
+        firsts.append([k for i, k in enumerate(order) if k not in order[:i]])
+    assert firsts[0] == [4, 5, 6]  # the tasks never tried, first: refused, the job stops
+    assert firsts[1][0] == 7, firsts  # the one never tried, before the six tried twice
+    resumed = json.loads((out / "summary_scripted_test.json").read_text())
+    scores = {
+        row["task_id"].split("_task_")[1].split("_")[0]: row["score"] for row in resumed["tasks"]
+    }
+    assert scores["7"] is not None, scores  # graded
+    # the six refused again, each its trial only now that the model has answered another
+    assert [scores[k] for k in "123456"] == [None] * 6 and not resumed["provider_stopped"]
 
 
 def test_a_probe_meeting_an_outage_is_an_infrastructure_error(
@@ -275,7 +326,7 @@ async def test_the_probe_sends_the_refused_requests_token_limit_not_the_endpoint
     like = {"model": "x", "messages": [{"role": "user", "content": "a long task"}]}
     like |= {"tools": tools, "stream": True, "max_completion_tokens": 300, "temperature": 0.5}
     like["stream_options"] = {"include_obfuscation": False}
-    assert await _answers_probe(endpoint, like=like)
+    assert await _answers_probe("refused", endpoint, like=like)
     (probe,) = srv.requests
     assert probe["messages"] == PROBE and probe["tools"] == tools
     assert probe["max_completion_tokens"] == 300 and "max_tokens" not in probe
@@ -285,7 +336,7 @@ async def test_the_probe_sends_the_refused_requests_token_limit_not_the_endpoint
     assert probe["stream"] is True
     assert probe["stream_options"] == {"include_obfuscation": False, "include_usage": True}
     # a request without a token limit of its own: the plain probe's 8 (its reply stays short)
-    assert await _answers_probe(endpoint, like={"messages": [], "tools": tools})
+    assert await _answers_probe("refused", endpoint, like={"messages": [], "tools": tools})
     assert srv.requests[-1]["max_tokens"] == 8 and "max_completion_tokens" not in srv.requests[-1]
 
 
@@ -400,14 +451,16 @@ async def test_a_model_server_that_goes_away_mid_job_trips_the_breaker(
     srv = scripted_server(responder=even_responder)
     out = tmp_path / "out"
 
-    def stop_after_first_trial() -> None:
+    async def stop_after_first_trial() -> None:
+        # on the job's own event loop, as soon as the first trial's folder is whole (a
+        # thread polling for it, starved of the interpreter by the busy loop, let the second
+        # trial finish first under CI's load: CI165)
         deadline = time.monotonic() + 300
         while not _trials(out) and time.monotonic() < deadline:
-            time.sleep(0.02)
+            await asyncio.sleep(0.005)
         srv.stop()
 
-    watcher = threading.Thread(target=stop_after_first_trial, daemon=True)
-    watcher.start()
+    watcher = asyncio.ensure_future(stop_after_first_trial())
     job = JobConfig(
         suite_path=bench,
         output=out,
@@ -415,7 +468,7 @@ async def test_a_model_server_that_goes_away_mid_job_trips_the_breaker(
         trial=TrialConfig(agent="native", model="scripted/test"),
     )
     summary = await run_job(job, load_tasks(bench / "tasks"), TrialServices(model=srv.chat_model()))
-    watcher.join()
+    await watcher
     why = summary["provider_stopped"]
     assert why is not None and srv.base_url in why and f"{OUTAGE_REQUESTS} requests in a row" in why
     rows = summary["tasks"]
@@ -500,12 +553,12 @@ async def test_a_probe_reply_past_a_mebibyte_is_not_read(scripted_server):
 
     srv = scripted_server(responder=lambda request: reply("x" * (PROBE_REPLY_BYTES + 1000)))
     with pytest.raises(ProviderError, match="over the cap of 1 MiB"):
-        await _answers_probe(srv.endpoint("scripted/test"), like={"messages": []})
+        await _answers_probe("refused", srv.endpoint("scripted/test"), like={"messages": []})
     assert _probes(srv) == 2  # its two attempts
     # keeping the refused request's own token limit, its reply has that request's cap: a
     # (streamed, reasoning) answer within the limit may pass 1 MiB (helper-152)
     like = {"messages": [], "max_completion_tokens": 8192}
-    assert await _answers_probe(srv.endpoint("scripted/test"), like=like)
+    assert await _answers_probe("refused", srv.endpoint("scripted/test"), like=like)
 
 
 @pytest.mark.parametrize(
@@ -543,12 +596,15 @@ async def test_a_malformed_streamed_probe_reply_is_an_outage(event):
     like = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
     try:
         with pytest.raises(ProviderError) as failed:
-            await _answers_probe(endpoint, like=like)
+            await _answers_probe("refused", endpoint, like=like)
     finally:
         httpd.shutdown()
         httpd.server_close()
     said = str(failed.value)
     assert "after 2 attempts: a streamed reply of the wrong shape: " in said, said
+    # the refusal it was to judge stays in view (helper-154: after a refusal mid-trial only the
+    # probe's failure was said, as if the agent's own request had timed out)
+    assert said.startswith("refused (and the plain request that judges it failed: "), said
     for raw in ("JSONDecodeError", "AttributeError", "TypeError"):
         assert raw not in said
     assert len(asked) == 2 and all(q["messages"] == PROBE and q["stream"] for q in asked)

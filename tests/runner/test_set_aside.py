@@ -61,10 +61,17 @@ def test_only_sound_records_count_and_a_judge_call_once(tmp_path: Path) -> None:
     base = TrialResult(task_id="t", trial_id="", model="m", agent="native", sandbox="bwrap")
     assert set_aside_unfinished(folder, base, tmp_path / "_retried")
     (kept,) = (tmp_path / "_retried").iterdir()
-    assert kept.name == "t__.tmp-t-x" and not folder.exists()
+    # named as a finished attempt is, <task>__<trial> (it kept its .tmp- name: helper-153)
+    assert kept.name == "t__t" and not folder.exists()
     result = model_from_json_text(TrialResult, (kept / "result.json").read_text())
     assert math.isclose(result.usage.cost_usd, 0.85) and result.run_index == 2
     assert result.error is not None and result.error.message.startswith("interrupted")
+    # another attempt of that name set aside: it keeps its folder's unique part
+    again = tmp_path / ".tmp-t-z"
+    again.mkdir()
+    (again / "model_calls.jsonl").write_text(_call(0.01, "d1") + "\n")
+    assert set_aside_unfinished(again, base, tmp_path / "_retried")
+    assert sorted(p.name for p in (tmp_path / "_retried").iterdir()) == ["t__t", "t__t-z"]
 
 
 def test_a_folder_without_a_recorded_call_is_not_kept(tmp_path: Path) -> None:
@@ -74,3 +81,4 @@ def test_a_folder_without_a_recorded_call_is_not_kept(tmp_path: Path) -> None:
     base = TrialResult(task_id="t", trial_id="", model="m", agent="native", sandbox="bwrap")
     assert not set_aside_unfinished(folder, base, tmp_path / "_retried")
     assert folder.exists() and not (tmp_path / "_retried").exists()
+

@@ -380,3 +380,29 @@ async def test_what_a_sandbox_writes_to_its_init_s_stderr_is_shown_escaped(make_
         )
     text = str(caught.value)
     assert "disk full \\x1b[31mRED\\x1b]0;x\\x07" in text and "\x1b" not in text, text
+
+
+async def test_a_harness_stopped_with_its_sandboxes_is_no_stopped_supervisor(make_sandbox):
+    """helper-161: a whole job stopped (SIGSTOP) and continued, as a batch scheduler suspends
+    one, ran the harness a moment before its sandboxes: the stop check, overdue, found the
+    supervisor still stopped and scored an honest trial 0. A check that runs late judges
+    nothing, and a stop must be seen twice on time; a supervisor that stays stopped is still
+    found (tests/integrity/test_abstention.py). Here the harness's loop stalls 7 s (as a stopped
+    harness's does) while the supervisor is stopped, and the supervisor goes on 0.3 s after
+    the loop does."""
+    import time
+
+    sb = await make_sandbox("bwrap")
+    assert not sb._supervisor_stopped()  # (finds the supervisor's host pid)
+    supervisor = sb._supervisor_pid
+    assert supervisor is not None
+    loop = asyncio.get_running_loop()
+
+    def suspended() -> None:
+        os.kill(supervisor, signal.SIGSTOP)
+        time.sleep(7)  # the harness stopped too: its timers fall due meanwhile
+        loop.call_later(0.3, os.kill, supervisor, signal.SIGCONT)
+
+    loop.call_later(1.0, suspended)
+    r = await sb.exec("sleep 9; echo done")
+    assert (r.exit_code, r.stdout) == (0, "done\n")

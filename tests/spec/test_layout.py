@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clawrig.spec.layout import JobPaths, TrialPaths
+from clawrig.spec.layout import JobPaths, TrialPaths, unfinished_trial_name
 from clawrig.spec.summary import JobSummary
 from clawrig.spec.trial import DialogFile, ScoreFile, TrialResult, Usage
 
@@ -85,6 +85,15 @@ def test_progress_and_summary_names_are_spelled_only_in_the_layout():
         if pattern.search(p.read_text(encoding="utf-8"))
     }
     assert spelled == {"spec/layout.py"}
+
+
+def test_a_trial_folder_being_written_names_its_trial():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        made = Path(tempfile.mkdtemp(prefix=".tmp-openai_gpt-5_2026-12-06T09-01-02-", dir=d))
+        assert unfinished_trial_name(made.name) == "openai_gpt-5_2026-12-06T09-01-02"
+    assert unfinished_trial_name("openai_gpt-5_2026-12-06T09-01-02") is None
 
 
 def test_job_paths_name_the_files_of_a_job(tmp_path):

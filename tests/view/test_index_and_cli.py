@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -9,7 +10,7 @@ import socket
 from pathlib import Path
 
 import httpx
-from view_helpers import COST, DEMO, clawrig, read_summary, responder
+from view_helpers import COST, DEMO, clawrig, read_summary, responder, start_view
 
 from clawrig.testing.scripted_server import ScriptedServer
 from clawrig.view.index import INDEX_FILE, FolderIndex
@@ -132,7 +133,8 @@ def _status_cells(site: Path) -> dict[str, str]:
 
 def test_a_job_stopped_early_is_not_listed_as_finished(jobs, tmp_path):
     """The jobs list and the job page say how a job ended: a job stopped by its budget or by
-    Ctrl-C is not "finished" (both said "finished"; only the job page had a second badge)."""
+    Ctrl-C is not "finished" (both said "finished"; only the job page had a second badge), nor
+    one with a trial left unscored."""
     budget = tmp_path / "budget"
     with ScriptedServer(responder=responder(), models=["demo"]) as srv:
         proc = clawrig(
@@ -147,21 +149,41 @@ def test_a_job_stopped_early_is_not_listed_as_finished(jobs, tmp_path):
     path = next(interrupted.glob("summary_*.json"))
     summary = json.loads(path.read_text())
     path.write_text(json.dumps(summary | {"interrupted": True, "interrupted_by": "SIGINT"}))
+    # a job that ran every trial, one of them unscored (helper-157: "finished", as a job
+    # with every trial graded): sample 000008's mail service does not fit in 64 MiB (setup)
+    errored = tmp_path / "errored"
+    proc = clawrig(
+        "run", DEMO, "--suite", "000015,000008", "--agent", "oracle", "--memory-mb", "64",
+        "--max-attempts", "1", "--output", errored,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert read_summary(errored)["errors_by_kind"] == {"setup": 1}
     site = tmp_path / "site"
-    proc = clawrig("view", "--bundle", site, budget, interrupted, jobs["nop"])
+    proc = clawrig("view", "--bundle", site, budget, interrupted, jobs["nop"], errored)
     assert proc.returncode == 0, proc.stderr
     assert _status_cells(site) == {
         str(budget): "stopped by the budget",
         str(interrupted): "interrupted (SIGINT)",
         str(jobs["nop"]): "finished",
+        str(errored): "finished, 1 not scored",
     }
-    pages = [(site / f"job{i}" / "index.html").read_text() for i in range(3)]
-    badges = [re.search(r'id="job-status">([^<]*)<', page) for page in pages]
+    pages = [(site / f"job{i}" / "index.html").read_text() for i in range(4)]
+    badges = [re.search(r'id="job-status"[^>]*>([^<]*)<', page) for page in pages]
     assert [b.group(1) if b else None for b in badges] == [
         "stopped by the budget",
         "interrupted (SIGINT)",
         "finished",
+        "finished, 1 not scored",
     ]
+    # a warning's badge, not the green one of a job with every trial graded
+    assert 'class="badge done" id="job-status"' in pages[2]
+    assert 'class="badge warn" id="job-status"' in pages[3]
+    # and the unscored trial's page says so, as the job page does (helper-159: "score —")
+    (page,) = (site / "job3" / "trials" / "000008").glob("*.html")
+    said = re.search(r'id="t-not-scored">(.*?)</span>', page.read_text())
+    assert said and said.group(1) == "not scored (setup error: <code>--resume</code> runs it again)"
+    (graded,) = (site / "job3" / "trials" / "000015").glob("*.html")
+    assert 'id="t-not-scored"' not in graded.read_text()
 
 
 def test_a_job_without_a_summary_is_titled_by_its_model(jobs, tmp_path):
@@ -339,3 +361,100 @@ def test_a_request_naming_another_host_is_refused(server):
     for name in ("127.0.0.1", "localhost", "LOCALHOST", "[::1]"):
         ok = httpx.get(server, headers={"host": f"{name}:{port}"}, timeout=10)
         assert ok.status_code == 200 and "job0" in ok.text, name
+
+
+def test_a_request_with_two_host_headers_is_refused(server):
+    """helper-152: a request with an allowed Host header first and another name second was
+    answered (HTTP takes one Host header: RFC 9112 section 3.2) where uvicorn parses HTTP
+    with httptools; with h11 (a plain install) the parser refuses it first."""
+    import socket
+
+    port = httpx.URL(server).port
+    for second in (f"rebound.example:{port}", f"127.0.0.1:{port}"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: {second}\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.split(b"\r\n")[0] == b"HTTP/1.1 400 Bad Request", second
+        guard = b"host: 2 Host headers in one request (HTTP takes one)"
+        assert body in (guard, b"Invalid HTTP request received."), body
+
+
+def test_listening_beyond_loopback_warns_that_anyone_reaching_it_reads_the_trials(jobs):
+    """helper-152: with --host 0.0.0.0 the viewer served every trial to the network, and its
+    Host check was off, without a word; on loopback it says nothing more than its address."""
+    said = {}
+    for host in ("0.0.0.0", "127.0.0.1"):
+        proc, base = start_view(jobs["oracle"], "--host", host)
+        assert httpx.get(base, timeout=10).status_code == 200
+        proc.terminate()
+        proc.wait(timeout=10)
+        said[host] = proc.stderr.read().decode() if proc.stderr else ""
+    assert said["0.0.0.0"].splitlines()[0] == (
+        "warning: with --host 0.0.0.0 other machines reach clawrig view, which asks no "
+        "password: anyone who reaches it can read every trial of these jobs; on every address "
+        "the Host check against DNS rebinding is off too"
+    )
+    assert "warning" not in said["127.0.0.1"]
+
+
+def test_the_viewer_started_with_ctrl_c_ignored_exits_130_on_it(jobs):
+    """helper-155: started with SIGINT ignored (`&` in a script), a Ctrl-C stopped the viewer
+    with exit 0 (clawrig run and serve exit 130)."""
+    import signal
+    import subprocess
+    import time
+
+    from view_helpers import CLAWRIG, free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(CLAWRIG), "view", str(jobs["oracle"]), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130, proc.stderr.read() if proc.stderr else b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_pages_say_why_the_provider_stopped_a_trial_and_the_job(jobs, tmp_path):
+    """helper-155: a trial stopped by the provider's refusal showed its stop reason only, and
+    a job the model server stopped "stopped: model server" only: the refusal's status and
+    message were in the files alone."""
+    job = copy_job(jobs["oracle"], tmp_path / "refused")
+    path = next(job.glob("summary_*.json"))
+    why = "the model's server refuses its requests: HTTP 403 <account> suspended"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"provider_stopped": why}))
+    rj = next(job.glob("000015/*/result.json"))
+    detail = "HTTP 400: context <b>too</b> long"
+    result = json.loads(rj.read_text()) | {"stop_reason": "model_error", "stop_detail": detail}
+    rj.write_text(json.dumps(result))
+    site = tmp_path / "site"
+    proc = clawrig("view", "--bundle", site, job)
+    assert proc.returncode == 0, proc.stderr
+    page = (site / "job0" / "index.html").read_text()
+    said = re.search(r'id="job-stopped-why">([^<]*)<', page)
+    assert said and html.unescape(said.group(1)) == why and "<account>" not in page
+    trial = (site / "job0" / "trials" / "000015" / f"{rj.parent.name}.html").read_text()
+    line = re.search(r'id="t-stop-detail">([^\n]*)</p>', trial)
+    assert line and html.unescape(line.group(1)) == f"stopped (model_error): {detail}"
+    assert "<b>too" not in trial  # (escaped)

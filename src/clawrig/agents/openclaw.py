@@ -74,7 +74,7 @@ import typer
 from clawrig.agents.base import Agent, AgentContext, AgentOutcome, SandboxNeeds
 from clawrig.agents.preamble import first_user_message
 from clawrig.errors import InfrastructureError, ModelRequestError, ProviderError, UserError
-from clawrig.llm.client import RetryPolicy
+from clawrig.llm.client import ProviderRetriesExhausted, RetryPolicy
 from clawrig.llm.gateway import (
     CAP_STOPS,
     FORWARDER_PORT,
@@ -91,7 +91,7 @@ from clawrig.llm.providers import ModelEndpoint
 from clawrig.sandbox.base import Bind
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pyenv import cache_root
-from clawrig.spec.layout import TMP_PREFIX, TrialPaths
+from clawrig.spec.layout import TrialPaths, unfinished_trial_name
 from clawrig.spec.task import Task
 from clawrig.spec.trial import StopReason
 from clawrig.transcript import read_openclaw_jsonl
@@ -510,9 +510,7 @@ class OpenClawAgent(Agent):
         folder = ctx.log_path.parent if ctx.log_path is not None else None
         trial_id = ctx.task.id
         if folder is not None:  # the runner writes into ".tmp-<trial>-<random>" first
-            trial_id = folder.name
-            if trial_id.startswith(TMP_PREFIX):
-                trial_id = trial_id[5:].rsplit("-", 1)[0]
+            trial_id = unfinished_trial_name(folder.name) or folder.name
         lease = self._gateway().open_trial(
             endpoint,
             trial_id=trial_id,
@@ -642,8 +640,13 @@ class OpenClawAgent(Agent):
                 outcome.stop_reason = CAP_STOPS[why]
                 return outcome
         failed = last is None or last.stop_reason == "error"
-        if failed and lease.upstream_errors:
-            raise ProviderError(lease.upstream_errors[-1])
+        if failed and lease.upstream_errors:  # (the trial judges it: Trial.run_agent)
+            raise ProviderRetriesExhausted(
+                lease.upstream_errors[-1],
+                attempts=1,
+                status=lease.upstream_failure_status,
+                detail=lease.upstream_failure_detail or "",
+            )
         if last is None:
             raise InfrastructureError(
                 f"openclaw exited with code {exit_code} without any model reply (see agent.log)"

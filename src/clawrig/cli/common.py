@@ -132,12 +132,19 @@ class Terminated(KeyboardInterrupt):
     signum = signal.SIGTERM
 
 
+_TERMINATED = [False]
+"""True once SIGTERM was raised as :class:`Terminated`: an exception a library made of it
+(pydantic wraps one raised while it builds a schema in its own error) is said as the
+interruption it was (:func:`run_guarded`; helper-162: a traceback, exit 1)."""
+
+
 def terminate_like_ctrl_c() -> None:
     """Make SIGTERM raise :class:`Terminated` (Python's default is to die at once, with no
     message and no clean-up); a running job's loop handles it as a first Ctrl-C
     (:func:`clawrig.runner.batch.run_job`)."""
 
     def raise_terminated(signum: int, frame: object) -> None:
+        _TERMINATED[0] = True
         raise Terminated()
 
     signal.signal(signal.SIGTERM, raise_terminated)
@@ -163,23 +170,32 @@ class _Interrupted(Exception):  # noqa: N818 - a signal, said as such
 
 
 def _interrupts_pass_typer(command: Any) -> Any:
-    """``command`` (the root click command), its ``invoke`` re-raising a KeyboardInterrupt as
-    :class:`_Interrupted` for :func:`run_guarded`; subcommands run within it."""
-    invoke = command.invoke
+    """``command`` (the root click command), its ``make_context`` (the arguments parsed, a
+    subcommand's module loaded) and ``invoke`` (subcommands run within it) re-raising a
+    KeyboardInterrupt as :class:`_Interrupted` for :func:`run_guarded` (helper-161: a SIGTERM
+    while a subcommand's module loaded became typer's silent exit 130)."""
 
-    def guarded(ctx: Any) -> Any:
-        try:
-            return invoke(ctx)
-        except KeyboardInterrupt as exc:
-            raise _Interrupted(getattr(exc, "signum", signal.SIGINT)) from None
+    def guard(method: Callable[..., Any]) -> Callable[..., Any]:
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except KeyboardInterrupt as exc:
+                raise _Interrupted(getattr(exc, "signum", signal.SIGINT)) from None
 
-    command.invoke = guarded
+        return guarded
+
+    command.invoke = guard(command.invoke)
+    command.make_context = guard(command.make_context)
     return command
 
 
 def run_guarded(app: Callable[..., object]) -> int:
     """Run a typer app; turn every error a user can cause into one line on stderr and an exit
-    code, never a traceback or a boxed panel.
+    code, never a traceback or a boxed panel. Once it has the exit code, a Ctrl-C or SIGTERM
+    is ignored, so the process's exit clean-ups (its mounts, temporary folders) run whole
+    (helper-162: a SIGTERM then raised in them, cut them short with a traceback, exit 0); a
+    second one exits at once with that code (helper-163: with every signal ignored, an exit
+    waiting for a thread still blocked could not be stopped at all).
 
     The app runs in click's non-standalone mode so its usage errors (unknown option, missing
     argument, a value out of range) reach here: one line naming the option and the command's
@@ -187,9 +203,37 @@ def run_guarded(app: Callable[..., object]) -> int:
     :class:`ClawrigError` exit 1; Ctrl-C exit 130, SIGTERM 143 (128 + the signal), wherever it
     comes (typer alone would exit 130 for either, silently).
     """
+    code = 1  # (a harness bug's traceback on its way out)
+    try:
+        code = _run_guarded(app)
+        return code
+    finally:
+        _second_signal_exits(code)
+
+
+def _second_signal_exits(code: int) -> None:
+    """From now on the first Ctrl-C or SIGTERM is ignored and a second exits at once with
+    ``code`` (:func:`run_guarded`; what is left mounted the next clawrig start sweeps)."""
+    seen = [0]
+
+    def on_signal(signum: int, frame: object) -> None:
+        seen[0] += 1
+        if seen[0] > 1:
+            os._exit(code)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+
+
+def _run_guarded(app: Callable[..., object]) -> int:
+    """:func:`run_guarded`'s body."""
     from clawrig.cli import end_start_guard
 
     end_start_guard()
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        # every command, not only those that ask (run, serve): SIGTERM's default killed
+        # clawrig grade, verify ... with no line, exit -15 (helper-159)
+        terminate_like_ctrl_c()
     piped = _stdout_is_pipe()
     try:
         result = _interrupts_pass_typer(app)(standalone_mode=False, prog_name="clawrig")
@@ -225,6 +269,11 @@ def run_guarded(app: Callable[..., object]) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # (the exit's flush must not fail again)
         os.close(devnull)
         return 128 + signal.SIGPIPE
+    except Exception:
+        if not _TERMINATED[0]:
+            raise  # a harness bug: its traceback
+        _console("err_console").print("clawrig: interrupted (SIGTERM)")
+        return 128 + signal.SIGTERM
     # non-standalone click returns an Exit's code (typer.Exit(n)) or the command's own value
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 

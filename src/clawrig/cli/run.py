@@ -508,8 +508,12 @@ def _resumable(exc: ModelRequestError, config: Any) -> ModelRequestError:
     from clawrig.runner.batch import progress_path, read_progress
 
     model = config.trial.model
-    if "--resume" in str(exc) or model in ("", "none"):
-        return exc  # (a replay's miss says it already)
+    said = str(exc)
+    if said.startswith("--replay:") or "--resume" in said or model in ("", "none"):
+        # a replay's miss (the gateway's 404: no recorded reply, not "no such model") says
+        # what to do already (helper-155: a recorded refusal got "run it again with the right
+        # -m" and its progress file was removed)
+        return exc
     path = progress_path(config.output, model)
     if not path.is_file():
         return exc
@@ -554,7 +558,13 @@ def report(summary: dict[str, Any], config: Any) -> int:
     from clawrig.runner.batch import summary_path
 
     console = stdout_console()
-    console.print(render_summary(summary))
+    table = render_summary(summary)
+    if summary["tasks"]:
+        console.print(table)
+    else:  # no trial finished (an interrupt): the totals in one line, not a caption wrapped
+        # to the width of an empty table's headers (helper-157)
+        line = f"{table.title}: {table.caption}"
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     for line in summary_lines(summary):  # plain text: paths and trials' messages hold "[...]"
         console.print(line, highlight=False, soft_wrap=True, markup=False)
     bits = [f"summary: {summary_path(config.output, config.trial.model)}"]
@@ -698,7 +708,9 @@ def usage_line(summary: dict[str, Any]) -> str | None:
     )
     retried = usage.get("retried") or {}
     if retried.get("request_count"):
-        line += f" (${retried.get('cost_usd') or 0:.4f} of it by attempts run again)"
+        # attempts set aside in _retried/: run again already, or by --resume (helper-153:
+        # "run again" right after a Ctrl-C, before any was)
+        line += f" (${retried.get('cost_usd') or 0:.4f} of it by attempts set aside in _retried/)"
     return line
 
 
@@ -738,11 +750,14 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     rows = [r for r in summary.get("tasks", []) if r.get("error")]
     agent = [r for r in rows if r["error"].get("kind") == "agent"]
     unscored = _unscored(summary)
+    from clawrig.llm.client import PROMPTS_REFUSED
+
+    # the model refused the job's prompts: --resume would ask the same model again (the stop
+    # line says what runs them: helper-153)
+    refused_all = PROMPTS_REFUSED in (summary.get("provider_stopped") or "")
+    again = "" if refused_all else "; --resume runs them again"
     for group, head in (
-        (
-            unscored,
-            f"{len(unscored)} trial(s) ended with an error (not scored; --resume runs them again):",
-        ),
+        (unscored, f"{len(unscored)} trial(s) ended with an error (not scored{again}):"),
         (agent, f"{len(agent)} trial(s) scored 0 for an agent error (the agent's doing):"),
     ):
         if not group:

@@ -10,13 +10,17 @@ for bad usage.
 
 from __future__ import annotations
 
+import logging
+import signal
+import sys
+from asyncio import CancelledError
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from clawrig.choices import Executor
-from clawrig.cli.common import MAX_SLOTS_PER_NODE, ROOT_HELP, err_console
+from clawrig.cli.common import MAX_SLOTS_PER_NODE, ROOT_HELP
 from clawrig.errors import UserError
 
 
@@ -78,17 +82,18 @@ def register(app: typer.Typer) -> None:
 
             if has_control(key):  # no header can carry it: refused as a request's api_key is
                 raise UserError(f"--api-key-env: {api_key_env} holds a NUL or control character")
+        from clawrig.cli.common import terminate_like_ctrl_c
+
+        # uvicorn takes SIGINT and SIGTERM while it serves and raises the signal again once it
+        # has stopped: SIGTERM's default then killed the process before its clean-up (a mounted
+        # tmpfs left behind, helper-134); raised as a Ctrl-C is, it exits 143 cleaned up. From
+        # here on: a SIGTERM while loading ended it with no line (helper-157)
+        terminate_like_ctrl_c()
         # loading the server and the tasks takes seconds on a busy machine: say so at once
         say(f"clawrig serve: loading the server and the tasks of {path} ...")
 
-        import uvicorn
-
         from clawrig.rl.episode import Rollouts
-        from clawrig.rl.server import create_app
-        from clawrig.runner.batch import select_tasks
-        from clawrig.serving import tcp_listener
         from clawrig.spec.job import TrialConfig
-        from clawrig.tasks.registry import load_tasks
 
         try:
             rollouts = Rollouts(
@@ -101,56 +106,110 @@ def register(app: typer.Typer) -> None:
             )
         except UserError as exc:  # named as the options are
             raise UserError(_as_flags(str(exc))) from None
-        tasks = select_tasks(load_tasks(path, root=root), suite, [])
         try:
-            sock = tcp_listener(host, port)
-        except OSError as exc:
-            raise UserError(
-                f"--host/--port: cannot listen on {host}:{port}: {exc.strerror or exc}"
-            ) from None
-        app_ = create_app(
-            rollouts, tasks, max_queue=max_queue, timeout_s=timeout_s, api_key=key, host=host
-        )
-        listening = (
-            f"clawrig serve: listening on http://{f'[{host}]' if ':' in host else host}:"
-            f"{sock.getsockname()[1]} with "
-            f"{len(tasks)} task(s) (trials in {output}; Ctrl-C stops)"
-        )
-
-        class Announced(uvicorn.Server):
-            """Says the address once uvicorn accepts connections on it."""
-
-            async def startup(self, sockets: list[Any] | None = None) -> None:
-                await super().startup(sockets=sockets)
-                if self.started:
-                    say(listening)
-
-        server = Announced(
-            uvicorn.Config(
-                app_,
-                log_level="warning",
-                access_log=False,
-                timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-            )
-        )
-        import tempfile
-
-        from clawrig.cli.common import terminate_like_ctrl_c
-        from clawrig.leftovers import sweep_dead
-        from clawrig.runner.heap import settle
-
-        # what a server killed with kill -9 left mounted (its scratch tmpfs, trial disks) goes
-        # now, not at this server's first episode (helper-134)
-        sweep_dead(Path(tempfile.gettempdir()))
-        settle()  # the server's and the tasks' objects live as long as the process
-        # uvicorn takes SIGINT and SIGTERM while it serves and raises the signal again once it
-        # has stopped: SIGTERM's default then killed the process before its clean-up (a mounted
-        # tmpfs left behind, helper-134); raised as a Ctrl-C is, it exits 143 cleaned up
-        terminate_like_ctrl_c()
-        try:
-            server.run(sockets=[sock])
+            _serve(rollouts, output, path, root, suite, host, port, max_queue, timeout_s, key)
         finally:
             rollouts.close()
+
+
+def _serve(
+    rollouts: Any,
+    output: Path,
+    path: Path,
+    root: Path | None,
+    suite: str,
+    host: str,
+    port: int,
+    max_queue: int,
+    timeout_s: float,
+    key: str | None,
+) -> None:
+    """``clawrig serve`` once its :class:`clawrig.rl.episode.Rollouts` is made: the tasks
+    read, the socket bound, uvicorn run until a stop (the caller closes ``rollouts``)."""
+    import uvicorn
+
+    from clawrig.rl.server import create_app
+    from clawrig.runner.batch import select_tasks
+    from clawrig.serving import exposure_warning, tcp_listener
+    from clawrig.tasks.registry import load_tasks
+
+    tasks = select_tasks(load_tasks(path, root=root), suite, [])
+    try:
+        sock = tcp_listener(host, port)
+    except OSError as exc:
+        raise UserError(
+            f"--host/--port: cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    app_ = create_app(
+        rollouts, tasks, max_queue=max_queue, timeout_s=timeout_s, api_key=key, host=host
+    )
+    exposed = exposure_warning(
+        host, "serve", "start episodes (spending its model budget) and read their trials"
+    )
+    if exposed is not None:
+        say(exposed)
+    bound = str(sock.getsockname()[0])  # (as bind read --host: ::0 is ::, helper-155)
+    listening = (
+        f"clawrig serve: listening on http://{f'[{bound}]' if ':' in bound else bound}:"
+        f"{sock.getsockname()[1]} with "
+        f"{len(tasks)} task(s) (trials in {output}; Ctrl-C stops)"
+    )
+
+    class Announced(uvicorn.Server):
+        """Says the address once uvicorn accepts connections on it."""
+
+        async def startup(self, sockets: list[Any] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                say(listening)
+
+    server = Announced(
+        uvicorn.Config(
+            app_,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        )
+    )
+    import tempfile
+
+    from clawrig.leftovers import sweep_dead
+    from clawrig.runner.heap import settle
+
+    # what a server killed with kill -9 left mounted (its scratch tmpfs, trial disks) goes
+    # now, not at this server's first episode (helper-134)
+    sweep_dead(Path(tempfile.gettempdir()))
+    settle()  # the server's and the tasks' objects live as long as the process
+    # uvicorn puts the handler it found back before it raises the signal again: one
+    # started with SIGINT ignored (`&` in a script) then stopped on it and exited 0
+    # (helper-153); it exits 130 as `clawrig run` does
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    logging.getLogger("uvicorn.error").addFilter(_say_stopping)
+    server.run(sockets=[sock])
+
+
+_CUT_SHORT = ("KeyboardInterrupt", "asyncio.exceptions.CancelledError")
+"""How the last line of a traceback of a stop cut short by a second Ctrl-C begins."""
+
+
+def _say_stopping(record: logging.LogRecord) -> bool:
+    """A logging filter for uvicorn's log: its ERROR line on cancelling the requests still
+    running when the stop's grace ran out (the documented way a stop ends them, not a fault)
+    said as this command's own line instead, and its traceback of the lifespan that a second
+    Ctrl-C interrupted left out (helper-156)."""
+    said = str(record.msg).rstrip()
+    if record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt | CancelledError):
+        return False  # a second Ctrl-C cutting the stop short: exit 130, not a traceback
+    if said.startswith("Traceback") and said.splitlines()[-1].startswith(_CUT_SHORT):
+        return False  # (Starlette's text of the lifespan's shutdown, which uvicorn logs)
+    if said.startswith("Cancel %s running task(s)"):
+        count = record.args[0] if isinstance(record.args, tuple) and record.args else "the"
+        say(
+            f"clawrig serve: {SHUTDOWN_GRACE_S} s after the stop, {count} request(s) still ran: "
+            "their episodes are stopped, not graded"
+        )
+        return False
+    return True
 
 
 SHUTDOWN_GRACE_S = 5
@@ -160,8 +219,11 @@ one Ctrl-C waited for them up to --timeout-s (an hour by default)."""
 
 
 def say(line: str) -> None:
-    """One status line on stderr (never markup)."""
-    err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+    """One status line on stderr, as it is (no markup, no wrapping). Written by the stream
+    itself, not rich: a rich print that a SIGTERM's exception cut short keeps its line in
+    the console's buffer, printed again before the next line (helper-157's loading stop)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _as_flags(message: str) -> str:

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from clawrig.cli.common import console, fail
+from clawrig.cli.common import console, err_console, fail
 from clawrig.errors import UserError
 
 DEFAULT_JOB = Path("output/demo")
@@ -60,15 +60,23 @@ def view(
     app = create_app(folders, host=host)  # reads and indexes the folders: errors before listening
     import uvicorn
 
-    from clawrig.serving import tcp_listener
+    from clawrig.serving import exposure_warning, tcp_listener
 
     try:
         sock = tcp_listener(host, port)
     except OSError as exc:
         fail(f"--host/--port: cannot listen on {host}:{port} ({exc.strerror or exc})")
+    exposed = exposure_warning(host, "view", "read every trial of these jobs")
+    if exposed is not None:
+        err_console.print(exposed, highlight=False, markup=False, soft_wrap=True)
     address, bound = sock.getsockname()[:2]
     address = f"[{address}]" if ":" in address else address
     console.print(f"clawrig view on http://{address}:{bound}/  (Ctrl-C to stop)", highlight=False)
+    import signal
+
+    # uvicorn puts the SIGINT handler it found back before raising the signal again: started
+    # with it ignored (`&` in a script) a Ctrl-C stopped the viewer with exit 0 (helper-155)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 

@@ -50,11 +50,63 @@ def ip_of(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries, or None: IPv4-mapped (``::ffff:a.b.c.d``),
+    IPv4-translated (``::ffff:0:a.b.c.d``, RFC 2765), NAT64's well-known prefix
+    (``64:ff9b::/96``, RFC 6052), 6to4 and Teredo (the client's). A stack or gateway may
+    deliver such an address to that IPv4 address."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if int(ip) >> 32 in (0xFFFF0000, 0x64FF9B << 64):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+LOCAL_IPV6_NETWORKS = (
+    ipaddress.IPv6Network("fec0::/10"),  # site-local (RFC 3879 deprecated it, not the routes)
+    ipaddress.IPv6Network("64:ff9b:1::/48"),  # local-use IPv4/IPv6 translation (RFC 8215)
+)
+"""IPv6 networks of a site's own that Python 3.11's ``ipaddress`` calls global."""
+
+
+def held_here(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """True when this machine holds ``ip`` on an interface of its own (a connection to it
+    reaches this machine's services, those listening on every address too). Asked of the
+    kernel's routing: the source it picks for a UDP socket connected to ``ip`` (which sends
+    nothing) is ``ip`` itself only for a local route. False when no route leads there."""
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((str(ip), 9))
+            source = str(probe.getsockname()[0]).split("%", 1)[0]
+    except OSError:
+        return False
+    return ipaddress.ip_address(source) == ip
+
+
 def is_public_address(address: str) -> bool:
-    """True for a globally routable IP address (not loopback, private, link-local, ...);
-    False for anything else, a name included."""
+    """True for a globally routable IP address (not loopback, private, link-local, ...) that
+    this machine does not hold itself (:func:`held_here`: a host with its public address on
+    an interface reached its own services through it, helper-154), an IPv6 address carrying
+    an IPv4 address (:func:`embedded_ipv4`) only when that one is too; False for anything
+    else: a name, and ``::/96`` (IPv4-compatible, deprecated by RFC 4291 section 2.5.5.1,
+    which Python's ``ipaddress`` calls global, as it does :data:`LOCAL_IPV6_NETWORKS`), a
+    multicast address."""
     ip = ip_of(address)
-    return ip is not None and ip.is_global
+    if ip is None or ip.is_multicast:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and (
+        int(ip) >> 32 == 0 or any(ip in net for net in LOCAL_IPV6_NETWORKS)
+    ):
+        return False
+    inner = embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else None
+    if not ip.is_global or (inner is not None and not inner.is_global):
+        return False
+    return not held_here(ip) and (inner is None or not held_here(inner))
 
 
 def _norm(host: str) -> str:

@@ -19,7 +19,9 @@ its output.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -31,6 +33,8 @@ from pathlib import Path
 from clawrig.env.spec import EnvSpec
 from clawrig.env.store import ENV_IMAGE_REPO, SIZE_KEY, environments_dir, touch_meta, tree_size
 from clawrig.errors import UserError
+
+log = logging.getLogger(__name__)
 
 MIRROR = "http://deb.debian.org/debian"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -101,8 +105,18 @@ def mmdebstrap_argv(spec: EnvSpec, target: Path) -> list[str]:
     return argv
 
 
+STOP_GRACE_S = 60.0
+"""Seconds a build step gets to clean up (mmdebstrap unmounts what it mounted in the root
+file system) once the build is stopped (Ctrl-C, SIGTERM), before it is killed."""
+
+
 def _run_streamed(argv: list[str], progress: Progress, what: str, **kw: object) -> None:
-    """Run ``argv``, passing each output line to ``progress``; raise EnvBuildError on failure."""
+    """Run ``argv``, passing each output line to ``progress``; raise EnvBuildError on failure.
+    Stopped meanwhile (an exception here: Ctrl-C, SIGTERM), the program is sent SIGTERM and
+    waited for (its output still read) up to :data:`STOP_GRACE_S`, then killed, before the
+    exception goes on: closing its output under it killed mmdebstrap by SIGPIPE with the
+    host's /proc, /sys, /dev/pts and /dev/shm still bound into the root file system, which
+    the caller's clean-up then deleted through (helper-161: the host's /dev/shm emptied)."""
     tail: list[str] = []
     with subprocess.Popen(
         argv,
@@ -114,11 +128,21 @@ def _run_streamed(argv: list[str], progress: Progress, what: str, **kw: object) 
         **kw,  # type: ignore[call-overload]
     ) as proc:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip()
-            if line:
-                tail = (tail + [line])[-15:]
-                progress(line)
+        try:
+            for line in proc.stdout:
+                line = line.rstrip()
+                if line:
+                    tail = (tail + [line])[-15:]
+                    progress(line)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                proc.terminate()
+            try:
+                proc.communicate(timeout=STOP_GRACE_S)
+            except BaseException:  # (past the grace, or stopped again)
+                proc.kill()
+                proc.wait()
+            raise
     if proc.returncode != 0:
         raise EnvBuildError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail[-15:]))
 
@@ -145,7 +169,7 @@ def ensure_rootfs(
         raise UserError("building an environment needs root (mmdebstrap --mode=root)")
     final = environments_dir(cache_dir) / spec.rootfs_key
     partial = final.with_name(f".partial-{spec.rootfs_key}-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
+    remove_partial(partial)
     partial.mkdir(mode=0o700)
     started = time.monotonic()
     progress(
@@ -174,12 +198,28 @@ def ensure_rootfs(
         try:
             partial.rename(final)
         except OSError:  # another process finished the same build first: keep theirs
-            shutil.rmtree(partial, ignore_errors=True)
+            remove_partial(partial)
     except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
+        remove_partial(partial)
         raise
     progress(f"environment {spec.name} ready in {time.monotonic() - started:.0f} s: {final}")
     return final / "rootfs"
+
+
+def remove_partial(partial: Path) -> None:
+    """Remove an unfinished build's folder, never through a mount: what is mounted below it
+    (mmdebstrap's binds of the host's /proc, /sys, /dev/pts, /dev/shm, left by a build that
+    was killed) is detached first; a folder that still holds a mount is left, with a
+    warning (:func:`clawrig.leftovers.remove_tree` stays on one file system too)."""
+    from clawrig.leftovers import mounts_below, remove_tree, unmount_below
+
+    if not partial.exists():
+        return
+    unmount_below(partial)
+    if left := mounts_below(partial):
+        log.warning("%s: left in place: %d mount(s) below it (%s)", partial, len(left), left[0])
+        return
+    remove_tree(partial)
 
 
 def image_exists(name: str) -> bool:

@@ -199,11 +199,12 @@ async def _make(
     attach: Callable[[Any], Awaitable[Any]] | None,
     timeout_s: float,
 ) -> WarmSnapshot:
+    from clawrig.env.build import remove_partial
     from clawrig.sandbox import create_sandbox
     from clawrig.sandbox.workspace import run_warmup
 
     partial = folder.with_name(f".partial-{key}")
-    shutil.rmtree(partial, ignore_errors=True)
+    remove_partial(partial)
     partial.mkdir(mode=0o700)
     ws = owned_tempdir("warm-ws")
     cfg = SandboxConfig(
@@ -230,7 +231,7 @@ async def _make(
         seconds = time.monotonic() - started
     except BaseException:
         await sandbox.stop()
-        shutil.rmtree(partial, ignore_errors=True)
+        remove_partial(partial)  # (never through a mount a stop cut short left)
         shutil.rmtree(ws, ignore_errors=True)
         raise
     await sandbox.stop()

@@ -149,13 +149,18 @@ class RetryPolicy(BaseModel):
 
 class ProviderRetriesExhausted(ProviderError):
     """The provider kept failing with retryable errors. ``attempts`` made, ``retries`` =
-    attempts - 1, ``status`` the last HTTP status (None for timeouts/connection errors)."""
+    attempts - 1, ``status`` the last HTTP status (None for timeouts/connection errors),
+    ``detail`` the server's own message in its last reply ("" when it sent none); the
+    exception's text is the harness's line (model, status, server, attempts, message)."""
 
-    def __init__(self, message: str, *, attempts: int, status: int | None) -> None:
+    def __init__(
+        self, message: str, *, attempts: int, status: int | None, detail: str = ""
+    ) -> None:
         super().__init__(message)
         self.attempts = attempts
         self.retries = max(0, attempts - 1)
         self.status = status
+        self.detail = detail
 
 
 class _BodyError(Exception):
@@ -1016,6 +1021,10 @@ class OpenAIChatModel:
         client = self._clients.pop(loop, None)
         if client is not None:
             await client.close()
+            # the SDK's client and its resources refer to each other: a cycle that held its
+            # HTTP client and transport for the cyclic collector (a probe's model, one per
+            # refused request: test_heap). Closed, it is never used again
+            vars(client).clear()
 
     def _client(self) -> AsyncOpenAI:
         """One SDK client per event loop (httpx connection pools are bound to their loop)."""
@@ -1151,7 +1160,7 @@ class OpenAIChatModel:
             else:
                 what = f"HTTP {status}" if status is not None else "no reply"
                 line = f"{self.name}: {what} from {where} {tries}: {message}"
-            return ProviderRetriesExhausted(line, attempts=attempts, status=status)
+            return ProviderRetriesExhausted(line, attempts=attempts, status=status, detail=message)
         if status is None:
             return ModelRequestError(f"{self.name}: unusable reply from {where}: {message}")
         hint = ""

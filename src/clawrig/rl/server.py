@@ -30,6 +30,8 @@ model gateway for the episode and never enters a sandbox or a trial folder.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -47,6 +49,9 @@ AGENTS = ("native", "openclaw")
 MAX_BODY_BYTES = 1024 * 1024
 """A request body over this many bytes gets 413 once that much is read (an episode request is
 a few KB; a 300 MB body took the server to 800 MB of memory before its 422: helper-134)."""
+STOP_CLEAN_UP_S = 60.0
+"""Seconds the server, stopping, waits for the episodes it cancelled to clean up (their
+sandboxes stopped, their trial folders set aside or removed) before it exits."""
 
 
 class BodyCap:
@@ -208,7 +213,19 @@ def create_app(
     header names another is answered 400: :func:`clawrig.serving.guard_hosts`, so no web page
     starts episodes by DNS rebinding)."""
     by_id = {t.id: t for t in tasks}
-    app = FastAPI(title="clawrig rollout server")
+    running: set[asyncio.Task[Any]] = set()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        # the server stops: uvicorn cancelled the requests still running when its grace ran
+        # out and goes on at once; their episodes' clean-up (the sandbox stopped, the trial
+        # folder set aside with its spend or removed) gets this loop's time here (helper-153:
+        # a .tmp- trial folder was left in the output)
+        if running:
+            await asyncio.wait(set(running), timeout=STOP_CLEAN_UP_S)
+
+    app = FastAPI(title="clawrig rollout server", lifespan=lifespan)
     guard_hosts(app, host, lambda line: JSONResponse({"error": line}, status_code=400))
     app.add_middleware(BodyCap)
     state = {"admitted": 0, "running": 0}
@@ -270,6 +287,9 @@ def create_app(
         task = task_for(req)
         admit(n)
         limit_s = min(req.timeout_s or timeout_s, timeout_s)
+        me = asyncio.current_task()
+        if me is not None:
+            running.add(me)
         try:
             answer = await asyncio.wait_for(coro_fn(task), timeout=limit_s)
             why = unreached_line(answer, req, rollouts)
@@ -288,6 +308,7 @@ def create_app(
             raise _Refused(400, _one_line(exc)) from None
         finally:
             state["admitted"] -= n
+            running.discard(me)  # type: ignore[arg-type]
 
     def kwargs(req: EpisodeRequest) -> dict[str, Any]:
         return {

@@ -37,7 +37,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import EllipsisType
@@ -297,6 +297,15 @@ def _summary_replay(spath: Path) -> str | None | EllipsisType:
     return source
 
 
+def _suite_ids(suite: Any) -> Any:
+    """A ``--suite`` value as the tasks it selects: ``all``, or the set of its comma-separated
+    ids (trials start in task-id order whatever order it lists them in: helper-155's
+    ``--resume`` with the same ids in another order was refused)."""
+    if not isinstance(suite, str) or suite.strip() == "all":
+        return suite
+    return frozenset(part.strip() for part in suite.split(",") if part.strip())
+
+
 def resume_mismatch(
     output: Path,
     model: str,
@@ -333,10 +342,13 @@ def resume_mismatch(
         return None
     theirs["agent"] = job_agent(output, model)
     mine = {"model": model, "suite": suite, "runs": runs, "agent": agent}
+    # compared as the tasks they select: the same ids in another order are the same job
+    ours = mine | {"suite": _suite_ids(suite)}
+    recorded = theirs | {"suite": _suite_ids(theirs["suite"])}
     differ = [
         name
         for name in ("model", "suite", "runs", "agent")
-        if mine[name] is not None and theirs[name] is not None and mine[name] != theirs[name]
+        if ours[name] is not None and recorded[name] is not None and ours[name] != recorded[name]
     ]
     if theirs_replay is not ...:
         theirs_replay = theirs_replay or None  # ("" as null: a hand edit)
@@ -517,15 +529,12 @@ def recorded_spend(
     for res in results:
         attempts.setdefault((res.task_id, res.run_index), []).append(res)
     known = {res.trial_id for res in results if res.trial_id}
-    for rj in paths.trial_results() + paths.retried_results():
-        if rj.parent.name in known:  # a trial folder's name is its trial id
-            continue
-        try:
-            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if res.job_id == job_id:
-            attempts.setdefault((res.task_id, res.run_index), []).append(res)
+    # (a trial folder's name is its trial id)
+    files = [
+        rj for rj in paths.trial_results() + paths.retried_results() if rj.parent.name not in known
+    ]
+    for res in _job_attempts(files, job_id):
+        attempts.setdefault((res.task_id, res.run_index), []).append(res)
     spend = {}
     for key, found in attempts.items():
         own = Usage()
@@ -751,9 +760,10 @@ def changed_tasks_problem(
 
 
 def changed_settings_problem(job: JobConfig, model: str, progress: Progress | None) -> str | None:
-    """With ``--resume``, why the trial settings of ``job`` are not those its interrupted job
-    ran with (one line naming the settings that differ: :attr:`Progress.settings`), or None
-    (no progress file, or one that records none)."""
+    """With ``--resume``, why the trial settings of ``job`` are not those the job in its
+    folder (interrupted, stopped, or finished with errored trials) ran with (one line naming
+    the settings that differ: :attr:`Progress.settings`), or None (no progress file, or one
+    that records none)."""
     if not job.resume or progress is None or not progress.settings:
         return None
     mine = job.trial.resume_settings()
@@ -765,8 +775,9 @@ def changed_settings_problem(job: JobConfig, model: str, progress: Progress | No
     shown = ", ".join(f"{k} {progress.settings.get(k)!r} -> {mine.get(k)!r}" for k in differ[:4])
     return (
         f"{progress_path(job.output, model)}: --resume: trial settings differ from the "
-        f"interrupted job's ({shown}): its trials and these would be summed as one job; run "
-        "with the same options, or choose another --output"
+        f"job's ({shown}): its trials and these would be summed as one job; run with the same "
+        "options, or these as a new job with another --output (--suite IDS for only the "
+        "tasks left)"
     )
 
 
@@ -874,9 +885,9 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
             key = (res.task_id, res.run_index)
             if not _final(res):
                 # an errored attempt is re-run: set it aside so the trial exists once
-                retried = JobPaths(job.output).retried
-                retried.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(entry), str(retried / f"{task.id}__{entry.name}"))
+                paths = JobPaths(job.output)
+                paths.retried.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(entry), str(paths.retried_trial(task.id, entry.name)))
                 continue
             if key not in done:
                 progress.completed.append(
@@ -887,6 +898,26 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
                     )
                 )
                 done.add(key)
+
+
+def _tried(output: Path, job_id: str) -> set[tuple[str, int]]:
+    """(task id, run index) of every trial of job ``job_id`` with an attempt set aside in
+    ``output``'s ``_retried/`` (an error, an interrupt, a lost worker; by this run's
+    :func:`_adopt_orphans` or an earlier one's)."""
+    files = JobPaths(output).retried_results()
+    return {(res.task_id, res.run_index) for res in _job_attempts(files, job_id)}
+
+
+def _job_attempts(files: list[Path], job_id: str) -> Iterator[TrialResult]:
+    """The attempts of job ``job_id`` among the result.json ``files`` (those that cannot be
+    read or parsed left out)."""
+    for rj in files:
+        try:
+            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if res.job_id == job_id:
+            yield res
 
 
 async def run_job(
@@ -980,6 +1011,13 @@ async def _run_locked(
 
     done = progress.done()
     todo = [(t, r) for t in tasks for r in range(job.runs) if (t.id, r) not in done]
+    if job.resume:
+        # the trials never tried go before those tried already (an attempt set aside, by this
+        # --resume or an earlier one: helper-160): a model that stopped the job refusing its
+        # first trials' prompts met the same ones first again, and the rest never ran
+        # (helper-155's note)
+        tried = _tried(job.output, job_id)
+        todo.sort(key=lambda tr: (tr[0].id, tr[1]) in tried)
     state = JobState(total=len(tasks) * job.runs, done=len(done), skipped=len(done))
     results: dict[tuple[str, int], TrialResult] = {}
     for entry in progress.completed:
@@ -1189,7 +1227,11 @@ async def _run_trials(
         set_aside_partial_trials(job, tasks, job_id, EXITED_AT_ONCE)
         sweep_partial_trials(job.output)
         release_own_mounts(every_folder=True)  # os._exit runs no atexit: mounts, folders
-        os.write(2, b"clawrig: interrupted again: exiting now (trials in progress are lost)\n")
+        os.write(  # (they are not lost: helper-155)
+            2,
+            b"clawrig: interrupted again: exiting now (the trials in progress are not finished: "
+            b"what they spent is in _retried/, --resume runs them again)\n",
+        )
         os._exit(128 + signum)
 
     def on_signal(signum: int) -> None:

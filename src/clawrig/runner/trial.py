@@ -90,6 +90,7 @@ from clawrig.llm.client import (
     PROMPTS_REFUSED,
     SETTINGS_REFUSALS,
     OpenAIChatModel,
+    ProviderRetriesExhausted,
     RetryPolicy,
     has_answered,
     mark_refused,
@@ -144,6 +145,7 @@ from clawrig.spec.layout import (
     json_text_reusing,
     model_json_text,
     umask_mode,
+    unfinished_trial_name,
 )
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import GraderKind, Task
@@ -1196,18 +1198,19 @@ class Trial:
                     # the native agent's refusal (below: _refusal_of)
                     result.stop_reason = None
                     raise ModelRequestError(
-                        f"HTTP {refused[-1]}: {outcome.error or 'refused'}", status=refused[-1]
+                        f"HTTP {refused[-1]}: {outcome.error or 'refused'}",
+                        status=refused[-1],
+                        detail=lease.last_refusal or "",
                     )
                 # OpenClaw's request refused by the provider through the gateway after it
                 # answered this trial: the same plain-request test as the native agent's
-                if not await _answers_probe(lease.endpoint, lease=lease):
-                    raise _provider_broken(
-                        ModelRequestError(
-                            f"HTTP {refused[-1]}: {outcome.error or 'refused'}", status=refused[-1]
-                        ),
-                        lease.endpoint,
-                        "the model",
-                    )
+                refusal = ModelRequestError(
+                    f"HTTP {refused[-1]}: {outcome.error or 'refused'}",
+                    status=refused[-1],
+                    detail=lease.last_refusal or "",
+                )
+                if not await _answers_probe(refusal, lease.endpoint, lease=lease):
+                    raise _provider_broken(refusal, lease.endpoint, "the model")
                 self._conversation_refused(
                     refused[-1], lease.last_refusal or outcome.error or "refused"
                 )
@@ -1254,10 +1257,27 @@ class Trial:
             if exc.status is None or not _answered(transcript, lease) or _replay_miss(lease):
                 raise await _refusal_of(exc, lease, model) from None
             endpoint = lease.endpoint if lease is not None else getattr(model, "endpoint", None)
-            if not await _answers_probe(endpoint, lease=lease):
+            if not await _answers_probe(exc, endpoint, lease=lease):
                 raise _provider_broken(exc, endpoint, "the model") from None
             self._conversation_refused(exc.status, exc.detail or str(exc))
             ctx.log(f"agent stopped: the provider refused its conversation: {exc}")
+        except ProviderRetriesExhausted as exc:
+            # a server's error (HTTP 5xx) for a request of the agent's after the retries,
+            # once the trial had answers: what the agent put in its conversation can cause
+            # one (a 500 for content the model cannot serve; helper-156: provoked, it ended
+            # the trial unscored, a free abstention). Judged as a refusal is: the provider
+            # answering the harness's plain request, the conversation is to blame (graded
+            # as it stands, model_error) when the same request fails again; else an outage
+            # (retried)
+            self.clock.deadline = None
+            # a 500 only: 502, 503, 504 and 529 are a gateway's or an overloaded server's
+            # (helper-158: load shed for long requests scored an outage as the agent's)
+            if exc.status != 500 or lease is None or not _answered(transcript, lease):
+                raise
+            if not await _fails_on_content(exc, lease):
+                raise
+            self._conversation_refused(500, exc.detail or str(exc))
+            ctx.log(f"agent stopped: the provider fails its conversation: {exc}")
         finally:
             self.clock.deadline = None
             WaitClock.uninstall(clock_token)
@@ -1489,6 +1509,7 @@ class Trial:
         python = self.grader_stage.activate() if self.grader_stage else "python3"
         judge_model = _judge_model(task, services, self.name, self.run_index, self.paths)
         judged: list[Any] = []  # the judges' gateway leases: what grading spent is the trial's
+        answer_fault: tuple[ErrorKind, str] | None = None
         if (lease := getattr(judge_model, "lease", None)) is not None:
             judged.append(lease)
         clock_token = self.clock.install()  # the in-process judges' waits are the trial's too
@@ -1534,7 +1555,7 @@ class Trial:
                     endpoint, judge_lease = upstream_endpoint(judge), getattr(judge, "lease", None)
                     if exc.status is None or endpoint is None or _replay_miss(judge_lease):
                         raise  # a replay that diverged: a grading error (no provider to ask)
-                    if await _answers_probe(endpoint, lease=judge_lease):
+                    if await _answers_probe(exc, endpoint, lease=judge_lease):
                         # it answers the harness's plain request: it refused the agent's answer
                         raise AgentFault(
                             f"the judge's provider refused the agent's answer: {exc}"
@@ -1546,6 +1567,9 @@ class Trial:
                     (proxy.lease.upstream_errors, proxy.lease.refusals) if proxy else None
                 )
                 judge_fault = await _proxy_judge_fault(proxy, self.plan.grader_s) if proxy else None
+                if score is not None and score.details.get("error_kind") == "infrastructure":
+                    # the answer judge's provider failing with a 500 on the agent's answer
+                    answer_fault = await _judge_500_fault(lease, task, self.transcript.final_text())
         finally:
             WaitClock.uninstall(clock_token)
             # the answer judge's and the grader's judge calls are what the trial spent too
@@ -1559,7 +1583,10 @@ class Trial:
         if score is not None and score.error:
             blame = score.details.get("blame")
             kind = ErrorKind.GRADING
-            if score.details.get("error_kind") == "infrastructure":
+            if answer_fault is not None:  # (its provider fails on the agent's answer)
+                kind, why = answer_fault
+                result.score = score = score.model_copy(update={"error": f"{why}; {score.error}"})
+            elif score.details.get("error_kind") == "infrastructure":
                 kind = ErrorKind.INFRASTRUCTURE
             elif score.details.get("error_kind") == "agent":
                 # the run ended on a model/API error (stopReason "error"): upstream marks it an
@@ -1699,6 +1726,17 @@ class Trial:
             raise
         except Exception as exc:
             result.error = self._error_of(exc)
+            if isinstance(exc, ProviderError) and self.phase == "agent":
+                # the agent's model failed or refused it (an outage, retries spent, a
+                # provider that serves nothing now, a first prompt it refuses): the loop's
+                # stop says so, for either agent (helper-152: the native agent's was null,
+                # OpenClaw's model_error), a refusal as model_error's does (helper-154)
+                result.stop_reason = StopReason.PROVIDER_ERROR
+                if not result.turns:  # the steps it took (helper-156: 0 was recorded)
+                    _count_steps(result, self.transcript)
+                if isinstance(exc, ProviderRefused) and exc.status is not None:
+                    said = exc.detail or "refused"
+                    result.stop_detail = f"HTTP {exc.status}: {said}"[:2000]
             if isinstance(exc, SandboxDied) and exc.out_of_memory:
                 result.error.out_of_memory = True  # (verify reads it: not the message's text)
             if result.error.kind == ErrorKind.AGENT:
@@ -1920,12 +1958,8 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         content = 400 <= exc.status < 500 and exc.status not in SETTINGS_REFUSALS
         if not content or like is None:
             return exc
-        try:
-            again = await _probe_refusal(endpoint, like=like, lease=lease)
-        except ProviderError as failed:  # an outage: nothing judged, the refusal kept in view
-            raise ProviderError(
-                f"{exc} (and the plain request that judges it failed: {failed})"
-            ) from None
+        # (an outage: nothing judged, the refusal kept in view)
+        again = await _judge_refusal(exc, endpoint, like=like, lease=lease)
         if again is not None:
             # a 4xx: the settings are refused; a 5xx the server said not to retry: it fails
             blame = "the settings" if (again.status or 0) < 500 else "the server fails it"
@@ -1950,11 +1984,13 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
                 advice=f"{PROMPTS_REFUSED}: run them with a model of a larger context, as a "
                 "new job (another -o)",
             )
-        return ProviderRefused(f"{exc} ({why}; {REFUSED_TRIAL_ENDS})", status=exc.status)
+        return ProviderRefused(
+            f"{exc} ({why}; {REFUSED_TRIAL_ENDS})", status=exc.status, detail=exc.detail
+        )
     if exc.status in SETTINGS_REFUSALS:  # the key, account or model: no trial can pass now
         mark_refused(endpoint, str(exc))
         why = "it answered earlier requests: the key, account or model is refused now"
-    elif not await _answers_probe(endpoint, lease=lease):
+    elif not await _answers_probe(exc, endpoint, lease=lease):
         return _provider_broken(exc, endpoint, "the model")
     else:
         why = (
@@ -1963,7 +1999,9 @@ async def _refusal_of(exc: ModelRequestError, lease: Any, model: Any) -> Excepti
         )
     # what follows for the job (no new trial, --resume) is the job's to say: the same trial
     # runs as an RL episode, where neither applies
-    return ProviderRefused(f"{exc} ({why}; {REFUSED_TRIAL_ENDS})", status=exc.status)
+    return ProviderRefused(
+        f"{exc} ({why}; {REFUSED_TRIAL_ENDS})", status=exc.status, detail=exc.detail
+    )
 
 
 def _provider_broken(
@@ -1980,18 +2018,125 @@ def _provider_broken(
             endpoint, why, advice="it had answered this job's requests: its message says why"
         )
     return ProviderRefused(
-        f"{role}: {why}: it serves nothing now; this trial ends", status=exc.status
+        f"{role}: {why}: it serves nothing now; this trial ends",
+        status=exc.status,
+        detail=exc.detail,
     )
 
 
+async def _fails_again(
+    endpoint: ModelEndpoint | None, like: dict[str, Any] | None, lease: GatewayLease | None
+) -> bool:
+    """True when ``like`` (a request a server failed with a 500 after every retry), sent once
+    more unchanged (:func:`_probe_refusal` with its own conversation and no token limit added:
+    helper-158, a failure while generating need not recur within 8 tokens), fails again with
+    a server error: the failure follows the conversation, not a passing outage (which a
+    request answered now was: False, as for any other failure)."""
+    if endpoint is None or not isinstance(like, dict) or not isinstance(like.get("messages"), list):
+        return False
+    status: int | None = None
+    try:
+        again = await _probe_refusal(
+            endpoint, like=like, lease=lease, messages=like["messages"], as_sent=True
+        )
+        status = again.status if again is not None else None
+    except ProviderError as failed:
+        status = failed.status if isinstance(failed, ProviderRetriesExhausted) else None
+    return (status or 0) >= 500
+
+
+async def _fails_on_content(failure: object, lease: GatewayLease) -> bool:
+    """True when the 500 ``lease``'s last failed request met after its retries (``failure``:
+    its error, or a line saying it) is that request's own doing: the provider answers the
+    harness's plain request (:func:`_answers_probe`) and the request the server failed (the
+    gateway's record of it, not the lease's last: a program's answered one was resent,
+    helper-158), sent again unchanged, fails again (:func:`_fails_again`; answered now, it
+    was an outage that has passed). False for a replay that diverged. Raises ProviderError
+    when the plain request fails too (an outage, ``failure`` kept in its message). Used for
+    the agent's model (:meth:`Trial.run_agent`) and the answer judge's
+    (:func:`_judge_500_fault`)."""
+    if _replay_miss(lease) or not await _answers_probe(failure, lease.endpoint, lease=lease):
+        return False
+    return await _fails_again(lease.endpoint, lease.upstream_failure_body, lease)
+
+
+async def _judge_500_fault(
+    lease: GatewayLease | None, task: Task, answer: str
+) -> tuple[ErrorKind, str] | None:
+    """(agent, why) when the answer judge's provider failed with a 500 after its retries on
+    what the agent's ``answer`` (its final text) put in the request, else None (another
+    failure, an outage, a request not the answer judge's: the caller's infrastructure). The
+    agent's when the provider answers the harness's plain request, fails the same request
+    again (:func:`_fails_on_content`), and answers the request made anew for ``task`` with
+    :data:`NEUTRAL_ANSWER` in the answer's place (:func:`clawrig.grading.judge.
+    build_judge_messages`: only the answer's section differs; helper-162: a judge failing
+    every long request scored the honest "42" 0 by the first two alone; helper-163: a text
+    replace missed a stripped answer and changed the prompt's own text too). helper-161: an
+    answer the judge's provider fails on ended the trial unscored and retried, a free
+    abstention for a wrong answer."""
+    from clawrig.grading.judge import build_judge_messages
+
+    if lease is None or lease.upstream_failure_status != 500:
+        return None
+    body = lease.upstream_failure_body
+    if not isinstance(body, dict):
+        return None
+    made = [
+        s
+        for s in (False, True)
+        if body.get("messages") == build_judge_messages(task, answer, strict=s)
+    ]
+    if not made:
+        return None  # not a request of the answer judge's as this harness makes it
+    messages = build_judge_messages(task, NEUTRAL_ANSWER, strict=made[0])
+    said = lease.upstream_failure_detail or "server error"
+    try:
+        if not await _fails_on_content(f"the judge's provider: HTTP 500: {said}", lease):
+            return None
+        neutral = {**body, "messages": messages}
+        if await _probe_refusal(
+            lease.endpoint, like=neutral, lease=lease, messages=messages, as_sent=True
+        ):
+            return None  # refused without the answer too: not the answer's doing
+    except ProviderError:
+        return None  # the plain request, or the request without the answer, failed too
+    return ErrorKind.AGENT, f"the judge's provider fails on the agent's answer (HTTP 500: {said})"
+
+
+NEUTRAL_ANSWER = "(answer withheld)"
+"""What stands for the agent's answer in the answer judge's request made anew to tell whether
+its provider fails on the answer or on the rest of the request (:func:`_judge_500_fault`)."""
+
+
 async def _answers_probe(
+    refusal: object,
     endpoint: ModelEndpoint | None,
     *,
     like: dict[str, Any] | None = None,
     lease: GatewayLease | None = None,
 ) -> bool:
-    """:func:`_probe_refusal` is None: the probe was answered."""
-    return endpoint is not None and await _probe_refusal(endpoint, like=like, lease=lease) is None
+    """:func:`_judge_refusal` is None: the probe judging ``refusal`` was answered (never
+    without an endpoint)."""
+    return await _judge_refusal(refusal, endpoint, like=like, lease=lease) is None
+
+
+async def _judge_refusal(
+    refusal: object,
+    endpoint: ModelEndpoint | None,
+    *,
+    like: dict[str, Any] | None = None,
+    lease: GatewayLease | None = None,
+) -> ModelRequestError | None:
+    """:func:`_probe_refusal` asked to judge ``refusal`` (the refused request's error, or a
+    line saying it): a :class:`ProviderError` the probe meets (an outage) keeps that refusal
+    in its message (helper-154: after a refusal mid-trial, only the probe's own timeout was
+    said, as if the agent's request had timed out)."""
+    try:
+        return await _probe_refusal(endpoint, like=like, lease=lease)
+    except ProviderError as failed:
+        raise ProviderError(
+            f"{refusal} (and the plain request that judges it failed: {failed})"
+        ) from None
 
 
 async def _probe_refusal(
@@ -1999,6 +2144,8 @@ async def _probe_refusal(
     *,
     like: dict[str, Any] | None = None,
     lease: GatewayLease | None = None,
+    messages: list[dict[str, Any]] | None = None,
+    as_sent: bool = False,
 ) -> ModelRequestError | None:
     """None when the provider at ``endpoint`` answers :data:`clawrig.llm.client.PROBE` now (the
     same model, key and base URL; retried on an outage): the harness's evidence that its
@@ -2018,7 +2165,10 @@ async def _probe_refusal(
     counted on (the trial's usage, the job's spend: :meth:`Gateway.count_probe`). Else the
     probe's refusal
     (a ModelRequestError without an endpoint too); raises ProviderError when it fails (an
-    outage)."""
+    outage), recorded as a refusal is (:meth:`Gateway.record_unanswered_probe`: its status,
+    or 0 where no server answered). ``messages``: the conversation to send instead of
+    ``PROBE`` (the refused request's own, sent again: :func:`_fails_again`); ``as_sent``: no
+    token limit added (the request's own, or the endpoint's, as it went)."""
     if endpoint is None:
         return ModelRequestError("no endpoint to ask")
     tools: list[Any] | None = None
@@ -2033,6 +2183,8 @@ async def _probe_refusal(
         # gateway sent it upstream without); none: the plain probe's 8
         if "max_tokens" in like or "max_completion_tokens" in like:
             endpoint, limit = endpoint.model_copy(update={"max_tokens": None}), None
+        elif as_sent:
+            limit = None
         if stream := like.get("stream") is True:  # as the gateway streams it (_forward)
             options = like.get("stream_options")
             extra["stream_options"] = {
@@ -2040,6 +2192,14 @@ async def _probe_refusal(
                 "include_usage": True,
             }
     retry = RetryPolicy(attempts=2, max_s=5.0)
+    messages = messages if messages is not None else PROBE
+    request = {  # as recorded (the client adds the model and the endpoint's settings)
+        **(extra or {}),
+        "messages": messages,
+        **({"tools": tools} if tools else {}),
+        **({"max_tokens": limit} if limit is not None else {}),
+        **({"stream": True} if stream else {}),
+    }
     async with OpenAIChatModel(
         endpoint,
         retry=retry,
@@ -2052,16 +2212,25 @@ async def _probe_refusal(
         model.notes_answers = False  # the probe is not the model taking a trial's request
         try:
             async with asyncio.timeout(PROBE_TOTAL_S):  # a stream kept alive but never ending
-                answer = await model.chat(PROBE, tools=tools, max_tokens=limit, extra=extra)
+                answer = await model.chat(messages, tools=tools, max_tokens=limit, extra=extra)
         except ModelRequestError as refused:
+            if lease is not None:
+                lease.gateway.record_unanswered_probe(lease, request, refused.status, str(refused))
             return refused
-        except TimeoutError:
-            raise ProviderError(
-                f"{endpoint.name}: the harness's plain request had no whole answer within "
-                f"{PROBE_TOTAL_S:g} s"
-            ) from None
+        except (ProviderError, TimeoutError) as failed:
+            # failed after its retries (a 5xx, no reply): recorded too, with the server's
+            # status where one answered (helper-157: only answered and refused ones were)
+            if isinstance(failed, TimeoutError):
+                failed = ProviderError(
+                    f"{endpoint.name}: the harness's plain request had no whole answer within "
+                    f"{PROBE_TOTAL_S:g} s"
+                )
+            if lease is not None:
+                status = getattr(failed, "status", None)
+                lease.gateway.record_unanswered_probe(lease, request, status, str(failed))
+            raise failed from None
     if lease is not None:
-        lease.gateway.count_probe(lease, answer.usage)
+        lease.gateway.count_probe(lease, answer, request)
     return None
 
 
@@ -2079,6 +2248,9 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
     lease = proxy.lease
     errors, refused = lease.upstream_errors, lease.upstream_refusals
     if errors:
+        # (a 500 is not judged here: what of a grader's request is the agent's, the harness
+        # cannot tell, and a judge failing every grader's request would score every trial 0:
+        # helper-162)
         return ErrorKind.INFRASTRUCTURE, f"the judge's provider failed: {errors[-1]}"
     if lease.watch.stalled(grader_s):
         # the grading is over: the lease's requests still in flight (a program of the agent's
@@ -2090,7 +2262,8 @@ async def _proxy_judge_fault(proxy: JudgeProxy, grader_s: float) -> tuple[ErrorK
             return ErrorKind.INFRASTRUCTURE, f"the judge's provider stalled ({silent:.0f} s silent)"
     if not refused:
         return None
-    if await _answers_probe(lease.endpoint, lease=lease):
+    judged = f"the judge's provider refused a grader's request (HTTP {refused[-1]})"
+    if await _answers_probe(judged, lease.endpoint, lease=lease):
         return ErrorKind.AGENT, (
             f"the judge's provider refused the agent's answer (HTTP {refused[-1]})"
         )
@@ -2309,7 +2482,13 @@ def set_aside_unfinished(
     try:
         TrialPaths(folder).result.write_text(model_json_text(result), encoding="utf-8")
         retried.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(folder), str(retried / f"{result.task_id}__{folder.name}"))
+        # named as a finished attempt's, <task>__<trial> (helper-152, 153: it kept the .tmp-
+        # folder's name), with its folder's unique part only when that name is taken
+        paths, name = JobPaths(retried.parent), unfinished_trial_name(folder.name)
+        target = paths.retried_trial(result.task_id, name) if name else None
+        if target is None or target.exists():
+            target = paths.retried_trial(result.task_id, folder.name.removeprefix(TMP_PREFIX))
+        shutil.move(str(folder), str(target))
     except OSError:
         return None
     with contextlib.suppress(OSError):  # (its task's folder, when that was the only one)

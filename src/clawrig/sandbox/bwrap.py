@@ -683,6 +683,8 @@ class BwrapSandbox(SupervisedSandbox):
         self.zygote = False
         """True when the supervisor was forked by the zygote (:mod:`clawrig.sandbox.zygote`)."""
         self._zygote_proc: subprocess.Popen[bytes] | None = None
+        self._supervisor_pid: int | None = None
+        """The supervisor's host pid, once :meth:`_supervisor_stopped` has looked for it."""
         self.overlay: Overlay | None = None
         self.launch_ns: tuple[Path, Path, Path] | None = None
         """(pool root, entry folder below it, launch point): bwrap starts in a mount namespace
@@ -721,6 +723,23 @@ class BwrapSandbox(SupervisedSandbox):
             else:
                 raise  # bwrap's own failure, said on its stderr
             await super()._start(arm)
+
+    def _supervisor_stopped(self) -> bool:
+        """True when the sandbox's supervisor (found once, as the process that is pid 2 in the
+        sandbox's pid namespace among bwrap's descendants: :func:`_sandbox_pid_2`) is in a
+        stopped or traced state (``T``/``t`` in /proc)."""
+        if self._proc is None:
+            return False
+        if self._supervisor_pid is None:
+            procs = self.cgroup.procs_files if self.cgroup is not None else []
+            self._supervisor_pid = _sandbox_pid_2(self._proc.pid, procs[0] if procs else None)
+        if self._supervisor_pid is None:
+            return False
+        try:
+            stat = Path(f"/proc/{self._supervisor_pid}/stat").read_text()
+        except OSError:  # gone: the request's reader says so
+            return False
+        return stat[stat.rindex(")") + 2 :][:1] in ("T", "t")
 
     def _supervisor_gone(self) -> None:
         """With the zygote's supervisor the sandbox's init outlives it: bwrap is
@@ -1239,3 +1258,45 @@ def _chown_tree(path: Path, uid: int) -> None:
     for dirpath, dirnames, filenames in os.walk(path):
         for name in dirnames + filenames:
             os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
+
+
+def _sandbox_pid_2(root: int, procs_file: str | None, depth: int = 4) -> int | None:
+    """The host pid of the process that is pid 2 in its pid namespace (a sandbox's
+    supervisor: bwrap's init is pid 1, the supervisor the first process after it): among the
+    pids of the sandbox's cgroup (``procs_file``, its ``cgroup.procs``: a supervisor forked by
+    the zygote is no descendant of bwrap), else among the descendants of ``root`` (bwrap's
+    host pid) down to ``depth`` levels, from /proc's ``children``; by /proc's ``NSpid``
+    (Linux 4.1+). None when none is found."""
+    if procs_file is not None:
+        try:
+            candidates = [int(p) for p in Path(procs_file).read_text().split()]
+        except OSError:
+            candidates = []
+        return next((pid for pid in candidates if _is_pid_2(pid)), None)
+    level = [root]
+    for _ in range(depth):
+        below: list[int] = []
+        for pid in level:
+            try:
+                below += [
+                    int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+                ]
+            except OSError:
+                continue
+        if found := next((pid for pid in below if _is_pid_2(pid)), None):
+            return found
+        level = below
+    return None
+
+
+def _is_pid_2(pid: int) -> bool:
+    """True when host pid ``pid`` is pid 2 of a pid namespace below the host's (``NSpid``)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            ids = line.split()[1:]
+            return len(ids) > 1 and ids[-1] == "2"
+    return False

@@ -87,6 +87,15 @@ def precompiled(source: str, filename: str) -> str:
 
 
 READY_TIMEOUT_S = 30.0
+STOPPED_WATCH_S = 5.0
+"""Seconds between the checks, while a request waits for its answer longer than that, of
+whether the sandbox's supervisor was stopped (:meth:`SupervisedSandbox._supervisor_stopped`):
+a process of the sandbox sending it SIGSTOP held the trial until the request's whole wait
+ran out (the command's limit and ``call_timeout_s``: 720 s for an agent's, helper-157)."""
+STOPPED_CONFIRM_S = 1.0
+"""Seconds after which a supervisor seen stopped is checked again before the sandbox is taken
+as gone (:meth:`SupervisedSandbox._check_stopped`); also how late a check may run and still
+judge."""
 STDERR_CHUNK = 65536
 """Bytes of a sandbox process's stderr read at once (only its last 4 KiB are kept)."""
 STDERR_PAUSE_S = 0.05
@@ -950,8 +959,9 @@ class SupervisedSandbox:
         except (BrokenPipeError, ConnectionResetError) as exc:
             self._pending.pop(req_id, None)
             raise self._death(f"supervisor gone: {exc}") from None
+        wait = _wait_s or self.config.limits.call_timeout_s
+        watch = self._watch_stopped(fut, op) if wait > STOPPED_WATCH_S else None
         try:
-            wait = _wait_s or self.config.limits.call_timeout_s
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that
             # arrives as the answer does (the caller's cancel is lost: a removed cron job kept
             # firing)
@@ -960,6 +970,8 @@ class SupervisedSandbox:
                     msg = await fut
                 finally:  # a failure raised from here holds this frame: no cycle via ``fut``
                     del fut
+                    if watch is not None:
+                        watch[0].cancel()
         except TimeoutError:
             self._pending.pop(req_id, None)
             self._died = f"the sandbox's supervisor did not answer {op} within {wait:g} s"
@@ -981,6 +993,72 @@ class SupervisedSandbox:
         if etype in _OS_ERRORS:
             raise _OS_ERRORS[etype](emsg)
         raise SandboxError(f"{op} failed: {etype}: {emsg}")
+
+    def _watch_stopped(
+        self, fut: asyncio.Future[dict[str, Any]], op: str
+    ) -> list[asyncio.TimerHandle]:
+        """Every :data:`STOPPED_WATCH_S` seconds until ``fut`` (the answer to an ``op``
+        request) is done: a supervisor found stopped (:meth:`_supervisor_stopped`) is taken
+        as gone, the request's error a :class:`SandboxDied` saying so, at once rather than
+        when its wait runs out (:meth:`_check_stopped`). Returns the pending check's timer (in
+        a list: each check puts its successor there), which the caller cancels once it has
+        its answer (a cancelled timer lets go of its arguments: no reference cycle is left)."""
+        watch: list[asyncio.TimerHandle] = []
+        self._next_check(fut, op, watch, STOPPED_WATCH_S, confirm=False)
+        return watch
+
+    def _next_check(
+        self,
+        fut: asyncio.Future[dict[str, Any]],
+        op: str,
+        watch: list[asyncio.TimerHandle],
+        after_s: float,
+        *,
+        confirm: bool,
+    ) -> None:
+        """Schedule :meth:`_check_stopped` ``after_s`` seconds from now, its timer put in
+        ``watch`` (``confirm``: the check that confirms a stop seen once)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + after_s
+        handle = loop.call_at(due, self._check_stopped, fut, op, watch, due, confirm)
+        if watch:
+            watch[0] = handle
+        else:
+            watch.append(handle)
+
+    def _check_stopped(
+        self,
+        fut: asyncio.Future[dict[str, Any]],
+        op: str,
+        watch: list[asyncio.TimerHandle],
+        due: float,
+        confirm: bool,
+    ) -> None:
+        """One check of :meth:`_watch_stopped`'s (a method, not a closure calling itself: a
+        closure that names itself is a reference cycle, which the heap test caught). The
+        supervisor must be seen stopped twice, :data:`STOPPED_CONFIRM_S` apart, each check on
+        time: a check that runs late (the harness itself was stopped, or its loop stalled) or
+        a stop seen once judge nothing (helper-161: a whole job stopped and continued, as a
+        batch scheduler suspends one, found each supervisor still stopped in the instant the
+        harness ran again, and scored honest trials 0)."""
+        if fut.done() or self._died is not None or self._stopped:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() - due > STOPPED_CONFIRM_S or not self._supervisor_stopped():
+            self._next_check(fut, op, watch, STOPPED_WATCH_S, confirm=False)
+        elif not confirm:
+            self._next_check(fut, op, watch, STOPPED_CONFIRM_S, confirm=True)
+        else:
+            self._died = (
+                "the sandbox's supervisor was stopped (SIGSTOP or another stop signal, from a "
+                f"process in the sandbox) while it ran {op}"
+            )
+            fut.set_exception(self._death(""))
+
+    def _supervisor_stopped(self) -> bool:
+        """True when the sandbox's supervisor is stopped (by a stop signal: its state in
+        /proc ``T``, or ``t`` when traced). The base backend cannot tell: False."""
+        return False
 
     async def _cancel_remote(self, req_id: int) -> None:
         with contextlib.suppress(Exception):

@@ -165,6 +165,14 @@ TMP_PREFIX = ".tmp-"
 """Prefix of a trial folder that is still being written (removed or renamed, never read)."""
 
 
+def unfinished_trial_name(folder_name: str) -> str | None:
+    """The trial's name in the name of a folder still being written
+    (``.tmp-<trial>-<random>``: :data:`TMP_PREFIX`), or None for any other name."""
+    if not folder_name.startswith(TMP_PREFIX):
+        return None
+    return folder_name.removeprefix(TMP_PREFIX).rsplit("-", 1)[0]
+
+
 @dataclass(frozen=True)
 class TrialPaths:
     """The files of one trial folder ``root`` (see the module docstring for their shapes)."""

@@ -74,7 +74,12 @@ class TrialError(BaseModel):
 class StopReason(StrEnum):
     """Why the agent loop ended. ``token_budget`` / ``cost_budget``: the trial's own cap (or
     its share of the job's budget) reached, graded as it stands; ``cancelled``: the job cut it
-    short (its budget ran out while the trial ran: a ``budget`` error, not scored)."""
+    short (its budget ran out while the trial ran: a ``budget`` error, not scored);
+    ``model_error``: the provider refused the agent's conversation but answers a plain request
+    (graded as it stands, ``stop_detail`` says why); ``provider_error``: the agent's model
+    provider failed or refused the trial (an outage; a first prompt or, after answers, every
+    request refused: ``stop_detail`` says which): an infrastructure error, not scored. A trial
+    that ended in another error during the agent phase has none."""
 
     FINAL_ANSWER = "final_answer"
     MAX_TURNS = "max_turns"
@@ -244,7 +249,9 @@ class TrialResult(BaseModel):
     stop_reason: StopReason | None = None
     stop_detail: str | None = None
     """With ``stop_reason`` ``model_error``: the provider's refusal of the agent's conversation
-    that ended it (``HTTP <status>: <the provider's message>``); None otherwise."""
+    that ended it (``HTTP <status>: <the provider's message>``); with ``provider_error`` after
+    a refusal (a first prompt refused, a provider refusing even the harness's plain request),
+    that refusal, the same way; None otherwise."""
     turns: int = 0
     tool_calls: int = 0
     web_misses: int = 0

@@ -103,7 +103,9 @@ def status(running: bool, summary: dict[str, Any] | None) -> str:
     """A job's status in words, as the jobs list and the job page show it: "running" (another
     process holds the folder's lock), "no summary" (none written yet), "interrupted (SIGINT)"
     (or SIGTERM), "stopped by the budget", "stopped: model server" (``provider_stopped``),
-    else "finished" (a summary of a job that ran every trial)."""
+    else "finished", or "finished, N not scored" when N trials ended with an error that left
+    them unscored (the summary's ``error_count``: infrastructure, setup, grading ...; an agent
+    error is scored 0 and not among them), as ``clawrig run``'s table caption counts them."""
     if running:
         return "running"
     if summary is None:
@@ -115,7 +117,8 @@ def status(running: bool, summary: dict[str, Any] | None) -> str:
         return "stopped by the budget"
     if summary.get("provider_stopped"):
         return "stopped: model server"
-    return "finished"
+    unscored = summary.get("error_count") or 0
+    return f"finished, {unscored} not scored" if unscored else "finished"
 
 
 def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
@@ -172,6 +175,11 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     cats = as_dict(wild.get("categories"))
     return base | {
         "status": status(running, s),
+        # why the model server stopped the job, as its summary says (helper-155: the page
+        # said "stopped: model server" only)
+        "stopped_why": s.get("provider_stopped")
+        if isinstance(s.get("provider_stopped"), str)
+        else None,
         "source": "summary",
         "model": s.get("model"),
         "agent": s.get("agent"),

@@ -40,6 +40,12 @@ if TYPE_CHECKING:
     from clawrig.llm.gateway.server import Gateway
 
 
+IN_PROCESS_CLIENT = "clawrig-in-process"
+"""The ASGI client host of a request a :class:`GatewayChatModel` sends the gateway's app in
+process (streamed: over ``httpx.ASGITransport``, no socket): the agent loop's, as a request
+handed over as a dict is; a socket's peer is an address, which no program can make this."""
+
+
 @dataclass
 class GatewayLease:
     """One trial's (or one grading phase's) access to the gateway.
@@ -94,6 +100,12 @@ class GatewayLease:
     _requests: int = 0
     _refusals: list[str] = field(default_factory=list)
     _upstream_errors: list[str] = field(default_factory=list)
+    _upstream_failure_status: int | None = None
+    _upstream_failure_body: dict[str, Any] | None = None
+    _upstream_failure_detail: str | None = None
+    in_process: bool = False
+    """True once the lease has had a request handed to the gateway in process (the native
+    agent's loop: :meth:`Gateway.chat_in_process`); its HTTP requests are then its programs'."""
     _upstream_refusals: list[int] = field(default_factory=list)
     _last_refusal: str | None = None
     _recorded_bytes: int = 0
@@ -208,6 +220,40 @@ class GatewayLease:
     def upstream_errors(self) -> list[str]:
         with self._lock:
             return list(self._upstream_errors)
+
+    @property
+    def upstream_failure_status(self) -> int | None:
+        """The HTTP status (a 5xx, or a 429) a server answered the last of
+        :attr:`upstream_errors` with after the retries; None when no server answered it (a
+        connection or stream that broke, a timeout) or there is none."""
+        with self._lock:
+            return self._upstream_failure_status
+
+    def agent_loop_request(self, in_process: bool) -> bool:
+        """True when a request (``in_process``: handed to the gateway in process, as a dict
+        or streamed over ``httpx.ASGITransport`` (:data:`IN_PROCESS_CLIENT`), else over
+        HTTP) is taken for the agent loop's own, whose failures the trial judges (the last
+        failure's status, body and message): an in-process one, or any while the lease has
+        had none in process (OpenClaw's loop and its programs both use HTTP and the lease's
+        key: not told apart). A program of the native agent's (HTTP, with the task's keys)
+        failing after the loop's request no longer replaces what the loop's failed with
+        (helper-160: a dropped connection of its made the loop's repeatable 500 an outage, a
+        free abstention)."""
+        return in_process or not self.in_process
+
+    @property
+    def upstream_failure_detail(self) -> str | None:
+        """The server's own message in its reply with :attr:`upstream_failure_status` (its
+        error body's message, else the body's text, one line); None when there is none."""
+        with self._lock:
+            return self._upstream_failure_detail
+
+    @property
+    def upstream_failure_body(self) -> dict[str, Any] | None:
+        """The request body (as received) a server failed with :attr:`upstream_failure_status`
+        after the retries; None when there is none."""
+        with self._lock:
+            return self._upstream_failure_body
 
     @property
     def upstream_refusals(self) -> list[int]:
@@ -505,7 +551,9 @@ class GatewayChatModel(OpenAIChatModel):
         if client is None:
             # the SDK's own HTTP library (httpx2 from openai 3), so its error mapping holds
             transport = sdk_httpx().ASGITransport(
-                app=self.lease.gateway.app, raise_app_exceptions=False
+                app=self.lease.gateway.app,
+                raise_app_exceptions=False,
+                client=(IN_PROCESS_CLIENT, 0),  # (the agent loop's: agent_loop_request)
             )
             client = openai.AsyncOpenAI(
                 api_key=self.lease.token,

@@ -257,7 +257,10 @@ class ResponseCache:
 
 
 def _cache_entry(rec: dict[str, Any]) -> tuple[str, dict[str, Any], str | None] | None:
-    """(key, completion, scope) of one record line, or None when it holds no usable reply."""
+    """(key, completion, scope) of one record line, or None when it holds no usable reply
+    (a harness probe's, ``role`` probe, is no reply a replay gives)."""
+    if rec.get("role") == "probe":
+        return None
     scope = None
     if rec.get("task_id") is not None:
         scope = f"{rec.get('task_id')}#{rec.get('run_index', 0)}"
@@ -431,6 +434,8 @@ def _read_index(
         if not agent_record and "judge" in models:
             continue  # (a judge log gives the judge's name only)
         for rec in jsonl_objects(path):
+            if rec.get("role") == "probe":  # the harness's own request: no reply to replay
+                continue
             if rec.get("model"):
                 role = "judge" if "kind" in rec else rec.get("role")
                 if role:

@@ -54,6 +54,7 @@ from clawrig.llm.client import (
 )
 from clawrig.llm.gateway.forwarder import SANDBOX_GATEWAY_DIR, SOCKET_NAME
 from clawrig.llm.gateway.lease import (
+    IN_PROCESS_CLIENT,
     SHARED_UPSTREAM,
     UPSTREAM_CLIENT,
     GatewayLease,
@@ -93,6 +94,8 @@ from clawrig.waits import Held, WaitClock, provider_backoff
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from clawrig.spec.llm import ChatResponse
 
 
 class _Retryable(Exception):
@@ -796,7 +799,9 @@ class Gateway:
             why = _unsendable(data, body)
             if why is not None:
                 return _error_body(400, f"clawrig gateway: {why}", "bad_request")
-            reply = await self._chat(lease, body)
+            # a GatewayChatModel's streamed request, over httpx.ASGITransport: the loop's
+            loop = request.client is not None and request.client.host == IN_PROCESS_CLIENT
+            reply = await self._chat(lease, body, in_process=loop)
             assert isinstance(reply, Response)  # not raw: always a response
             return reply
 
@@ -870,12 +875,20 @@ class Gateway:
         return None
 
     async def _chat(
-        self, lease: GatewayLease, body: dict[str, Any], *, raw: bool = False
+        self,
+        lease: GatewayLease,
+        body: dict[str, Any],
+        *,
+        raw: bool = False,
+        in_process: bool = False,
     ) -> Response | dict[str, Any]:
         """The answer to one chat-completions request of ``lease`` (caps, cache, upstream,
         record): an HTTP response, or with ``raw`` (an in-process caller) a plain reply's
         completion object itself (what the response's body would hold)."""
         lease.last_request = body
+        in_process = in_process or raw
+        if in_process:
+            lease.in_process = True
         stream = bool(body.get("stream"))
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         tools = body.get("tools")
@@ -970,7 +983,7 @@ class Gateway:
                 tasks[seq] = (asyncio.get_running_loop(), task)
         try:
             return await self._forward(
-                lease, seq, key, body, stream, wants_usage, started, raw, wire_texts
+                lease, seq, key, body, stream, wants_usage, started, raw, wire_texts, in_process
             )
         except asyncio.CancelledError:
             with lease._lock:
@@ -1023,11 +1036,22 @@ class Gateway:
         msg: str,
         started: float,
         attempts: int,
+        answered: bool = True,
+        detail: str | None = None,
+        in_process: bool = False,
     ) -> None:
         """An upstream that failed after ``attempts``: the lease's error list, its request
-        count and one record (HTTP ``status``, ``msg``)."""
+        count and one record (HTTP ``status``, ``msg``). ``answered``: a server answered the
+        last attempt with ``status`` (else the gateway's own 502 for a broken connection),
+        saying ``detail`` (its own message). The lease's last failure (its status, body and
+        message: what the trial judges a 500 by) is this one's when the request is the agent
+        loop's (:meth:`GatewayLease.agent_loop_request`)."""
         with lease._lock:
             lease._upstream_errors.append(msg)
+            if lease.agent_loop_request(in_process):
+                lease._upstream_failure_status = status if answered else None
+                lease._upstream_failure_body = body if answered else None
+                lease._upstream_failure_detail = detail if answered else None
         lease._count(None, retries=attempts - 1)
         self._record(
             lease, seq, key, body, status=status, error=msg, started=started, retries=attempts - 1
@@ -1044,9 +1068,12 @@ class Gateway:
         started: float,
         raw: bool = False,
         wire_texts: dict[str, str] | None = None,
+        in_process: bool = False,
     ) -> Response | dict[str, Any]:
-        """Send ``body`` upstream (retrying), count, record and answer. ``wire_texts``: the
-        body's ``tools`` / ``messages`` as compact JSON made earlier
+        """Send ``body`` upstream (retrying), count, record and answer. ``in_process``: the
+        request came in process (``raw``, or a streamed one over ``httpx.ASGITransport``):
+        the agent loop's, whose failure the lease records (:meth:`_upstream_failed`).
+        ``wire_texts``: the body's ``tools`` / ``messages`` as compact JSON made earlier
         (:meth:`GatewayLease.tools_json`, :meth:`GatewayLease.messages_json`). The
         request is in flight (:attr:`GatewayLease.in_flight`) until it is counted and recorded
         (for a relayed stream, when the stream ends) or :meth:`_chat` is cancelled.
@@ -1144,11 +1171,23 @@ class Gateway:
             lease.watch.end(seq, answered=False)
             return _error_body(401, UNKNOWN_TOKEN, "auth")
         except _Retryable as exc:
+            said = _upstream_message(exc.body)
             msg = (
                 f"{ep.name}: HTTP {exc.status} from {where} after {attempts} attempt"
-                f"{'s' if attempts != 1 else ''}: {_upstream_message(exc.body)}"
+                f"{'s' if attempts != 1 else ''}: {said}"
             )
-            self._upstream_failed(lease, seq, key, body, exc.status, msg, started, attempts)
+            self._upstream_failed(
+                lease,
+                seq,
+                key,
+                body,
+                exc.status,
+                msg,
+                started,
+                attempts,
+                detail=said,
+                in_process=in_process,
+            )
             return Response(
                 exc.body,
                 status_code=exc.status,
@@ -1164,7 +1203,18 @@ class Gateway:
                 f"{ep.name}: {what} {where} after {attempts} attempt"
                 f"{'s' if attempts != 1 else ''}: {cause}"
             )
-            self._upstream_failed(lease, seq, key, body, 502, msg, started, attempts)
+            self._upstream_failed(
+                lease,
+                seq,
+                key,
+                body,
+                502,
+                msg,
+                started,
+                attempts,
+                answered=False,
+                in_process=in_process,
+            )
             if connect:
                 mark_unreached(ep, msg)
             # the 502 is the gateway's own answer, no server's: the header says what happened
@@ -1246,7 +1296,9 @@ class Gateway:
                 )
                 return self._answer(completion, stream or stream_to_client, wants_usage, raw=raw)
             relayed = _Relayed(
-                self._relay(lease, seq, key, body, resp, wants_usage, started, retries, cached),
+                self._relay(
+                    lease, seq, key, body, resp, wants_usage, started, retries, cached, in_process
+                ),
                 hold.release,
                 functools.partial(lease.was_cut, seq),
             )
@@ -1266,8 +1318,10 @@ class Gateway:
         started: float,
         retries: int,
         cached: bool = False,
+        in_process: bool = False,
     ) -> AsyncIterator[bytes]:
-        """Pass an upstream SSE stream through line by line, keeping the parsed chunks."""
+        """Pass an upstream SSE stream through line by line, keeping the parsed chunks
+        (``in_process``: :meth:`_forward`'s)."""
         chunks: list[dict[str, Any]] = []
         error: str | None = None
         done = False
@@ -1311,6 +1365,9 @@ class Gateway:
             error = f"upstream stream broke: {type(exc).__name__}: {_one_line(str(exc))}"
             with lease._lock:
                 lease._upstream_errors.append(f"{lease.model_name}: {error}")
+                if lease.agent_loop_request(in_process):
+                    lease._upstream_failure_status = lease._upstream_failure_body = None
+                    lease._upstream_failure_detail = None
         finally:
             await resp.aclose()
             completion = completion_from_chunks(chunks)
@@ -1380,16 +1437,67 @@ class Gateway:
             )
             lease.cache.add(key, completion, lease.scope, persist=persist)
 
-    def count_probe(self, lease: GatewayLease, usage: Usage) -> None:
+    def count_probe(
+        self,
+        lease: GatewayLease,
+        answer: ChatResponse,
+        request: dict[str, Any] | None = None,
+    ) -> None:
         """Count a request the harness sent ``lease``'s upstream itself for the lease's trial
-        (its probe of the provider after a refusal: ``clawrig.runner.trial``): ``usage`` (its
-        cost priced) on the lease's usage (the trial's) and the job's spend (``--budget-usd``).
-        Not recorded (no request of the trial's agent), not cached."""
+        (its probe of the provider after a refusal: ``clawrig.runner.trial``): ``answer``'s
+        usage (its cost priced) on the lease's usage (the trial's) and the job's spend
+        (``--budget-usd``). With ``request`` (the probe's chat-completions body) it is
+        recorded too, in a calls record file (model_calls.jsonl), as a whole request with
+        ``role`` ``"probe"`` and a chat.completion built from ``answer``: every call the trial
+        spent on is in its file (helper-153: usage.json counted one more than it held), and
+        readers of the agent's calls take role ``agent`` only. Never cached."""
+        usage = answer.usage
         lease._count(usage)
         with self._lock:
             self._spent += usage.cost_usd
         if self._tally is not None:
             self._tally.add(usage.cost_usd)
+        if request is None:
+            return
+        message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+        completion = {
+            "id": answer.response_id,
+            "object": "chat.completion",
+            "model": answer.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": answer.finish_reason}],
+        }
+        self._record_probe(
+            lease,
+            request,
+            status=200,
+            response=completion,
+            usage=usage,
+            started=time.monotonic() - answer.latency_s,
+            retries=usage.retries,
+        )
+
+    def record_unanswered_probe(
+        self, lease: GatewayLease, request: dict[str, Any], status: int | None, message: str
+    ) -> None:
+        """Record the harness's probe (:meth:`count_probe`) that the provider refused, or that
+        failed after its retries, with HTTP ``status`` (None: no server answered, recorded as
+        0) and ``message``, in a calls record file, ``role`` ``"probe"``, no usage (neither is
+        counted, as an agent's is not): the file holds every request the harness sent for the
+        trial (helper-155: only answered probes were there; helper-157: nor failed ones)."""
+        self._record_probe(
+            lease, request, status=status or 0, error=message, started=time.monotonic()
+        )
+
+    def _record_probe(self, lease: GatewayLease, request: dict[str, Any], **fields: Any) -> None:
+        """One record of the harness's probe ``request`` (``role`` probe, the request whole)
+        in ``lease``'s calls record file, if it has one; ``fields``: :meth:`_record`'s."""
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        if lease.record_path is None or lease.record_format != "calls":
+            return
+        key = request_key(lease.cache_model, request)
+        self._record(lease, seq, key, request, role="probe", **fields)
 
     # -- records ------------------------------------------------------------------------------
     def _record(
@@ -1407,8 +1515,10 @@ class Gateway:
         started: float,
         retries: int = 0,
         tokens: dict[str, Any] | None = None,
+        role: str | None = None,
     ) -> None:
-        """Append one line to the lease's record file.
+        """Append one line to the lease's record file. ``role``: the record's when not the
+        lease's (a harness probe's, ``probe``: its request whole, no base for the next one).
 
         "calls" shape (:data:`RECORD_FILE`): {seq, ts (Unix s), trial_id, task_id, run_index,
         role, model (endpoint name), key, stream, request, base, status (HTTP), response (a
@@ -1436,15 +1546,17 @@ class Gateway:
             if lease.record_format == "judge":
                 rec = self._judge_record(lease, key, body, response, usage, cached, error, latency)
             else:
-                request, base = _delta(lease._last_body, lease._last_seq, body)
-                lease._last_body, lease._last_seq = body, seq
+                request, base = body, None
+                if role is None:  # the lease's own: a delta of its previous one
+                    request, base = _delta(lease._last_body, lease._last_seq, body)
+                    lease._last_body, lease._last_seq = body, seq
                 rec = {
                     "seq": seq,
                     "ts": time.time(),
                     "trial_id": lease.trial_id,
                     "task_id": lease.task_id,
                     "run_index": lease.run_index,
-                    "role": lease.role,
+                    "role": role or lease.role,
                     "model": lease.model_name,
                     "key": key,
                     "stream": bool(body.get("stream")),
