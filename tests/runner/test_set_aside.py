@@ -82,3 +82,84 @@ def test_a_folder_without_a_recorded_call_is_not_kept(tmp_path: Path) -> None:
     assert not set_aside_unfinished(folder, base, tmp_path / "_retried")
     assert folder.exists() and not (tmp_path / "_retried").exists()
 
+
+def _ray_record(job_out: Path, task_id: str, costs: list[float]) -> Path:
+    """A Ray driver's ``.tmp-ray-r0-*`` record of one attempt's calls."""
+    task_dir = job_out / task_id
+    task_dir.mkdir(parents=True, exist_ok=True)
+    record = task_dir / ".tmp-ray-r0-abc123"
+    record.mkdir()
+    lines = [_call(c, f"c{i}").replace('"run_index": 2', '"run_index": 0') for i, c in
+             enumerate(costs)]  # fmt: skip
+    (record / "model_calls.jsonl").write_text("\n".join(lines) + "\n")
+    return record
+
+
+def _packed_trial(tmp_path: Path, task_id: str, costs: list[float]) -> tuple:
+    """A finished trial folder as a node packs it (result.json and its calls)."""
+    from clawrig.runner.executors.ray import pack_folder
+
+    src = tmp_path / "node" / "trial"
+    src.mkdir(parents=True)
+    res = TrialResult(task_id=task_id, trial_id="t_1", model="m", agent="native",
+                      sandbox="bwrap", job_id="job1")  # fmt: skip
+    (src / "result.json").write_text(res.model_dump_json())
+    lines = [_call(c, f"c{i}") for i, c in enumerate(costs)]
+    (src / "model_calls.jsonl").write_text("\n".join(lines) + "\n")
+    return pack_folder(src)
+
+
+def _job(tmp_path: Path, task_id: str):
+    from clawrig.spec.job import JobConfig, TrialConfig
+
+    job = JobConfig(suite_path=tmp_path, output=tmp_path / "out",
+                    trial=TrialConfig(agent="native", model="scripted/test"))  # fmt: skip
+    task = type("T", (), {"id": task_id, "category": "c"})()
+    return job, task
+
+
+def test_a_ray_attempt_back_in_place_is_counted_once_after_a_driver_kill(tmp_path: Path) -> None:
+    """CI (the official run on 3af1155): a Ray job killed with -9 and resumed counted $0.30
+    where its model had received $0.28 of calls: the driver had renamed a trial that came
+    back into place and died before removing its own record of that trial's calls, which
+    --resume then set aside as an attempt. The folder is now unpacked inside the record,
+    which names it before the rename: the record of a trial in place is removed, the trial's
+    own calls count once."""
+    from clawrig.runner.batch import set_aside_killed
+    from clawrig.runner.executors.ray import unpack_trial
+
+    job, task = _job(tmp_path, "t")
+    record = _ray_record(job.output, "t", [0.01, 0.01])
+    folder = unpack_trial(_packed_trial(tmp_path, "t", [0.01, 0.01]), record.parent, "t__t_1",
+                          record)  # fmt: skip
+    # the driver killed here, before it removed the record: what --resume finds
+    assert folder == job.output / "t" / "t__t_1" and (folder / "result.json").is_file()
+    assert sorted(p.name for p in record.iterdir()) == ["model_calls.jsonl", "returned_as"]
+    assert set_aside_killed(record, task, job, "job1") is None
+    assert not record.exists() and not (job.output / "_retried").exists()
+    assert math.isclose(recorded_usage(folder)[0].cost_usd, 0.02)
+
+
+def test_a_ray_attempt_cut_while_it_came_back_is_set_aside_once(tmp_path: Path) -> None:
+    """Killed while the trial was written inside the record (or named but not yet renamed):
+    the attempt did not finish, so the record's calls are kept in _retried/ (once: the staged
+    copy of the same calls goes, as does the name of a folder that never arrived)."""
+    from clawrig.runner.batch import set_aside_killed
+
+    job, task = _job(tmp_path, "t")
+    for named in (False, True):
+        record = _ray_record(job.output, "t", [0.01, 0.02])
+        staged = record / ".tmp-t__t_1-xyz"
+        staged.mkdir()
+        (staged / "model_calls.jsonl").write_text(_call(0.5, "c0") + "\n")
+        if named:
+            (record / "returned_as").write_text("t__t_1")
+        spent = set_aside_killed(record, task, job, "job1")
+        assert spent is not None and math.isclose(spent.cost_usd, 0.03)
+        assert not record.exists()
+    kept = sorted((job.output / "_retried").iterdir())
+    assert len(kept) == 2
+    for attempt in kept:
+        assert sorted(p.name for p in attempt.iterdir()) == ["model_calls.jsonl", "result.json"]
+        result = model_from_json_text(TrialResult, (attempt / "result.json").read_text())
+        assert math.isclose(result.usage.cost_usd, 0.03) and result.run_index == 0

@@ -48,7 +48,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from clawrig.errors import AttemptLost, ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
-from clawrig.leftovers import release_own_mounts
+from clawrig.leftovers import release_own_mounts, remove_tree
 from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import (
     INTERRUPTED,
@@ -847,7 +847,18 @@ def set_aside_killed(
     with what its recorded model calls spent (:func:`clawrig.runner.trial.set_aside_unfinished`;
     ``why``: its error's message, default an interrupted job's), else removed
     (:func:`clawrig.runner.trial.remove_unfinished`); either way its task's folder goes when
-    that leaves it empty. Returns what the set-aside attempt spent, or None."""
+    that leaves it empty. Returns what the set-aside attempt spent, or None.
+
+    A Ray driver's record of an attempt that came back whole (:attr:`TrialPaths.returned_as`
+    naming a trial folder beside it: the driver died between the rename and the record's
+    removal) is removed: its calls are that trial's, counted there."""
+    if _returned(tmp):
+        remove_unfinished(tmp)
+        return None
+    for staged in tmp.glob(f"{TMP_PREFIX}*"):  # (what the driver was unpacking there)
+        remove_tree(staged)
+    with contextlib.suppress(OSError):
+        TrialPaths(tmp).returned_as.unlink(missing_ok=True)
     base = TrialResult(
         task_id=task.id,
         category=task.category,
@@ -861,6 +872,18 @@ def set_aside_killed(
     if spent is None:
         remove_unfinished(tmp)
     return spent
+
+
+def _returned(record: Path) -> bool:
+    """Whether ``record`` names (:attr:`TrialPaths.returned_as`) a finished trial folder beside
+    it (one with a result.json)."""
+    try:
+        name = TrialPaths(record).returned_as.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not name or "/" in name or name in (".", ".."):
+        return False
+    return (record.parent / name / TrialPaths.RESULT).is_file()
 
 
 def set_aside_partial_trials(

@@ -205,10 +205,19 @@ class TrialPaths:
     WEB_CALLS = "web_calls.jsonl"
     WEB_BLOBS = "web_blobs"
     """Recorded web calls and their content-addressed bodies (``--web record``)."""
+    RETURNED_AS = "returned_as"
+    """In a Ray driver's ``.tmp-ray-*`` record of an attempt's calls: the name of the trial
+    folder the attempt came back as, written just before that folder is renamed into place
+    (:func:`clawrig.runner.executors.ray.unpack_trial`). When that folder exists the record is
+    its calls, already counted: a resumed job removes it instead of setting it aside."""
 
     @property
     def result(self) -> Path:
         return self.root / self.RESULT
+
+    @property
+    def returned_as(self) -> Path:
+        return self.root / self.RETURNED_AS
 
     @property
     def score(self) -> Path:

@@ -338,23 +338,35 @@ def pack_folder(folder: Path) -> tuple[list[str], dict[str, bytes]]:
     return dirs, read_tree(folder)
 
 
-def unpack_trial(packed: tuple[list[str], dict[str, bytes]], task_dir: Path, name: str) -> Path:
-    """Write a trial folder packed by a node into ``task_dir/.tmp-<name>-*`` and rename it to
-    ``task_dir/<name>`` (whole or absent, as a local trial's). Returns the folder. Raises
-    SetupError for a path that would leave the folder."""
+def unpack_trial(
+    packed: tuple[list[str], dict[str, bytes]], task_dir: Path, name: str, record: Path
+) -> Path:
+    """Write a trial folder packed by a node into ``record`` (the driver's ``.tmp-ray-*``
+    record of the attempt's calls), name it there (:attr:`TrialPaths.returned_as`) and rename
+    it to ``task_dir/<name>`` (whole or absent, as a local trial's). Returns the folder. Raises
+    SetupError for a path that would leave the folder.
+
+    Staged inside ``record`` so a driver killed at any point leaves one copy of the attempt's
+    calls to count: half-written, only the record's (set aside by ``--resume``); renamed into
+    place, only the trial's (the record, naming it, is removed). A staging folder of its own
+    beside the record was set aside too, and the record after the rename (CI: a job's total
+    above what its model received)."""
     dirs, files = packed
     task_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=task_dir))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=record))
+    marker = TrialPaths(record).returned_as
     try:
         for rel in dirs:
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
                 raise SetupError(f"path escapes the trial folder: {rel!r}")
             (tmp / rel).mkdir(parents=True, exist_ok=True)
         write_tree(tmp, files)
+        marker.write_text(name, encoding="utf-8")
         final = task_dir / name
         os.replace(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        marker.unlink(missing_ok=True)
         raise
     return final
 
@@ -801,7 +813,8 @@ class RayExecutor:
                             gateway.close_trial(lease)
                 self._free.put_nowait(node)
                 result = model_from_json_text(TrialResult, result_json)
-                folder = unpack_trial(packed, JobPaths(self.job.output).task_dir(task.id), name)
+                task_dir = JobPaths(self.job.output).task_dir(task.id)
+                folder = unpack_trial(packed, task_dir, name, spend)
                 # the trial's own folder holds its calls now
                 await asyncio.to_thread(remove_tree, spend)
                 return result, folder
