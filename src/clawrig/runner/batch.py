@@ -59,6 +59,7 @@ from clawrig.runner.trial import (
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
 from clawrig.spec.job import RL_JOB_ID, JobConfig, Progress, ProgressEntry, model_slug
 from clawrig.spec.layout import (
+    RETURNED_AS,
     TMP_PREFIX,
     JobPaths,
     TrialPaths,
@@ -849,7 +850,7 @@ def set_aside_killed(
     (:func:`clawrig.runner.trial.remove_unfinished`); either way its task's folder goes when
     that leaves it empty. Returns what the set-aside attempt spent, or None.
 
-    A Ray driver's record of an attempt that came back whole (:attr:`TrialPaths.returned_as`
+    A Ray driver's record of an attempt that came back whole (:data:`RETURNED_AS`
     naming a trial folder beside it: the driver died between the rename and the record's
     removal) is removed: its calls are that trial's, counted there."""
     if _returned(tmp):
@@ -858,7 +859,7 @@ def set_aside_killed(
     for staged in tmp.glob(f"{TMP_PREFIX}*"):  # (what the driver was unpacking there)
         remove_tree(staged)
     with contextlib.suppress(OSError):
-        TrialPaths(tmp).returned_as.unlink(missing_ok=True)
+        (tmp / RETURNED_AS).unlink(missing_ok=True)
     base = TrialResult(
         task_id=task.id,
         category=task.category,
@@ -875,10 +876,10 @@ def set_aside_killed(
 
 
 def _returned(record: Path) -> bool:
-    """Whether ``record`` names (:attr:`TrialPaths.returned_as`) a finished trial folder beside
+    """Whether ``record`` names (:data:`RETURNED_AS`) a finished trial folder beside
     it (one with a result.json)."""
     try:
-        name = TrialPaths(record).returned_as.read_text(encoding="utf-8").strip()
+        name = (record / RETURNED_AS).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return False
     if not name or "/" in name or name in (".", ".."):

@@ -165,6 +165,14 @@ TMP_PREFIX = ".tmp-"
 """Prefix of a trial folder that is still being written (removed or renamed, never read)."""
 
 
+RETURNED_AS = "returned_as"
+"""A file of a Ray driver's ``<task>/.tmp-ray-*`` record of an attempt's calls: the name of
+the trial folder the attempt came back as, written just before that folder is renamed into
+place beside the record (:func:`clawrig.runner.executors.ray.unpack_trial`). When that folder
+exists the record holds its calls, counted there: a resumed job removes the record instead of
+setting it aside."""
+
+
 def unfinished_trial_name(folder_name: str) -> str | None:
     """The trial's name in the name of a folder still being written
     (``.tmp-<trial>-<random>``: :data:`TMP_PREFIX`), or None for any other name."""
@@ -205,19 +213,10 @@ class TrialPaths:
     WEB_CALLS = "web_calls.jsonl"
     WEB_BLOBS = "web_blobs"
     """Recorded web calls and their content-addressed bodies (``--web record``)."""
-    RETURNED_AS = "returned_as"
-    """In a Ray driver's ``.tmp-ray-*`` record of an attempt's calls: the name of the trial
-    folder the attempt came back as, written just before that folder is renamed into place
-    (:func:`clawrig.runner.executors.ray.unpack_trial`). When that folder exists the record is
-    its calls, already counted: a resumed job removes it instead of setting it aside."""
 
     @property
     def result(self) -> Path:
         return self.root / self.RESULT
-
-    @property
-    def returned_as(self) -> Path:
-        return self.root / self.RETURNED_AS
 
     @property
     def score(self) -> Path:

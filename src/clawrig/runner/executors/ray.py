@@ -57,6 +57,7 @@ from clawrig.sandbox.workspace import read_tree
 from clawrig.sizes import format_bytes
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.spec.layout import (
+    RETURNED_AS,
     TMP_PREFIX,
     JobPaths,
     TrialPaths,
@@ -342,7 +343,7 @@ def unpack_trial(
     packed: tuple[list[str], dict[str, bytes]], task_dir: Path, name: str, record: Path
 ) -> Path:
     """Write a trial folder packed by a node into ``record`` (the driver's ``.tmp-ray-*``
-    record of the attempt's calls), name it there (:attr:`TrialPaths.returned_as`) and rename
+    record of the attempt's calls), name it there (:data:`RETURNED_AS`) and rename
     it to ``task_dir/<name>`` (whole or absent, as a local trial's). Returns the folder. Raises
     SetupError for a path that would leave the folder.
 
@@ -354,7 +355,7 @@ def unpack_trial(
     dirs, files = packed
     task_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=record))
-    marker = TrialPaths(record).returned_as
+    marker = record / RETURNED_AS
     try:
         for rel in dirs:
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
