@@ -816,8 +816,9 @@ class RayExecutor:
                 result = model_from_json_text(TrialResult, result_json)
                 task_dir = JobPaths(self.job.output).task_dir(task.id)
                 folder = unpack_trial(packed, task_dir, name, spend)
-                # the trial's own folder holds its calls now
-                await asyncio.to_thread(remove_tree, spend)
+                # the trial's own folder holds its calls now: the record (two files) goes with
+                # no await in between, so a cancellation cannot set it aside half-removed
+                remove_tree(spend)
                 return result, folder
         except BaseException:
             # the attempt's calls as the driver's leases recorded them: kept in _retried/, so
