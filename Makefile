@@ -32,7 +32,8 @@ mmdebstrap:
 	@scripts/ensure-mmdebstrap.sh
 
 demo: setup
-	rm -rf output/demo && $(BIN)/clawrig run suites/demo --agent oracle --output output/demo
+	@scripts/set-aside-output.sh output/demo
+	$(BIN)/clawrig run suites/demo --agent oracle --output output/demo
 
 # the scripted server on a free port (its first line names the URL): a server left on a fixed
 # port by an earlier run would answer instead, its script used up
@@ -42,7 +43,7 @@ demo-model: setup
 	pid=$$!; for _ in $$(seq 100); do grep -q "http://" $$log && break; sleep 0.1; done; \
 	url=$$(grep -o "http://[^ ]*" $$log | head -1); \
 	if [ -z "$$url" ]; then echo "the scripted server did not start:" >&2; cat $$log >&2; kill $$pid 2>/dev/null; rm -f $$log; exit 1; fi; \
-	rm -rf output/demo-model; SCRIPTED_BASE_URL=$$url $(BIN)/clawrig run suites/demo --suite 000015 -m scripted/demo --output output/demo-model; \
+	scripts/set-aside-output.sh output/demo-model; SCRIPTED_BASE_URL=$$url $(BIN)/clawrig run suites/demo --suite 000015 -m scripted/demo --output output/demo-model; \
 	rc=$$?; kill $$pid; rm -f $$log; exit $$rc
 
 openclaw: $(STAMP)

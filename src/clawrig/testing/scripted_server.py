@@ -1054,7 +1054,11 @@ def _cli(
     except OSError as exc:
         typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"scripted OpenAI-compatible server: {srv.base_url} ({len(replies)} replies)")
+    n = len(replies)
+    answers = f"{n} scripted {'reply' if n == 1 else 'replies'}" + (
+        f", then every request asked of {responder}" if responder else ""
+    )  # (helper-165: "0 replies" read as a server that answers nothing)
+    typer.echo(f"scripted OpenAI-compatible server: {srv.base_url} ({answers})")
     try:
         while srv._thread is not None and srv._thread.is_alive():
             time.sleep(0.2)
