@@ -362,7 +362,7 @@ def test_cli_serves_a_script(tmp_path):
     script.write_text(json.dumps([{"content": "from the CLI"}]))
     with _cli_server(script) as line:
         assert line.startswith("scripted OpenAI-compatible server: http://127.0.0.1:"), line
-        assert line.endswith("/v1 (1 scripted reply)"), line
+        assert line.rstrip("\n").endswith("/v1 (1 scripted reply)"), line
         base_url = line.split(": ", 1)[1].split()[0]
         body = httpx.post(f"{base_url}/chat/completions", json=chat()).json()
         assert body["choices"][0]["message"]["content"] == "from the CLI"
