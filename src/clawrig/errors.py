@@ -22,6 +22,14 @@ class UserError(ClawrigError):
     """Bad input from the user: CLI flags, config files, model names. Exit code 2."""
 
 
+def not_a_folder(label: str, path: Path) -> UserError:
+    """The error for a folder argument ``label`` (``JOB_DIR`` ...) whose ``path`` is no folder:
+    "no such folder", or a file given for one (helper-164: a file was "no such folder")."""
+    if path.exists() or path.is_symlink():
+        return UserError(f"{label}: {path} is not a folder")
+    return UserError(f"{label}: no such folder: {path}")
+
+
 class TaskFormatError(UserError):
     """A task file that cannot be read: names the file, the field and, when known, the line."""
 

@@ -118,15 +118,24 @@ def host_name(header: str) -> str | None:
     return _without_root_dot(name) if name else None
 
 
-def _bare_ipv6(host: str) -> bool:
-    """True when ``host`` (a Host header) is an IPv6 address without the brackets HTTP wants
-    around one (RFC 9110 section 7.2, RFC 3986 section 3.2.2)."""
+def _bracketed_ipv6(host: str) -> str | None:
+    """``host`` (a Host header) as HTTP wants it when it is an IPv6 address without the
+    brackets around it (``::1`` -> ``[::1]``; ``::1:8080``, read as address and port, ->
+    ``[::1]:8080``: helper-164), else None (RFC 9110 section 7.2, RFC 3986 section 3.2.2)."""
     import ipaddress
 
-    try:
-        return ipaddress.ip_address(host).version == 6
-    except ValueError:
-        return False
+    def ipv6(text: str) -> bool:
+        try:
+            return ipaddress.ip_address(text).version == 6
+        except ValueError:
+            return False
+
+    if ipv6(host):
+        return f"[{host}]"
+    address, _, port = host.rpartition(":")
+    if port.isdigit() and ipv6(address):
+        return f"[{address}]:{port}"
+    return None
 
 
 def _without_root_dot(name: str) -> str:
@@ -161,8 +170,9 @@ class HostGuard:
                     f"(it answers to {', '.join(sorted(self.allowed))}; listening with --host "
                     "0.0.0.0 it takes any)"
                 )
-                if len(headers) == 1 and _bare_ipv6(said):  # (helper-159: "::1 ... answers to ::1")
-                    line += f"; an IPv6 address goes in brackets: [{said}]"
+                bracketed = _bracketed_ipv6(said) if len(headers) == 1 else None
+                if bracketed is not None:  # (helper-159: "::1 ... answers to ::1")
+                    line += f"; an IPv6 address goes in brackets: {bracketed}"
                 await self.refusal(line)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

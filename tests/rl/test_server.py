@@ -661,6 +661,8 @@ async def test_a_request_naming_another_host_starts_no_episode(serve, scripted_s
         bare = await client.get("/health", headers={"host": "::1"})
         assert bare.status_code == 400
         assert bare.json()["error"].endswith("; an IPv6 address goes in brackets: [::1]")
+        with_port = await client.get("/health", headers={"host": "::1:65536"})  # (helper-164)
+        assert with_port.json()["error"].endswith("goes in brackets: [::1]:65536")
         assert (await client.get("/health", headers={"host": f"[::1]:{port}"})).status_code == 200
 
 

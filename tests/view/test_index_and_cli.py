@@ -61,6 +61,11 @@ def test_bad_input_is_one_line(jobs, tmp_path):
         "writes in the repository); give the job folders to show (clawrig run's --output), "
         "e.g. clawrig view path/to/output"
     ]
+    # a file given for the folder: said as such (helper-164: "no such folder")
+    (tmp_path / "afile").write_text("x")
+    proc = clawrig("view", tmp_path / "afile", "--port", "0")
+    assert proc.returncode == 2
+    assert proc.stderr == f"clawrig: error: JOB_DIR: {tmp_path / 'afile'} is not a folder\n"
     (tmp_path / "empty").mkdir()
     proc = clawrig("view", "--bundle", tmp_path / "b", tmp_path / "empty")
     assert proc.returncode == 2 and "not a job folder" in proc.stderr
@@ -158,23 +163,31 @@ def test_a_job_stopped_early_is_not_listed_as_finished(jobs, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert read_summary(errored)["errors_by_kind"] == {"setup": 1}
+    # a finished job whose summary file was cut: not "no summary ... written when the job
+    # ends" (helper-164)
+    cut = copy_job(jobs["nop"], tmp_path / "cut")
+    next(cut.glob("summary_*.json")).write_text("{bad")
     site = tmp_path / "site"
-    proc = clawrig("view", "--bundle", site, budget, interrupted, jobs["nop"], errored)
+    proc = clawrig("view", "--bundle", site, budget, interrupted, jobs["nop"], errored, cut)
     assert proc.returncode == 0, proc.stderr
     assert _status_cells(site) == {
         str(budget): "stopped by the budget",
         str(interrupted): "interrupted (SIGINT)",
         str(jobs["nop"]): "finished",
         str(errored): "finished, 1 not scored",
+        str(cut): "summary unreadable",
     }
-    pages = [(site / f"job{i}" / "index.html").read_text() for i in range(4)]
+    pages = [(site / f"job{i}" / "index.html").read_text() for i in range(5)]
     badges = [re.search(r'id="job-status"[^>]*>([^<]*)<', page) for page in pages]
     assert [b.group(1) if b else None for b in badges] == [
         "stopped by the budget",
         "interrupted (SIGINT)",
         "finished",
         "finished, 1 not scored",
+        "summary unreadable",
     ]
+    assert "the job's summary file cannot be read" in pages[4]
+    assert "the summary is written when the job ends" not in pages[4]
     # a warning's badge, not the green one of a job with every trial graded
     assert 'class="badge done" id="job-status"' in pages[2]
     assert 'class="badge warn" id="job-status"' in pages[3]

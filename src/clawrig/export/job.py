@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clawrig.errors import ClawrigError, UserError
+from clawrig.errors import ClawrigError, UserError, not_a_folder
 from clawrig.jsonl import jsonl_lines
 from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text, read_regular
 from clawrig.spec.summary import JobSummary
@@ -103,7 +103,7 @@ def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list
     Raises UserError when ``job_dir`` is not a job folder."""
     job_dir = Path(job_dir)
     if not job_dir.is_dir():
-        raise UserError(f"JOB_DIR: no such folder: {job_dir}")
+        raise not_a_folder("JOB_DIR", job_dir)
     layout = JobPaths(job_dir)
     summaries = layout.summaries()
     if not summaries and not layout.is_rollouts():

@@ -1050,8 +1050,9 @@ class SupervisedSandbox:
             self._next_check(fut, op, watch, STOPPED_CONFIRM_S, confirm=True)
         else:
             self._died = (
-                "the sandbox's supervisor was stopped (SIGSTOP or another stop signal, from a "
-                f"process in the sandbox) while it ran {op}"
+                "the sandbox's supervisor was stopped (SIGSTOP or another stop signal: a "
+                "process in the sandbox can send one, as can the host's owner) while it served "
+                f"a request ({op})"
             )
             fut.set_exception(self._death(""))
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clawrig.errors import UserError
+from clawrig.errors import UserError, not_a_folder
 from clawrig.grading.aggregate import error_counts
 from clawrig.spec.job import model_slug
 from clawrig.spec.layout import JobPaths, TrialPaths
@@ -167,7 +167,7 @@ class FolderIndex:
     def __init__(self, folder: Path, *, min_interval: float = 0.5) -> None:
         self.folder = Path(folder)
         if not self.folder.is_dir():
-            raise UserError(f"JOB_DIR: no such folder: {self.folder}")
+            raise not_a_folder("JOB_DIR", self.folder)
         self.min_interval = min_interval
         self.rows: dict[str, Row] = {}
         self.dir_mtimes: dict[str, int] = {}
@@ -309,6 +309,11 @@ class JobView:
             self._summary_cache = (mtime, _valid_fields(data) if isinstance(data, dict) else None)
         return self._summary_cache[1]
 
+    def summary_unreadable(self) -> bool:
+        """True when the job's summary file is there but holds no summary (cut, or edited
+        into something else): its pages then say so instead of "no summary" (helper-164)."""
+        return self.summary() is None and self._file("summary").is_file()
+
     def _progress(self) -> tuple[str, str]:
         """(job id, model) in the progress file (re-read when the file changes), "" each
         when absent."""
@@ -425,7 +430,7 @@ def open_jobs(folders: list[Path]) -> list[JobView]:
     for given in folders:
         given = Path(given)
         if not given.is_dir():
-            raise UserError(f"JOB_DIR: no such folder: {given}")
+            raise not_a_folder("JOB_DIR", given)
         subs = [p for p in sorted(given.iterdir()) if p.is_dir() and _job_files(p)]
         own = _job_files(given) or (given / LOCK_FILE).exists() or not subs
         # a folder given twice (or inside another one given) is one job, not two

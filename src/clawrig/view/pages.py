@@ -99,9 +99,10 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def status(running: bool, summary: dict[str, Any] | None) -> str:
+def status(running: bool, summary: dict[str, Any] | None, unreadable: bool = False) -> str:
     """A job's status in words, as the jobs list and the job page show it: "running" (another
-    process holds the folder's lock), "no summary" (none written yet), "interrupted (SIGINT)"
+    process holds the folder's lock), "no summary" (none written yet), "summary unreadable"
+    (``unreadable``: its file holds no summary), "interrupted (SIGINT)"
     (or SIGTERM), "stopped by the budget", "stopped: model server" (``provider_stopped``),
     else "finished", or "finished, N not scored" when N trials ended with an error that left
     them unscored (the summary's ``error_count``: infrastructure, setup, grading ...; an agent
@@ -109,7 +110,7 @@ def status(running: bool, summary: dict[str, Any] | None) -> str:
     if running:
         return "running"
     if summary is None:
-        return "no summary"
+        return "summary unreadable" if unreadable else "no summary"
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")
         return f"interrupted ({by})" if by else "interrupted"
@@ -149,7 +150,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     }
     if s is None:
         return base | {
-            "status": status(running, None),
+            "status": status(running, None, job.summary_unreadable()),
             "source": "live",
             "model": rows[0]["model"] if rows else job.slug,
             "wildclaw": None,
