@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from clawrig.runner.trial import recorded_usage, set_aside_unfinished
@@ -163,3 +164,59 @@ def test_a_ray_attempt_cut_while_it_came_back_is_set_aside_once(tmp_path: Path) 
         assert sorted(p.name for p in attempt.iterdir()) == ["model_calls.jsonl", "result.json"]
         result = model_from_json_text(TrialResult, (attempt / "result.json").read_text())
         assert math.isclose(result.usage.cost_usd, 0.03) and result.run_index == 0
+
+
+def test_a_record_removed_midway_still_names_its_trial(tmp_path: Path) -> None:
+    """helper-166: the record's removal (``rmtree``, in directory order) took its name file
+    first; a driver killed before the calls went left calls naming nothing, set aside on
+    --resume beside the trial that holds them. The name goes last now: whatever a kill leaves
+    of the record still names the trial, and is removed."""
+    from clawrig.runner.batch import set_aside_killed
+    from clawrig.runner.executors.ray import remove_returned_record, unpack_trial
+
+    job, task = _job(tmp_path, "t")
+    record = _ray_record(job.output, "t", [0.01])
+    (record / "judge_chat.jsonl").write_text("")
+    unpack_trial(_packed_trial(tmp_path, "t", [0.01]), record.parent, "t__t_1", record)
+    # the removal's order, watched: the name file is the last one left
+    removed: list[str] = []
+    real_unlink = os.unlink
+
+    def unlink(path: str, *args: object, **kwargs: object) -> None:
+        removed.append(os.path.basename(path))
+        real_unlink(path, *args, **kwargs)
+
+    os.unlink = unlink  # type: ignore[assignment]
+    try:
+        remove_returned_record(record)
+    finally:
+        os.unlink = real_unlink  # type: ignore[assignment]
+    assert not record.exists() and removed[-1] == "returned_as"
+    assert sorted(removed[:-1]) == ["judge_chat.jsonl", "model_calls.jsonl"]
+    # killed after those: the name alone is left, and --resume removes it
+    record = _ray_record(job.output, "t", [0.01])
+    (record / "returned_as").write_text("t__t_1")
+    (record / "model_calls.jsonl").unlink()
+    assert set_aside_killed(record, task, job, "job1") is None and not record.exists()
+    assert not (job.output / "_retried").exists()
+
+
+def test_a_records_name_is_read_within_bounds_and_never_through_a_link(tmp_path: Path) -> None:
+    """helper-166: a 3 GiB name file was read whole (9.5 GB of RSS); a link named as the trial
+    (to another task's trial) made the record's calls count nowhere."""
+    from clawrig.runner.batch import set_aside_killed
+
+    job, task = _job(tmp_path, "t")
+    other = job.output / "u" / "u__t_9"
+    other.mkdir(parents=True)
+    (other / "result.json").write_text("{}")
+    record = _ray_record(job.output, "t", [0.01, 0.02])
+    (record.parent / "evil").symlink_to(other)
+    (record / "returned_as").write_text("evil")
+    spent = set_aside_killed(record, task, job, "job1")
+    assert spent is not None and math.isclose(spent.cost_usd, 0.03)
+    record = _ray_record(job.output, "t", [0.04])
+    with open(record / "returned_as", "wb") as f:
+        f.truncate(3 * 1024**3)  # sparse: no disk used
+    spent = set_aside_killed(record, task, job, "job1")
+    assert spent is not None and math.isclose(spent.cost_usd, 0.04)

@@ -708,9 +708,13 @@ def usage_line(summary: dict[str, Any]) -> str | None:
     )
     retried = usage.get("retried") or {}
     if retried.get("request_count"):
-        # attempts set aside in _retried/: run again already, or by --resume (helper-153:
-        # "run again" right after a Ctrl-C, before any was)
-        line += f" (${retried.get('cost_usd') or 0:.4f} of it by attempts set aside in _retried/)"
+        # attempts set aside in _retried/ (run again already, or by --resume: helper-153 saw
+        # "run again" right after a Ctrl-C, before any was), and those lost with a Ray node,
+        # in their trial's retried_usage (helper-166: "set aside in _retried/", none there)
+        line += (
+            f" (${retried.get('cost_usd') or 0:.4f} of it by attempts that did not finish: set "
+            "aside in _retried/, or lost with a Ray node)"
+        )
     return line
 
 

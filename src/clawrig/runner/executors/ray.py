@@ -40,10 +40,12 @@ import hashlib
 import io
 import os
 import shutil
+import signal
 import socket
 import tarfile
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -372,6 +374,51 @@ def unpack_trial(
     return final
 
 
+@contextlib.contextmanager
+def keeping_signal_handlers(hold: bool) -> Iterator[None]:
+    """Around ``ray.init``: the SIGINT and SIGTERM handlers in place before it are put back
+    after it (Ray's puts ``sys.exit(15)`` on SIGTERM, and its core worker one of its own
+    printing a C++ stack: helper-166 saw a SIGTERM ~1 s into a job exit 15 with that dump and
+    no clawrig line, where the harness's handler makes it 143 with one). ``hold``: the two
+    signals are also blocked meanwhile, and one that came is taken by the handler put back
+    once they are unblocked (a SIGTERM inside ``ray.init`` ran Ray's exit in the middle of
+    its core worker's start, which then aborted); only when ``ray.init`` starts no process
+    (joining a running cluster), as a child would keep them blocked. Outside the main thread
+    (a program running a job in a thread of its own) nothing is done: Python sets handlers
+    there only, and Ray sets none elsewhere."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signums = {signal.SIGINT, signal.SIGTERM}
+    saved = {signum: signal.getsignal(signum) for signum in signums}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signums) if hold else None
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            if handler is not None:  # (set again even when Python's record of it is
+                signal.signal(signum, handler)  # unchanged: C code may have replaced it)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def remove_returned_record(record: Path) -> None:
+    """Remove a driver's record of an attempt's calls whose trial is in place
+    (:func:`unpack_trial`): its :data:`RETURNED_AS` last, so a driver killed midway leaves a
+    record that still names the trial, which ``--resume`` removes (helper-166: ``rmtree``
+    went in directory order, the name first, and a kill between the two left the calls
+    without it: set aside, they counted twice)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(record):
+            if entry.name == RETURNED_AS:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                remove_tree(entry.path)
+            else:
+                os.unlink(entry.path)
+    remove_tree(record)
+
+
 # -- the node side ------------------------------------------------------------------------------
 
 
@@ -597,12 +644,13 @@ class RayExecutor:
             # machine (/tmp/ray/ray_current_cluster: another job's, with that job's code)
             address = self.job.ray_address or os.environ.get("RAY_ADDRESS") or "local"
             try:
-                ray.init(
-                    address=address,
-                    log_to_driver=False,
-                    include_dashboard=False,
-                    configure_logging=False,
-                )
+                with keeping_signal_handlers(hold=address != "local"):
+                    ray.init(
+                        address=address,
+                        log_to_driver=False,
+                        include_dashboard=False,
+                        configure_logging=False,
+                    )
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 said = f"--ray-address: cannot join the Ray cluster at {address}: {exc}"
                 raise UserError(said.splitlines()[0]) from None
@@ -816,9 +864,9 @@ class RayExecutor:
                 result = model_from_json_text(TrialResult, result_json)
                 task_dir = JobPaths(self.job.output).task_dir(task.id)
                 folder = unpack_trial(packed, task_dir, name, spend)
-                # the trial's own folder holds its calls now: the record (two files) goes with
-                # no await in between, so a cancellation cannot set it aside half-removed
-                remove_tree(spend)
+                # the trial's own folder holds its calls now: the record goes with no await in
+                # between, so a cancellation cannot set it aside half-removed
+                remove_returned_record(spend)
                 return result, folder
         except BaseException:
             # the attempt's calls as the driver's leases recorded them: kept in _retried/, so
