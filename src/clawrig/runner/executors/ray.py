@@ -379,19 +379,20 @@ def keeping_signal_handlers(hold: bool) -> Iterator[None]:
     """Around ``ray.init``: the SIGINT and SIGTERM handlers in place before it are put back
     after it (Ray's puts ``sys.exit(15)`` on SIGTERM, and its core worker one of its own
     printing a C++ stack: helper-166 saw a SIGTERM ~1 s into a job exit 15 with that dump and
-    no clawrig line, where the harness's handler makes it 143 with one). ``hold``: the two
-    signals are also blocked meanwhile, and one that came is taken by the handler put back
-    once they are unblocked (a SIGTERM inside ``ray.init`` ran Ray's exit in the middle of
-    its core worker's start, which then aborted); only when ``ray.init`` starts no process
-    (joining a running cluster), as a child would keep them blocked. Outside the main thread
-    (a program running a job in a thread of its own) nothing is done: Python sets handlers
-    there only, and Ray sets none elsewhere."""
+    no clawrig line, where the harness's handler makes it 143 with one). ``hold``: SIGTERM is
+    also blocked meanwhile, and one that came is taken by the handler put back once it is
+    unblocked (a SIGTERM inside ``ray.init`` ran Ray's exit in the middle of its core worker's
+    start, which then aborted); only when ``ray.init`` starts no process (joining a running
+    cluster), as a child would keep it blocked. SIGINT is never held (Ray leaves its handler
+    alone): a Ctrl-C still stops a join that hangs. Outside the main thread (a program
+    running a job in a thread of its own) nothing is done: Python sets handlers there only,
+    and Ray sets none elsewhere."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     signums = {signal.SIGINT, signal.SIGTERM}
     saved = {signum: signal.getsignal(signum) for signum in signums}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signums) if hold else None
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}) if hold else None
     try:
         yield
     finally:
