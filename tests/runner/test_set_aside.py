@@ -220,3 +220,9 @@ def test_a_records_name_is_read_within_bounds_and_never_through_a_link(tmp_path:
         f.truncate(3 * 1024**3)  # sparse: no disk used
     spent = set_aside_killed(record, task, job, "job1")
     assert spent is not None and math.isclose(spent.cost_usd, 0.04)
+    # a name no folder can have (helper-167: ENAMETOOLONG, the record dropped uncounted)
+    record = _ray_record(job.output, "t", [0.05])
+    (record / "returned_as").write_text("a" * 300)
+    spent = set_aside_killed(record, task, job, "job1")
+    assert spent is not None and math.isclose(spent.cost_usd, 0.05)
+    assert not record.exists() and len(list((job.output / "_retried").iterdir())) == 3

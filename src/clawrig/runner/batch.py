@@ -887,12 +887,15 @@ def _returned(record: Path) -> bool:
     if not name or "/" in name or name in (".", ".."):
         return False
     folder = record.parent / name
-    return (
-        not folder.is_symlink()
-        and folder.is_dir()
-        and (folder / TrialPaths.RESULT).is_file()
-        and not (folder / TrialPaths.RESULT).is_symlink()
-    )
+    try:  # (helper-167: a name past 255 bytes raised ENAMETOOLONG, and the record was dropped
+        return (  # uncounted by the caller's suppress)
+            not folder.is_symlink()
+            and folder.is_dir()
+            and (folder / TrialPaths.RESULT).is_file()
+            and not (folder / TrialPaths.RESULT).is_symlink()
+        )
+    except (OSError, ValueError):
+        return False
 
 
 def set_aside_partial_trials(

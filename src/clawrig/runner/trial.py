@@ -2488,6 +2488,9 @@ def set_aside_unfinished(
         target = paths.retried_trial(result.task_id, name) if name else None
         if target is None or target.exists():
             target = paths.retried_trial(result.task_id, folder.name.removeprefix(TMP_PREFIX))
+        taken, n = target, 2
+        while target.exists():  # (moved into a folder there, the attempt was hidden in it)
+            target, n = taken.with_name(f"{taken.name}-{n}"), n + 1
         shutil.move(str(folder), str(target))
     except OSError:
         return None
