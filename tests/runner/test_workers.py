@@ -13,6 +13,7 @@ import json
 import math
 import multiprocessing
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -1006,3 +1007,28 @@ def test_a_second_ctrl_c_keeps_what_the_trials_in_progress_spent(
     # set aside by the first Ctrl-C's clean stop, or, those it had not reached yet, at the
     # second's exit (how many each: the machine's speed; CI158 saw the first do all four)
     assert {r["error"]["message"] for r in kept} <= {INTERRUPTED, EXITED_AT_ONCE}
+
+
+def test_a_worker_told_to_stop_before_it_was_started_exits_without_a_word():
+    """CI181: a driver stopped by SIGTERM while a worker started sent that worker its "stop"
+    before any "init"; the worker unpacked it as an init and printed a traceback into the
+    driver's terminal. A real worker process, given "stop" first, exits 0 and says nothing."""
+    import socket as socketlib
+
+    from clawrig.runner.executors import processes
+
+    ours, theirs = socketlib.socketpair()
+    theirs.set_inheritable(True)
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-m", processes.__name__, str(theirs.fileno())],
+        pass_fds=(theirs.fileno(),),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    theirs.close()
+    data = pickle.dumps(("stop",), protocol=pickle.HIGHEST_PROTOCOL)
+    ours.sendall(processes._HEADER.pack(len(data)) + data)
+    ours.shutdown(socketlib.SHUT_WR)
+    out, err = proc.communicate(timeout=60)
+    ours.close()
+    assert (proc.returncode, out, err) == (0, b"", b"")

@@ -501,7 +501,10 @@ async def _serve(sock: socket.socket) -> None:
 
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     init = await _receive(reader)
-    if init is None:
+    if init is None or init[0] != "init":
+        # (CI181: a driver stopped by SIGTERM while this worker started sent its "stop"
+        # before any "init": unpacked as one, it printed a traceback into the driver's
+        # terminal) nothing was started: nothing to stop
         return
     _, index, job_config, tasks, spend, parallel, processes = init
     from clawrig.llm.client import share_answers, share_concurrency
