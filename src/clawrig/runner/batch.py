@@ -48,7 +48,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from clawrig.errors import AttemptLost, ClawrigError, UserError
 from clawrig.grading.aggregate import job_summary
-from clawrig.leftovers import release_own_mounts, remove_tree
+from clawrig.leftovers import release_own_mounts
 from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import (
     INTERRUPTED,
@@ -59,7 +59,6 @@ from clawrig.runner.trial import (
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
 from clawrig.spec.job import RL_JOB_ID, JobConfig, Progress, ProgressEntry, model_slug
 from clawrig.spec.layout import (
-    RETURNED_AS,
     TMP_PREFIX,
     JobPaths,
     TrialPaths,
@@ -850,16 +849,14 @@ def set_aside_killed(
     (:func:`clawrig.runner.trial.remove_unfinished`); either way its task's folder goes when
     that leaves it empty. Returns what the set-aside attempt spent, or None.
 
-    A Ray driver's record of an attempt that came back whole (:data:`RETURNED_AS`
-    naming a trial folder beside it: the driver died between the rename and the record's
-    removal) is removed: its calls are that trial's, counted there."""
-    if _returned(tmp):
+    A Ray driver's record of an attempt that came back whole (the driver died between the
+    rename and the record's removal: :func:`clawrig.runner.executors.ray.settle_record`) is
+    removed: its calls are that trial's, counted there."""
+    from clawrig.runner.executors.ray import settle_record
+
+    if settle_record(tmp):
         remove_unfinished(tmp)
         return None
-    for staged in tmp.glob(f"{TMP_PREFIX}*"):  # (what the driver was unpacking there)
-        remove_tree(staged)
-    with contextlib.suppress(OSError):
-        (tmp / RETURNED_AS).unlink(missing_ok=True)
     base = TrialResult(
         task_id=task.id,
         category=task.category,
@@ -873,29 +870,6 @@ def set_aside_killed(
     if spent is None:
         remove_unfinished(tmp)
     return spent
-
-
-def _returned(record: Path) -> bool:
-    """Whether ``record`` names (:data:`RETURNED_AS`, its first 4 KiB read: helper-166 made it
-    3 GiB) a finished trial folder beside it: a real folder, not a link (helper-166: a link
-    to another task's trial made a record's calls count nowhere), with a result.json file."""
-    try:
-        with open(record / RETURNED_AS, "rb") as f:
-            name = f.read(4096).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return False
-    if not name or "/" in name or name in (".", ".."):
-        return False
-    folder = record.parent / name
-    try:  # (helper-167: a name past 255 bytes raised ENAMETOOLONG, and the record was dropped
-        return (  # uncounted by the caller's suppress)
-            not folder.is_symlink()
-            and folder.is_dir()
-            and (folder / TrialPaths.RESULT).is_file()
-            and not (folder / TrialPaths.RESULT).is_symlink()
-        )
-    except (OSError, ValueError):
-        return False
 
 
 def set_aside_partial_trials(

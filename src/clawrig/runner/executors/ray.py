@@ -403,6 +403,44 @@ def keeping_signal_handlers(hold: bool) -> Iterator[None]:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
+def settle_record(record: Path) -> bool:
+    """A driver's record of an attempt's calls (a ``.tmp-*`` folder) found by ``--resume`` or
+    a job's stop: True when it names a trial now in place (:func:`unpack_trial` got as far as
+    the rename: its calls are that trial's, and the record is to be removed); else False,
+    with what the driver was unpacking into it and its name file removed, so what is left is
+    the attempt's calls, to be set aside. Any other ``.tmp-*`` folder: False, unchanged."""
+    if _returned(record):
+        return True
+    for staged in record.glob(f"{TMP_PREFIX}*"):
+        remove_tree(staged)
+    with contextlib.suppress(OSError):
+        (record / RETURNED_AS).unlink(missing_ok=True)
+    return False
+
+
+def _returned(record: Path) -> bool:
+    """Whether ``record`` names (:data:`RETURNED_AS`, its first 4 KiB read: helper-166 made it
+    3 GiB) a finished trial folder beside it: a real folder, not a link (helper-166: a link
+    to another task's trial made a record's calls count nowhere), with a result.json file."""
+    try:
+        with open(record / RETURNED_AS, "rb") as f:
+            name = f.read(4096).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not name or "/" in name or name in (".", ".."):
+        return False
+    folder = record.parent / name
+    try:  # (helper-167: a name past 255 bytes raised ENAMETOOLONG, and the record was dropped
+        return (  # uncounted by the caller's suppress)
+            not folder.is_symlink()
+            and folder.is_dir()
+            and (folder / TrialPaths.RESULT).is_file()
+            and not (folder / TrialPaths.RESULT).is_symlink()
+        )
+    except (OSError, ValueError):
+        return False
+
+
 def remove_returned_record(record: Path) -> None:
     """Remove a driver's record of an attempt's calls whose trial is in place
     (:func:`unpack_trial`): its :data:`RETURNED_AS` last, so a driver killed midway leaves a
