@@ -460,10 +460,14 @@ async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_t
     # free abstention for a wrong answer (found by the red-team review of the forked grader).
     # Stopped, the grader's kill at its time limit waited out the supervisor's call timeout
     # (default 120 s; here an hour: the trial must end long before)
-    # (the supervisor found as the grader's parent, not by number: pid 2 it is as a rule, but a
-    # CI run once scored this 0 with no error, as if the signal had reached another process)
-    # (CI163 scored it 0 again, graded in 48 ms with no error: the process it signalled and
-    # its ancestry go to the grader's stderr, in the assertion's message, for the next time)
+    # (the supervisor found as the grader's parent, not by number; the process it signalled
+    # and its ancestry go to the grader's stderr, in the assertion's message)
+    # (CI163 scored it 0 with no error, graded in 48 ms: the signal reached the supervisor
+    # but took effect after its answer. The kernel wakes one thread of a process for a stop
+    # signal, and the group stop reaches the others only once that thread runs; another
+    # thread may send an answer meanwhile. The request was answered then, and nothing of the
+    # harness's is wrong: the program waits until the signal has taken effect, so the test
+    # checks what it means to)
     sol = (
         "import os, signal, sys\n"
         "def stat(pid): return open(f'/proc/{pid}/stat').read()\n"
@@ -472,6 +476,10 @@ async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_t
         "{stat(os.getppid())[:60]!r} target {supervisor} {stat(supervisor)[:60]!r}\\n')\n"
         "sys.stderr.flush()\n"
         f"os.kill(supervisor, signal.{signal_name})\n"
+        "while True:  # until it has taken effect: stopped, or dead\n"
+        "    try: state = stat(supervisor).rsplit(')', 1)[1].split()[0]\n"
+        "    except OSError: break\n"
+        "    if state in 'TtZX': break\n"
     )
     async with asyncio.timeout(300):
         result, _ = await attack(
@@ -486,10 +494,14 @@ async def test_a_program_the_grader_runs_killing_the_clean_rooms_supervisor_is_t
 
 # the agent's command stops its sandbox's supervisor: the first ancestor of its shell whose
 # parent is outside the sandbox or its init (pid 0 or 1), found from /proc as the grader's
-# solution above finds it
+# solution above finds it; then it waits until the supervisor is stopped (a stop takes effect
+# when the one thread the kernel woke for it runs: another thread may answer first, and a
+# command answered is no stopped request: 1 run in 17 on a loaded machine, and the official
+# CI on 6f0e6cc)
 STOPS_ITS_SUPERVISOR = (
     "p=$$; while :; do pp=$(cut -d' ' -f4 /proc/$p/stat); [ \"$pp\" -le 1 ] && break; "
-    "p=$pp; done; kill -STOP $p"
+    "p=$pp; done; kill -STOP $p; "
+    "while [ \"$(cut -d' ' -f3 /proc/$p/stat)\" != T ]; do :; done"
 )
 
 
@@ -503,17 +515,17 @@ async def test_a_stopped_supervisor_ends_the_trial_within_seconds(attack, make_t
     async with asyncio.timeout(300):
         if grading:  # the grader runs the agent's program, which stops the clean room's
             sol = f"import subprocess\nsubprocess.run({STOPS_ITS_SUPERVISOR!r}, shell=True)\n"
-            result, _ = await attack(
+            result, folder = await attack(
                 make_task(RUNS_SOLUTION, grader_timeout_s=600),
                 f"cat > solution.py <<'EOF'\n{sol}EOF",
                 call_timeout_s=3600,
             )
         else:
-            result, _ = await attack(
+            result, folder = await attack(
                 make_task(timeout_s=600), STOPS_ITS_SUPERVISOR, call_timeout_s=3600
             )
     assert_counted_zero(result)
-    assert result.error is not None, result.score
+    assert result.error is not None, (result.score, tool_outputs(folder))
     assert result.error.phase == ("grading" if grading else "agent"), result.error
     assert "supervisor was stopped (SIGSTOP" in result.error.message, result.error
 
