@@ -104,11 +104,14 @@ def exposure_warning(host: str, command: str, reach: str) -> str | None:
 def host_name(header: str) -> str | None:
     """The host a Host header names (``name[:port]``, ``[v6]:port``): lower case, IPv6 without
     brackets, a name without its root's trailing dot; None when it names none (empty,
-    malformed)."""
+    malformed, a port that is no number in 0-65535: RFC 9110 section 7.2, RFC 3986 section
+    3.2.3)."""
     from urllib.parse import urlsplit
 
     try:
-        name = urlsplit(f"//{header}").hostname or None
+        parts = urlsplit(f"//{header}")
+        name = parts.hostname or None
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or no number
     except ValueError:
         return None
     # an address in the spelling the server's own names have (_as_bound: a server listening
