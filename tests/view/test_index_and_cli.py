@@ -471,3 +471,26 @@ def test_the_pages_say_why_the_provider_stopped_a_trial_and_the_job(jobs, tmp_pa
     line = re.search(r'id="t-stop-detail">([^\n]*)</p>', trial)
     assert line and html.unescape(line.group(1)) == f"stopped (model_error): {detail}"
     assert "<b>too" not in trial  # (escaped)
+
+
+def test_a_job_folder_deleted_while_the_viewer_runs_says_so(jobs, tmp_path):
+    """A job's folder deleted after ``clawrig view`` started was still listed with "no
+    summary" and the trials the viewer's index last saw: the jobs list and the job page say
+    the folder was deleted."""
+    job = copy_job(jobs["oracle"], tmp_path / "job")
+    proc, base = start_view(job)
+    try:
+        before = httpx.get(base, timeout=10)
+        assert before.status_code == 200
+        assert re.search(r'<td class="muted">[^<]*</td>\s*<td>finished</td>', before.text)
+        shutil.rmtree(job)
+        listing = httpx.get(base, timeout=10)
+        page = httpx.get(base + "job0/", timeout=10)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    cells = re.findall(r'<td class="muted">([^<]*)</td>\s*<td>([^<]*)</td>', listing.text)
+    assert cells == [(str(job), "folder deleted")]
+    badge = re.search(r'id="job-status"[^>]*>([^<]*)<', page.text)
+    assert page.status_code == 200 and badge and badge.group(1) == "folder deleted"
+    assert "the job's folder was deleted after the viewer started" in page.text

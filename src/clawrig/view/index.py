@@ -309,6 +309,11 @@ class JobView:
             self._summary_cache = (mtime, _valid_fields(data) if isinstance(data, dict) else None)
         return self._summary_cache[1]
 
+    def deleted(self) -> bool:
+        """True when the job's folder is gone (deleted while the viewer runs): its pages say
+        so instead of "no summary" over the trials the viewer's index last saw."""
+        return not self.folder.is_dir()
+
     def summary_unreadable(self) -> bool:
         """True when the job's summary file is there but holds no summary (cut, or edited
         into something else): its pages then say so instead of "no summary" (helper-164)."""

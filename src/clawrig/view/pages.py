@@ -99,16 +99,21 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def status(running: bool, summary: dict[str, Any] | None, unreadable: bool = False) -> str:
+def status(
+    running: bool, summary: dict[str, Any] | None, unreadable: bool = False, deleted: bool = False
+) -> str:
     """A job's status in words, as the jobs list and the job page show it: "running" (another
-    process holds the folder's lock), "no summary" (none written yet), "summary unreadable"
-    (``unreadable``: its file holds no summary), "interrupted (SIGINT)"
+    process holds the folder's lock), "folder deleted" (``deleted``: gone since the viewer
+    started), "no summary" (none written yet), "summary unreadable" (``unreadable``: its file
+    holds no summary), "interrupted (SIGINT)"
     (or SIGTERM), "stopped by the budget", "stopped: model server" (``provider_stopped``),
     else "finished", or "finished, N not scored" when N trials ended with an error that left
     them unscored (the summary's ``error_count``: infrastructure, setup, grading ...; an agent
     error is scored 0 and not among them), as ``clawrig run``'s table caption counts them."""
     if running:
         return "running"
+    if deleted:
+        return "folder deleted"
     if summary is None:
         return "summary unreadable" if unreadable else "no summary"
     if summary.get("interrupted"):
@@ -150,7 +155,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     }
     if s is None:
         return base | {
-            "status": status(running, None, job.summary_unreadable()),
+            "status": status(running, None, job.summary_unreadable(), job.deleted()),
             "source": "live",
             "model": rows[0]["model"] if rows else job.slug,
             "wildclaw": None,
