@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import re
 import shutil
 import socket
 import threading
@@ -101,13 +102,20 @@ def exposure_warning(host: str, command: str, reach: str) -> str | None:
     return line
 
 
+_HOST_FORM = re.compile(r"(?:\[[^\[\]@/?#\s]+\]|[^\[\]:@/?#\s]+)(?::[0-9]*)?")
+"""A Host header's form (RFC 3986 section 3.2.2): a bracketed address or a name with no
+userinfo, path, query or fragment in it, then an optional ``:port``."""
+
+
 def host_name(header: str) -> str | None:
     """The host a Host header names (``name[:port]``, ``[v6]:port``): lower case, IPv6 without
     brackets, a name without its root's trailing dot; None when it names none (empty,
-    malformed, a port that is no number in 0-65535: RFC 9110 section 7.2, RFC 3986 section
-    3.2.3)."""
+    malformed: userinfo, a path, query or fragment, anything after the brackets but a port, a
+    port that is no number in 0-65535; RFC 9110 section 7.2, RFC 3986 section 3.2)."""
     from urllib.parse import urlsplit
 
+    if _HOST_FORM.fullmatch(header) is None:  # (urlsplit drops a@ and /x: helper-169)
+        return None
     try:
         parts = urlsplit(f"//{header}")
         name = parts.hostname or None

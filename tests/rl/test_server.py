@@ -694,11 +694,16 @@ def test_the_host_names_a_server_answers_follow_its_address():
     assert "fd00::5" in (named_hosts("fd00::5") or [])
     # what a Host header names, as the guard compares it
     assert host_name("LocalHost:80") == "localhost" and host_name("[::1]:8") == "::1"
-    assert host_name("127.0.0.1@evil.example") == "evil.example" and host_name("") is None
+    assert host_name("127.0.0.1@evil.example") is None and host_name("") is None
     assert host_name("[::1") is None
     # a port out of range or no number names no host (it was taken: the name alone was checked)
     assert host_name("localhost:99999") is None and host_name("localhost:8x") is None
     assert host_name("localhost:65535") == "localhost" and host_name("localhost:") == "localhost"
+    # userinfo, a path, query or fragment, or more after the brackets: no Host's form
+    # (urlsplit dropped them and named localhost, helper-169)
+    for malformed in ("a@localhost", "evil@localhost:1", "localhost/x", "localhost?x",
+                      "localhost#x", "[::1]x", "local host", "[::1]:8:8"):  # fmt: skip
+        assert host_name(malformed) is None, malformed
     # a fully qualified name's trailing dot is the same name (helper-157: localhost. refused)
     assert host_name("localhost.:80") == "localhost" and host_name("a..") == "a.."
     assert named_hosts("localhost.") == loopback and "box.lan" in (named_hosts("box.lan.") or [])
