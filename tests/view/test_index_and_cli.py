@@ -494,3 +494,33 @@ def test_a_job_folder_deleted_while_the_viewer_runs_says_so(jobs, tmp_path):
     badge = re.search(r'id="job-status"[^>]*>([^<]*)<', page.text)
     assert page.status_code == 200 and badge and badge.group(1) == "folder deleted"
     assert "the job's folder was deleted after the viewer started" in page.text
+
+
+def test_a_summary_with_half_an_interval_still_shows_its_job(jobs, tmp_path):
+    """helper-169: a summary edited to ``"high": null`` beside a ``low`` made the job page a
+    500 (the interval was formatted on ``low`` alone); the interval is shown when both bounds
+    are numbers, at the summary's own confidence level."""
+    job = copy_job(jobs["oracle"], tmp_path / "job")
+    path = next(job.glob("summary_*.json"))
+    summary = json.loads(path.read_text())
+    mean = summary["mean"]
+    assert mean["n"] >= 2 and mean["low"] is not None and mean["high"] is not None
+    half = copy_job(job, tmp_path / "half")
+    next(half.glob("summary_*.json")).write_text(
+        json.dumps(summary | {"mean": mean | {"high": None}})
+    )
+    ninety = copy_job(job, tmp_path / "ninety")
+    next(ninety.glob("summary_*.json")).write_text(
+        json.dumps(summary | {"mean": mean | {"confidence": 0.9}})
+    )
+    proc, base = start_view(job, half, ninety)
+    try:
+        pages = [httpx.get(f"{base}job{i}/", timeout=10) for i in range(3)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert [p.status_code for p in pages] == [200, 200, 200]
+    interval = f"CI [{mean['low']:.3f}, {mean['high']:.3f}]"
+    assert f"95% {interval}" in pages[0].text
+    assert "% CI [" not in pages[1].text and f"n = {mean['n']} trials" in pages[1].text
+    assert f"90% {interval}" in pages[2].text
