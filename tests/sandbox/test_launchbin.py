@@ -29,7 +29,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 PROBE = """
-import json, os, sys
+import faulthandler, json, os, signal, sys
+faulthandler.register(signal.SIGUSR1)  # (a probe that hangs: its stacks, for the assertion)
 from clawrig.sandbox import launchbin
 launchbin.COMPILE_TIMEOUT_S = float(os.environ.get("PROBE_COMPILE_TIMEOUT_S", "60"))
 fd = launchbin.program_fd()
@@ -457,7 +458,39 @@ def test_an_interrupt_during_a_hanging_compile_stops_it_and_what_it_started(tmp_
         time.sleep(0.05)
     assert (tmp_path / "log").exists()
     probe.send_signal(signal.SIGINT)
-    _, err = probe.communicate(timeout=60)  # well before the compile's own limit
+    try:
+        _, err = probe.communicate(timeout=60)  # well before the compile's own limit
+    except subprocess.TimeoutExpired:  # (once, on a loaded machine: where it was)
+        probe.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        probe.kill()
+        raise AssertionError(
+            f"no exit 60 s after SIGINT: {probe.communicate()[1].decode()}"
+        ) from None
     assert probe.returncode != 0 and b"KeyboardInterrupt" in err
     left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
     assert left.stdout == "", left.stdout
+
+
+def test_a_tree_still_growing_is_killed_whole():
+    """CI185: a compile interrupted as its compiler forked left the child running (the tree was
+    listed, then killed: a child forked in between was missed). A shell forking children as
+    fast as it can is killed with every one of them."""
+    marker = f"{987_000 + os.getpid() % 1000}"
+    proc = subprocess.Popen(
+        ["sh", "-c", f"while :; do sleep {marker} & done"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not launchbin._descendants(proc.pid):
+            time.sleep(0.01)
+        time.sleep(0.05)  # forking meanwhile
+        launchbin._kill_tree(proc)
+        assert proc.returncode == -signal.SIGKILL
+        left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+        assert left.stdout == "", f"{len(left.stdout.split())} left"
+    finally:
+        proc.kill()
+        subprocess.run(["pkill", "-9", "-f", f"sleep {marker}"], check=False)

@@ -180,13 +180,43 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+FREEZE_LIMIT_S = 2.0
+"""Longest :func:`_kill_tree` waits for the processes it stopped to be stopped."""
+
+
 def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL ``proc`` and every process it started (found before it dies: its orphans go to
-    init), then reap it."""
-    for pid in [*_descendants(proc.pid), proc.pid]:
+    """SIGKILL ``proc`` and every process it started, then reap it. The tree is frozen first,
+    round after round until a round finds no new process: each found is sent SIGSTOP and
+    waited for until it is stopped (or gone; :data:`FREEZE_LIMIT_S` at most), so every child
+    it made is listed by then and it makes no more. Killed while still growing, a process
+    listed before its fork left that child running, orphaned (CI185: the fake compiler's
+    ``sleep``, forked as the harness was interrupted). Found before they die: orphans go to
+    init and are no one's descendants."""
+    frozen: list[int] = []
+    deadline = time.monotonic() + FREEZE_LIMIT_S
+    while new := [p for p in [proc.pid, *_descendants(proc.pid)] if p not in frozen]:
+        for pid in new:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+        frozen += new
+        while not all(map(_stopped_or_gone, new)) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if time.monotonic() >= deadline:
+            break
+    for pid in frozen:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     proc.wait()
+
+
+def _stopped_or_gone(pid: int) -> bool:
+    """True when process ``pid`` is stopped, a zombie, or gone (/proc's state)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return True
+    return data[data.rindex(b")") + 2 :][:1] in (b"T", b"t", b"Z", b"X")
 
 
 def _compiled(source: bytes, command: list[str]) -> bytes | None:
