@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -524,3 +525,37 @@ def test_a_summary_with_half_an_interval_still_shows_its_job(jobs, tmp_path):
     assert f"95% {interval}" in pages[0].text
     assert "% CI [" not in pages[1].text and f"n = {mean['n']} trials" in pages[1].text
     assert f"90% {interval}" in pages[2].text
+
+
+def test_a_job_started_in_a_folder_of_jobs_after_the_viewer_appears(jobs, tmp_path):
+    """helper-168: ``clawrig view output`` never showed a job started in ``output/`` after it
+    opened the folder (its page 404). New job folders are found within a second or so, keyed
+    after the others; the jobs it had keep their keys."""
+    root = tmp_path / "output"
+    first = copy_job(jobs["oracle"], root / "a")
+    proc, base = start_view(root)
+    try:
+        assert _listed(httpx.get(base, timeout=10).text) == [str(first)]
+        second = copy_job(jobs["nop"], root / "b")
+        (root / "not-a-job").mkdir()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            listed = _listed(httpx.get(base, timeout=10).text)
+            if len(listed) > 1:
+                break
+            time.sleep(0.2)
+        page = httpx.get(f"{base}job1/", timeout=10)
+        third = copy_job(jobs["model"], root / "c")
+        time.sleep(1.1)  # (the viewer looks again at most once a second)
+        direct = httpx.get(f"{base}job2/", timeout=10)  # its page first: no listing before
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert listed == [str(first), str(second)]
+    assert page.status_code == 200 and str(second) in page.text
+    assert direct.status_code == 200 and str(third) in direct.text
+
+
+def _listed(index_html: str) -> list[str]:
+    """The job folders the jobs list shows, in its order."""
+    return re.findall(r'<td class="muted">([^<]*)</td>\s*<td>[^<]*</td>', index_html)

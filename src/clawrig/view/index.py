@@ -436,12 +436,41 @@ def open_jobs(folders: list[Path]) -> list[JobView]:
         given = Path(given)
         if not given.is_dir():
             raise not_a_folder("JOB_DIR", given)
-        subs = [p for p in sorted(given.iterdir()) if p.is_dir() and _job_files(p)]
+        subs = _job_subfolders(given)
         own = _job_files(given) or (given / LOCK_FILE).exists() or not subs
         # a folder given twice (or inside another one given) is one job, not two
         fresh = [f for f in [given] * own + subs if f.resolve() not in seen]
         seen.update(f.resolve() for f in fresh)
         views += _folder_views(fresh, len(views))
+    return views
+
+
+def _job_subfolders(folder: Path) -> list[Path]:
+    """The subfolders of ``folder`` that hold a job (its summary or progress file), sorted."""
+    return [p for p in sorted(folder.iterdir()) if p.is_dir() and _job_files(p)]
+
+
+def jobs_started_since(folders: list[Path], known: list[JobView]) -> list[JobView]:
+    """Views of the jobs in subfolders of ``folders`` (the folders of jobs given to
+    :func:`open_jobs`, as ``output/``) that none of ``known`` shows: a job started there after
+    the viewer opened the folder (helper-168: it never appeared). Keyed on from
+    ``len(known)``. A folder that cannot be read now, or a new one that is no job folder after
+    all, gives none."""
+    have = {view.folder.resolve() for view in known}
+    fresh: list[Path] = []
+    for given in folders:
+        try:
+            subs = _job_subfolders(Path(given))
+        except OSError:  # (gone, or no folder now)
+            continue
+        for sub in subs:
+            if (real := sub.resolve()) not in have:
+                have.add(real)
+                fresh.append(sub)
+    views: list[JobView] = []
+    for folder in fresh:
+        with contextlib.suppress(UserError, OSError):
+            views += _folder_views([folder], len(known) + len(views))
     return views
 
 

@@ -20,8 +20,10 @@ import json
 import math
 import secrets
 import statistics
+import threading
+import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ from markupsafe import Markup
 from clawrig.spec.layout import TrialPaths
 from clawrig.spec.summary import headline_benchmarks
 from clawrig.view import plots
-from clawrig.view.index import JobView, Row
+from clawrig.view.index import JobView, Row, jobs_started_since
 from clawrig.view.trial import as_dict, read_json, read_trial, shown
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -338,20 +340,43 @@ def table_rows(rows: list[Row]) -> dict[str, Any]:
     }
 
 
+JOBS_RESCAN_S = 1.0
+"""Seconds at least between two looks of :meth:`Site.add_new_jobs` for new job folders."""
+
+
 @dataclass
 class Site:
-    """Renders every page of the jobs ``jobs``; ``live`` pages poll the server's state API."""
+    """Renders every page of the jobs ``jobs``; ``live`` pages poll the server's state API.
+    ``folders``: the folders the jobs were opened from, where :meth:`add_new_jobs` looks for
+    jobs started since (none for a static bundle)."""
 
     jobs: list[JobView]
     live: bool = True
+    folders: list[Path] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.env = _env()
         self.by_key = {j.key: j for j in self.jobs}
+        self._jobs_lock = threading.Lock()
+        self._jobs_looked = time.monotonic()
         self._tasks: dict[str, Any] = {}
         self._resolvers: dict[Path, Any] = {}
         self._memo: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._boot = secrets.token_hex(3)
+
+    def add_new_jobs(self) -> None:
+        """Add the jobs started in subfolders of :attr:`folders` since the last look
+        (:func:`clawrig.view.index.jobs_started_since`), at most every :data:`JOBS_RESCAN_S`
+        seconds; thread-safe (the server's routes run in a thread pool)."""
+        if not self.folders or time.monotonic() - self._jobs_looked < JOBS_RESCAN_S:
+            return
+        with self._jobs_lock:
+            if time.monotonic() - self._jobs_looked < JOBS_RESCAN_S:
+                return
+            for job in jobs_started_since(self.folders, self.jobs):
+                self.jobs.append(job)
+                self.by_key[job.key] = job
+            self._jobs_looked = time.monotonic()
 
     def _cached(self, kind: str, job: JobView, compute: Any) -> Any:
         """``compute()`` once per (kind, job) until the job's rows or summary change."""
@@ -382,6 +407,7 @@ class Site:
         )
 
     def index_page(self) -> str:
+        self.add_new_jobs()
         items = []
         for j in self.jobs:
             rows = j.rows()
@@ -513,6 +539,7 @@ class Site:
 
     def compare_page(self, keys: list[str] | None = None) -> str:
         """The compare page of jobs ``keys`` (default: all), cached until one of them changes."""
+        self.add_new_jobs()
         jobs = [self.by_key[k] for k in keys if k in self.by_key] if keys else self.jobs
         stamp = tuple(self._version(j) for j in jobs)
         memo_key = ("compare", ",".join(j.key for j in jobs))

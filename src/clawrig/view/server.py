@@ -25,13 +25,15 @@ def create_app(folders: list[Path], *, host: str = "127.0.0.1") -> FastAPI:
     Host header names another host is answered 400, one plain line
     (:func:`clawrig.serving.guard_hosts`: no web page reads the trials by DNS rebinding).
     Raises UserError for a folder that is not a job folder."""
-    site = Site(open_jobs(folders), live=True)
+    site = Site(open_jobs(folders), live=True, folders=[Path(f) for f in folders])
     app = FastAPI(title="clawrig view", docs_url=None, redoc_url=None, openapi_url=None)
     guard_hosts(app, host, lambda line: PlainTextResponse(line, status_code=400))
     app.state.site = site
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     def job_or_404(key: str) -> None:
+        if key not in site.by_key:
+            site.add_new_jobs()  # (a job started since the last look)
         if key not in site.by_key:
             raise HTTPException(404, f"no job {key!r} (known: {', '.join(site.by_key)})")
 
