@@ -157,6 +157,13 @@ def test_budget_exit_unfinished_folder_resume_and_finished_folder(
     assert _keys(out) == keys and len(srv.requests) == requests
     assert "0.6250" in r.stdout  # the table of the finished job
     assert "6/6" in r.stderr and "0/6" not in r.stderr  # its bar: all done (it said 0/6)
+    # with other trial settings it is refused as an unfinished one is (helper-168: "nothing
+    # to run", exit 0), naming the summary the job is known by
+    r = run("--resume", "--max-turns", "5")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    said = f"{out / 'summary_scripted_test.json'}: --resume: trial settings differ from the job's"
+    assert said in r.stderr and "max_turns 100 -> 5" in r.stderr, r.stderr
+    assert "tasks left" not in r.stderr and _keys(out) == keys and len(srv.requests) == requests
     # and so with the model's server gone: nothing runs, so the model is not asked (it said
     # "cannot reach scripted/test": a new user's finding)
     srv.stop()

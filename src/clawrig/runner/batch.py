@@ -426,13 +426,7 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
             "and its progress file is gone: its finished trials cannot be told apart; choose "
             "another --output"
         )
-    settings: dict[str, Any] = {}
-    for rj in JobPaths(job.output).trial_results():
-        with contextlib.suppress(OSError, ValueError):
-            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
-            if res.job_id == job_id and res.model == model and res.config is not None:
-                settings = res.config.resume_settings()
-                break
+    settings = _trial_settings(job.output, model, job_id)
     suite, runs, agent = value.get("suite"), value.get("runs_per_task"), value.get("agent")
     replayed = value.get("replayed_from")
     return Progress(
@@ -445,6 +439,19 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
         replay=replayed if isinstance(replayed, str) and replayed else None,
         task_digests=_summary_task_ids(value, job.output),
     )
+
+
+def _trial_settings(output: Path, model: str, job_id: Any) -> dict[str, Any]:
+    """The trial settings (:meth:`TrialConfig.resume_settings`) a finished trial of job
+    ``job_id`` for ``model`` under ``output`` ran with; {} when none says."""
+    if not isinstance(job_id, str) or not job_id:
+        return {}
+    for rj in JobPaths(output).trial_results():
+        with contextlib.suppress(OSError, ValueError):
+            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+            if res.job_id == job_id and res.model == model and res.config is not None:
+                return res.config.resume_settings()
+    return {}
 
 
 def _summary_task_ids(summary: dict[str, Any], output: Path | None = None) -> dict[str, str]:
@@ -759,11 +766,13 @@ def changed_tasks_problem(
     )
 
 
-def changed_settings_problem(job: JobConfig, model: str, progress: Progress | None) -> str | None:
+def changed_settings_problem(
+    job: JobConfig, model: str, progress: Progress | None, record: Path | None = None
+) -> str | None:
     """With ``--resume``, why the trial settings of ``job`` are not those the job in its
-    folder (interrupted, stopped, or finished with errored trials) ran with (one line naming
-    the settings that differ: :attr:`Progress.settings`), or None (no progress file, or one
-    that records none)."""
+    folder (interrupted, stopped, or finished) ran with (one line naming the settings that
+    differ: :attr:`Progress.settings`, and ``record``, the file they come from: default the
+    progress file), or None (no progress file, or one that records none)."""
     if not job.resume or progress is None or not progress.settings:
         return None
     mine = job.trial.resume_settings()
@@ -774,10 +783,10 @@ def changed_settings_problem(job: JobConfig, model: str, progress: Progress | No
         return None
     shown = ", ".join(f"{k} {progress.settings.get(k)!r} -> {mine.get(k)!r}" for k in differ[:4])
     return (
-        f"{progress_path(job.output, model)}: --resume: trial settings differ from the "
+        f"{record or progress_path(job.output, model)}: --resume: trial settings differ from the "
         f"job's ({shown}): its trials and these would be summed as one job; run with the same "
-        "options, or these as a new job with another --output (--suite IDS for only the "
-        "tasks left)"
+        "options, or these as a new job with another --output"
+        + (" (--suite IDS for only the tasks left)" if record is None else "")
     )
 
 
@@ -803,14 +812,18 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
     if progress is None and (done := finished_summary(job.output, model)) is not None:
         # a finished job resumed with another suite showed it "finished" and never ran the
         # tasks it added (helper-120): its summary's task ids
+        # and one resumed with other trial settings said "nothing to run" (helper-168: an
+        # unfinished one is refused for them); a finished trial's result.json says its own
         ids = Progress(
             model=model,
             suite=job.suite,
             runs=job.runs,
+            settings=_trial_settings(job.output, model, done.get("job_id")),
             task_digests=_summary_task_ids(done, job.output),
         )
-        return changed_tasks_problem(
-            job, model, ids, digests, state="finished", record=summary_path(job.output, model)
+        record = summary_path(job.output, model)
+        return changed_settings_problem(job, model, ids, record) or changed_tasks_problem(
+            job, model, ids, digests, state="finished", record=record
         )
     return changed_settings_problem(job, model, progress) or changed_tasks_problem(
         job, model, progress, digests
