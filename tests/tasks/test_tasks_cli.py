@@ -238,6 +238,15 @@ def test_list_with_errors_exits_1(run_cli, wildclaw_task, bench_root):
     assert "encoding: file is not UTF-8" in proc.stderr
 
 
+def test_list_of_a_file_that_is_no_task_says_why_without_an_empty_table(run_cli, tmp_path):
+    """helper-168: ``tasks list README.md`` drew a table of 0 tasks above the error."""
+    readme = tmp_path / "README.md"
+    readme.write_text("# a readme\n")
+    proc = run_cli("tasks", "list", readme)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout
+    assert proc.stderr.strip() == f"error: {readme}:1: front matter: file does not start with `---`"
+
+
 def test_missing_path_is_one_line_error(run_cli, tmp_path):
     proc = run_cli("tasks", "list", tmp_path / "nope")
     assert proc.returncode == 2

@@ -153,7 +153,7 @@ def list_tasks(
     suite = load_suite(path, root)
     if as_json:
         typer.echo(json.dumps([task_row(t) for t in suite.tasks], indent=2, ensure_ascii=False))
-    else:
+    elif suite.tasks or not suite.errors:  # (none read: the errors alone, no empty table)
         table = Table(title=f"{len(suite.tasks)} tasks in {path}", title_justify="left")
         for col in ("id", "category", "level", "lang", "timeout", "grader", "workspace"):
             table.add_column(col, no_wrap=col == "id")
