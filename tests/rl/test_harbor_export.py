@@ -129,6 +129,13 @@ def test_cli_export_harbor_and_its_errors(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert "000008  skipped: needs mock services" in ok.stdout
     assert (tmp_path / "h" / "000015" / "task.toml").is_file()
+    # the hint names a task Harbor's oracle can run (one with solution/), and no oracle where
+    # none has one (helper-168: it named -a oracle for WildClawBench tasks without solution/)
+    assert f"Run one with: harbor run -p {tmp_path / 'h' / '000015'} -a oracle" in ok.stdout
+    wild = export(DEMO.parents[1] / "examples" / "wildclaw", tmp_path / "w")
+    assert wild.returncode == 0 and "no solution/: no golden trajectory" in wild.stdout, wild
+    said = f"Run one with: harbor run -p {tmp_path / 'w'}/<task_id> -a AGENT (none has solution/"
+    assert said in " ".join(wild.stdout.split()), wild.stdout
     bad = export(tmp_path / "nope", tmp_path / "h2")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [

@@ -156,10 +156,17 @@ def harbor(
             f"{source}: no task to export to Harbor ({len(report.tasks)} skipped, each for "
             "the reason above)"
         )
+    # Harbor's oracle agent runs solution/, which only a task with a golden trajectory has
+    # (helper-168: the hint named it for tasks without one); another's agent is the user's
+    solved = [t for t in report.tasks if not t.skipped and t.has_solution]
+    run_one = (
+        f"harbor run -p {out}/{solved[0].task_id} -a oracle"
+        if solved
+        else f"harbor run -p {out}/<task_id> -a AGENT (none has solution/ for -a oracle)"
+    )
     console.print(
         f"wrote {len(report.exported)} Harbor task(s) to {out}; skipped "
-        f"{len(report.tasks) - len(report.exported)}. Run one with: harbor run -p "
-        f"{out}/<task_id> -a oracle",
+        f"{len(report.tasks) - len(report.exported)}. Run one with: {run_one}",
         highlight=False,
         soft_wrap=True,
     )
