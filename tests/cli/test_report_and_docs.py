@@ -323,3 +323,27 @@ def test_the_usage_line_names_where_the_set_aside_attempts_are():
         "model usage: 6 requests, 90 tokens (60 in, 30 out), $0.0800 ($0.0200 of it by attempts "
         "that did not finish: set aside in _retried/, or lost with a Ray node)"
     )
+
+
+def test_the_table_says_why_a_graded_agent_was_cut_short():
+    """helper-168: a trial stopped by its budget showed 0 and an empty error column (only
+    result.json said ``cost_budget``). An agent cut short and graded as it stood says how; one
+    that answered, or whose error is shown, says nothing more."""
+    reasons = ["cost_budget", "time_limit", "max_turns", "final_answer", None]
+    rows = [
+        {"task_id": f"t{i}", "run_index": 0, "trial": f"f{i}", "error": None, "score": 0.0}
+        | {"stop_reason": why}
+        for i, why in enumerate(reasons)
+    ]
+    rows[3]["score"] = 1.0
+    rows.append(
+        {"task_id": "t5", "run_index": 0, "trial": "f5", "score": 0.0, "stop_reason": "time_limit"}
+        | {"error": {"kind": "agent", "message": "crash"}}
+    )
+    summary = {"model": "m", "agent": "native", "tasks": rows, "evaluated_count": 6}
+    summary |= {"error_count": 0, "errors_by_kind": {"agent": 1}, "mean": {"mean": 0.2}}
+    lines = {ln.split()[1]: ln for ln in _table_text(summary).splitlines() if " t" in ln[:4]}
+    said = {t: re.search(r"stopped: (\w+)", ln) for t, ln in lines.items()}
+    got = {t: m.group(1) for t, m in said.items() if m}
+    assert got == {"t0": "cost_budget", "t1": "time_limit", "t2": "max_turns"}, lines
+    assert "agent: crash" in lines["t5"]

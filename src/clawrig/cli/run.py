@@ -102,8 +102,16 @@ def _mean_label(mean: dict[str, Any]) -> str:
     return "mean score of the graded trials"
 
 
+CUT_SHORT = frozenset(
+    {"max_turns", "time_limit", "token_budget", "cost_budget", "model_error", "replay_end"}
+)
+"""The ``stop_reason`` values of an agent cut short and graded as it stood (:class:`clawrig.spec
+.trial.StopReason`): the end-of-job table says them in the error / stop column."""
+
+
 def render_summary(summary: dict[str, Any]) -> Table:
-    """The end-of-job table: one row per trial (task, run, score, error, trial folder; past
+    """The end-of-job table: one row per trial (task, run, score, error or why a graded agent
+    was cut short (``stopped: cost_budget``), trial folder; past
     :data:`SUMMARY_TABLE_ROWS` trials, the unscored and lowest-scored ones: :func:`table_rows`),
     then the totals (trials, graded, errors, mean score with its 95% interval)."""
     from rich.table import Table
@@ -114,13 +122,15 @@ def render_summary(summary: dict[str, Any]) -> Table:
     if runs > 1:
         table.add_column("run", justify="right")
     table.add_column("score", justify="right")
-    table.add_column("error")
+    table.add_column("error / stop")
     table.add_column("trial folder")
     shown = table_rows(summary["tasks"])
     for row in shown:
         score = row.get("score")
         err = row.get("error")
         err_txt = f"{err.get('kind')}: {first_line(err.get('message'), 60)}" if err else ""
+        if not err and row.get("stop_reason") in CUT_SHORT:  # graded as it stood (helper-168:
+            err_txt = f"stopped: {row['stop_reason']}"  # a budget's 0 showed no reason)
         cells = [row["task_id"]]
         if runs > 1:
             cells.append(str(row["run_index"]))
