@@ -211,7 +211,7 @@ def test_the_readme_usage_of_run_names_every_option_and_its_short_alias():
     from clawrig.cli.main import _load
 
     readme = (REPO / "README.md").read_text()
-    start = readme.index("clawrig run PATH")
+    start = readme.index("clawrig run [PATH]")
     usage = readme[start : readme.index("```", start)]
     tokens = set(re.findall(r"(?<![\w-])(-{1,2}[a-z][a-z-]*)", usage))
     options = [p for p in _load("run").params if p.param_type_name == "option"]
