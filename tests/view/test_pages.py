@@ -182,6 +182,14 @@ def test_unknown_pages_are_404(server):
     for path in ("job9/index.html", "job0/trials/000015/nope.html",
                  "job0/trials/..%2F..%2Fetc/passwd.html", "api/job9/state.json"):  # fmt: skip
         assert httpx.get(server + path).status_code == 404, path
+    # a page is a page saying why, with the way back (helper-168: a line of JSON); the state
+    # API answers JSON
+    page = httpx.get(server + "job0/trials/000015/<nope>.html")
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "404: no trial 000015/&lt;nope&gt; in job job0" in page.text
+    assert '<a href="/">the jobs</a>' in page.text and "<nope>" not in page.text
+    api = httpx.get(server + "api/job9/state.json")
+    assert api.json()["detail"].startswith("no job 'job9'")
 
 
 def test_egress_and_web_logs_show_as_tables(page, jobs, tmp_path):

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from markupsafe import escape
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from clawrig.serving import guard_hosts
 from clawrig.view.index import open_jobs
@@ -29,6 +32,22 @@ def create_app(folders: list[Path], *, host: str = "127.0.0.1") -> FastAPI:
     app = FastAPI(title="clawrig view", docs_url=None, redoc_url=None, openapi_url=None)
     guard_hosts(app, host, lambda line: PlainTextResponse(line, status_code=400))
     app.state.site = site
+
+    @app.exception_handler(StarletteHTTPException)
+    async def page_error(request: Request, exc: StarletteHTTPException) -> Response:
+        """A page that is not there is a page saying so, with the way back to the jobs list
+        (helper-168: a deleted job's trial links answered a line of JSON); the state API
+        keeps FastAPI's JSON."""
+        if request.url.path.startswith("/api/"):
+            return await http_exception_handler(request, exc)
+        said = escape(str(exc.detail))
+        body = (
+            f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{exc.status_code}'
+            f"</title></head><body><p>{exc.status_code}: {said}</p>"
+            '<p><a href="/">the jobs</a></p></body></html>'
+        )
+        return HTMLResponse(body, status_code=exc.status_code, headers=exc.headers)
+
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     def job_or_404(key: str) -> None:
