@@ -339,8 +339,13 @@ def test_sft_jsonl_openai(job: Path, trials: dict[str, Path], tmp_path: Path) ->
         assert without_descriptions(row["tools"]) == captured
         assert row["score"] == load(folder / "result.json")["score"]["score"]
         assert row["model"] == "oracle"
+    assert "replaced" not in proc.stdout
     proc = run("export", "sft", job, tmp_path / "high.jsonl", "--min-score", "0.99")
     assert proc.returncode == 0 and f"wrote {len(DEMO_IDS) - 1} row(s)" in proc.stdout
+    # again over the first file: replaced, and said to be (helper-168: without a word)
+    again = run("export", "sft", job, out, "--min-score", "0.99")
+    assert again.returncode == 0 and "it replaced the file that was there" in again.stdout
+    assert len(out.read_text(encoding="utf-8").splitlines()) == len(DEMO_IDS) - 1
 
 
 def test_sft_parquet_sharegpt(job: Path, tmp_path: Path) -> None:

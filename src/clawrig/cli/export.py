@@ -94,10 +94,13 @@ def sft(
     from clawrig.export.sft import export_sft
 
     _check_writable(out, "OUT", folder=False)
+    replaced = out.is_file()  # (helper-168: a file there was replaced without a word)
 
     report = export_sft(job_dir, out, min_score=min_score, fmt=fmt, categories=category or [])
     console.print(
-        f"wrote {report.rows} row(s) to {out} ({fmt}); skipped {_skipped(report)}",
+        f"wrote {report.rows} row(s) to {out} ({fmt}"
+        f"{'; it replaced the file that was there' if replaced else ''}); skipped "
+        f"{_skipped(report)}",
         highlight=False,
         soft_wrap=True,
     )
