@@ -554,6 +554,10 @@ def test_a_job_started_in_a_folder_of_jobs_after_the_viewer_appears(jobs, tmp_pa
     assert listed == [str(first), str(second)]
     assert page.status_code == 200 and str(second) in page.text
     assert direct.status_code == 200 and str(third) in direct.text
+    # looked through again: a folder of jobs, not a job folder (its subfolders are its tasks')
+    from clawrig.view.index import folders_of_jobs
+
+    assert folders_of_jobs([root, first, tmp_path / "gone"]) == [root]
 
 
 def _listed(index_html: str) -> list[str]:

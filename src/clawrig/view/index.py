@@ -445,6 +445,17 @@ def open_jobs(folders: list[Path]) -> list[JobView]:
     return views
 
 
+def folders_of_jobs(folders: list[Path]) -> list[Path]:
+    """Those of ``folders`` (given to :func:`open_jobs`) that hold jobs in subfolders and are
+    no job themselves (``output/``): where :func:`jobs_started_since` looks (a job folder's
+    subfolders are its tasks': not looked through again)."""
+    return [
+        Path(f)
+        for f in folders
+        if Path(f).is_dir() and not _job_files(Path(f)) and not (Path(f) / LOCK_FILE).exists()
+    ]
+
+
 def _job_subfolders(folder: Path) -> list[Path]:
     """The subfolders of ``folder`` that hold a job (its summary or progress file), sorted."""
     return [p for p in sorted(folder.iterdir()) if p.is_dir() and _job_files(p)]

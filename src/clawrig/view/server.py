@@ -19,7 +19,7 @@ from markupsafe import escape
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from clawrig.serving import guard_hosts
-from clawrig.view.index import open_jobs
+from clawrig.view.index import folders_of_jobs, open_jobs
 from clawrig.view.pages import STATIC_DIR, Site
 
 
@@ -28,7 +28,7 @@ def create_app(folders: list[Path], *, host: str = "127.0.0.1") -> FastAPI:
     Host header names another host is answered 400, one plain line
     (:func:`clawrig.serving.guard_hosts`: no web page reads the trials by DNS rebinding).
     Raises UserError for a folder that is not a job folder."""
-    site = Site(open_jobs(folders), live=True, folders=[Path(f) for f in folders])
+    site = Site(open_jobs(folders), live=True, folders=folders_of_jobs(folders))
     app = FastAPI(title="clawrig view", docs_url=None, redoc_url=None, openapi_url=None)
     guard_hosts(app, host, lambda line: PlainTextResponse(line, status_code=400))
     app.state.site = site
