@@ -406,3 +406,37 @@ def test_a_job_whose_progress_file_was_removed_resumes_from_its_interrupted_summ
     assert len(results) == len({r["task_id"] for r in results}) == 10  # each task once
     assert kept <= {p.parent.name for p in out.glob("*/*/result.json")}  # the first ones kept
     assert all(r["job_id"] == summary["job_id"] for r in results)
+
+
+def test_ctrl_c_before_any_trial_finished_shows_what_the_answered_requests_spent(tmp_path):
+    """helper-168: the progress bar read ``spend $0.0000`` at a Ctrl-C after two answered
+    requests, which the usage line then counted ($0.02): it showed the finished trials' spend
+    alone. It shows the gateway's count as it is drawn."""
+    from clawrig.testing.scripted_server import call
+
+    out = tmp_path / "out"
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "cost": 0.01}
+
+    def responder(request: dict) -> object:
+        done = sum(1 for m in request["messages"] if m.get("role") == "tool")
+        if done < 2:  # two answered requests, then one that is not answered before the signal
+            return reply(tool_calls=[call("exec", {"command": "true"})], usage=usage)
+        return reply("late", delay=60)
+
+    with ScriptedServer(responder=responder, models=["demo"]) as srv:
+        proc = subprocess.Popen(
+            [CLAWRIG, "run", DEMO, "-s", "000015", "-m", "scripted/demo", "-o", out],
+            env=clean_env({"SCRIPTED_BASE_URL": srv.base_url, "COLUMNS": "200"}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 120
+        while len(srv.requests) < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)  # the third request waits for its reply
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "model usage: 2 requests" in stderr + stdout, stderr[-2000:]
+    bars = [ln for ln in stderr.splitlines() if ln.lstrip().startswith("trials")]
+    assert bars and "spend $0.0200" in bars[-1], stderr[-2000:]

@@ -804,21 +804,38 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     from rich.progress import (
         BarColumn,
         Progress,
+        ProgressColumn,
         TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
+    from rich.text import Text
 
-    from clawrig.runner.batch import JobState
+    from clawrig.runner.batch import JobState, job_spend_usd
     from clawrig.runner.heap import settle
     from clawrig.runner.job import Job
     from clawrig.spec.trial import TrialResult
+
+    seen: list[JobState] = []  # the job's live counters, once it has started
+    job: Job | None = None
+
+    class LiveInfo(ProgressColumn):
+        """Running and failed trials, and the job's spend as the gateway counts it when the
+        bar is drawn (helper-168: the finished trials' alone read $0.0000 at a Ctrl-C after
+        two answered requests that the usage line then counted)."""
+
+        def render(self, task: Any) -> Text:
+            if not seen:
+                return Text("")
+            state = seen[0]
+            spend = job_spend_usd(state, job.services) if job is not None else state.spend_usd
+            return Text(f"running {state.running}  failed {state.failed}  spend ${spend:.4f}")
 
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
-        TextColumn("{task.fields[info]}"),
+        LiveInfo(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=err_console,
@@ -836,8 +853,8 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
         progress.console.print(line, style=style, highlight=False, soft_wrap=True)
 
     def on_update(state: JobState, result: TrialResult | None) -> None:
-        info = f"running {state.running}  failed {state.failed}  spend ${state.spend_usd:.4f}"
-        progress.update(bar, total=state.total, completed=state.done, info=info)
+        seen[:] = [state]
+        progress.update(bar, total=state.total, completed=state.done)
         if verbose and result is not None:
             score = result.counted_score()
             err = f" ERROR {result.error.kind}: {result.error.message}" if result.error else ""
@@ -849,7 +866,7 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
             )
 
     job = Job(config, on_note=note, on_update=on_update).prepare()
-    bar = progress.add_task("trials", total=len(job.tasks) * config.runs, info="")
+    bar = progress.add_task("trials", total=len(job.tasks) * config.runs)
     # what exists now (modules, tasks, settings) lives as long as the process: kept out of the
     # cyclic collector's passes, which otherwise walk it again and again mid-job (heap.settle)
     settle()  # the collector was off since the command started (run)

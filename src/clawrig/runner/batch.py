@@ -511,7 +511,7 @@ def _quiet_after_interrupt(loop: asyncio.AbstractEventLoop, context: dict[str, A
     loop.default_exception_handler(context)
 
 
-def _spent_usd(state: JobState, services: TrialServices) -> float:
+def job_spend_usd(state: JobState, services: TrialServices) -> float:
     """The job's spend so far (USD): its finished trials', or the gateway's count when higher
     (it counts the requests of trials still running as their replies come)."""
     gateway = services.gateway
@@ -1128,7 +1128,7 @@ async def _run_trials(
         async with slots:
             if state.interrupted:
                 return
-            if job.budget_usd is not None and _spent_usd(state, services) >= job.budget_usd:
+            if job.budget_usd is not None and job_spend_usd(state, services) >= job.budget_usd:
                 state.budget_stopped = True
                 return
             if state.provider_stopped is not None:
