@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import html
+import ipaddress
 import json
 import re
 import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 
 import httpx
-from view_helpers import COST, DEMO, clawrig, read_summary, responder, start_view
+import pytest
+from view_helpers import CLAWRIG, COST, DEMO, clawrig, read_summary, responder, start_view
 
 from clawrig.testing.scripted_server import ScriptedServer
 from clawrig.view.index import INDEX_FILE, FolderIndex
@@ -563,3 +566,36 @@ def test_a_job_started_in_a_folder_of_jobs_after_the_viewer_appears(jobs, tmp_pa
 def _listed(index_html: str) -> list[str]:
     """The job folders the jobs list shows, in its order."""
     return re.findall(r'<td class="muted">([^<]*)</td>\s*<td>[^<]*</td>', index_html)
+
+
+def _ipv6_starting_with_a_letter() -> str | None:
+    """An IPv6 address of this machine's that starts with a letter (fd00::2), or None."""
+    for line in Path("/proc/net/if_inet6").read_text().splitlines():
+        raw = line.split()[0]
+        address = str(ipaddress.ip_address(int(raw, 16)))
+        if address[0].isalpha() and not address.startswith("fe80"):
+            return address
+    return None
+
+
+def test_the_listening_line_names_an_ipv6_address_that_starts_with_a_letter(jobs):
+    """helper-170: ``--host fd00::2`` printed ``clawrig view on http://:PORT/`` (the console
+    took ``[fd00::2]`` for a markup tag)."""
+    address = _ipv6_starting_with_a_letter()
+    if address is None:
+        pytest.skip("this machine has no IPv6 address that starts with a letter")
+    proc = subprocess.Popen(
+        [str(CLAWRIG), "view", str(jobs["oracle"]), "--host", address, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert re.fullmatch(
+        rf"clawrig view on http://\[{re.escape(address)}\]:\d+/  \(Ctrl-C to stop\)\n", line
+    ), line

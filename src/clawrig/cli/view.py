@@ -71,7 +71,12 @@ def view(
         err_console.print(exposed, highlight=False, markup=False, soft_wrap=True)
     address, bound = sock.getsockname()[:2]
     address = f"[{address}]" if ":" in address else address
-    console.print(f"clawrig view on http://{address}:{bound}/  (Ctrl-C to stop)", highlight=False)
+    # (no markup: rich took "[fd00::2]" for a tag and printed http://:PORT/, helper-170)
+    console.print(
+        f"clawrig view on http://{address}:{bound}/  (Ctrl-C to stop)",
+        highlight=False,
+        markup=False,
+    )
     import signal
 
     # uvicorn puts the SIGINT handler it found back before raising the signal again: started
