@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import CLAWRIG, DEMO, clean_env
@@ -126,11 +127,11 @@ def test_sigterm_stops_like_ctrl_c_with_exit_143(tmp_path, after_s, job_tmp):
     assert (out / "progress_oracle.json").is_file()  # resumable
 
 
-def test_ctrl_c_before_any_trial_finished_says_the_totals_in_one_line(tmp_path):
-    """helper-157: an interrupt with no trial finished printed an empty table whose caption
-    (the totals) wrapped to the width of its column headers, a word or two per line."""
-    out = tmp_path / "out"
-    with ScriptedServer(responder=lambda _: reply("late", delay=60), models=["demo"]) as srv:
+def _ctrl_c_once_asked(out: Path, responder: Any, requests: int) -> tuple[int, str, str]:
+    """``clawrig run`` of demo task 000015 with a scripted model answered by ``responder``
+    into ``out``, sent SIGINT once the model server has received ``requests`` requests;
+    returns the exit code, stdout and stderr."""
+    with ScriptedServer(responder=responder, models=["demo"]) as srv:
         proc = subprocess.Popen(
             [CLAWRIG, "run", DEMO, "-s", "000015", "-m", "scripted/demo", "-o", out],
             env=clean_env({"SCRIPTED_BASE_URL": srv.base_url, "COLUMNS": "200"}),
@@ -139,11 +140,22 @@ def test_ctrl_c_before_any_trial_finished_says_the_totals_in_one_line(tmp_path):
             text=True,
         )
         deadline = time.monotonic() + 120
-        while not srv.requests and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)  # the trial is waiting on its first reply
+        while len(srv.requests) < requests and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr[-2000:]
+    return proc.returncode, stdout, stderr
+
+
+def test_ctrl_c_before_any_trial_finished_says_the_totals_in_one_line(tmp_path):
+    """helper-157: an interrupt with no trial finished printed an empty table whose caption
+    (the totals) wrapped to the width of its column headers, a word or two per line."""
+    out = tmp_path / "out"
+    # the trial is waiting on its first reply
+    rc, stdout, stderr = _ctrl_c_once_asked(out, lambda _: reply("late", delay=60), 1)
+    assert rc == 130, stderr[-2000:]
     summary = json.loads((out / "summary_scripted_demo.json").read_text())
     assert summary["tasks"] == [] and summary["interrupted"] is True
     (line,) = [ln for ln in stdout.splitlines() if "trial(s)" in ln and "graded" in ln]
@@ -423,20 +435,8 @@ def test_ctrl_c_before_any_trial_finished_shows_what_the_answered_requests_spent
             return reply(tool_calls=[call("exec", {"command": "true"})], usage=usage)
         return reply("late", delay=60)
 
-    with ScriptedServer(responder=responder, models=["demo"]) as srv:
-        proc = subprocess.Popen(
-            [CLAWRIG, "run", DEMO, "-s", "000015", "-m", "scripted/demo", "-o", out],
-            env=clean_env({"SCRIPTED_BASE_URL": srv.base_url, "COLUMNS": "200"}),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 120
-        while len(srv.requests) < 3 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)  # the third request waits for its reply
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr[-2000:]
+    rc, stdout, stderr = _ctrl_c_once_asked(out, responder, 3)  # the third waits for its reply
+    assert rc == 130, stderr[-2000:]
     assert "model usage: 2 requests" in stderr + stdout, stderr[-2000:]
     bars = [ln for ln in stderr.splitlines() if ln.lstrip().startswith("trials")]
     assert bars and "spend $0.0200" in bars[-1], stderr[-2000:]
