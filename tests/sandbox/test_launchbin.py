@@ -494,3 +494,39 @@ def test_a_tree_still_growing_is_killed_whole():
     finally:
         proc.kill()
         subprocess.run(["pkill", "-9", "-f", f"sleep {marker}"], check=False)
+
+
+@pytest.mark.skipif(launchbin.musl_compiler() is None, reason="no musl-gcc (Debian: musl-tools)")
+def test_an_interrupt_as_the_compiler_starts_stops_it(tmp_path):
+    """CI185: a Ctrl-C that reached the harness while subprocess.Popen was still returning the
+    compiler (its child running already) left the compiler and its child running: the
+    interrupt was raised inside Popen, before the harness held the process. Here a real
+    SIGINT is sent from inside Popen, just as it has started the child."""
+    marker = f"{988_000 + os.getpid() % 1000}"
+    with_fake = _fake_musl(tmp_path / "hang", f"sleep {marker} & wait", tmp_path / "log")
+    env = {**os.environ, "CLAWRIG_CACHE_DIR": str(tmp_path / "cache"), "PATH": with_fake}
+    inside_popen = (
+        "import os, signal, subprocess, time\n"
+        "started = subprocess.Popen.__init__\n"
+        "def init(self, *args, **kwargs):\n"
+        "    started(self, *args, **kwargs)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C as Popen returns the child\n"
+        "    time.sleep(0.2)  # (taken here, inside Popen, by a handler that raises at once)\n"
+        "subprocess.Popen.__init__ = init\n"
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", inside_popen + PROBE],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    try:
+        assert probe.returncode != 0 and b"KeyboardInterrupt" in probe.stderr, probe.stderr
+        assert (tmp_path / "log").exists()  # the compiler ran
+        time.sleep(0.2)
+        left = subprocess.run(
+            ["pgrep", "-f", f"sleep {marker}|{tmp_path}/hang"], capture_output=True, text=True
+        )
+        assert left.stdout == "", left.stdout
+    finally:
+        subprocess.run(["pkill", "-9", "-f", f"sleep {marker}|{tmp_path}/hang"], check=False)

@@ -38,7 +38,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from clawrig.sandbox.pyenv import cache_root
 
@@ -219,6 +221,32 @@ def _stopped_or_gone(pid: int) -> bool:
     return data[data.rindex(b")") + 2 :][:1] in (b"T", b"t", b"Z", b"X")
 
 
+@contextlib.contextmanager
+def _interrupts_after() -> Iterator[None]:
+    """In the main thread, SIGINT and SIGTERM that arrive while the block runs reach their
+    Python handlers (a Ctrl-C's KeyboardInterrupt, the harness's Terminated) only as it
+    ends, at its last line; a handler that is no Python function (the default, ignored) and
+    other threads (where no handler runs) are left alone. Source: signal(2) semantics of
+    Python's ``signal`` module (handlers run in the main thread, between bytecodes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, Any]] = []
+    theirs: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            theirs[signum] = handler
+            signal.signal(signum, lambda n, frame: held.append((n, frame)))
+    try:
+        yield
+    finally:
+        for number, handler in theirs.items():
+            signal.signal(number, handler)
+        for number, frame in held:
+            theirs[number](number, frame)
+
+
 def _compiled(source: bytes, command: list[str]) -> bytes | None:
     """``source`` compiled by ``command`` in a private temporary folder, or None (it cannot
     run or fails), or :data:`COMPILE_TIMED_OUT` (it took over :data:`COMPILE_TIMEOUT_S`).
@@ -227,25 +255,29 @@ def _compiled(source: bytes, command: list[str]) -> bytes | None:
     it is killed with every process it started (:func:`_kill_tree`)."""
     with tempfile.TemporaryDirectory(prefix="clawrig-cc-") as temp:
         out = Path(temp) / "sandbox-launch"
+        proc: subprocess.Popen[bytes] | None = None
         try:
-            proc = subprocess.Popen(
-                [*command, "-x", "c", "-", "-o", str(out)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError:
-            return None
-        try:
+            # an interrupt while Popen starts the compiler is taken once Popen has returned
+            # it (CI185: raised inside Popen, it left the compiler running, no one's to kill)
+            with _interrupts_after():
+                proc = subprocess.Popen(
+                    [*command, "-x", "c", "-", "-o", str(out)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
             proc.communicate(source, timeout=COMPILE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
+            assert proc is not None
             _kill_tree(proc)
             return COMPILE_TIMED_OUT
-        except (OSError, subprocess.SubprocessError):  # (writing its input failed)
-            _kill_tree(proc)
+        except (OSError, subprocess.SubprocessError):  # (it cannot run; writing its input)
+            if proc is not None:
+                _kill_tree(proc)
             return None
         except BaseException:  # an interrupt meanwhile: nothing of it is left running
-            _kill_tree(proc)
+            if proc is not None:
+                _kill_tree(proc)
             raise
         if proc.returncode != 0:
             return None
