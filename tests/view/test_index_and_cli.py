@@ -72,7 +72,9 @@ def test_bad_input_is_one_line(jobs, tmp_path):
     assert proc.stderr == f"clawrig: error: JOB_DIR: {tmp_path / 'afile'} is not a folder\n"
     (tmp_path / "empty").mkdir()
     proc = clawrig("view", "--bundle", tmp_path / "b", tmp_path / "empty")
-    assert proc.returncode == 2 and "not a job folder" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr == (
+        f"clawrig: error: JOB_DIR: no job in {tmp_path / 'empty'} yet: nothing to write\n"
+    )
     (tmp_path / "file").write_text("x")
     proc = clawrig("view", "--bundle", tmp_path / "file", jobs["oracle"])
     assert proc.returncode == 2 and "is a file" in proc.stderr
@@ -557,6 +559,23 @@ def test_a_job_started_in_a_folder_of_jobs_after_the_viewer_appears(jobs, tmp_pa
     assert listed == [str(first), str(second)]
     assert page.status_code == 200 and str(second) in page.text
     assert direct.status_code == 200 and str(third) in direct.text
+    # an empty folder is a folder of jobs with none yet (helper-170: refused, "not a job
+    # folder"): the viewer starts, says so, and lists a job once one starts there
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc, base = start_view(empty)
+    try:
+        before = httpx.get(base, timeout=10)
+        copy_job(jobs["oracle"], empty / "first")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _listed(httpx.get(base, timeout=10).text):
+            time.sleep(0.2)
+        after = _listed(httpx.get(base, timeout=10).text)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert before.status_code == 200 and 'id="no-jobs"' in before.text
+    assert after == [str(empty / "first")]
     # looked through again: a folder of jobs, not a job folder (its subfolders are its tasks')
     from clawrig.view.index import folders_of_jobs
 

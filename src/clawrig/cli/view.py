@@ -58,6 +58,14 @@ def view(
     from clawrig.view.server import create_app
 
     app = create_app(folders, host=host)  # reads and indexes the folders: errors before listening
+    if not app.state.site.jobs:
+        err_console.print(
+            f"note: no job in {', '.join(map(str, folders))} yet: a job started there appears "
+            "in the jobs list within a second or so",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     import uvicorn
 
     from clawrig.serving import exposure_warning, tcp_listener

@@ -44,7 +44,10 @@ def write_bundle(out: Path, folders: list[Path]) -> BundleReport:
     non-empty folder of something else."""
     out = Path(out)
     _check_out(out)
-    site = Site(open_jobs(folders), live=False)
+    jobs = open_jobs(folders)
+    if not jobs:  # (empty folders: a live viewer waits for their jobs, a bundle has none)
+        raise UserError(f"JOB_DIR: no job in {', '.join(map(str, folders))} yet: nothing to write")
+    site = Site(jobs, live=False)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(STATIC_DIR, out / "static", dirs_exist_ok=True)
     pages = trials = 0

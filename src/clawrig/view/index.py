@@ -429,13 +429,16 @@ def open_jobs(folders: list[Path]) -> list[JobView]:
     neither yet, e.g. a job that just started, gives one view over its trials' model), and in
     each of its subfolders that holds a job (a folder of jobs, as ``output/``: a new user's
     ``clawrig view output`` showed none of them). Raises UserError naming the folder when it
-    does not exist or neither it nor a subfolder is a job folder."""
+    does not exist or neither it nor a subfolder is a job folder. An empty folder is a folder
+    of jobs with none yet (``output/`` before the first run: helper-170), none of its own."""
     views: list[JobView] = []
     seen: set[Path] = set()
     for given in folders:
         given = Path(given)
         if not given.is_dir():
             raise not_a_folder("JOB_DIR", given)
+        if not any(given.iterdir()):
+            continue
         subs = _job_subfolders(given)
         own = _job_files(given) or (given / LOCK_FILE).exists() or not subs
         # a folder given twice (or inside another one given) is one job, not two
