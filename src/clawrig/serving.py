@@ -26,7 +26,11 @@ def tcp_listener(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     """A bound TCP socket for uvicorn on ``host`` (an IPv4 or IPv6 address, or a name: IPv6
     when it holds a colon, ``::`` every address). ``proto=IPPROTO_TCP`` matters: asyncio sets
     TCP_NODELAY on accepted connections only when the socket says it is TCP; without it every
-    reply on a kept-alive connection waits ~40 ms for a delayed ACK (Nagle). Raises OSError."""
+    reply on a kept-alive connection waits ~40 ms for a delayed ACK (Nagle). An IPv6 address
+    may come in a URL's brackets (``[fd00::2]``: helper-170, "Name or service not known").
+    Raises OSError."""
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:

@@ -729,3 +729,14 @@ def test_serve_warns_when_other_machines_reach_it():
         f"{lan.replace('10.1.2.3', '::')}; on every address the Host check against DNS "
         "rebinding is off too"
     )
+
+
+def test_an_ipv6_address_in_brackets_is_listened_on():
+    """helper-170: ``--host '[fd00::2]'`` (an address as a URL writes it) failed with "Name or
+    service not known"; the brackets are the URL's, the address is inside."""
+    import socket
+
+    from clawrig.serving import tcp_listener
+
+    with tcp_listener("[::1]", 0) as sock:
+        assert sock.family == socket.AF_INET6 and sock.getsockname()[0] == "::1"
