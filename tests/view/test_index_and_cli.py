@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import ipaddress
 import json
+import os
 import re
 import shutil
 import socket
@@ -618,3 +619,40 @@ def test_the_listening_line_names_an_ipv6_address_that_starts_with_a_letter(jobs
     assert re.fullmatch(
         rf"clawrig view on http://\[{re.escape(address)}\]:\d+/  \(Ctrl-C to stop\)\n", line
     ), line
+
+
+def test_a_resumed_job_shows_its_numbers_so_far_and_a_deleted_one_its_last(jobs, tmp_path):
+    """helper-171: a job resumed after an interrupt showed, while it ran, the interrupted
+    run's summary beside the live trial count (35 trials, "38 not run" of 50, n = 3 tasks);
+    and a job whose folder was deleted said its numbers were the trials last seen over 0
+    trials. A running job's page is its trials so far; a deleted one keeps the last seen."""
+    import fcntl
+
+    from clawrig.view.index import LOCK_FILE
+
+    running = copy_job(jobs["oracle"], tmp_path / "running")
+    path = next(running.glob("summary_*.json"))
+    summary = json.loads(path.read_text())
+    n = len(summary["tasks"])
+    # the earlier run's summary: interrupted after one trial
+    path.write_text(json.dumps(summary | {"tasks": summary["tasks"][:1], "interrupted": True}))
+    gone = copy_job(jobs["nop"], tmp_path / "gone")
+    fd = os.open(running / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the resumed job runs (another process holds the lock)
+    proc, base = start_view(running, gone)
+    try:
+        state = httpx.get(f"{base}api/job0/state.json", timeout=10).json()
+        before = httpx.get(f"{base}job1/", timeout=10).text
+        shutil.rmtree(gone)
+        after = httpx.get(f"{base}job1/", timeout=10).text
+    finally:
+        os.close(fd)
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert state["running"] is True and state["source"] == "live", state
+    assert re.search(rf'id="h-trials">{n}<', state["headline"]), state["headline"]
+    trials = re.search(r'id="h-trials">(\d+)<', before)
+    assert trials and int(trials.group(1)) == len(
+        json.loads(next((jobs["nop"]).glob("summary_*.json")).read_text())["tasks"]
+    )
+    assert f'id="h-trials">{trials.group(1)}<' in after and "folder deleted" in after

@@ -221,8 +221,8 @@ class FolderIndex:
             seen: set[str] = set()
             try:
                 entries = list(os.scandir(self.folder))
-            except OSError:
-                entries = []
+            except OSError:  # the folder is gone (deleted, renamed): the rows last seen stay,
+                return False  # as its pages say (helper-171: they said so over 0 trials)
             for entry in entries:
                 name = entry.name
                 if name.startswith(("_", ".")) or not entry.is_dir(follow_symlinks=False):

@@ -140,8 +140,10 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     mean ({mean, low, high, n, unit} or None), process ({ee, gpr, tpe, tgpr: {mean, n}}),
     pass (``{k: {pass_at_k, pass_hat_k, tasks}}``), errors (kind -> count), cost (USD),
     tokens, requests, elapsed (s), not_run, budget_stopped, interrupted, status (:func:`status`)."""
-    s = job.job_summary()
     running = job.running()
+    # a running job's summary is an earlier run's (interrupted, now resumed: helper-171 saw
+    # its numbers beside the live count): the numbers so far until the job writes its own
+    s = None if running else job.job_summary()
     graded = [r["score"] for r in rows if r["score"] is not None]
     live_errors: dict[str, int] = defaultdict(int)
     for r in rows:
