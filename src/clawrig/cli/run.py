@@ -102,19 +102,14 @@ def _mean_label(mean: dict[str, Any]) -> str:
     return "mean score of the graded trials"
 
 
-CUT_SHORT = frozenset(
-    {"max_turns", "time_limit", "token_budget", "cost_budget", "model_error", "replay_end"}
-)
-"""The ``stop_reason`` values of an agent cut short and graded as it stood (:class:`clawrig.spec
-.trial.StopReason`): the end-of-job table says them in the error / stop column."""
-
-
 def render_summary(summary: dict[str, Any]) -> Table:
     """The end-of-job table: one row per trial (task, run, score, error or why a graded agent
     was cut short (``stopped: cost_budget``), trial folder; past
     :data:`SUMMARY_TABLE_ROWS` trials, the unscored and lowest-scored ones: :func:`table_rows`),
     then the totals (trials, graded, errors, mean score with its 95% interval)."""
     from rich.table import Table
+
+    from clawrig.spec.trial import CUT_SHORT
 
     table = Table(title=f"clawrig: {summary['model']} ({summary['agent']})", show_lines=False)
     runs = int(summary.get("runs_per_task") or 1)

@@ -92,6 +92,20 @@ class StopReason(StrEnum):
     REPLAY_END = "replay_end"
 
 
+CUT_SHORT = frozenset(
+    {
+        StopReason.MAX_TURNS,
+        StopReason.TIME_LIMIT,
+        StopReason.TOKEN_BUDGET,
+        StopReason.COST_BUDGET,
+        StopReason.MODEL_ERROR,
+        StopReason.REPLAY_END,
+    }
+)
+"""The :class:`StopReason` values of an agent that did not end on its own answer and was graded
+as it stood (plain strings match them: a summary's ``stop_reason``)."""
+
+
 RECORDED_JSON_MAX_DEPTH = 32
 """Levels of nested objects and arrays the harness records of a value from outside (a score's
 ``subscores`` and ``details`` keep that many, deeper is kept as its JSON text:

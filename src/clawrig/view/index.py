@@ -440,7 +440,7 @@ def open_jobs(folders: list[Path]) -> list[JobView]:
         if not any(given.iterdir()):
             continue
         subs = _job_subfolders(given)
-        own = _job_files(given) or (given / LOCK_FILE).exists() or not subs
+        own = _holds_a_job(given) or not subs
         # a folder given twice (or inside another one given) is one job, not two
         fresh = [f for f in [given] * own + subs if f.resolve() not in seen]
         seen.update(f.resolve() for f in fresh)
@@ -452,11 +452,12 @@ def folders_of_jobs(folders: list[Path]) -> list[Path]:
     """Those of ``folders`` (given to :func:`open_jobs`) that hold jobs in subfolders and are
     no job themselves (``output/``): where :func:`jobs_started_since` looks (a job folder's
     subfolders are its tasks': not looked through again)."""
-    return [
-        Path(f)
-        for f in folders
-        if Path(f).is_dir() and not _job_files(Path(f)) and not (Path(f) / LOCK_FILE).exists()
-    ]
+    return [Path(f) for f in folders if Path(f).is_dir() and not _holds_a_job(Path(f))]
+
+
+def _holds_a_job(folder: Path) -> bool:
+    """Whether ``folder`` is a job's own (its summary, progress or lock file)."""
+    return _job_files(folder) or (folder / LOCK_FILE).exists()
 
 
 def _job_subfolders(folder: Path) -> list[Path]:
