@@ -1039,3 +1039,17 @@ async def test_an_agent_programs_slow_judge_request_is_no_judge_stall(
     assert result.error is not None and result.error.kind == ErrorKind.AGENT, result.error
     assert result.counted_score() == 0.0
     assert "Traceback" not in capfd.readouterr().err  # the cut request: no server error
+
+
+@pytest.mark.sandbox
+async def test_a_time_limit_too_short_for_any_reply_is_the_agents_not_a_stall(attack, make_task):
+    """helper-173: a task of ``timeout_seconds: 1.0e-6`` made every honest trial "the model's
+    provider stalled" (an infrastructure error, unscored and retried: the stall threshold was
+    half the limit, and its probe got no time to answer). A silence under ``STALL_MIN_S`` is
+    no stall: the agent's time ran out, scored as it stands."""
+    from clawrig.llm.stalls import STALL_MIN_S, stall_limit_s
+
+    assert stall_limit_s(1e-6) == STALL_MIN_S == 1.0 and stall_limit_s(8) == 4.0
+    result, _ = await attack(make_task(timeout_s=1e-6), "echo hi")
+    assert result.error is None, result.error
+    assert result.stop_reason == "time_limit" and result.score is not None

@@ -7,7 +7,8 @@ would count an outage against the model. The harness's own evidence decides inst
 :class:`RequestWatch` notes when each model request began, when its reply last made progress
 (a streamed chunk) and whether it was answered. When a phase runs out of time, the provider
 **stalled** (an infrastructure error, retried by the job) if a request was still unanswered
-after :func:`stall_limit_s` of silence: ``min(STALL_S, phase limit / 2)``, **and** the
+after :func:`stall_limit_s` of silence: ``min(STALL_S, phase limit / 2)``, never below
+:data:`STALL_MIN_S` (a phase shorter than that is too short to blame any provider), **and** the
 provider does not answer the harness's own plain request either
 (:func:`clawrig.llm.client.provider_answers` within :func:`probe_s`). A request that streams
 tokens until the deadline (a model writing a long reply) is not silent: its time is the
@@ -36,6 +37,7 @@ from collections.abc import Iterator
 
 __all__ = [
     "PROBE_S",
+    "STALL_MIN_S",
     "STALL_S",
     "RequestWatch",
     "current_watch",
@@ -50,10 +52,16 @@ STALL_S = 300.0
 limit (a reply that takes five minutes to start is an outage, not a model's thinking)."""
 
 
+STALL_MIN_S = 1.0
+"""Seconds of silence below which no request is a stall, whatever the phase's limit: a task's
+time limit of a microsecond made every honest trial's time limit a provider stall, unscored and
+retried (helper-173), its probe given no time to answer."""
+
+
 def stall_limit_s(phase_s: float) -> float:
     """Seconds of silence that make an unanswered request a stall in a phase of ``phase_s``
-    seconds: ``min(STALL_S, phase_s / 2)``."""
-    return min(STALL_S, phase_s / 2)
+    seconds: ``min(STALL_S, phase_s / 2)``, at least :data:`STALL_MIN_S`."""
+    return max(STALL_MIN_S, min(STALL_S, phase_s / 2))
 
 
 PROBE_S = 20.0
