@@ -30,7 +30,9 @@ seconds per call).
   ``total += i`` steps of a ``for i in range(1_000_000)`` loop per second, the best of 5; 30-40
   on the 2-core virtual machines this was written on) and how long ``clawrig version`` takes:
   numbers of different machines, or of one virtual machine hours apart, are compared by
-  ratio.
+  ratio. It also says how much CPU creating a file takes where the runs write
+  (:func:`file_create_us`): on a file system without a journal it grows with recent deletions
+  and weighs on clawrig's ~16 files per trial more than on Inspect's ~1 per sample.
 
 Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wall vs the ideal
 (calls per trial x delay), trials/s, the harness's peak RSS (the clawrig process, sampled from
@@ -457,6 +459,24 @@ def python_speed() -> float:
     return 1.0 / best
 
 
+def file_create_us(base: Path, n: int = 300) -> float:
+    """CPU microseconds (user + system, this process) to create one empty file in a new folder
+    below ``base``, the mean of ``n``. clawrig creates ~16 files and folders per trial on the
+    host (its trial folder: DataClawBench's files and clawrig's own), Inspect ~1 per sample
+    (its local sandbox's temporary folder) and ~25 per run (counted with perf's
+    ``ext4:ext4_allocate_inode`` and strace), so a file system where creating one is slow costs
+    clawrig more: an ext4 without a journal (this project's CI machines: no ``/proc/fs/jbd2``
+    entry for it) skips every inode freed in the last 1-5 minutes when it allocates one
+    (``recently_deleted`` in the kernel's fs/ext4/ialloc.c), so after a deletion of thousands of
+    files one creation measured 300-500 us here, against ~30 us on the same disk when idle and
+    ~10 us on a tmpfs. The files are left for the benchmark's own clean-up at its end."""
+    folder = Path(tempfile.mkdtemp(prefix="file-cost-", dir=base))
+    t = time.process_time()
+    for i in range(n):
+        os.close(os.open(folder / f"f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+    return (time.process_time() - t) / n * 1e6
+
+
 def startup_s() -> float:
     exe = shutil.which("clawrig") or str(Path(sys.executable).with_name("clawrig"))
     times = []
@@ -542,7 +562,8 @@ def main() -> None:
             print("warm-up run of 2 trials (fills the bytecode cache): not counted", flush=True)
         print(
             f"machine: {os.cpu_count()} CPUs, pure Python {python_speed():.1f} M loop steps/s; "
-            f"clawrig start-up (clawrig version): {startup_s() * 1000:.0f} ms",
+            f"clawrig start-up (clawrig version): {startup_s() * 1000:.0f} ms; "
+            f"a new file in {base.parent}: {file_create_us(base):.0f} us of CPU",
             flush=True,
         )
         model_delay = args.model_delay
