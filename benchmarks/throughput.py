@@ -25,14 +25,14 @@ seconds per call).
   the machine and the kernel's own threads, not the run's alone: on an otherwise idle machine,
   near 100% says the run was bound by the CPUs, well below by a serial part or by waiting; with
   other work running, a 1-minute load above the number of CPUs before the run, it says little)
-  and the load average before and after it (other work on the machine skews wall times).
+  and the load average before and after it (other work on the machine skews wall times),
+  and the CPU a new file took where the runs write just before it (:func:`file_create_us`).
   The first line says how fast the machine runs pure Python ("M loop steps/s": millions of
   ``total += i`` steps of a ``for i in range(1_000_000)`` loop per second, the best of 5; 30-40
   on the 2-core virtual machines this was written on) and how long ``clawrig version`` takes:
   numbers of different machines, or of one virtual machine hours apart, are compared by
-  ratio. It also says how much CPU creating a file takes where the runs write
-  (:func:`file_create_us`): on a file system without a journal it grows with recent deletions
-  and weighs on clawrig's ~16 files per trial more than on Inspect's ~1 per sample.
+  ratio. It also says how much CPU creating a file takes where the runs write (see "Deleted
+  files" below).
 
 Latency-bound mode (``--model-delay 2 --trials 500 --parallel 500``): prints wall vs the ideal
 (calls per trial x delay), trials/s, the harness's peak RSS (the clawrig process, sampled from
@@ -65,11 +65,19 @@ without a journal (this machine's root), each new file scans past every inode fr
 block group in the last 60-360 s (the kernel's ``recently_deleted``, fs/ext4/ialloc.c): with
 4,000 files just deleted, a create costs ~630 us of kernel CPU instead of ~35 (measured here).
 Removing one run's ~15 files per trial before the next made that next run pay for the
-benchmark's own clean-up, which a clawrig run (~20 files per trial) feels and an Inspect run
-(one log file) does not.
+benchmark's own clean-up, which a clawrig run (~16 files and folders per trial on the host:
+its trial folder) feels and an Inspect run (~1 per sample: its local sandbox's temporary
+folder, and ~25 per run; counted with perf's ``ext4:ext4_allocate_inode`` and strace) does
+not. The benchmark's clean-up at its end does the same to a benchmark started within minutes
+of it: a 200-trial clawrig run at -p 32 did 19.9 trials/s with a create at ~975 us, the same
+run 22.7 at ~390 us minutes earlier (session forty). So the first line gives the CPU a new file
+takes where the runs write, and every run's line the same just before it (``new file``);
+``--work-dir /dev/shm`` puts the runs (and both harnesses' TMPDIR) on a tmpfs, where a create
+costs ~10 us (this disk: ~20-35 us when nothing was deleted lately).
 
 Usage: python benchmarks/throughput.py [--trials 200] [--parallel 1,8,32] [--reps 3]
        [--model-delay 0] [--no-inspect] [--pool-compare] [--baseline-src OLD/src]
+       [--work-dir DIR]
 """
 
 from __future__ import annotations
@@ -461,15 +469,8 @@ def python_speed() -> float:
 
 def file_create_us(base: Path, n: int = 300) -> float:
     """CPU microseconds (user + system, this process) to create one empty file in a new folder
-    below ``base``, the mean of ``n``. clawrig creates ~16 files and folders per trial on the
-    host (its trial folder: DataClawBench's files and clawrig's own), Inspect ~1 per sample
-    (its local sandbox's temporary folder) and ~25 per run (counted with perf's
-    ``ext4:ext4_allocate_inode`` and strace), so a file system where creating one is slow costs
-    clawrig more: an ext4 without a journal (this project's CI machines: no ``/proc/fs/jbd2``
-    entry for it) skips every inode freed in the last 1-5 minutes when it allocates one
-    (``recently_deleted`` in the kernel's fs/ext4/ialloc.c), so after a deletion of thousands of
-    files one creation measured 300-500 us here, against ~30 us on the same disk when idle and
-    ~10 us on a tmpfs. The files are left for the benchmark's own clean-up at its end."""
+    below ``base``, the mean of ``n`` (see "Deleted files" in the module docs; the files are
+    removed with ``base`` at the benchmark's end)."""
     folder = Path(tempfile.mkdtemp(prefix="file-cost-", dir=base))
     t = time.process_time()
     for i in range(n):
@@ -515,6 +516,13 @@ def main() -> None:
         "(inspect-srv), or both",
     )
     ap.add_argument(
+        "--work-dir",
+        type=Path,
+        help="where the runs write (their tasks, outputs, logs and temporary files: TMPDIR "
+        "for both harnesses); default: the system's temporary folder. A tmpfs "
+        "(/dev/shm) takes the file system's cost of creating files out of the comparison",
+    )
+    ap.add_argument(
         "--pool-compare",
         action="store_true",
         help="also run clawrig without its warm pool (clawrig-cold), interleaved",
@@ -551,6 +559,11 @@ def main() -> None:
         and args.inspect_model in (model, "both")
         and (model == "server" or args.model_delay == 0)
     ]
+    if args.work_dir is not None:
+        if not args.work_dir.is_dir():
+            ap.error(f"--work-dir {args.work_dir}: not a folder")
+        os.environ["TMPDIR"] = str(args.work_dir.resolve())  # both harnesses' temporary files
+        tempfile.tempdir = None  # (read again from TMPDIR)
     base = Path(tempfile.mkdtemp(prefix="clawrig-throughput-"))
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:
@@ -612,10 +625,14 @@ def main() -> None:
                 if rep % 2:  # A B, then B A: a drift over the runs (the machine's files pile
                     runs.reverse()  # up: later runs were slower) favours neither side
                 for name, fn in runs:
+                    new_file_us = file_create_us(base, 50)
                     load0, ticks = os.getloadavg()[0], cpu_ticks()
                     r = fn()
                     r["busy"] = busy_share(ticks, cpu_ticks())
-                    load = f" busy {r['busy']:.0%} load {load0:.1f}->{os.getloadavg()[0]:.1f}"
+                    load = (
+                        f" busy {r['busy']:.0%} load {load0:.1f}->{os.getloadavg()[0]:.1f}"
+                        f" new file {new_file_us:.0f} us"
+                    )
                     results.setdefault((name, p), []).append(r)
                     extra = ""
                     if name == "inspect-srv":
