@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from clawrig.errors import UserError
-from clawrig.export import export_fourfolder
+from clawrig.export import export_fourfolder, export_sft
 from clawrig.testing.paths import SHARED
 
 pytestmark = pytest.mark.sandbox
@@ -265,11 +265,27 @@ async def test_min_score_and_category_select_trials(job: Path, tmp_path: Path) -
         "000001",
         "000002",
     ]
-    with pytest.raises(UserError, match="no graded trial to export"):
-        await export_fourfolder(job, tmp_path / "none", categories=["07_No_Such_Category"])
-    assert not (tmp_path / "none").exists()
-    # nothing chosen: the line counts why (below the bar, other categories), from the records
+    # a category no trial has (a typo) is refused, naming the job's categories (helper-174:
+    # it said only "graded below --min-score" when the score bar left the trials out too)
     results = [load(p) for p in job.glob("*/*/result.json")]
+    known = ", ".join(sorted({r["category"] for r in results}))
+    want_line = f"--category: no trial in 07_No_Such_Category (the job's categories: {known})"
+    for bar in (0.0, 1.0):
+        with pytest.raises(UserError) as typo:
+            await export_fourfolder(
+                job,
+                tmp_path / "none",
+                min_score=bar,
+                categories=["06_Safety_Alignment", "07_No_Such_Category"],
+            )
+        assert str(typo.value) == want_line
+        with pytest.raises(UserError) as typo:
+            export_sft(
+                job, tmp_path / "none.jsonl", min_score=bar, categories=["07_No_Such_Category"]
+            )
+        assert str(typo.value) == want_line
+    assert not (tmp_path / "none").exists() and not (tmp_path / "none.jsonl").exists()
+    # nothing chosen: the line counts why (below the bar, other categories), from the records
     (low,) = [r for r in results if r["score"]["score"] < 0.99]
     same = [r for r in results if r["category"] == low["category"]]
     below = sum(r["score"]["score"] < 0.99 for r in same)

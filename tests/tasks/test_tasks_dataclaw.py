@@ -201,3 +201,29 @@ def test_task_file_without_gold_takes_answer_from_rubric(dcb_copy):
     assert task.guidelines.startswith("依次回答出台政策省份的相关系数")
     assert issues.errors == []
     assert any(w.field == "gold_file" for w in issues.warnings)
+
+
+def test_a_run_of_some_tasks_is_warned_of_theirs_only(dataclaw_real, caplog):
+    """helper-174: a run of task_001 alone was warned of task_373's missing workspace files and
+    of two other items' steps_num. Only the chosen tasks' files' warnings are logged, and the
+    suite's own (its shared database), whose file is no task's."""
+    import logging
+
+    from clawrig.tasks.registry import load_suite, load_tasks
+
+    suite = load_suite(dataclaw_real)
+    every = [str(w) for w in suite.warnings]
+    assert any(TASK_373 in w for w in every) and any("hard011.json" in w for w in every)
+    with caplog.at_level(logging.WARNING, logger="clawrig.tasks"):
+        chosen = load_tasks(
+            dataclaw_real, select=lambda tasks: [t for t in tasks if t.id.startswith("task_001_")]
+        )
+    assert [t.id for t in chosen] == [TASK_001]
+    logged = [r.getMessage() for r in caplog.records]
+    # the chosen task's own (its task file) and the suite's (the database folder, no task's)
+    want = [w for w in every if f"{TASK_001}.md" in w or w.startswith(f"{dataclaw_real}: ")]
+    assert len(want) == 2 and logged == want
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="clawrig.tasks"):  # no choice: all of them
+        load_tasks(dataclaw_real)
+    assert [r.getMessage() for r in caplog.records] == every

@@ -133,7 +133,7 @@ def _serve(
     from clawrig.serving import exposure_warning, tcp_listener
     from clawrig.tasks.registry import load_tasks
 
-    tasks = select_tasks(load_tasks(path, root=root), suite, [])
+    tasks = load_tasks(path, root=root, select=lambda tasks: select_tasks(tasks, suite, []))
     try:
         sock = tcp_listener(host, port)
     except OSError as exc:

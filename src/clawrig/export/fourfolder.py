@@ -92,8 +92,18 @@ def select_trials(
 ) -> tuple[list[JobTrial], dict[str, str]]:
     """(chosen trials, {trial: why skipped}): graded without error, score >= ``min_score``,
     category in ``categories`` (when any), and (``need_end_state``: a sample's golden files
-    are its end state) an ``end_state/`` folder."""
+    are its end state) an ``end_state/`` folder. Raises UserError when a category of
+    ``categories`` is no trial's (a typo would otherwise only shrink the export)."""
     cats = set(categories)
+    trials = list(trials)
+    if cats:
+        present = {t.result.category for t in trials}
+        unknown = sorted(cats - present)
+        if unknown:
+            known = ", ".join(sorted(c for c in present if c)) or "none"
+            raise UserError(
+                f"--category: no trial in {', '.join(unknown)} (the job's categories: {known})"
+            )
     chosen: list[JobTrial] = []
     skipped: dict[str, str] = {}
     for t in trials:

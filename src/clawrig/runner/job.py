@@ -202,7 +202,11 @@ class Job:
 
         if not cfg.suite_path.exists():
             raise UserError(f"PATH: no such file or folder: {cfg.suite_path}")
-        return select_tasks(load_tasks(cfg.suite_path, root=cfg.root), cfg.suite, cfg.categories)
+        return load_tasks(
+            cfg.suite_path,
+            root=cfg.root,
+            select=lambda tasks: select_tasks(tasks, cfg.suite, cfg.categories),
+        )
 
     def _check_resume(self, cfg: JobConfig, needs_model: bool) -> None:
         """``--resume``: what the output folder holds is checked first of all, for the model

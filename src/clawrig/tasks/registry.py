@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -58,6 +59,17 @@ class Suite:
     def warnings(self) -> list[ValidationIssue]:
         return [i for i in self.issues if i.severity == "warning"]
 
+    def warnings_for(self, tasks: list[Task]) -> list[ValidationIssue]:
+        """The warnings that concern ``tasks`` (some of :attr:`tasks`): those of their own
+        files, and those of no task's file (the suite's own, as its shared database)."""
+        mine = set().union(*map(_task_files, tasks))
+        any_task = set().union(*map(_task_files, self.tasks))
+        return [
+            w
+            for w in self.warnings
+            if (where := os.path.abspath(w.path)) in mine or where not in any_task
+        ]
+
     @property
     def valid_tasks(self) -> list[Task]:
         """The tasks with no error in any of their own files (the task file; a four-folder
@@ -79,11 +91,14 @@ class Suite:
 
 
 def _task_files(task: Task) -> set[str]:
-    """Absolute paths of the files a task was read from (see :attr:`Suite.valid_tasks`)."""
+    """Absolute paths of the files a task was read from (see :attr:`Suite.valid_tasks`): its
+    source, a four-folder sample's four files, a DataClawBench task's qa_gold file."""
     files = {os.path.abspath(task.source.path)}
     named = task.metadata.get("files")
     if isinstance(named, dict):
         files |= {os.path.abspath(str(p)) for p in named.values()}
+    if isinstance(gold := task.metadata.get("gold_path"), str):
+        files.add(os.path.abspath(gold))
     return files
 
 
@@ -383,14 +398,26 @@ def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
     return Suite(path=path, format=fmt, tasks=tasks, issues=issues.issues)
 
 
-def load_tasks(path: Path | str, root: Path | str | None = None) -> list[Task]:
-    """Read the tasks under ``path`` (see :func:`load_suite`).
+def load_tasks(
+    path: Path | str,
+    root: Path | str | None = None,
+    select: Callable[[list[Task]], list[Task]] | None = None,
+) -> list[Task]:
+    """Read the tasks under ``path`` (see :func:`load_suite`); ``select``: the ones to return,
+    from all read (when the suite has no error).
 
-    Warnings (e.g. workspace data not downloaded) are logged on ``clawrig.tasks``. Raises
-    TaskFormatError for the first error (file, field, line), noting how many more there are;
-    UserError when the path does not exist.
+    Warnings (e.g. workspace data not downloaded) are logged on ``clawrig.tasks``: with
+    ``select``, those of the tasks chosen and of no task (:meth:`Suite.warnings_for`; a
+    missing file of a task not run is no concern of the run). Raises TaskFormatError for the
+    first error (file, field, line), noting how many more there are; UserError when the path
+    does not exist, and whatever ``select`` raises.
     """
     suite = load_suite(path, root)
+    if select is not None and not suite.errors:
+        tasks = select(suite.tasks)
+        for warning in suite.warnings_for(tasks):
+            log.warning("%s", warning)
+        return tasks
     for warning in suite.warnings:
         log.warning("%s", warning)
     if suite.errors:
