@@ -250,6 +250,43 @@ def test_fourfolder_workspace_holding_an_escaping_symlink_is_an_error(sample):
     assert str(ws / "shadow") in err.message
 
 
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "datapoints/000015.json",
+        "reference_payloads/reference_payload_000015.json",
+        "intent/000015.json",
+        "evaluators/evaluator_000015.py",
+    ],
+)
+def test_fourfolder_file_linked_outside_the_set_is_refused_before_it_is_read(sample, tmp_path, rel):
+    """helper-175: a datapoint or reference payload linked to its own copy outside the set was
+    read and the set verified PASS; an evaluator linked to /etc/passwd was "a syntax error"."""
+    linked = sample / rel
+    outside = tmp_path / "outside" / linked.name
+    outside.parent.mkdir()
+    outside.write_bytes(linked.read_bytes())  # the same content: only its place is wrong
+    linked.unlink()
+    linked.symlink_to(outside)
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field) == (linked, "file")
+    assert err.message == (
+        f"{linked} leads outside the benchmark root {sample} (to {outside.resolve()})"
+    )
+    linked.unlink()
+    linked.symlink_to("/etc/passwd")  # not what the file should hold: its place is said first
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field) == (linked, "file") and err.message.endswith("(to /etc/passwd)")
+
+
+def test_fourfolder_workspace_link_loop_is_called_one(sample):
+    ws = sample / "workspaces" / "000015"
+    (ws / "loop").symlink_to("loop")
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field) == (ws, "workspaces")
+    assert f"{ws / 'loop'} (to a link loop)" in err.message
+
+
 def test_fourfolder_workspace_symlinked_inside_the_set_is_fine(sample):
     ws = sample / "workspaces" / "000015"
     ws.rename(sample / "workspaces" / "shared")

@@ -36,6 +36,8 @@ from clawrig.tasks.safety import (
     escaping_symlinks,
     id_problem,
     is_inside,
+    link_target,
+    outside_message,
     relative_path_problem,
 )
 from clawrig.tasks.text import IssueCollector, checklist, dumps_json_text, language_of, read_json
@@ -494,6 +496,16 @@ def read_fourfolder_sample(
             f"(present: {', '.join(found) or 'none'})",
         )
         return None
+    # a sample's file linked to one outside the set is refused before it is read (helper-175:
+    # a datapoint or reference payload so linked was certified PASS, and an evaluator linked
+    # to /etc/passwd was "a syntax error"): the set must hold what it is verified by
+    outside = False
+    for folder in FOLDERS:
+        if not is_inside(paths[folder], root):
+            outside = True
+            issues.error(paths[folder], "file", outside_message(paths[folder], root))
+    if outside:
+        return None
     intent = _read_intent(paths["intent"], sample_id, issues)
     datapoint = _read_datapoint(paths["datapoints"], sample_id, issues)
     evaluator = read_evaluator(paths["evaluators"], issues)
@@ -543,7 +555,7 @@ def read_fourfolder_sample(
             ws_dir,
             "workspaces",
             f"holds symlinks that point outside the sample set {root.resolve()}: "
-            + ", ".join(str(p) for p in escaping),
+            + ", ".join(f"{p} (to {link_target(p)})" for p in escaping),
         )
         return None
     if ws_dir.is_dir():

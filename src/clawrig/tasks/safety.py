@@ -10,6 +10,7 @@ one-line problem (or None) that the caller reports with the file, the field and 
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import re
@@ -167,6 +168,25 @@ def is_inside(path: Path, base: Path) -> bool:
         return False
 
 
+def link_target(path: Path) -> str:
+    """Where ``path`` leads with its links resolved, as said in a message: the path, or "a link
+    loop" when the links never end (Python 3.11 raises RuntimeError for that, 3.13 OSError
+    ELOOP)."""
+    try:
+        return str(path.resolve(strict=False))
+    except RuntimeError:
+        return "a link loop"
+    except OSError as exc:
+        return "a link loop" if exc.errno == errno.ELOOP else f"an unreadable path: {exc}"
+
+
+def outside_message(path: Path, root: Path) -> str:
+    """What is said of ``path`` when, links resolved, it leads outside ``root`` (see
+    :func:`is_inside`): "PATH leads outside the benchmark root ROOT (to TARGET)"
+    (:func:`link_target`)."""
+    return f"{path} leads outside the benchmark root {root} (to {link_target(path)})"
+
+
 def relative_path_problem(rel: str) -> str | None:
     """Why ``rel`` is not a plain relative path (absolute, ``..`` part, backslash, control
     character, empty), or None."""
@@ -287,7 +307,7 @@ def task_path_problems(task: Any, root: Path) -> list[tuple[Path, str, str]]:
                 (
                     source,
                     label,
-                    f"{path} leads outside the benchmark root {root} (to {path.resolve()})",
+                    outside_message(path, root),
                 )
             )
     seen: set[Path] = set()
