@@ -606,3 +606,37 @@ def test_a_clean_room_out_of_memory_is_read_from_the_error_not_its_text():
     died = said.model_copy(update={"out_of_memory": True})
     assert limit_hit(None, died)
     assert not limit_hit(None, died.model_copy(update={"phase": "agent"}))  # not while grading
+
+
+def test_a_hanging_grader_is_stopped_at_its_scaled_limit_and_progress_is_shown(
+    tmp_path: Path,
+) -> None:
+    """helper-175: a grader stuck in a loop kept verify silent for minutes (5 gradings, each
+    up to the grader's 120 s), with no way to shorten it. --timeout-multiplier scales the
+    graders' limits as clawrig run's does, and stderr says the bound, then each sample done."""
+    root = tmp_path / "set"
+    files = copy_sample(DEMO, "000015", root, "000201")
+    with open(files["evaluators"], encoding="utf-8") as fh:
+        source = fh.read()
+    head = 'def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):\n'
+    assert source.count(head) == 1
+    files["evaluators"].write_text(source.replace(head, head + "    while True:\n        pass\n"))
+    multiplier = 0.05
+    limit = 120 * multiplier  # the four-folder grader's own limit (spec default), scaled
+    proc = run("verify", root, "--json", "--timeout-multiplier", str(multiplier))
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["timeout_multiplier"] == multiplier
+    (sample,) = report["samples"]
+    golden = [f for f in sample["findings"] if f["check"] == "self_check.golden"]
+    assert f"grader timed out after {limit:g} s" in golden[0]["message"], golden
+    assert sample["scores"]["golden"] is None
+    err = proc.stderr.splitlines()
+    assert err[0] == (
+        f"verifying 1 task(s): up to 5 gradings each, a grader stopped after {limit:g} s at "
+        "most (--timeout-multiplier)"
+    )
+    assert re.fullmatch(r"\[1/1\] 000201: fail \(\d+\.\d s\)", err[1]), err
+    proc = run("verify", root, "--timeout-multiplier", "0")
+    assert proc.returncode == 2 and "--timeout-multiplier" in proc.stderr
+    assert "Traceback" not in proc.stderr

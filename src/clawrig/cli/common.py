@@ -47,6 +47,16 @@ MemoryMbOption = Annotated[
 ]
 """``--memory-mb`` of the commands that start sandboxes (``run``, ``verify``): default
 :data:`clawrig.choices.DEFAULT_MEMORY_MB`."""
+TimeoutMultiplierOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout-multiplier",
+        min=0.01,
+        max=1000.0,
+        help="Multiplies every task's time limit (agent and grader; not the warmup).",
+    ),
+]
+"""``--timeout-multiplier`` of the commands that run tasks (``run``, ``verify``): default 1."""
 
 
 def local_sandbox_guard(sandbox: str, parallel: int) -> None:

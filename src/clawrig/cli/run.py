@@ -30,6 +30,7 @@ from clawrig.cli.common import (
     MAX_SLOTS_PER_NODE,
     ROOT_HELP,
     MemoryMbOption,
+    TimeoutMultiplierOption,
     err_console,
     stdout_console,
     terminate_like_ctrl_c,
@@ -280,15 +281,7 @@ def register(app: typer.Typer) -> None:
                 help="--executor ray: trials at once per node.",
             ),
         ] = None,
-        timeout_multiplier: Annotated[
-            float,
-            typer.Option(
-                "--timeout-multiplier",
-                min=0.01,
-                max=1000.0,
-                help="Multiplies every task's time limit (agent and grader; not the warmup).",
-            ),
-        ] = 1.0,
+        timeout_multiplier: TimeoutMultiplierOption = 1.0,
         max_turns: Annotated[
             int, typer.Option("--max-turns", min=1, help="Model calls per trial at most.")
         ] = 100,

@@ -7,6 +7,7 @@ instead. Exit code 0 when nothing failed, 1 on any error, 2 for bad usage.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,6 +22,8 @@ from clawrig.cli.common import (
     DEFAULT_PARALLEL,
     ROOT_HELP,
     MemoryMbOption,
+    TimeoutMultiplierOption,
+    err_console,
     local_sandbox_guard,
     stdout_console,
 )
@@ -28,6 +31,7 @@ from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
 
 if TYPE_CHECKING:
+    from clawrig.spec.task import Task
     from clawrig.verify.report import Finding, SampleReport, VerifyReport
 
 # The verify machinery is imported when the command runs (fast start-up); this mirrors
@@ -116,6 +120,37 @@ def render_summary(report: VerifyReport) -> Table:
     return table
 
 
+class _Progress:
+    """Lines on stderr while ``verify`` runs (the report goes to stdout at the end): what will
+    be verified and how long a grader may take at most, then each sample as it is done
+    (helper-175: a grader stuck in a loop held a sample set silent for minutes)."""
+
+    def __init__(self) -> None:
+        self.total = self.finished = 0
+        self.started = time.monotonic()
+
+    def start(self, tasks: list[Task], multiplier: float) -> None:
+        self.total = len(tasks)
+        if tasks:
+            longest = max(t.grader.timeout_seconds for t in tasks) * multiplier
+            err_console.print(
+                f"verifying {len(tasks)} task(s): up to 5 gradings each, a grader stopped "
+                f"after {longest:g} s at most (--timeout-multiplier)",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+    def done(self, sample: SampleReport) -> None:
+        self.finished += 1
+        err_console.print(
+            f"[{self.finished}/{self.total}] {sample.id}: {sample.status} "
+            f"({time.monotonic() - self.started:.1f} s)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``verify`` command to the main app."""
 
@@ -138,6 +173,7 @@ def register(app: typer.Typer) -> None:
         verbose: Annotated[
             bool, typer.Option("--verbose", "-v", help="Also show what passed.")
         ] = False,
+        timeout_multiplier: TimeoutMultiplierOption = 1.0,
     ) -> None:
         """Check that every task or sample can be trusted; exit 1 on failure.
 
@@ -155,6 +191,8 @@ def register(app: typer.Typer) -> None:
         local_sandbox_guard(sandbox, parallel)
         import asyncio  # lazily: ~40 ms of the CLI's start-up
 
+        progress = _Progress()
+
         report = asyncio.run(
             verify_path(
                 path,
@@ -163,6 +201,9 @@ def register(app: typer.Typer) -> None:
                 memory_mb=memory_mb,
                 parallel=parallel,
                 root=root,
+                timeout_multiplier=timeout_multiplier,
+                on_start=lambda tasks: progress.start(tasks, timeout_multiplier),
+                on_sample=progress.done,
             )
         )
         if json_out:

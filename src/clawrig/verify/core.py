@@ -16,6 +16,7 @@ It returns a :class:`clawrig.verify.report.VerifyReport` (``ok`` False on any er
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import shutil
 import tempfile
@@ -82,9 +83,11 @@ async def verify_task(
     memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path,
     slots: asyncio.Semaphore | None = None,
+    timeout_multiplier: float = 1.0,
 ) -> SampleReport:
     """Verify one task (see the module docstring). ``work_dir`` holds the trial folders and
-    workspaces it makes; ``slots`` bounds the sandboxes running at once."""
+    workspaces it makes; ``slots`` bounds the sandboxes running at once;
+    ``timeout_multiplier`` scales the task's time limits and its grader's."""
     slots = slots or asyncio.Semaphore(4)
     report = SampleReport(
         id=task.id,
@@ -123,7 +126,12 @@ async def verify_task(
             message = f"could not run: {type(exc).__name__}: {exc}"
             return None, [Finding(check=check, severity="error", message=message)]
 
-    kw: dict[str, Any] = {"sandbox": sandbox, "memory_mb": memory_mb, "work_dir": tdir}
+    kw: dict[str, Any] = {
+        "sandbox": sandbox,
+        "memory_mb": memory_mb,
+        "work_dir": tdir,
+        "timeout_multiplier": timeout_multiplier,
+    }
     golden, oracle, empty, wrong = await asyncio.gather(
         guarded("self_check.golden", lambda: selfcheck.check_golden(task, **kw)),
         guarded(
@@ -180,6 +188,9 @@ async def verify_path(
     parallel: int = 4,
     root: Path | str | None = None,
     work_dir: Path | None = None,
+    timeout_multiplier: float = 1.0,
+    on_start: Callable[[list[Task]], None] | None = None,
+    on_sample: Callable[[SampleReport], None] | None = None,
 ) -> VerifyReport:
     """Verify every task under ``path``; returns the report (never raises for a bad sample:
     problems become findings). Raises UserError when ``path`` does not exist, ``threshold``
@@ -187,11 +198,17 @@ async def verify_path(
     tasks using the built-in mock services (:func:`clawrig.services.lifecycle.docker_refusal`).
     ``memory_mb``: each sandbox's memory limit in MiB (``--memory-mb``: it also holds what a
     grader writes to /tmp). ``parallel`` bounds the sandboxes running at once; ``root`` is the
-    benchmark root for WildClawBench workspaces."""
+    benchmark root for WildClawBench workspaces; ``timeout_multiplier`` (> 0) scales every
+    task's time limits and its grader's (``--timeout-multiplier``). ``on_start`` is called
+    with the tasks read before any is verified, ``on_sample`` with each sample's report as it
+    is done (a grader that hangs holds its sample up to its time limit: the caller can say
+    so, and show progress). Raises UserError for a multiplier not above 0, too."""
     from clawrig.errors import UserError
 
     if not 0.0 < threshold <= 1.0:
         raise UserError(f"--threshold: must be in (0, 1], got {threshold:g}")
+    if not (math.isfinite(timeout_multiplier) and timeout_multiplier > 0):
+        raise UserError(f"--timeout-multiplier: must be above 0, got {timeout_multiplier:g}")
     if not MIN_MEMORY_MB <= memory_mb <= MAX_MEMORY_MB:  # (the CLI's range, for the API)
         raise UserError(
             f"--memory-mb: must be in [{MIN_MEMORY_MB}, {MAX_MEMORY_MB}] MiB, got {memory_mb}"
@@ -208,6 +225,7 @@ async def verify_path(
         threshold=threshold,
         sandbox=sandbox,
         memory_mb=memory_mb,
+        timeout_multiplier=timeout_multiplier,
     )
     owners: dict[Path, str] = {}
     for task in suite.tasks:
@@ -237,20 +255,25 @@ async def verify_path(
     # owned: a verify killed with SIGKILL leaves its trials' mounted disks below it, which the
     # next harness's sweep unmounts and removes (a plain temp folder was never swept)
     work = owned_tempdir("verify", work_dir)
-    try:
-        samples = await asyncio.gather(
-            *(
-                verify_task(
-                    t,
-                    threshold=threshold,
-                    sandbox=sandbox,
-                    memory_mb=memory_mb,
-                    work_dir=work,
-                    slots=slots,
-                )
-                for t in suite.tasks
-            )
+
+    async def one(task: Task) -> SampleReport:
+        sample = await verify_task(
+            task,
+            threshold=threshold,
+            sandbox=sandbox,
+            memory_mb=memory_mb,
+            work_dir=work,
+            slots=slots,
+            timeout_multiplier=timeout_multiplier,
         )
+        if on_sample is not None:
+            on_sample(sample)
+        return sample
+
+    if on_start is not None:
+        on_start(suite.tasks)
+    try:
+        samples = await asyncio.gather(*(one(t) for t in suite.tasks))
     finally:
         remove_tree(work)
     known = {s.id for s in samples}

@@ -93,6 +93,7 @@ async def check_empty(
     sandbox: str = "bwrap",
     memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
+    timeout_multiplier: float = 1.0,
 ) -> tuple[float | None, list[Finding]]:
     """The empty rollout: a nop-agent trial, graded; (score, findings)."""
     findings: list[Finding] = []
@@ -112,7 +113,13 @@ async def check_empty(
             )
         )
     result, _, _ = await run_agent(
-        run_task, "nop", out_root, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
+        run_task,
+        "nop",
+        out_root,
+        sandbox=sandbox,
+        memory_mb=memory_mb,
+        work_dir=work_dir,
+        timeout_multiplier=timeout_multiplier,
     )
     what = 'the empty rollout (nop agent, untouched workspace, final answer "done")'
     if result.error is not None and result.error.kind not in (ErrorKind.GRADING,):
@@ -150,6 +157,7 @@ async def check_wrong(
     sandbox: str = "bwrap",
     memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
+    timeout_multiplier: float = 1.0,
 ) -> tuple[dict[str, float | None], list[Finding]]:
     """The removed and corrupted rollouts of the golden end state; ({name: score}, findings).
     Nothing when the task has no golden workspace."""
@@ -172,7 +180,13 @@ async def check_wrong(
     findings: list[Finding] = []
     removed = {rel: data for rel, data in golden.items() if rel not in results}
     score = await grade_files(
-        task, removed, transcript, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
+        task,
+        removed,
+        transcript,
+        sandbox=sandbox,
+        memory_mb=memory_mb,
+        work_dir=work_dir,
+        timeout_multiplier=timeout_multiplier,
     )
     f = judge("killer.removed", f"the golden end state without its result files ({listed})",
               score, threshold)  # fmt: skip
@@ -180,7 +194,13 @@ async def check_wrong(
     findings.append(f)
     corrupted = dict(golden) | {rel: CORRUPTED for rel in results}
     score = await grade_files(
-        task, corrupted, transcript, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
+        task,
+        corrupted,
+        transcript,
+        sandbox=sandbox,
+        memory_mb=memory_mb,
+        work_dir=work_dir,
+        timeout_multiplier=timeout_multiplier,
     )
     f = judge("killer.corrupted", f"the golden end state with corrupted result files ({listed})",
               score, threshold)  # fmt: skip

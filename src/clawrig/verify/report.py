@@ -92,6 +92,9 @@ class VerifyReport(BaseModel):
     sandbox: str = "bwrap"
     memory_mb: int | None = None
     """Each sandbox's memory limit in MiB (``--memory-mb``) the checks ran under."""
+    timeout_multiplier: float = 1.0
+    """What the tasks' time limits and their graders' were multiplied by
+    (``--timeout-multiplier``)."""
     samples: list[SampleReport] = Field(default_factory=list)
     suite_findings: list[Finding] = Field(default_factory=list)
 

@@ -55,18 +55,25 @@ async def grade_files(
     sandbox: str = "bwrap",
     memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
+    timeout_multiplier: float = 1.0,
 ) -> Score:
     """Grade the end state ``files`` (relative path -> bytes) in a fresh ``sandbox``, through
     a :class:`clawrig.runner.trial.Trial` (the trial's time limits, grader environment, gt/
     and services as in a trial; the task's own programmatic grader).
 
-    ``memory_mb``: the sandbox's memory limit in MiB (``--memory-mb``). ``transcript``: a
+    ``memory_mb``: the sandbox's memory limit in MiB (``--memory-mb``); ``timeout_multiplier``
+    scales the task's time limits, the grader's too (``--timeout-multiplier``). ``transcript``: a
     Transcript, chat.jsonl text, or None (no session file). Returns the grader's
     :class:`Score` (``error`` set when the grader crashed, timed out or printed no score);
     raises SandboxError when the sandbox cannot start.
     """
     config = TrialConfig(
-        agent="nop", model="nop", sandbox=sandbox, memory_mb=memory_mb, grader="programmatic"
+        agent="nop",
+        model="nop",
+        sandbox=sandbox,
+        memory_mb=memory_mb,
+        grader="programmatic",
+        timeout_multiplier=timeout_multiplier,
     )
     text = (
         transcript
@@ -88,10 +95,18 @@ async def run_agent(
     sandbox: str = "bwrap",
     memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
+    timeout_multiplier: float = 1.0,
 ) -> tuple[TrialResult, Transcript, Path]:
     """Run one trial of ``task`` with ``agent`` (oracle | nop) and return (result,
-    transcript, its trial folder). The trial folder goes under ``out_root``."""
-    config = TrialConfig(agent=agent, model=agent, sandbox=sandbox, memory_mb=memory_mb)
+    transcript, its trial folder). The trial folder goes under ``out_root``; settings as
+    :func:`grade_files`."""
+    config = TrialConfig(
+        agent=agent,
+        model=agent,
+        sandbox=sandbox,
+        memory_mb=memory_mb,
+        timeout_multiplier=timeout_multiplier,
+    )
     result, folder = await run_trial(
         task, config, out_root, services=TrialServices(work_dir=work_dir)
     )

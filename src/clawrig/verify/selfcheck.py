@@ -82,6 +82,7 @@ async def check_golden(
     sandbox: str = "bwrap",
     memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
+    timeout_multiplier: float = 1.0,
 ) -> tuple[float | None, list[Finding]]:
     """Grade the golden workspace in a sandbox; (score, findings). Nothing when the task has
     no golden workspace."""
@@ -95,6 +96,7 @@ async def check_golden(
         sandbox=sandbox,
         memory_mb=memory_mb,
         work_dir=work_dir,
+        timeout_multiplier=timeout_multiplier,
     )
     finding = compare("self_check.golden", "the golden workspace", score, task.expected_reward)
     finding.path = str(task.grader.origin.path) if task.grader.origin else None
@@ -109,6 +111,7 @@ async def check_oracle(
     sandbox: str = "bwrap",
     memory_mb: int = DEFAULT_MEMORY_MB,
     work_dir: Path | None = None,
+    timeout_multiplier: float = 1.0,
 ) -> tuple[float | None, list[Finding]]:
     """Replay the golden trajectory with the oracle agent and grade it; (score, findings),
     including the replay diff warnings and, given the ``initial`` workspace (a folder), the
@@ -126,7 +129,13 @@ async def check_oracle(
             )
         ]
     result, transcript, folder = await run_agent(
-        task, "oracle", out_root, sandbox=sandbox, memory_mb=memory_mb, work_dir=work_dir
+        task,
+        "oracle",
+        out_root,
+        sandbox=sandbox,
+        memory_mb=memory_mb,
+        work_dir=work_dir,
+        timeout_multiplier=timeout_multiplier,
     )
     findings: list[Finding] = []
     if result.error is not None and (result.score is None or result.score.error is None):
