@@ -418,7 +418,10 @@ def test_a_trial_without_its_end_state_or_a_readable_result_is_skipped_and_count
     assert proc.returncode == 0, proc.stderr
     exported = sorted(p.stem for p in (tmp_path / "ff" / "intent").glob("*.json"))
     assert len(exported) == len(DEMO_IDS) - 2
-    said = "skipped 2 trial(s) (1 whose end_state/ is gone, 1 whose result.json cannot be read)"
+    said = (  # the unreadable one named (helper-175)
+        "skipped 2 trial(s) (1 whose end_state/ is gone, 1 whose result.json cannot be read: "
+        f"000002/{broken.name})"
+    )
     assert said in proc.stdout, proc.stdout
     assert "from task 000001" not in proc.stdout and "from task 000002" not in proc.stdout
     # the SFT rows need no end state: only the unreadable trial is left out, and counted
@@ -426,7 +429,8 @@ def test_a_trial_without_its_end_state_or_a_readable_result_is_skipped_and_count
     assert proc.returncode == 0, proc.stderr
     rows = (tmp_path / "rows.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(rows) == len(DEMO_IDS) - 1
-    assert "skipped 1 trial(s) (1 whose result.json cannot be read)" in proc.stdout, proc.stdout
+    said = f"skipped 1 trial(s) (1 whose result.json cannot be read: 000002/{broken.name})"
+    assert said in proc.stdout, proc.stdout
     # and the Inspect logs: the trial left out is said, not dropped silently (helper-137)
     proc = run("export", "inspect", moved, tmp_path / "logs")
     assert proc.returncode == 0, proc.stderr

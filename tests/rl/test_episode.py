@@ -315,3 +315,30 @@ def test_a_task_id_not_in_the_path_is_said_as_the_task_argument(tmp_path):
             asyncio.run(env.run_episode(f"{DEMO}#999", base_url="http://127.0.0.1:9/v1", model="m"))
     finally:
         env.close()
+
+
+@pytest.mark.parametrize(
+    ("seed", "n", "line"),
+    [
+        (True, 1, "seed: must be an integer, got True"),
+        (1.5, 1, "seed: must be an integer, got 1.5"),
+        (2**63, 1, f"seed: must be a 64-bit integer ({-(2**63)}..{2**63 - 1}), got {2**63}"),
+        # the group's last episode gets seed + n - 1: past 64 bits too
+        (2**63 - 2, 3,
+         f"seed: must be a 64-bit integer ({-(2**63)}..{2**63 - 1}), got {2**63} (seed + n - 1)"),
+    ],
+)  # fmt: skip
+def test_a_seed_no_request_can_carry_is_refused_before_any_episode(tmp_path, seed, n, line):
+    """helper-175: a seed past 64 bits was sent to the model server as it was, and True was 1."""
+    env = Rollouts(tmp_path / "out")
+    try:
+        with pytest.raises(UserError) as info:
+            asyncio.run(
+                env.run_group(
+                    f"{DEMO}#000015", n, base_url="http://127.0.0.1:9/v1", model="m", seed=seed
+                )
+            )
+        assert str(info.value) == line
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    finally:
+        env.close()

@@ -131,6 +131,11 @@ async def test_groups_tasks_and_health(serve, scripted_server):
         ({"task_id": "000015", "base_url": "http://x/v1", "model": "m",
           "sampling": {"max_tokens": 0}}, 422,
          "sampling.max_tokens: Input should be greater than or equal to 1"),
+        # helper-175: a seed past 64 bits went to the model server as it was, and true was 1
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "seed": 2**100}, 422,
+         f"seed: Input should be less than or equal to {2**63 - 1}"),
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "seed": True}, 422,
+         "seed: Input should be a valid integer"),
     ],
 )  # fmt: skip
 async def test_bad_requests_get_one_line_4xx(serve, body, status, line):

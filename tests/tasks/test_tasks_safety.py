@@ -218,6 +218,26 @@ def test_fourfolder_unsafe_file_stem_is_an_error(sample, stem):
     assert str(info.value).startswith(f"{intent}:{err.line}: id: task id {stem!r}")
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (42, "must be a string (the task text), got int"),
+        (["a"], "must be a string (the task text), got list"),
+        ("  ", "missing or empty (the task text)"),
+        (None, "missing or empty (the task text)"),
+    ],
+)
+def test_fourfolder_prompt_of_another_type_is_said_so(sample, value, said):
+    """helper-175: ``"prompt": 42`` was reported "missing or empty"."""
+    intent = sample / "intent" / "000015.json"
+    data = json.loads(intent.read_text(encoding="utf-8"))
+    data["prompt"] = value
+    intent.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field, err.message) == (intent, "prompt", said)
+    assert err.line == _line_of(intent, '"prompt"')
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), 0, -1, "600"])
 def test_fourfolder_timeout_must_be_finite_and_positive(sample, value):
     intent = sample / "intent" / "000015.json"

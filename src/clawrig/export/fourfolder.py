@@ -132,7 +132,10 @@ def skipped_counts(skipped: dict[str, str], min_score: float) -> str:
     ungraded = sum(why == "not graded" for why in skipped.values())
     other = sum(why.startswith("category ") for why in skipped.values())
     gone = sum(why == NO_END_STATE for why in skipped.values())
-    unreadable = sum(why.startswith(UNREADABLE) for why in skipped.values())
+    unread = [key for key, why in skipped.items() if why.startswith(UNREADABLE)]
+    unreadable = len(unread)
+    # the folders named (helper-175: "1 whose result.json cannot be read" said not which)
+    named = ", ".join(unread[:3]) + (f" and {unreadable - 3} more" if unreadable > 3 else "")
     default = " (the default)" if min_score == DEFAULT_MIN_SCORE else ""
     parts = [
         f"{below} graded below --min-score {min_score:g}{default}" if below else "",
@@ -140,7 +143,7 @@ def skipped_counts(skipped: dict[str, str], min_score: float) -> str:
         f"{ungraded} not graded" if ungraded else "",
         f"{other} of other categories" if other else "",
         f"{gone} whose end_state/ is gone" if gone else "",
-        f"{unreadable} whose result.json cannot be read" if unreadable else "",
+        f"{unreadable} whose result.json cannot be read: {named}" if unreadable else "",
     ]
     return ", ".join(p for p in parts if p)
 

@@ -90,6 +90,23 @@ HARNESS_FIELDS = {
 sandbox and ended masked with an AttributeError)."""
 
 
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+"""The range of a request's ``seed``: a 64-bit signed integer, as the OpenAI API and vLLM's
+sampling parameters take it."""
+
+
+def seed_problem(seed: object) -> str | None:
+    """Why ``seed`` is no request's seed (not an integer, a bool, outside
+    :data:`SEED_MIN`..:data:`SEED_MAX`), led by ``seed:``; None when it is one or None."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        return f"seed: must be an integer, got {seed!r}"
+    if not SEED_MIN <= seed <= SEED_MAX:
+        return f"seed: must be a 64-bit integer ({SEED_MIN}..{SEED_MAX}), got {seed}"
+    return None
+
+
 class Sampling(BaseModel):
     """Sampling parameters sent with every model call of an episode (OpenAI chat fields;
     other fields, e.g. vLLM's ``top_k``, ``min_p``, ``repetition_penalty``, pass through
@@ -569,6 +586,8 @@ class Rollouts:
         require_http_url(base_url, "base_url")
         if not model.strip():
             raise UserError("model: empty model name")
+        if problem := seed_problem(seed):
+            raise UserError(problem)
         if api_key and has_control(api_key):  # no header can carry it
             raise UserError("api_key: contains a NUL or control character")
         sampling = Sampling.model_validate(sampling or {})
@@ -707,6 +726,8 @@ class Rollouts:
         runs on unseen (helper-134: they ran on, and the server counted none of them)."""
         if n < 1:
             raise UserError(f"n: a group needs at least one episode (got {n})")
+        if problem := seed_problem(seed) or seed_problem(None if seed is None else seed + n - 1):
+            raise UserError(problem if seed_problem(seed) else f"{problem} (seed + n - 1)")
         the_task = resolve_task(task)
         runs = [
             asyncio.ensure_future(

@@ -37,11 +37,11 @@ from typing import Any, Literal
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from starlette.exceptions import HTTPException
 
 from clawrig.errors import ModelRequestError, UserError
-from clawrig.rl.episode import Rollouts, Sampling
+from clawrig.rl.episode import SEED_MAX, SEED_MIN, Rollouts, Sampling
 from clawrig.serving import guard_hosts
 from clawrig.spec.task import Task
 
@@ -113,7 +113,7 @@ class EpisodeRequest(BaseModel):
     sampling: Sampling = Field(default_factory=Sampling)
     agent: Literal["native", "openclaw"] = "native"
     server: Literal["vllm", "sglang"] | None = None
-    seed: int | None = None
+    seed: StrictInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
     max_turns: int | None = Field(default=None, ge=1, le=1000)
     timeout_s: float | None = Field(default=None, gt=0)
 

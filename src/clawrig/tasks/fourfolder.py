@@ -174,7 +174,11 @@ def _read_intent(path: Path, sample_id: str, issues: IssueCollector) -> dict[str
     _unknown_keys(path, data, INTENT_KEYS, issues)
     out: dict[str, Any] = {}
     prompt = data.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
+    if prompt is not None and not isinstance(prompt, str):  # (helper-175: 42 was "missing")
+        said = f"must be a string (the task text), got {type(prompt).__name__}"
+        issues.error(path, "prompt", said, _key_line(path, "prompt"))
+        prompt = ""
+    elif not isinstance(prompt, str) or not prompt.strip():
         issues.error(path, "prompt", "missing or empty (the task text)", _key_line(path, "prompt"))
         prompt = ""
     out["prompt"] = prompt
