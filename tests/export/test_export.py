@@ -438,3 +438,40 @@ def test_a_trial_without_its_end_state_or_a_readable_result_is_skipped_and_count
         f"skipped 1 trial(s) whose result.json cannot be read (first: 000002/{broken.name}: "
         "result.json cannot be read (not JSON))" in proc.stdout
     ), proc.stdout
+
+
+def test_best_per_task_keeps_each_tasks_highest_scoring_trial(
+    job: Path, trials: dict[str, Path], tmp_path: Path
+) -> None:
+    """helper-174: a job's --runs (or an RL group) exported one near-duplicate sample per run.
+    --best-per-task keeps one per task: its highest score, the first run of equals."""
+    moved = tmp_path / "job"
+    shutil.copytree(job, moved)
+
+    def another_run(task_id: str, run_index: int, score: float) -> str:
+        src = moved / task_id / trials[task_id].name
+        dst = src.with_name(f"{src.name}-run{run_index}")
+        shutil.copytree(src, dst)
+        raw = load(dst / "result.json")
+        raw["run_index"], raw["trial_id"] = run_index, f"{raw['trial_id']}-run{run_index}"
+        raw["score"]["score"] = score
+        (dst / "result.json").write_text(json.dumps(raw), encoding="utf-8")
+        return raw["trial_id"]
+
+    first = {t: load(trials[t] / "result.json") for t in ("000001", "000004")}
+    assert first["000001"]["score"]["score"] == 1.0 and first["000004"]["score"]["score"] < 1.0
+    another_run("000001", 1, 0.97)  # lower: the first run stays
+    another_run("000001", 2, 1.0)  # as high, later: the first run stays
+    better = another_run("000004", 1, 1.0)  # higher: this run replaces the first
+    every = export_sft(moved, tmp_path / "all.jsonl")
+    assert every.rows == len(DEMO_IDS) + 3
+    report = export_sft(moved, tmp_path / "best.jsonl", best_per_task=True)
+    rows = [json.loads(line) for line in (tmp_path / "best.jsonl").read_text().splitlines()]
+    assert sorted(r["task_id"] for r in rows) == DEMO_IDS
+    kept = {r["task_id"]: r["trial_id"] for r in rows}
+    assert kept["000001"] == first["000001"]["trial_id"] and kept["000004"] == better
+    proc = run("export", "fourfolder", moved, tmp_path / "ff", "--best-per-task")
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((tmp_path / "ff" / "intent").glob("*.json"))) == len(DEMO_IDS)
+    assert "skipped 3 trial(s) (3 not the best of their task (--best-per-task))" in proc.stdout
+    assert report.rows == len(DEMO_IDS)

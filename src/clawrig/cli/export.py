@@ -39,6 +39,14 @@ MinScore = Annotated[
 Category = Annotated[
     list[str] | None, typer.Option("--category", help="Keep only this category (repeatable).")
 ]
+BestPerTask = Annotated[
+    bool,
+    typer.Option(
+        "--best-per-task",
+        help="Keep one trial per task: its highest-scoring (the first of equals), not every "
+        "run of it (--runs, an RL group).",
+    ),
+]
 
 
 @app.command("fourfolder")
@@ -54,6 +62,7 @@ def fourfolder(
     sandbox: Annotated[
         str, typer.Option("--sandbox", help="bwrap | docker | local (replays, when needed)")
     ] = "bwrap",
+    best_per_task: BestPerTask = False,
 ) -> None:
     """Write the job's graded trials as a four-folder sample set that passes clawrig verify."""
     check_sandbox_kind(sandbox)
@@ -65,7 +74,7 @@ def fourfolder(
     report = asyncio.run(
         export_fourfolder(
             job_dir, out, min_score=min_score, categories=category or [], suite=suite,
-            sandbox=sandbox,
+            sandbox=sandbox, best_per_task=best_per_task,
         )
     )  # fmt: skip
     for s in report.samples:
@@ -89,6 +98,7 @@ def sft(
     min_score: MinScore = DEFAULT_MIN_SCORE,
     fmt: Annotated[SftFormat, typer.Option("--format", help="Each row's messages.")] = "openai",
     category: Category = None,
+    best_per_task: BestPerTask = False,
 ) -> None:
     """Write one SFT row (messages + tools) per graded trial of the job."""
     from clawrig.export.sft import export_sft
@@ -96,7 +106,14 @@ def sft(
     _check_writable(out, "OUT", folder=False)
     replaced = out.is_file()  # (helper-168: a file there was replaced without a word)
 
-    report = export_sft(job_dir, out, min_score=min_score, fmt=fmt, categories=category or [])
+    report = export_sft(
+        job_dir,
+        out,
+        min_score=min_score,
+        fmt=fmt,
+        categories=category or [],
+        best_per_task=best_per_task,
+    )
     console.print(
         f"wrote {report.rows} row(s) to {out} ({fmt}"
         f"{'; it replaced the file that was there' if replaced else ''}); skipped "

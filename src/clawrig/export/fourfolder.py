@@ -81,6 +81,7 @@ class ExportReport:
 
 
 NO_END_STATE = "no end_state/ (its end state is gone)"
+NOT_BEST = "another trial of its task scored higher, or as high and came first (--best-per-task)"
 
 
 def select_trials(
@@ -89,11 +90,15 @@ def select_trials(
     categories: Iterable[str] = (),
     *,
     need_end_state: bool = False,
+    best_per_task: bool = False,
 ) -> tuple[list[JobTrial], dict[str, str]]:
     """(chosen trials, {trial: why skipped}): graded without error, score >= ``min_score``,
     category in ``categories`` (when any), and (``need_end_state``: a sample's golden files
-    are its end state) an ``end_state/`` folder. Raises UserError when a category of
-    ``categories`` is no trial's (a typo would otherwise only shrink the export)."""
+    are its end state) an ``end_state/`` folder; with ``best_per_task``, of those only the
+    highest-scoring trial of each task (the first in trial order among equals: a job's
+    ``--runs`` or an RL group otherwise give one task's near-duplicates). Raises UserError
+    when a category of ``categories`` is no trial's (a typo would otherwise only shrink the
+    export)."""
     cats = set(categories)
     trials = list(trials)
     if cats:
@@ -120,6 +125,16 @@ def select_trials(
             skipped[key] = NO_END_STATE
         else:
             chosen.append(t)
+    if best_per_task:
+        best: dict[str, JobTrial] = {}
+        for t in chosen:
+            kept = best.get(t.result.task_id)
+            if kept is None or (t.score or 0.0) > (kept.score or 0.0):
+                best[t.result.task_id] = t
+        for t in chosen:
+            if best[t.result.task_id] is not t:
+                skipped[f"{t.result.task_id}/{t.result.trial_id}"] = NOT_BEST
+        chosen = [t for t in chosen if best[t.result.task_id] is t]
     return chosen, skipped
 
 
@@ -132,6 +147,7 @@ def skipped_counts(skipped: dict[str, str], min_score: float) -> str:
     ungraded = sum(why == "not graded" for why in skipped.values())
     other = sum(why.startswith("category ") for why in skipped.values())
     gone = sum(why == NO_END_STATE for why in skipped.values())
+    not_best = sum(why == NOT_BEST for why in skipped.values())
     unread = [key for key, why in skipped.items() if why.startswith(UNREADABLE)]
     unreadable = len(unread)
     # the folders named (helper-175: "1 whose result.json cannot be read" said not which)
@@ -143,6 +159,7 @@ def skipped_counts(skipped: dict[str, str], min_score: float) -> str:
         f"{ungraded} not graded" if ungraded else "",
         f"{other} of other categories" if other else "",
         f"{gone} whose end_state/ is gone" if gone else "",
+        f"{not_best} not the best of their task (--best-per-task)" if not_best else "",
         f"{unreadable} whose result.json cannot be read: {named}" if unreadable else "",
     ]
     return ", ".join(p for p in parts if p)
@@ -421,8 +438,10 @@ async def export_fourfolder(
     categories: Iterable[str] = (),
     suite: Path | None = None,
     sandbox: str = "bwrap",
+    best_per_task: bool = False,
 ) -> ExportReport:
-    """Write the job's graded trials as a four-folder set at ``out`` (see the module doc).
+    """Write the job's graded trials as a four-folder set at ``out`` (see the module doc);
+    ``best_per_task``: one sample per task, its best trial (:func:`select_trials`).
 
     Raises UserError when ``out`` exists and is not empty, when the job or its suite cannot be
     read, or when no trial qualifies; ExportError when a sample cannot be written. The set is
@@ -435,7 +454,9 @@ async def export_fourfolder(
         raise UserError(f"--min-score: must be in [0, 1], got {min_score:g}")
     unreadable: dict[str, str] = {}
     trials = find_trials(job_dir, unreadable)
-    chosen, skipped = select_trials(trials, min_score, categories, need_end_state=True)
+    chosen, skipped = select_trials(
+        trials, min_score, categories, need_end_state=True, best_per_task=best_per_task
+    )
     skipped |= unreadable
     if not chosen:
         raise nothing_to_export(job_dir, skipped, min_score)

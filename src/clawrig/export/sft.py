@@ -154,8 +154,11 @@ def export_sft(
     min_score: float = DEFAULT_MIN_SCORE,
     fmt: str = "openai",
     categories: Iterable[str] = (),
+    best_per_task: bool = False,
 ) -> SftReport:
-    """Write one row per qualifying trial of ``job_dir`` to ``out`` (.jsonl or .parquet).
+    """Write one row per qualifying trial of ``job_dir`` to ``out`` (.jsonl or .parquet);
+    ``best_per_task``: one row per task, its best trial (best-of-n, as rejection sampling
+    keeps: :func:`clawrig.export.fourfolder.select_trials`).
 
     Raises UserError for an unknown format or suffix, a min score outside [0, 1], or a job
     without qualifying trials. The file is written beside ``out`` and renamed into place.
@@ -169,7 +172,9 @@ def export_sft(
     if not 0.0 <= min_score <= 1.0:
         raise UserError(f"--min-score: must be in [0, 1], got {min_score:g}")
     unreadable: dict[str, str] = {}
-    chosen, skipped = select_trials(find_trials(job_dir, unreadable), min_score, categories)
+    chosen, skipped = select_trials(
+        find_trials(job_dir, unreadable), min_score, categories, best_per_task=best_per_task
+    )
     skipped |= unreadable
     if not chosen:
         raise nothing_to_export(job_dir, skipped, min_score)
