@@ -116,7 +116,11 @@ def render_summary(report: VerifyReport) -> Table:
     if unread:  # (counted as "only the empty rollout" when nothing was graded: helper-135)
         table.caption += f"; {unread} not graded at all (their errors say why)"
     if any(s.scores.get(c) is None for s in report.samples for c in SCORE_COLUMNS):
-        table.caption += "; - : not run for that sample (--verbose or --json says why)"
+        # (helper-176: a grader that ran and timed out is no "not run")
+        table.caption += (
+            "; - : no score for that sample: not run, or its grading failed (--verbose or "
+            "--json says why)"
+        )
     return table
 
 
@@ -144,7 +148,7 @@ class _Progress:
         self.finished += 1
         err_console.print(
             f"[{self.finished}/{self.total}] {sample.id}: {sample.status} "
-            f"({time.monotonic() - self.started:.1f} s)",
+            f"({time.monotonic() - self.started:.1f} s elapsed)",
             highlight=False,
             markup=False,
             soft_wrap=True,
