@@ -285,6 +285,9 @@ async def test_min_score_and_category_select_trials(job: Path, tmp_path: Path) -
             )
         assert str(typo.value) == want_line
     assert not (tmp_path / "none").exists() and not (tmp_path / "none.jsonl").exists()
+    with pytest.raises(UserError) as typo:  # a blank name is shown (helper-177)
+        export_sft(job, tmp_path / "none.jsonl", categories=[""])
+    assert str(typo.value).startswith("--category: no trial in '' (the job's categories: ")
     # nothing chosen: the line counts why (below the bar, other categories), from the records
     (low,) = [r for r in results if r["score"]["score"] < 0.99]
     same = [r for r in results if r["category"] == low["category"]]
@@ -475,3 +478,34 @@ def test_best_per_task_keeps_each_tasks_highest_scoring_trial(
     assert len(list((tmp_path / "ff" / "intent").glob("*.json"))) == len(DEMO_IDS)
     assert "skipped 3 trial(s) (3 not the best of their task (--best-per-task))" in proc.stdout
     assert report.rows == len(DEMO_IDS)
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "7.0", '"9"', "true", "-0.5"])
+def test_a_result_json_score_outside_0_1_is_an_unreadable_trial(
+    job: Path, trials: dict[str, Path], tmp_path: Path, bad: str
+) -> None:
+    """helper-177: a score of NaN, Infinity, 7, "9" or true in a result.json was exported as
+    the trial's score (NaN past every --min-score, and chosen as its task's best), into rows no
+    strict JSON parser reads and samples clawrig's own validator refuses."""
+    moved = tmp_path / "job"
+    shutil.copytree(job, moved)
+    folder = moved / "000001" / trials["000001"].name
+    text = (folder / "result.json").read_text(encoding="utf-8")
+    raw = json.loads(text)
+    assert raw["score"]["score"] == 1.0
+    raw["score"]["score"] = "__BAD__"
+    (folder / "result.json").write_text(json.dumps(raw).replace('"__BAD__"', bad), "utf-8")
+    report = export_sft(moved, tmp_path / "rows.jsonl", min_score=1.0, best_per_task=True)
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert "000001" not in {r["task_id"] for r in rows}
+    key = f"000001/{folder.name}"
+    value = json.loads(bad)  # as written (NaN and Infinity as Python reads them)
+    said = (
+        f"score: not a number: {value!r}"
+        if isinstance(value, bool | str)
+        else f"score: {value!r} is not in [0, 1]"
+    )
+    assert report.skipped[key] == f"result.json cannot be read ({said})"
+    proc = run("export", "sft", moved, tmp_path / "again.jsonl", "--min-score", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert f"whose result.json cannot be read: {key}" in proc.stdout, proc.stdout

@@ -342,3 +342,25 @@ def test_a_seed_no_request_can_carry_is_refused_before_any_episode(tmp_path, see
         assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     finally:
         env.close()
+
+
+def test_a_numpy_integer_seed_is_taken_as_its_int(tmp_path):
+    """helper-177: trainers pass numpy integers; np.int64(3) was refused."""
+    np = pytest.importorskip("numpy")
+    env = Rollouts(tmp_path / "out")
+    try:
+        endpoint = env.endpoint(base_url="http://127.0.0.1:9/v1", model="m", seed=np.int64(3))
+        assert endpoint.extra_body["seed"] == 3 and type(endpoint.extra_body["seed"]) is int
+        json.dumps(endpoint.extra_body)  # a JSON number
+        with pytest.raises(UserError, match=r"\(seed \+ n - 1\)$"):  # numpy's would wrap
+            asyncio.run(
+                env.run_group(
+                    f"{DEMO}#000015",
+                    3,
+                    base_url="http://127.0.0.1:9/v1",
+                    model="m",
+                    seed=np.int64(2**63 - 2),
+                )
+            )
+    finally:
+        env.close()

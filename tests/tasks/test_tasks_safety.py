@@ -299,6 +299,25 @@ def test_fourfolder_file_linked_outside_the_set_is_refused_before_it_is_read(sam
     assert (err.path, err.field) == (linked, "file") and err.message.endswith("(to /etc/passwd)")
 
 
+@pytest.mark.parametrize("kind", ["loop", "device", "fifo"])
+def test_fourfolder_file_that_is_a_loop_a_device_or_a_pipe_is_not_called_missing(sample, kind):
+    """helper-177: a sample's file linked to /dev/zero, a named pipe, or a link loop was
+    "missing" (the sample "incomplete")."""
+    payload = sample / "reference_payloads" / "reference_payload_000015.json"
+    payload.unlink()
+    if kind == "loop":
+        payload.symlink_to(payload.name)
+        want = f"{payload} leads outside the benchmark root {sample} (to a link loop)"
+    elif kind == "device":
+        payload.symlink_to("/dev/zero")
+        want = f"{payload} leads outside the benchmark root {sample} (to /dev/zero)"
+    else:
+        os.mkfifo(payload)
+        want = f"{payload} is not a regular file"
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field, err.message) == (payload, "file", want)
+
+
 def test_fourfolder_workspace_link_loop_is_called_one(sample):
     ws = sample / "workspaces" / "000015"
     (ws / "loop").symlink_to("loop")

@@ -84,6 +84,12 @@ NO_END_STATE = "no end_state/ (its end state is gone)"
 NOT_BEST = "another trial of its task scored higher, or as high and came first (--best-per-task)"
 
 
+def _shown(category: str) -> str:
+    """A category as a message names it: quoted when blank or holding a control character
+    (helper-177: ``--category ""`` read "no trial in  (...)")."""
+    return category if category.strip() and category.isprintable() else repr(category)
+
+
 def select_trials(
     trials: Iterable[JobTrial],
     min_score: float,
@@ -107,7 +113,8 @@ def select_trials(
         if unknown:
             known = ", ".join(sorted(c for c in present if c)) or "none"
             raise UserError(
-                f"--category: no trial in {', '.join(unknown)} (the job's categories: {known})"
+                f"--category: no trial in {', '.join(map(_shown, unknown))} (the job's "
+                f"categories: {known})"
             )
     chosen: list[JobTrial] = []
     skipped: dict[str, str] = {}

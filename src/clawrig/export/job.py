@@ -9,6 +9,7 @@ read from. Folders under ``_retried/`` and half-written ``.tmp-*`` folders are s
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,26 @@ class JobTrial:
         return entries
 
 
+class _BadScore(ValueError):
+    """A result.json whose score is no number in [0, 1] (:func:`_score_problem`)."""
+
+
+def _score_problem(raw: Any) -> str | None:
+    """Why the score of a result.json (its ``score.score``, as written) is no score an export
+    can carry: not a number (a bool or a string, which the model would read as one), not finite,
+    or outside [0, 1]; None when it is one, or absent. helper-177: NaN, 7 or "9" were exported
+    as a trial's score (NaN past every --min-score, and the best of its task)."""
+    score = raw.get("score") if isinstance(raw, dict) else None
+    value = score.get("score") if isinstance(score, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"score: not a number: {value!r:.60}"
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        return f"score: {value!r:.60} is not in [0, 1]"
+    return None
+
+
 def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list[JobTrial]:
     """Every trial folder of the job with a readable result.json, sorted by (task id, run
     index, trial id). An output folder may hold trials of earlier jobs too: only those of the
@@ -128,10 +149,14 @@ def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list
                 raise OSError("not a regular file")
             raw = json.loads(data)
             result = TrialResult.model_validate(raw)
+            if problem := _score_problem(raw):
+                raise _BadScore(problem)
         except (OSError, ValueError, RecursionError) as exc:
             if unreadable is not None:
                 why = (
-                    "not JSON"
+                    str(exc)
+                    if isinstance(exc, _BadScore)
+                    else "not JSON"
                     if isinstance(exc, json.JSONDecodeError | RecursionError)
                     else "not a trial's result"
                     if isinstance(exc, ValueError)

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import math
+import numbers
 import os
 import tempfile
 from pathlib import Path
@@ -100,8 +101,9 @@ def seed_problem(seed: object) -> str | None:
     :data:`SEED_MIN`..:data:`SEED_MAX`), led by ``seed:``; None when it is one or None."""
     if seed is None:
         return None
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):  # (numpy's too)
         return f"seed: must be an integer, got {seed!r}"
+    seed = int(seed)
     if not SEED_MIN <= seed <= SEED_MAX:
         return f"seed: must be a 64-bit integer ({SEED_MIN}..{SEED_MAX}), got {seed}"
     return None
@@ -588,6 +590,7 @@ class Rollouts:
             raise UserError("model: empty model name")
         if problem := seed_problem(seed):
             raise UserError(problem)
+        seed = None if seed is None else int(seed)  # (a numpy integer is no JSON number)
         if api_key and has_control(api_key):  # no header can carry it
             raise UserError("api_key: contains a NUL or control character")
         sampling = Sampling.model_validate(sampling or {})
@@ -726,8 +729,11 @@ class Rollouts:
         runs on unseen (helper-134: they ran on, and the server counted none of them)."""
         if n < 1:
             raise UserError(f"n: a group needs at least one episode (got {n})")
-        if problem := seed_problem(seed) or seed_problem(None if seed is None else seed + n - 1):
-            raise UserError(problem if seed_problem(seed) else f"{problem} (seed + n - 1)")
+        if problem := seed_problem(seed):
+            raise UserError(problem)
+        seed = None if seed is None else int(seed)  # (numpy's would wrap at 64 bits)
+        if problem := seed_problem(None if seed is None else seed + n - 1):
+            raise UserError(f"{problem} (seed + n - 1)")
         the_task = resolve_task(task)
         runs = [
             asyncio.ensure_future(

@@ -490,6 +490,18 @@ def read_fourfolder_sample(
             _key_line(where, "id") if is_inside(where, root) else None,
         )
         return None
+    # a link leading out, a link loop, a device or a pipe is no "missing" file (helper-177)
+    odd = False
+    for folder in FOLDERS:
+        path = paths[folder]
+        if path.is_symlink() and not is_inside(path, root):
+            odd = True
+            issues.error(path, "file", outside_message(path, root))
+        elif path.exists() and not path.is_file():
+            odd = True
+            issues.error(path, "file", f"{path} is not a regular file")
+    if odd:
+        return None
     missing = [names[f] for f in FOLDERS if not paths[f].is_file()]
     if missing:
         found = [names[f] for f in FOLDERS if paths[f].is_file()]
