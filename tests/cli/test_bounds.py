@@ -94,3 +94,21 @@ def test_runs_up_to_the_bound_are_taken() -> None:
         "clawrig: error: --agent: unknown agent 'x' (choose from native, oracle, nop, openclaw; "
         "openclaw@VERSION pins OpenClaw's version)"
     ]
+
+
+@pytest.mark.parametrize("command", ["run", "verify"])
+@pytest.mark.parametrize("value", ["nan", "inf", "5000", "0", "-1", "0.001"])
+def test_a_timeout_multiplier_out_of_range_says_the_range(command: str, value: str) -> None:
+    """helper-177: ``--timeout-multiplier nan`` was refused as "less than or equal to 1000"."""
+    r = subprocess.run(
+        [sys.executable, "-m", "clawrig", command, "suites/demo", "--timeout-multiplier", value],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    shown = f"{float(value):g}"  # as the line shows the number it read
+    assert r.stderr.strip() == (
+        "clawrig: error: Invalid value for '--timeout-multiplier': must be a number from 0.01 "
+        f"to 1000, got {shown} (see 'clawrig {command} --help')"
+    )

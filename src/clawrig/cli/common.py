@@ -47,13 +47,24 @@ MemoryMbOption = Annotated[
 ]
 """``--memory-mb`` of the commands that start sandboxes (``run``, ``verify``): default
 :data:`clawrig.choices.DEFAULT_MEMORY_MB`."""
+TIMEOUT_MULTIPLIER_RANGE = (0.01, 1000.0)
+"""The ``--timeout-multiplier`` values taken (inclusive)."""
+
+
+def _timeout_multiplier(value: float) -> float:
+    low, high = TIMEOUT_MULTIPLIER_RANGE
+    if not low <= value <= high:  # (NaN too: typer's own range check called it "above 1000")
+        raise typer.BadParameter(f"must be a number from {low:g} to {high:g}, got {value:g}")
+    return value
+
+
 TimeoutMultiplierOption = Annotated[
     float,
     typer.Option(
         "--timeout-multiplier",
-        min=0.01,
-        max=1000.0,
-        help="Multiplies every task's time limit (agent and grader; not the warmup).",
+        callback=_timeout_multiplier,
+        help="Multiplies every task's time limit (agent and grader; not the warmup): "
+        f"{TIMEOUT_MULTIPLIER_RANGE[0]:g} to {TIMEOUT_MULTIPLIER_RANGE[1]:g}.",
     ),
 ]
 """``--timeout-multiplier`` of the commands that run tasks (``run``, ``verify``): default 1."""
