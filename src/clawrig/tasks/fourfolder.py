@@ -490,17 +490,22 @@ def read_fourfolder_sample(
             _key_line(where, "id") if is_inside(where, root) else None,
         )
         return None
-    # a link leading out, a link loop, a device or a pipe is no "missing" file (helper-177)
-    odd = False
+    # a sample's file that leads outside the set (a link, or one below a linked folder) or is
+    # no regular file (a link loop, a device, a pipe) is refused before it is read: the set
+    # must hold what it is verified by (helper-175: a datapoint or reference payload so linked
+    # was certified PASS, an evaluator linked to /etc/passwd was "a syntax error"; helper-177:
+    # a link to /dev/zero or a loop was a "missing" file)
+    refused = False
     for folder in FOLDERS:
         path = paths[folder]
-        if path.is_symlink() and not is_inside(path, root):
-            odd = True
+        if (path.is_symlink() or path.exists()) and not is_inside(path, root):
             issues.error(path, "file", outside_message(path, root))
         elif path.exists() and not path.is_file():
-            odd = True
             issues.error(path, "file", f"{path} is not a regular file")
-    if odd:
+        else:
+            continue
+        refused = True
+    if refused:
         return None
     missing = [names[f] for f in FOLDERS if not paths[f].is_file()]
     if missing:
@@ -511,16 +516,6 @@ def read_fourfolder_sample(
             f"sample {sample_id} is incomplete: missing {', '.join(missing)} "
             f"(present: {', '.join(found) or 'none'})",
         )
-        return None
-    # a sample's file linked to one outside the set is refused before it is read (helper-175:
-    # a datapoint or reference payload so linked was certified PASS, and an evaluator linked
-    # to /etc/passwd was "a syntax error"): the set must hold what it is verified by
-    outside = False
-    for folder in FOLDERS:
-        if not is_inside(paths[folder], root):
-            outside = True
-            issues.error(paths[folder], "file", outside_message(paths[folder], root))
-    if outside:
         return None
     intent = _read_intent(paths["intent"], sample_id, issues)
     datapoint = _read_datapoint(paths["datapoints"], sample_id, issues)
