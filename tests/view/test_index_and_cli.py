@@ -162,10 +162,18 @@ def test_a_job_stopped_early_is_not_listed_as_finished(jobs, tmp_path):
     summary = json.loads(path.read_text())
     path.write_text(json.dumps(summary | {"interrupted": True, "interrupted_by": "SIGINT"}))
     # a job that ran every trial, one of them unscored (helper-157: "finished", as a job
-    # with every trial graded): sample 000008's mail service does not fit in 64 MiB (setup)
+    # with every trial graded): sample 000008's mail service exits at once (setup). (Its
+    # services under 64 MiB were no sure setup error: in CI199 they fit, and the kernel
+    # killed one later, while the agent ran: the agent's error, scored)
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    intent = suite / "intent" / "000008.json"
+    spec = json.loads(intent.read_text())
+    spec["services"][0] = {"name": "gmail", "command": "exit 3", "port": 9100}
+    intent.write_text(json.dumps(spec))
     errored = tmp_path / "errored"
     proc = clawrig(
-        "run", DEMO, "--suite", "000015,000008", "--agent", "oracle", "--memory-mb", "64",
+        "run", suite, "--suite", "000015,000008", "--agent", "oracle",
         "--max-attempts", "1", "--output", errored,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
