@@ -166,11 +166,18 @@ async def test_the_init_outlives_the_agent_and_reaps_its_orphans(make_sandbox, i
         if r.stdout == "end\n":
             break
     assert r.stdout == "end\n", r.stdout
-    # kill_all ends everything but the init and the supervisor
+    # kill_all ends everything but the init and the supervisor: what it killed has exited (a
+    # killed orphan may stay a zombie until the init is scheduled to reap it, as above)
     await sb.spawn("sleep 300")
     assert await sb.kill_all() >= 1
-    r = await sb.exec("cat /proc/[0-9]*/comm")  # (the shell's glob is made before cat runs)
-    assert sorted(r.stdout.split()) == sorted([init_name, "python3", "sh"])
+    # (the shell's glob is made before grep runs: the shell is listed, grep is not)
+    r = await sb.exec("grep -H -E '^(Name|State):' /proc/[0-9]*/status")
+    fields: dict[str, dict[str, str]] = {}
+    for line in r.stdout.splitlines():
+        path, key, value = line.split(":", 2)
+        fields.setdefault(path, {})[key] = value.split()[0]
+    alive = [f["Name"] for f in fields.values() if f["State"] not in ("Z", "X")]
+    assert sorted(alive) == sorted([init_name, "python3", "sh"]), r.stdout
 
 
 async def test_a_killed_supervisor_is_a_dead_sandbox(make_sandbox):
