@@ -291,10 +291,19 @@ def test_pass_at_k_over_fewer_tasks_says_so():
 
 @pytest.mark.sandbox
 def test_the_oracle_line_is_said_when_a_trial_errored(tmp_path):
-    """Sample 000008's mail service does not fit in 64 MiB (a setup error, not scored): the
-    oracle's line still reports the samples that ran, and counts the unscored one."""
+    """Sample 000008's first service, made to hold 256 MiB, does not fit in 64 MiB (a setup
+    error, not scored): the oracle's line still reports the samples that ran, and counts the
+    unscored one. (The sample's own services under 64 MiB were no sure setup error: in CI199
+    they fit, and the kernel killed one later, while the agent ran.)"""
+    suite = tmp_path / "suite"
+    shutil.copytree(REPO / "suites" / "demo", suite)
+    intent = suite / "intent" / "000008.json"
+    spec = json.loads(intent.read_text())
+    hog = "python3 -c \"held = b'x' * (256 << 20); import time; time.sleep(60)\""
+    spec["services"][0] = {"name": "gmail", "command": hog, "port": 9100}
+    intent.write_text(json.dumps(spec))
     r = subprocess.run(
-        [CLAWRIG, "run", str(REPO / "suites" / "demo"), "-s", "000001,000008"]
+        [CLAWRIG, "run", str(suite), "-s", "000001,000008"]
         + ["--agent", "oracle", "--memory-mb", "64", "--max-attempts", "1"]
         + ["-o", str(tmp_path / "out")],
         env=clean_env(),
