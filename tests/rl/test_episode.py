@@ -364,3 +364,35 @@ def test_a_numpy_integer_seed_is_taken_as_its_int(tmp_path):
             )
     finally:
         env.close()
+
+
+def test_processes_sharing_an_output_keep_each_others_trials_in_progress(tmp_path):
+    """Trainer workers given one output each write trials there: a writer starting beside a
+    live one leaves the live one's half-written trial folders alone; the first writer after
+    every other is gone sets them aside (what a kill -9 left); a `clawrig run` job's output
+    is refused (flock: two descriptors of one process conflict as two processes do)."""
+    from clawrig.runner.batch import _lock_output
+
+    out = tmp_path / "out"
+    first = Rollouts(out).start()
+    in_progress = out / "000015" / ".tmp-000015__a1b2c3d-x1y2z3"
+    in_progress.mkdir(parents=True)
+    (in_progress / "agent.log").write_text("working\n")
+    second = Rollouts(out).start()
+    assert in_progress.is_dir()  # the first writer is alive: its trial is left alone
+    first.close()
+    assert in_progress.is_dir()  # the second writer is alive still
+    second.close()
+    third = Rollouts(out).start()  # the only writer: a trial in progress is a dead writer's
+    assert not in_progress.exists() and not (out / "000015").exists()  # (no call: removed)
+    third.close()
+    job = tmp_path / "job"
+    job.mkdir()
+    held = _lock_output(job)
+    try:
+        with pytest.raises(UserError, match=f"output: a clawrig job is writing to {job}"):
+            Rollouts(job).start()
+    finally:
+        import os
+
+        os.close(held)

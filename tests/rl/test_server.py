@@ -627,16 +627,29 @@ def test_serve_started_with_ctrl_c_ignored_exits_130_on_it(tmp_path):
             proc.wait()
 
 
-def test_a_killed_servers_mounts_go_when_the_next_one_starts(scripted_server, tmp_path):
+def test_a_killed_servers_mounts_and_trials_go_when_the_next_one_starts(scripted_server, tmp_path):
     """helper-134: after kill -9 the scratch tmpfs and a trial's disk stayed mounted until the
-    next server's first episode."""
-    with a_running_episode(scripted_server, tmp_path / "rl", "74.5") as (proc, _):
+    next server's first episode. The half-written trial folder it left stayed for good: the
+    next server sets it aside with what its model calls spent."""
+    out = tmp_path / "rl"
+    with a_running_episode(scripted_server, out, "74.5") as (proc, _):
+        for _ in range(600):  # the episode's first call is recorded in its folder
+            if list(out.glob("000015/.tmp-*/model_calls.jsonl")):
+                break
+            time.sleep(0.1)
         proc.kill()
         proc.wait()
         assert f"-{proc.pid}-" in Path("/proc/mounts").read_text()  # left by the killed one
-        again, _ = start_serve(tmp_path / "rl")
+        (left,) = out.glob("000015/.tmp-*")
+        calls = len((left / "model_calls.jsonl").read_text().splitlines())
+        again, _ = start_serve(out)
         try:
             assert f"-{proc.pid}-" not in Path("/proc/mounts").read_text()
+            assert not list(out.glob("*/.tmp-*")) and not (out / "000015").exists()
+            (kept,) = (out / "_retried").iterdir()
+            result = json.loads((kept / "result.json").read_text())
+            assert result["task_id"] == "000015" and result["score"] is None
+            assert result["usage"]["request_count"] == calls >= 1
         finally:
             again.terminate()
             again.wait(timeout=60)

@@ -179,6 +179,10 @@ def _serve(
     # what a server killed with kill -9 left mounted (its scratch tmpfs, trial disks) goes
     # now, not at this server's first episode (helper-134)
     sweep_dead(Path(tempfile.gettempdir()))
+    try:  # (the trial folders a killed server left half-written are set aside now too)
+        rollouts.start()
+    except UserError as exc:
+        raise UserError(_as_flags(str(exc))) from None
     settle()  # the server's and the tasks' objects live as long as the process
     # uvicorn puts the handler it found back before it raises the signal again: one
     # started with SIGINT ignored (`&` in a script) then stopped on it and exited 0

@@ -507,24 +507,38 @@ class Rollouts:
         self._starts: asyncio.Semaphore | None = None
         self._grading: asyncio.Semaphore | None = None
         self._started = False
+        self._lock: int | None = None
 
     def start(self) -> Rollouts:
-        """Start the gateway (idempotent; the first episode does it too)."""
+        """Start the gateway (idempotent; the first episode does it too) and hold the output
+        folder shared with the other processes writing there: the first sets aside the trial
+        folders a killed writer left half-written
+        (:func:`clawrig.runner.batch.share_output`). Raises UserError when a ``clawrig run``
+        job writes to the output."""
         if not self._started:
+            from clawrig.runner.batch import share_output
+            from clawrig.spec.job import JobConfig
+
             self.output.mkdir(parents=True, exist_ok=True)
+            job = JobConfig(suite_path=self.output, output=self.output, trial=self.trial)
+            self._lock = share_output(self.output, job, self.job_id)
             mark_rollouts(self.output, self.job_id)
             self.gateway.start()
             self._started = True
         return self
 
     def close(self) -> None:
-        """Stop the gateway (and the Ray executor's node workers). Trial folders stay."""
+        """Stop the gateway (and the Ray executor's node workers); let go of the output
+        folder. Trial folders stay."""
         if self._ray is not None:
             self._ray.shutdown()
             self._ray = None
         if self._started:
             self.gateway.stop()
             self._started = False
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     async def __aenter__(self) -> Rollouts:
         return self.start()

@@ -114,6 +114,39 @@ def _lock_output(output: Path) -> int:
     return fd
 
 
+def share_output(output: Path, job: JobConfig, job_id: str) -> int:
+    """Hold ``<output>/.clawrig.lock`` shared, for an RL output folder that several processes
+    may write at once (:class:`clawrig.rl.Rollouts`: trainer workers given one
+    ``CLAWRIG_RL_OUTPUT``, or ``clawrig serve`` instances). The first holder (none other
+    alive: a fresh folder, or every earlier writer gone, a kill -9 included) first sets aside
+    the half-written trial folders (``<task>/.tmp-*``) the others left, with what their
+    recorded model calls spent, else removes them (:func:`set_aside_killed`). Returns the
+    lock's descriptor (closing it lets go). Raises UserError when a ``clawrig run`` job holds
+    the folder, OSError when the lock cannot be made."""
+    import fcntl
+
+    fd = os.open(JobPaths(output).lock, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # another writer is alive: its .tmp- folders are its trials in progress
+        else:
+            for tmp in output.glob(f"*/{TMP_PREFIX}*"):
+                with contextlib.suppress(OSError):
+                    set_aside_killed(tmp, None, job, job_id)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UserError(
+            f"output: a clawrig job is writing to {output}; wait for it or choose another folder"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _lock_holder(output: Path) -> bool:
     """True when another process holds ``<output>/.clawrig.lock`` (a job is writing there)."""
     import fcntl
@@ -854,13 +887,15 @@ def _trial_folders(
 
 
 def set_aside_killed(
-    tmp: Path, task: Task, job: JobConfig, job_id: str, why: str | None = None
+    tmp: Path, task: Task | None, job: JobConfig, job_id: str, why: str | None = None
 ) -> Usage | None:
     """A trial folder a killed job left half-written (``.tmp-*``): set aside in ``_retried/``
     with what its recorded model calls spent (:func:`clawrig.runner.trial.set_aside_unfinished`;
     ``why``: its error's message, default an interrupted job's), else removed
     (:func:`clawrig.runner.trial.remove_unfinished`); either way its task's folder goes when
-    that leaves it empty. Returns what the set-aside attempt spent, or None.
+    that leaves it empty. Returns what the set-aside attempt spent, or None. ``task`` None: a
+    task not known here (an RL output's, :func:`share_output`): its id is the folder's parent's
+    name, its category left empty.
 
     A Ray driver's record of an attempt that came back whole (the driver died between the
     rename and the record's removal: :func:`clawrig.runner.executors.ray.settle_record`) is
@@ -871,8 +906,8 @@ def set_aside_killed(
         remove_unfinished(tmp)
         return None
     base = TrialResult(
-        task_id=task.id,
-        category=task.category,
+        task_id=task.id if task is not None else tmp.parent.name,
+        category=task.category if task is not None else "",
         trial_id="",
         job_id=job_id,
         model=job.trial.model,
