@@ -612,42 +612,68 @@ LAG_MIN_S = 0.05
 SETTLE_S = 1.0
 """Seconds of charged waits a trial's deadlines may not be moved by yet, and how far ahead of
 a deadline they are moved at the latest (:meth:`WaitClock.charge`)."""
-_WATCHED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[WaitClock]] = (
+_WATCHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWatcher] = (
     weakref.WeakKeyDictionary()
 )
+
+
+class _LoopWatcher:
+    """An event loop's one watcher (:func:`watch_loop`): a timer that looks every
+    :data:`LAG_TICK_S` while any clock is watched, and none otherwise. A timer, not a task:
+    none is left pending when the loop stops with it armed (a task sleeping there was
+    "destroyed but it is pending" when the RL bridge's loop thread ended with the process),
+    and a clock watched again just after the last one left cannot start a second watcher
+    charging every lateness twice (a sleeping task saw the clocks again and went on)."""
+
+    def __init__(self) -> None:
+        self.clocks: set[WaitClock] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed_at = 0.0
+
+    def add(self, clock: WaitClock, loop: asyncio.AbstractEventLoop) -> None:
+        self.clocks.add(clock)
+        if self._timer is None:
+            self._arm(loop)
+
+    def discard(self, clock: WaitClock) -> None:
+        self.clocks.discard(clock)
+        if not self.clocks and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        # (the loop is not held: it is the key of _WATCHERS, a weak one)
+        self._armed_at = loop.time()
+        self._timer = loop.call_later(LAG_TICK_S, self._look, loop)
+
+    def _look(self, loop: asyncio.AbstractEventLoop) -> None:
+        late = loop.time() - self._armed_at - LAG_TICK_S
+        self._timer = None
+        if late > LAG_MIN_S:
+            for clock in list(self.clocks):
+                clock.charge("loop", late)
+        else:  # on time again: what the lateness owes every deadline is paid now
+            for clock in list(self.clocks):
+                if clock.owed_s:
+                    clock.settle()
+        if self.clocks:
+            self._arm(loop)
 
 
 @contextlib.contextmanager
 def watch_loop(clock: WaitClock) -> Iterator[None]:
     """While the body runs, the event loop's lateness is a harness wait (``loop``) of
-    ``clock``: one watcher task per loop wakes every :data:`LAG_TICK_S` and charges how late it
-    woke (beyond :data:`LAG_MIN_S`) to every watched clock (:meth:`WaitClock.charge`). A
-    harness too busy to attend to a trial (hundreds of trials on a few cores) then does not
-    use up the trial's time limit."""
+    ``clock``: one watcher per loop (:class:`_LoopWatcher`) looks every :data:`LAG_TICK_S`
+    and charges how late it looked (beyond :data:`LAG_MIN_S`) to every watched clock
+    (:meth:`WaitClock.charge`). A harness too busy to attend to a trial (hundreds of trials on
+    a few cores) then does not use up the trial's time limit."""
     loop = asyncio.get_running_loop()
-    clocks = _WATCHED.get(loop)
-    if clocks is None:
-        clocks = _WATCHED[loop] = set()
-    if not clocks:
-        loop.create_task(_watch(clocks), name="clawrig-loop-watch")
-    clocks.add(clock)
+    watcher = _WATCHERS.get(loop)
+    if watcher is None:
+        watcher = _WATCHERS[loop] = _LoopWatcher()
+    watcher.add(clock, loop)
     try:
         yield
     finally:
-        clocks.discard(clock)
+        watcher.discard(clock)
         clock.settle()
-
-
-async def _watch(clocks: set[WaitClock]) -> None:
-    loop = asyncio.get_running_loop()
-    while clocks:
-        before = loop.time()
-        await asyncio.sleep(LAG_TICK_S)
-        late = loop.time() - before - LAG_TICK_S
-        if late > LAG_MIN_S:
-            for clock in list(clocks):
-                clock.charge("loop", late)
-        else:  # on time again: what the lateness owes every deadline is paid now
-            for clock in list(clocks):
-                if clock.owed_s:
-                    clock.settle()

@@ -108,3 +108,29 @@ async def test_a_wait_that_ends_after_its_phase_ended_moves_nothing():
     clock._end("model", started, started + 2.0)
     assert clock.waits.model == 2.0
     assert not clock.waiting
+
+
+async def test_a_clock_watched_again_at_once_is_charged_a_stall_once(monkeypatch):
+    """The last watched clock leaves and another comes within a look (RL episodes one after
+    another): one watcher still looks. A watcher task asleep when the clocks emptied saw the
+    new clock on waking and went on beside the new one: each stall was charged twice."""
+    monkeypatch.setattr(waits, "LAG_TICK_S", 0.05)
+    first, second = WaitClock(), WaitClock()
+    with waits.watch_loop(first):
+        await asyncio.sleep(0.01)
+    with waits.watch_loop(second):
+        await asyncio.sleep(0.01)
+        time.sleep(0.4)  # the loop stalls 0.4 s
+        for _ in range(100):  # every look that could charge the stall has come
+            await asyncio.sleep(0.01)
+    # the one stall, less at most one look's tick and its allowed lateness
+    assert 0.4 - 0.05 - waits.LAG_MIN_S <= second.waits.loop <= 0.4 + 0.05, second.waits
+
+
+async def test_the_loop_watcher_leaves_no_task_behind():
+    """Once no clock is watched nothing of the watcher is pending: a loop stopped then (the RL
+    bridge's loop thread at the process's exit) said "Task was destroyed but it is pending"
+    of a watcher asleep in it."""
+    with waits.watch_loop(WaitClock()):
+        await asyncio.sleep(0.01)
+    assert asyncio.all_tasks() == {asyncio.current_task()}
