@@ -440,3 +440,37 @@ def test_ctrl_c_before_any_trial_finished_shows_what_the_answered_requests_spent
     assert "model usage: 2 requests" in stderr + stdout, stderr[-2000:]
     bars = [ln for ln in stderr.splitlines() if ln.lstrip().startswith("trials")]
     assert bars and "spend $0.0200" in bars[-1], stderr[-2000:]
+
+
+def test_sigterm_in_a_commands_event_loop_cancels_it_and_its_clean_up_runs():
+    """verify, grade, export, pull (:func:`run_async`): SIGTERM raised as Terminated inside
+    the event loop cut a callback short and left the sandboxes' stops pending, destroyed at
+    exit. It cancels the command's coroutine (its ``finally`` runs, awaiting), then raises
+    Terminated; the SIGTERM handler found before is put back."""
+    import asyncio
+
+    from clawrig.cli import common
+    from clawrig.cli.common import Terminated, run_async, terminate_like_ctrl_c
+
+    held = signal.getsignal(signal.SIGTERM)
+    terminate_like_ctrl_c()
+    ours = signal.getsignal(signal.SIGTERM)
+    cleaned: list[str] = []
+
+    async def command() -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0.01)  # a clean-up that awaits (a sandbox's stop)
+            cleaned.append("stopped")
+
+    try:
+        with pytest.raises(Terminated):  # (not cancelled: the sleep ends and nothing raises)
+            run_async(command())
+        assert cleaned == ["stopped"]
+        assert signal.getsignal(signal.SIGTERM) is ours
+        assert run_async(asyncio.sleep(0, result=7)) == 7  # no signal: what it returns
+    finally:
+        signal.signal(signal.SIGTERM, held)
+        common._TERMINATED[0] = False  # (this process goes on)

@@ -9,7 +9,11 @@ each problem must be reported on its own sample and nowhere else. WildClawBench 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -644,3 +648,46 @@ def test_a_hanging_grader_is_stopped_at_its_scaled_limit_and_progress_is_shown(
     proc = run("verify", root, "--timeout-multiplier", "0")
     assert proc.returncode == 2 and "--timeout-multiplier" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "json_out"),
+    [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)],
+    ids=["ctrl-c-json", "sigterm-table"],
+)
+def test_an_interrupted_verify_says_what_it_verified(
+    tmp_path: Path, signum: int, code: int, json_out: bool
+) -> None:
+    """helper-177: a verify stopped by Ctrl-C or SIGTERM printed nothing on stdout: every
+    sample already verified was lost (--json: no JSON at all). It prints the report of those
+    done, said to be interrupted, and exits 130 / 143."""
+    root = tmp_path / "set"
+    copy_sample(DEMO, "000015", root, "000201")
+    files = copy_sample(DEMO, "000015", root, "000202")
+    head = 'def grade(workspace_path="/tmp_workspace", transcript=None, **kwargs):\n'
+    replace_once(files["evaluators"], head, head + "    while True:\n        pass\n")
+    exe = Path(sys.executable).parent / "clawrig"
+    args = [str(exe), "verify", str(root), "-p", "2"] + (["--json"] if json_out else [])
+    env = {**os.environ, "COLUMNS": "220", "NO_COLOR": "1"}
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert proc.stderr is not None and proc.stdout is not None
+        said = [proc.stderr.readline().decode() for _ in range(2)]  # the bound, 000201 done
+        assert said[1].startswith("[1/2] 000201: pass"), said
+        proc.send_signal(signum)  # 000202's grader loops (120 s each grading)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, err.decode()[-2000:]
+    text = out.decode()
+    if json_out:
+        report = json.loads(text)
+        assert report["interrupted"] is True and report["ok"] is False
+        assert report["task_count"] == 2 and report["counts"] == {"pass": 1, "warn": 0, "fail": 0}
+        assert [s["id"] for s in report["samples"]] == ["000201"]
+    else:
+        assert "1 pass, 0 warn, 0 fail (interrupted: 1 of 2 verified; the others were not)" in text
+        assert "000202" not in text and "000201" in text
+    assert "Traceback" not in err.decode()

@@ -7,8 +7,8 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -157,6 +157,50 @@ _TERMINATED = [False]
 """True once SIGTERM was raised as :class:`Terminated`: an exception a library made of it
 (pydantic wraps one raised while it builds a schema in its own error) is said as the
 interruption it was (:func:`run_guarded`; helper-162: a traceback, exit 1)."""
+
+
+_T = TypeVar("_T")
+
+
+def run_async(main: Coroutine[Any, Any, _T]) -> _T:
+    """``asyncio.run(main)`` where SIGTERM, as Ctrl-C does there, cancels ``main`` (its
+    clean-ups run: sandboxes stopped, temporary folders removed) and then raises
+    :class:`Terminated` (exit 143). :class:`Terminated` raised by the handler inside the event
+    loop cut whatever callback ran short (a progress line half printed) and destroyed the
+    sandboxes' stops it left pending ("Task was destroyed but it is pending"). Returns what
+    ``main`` returns; raises what it raises (a Ctrl-C: KeyboardInterrupt)."""
+    import asyncio
+
+    termed: list[bool] = []
+
+    async def guarded() -> _T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        held = signal.getsignal(signal.SIGTERM)
+
+        def on_term() -> None:
+            termed.append(True)
+            _TERMINATED[0] = True
+            if task is not None:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_term)
+        try:
+            return await main
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)  # (which puts SIG_DFL back)
+            if held is not None:
+                signal.signal(signal.SIGTERM, held)
+
+    try:
+        result = asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if termed:
+            raise Terminated() from None
+        raise
+    if termed:  # (main took the cancellation as its end)
+        raise Terminated()
+    return result
 
 
 def terminate_like_ctrl_c() -> None:

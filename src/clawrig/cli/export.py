@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from clawrig.choices import SftFormat
-from clawrig.cli.common import console
+from clawrig.cli.common import console, run_async
 from clawrig.cli.view import export_inspect
 from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
@@ -67,11 +67,10 @@ def fourfolder(
     """Write the job's graded trials as a four-folder sample set that passes clawrig verify."""
     check_sandbox_kind(sandbox)
     _check_writable(out, "OUT", folder=True)
-    import asyncio
 
     from clawrig.export.fourfolder import export_fourfolder
 
-    report = asyncio.run(
+    report = run_async(
         export_fourfolder(
             job_dir, out, min_score=min_score, categories=category or [], suite=suite,
             sandbox=sandbox, best_per_task=best_per_task,

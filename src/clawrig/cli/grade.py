@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from clawrig.choices import GraderMode
-from clawrig.cli.common import DEFAULT_PARALLEL, console, err_console
+from clawrig.cli.common import DEFAULT_PARALLEL, console, err_console, run_async
 from clawrig.errors import UserError
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ def register(app: typer.Typer) -> None:
             # a trial folder that cannot be read is reported and the others graded
             return list(await asyncio.gather(*(one(f) for f in _trial_folders(trial_dirs))))
 
-        reports = asyncio.run(all_reports())
+        reports = run_async(all_reports())
         summaries: dict[Path, Path] = {}  # job folder -> its refreshed summary
         stale: dict[Path, str] = {}  # job folder -> why its summary was not recomputed
         for report in reports:

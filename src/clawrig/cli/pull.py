@@ -11,7 +11,13 @@ from typing import Annotated
 import typer
 
 from clawrig.choices import DEFAULT_MEMORY_MB
-from clawrig.cli.common import MemoryMbOption, console, err_console, local_sandbox_guard
+from clawrig.cli.common import (
+    MemoryMbOption,
+    console,
+    err_console,
+    local_sandbox_guard,
+    run_async,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -87,11 +93,9 @@ def register(app: typer.Typer) -> None:
         if loaded.errors:
             raise typer.Exit(1)
         if verify and loaded.format == TaskFormat.FOURFOLDER:
-            import asyncio  # lazily: ~40 ms of the CLI's start-up
-
             from clawrig.verify import verify_path
 
-            report = asyncio.run(
+            report = run_async(
                 verify_path(
                     suite, sandbox=sandbox, memory_mb=memory_mb, parallel=parallel, root=root
                 )

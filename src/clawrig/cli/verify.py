@@ -25,6 +25,7 @@ from clawrig.cli.common import (
     TimeoutMultiplierOption,
     err_console,
     local_sandbox_guard,
+    run_async,
     stdout_console,
 )
 from clawrig.errors import UserError
@@ -100,6 +101,11 @@ def render_summary(report: VerifyReport) -> Table:
         )
     c = report.counts
     table.caption = f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail"
+    if report.interrupted:
+        table.caption += (
+            f" (interrupted: {len(report.samples)} of {report.task_count} verified; the others "
+            "were not)"
+        )
     # ("pass" says less for these: a new user read it as a solved task reproduced)
     graded = [any(v is not None for v in s.scores.values()) for s in report.samples]
     unread = graded.count(False)  # (also a grader failing on every rollout: helper-137)
@@ -193,30 +199,42 @@ def register(app: typer.Typer) -> None:
         if not path.exists():
             raise UserError(f"PATH: no such file or folder: {path}")
         local_sandbox_guard(sandbox, parallel)
-        import asyncio  # lazily: ~40 ms of the CLI's start-up
 
         progress = _Progress()
-
-        report = asyncio.run(
-            verify_path(
-                path,
-                threshold=threshold,
-                sandbox=sandbox,
-                memory_mb=memory_mb,
-                parallel=parallel,
-                root=root,
-                timeout_multiplier=timeout_multiplier,
-                on_start=lambda tasks: progress.start(tasks, timeout_multiplier),
-                on_sample=progress.done,
+        made: list[VerifyReport] = []
+        try:
+            report = run_async(
+                verify_path(
+                    path,
+                    threshold=threshold,
+                    sandbox=sandbox,
+                    memory_mb=memory_mb,
+                    parallel=parallel,
+                    root=root,
+                    timeout_multiplier=timeout_multiplier,
+                    on_start=lambda tasks: progress.start(tasks, timeout_multiplier),
+                    on_sample=progress.done,
+                    on_report=made.append,
+                )
             )
-        )
-        if json_out:
-            typer.echo(report.model_dump_json(indent=2))
-        else:
-            out = stdout_console()
-            for f in report.suite_findings:
-                out.print(finding_text(f))
-            for sample in report.samples:
-                out.print(render_sample(sample, verbose))
-            out.print(render_summary(report))
+        except KeyboardInterrupt:  # (Ctrl-C, or SIGTERM: Terminated) what was verified is said
+            if made:
+                made[0].interrupted = True
+                made[0].samples.sort(key=lambda s: s.id)
+                _print_report(made[0], json_out, verbose)
+            raise
+        _print_report(report, json_out, verbose)
         raise SystemExit(0 if report.ok else 1)
+
+
+def _print_report(report: VerifyReport, json_out: bool, verbose: bool) -> None:
+    """The report on stdout: as JSON, or each sample's findings and the summary table."""
+    if json_out:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    out = stdout_console()
+    for f in report.suite_findings:
+        out.print(finding_text(f))
+    for sample in report.samples:
+        out.print(render_sample(sample, verbose))
+    out.print(render_summary(report))

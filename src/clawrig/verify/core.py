@@ -191,6 +191,7 @@ async def verify_path(
     timeout_multiplier: float = 1.0,
     on_start: Callable[[list[Task]], None] | None = None,
     on_sample: Callable[[SampleReport], None] | None = None,
+    on_report: Callable[[VerifyReport], None] | None = None,
 ) -> VerifyReport:
     """Verify every task under ``path``; returns the report (never raises for a bad sample:
     problems become findings). Raises UserError when ``path`` does not exist, ``threshold``
@@ -202,7 +203,10 @@ async def verify_path(
     task's time limits and its grader's (``--timeout-multiplier``). ``on_start`` is called
     with the tasks read before any is verified, ``on_sample`` with each sample's report as it
     is done (a grader that hangs holds its sample up to its time limit: the caller can say
-    so, and show progress). Raises UserError for a multiplier not above 0, too."""
+    so, and show progress), ``on_report`` with the report once the tasks are read: each
+    sample's report is added to its ``samples`` as it is done, so a caller stopped by a
+    signal can still say what was verified (``clawrig verify`` does; it sets
+    ``interrupted``). Raises UserError for a multiplier not above 0, too."""
     from clawrig.errors import UserError
 
     if not 0.0 < threshold <= 1.0:
@@ -256,7 +260,7 @@ async def verify_path(
     # next harness's sweep unmounts and removes (a plain temp folder was never swept)
     work = owned_tempdir("verify", work_dir)
 
-    async def one(task: Task) -> SampleReport:
+    async def one(task: Task) -> None:
         sample = await verify_task(
             task,
             threshold=threshold,
@@ -266,23 +270,25 @@ async def verify_path(
             slots=slots,
             timeout_multiplier=timeout_multiplier,
         )
+        # (with what reading it found: the status on_sample sees is the report's)
+        sample.findings = by_id.pop(sample.id, []) + sample.findings
+        report.samples.append(sample)
         if on_sample is not None:
             on_sample(sample)
-        return sample
 
+    known = {t.id for t in suite.tasks}
+    for sample_id in sorted(by_id.keys() - known):  # samples that could not be read at all
+        report.samples.append(SampleReport(id=sample_id, findings=by_id.pop(sample_id)))
+    report.task_count = len(suite.tasks) + len(report.samples)
+    if on_report is not None:
+        on_report(report)
     if on_start is not None:
         on_start(suite.tasks)
     try:
-        samples = await asyncio.gather(*(one(t) for t in suite.tasks))
+        await asyncio.gather(*(one(t) for t in suite.tasks))
     finally:
         remove_tree(work)
-    known = {s.id for s in samples}
-    for sample in samples:
-        sample.findings = by_id.get(sample.id, []) + sample.findings
-    for sample_id, findings in sorted(by_id.items()):
-        if sample_id not in known:  # the sample could not be read at all
-            samples.append(SampleReport(id=sample_id, findings=findings))
-    report.samples = sorted(samples, key=lambda s: s.id)
+        report.samples.sort(key=lambda s: s.id)
     return report
 
 

@@ -97,13 +97,21 @@ class VerifyReport(BaseModel):
     (``--timeout-multiplier``)."""
     samples: list[SampleReport] = Field(default_factory=list)
     suite_findings: list[Finding] = Field(default_factory=list)
+    task_count: int = 0
+    """Tasks or samples read, to be verified (``samples`` holds fewer when ``interrupted``)."""
+    interrupted: bool = False
+    """True when verify was stopped (Ctrl-C, SIGTERM) before every sample was done:
+    ``samples`` holds those that were."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
-        """True when no sample and no suite-level finding is an error."""
-        return not any(s.errors for s in self.samples) and not any(
-            f.severity == "error" for f in self.suite_findings
+        """True when no sample and no suite-level finding is an error, and verify was not
+        interrupted."""
+        return (
+            not self.interrupted
+            and not any(s.errors for s in self.samples)
+            and not any(f.severity == "error" for f in self.suite_findings)
         )
 
     @computed_field  # type: ignore[prop-decorator]
