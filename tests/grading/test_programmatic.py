@@ -54,6 +54,21 @@ async def test_a_good_grader_scores_from_overall_score(sandbox):
     assert score.subscores == {"value_ok": 1.0, "n_entries": 0, "overall_score": 0.75}
 
 
+async def test_an_overall_score_that_is_no_number_is_said_to_be_ignored(sandbox):
+    """helper-178: a grader's ``overall_score: "high"`` fell back to the mean of its numeric
+    entries (the rule, as WildClawBench's) with nothing saying the given one was not used."""
+    src = "def grade(**kw):\n    return {'a': 1.0, 'b': 0.5, 'overall_score': 'high'}\n"
+    score = await run_grader(sandbox, _task(src))
+    assert score.error is None and score.score == (1.0 + 0.5) / 2
+    assert score.details["overall_score_ignored"] == (
+        "overall_score='high' is no number: the score is the mean of the grader's numeric entries"
+    )
+    numeric = await run_grader(
+        sandbox, _task("def grade(**kw):\n    return {'overall_score': 1}\n")
+    )
+    assert numeric.score == 1.0 and "overall_score_ignored" not in numeric.details
+
+
 @pytest.mark.parametrize(
     ("source", "message"),
     [

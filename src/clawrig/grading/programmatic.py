@@ -476,6 +476,13 @@ async def run_grader(
             f"grader returned no score in [0,1] (overall_score={given!r:.200})", subscores=result
         )
     details.pop("blame")
+    given = result.get("overall_score")
+    if given is not None and not isinstance(given, int | float):
+        # (the rule takes the mean then, as WildClawBench does; said, not silent: helper-178)
+        details["overall_score_ignored"] = (
+            f"overall_score={given!r:.200} is no number: the score is the mean of the grader's "
+            "numeric entries"
+        )
     return Score(score=score, subscores=result, grader="programmatic", details=details)
 
 
