@@ -227,3 +227,36 @@ async def test_a_forked_child_of_the_grader_cannot_send_the_verdict(attack, make
     result, _ = await attack(make_task(FORKING_GRADER), write)
     assert result.error is None and result.score is not None, result.error
     assert result.score.score == 0.0, result.score
+
+
+async def test_a_verdict_echoing_a_huge_answer_keeps_only_its_numbers(attack, make_task):
+    """helper-178: a grader that returns the agent's answer in its verdict (34 MB seen) had it
+    stored whole as the trial's sub-scores, in score.json and result.json. Above 1 MiB of JSON
+    only the verdict's numbers, booleans and nulls are kept; the score is the verdict's."""
+    import json
+
+    grader = """
+import os
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    answer = open(os.path.join(workspace_path, "results", "out.txt")).read()
+    return {"overall_score": 0.5, "ok": True, "none": None, "answer": answer, "k" * 300: [1, 2]}
+"""
+    task = make_task(grader)
+    write = "head -c 3000000 /dev/zero | tr '\\0' x > /tmp_workspace/results/out.txt"
+    result, folder = await attack(task, "mkdir -p /tmp_workspace/results", write)
+    assert result.error is None and result.score.score == 0.5
+    answer = len(json.dumps("x" * 3_000_000))
+    verdict = {"overall_score": 0.5, "ok": True, "none": None, "answer": "x" * 3_000_000}
+    whole = len(json.dumps(verdict | {"k" * 300: [1, 2]}, ensure_ascii=False))
+    assert result.score.subscores == {
+        "overall_score": 0.5,
+        "ok": True,
+        "none": None,
+        "answer": f"<cut: {answer} bytes of JSON>",
+        "k" * 200 + "...<300 characters>": "<cut: 6 bytes of JSON>",
+    }
+    assert result.score.details["subscores_cut"] == (
+        f"the grader's verdict was {whole} bytes of JSON, above 1048576: only its numbers, "
+        "booleans and nulls are kept"
+    )
+    assert (folder / "score.json").stat().st_size < 100_000

@@ -256,6 +256,43 @@ def score_from_result(result: dict[str, Any]) -> float | None:
     return sum(nums) / len(nums) if nums else None
 
 
+SUBSCORES_MAX_BYTES = 1 << 20
+"""The most JSON text (bytes) of a grader's verdict kept as a trial's sub-scores; a larger
+verdict keeps its numbers (:func:`capped_subscores`)."""
+
+
+def capped_subscores(result: dict[str, Any], details: dict[str, Any]) -> dict[str, Any]:
+    """``result`` (a grader's verdict) when its JSON text is at most
+    :data:`SUBSCORES_MAX_BYTES`, else its entries that are numbers, booleans or null, the
+    others each replaced by ``"<cut: N bytes of JSON>"``; ``details["subscores_cut"]`` then
+    says so. Why: a verdict echoing what the agent wrote (a grader returning the agent's
+    answer) was stored whole in score.json and result.json (34 MB seen: helper-178), and read
+    whole by every export and the viewer."""
+    try:
+        size = len(json.dumps(result, ensure_ascii=False, default=str).encode())
+    except (RecursionError, ValueError):
+        size = SUBSCORES_MAX_BYTES + 1
+    if size <= SUBSCORES_MAX_BYTES:
+        return result
+    kept: dict[str, Any] = {}
+    for key, value in result.items():
+        if len(key) > 200:
+            key = f"{key[:200]}...<{len(key)} characters>"
+        if value is None or isinstance(value, bool | int | float):
+            kept[key] = value
+        else:
+            try:
+                n = len(json.dumps(value, ensure_ascii=False, default=str).encode())
+            except (RecursionError, ValueError):
+                n = -1
+            kept[key] = f"<cut: {n} bytes of JSON>" if n >= 0 else "<cut: JSON nested too deep>"
+    details["subscores_cut"] = (
+        f"the grader's verdict was {size} bytes of JSON, above {SUBSCORES_MAX_BYTES}: only its "
+        "numbers, booleans and nulls are kept"
+    )
+    return kept
+
+
 def _float(value: float) -> float:
     """``float(value)``; an int too large for a float (a grader echoing the agent's 400-digit
     number) is +-inf, never an OverflowError."""
@@ -469,6 +506,7 @@ async def run_grader(
         if result is None:
             return failed("grader printed no JSON object")
     score = score_from_result(result)
+    result = capped_subscores(result, details)
     if score is None or math.isnan(score) or not 0.0 <= score <= 1.0:
         # what it returned, as it returned it (a string "1.0" read "overall_score=None")
         given: Any = result.get("overall_score", score)
