@@ -623,20 +623,22 @@ class _LoopWatcher:
     none is left pending when the loop stops with it armed (a task sleeping there was
     "destroyed but it is pending" when the RL bridge's loop thread ended with the process),
     and a clock watched again just after the last one left cannot start a second watcher
-    charging every lateness twice (a sleeping task saw the clocks again and went on)."""
+    charging every lateness twice (a sleeping task saw the clocks again and went on). A
+    clock is charged only the part of a lateness since it was watched (helper-180: a stall
+    just before a trial's phase began was charged to that phase, 2 s more for a 1 s limit)."""
 
     def __init__(self) -> None:
-        self.clocks: set[WaitClock] = set()
+        self.clocks: dict[WaitClock, float] = {}  # -> when it was watched (the loop's time)
         self._timer: asyncio.TimerHandle | None = None
         self._armed_at = 0.0
 
     def add(self, clock: WaitClock, loop: asyncio.AbstractEventLoop) -> None:
-        self.clocks.add(clock)
+        self.clocks[clock] = loop.time()
         if self._timer is None:
             self._arm(loop)
 
     def discard(self, clock: WaitClock) -> None:
-        self.clocks.discard(clock)
+        self.clocks.pop(clock, None)
         if not self.clocks and self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -647,11 +649,13 @@ class _LoopWatcher:
         self._timer = loop.call_later(LAG_TICK_S, self._look, loop)
 
     def _look(self, loop: asyncio.AbstractEventLoop) -> None:
-        late = loop.time() - self._armed_at - LAG_TICK_S
+        now = loop.time()
+        late = now - self._armed_at - LAG_TICK_S
         self._timer = None
         if late > LAG_MIN_S:
-            for clock in list(self.clocks):
-                clock.charge("loop", late)
+            for clock, since in list(self.clocks.items()):
+                if (its := min(late, now - since)) > 0:
+                    clock.charge("loop", its)
         else:  # on time again: what the lateness owes every deadline is paid now
             for clock in list(self.clocks):
                 if clock.owed_s:

@@ -474,3 +474,26 @@ def test_sigterm_in_a_commands_event_loop_cancels_it_and_its_clean_up_runs():
     finally:
         signal.signal(signal.SIGTERM, held)
         common._TERMINATED[0] = False  # (this process goes on)
+
+
+def test_a_signal_while_a_report_is_written_waits_for_its_end():
+    """helper-180: SIGTERM while `verify --json` wrote its report to a slow reader left cut
+    JSON on stdout. A first signal waits for the report's end (:func:`signals_held`), then is
+    raised as it would have been; the handlers found before are put back."""
+    from clawrig.cli import common
+    from clawrig.cli.common import Terminated, signals_held
+
+    held = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    written: list[str] = []
+    try:
+        for signum, raised in ((signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)):
+            with pytest.raises(raised):
+                with signals_held():
+                    os.kill(os.getpid(), signum)
+                    written.append(f"the rest after {signum.name}")
+            assert {s: signal.getsignal(s) for s in held} == held
+        assert written == ["the rest after SIGTERM", "the rest after SIGINT"]
+        with signals_held():  # no signal: nothing raised
+            written.append("quiet")
+    finally:
+        common._TERMINATED[0] = False

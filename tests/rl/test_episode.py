@@ -4,6 +4,7 @@ OpenAI-compatible policy server on loopback, the task's own grader."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import statistics
 import subprocess
@@ -372,9 +373,11 @@ def test_processes_sharing_an_output_keep_each_others_trials_in_progress(tmp_pat
     every other is gone sets them aside (what a kill -9 left); a `clawrig run` job's output
     is refused (flock: two descriptors of one process conflict as two processes do)."""
     from clawrig.runner.batch import _lock_output
+    from clawrig.view.index import is_locked
 
     out = tmp_path / "out"
     first = Rollouts(out).start()
+    assert is_locked(out)  # (the viewer shows the RL output as being written)
     in_progress = out / "000015" / ".tmp-000015__a1b2c3d-x1y2z3"
     in_progress.mkdir(parents=True)
     (in_progress / "agent.log").write_text("working\n")
@@ -386,6 +389,7 @@ def test_processes_sharing_an_output_keep_each_others_trials_in_progress(tmp_pat
     third = Rollouts(out).start()  # the only writer: a trial in progress is a dead writer's
     assert not in_progress.exists() and not (out / "000015").exists()  # (no call: removed)
     third.close()
+    assert not is_locked(out)
     job = tmp_path / "job"
     job.mkdir()
     held = _lock_output(job)
@@ -396,3 +400,69 @@ def test_processes_sharing_an_output_keep_each_others_trials_in_progress(tmp_pat
         import os
 
         os.close(held)
+
+
+def test_a_writer_starting_while_another_sets_aside_waits_for_it(tmp_path):
+    """helper-180: a writer starting while the first set aside a killed writer's folders (or
+    while a check held the job lock alone a moment) was refused as if a `clawrig run` job
+    wrote there. It waits, then starts; it sets aside nothing while another writer lives."""
+    import fcntl
+    import os
+
+    from clawrig.spec.layout import JobPaths
+
+    out = tmp_path / "out"
+    Rollouts(out).start().close()  # (the folder and its lock files made)
+    paths = JobPaths(out)
+    in_progress = out / "000015" / ".tmp-000015__a1b2c3d-x1y2z3"
+    # a writer setting aside holds the writers' lock alone, then shared while it lives
+    sweeper = os.open(paths.writers_lock, os.O_RDWR)
+    fcntl.flock(sweeper, fcntl.LOCK_EX)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        started = pool.submit(Rollouts(out).start)
+        with pytest.raises(concurrent.futures.TimeoutError):
+            started.result(0.3)  # waiting
+        in_progress.mkdir(parents=True)  # the sweeper's own trial, begun once it is done
+        fcntl.flock(sweeper, fcntl.LOCK_SH)
+        started.result(30).close()
+    assert in_progress.is_dir()
+    os.close(sweeper)
+    # a check whether a job writes there holds the job lock alone a moment
+    probe = os.open(paths.lock, os.O_RDWR)
+    fcntl.flock(probe, fcntl.LOCK_EX)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        started = pool.submit(Rollouts(out).start)
+        with pytest.raises(concurrent.futures.TimeoutError):
+            started.result(0.2)
+        os.close(probe)
+        started.result(30).close()
+
+
+def test_the_first_writer_sets_aside_only_the_outputs_own_folders(tmp_path):
+    """helper-180: the sweep of killed writers' folders followed links: a linked task folder
+    had a folder outside moved into _retried/ and another removed; a linked .tmp- folder got
+    a result.json written outside. Lock files that are links or folders are refused."""
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    victim = outside / ".tmp-victim"
+    victim.mkdir(parents=True)
+    (victim / "model_calls.jsonl").write_text("{}\n")
+    (outside / ".tmp-victim2").mkdir()
+    (out / "task").mkdir(parents=True)
+    (out / "evil").symlink_to(outside)
+    (out / "task" / ".tmp-ln").symlink_to(outside)
+    before = sorted(str(p.relative_to(outside)) for p in outside.rglob("*"))
+    Rollouts(out).start().close()
+    assert sorted(str(p.relative_to(outside)) for p in outside.rglob("*")) == before
+    assert not (out / "_retried").exists()
+    assert (out / "task" / ".tmp-ln").is_symlink()  # (not ours to remove either)
+    for make in ("link", "folder"):
+        other = tmp_path / f"o-{make}"
+        other.mkdir()
+        target = tmp_path / f"target-{make}"
+        if make == "link":
+            (other / ".clawrig.lock").symlink_to(target)
+        else:
+            (other / ".clawrig.lock").mkdir()
+        with pytest.raises(UserError, match=r"output: cannot use the lock file .*\.clawrig\.lock"):
+            Rollouts(other).start()
+        assert not target.exists()  # (the link was not followed)

@@ -134,3 +134,21 @@ async def test_the_loop_watcher_leaves_no_task_behind():
     with waits.watch_loop(WaitClock()):
         await asyncio.sleep(0.01)
     assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_a_clock_is_charged_only_the_lateness_since_it_was_watched(monkeypatch):
+    """helper-180: the loop stalled 2 s while one clock was watched; a clock watched right
+    after the stall was charged all of it (its 1 s limit moved to 3 s), as the look that
+    came late was armed before it."""
+    monkeypatch.setattr(waits, "LAG_TICK_S", 0.05)
+    loop = asyncio.get_running_loop()
+    before, after = WaitClock(), WaitClock()
+    with waits.watch_loop(before):
+        await asyncio.sleep(0.01)
+        time.sleep(0.5)  # the loop stalls; the late look has not run yet
+        watched = loop.time()
+        with waits.watch_loop(after):
+            await asyncio.sleep(0.2)
+            looked = loop.time()
+    assert before.waits.loop >= 0.5 - 0.05 - waits.LAG_MIN_S, before.waits
+    assert after.waits.loop <= looked - watched, after.waits  # at most its own time watched

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import stat
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -201,6 +202,34 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
     if termed:  # (main took the cancellation as its end)
         raise Terminated()
     return result
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """While the body runs (a report being written), a first Ctrl-C or SIGTERM waits for it to
+    end, then is raised as usual (KeyboardInterrupt, :class:`Terminated`); a second exits at
+    once (130 / 143). So stdout holds the whole report or none of it (helper-180: a SIGTERM
+    while ``verify --json`` wrote to a slow reader left cut JSON)."""
+    got: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        if got:
+            os._exit(128 + signum)
+        got.append(signum)
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in before:
+        signal.signal(signum, on_signal)
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+    if got and got[0] == signal.SIGTERM:
+        _TERMINATED[0] = True
+        raise Terminated()
+    if got:
+        raise KeyboardInterrupt()
 
 
 def terminate_like_ctrl_c() -> None:

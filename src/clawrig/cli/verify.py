@@ -26,6 +26,7 @@ from clawrig.cli.common import (
     err_console,
     local_sandbox_guard,
     run_async,
+    signals_held,
     stdout_console,
 )
 from clawrig.errors import UserError
@@ -228,13 +229,15 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_report(report: VerifyReport, json_out: bool, verbose: bool) -> None:
-    """The report on stdout: as JSON, or each sample's findings and the summary table."""
-    if json_out:
-        typer.echo(report.model_dump_json(indent=2))
-        return
-    out = stdout_console()
-    for f in report.suite_findings:
-        out.print(finding_text(f))
-    for sample in report.samples:
-        out.print(render_sample(sample, verbose))
-    out.print(render_summary(report))
+    """The report on stdout: as JSON, or each sample's findings and the summary table; whole
+    (a signal meanwhile is raised once it is written: :func:`signals_held`)."""
+    with signals_held():
+        if json_out:
+            typer.echo(report.model_dump_json(indent=2))
+            return
+        out = stdout_console()
+        for f in report.suite_findings:
+            out.print(finding_text(f))
+        for sample in report.samples:
+            out.print(render_sample(sample, verbose))
+        out.print(render_summary(report))

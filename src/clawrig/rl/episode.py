@@ -507,7 +507,7 @@ class Rollouts:
         self._starts: asyncio.Semaphore | None = None
         self._grading: asyncio.Semaphore | None = None
         self._started = False
-        self._lock: int | None = None
+        self._locks: list[int] = []
 
     def start(self) -> Rollouts:
         """Start the gateway (idempotent; the first episode does it too) and hold the output
@@ -521,7 +521,7 @@ class Rollouts:
 
             self.output.mkdir(parents=True, exist_ok=True)
             job = JobConfig(suite_path=self.output, output=self.output, trial=self.trial)
-            self._lock = share_output(self.output, job, self.job_id)
+            self._locks = share_output(self.output, job, self.job_id)
             mark_rollouts(self.output, self.job_id)
             self.gateway.start()
             self._started = True
@@ -536,9 +536,8 @@ class Rollouts:
         if self._started:
             self.gateway.stop()
             self._started = False
-        if self._lock is not None:
-            os.close(self._lock)
-            self._lock = None
+        while self._locks:
+            os.close(self._locks.pop())
 
     async def __aenter__(self) -> Rollouts:
         return self.start()

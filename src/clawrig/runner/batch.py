@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import errno
 import json
 import math
 import os
@@ -102,7 +103,10 @@ def _lock_output(output: Path) -> int:
     would interleave their progress and summaries. Raises UserError when another holds it."""
     import fcntl
 
-    fd = os.open(JobPaths(output).lock, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fd = _open_lock(JobPaths(output).lock)
+    except UserError as exc:
+        raise UserError(str(exc).replace("output: ", "--output: ", 1)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -114,37 +118,94 @@ def _lock_output(output: Path) -> int:
     return fd
 
 
-def share_output(output: Path, job: JobConfig, job_id: str) -> int:
-    """Hold ``<output>/.clawrig.lock`` shared, for an RL output folder that several processes
-    may write at once (:class:`clawrig.rl.Rollouts`: trainer workers given one
-    ``CLAWRIG_RL_OUTPUT``, or ``clawrig serve`` instances). The first holder (none other
-    alive: a fresh folder, or every earlier writer gone, a kill -9 included) first sets aside
-    the half-written trial folders (``<task>/.tmp-*``) the others left, with what their
-    recorded model calls spent, else removes them (:func:`set_aside_killed`). Returns the
-    lock's descriptor (closing it lets go). Raises UserError when a ``clawrig run`` job holds
-    the folder, OSError when the lock cannot be made."""
+LOCK_PROBE_WAITS = 100
+"""Times (10 ms apart) :func:`share_output` tries to hold a job lock shared before it calls
+the folder a ``clawrig run`` job's: a check whether a job writes there (:func:`_lock_holder`)
+holds it alone for a moment."""
+
+
+def share_output(output: Path, job: JobConfig, job_id: str) -> list[int]:
+    """Hold an RL output folder that several processes may write at once
+    (:class:`clawrig.rl.Rollouts`: trainer workers given one ``CLAWRIG_RL_OUTPUT``, or
+    ``clawrig serve`` instances): ``.clawrig.lock`` shared (a ``clawrig run`` job holds it
+    alone: refused), and ``.clawrig.writers.lock`` shared. A writer that can hold the latter
+    alone (no other alive: a fresh folder, or every earlier writer gone, a kill -9 included)
+    first sets aside the half-written trial folders (``<task>/.tmp-*``) the others left,
+    with what their recorded model calls spent, else removes them (:func:`set_aside_killed`);
+    a writer starting meanwhile waits for that. Returns the locks' descriptors (closing them
+    lets go). Raises UserError when a ``clawrig run`` job holds the folder or a lock file
+    cannot be opened (a folder, a link: never followed)."""
     import fcntl
 
-    fd = os.open(JobPaths(output).lock, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o644)
+    paths = JobPaths(output)
+    held = [_open_lock(paths.lock)]
     try:
+        for _ in range(LOCK_PROBE_WAITS):  # (a probe holds it alone for a moment: wait)
+            try:
+                fcntl.flock(held[0], fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.01)
+        else:
+            raise UserError(
+                f"output: a clawrig job is writing to {output}; wait for it or choose another "
+                "folder"
+            )
+        held.append(_open_lock(paths.writers_lock))
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            fcntl.flock(held[1], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
             pass  # another writer is alive: its .tmp- folders are its trials in progress
         else:
-            for tmp in output.glob(f"*/{TMP_PREFIX}*"):
+            for tmp in partial_trial_folders(output):
                 with contextlib.suppress(OSError):
                     set_aside_killed(tmp, None, job, job_id)
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise UserError(
-            f"output: a clawrig job is writing to {output}; wait for it or choose another folder"
-        ) from None
+        fcntl.flock(held[1], fcntl.LOCK_SH)  # (waits while another sets aside)
     except BaseException:
-        os.close(fd)
+        for fd in held:
+            os.close(fd)
         raise
-    return fd
+    return held
+
+
+def _open_lock(path: Path) -> int:
+    """A descriptor of the lock file ``path`` (made when missing; never through a link).
+    Raises UserError naming it when it cannot be opened (a folder, a link, no permission)."""
+    try:
+        return os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        why = "a link" if exc.errno == errno.ELOOP else (exc.strerror or str(exc)).lower()
+        raise UserError(f"output: cannot use the lock file {path}: {why}") from None
+
+
+def partial_trial_folders(output: Path, task_ids: Iterable[str] | None = None) -> list[Path]:
+    """The half-written trial folders (``<task>/.tmp-*``) under the job folder ``output``, of
+    ``task_ids`` (None: of every task folder there). Links are not followed, to a task folder
+    or a trial folder, and other entries than folders are left out: what is set aside or
+    removed is the job's own (helper-180: a linked task folder had a folder outside moved
+    into ``_retried/``, another removed)."""
+    found: list[Path] = []
+    try:
+        if task_ids is None:
+            tasks = [e.name for e in os.scandir(output) if e.is_dir(follow_symlinks=False)]
+        else:
+            tasks = list(task_ids)
+    except OSError:
+        return found
+    for name in tasks:
+        task_dir = output / name
+        try:
+            if not task_dir.is_dir() or task_dir.is_symlink():
+                continue
+            entries = list(os.scandir(task_dir))
+        except OSError:
+            continue
+        found += [
+            task_dir / e.name
+            for e in entries
+            if e.name.startswith(TMP_PREFIX) and e.is_dir(follow_symlinks=False)
+        ]
+    return found
 
 
 def _lock_holder(output: Path) -> bool:
@@ -529,7 +590,7 @@ def sweep_partial_trials(output: Path, trials: bool = True) -> int:
         with contextlib.suppress(OSError):
             tmp.unlink()
             removed += 1
-    for tdir in output.glob("*/.tmp-*") if trials else ():
+    for tdir in partial_trial_folders(output) if trials else ():
         remove_unfinished(tdir)
         removed += 1
     return removed
@@ -928,7 +989,7 @@ def set_aside_partial_trials(
     (:func:`set_aside_killed`, ``why`` its error): what a job leaving at once (a second
     Ctrl-C), or resumed after a crash, keeps of its trials in progress."""
     for task in tasks:
-        for tmp in (job.output / task.id).glob(f"{TMP_PREFIX}*"):
+        for tmp in partial_trial_folders(job.output, [task.id]):
             with contextlib.suppress(OSError):
                 set_aside_killed(tmp, task, job, job_id, why)
 

@@ -3,7 +3,9 @@
 A job folder (one ``clawrig run -o OUTPUT``)::
 
     OUTPUT/
-      .clawrig.lock                 held while a job writes here
+      .clawrig.lock                 held while a job writes here (shared by RL writers)
+      .clawrig.writers.lock         an RL output's: held shared by each writer, at once by the
+                                    one setting aside what killed writers left
       progress_<model>.json         resume state (DataClawBench, formats.md section 3)
       summary_<model>.json          the job summary (:class:`clawrig.spec.summary.JobSummary`)
       _retried/<task>__<trial>/     failed attempts of retried trials (never counted)
@@ -352,6 +354,7 @@ class JobPaths:
     root: Path
 
     LOCK = ".clawrig.lock"
+    WRITERS_LOCK = ".clawrig.writers.lock"
     RETRIED = "_retried"
     ROLLOUTS = "rollouts.json"
     """The file an RL output folder (:class:`clawrig.rl.episode.Rollouts`, ``clawrig serve``)
@@ -360,6 +363,10 @@ class JobPaths:
     @property
     def lock(self) -> Path:
         return self.root / self.LOCK
+
+    @property
+    def writers_lock(self) -> Path:
+        return self.root / self.WRITERS_LOCK
 
     @property
     def rollouts(self) -> Path:

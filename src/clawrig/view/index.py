@@ -14,7 +14,8 @@ A folder may hold several jobs (one per model, and earlier jobs of the same mode
 :class:`JobView` is one model's current job: the ``job_id`` of its progress file when there is
 one (a running or unfinished job), else that of its summary, else the most recently started
 job's. A job is *running* while another process holds ``.clawrig.lock`` in the folder
-(:mod:`clawrig.runner.batch` holds it for the whole job).
+(:mod:`clawrig.runner.batch` holds it for the whole job), or, in an RL output folder, its
+writers' lock (:func:`clawrig.runner.batch.share_output`).
 
 Scores are the counted score (:meth:`clawrig.spec.trial.TrialResult.counted_score`: an agent
 error counts 0; other errors are not scored); error kinds those of
@@ -141,13 +142,21 @@ def _valid_row(row: Any) -> bool:
 
 
 def is_locked(folder: Path) -> bool:
-    """True while another process holds the folder's job lock (a job is running)."""
+    """True while another process holds the folder's job lock (a job is running), or, in an
+    RL output folder, its writers' lock (``clawrig serve`` or a trainer writes there)."""
+    paths = JobPaths(folder)
+    return _held(paths.lock, fcntl.LOCK_SH) or _held(paths.writers_lock, fcntl.LOCK_EX)
+
+
+def _held(lock: Path, mode: int) -> bool:
+    """True when ``lock`` cannot be held in ``mode`` now (another process holds it); False
+    when it is free or there is no such file (a link is not followed)."""
     try:
-        fd = os.open(folder / LOCK_FILE, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
     except OSError:
         return True
     else:
