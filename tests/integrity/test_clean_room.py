@@ -247,7 +247,7 @@ def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
     assert result.error is None and result.score.score == 0.5
     answer = len(json.dumps("x" * 3_000_000))
     verdict = {"overall_score": 0.5, "ok": True, "none": None, "answer": "x" * 3_000_000}
-    whole = len(json.dumps(verdict | {"k" * 300: [1, 2]}, ensure_ascii=False))
+    whole = len(json.dumps(verdict | {"k" * 300: [1, 2]}))
     assert result.score.subscores == {
         "overall_score": 0.5,
         "ok": True,

@@ -390,6 +390,18 @@ def test_processes_sharing_an_output_keep_each_others_trials_in_progress(tmp_pat
     assert not in_progress.exists() and not (out / "000015").exists()  # (no call: removed)
     third.close()
     assert not is_locked(out)
+    # a job of `clawrig run` is not added to an RL output folder, idle or not (helper-179:
+    # its summary and trials were mixed with the episodes')
+    run = subprocess.run(
+        [str(Path(sys.executable).with_name("clawrig")), "run", str(DEMO), "-s", "000015"]
+        + ["--agent", "oracle", "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and run.stderr.strip().endswith(
+        f"--output: {out} is an RL output folder (rollouts.json: clawrig serve or "
+        "clawrig.rl.Rollouts write episodes there): choose another folder"
+    ), run.stderr
     job = tmp_path / "job"
     job.mkdir()
     held = _lock_output(job)

@@ -19,6 +19,7 @@ import pytest
 from clawrig.llm.client import PROBE, RetryPolicy
 from clawrig.rl import Rollouts
 from clawrig.rl.server import create_app
+from clawrig.runner.batch import KILLED_WRITER
 from clawrig.serving import ThreadedServer, tcp_listener
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, error, reply
@@ -650,9 +651,15 @@ def test_a_killed_servers_mounts_and_trials_go_when_the_next_one_starts(scripted
             result = json.loads((kept / "result.json").read_text())
             assert result["task_id"] == "000015" and result["score"] is None
             assert result["usage"]["request_count"] == calls >= 1
+            assert result["error"]["message"] == KILLED_WRITER  # (helper-179: no "resume")
         finally:
             again.terminate()
             again.wait(timeout=60)
+        said = again.stderr.read() if again.stderr else ""
+        assert (
+            f"clawrig serve: 1 trial folder(s) a killed writer left half-written: set aside in "
+            f"{out / '_retried'} with what they spent (or removed when they made no model call)"
+        ) in said.splitlines(), said
 
 
 async def test_a_request_naming_another_host_starts_no_episode(serve, scripted_server):

@@ -183,6 +183,14 @@ def _serve(
         rollouts.start()
     except UserError as exc:
         raise UserError(_as_flags(str(exc))) from None
+    if rollouts.set_aside:
+        from clawrig.spec.layout import JobPaths
+
+        say(
+            f"clawrig serve: {rollouts.set_aside} trial folder(s) a killed writer left "
+            f"half-written: set aside in {JobPaths(output).retried} with what they spent (or "
+            "removed when they made no model call)"
+        )
     settle()  # the server's and the tasks' objects live as long as the process
     # uvicorn puts the handler it found back before it raises the signal again: one
     # started with SIGINT ignored (`&` in a script) then stopped on it and exited 0

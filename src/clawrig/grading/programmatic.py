@@ -262,14 +262,14 @@ verdict keeps its numbers (:func:`capped_subscores`)."""
 
 
 def capped_subscores(result: dict[str, Any], details: dict[str, Any]) -> dict[str, Any]:
-    """``result`` (a grader's verdict) when its JSON text is at most
+    """``result`` (a grader's verdict) when its JSON text (non-ASCII escaped) is at most
     :data:`SUBSCORES_MAX_BYTES`, else its entries that are numbers, booleans or null, the
     others each replaced by ``"<cut: N bytes of JSON>"``; ``details["subscores_cut"]`` then
     says so. Why: a verdict echoing what the agent wrote (a grader returning the agent's
     answer) was stored whole in score.json and result.json (34 MB seen: helper-178), and read
     whole by every export and the viewer."""
     try:
-        size = len(json.dumps(result, ensure_ascii=False, default=str).encode())
+        size = len(json.dumps(result, default=str))  # (ASCII: a lone surrogate is no error)
     except (RecursionError, ValueError):
         size = SUBSCORES_MAX_BYTES + 1
     if size <= SUBSCORES_MAX_BYTES:
@@ -282,7 +282,7 @@ def capped_subscores(result: dict[str, Any], details: dict[str, Any]) -> dict[st
             kept[key] = value
         else:
             try:
-                n = len(json.dumps(value, ensure_ascii=False, default=str).encode())
+                n = len(json.dumps(value, default=str))
             except (RecursionError, ValueError):
                 n = -1
             kept[key] = f"<cut: {n} bytes of JSON>" if n >= 0 else "<cut: JSON nested too deep>"

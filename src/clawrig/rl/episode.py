@@ -508,6 +508,9 @@ class Rollouts:
         self._grading: asyncio.Semaphore | None = None
         self._started = False
         self._locks: list[int] = []
+        self.set_aside = 0
+        """Half-written trial folders of killed writers that :meth:`start` set aside (into
+        ``_retried/`` with their spend) or removed."""
 
     def start(self) -> Rollouts:
         """Start the gateway (idempotent; the first episode does it too) and hold the output
@@ -521,7 +524,7 @@ class Rollouts:
 
             self.output.mkdir(parents=True, exist_ok=True)
             job = JobConfig(suite_path=self.output, output=self.output, trial=self.trial)
-            self._locks = share_output(self.output, job, self.job_id)
+            self._locks, self.set_aside = share_output(self.output, job, self.job_id)
             mark_rollouts(self.output, self.job_id)
             self.gateway.start()
             self._started = True

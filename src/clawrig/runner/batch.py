@@ -124,7 +124,15 @@ the folder a ``clawrig run`` job's: a check whether a job writes there (:func:`_
 holds it alone for a moment."""
 
 
-def share_output(output: Path, job: JobConfig, job_id: str) -> list[int]:
+KILLED_WRITER = (
+    "interrupted: the process writing this RL output was killed while this episode ran (set "
+    "aside by the next one to start there)"
+)
+"""The error of an RL episode's attempt a killed writer left half-written
+(:func:`share_output`)."""
+
+
+def share_output(output: Path, job: JobConfig, job_id: str) -> tuple[list[int], int]:
     """Hold an RL output folder that several processes may write at once
     (:class:`clawrig.rl.Rollouts`: trainer workers given one ``CLAWRIG_RL_OUTPUT``, or
     ``clawrig serve`` instances): ``.clawrig.lock`` shared (a ``clawrig run`` job holds it
@@ -132,13 +140,14 @@ def share_output(output: Path, job: JobConfig, job_id: str) -> list[int]:
     alone (no other alive: a fresh folder, or every earlier writer gone, a kill -9 included)
     first sets aside the half-written trial folders (``<task>/.tmp-*``) the others left,
     with what their recorded model calls spent, else removes them (:func:`set_aside_killed`);
-    a writer starting meanwhile waits for that. Returns the locks' descriptors (closing them
-    lets go). Raises UserError when a ``clawrig run`` job holds the folder or a lock file
+    a writer starting meanwhile waits for that. Their error: :data:`KILLED_WRITER`. Returns
+    the locks' descriptors (closing them lets go) and how many trial folders it set aside or
+    removed. Raises UserError when a ``clawrig run`` job holds the folder or a lock file
     cannot be opened (a folder, a link: never followed)."""
     import fcntl
 
     paths = JobPaths(output)
-    held = [_open_lock(paths.lock)]
+    held, swept = [_open_lock(paths.lock)], 0
     try:
         for _ in range(LOCK_PROBE_WAITS):  # (a probe holds it alone for a moment: wait)
             try:
@@ -159,13 +168,14 @@ def share_output(output: Path, job: JobConfig, job_id: str) -> list[int]:
         else:
             for tmp in partial_trial_folders(output):
                 with contextlib.suppress(OSError):
-                    set_aside_killed(tmp, None, job, job_id)
+                    set_aside_killed(tmp, None, job, job_id, KILLED_WRITER)
+                    swept += 1
         fcntl.flock(held[1], fcntl.LOCK_SH)  # (waits while another sets aside)
     except BaseException:
         for fd in held:
             os.close(fd)
         raise
-    return held
+    return held, swept
 
 
 def _open_lock(path: Path) -> int:
@@ -258,6 +268,11 @@ def output_state_problem(
         return (
             f"--output: another clawrig job is writing to {output}; wait for it or choose "
             "another folder"
+        )
+    if JobPaths(output).is_rollouts():  # (helper-179: a job's trials mixed with episodes')
+        return (
+            f"--output: {output} is an RL output folder ({JobPaths.ROLLOUTS}: clawrig serve or "
+            "clawrig.rl.Rollouts write episodes there): choose another folder"
         )
     ppath = progress_path(output, model)
     if ppath.exists() and not resume:
