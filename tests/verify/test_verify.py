@@ -651,16 +651,21 @@ def test_a_hanging_grader_is_stopped_at_its_scaled_limit_and_progress_is_shown(
 
 
 @pytest.mark.parametrize(
-    ("signum", "code", "json_out"),
-    [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)],
-    ids=["ctrl-c-json", "sigterm-table"],
+    ("signum", "code", "json_out", "ignored"),
+    [
+        (signal.SIGINT, 130, True, False),
+        (signal.SIGTERM, 143, False, False),
+        (signal.SIGINT, 130, True, True),
+    ],
+    ids=["ctrl-c-json", "sigterm-table", "sigint-started-ignored"],
 )
 def test_an_interrupted_verify_says_what_it_verified(
-    tmp_path: Path, signum: int, code: int, json_out: bool
+    tmp_path: Path, signum: int, code: int, json_out: bool, ignored: bool
 ) -> None:
     """helper-177: a verify stopped by Ctrl-C or SIGTERM printed nothing on stdout: every
     sample already verified was lost (--json: no JSON at all). It prints the report of those
-    done, said to be interrupted, and exits 130 / 143."""
+    done, said to be interrupted, and exits 130 / 143. helper-179: started with SIGINT
+    ignored (`&` in a script), a SIGINT did not stop it (clawrig run and serve stop)."""
     root = tmp_path / "set"
     copy_sample(DEMO, "000015", root, "000201")
     files = copy_sample(DEMO, "000015", root, "000202")
@@ -669,7 +674,13 @@ def test_an_interrupted_verify_says_what_it_verified(
     exe = Path(sys.executable).parent / "clawrig"
     args = [str(exe), "verify", str(root), "-p", "2"] + (["--json"] if json_out else [])
     env = {**os.environ, "COLUMNS": "220", "NO_COLOR": "1"}
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None,
+    )
     try:
         assert proc.stderr is not None and proc.stdout is not None
         said = [proc.stderr.readline().decode() for _ in range(2)]  # the bound, 000201 done

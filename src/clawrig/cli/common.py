@@ -168,8 +168,9 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
     clean-ups run: sandboxes stopped, temporary folders removed) and then raises
     :class:`Terminated` (exit 143). :class:`Terminated` raised by the handler inside the event
     loop cut whatever callback ran short (a progress line half printed) and destroyed the
-    sandboxes' stops it left pending ("Task was destroyed but it is pending"). Returns what
-    ``main`` returns; raises what it raises (a Ctrl-C: KeyboardInterrupt)."""
+    sandboxes' stops it left pending ("Task was destroyed but it is pending"). SIGINT stops it
+    even when the process started with it ignored. Returns what ``main`` returns; raises what
+    it raises (a Ctrl-C: KeyboardInterrupt)."""
     import asyncio
 
     termed: list[bool] = []
@@ -193,6 +194,10 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
             if held is not None:
                 signal.signal(signal.SIGTERM, held)
 
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # started with SIGINT ignored (`&` in a script): a SIGINT still stops it, as it stops
+        # clawrig run and serve (helper-179: verify ran on to the end, exit 0)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         result = asyncio.run(guarded())
     except asyncio.CancelledError:
