@@ -232,31 +232,51 @@ async def test_a_forked_child_of_the_grader_cannot_send_the_verdict(attack, make
 async def test_a_verdict_echoing_a_huge_answer_keeps_only_its_numbers(attack, make_task):
     """helper-178: a grader that returns the agent's answer in its verdict (34 MB seen) had it
     stored whole as the trial's sub-scores, in score.json and result.json. Above 1 MiB of JSON
-    only the verdict's numbers, booleans and nulls are kept; the score is the verdict's."""
+    only the verdict's numbers, booleans and nulls are kept, as many as fit in 1 MiB
+    (helper-181: 300,000 entries were all kept, each cut to a note), long names cut and kept
+    apart; the score is the verdict's."""
     import json
 
     grader = """
 import os
 def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
     answer = open(os.path.join(workspace_path, "results", "out.txt")).read()
-    return {"overall_score": 0.5, "ok": True, "none": None, "answer": answer, "k" * 300: [1, 2]}
+    verdict = {"answer": answer, "ok": True, "none": None}
+    verdict.update({"A" * 300 + "1": 0.0, "A" * 300 + "2": 1.0})
+    verdict.update({f"k{i}": i for i in range(200000)})
+    verdict["overall_score"] = 0.5
+    return verdict
 """
     task = make_task(grader)
     write = "head -c 3000000 /dev/zero | tr '\\0' x > /tmp_workspace/results/out.txt"
     result, folder = await attack(task, "mkdir -p /tmp_workspace/results", write)
     assert result.error is None and result.score.score == 0.5
-    answer = len(json.dumps("x" * 3_000_000))
-    verdict = {"overall_score": 0.5, "ok": True, "none": None, "answer": "x" * 3_000_000}
-    whole = len(json.dumps(verdict | {"k" * 300: [1, 2]}))
-    assert result.score.subscores == {
-        "overall_score": 0.5,
-        "ok": True,
-        "none": None,
-        "answer": f"<cut: {answer} bytes of JSON>",
-        "k" * 200 + "...<300 characters>": "<cut: 6 bytes of JSON>",
-    }
+    verdict = {"answer": "x" * 3_000_000, "ok": True, "none": None}
+    verdict |= {"A" * 300 + "1": 0.0, "A" * 300 + "2": 1.0}
+    verdict |= {f"k{i}": i for i in range(200000)}
+    verdict["overall_score"] = 0.5
+    # what fits, by hand: the score first, then the verdict's other numbers in its order
+    room, expected = (1 << 20) - 2, {}
+    for place, (key, value) in sorted(
+        enumerate(verdict.items()), key=lambda e: e[1][0] != "overall_score"
+    ):
+        if isinstance(value, str):
+            continue
+        if len(key) > 200:
+            key = f"{key[:200]}...<{len(key)} characters, entry {place + 1}>"
+        cost = len(json.dumps(key)) + len(json.dumps(value)) + 4
+        if cost > room:
+            break
+        expected[key], room = value, room - cost
+    kept = result.score.subscores
+    assert kept == expected and list(kept)[:5] == ["overall_score", "ok", "none"] + [
+        "A" * 200 + "...<301 characters, entry 4>",
+        "A" * 200 + "...<301 characters, entry 5>",
+    ]
+    assert 50_000 < len(kept) < 200_000 and len(json.dumps(kept)) <= 1 << 20
     assert result.score.details["subscores_cut"] == (
-        f"the grader's verdict was {whole} bytes of JSON, above 1048576: only its numbers, "
-        "booleans and nulls are kept"
+        f"the grader's verdict was {len(json.dumps(verdict))} bytes of JSON, above 1048576: "
+        f"{len(kept)} of its {len(verdict)} entries are kept (numbers, booleans and nulls, as "
+        "many as fit in 1048576 bytes)"
     )
-    assert (folder / "score.json").stat().st_size < 100_000
+    assert (folder / "score.json").stat().st_size < 2 * (1 << 20)

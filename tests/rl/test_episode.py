@@ -307,6 +307,23 @@ async def test_an_rl_output_folder_is_graded_and_exported_as_a_job(env, scripted
     assert log.results.scores[0].metrics["acc"].value == pytest.approx(
         statistics.mean([REWARD[RIGHT], REWARD[WRONG]])
     )
+    # the viewer: "running" while a writer holds the folder; once none does, RL episodes, not
+    # a job waiting for its summary, and the cost of attempts set aside counted (helper-182)
+    from clawrig.view.index import open_jobs
+    from clawrig.view.pages import headline
+
+    (view,) = open_jobs([out])
+    rows = view.rows()
+    assert headline(view, rows)["status"] == "running"
+    kept = out / "_retried" / "000015__killed"
+    kept.mkdir(parents=True)
+    spent = json.loads((right.trial_dir / "result.json").read_text())
+    spent["trial_id"], spent["usage"]["cost_usd"] = "killed", 0.25
+    (kept / "result.json").write_text(json.dumps(spent))
+    env.close()
+    shown = headline(view, rows)
+    assert shown["status"] == "RL episodes" and shown["set_aside"] == 1
+    assert shown["cost"] == pytest.approx(sum(r["cost"] for r in rows) + 0.25)
 
 
 def test_a_task_id_not_in_the_path_is_said_as_the_task_argument(tmp_path):
@@ -478,3 +495,31 @@ def test_the_first_writer_sets_aside_only_the_outputs_own_folders(tmp_path):
         with pytest.raises(UserError, match=r"output: cannot use the lock file .*\.clawrig\.lock"):
             Rollouts(other).start()
         assert not target.exists()  # (the link was not followed)
+
+
+def test_a_writer_neither_takes_a_run_jobs_folder_nor_follows_a_linked_retried(tmp_path):
+    """helper-181: a writer took a `clawrig run` job's folder that no job wrote to at that
+    moment: it set the job's crashed trial aside as an episode's, marked the folder an RL
+    output, and the job's --resume was refused from then on. And a `_retried` that is a link
+    had the set-aside attempt moved where it led."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "summary_scripted_demo.json").write_text("{}")
+    with pytest.raises(
+        UserError,
+        match=f"^output: {job} holds a clawrig run job \\(summary_scripted_demo.json\\): "
+        "choose another folder$",
+    ):
+        Rollouts(job).start()
+    assert sorted(p.name for p in job.iterdir()) == ["summary_scripted_demo.json"]
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    dead = out / "000015" / ".tmp-000015__dead-x1y2z3"
+    dead.mkdir(parents=True)
+    call = {"id": "c1", "run_index": 0, "trial_id": "000015__dead"}
+    call["usage"] = {"request_count": 1, "cost_usd": 0.01}
+    (dead / "model_calls.jsonl").write_text(json.dumps(call) + "\n")
+    outside.mkdir()
+    (out / "_retried").symlink_to(outside)
+    Rollouts(out).start().close()
+    assert list(outside.iterdir()) == []  # nothing moved through the link
+    assert not dead.exists()  # (its spend could not be kept: removed, as with no call)

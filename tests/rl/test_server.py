@@ -20,6 +20,7 @@ from clawrig.llm.client import PROBE, RetryPolicy
 from clawrig.rl import Rollouts
 from clawrig.rl.server import create_app
 from clawrig.runner.batch import KILLED_WRITER
+from clawrig.runner.trial import EPISODE_STOPPED
 from clawrig.serving import ThreadedServer, tcp_listener
 from clawrig.tasks.registry import load_tasks
 from clawrig.testing.scripted_server import call, error, reply
@@ -594,7 +595,9 @@ def test_sigterm_stops_running_episodes_and_cleans_up(scripted_server, tmp_path)
     out = tmp_path / "rl"
     assert not list(out.glob("*/.tmp-*")) and not list(out.glob("0*"))
     (kept,) = (out / "_retried").iterdir()
-    assert json.loads((kept / "result.json").read_text())["usage"]["request_count"] >= 1
+    result = json.loads((kept / "result.json").read_text())
+    assert result["usage"]["request_count"] >= 1
+    assert result["error"]["message"] == EPISODE_STOPPED  # (no "resume": helper-182)
     # said as the server's own line, not uvicorn's ERROR
     said = proc.stderr.read() if proc.stderr else ""
     assert "ERROR" not in said, said

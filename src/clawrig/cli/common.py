@@ -212,9 +212,10 @@ def run_async(main: Coroutine[Any, Any, _T]) -> _T:
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
     """While the body runs (a report being written), a first Ctrl-C or SIGTERM waits for it to
-    end, then is raised as usual (KeyboardInterrupt, :class:`Terminated`); a second exits at
-    once (130 / 143). So stdout holds the whole report or none of it (helper-180: a SIGTERM
-    while ``verify --json`` wrote to a slow reader left cut JSON)."""
+    end, then is raised as usual (KeyboardInterrupt, :class:`Terminated`), so one signal
+    leaves the whole report on stdout (helper-180: a SIGTERM while ``verify --json`` wrote to
+    a slow reader left cut JSON). A second exits at once (130 / 143), the report cut where
+    it was: the way out of a write that a reader never takes."""
     got: list[int] = []
 
     def on_signal(signum: int, frame: object) -> None:

@@ -257,17 +257,21 @@ def score_from_result(result: dict[str, Any]) -> float | None:
 
 
 SUBSCORES_MAX_BYTES = 1 << 20
-"""The most JSON text (bytes) of a grader's verdict kept as a trial's sub-scores; a larger
-verdict keeps its numbers (:func:`capped_subscores`)."""
+"""The most JSON text (bytes, non-ASCII escaped) of a grader's verdict kept as a trial's
+sub-scores (:func:`capped_subscores`)."""
+SUBSCORE_KEY_MAX = 200
+"""Characters of a sub-score's name kept when a verdict is cut (:func:`capped_subscores`)."""
 
 
 def capped_subscores(result: dict[str, Any], details: dict[str, Any]) -> dict[str, Any]:
     """``result`` (a grader's verdict) when its JSON text (non-ASCII escaped) is at most
-    :data:`SUBSCORES_MAX_BYTES`, else its entries that are numbers, booleans or null, the
-    others each replaced by ``"<cut: N bytes of JSON>"``; ``details["subscores_cut"]`` then
-    says so. Why: a verdict echoing what the agent wrote (a grader returning the agent's
-    answer) was stored whole in score.json and result.json (34 MB seen: helper-178), and read
-    whole by every export and the viewer."""
+    :data:`SUBSCORES_MAX_BYTES`; else its entries that are numbers, booleans or null
+    (``overall_score`` first), as many as fit in :data:`SUBSCORES_MAX_BYTES`, a name longer
+    than :data:`SUBSCORE_KEY_MAX` characters cut to that with its length and place said (so
+    two stay two); ``details["subscores_cut"]`` then says how many were kept of how many.
+    Why: a verdict echoing what the agent wrote (a grader returning the agent's answer) was
+    stored whole in score.json and result.json (34 MB seen: helper-178), and read whole by
+    every export and the viewer; one of 300,000 entries kept each (helper-181)."""
     try:
         size = len(json.dumps(result, default=str))  # (ASCII: a lone surrogate is no error)
     except (RecursionError, ValueError):
@@ -275,20 +279,21 @@ def capped_subscores(result: dict[str, Any], details: dict[str, Any]) -> dict[st
     if size <= SUBSCORES_MAX_BYTES:
         return result
     kept: dict[str, Any] = {}
-    for key, value in result.items():
-        if len(key) > 200:
-            key = f"{key[:200]}...<{len(key)} characters>"
-        if value is None or isinstance(value, bool | int | float):
-            kept[key] = value
-        else:
-            try:
-                n = len(json.dumps(value, default=str))
-            except (RecursionError, ValueError):
-                n = -1
-            kept[key] = f"<cut: {n} bytes of JSON>" if n >= 0 else "<cut: JSON nested too deep>"
+    room = SUBSCORES_MAX_BYTES - 2  # (the braces)
+    entries = sorted(enumerate(result.items()), key=lambda e: e[1][0] != "overall_score")
+    for place, (key, value) in entries:
+        if not (value is None or isinstance(value, bool | int | float)):
+            continue
+        if len(key) > SUBSCORE_KEY_MAX:
+            key = f"{key[:SUBSCORE_KEY_MAX]}...<{len(key)} characters, entry {place + 1}>"
+        cost = len(json.dumps(key)) + len(json.dumps(value)) + 4  # (": " and ", ")
+        if cost > room:
+            break
+        kept[key], room = value, room - cost
     details["subscores_cut"] = (
-        f"the grader's verdict was {size} bytes of JSON, above {SUBSCORES_MAX_BYTES}: only its "
-        "numbers, booleans and nulls are kept"
+        f"the grader's verdict was {size} bytes of JSON, above {SUBSCORES_MAX_BYTES}: "
+        f"{len(kept)} of its {len(result)} entries are kept (numbers, booleans and nulls, as "
+        f"many as fit in {SUBSCORES_MAX_BYTES} bytes)"
     )
     return kept
 
@@ -506,12 +511,13 @@ async def run_grader(
         if result is None:
             return failed("grader printed no JSON object")
     score = score_from_result(result)
-    result = capped_subscores(result, details)
+    subscores = capped_subscores(result, details)
     if score is None or math.isnan(score) or not 0.0 <= score <= 1.0:
         # what it returned, as it returned it (a string "1.0" read "overall_score=None")
         given: Any = result.get("overall_score", score)
         return failed(
-            f"grader returned no score in [0,1] (overall_score={given!r:.200})", subscores=result
+            f"grader returned no score in [0,1] (overall_score={given!r:.200})",
+            subscores=subscores,
         )
     details.pop("blame")
     given = result.get("overall_score")
@@ -521,7 +527,7 @@ async def run_grader(
             f"overall_score={given!r:.200} is no number: the score is the mean of the grader's "
             "numeric entries"
         )
-    return Score(score=score, subscores=result, grader="programmatic", details=details)
+    return Score(score=score, subscores=subscores, grader="programmatic", details=details)
 
 
 async def _channel_object(verdict: HarnessChannel) -> dict[str, Any] | None:

@@ -142,11 +142,17 @@ def share_output(output: Path, job: JobConfig, job_id: str) -> tuple[list[int], 
     with what their recorded model calls spent, else removes them (:func:`set_aside_killed`);
     a writer starting meanwhile waits for that. Their error: :data:`KILLED_WRITER`. Returns
     the locks' descriptors (closing them lets go) and how many trial folders it set aside or
-    removed. Raises UserError when a ``clawrig run`` job holds the folder or a lock file
-    cannot be opened (a folder, a link: never followed)."""
+    removed. Raises UserError when a ``clawrig run`` job holds the folder or ever wrote there
+    (its summary or progress file), or a lock file cannot be opened (a folder, a link: never
+    followed)."""
     import fcntl
 
     paths = JobPaths(output)
+    if records := paths.summaries() + paths.progresses():  # (helper-181: a run's folder
+        # taken over: its crashed trials set aside as episodes', its --resume refused)
+        raise UserError(
+            f"output: {output} holds a clawrig run job ({records[0].name}): choose another folder"
+        )
     held, swept = [_open_lock(paths.lock)], 0
     try:
         for _ in range(LOCK_PROBE_WAITS):  # (a probe holds it alone for a moment: wait)
@@ -251,7 +257,8 @@ def output_state_problem(
 ) -> str | None:
     """Why a job of ``model`` may not start in ``output`` (one line), or None.
 
-    Another job writing there (it holds the lock) refuses; an unfinished job of this model
+    An RL output folder (``rollouts.json``) refuses, and so does another job writing there
+    (it holds the lock); an unfinished job of this model
     (``progress_<model>.json`` present: interrupted, stopped by the budget, or trials that
     errored) needs ``resume``; a finished one (a summary and no progress file) is not run again
     into the same folder (with ``resume`` the Job reports it finished and runs nothing).
@@ -264,15 +271,15 @@ def output_state_problem(
     """
     if not output.is_dir():
         return None
-    if check_lock and _lock_holder(output):
-        return (
-            f"--output: another clawrig job is writing to {output}; wait for it or choose "
-            "another folder"
-        )
     if JobPaths(output).is_rollouts():  # (helper-179: a job's trials mixed with episodes')
         return (
             f"--output: {output} is an RL output folder ({JobPaths.ROLLOUTS}: clawrig serve or "
             "clawrig.rl.Rollouts write episodes there): choose another folder"
+        )
+    if check_lock and _lock_holder(output):
+        return (
+            f"--output: another clawrig job is writing to {output}; wait for it or choose "
+            "another folder"
         )
     ppath = progress_path(output, model)
     if ppath.exists() and not resume:

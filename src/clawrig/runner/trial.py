@@ -1718,8 +1718,9 @@ class Trial:
             await self.close()
             if self.task_dir is not None:  # a folder of the job's: its task's too, if empty
                 # (what its model calls spent is kept, in _retried/: the budget counts it)
-                retried = JobPaths(self.task_dir.parent).retried
-                if not set_aside_unfinished(self.paths.root, self.result, retried):
+                job = JobPaths(self.task_dir.parent)
+                why = EPISODE_STOPPED if job.is_rollouts() else INTERRUPTED
+                if not set_aside_unfinished(self.paths.root, self.result, job.retried, why):
                     remove_unfinished(self.paths.root)
             else:
                 remove_tree(self.paths.root)
@@ -2451,6 +2452,12 @@ def recorded_usage(folder: Path) -> tuple[Usage, int | None, str]:
 
 INTERRUPTED = "interrupted: the job stopped while this attempt ran (run again on resume)"
 """The error of an attempt cut by the job's stop (:func:`set_aside_unfinished`)."""
+EPISODE_STOPPED = (
+    "interrupted: the episode was stopped before it was graded (its server or trainer stopped, "
+    "or its request was cancelled)"
+)
+"""The error of an RL episode's attempt cut short (an RL output folder: there is no resume;
+helper-182)."""
 
 
 def set_aside_unfinished(
@@ -2464,7 +2471,9 @@ def set_aside_unfinished(
     spend of the trials an interrupt cut was lost with their folders: a job stopped at
     "$0.30" of ``--budget-usd 0.30`` having spent $0.33, a red-team finding); ``why``: its
     error's message. Returns what the attempt spent, or None, moving nothing, when no call was
-    recorded there (or it cannot be written)."""
+    recorded there (or it cannot be written, or ``retried`` is a link: never followed)."""
+    if retried.is_symlink():  # (helper-181: the attempt was moved where the link led)
+        return None
     usage, run_index, trial_id = recorded_usage(folder)
     if run_index is None or not (usage.request_count or usage.cost_usd):
         return None

@@ -30,7 +30,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from clawrig.spec.layout import TrialPaths
+from clawrig.spec.layout import JobPaths, TrialPaths
 from clawrig.spec.summary import headline_benchmarks
 from clawrig.view import plots
 from clawrig.view.index import JobView, Row, jobs_started_since
@@ -102,12 +102,17 @@ def _mean(values: list[float]) -> float | None:
 
 
 def status(
-    running: bool, summary: dict[str, Any] | None, unreadable: bool = False, deleted: bool = False
+    running: bool,
+    summary: dict[str, Any] | None,
+    unreadable: bool = False,
+    deleted: bool = False,
+    rollouts: bool = False,
 ) -> str:
     """A job's status in words, as the jobs list and the job page show it: "running" (another
     process holds the folder's lock), "folder deleted" (``deleted``: gone since the viewer
-    started), "no summary" (none written yet), "summary unreadable" (``unreadable``: its file
-    holds no summary), "interrupted (SIGINT)"
+    started), "RL episodes" (``rollouts``: an RL output folder no process writes to now; it
+    never has a summary), "no summary" (none written yet), "summary unreadable"
+    (``unreadable``: its file holds no summary), "interrupted (SIGINT)"
     (or SIGTERM), "stopped by the budget", "stopped: model server" (``provider_stopped``),
     else "finished", or "finished, N not scored" when N trials ended with an error that left
     them unscored (the summary's ``error_count``: infrastructure, setup, grading ...; an agent
@@ -117,6 +122,8 @@ def status(
     if deleted:
         return "folder deleted"
     if summary is None:
+        if rollouts:
+            return "RL episodes"
         return "summary unreadable" if unreadable else "no summary"
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")
@@ -127,6 +134,25 @@ def status(
         return "stopped: model server"
     unscored = summary.get("error_count") or 0
     return f"finished, {unscored} not scored" if unscored else "finished"
+
+
+def set_aside_spend(folder: Path, job_id: str) -> tuple[int, float]:
+    """(attempts, USD) of job ``job_id`` set aside in the job folder's ``_retried/`` (cut by a
+    stop or a kill, or retried): what a job's summary counts in its cost, added to the live
+    numbers of a job that has none yet, or never will (an RL output folder: helper-182, its
+    page left out the spend of episodes a killed server left). Unreadable records and
+    impossible costs are passed over."""
+    attempts, cost = 0, 0.0
+    for rj in JobPaths(folder).retried_results():
+        raw = read_json(rj)
+        if not isinstance(raw, dict) or raw.get("job_id") != job_id:
+            continue
+        attempts += 1
+        used = as_dict(raw.get("usage")).get("cost_usd")
+        if isinstance(used, int | float) and not isinstance(used, bool):
+            if math.isfinite(used) and 0 <= used < 1e12:
+                cost += used
+    return attempts, cost
 
 
 def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
@@ -158,9 +184,13 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
         "folder": str(job.folder),
     }
     if s is None:
+        rollouts = JobPaths(job.folder).is_rollouts()
+        set_aside, set_aside_cost = set_aside_spend(job.folder, job.job_id())
         return base | {
-            "status": status(running, None, job.summary_unreadable(), job.deleted()),
+            "status": status(running, None, job.summary_unreadable(), job.deleted(), rollouts),
             "source": "live",
+            "rollouts": rollouts,
+            "set_aside": set_aside,
             "model": rows[0]["model"] if rows else job.slug,
             "wildclaw": None,
             "wild_categories": {},
@@ -170,7 +200,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
             "process": {},
             "pass": {},
             "errors": dict(sorted(live_errors.items())),
-            "cost": sum(r["cost"] for r in rows),
+            "cost": sum(r["cost"] for r in rows) + set_aside_cost,
             "tokens": sum(r["tok"] for r in rows),
             "requests": None,
             "elapsed": None,
