@@ -472,10 +472,13 @@ def test_an_interrupt_during_a_hanging_compile_stops_it_and_what_it_started(tmp_
     assert left.stdout == "", left.stdout
 
 
-def test_a_tree_still_growing_is_killed_whole():
+@pytest.mark.parametrize("freeze_s", [launchbin.FREEZE_LIMIT_S, 0.0], ids=["freeze", "no-time"])
+def test_a_tree_still_growing_is_killed_whole(monkeypatch, freeze_s):
     """CI185: a compile interrupted as its compiler forked left the child running (the tree was
     listed, then killed: a child forked in between was missed). A shell forking children as
-    fast as it can is killed with every one of them."""
+    fast as it can is killed with every one of them, also when the freeze runs out of time
+    (CI203, a loaded machine: 43 children were left)."""
+    monkeypatch.setattr(launchbin, "FREEZE_LIMIT_S", freeze_s)
     marker = f"{987_000 + os.getpid() % 1000}"
     proc = subprocess.Popen(
         ["sh", "-c", f"while :; do sleep {marker} & done"],
