@@ -100,3 +100,39 @@ async def test_a_group_runs_on_both_nodes_with_the_local_rewards_and_token_ids(
     for e in on_ray.episodes:
         text = "\n".join(p.read_text(errors="replace") for p in e.trial_dir.rglob("*.*"))
         assert SECRET not in text
+
+
+async def test_an_episode_cancelled_on_ray_is_set_aside_as_a_stopped_episode(
+    ray_cluster, scripted_server, tmp_path
+):
+    """An RL episode has no resume: one cut short on a node (its request cancelled, the
+    trainer stopped) is set aside with what it spent and says it was stopped, as a local one
+    does, not the job's "run again on resume"."""
+    import asyncio
+
+    from clawrig.runner.trial import EPISODE_STOPPED
+
+    task = next(t for t in load_tasks(REPO / "suites" / "demo") if t.id == "000015")
+    srv = scripted_server(
+        responder=lambda req: reply(tool_calls=[call("exec", {"command": "sleep 61.25"})])
+    )
+    env = Rollouts(tmp_path / "ray", executor="ray", ray_address=ray_cluster.address)
+    try:
+        episode = asyncio.ensure_future(
+            env.run_episode(task, base_url=srv.base_url, model="policy", seed=3)
+        )
+        for _ in range(1200):  # until the policy was asked: the agent runs its command
+            if srv.requests:
+                break
+            await asyncio.sleep(0.1)
+        assert srv.requests, "the episode never asked the policy"
+        await asyncio.sleep(1.0)
+        episode.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await episode
+    finally:
+        env.close()
+    (kept,) = (tmp_path / "ray" / "_retried").iterdir()
+    result = json.loads((kept / "result.json").read_text())
+    assert result["error"]["message"] == EPISODE_STOPPED
+    assert result["usage"]["request_count"] == len(srv.requests) >= 1

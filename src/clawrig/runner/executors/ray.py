@@ -914,9 +914,12 @@ class RayExecutor:
             # folder before (helper-141). After a kill -9 of the driver, --resume sets the
             # folder aside.
             from clawrig.runner.batch import set_aside_killed
+            from clawrig.runner.trial import EPISODE_STOPPED
 
-            set_aside_killed(spend, task, self.job, job_id)  # (a few files: not awaited, as
-            raise  # the task may be cancelled again meanwhile)
+            # (an RL output's episode has no resume: said as a local one's is)
+            why = EPISODE_STOPPED if JobPaths(self.job.output).is_rollouts() else None
+            set_aside_killed(spend, task, self.job, job_id, why)  # (a few files: not awaited,
+            raise  # as the task may be cancelled again meanwhile)
 
     def provider_stop(self) -> str | None:
         """As the driver's gateway saw it (every model call goes through it), or
