@@ -45,12 +45,15 @@ def jsonl_lines(text: str) -> list[str]:
 def jsonl_objects(path: Path) -> Iterator[dict[str, Any]]:
     """The JSON objects of a JSON Lines file, each whole line that is one (a line cut by a
     killed writer, not JSON, nested past the parser's depth, or another value is skipped;
-    bytes that are not UTF-8 are replaced). Nothing when the file cannot be read."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    bytes that are not UTF-8 are replaced). Nothing when the file cannot be read, or is no
+    regular file: a link is not followed, a FIFO not read (one in a killed writer's folder held
+    every RL writer's start for good: helper-183; :func:`clawrig.spec.layout.read_regular`)."""
+    from clawrig.spec.layout import read_regular
+
+    data = read_regular(path)
+    if data is None:
         return
-    for line in jsonl_lines(text):
+    for line in jsonl_lines(data.decode("utf-8", errors="replace")):
         try:
             rec = json.loads(line)
         except (ValueError, RecursionError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -520,6 +521,38 @@ def test_a_writer_neither_takes_a_run_jobs_folder_nor_follows_a_linked_retried(t
     (dead / "model_calls.jsonl").write_text(json.dumps(call) + "\n")
     outside.mkdir()
     (out / "_retried").symlink_to(outside)
-    Rollouts(out).start().close()
-    assert list(outside.iterdir()) == []  # nothing moved through the link
-    assert not dead.exists()  # (its spend could not be kept: removed, as with no call)
+    with pytest.raises(UserError, match=r"^output: .*_retried is a link: attempts set aside"):
+        Rollouts(out).start()
+    assert list(outside.iterdir()) == [] and dead.is_dir()  # nothing moved through the link
+    run = subprocess.run(
+        [str(Path(sys.executable).with_name("clawrig")), "run", str(DEMO), "-s", "000015"]
+        + ["--agent", "oracle", "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and f"--output: {out / '_retried'} is a link" in run.stderr
+    assert list(outside.iterdir()) == []
+
+
+def test_a_killed_writers_folder_cannot_make_the_set_aside_write_or_wait_outside(tmp_path):
+    """helper-183: a result.json planted as a link in a killed writer's folder had the
+    set-aside attempt's record written through it, into a file outside the output; a FIFO as
+    its model_calls.jsonl held every writer's start for good."""
+    out, victim = tmp_path / "out", tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    dead = out / "000015" / ".tmp-000015__dead-x1y2z3"
+    dead.mkdir(parents=True)
+    call = {"id": "c1", "run_index": 0, "trial_id": "000015__dead"}
+    call["usage"] = {"request_count": 1, "cost_usd": 0.01}
+    (dead / "model_calls.jsonl").write_text(json.dumps(call) + "\n")
+    (dead / "result.json").symlink_to(victim)
+    stuck = out / "000001" / ".tmp-000001__fifo-a1b2c3"
+    stuck.mkdir(parents=True)
+    os.mkfifo(stuck / "model_calls.jsonl")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(Rollouts(out).start).result(60).close()  # (a FIFO read blocks for good)
+    assert victim.read_text() == "keep me\n"
+    (kept,) = (out / "_retried").iterdir()
+    record = kept / "result.json"
+    assert not record.is_symlink() and json.loads(record.read_text())["usage"]["cost_usd"] == 0.01
+    assert not stuck.exists()  # no call could be read from it: removed

@@ -4,6 +4,8 @@ have typed models (score.json, usage.json, formatted_dialog.json, result.json, t
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 from pathlib import Path
 
@@ -233,3 +235,45 @@ def test_a_models_json_text_is_its_json_dump_indented(tmp_path):
     assert json.loads(text) == json.loads(json.dumps(result.model_dump(mode="json")))
     assert TrialResult.model_validate_json(text) == result
     assert text.startswith('{\n  "')
+
+
+def test_numbers_of_edited_records_are_read_as_finite_floats_or_none():
+    """helper-183: a 400-digit integer (a grader echoing the agent's number, an edited cost)
+    made math.isfinite raise OverflowError: an episode's sub-scores, the viewer's pages and
+    its jobs list were an error (HTTP 500)."""
+    from clawrig.spec.trial import finite_float
+
+    huge = 10**400
+    assert [finite_float(v) for v in (3, 0.5, -2, huge, -huge, math.nan, math.inf)] == [
+        3.0, 0.5, -2.0, None, None, None, None,
+    ]  # fmt: skip
+    assert finite_float(True) is None and finite_float(True, bools=True) == 1.0
+    assert finite_float("1") is None and finite_float(None) is None
+
+
+def test_a_task_folder_named_like_a_summary_is_no_job_record(tmp_path):
+    """helper-183: a task `summary_notes.json` (a valid id) has a folder of that name in the
+    job folder: it was taken for a summary (an RL folder then refused for good as a run
+    job's; the viewer showed a job of no trials)."""
+    (tmp_path / "summary_notes.json").mkdir()
+    (tmp_path / "progress_x.json").mkdir()
+    (tmp_path / "summary_m.json").write_text("{}")
+    paths = JobPaths(tmp_path)
+    assert paths.summaries() == [tmp_path / "summary_m.json"] and paths.progresses() == []
+
+
+def test_removing_a_link_removes_the_link_only(tmp_path):
+    """helper-183: remove_tree of a link went on, when rmtree refused it, to `chmod -R` (not
+    root), which follows a link named on its command line: a folder outside had its modes
+    changed."""
+    from clawrig.leftovers import remove_tree
+
+    target = tmp_path / "target"
+    (target / "sub").mkdir(parents=True)
+    (target / "sub" / "secret").write_text("s")
+    os.chmod(target / "sub" / "secret", 0o600)
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    remove_tree(link)
+    assert not os.path.lexists(link) and (target / "sub" / "secret").read_text() == "s"
+    assert (target / "sub" / "secret").stat().st_mode & 0o777 == 0o600

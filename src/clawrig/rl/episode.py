@@ -44,7 +44,7 @@ from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.spec.job import RL_JOB_ID, TrialConfig
 from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
 from clawrig.spec.task import Task
-from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage
+from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage, finite_float
 from clawrig.waits import harness_slots
 
 EpisodeStop = Literal[
@@ -261,10 +261,8 @@ def _subscores(result: TrialResult) -> dict[str, float]:
     out: dict[str, float] = {}
 
     def put(name: str, value: Any) -> None:
-        if isinstance(value, bool):
-            value = float(value)
-        if isinstance(value, int | float) and math.isfinite(value):
-            out[name] = float(value)
+        if (number := finite_float(value, bools=True)) is not None:
+            out[name] = number
 
     if result.score is not None:
         for k, v in result.score.subscores.items():

@@ -148,6 +148,8 @@ def share_output(output: Path, job: JobConfig, job_id: str) -> tuple[list[int], 
     import fcntl
 
     paths = JobPaths(output)
+    if problem := retried_link_problem(output):
+        raise UserError(problem)
     if records := paths.summaries() + paths.progresses():  # (helper-181: a run's folder
         # taken over: its crashed trials set aside as episodes', its --resume refused)
         raise UserError(
@@ -182,6 +184,18 @@ def share_output(output: Path, job: JobConfig, job_id: str) -> tuple[list[int], 
             os.close(fd)
         raise
     return held, swept
+
+
+def retried_link_problem(output: Path) -> str | None:
+    """``output: ...`` when the job folder's ``_retried/`` is a link, else None: attempts set
+    aside would be moved where it leads, outside the folder (helper-181, helper-183)."""
+    retried = JobPaths(output).retried
+    if retried.is_symlink():
+        return (
+            f"output: {retried} is a link: attempts set aside would go where it leads; make it "
+            "a folder, or choose another output folder"
+        )
+    return None
 
 
 def _open_lock(path: Path) -> int:
@@ -271,6 +285,8 @@ def output_state_problem(
     """
     if not output.is_dir():
         return None
+    if problem := retried_link_problem(output):
+        return f"--{problem}"
     if JobPaths(output).is_rollouts():  # (helper-179: a job's trials mixed with episodes')
         return (
             f"--output: {output} is an RL output folder ({JobPaths.ROLLOUTS}: clawrig serve or "
@@ -702,10 +718,18 @@ def write_json_atomic(path: Path, value: Any) -> None:
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
-    """:func:`write_json_atomic` of JSON text ``text`` (a newline added)."""
+    """:func:`write_json_atomic` of JSON text ``text`` (a newline added). The temp file is a
+    new file (a link or a file left at its name is removed first, never written through);
+    the rename replaces whatever ``path`` was, a link included, without following it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        try:
+            fd = os.open(tmp, flags, 0o666)
+        except FileExistsError:  # (a crashed writer's of the same pid and thread)
+            tmp.unlink()
+            fd = os.open(tmp, flags, 0o666)
+        with open(fd, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
             fh.flush()
             os.fsync(fh.fileno())

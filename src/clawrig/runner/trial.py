@@ -2488,8 +2488,12 @@ def set_aside_unfinished(
             ),
         }
     )
+    from clawrig.runner.batch import write_json_atomic
+
     try:
-        TrialPaths(folder).result.write_text(model_json_text(result), encoding="utf-8")
+        # (renamed into place: a link or hard link planted as result.json in a killed
+        # writer's folder is replaced, not written through: helper-183)
+        write_json_atomic(TrialPaths(folder).result, result)
         retried.mkdir(parents=True, exist_ok=True)
         # named as a finished attempt's, <task>__<trial> (helper-152, 153: it kept the .tmp-
         # folder's name), with its folder's unique part only when that name is taken

@@ -389,12 +389,13 @@ class JobPaths:
         return self.root / f"summary_{model_slug(model)}.json"
 
     def summaries(self) -> list[Path]:
-        """Every ``summary_*.json`` of the folder, sorted."""
-        return sorted(self.root.glob("summary_*.json"))
+        """Every ``summary_*.json`` of the folder that is no folder, sorted (a task's folder
+        may have such a name: a task ``summary_notes.json``, helper-183)."""
+        return sorted(p for p in self.root.glob("summary_*.json") if not p.is_dir())
 
     def progresses(self) -> list[Path]:
-        """Every ``progress_*.json`` of the folder, sorted."""
-        return sorted(self.root.glob("progress_*.json"))
+        """Every ``progress_*.json`` of the folder that is no folder, sorted."""
+        return sorted(p for p in self.root.glob("progress_*.json") if not p.is_dir())
 
     def task_dir(self, task_id: str) -> Path:
         return self.root / task_id

@@ -10,6 +10,7 @@ trial run again after an infrastructure failure keeps its earlier attempts' usag
 from __future__ import annotations
 
 import json
+import math
 from enum import StrEnum
 from typing import Any
 
@@ -128,6 +129,23 @@ def nested_deeper(value: Any, depth: int = RECORDED_JSON_MAX_DEPTH) -> bool:
         items = value.values() if isinstance(value, dict) else value
         return any(nested_deeper(v, depth - 1) for v in items)
     return False
+
+
+def finite_float(value: Any, *, bools: bool = False) -> float | None:
+    """``value`` as a float when it is a finite number, else None: NaN, infinities and an
+    integer too large for a float are not (``math.isfinite`` of a 400-digit integer raised
+    OverflowError: an episode's reward and the viewer's pages were an error, helper-183); a
+    bool only with ``bools`` (0.0 / 1.0). Records of a job folder anyone may edit, and a
+    grader's verdict, are read through it."""
+    if isinstance(value, bool):
+        return float(value) if bools else None
+    if not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def shallow_json(value: Any, depth: int = RECORDED_JSON_MAX_DEPTH) -> Any:

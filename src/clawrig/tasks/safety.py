@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from clawrig.sandbox.endstate import special_file_kind
+from clawrig.spec.trial import finite_float
 
 SAFE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 """A task id: a letter or digit, then letters, digits, ``.``, ``_`` or ``-`` (no ``..``)."""
@@ -84,15 +85,8 @@ def timeout_value(value: Any) -> float | None:
     Booleans, strings, NaN, infinities, 0, negatives and integers too large for a float are
     rejected.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        seconds = float(value)
-    except OverflowError:
-        return None
-    if not math.isfinite(seconds) or seconds <= 0:
-        return None
-    return seconds
+    seconds = finite_float(value)
+    return seconds if seconds is not None and seconds > 0 else None
 
 
 def checked_timeout(raw: Any, default: float, issues: Any, path: Path, line: int | None) -> float:

@@ -501,9 +501,10 @@ def jobs_started_since(folders: list[Path], known: list[JobView]) -> list[JobVie
 def _folder_views(folders: list[Path], start: int) -> list[JobView]:
     views: list[JobView] = []
     for folder in folders:
+        paths = JobPaths(folder)  # (its summary and progress files, not task folders so named)
         slugs = sorted(
-            {p.name[len(pre) + 1 : -5] for pre in ("summary", "progress")
-             for p in folder.glob(f"{pre}_*.json")}
+            {p.name[len(pre) + 1 : -5] for pre, files in (("summary", paths.summaries()),
+             ("progress", paths.progresses())) for p in files}
         )  # fmt: skip
         index = FolderIndex(folder)
         if not slugs:

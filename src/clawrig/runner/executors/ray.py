@@ -65,6 +65,7 @@ from clawrig.spec.layout import (
     TrialPaths,
     json_text,
     model_from_json_text,
+    read_regular,
 )
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
@@ -422,10 +423,10 @@ def _returned(record: Path) -> bool:
     """Whether ``record`` names (:data:`RETURNED_AS`, its first 4 KiB read: helper-166 made it
     3 GiB) a finished trial folder beside it: a real folder, not a link (helper-166: a link
     to another task's trial made a record's calls count nowhere), with a result.json file."""
+    raw = read_regular(record / RETURNED_AS, 4096)  # (not a FIFO, not a link: helper-183)
     try:
-        with open(record / RETURNED_AS, "rb") as f:
-            name = f.read(4096).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+        name = raw.decode("utf-8").strip() if raw is not None else ""
+    except UnicodeDecodeError:
         return False
     if not name or "/" in name or name in (".", ".."):
         return False
