@@ -226,3 +226,53 @@ def test_a_records_name_is_read_within_bounds_and_never_through_a_link(tmp_path:
     spent = set_aside_killed(record, task, job, "job1")
     assert spent is not None and math.isclose(spent.cost_usd, 0.05)
     assert not record.exists() and len(list((job.output / "_retried").iterdir())) == 3
+
+
+def _errored_trial(folder: Path, task_id: str, job_id: str) -> None:
+    """A whole trial folder of ``job_id`` whose attempt failed retryably (re-run on resume)."""
+    from clawrig.spec.trial import ErrorKind, TrialError
+
+    folder.mkdir(parents=True)
+    result = TrialResult(
+        task_id=task_id, trial_id=folder.name, job_id=job_id, model="oracle", agent="oracle",
+        sandbox="bwrap",
+        error=TrialError(kind=ErrorKind.INFRASTRUCTURE, message="x", phase="agent", retryable=True),
+    )  # fmt: skip
+    (folder / "result.json").write_text(result.model_dump_json())
+
+
+def test_resume_moves_an_errored_attempt_into_the_job_only(tmp_path: Path) -> None:
+    """helper-184: `--resume` set an errored attempt aside with shutil.move into
+    `_retried/<task>__<trial>` as it found it: a link planted at that name had the trial moved
+    where it led, outside the job; a folder there hid it inside. A linked task folder had an
+    attempt from outside taken into the job. A FIFO as an attempt's result.json held the
+    resume for good."""
+    import concurrent.futures
+
+    from clawrig.runner.batch import _adopt_orphans, recorded_spend
+    from clawrig.spec.job import JobConfig, Progress
+    from clawrig.tasks.registry import load_tasks
+    from clawrig.testing.paths import REPO
+
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    outside.mkdir()
+    tasks = [t for t in load_tasks(REPO / "suites" / "demo") if t.id in ("000002", "000003")]
+    _errored_trial(out / "000002" / "oracle_X", "000002", "j")
+    (out / "_retried").mkdir()
+    (out / "_retried" / "000002__oracle_X").symlink_to(outside)
+    _errored_trial(outside / "ext" / "oracle_Z", "000003", "j")
+    (out / "000003").symlink_to(outside / "ext")  # a task folder linked out of the job
+    (out / "_retried" / "000001__fifo").mkdir()
+    os.mkfifo(out / "_retried" / "000001__fifo" / "result.json")
+    job = JobConfig(suite_path=REPO / "suites" / "demo", output=out)
+    progress = Progress(model="oracle", job_id="j", suite="demo", runs=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(_adopt_orphans, job, "j", progress, tasks).result(60)
+        # what earlier attempts spent, read past the FIFO (not opened for reading)
+        spent = pool.submit(recorded_spend, out, "j").result(60)
+    assert list(spent) == [("000002", 0)]
+    assert sorted(p.name for p in outside.iterdir()) == ["ext"]  # nothing moved out there
+    assert (outside / "ext" / "oracle_Z" / "result.json").is_file()  # nor taken from it
+    moved = out / "_retried" / "000002__oracle_X-2"
+    assert json.loads((moved / "result.json").read_text())["trial_id"] == "oracle_X"
+    assert not (out / "000002" / "oracle_X").exists()

@@ -35,3 +35,28 @@ def test_an_episodes_sub_scores_leave_out_a_huge_integer():
         score=Score(score=0.5, subscores={"answer": HUGE, "ok": True, "part": 0.5}),
     )  # fmt: skip
     assert _subscores(result) == {"ok": 1.0, "part": 0.5}
+
+
+def test_a_trial_page_and_the_cache_take_a_huge_integer(jobs, tmp_path):
+    """helper-184: a 400-digit latency in a trial's model_calls.jsonl passed Jinja's `is
+    number` and made '%.3f' raise (the trial page a 500, --bundle a traceback); a cached row's
+    400-digit cost made the job page a 500."""
+    import shutil
+
+    from view_helpers import clawrig
+
+    from clawrig.view.index import INDEX_FILE, _valid_row
+
+    job = tmp_path / "job"
+    shutil.copytree(jobs["model"], job, ignore=shutil.ignore_patterns(INDEX_FILE, ".clawrig.lock"))
+    calls = next(job.glob("000015/*/model_calls.jsonl"))
+    record = {"seq": 99, "role": "agent", "status": 200, "usage": {"cost_usd": 0.1}}
+    with calls.open("a") as fh:
+        fh.write(json.dumps(record | {"latency_s": HUGE}) + "\n")
+    proc = clawrig("view", job, "--bundle", tmp_path / "site")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    page = next((tmp_path / "site").glob(f"*/trials/000015/{calls.parent.name}.html"))
+    assert '<td class="num">99</td>' in page.read_text()  # the record's row, its latency "—"
+    cache = json.loads((job / INDEX_FILE).read_text())
+    row = cache["rows"][0]
+    assert _valid_row(row) and not _valid_row(row | {"cost": HUGE})

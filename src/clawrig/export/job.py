@@ -16,13 +16,18 @@ from typing import Any
 
 from clawrig.errors import ClawrigError, UserError, not_a_folder
 from clawrig.jsonl import jsonl_lines
-from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text, read_regular
+from clawrig.spec.layout import (
+    RESULT_LIMIT,
+    JobPaths,
+    TrialPaths,
+    model_from_json_text,
+    read_regular,
+)
 from clawrig.spec.summary import JobSummary
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage
 from clawrig.tasks.registry import find_task, load_tasks
 
-RESULT_LIMIT = 64 * 1024**2
 """Bytes of a result.json read at most (a larger one cannot be read)."""
 UNREADABLE = "result.json cannot be read"
 """How :func:`find_trials` says why it left a trial folder out."""

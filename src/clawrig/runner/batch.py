@@ -33,7 +33,6 @@ import math
 import os
 import random
 import secrets
-import shutil
 import signal
 import sys
 import threading
@@ -54,6 +53,7 @@ from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import (
     INTERRUPTED,
     TrialServices,
+    move_to_retried,
     remove_unfinished,
     set_aside_unfinished,
 )
@@ -66,6 +66,7 @@ from clawrig.spec.layout import (
     json_text,
     model_from_json_text,
     model_json_text,
+    read_record,
 )
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, TrialError, TrialResult, Usage
@@ -363,7 +364,7 @@ def unrecorded_job_ids(output: Path, model: str) -> dict[tuple[str, str], int]:
         if not rj.parent.name.startswith(f"{slug}_"):
             continue
         try:
-            value = json.loads(rj.read_text(encoding="utf-8"))
+            value = json.loads(read_record(rj))
         except (OSError, ValueError, RecursionError):
             continue
         if not isinstance(value, dict) or model_slug(str(value.get("model"))) != slug:
@@ -580,7 +581,7 @@ def _trial_settings(output: Path, model: str, job_id: Any) -> dict[str, Any]:
         return {}
     for rj in JobPaths(output).trial_results():
         with contextlib.suppress(OSError, ValueError):
-            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+            res = model_from_json_text(TrialResult, read_record(rj))
             if res.job_id == job_id and res.model == model and res.config is not None:
                 return res.config.resume_settings()
     return {}
@@ -601,7 +602,7 @@ def _summary_task_ids(summary: dict[str, Any], output: Path | None = None) -> di
         if not JobPaths.is_trial_path(trial):
             continue  # (not a trial folder of the job: grade --write refuses such a row)
         with contextlib.suppress(OSError, ValueError, RecursionError):
-            recorded = json.loads(TrialPaths(output / trial).result.read_text(encoding="utf-8"))
+            recorded = json.loads(read_record(TrialPaths(output / trial).result))
             digest = recorded.get("task_digest") if isinstance(recorded, dict) else None
             if isinstance(digest, str) and recorded.get("task_id") == task_id:
                 ids[task_id] = digest
@@ -977,16 +978,16 @@ def _trial_folders(
     readable result.json), by name, with their results; folders named in ``known`` are not
     read."""
     tdir = output / task_id
-    if not tdir.is_dir():
+    if not tdir.is_dir() or tdir.is_symlink():  # (a link leads out of the job: helper-184)
         return []
     found = []
     for entry in sorted(tdir.iterdir()):
         rj = TrialPaths(entry).result
-        if entry.name.startswith(TMP_PREFIX) or entry.name in known or not rj.is_file():
+        if entry.name.startswith(TMP_PREFIX) or entry.name in known or entry.is_symlink():
             continue
         try:
-            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
-        except ValueError:
+            res = model_from_json_text(TrialResult, read_record(rj))
+        except (OSError, ValueError):
             continue
         if res.job_id == job_id:
             found.append((entry, res))
@@ -1049,9 +1050,7 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
             key = (res.task_id, res.run_index)
             if not _final(res):
                 # an errored attempt is re-run: set it aside so the trial exists once
-                paths = JobPaths(job.output)
-                paths.retried.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(entry), str(paths.retried_trial(task.id, entry.name)))
+                move_to_retried(entry, JobPaths(job.output), task.id, entry.name)
                 continue
             if key not in done:
                 progress.completed.append(
@@ -1077,7 +1076,7 @@ def _job_attempts(files: list[Path], job_id: str) -> Iterator[TrialResult]:
     read or parsed left out)."""
     for rj in files:
         try:
-            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+            res = model_from_json_text(TrialResult, read_record(rj))
         except (OSError, ValueError):
             continue
         if res.job_id == job_id:
@@ -1187,7 +1186,7 @@ async def _run_locked(
     for entry in progress.completed:
         rj = TrialPaths(job.output / entry.result).result
         with contextlib.suppress(OSError, ValueError):
-            res = model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+            res = model_from_json_text(TrialResult, read_record(rj))
             results[(entry.task_id, entry.run_index)] = res
     # what earlier runs of the job spent, every recorded attempt (a trial run again carries
     # its part on as its earlier attempts')
@@ -1264,7 +1263,6 @@ async def _run_trials(
     lock = asyncio.Lock()
     writer = ProgressWriter(ppath, progress)
     paths = JobPaths(job.output)
-    retried_dir = paths.retried
 
     async def one(task: Task, run_index: int) -> None:
         async with slots:
@@ -1325,8 +1323,7 @@ async def _run_trials(
             if last is not None:  # the previous attempt failed retryably: set it aside
                 prev = last[1]
                 if prev.is_dir():  # (a trial whose folder could not be written has none)
-                    retried_dir.mkdir(parents=True, exist_ok=True)
-                    shutil.move(str(prev), str(paths.retried_trial(task.id, prev.name)))
+                    move_to_retried(prev, paths, task.id, prev.name)
                 # (its retried_usage is this trial's earlier attempts, a lost one's included)
                 spent_before = last[0].spent()
             # what the failed attempts spent counts too (budget, totals): the attempt's

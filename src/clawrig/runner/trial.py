@@ -2494,22 +2494,34 @@ def set_aside_unfinished(
         # (renamed into place: a link or hard link planted as result.json in a killed
         # writer's folder is replaced, not written through: helper-183)
         write_json_atomic(TrialPaths(folder).result, result)
-        retried.mkdir(parents=True, exist_ok=True)
         # named as a finished attempt's, <task>__<trial> (helper-152, 153: it kept the .tmp-
         # folder's name), with its folder's unique part only when that name is taken
         paths, name = JobPaths(retried.parent), unfinished_trial_name(folder.name)
-        target = paths.retried_trial(result.task_id, name) if name else None
-        if target is None or target.exists():
-            target = paths.retried_trial(result.task_id, folder.name.removeprefix(TMP_PREFIX))
-        taken, n = target, 2
-        while target.exists():  # (moved into a folder there, the attempt was hidden in it)
-            target, n = taken.with_name(f"{taken.name}-{n}"), n + 1
-        shutil.move(str(folder), str(target))
+        if not name or os.path.lexists(paths.retried_trial(result.task_id, name)):
+            name = folder.name.removeprefix(TMP_PREFIX)
+        move_to_retried(folder, paths, result.task_id, name)
     except OSError:
         return None
     with contextlib.suppress(OSError):  # (its task's folder, when that was the only one)
         folder.parent.rmdir()
     return usage
+
+
+def move_to_retried(folder: Path, paths: JobPaths, task_id: str, name: str) -> Path:
+    """Move a trial attempt's ``folder`` into the job's ``_retried/`` as ``<task>__<name>``, or
+    ``<task>__<name>-2`` ... when that name is taken by anything, a link included: never into
+    nor through one (helper-184: a link planted at the name had ``--resume`` move a trial out
+    of the job; a folder there hid the attempt inside it). Returns where it went. Raises
+    OSError, also when ``_retried`` is a link."""
+    if paths.retried.is_symlink():
+        raise OSError(f"{paths.retried}: a link (attempts are not moved where it leads)")
+    paths.retried.mkdir(parents=True, exist_ok=True)
+    taken = target = paths.retried_trial(task_id, name)
+    n = 2
+    while os.path.lexists(target):
+        target, n = taken.with_name(f"{taken.name}-{n}"), n + 1
+    shutil.move(str(folder), str(target))  # (a name that is not there: a rename)
+    return target
 
 
 def remove_unfinished(folder: Path) -> None:

@@ -298,6 +298,24 @@ class TrialPaths:
         return self.result.is_file()
 
 
+RESULT_LIMIT = 64 * 1024**2
+"""The most bytes of a job folder's record (a trial's result.json) :func:`read_record` reads."""
+
+
+def read_record(path: Path, limit: int = RESULT_LIMIT) -> str:
+    """The text of a job folder's record ``path`` (a trial's result.json), read through
+    :func:`read_regular`: a link is not followed, a FIFO not opened for reading, at most
+    ``limit`` bytes (helper-184: a FIFO as a result.json held ``--resume`` for good, a link
+    to /dev/zero ran it out of memory). Raises OSError when it is no regular file, is over
+    ``limit`` or cannot be read; ValueError (UnicodeDecodeError) when it is not UTF-8."""
+    data = read_regular(path, limit + 1)
+    if data is None:
+        raise OSError(f"{path}: not a regular file")
+    if len(data) > limit:
+        raise OSError(f"{path}: over {limit} bytes")
+    return data.decode("utf-8")
+
+
 def read_regular(path: Path, limit: int | None = None) -> bytes | None:
     """The first ``limit`` bytes of ``path`` (all of it when None) when it is a regular file,
     else None: a link is not followed (a job folder from elsewhere may link to /etc/shadow),
@@ -453,18 +471,26 @@ class JobPaths:
 
     def trial_results(self) -> list[Path]:
         """result.json of every finished trial folder (not ``_retried``, not ``.tmp-*``),
-        sorted by path."""
+        sorted by path. Links to folders are not followed, a task's or a trial's: what they
+        lead to is no trial of this job (helper-184: a linked task folder's attempt was
+        counted, and taken into the job on resume)."""
         out = []
-        for rj in sorted(self.root.glob(f"*/*/{TrialPaths.RESULT}")):
-            folder = rj.parent
-            if folder.parent.name.startswith(("_", ".")) or folder.name.startswith("."):
+        for task in _subfolders(self.root):
+            if task.name.startswith(("_", ".")):
                 continue
-            out.append(rj)
-        return out
+            for folder in _subfolders(task):
+                rj = folder / TrialPaths.RESULT
+                if not folder.name.startswith(".") and os.path.lexists(rj):
+                    out.append(rj)
+        return sorted(out)
 
     def retried_results(self) -> list[Path]:
-        """result.json of every attempt set aside in ``_retried/``, sorted by path."""
-        return sorted(self.retried.glob(f"*/{TrialPaths.RESULT}"))
+        """result.json of every attempt set aside in ``_retried/``, sorted by path (not
+        through a link: ``_retried`` itself or one of its entries)."""
+        if self.retried.is_symlink():
+            return []
+        found = (folder / TrialPaths.RESULT for folder in _subfolders(self.retried))
+        return sorted(rj for rj in found if os.path.lexists(rj))
 
 
 def _subfolders(folder: Path) -> list[Path]:

@@ -28,7 +28,6 @@ import contextlib
 import fcntl
 import functools
 import json
-import math
 import os
 import threading
 import time
@@ -40,7 +39,7 @@ from clawrig.errors import UserError, not_a_folder
 from clawrig.grading.aggregate import error_counts
 from clawrig.spec.job import model_slug
 from clawrig.spec.layout import JobPaths, TrialPaths
-from clawrig.spec.trial import TrialResult
+from clawrig.spec.trial import TrialResult, finite_float
 
 INDEX_FILE = ".clawrig_view_index.json"
 INDEX_VERSION = 1
@@ -134,7 +133,8 @@ def _valid_row(row: Any) -> bool:
         and all(
             isinstance(row.get(k), types)
             and not isinstance(row.get(k), bool)
-            and not (isinstance(row.get(k), float) and not math.isfinite(row[k]))  # (NaN: a 500)
+            # (NaN, or an integer too large for a float: a 500, helper-184)
+            and not (isinstance(row.get(k), int | float) and finite_float(row[k]) is None)
             for k, types in _ROW_TYPES.items()
         )
         and (row["score"] is None or 0.0 <= row["score"] <= 1.0)

@@ -81,6 +81,9 @@ def _env() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(score=fmt_score, usd=fmt_usd, int=fmt_int, secs=fmt_s)
+    # `is number`: a finite number, not a bool (a 400-digit integer passed Jinja's own test and
+    # made '%.3f' raise OverflowError: a 500, helper-184)
+    env.tests["number"] = _number
     env.globals["palette"] = plots.colour
     env.filters["tojson_compact"] = lambda v: Markup(script_json(v))
     return env
