@@ -42,15 +42,21 @@ def jsonl_lines(text: str) -> list[str]:
     return lines
 
 
-def jsonl_objects(path: Path) -> Iterator[dict[str, Any]]:
+JSONL_LIMIT = 256 * 1024**2
+"""The most bytes of a JSON Lines record file :func:`jsonl_objects` reads (a 20 GB file in a
+killed trial's folder ran a resume out of memory: helper-185)."""
+
+
+def jsonl_objects(path: Path, limit: int = JSONL_LIMIT) -> Iterator[dict[str, Any]]:
     """The JSON objects of a JSON Lines file, each whole line that is one (a line cut by a
     killed writer, not JSON, nested past the parser's depth, or another value is skipped;
     bytes that are not UTF-8 are replaced). Nothing when the file cannot be read, or is no
     regular file: a link is not followed, a FIFO not read (one in a killed writer's folder held
-    every RL writer's start for good: helper-183; :func:`clawrig.spec.layout.read_regular`)."""
+    every RL writer's start for good: helper-183; :func:`clawrig.spec.layout.read_regular`).
+    At most ``limit`` bytes are read (a line cut there is skipped)."""
     from clawrig.spec.layout import read_regular
 
-    data = read_regular(path)
+    data = read_regular(path, limit)
     if data is None:
         return
     for line in jsonl_lines(data.decode("utf-8", errors="replace")):

@@ -276,3 +276,32 @@ def test_resume_moves_an_errored_attempt_into_the_job_only(tmp_path: Path) -> No
     moved = out / "_retried" / "000002__oracle_X-2"
     assert json.loads((moved / "result.json").read_text())["trial_id"] == "oracle_X"
     assert not (out / "000002" / "oracle_X").exists()
+
+
+def test_job_records_are_read_within_bounds(tmp_path: Path) -> None:
+    """helper-185: a summary, a progress file or a killed trial's model_calls.jsonl truncated
+    to 20 GB (sparse: no disk used) was read whole: `--resume` and the exports ran out of
+    memory. They are read up to a bound; a file over it is no record."""
+    import pytest
+
+    from clawrig.errors import UserError
+    from clawrig.jsonl import jsonl_objects
+    from clawrig.runner.batch import _summary, output_state_problem, read_progress
+
+    for name in ("summary_oracle.json", "progress_oracle.json"):
+        with open(tmp_path / name, "w") as fh:
+            fh.truncate(20 * 1024**3)
+    assert _summary(tmp_path, "oracle") is None
+    with pytest.raises(UserError, match=r"progress_oracle.json: not a valid progress file"):
+        read_progress(tmp_path / "progress_oracle.json")
+    lines = tmp_path / "calls.jsonl"
+    lines.write_text('{"a": 1}\n{"b": 2}\n')
+    assert list(jsonl_objects(lines, limit=12)) == [{"a": 1}]  # (the cut line skipped)
+    # a `_retried` that is a file is said before any attempt is moved into it
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "_retried").write_text("")
+    assert output_state_problem(job, "oracle", resume=True) == (
+        f"--output: {job / '_retried'} is no folder: attempts set aside go into it; remove or "
+        "rename it, or choose another output folder"
+    )

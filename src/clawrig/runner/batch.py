@@ -188,13 +188,19 @@ def share_output(output: Path, job: JobConfig, job_id: str) -> tuple[list[int], 
 
 
 def retried_link_problem(output: Path) -> str | None:
-    """``output: ...`` when the job folder's ``_retried/`` is a link, else None: attempts set
-    aside would be moved where it leads, outside the folder (helper-181, helper-183)."""
+    """``output: ...`` when the job folder's ``_retried`` is a link, else None: attempts set
+    aside would be moved where it leads, outside the folder (helper-181, helper-183); or when
+    it is no folder (a file: a resume's set-aside raised FileExistsError, helper-185)."""
     retried = JobPaths(output).retried
     if retried.is_symlink():
         return (
             f"output: {retried} is a link: attempts set aside would go where it leads; make it "
             "a folder, or choose another output folder"
+        )
+    if os.path.lexists(retried) and not retried.is_dir():
+        return (
+            f"output: {retried} is no folder: attempts set aside go into it; remove or rename "
+            "it, or choose another output folder"
         )
     return None
 
@@ -527,7 +533,7 @@ def _summary(output: Path, model: str) -> dict[str, Any] | None:
     if not spath.is_file():
         return None
     try:
-        value = json.loads(spath.read_text(encoding="utf-8"))
+        value = json.loads(read_record(spath))  # (a regular file, 64 MiB at most)
     except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
@@ -846,7 +852,7 @@ def read_progress(path: Path) -> Progress | None:
     if not path.is_file():  # (a named pipe would block the read)
         raise UserError(f"{path}: not a valid progress file (not a regular file)")
     try:
-        return Progress.model_validate_json(path.read_text(encoding="utf-8"))
+        return Progress.model_validate_json(read_record(path))  # (64 MiB at most: helper-185)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err.get("loc", ())) or "file"
