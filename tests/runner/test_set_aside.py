@@ -292,6 +292,10 @@ def test_job_records_are_read_within_bounds(tmp_path: Path) -> None:
         with open(tmp_path / name, "w") as fh:
             fh.truncate(20 * 1024**3)
     assert _summary(tmp_path, "oracle") is None
+    from clawrig.export.job import read_summary  # (export sft, fourfolder, inspect)
+
+    with pytest.raises(UserError, match=r"summary_oracle.json"):
+        read_summary(tmp_path, "oracle")
     with pytest.raises(UserError, match=r"progress_oracle.json: not a valid progress file"):
         read_progress(tmp_path / "progress_oracle.json")
     lines = tmp_path / "calls.jsonl"

@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 from clawrig.errors import UserError
 from clawrig.grading.programmatic import _RUNNER, _float, score_from_result
 from clawrig.sandbox.workspace import materialise_workspace, write_files
-from clawrig.spec.layout import JobPaths
+from clawrig.spec.layout import JobPaths, read_record
 from clawrig.spec.task import GraderKind, Task
 
 DEFAULT_IMAGE = "python:3.11-slim"
@@ -310,7 +310,7 @@ def tasks_of(source: Path) -> list[Task]:
     if not summaries:
         return load_tasks(source)
     try:
-        summary = json.loads(summaries[-1].read_text(encoding="utf-8"))
+        summary = json.loads(read_record(summaries[-1]))
         suite_path = Path(summary["suite_path"])
     except (OSError, ValueError, KeyError, TypeError):
         raise UserError(f"{summaries[-1]}: suite_path: not a clawrig job summary") from None

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.errors import ClawrigError, UserError, not_a_folder
-from clawrig.jsonl import jsonl_lines
+from clawrig.jsonl import JSONL_LIMIT, jsonl_lines
 from clawrig.spec.layout import (
     RESULT_LIMIT,
     JobPaths,
     TrialPaths,
     model_from_json_text,
+    read_record,
     read_regular,
 )
 from clawrig.spec.summary import JobSummary
@@ -66,7 +67,7 @@ class JobTrial:
         Raises ExportError when missing or unreadable."""
         path = self.paths.dialog
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_record(path))
         except (OSError, ValueError) as exc:
             raise ExportError(f"{path}: cannot read the trial's dialog ({exc})") from None
         if not isinstance(data, dict) or not isinstance(data.get("formatted_dialog"), list):
@@ -77,7 +78,7 @@ class JobTrial:
         """usage.json (tokens, USD, seconds), else the result's usage."""
         path = self.paths.usage
         try:
-            return Usage.model_validate_json(path.read_text(encoding="utf-8"))
+            return Usage.model_validate_json(read_record(path))
         except (OSError, ValueError):
             return self.result.usage
 
@@ -86,7 +87,7 @@ class JobTrial:
         path = self.paths.chat
         entries: list[dict[str, Any]] = []
         try:
-            lines = jsonl_lines(path.read_text(encoding="utf-8"))
+            lines = jsonl_lines(read_record(path, JSONL_LIMIT))
         except OSError:
             return entries
         for line in lines:
@@ -140,7 +141,7 @@ def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list
     job_ids: set[str] = set()
     for path in summaries:
         try:
-            job_id = json.loads(path.read_text(encoding="utf-8")).get("job_id")
+            job_id = json.loads(read_record(path)).get("job_id")
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(job_id, str) and job_id:
@@ -179,10 +180,10 @@ def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list
 def read_summary(job_dir: Path, model: str) -> JobSummary:
     """``summary_<model>.json`` of the job. Raises UserError when missing or unreadable."""
     path = JobPaths(Path(job_dir)).summary(model)
+    if not path.exists():
+        raise UserError(f"{path}: no summary for model {model!r} in the job")
     try:
-        return model_from_json_text(JobSummary, path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no summary for model {model!r} in the job") from None
+        return model_from_json_text(JobSummary, read_record(path))
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: not a readable summary ({exc.__class__.__name__})") from None
 

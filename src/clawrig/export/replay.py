@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.spec.job import TrialConfig
-from clawrig.spec.layout import TrialPaths
+from clawrig.spec.layout import TrialPaths, read_record
 from clawrig.spec.task import Task
 
 CANNOT_DELETE = {
@@ -43,7 +43,7 @@ def recorded_deletions(folder: Path) -> set[str] | None:
     """The deletions a trial folder records (``end_state_deleted.json``), else None."""
     path = TrialPaths(folder).end_state_deleted
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(read_record(path))
     except (OSError, ValueError):
         return None
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
