@@ -219,9 +219,8 @@ def register(app: typer.Typer) -> None:
                 )
             )
         except KeyboardInterrupt:  # (Ctrl-C, or SIGTERM: Terminated) what was verified is said
-            if made:
+            if made:  # (verify_path sorted its samples as it was stopped)
                 made[0].interrupted = True
-                made[0].samples.sort(key=lambda s: s.id)
                 _print_report(made[0], json_out, verbose)
             raise
         _print_report(report, json_out, verbose)

@@ -9,7 +9,6 @@ read from. Folders under ``_retried/`` and half-written ``.tmp-*`` folders are s
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from clawrig.spec.layout import (
 )
 from clawrig.spec.summary import JobSummary
 from clawrig.spec.task import Task
-from clawrig.spec.trial import TrialResult, Usage
+from clawrig.spec.trial import TrialResult, Usage, finite_float
 from clawrig.tasks.registry import find_task, load_tasks
 
 """Bytes of a result.json read at most (a larger one cannot be read)."""
@@ -116,7 +115,8 @@ def _score_problem(raw: Any) -> str | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"score: not a number: {value!r:.60}"
-    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+    number = finite_float(value)  # (a 400-digit integer: no OverflowError)
+    if number is None or not 0.0 <= number <= 1.0:
         return f"score: {value!r:.60} is not in [0, 1]"
     return None
 

@@ -2471,9 +2471,8 @@ def set_aside_unfinished(
     spend of the trials an interrupt cut was lost with their folders: a job stopped at
     "$0.30" of ``--budget-usd 0.30`` having spent $0.33, a red-team finding); ``why``: its
     error's message. Returns what the attempt spent, or None, moving nothing, when no call was
-    recorded there (or it cannot be written, or ``retried`` is a link: never followed)."""
-    if retried.is_symlink():  # (helper-181: the attempt was moved where the link led)
-        return None
+    recorded there (or it cannot be written, or ``retried`` is a link: never followed,
+    :func:`move_to_retried`)."""
     usage, run_index, trial_id = recorded_usage(folder)
     if run_index is None or not (usage.request_count or usage.cost_usd):
         return None

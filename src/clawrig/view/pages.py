@@ -147,9 +147,9 @@ def set_aside_spend(folder: Path, job_id: str) -> tuple[int, float]:
     impossible costs are passed over. Read again only when ``_retried/`` changed (an attempt
     set aside is a new folder there): the pages ask every second (helper-183: 5,000 attempts
     took 0.4 s a poll)."""
-    retried = JobPaths(folder).retried
+    paths = JobPaths(folder)
     try:
-        stamp = retried.stat().st_mtime_ns
+        stamp = paths.retried.stat().st_mtime_ns
     except OSError:
         return 0, 0.0
     key = (str(folder), job_id)
@@ -157,7 +157,7 @@ def set_aside_spend(folder: Path, job_id: str) -> tuple[int, float]:
         if (held := _SET_ASIDE.get(key)) is not None and held[0] == stamp:
             return held[1]
     attempts, cost = 0, 0.0
-    for rj in JobPaths(folder).retried_results():
+    for rj in paths.retried_results():
         raw = read_json(rj)
         if not isinstance(raw, dict) or raw.get("job_id") != job_id:
             continue
