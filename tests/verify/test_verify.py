@@ -271,8 +271,8 @@ def test_text_report_and_summary_table(planted) -> None:
     cells = [c.strip() for ln in rows.values() for c in ln.split("│")[4:9]]
     assert "-" in cells  # (planted samples whose grader fails on some rollout)
     said = (
-        "- : no score for that sample: not run, or its grading failed (--verbose or --json "
-        "says why)"
+        "- : no score for that sample: not run (removed and corrupted, when its golden rollout "
+        "writes no result files), or its grading failed (--verbose or --json says why)"
     )
     assert said in " ".join(out.split())
 

@@ -125,8 +125,9 @@ def render_summary(report: VerifyReport) -> Table:
     if any(s.scores.get(c) is None for s in report.samples for c in SCORE_COLUMNS):
         # (helper-176: a grader that ran and timed out is no "not run")
         table.caption += (
-            "; - : no score for that sample: not run, or its grading failed (--verbose or "
-            "--json says why)"
+            "; - : no score for that sample: not run (removed and corrupted, when its golden "
+            "rollout writes no result files), or its grading failed (--verbose or --json says "
+            "why)"
         )
     return table
 
