@@ -280,3 +280,23 @@ def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
         "many as fit in 1048576 bytes)"
     )
     assert (folder / "score.json").stat().st_size < 2 * (1 << 20)
+
+
+async def test_an_end_state_cut_by_its_file_cap_says_so(attack, make_task):
+    """helper-187: 20,000 files created, end_state/ kept 9,998 (its 10,000-file cap, with
+    the rest of the workspace's changes), and nothing in the trial said so."""
+    from clawrig.runner.trial import END_STATE_MAX_BYTES, END_STATE_MAX_FILES
+    from clawrig.spec.layout import TrialPaths
+
+    many = END_STATE_MAX_FILES + 25
+    make = f"mkdir -p /tmp_workspace/m && cd /tmp_workspace/m && seq 1 {many} | xargs touch"
+    result, folder = await attack(make_task(), make)
+    assert result.error is None
+    kept = sum(1 for p in (folder / "end_state").rglob("*") if p.is_file())
+    assert kept == END_STATE_MAX_FILES
+    log = TrialPaths(folder).agent_log.read_text()
+    assert (
+        f"end state: {many - END_STATE_MAX_FILES} more created or changed file(s) left out of "
+        f"end_state/ (it keeps at most {END_STATE_MAX_FILES} files and {END_STATE_MAX_BYTES} "
+        "bytes)"
+    ) in log, log[-2000:]

@@ -266,11 +266,12 @@ def _copy_changed(
     after: EndState,
     dest: Path,
     always: Collection[str] = (),
-) -> list[str]:
+) -> tuple[list[str], int]:
     """Copy the files the agent created or changed (``after``, a settled end state: no links
     left) into ``dest``, within :data:`END_STATE_MAX_BYTES` and :data:`END_STATE_MAX_FILES`;
-    return their paths. ``always``: paths copied first and whatever the caps (the harness's
-    saved audits: an end state without them re-grades from the services' fixtures alone).
+    return their paths and how many created or changed files the caps left out. ``always``:
+    paths copied first and whatever the caps (the harness's saved audits: an end state
+    without them re-grades from the services' fixtures alone).
     Initial files that are gone are listed in ``<dest>_deleted.json``. ``dest`` is made even
     when nothing changed: a trial folder without it has lost its end state (re-grading
     refuses it rather than grade the initial workspace)."""
@@ -300,7 +301,7 @@ def _copy_changed(
         with os.fdopen(fd, "rb") as fh, open(target, "wb") as out:
             shutil.copyfileobj(fh, out)
         kept.append(rel)
-    return kept
+    return kept, len(changed) - len(kept)
 
 
 def _audit_files(audits: Mapping[str, Any]) -> dict[str, bytes]:
@@ -1391,10 +1392,16 @@ class Trial:
             self.log(f"end state: {len(dropped)} link(s) or special file(s) left out: {dropped}")
             _write_json(self.paths.end_state_dropped, state.dropped)
         if copy_end_state:
-            changed = await in_thread(
+            changed, left_out = await in_thread(
                 _copy_changed, self.workspace, self.before, state, self.paths.end_state, audits
             )
             self.log(f"end state: {len(changed)} file(s) created or changed")
+            if left_out:  # (helper-187: 9,998 of 20,000 kept, said nowhere)
+                self.log(
+                    f"end state: {left_out} more created or changed file(s) left out of "
+                    f"end_state/ (it keeps at most {END_STATE_MAX_FILES} files and "
+                    f"{END_STATE_MAX_BYTES} bytes)"
+                )
 
     def _short_of_room(self, need_bytes: int, need_inodes: int) -> bool:
         """True when the trial's disk (enforced) has less than ``need_bytes`` +
