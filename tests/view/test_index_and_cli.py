@@ -234,6 +234,33 @@ def test_a_job_without_a_summary_is_titled_by_its_model(jobs, tmp_path):
     assert view.title == "job · scripted/demo"
 
 
+def test_an_rl_folder_whose_episodes_were_all_set_aside_is_a_job(jobs, tmp_path):
+    """An RL output folder (rollouts.json) whose every episode was set aside (a server killed
+    mid-episode, the next one's sweep), copied without its hidden lock files: no trial, no
+    summary. The viewer said "not a job folder"; `clawrig export` took it. It is one job, RL
+    episodes, its id the rollouts file's, the set-aside spend its cost, and a folder holding it
+    lists it as a job (not as a folder of jobs)."""
+    from clawrig.view.index import folders_of_jobs, open_jobs
+    from clawrig.view.pages import headline
+
+    out = tmp_path / "jobs" / "rl"
+    result = next(copy_job(jobs["model"], tmp_path / "src").glob("*/*/result.json"))
+    kept = out / "_retried" / "000001__killed"
+    kept.mkdir(parents=True)
+    spent = json.loads(result.read_text())
+    spent["job_id"], spent["usage"]["cost_usd"] = "rl-job", 0.25
+    (kept / "result.json").write_text(json.dumps(spent))
+    (out / "rollouts.json").write_text(
+        json.dumps({"format": "clawrig rollouts", "job_id": "rl-job"})
+    )
+    (view,) = open_jobs([out])
+    shown = headline(view, view.rows())
+    assert (shown["status"], shown["job_id"], shown["trials"]) == ("RL episodes", "rl-job", 0)
+    assert (shown["set_aside"], shown["cost"]) == (1, 0.25)
+    assert folders_of_jobs([out.parent, out]) == [out.parent]
+    assert [v.folder for v in open_jobs([out.parent])] == [out]
+
+
 def test_a_benchmarks_own_numbers_head_only_a_suite_of_its_format(jobs, tmp_path):
     """The job page shows WildClawBench's average and DataClawBench's Acc for suites of those
     formats only, as the command's headline does (a four-folder job showed three cards of one

@@ -348,12 +348,17 @@ class JobView:
         return self._progress()[0]
 
     def job_id(self) -> str:
-        """The current job's id: the progress file's, else the summary's, else the latest."""
+        """The current job's id: the progress file's, else the summary's, else an RL output
+        folder's (its rollouts.json), else the latest trial's."""
         if jid := self._progress_job_id():
             return jid
         s = self.summary()
         if isinstance(s, dict) and isinstance(s.get("job_id"), str) and s["job_id"]:
             return s["job_id"]
+        rollouts = _read_json(JobPaths(self.folder).rollouts)
+        if isinstance(rollouts, dict) and isinstance(rollouts.get("job_id"), str):
+            if rollouts["job_id"]:
+                return rollouts["job_id"]
         mine = [r for r in self.index.rows.values() if self._mine(r)]
         return max(mine, key=lambda r: r.get("started") or "")["job"] if mine else ""
 
@@ -465,13 +470,19 @@ def folders_of_jobs(folders: list[Path]) -> list[Path]:
 
 
 def _holds_a_job(folder: Path) -> bool:
-    """Whether ``folder`` is a job's own (its summary, progress or lock file)."""
-    return _job_files(folder) or (folder / LOCK_FILE).exists()
+    """Whether ``folder`` is a job's own (its summary, progress or lock file, or an RL output
+    folder's rollouts.json)."""
+    return _job_files(folder) or (folder / LOCK_FILE).exists() or JobPaths(folder).is_rollouts()
 
 
 def _job_subfolders(folder: Path) -> list[Path]:
-    """The subfolders of ``folder`` that hold a job (its summary or progress file), sorted."""
-    return [p for p in sorted(folder.iterdir()) if p.is_dir() and _job_files(p)]
+    """The subfolders of ``folder`` that hold a job (its summary or progress file, or an RL
+    output folder's rollouts.json: it has neither, ever), sorted."""
+    return [
+        p
+        for p in sorted(folder.iterdir())
+        if p.is_dir() and (_job_files(p) or JobPaths(p).is_rollouts())
+    ]
 
 
 def jobs_started_since(folders: list[Path], known: list[JobView]) -> list[JobView]:
@@ -509,7 +520,9 @@ def _folder_views(folders: list[Path], start: int) -> list[JobView]:
         index = FolderIndex(folder)
         if not slugs:
             slugs = sorted({model_slug(r["model"]) for r in index.rows.values() if r["model"]})
-        if not slugs and not (folder / LOCK_FILE).exists():
+        if not slugs and not (folder / LOCK_FILE).exists() and not paths.is_rollouts():
+            # (an RL output folder whose every episode was set aside: no trial, no lock file
+            # when it was copied without its hidden files)
             raise UserError(f"{folder}: not a job folder (no summary_<model>.json, no trials)")
         # a job recorded twice (a backup copy ``summary_oracle.bak.json`` of the summary) is
         # one job: the view of the file named for its model is kept
