@@ -395,6 +395,44 @@ def test_a_finished_job_resumed_with_other_tasks_is_refused(tmp_path):
     assert "changed since the trial ran" not in r.stdout, r.stdout
 
 
+def test_a_finished_trial_whose_folder_was_deleted_runs_again_on_resume(tmp_path):
+    """helper-188: a trial folder of a finished job deleted by hand (to run it again), then
+    ``--resume``: it said "every trial is done, nothing to run", exit 0, and showed the summary
+    with the deleted folder in it. The job is unfinished now: a run without --resume is told
+    so, and --resume runs that trial alone again (the others' folders kept as they were)."""
+    suite = _demo_samples(tmp_path / "two", {"000015", "000001"})
+    out = tmp_path / "out"
+    first = run("run", str(suite), "--agent", "oracle", "-o", str(out), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-1500:]
+    kept = sorted(out.glob("000001/*/result.json"))
+    (gone,) = out.glob("000015/*")
+    shutil.rmtree(gone)
+    name = f"000015/{gone.name}"
+    again = run("run", str(suite), "--agent", "oracle", "-o", str(out), cwd=tmp_path)
+    assert again.returncode == 2
+    assert again.stderr == (
+        f"clawrig: error: --output: {out} holds an unfinished job of oracle (summary_oracle.json: "
+        f"1 trial folder(s) it lists are gone, e.g. {name}): add --resume to continue it, or "
+        "choose another folder\n"
+    )
+    resumed = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-1500:]
+    said = resumed.stdout + resumed.stderr
+    assert (
+        f"1 trial folder(s) the job's summary lists are gone (e.g. {name}): they run again" in said
+    )
+    assert "nothing to run" not in said
+    (redone,) = out.glob("000015/*/result.json")
+    assert redone.parent.name != gone.name
+    assert sorted(out.glob("000001/*/result.json")) == kept
+    summary = json.loads((out / "summary_oracle.json").read_text())
+    assert sorted(r["trial"] for r in summary["tasks"]) == sorted(
+        str(p.parent.relative_to(out)) for p in [*kept, redone]
+    )
+    assert summary["job_id"] == json.loads(redone.read_text())["job_id"]
+    assert not (out / "progress_oracle.json").exists()
+
+
 def test_trials_of_a_model_of_the_same_file_name_count_as_its_job(tmp_path):
     """``scripted/a/b`` and ``scripted/a_b`` share the job records' name (their slug): the
     first's orphan trials refuse a job of the second (helper-118); only folders named for the

@@ -286,12 +286,12 @@ def test_job_records_are_read_within_bounds(tmp_path: Path) -> None:
 
     from clawrig.errors import UserError
     from clawrig.jsonl import jsonl_objects
-    from clawrig.runner.batch import _summary, output_state_problem, read_progress
+    from clawrig.runner.batch import output_state_problem, read_job_summary, read_progress
 
     for name in ("summary_oracle.json", "progress_oracle.json"):
         with open(tmp_path / name, "w") as fh:
             fh.truncate(20 * 1024**3)
-    assert _summary(tmp_path, "oracle") is None
+    assert read_job_summary(tmp_path, "oracle") is None
     from clawrig.export.job import read_summary  # (export sft, fourfolder, inspect)
 
     with pytest.raises(UserError, match=r"summary_oracle.json"):

@@ -316,11 +316,18 @@ def output_state_problem(
         )
     spath = summary_path(output, model)
     if spath.exists() and not ppath.exists() and not resume:
-        if (value := _summary(output, model)) is not None and summary_unfinished(value):
+        if (value := read_job_summary(output, model)) is not None and summary_unfinished(
+            value, output
+        ):
+            gone = missing_trials(value, output)
+            why = (
+                f"{len(gone)} trial folder(s) it lists are gone, e.g. {gone[0]}"
+                if gone and not summary_unfinished(value)
+                else f"{value.get('not_run', '?')} trial(s) not run"
+            )
             return (
-                f"--output: {output} holds an unfinished job of {model} ({spath.name}: "
-                f"{value.get('not_run', '?')} trial(s) not run): add --resume to continue it, "
-                "or choose another folder"
+                f"--output: {output} holds an unfinished job of {model} ({spath.name}: {why}): "
+                "add --resume to continue it, or choose another folder"
             )
         return (
             f"--output: {output} holds a finished job of {model} ({spath.name}): choose "
@@ -473,8 +480,8 @@ def resume_mismatch(
             theirs_replay = prog.replay
         elif spath.is_file():  # a file from before it was recorded: the summary may say
             theirs_replay = _summary_replay(spath)
-    elif (value := _summary(output, model)) is not None:
-        path, state = spath, "interrupted" if summary_unfinished(value) else "finished"
+    elif (value := read_job_summary(output, model)) is not None:
+        path, state = spath, "interrupted" if summary_unfinished(value, output) else "finished"
         theirs = {"model": model, "suite": value.get("suite"), "runs": value.get("runs_per_task")}
         theirs_replay = _summary_replay(spath)
     else:
@@ -520,14 +527,34 @@ def resume_mismatch(
     )
 
 
-def summary_unfinished(summary: dict[str, Any]) -> bool:
+def summary_unfinished(summary: dict[str, Any], output: Path | None = None) -> bool:
     """True when a job's summary says trials of it were not run (interrupted, stopped by the
-    budget or a model's provider: ``interrupted``, ``not_run``): ``--resume`` runs them."""
+    budget or a model's provider: ``interrupted``, ``not_run``), or (``output``: the job's
+    folder) trials it lists have no folder there now (:func:`missing_trials`):
+    ``--resume`` runs them."""
     not_run = summary.get("not_run")
-    return bool(summary.get("interrupted")) or (isinstance(not_run, int) and not_run > 0)
+    if summary.get("interrupted") or (isinstance(not_run, int) and not_run > 0):
+        return True
+    return output is not None and bool(missing_trials(summary, output))
 
 
-def _summary(output: Path, model: str) -> dict[str, Any] | None:
+def missing_trials(summary: dict[str, Any], output: Path) -> list[str]:
+    """The trial folders (``<task>/<trial>``, as the summary's ``tasks`` rows name them) a
+    job's summary lists that hold no result.json in ``output`` now: deleted by hand to run
+    them again (helper-188: ``--resume`` said "every trial is done" and showed the summary
+    with a trial whose folder was gone)."""
+    rows = summary.get("tasks")
+    named = [r.get("trial") for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    return [
+        t
+        for t in named
+        if isinstance(t, str)
+        and JobPaths.is_trial_path(t)
+        and not os.path.isfile(TrialPaths(output / t).result)
+    ]
+
+
+def read_job_summary(output: Path, model: str) -> dict[str, Any] | None:
     """``summary_<model>.json`` in ``output`` when it is a readable JSON object, else None."""
     spath = summary_path(output, model)
     if not spath.is_file():
@@ -544,8 +571,8 @@ def finished_summary(output: Path, model: str) -> dict[str, Any] | None:
     file, every trial run: :func:`summary_unfinished` false), or None."""
     if progress_path(output, model).exists():
         return None
-    value = _summary(output, model)
-    return None if value is None or summary_unfinished(value) else value
+    value = read_job_summary(output, model)
+    return None if value is None or summary_unfinished(value, output) else value
 
 
 def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
@@ -555,8 +582,8 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
     ``result.json``, so a resume with other settings is refused as with the file; the trials
     it finished are found in their folders by that id, :func:`_adopt_orphans`); None when
     there is no such summary. Raises UserError when the summary names no job id."""
-    value = _summary(job.output, model)
-    if value is None or not summary_unfinished(value):
+    value = read_job_summary(job.output, model)
+    if value is None or not summary_unfinished(value, job.output):
         return None
     job_id = value.get("job_id")
     if not isinstance(job_id, str) or not job_id:

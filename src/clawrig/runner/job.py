@@ -213,11 +213,23 @@ class Job:
         the job will have (:meth:`_resume_model`): a resume that cannot continue it is refused
         in its one line (:func:`clawrig.runner.batch.resume_problem`), not behind a model's or
         the recording's complaint that follows from it. Raises PreflightError / UserError."""
-        from clawrig.runner.batch import resume_problem
+        from clawrig.runner.batch import (
+            missing_trials,
+            progress_path,
+            read_job_summary,
+            resume_problem,
+        )
 
         model = self._resume_model(cfg, needs_model)
         if model and (problem := resume_problem(cfg, self.tasks, model)):
             raise PreflightError([problem])
+        if model and not progress_path(cfg.output, model).exists():
+            done = read_job_summary(cfg.output, model)
+            if done and (gone := missing_trials(done, cfg.output)):
+                self.on_note(
+                    f"{len(gone)} trial folder(s) the job's summary lists are gone (e.g. "
+                    f"{gone[0]}): they run again"
+                )
 
     @staticmethod
     def _resume_model(cfg: JobConfig, needs_model: bool) -> str | None:
