@@ -415,6 +415,13 @@ def test_a_finished_trial_whose_folder_was_deleted_runs_again_on_resume(tmp_path
         f"1 trial folder(s) it lists are gone, e.g. {name}): add --resume to continue it, or "
         "choose another folder\n"
     )
+    # re-grading the job says its summary lists a trial it could not re-grade (it said "1/1")
+    graded = run("grade", str(out), cwd=tmp_path)
+    assert graded.returncode == 1 and "1/1 trial re-grades" in graded.stdout, graded.stdout
+    assert graded.stderr == (
+        f"{out / 'summary_oracle.json'}: lists 1 trial folder(s) that are gone (e.g. {name}): "
+        "not re-graded; clawrig run --resume runs them again\n"
+    )
     resumed = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-1500:]
     said = resumed.stdout + resumed.stderr
@@ -431,6 +438,7 @@ def test_a_finished_trial_whose_folder_was_deleted_runs_again_on_resume(tmp_path
     )
     assert summary["job_id"] == json.loads(redone.read_text())["job_id"]
     assert not (out / "progress_oracle.json").exists()
+    assert run("grade", str(out), cwd=tmp_path).returncode == 0
 
 
 def test_trials_of_a_model_of_the_same_file_name_count_as_its_job(tmp_path):
