@@ -229,6 +229,53 @@ def test_validate_reports_every_error_and_exits_1(run_cli, wildclaw_task, bench_
     assert "FAIL" in proc.stdout
 
 
+def test_an_authors_misspellings_are_said(run_cli, wildclaw_task, bench_root, task_sections):
+    """helper-190, a task author's slips: `idd:` for `id:` skipped the file as "not a task file"
+    (the task vanished from the job, exit 0); `timeout_secnds:` and `## Automated Check` were
+    kept as metadata without a word (the default timeout, no grader); validate said OK of a task
+    clawrig run refuses to grade. A file with a `## Prompt` and no id is an error naming its
+    keys, a near miss of a known key or section a warning naming it, a task with no grader fails
+    validate; a file with neither id nor Prompt (a README) is still skipped."""
+    front = "idd: upper\ncategory: 01_Productivity_Flow\ntimeout_seconds: 300"
+    typo = wildclaw_task("typo.md", front=front)
+    slips = wildclaw_task(
+        "slips.md",
+        front="id: slips\ncatgory: 01_Productivity_Flow\ntimeout_secnds: 600",
+        sections={
+            ("Automated Check" if k == "Automated Checks" else k): v
+            for k, v in task_sections.items()
+        },
+    )
+    readme = bench_root / "tasks" / "01_Productivity_Flow" / "notes.md"
+    readme.write_text("---\ntitle: notes\n---\n\n# About these tasks\n")
+    proc = run_cli("tasks", "validate", bench_root, "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    said = {(Path(i["path"]).name, i["field"], i["severity"]): i for i in report["issues"]}
+    assert said[("typo.md", "id", "error")]["message"] == (
+        "front matter has no `id`, but the file has a `## Prompt` section: a task file "
+        "(front matter keys: idd, category, timeout_seconds)"
+    )
+    assert said[("slips.md", "catgory", "warning")]["message"] == (
+        "not a front matter key clawrig reads (did you mean `category`?): ignored"
+    )
+    assert said[("slips.md", "timeout_secnds", "warning")]["line"] == 4  # (line 1: ---)
+    assert (
+        "did you mean `timeout_seconds`?"
+        in said[("slips.md", "timeout_secnds", "warning")]["message"]
+    )
+    assert (
+        "did you mean `## Automated Checks`?"
+        in (said[("slips.md", "Automated Check", "warning")]["message"])
+    )
+    assert said[("notes.md", "id", "warning")]["message"].startswith("skipped: no `id`")
+    assert report["refused"] == [f"{slips}: the task has no grader (no checks, answer or rubric)"]
+    text = run_cli("tasks", "validate", bench_root)
+    assert text.returncode == 1
+    assert text.stdout.strip().splitlines()[-1].startswith(f"FAIL {bench_root}: ")
+    assert "1 task(s) clawrig run refuses" in text.stdout
+
+
 def test_list_with_errors_exits_1(run_cli, wildclaw_task, bench_root):
     wildclaw_task()
     wildclaw_task("latin1.md", raw="---\nid: x\nname: Café\n---\n".encode("latin-1"))

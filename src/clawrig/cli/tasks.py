@@ -291,18 +291,24 @@ def validate_suite(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print {tasks, errors, warnings, issues[], lint[], notes[]} as JSON (tasks: those "
-        "without errors; lint: verify's checks of a trajectory's calls against its tool "
-        "schema, an error fails validate too; notes: what clawrig run would note, e.g. a "
-        "grader's missing imports).",
+        help="Print {tasks, errors, warnings, issues[], lint[], notes[], refused[]} as JSON "
+        "(tasks: those without errors; lint: verify's checks of a trajectory's calls against "
+        "its tool schema, an error fails validate too; notes: what clawrig run would note, "
+        "e.g. a grader's missing imports; refused: tasks clawrig run refuses to grade, which "
+        "fail validate).",
     ),
 ) -> None:
-    """Report every problem (file, field, line). Exit 1 on any error; warnings do not fail."""
+    """Report every problem (file, field, line). Exit 1 on any error, or a task clawrig run
+    refuses to grade (no grader); warnings do not fail."""
+    from clawrig.runner.trial import grader_problem
     from clawrig.verify.core import static_lint
 
     suite = load_suite(path, root)
     notes = _run_notes(suite.valid_tasks, path, root)
     lint = [(t.id, f) for t in suite.valid_tasks for f in static_lint(t)]
+    # what clawrig run refuses (with its default --grader auto) fails validate too: a task
+    # with no grader passed as "OK" with a warning saying run refuses it (helper-190)
+    refused = [p for t in suite.valid_tasks if (p := grader_problem(t, "auto")) is not None]
     lint_errors = sum(1 for _, f in lint if f.severity == "error")
     if as_json:
         typer.echo(
@@ -316,6 +322,7 @@ def validate_suite(
                     "issues": [_issue_dict(i) for i in suite.issues],
                     "lint": [{"task": tid, **f.model_dump(mode="json")} for tid, f in lint],
                     "notes": notes,
+                    "refused": refused,
                 },
                 indent=2,
                 ensure_ascii=False,
@@ -330,15 +337,19 @@ def validate_suite(
             out.print(Text(f"{tid}: ").append_text(finding_text(f)), soft_wrap=True)
         for line in notes:
             out.print(Text(f"note: {line}"), highlight=False, soft_wrap=True)
-        failed = suite.errors or lint_errors
+        for line in refused:
+            out.print(Text(f"error: {line}: clawrig run refuses it"), soft_wrap=True)
+        failed = suite.errors or lint_errors or refused
         verdict = Text("FAIL", style="bold red") if failed else Text("OK", style="green")
         summary = Text()
         summary.append(verdict)
         summary.append(f" {path}: {suite.counts()}")
         if lint:
             summary.append(f"; lint: {lint_errors} error(s), {len(lint) - lint_errors} warning(s)")
+        if refused:
+            summary.append(f"; {len(refused)} task(s) clawrig run refuses")
         out.print(summary, highlight=False)
-    if suite.errors or lint_errors:
+    if suite.errors or lint_errors or refused:
         _exit(1)
 
 

@@ -294,6 +294,17 @@ def _read_md(
         if is_dataclaw_doc(doc):
             return read_dataclaw_task_md(path, root=root, issues=issues, doc=doc)
         if in_folder and not doc.front.get("id"):
+            if (prompt := doc.section("Prompt")) is not None:
+                # a task file whose id was left out or misspelled (`idd:`): skipped, the task
+                # vanished from the job and its headline numbers (helper-190)
+                issues.error(
+                    path,
+                    "id",
+                    "front matter has no `id`, but the file has a `## Prompt` section: a task "
+                    f"file (front matter keys: {', '.join(map(str, doc.front)) or 'none'})",
+                    doc.front_lines.get("id", prompt.line),
+                )
+                return None
             issues.warning(path, "id", "skipped: no `id` in the front matter (not a task file)")
             return None
         return read_wildclaw_task(path, root=root, issues=issues, doc=doc)

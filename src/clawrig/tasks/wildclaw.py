@@ -16,6 +16,7 @@ error.
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import os
 import re
@@ -64,17 +65,19 @@ GRADER_TIMEOUT_SECONDS = 120.0
 
 MODALITIES = ("pure-text", "multimodal")
 KNOWN_FRONT_KEYS = {"id", "name", "category", "timeout_seconds", "modality"}
-KNOWN_SECTIONS = (
-    "prompt",
-    "expected behavior",
-    "expected behaviour",
-    "grading criteria",
-    "automated checks",
-    "workspace path",
-    "skills",
-    "env",
-    "warmup",
+SECTION_TITLES = (
+    "Prompt",
+    "Expected Behavior",
+    "Expected Behaviour",
+    "Grading Criteria",
+    "Automated Checks",
+    "Workspace Path",
+    "Skills",
+    "Env",
+    "Warmup",
 )
+"""The sections of a task file clawrig reads, as task files write them."""
+KNOWN_SECTIONS = tuple(title.lower() for title in SECTION_TITLES)
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -207,6 +210,32 @@ def _workspace(
             line,
         )
     return ws, rel_path
+
+
+def _near_misses(doc: MarkdownDoc, extra_front: dict[str, Any], issues: IssueCollector) -> None:
+    """Warn of a front-matter key or a section heading clawrig does not know that is close to
+    one it does (``timeout_secnds``, ``## Automated Check``): kept as the task's metadata as
+    upstream's harness keeps any other, and so a misspelling lost the author's setting without
+    a word (helper-190: the timeout fell back to its default)."""
+    for key in extra_front:
+        if match := difflib.get_close_matches(str(key), sorted(KNOWN_FRONT_KEYS), 1, 0.75):
+            issues.warning(
+                doc.path,
+                str(key),
+                f"not a front matter key clawrig reads (did you mean `{match[0]}`?): ignored",
+                doc.front_lines.get(key),
+            )
+    for name, sec in doc.sections.items():
+        if name in KNOWN_SECTIONS:
+            continue
+        if match := difflib.get_close_matches(name, KNOWN_SECTIONS, 1, 0.8):
+            known = SECTION_TITLES[KNOWN_SECTIONS.index(match[0])]
+            issues.warning(
+                doc.path,
+                sec.name,
+                f"not a section clawrig reads (did you mean `## {known}`?): ignored",
+                sec.line,
+            )
 
 
 def _grader(doc: MarkdownDoc, issues: IssueCollector) -> Grader:
@@ -347,6 +376,7 @@ def read_wildclaw_task(
     extra_sections = {
         s.name: s.text for key, s in doc.sections.items() if key not in KNOWN_SECTIONS
     }
+    _near_misses(doc, extra_front, issues)
     metadata: dict[str, Any] = {"benchmark_root": str(root_dir)}
     if ws_rel:
         metadata["workspace_path"] = ws_rel
