@@ -237,7 +237,7 @@ def test_an_authors_misspellings_are_said(run_cli, wildclaw_task, bench_root, ta
     keys, a near miss of a known key or section a warning naming it, a task with no grader fails
     validate; a file with neither id nor Prompt (a README) is still skipped."""
     front = "idd: upper\ncategory: 01_Productivity_Flow\ntimeout_seconds: 300"
-    typo = wildclaw_task("typo.md", front=front)
+    wildclaw_task("typo.md", front=front)
     slips = wildclaw_task(
         "slips.md",
         front="id: slips\ncatgory: 01_Productivity_Flow\ntimeout_secnds: 600",

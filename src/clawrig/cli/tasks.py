@@ -298,8 +298,10 @@ def validate_suite(
         "fail validate).",
     ),
 ) -> None:
-    """Report every problem (file, field, line). Exit 1 on any error, or a task clawrig run
-    refuses to grade (no grader); warnings do not fail."""
+    """Report every problem (file, field, line). Exit 1 on any error or ungradable task.
+
+    A task clawrig run refuses to grade (no checks, answer or rubric) fails it as an error
+    does; warnings do not fail."""
     from clawrig.runner.trial import grader_problem
     from clawrig.verify.core import static_lint
 
