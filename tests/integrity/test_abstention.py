@@ -441,6 +441,24 @@ async def test_a_number_too_large_for_a_float_in_the_verdict_is_the_agents_zero(
     assert "no score in [0,1]" in result.error.message
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("    print('checked')\n", "grade() returned None, not a dict of scores"),
+        ("    return [1.0]\n", "grade() returned a list, not a dict of scores"),
+        ("    import os; os._exit(0)\n", "grade() sent no verdict: the grader exited before"),
+    ],
+)
+async def test_a_grade_that_returns_no_dict_says_what_it_returned(attack, make_task, body, said):
+    """helper-190: a grade() that only printed (returning None) was "the grader sent no verdict
+    (a JSON object) on the harness channel": the agent's 0 by the rule, in words an author
+    could not act on."""
+    grader = "def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n" + body
+    result, _ = await attack(make_task(grader), "echo hi")
+    assert_counted_zero(result)
+    assert said in result.error.message, result.error.message
+
+
 RUNS_SOLUTION = """
 import os, subprocess
 def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):

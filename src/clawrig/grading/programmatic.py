@@ -505,7 +505,7 @@ async def run_grader(
     if verdict is not None:
         result = await _channel_object(verdict)
         if result is None:
-            return failed("the grader sent no verdict (a JSON object) on the harness channel")
+            return failed(_no_verdict(verdict))
     else:
         result = last_json_object(r.stdout)
         if result is None:
@@ -536,6 +536,24 @@ async def _channel_object(verdict: HarnessChannel) -> dict[str, Any] | None:
     await verdict.wait_ended(5.0)
     first = verdict.connections[0] if verdict.connections else None
     return _verdict_object(first.lines[0]) if first and first.lines else None
+
+
+def _no_verdict(verdict: HarnessChannel) -> str:
+    """Why the verdict channel holds no verdict: grade() returned something that is no dict
+    (its JSON type named: a grade() that ends without ``return`` gave "the grader sent no
+    verdict on the harness channel", helper-190), else nothing was sent."""
+    first = verdict.connections[0] if verdict.connections else None
+    if first and first.lines:
+        try:
+            value = json.loads(first.lines[0])
+        except (ValueError, RecursionError):
+            value = ...
+        if value is not ...:
+            kind = {type(None): "None", bool: "a bool", list: "a list", str: "a string"}.get(
+                type(value), "a number"
+            )
+            return f"grade() returned {kind}, not a dict of scores (its overall_score and others)"
+    return "grade() sent no verdict: the grader exited before grade() returned"
 
 
 def _verdict_object(line: bytes) -> dict[str, Any] | None:
