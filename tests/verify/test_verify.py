@@ -197,6 +197,13 @@ def test_grader_reading_a_missing_gt_file_is_reported(planted) -> None:
     assert "gt/missing.json" in problem["message"] and "shortest_path_gt.json" in problem["message"]
     assert problem["path"] == str(root / "evaluators" / "evaluator_000104.py")
     assert problem["line"] == lines["000104"]
+    # tasks validate reports it too (helper-190: only verify did, after its sandboxes)
+    from clawrig.tasks.registry import load_suite
+    from clawrig.verify.core import static_lint
+
+    (task,) = [t for t in load_suite(root).valid_tasks if t.id == "000104"]
+    [(check, line)] = [(f.check, f.line) for f in static_lint(task)]
+    assert (check, line) == ("lint.gt_path", lines["000104"])
 
 
 def test_expected_reward_outside_unit_interval_is_reported(planted) -> None:

@@ -293,9 +293,12 @@ async def verify_path(
 
 
 def static_lint(task: Task) -> list[Finding]:
-    """The checks of ``verify``'s lint that need no sandbox and read the trajectory against
-    the tool schema (:func:`lint.lint_tool_schema`): ``tasks validate`` runs them too, so a
-    sample whose calls name a tool outside its schema, or carry arguments that are not JSON,
-    fails validate as it fails verify (helper-135). Info findings left out."""
+    """The checks of ``verify``'s lint that need no sandbox: the trajectory read against the
+    tool schema (:func:`lint.lint_tool_schema`) and the gt files the grader names
+    (:func:`lint.lint_gt_paths`). ``tasks validate`` runs them too, so a sample whose calls
+    name a tool outside its schema, or carry arguments that are not JSON (helper-135), or whose
+    grader reads a gt file the task lacks (helper-190), fails validate as it fails verify.
+    Info findings left out."""
     schema, origin = tool_schema_for_lint(task)
-    return [f for f in lint.lint_tool_schema(task, schema, origin) if f.severity != "info"]
+    found = lint.lint_tool_schema(task, schema, origin) + lint.lint_gt_paths(task)
+    return [f for f in found if f.severity != "info"]
