@@ -443,6 +443,54 @@ def test_a_trial_without_its_end_state_or_a_readable_result_is_skipped_and_count
     ), proc.stdout
 
 
+def test_a_tampered_job_folder_is_exported_without_what_it_links_to(
+    job: Path, trials: dict[str, Path], tmp_path: Path
+) -> None:
+    """helper-189: an end_state/ linked to a host folder had that folder's files written into
+    the exported evaluator; a 6 GB sparse file in an end state was read whole (out of memory);
+    a lone surrogate's escape in formatted_dialog.json and a summary nested 100,000 deep were
+    tracebacks of `export sft`."""
+    moved = tmp_path / "job"
+    shutil.copytree(job, moved)
+    secret = tmp_path / "host"
+    secret.mkdir()
+    (secret / "creds.txt").write_text("TOP-SECRET-HOST-FILE\n")
+    linked = moved / trials["000001"].relative_to(job)
+    shutil.rmtree(linked / "end_state")
+    (linked / "end_state").symlink_to(secret)
+    dialog = moved / trials["000002"].relative_to(job) / "formatted_dialog.json"
+    data = load(dialog)
+    data["formatted_dialog"][-1]["content"] = "bad \ud800 end"
+    dialog.write_text(json.dumps(data), encoding="utf-8")  # (ASCII: the escape as written)
+    assert "\\ud800" in dialog.read_text(encoding="utf-8")
+    proc = run("export", "fourfolder", moved, tmp_path / "ff")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = f"1 whose end_state/ is a link: 000001/{linked.name}"
+    assert "skipped 1 trial(s)" in proc.stdout and said in proc.stdout, proc.stdout
+    assert not any(
+        "TOP-SECRET" in p.read_text(errors="replace")
+        for p in (tmp_path / "ff").rglob("*")
+        if p.is_file()
+    )
+    proc = run("export", "sft", moved, tmp_path / "rows.jsonl")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    rows = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert any("bad \ufffd end" in json.dumps(r, ensure_ascii=False) for r in rows)
+    summary = moved / "summary_oracle.json"
+    summary.write_text("[" * 100_000)
+    proc = run("export", "sft", moved, tmp_path / "rows2.jsonl")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    # an end state past what a trial keeps (END_STATE_MAX_BYTES): one line, nothing written
+    big = tmp_path / "big"
+    shutil.copytree(job, big)
+    with open(big / trials["000015"].relative_to(job) / "end_state" / "big.bin", "wb") as fh:
+        fh.truncate(6 * 1024**3)
+    proc = run("export", "fourfolder", big, tmp_path / "ff2")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "end_state/: " in proc.stderr and "over 67108864 bytes" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_best_per_task_keeps_each_tasks_highest_scoring_trial(
     job: Path, trials: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -660,6 +660,53 @@ def test_grade_write_refuses_a_trial_whose_end_state_is_gone(demo_oracle_job, tm
     assert _tree_digest(job) == before
 
 
+def test_a_tampered_trial_folder_is_read_as_a_job_folders(demo_oracle_job, tmp_path):
+    """helper-189, a job folder from elsewhere: a FIFO as score.json, chat.jsonl or
+    end_state_deleted.json held `clawrig grade` for good (past SIGTERM); an end_state/ linked to
+    a host folder was graded (its files copied into the grader's workspace); a FIFO inside
+    end_state/ was a shutil traceback; a recorded score of "1.0" re-graded as "the same". Each
+    is said in its trial's line; the others re-grade to their scores; exit 1, no traceback."""
+    job = tmp_path / "job"
+    shutil.copytree(demo_oracle_job, job)
+    folder = {t: next((job / t).iterdir()) for t in ("000001", "000002", "000003", "000004")}
+    folder |= {t: next((job / t).iterdir()) for t in ("000007", "000015")}
+    (folder["000001"] / "score.json").unlink()
+    os.mkfifo(folder["000001"] / "score.json")
+    (folder["000002"] / "chat.jsonl").unlink()
+    os.mkfifo(folder["000002"] / "chat.jsonl")
+    (folder["000003"] / "end_state_deleted.json").unlink()
+    os.mkfifo(folder["000003"] / "end_state_deleted.json")
+    host = tmp_path / "host"
+    shutil.copytree(folder["000004"] / "end_state", host)  # (what the grader would score 1)
+    shutil.rmtree(folder["000004"] / "end_state")
+    (folder["000004"] / "end_state").symlink_to(host)
+    os.mkfifo(folder["000007"] / "end_state" / "results" / "pipe.md")
+    result = folder["000015"] / "result.json"
+    data = json.loads(result.read_text())
+    data["score"]["score"] = "1.0"
+    result.write_text(json.dumps(data))
+
+    r = _grade(str(job), "-p", "2")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    lines = {ln.split(" ", 1)[0]: ln for ln in r.stdout.splitlines() if ln[:1].isdigit()}
+    assert "same scores, but score.json disagrees" in lines["000001"]
+    assert f"{folder['000001'] / 'score.json'}: missing or no regular file" in r.stdout
+    for t in ("000002", "000003", "000007"):
+        assert ": same scores" in lines[t], lines[t]
+    assert lines["000004"].endswith(
+        f"not re-gradable: end_state/ is a link: {folder['000004'] / 'end_state'} (not the end "
+        "state the trial recorded)"
+    )
+    assert lines["000015"].endswith(
+        f"cannot re-grade: {result}: not a valid trial result: score: not a number: '1.0'"
+    )
+    n = len(_expected_rewards())
+    assert r.stdout.splitlines()[-1] == (
+        f"{n - 2}/{n} trials re-grade to their recorded scores; 1 not re-gradable (no end "
+        "state); 1 could not be read; 1 score.json disagree(s) with result.json"
+    )
+
+
 def test_grade_still_regrades_an_older_folder_where_nothing_changed(demo_oracle_job, tmp_path):
     """Folders written before end_state/ was always made have none when the agent changed no
     file (their agent.log says so): those still re-grade to their score."""

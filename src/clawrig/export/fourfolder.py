@@ -50,6 +50,7 @@ from clawrig.export.evaluator import (
 )
 from clawrig.export.job import UNREADABLE, ExportError, JobTrial, TaskResolver, find_trials
 from clawrig.export.replay import deleted_by_replay, may_delete, recorded_deletions
+from clawrig.runner.trial import END_STATE_MAX_BYTES
 from clawrig.sandbox.workspace import materialise_workspace, read_tree
 from clawrig.spec.task import ServiceSpec, Task, TaskFormat
 from clawrig.tasks.fourfolder import file_names
@@ -81,6 +82,7 @@ class ExportReport:
 
 
 NO_END_STATE = "no end_state/ (its end state is gone)"
+LINKED_END_STATE = "end_state/ is a link (not the end state the trial recorded)"
 NOT_BEST = "another trial of its task scored higher, or as high and came first (--best-per-task)"
 
 
@@ -128,6 +130,10 @@ def select_trials(
             skipped[key] = f"score {t.score:g} < {min_score:g}"
         elif cats and t.result.category not in cats:
             skipped[key] = f"category {t.result.category or '-'} not selected"
+        elif need_end_state and t.paths.end_state.is_symlink():
+            # a job folder from elsewhere: what it links to is no end state of the trial's
+            # (helper-189: a host folder's files were written into the exported evaluator)
+            skipped[key] = LINKED_END_STATE
         elif need_end_state and not t.paths.end_state.is_dir():
             skipped[key] = NO_END_STATE
         else:
@@ -154,6 +160,7 @@ def skipped_counts(skipped: dict[str, str], min_score: float) -> str:
     ungraded = sum(why == "not graded" for why in skipped.values())
     other = sum(why.startswith("category ") for why in skipped.values())
     gone = sum(why == NO_END_STATE for why in skipped.values())
+    linked = [key for key, why in skipped.items() if why == LINKED_END_STATE]
     not_best = sum(why == NOT_BEST for why in skipped.values())
     unread = [key for key, why in skipped.items() if why.startswith(UNREADABLE)]
     unreadable = len(unread)
@@ -166,6 +173,7 @@ def skipped_counts(skipped: dict[str, str], min_score: float) -> str:
         f"{ungraded} not graded" if ungraded else "",
         f"{other} of other categories" if other else "",
         f"{gone} whose end_state/ is gone" if gone else "",
+        f"{len(linked)} whose end_state/ is a link: {', '.join(linked[:3])}" if linked else "",
         f"{not_best} not the best of their task (--best-per-task)" if not_best else "",
         f"{unreadable} whose result.json cannot be read: {named}" if unreadable else "",
     ]
@@ -311,7 +319,10 @@ async def _export_one(
         initial = read_tree(ws_dir)
     else:
         sample.notes.append("initial workspace not present: workspaces/ folder not written")
-    changed = read_tree(trial.paths.end_state) if trial.paths.end_state.is_dir() else {}
+    try:  # (nothing under a linked end_state/: read_tree; at most what a trial keeps there)
+        changed = read_tree(trial.paths.end_state, END_STATE_MAX_BYTES)
+    except OSError as exc:
+        raise ExportError(f"trial {trial.result.trial_id}: end_state/: {exc}") from None
     deleted = recorded_deletions(trial.folder)
     if deleted is None:
         deleted = set()

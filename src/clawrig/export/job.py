@@ -23,9 +23,10 @@ from clawrig.spec.layout import (
     read_record,
     read_regular,
 )
+from clawrig.spec.llm import surrogate_free_json
 from clawrig.spec.summary import JobSummary
 from clawrig.spec.task import Task
-from clawrig.spec.trial import TrialResult, Usage, finite_float
+from clawrig.spec.trial import TrialResult, Usage, recorded_score_problem
 from clawrig.tasks.registry import find_task, load_tasks
 
 """Bytes of a result.json read at most (a larger one cannot be read)."""
@@ -66,8 +67,9 @@ class JobTrial:
         Raises ExportError when missing or unreadable."""
         path = self.paths.dialog
         try:
-            data = json.loads(read_record(path))
-        except (OSError, ValueError) as exc:
+            # (a lone surrogate's escape decodes to U+FFFD: the rows are written as UTF-8)
+            data = json.loads(surrogate_free_json(read_record(path)))
+        except (OSError, ValueError, RecursionError) as exc:
             raise ExportError(f"{path}: cannot read the trial's dialog ({exc})") from None
         if not isinstance(data, dict) or not isinstance(data.get("formatted_dialog"), list):
             raise ExportError(f"{path}: formatted_dialog: missing or not a list")
@@ -92,8 +94,8 @@ class JobTrial:
         for line in lines:
             if line.strip():
                 try:
-                    value = json.loads(line)
-                except ValueError:
+                    value = json.loads(surrogate_free_json(line))
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(value, dict):
                     entries.append(value)
@@ -101,24 +103,7 @@ class JobTrial:
 
 
 class _BadScore(ValueError):
-    """A result.json whose score is no number in [0, 1] (:func:`_score_problem`)."""
-
-
-def _score_problem(raw: Any) -> str | None:
-    """Why the score of a result.json (its ``score.score``, as written) is no score an export
-    can carry: not a number (a bool or a string, which the model would read as one), not finite,
-    or outside [0, 1]; None when it is one, or absent. helper-177: NaN, 7 or "9" were exported
-    as a trial's score (NaN past every --min-score, and the best of its task)."""
-    score = raw.get("score") if isinstance(raw, dict) else None
-    value = score.get("score") if isinstance(score, dict) else None
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"score: not a number: {value!r:.60}"
-    number = finite_float(value)  # (a 400-digit integer: no OverflowError)
-    if number is None or not 0.0 <= number <= 1.0:
-        return f"score: {value!r:.60} is not in [0, 1]"
-    return None
+    """A result.json whose score is no number in [0, 1] (:func:`recorded_score_problem`)."""
 
 
 def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list[JobTrial]:
@@ -142,8 +127,8 @@ def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list
     for path in summaries:
         try:
             job_id = json.loads(read_record(path)).get("job_id")
-        except (OSError, ValueError, AttributeError):
-            continue
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue  # (a summary nested 100,000 deep: helper-189)
         if isinstance(job_id, str) and job_id:
             job_ids.add(job_id)
     trials: list[JobTrial] = []
@@ -153,9 +138,9 @@ def find_trials(job_dir: Path, unreadable: dict[str, str] | None = None) -> list
             data = read_regular(rj, RESULT_LIMIT)  # (a FIFO hung the exports: helper-138)
             if data is None:
                 raise OSError("not a regular file")
-            raw = json.loads(data)
+            raw = json.loads(surrogate_free_json(data.decode("utf-8")))
             result = TrialResult.model_validate(raw)
-            if problem := _score_problem(raw):
+            if problem := recorded_score_problem(raw):
                 raise _BadScore(problem)
         except (OSError, ValueError, RecursionError) as exc:
             if unreadable is not None:

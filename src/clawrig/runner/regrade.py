@@ -26,6 +26,7 @@ the job folder's summary that lists the trial is recomputed from its trials' res
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,10 +40,24 @@ from clawrig.llm.base import ChatModel
 from clawrig.llm.gateway import recorded_models, replay_gateway, replay_model
 from clawrig.runner.trial import RecordedEndState, Trial, TrialServices
 from clawrig.spec.job import RL_JOB_ID, GraderMode, TrialConfig
-from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
+from clawrig.spec.layout import (
+    RESULT_LIMIT,
+    JobPaths,
+    TrialPaths,
+    model_from_json_text,
+    read_record,
+    read_regular,
+)
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import Task
-from clawrig.spec.trial import ErrorKind, Score, ScoreFile, TrialError, TrialResult
+from clawrig.spec.trial import (
+    ErrorKind,
+    Score,
+    ScoreFile,
+    TrialError,
+    TrialResult,
+    recorded_score_problem,
+)
 
 if TYPE_CHECKING:
     from clawrig.spec.summary import JobSummary
@@ -130,7 +145,7 @@ def _removed(folder: Path | None) -> Iterator[None]:
 def load_trial(folder: Path) -> TrialResult:
     """result.json of a trial folder. Raises UserError naming the file when missing/invalid."""
     rj = TrialPaths(folder).result
-    if not rj.is_file():
+    if not rj.is_file() or rj.is_symlink():
         if not folder.exists():
             raise UserError(f"TRIAL_DIR: no such folder: {folder}")
         raise UserError(
@@ -138,13 +153,18 @@ def load_trial(folder: Path) -> TrialResult:
             "folder with finished trials in it)"
         )
     try:
-        return model_from_json_text(TrialResult, rj.read_text(encoding="utf-8"))
+        text = read_record(rj)
+        trial = model_from_json_text(TrialResult, text)
+        # (its score as written: pydantic took "1.0" for 1.0 and 7 for a score: helper-189)
+        if problem := recorded_score_problem(json.loads(text)):
+            raise UserError(f"{rj}: not a valid trial result: {problem}")
+        return trial
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(the file)"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise UserError(f"{rj}: not a valid trial result: {where}: {first['msg']}{more}") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise UserError(f"{rj}: not a valid trial result ({exc.__class__.__name__})") from None
 
 
@@ -154,9 +174,13 @@ def score_file_problem(folder: Path, trial: TrialResult) -> str | None:
     :meth:`ScoreFile.of` it), else None."""
     path = TrialPaths(folder).score
     try:
-        found = model_from_json_text(ScoreFile, path.read_text(encoding="utf-8"))
+        found = model_from_json_text(ScoreFile, read_record(path))
     except OSError:
-        return f"{path}: missing (result.json is the record; --write writes it again)"
+        # (a FIFO in its place held the command for good, past SIGTERM: helper-189)
+        return (
+            f"{path}: missing or no regular file (result.json is the record; --write writes "
+            "it again)"
+        )
     except ValueError as exc:
         return f"{path}: not a valid score file ({exc.__class__.__name__})"
     want = ScoreFile.of(trial)
@@ -227,7 +251,7 @@ def refresh_job_summary(trial_folder: Path) -> Path | None:
     own = job.summary(load_trial(trial_folder).model)
     for path in sorted(job.summaries(), key=lambda path: path != own):
         try:
-            summary = model_from_json_text(JobSummary, path.read_text(encoding="utf-8"))
+            summary = model_from_json_text(JobSummary, read_record(path))
         except (OSError, ValueError) as exc:
             raise UserError(f"{path}: not a readable summary ({exc.__class__.__name__})") from None
         if not any(row.trial == rel for row in summary.tasks):
@@ -281,14 +305,15 @@ def no_end_state(folder: Path, trial: TrialResult) -> str | None:
             f"has no end state to grade ({again})"
         )
     paths = TrialPaths(folder)
-    if paths.end_state.is_dir():
+    if paths.end_state.is_dir() and not paths.end_state.is_symlink():
         return None
-    try:  # a folder written before end_state/ was always made: its log says nothing changed
-        nothing_changed = NOTHING_CHANGED in paths.agent_log.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        nothing_changed = False
+    # a folder written before end_state/ was always made: its log says nothing changed
+    log = read_regular(paths.agent_log, RESULT_LIMIT)
+    nothing_changed = log is not None and NOTHING_CHANGED.encode() in log
     if nothing_changed:
         return None
+    if paths.end_state.is_symlink():
+        return f"end_state/ is a link: {paths.end_state} (not the end state the trial recorded)"
     return f"end_state/ missing: {paths.end_state} (the recorded end state is gone)"
 
 

@@ -80,7 +80,7 @@ from clawrig.grading.judge_proxy import (
 )
 from clawrig.grading.process import grade_process
 from clawrig.grading.programmatic import run_grader
-from clawrig.jsonl import jsonl_objects
+from clawrig.jsonl import JSONL_LIMIT, jsonl_objects
 from clawrig.leftovers import owned_tempdir, remove_tree, scratch_dir
 from clawrig.llm.base import ChatModel
 from clawrig.llm.client import (
@@ -144,6 +144,9 @@ from clawrig.spec.layout import (
     json_text,
     json_text_reusing,
     model_json_text,
+    read_record,
+    read_regular,
+    tree_of,
     umask_mode,
     unfinished_trial_name,
 )
@@ -547,26 +550,41 @@ class RecordedEndState:
 
     @classmethod
     def of(cls, folder: Path) -> RecordedEndState:
+        """The end state ``folder`` (a finished trial's) records. Its files are read as a job
+        folder's (:func:`read_record`, :func:`regular_files`): a linked ``end_state/`` is no
+        end state, a FIFO as ``chat.jsonl`` or ``end_state_deleted.json`` is none (it held
+        ``clawrig grade`` for good, past SIGTERM: helper-189). Raises UserError when
+        ``chat.jsonl`` is over :data:`JSONL_LIMIT` bytes."""
         paths = TrialPaths(folder)
         deleted: list[str] = []
-        with contextlib.suppress(OSError, ValueError):
-            value = json.loads(paths.end_state_deleted.read_text(encoding="utf-8"))
+        with contextlib.suppress(OSError, ValueError, RecursionError):
+            value = json.loads(read_record(paths.end_state_deleted))
             if isinstance(value, list):
                 deleted = [v for v in value if isinstance(v, str)]
-        try:
-            text = paths.chat.read_text(encoding="utf-8")
-        except OSError:
-            text = ""
+        data = read_regular(paths.chat, JSONL_LIMIT + 1)
+        if data is not None and len(data) > JSONL_LIMIT:
+            raise UserError(f"{paths.chat}: over {JSONL_LIMIT} bytes")
+        linked = os.path.islink(paths.end_state)
         return cls(
-            end_state=paths.end_state if paths.end_state.is_dir() else None,
+            end_state=paths.end_state if paths.end_state.is_dir() and not linked else None,
             deleted=deleted,
-            transcript_text=text,
+            transcript_text=(data or b"").decode("utf-8", "replace"),
         )
 
     def apply(self, ws: Path) -> None:
-        """Overlay the end state on the initial workspace ``ws`` (a host folder)."""
+        """Overlay the end state on the initial workspace ``ws`` (a host folder): its folders
+        and regular files (:func:`tree_of`: no link followed, no FIFO or device), each
+        replacing what the initial workspace has at its path."""
         if self.end_state is not None:
-            shutil.copytree(self.end_state, ws, dirs_exist_ok=True, symlinks=False)
+            folders, files = tree_of(self.end_state)
+            for rel in folders:
+                _make_folder(ws, rel)
+            for rel, src in files:
+                dest = ws / rel
+                _make_folder(ws, os.path.dirname(rel))
+                if dest.is_symlink() or dest.is_dir():
+                    remove_tree(dest)  # (the initial workspace's, replaced by the agent's file)
+                shutil.copy2(src, dest, follow_symlinks=False)
         for rel in self.deleted:
             p = Path(rel)
             if p.is_absolute() or ".." in p.parts:
@@ -576,6 +594,18 @@ class RecordedEndState:
                 target.unlink()
             elif target.is_dir():
                 shutil.rmtree(target, ignore_errors=True)
+
+
+def _make_folder(ws: Path, rel: str) -> None:
+    """Make ``ws/rel`` a folder, each part of it that the initial workspace has as a file or
+    a link replaced (the agent replaced it with a folder)."""
+    here = ws
+    for part in Path(rel).parts:
+        here = here / part
+        if here.is_symlink() or (here.exists() and not here.is_dir()):
+            here.unlink()
+        if not here.is_dir():
+            here.mkdir()
 
 
 class Trial:

@@ -22,6 +22,7 @@ from pathlib import Path
 from clawrig.errors import SetupError
 from clawrig.sandbox.base import ProcessHandle, Sandbox
 from clawrig.sandbox.paths import PATHS
+from clawrig.spec.layout import read_regular, regular_files
 from clawrig.spec.task import FileContent, Task
 
 
@@ -46,17 +47,23 @@ def write_files(dest: Path, files: dict[str, FileContent]) -> None:
         path.write_bytes(_content_bytes(content))
 
 
-def read_tree(root: Path) -> dict[str, bytes]:
-    """Every regular file under ``root`` as relative POSIX path -> bytes (symlinks, and
-    folders behind them, left out); :func:`clawrig.runner.trial.write_tree` writes it back."""
+def read_tree(root: Path, limit: int | None = None) -> dict[str, bytes]:
+    """Every regular file under ``root`` as relative POSIX path -> bytes
+    (:func:`clawrig.spec.layout.regular_files`: nothing under a linked ``root``; links, the
+    folders behind them, FIFOs and devices left out); :func:`clawrig.runner.trial.write_tree`
+    writes it back. ``limit``: the most bytes read in all; raises OSError naming ``root`` past
+    it (a 6 GB sparse file in a trial's end state ran the export out of memory: helper-189)."""
     out: dict[str, bytes] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-        for name in filenames:
-            full = Path(dirpath) / name
-            if full.is_symlink() or not full.is_file():
-                continue
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
+    left = limit
+    for rel, full in regular_files(root):
+        data = read_regular(full, None if left is None else left + 1)
+        if data is None:
+            continue  # (gone, or no regular file now)
+        if left is not None:
+            left -= len(data)
+            if left < 0:
+                raise OSError(f"{root}: its files hold over {limit} bytes")
+        out[rel] = data
     return out
 
 

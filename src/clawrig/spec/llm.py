@@ -27,9 +27,16 @@ def model_text(text: str | None) -> str | None:
 
 
 def model_arguments(raw: str) -> str:
-    """A tool call's raw JSON arguments as clawrig keeps them: :func:`model_text`, and a JSON
-    escape of a lone surrogate (``\\udcff``, which would decode to one) written as
-    ``\\ufffd``; an escaped pair (``\\ud83d\\ude00``) stays."""
+    """A tool call's raw JSON arguments as clawrig keeps them: :func:`surrogate_free_json`."""
+    return surrogate_free_json(raw)
+
+
+def surrogate_free_json(raw: str) -> str:
+    """JSON text that decodes to no lone surrogate: :func:`model_text`, and a JSON escape of a
+    lone surrogate (``\\udcff``, which would decode to one) written as ``\\ufffd``; an escaped
+    pair (``\\ud83d\\ude00``) stays. For a tool call's arguments, and for a trial folder's
+    JSON files an export writes out again (helper-189: a ``"\\ud800"`` in a hand-edited
+    formatted_dialog.json made ``export sft`` a UnicodeEncodeError traceback)."""
     raw = model_text(raw) or ""
 
     def fix(m: re.Match[str]) -> str:

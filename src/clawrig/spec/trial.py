@@ -354,3 +354,21 @@ class DialogFile(BaseModel):
 
     formatted_dialog: list[dict[str, Any]] = Field(default_factory=list)
     tool_schema: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def recorded_score_problem(raw: Any) -> str | None:
+    """Why the score of a result.json (``raw``: its JSON, as written; its ``score.score``) is
+    no score a trial can have: not a number (a bool or a string, which the model would read as
+    one), not finite, or outside [0, 1]; None when it is one, or absent. helper-177: NaN, 7 or
+    "9" were exported as a trial's score (NaN past every --min-score, and the best of its
+    task); helper-189: ``clawrig grade`` took "1.0" for 1.0 and 7 for a score that changed."""
+    score = raw.get("score") if isinstance(raw, dict) else None
+    value = score.get("score") if isinstance(score, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"score: not a number: {value!r:.60}"
+    number = finite_float(value)  # (a 400-digit integer: no OverflowError)
+    if number is None or not 0.0 <= number <= 1.0:
+        return f"score: {value!r:.60} is not in [0, 1]"
+    return None
