@@ -441,6 +441,62 @@ def test_a_finished_trial_whose_folder_was_deleted_runs_again_on_resume(tmp_path
     assert run("grade", str(out), cwd=tmp_path).returncode == 0
 
 
+def test_trial_folders_that_are_links_or_another_tasks_count_as_gone(tmp_path):
+    """helper-191: a task folder that is a link had --resume write its trial where it led
+    (another job's folder); a trial folder that is a link, or a summary row naming another
+    task's folder, counted as present (the trial never ran again); an interrupted job's deleted
+    trial was counted done from its progress file; a refused resume named a progress file
+    that did not exist."""
+    suite = _demo_samples(tmp_path / "two", {"000015", "000001"})
+    out, other = tmp_path / "out", tmp_path / "other"
+    assert run("run", str(suite), "--agent", "oracle", "-o", str(out), cwd=tmp_path).returncode == 0
+    shutil.copytree(out, other)
+    before = sorted(str(p.relative_to(other)) for p in other.rglob("*"))
+    # a linked task folder: refused, with or without --resume, before anything runs
+    shutil.rmtree(out / "000001")
+    (out / "000001").symlink_to(other / "000001")
+    for extra in ([], ["--resume"]):
+        r = run("run", str(suite), "--agent", "oracle", "-o", str(out), *extra, cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr == (
+            f"clawrig: error: --output: {out / '000001'} is a link to a folder: a job's task "
+            "folders are its own; remove the link or choose another folder\n"
+        ), r.stderr
+    assert sorted(str(p.relative_to(other)) for p in other.rglob("*")) == before
+    # a linked trial folder is gone: --resume runs the task again in a folder of its own
+    (out / "000001").unlink()
+    (out / "000001").mkdir()
+    (theirs,) = (other / "000001").iterdir()
+    (out / "000001" / theirs.name).symlink_to(theirs)
+    r = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert "1 trial folder(s) the job's summary lists are gone" in r.stdout + r.stderr
+    mine = [p for p in (out / "000001").iterdir() if not p.is_symlink()]
+    assert len(mine) == 1 and (mine[0] / "result.json").is_file()
+    assert sorted(str(p.relative_to(other)) for p in other.rglob("*")) == before
+    # a refused resume of such a job names its summary, a finished job as finished
+    (out / "000001" / theirs.name).unlink()
+    shutil.rmtree(mine[0])
+    r = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume",
+            "--timeout-multiplier", "2", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.startswith(
+        f"clawrig: error: {out / 'summary_oracle.json'}: --resume: trial settings differ"
+    ), r.stderr
+    # an interrupted job's trial deleted by hand: its progress file's entry no longer counts
+    done = json.loads((out / "summary_oracle.json").read_text())
+    progress = {
+        "model": "oracle", "suite": done["suite"], "runs": 1, "job_id": done["job_id"],
+        "agent": "oracle",
+        "completed": [{"task_id": "000001", "run_index": 0, "result": f"000001/{mine[0].name}"}],
+    }  # fmt: skip
+    (out / "progress_oracle.json").write_text(json.dumps(progress))
+    r = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert len(list(out.glob("000001/*/result.json"))) == 1
+    assert len(list(out.glob("000015/*/result.json"))) == 1  # (adopted, not run again)
+    summary = json.loads((out / "summary_oracle.json").read_text())
+    assert summary["not_run"] == 0 and len(summary["tasks"]) == 2
+
+
 def test_trials_of_a_model_of_the_same_file_name_count_as_its_job(tmp_path):
     """``scripted/a/b`` and ``scripted/a_b`` share the job records' name (their slug): the
     first's orphan trials refuse a job of the second (helper-118); only folders named for the

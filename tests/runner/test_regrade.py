@@ -685,6 +685,15 @@ def test_a_tampered_trial_folder_is_read_as_a_job_folders(demo_oracle_job, tmp_p
     data = json.loads(result.read_text())
     data["score"]["score"] = "1.0"
     result.write_text(json.dumps(data))
+    # helper-191: a lone surrogate's escape in task_id was a UnicodeEncodeError traceback
+    # printing its line; a FIFO as result.json ended the whole command ("no result.json")
+    surrogate = next((job / "000008").iterdir()) / "result.json"
+    text = surrogate.read_text()
+    surrogate.write_text(text.replace('"task_id": "000008"', '"task_id": "000008\\udfff"', 1))
+    assert "\\udfff" in surrogate.read_text()
+    fifo = next((job / "000009").iterdir()) / "result.json"
+    fifo.unlink()
+    os.mkfifo(fifo)
 
     r = _grade(str(job), "-p", "2")
     assert r.returncode == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
@@ -700,10 +709,16 @@ def test_a_tampered_trial_folder_is_read_as_a_job_folders(demo_oracle_job, tmp_p
     assert lines["000015"].endswith(
         f"cannot re-grade: {result}: not a valid trial result: score: not a number: '1.0'"
     )
+    assert lines["000009"].endswith(
+        f"cannot re-grade: {fifo}: not a valid trial result: no regular file of at most "
+        f"{64 * 1024**2} bytes"
+    )
+    said = f"cannot re-grade: {REPO / 'suites' / 'demo'}: no task 000008\ufffd there any more"
+    assert lines["000008"].endswith(said), lines["000008"]
     n = len(_expected_rewards())
     assert r.stdout.splitlines()[-1] == (
-        f"{n - 2}/{n} trials re-grade to their recorded scores; 1 not re-gradable (no end "
-        "state); 1 could not be read; 1 score.json disagree(s) with result.json"
+        f"{n - 4}/{n} trials re-grade to their recorded scores; 1 not re-gradable (no end "
+        "state); 3 could not be read; 1 score.json disagree(s) with result.json"
     )
 
 

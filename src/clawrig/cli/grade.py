@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -218,7 +219,7 @@ def register(app: typer.Typer) -> None:
                             refresh=False,  # once per job at the end
                         )
                     except UserError as exc:
-                        if not TrialPaths(folder).result.is_file():
+                        if not os.path.lexists(TrialPaths(folder).result):
                             raise  # not a trial folder: a bad argument
                         return unreadable_report(folder, str(exc))  # the others go on
 

@@ -146,5 +146,11 @@ def _quiet_help_metavar(command: Any) -> Any:
 
 
 def app() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. What it prints that the terminal's encoding cannot hold (a
+    lone surrogate: a file name of bytes that are not UTF-8, a hand-edited record) is written
+    as a backslash escape, not a UnicodeEncodeError traceback (helper-191)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     sys.exit(run_guarded(_quiet_help_metavar(typer.main.get_command(_app))))

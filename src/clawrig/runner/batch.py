@@ -34,6 +34,7 @@ import os
 import random
 import secrets
 import signal
+import stat
 import sys
 import threading
 import time
@@ -294,6 +295,13 @@ def output_state_problem(
         return None
     if problem := retried_link_problem(output):
         return f"--{problem}"
+    if linked := linked_folders(output):
+        # a task's folder that is a link: its trials were written where it leads (helper-191:
+        # into another job's folder)
+        return (
+            f"--output: {output / linked[0]} is a link to a folder: a job's task folders are "
+            "its own; remove the link or choose another folder"
+        )
     if JobPaths(output).is_rollouts():  # (helper-179: a job's trials mixed with episodes')
         return (
             f"--output: {output} is an RL output folder ({JobPaths.ROLLOUTS}: clawrig serve or "
@@ -540,18 +548,46 @@ def summary_unfinished(summary: dict[str, Any], output: Path | None = None) -> b
 
 def missing_trials(summary: dict[str, Any], output: Path) -> list[str]:
     """The trial folders (``<task>/<trial>``, as the summary's ``tasks`` rows name them) a
-    job's summary lists that hold no result.json in ``output`` now: deleted by hand to run
-    them again (helper-188: ``--resume`` said "every trial is done" and showed the summary
-    with a trial whose folder was gone)."""
+    job's summary lists that are gone from ``output`` now (:func:`trial_gone`): deleted by hand
+    to run them again (helper-188: ``--resume`` said "every trial is done" and showed the
+    summary with a trial whose folder was gone)."""
     rows = summary.get("tasks")
-    named = [r.get("trial") for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
     return [
-        t
-        for t in named
-        if isinstance(t, str)
-        and JobPaths.is_trial_path(t)
-        and not os.path.isfile(TrialPaths(output / t).result)
+        r["trial"]
+        for r in rows
+        if isinstance(r.get("trial"), str)
+        and JobPaths.is_trial_path(r["trial"])
+        and trial_gone(output, r["trial"], r.get("task_id"))
     ]
+
+
+def linked_folders(output: Path) -> list[str]:
+    """The names of the links to folders directly in ``output``, sorted (a job's task
+    folders must be its own: :func:`output_state_problem`)."""
+    try:
+        with os.scandir(output) as entries:
+            return sorted(e.name for e in entries if e.is_symlink() and os.path.isdir(e.path))
+    except OSError:
+        return []
+
+
+def trial_gone(output: Path, trial: str, task_id: Any) -> bool:
+    """Whether the trial folder ``trial`` (``<task>/<trial>``, relative to ``output``) that a
+    summary row or a progress entry of task ``task_id`` names is not the job's now: no
+    result.json that is a regular file, a task or trial folder that is a link (what it leads
+    to is no trial of this job, as :meth:`JobPaths.trial_results` has it), or a folder of
+    another task (helper-191: each counted as present, the trial never ran again)."""
+    task, _, name = trial.partition("/")
+    if task != task_id:
+        return True
+    folder = output / task / name
+    if os.path.islink(output / task) or os.path.islink(folder):
+        return True
+    try:
+        return not stat.S_ISREG(os.lstat(TrialPaths(folder).result).st_mode)
+    except OSError:
+        return True
 
 
 def read_job_summary(output: Path, model: str) -> dict[str, Any] | None:
@@ -889,7 +925,15 @@ def read_progress(path: Path) -> Progress | None:
 
 
 def _load_progress(job: JobConfig, model: str) -> Progress | None:
-    return read_progress(progress_path(job.output, model))
+    """The job's progress file, without the finished trials whose folders are gone
+    (:func:`trial_gone`: deleted by hand to run them again; helper-191: an interrupted job's
+    deleted trial was counted done and never run), or None."""
+    progress = read_progress(progress_path(job.output, model))
+    if progress is not None:
+        progress.completed = [
+            e for e in progress.completed if not trial_gone(job.output, e.result, e.task_id)
+        ]
+    return progress
 
 
 def changed_tasks_problem(
@@ -998,6 +1042,15 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
         record = summary_path(job.output, model)
         return changed_settings_problem(job, model, ids, record) or changed_tasks_problem(
             job, model, ids, digests, state="finished", record=record
+        )
+    if progress is not None and not progress_path(job.output, model).exists():
+        # made from the summary (its progress file gone, or a finished job whose trial folders
+        # were deleted): the line names the summary, and a finished job as finished
+        record = summary_path(job.output, model)
+        value = read_job_summary(job.output, model) or {}
+        state = "interrupted" if summary_unfinished(value) else "finished"
+        return changed_settings_problem(job, model, progress, record) or changed_tasks_problem(
+            job, model, progress, digests, state=state, record=record
         )
     return changed_settings_problem(job, model, progress) or changed_tasks_problem(
         job, model, progress, digests

@@ -48,6 +48,7 @@ from clawrig.spec.layout import (
     read_record,
     read_regular,
 )
+from clawrig.spec.llm import surrogate_free_json
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import Task
 from clawrig.spec.trial import (
@@ -145,7 +146,7 @@ def _removed(folder: Path | None) -> Iterator[None]:
 def load_trial(folder: Path) -> TrialResult:
     """result.json of a trial folder. Raises UserError naming the file when missing/invalid."""
     rj = TrialPaths(folder).result
-    if not rj.is_file() or rj.is_symlink():
+    if not os.path.lexists(rj):
         if not folder.exists():
             raise UserError(f"TRIAL_DIR: no such folder: {folder}")
         raise UserError(
@@ -154,6 +155,13 @@ def load_trial(folder: Path) -> TrialResult:
         )
     try:
         text = read_record(rj)
+    except OSError:  # a link, a FIFO, a folder, past 64 MiB: no record (helper-191)
+        raise UserError(
+            f"{rj}: not a valid trial result: no regular file of at most {RESULT_LIMIT} bytes"
+        ) from None
+    try:
+        # (a lone surrogate's escape, e.g. in task_id, decodes to U+FFFD: helper-191)
+        text = surrogate_free_json(text)
         trial = model_from_json_text(TrialResult, text)
         # (its score as written: pydantic took "1.0" for 1.0 and 7 for a score: helper-189)
         if problem := recorded_score_problem(json.loads(text)):

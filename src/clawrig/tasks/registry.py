@@ -294,7 +294,9 @@ def _read_md(
         if is_dataclaw_doc(doc):
             return read_dataclaw_task_md(path, root=root, issues=issues, doc=doc)
         if in_folder and not doc.front.get("id"):
-            if (prompt := doc.section("Prompt")) is not None:
+            # an `id:` left empty is a template's (skipped); none at all beside a Prompt is a
+            # task file's slip
+            if "id" not in doc.front and (prompt := doc.section("Prompt")) is not None:
                 # a task file whose id was left out or misspelled (`idd:`): skipped, the task
                 # vanished from the job and its headline numbers (helper-190)
                 issues.error(

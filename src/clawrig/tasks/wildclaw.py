@@ -212,24 +212,36 @@ def _workspace(
     return ws, rel_path
 
 
+def _near_miss(name: str, known: list[str]) -> str | None:
+    """The one of ``known`` that ``name`` looks like a misspelling of (difflib's ratio 0.8 or
+    more), else None. A name that holds a known one whole is another name built on it, not a
+    slip (``subcategory``, ``category_id``, ``uid``, ``## Grading Criteria (LLM)``:
+    helper-191)."""
+    lowered = name.lower()
+    if any(k in lowered for k in known):
+        return None
+    found = difflib.get_close_matches(lowered, known, 1, 0.8)
+    return found[0] if found else None
+
+
 def _near_misses(doc: MarkdownDoc, extra_front: dict[str, Any], issues: IssueCollector) -> None:
     """Warn of a front-matter key or a section heading clawrig does not know that is close to
     one it does (``timeout_secnds``, ``## Automated Check``): kept as the task's metadata as
     upstream's harness keeps any other, and so a misspelling lost the author's setting without
     a word (helper-190: the timeout fell back to its default)."""
     for key in extra_front:
-        if match := difflib.get_close_matches(str(key), sorted(KNOWN_FRONT_KEYS), 1, 0.75):
+        if match := _near_miss(str(key), sorted(KNOWN_FRONT_KEYS)):
             issues.warning(
                 doc.path,
                 str(key),
-                f"not a front matter key clawrig reads (did you mean `{match[0]}`?): ignored",
+                f"not a front matter key clawrig reads (did you mean `{match}`?): ignored",
                 doc.front_lines.get(key),
             )
     for name, sec in doc.sections.items():
         if name in KNOWN_SECTIONS:
             continue
-        if match := difflib.get_close_matches(name, KNOWN_SECTIONS, 1, 0.8):
-            known = SECTION_TITLES[KNOWN_SECTIONS.index(match[0])]
+        if match := _near_miss(name, list(KNOWN_SECTIONS)):
+            known = SECTION_TITLES[KNOWN_SECTIONS.index(match)]
             issues.warning(
                 doc.path,
                 sec.name,
