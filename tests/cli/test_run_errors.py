@@ -422,6 +422,16 @@ def test_a_finished_trial_whose_folder_was_deleted_runs_again_on_resume(tmp_path
         f"{out / 'summary_oracle.json'}: lists 1 trial folder(s) that are gone (e.g. {name}): "
         "not re-graded; clawrig run --resume runs them again\n"
     )
+    # the exports say it too: their rows and samples are the trials found, the summary's
+    # numbers (an Inspect log's metrics) count the gone one (helper-192)
+    for args in (["sft", str(out), str(tmp_path / "rows.jsonl"), "--min-score", "0"],
+                 ["inspect", str(out), str(tmp_path / "logs")]):  # fmt: skip
+        exported = run("export", *args, cwd=tmp_path)
+        assert exported.returncode == 0, exported.stderr
+        assert exported.stderr.startswith(
+            f"warning: {out / 'summary_oracle.json'}: lists 1 trial folder(s) that are gone "
+            f"(e.g. {name}): not exported"
+        ), exported.stderr
     resumed = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-1500:]
     said = resumed.stdout + resumed.stderr
@@ -458,10 +468,15 @@ def test_trial_folders_that_are_links_or_another_tasks_count_as_gone(tmp_path):
     for extra in ([], ["--resume"]):
         r = run("run", str(suite), "--agent", "oracle", "-o", str(out), *extra, cwd=tmp_path)
         assert r.returncode == 2 and r.stderr == (
-            f"clawrig: error: --output: {out / '000001'} is a link to a folder: a job's task "
-            "folders are its own; remove the link or choose another folder\n"
+            f"clawrig: error: --output: {out / '000001'} is a link: a job's task folders are "
+            "its own; remove the link or choose another folder\n"
         ), r.stderr
     assert sorted(str(p.relative_to(other)) for p in other.rglob("*")) == before
+    # a dangling link named as a task's folder too (it failed every attempt: helper-193)
+    (out / "000001").unlink()
+    (out / "000001").symlink_to(tmp_path / "nowhere")
+    r = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
+    assert r.returncode == 2 and f"{out / '000001'} is a link: " in r.stderr, r.stderr
     # a linked trial folder is gone: --resume runs the task again in a folder of its own
     (out / "000001").unlink()
     (out / "000001").mkdir()
@@ -495,6 +510,15 @@ def test_trial_folders_that_are_links_or_another_tasks_count_as_gone(tmp_path):
     assert len(list(out.glob("000015/*/result.json"))) == 1  # (adopted, not run again)
     summary = json.loads((out / "summary_oracle.json").read_text())
     assert summary["not_run"] == 0 and len(summary["tasks"]) == 2
+    # a trial folder moved by hand into another task's folder is not that task's: it was
+    # adopted as 000001's, and --resume said "they run again" and ran nothing (helper-193)
+    (moved,) = [p.parent for p in out.glob("000001/*/result.json")]
+    moved.rename(out / "000015" / moved.name)
+    r = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert len(list(out.glob("000001/*/result.json"))) == 1
+    summary = json.loads((out / "summary_oracle.json").read_text())
+    assert sorted(r["trial"].split("/")[0] for r in summary["tasks"]) == ["000001", "000015"]
 
 
 def test_trials_of_a_model_of_the_same_file_name_count_as_its_job(tmp_path):

@@ -700,8 +700,12 @@ def test_a_tampered_trial_folder_is_read_as_a_job_folders(demo_oracle_job, tmp_p
     lines = {ln.split(" ", 1)[0]: ln for ln in r.stdout.splitlines() if ln[:1].isdigit()}
     assert "same scores, but score.json disagrees" in lines["000001"]
     assert f"{folder['000001'] / 'score.json'}: missing or no regular file" in r.stdout
-    for t in ("000002", "000003", "000007"):
-        assert ": same scores" in lines[t], lines[t]
+    assert ": same scores" in lines["000007"], lines["000007"]  # (the FIFO in end_state/)
+    # a FIFO in place of a record is no record: read as empty the grading differed and
+    # --write stored it (helper-193)
+    for t, name in (("000002", "chat.jsonl"), ("000003", "end_state_deleted.json")):
+        said = f"cannot re-grade: {folder[t] / name}: not a regular file: not the trial's record"
+        assert lines[t].endswith(said), lines[t]
     assert lines["000004"].endswith(
         f"not re-gradable: end_state/ is a link: {folder['000004'] / 'end_state'} (not the end "
         "state the trial recorded)"
@@ -713,13 +717,50 @@ def test_a_tampered_trial_folder_is_read_as_a_job_folders(demo_oracle_job, tmp_p
         f"cannot re-grade: {fifo}: not a valid trial result: no regular file of at most "
         f"{64 * 1024**2} bytes"
     )
-    said = f"cannot re-grade: {REPO / 'suites' / 'demo'}: no task 000008\ufffd there any more"
+    # (printed as the escape: the console writes what UTF-8 cannot hold so)
+    said = f"cannot re-grade: {REPO / 'suites' / 'demo'}: no task 000008\\udfff there any more"
     assert lines["000008"].endswith(said), lines["000008"]
     n = len(_expected_rewards())
     assert r.stdout.splitlines()[-1] == (
-        f"{n - 4}/{n} trials re-grade to their recorded scores; 1 not re-gradable (no end "
-        "state); 3 could not be read; 1 score.json disagree(s) with result.json"
+        f"{n - 6}/{n} trials re-grade to their recorded scores; 1 not re-gradable (no end "
+        "state); 5 could not be read; 1 score.json disagree(s) with result.json"
     )
+    # --write where score.json is a folder: that trial said, before any grading, the others
+    # written (it was an IsADirectoryError traceback after earlier trials were written)
+    shutil.rmtree(job)
+    shutil.copytree(demo_oracle_job, job)
+    odd = next((job / "000005").iterdir()) / "score.json"
+    odd.unlink()
+    odd.mkdir()
+    r = _grade(str(job), "-p", "2", "--write")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    assert f"cannot re-grade: {odd}: not a regular file: --write does not replace it" in r.stdout, (
+        r.stdout
+    )
+    assert r.stdout.count("; written") == n - 1
+
+
+def test_a_recorded_end_state_replaces_files_and_folders_as_the_agent_did(tmp_path):
+    """helper-193: the initial workspace's file ``b`` replaced by the agent's folder ``b/``
+    (``b`` is in end_state_deleted.json, ``b/z`` in end_state/): the deletions ran after the
+    overlay and removed the agent's folder (a 1.0 re-graded 0.0). The folder ``a/`` replaced by
+    a file ``a``; a deletion through a link of the initial workspace is not followed."""
+    from clawrig.runner.trial import RecordedEndState
+
+    ws, end, victim = tmp_path / "ws", tmp_path / "end", tmp_path / "victim"
+    (ws / "a").mkdir(parents=True)
+    (ws / "a" / "old.txt").write_text("old")
+    (ws / "b").write_text("a file")
+    victim.mkdir()
+    (victim / "secret").write_text("keep")
+    (ws / "lnk").symlink_to(victim)
+    (end / "b").mkdir(parents=True)
+    (end / "b" / "z").write_text("new")
+    (end / "a").write_text("file")
+    RecordedEndState(end_state=end, deleted=["b", "a", "lnk/secret"], transcript_text="").apply(ws)
+    assert (ws / "b").is_dir() and (ws / "b" / "z").read_text() == "new"
+    assert (ws / "a").is_file() and (ws / "a").read_text() == "file"
+    assert (victim / "secret").read_text() == "keep"
 
 
 def test_grade_still_regrades_an_older_folder_where_nothing_changed(demo_oracle_job, tmp_path):

@@ -291,6 +291,60 @@ def test_an_authors_misspellings_are_said(run_cli, wildclaw_task, bench_root, ta
     assert text.returncode == 1
     assert text.stdout.strip().splitlines()[-1].startswith(f"FAIL {bench_root}: ")
     assert "1 task(s) clawrig run refuses" in text.stdout
+    assert f"refused: {slips}: the task has no grader" in text.stdout
+
+
+def test_a_grade_that_returns_nothing_is_warned(run_cli, wildclaw_task, bench_root, task_sections):
+    """helper-192: a grade() that prints its verdict and forgets to return it passed validate;
+    every trial then scored the agent's 0 ("grade() returned None"). validate and verify warn,
+    naming the line of its def; a grade() returning from a branch, or only a nested function
+    returning, are told apart."""
+
+    def grader(body: str) -> dict[str, str]:
+        src = "def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n" + body
+        return {**task_sections, "Automated Checks": "```python\n" + src + "```"}
+
+    printing = wildclaw_task(
+        "printing.md", id="printing", sections=grader("    print({'overall_score': 1.0})\n")
+    )
+    wildclaw_task(
+        "branch.md",
+        id="branch",
+        sections=grader("    if kwargs:\n        return {'overall_score': 1.0}\n    return None\n"),
+    )
+    nested = "    def inner():\n        return {'overall_score': 1.0}\n    inner()\n"
+    wildclaw_task("nested.md", id="nested", sections=grader(nested))
+    proc = run_cli("tasks", "validate", bench_root, "--json")
+    report = json.loads(proc.stdout)
+    found = {(f["task"], f["check"], f["severity"]) for f in report["lint"]}
+    assert found == {
+        ("printing", "lint.grade_return", "warning"),
+        ("nested", "lint.grade_return", "warning"),
+    }
+    (first,) = [f for f in report["lint"] if f["task"] == "printing"]
+    text = printing.read_text().splitlines()
+    assert first["path"] == str(printing)
+    assert text[first["line"] - 1].startswith("def grade(")
+
+
+def test_a_lone_surrogate_escape_in_a_task_file_is_one_line(run_cli, writable_copy, tmp_path):
+    """helper-193: a four-folder intent holding "\\udcff" read as a task; `clawrig run` was a
+    UnicodeEncodeError traceback (the task's digest) and `tasks show --json` a serialisation
+    one. It is the file's error, naming its line; an escaped pair (an emoji) is text."""
+    ff = writable_copy(REPO / "suites" / "demo", tmp_path / "ff")
+    intent = ff / "intent" / "000001.json"
+    lines = intent.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith('"') and ":" in ln)
+    lines.insert(at, '  "note": "ok \\ud83d\\ude00 bad \\udcff",')
+    intent.write_text("\n".join(lines) + "\n")
+    proc = run_cli("tasks", "validate", ff, "--json")
+    assert proc.returncode == 1
+    (issue,) = [i for i in json.loads(proc.stdout)["issues"] if i["severity"] == "error"]
+    assert (issue["path"], issue["field"], issue["line"]) == (str(intent), "json", at + 1)
+    assert "lone surrogate" in issue["message"]
+    r = run_cli("run", ff, "--agent", "oracle", "-o", tmp_path / "out")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_list_with_errors_exits_1(run_cli, wildclaw_task, bench_root):

@@ -163,6 +163,18 @@ interruption it was (:func:`run_guarded`; helper-162: a traceback, exit 1)."""
 _T = TypeVar("_T")
 
 
+def warn_gone_trials(job_dir: os.PathLike[str], what: str) -> None:
+    """Print on stderr a warning per summary of ``job_dir`` that lists trial folders that are
+    gone (:func:`clawrig.runner.batch.gone_trial_lines`): an export of such a job holds the
+    trials found, beside a summary's numbers that still count the gone ones (helper-192)."""
+    from pathlib import Path
+
+    from clawrig.runner.batch import gone_trial_lines
+
+    for line in gone_trial_lines([Path(job_dir)], what):
+        _console("err_console").print(f"warning: {line}", highlight=False, soft_wrap=True)
+
+
 def run_async(main: Coroutine[Any, Any, _T]) -> _T:
     """``asyncio.run(main)`` where SIGTERM, as Ctrl-C does there, cancels ``main`` (its
     clean-ups run: sandboxes stopped, temporary folders removed) and then raises

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from clawrig.choices import SftFormat
-from clawrig.cli.common import console, run_async
+from clawrig.cli.common import console, run_async, warn_gone_trials
 from clawrig.cli.view import export_inspect
 from clawrig.errors import UserError
 from clawrig.sandbox.kinds import check_sandbox_kind
@@ -70,6 +70,7 @@ def fourfolder(
 
     from clawrig.export.fourfolder import export_fourfolder
 
+    warn_gone_trials(job_dir, "exported")
     report = run_async(
         export_fourfolder(
             job_dir, out, min_score=min_score, categories=category or [], suite=suite,
@@ -104,6 +105,7 @@ def sft(
 
     _check_writable(out, "OUT", folder=False)
     replaced = out.is_file()  # (helper-168: a file there was replaced without a word)
+    warn_gone_trials(job_dir, "exported")
 
     report = export_sft(
         job_dir,

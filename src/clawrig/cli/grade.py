@@ -18,30 +18,6 @@ if TYPE_CHECKING:
     from clawrig.runner.regrade import RegradeReport
 
 
-def _gone_trials(paths: list[Path]) -> list[str]:
-    """One line per summary of a job folder among ``paths`` that lists trials whose folders
-    are gone (:func:`clawrig.runner.batch.missing_trials`): re-grading the rest said "9/9
-    trials re-grade" of a job whose summary counts 10 (helper-188)."""
-    from clawrig.runner.batch import missing_trials
-    from clawrig.spec.layout import JobPaths, read_record
-
-    lines: list[str] = []
-    for path in dict.fromkeys(paths):
-        if not JobPaths(path).is_job():
-            continue
-        for spath in JobPaths(path).summaries():
-            try:
-                value = json.loads(read_record(spath))
-            except (OSError, ValueError, RecursionError):
-                continue
-            if isinstance(value, dict) and (gone := missing_trials(value, path)):
-                lines.append(
-                    f"{spath}: lists {len(gone)} trial folder(s) that are gone (e.g. "
-                    f"{gone[0]}): not re-graded; clawrig run --resume runs them again"
-                )
-    return lines
-
-
 def _trial_folders(paths: list[Path]) -> list[Path]:
     """Each path as given when it is a trial folder; a job folder (:meth:`JobPaths.is_job`)
     gives its trial folders, a task folder of a job (``<job>/<task>/``) its own
@@ -317,7 +293,9 @@ def register(app: typer.Typer) -> None:
                 )
         for why in stale.values():
             err_console.print(f"summary not recomputed: {why}", highlight=False, soft_wrap=True)
-        gone = _gone_trials(trial_dirs)
+        from clawrig.runner.batch import gone_trial_lines
+
+        gone = gone_trial_lines(trial_dirs, "re-graded")
         for line in gone:
             err_console.print(line, highlight=False, soft_wrap=True)
         if stale or gone or not all(r.same for r in reports):

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from clawrig.cli.common import console, err_console, fail
+from clawrig.cli.common import console, err_console, fail, warn_gone_trials
 from clawrig.errors import UserError
 
 DEFAULT_JOB = Path("output/demo")
@@ -101,6 +101,7 @@ def export_inspect(
     from clawrig.export.inspect import export_inspect as run_export
 
     unreadable: dict[str, str] = {}
+    warn_gone_trials(job_dir, "exported (the log's metrics are the summary's)")
     for path in run_export(job_dir, out, unreadable):
         console.print(f"wrote {path}", highlight=False, soft_wrap=True)
     if unreadable:  # (left out silently before: helper-137)

@@ -276,6 +276,7 @@ def output_state_problem(
     runs: int | None = None,
     replay: str | None | EllipsisType = ...,
     agent: str | None = None,
+    task_ids: Iterable[str] = (),
 ) -> str | None:
     """Why a job of ``model`` may not start in ``output`` (one line), or None.
 
@@ -289,18 +290,19 @@ def output_state_problem(
     (:func:`resume_mismatch`),
     and so does a folder holding jobs of other models only (:func:`other_jobs`: a mistyped
     ``-m`` would start a whole new job there).
-    ``check_lock`` False: the caller holds the lock.
+    ``check_lock`` False: the caller holds the lock. ``task_ids``: the job's tasks, whose
+    folders in ``output`` must not be links.
     """
     if not output.is_dir():
         return None
     if problem := retried_link_problem(output):
         return f"--{problem}"
-    if linked := linked_folders(output):
+    if linked := linked_task_folders(output, task_ids):
         # a task's folder that is a link: its trials were written where it leads (helper-191:
-        # into another job's folder)
+        # into another job's folder; helper-193: a dangling one failed every attempt)
         return (
-            f"--output: {output / linked[0]} is a link to a folder: a job's task folders are "
-            "its own; remove the link or choose another folder"
+            f"--output: {output / linked[0]} is a link: a job's task folders are its own; "
+            "remove the link or choose another folder"
         )
     if JobPaths(output).is_rollouts():  # (helper-179: a job's trials mixed with episodes')
         return (
@@ -562,14 +564,32 @@ def missing_trials(summary: dict[str, Any], output: Path) -> list[str]:
     ]
 
 
-def linked_folders(output: Path) -> list[str]:
-    """The names of the links to folders directly in ``output``, sorted (a job's task
-    folders must be its own: :func:`output_state_problem`)."""
-    try:
-        with os.scandir(output) as entries:
-            return sorted(e.name for e in entries if e.is_symlink() and os.path.isdir(e.path))
-    except OSError:
-        return []
+def gone_trial_lines(paths: list[Path], what: str) -> list[str]:
+    """One line per summary of a job folder among ``paths`` that lists trials whose folders
+    are gone (:func:`missing_trials`), saying they were not ``what`` ("re-graded",
+    "exported"): re-grading the rest said "9/9 trials re-grade" of a job whose summary counts
+    10 (helper-188), an export wrote 9 rows beside the summary's mean of 10 (helper-192)."""
+    lines: list[str] = []
+    for path in dict.fromkeys(Path(p) for p in paths):
+        if not JobPaths(path).is_job():
+            continue
+        for spath in JobPaths(path).summaries():
+            try:
+                value = json.loads(read_record(spath))
+            except (OSError, ValueError, RecursionError):
+                continue
+            if isinstance(value, dict) and (gone := missing_trials(value, path)):
+                lines.append(
+                    f"{spath}: lists {len(gone)} trial folder(s) that are gone (e.g. "
+                    f"{gone[0]}): not {what}; clawrig run --resume runs them again"
+                )
+    return lines
+
+
+def linked_task_folders(output: Path, task_ids: Iterable[str]) -> list[str]:
+    """Those of ``task_ids`` whose folder in ``output`` is a link (to a folder, a file or
+    nothing), sorted: a job's task folders must be its own (:func:`output_state_problem`)."""
+    return sorted(t for t in set(task_ids) if os.path.islink(output / t))
 
 
 def trial_gone(output: Path, trial: str, task_id: Any) -> bool:
@@ -1023,6 +1043,7 @@ def resume_problem(job: JobConfig, tasks: list[Task], model: str) -> str | None:
         runs=job.runs,
         replay=job.replay_source(),
         agent=job.trial.agent,
+        task_ids=[t.id for t in tasks],
     ):
         return problem
     progress = _load_progress(job, model) or progress_from_summary(job, model)
@@ -1075,7 +1096,9 @@ def _trial_folders(
             res = model_from_json_text(TrialResult, read_record(rj))
         except (OSError, ValueError):
             continue
-        if res.job_id == job_id:
+        if res.job_id == job_id and res.task_id == task_id:
+            # (a trial folder moved by hand into another task's folder is not that task's:
+            # adopted as its trial, the moved task never ran again: helper-193)
             found.append((entry, res))
     return found
 
@@ -1216,6 +1239,7 @@ async def _run_locked(
         runs=job.runs,
         replay=job.replay_source(),
         agent=job.trial.agent,
+        task_ids=[t.id for t in tasks],
     )
     if problem:
         raise UserError(problem)

@@ -83,6 +83,7 @@ def check_output(tasks: list[Task], config: JobConfig) -> list[str]:
         runs=config.runs,
         replay=config.replay_source(),
         agent=config.trial.agent,
+        task_ids=[t.id for t in tasks],
     )
     return [problem] if problem else []
 

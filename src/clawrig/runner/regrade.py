@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +49,6 @@ from clawrig.spec.layout import (
     read_record,
     read_regular,
 )
-from clawrig.spec.llm import surrogate_free_json
 from clawrig.spec.process import ProcessScore
 from clawrig.spec.task import Task
 from clawrig.spec.trial import (
@@ -160,8 +160,8 @@ def load_trial(folder: Path) -> TrialResult:
             f"{rj}: not a valid trial result: no regular file of at most {RESULT_LIMIT} bytes"
         ) from None
     try:
-        # (a lone surrogate's escape, e.g. in task_id, decodes to U+FFFD: helper-191)
-        text = surrogate_free_json(text)
+        # (a lone surrogate's escape is kept: a grader may echo one in its verdict, and the
+        # harness wrote it so; printing it is the console's: cli.main)
         trial = model_from_json_text(TrialResult, text)
         # (its score as written: pydantic took "1.0" for 1.0 and 7 for a score: helper-189)
         if problem := recorded_score_problem(json.loads(text)):
@@ -359,6 +359,11 @@ async def regrade_trial(
     """
     folder = Path(folder)
     trial = load_trial(folder)
+    if write:  # before any grading: nothing of the trial half-written (helper-193)
+        paths = TrialPaths(folder)
+        for path in (paths.score, paths.process_score):
+            if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+                raise UserError(f"{path}: not a regular file: --write does not replace it")
     if (why := no_end_state(folder, trial)) is not None:
         return _not_gradable(folder, trial, why)
     task = _task_of(trial, folder)

@@ -37,6 +37,7 @@ import math
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 import traceback
@@ -557,6 +558,11 @@ class RecordedEndState:
         ``chat.jsonl`` is over :data:`JSONL_LIMIT` bytes."""
         paths = TrialPaths(folder)
         deleted: list[str] = []
+        for path in (paths.end_state_deleted, paths.chat):
+            # absent: an older folder's (none written); there but no record: not the trial's
+            # (read as empty, the grading differed and --write stored it: helper-193)
+            if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+                raise UserError(f"{path}: not a regular file: not the trial's record")
         with contextlib.suppress(OSError, ValueError, RecursionError):
             value = json.loads(read_record(paths.end_state_deleted))
             if isinstance(value, list):
@@ -575,6 +581,20 @@ class RecordedEndState:
         """Overlay the end state on the initial workspace ``ws`` (a host folder): its folders
         and regular files (:func:`tree_of`: no link followed, no FIFO or device), each
         replacing what the initial workspace has at its path."""
+        # what the agent deleted first: a path it deleted and then made anew (a file replaced
+        # by a folder) is in both, and the end state's is the one kept (helper-193: the
+        # deletion after the overlay removed the agent's new folder, 1.0 re-graded 0.0)
+        for rel in self.deleted:
+            p = Path(rel)
+            if p.is_absolute() or ".." in p.parts or not p.parts:
+                continue
+            if any((ws / Path(*p.parts[:i])).is_symlink() for i in range(1, len(p.parts))):
+                continue  # (never through a link of the initial workspace)
+            target = ws / p
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            elif target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
         if self.end_state is not None:
             folders, files = tree_of(self.end_state)
             for rel in folders:
@@ -585,15 +605,6 @@ class RecordedEndState:
                 if dest.is_symlink() or dest.is_dir():
                     remove_tree(dest)  # (the initial workspace's, replaced by the agent's file)
                 shutil.copy2(src, dest, follow_symlinks=False)
-        for rel in self.deleted:
-            p = Path(rel)
-            if p.is_absolute() or ".." in p.parts:
-                continue
-            target = ws / p
-            if target.is_symlink() or target.is_file():
-                target.unlink()
-            elif target.is_dir():
-                shutil.rmtree(target, ignore_errors=True)
 
 
 def _make_folder(ws: Path, rel: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from clawrig.errors import TaskFormatError
+from clawrig.spec.llm import surrogate_free_json
 from clawrig.spec.task import ValidationIssue
 
 log = logging.getLogger("clawrig.tasks")
@@ -130,6 +131,16 @@ def read_text(path: Path, *, allow_empty: bool = False) -> str:
 def read_json(path: Path) -> Any:
     """Read a UTF-8 JSON file. Errors name the file, field ``json`` and the line."""
     text = read_text(path)
+    if (clean := surrogate_free_json(text)) != text:
+        # a lone surrogate's escape ("\\udcff") decodes to no text a UTF-8 file or a task's
+        # digest can hold (helper-193: `clawrig run` a UnicodeEncodeError traceback)
+        at = next(i for i, (a, b) in enumerate(zip(text, clean, strict=False)) if a != b)
+        raise TaskFormatError(
+            path,
+            "json",
+            "holds the escape of a lone surrogate (\\ud800-\\udfff), which is no character",
+            text.count("\n", 0, at) + 1,
+        )
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

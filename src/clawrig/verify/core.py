@@ -147,6 +147,7 @@ async def verify_task(
     lint_findings = (
         lint.lint_prompt_paths(task, listing, golden_files)
         + lint.lint_gt_paths(task)
+        + lint.lint_grade_returns(task)
         + lint.lint_expected_reward(task)
         + lint.lint_imports(task)
         + lint.lint_tool_schema(task, schema, schema_origin)
@@ -294,11 +295,16 @@ async def verify_path(
 
 def static_lint(task: Task) -> list[Finding]:
     """The checks of ``verify``'s lint that need no sandbox: the trajectory read against the
-    tool schema (:func:`lint.lint_tool_schema`) and the gt files the grader names
-    (:func:`lint.lint_gt_paths`). ``tasks validate`` runs them too, so a sample whose calls
+    tool schema (:func:`lint.lint_tool_schema`), the gt files the grader names
+    (:func:`lint.lint_gt_paths`) and a grade() that returns nothing
+    (:func:`lint.lint_grade_returns`). ``tasks validate`` runs them too, so a sample whose calls
     name a tool outside its schema, or carry arguments that are not JSON (helper-135), or whose
     grader reads a gt file the task lacks (helper-190), fails validate as it fails verify.
     Info findings left out."""
     schema, origin = tool_schema_for_lint(task)
-    found = lint.lint_tool_schema(task, schema, origin) + lint.lint_gt_paths(task)
+    found = (
+        lint.lint_tool_schema(task, schema, origin)
+        + lint.lint_gt_paths(task)
+        + lint.lint_grade_returns(task)
+    )
     return [f for f in found if f.severity != "info"]

@@ -262,6 +262,49 @@ def _grader_location(task: Task, line: int | None) -> tuple[str, int | None]:
     return str(origin.path), (start + line - 1) if line else None
 
 
+def lint_grade_returns(task: Task) -> list[Finding]:
+    """A top-level ``grade()`` with no ``return`` of a value (a warning): its verdict is what
+    it returns, so it gives None on every end state and each trial is scored the agent's 0
+    (helper-192: such a task passed validate, and only verify's empty rollout showed it)."""
+    source = task.grader.source
+    if not source:
+        return []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []  # the reader reports syntax errors
+    grade = next(
+        (
+            node
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "grade"
+        ),
+        None,
+    )
+    if grade is None:
+        return []  # the reader reports a grader with no grade()
+    todo: list[ast.AST] = list(grade.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue  # (a return of a nested function is not grade()'s)
+        if isinstance(node, ast.Return) and node.value is not None:
+            if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                return []
+        todo.extend(ast.iter_child_nodes(node))
+    path, line = _grader_location(task, grade.lineno)
+    return [
+        Finding(
+            check="lint.grade_return",
+            severity="warning",
+            message="grade() returns no value: its verdict is what it returns (a dict with "
+            "overall_score), so every trial would be scored 0 as the agent's",
+            path=path,
+            line=line,
+        )
+    ]
+
+
 def lint_gt_paths(task: Task) -> list[Finding]:
     """gt paths the grader names that the task's gt does not have (errors)."""
     source = task.grader.source
