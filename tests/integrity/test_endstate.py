@@ -98,3 +98,47 @@ def test_caps_apply_on_top_of_the_initial_workspace(tmp_path: Path) -> None:
     caps = EndStateCaps(max_entries=5, max_bytes=100).over(initial)
     assert (caps.max_entries, caps.max_bytes) == (2 * 31, 2 * 30_000)
     assert len(settle(ws, caps).files) == 30
+
+
+WORKSPACE_GRADER = """
+import os
+def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
+    p = lambda *a: os.path.join(workspace_path, *a)
+    checks = {
+        "d_gone": not os.path.exists(p("d")),
+        "empty_made": os.path.isdir(p("out", "empty")),
+        "file_became_folder": os.path.isdir(p("x")),
+        "old_renamed": not os.path.exists(p("old")) and os.path.isfile(p("new", "x.txt")),
+        "chmod_x": os.access(p("run.sh"), os.X_OK),
+        "new_x": os.access(p("new.sh"), os.X_OK),
+    }
+    return {"overall_score": 1.0 if all(checks.values()) else 0.0,
+            **{k: float(v) for k, v in checks.items()}}
+"""
+
+
+@pytest.mark.sandbox
+async def test_regrading_replays_folders_and_modes_the_agent_changed(attack, make_task):
+    """helper-194: the recorded end state held changed files and deleted files only. An
+    `rm -rf d` (its empty folders came back), a `mkdir`, a file replaced by an empty folder,
+    a folder renamed, a `chmod +x` (unchanged content) and a new executable lost their
+    folders or modes on re-grading: a 1.0 re-graded 0.0, and `grade --write` stored it."""
+    from clawrig.runner.trial import RecordedEndState
+    from clawrig.sandbox.workspace import materialise_workspace
+
+    files = {"d/a.txt": "a", "d/sub/b.txt": "b", "old/x.txt": "o", "run.sh": "echo", "x": "f"}
+    task = make_task(WORKSPACE_GRADER, files=files)
+    result, folder = await attack(
+        task,
+        "rm -rf d && mkdir -p out/empty && rm x && mkdir x && mv old new && chmod +x run.sh"
+        " && printf 'echo' > new.sh && chmod 755 new.sh",
+    )
+    assert result.error is None and result.score.score == 1.0, result.score
+    # what re-grading does: the task's initial workspace, the recorded end state over it
+    ws = folder.parent.parent / "regraded"
+    materialise_workspace(task, ws)
+    RecordedEndState.of(folder).apply(ws)
+    assert not (ws / "d").exists() and (ws / "out" / "empty").is_dir()
+    assert (ws / "x").is_dir() and not (ws / "old").exists()
+    assert (ws / "new" / "x.txt").read_text() == "o"
+    assert os.access(ws / "run.sh", os.X_OK) and os.access(ws / "new.sh", os.X_OK)

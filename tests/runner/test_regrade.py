@@ -757,7 +757,10 @@ def test_a_recorded_end_state_replaces_files_and_folders_as_the_agent_did(tmp_pa
     (end / "b").mkdir(parents=True)
     (end / "b" / "z").write_text("new")
     (end / "a").write_text("file")
+    (end / "tool").write_text("#!/bin/sh\n")
+    (end / "tool").chmod(0o4755)  # (a tampered end state: never setuid on the host)
     RecordedEndState(end_state=end, deleted=["b", "a", "lnk/secret"], transcript_text="").apply(ws)
+    assert (ws / "tool").stat().st_mode & 0o7777 == 0o755
     assert (ws / "b").is_dir() and (ws / "b" / "z").read_text() == "new"
     assert (ws / "a").is_file() and (ws / "a").read_text() == "file"
     assert (victim / "secret").read_text() == "keep"

@@ -314,6 +314,11 @@ def test_a_grade_that_returns_nothing_is_warned(run_cli, wildclaw_task, bench_ro
     )
     nested = "    def inner():\n        return {'overall_score': 1.0}\n    inner()\n"
     wildclaw_task("nested.md", id="nested", sections=grader(nested))
+    # a stub before the real one: Python keeps the last definition (helper-194)
+    stub = "def grade(**kwargs):\n    pass\n\n\n"
+    late = grader("    return {'overall_score': 1.0}\n")
+    late["Automated Checks"] = late["Automated Checks"].replace("```python\n", "```python\n" + stub)
+    wildclaw_task("late.md", id="late", sections=late)
     proc = run_cli("tasks", "validate", bench_root, "--json")
     report = json.loads(proc.stdout)
     found = {(f["task"], f["check"], f["severity"]) for f in report["lint"]}

@@ -270,17 +270,25 @@ def _copy_changed(
     after: EndState,
     dest: Path,
     always: Collection[str] = (),
+    before_dirs: Collection[str] = (),
 ) -> tuple[list[str], int]:
     """Copy the files the agent created or changed (``after``, a settled end state: no links
     left) into ``dest``, within :data:`END_STATE_MAX_BYTES` and :data:`END_STATE_MAX_FILES`;
     return their paths and how many created or changed files the caps left out. ``always``:
     paths copied first and whatever the caps (the harness's saved audits: an end state
     without them re-grades from the services' fixtures alone).
-    Initial files that are gone are listed in ``<dest>_deleted.json``. ``dest`` is made even
-    when nothing changed: a trial folder without it has lost its end state (re-grading
-    refuses it rather than grade the initial workspace)."""
+    Initial files and folders (``before_dirs``) that are gone are listed in
+    ``<dest>_deleted.json``; folders the agent made are made in ``dest`` (empty ones too, at
+    most :data:`END_STATE_MAX_FILES`), and a file keeps its permission bits: re-grading
+    replays them (helper-194: an ``rm -rf d``, a ``mkdir``, a ``chmod +x`` were lost, a 1.0
+    re-graded 0.0). ``dest`` is made even when nothing changed: a trial folder without it
+    has lost its end state (re-grading refuses it rather than grade the initial workspace)."""
     dest.mkdir(parents=True, exist_ok=True)
-    _write_json(TrialPaths(dest.parent).end_state_deleted, sorted(set(before) - set(after.files)))
+    gone_dirs = set(before_dirs) - set(after.dirs)
+    deleted = sorted(set(before) - set(after.files)) + sorted(gone_dirs)
+    _write_json(TrialPaths(dest.parent).end_state_deleted, deleted)
+    for rel in sorted(set(after.dirs) - set(before_dirs), key=_shallow_first)[:END_STATE_MAX_FILES]:
+        (dest / rel).mkdir(parents=True, exist_ok=True)
     changed = sorted(
         (rel for rel, digest in after.files.items() if before.get(rel) != digest),
         key=lambda rel: (rel not in always, _shallow_first(rel)),
@@ -304,6 +312,9 @@ def _copy_changed(
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as fh, open(target, "wb") as out:
             shutil.copyfileobj(fh, out)
+            # its permission bits (never setuid, setgid or sticky: the folder stays data),
+            # the owner's read and write kept
+            os.fchmod(out.fileno(), (os.fstat(fh.fileno()).st_mode & 0o777) | 0o600)
         kept.append(rel)
     return kept, len(changed) - len(kept)
 
@@ -604,7 +615,9 @@ class RecordedEndState:
                 _make_folder(ws, os.path.dirname(rel))
                 if dest.is_symlink() or dest.is_dir():
                     remove_tree(dest)  # (the initial workspace's, replaced by the agent's file)
-                shutil.copy2(src, dest, follow_symlinks=False)
+                shutil.copyfile(src, dest, follow_symlinks=False)
+                # its permission bits, never setuid, setgid or sticky (the end state is data)
+                os.chmod(dest, (os.lstat(src).st_mode & 0o777) | 0o600)
 
 
 def _make_folder(ws: Path, rel: str) -> None:
@@ -1434,7 +1447,13 @@ class Trial:
             _write_json(self.paths.end_state_dropped, state.dropped)
         if copy_end_state:
             changed, left_out = await in_thread(
-                _copy_changed, self.workspace, self.before, state, self.paths.end_state, audits
+                _copy_changed,
+                self.workspace,
+                self.before,
+                state,
+                self.paths.end_state,
+                audits,
+                self.initial.dirs,
             )
             self.log(f"end state: {len(changed)} file(s) created or changed")
             if left_out:  # (helper-187: 9,998 of 20,000 kept, said nowhere)

@@ -71,7 +71,9 @@ class EndStateCaps:
 class EndState:
     """What :func:`scan` or :func:`settle` found. Paths are workspace-relative, ``/``-separated.
 
-    ``files``: path -> sha256 hex of every regular file; ``links``: path -> link target text;
+    ``files``: path -> ``<size>:<sha256 hex>`` of every regular file (``+x`` after it when its
+    owner may execute it; ``<size>:`` alone when files are not hashed); ``links``: path ->
+    link target text;
     ``dropped``: path -> kind (``fifo``, ``socket``, ``device``, or ``link`` for a removed
     link, ``top-level`` for gt/ or .services/); ``depth``, ``entries``, ``bytes``,
     ``longest_path``: the totals the caps apply to."""
@@ -195,7 +197,10 @@ def _walk(
                         ):
                             out.files[path] = size
                         else:
-                            out.files[path] = size + _hash(fd, name, deadline)
+                            # the owner's execute bit is part of what a file is (a chmod +x
+                            # is a change: re-grading had the file without it, helper-194)
+                            x = "+x" if mode & stat.S_IXUSR else ""
+                            out.files[path] = size + _hash(fd, name, deadline) + x
                     elif stat.S_ISLNK(mode):
                         target = os.fsdecode(os.readlink(name, dir_fd=fd))
                         out.links[path] = target
