@@ -563,10 +563,11 @@ class RecordedEndState:
     @classmethod
     def of(cls, folder: Path) -> RecordedEndState:
         """The end state ``folder`` (a finished trial's) records. Its files are read as a job
-        folder's (:func:`read_record`, :func:`regular_files`): a linked ``end_state/`` is no
-        end state, a FIFO as ``chat.jsonl`` or ``end_state_deleted.json`` is none (it held
-        ``clawrig grade`` for good, past SIGTERM: helper-189). Raises UserError when
-        ``chat.jsonl`` is over :data:`JSONL_LIMIT` bytes."""
+        folder's (:func:`read_record`, :func:`tree_of`): a linked ``end_state/`` is no end
+        state (a FIFO as ``chat.jsonl`` held ``clawrig grade`` for good, past SIGTERM:
+        helper-189). Raises UserError when ``chat.jsonl`` or ``end_state_deleted.json`` is
+        there but no regular file (a FIFO, a link, a folder), or ``chat.jsonl`` is over
+        :data:`JSONL_LIMIT` bytes; either is absent in a folder written before them."""
         paths = TrialPaths(folder)
         deleted: list[str] = []
         for path in (paths.end_state_deleted, paths.chat):
