@@ -188,6 +188,18 @@ def test_a_task_folder_grades_its_trials_and_a_job_without_trials_says_so(
         f"clawrig: error: TRIAL_DIR: {job} is a job folder with no finished trial in it (no "
         "<task>/<trial>/result.json): nothing to grade"
     ]
+    # a finished job whose every trial folder was deleted names its summary's gone folders,
+    # as when only some are (helper-194)
+    emptied = tmp_path / "emptied"
+    emptied.mkdir()
+    shutil.copy(next(demo_oracle_job.glob("summary_*.json")), emptied)
+    r = _grade(str(emptied))
+    n = len(_expected_rewards())
+    assert r.returncode == 2 and r.stderr.startswith(
+        f"clawrig: error: TRIAL_DIR: {emptied} is a job folder with no finished trial in it "
+        f"(no <task>/<trial>/result.json): nothing to grade; {next(emptied.glob('summary_*'))}: "
+        f"lists {n} trial folder(s) that are gone"
+    ), r.stderr
 
 
 def test_grade_without_arguments_says_what_to_give():

@@ -43,9 +43,13 @@ def _trial_folders(paths: list[Path]) -> list[Path]:
                 out += found
                 continue
             if job.is_job():
+                from clawrig.runner.batch import gone_trial_lines
+
+                # (its summary's trials all deleted: said as when only some are, helper-194)
+                gone = "".join(f"; {line}" for line in gone_trial_lines([path], "re-graded"))
                 raise UserError(
                     f"TRIAL_DIR: {path} is a job folder with no finished trial in it (no "
-                    "<task>/<trial>/result.json): nothing to grade"
+                    f"<task>/<trial>/result.json): nothing to grade{gone}"
                 )
         out.append(path)
     unique: dict[Path, Path] = {}
