@@ -114,7 +114,14 @@ from clawrig.sandbox import Bind, Limits, Sandbox, SandboxConfig, create_sandbox
 from clawrig.sandbox.channel import HarnessChannel
 from clawrig.sandbox.client import run_to_end
 from clawrig.sandbox.disk import TrialDisk
-from clawrig.sandbox.endstate import EndState, EndStateCaps, EndStateRejected, scan, settle
+from clawrig.sandbox.endstate import (
+    EndState,
+    EndStateCaps,
+    EndStateRejected,
+    scan,
+    settle,
+    tree_of,
+)
 from clawrig.sandbox.paths import PATHS
 from clawrig.sandbox.pool import PoolEntry, WarmPool
 from clawrig.sandbox.pyenv import GradingEnvStage, ensure_env
@@ -147,7 +154,6 @@ from clawrig.spec.layout import (
     model_json_text,
     read_record,
     read_regular,
-    tree_of,
     umask_mode,
     unfinished_trial_name,
 )

@@ -295,3 +295,21 @@ def settle(
         known=known,
         deadline=deadline,
     )
+
+
+def tree_of(root: Path) -> tuple[list[str], list[tuple[str, Path]]]:
+    """(every folder under ``root``, relative POSIX path; every regular file under it as
+    (relative POSIX path, path)), both sorted, as :func:`scan` reads them (no link entered,
+    links, FIFOs, devices and sockets left out): nothing when ``root`` is a link or no folder.
+    For a trial's ``end_state/`` and other trees of a job folder that anyone may have edited
+    (helper-189: an ``end_state`` linked to a host folder was copied into an exported
+    evaluator; a FIFO in it made ``clawrig grade`` a traceback)."""
+    if os.path.islink(root) or not os.path.isdir(root):
+        return [], []
+    state = scan(root, hash_files=False)
+    return sorted(state.dirs), sorted((rel, root / rel) for rel in state.files)
+
+
+def regular_files(root: Path) -> list[tuple[str, Path]]:
+    """The regular files of :func:`tree_of` ``root``."""
+    return tree_of(root)[1]

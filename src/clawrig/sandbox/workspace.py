@@ -21,8 +21,9 @@ from pathlib import Path
 
 from clawrig.errors import SetupError
 from clawrig.sandbox.base import ProcessHandle, Sandbox
+from clawrig.sandbox.endstate import regular_files
 from clawrig.sandbox.paths import PATHS
-from clawrig.spec.layout import read_regular, regular_files
+from clawrig.spec.layout import read_regular
 from clawrig.spec.task import FileContent, Task
 
 
@@ -49,7 +50,7 @@ def write_files(dest: Path, files: dict[str, FileContent]) -> None:
 
 def read_tree(root: Path, limit: int | None = None) -> dict[str, bytes]:
     """Every regular file under ``root`` as relative POSIX path -> bytes
-    (:func:`clawrig.spec.layout.regular_files`: nothing under a linked ``root``; links, the
+    (:func:`clawrig.sandbox.endstate.regular_files`: nothing under a linked ``root``; links, the
     folders behind them, FIFOs and devices left out); :func:`clawrig.runner.trial.write_tree`
     writes it back. ``limit``: the most bytes read in all; raises OSError naming ``root`` past
     it (a 6 GB sparse file in a trial's end state ran the export out of memory: helper-189)."""

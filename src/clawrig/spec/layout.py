@@ -298,38 +298,6 @@ class TrialPaths:
         return self.result.is_file()
 
 
-def tree_of(root: Path) -> tuple[list[str], list[tuple[str, Path]]]:
-    """(every folder under ``root``, relative POSIX path; every regular file under it as
-    (relative POSIX path, path)), both sorted: nothing when ``root`` is a link or no folder,
-    linked folders not entered, links, FIFOs, devices and sockets left out. For a trial's
-    ``end_state/`` and other trees of a job folder that anyone may have edited (helper-189: an
-    ``end_state`` linked to a host folder was copied into an exported evaluator; a FIFO in it
-    made ``clawrig grade`` a traceback)."""
-    if os.path.islink(root) or not os.path.isdir(root):
-        return [], []
-    folders: list[str] = []
-    files: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-        folders += [os.path.relpath(os.path.join(dirpath, d), root) for d in dirnames]
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            try:
-                if not stat.S_ISREG(os.lstat(full).st_mode):
-                    continue
-            except OSError:
-                continue
-            files.append((os.path.relpath(full, root), Path(full)))
-    return sorted(f.replace(os.sep, "/") for f in folders), sorted(
-        (rel.replace(os.sep, "/"), full) for rel, full in files
-    )
-
-
-def regular_files(root: Path) -> list[tuple[str, Path]]:
-    """The regular files of :func:`tree_of` ``root``."""
-    return tree_of(root)[1]
-
-
 RESULT_LIMIT = 64 * 1024**2
 """The most bytes of a job folder's record (a trial's result.json) :func:`read_record` reads."""
 

@@ -58,11 +58,12 @@ def shown(text: str) -> str:
 
 
 def regular_files(root: Path) -> list[Path]:
-    """The regular files below ``root``, sorted (links, FIFOs and the like left out: the
-    viewer shows what the harness wrote, never what a link leads to)."""
-    if not root.is_dir() or root.is_symlink():
-        return []
-    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    """The regular files below ``root``, sorted (:func:`clawrig.sandbox.endstate.regular_files`:
+    no link entered, links, FIFOs and the like left out: the viewer shows what the harness
+    wrote, never what a link leads to)."""
+    from clawrig.sandbox.endstate import regular_files as files_of
+
+    return [path for _, path in files_of(root)]
 
 
 def cut(text: str | None, limit: int = TEXT_LIMIT) -> str:
