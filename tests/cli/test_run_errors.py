@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -432,8 +433,15 @@ def test_a_finished_trial_whose_folder_was_deleted_runs_again_on_resume(tmp_path
             f"warning: {out / 'summary_oracle.json'}: lists 1 trial folder(s) that are gone "
             f"(e.g. {name}): not exported"
         ), exported.stderr
+    # the job's wall time so far (its summary's: the progress file is gone with a finished
+    # job) counts toward the resumed job's; 500 s makes it plain
+    spath = out / "summary_oracle.json"
+    spath.write_text(json.dumps(json.loads(spath.read_text()) | {"elapsed_s": 500.0}))
+    t0 = time.monotonic()
     resumed = run("run", str(suite), "--agent", "oracle", "-o", str(out), "--resume", cwd=tmp_path)
+    resumed_wall = time.monotonic() - t0
     assert resumed.returncode == 0, resumed.stderr[-1500:]
+    assert 500 < json.loads(spath.read_text())["elapsed_s"] < 500 + resumed_wall
     said = resumed.stdout + resumed.stderr
     assert (
         f"1 trial folder(s) the job's summary lists are gone (e.g. {name}): they run again" in said

@@ -366,11 +366,23 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(
     assert in_its_cgroups == []
     finished = len(_trial_folders(out))
     assert 1 <= finished < 6 and progress.exists()
+    # the job's wall time so far is in its progress file; the resumed job's summary counts it
+    # with its own (it counted the resumed part only: the viewer's "wall time" of a resumed
+    # job was its last invocation's). An earlier part of 1000 s makes it plain
+    recorded = json.loads(progress.read_text())
+    assert 0 < recorded["elapsed_s"] < 60
+    progress.write_text(json.dumps(recorded | {"elapsed_s": 1000.0}))
+    t0 = time.monotonic()
     r = subprocess.run(
         args + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=300
     )
+    resumed_wall = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-1500:]
     assert len(_trial_folders(out)) == 6
+    summary = out / "summary_scripted_test.json"
+    elapsed = json.loads(summary.read_text())["elapsed_s"]
+    assert 1000 < elapsed < 1000 + resumed_wall
+    assert not progress.exists()  # (a job that finished every trial)
     # no cgroup of the interrupted job is left (removed on stop, or swept by the next job)
     for root in (
         Path("/sys/fs/cgroup/memory/clawrig"),

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import EllipsisType
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
@@ -98,6 +98,13 @@ class JobState:
     interrupted: bool = False
     interrupted_by: str | None = None
     """The signal that interrupted the job (``SIGINT``: Ctrl-C, ``SIGTERM``: kill, timeout)."""
+    earlier_s: float = 0.0
+    """Wall time of the job's earlier invocations (``--resume``: what its progress file or
+    summary recorded), seconds."""
+
+    def elapsed_s(self) -> float:
+        """The job's wall time so far in seconds: its earlier invocations' and this one's."""
+        return self.earlier_s + time.monotonic() - self.started
 
 
 def _lock_output(output: Path) -> int:
@@ -651,6 +658,7 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
     settings = _trial_settings(job.output, model, job_id)
     suite, runs, agent = value.get("suite"), value.get("runs_per_task"), value.get("agent")
     replayed = value.get("replayed_from")
+    elapsed = value.get("elapsed_s")
     return Progress(
         model=model,
         suite=suite if isinstance(suite, str) else job.suite,
@@ -660,6 +668,18 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
         settings=settings,
         replay=replayed if isinstance(replayed, str) and replayed else None,
         task_digests=_summary_task_ids(value, job.output),
+        elapsed_s=elapsed if _finite_seconds(elapsed) else 0.0,
+    )
+
+
+def _finite_seconds(value: object) -> TypeGuard[float]:
+    """True for a number of seconds a summary may hold: finite and not negative (a bool is
+    not one)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
     )
 
 
@@ -846,9 +866,18 @@ class ProgressWriter:
     A crash loses at most the trials finished since the last write: ``--resume`` adopts their
     whole folders. A failed write is raised by :meth:`flush`."""
 
-    def __init__(self, path: Path, progress: Progress, min_interval_s: float | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        progress: Progress,
+        min_interval_s: float | None = None,
+        elapsed_s: Callable[[], float] | None = None,
+    ) -> None:
         self.path = path
         self.progress = progress
+        self.elapsed_s = elapsed_s
+        """The job's wall time so far (seconds), recorded as the progress's ``elapsed_s`` at
+        each write; None: left as it is."""
         self.min_interval_s = PROGRESS_INTERVAL_S if min_interval_s is None else min_interval_s
         self.writes = 0
         """Writes done so far."""
@@ -875,6 +904,8 @@ class ProgressWriter:
                     await asyncio.wait_for(self._now.wait(), wait)
             self._last = loop.time()
             self._dirty = False
+            if self.elapsed_s is not None:
+                self.progress.elapsed_s = round(self.elapsed_s(), 3)
             text = model_json_text(self.progress)  # the state now, made in ~0.1 ms
             try:
                 await asyncio.to_thread(_write_text_atomic, self.path, text)
@@ -1291,7 +1322,9 @@ async def _run_locked(
         # (helper-155's note)
         tried = _tried(job.output, job_id)
         todo.sort(key=lambda tr: (tr[0].id, tr[1]) in tried)
-    state = JobState(total=len(tasks) * job.runs, done=len(done), skipped=len(done))
+    state = JobState(
+        total=len(tasks) * job.runs, done=len(done), skipped=len(done), earlier_s=progress.elapsed_s
+    )
     results: dict[tuple[str, int], TrialResult] = {}
     for entry in progress.completed:
         rj = TrialPaths(job.output / entry.result).result
@@ -1371,7 +1404,7 @@ async def _run_trials(
     services.sandbox_starts = services.sandbox_starts or starts
     services.grading_slots = services.grading_slots or grading
     lock = asyncio.Lock()
-    writer = ProgressWriter(ppath, progress)
+    writer = ProgressWriter(ppath, progress, elapsed_s=state.elapsed_s)
     paths = JobPaths(job.output)
 
     async def one(task: Task, run_index: int) -> None:
@@ -1691,7 +1724,7 @@ def build_summary(
         provider_stopped=state.provider_stopped,
         interrupted=state.interrupted,
         interrupted_by=state.interrupted_by,
-        elapsed_s=time.monotonic() - state.started,
+        elapsed_s=state.elapsed_s(),
         data=data_summary(job.suite_path, job.root),
         web=web_summary(job, results),
     ).to_json()
