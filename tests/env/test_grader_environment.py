@@ -258,7 +258,7 @@ def test_cli_says_it_before_any_sandbox_starts(tmp_path, base_rootfs):
         "clawrig: error: task 04_Search_Retrieval_task_5_web_lookup: workspace data missing: "
         f"{suite}/workspace/04_Search_Retrieval/task_5_web_lookup: download the WildClawBench "
         f"workspace data (Hugging Face dataset internlm/WildClawBench) under {suite} (or pass "
-        "--root)"
+        "--root); a task of your own: make it"
     )
     assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()
     # a grader importing a module nothing installs: its line, then the trial

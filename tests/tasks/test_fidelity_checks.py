@@ -45,7 +45,8 @@ def test_missing_workspace_data_names_what_and_where(wildclaw_task, task_section
     absent = bench_root / "workspace" / "04_Search_Retrieval" / "task_9_absent"
     assert line == (
         f"task t_absent: workspace data missing: {absent}: download the WildClawBench workspace "
-        f"data (Hugging Face dataset internlm/WildClawBench) under {bench_root} (or pass --root)"
+        f"data (Hugging Face dataset internlm/WildClawBench) under {bench_root} (or pass --root); "
+        "a task of your own: make it"
     )
 
 
@@ -112,7 +113,8 @@ def test_tasks_missing_the_same_data_share_one_line(dataclaw_real, tmp_path):
     assert line.startswith(f"{len(tasks)} tasks ({tasks[0].id}, {tasks[1].id}, {tasks[2].id}, ...)")
     assert ": workspace data missing: " in line and "(+14 more)" in line
     assert line.endswith(
-        "download the DataClawBench assets (Hugging Face dataset GTML-LAB/DataClaw)"
+        "download the DataClawBench assets (Hugging Face dataset GTML-LAB/DataClaw); a task of "
+        "your own: make it"
     )
 
 

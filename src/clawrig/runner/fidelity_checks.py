@@ -49,7 +49,8 @@ def _capped(lines: list[str], what: str) -> list[str]:
 
 def check_workspace_data(tasks: list[Task], config: JobConfig) -> list[str]:
     """One line per set of missing workspace data (tasks missing the same files share it,
-    e.g. every DataClawBench task misses the one database): what to download and where."""
+    e.g. every DataClawBench task misses the one database): what to download and where (or, for
+    a task of one's own, to make)."""
     groups: dict[tuple[str, ...], list[Task]] = {}
     for task in tasks:
         if task.workspace.missing:
@@ -68,7 +69,10 @@ def check_workspace_data(tasks: list[Task], config: JobConfig) -> list[str]:
         if len(group) > 1:
             who = f"{len(group)} tasks ({', '.join(t.id for t in group[:3])}"
             who += ", ...)" if len(group) > 3 else ")"
-        lines.append(f"{who}: workspace data missing: {where}: download {what}{at}")
+        lines.append(
+            f"{who}: workspace data missing: {where}: download {what}{at}; a task of your "
+            "own: make it"
+        )
     return _capped(lines, "set(s) of missing workspace data")
 
 

@@ -575,7 +575,8 @@ def _apply_task_doc(
             path,
             "workspace_files",
             f"{missing_count} of {len(files)} files not found under {assets} "
-            f"(first: {workspace.missing[0]}); download the DataClawBench database",
+            f"(first: {workspace.missing[0]}); a task of your own: add them there; "
+            "DataClawBench's: download its database",
             line,
         )
     if gold is not None:

@@ -184,7 +184,9 @@ def _workspace(
         issues.warning(
             doc.path,
             "Workspace Path",
-            f"workspace data not found: looked for {ws_root} (download the dataset or pass --root)",
+            f"workspace data not found: looked for {ws_root} (a task of your own: make that "
+            "folder; a published benchmark's: download its dataset, or pass --root, the folder "
+            "the path is relative to)",
             line,
         )
         return ws, rel_path
