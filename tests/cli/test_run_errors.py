@@ -433,6 +433,20 @@ def test_a_finished_trial_whose_folder_was_deleted_runs_again_on_resume(tmp_path
             f"warning: {out / 'summary_oracle.json'}: lists 1 trial folder(s) that are gone "
             f"(e.g. {name}): not exported"
         ), exported.stderr
+    # a bad OUT is refused first, in its one line: the warning about the job comes after
+    # the arguments are checked (it came before the refusal)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    for args, line in (
+        (["fourfolder", str(out), str(tmp_path / "full")], f"OUT: {tmp_path / 'full'} exists "
+         "and is not an empty folder"),
+        (["sft", str(out), str(tmp_path / "rows.txt")], f"OUT: {tmp_path / 'rows.txt'}: the "
+         "file name must end in .jsonl or .parquet"),
+        (["inspect", str(out), str(tmp_path / "full" / "x")], f"OUT: {tmp_path / 'full' / 'x'} "
+         "is a file; give a folder for the .eval logs"),
+    ):  # fmt: skip
+        refused = run("export", *args, cwd=tmp_path)
+        assert (refused.returncode, refused.stderr) == (2, f"clawrig: error: {line}\n")
     # the job's wall time so far (its summary's: the progress file is gone with a finished
     # job) counts toward the resumed job's; 500 s makes it plain
     spath = out / "summary_oracle.json"

@@ -70,11 +70,11 @@ def fourfolder(
 
     from clawrig.export.fourfolder import export_fourfolder
 
-    warn_gone_trials(job_dir, "exported")
     report = run_async(
         export_fourfolder(
             job_dir, out, min_score=min_score, categories=category or [], suite=suite,
             sandbox=sandbox, best_per_task=best_per_task,
+            checked=lambda: warn_gone_trials(job_dir, "exported"),
         )
     )  # fmt: skip
     for s in report.samples:
@@ -105,8 +105,6 @@ def sft(
 
     _check_writable(out, "OUT", folder=False)
     replaced = out.is_file()  # (helper-168: a file there was replaced without a word)
-    warn_gone_trials(job_dir, "exported")
-
     report = export_sft(
         job_dir,
         out,
@@ -114,6 +112,7 @@ def sft(
         fmt=fmt,
         categories=category or [],
         best_per_task=best_per_task,
+        checked=lambda: warn_gone_trials(job_dir, "exported"),
     )
     console.print(
         f"wrote {report.rows} row(s) to {out} ({fmt}"

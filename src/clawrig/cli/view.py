@@ -101,8 +101,11 @@ def export_inspect(
     from clawrig.export.inspect import export_inspect as run_export
 
     unreadable: dict[str, str] = {}
-    warn_gone_trials(job_dir, "exported (the log's metrics are the summary's)")
-    for path in run_export(job_dir, out, unreadable):
+
+    def checked() -> None:
+        warn_gone_trials(job_dir, "exported (the log's metrics are the summary's)")
+
+    for path in run_export(job_dir, out, unreadable, checked):
         console.print(f"wrote {path}", highlight=False, soft_wrap=True)
     if unreadable:  # (left out silently before: helper-137)
         first, why = next(iter(unreadable.items()))

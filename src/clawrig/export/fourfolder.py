@@ -34,7 +34,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -457,9 +457,12 @@ async def export_fourfolder(
     suite: Path | None = None,
     sandbox: str = "bwrap",
     best_per_task: bool = False,
+    checked: Callable[[], None] | None = None,
 ) -> ExportReport:
     """Write the job's graded trials as a four-folder set at ``out`` (see the module doc);
     ``best_per_task``: one sample per task, its best trial (:func:`select_trials`).
+    ``checked``: called once the arguments are checked, before the job is read (the command's
+    warnings about the job come after its refusals of bad arguments).
 
     Raises UserError when ``out`` exists and is not empty, when the job or its suite cannot be
     read, or when no trial qualifies; ExportError when a sample cannot be written. The set is
@@ -470,6 +473,8 @@ async def export_fourfolder(
         raise UserError(f"OUT: {out} exists and is not an empty folder")
     if not 0.0 <= min_score <= 1.0:
         raise UserError(f"--min-score: must be in [0, 1], got {min_score:g}")
+    if checked is not None:
+        checked()
     unreadable: dict[str, str] = {}
     trials = find_trials(job_dir, unreadable)
     chosen, skipped = select_trials(

@@ -22,6 +22,7 @@ or JOB_DIR is not a job folder.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -268,12 +269,17 @@ def build_log(summary: dict[str, Any], trials: list[JobTrial]) -> Any:
 
 
 def export_inspect(
-    job_dir: Path, out: Path, unreadable: dict[str, str] | None = None
+    job_dir: Path,
+    out: Path,
+    unreadable: dict[str, str] | None = None,
+    checked: Callable[[], None] | None = None,
 ) -> list[Path]:
     """Write one ``.eval`` log per model of the job into folder ``out``; return their paths.
     Trial folders whose result.json cannot be read are left out, and go into ``unreadable``
-    (``<task>/<trial>`` -> why) when given. Raises UserError when inspect-ai is not installed,
-    JOB_DIR is not a job folder or has no trial, or ``out`` is a file."""
+    (``<task>/<trial>`` -> why) when given. ``checked``: called once the arguments are
+    checked, before the job is read (the command's warnings about the job come after its
+    refusals of bad arguments). Raises UserError when inspect-ai is not installed, JOB_DIR is
+    not a job folder or has no trial, or ``out`` is a file."""
     try:
         from inspect_ai.log import write_eval_log
     except ImportError:
@@ -283,6 +289,8 @@ def export_inspect(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(f"OUT: {out} is a file; give a folder for the .eval logs")
+    if checked is not None:
+        checked()
     by_model: dict[str, list[JobTrial]] = defaultdict(list)
     for t in find_trials(job_dir, unreadable):
         by_model[t.result.model].append(t)

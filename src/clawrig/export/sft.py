@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,10 +155,13 @@ def export_sft(
     fmt: str = "openai",
     categories: Iterable[str] = (),
     best_per_task: bool = False,
+    checked: Callable[[], None] | None = None,
 ) -> SftReport:
     """Write one row per qualifying trial of ``job_dir`` to ``out`` (.jsonl or .parquet);
     ``best_per_task``: one row per task, its best trial (best-of-n, as rejection sampling
-    keeps: :func:`clawrig.export.fourfolder.select_trials`).
+    keeps: :func:`clawrig.export.fourfolder.select_trials`). ``checked``: called once the
+    arguments are checked, before the job is read (the command's warnings about the job come
+    after its refusals of bad arguments).
 
     Raises UserError for an unknown format or suffix, a min score outside [0, 1], or a job
     without qualifying trials. The file is written beside ``out`` and renamed into place.
@@ -171,6 +174,8 @@ def export_sft(
         raise UserError(f"OUT: {out}: the file name must end in .jsonl or .parquet")
     if not 0.0 <= min_score <= 1.0:
         raise UserError(f"--min-score: must be in [0, 1], got {min_score:g}")
+    if checked is not None:
+        checked()
     unreadable: dict[str, str] = {}
     chosen, skipped = select_trials(
         find_trials(job_dir, unreadable), min_score, categories, best_per_task=best_per_task
