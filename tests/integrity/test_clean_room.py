@@ -7,8 +7,11 @@ Whole trials: real bwrap sandbox, scripted model, real grading."""
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
+
+from clawrig.runner.regrade import regrade_trial
 
 pytestmark = pytest.mark.sandbox
 
@@ -300,3 +303,37 @@ async def test_an_end_state_cut_by_its_file_cap_says_so(attack, make_task):
         f"end_state/ (it keeps at most {END_STATE_MAX_FILES} files and {END_STATE_MAX_BYTES} "
         "bytes)"
     ) in log, log[-2000:]
+    # the result says so too, and re-grading refuses what is left: helper-197's trials
+    # re-graded 0.0 -> 1.0 (a file the grader read left out) and --write stored it
+    recorded = json.loads((folder / "result.json").read_text())
+    assert recorded["end_state_left_out"] == many - END_STATE_MAX_FILES
+    report = await regrade_trial(folder, write=True)
+    assert report.not_gradable == (
+        f"end_state/ is incomplete: {many - END_STATE_MAX_FILES} file(s) the agent created or "
+        f"changed were left out of it (it keeps at most {END_STATE_MAX_FILES} files and "
+        f"{END_STATE_MAX_BYTES} bytes), so grading it would grade another end state"
+    )
+    assert json.loads((folder / "result.json").read_text()) == recorded
+
+
+async def test_links_and_special_files_dropped_are_recorded_within_a_cap(attack, make_task):
+    """helper-197: 95,000 links made agent.log one 166 MB line and end_state_dropped.json as
+    much (700 MB of the harness's memory). The record keeps the 1,000 shallowest, the log
+    their count and 20."""
+    from clawrig.runner.trial import DROPPED_LOGGED, DROPPED_RECORDED
+    from clawrig.spec.layout import TrialPaths
+
+    links = DROPPED_RECORDED + 500
+    make = (
+        "mkdir -p /tmp_workspace/l/deeper && cd /tmp_workspace/l && ln -s /etc/passwd top && "
+        f"cd deeper && for i in $(seq 1 {links - 1}); do ln -s /etc/passwd L$i; done"
+    )
+    result, folder = await attack(make_task(), make)
+    assert result.error is None
+    recorded = json.loads((folder / "end_state_dropped.json").read_text())
+    assert len(recorded) == DROPPED_RECORDED and set(recorded.values()) == {"link"}
+    assert "l/top" in recorded  # the shallowest first
+    log = TrialPaths(folder).agent_log.read_text()
+    line = next(ln for ln in log.splitlines() if "link(s) or special file(s) left out" in ln)
+    assert f"end state: {links} link(s) or special file(s) left out: " in line
+    assert line.endswith(f" and {links - DROPPED_LOGGED} more") and len(line) < 4000

@@ -50,6 +50,7 @@ from clawrig.export.evaluator import (
 )
 from clawrig.export.job import UNREADABLE, ExportError, JobTrial, TaskResolver, find_trials
 from clawrig.export.replay import deleted_by_replay, may_delete, recorded_deletions
+from clawrig.runner.regrade import end_state_left_out
 from clawrig.runner.trial import END_STATE_MAX_BYTES
 from clawrig.sandbox.workspace import materialise_workspace, read_tree
 from clawrig.spec.task import ServiceSpec, Task, TaskFormat
@@ -136,6 +137,8 @@ def select_trials(
             skipped[key] = LINKED_END_STATE
         elif need_end_state and not t.paths.end_state.is_dir():
             skipped[key] = NO_END_STATE
+        elif need_end_state and (cut := end_state_left_out(t.result)) is not None:
+            skipped[key] = cut  # (its golden end state would lack files the grader read)
         else:
             chosen.append(t)
     if best_per_task:

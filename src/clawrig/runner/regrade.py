@@ -39,7 +39,13 @@ from clawrig.errors import ModelRequestError, UserError
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
 from clawrig.llm.gateway import recorded_models, replay_gateway, replay_model
-from clawrig.runner.trial import RecordedEndState, Trial, TrialServices
+from clawrig.runner.trial import (
+    END_STATE_MAX_BYTES,
+    END_STATE_MAX_FILES,
+    RecordedEndState,
+    Trial,
+    TrialServices,
+)
 from clawrig.spec.job import RL_JOB_ID, GraderMode, TrialConfig
 from clawrig.spec.layout import (
     RESULT_LIMIT,
@@ -295,11 +301,24 @@ def _not_gradable(folder: Path, trial: TrialResult, why: str) -> RegradeReport:
     )
 
 
+def end_state_left_out(trial: TrialResult) -> str | None:
+    """Why ``trial``'s recorded ``end_state/`` is not the end state it was graded on (files
+    its caps left out: :attr:`TrialResult.end_state_left_out`), None when it is whole."""
+    if trial.end_state_left_out <= 0:
+        return None
+    return (
+        f"end_state/ is incomplete: {trial.end_state_left_out} file(s) the agent created or "
+        f"changed were left out of it (it keeps at most {END_STATE_MAX_FILES} files and "
+        f"{END_STATE_MAX_BYTES} bytes), so grading it would grade another end state"
+    )
+
+
 def no_end_state(folder: Path, trial: TrialResult) -> str | None:
     """Why ``folder`` has no end state to grade, None when it has one: the trial ended with
-    an infrastructure, setup, cancelled or budget error (NO_END_STATE), or its ``end_state/`` folder
-    is gone (every trial that reached its end state has one, empty when the agent changed
-    nothing; grading without it would grade the initial workspace)."""
+    an infrastructure, setup, cancelled or budget error (NO_END_STATE), its ``end_state/``
+    left files out (:func:`end_state_left_out`), or its ``end_state/`` folder is gone (every
+    trial that reached its end state has one, empty when the agent changed nothing; grading
+    without it would grade the initial workspace)."""
     if trial.error is not None and trial.error.kind in NO_END_STATE:
         phase = f" in the {trial.error.phase} phase" if trial.error.phase else ""
         kind = trial.error.kind
@@ -313,6 +332,8 @@ def no_end_state(folder: Path, trial: TrialResult) -> str | None:
             f"has no end state to grade ({again})"
         )
     paths = TrialPaths(folder)
+    if (left_out := end_state_left_out(trial)) is not None:
+        return left_out
     if paths.end_state.is_dir() and not paths.end_state.is_symlink():
         return None
     # a folder written before end_state/ was always made: its log says nothing changed

@@ -187,6 +187,10 @@ END_STATE_MAX_BYTES = 64 * 1024 * 1024
 END_STATE_MAX_FILES = 10_000
 """Files kept in a trial folder's ``end_state/`` (and in ``task_output/``): an agent leaving
 99,000 empty files cost two minutes of copying and 200,000 files in the job's folder."""
+DROPPED_RECORDED = 1_000
+"""Entries of a trial folder's ``end_state_dropped.json`` (the shallowest first)."""
+DROPPED_LOGGED = 20
+"""Of those, the ones the trial's log names (beside their count)."""
 AUDIT_DEST = "/run/clawrig-audit"
 """Where the services' audit channel is bound in the agent's sandbox (sealed before it runs)."""
 VERDICT_DEST = "/run/clawrig-verdict"
@@ -1448,10 +1452,8 @@ class Trial:
         self.end_state = state
         self.audits = recorded
         audits = _put_audits(self.workspace, task, audit_files, state)
-        dropped = {k: v for k, v in state.dropped.items() if v != "top-level"}
-        if dropped:
-            self.log(f"end state: {len(dropped)} link(s) or special file(s) left out: {dropped}")
-            _write_json(self.paths.end_state_dropped, state.dropped)
+        if state.dropped:
+            self._record_dropped(state.dropped)
         if copy_end_state:
             changed, left_out = await in_thread(
                 _copy_changed,
@@ -1463,12 +1465,27 @@ class Trial:
                 self.initial.dirs,
             )
             self.log(f"end state: {len(changed)} file(s) created or changed")
+            self.result.end_state_left_out = left_out
             if left_out:  # (helper-187: 9,998 of 20,000 kept, said nowhere)
                 self.log(
                     f"end state: {left_out} more created or changed file(s) left out of "
                     f"end_state/ (it keeps at most {END_STATE_MAX_FILES} files and "
                     f"{END_STATE_MAX_BYTES} bytes)"
                 )
+
+    def _record_dropped(self, dropped: dict[str, str]) -> None:
+        """Record what settling the end state removed (``path -> kind``, :class:`EndState`'s
+        ``dropped``): ``end_state_dropped.json`` holds the :data:`DROPPED_RECORDED` shallowest,
+        the log their count and the first :data:`DROPPED_LOGGED` (helper-197: 95,000 links
+        made a 166 MB log line, as much JSON, and 700 MB of the harness's memory)."""
+        kept = sorted(dropped, key=_shallow_first)[:DROPPED_RECORDED]
+        _write_json(self.paths.end_state_dropped, {k: dropped[k] for k in kept})
+        agents = [k for k in kept if dropped[k] != "top-level"]
+        count = sum(kind != "top-level" for kind in dropped.values())
+        if count:
+            shown = {k: dropped[k] for k in agents[:DROPPED_LOGGED]}
+            more = f" and {count - len(shown)} more" if count > len(shown) else ""
+            self.log(f"end state: {count} link(s) or special file(s) left out: {shown}{more}")
 
     def _short_of_room(self, need_bytes: int, need_inodes: int) -> bool:
         """True when the trial's disk (enforced) has less than ``need_bytes`` +

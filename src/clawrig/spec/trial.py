@@ -288,6 +288,11 @@ class TrialResult(BaseModel):
     tool_calls: int = 0
     web_misses: int = 0
     """``--web replay``: the agent's searches and pages the recording did not hold."""
+    end_state_left_out: int = 0
+    """Files the agent created or changed that the trial folder's ``end_state/`` left out (its
+    caps: :data:`clawrig.runner.trial.END_STATE_MAX_FILES` files and ``END_STATE_MAX_BYTES``
+    bytes). Above 0 the recorded end state is not the one graded: the trial cannot be
+    re-graded or exported as a sample (helper-197: a 0.0 re-graded 1.0 on what was left)."""
     error: TrialError | None = None
     attempts: int = 1
     """Attempts the batch runner made (1 + retries); set before the folder is written."""
