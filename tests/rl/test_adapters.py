@@ -155,3 +155,38 @@ def test_step_episode_closed_early_stops_its_sandbox(tmp_path, task_15):
             episode.step("anything")
     finally:
         rollouts.close()
+
+
+@pytest.mark.parametrize(
+    ("message", "line"),
+    [
+        ({"role": "assistant", "content": None, "tool_calls": 5},
+         "message.tool_calls: Input should be a valid list"),
+        ({"content": "x", "tool_calls": [{"function": {"arguments": "{}"}}]},
+         "message.tool_calls.0.function.name: Field required"),
+        ({"role": "user", "content": "x"}, "message.role: Input should be 'assistant'"),
+        ({"content": 3}, "message.content: Value error, must be text, a list of content parts "
+         "or null"),
+        ({"tool_calls": [{"function": {"name": "exec", "arguments": 1}}]},
+         "message.tool_calls.0.function.arguments: Value error, must be JSON text or an object"),
+        (["not", "a", "dict"], "message: an assistant message (a dict) or raw text, not list"),
+    ],
+)  # fmt: skip
+def test_a_malformed_message_is_refused_and_the_episode_goes_on(tmp_path, task_15, message, line):
+    """helper-196: step() sent a malformed message on as the model's reply: "a reply of the
+    wrong shape", the episode an infrastructure error, masked, its sandbox spent. It is
+    refused at once, naming the field, and a good message then goes on with the episode."""
+    from clawrig.rl.bridge import BridgeError, StepEpisode
+
+    rollouts = Rollouts(tmp_path / "out")
+    episode = StepEpisode(task_15, rollouts=rollouts, timeout_s=120)
+    try:
+        episode.start()
+        with pytest.raises(BridgeError) as refused:
+            episode.step(message)
+        assert str(refused.value) == line
+        final = episode.step("I give up.")
+        assert final.done and final.episode is not None and not final.episode.mask
+    finally:
+        episode.close()
+        rollouts.close()

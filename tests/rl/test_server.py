@@ -138,6 +138,13 @@ async def test_groups_tasks_and_health(serve, scripted_server):
          f"seed: Input should be less than or equal to {2**63 - 1}"),
         ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "seed": True}, 422,
          "seed: Input should be a valid integer"),
+        # helper-196: true ran max_turns 1, a timeout of 1 s
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "max_turns": True},
+         422, "max_turns: Input should be a valid integer"),
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "timeout_s": True},
+         422, "timeout_s: Input should be a valid number"),
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "timeout_s": "9"},
+         422, "timeout_s: Input should be a valid number"),
     ],
 )  # fmt: skip
 async def test_bad_requests_get_one_line_4xx(serve, body, status, line):
@@ -232,18 +239,35 @@ async def test_malformed_json_and_group_size(serve):
         )
         assert bad.status_code == 422 and "\n" not in bad.json()["error"]
         assert bad.json()["error"].startswith("body: not valid JSON")
+        latin = await client.post(
+            "/v1/episodes",
+            content=b'{"task_id": "\xff\xfe"}',
+            headers={"content-type": "application/json"},
+        )
+        assert latin.status_code == 422
+        assert latin.json()["error"].startswith(
+            "body: not valid JSON (not UTF-8: 'utf-8' codec can't decode byte 0xff in position "
+        ), latin.json()
         zero = await client.post(
             "/v1/groups", json={"task_id": "000015", "base_url": "http://x/v1", "model": "m",
                                 "n": 0},
         )  # fmt: skip
         assert zero.json() == {"error": "n: Input should be greater than or equal to 1"}
+        true = await client.post(  # (a group of 1: helper-196)
+            "/v1/groups", json={"task_id": "000015", "base_url": "http://x/v1", "model": "m",
+                                "n": True},
+        )  # fmt: skip
+        assert true.json() == {"error": "n: Input should be a valid integer"}
 
 
-async def test_busy_server_says_429_and_slow_episode_504(serve, scripted_server):
+async def test_busy_server_says_429_and_slow_episode_504(serve, scripted_server, tmp_path):
     url = serve(max_concurrency=1, max_queue=0)
-    # the model answers after 120 s and the episode may take 20 s: it times out however slowly
-    # its sandbox starts on a loaded machine (under load 40 one took over 6 s to ask the model)
-    policy = scripted_server(responder=lambda req: reply("done", delay=120.0))
+    # the model asks for a command of 120 s and the episode may take 20 s: it times out
+    # however slowly its sandbox starts on a loaded machine (under load 40 one took over 6 s
+    # to ask the model)
+    policy = scripted_server(
+        responder=lambda req: reply(tool_calls=[call("exec", {"command": "sleep 120"})])
+    )
     body = {"task_id": "000015", "base_url": policy.base_url, "model": "p", "timeout_s": 20}
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         first = asyncio.create_task(client.post("/v1/episodes", json=body))
@@ -262,6 +286,16 @@ async def test_busy_server_says_429_and_slow_episode_504(serve, scripted_server)
         slow = await first
     assert slow.status_code == 504
     assert slow.json() == {"error": "timeout_s: the episode did not finish in 20 s"}
+    # no trial folder; what it did and spent (a model call) is set aside, as
+    # docs/training.md says
+    out = tmp_path / "out0"
+    deadline = time.monotonic() + 30
+    while not (out / "_retried").is_dir() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    (kept,) = (out / "_retried").iterdir()
+    assert (kept / "model_calls.jsonl").is_file()
+    assert json.loads((kept / "result.json").read_text())["error"]["kind"] == "infrastructure"
+    assert not list(out.glob("000015/*/result.json"))
 
 
 def test_cli_serve_refuses_a_missing_suite(tmp_path):
@@ -768,3 +802,29 @@ def test_an_ipv6_address_in_brackets_is_listened_on():
 
     with tcp_listener("[::1]", 0) as sock:
         assert sock.family == socket.AF_INET6 and sock.getsockname()[0] == "::1"
+
+
+async def test_a_reply_holding_a_lone_surrogate_is_served_as_the_episode(serve, provider):
+    """helper-196: a model reply whose JSON holds a lone surrogate's escape (``\\ud800``, valid
+    JSON, no UTF-8 text) made POST /v1/episodes a 500 after the episode was graded and its
+    folder written. The episode has U+FFFD there, as the trial's chat.jsonl does."""
+    from clawrig.rl.episode import episode_from_trial
+    from http_replies import send_body
+
+    body = (
+        b'{"id":"x","object":"chat.completion","created":0,"model":"p","choices":[{"index":0,'
+        b'"message":{"role":"assistant","content":"lone \\ud800 here"},"finish_reason":"stop"}],'
+        b'"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
+    )
+    policy = provider(lambda h: send_body(h, body))
+    async with httpx.AsyncClient(base_url=serve(), timeout=600) as client:
+        answer = await client.post(
+            "/v1/episodes", json={"task_id": "000015", "base_url": policy, "model": "p"}
+        )
+    assert answer.status_code == 200, answer.text
+    episode = answer.json()
+    assert episode["turns"][0]["choice"]["message"]["content"] == "lone \ufffd here"
+    assert episode["messages"][-1]["content"] == "lone \ufffd here"
+    again = episode_from_trial(episode["trial_dir"])
+    assert again.turns[0].choice["message"]["content"] == "lone \ufffd here"
+    again.model_dump_json().encode("utf-8")  # (raised UnicodeEncodeError)

@@ -32,10 +32,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from clawrig.errors import ClawrigError
 from clawrig.rl.episode import Episode, Rollouts
@@ -48,7 +49,60 @@ _CLOSED = object()
 
 
 class BridgeError(ClawrigError):
-    """The step-driven episode could not go on (it ended, timed out, or was closed)."""
+    """The step-driven episode could not go on (it ended, timed out, or was closed), or a
+    message given to it is not an assistant message."""
+
+
+class _Function(BaseModel):
+    name: str = Field(min_length=1)
+    arguments: Any = "{}"
+
+    @field_validator("arguments")
+    @classmethod
+    def _text_or_object(cls, value: Any) -> Any:
+        if not isinstance(value, str | dict):
+            raise ValueError("must be JSON text or an object")
+        return value
+
+
+class _ToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: _Function
+
+
+class AssistantMessage(BaseModel):
+    """The shape :meth:`StepEpisode.step` takes (OpenAI's chat assistant message): ``role``
+    "assistant" (or absent), ``content`` text, parts or None, ``tool_calls`` None or a list
+    of ``{"id", "type": "function", "function": {"name", "arguments"}}``; other keys
+    (``reasoning_content`` ...) pass as they are."""
+
+    model_config = ConfigDict(extra="allow")
+    role: Literal["assistant"] = "assistant"
+    content: Any = None
+    tool_calls: list[_ToolCall] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _text_parts_or_none(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, str | list):
+            raise ValueError("must be text, a list of content parts or null")
+        return value
+
+
+def message_problem(message: Any) -> str | None:
+    """One line naming the first field of ``message`` that is not :class:`AssistantMessage`'s
+    shape, None when it is one."""
+    if not isinstance(message, dict):
+        return f"message: an assistant message (a dict) or raw text, not {type(message).__name__}"
+    try:
+        AssistantMessage.model_validate(message)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in ("message", *err.get("loc", ())))
+        return f"{where}: {err['msg']}"
+    return None
 
 
 def parse_action(text: str, turn: int = 0) -> dict[str, Any]:
@@ -225,9 +279,14 @@ class StepEpisode:
         """Answer the agent's pending model call with ``message`` (an assistant message, or raw
         text read by :func:`parse_action`); return the tool results it led to, or, when the
         episode ended (a message without tool calls, max turns, time), ``done`` and the graded
-        episode. Raises BridgeError after the episode ended or on a timeout."""
+        episode. Raises BridgeError after the episode ended, on a timeout, or for a message
+        that is not an :class:`AssistantMessage` (nothing sent: the episode goes on)."""
         if self._closed or self.episode is not None or self._future is None:
             raise BridgeError("step() after the episode ended or was closed (or before start())")
+        if not isinstance(message, str) and (problem := message_problem(message)):
+            # refused here, the episode going on: a malformed message sent on was the model's
+            # "reply of the wrong shape", an infrastructure error masking it (helper-196)
+            raise BridgeError(problem)
         self.turn += 1
         if isinstance(message, str):
             message = parse_action(message, self.turn)

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 from starlette.exceptions import HTTPException
 
 from clawrig.errors import ModelRequestError, UserError
@@ -114,14 +114,14 @@ class EpisodeRequest(BaseModel):
     agent: Literal["native", "openclaw"] = "native"
     server: Literal["vllm", "sglang"] | None = None
     seed: StrictInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
-    max_turns: int | None = Field(default=None, ge=1, le=1000)
-    timeout_s: float | None = Field(default=None, gt=0)
+    max_turns: StrictInt | None = Field(default=None, ge=1, le=1000)
+    timeout_s: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 class GroupRequest(EpisodeRequest):
     """``POST /v1/groups``: :class:`EpisodeRequest` plus ``n`` episodes (1..256)."""
 
-    n: int = Field(ge=1, le=256)
+    n: StrictInt = Field(ge=1, le=256)
 
 
 class _Refused(Exception):
@@ -249,9 +249,16 @@ def create_app(
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
         if isinstance(exc.__cause__, RecursionError | ValueError):
             # FastAPI's "error parsing the body" (JSON nested too deeply, a number past
-            # Python's 4,300 digits): bad JSON as any other, not a fault of the path
-            why = "nested too deeply" if isinstance(exc.__cause__, RecursionError) else "a number"
-            line = f"body: not valid JSON ({why}: {_one_line(exc.__cause__)[:200]})"
+            # Python's 4,300 digits, bytes that are not UTF-8): bad JSON as any other, not a
+            # fault of the path
+            cause = exc.__cause__
+            if isinstance(cause, RecursionError):
+                why = "nested too deeply"
+            elif isinstance(cause, UnicodeDecodeError):
+                why = "not UTF-8"  # (it said "a number": helper-196)
+            else:
+                why = "a number"
+            line = f"body: not valid JSON ({why}: {_one_line(cause)[:200]})"
             return JSONResponse({"error": line}, status_code=422)
         line = f"path: {request.method} {request.url.path}: {_one_line(exc.detail)}"
         return JSONResponse({"error": line}, status_code=exc.status_code, headers=exc.headers)
