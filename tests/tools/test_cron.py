@@ -113,6 +113,9 @@ async def test_run_update_and_due(call, ctx) -> None:
     assert r["job"]["name"] == "hourly"
 
 
+SPAN = 100 * 365 * 86400  # 100 years in seconds
+
+
 async def test_cron_errors(call) -> None:
     cases = [
         ({"action": "add"}, "cron: add needs `job`"),
@@ -134,6 +137,25 @@ async def test_cron_errors(call) -> None:
         (
             {"action": "add", "job": {"schedule": {"kind": "delay", "delayMs": 10}}},
             "cron: add: job.payload is missing",
+        ),
+        # helper-197: an OverflowError traceback on the harness's console
+        (
+            {"action": "add", "job": {"schedule": {"kind": "at", "atMs": 1e30}, "text": "x"}},
+            "cron: add: schedule.at is out of range (a time before the year 10000)",
+        ),
+        (
+            {
+                "action": "add",
+                "job": {"schedule": {"kind": "every", "everyMs": 1e300}, "command": "x"},
+            },
+            f"cron: add: schedule.everyMs must be a finite number of at most {SPAN:g} s",
+        ),
+        (
+            {
+                "action": "add",
+                "job": {"schedule": {"kind": "delay", "delayMs": 1e300}, "command": "x"},
+            },
+            f"cron: add: schedule.delayMs must be a finite number of at most {SPAN:g} s",
         ),
         (
             {

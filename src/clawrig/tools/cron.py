@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -49,6 +50,8 @@ from clawrig.tools.base import ToolContext, ToolResult
 
 MIN_INTERVAL_S = 0.1
 """Shortest repeat interval of an ``every`` job (seconds)."""
+MAX_SPAN_S = 100 * 365 * 86400.0
+"""Longest interval or delay a schedule takes (seconds: 100 years)."""
 MAX_RUNS_KEPT = 50
 MAX_RUN_OUTPUT_KEPT = 16 * 1024
 """Most characters of a command run's output a job's history keeps (its last ones): 100 jobs
@@ -128,8 +131,13 @@ class CronJob:
         }
 
 
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+def _iso(epoch: float, what: str = "the time") -> str:
+    """``epoch`` (seconds) as ISO 8601 UTC. Raises ValueError naming ``what`` for a time no
+    date holds (helper-197: atMs 1e30 was an OverflowError traceback on the console)."""
+    try:
+        return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"{what} is out of range (a time before the year 10000)") from None
 
 
 def _parse_time(value: Any) -> float:
@@ -157,6 +165,8 @@ def _seconds(spec: dict[str, Any], ms_key: str, s_keys: tuple[str, ...], what: s
                 break
         else:
             raise ValueError(f"schedule of kind {what!r} needs {ms_key} (milliseconds)")
+    if not math.isfinite(value) or abs(value) > MAX_SPAN_S:
+        raise ValueError(f"schedule.{ms_key} must be a finite number of at most {MAX_SPAN_S:g} s")
     return value
 
 
@@ -273,7 +283,7 @@ class CronScheduler:
                 kind = "cron"
         if kind == "at":
             at = spec.get("at") if spec.get("at") is not None else spec.get("atMs")
-            return {"kind": "at", "at": _iso(_parse_time(at))}
+            return {"kind": "at", "at": _iso(_parse_time(at), "schedule.at")}
         if kind == "every":
             every = _seconds(spec, "everyMs", ("everySeconds", "seconds", "every"), "every")
             if every < MIN_INTERVAL_S:
@@ -286,7 +296,7 @@ class CronScheduler:
             return {
                 "kind": "delay",
                 "delayMs": round(delay * 1000),
-                "at": _iso(time.time() + delay),
+                "at": _iso(time.time() + delay, "schedule.delayMs"),
             }
         if kind == "cron":
             expr = str(spec.get("expr") or spec.get("cron") or "")
