@@ -93,6 +93,29 @@ async def test_exec_long_output_keeps_head_and_tail(call, ctx) -> None:
     assert r.details["truncated"] is True
 
 
+async def test_exec_output_cut_twice_says_every_byte_omitted(call, ctx, sandbox) -> None:
+    """helper-195: the supervisor keeps 256 KiB of a command's output with its note in the
+    middle, the tool's own cap (as large) then cut that note alone and said "[... 70 bytes
+    omitted ...]" of 6.6 MB. The note counts what both cuts left out."""
+    ctx.output_bytes = sandbox.config.limits.output_bytes
+    half = ctx.output_bytes // 2
+    full = "".join(f"{i}\n" for i in range(1, 1_000_001))
+    r = await call("exec", {"command": "seq 1 1000000"})
+    note = (
+        f"\n[... {len(full) - 2 * half} bytes omitted: output truncated, head and tail kept ...]\n"
+    )
+    assert r.text == full[:half] + note + full[-half:].rstrip("\n") + "\n[exit code 0]"
+    assert r.details["truncated"] is True
+    # the tool's cap below the supervisor's: one note, every byte counted
+    ctx.output_bytes = 1000
+    r = await call("exec", {"command": "seq 1 1000000"})
+    tail = full.rstrip("\n")[-500:]
+    note = (
+        f"\n[... {len(full) - 1 - 1000} bytes omitted: output truncated, head and tail kept ...]\n"
+    )
+    assert r.text == full[:500] + note + tail + "\n[exit code 0]"
+
+
 async def _poll_until_done(call, sid: str) -> ToolResult:
     out = []
     for _ in range(100):

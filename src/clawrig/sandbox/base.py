@@ -13,6 +13,7 @@ Errors: :class:`clawrig.errors.SandboxError` for a failed operation,
 from __future__ import annotations
 
 import builtins
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -277,15 +278,30 @@ class Sandbox(Protocol):
         ...
 
 
+_TRUNCATION_NOTE = re.compile(
+    rb"\n\[\.\.\. (\d{1,19}) bytes omitted: output truncated, head and tail kept \.\.\.\]\n"
+)
+"""The note :func:`truncate_middle` and the supervisor's capture put where they cut."""
+
+
 def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
     """Keep the head and the tail of ``data`` within ``limit`` bytes, with a note in between.
 
-    Returns (bytes, truncated). The note says how many bytes were omitted.
+    Returns (bytes, truncated). The note says how many bytes were omitted: with those of a
+    note ``data`` holds already (the supervisor's, which keeps as many bytes: its note alone
+    was cut again, and the agent was told "70 bytes omitted" of 6.6 MB, helper-195); the
+    earlier note's own bytes do not count toward ``limit``.
     """
     if len(data) <= limit:
         return data, False
+    earlier = 0
+    if (m := _TRUNCATION_NOTE.search(data)) is not None:
+        earlier = int(m.group(1))
+        data = data[: m.start()] + data[m.end() :]
+        if len(data) <= limit:
+            return data[: m.start()] + m.group(0) + data[m.start() :], True
     half = max(limit // 2, 1)
-    omitted = len(data) - 2 * half
+    omitted = len(data) - 2 * half + earlier
     note = f"\n[... {omitted} bytes omitted: output truncated, head and tail kept ...]\n".encode()
     return data[:half] + note + data[-half:], True
 
