@@ -235,3 +235,29 @@ def test_egress_and_web_logs_show_as_tables(page, jobs, tmp_path):
     finally:
         view.terminate()
         view.wait(timeout=10)
+
+
+def test_a_trial_page_whose_folder_was_deleted_is_a_404(jobs, tmp_path):
+    """helper-195: a trial folder deleted while the viewer ran showed a page of 200 with a
+    validation error of nothing, "transcript: no chat.jsonl" and "no model calls recorded",
+    read as facts about the trial."""
+    import shutil
+
+    import httpx
+    from view_helpers import start_view
+
+    job = tmp_path / "job"
+    shutil.copytree(jobs["oracle"], job)
+    trial = next(p.parent for p in sorted(job.glob("*/*/result.json")))
+    rel = trial.relative_to(job)
+    view, base = start_view(job)
+    try:
+        url = f"{base}job0/trials/{rel}.html"
+        assert httpx.get(url, timeout=30).status_code == 200  # (listed, then the page read)
+        shutil.rmtree(trial)
+        gone = httpx.get(url, timeout=30)
+        assert gone.status_code == 404
+        assert f"404: no trial {rel} in job job0 (or its folder is gone)" in gone.text
+    finally:
+        view.terminate()
+        view.wait(timeout=10)

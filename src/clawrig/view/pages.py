@@ -554,12 +554,16 @@ class Site:
 
     def trial_page(self, key: str, rel: str) -> str | None:
         """The page of trial folder ``rel`` (``<task id>/<trial folder>``) of job ``key``; None
-        when the folder is not a trial of the job's folder."""
+        when the folder is not a trial of the job's folder, or is gone."""
         job = self.by_key.get(key)
         if job is None:
             return None
         row = job.row(rel)
         if row is None:
+            return None
+        if not TrialPaths(job.folder / rel).result.is_file():
+            # deleted since the index listed it: no page of "no transcript", "no model calls"
+            # and a validation error of nothing (helper-195)
             return None
         trial = read_trial(job.folder / rel, self._task(job, row))
         return self._render("trial.html", "../../../", job=job, row=row, t=trial)

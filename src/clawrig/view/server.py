@@ -93,7 +93,9 @@ def create_app(folders: list[Path], *, host: str = "127.0.0.1") -> FastAPI:
         job_or_404(key)
         page = site.trial_page(key, f"{task}/{trial}")
         if page is None:
-            raise HTTPException(404, f"no trial {task}/{trial} in job {key}")
+            raise HTTPException(
+                404, f"no trial {task}/{trial} in job {key} (or its folder is gone)"
+            )
         return page
 
     return app
