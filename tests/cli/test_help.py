@@ -125,6 +125,13 @@ def test_headline_follows_the_suite_format():
         "WildClawBench average score: 0.4000 (its leaderboard's number: all selected tasks, an "
         "errored or missing task counts 0)"
     ]
+    # an unfinished job's: its trials not run count 0 so far (helper-195: an interrupt
+    # before any trial finished printed a plain 0.0000)
+    assert headline({**wild, "wildclaw": {"overall": 0.0}, "not_run": 3}) == [
+        "WildClawBench average score: 0.0000 (its leaderboard's number: all selected tasks, an "
+        "errored or missing task counts 0); so far: 3 trial(s) not run yet count 0 (--resume "
+        "runs them)"
+    ]
     # a four-folder set's number is the table caption's mean: not printed a second time
     assert headline({**base, "formats": ["fourfolder"], "wildclaw": {"overall": 0.4}}) == []
 

@@ -160,7 +160,7 @@ def test_ctrl_c_before_any_trial_finished_says_the_totals_in_one_line(tmp_path):
     assert summary["tasks"] == [] and summary["interrupted"] is True
     (line,) = [ln for ln in stdout.splitlines() if "trial(s)" in ln and "graded" in ln]
     assert line.startswith("clawrig: scripted/demo (native): 0 trial(s), 0 graded, 0 not scored")
-    assert line.endswith("; mean score of the graded trials [95% CI] -")  # whole, one line
+    assert line.endswith("; no trial graded: no mean score")  # whole, one line
     assert "─" not in stdout  # no table drawn
 
 

@@ -133,7 +133,7 @@ def render_summary(summary: dict[str, Any]) -> Table:
         cells += ["-" if score is None else f"{score:.4f}", err_txt, row.get("trial") or ""]
         table.add_row(*cells)
     m = summary.get("mean") or {}
-    mean_txt = "[95% CI] -"
+    mean_txt = ""
     if m.get("mean") is not None:
         if m.get("low") is not None and m.get("high") is not None:  # scores live in [0, 1]
             mean_txt = (
@@ -149,7 +149,7 @@ def render_summary(summary: dict[str, Any]) -> Table:
         + (f" ({agent} of them agent error(s), scored 0)" if agent else "")
         + f", {summary['error_count']} not scored"
         + (f" ({', '.join(f'{kind} {n}' for kind, n in kinds.items())})" if kinds else "")
-        + f"; {_mean_label(m)} {mean_txt}"
+        + (f"; {_mean_label(m)} {mean_txt}" if mean_txt else "; no trial graded: no mean score")
     )
     if len(shown) < len(summary["tasks"]):
         table.caption += (
@@ -636,6 +636,7 @@ def headline(summary: dict[str, Any]) -> list[str]:
         if bits:
             lines.append("DataClawBench process: " + ", ".join(bits))
     if "wildclaw" in formats and wc.get("overall") is not None:
+        not_run = summary.get("not_run")
         lines.append(
             f"WildClawBench average score: {wc['overall']:.4f} (its leaderboard's number: all "
             "selected tasks, an errored or missing task counts 0)"
@@ -643,6 +644,13 @@ def headline(summary: dict[str, Any]) -> list[str]:
                 f"; {m} {v['score']:.4f} ({v['task_count']} task"
                 f"{'' if v['task_count'] == 1 else 's'})"
                 for m, v in (wc.get("modalities") or {}).items()
+            )
+            # an unfinished job's 0s are trials not run, not failed (helper-195: an interrupt
+            # before any trial finished read "0.0000" as a result)
+            + (
+                f"; so far: {not_run} trial(s) not run yet count 0 (--resume runs them)"
+                if isinstance(not_run, int) and not_run > 0
+                else ""
             )
         )
     return lines
