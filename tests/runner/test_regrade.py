@@ -367,7 +367,8 @@ def test_grade_writes_the_folder_only_with_write(demo_oracle_job, tmp_path):
     assert r.returncode == 1 and "recorded 0.5 -> re-graded 1.0: DIFFERENT" in r.stdout
     # one trial too ends with the closing line (its score.json still says 1.0)
     assert r.stdout.splitlines()[-1] == (
-        "0/1 trial re-grades to its recorded score; 1 score.json disagree(s) with result.json"
+        "0/1 trial re-grades to its recorded score; 1 re-grade(s) to another score; 1 "
+        "score.json disagree(s) with result.json"
     )
     assert _tree_digest(folder) == before
     r = _grade(str(folder), "--write")

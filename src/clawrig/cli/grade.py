@@ -282,8 +282,11 @@ def register(app: typer.Typer) -> None:
             skipped = sum(r.not_gradable is not None for r in reports)
             unreadable = sum(r.unreadable is not None for r in reports)
             disagree = sum(r.score_file is not None and not r.written for r in reports)
+            # the ones graded again to another score, counted (helper-195: left to subtract)
+            differ = n - same - skipped - unreadable
             console.print(
                 f"{same}/{n} {tail}"
+                + (f"; {differ} re-grade(s) to another score" if differ > 0 else "")
                 + (f"; {skipped} not re-gradable (no end state)" if skipped else "")
                 + (f"; {unreadable} could not be read" if unreadable else "")
                 + (f"; {disagree} score.json disagree(s) with result.json" if disagree else ""),
