@@ -429,14 +429,19 @@ def test_the_summary_says_when_only_the_empty_rollout_was_graded(tmp_path: Path)
     proc = run("verify", one)
     assert proc.returncode == 1
     caption = " ".join(proc.stdout.split())
-    assert "0 pass, 0 warn, 1 fail; 1 not graded at all (their errors say why)" in caption
+    assert (
+        "0 pass, 0 warn, 1 fail; 1 not graded at all (their errors or warnings say why: "
+        "--verbose or --json)" in caption
+    )
     assert "only the empty rollout" not in caption
     # a grader that crashes on every rollout graded nothing either (helper-137)
     crashing = tmp_path / "crashing"
     write_wildclaw_task(crashing, 1, "def grade(**kwargs):\n    raise RuntimeError('boom')\n")
     proc = run("verify", crashing)
     caption = " ".join(proc.stdout.split())
-    assert "; 1 not graded at all (their errors say why)" in caption, caption
+    assert (
+        "; 1 not graded at all (their errors or warnings say why: --verbose or --json)" in caption
+    ), caption
     assert "only the empty rollout" not in caption
 
 

@@ -121,7 +121,9 @@ def render_summary(report: VerifyReport) -> Table:
             "rollout was graded (a gold answer a judge grades is not self-checked)"
         )
     if unread:  # (counted as "only the empty rollout" when nothing was graded: helper-135)
-        table.caption += f"; {unread} not graded at all (their errors say why)"
+        table.caption += (
+            f"; {unread} not graded at all (their errors or warnings say why: --verbose or --json)"
+        )
     if any(s.scores.get(c) is None for s in report.samples for c in SCORE_COLUMNS):
         # (helper-176: a grader that ran and timed out is no "not run")
         table.caption += (
