@@ -131,7 +131,7 @@ async def test_regrading_replays_folders_and_modes_the_agent_changed(attack, mak
     result, folder = await attack(
         task,
         "rm -rf d && mkdir -p out/empty && rm x && mkdir x && mv old new && chmod +x run.sh"
-        " && printf 'echo' > new.sh && chmod 755 new.sh",
+        " && printf 'echo' > new.sh && chmod 755 new.sh && touch -m -d @981173106 new.sh",
     )
     assert result.error is None and result.score.score == 1.0, result.score
     # what re-grading does: the task's initial workspace, the recorded end state over it
@@ -142,3 +142,6 @@ async def test_regrading_replays_folders_and_modes_the_agent_changed(attack, mak
     assert (ws / "x").is_dir() and not (ws / "old").exists()
     assert (ws / "new" / "x.txt").read_text() == "o"
     assert os.access(ws / "run.sh", os.X_OK) and os.access(ws / "new.sh", os.X_OK)
+    # and the times the agent left (helper-197: they were the copies')
+    assert (folder / "end_state" / "new.sh").stat().st_mtime == 981173106
+    assert (ws / "new.sh").stat().st_mtime == 981173106

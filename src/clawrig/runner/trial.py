@@ -323,8 +323,12 @@ def _copy_changed(
         with os.fdopen(fd, "rb") as fh, open(target, "wb") as out:
             shutil.copyfileobj(fh, out)
             # its permission bits (never setuid, setgid or sticky: the folder stays data),
-            # the owner's read and write kept
-            os.fchmod(out.fileno(), (os.fstat(fh.fileno()).st_mode & 0o777) | 0o600)
+            # the owner's read and write kept, and its times (a grader may read them: they
+            # were the copy's, helper-197)
+            st = os.fstat(fh.fileno())
+            os.fchmod(out.fileno(), (st.st_mode & 0o777) | 0o600)
+            out.flush()
+            os.utime(out.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
         kept.append(rel)
     return kept, len(changed) - len(kept)
 
@@ -627,8 +631,11 @@ class RecordedEndState:
                 if dest.is_symlink() or dest.is_dir():
                     remove_tree(dest)  # (the initial workspace's, replaced by the agent's file)
                 shutil.copyfile(src, dest, follow_symlinks=False)
-                # its permission bits, never setuid, setgid or sticky (the end state is data)
-                os.chmod(dest, (os.lstat(src).st_mode & 0o777) | 0o600)
+                # its permission bits, never setuid, setgid or sticky (the end state is data),
+                # and its times, as the agent left them
+                st = os.lstat(src)
+                os.chmod(dest, (st.st_mode & 0o777) | 0o600)
+                os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
 
 
 def _make_folder(ws: Path, rel: str) -> None:
