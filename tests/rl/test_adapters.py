@@ -120,16 +120,23 @@ def test_parse_action_reads_hermes_tool_calls():
     msg = parse_action(
         '<think>plan</think>Let me look.<tool_call>{"name": "exec", "arguments": '
         '{"command": "ls"}}</tool_call><tool_call>{"name": "read", "arguments": "{\\"path\\": '
-        '\\"a\\"}"}</tool_call><tool_call>not json</tool_call>',
+        '\\"a\\"}"}</tool_call><tool_call>not json</tool_call>'
+        '<tool_call>{"name": "read", "arguments": {bad json}</tool_call>',
         turn=2,
     )
     assert msg["reasoning_content"] == "plan"
-    assert msg["content"] == "Let me look.<tool_call>not json</tool_call>"
+    assert msg["content"] == "Let me look."
+    # a block that is no JSON object is a call all the same (of the name it spells): the
+    # tools answer it with their error, not the episode's end (helper-199)
     assert msg["tool_calls"] == [
         {"id": "call_2_0", "type": "function",
          "function": {"name": "exec", "arguments": '{"command": "ls"}'}},
         {"id": "call_2_1", "type": "function",
          "function": {"name": "read", "arguments": '{"path": "a"}'}},
+        {"id": "call_2_2", "type": "function",
+         "function": {"name": "", "arguments": "not json"}},
+        {"id": "call_2_3", "type": "function",
+         "function": {"name": "read", "arguments": '{"name": "read", "arguments": {bad json}'}},
     ]  # fmt: skip
     assert parse_action("just text") == {"role": "assistant", "content": "just text"}
 
@@ -185,6 +192,13 @@ def test_a_malformed_message_is_refused_and_the_episode_goes_on(tmp_path, task_1
         with pytest.raises(BridgeError) as refused:
             episode.step(message)
         assert str(refused.value) == line
+        # a tool call the policy garbled: the tools' error, the episode goes on (it ended
+        # "complete" with the block left in the text: helper-199)
+        garbled = episode.step('<tool_call>{"name": "read", "arguments": {bad}</tool_call>')
+        assert not garbled.done
+        [obs] = garbled.observations
+        assert obs["role"] == "tool"
+        assert obs["content"].startswith("Invalid JSON in the arguments of read"), obs
         final = episode.step("I give up.")
         assert final.done and final.episode is not None and not final.episode.mask
     finally:

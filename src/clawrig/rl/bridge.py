@@ -45,6 +45,8 @@ from clawrig.spec.task import Task
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _THINK = re.compile(r"<think>(.*?)</think>", re.S)
+_NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,200})"')
+"""The name a malformed ``<tool_call>`` block spells (:func:`parse_action`)."""
 _CLOSED = object()
 
 
@@ -107,30 +109,37 @@ def message_problem(message: Any) -> str | None:
 
 def parse_action(text: str, turn: int = 0) -> dict[str, Any]:
     """An assistant message (OpenAI chat dict) from a model's raw generation (see the module
-    docs). A ``<tool_call>`` block that is not a JSON object with a string ``name`` stays in
-    the text. Tool-call ids are ``call_<turn>_<i>``."""
+    docs). Tool-call ids are ``call_<turn>_<i>``. A ``<tool_call>`` block that is not a JSON
+    object with a string ``name`` is still a call: of the name it spells (``"name": "..."``,
+    else none), its arguments the block's text, so the tools answer it with their error
+    ("Invalid JSON in the arguments of read ...", "Tool '' not found") and the episode goes
+    on (helper-199: it stayed in the text, and the episode ended "complete" as if the model
+    had chosen to stop)."""
     reasoning = "\n".join(m.strip() for m in _THINK.findall(text)) or None
     rest = _THINK.sub("", text)
     calls: list[dict[str, Any]] = []
 
-    def take(match: re.Match[str]) -> str:
-        try:
-            obj = json.loads(match.group(1))
-        except ValueError:
-            return match.group(0)
-        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-            return match.group(0)
-        args = obj.get("arguments", {})
+    def call(name: str, arguments: str) -> None:
         calls.append(
             {
                 "id": f"call_{turn}_{len(calls)}",
                 "type": "function",
-                "function": {
-                    "name": obj["name"],
-                    "arguments": args if isinstance(args, str) else json.dumps(args),
-                },
+                "function": {"name": name, "arguments": arguments},
             }
         )
+
+    def take(match: re.Match[str]) -> str:
+        raw = match.group(1)
+        try:
+            obj = json.loads(raw)
+        except (ValueError, RecursionError):
+            obj = None
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            spelled = _NAME.search(raw)
+            call(spelled.group(1) if spelled else "", raw)
+            return ""
+        args = obj.get("arguments", {})
+        call(obj["name"], args if isinstance(args, str) else json.dumps(args))
         return ""
 
     content = _TOOL_CALL.sub(take, rest).strip()
