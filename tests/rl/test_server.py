@@ -638,6 +638,47 @@ def test_sigterm_stops_running_episodes_and_cleans_up(scripted_server, tmp_path)
     assert "5 s after the stop, 1 request(s) still ran: their episodes are stopped" in said
 
 
+def test_a_group_stopped_by_sigterm_says_where_its_finished_episodes_are(scripted_server, tmp_path):
+    """helper-199: a group stopped by the server's shutdown answered the episode's 503 alone:
+    those of its episodes that had finished (graded, written) were said nowhere."""
+    # seed 4 answers at once; seed 5 runs its command at every turn until the stop
+    policy = scripted_server(
+        responder=lambda req: (
+            reply("done")
+            if req.get("seed") == 4
+            else reply(tool_calls=[call("exec", {"command": "sleep 71.5"})])
+        )
+    )
+    out = tmp_path / "rl"
+    proc, base = start_serve(out)
+    try:
+        body = {"task_id": "000015", "base_url": policy.base_url, "model": "m", "n": 2,
+                "seed": 4}  # fmt: skip
+        with httpx.Client(base_url=base, timeout=120) as client:
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                answer = pool.submit(client.post, "/v1/groups", json=body)
+                wait_for_process("sleep 71.5")
+                deadline = time.monotonic() + 60
+                while not list(out.glob("000015/*/result.json")):
+                    assert time.monotonic() < deadline, "the quick episode was not written"
+                    time.sleep(0.1)
+                proc.send_signal(15)
+                assert proc.wait(timeout=60) == 143
+                stopped = answer.result(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["pkill", "-9", "-f", "sleep 71.5"])
+    assert stopped.status_code == 503
+    assert stopped.json() == {
+        "error": "server: shutting down: the group was stopped: its episodes not finished were "
+        f"not graded, those that finished are written in {out / '000015'}"
+    }
+    (written,) = out.glob("000015/*/result.json")
+    assert json.loads(written.read_text())["score"] is not None
+
+
 def test_a_second_ctrl_c_stops_serve_at_once_without_a_traceback(scripted_server, tmp_path):
     """helper-156: the second Ctrl-C cut the stop short as it should (exit 130), but printed
     uvicorn's traceback of the interrupted lifespan."""

@@ -306,9 +306,13 @@ def create_app(
         except TimeoutError:
             raise _Refused(504, f"timeout_s: the episode did not finish in {limit_s:g} s") from None
         except asyncio.CancelledError:  # the server stops (Ctrl-C, SIGTERM) and stopped it
-            raise _Refused(
-                503, "server: shutting down: the episode was stopped, not graded"
-            ) from None
+            what = "the episode was stopped, not graded"
+            if n > 1:  # (its finished episodes' folders were said nowhere: helper-199)
+                what = (
+                    "the group was stopped: its episodes not finished were not graded, those "
+                    f"that finished are written in {rollouts.output / req.task_id}"
+                )
+            raise _Refused(503, f"server: shutting down: {what}") from None
         except ModelRequestError as exc:
             raise _Refused(400, refusal_line(exc, req, api_key is not None)) from None
         except UserError as exc:
