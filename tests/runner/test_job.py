@@ -4,6 +4,7 @@ and a summary checked against hand-computed values."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -869,3 +870,42 @@ def test_resume_takes_the_same_tasks_listed_in_another_order(tmp_path):
     assert resume_mismatch(tmp_path, "m", suite=" 000001 ,000015,") is None
     assert "suite differs" in (resume_mismatch(tmp_path, "m", suite="000001") or "")
     assert "suite differs" in (resume_mismatch(tmp_path, "m", suite="all") or "")
+
+
+def test_an_interrupted_jobs_progress_records_its_wall_time_to_the_end(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """helper-199: the progress file's elapsed_s was written at the last finished trial, so a
+    job interrupted 4 s later counted 4 s less once resumed. It is written at the end too."""
+    bench = mini_bench(2)
+    first: list[str] = []
+
+    def responder(req):
+        rep = even_responder(req)
+        task = re.search(r"TASKNUM=(\d+)", json.dumps(req["messages"][0]))
+        if task is not None:
+            first.append(first[0] if first else task.group(1))
+            if task.group(1) != first[0]:
+                rep.delay = 60.0  # the second trial is in flight at the interrupt
+        return rep
+
+    srv = scripted_server(responder=responder)
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1", "-o", str(out)]
+    with open(tmp_path / "o.txt", "w") as so, open(tmp_path / "e.txt", "w") as se:
+        proc = subprocess.Popen(args, env=_env(srv), stdout=so, stderr=se)
+    progress = out / "progress_scripted_test.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if json.loads(progress.read_text())["completed"]:
+                break
+        time.sleep(0.05)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130, (tmp_path / "e.txt").read_text()[-2000:]
+    recorded = json.loads(progress.read_text())["elapsed_s"]
+    summary = json.loads((out / "summary_scripted_test.json").read_text())["elapsed_s"]
+    # the summary is written after the progress file's last write: within moments of it,
+    # not 4 s past it
+    assert summary - 2 < recorded <= summary

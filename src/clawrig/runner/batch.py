@@ -673,14 +673,9 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
 
 
 def _finite_seconds(value: object) -> TypeGuard[float]:
-    """True for a number of seconds a summary may hold: finite and not negative (a bool is
-    not one)."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    """True for a number of seconds a summary may hold: a float, finite and not negative (an
+    int of 400 digits made ``math.isfinite`` raise OverflowError: helper-198)."""
+    return isinstance(value, float) and math.isfinite(value) and value >= 0
 
 
 def _trial_settings(output: Path, model: str, job_id: Any) -> dict[str, Any]:
@@ -1596,6 +1591,10 @@ async def _run_trials(
                     )
                 )
                 writer.changed()
+        if len(progress.completed) < len(tasks) * job.runs:
+            # an unfinished job's wall time up to this invocation's end, not its last finished
+            # trial (the resumed job's counted that much less: helper-199)
+            writer.changed()
         await writer.flush()  # the progress file holds every finished trial before the end
     finally:
         for signum, previous in installed.items():

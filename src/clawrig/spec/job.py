@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictFloat
 
 from clawrig.choices import (
     DEFAULT_DISK_MB,
@@ -170,7 +170,7 @@ class Progress(BaseModel):
     whole, as its summary's ``replayed_from`` says). Absent from files written before it was
     recorded (not compared then)."""
 
-    elapsed_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    elapsed_s: StrictFloat = Field(default=0.0, ge=0, allow_inf_nan=False)
     """Wall time of the job so far, in seconds: its invocations' (the first run's and every
     ``--resume``'s) summed, each up to its latest write of this file; the time between them is
     not counted. 0 in files written before it was recorded."""
