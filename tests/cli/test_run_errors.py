@@ -444,6 +444,12 @@ def test_a_finished_trial_whose_folder_was_deleted_runs_again_on_resume(tmp_path
          "file name must end in .jsonl or .parquet"),
         (["inspect", str(out), str(tmp_path / "full" / "x")], f"OUT: {tmp_path / 'full' / 'x'} "
          "is a file; give a folder for the .eval logs"),
+        # (a NotADirectoryError traceback: helper-198)
+        (["inspect", str(out), str(tmp_path / "full" / "x" / "sub")], "OUT: cannot create "
+         f"{tmp_path / 'full' / 'x' / 'sub'}: {tmp_path / 'full' / 'x'} is a file, not a folder"),
+        # OUT the job's folder: its trial folders were replaced by Harbor tasks (helper-198)
+        (["harbor", str(out), str(out)], f"OUT: {out} is {out} or inside it: give a folder "
+         "outside it"),
     ):  # fmt: skip
         refused = run("export", *args, cwd=tmp_path)
         assert (refused.returncode, refused.stderr) == (2, f"clawrig: error: {line}\n")

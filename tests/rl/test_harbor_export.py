@@ -153,3 +153,31 @@ def test_cli_export_harbor_and_its_errors(tmp_path):
         "above)"
     ]
     assert not (tmp_path / "h3").exists()
+    # OUT the source or inside it: refused, nothing touched (helper-198: OUT a job's folder
+    # replaced its trial folders with Harbor tasks); OUT a file: one line (a traceback)
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    before = sorted(p.relative_to(suite) for p in suite.rglob("*"))
+    for out in (suite, suite / "samples", suite / "new"):
+        refused = export(suite, out, "--suite", "000015")
+        assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+            f"clawrig: error: OUT: {out} is {suite} or inside it: give a folder outside it"
+        ], refused.stderr
+    assert sorted(p.relative_to(suite) for p in suite.rglob("*")) == before
+    (tmp_path / "afile").write_text("x")
+    for out, line in ((tmp_path / "afile", f"{tmp_path / 'afile'} is a file, not a folder"),
+                      (tmp_path / "afile" / "sub", f"cannot create {tmp_path / 'afile' / 'sub'}: "
+                       f"{tmp_path / 'afile'} is a file, not a folder")):  # fmt: skip
+        refused = export(DEMO, out, "--suite", "000015")
+        assert refused.returncode == 2
+        assert refused.stderr.strip().splitlines() == [f"clawrig: error: OUT: {line}"]
+    # a folder there that no export made is left as it is, the task skipped saying so
+    (tmp_path / "h4" / "000015").mkdir(parents=True)
+    (tmp_path / "h4" / "000015" / "mine.txt").write_text("keep")
+    kept = export(DEMO, tmp_path / "h4", "--suite", "000015")
+    assert kept.returncode == 2
+    assert (
+        f"000015  skipped: {tmp_path / 'h4' / '000015'} is there and is no Harbor task folder "
+        "(no task.toml): not replaced\n"
+    ) in kept.stdout
+    assert (tmp_path / "h4" / "000015" / "mine.txt").read_text() == "keep"

@@ -167,7 +167,7 @@ def harbor(
     report = export_harbor(source, out, image=image, suite=suite, allow_internet=allow_internet)
     for t in report.tasks:
         if t.skipped:
-            console.print(f"{t.task_id}  skipped: {t.skipped}", highlight=False)
+            console.print(f"{t.task_id}  skipped: {t.skipped}", highlight=False, soft_wrap=True)
         else:
             note = f"  ({'; '.join(t.notes)})" if t.notes else ""
             console.print(f"{t.task_id}  {t.folder}{note}", highlight=False, soft_wrap=True)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -237,12 +238,18 @@ def _skip_reason(task: Task) -> str | None:
 def export_task(
     task: Task, dest: Path, *, image: str = DEFAULT_IMAGE, allow_internet: bool | None = None
 ) -> HarborTaskReport:
-    """Write one task as a Harbor task folder at ``dest`` (replaced if it exists). Returns
-    its report (``skipped`` set, nothing written, for a task that cannot run under Harbor).
+    """Write one task as a Harbor task folder at ``dest`` (an earlier export's there is
+    replaced). Returns its report (``skipped`` set, nothing written, for a task that cannot
+    run under Harbor, or a ``dest`` that is something else: a link, a file, a folder without
+    ``task.toml``).
     ``allow_internet``: task.toml's setting (None: the task's own, off unless it allows web
     access)."""
     report = HarborTaskReport(task_id=task.id)
     reason = _skip_reason(task)
+    if reason is None and os.path.lexists(dest) and not _harbor_task_folder(dest):
+        # only an earlier export's task folder is replaced (helper-198: OUT the job folder
+        # replaced its trial folders with Harbor tasks)
+        reason = f"{dest} is there and is no Harbor task folder (no task.toml): not replaced"
     if reason is not None:
         report.skipped = reason
         return report
@@ -297,6 +304,12 @@ def export_task(
     return report
 
 
+def _harbor_task_folder(path: Path) -> bool:
+    """True for a folder (not a link) holding a regular ``task.toml``: an export's."""
+    toml = path / "task.toml"
+    return path.is_dir() and not path.is_symlink() and toml.is_file() and not toml.is_symlink()
+
+
 def tasks_of(source: Path) -> list[Task]:
     """The tasks of a suite path, or of the suite a job folder ran (its summary's
     ``suite_path`` and ``suite``). Raises UserError naming the path."""
@@ -329,12 +342,18 @@ def export_harbor(
 ) -> HarborReport:
     """Write every task of ``source`` (a suite path, or a job folder: the tasks it ran) as a
     Harbor task folder ``out/<task_id>/``. ``suite``: all or comma-separated task ids;
-    ``allow_internet``: see :func:`export_task`. Raises UserError for an unreadable source or
-    an unknown id."""
+    ``allow_internet``: see :func:`export_task`. Raises UserError for an unreadable source,
+    an unknown id, or an ``out`` that cannot be written or is ``source`` or inside it."""
     from clawrig.runner.batch import select_tasks
+    from clawrig.runner.preflight import writable_problem
 
-    tasks = select_tasks(tasks_of(Path(source)), suite, [])
     out = Path(out)
+    if problem := writable_problem(out, "OUT", folder=True):  # (tracebacks: helper-198)
+        raise UserError(problem)
+    src = Path(source).resolve()
+    if out.resolve() == src or out.resolve().is_relative_to(src):
+        raise UserError(f"OUT: {out} is {source} or inside it: give a folder outside it")
+    tasks = select_tasks(tasks_of(Path(source)), suite, [])
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     report = HarborReport(out=out)

@@ -286,9 +286,13 @@ def export_inspect(
         raise UserError(
             "clawrig export inspect needs inspect-ai: pip install 'clawrig[inspect]'"
         ) from None
+    from clawrig.runner.preflight import writable_problem
+
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(f"OUT: {out} is a file; give a folder for the .eval logs")
+    if problem := writable_problem(out, "OUT", folder=True):  # (a traceback: helper-198)
+        raise UserError(problem)
     if checked is not None:
         checked()
     by_model: dict[str, list[JobTrial]] = defaultdict(list)
