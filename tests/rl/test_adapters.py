@@ -172,8 +172,16 @@ def test_step_episode_closed_early_stops_its_sandbox(tmp_path, task_15):
         ({"content": "x", "tool_calls": [{"function": {"arguments": "{}"}}]},
          "message.tool_calls.0.function.name: Field required"),
         ({"role": "user", "content": "x"}, "message.role: Input should be 'assistant'"),
-        ({"content": 3}, "message.content: Value error, must be text, a list of content parts "
-         "or null"),
+        ({"content": 3}, "message.content: Value error, must be text, a list of text parts or "
+         "null"),
+        # helper-198: parts other than text, and what JSON cannot carry, were sent on (the
+        # episode masked, or the step lost while the episode went on)
+        ({"content": [1, 2]}, "message.content: Value error, a model's reply holds text parts "
+         'only ({"type": "text", "text": ...})'),
+        ({"tool_calls": [{"function": {"name": "exec", "arguments": {"x": float("nan")}}}]},
+         "message: cannot be sent as JSON: Out of range float values are not JSON compliant"),
+        ({"content": "x", "reasoning_content": b"x"}, "message: cannot be sent as JSON: Object "
+         "of type bytes is not JSON serializable"),
         ({"tool_calls": [{"function": {"name": "exec", "arguments": 1}}]},
          "message.tool_calls.0.function.arguments: Value error, must be JSON text or an object"),
         (["not", "a", "dict"], "message: an assistant message (a dict) or raw text, not list"),
@@ -201,6 +209,31 @@ def test_a_malformed_message_is_refused_and_the_episode_goes_on(tmp_path, task_1
         assert obs["content"].startswith("Invalid JSON in the arguments of read"), obs
         final = episode.step("I give up.")
         assert final.done and final.episode is not None and not final.episode.mask
+    finally:
+        episode.close()
+        rollouts.close()
+
+
+def test_a_message_of_text_parts_and_a_lone_surrogate_is_the_reply(tmp_path, task_15):
+    """helper-198: content given as text parts (OpenAI's shape) made the agent's client
+    refuse the reply, the episode masked; a lone surrogate made the bridge's reply fail and
+    the step was lost. The parts are the reply's text, the surrogate U+FFFD."""
+    from clawrig.rl.bridge import StepEpisode
+
+    rollouts = Rollouts(tmp_path / "out")
+    episode = StepEpisode(task_15, rollouts=rollouts, timeout_s=120)
+    try:
+        episode.start()
+        final = episode.step(
+            {
+                "content": [
+                    {"type": "text", "text": "I give "},
+                    {"type": "text", "text": "up \ud800"},
+                ]
+            }
+        )
+        assert final.done and final.episode is not None and not final.episode.mask
+        assert final.episode.messages[-1]["content"] == "I give up \ufffd"
     finally:
         episode.close()
         rollouts.close()

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from clawrig.errors import ClawrigError
 from clawrig.rl.episode import Episode, Rollouts
 from clawrig.serving import ThreadedServer, tcp_listener
+from clawrig.spec.llm import surrogate_free_json
 from clawrig.spec.task import Task
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
@@ -89,22 +90,43 @@ class AssistantMessage(BaseModel):
     @classmethod
     def _text_parts_or_none(cls, value: Any) -> Any:
         if value is not None and not isinstance(value, str | list):
-            raise ValueError("must be text, a list of content parts or null")
+            raise ValueError("must be text, a list of text parts or null")
+        if isinstance(value, list):
+            for part in value:
+                if not (
+                    isinstance(part, dict)
+                    and part.get("type") == "text"
+                    and isinstance(part.get("text"), str)
+                ):
+                    raise ValueError(
+                        'a model\'s reply holds text parts only ({"type": "text", "text": ...})'
+                    )
         return value
 
 
-def message_problem(message: Any) -> str | None:
-    """One line naming the first field of ``message`` that is not :class:`AssistantMessage`'s
-    shape, None when it is one."""
+def assistant_message(message: Any) -> dict[str, Any]:
+    """``message`` as the bridge sends it to the agent: an :class:`AssistantMessage` whose
+    text parts are joined into its ``content`` (the agent reads a reply's text as a string:
+    helper-198), its lone surrogates written as U+FFFD. Raises BridgeError naming the first
+    field that is not the shape, or when the message cannot be sent as JSON (a NaN, bytes):
+    either was a reply the agent's client refused, the episode masked or the step lost."""
     if not isinstance(message, dict):
-        return f"message: an assistant message (a dict) or raw text, not {type(message).__name__}"
+        raise BridgeError(
+            f"message: an assistant message (a dict) or raw text, not {type(message).__name__}"
+        )
     try:
         AssistantMessage.model_validate(message)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in ("message", *err.get("loc", ())))
-        return f"{where}: {err['msg']}"
-    return None
+        raise BridgeError(f"{where}: {err['msg']}") from None
+    if isinstance(message.get("content"), list):
+        message = {**message, "content": "".join(p["text"] for p in message["content"])}
+    try:
+        text = json.dumps(message, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise BridgeError(f"message: cannot be sent as JSON: {exc}") from None
+    return json.loads(surrogate_free_json(text))
 
 
 def parse_action(text: str, turn: int = 0) -> dict[str, Any]:
@@ -292,13 +314,13 @@ class StepEpisode:
         that is not an :class:`AssistantMessage` (nothing sent: the episode goes on)."""
         if self._closed or self.episode is not None or self._future is None:
             raise BridgeError("step() after the episode ended or was closed (or before start())")
-        if not isinstance(message, str) and (problem := message_problem(message)):
+        if not isinstance(message, str):
             # refused here, the episode going on: a malformed message sent on was the model's
             # "reply of the wrong shape", an infrastructure error masking it (helper-196)
-            raise BridgeError(problem)
+            message = assistant_message(message)
         self.turn += 1
-        if isinstance(message, str):
-            message = parse_action(message, self.turn)
+        if isinstance(message, str):  # (its lone surrogates too: U+FFFD)
+            message = assistant_message(parse_action(message, self.turn))
         self._replies.put(message)
         kind, value = self._next()
         if kind == "done":
