@@ -173,6 +173,12 @@ def test_malformed_task_file_names_file_and_field(tmp_path):
             "--model: model 'openai/gpt-x': its API key (OPENAI_API_KEY) holds a NUL or "
             "control character",
         ),
+        (  # (a UnicodeEncodeError at each request: helper-198's case, through serve)
+            ["-m", "openai/gpt-x"],
+            {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-k\u00e9y"},
+            "--model: model 'openai/gpt-x': its API key (OPENAI_API_KEY) holds a character "
+            "that is not ASCII (an HTTP header carries ASCII only)",
+        ),
     ],
 )
 def test_malformed_model_base_url_is_refused_up_front(flags, env, needle, tmp_path):

@@ -130,6 +130,10 @@ async def test_groups_tasks_and_health(serve, scripted_server):
          "base_url: not an http(s) URL: 'http://h\\nx/v1'"),
         ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "api_key": "a\nb"},
          400, "api_key: contains a NUL or control character"),
+        # (a 200 infrastructure-error episode, a trial folder spent: helper-198)
+        ({"task_id": "000015", "base_url": "http://x/v1", "model": "m", "api_key": "k\u00e9y"},
+         400, "api_key: contains a character that is not ASCII (an HTTP header carries ASCII "
+         "only)"),
         ({"task_id": "000015", "base_url": "http://x/v1", "model": "m",
           "sampling": {"max_tokens": 0}}, 422,
          "sampling.max_tokens: Input should be greater than or equal to 1"),

@@ -78,10 +78,10 @@ def register(app: typer.Typer) -> None:
             key = os.environ.get(api_key_env)
             if not key:
                 raise UserError(f"--api-key-env: {api_key_env} is not set")
-            from clawrig.tasks.safety import has_control
+            from clawrig.tasks.safety import unsendable_in_header
 
-            if has_control(key):  # no header can carry it: refused as a request's api_key is
-                raise UserError(f"--api-key-env: {api_key_env} holds a NUL or control character")
+            if bad := unsendable_in_header(key):  # refused as a request's api_key is
+                raise UserError(f"--api-key-env: {api_key_env} holds {bad}")
         from clawrig.cli.common import terminate_like_ctrl_c
 
         # uvicorn takes SIGINT and SIGTERM while it serves and raises the signal again once it

@@ -526,12 +526,10 @@ def resolve_model(name: str | None, settings: Settings, *, role: Role = "agent")
     key = settings.get(cfg.api_key_env) if cfg.api_key_env else None
     if key is None and cfg.api_key_required:
         raise UserError(f"model {name!r} needs an API key: {settings.hint(cfg.api_key_env or '')}")
-    from clawrig.tasks.safety import has_control
+    from clawrig.tasks.safety import unsendable_in_header
 
-    if key is not None and has_control(key):  # no header can carry it (the key is not shown)
-        raise UserError(
-            f"model {name!r}: its API key ({cfg.api_key_env}) holds a NUL or control character"
-        )
+    if key is not None and (bad := unsendable_in_header(key)):  # (the key is not shown)
+        raise UserError(f"model {name!r}: its API key ({cfg.api_key_env}) holds {bad}")
 
     role_prefix = "JUDGE_COST" if role == "judge" else "MODEL_COST"
     prices = (

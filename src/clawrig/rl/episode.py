@@ -606,7 +606,7 @@ class Rollouts:
         empty model, a key holding a NUL or control character or a sampling field no JSON request
         can carry (:meth:`Sampling.problem`)."""
         from clawrig.llm.providers import ModelEndpoint, require_http_url
-        from clawrig.tasks.safety import has_control
+        from clawrig.tasks.safety import unsendable_in_header
 
         require_http_url(base_url, "base_url")
         if not model.strip():
@@ -614,8 +614,8 @@ class Rollouts:
         if problem := seed_problem(seed):
             raise UserError(problem)
         seed = None if seed is None else int(seed)  # (a numpy integer is no JSON number)
-        if api_key and has_control(api_key):  # no header can carry it
-            raise UserError("api_key: contains a NUL or control character")
+        if api_key and (bad := unsendable_in_header(api_key)):
+            raise UserError(f"api_key: contains {bad}")
         sampling = Sampling.model_validate(sampling or {})
         if problem := sampling.problem():
             raise UserError(problem)

@@ -38,6 +38,17 @@ def has_control(text: str) -> bool:
     return bool(_CONTROL_RE.search(text))
 
 
+def unsendable_in_header(text: str) -> str | None:
+    """What in ``text`` (an API key) no HTTP header carries, None when nothing: "a NUL or
+    control character", or "a character that is not ASCII" (httpx sends header values as
+    ASCII: a key "kéy" was a UnicodeEncodeError at the first request, helper-198)."""
+    if has_control(text):
+        return "a NUL or control character"
+    if not text.isascii():
+        return "a character that is not ASCII (an HTTP header carries ASCII only)"
+    return None
+
+
 def id_problem(task_id: str) -> str | None:
     """Why ``task_id`` is not a safe folder name, or None when it is.
 
