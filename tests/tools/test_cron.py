@@ -138,6 +138,31 @@ async def test_cron_errors(call) -> None:
             {"action": "add", "job": {"schedule": {"kind": "delay", "delayMs": 10}}},
             "cron: add: job.payload is missing",
         ),
+        # helper-198: a JSON integer past a float's range (float() raised OverflowError)
+        (
+            {
+                "action": "add",
+                "job": {"schedule": {"kind": "every", "everyMs": 10**400}, "command": "x"},
+            },
+            "cron: add: schedule.everyMs must be a finite number",
+        ),
+        (
+            {
+                "action": "add",
+                "job": {"schedule": {"kind": "at", "atMs": -(10**400)}, "command": "x"},
+            },
+            "cron: add: schedule.atMs must be a finite number",
+        ),
+        (
+            {
+                "action": "add",
+                "job": {
+                    "everyMs": 500,
+                    "payload": {"kind": "command", "command": "x", "timeout": 10**400},
+                },
+            },
+            "cron: add: payload.timeout must be a finite number",
+        ),
         # helper-197: an OverflowError traceback on the harness's console
         (
             {"action": "add", "job": {"schedule": {"kind": "at", "atMs": 1e30}, "text": "x"}},

@@ -140,9 +140,21 @@ def _iso(epoch: float, what: str = "the time") -> str:
         raise ValueError(f"{what} is out of range (a time before the year 10000)") from None
 
 
+def _number(value: Any, what: str) -> float:
+    """``value`` as a finite float; ValueError naming ``what`` otherwise (a JSON integer of
+    400 digits made float() an OverflowError traceback: helper-198)."""
+    try:
+        number = float(value)
+    except (OverflowError, ValueError, TypeError):
+        raise ValueError(f"{what} must be a finite number") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be a finite number")
+    return number
+
+
 def _parse_time(value: Any) -> float:
     if isinstance(value, int | float):
-        return float(value) / 1000.0  # epoch milliseconds
+        return _number(value, "schedule.atMs") / 1000.0  # epoch milliseconds
     text = str(value).strip()
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -157,11 +169,11 @@ def _parse_time(value: Any) -> float:
 
 def _seconds(spec: dict[str, Any], ms_key: str, s_keys: tuple[str, ...], what: str) -> float:
     if spec.get(ms_key) is not None:
-        value = float(spec[ms_key]) / 1000.0
+        value = _number(spec[ms_key], f"schedule.{ms_key}") / 1000.0
     else:
         for key in s_keys:
             if spec.get(key) is not None:
-                value = float(spec[key])
+                value = _number(spec[key], f"schedule.{key}")
                 break
         else:
             raise ValueError(f"schedule of kind {what!r} needs {ms_key} (milliseconds)")
@@ -331,9 +343,12 @@ class CronScheduler:
             if p.get("workdir"):
                 out["workdir"] = resolve_path(str(p["workdir"]))
             if p.get("timeout") is not None:
-                t = float(p["timeout"])
-                if t <= 0:
-                    raise ValueError("payload.timeout must be a positive number of seconds")
+                t = _number(p["timeout"], "payload.timeout")
+                if not 0 < t <= MAX_SPAN_S:
+                    raise ValueError(
+                        f"payload.timeout must be a positive number of seconds, at most "
+                        f"{MAX_SPAN_S:g}"
+                    )
                 out["timeout"] = t
             return out
         if kind in MESSAGE_KINDS:
