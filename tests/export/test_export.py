@@ -417,12 +417,18 @@ def test_a_trial_without_its_end_state_or_a_readable_result_is_skipped_and_count
     shutil.rmtree(gone / "end_state")
     (broken,) = (moved / "000002").iterdir()
     (broken / "result.json").write_text("{bad", encoding="utf-8")
+    # and one whose end_state/ left files out: its golden files would lack them (helper-198:
+    # the reason was counted nowhere)
+    (cut,) = (moved / "000003").iterdir()
+    record = json.loads((cut / "result.json").read_text())
+    (cut / "result.json").write_text(json.dumps(record | {"end_state_left_out": 3}))
     proc = run("export", "fourfolder", moved, tmp_path / "ff")
     assert proc.returncode == 0, proc.stderr
     exported = sorted(p.stem for p in (tmp_path / "ff" / "intent").glob("*.json"))
-    assert len(exported) == len(DEMO_IDS) - 2
+    assert len(exported) == len(DEMO_IDS) - 3
     said = (  # the unreadable one named (helper-175)
-        "skipped 2 trial(s) (1 whose end_state/ is gone, 1 whose result.json cannot be read: "
+        "skipped 3 trial(s) (1 whose end_state/ is gone, 1 whose end_state/ is incomplete "
+        "(files its caps left out), 1 whose result.json cannot be read: "
         f"000002/{broken.name})"
     )
     assert said in proc.stdout, proc.stdout

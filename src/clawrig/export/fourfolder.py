@@ -50,7 +50,7 @@ from clawrig.export.evaluator import (
 )
 from clawrig.export.job import UNREADABLE, ExportError, JobTrial, TaskResolver, find_trials
 from clawrig.export.replay import deleted_by_replay, may_delete, recorded_deletions
-from clawrig.runner.regrade import end_state_left_out
+from clawrig.runner.regrade import INCOMPLETE_END_STATE, end_state_left_out
 from clawrig.runner.trial import END_STATE_MAX_BYTES
 from clawrig.sandbox.workspace import materialise_workspace, read_tree
 from clawrig.spec.task import ServiceSpec, Task, TaskFormat
@@ -163,6 +163,7 @@ def skipped_counts(skipped: dict[str, str], min_score: float) -> str:
     ungraded = sum(why == "not graded" for why in skipped.values())
     other = sum(why.startswith("category ") for why in skipped.values())
     gone = sum(why == NO_END_STATE for why in skipped.values())
+    incomplete = sum(why.startswith(INCOMPLETE_END_STATE) for why in skipped.values())
     linked = [key for key, why in skipped.items() if why == LINKED_END_STATE]
     not_best = sum(why == NOT_BEST for why in skipped.values())
     unread = [key for key, why in skipped.items() if why.startswith(UNREADABLE)]
@@ -176,6 +177,9 @@ def skipped_counts(skipped: dict[str, str], min_score: float) -> str:
         f"{ungraded} not graded" if ungraded else "",
         f"{other} of other categories" if other else "",
         f"{gone} whose end_state/ is gone" if gone else "",
+        f"{incomplete} whose end_state/ is incomplete (files its caps left out)"
+        if incomplete
+        else "",
         f"{len(linked)} whose end_state/ is a link: {', '.join(linked[:3])}" if linked else "",
         f"{not_best} not the best of their task (--best-per-task)" if not_best else "",
         f"{unreadable} whose result.json cannot be read: {named}" if unreadable else "",

@@ -301,13 +301,17 @@ def _not_gradable(folder: Path, trial: TrialResult, why: str) -> RegradeReport:
     )
 
 
+INCOMPLETE_END_STATE = "end_state/ is incomplete"
+"""How :func:`end_state_left_out`'s reason begins."""
+
+
 def end_state_left_out(trial: TrialResult) -> str | None:
     """Why ``trial``'s recorded ``end_state/`` is not the end state it was graded on (files
     its caps left out: :attr:`TrialResult.end_state_left_out`), None when it is whole."""
     if trial.end_state_left_out <= 0:
         return None
     return (
-        f"end_state/ is incomplete: {trial.end_state_left_out} file(s) the agent created or "
+        f"{INCOMPLETE_END_STATE}: {trial.end_state_left_out} file(s) the agent created or "
         f"changed were left out of it (it keeps at most {END_STATE_MAX_FILES} files and "
         f"{END_STATE_MAX_BYTES} bytes), so grading it would grade another end state"
     )
