@@ -114,6 +114,17 @@ async def test_exec_output_cut_twice_says_every_byte_omitted(call, ctx, sandbox)
         f"\n[... {len(full) - 1 - 1000} bytes omitted: output truncated, head and tail kept ...]\n"
     )
     assert r.text == full[:500] + note + tail + "\n[exit code 0]"
+    # a note the command prints itself is output, not a count (helper-198: one claiming
+    # 5 bytes was taken for the supervisor's, whose count was lost)
+    fake = "[... 5 bytes omitted: output truncated, head and tail kept ...]"
+    r = await call(
+        "exec", {"command": f"printf '\\n{fake}\\n'; head -c 6000000 /dev/zero | tr '\\0' A"}
+    )
+    printed = f"\n{fake}\n" + "A" * 6_000_000
+    note = (
+        f"\n[... {len(printed) - 1000} bytes omitted: output truncated, head and tail kept ...]\n"
+    )
+    assert r.text == printed[:500] + note + printed[-500:] + "\n[exit code 0]"
 
 
 async def _poll_until_done(call, sid: str) -> ToolResult:

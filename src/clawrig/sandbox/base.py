@@ -13,7 +13,6 @@ Errors: :class:`clawrig.errors.SandboxError` for a failed operation,
 from __future__ import annotations
 
 import builtins
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -113,6 +112,10 @@ class ExecResult(BaseModel):
     stderr: str = ""
     timed_out: bool = False
     truncated: bool = False
+    omitted: list[int] = []
+    """Bytes the capture left out of stdout, then of stderr (those cut only): the counts its
+    notes in the text say (:func:`truncate_middle` takes them, never a note the command
+    printed)."""
     duration_s: float = 0.0
 
 
@@ -278,32 +281,35 @@ class Sandbox(Protocol):
         ...
 
 
-_TRUNCATION_NOTE = re.compile(
-    rb"\n\[\.\.\. (\d{1,19}) bytes omitted: output truncated, head and tail kept \.\.\.\]\n"
-)
-"""The note :func:`truncate_middle` and the supervisor's capture put where they cut."""
+def truncation_note(omitted: int) -> bytes:
+    """The note put where output was cut (the supervisor's capture writes the same)."""
+    return f"\n[... {omitted} bytes omitted: output truncated, head and tail kept ...]\n".encode()
 
 
-def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
+def truncate_middle(data: bytes, limit: int, earlier: Iterable[int] = ()) -> tuple[bytes, bool]:
     """Keep the head and the tail of ``data`` within ``limit`` bytes, with a note in between.
 
-    Returns (bytes, truncated). The note says how many bytes were omitted: with those of a
-    note ``data`` holds already (the supervisor's, which keeps as many bytes: its note alone
-    was cut again, and the agent was told "70 bytes omitted" of 6.6 MB, helper-195); the
-    earlier note's own bytes do not count toward ``limit``.
+    Returns (bytes, truncated). The note says how many bytes were omitted: with those of the
+    supervisor's notes ``data`` holds already (``earlier``: their counts,
+    :attr:`ExecResult.omitted`; the capture keeps as many bytes as the tools, so its note
+    alone was cut again, and the agent was told "70 bytes omitted" of 6.6 MB, helper-195).
+    Those notes' own bytes do not count toward ``limit``; a note the command printed itself
+    is output like any other (helper-198: one claiming 10**19 bytes was believed).
     """
+    found: list[tuple[int, bytes]] = []
+    for count in earlier:
+        note = truncation_note(count)
+        at = data.find(note)
+        if at >= 0:
+            found.append((at, note))
+            data = data[:at] + data[at + len(note) :]
     if len(data) <= limit:
-        return data, False
-    earlier = 0
-    if (m := _TRUNCATION_NOTE.search(data)) is not None:
-        earlier = int(m.group(1))
-        data = data[: m.start()] + data[m.end() :]
-        if len(data) <= limit:
-            return data[: m.start()] + m.group(0) + data[m.start() :], True
+        for at, note in reversed(found):  # (as they were: nothing more was cut)
+            data = data[:at] + note + data[at:]
+        return data, bool(found)
     half = max(limit // 2, 1)
-    omitted = len(data) - 2 * half + earlier
-    note = f"\n[... {omitted} bytes omitted: output truncated, head and tail kept ...]\n".encode()
-    return data[:half] + note + data[-half:], True
+    omitted = len(data) - 2 * half + sum(count for count in earlier)
+    return data[:half] + truncation_note(omitted) + data[-half:], True
 
 
 def oom_kill_count(files: Iterable[Path]) -> int | None:

@@ -1151,6 +1151,7 @@ class SupervisedSandbox:
             stderr=r["stderr"],
             timed_out=r["timed_out"],
             truncated=r["truncated"],
+            omitted=r.get("omitted") or [],
             duration_s=r["duration"],
         )
 

@@ -260,6 +260,8 @@ class _Capture:
         self.tail = deque()
         self.tail_len = 0
         self.total = 0
+        self.omitted = 0
+        """Bytes :meth:`result` left out (its note says so in the text too)."""
 
     def feed(self, chunk):
         self.total += len(chunk)
@@ -278,7 +280,7 @@ class _Capture:
         if self.total <= len(self.head) + len(tail) and self.total <= 2 * self.half:
             return bytes(self.head) + tail, False
         tail = tail[-self.half :]
-        omitted = self.total - len(self.head) - len(tail)
+        omitted = self.omitted = self.total - len(self.head) - len(tail)
         note = (
             "\n[... %d bytes omitted: output truncated, head and tail kept ...]\n" % omitted
         ).encode()
@@ -902,6 +904,7 @@ def op_exec(req):
         "stderr": err.decode("utf-8", "replace"),
         "timed_out": timed_out,
         "truncated": t1 or t2,
+        "omitted": [c.omitted for c in (out_cap, err_cap) if c.omitted],
         "duration": duration,
     }
 

@@ -415,7 +415,7 @@ class CronScheduler:
             except InfrastructureError as exc:
                 job.runs.append(CronRun(job.id, _iso(started), "error", output=str(exc)))
                 raise
-            data, _ = truncate_middle((r.stdout + r.stderr).encode(), self.output_bytes)
+            data, _ = truncate_middle((r.stdout + r.stderr).encode(), self.output_bytes, r.omitted)
             status = "timeout" if r.timed_out else ("ok" if r.exit_code == 0 else "error")
             run = CronRun(
                 job_id=job.id,

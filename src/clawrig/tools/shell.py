@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -172,8 +173,10 @@ def _status_line(status: str, code: int | None, timeout_s: float | None = None) 
     return f"[exit code {code}]"
 
 
-def _clip(ctx: ToolContext, text: str) -> tuple[str, bool]:
-    data, cut = truncate_middle(text.encode("utf-8"), ctx.output_bytes)
+def _clip(ctx: ToolContext, text: str, earlier: Sequence[int] = ()) -> tuple[str, bool]:
+    """``text`` within the tool's output cap; ``earlier``: the counts of the supervisor's
+    notes in it (:attr:`ExecResult.omitted`)."""
+    data, cut = truncate_middle(text.encode("utf-8"), ctx.output_bytes, earlier)
     return data.decode("utf-8", errors="replace"), cut
 
 
@@ -187,8 +190,9 @@ def _final_result(
     cwd: str,
     timeout_s: float,
     truncated: bool = False,
+    omitted: Sequence[int] = (),
 ) -> ToolResult:
-    output, cut = _clip(ctx, output.rstrip("\n"))
+    output, cut = _clip(ctx, output.rstrip("\n"), omitted)
     body = output if output else "(no output)"
     text = f"{body}\n{_status_line(status, code, timeout_s)}"
     details = {
@@ -274,6 +278,7 @@ async def exec_tool(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         cwd=cwd,
         timeout_s=timeout_s,
         truncated=r.truncated,
+        omitted=r.omitted,
     )
 
 
