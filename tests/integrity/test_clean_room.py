@@ -299,9 +299,9 @@ async def test_an_end_state_cut_by_its_file_cap_says_so(attack, make_task):
     assert kept == END_STATE_MAX_FILES
     log = TrialPaths(folder).agent_log.read_text()
     assert (
-        f"end state: {many - END_STATE_MAX_FILES} more created or changed file(s) left out of "
-        f"end_state/ (it keeps at most {END_STATE_MAX_FILES} files and {END_STATE_MAX_BYTES} "
-        "bytes)"
+        f"end state: {many - END_STATE_MAX_FILES} more created or changed file(s) or folder(s) "
+        f"left out of end_state/ (it keeps at most {END_STATE_MAX_FILES} files and "
+        f"{END_STATE_MAX_BYTES} bytes)"
     ) in log, log[-2000:]
     # the result says so too, and re-grading refuses what is left: helper-197's trials
     # re-graded 0.0 -> 1.0 (a file the grader read left out) and --write stored it
@@ -309,8 +309,8 @@ async def test_an_end_state_cut_by_its_file_cap_says_so(attack, make_task):
     assert recorded["end_state_left_out"] == many - END_STATE_MAX_FILES
     report = await regrade_trial(folder, write=True)
     assert report.not_gradable == (
-        f"end_state/ is incomplete: {many - END_STATE_MAX_FILES} file(s) the agent created or "
-        f"changed were left out of it (it keeps at most {END_STATE_MAX_FILES} files and "
+        f"end_state/ is incomplete: {many - END_STATE_MAX_FILES} file(s) or folder(s) the agent "
+        f"made or changed were left out of it (it keeps at most {END_STATE_MAX_FILES} files and "
         f"{END_STATE_MAX_BYTES} bytes), so grading it would grade another end state"
     )
     assert json.loads((folder / "result.json").read_text()) == recorded

@@ -311,8 +311,8 @@ def end_state_left_out(trial: TrialResult) -> str | None:
     if trial.end_state_left_out <= 0:
         return None
     return (
-        f"{INCOMPLETE_END_STATE}: {trial.end_state_left_out} file(s) the agent created or "
-        f"changed were left out of it (it keeps at most {END_STATE_MAX_FILES} files and "
+        f"{INCOMPLETE_END_STATE}: {trial.end_state_left_out} file(s) or folder(s) the agent "
+        f"made or changed were left out of it (it keeps at most {END_STATE_MAX_FILES} files and "
         f"{END_STATE_MAX_BYTES} bytes), so grading it would grade another end state"
     )
 

@@ -284,7 +284,8 @@ def _copy_changed(
 ) -> tuple[list[str], int]:
     """Copy the files the agent created or changed (``after``, a settled end state: no links
     left) into ``dest``, within :data:`END_STATE_MAX_BYTES` and :data:`END_STATE_MAX_FILES`;
-    return their paths and how many created or changed files the caps left out. ``always``:
+    return their paths and how many created or changed files (and made folders) the caps
+    left out. ``always``:
     paths copied first and whatever the caps (the harness's saved audits: an end state
     without them re-grades from the services' fixtures alone).
     Initial files and folders (``before_dirs``) that are gone are listed in
@@ -297,8 +298,10 @@ def _copy_changed(
     gone_dirs = set(before_dirs) - set(after.dirs)
     deleted = sorted(set(before) - set(after.files)) + sorted(gone_dirs)
     _write_json(TrialPaths(dest.parent).end_state_deleted, deleted)
-    for rel in sorted(set(after.dirs) - set(before_dirs), key=_shallow_first)[:END_STATE_MAX_FILES]:
+    made = sorted(set(after.dirs) - set(before_dirs), key=_shallow_first)
+    for rel in made[:END_STATE_MAX_FILES]:
         (dest / rel).mkdir(parents=True, exist_ok=True)
+    dirs_left_out = max(0, len(made) - END_STATE_MAX_FILES)  # (counted too: helper-198)
     changed = sorted(
         (rel for rel, digest in after.files.items() if before.get(rel) != digest),
         key=lambda rel: (rel not in always, _shallow_first(rel)),
@@ -330,7 +333,7 @@ def _copy_changed(
             out.flush()
             os.utime(out.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
         kept.append(rel)
-    return kept, len(changed) - len(kept)
+    return kept, len(changed) - len(kept) + dirs_left_out
 
 
 def _audit_files(audits: Mapping[str, Any]) -> dict[str, bytes]:
@@ -1475,8 +1478,8 @@ class Trial:
             self.result.end_state_left_out = left_out
             if left_out:  # (helper-187: 9,998 of 20,000 kept, said nowhere)
                 self.log(
-                    f"end state: {left_out} more created or changed file(s) left out of "
-                    f"end_state/ (it keeps at most {END_STATE_MAX_FILES} files and "
+                    f"end state: {left_out} more created or changed file(s) or folder(s) left "
+                    f"out of end_state/ (it keeps at most {END_STATE_MAX_FILES} files and "
                     f"{END_STATE_MAX_BYTES} bytes)"
                 )
 

@@ -14,7 +14,7 @@ import math
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StrictInt, field_validator
 
 from clawrig.spec.job import TrialConfig
 from clawrig.spec.process import ProcessScore
@@ -288,7 +288,7 @@ class TrialResult(BaseModel):
     tool_calls: int = 0
     web_misses: int = 0
     """``--web replay``: the agent's searches and pages the recording did not hold."""
-    end_state_left_out: int = 0
+    end_state_left_out: StrictInt = Field(default=0, ge=0)
     """Files the agent created or changed that the trial folder's ``end_state/`` left out (its
     caps: :data:`clawrig.runner.trial.END_STATE_MAX_FILES` files and ``END_STATE_MAX_BYTES``
     bytes). Above 0 the recorded end state is not the one graded: the trial cannot be
