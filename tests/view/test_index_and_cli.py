@@ -261,6 +261,26 @@ def test_an_rl_folder_whose_episodes_were_all_set_aside_is_a_job(jobs, tmp_path)
     assert [v.folder for v in open_jobs([out.parent])] == [out]
 
 
+def test_a_folder_without_a_summary_counts_its_trials_model_requests(jobs, tmp_path):
+    """helper-199: an RL output folder (no summary, ever) showed "— model requests" beside
+    its tokens. The headline sums the trials' usage, as it does their tokens."""
+    from clawrig.view.index import open_jobs
+    from clawrig.view.pages import headline
+
+    job = copy_job(jobs["model"], tmp_path / "job")
+    for summary in job.glob("summary_*.json"):
+        summary.unlink()
+    results = [json.loads(p.read_text()) for p in job.glob("*/*/result.json")]
+    (job / "rollouts.json").write_text(
+        json.dumps({"format": "clawrig rollouts", "job_id": results[0]["job_id"]})
+    )
+    (view,) = open_jobs([job])
+    shown = headline(view, view.rows())
+    assert shown["trials"] == len(results) > 0
+    assert shown["requests"] == sum(r["usage"]["request_count"] for r in results) > 0
+    assert shown["tokens"] == sum(r["usage"]["total_tokens"] for r in results)
+
+
 def test_a_benchmarks_own_numbers_head_only_a_suite_of_its_format(jobs, tmp_path):
     """The job page shows WildClawBench's average and DataClawBench's Acc for suites of those
     formats only, as the command's headline does (a four-folder job showed three cards of one

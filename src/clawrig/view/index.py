@@ -42,13 +42,14 @@ from clawrig.spec.layout import JobPaths, TrialPaths
 from clawrig.spec.trial import TrialResult, finite_float
 
 INDEX_FILE = ".clawrig_view_index.json"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 LOCK_FILE = JobPaths.LOCK
 
 Row = dict[str, Any]
 """One trial: ``id`` (``<task>/<trial folder>``), ``task``, ``cat``, ``run``, ``job``, ``model``,
 ``score`` (counted score in [0, 1] or None), ``err`` (error kind or None), ``msg`` (error
-message), ``cost`` (USD), ``tok`` (tokens), ``time`` (seconds), ``turns``, ``tools``, ``stop``,
+message), ``cost`` (USD), ``tok`` (tokens), ``req`` (model requests), ``time`` (seconds),
+``turns``, ``tools``, ``stop``,
 ``started``, ``ee``/``gpr``/``tpe``/``tgpr`` (process metrics or None), ``mt`` (result.json
 mtime, ns)."""
 
@@ -74,7 +75,8 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return {"id": rel, "task": task, "cat": "", "run": 0, "job": "", "model": "",
                 "score": None, "err": "unreadable", "msg": f"result.json: {first}", "cost": 0.0,
-                "tok": 0, "time": 0.0, "turns": 0, "tools": 0, "stop": None, "started": "",
+                "tok": 0, "req": 0, "time": 0.0, "turns": 0, "tools": 0, "stop": None,
+                "started": "",
                 "ee": None, "gpr": None, "tpe": None, "tgpr": None, "mt": mtime_ns}  # fmt: skip
     msg = r.error.message if r.error else (r.score.error if r.score and r.score.error else None)
     score = counted_score(r)
@@ -92,6 +94,7 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
         "msg": (msg or "")[:300] or None,
         "cost": r.usage.cost_usd,
         "tok": r.usage.total_tokens,
+        "req": r.usage.request_count,
         "time": r.usage.elapsed_time,
         "turns": r.turns,
         "tools": r.tool_calls,
@@ -117,7 +120,7 @@ def _read_json(path: Path) -> Any:
 
 _ROW_TYPES: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("id", "task", "cat", "job", "model", "started"), (str,)),
-    **dict.fromkeys(("run", "turns", "tools", "tok", "mt"), (int,)),
+    **dict.fromkeys(("run", "turns", "tools", "tok", "req", "mt"), (int,)),
     **dict.fromkeys(("cost", "time"), (int, float)),
     **dict.fromkeys(("score", "ee", "gpr", "tpe", "tgpr"), (int, float, type(None))),
     **dict.fromkeys(("err", "msg", "stop"), (str, type(None))),

@@ -222,7 +222,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
             "errors": dict(sorted(live_errors.items())),
             "cost": sum(r["cost"] for r in rows) + set_aside_cost,
             "tokens": sum(r["tok"] for r in rows),
-            "requests": None,
+            "requests": sum(r["req"] for r in rows),  # (helper-199: "—" for an RL folder)
             "elapsed": None,
         }
     # a benchmark's own number only for a suite of its format, as the command's headline
