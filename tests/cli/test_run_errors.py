@@ -1168,3 +1168,31 @@ def test_a_replay_of_a_recorded_refusal_says_so_not_that_the_run_diverged(
         "(the recorded trial ended on that refusal: replay the job's other tasks with --suite)"
     ) in r.stderr
     assert "diverged" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_grade_write_after_a_grader_is_fixed_counts_the_new_score(tmp_path):
+    """helper-200: a grader that crashed on the agent's end state is the agent's error, in the
+    grading phase; fixed, `grade --write` wrote its score beside that error, which stayed: the
+    trial still counted 0 (summary, viewer, exports), and every later grade said DIFFERENT."""
+    suite = _demo_samples(tmp_path / "s", {"000001"})
+    evaluator = suite / "evaluators" / "evaluator_000001.py"
+    good = evaluator.read_text()
+    evaluator.write_text(
+        good.replace("    scores = {", "    undefined_name  # noqa\n    scores = {", 1)
+    )
+    out = tmp_path / "out"
+    first = run("run", str(suite), "--agent", "oracle", "-o", str(out), cwd=tmp_path)
+    assert first.returncode == 1, first.stderr[-1500:]
+    (result,) = out.glob("000001/*/result.json")
+    crashed = json.loads(result.read_text())
+    assert (crashed["error"]["kind"], crashed["error"]["phase"]) == ("agent", "grading")
+    evaluator.write_text(good)
+    written = run("grade", str(out), "--write", cwd=tmp_path)
+    assert written.returncode == 1 and "written" in written.stdout, written.stdout
+    fixed = json.loads(result.read_text())
+    assert fixed["error"] is None and fixed["score"]["error"] is None
+    summary = json.loads((out / "summary_oracle.json").read_text())
+    assert summary["mean"]["mean"] == fixed["score"]["score"] > 0
+    assert summary["errors_by_kind"] == {}
+    again = run("grade", str(out), cwd=tmp_path)
+    assert again.returncode == 0 and "1/1 trial re-grades to its recorded score" in again.stdout

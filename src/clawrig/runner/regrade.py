@@ -464,9 +464,11 @@ async def regrade_trial(
                 "judge_score": after_result.judge_score,
                 "process": process,
                 "task_digest": task.digest(),  # the score written is the task's as it is now
-                # a new grading replaces an old grading error; the agent's error stays
-                "error": after_result.error
-                or (trial.error if trial.error and trial.error.kind != ErrorKind.GRADING else None),
+                # a new grading replaces the old grading's error, whatever its kind (a grader
+                # that crashed on the agent's end state is an agent error in the grading
+                # phase: it stayed, the fixed grader's 1.0 counted 0, helper-200); the agent's
+                # own error (its phase, its time limit) stays
+                "error": after_result.error or _kept_error(trial),
             }
         )
         write_json_atomic(paths.score, ScoreFile.of(updated).model_dump(mode="json"))
@@ -488,6 +490,15 @@ async def regrade_trial(
         task_changed=_task_changed(trial, task),
         score_file=score_file,
     )
+
+
+def _kept_error(trial: TrialResult) -> TrialError | None:
+    """The error of ``trial`` a new grading leaves in place: one not of its grading (neither
+    of kind ``grading`` nor raised in the grading phase), None otherwise."""
+    err = trial.error
+    if err is None or err.kind == ErrorKind.GRADING or err.phase == "grading":
+        return None
+    return err
 
 
 def _task_changed(trial: TrialResult, task: Task) -> str | None:
