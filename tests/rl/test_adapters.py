@@ -139,6 +139,10 @@ def test_parse_action_reads_hermes_tool_calls():
          "function": {"name": "read", "arguments": '{"name": "read", "arguments": {bad json}'}},
     ]  # fmt: skip
     assert parse_action("just text") == {"role": "assistant", "content": "just text"}
+    # an unclosed block stays text, read in linear time (helper-201: 16 s for 4,000 newlines
+    # after an unclosed <tool_call>, minutes for 200,000 repeated tags)
+    for text in ("<tool_call>" + "\n" * 200_000, "<tool_call>" * 200_000, "<think>" * 200_000):
+        assert parse_action(text) == {"role": "assistant", "content": text.strip()}
 
 
 def test_masked_error_names_the_task():
@@ -234,6 +238,29 @@ def test_a_message_of_text_parts_and_a_lone_surrogate_is_the_reply(tmp_path, tas
         )
         assert final.done and final.episode is not None and not final.episode.mask
         assert final.episode.messages[-1]["content"] == "I give up \ufffd"
+    finally:
+        episode.close()
+        rollouts.close()
+
+
+def test_raw_text_of_a_garbled_or_surrogate_tool_call_goes_on(tmp_path, task_15):
+    """helper-201: raw text whose <tool_call> block names no tool, or a name holding a lone
+    surrogate, was refused as "message.tool_calls.0.function.name", a field the trainer never
+    sent. The tools answer it, and the episode goes on."""
+    from clawrig.rl.bridge import StepEpisode
+
+    rollouts = Rollouts(tmp_path / "out")
+    episode = StepEpisode(task_15, rollouts=rollouts, timeout_s=120)
+    try:
+        episode.start()
+        for text in ("<tool_call>not json</tool_call>",
+                     '<tool_call>{"name": "ok\\ud800", "arguments": {}}</tool_call>'):  # fmt: skip
+            step = episode.step(text)
+            assert not step.done
+            [obs] = step.observations
+            assert obs["role"] == "tool" and "not found" in obs["content"], obs
+        final = episode.step("I give up.")
+        assert final.done and final.episode is not None and not final.episode.mask
     finally:
         episode.close()
         rollouts.close()

@@ -169,16 +169,19 @@ class LocalSandbox(SupervisedSandbox):
                     self._linked = True
         except OSError:
             self._linked = False
-        if not self._linked and os.geteuid() != 0 and os.path.exists(target):
+        if not self._linked and os.path.lexists(target):
             # root's running local sandbox linked it (a user may not replace root's link), or
             # the machine has a folder there: this sandbox's commands would take it for the
-            # trial's workspace, and a grader would grade it (a red-team finding). (exists:
-            # False where this user may not look.)
+            # trial's workspace, and a grader would grade it (a red-team finding); root's too
+            # (a folder a command made there while no link was: every later local trial of
+            # root's graded it, 1.0 re-graded 0.0). (exists: False where this user may not
+            # look.)
             what = f"a link to {os.readlink(target)}" if target.is_symlink() else "a folder"
             raise SandboxError(
                 f"{PATHS.workspace} on this machine is {what} that this local sandbox cannot "
                 "replace (another user's local sandbox, or the machine's own): its commands "
-                "would take it for the trial's workspace; use --sandbox bwrap, or wait"
+                "would take it for the trial's workspace; remove it if it is no one's, use "
+                "--sandbox bwrap, or wait"
             )
 
     async def _launch(self) -> PidfdProcess:
