@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -234,4 +235,39 @@ async def test_root_s_local_sandbox_does_not_link_while_a_user_s_runs(monkeypatc
         assert out.split("\n")[0] == "saw nothing", out
     finally:
         user.kill()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_root_s_local_sandbox_refuses_a_folder_at_tmp_workspace(monkeypatch) -> None:
+    """A folder at the machine's /tmp_workspace (made by a command of a root sandbox that ran
+    unlinked while another user's ran): root's local sandbox started beside it, unlinked, and
+    its commands and grader took that folder for the trial's workspace (every later local
+    trial re-graded 1.0 as 0.0). It is refused, naming it, as a user's sandbox was."""
+    from clawrig.errors import SandboxError
+    from clawrig.sandbox import local
+    from clawrig.sandbox.base import SandboxConfig
+
+    if os.geteuid() != 0:
+        pytest.skip("root's case")
+    target = Path("/tmp_workspace")
+    # the machine's lock held meanwhile: no other local sandbox links /tmp_workspace now
+    machine = os.open(local.LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(machine, fcntl.LOCK_EX)
+    base = Path(tempfile.mkdtemp(prefix="clawrig-test-ws-"))
+    monkeypatch.setattr(local, "LOCK_PATH", base / "lock")
+    try:
+        if os.path.lexists(target):
+            pytest.skip("this machine has a /tmp_workspace of its own")
+        target.mkdir()
+        box = local.LocalSandbox(SandboxConfig(workspace_dir=base / "ws"), warn=False)
+        with pytest.raises(SandboxError) as refused:
+            await box.start()
+        assert str(refused.value).startswith(
+            "/tmp_workspace on this machine is a folder that this local sandbox cannot replace"
+        ), refused.value
+        assert target.is_dir() and not target.is_symlink() and not list(target.iterdir())
+    finally:
+        with contextlib.suppress(OSError):
+            target.rmdir()
+        os.close(machine)
         shutil.rmtree(base, ignore_errors=True)
