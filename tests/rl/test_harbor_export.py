@@ -165,7 +165,10 @@ def test_cli_export_harbor_and_its_errors(tmp_path):
         ], refused.stderr
     assert sorted(p.relative_to(suite) for p in suite.rglob("*")) == before
     (tmp_path / "afile").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     for out, line in ((tmp_path / "afile", f"{tmp_path / 'afile'} is a file, not a folder"),
+                      (tmp_path / "dangling", f"{tmp_path / 'dangling'} is a link to nothing "
+                       f"({tmp_path / 'nowhere'})"),
                       (tmp_path / "afile" / "sub", f"cannot create {tmp_path / 'afile' / 'sub'}: "
                        f"{tmp_path / 'afile'} is a file, not a folder")):  # fmt: skip
         refused = export(DEMO, out, "--suite", "000015")

@@ -125,6 +125,14 @@ async def test_exec_output_cut_twice_says_every_byte_omitted(call, ctx, sandbox)
         f"\n[... {len(printed) - 1000} bytes omitted: output truncated, head and tail kept ...]\n"
     )
     assert r.text == printed[:500] + note + printed[-500:] + "\n[exit code 0]"
+    # an output of newlines only: the trailing ones stripped take the supervisor's note's
+    # last newline too; it is found all the same (helper-201: its bytes were counted as
+    # output omitted), the stripped newlines counted nowhere
+    r = await call("exec", {"command": "head -c 300000 /dev/zero | tr '\\0' '\\n'"})
+    stripped = sandbox.config.limits.output_bytes // 2  # the supervisor's tail, all newlines
+    omitted = 300_000 - 1000 - stripped
+    note = f"\n[... {omitted} bytes omitted: output truncated, head and tail kept ...]\n"
+    assert r.text == "\n" * 500 + note + "\n" * 500 + "\n[exit code 0]"
 
 
 async def _poll_until_done(call, sid: str) -> ToolResult:

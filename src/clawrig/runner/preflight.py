@@ -43,6 +43,8 @@ def writable_problem(path: Path, label: str, *, folder: bool) -> str | None:
     folder there, so read-only file systems, permissions and pseudo file systems (/proc, /sys)
     all show up; nothing is left on disk.
     """
+    if path.is_symlink() and not path.exists():  # (mkdir's FileExistsError: helper-201)
+        return f"{label}: {path} is a link to nothing ({os.readlink(path)})"
     if path.exists():
         if folder and not path.is_dir():
             return f"{label}: {path} is a file, not a folder"
