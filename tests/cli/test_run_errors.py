@@ -1183,6 +1183,12 @@ def test_grade_write_after_a_grader_is_fixed_counts_the_new_score(tmp_path):
     out = tmp_path / "out"
     first = run("run", str(suite), "--agent", "oracle", "-o", str(out), cwd=tmp_path)
     assert first.returncode == 1, first.stderr[-1500:]
+    # the oracle's end state is the golden trajectory's: a crash there is the task's
+    # (helper-200: "the agent's doing" misled a vendor)
+    assert (
+        "1 trial(s) scored 0 for an agent error (the golden trajectory's end state, so the "
+        "task's: clawrig verify checks it):"
+    ) in " ".join(first.stdout.split()), first.stdout
     (result,) = out.glob("000001/*/result.json")
     crashed = json.loads(result.read_text())
     assert (crashed["error"]["kind"], crashed["error"]["phase"]) == ("agent", "grading")

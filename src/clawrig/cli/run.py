@@ -766,9 +766,16 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     # line says what runs them: helper-153)
     refused_all = PROMPTS_REFUSED in (summary.get("provider_stopped") or "")
     again = "" if refused_all else "; --resume runs them again"
+    # the oracle's agent is the golden trajectory: what fails on its end state is the task's
+    # (helper-200: a vendor's crashing grader read as "the agent's doing")
+    whose = (
+        "the golden trajectory's end state, so the task's: clawrig verify checks it"
+        if summary.get("agent") == "oracle"
+        else "the agent's doing"
+    )
     for group, head in (
         (unscored, f"{len(unscored)} trial(s) ended with an error (not scored{again}):"),
-        (agent, f"{len(agent)} trial(s) scored 0 for an agent error (the agent's doing):"),
+        (agent, f"{len(agent)} trial(s) scored 0 for an agent error ({whose}):"),
     ):
         if not group:
             continue
