@@ -147,6 +147,24 @@ async def _poll_until_done(call, sid: str) -> ToolResult:
     raise AssertionError("the background command never ended")
 
 
+async def test_a_background_commands_long_log_keeps_its_end(call, ctx) -> None:
+    """helper-201: a background command's log was read up to 4 MiB: an exec that ended
+    within its yieldMs showed that point as its output's "tail" (and a count of 4 MiB), and
+    `process log` the lines there as its last lines."""
+    full = "".join(f"{i}\n" for i in range(1, 1_000_001))  # 6.9 MB
+    ctx.output_bytes = 1000
+    r = await call("exec", {"command": "seq 1 1000000", "yieldMs": 60_000})
+    note = f"\n[... {len(full) - 1000} bytes omitted: output truncated, head and tail kept ...]\n"
+    assert r.text == full[:500] + note + full[-500:].rstrip("\n") + "\n[exit code 0]"
+    assert r.details["truncated"] is True
+    ctx.output_bytes = 200_000
+    r = await call("exec", {"command": "seq 1 1000000", "background": True})
+    done = await _poll_until_done(call, r.details["sessionId"])
+    assert done.details["status"] == "completed"
+    last = await call("process", {"action": "log", "sessionId": r.details["sessionId"], "limit": 2})
+    assert last.text.startswith("999999\n1000000\n[lines "), last.text[:200]
+
+
 async def test_background_poll_write_and_log(call) -> None:
     script = "echo start; read line; echo got:$line; echo l1; echo l2; echo l3"
     r = await call("exec", {"command": script, "background": True})

@@ -141,6 +141,14 @@ class ProcessHandle(Protocol):
         """Merged stdout+stderr from byte ``offset``; returns (text, next offset)."""
         ...
 
+    async def read_log_ends(
+        self, offset: int = 0, limit: int | None = None
+    ) -> tuple[str, int, list[int]]:
+        """The log from byte ``offset`` to its end, or its head and tail within ``limit``
+        bytes (default and most: 4 MiB) with a :func:`truncation_note` between them; returns
+        (text, next offset, the notes' counts as :attr:`ExecResult.omitted`)."""
+        ...
+
     async def write_stdin(self, data: str | bytes, eof: bool = False) -> None: ...
 
     async def kill(self) -> None:
@@ -297,6 +305,7 @@ def truncate_middle(data: bytes, limit: int, earlier: Iterable[int] = ()) -> tup
     is output like any other (helper-198: one claiming 10**19 bytes was believed).
     """
     found: list[tuple[int, bytes]] = []
+    counted = 0  # (of the notes found: a count whose note is not in ``data`` is no part of it)
     for count in earlier:
         note = truncation_note(count)
         at = data.find(note)
@@ -305,13 +314,14 @@ def truncate_middle(data: bytes, limit: int, earlier: Iterable[int] = ()) -> tup
             at = len(data) - len(note)
         if at >= 0:
             found.append((at, note))
+            counted += count
             data = data[:at] + data[at + len(note) :]
     if len(data) <= limit:
         for at, note in reversed(found):  # (as they were: nothing more was cut)
             data = data[:at] + note + data[at:]
         return data, bool(found)
     half = max(limit // 2, 1)
-    omitted = len(data) - 2 * half + sum(count for count in earlier)
+    omitted = len(data) - 2 * half + counted
     return data[:half] + truncation_note(omitted) + data[-half:], True
 
 

@@ -519,6 +519,12 @@ class SupervisedProcess:
         r = await self._sandbox._call("log", handle=self.id, offset=offset, limit=limit)
         return r["data"], r["next"]
 
+    async def read_log_ends(
+        self, offset: int = 0, limit: int | None = None
+    ) -> tuple[str, int, list[int]]:
+        r = await self._sandbox._call("log", handle=self.id, offset=offset, limit=limit, ends=True)
+        return r["data"], r["next"], list(r.get("omitted") or [])
+
     async def write_stdin(self, data: str | bytes, eof: bool = False) -> None:
         await self._sandbox._call("write", handle=self.id, data=_encode(data), eof=eof)
 

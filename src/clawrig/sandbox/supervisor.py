@@ -281,10 +281,14 @@ class _Capture:
             return bytes(self.head) + tail, False
         tail = tail[-self.half :]
         omitted = self.omitted = self.total - len(self.head) - len(tail)
-        note = (
-            "\n[... %d bytes omitted: output truncated, head and tail kept ...]\n" % omitted
-        ).encode()
-        return bytes(self.head) + note + tail, True
+        return bytes(self.head) + _note(omitted) + tail, True
+
+
+def _note(omitted):
+    """The note put where output was cut (the harness's ``truncation_note``, the same)."""
+    return (
+        "\n[... %d bytes omitted: output truncated, head and tail kept ...]\n" % omitted
+    ).encode()
 
 
 DRAIN_S = 1.0
@@ -968,13 +972,28 @@ LOG_CAP = 4 * 1024 * 1024
 
 
 def op_log(req):
+    """The log from ``offset``: at most ``limit`` bytes (and :data:`LOG_CAP`); with ``ends``,
+    its head and tail within that many when it is longer, the note between them as a
+    command's capture has it, and ``omitted`` its count (the log's end, not the bytes at the
+    cap: a background command's 100 MB read as its first 4 MiB, helper-201)."""
     _, path = _proc(req)
     offset = int(req.get("offset") or 0)
     limit = req.get("limit")
+    budget = min(int(limit), LOG_CAP) if limit is not None else LOG_CAP
     with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        half = max(budget // 2, 1)
+        if req.get("ends") and size - offset > 2 * half:
+            fh.seek(offset)
+            head = fh.read(half)
+            fh.seek(size - half)
+            tail = fh.read(half)
+            omitted = size - offset - len(head) - len(tail)
+            data = head + _note(omitted) + tail
+            return {"data": data.decode("utf-8", "replace"), "next": size, "omitted": [omitted]}
         fh.seek(offset)
-        data = fh.read(min(int(limit), LOG_CAP) if limit is not None else LOG_CAP)
-    return {"data": data.decode("utf-8", "replace"), "next": offset + len(data)}
+        data = fh.read(budget)
+    return {"data": data.decode("utf-8", "replace"), "next": offset + len(data), "omitted": []}
 
 
 def op_write(req):

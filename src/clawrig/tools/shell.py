@@ -315,7 +315,7 @@ async def _exec_background(
         await asyncio.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
     if yield_ms > 0 and session.status != "running":  # done within yieldMs: an exec result
         del table[sid]
-        output, _ = await handle.read_log(0)
+        output, _, omitted = await handle.read_log_ends(0, ctx.output_bytes)
         return _final_result(
             ctx,
             output,
@@ -324,6 +324,8 @@ async def _exec_background(
             duration_ms=session.runtime_ms,
             cwd=cwd,
             timeout_s=timeout_s,
+            truncated=bool(omitted),
+            omitted=omitted,
         )
     output = ""
     if yield_ms > 0:  # what the model waited for; background: true leaves it all to poll
@@ -435,7 +437,8 @@ async def process(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return ToolResult(text=text, details=details)
 
     if action == "log":
-        full, _ = await session.handle.read_log(0)
+        # (a log past 4 MiB: its head and tail, the note between them among the lines)
+        full, _, omitted = await session.handle.read_log_ends(0)
         lines = full.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -446,14 +449,14 @@ async def process(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         else:
             start = max(0, int(offset or 0))
         end = total if limit is None else min(total, start + int(limit))
-        chunk, cut = _clip(ctx, "\n".join(lines[start:end]))
+        chunk, cut = _clip(ctx, "\n".join(lines[start:end]), omitted)
         body = chunk if chunk else "(no output)"
         text = (
             f"{body}\n[lines {start}-{max(start, end - 1)} of {total} (0-based); "
             f"{_status_line(session.status, session.exit_code, session.timeout_s)[1:-1]}]"
         )
         details = {**session.summary(), "offset": start, "lines": end - start, "total": total}
-        if cut:
+        if cut or omitted:
             details["truncated"] = True
         return ToolResult(text=text, details=details)
 
