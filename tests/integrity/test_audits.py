@@ -270,10 +270,11 @@ async def test_services_that_cannot_be_rebuilt_from_the_agents_calls_are_its_zer
     from the calls the agent made, they did not come up in time (20,000 calendar creates:
     helper-142), and the trial was an unscored setup error, a free abstention. With calls,
     now the agent's 0; with none, what fails is the task's setup still. (The restore's time
-    limit is cut to a millisecond here: no service answers that fast.)"""
+    limit is past before it starts here: no service answers in it. A millisecond flaked under
+    load: a service up before the wait's first probe passed it.)"""
     from clawrig.services import lifecycle
 
-    monkeypatch.setattr(lifecycle, "RESTORE_TIMEOUT_S", 0.001)
+    monkeypatch.setattr(lifecycle, "RESTORE_TIMEOUT_S", -1.0)
     task = make_task(NO_CEO_GRADER, services=[GMAIL])
     result, _ = await attack(task, MAIL, *[send("team@x.example")] * mails)
     assert result.error is not None
