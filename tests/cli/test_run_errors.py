@@ -1202,3 +1202,40 @@ def test_grade_write_after_a_grader_is_fixed_counts_the_new_score(tmp_path):
     assert summary["errors_by_kind"] == {}
     again = run("grade", str(out), cwd=tmp_path)
     assert again.returncode == 0 and "1/1 trial re-grades to its recorded score" in again.stdout
+
+
+def test_replay_of_a_folder_of_two_models_jobs_picks_one_by_m(tmp_path: Path, scripted_server):
+    """helper-203: a folder holding one job per model (as docs/outputs.md allows): --replay
+    without -m replayed one of them unsaid, and -m with the other was refused, "recorded the
+    agent's calls to <the first>: drop -m". -m now picks either; without it, one line asks."""
+    from clawrig.testing.scripted_server import reply
+
+    srv = scripted_server(responder=lambda req: reply(f"I answer as {req['model']}."))
+    env = dict(os.environ, SCRIPTED_BASE_URL=srv.base_url)
+    both = tmp_path / "both"
+    for model in ("scripted/a", "scripted/b"):
+        r = run("run", "suites/demo", "--suite", "000015", "-m", model, "-o", str(both),
+                cwd=REPO, env=env)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+    offline = {k: v for k, v in os.environ.items() if k != "SCRIPTED_BASE_URL"}
+    replay = ["run", "suites/demo", "--suite", "000015", "--replay", str(both)]
+    r = run(*replay, "-o", str(tmp_path / "r0"), cwd=REPO, env=offline)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"clawrig: error: --replay: {both} holds the recorded calls of several models' jobs "
+        "(scripted/a, scripted/b): give -m with the one to replay"
+    ], r.stderr
+    for model in ("scripted/a", "scripted/b"):
+        out = tmp_path / model.replace("/", "_")
+        r = run(*replay, "-m", model, "-o", str(out), cwd=REPO, env=offline)
+        assert r.returncode == 0, r.stderr[-2000:]
+        (chat,) = out.glob("000015/*/chat.jsonl")
+        assert f"I answer as {model.split('/')[1]}." in chat.read_text()
+    r = run(*replay, "-m", "scripted/c", "-o", str(tmp_path / "rc"), cwd=REPO, env=offline)
+    assert (
+        r.returncode == 2
+        and (
+            f"--replay: {both} recorded the agent's calls to scripted/a, scripted/b, not -m "
+            "scripted/c (a recorded reply answers its own model only): give -m one of them"
+        )
+        in r.stderr
+    ), r.stderr

@@ -85,6 +85,23 @@ def prebuilt_services(services: TrialServices) -> list[str]:
     return given
 
 
+def replayed_model(job_dir: Path) -> str | None:
+    """The agent's model a ``--replay`` of ``job_dir`` without ``-m`` replays: the one whose
+    calls it recorded (None: none recorded). Raises PreflightError when it recorded several
+    models' (a folder of one job per model: one of them was picked, helper-203)."""
+    from clawrig.llm.gateway import recorded_agent_models
+
+    agents = sorted(recorded_agent_models(job_dir))
+    if len(agents) > 1:
+        raise PreflightError(
+            [
+                f"--replay: {job_dir} holds the recorded calls of several models' jobs "
+                f"({', '.join(agents)}): give -m with the one to replay"
+            ]
+        )
+    return agents[0] if agents else None
+
+
 class Job:
     """One job: ``Job(config).run()`` -> the summary dict (``summary_<model>.json``).
 
@@ -242,9 +259,7 @@ class Job:
         if cfg.trial.model not in UNSET_MODEL:
             return cfg.trial.model
         if cfg.replay is not None and needs_model:
-            from clawrig.llm.gateway import recorded_models
-
-            return recorded_models(cfg.replay).get("agent")
+            return replayed_model(cfg.replay)
         from clawrig.runner.batch import job_agent, other_jobs, progress_path, summary_path
 
         # an agent that calls no model: its job is named after it
@@ -295,6 +310,8 @@ class Job:
         if svc.model is not None:
             name = svc.model.name
         elif needs_model:
+            if asked is None and cfg.replay is not None:
+                asked = replayed_model(cfg.replay)
             wanted = asked or recorded.get("agent") or settings.get("DEFAULT_MODEL")
             svc.model = self._model(wanted, "agent", settings, cfg.replay)
             name = svc.model.name

@@ -306,15 +306,17 @@ def check_replay(tasks: list[Task], config: JobConfig) -> list[str]:
     need neither."""
     if config.replay is None or _calls_no_model(config):
         return []
-    from clawrig.llm.gateway import recorded_models
+    from clawrig.llm.gateway import recorded_agent_models
     from clawrig.llm.gateway.replay import recorded_task_ids
 
-    recorded_model = recorded_models(config.replay).get("agent")
-    if recorded_model and config.trial.model not in (recorded_model, "none"):
+    agents = sorted(recorded_agent_models(config.replay))
+    if agents and config.trial.model not in (*agents, "none"):
+        # (a folder of two models' jobs named one of them, "drop -m": helper-203)
+        which = "drop -m to replay them" if len(agents) == 1 else "give -m one of them"
         return [
-            f"--replay: {config.replay} recorded the agent's calls to {recorded_model}, not "
-            f"-m {config.trial.model} (a recorded reply answers its own model only): drop -m "
-            "to replay them"
+            f"--replay: {config.replay} recorded the agent's calls to {', '.join(agents)}, "
+            f"not -m {config.trial.model} (a recorded reply answers its own model only): "
+            f"{which}"
         ]
     recorded = recorded_task_ids(config.replay)
     if not recorded:  # (records without task ids: any request may match; none: said later)

@@ -79,6 +79,7 @@ from clawrig.llm.gateway.replay import (
     ResponseCache,
     read_records,
     record_key,
+    recorded_agent_models,
     recorded_models,
     request_key,
 )
@@ -119,6 +120,7 @@ __all__ = [
     "read_records",
     "record_key",
     "read_token_capture",
+    "recorded_agent_models",
     "recorded_models",
     "replay_gateway",
     "replay_model",

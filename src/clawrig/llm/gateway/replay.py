@@ -386,6 +386,13 @@ def recorded_task_ids(job_dir: Path | str) -> set[str] | None:
     return None if ids is None else set(ids)
 
 
+def recorded_agent_models(job_dir: Path | str) -> set[str]:
+    """Every model whose agent's calls a job folder recorded: one per model's job the folder
+    holds (a folder may hold one job per model: ``--replay`` of it picks one with ``-m``).
+    From :func:`_recorded_index`."""
+    return set(_recorded_index(job_dir)[3])
+
+
 def recorded_runs(job_dir: Path | str, task_ids: Iterable[str]) -> int:
     """The most runs of one of ``task_ids`` whose agent's calls a job folder recorded with a
     reply (distinct integer ``run_index`` values of the ``task_id`` among the answered
@@ -404,8 +411,9 @@ def recorded_models(job_dir: Path | str) -> dict[str, str]:
 
 def _recorded_index(
     job_dir: Path | str,
-) -> tuple[dict[str, str], set[str] | None, dict[str, int]]:
-    """(models by role, task ids or None, answered runs by task id) of a job or trial folder's
+) -> tuple[dict[str, str], set[str] | None, dict[str, int], frozenset[str]]:
+    """(models by role, task ids or None, answered runs by task id, every agent model) of a
+    job or trial folder's
     recorded calls, read in one pass over its :data:`RECORD_FILE` and judge logs
     (:meth:`JobPaths.trial_files`, as :meth:`ResponseCache.from_job` reads them) and kept while
     those files are unchanged (a replayed job asks for both twice before it starts: model
@@ -424,8 +432,9 @@ def _recorded_index(
 @functools.lru_cache(maxsize=4)
 def _read_index(
     stamps: tuple[tuple[str, int, int, int, int], ...],
-) -> tuple[dict[str, str], set[str] | None, dict[str, int]]:
+) -> tuple[dict[str, str], set[str] | None, dict[str, int], frozenset[str]]:
     models: dict[str, str] = {}
+    agents: set[str] = set()
     ids: set[str] | None = set()
     runs: dict[str, set[int]] = {}
     for name, *_ in stamps:
@@ -440,6 +449,8 @@ def _read_index(
                 role = "judge" if "kind" in rec else rec.get("role")
                 if role:
                     models.setdefault(str(role), str(rec["model"]))
+                if role == "agent":
+                    agents.add(str(rec["model"]))
             if agent_record and ids is not None and rec.get("request") is not None:
                 if rec.get("task_id") is None:
                     ids = None
@@ -453,4 +464,4 @@ def _read_index(
                 and rec.get("response") is not None  # a reply a replay can serve
             ):
                 runs.setdefault(rec["task_id"], set()).add(run)
-    return models, ids, {task: len(r) for task, r in runs.items()}
+    return models, ids, {task: len(r) for task, r in runs.items()}, frozenset(agents)
