@@ -271,3 +271,30 @@ async def test_root_s_local_sandbox_refuses_a_folder_at_tmp_workspace(monkeypatc
             target.rmdir()
         os.close(machine)
         shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_a_folder_a_trial_put_in_place_of_its_link_goes_with_it() -> None:
+    """helper-202: an agent's `rm /tmp_workspace && mkdir /tmp_workspace` (no isolation: its
+    commands may) left a folder there once its sandbox stopped: the clean room, its retries
+    and every later local trial on the machine were refused, the trial unscored. The folder
+    goes with the sandbox that linked the path, and the next one links it again."""
+    from clawrig.sandbox.base import SandboxConfig
+    from clawrig.sandbox.local import LocalSandbox
+
+    if os.geteuid() != 0:
+        pytest.skip("root's case (only root links the machine's /tmp_workspace)")
+    base = Path(tempfile.mkdtemp(prefix="clawrig-test-ws-"))
+    try:
+        async with LocalSandbox(SandboxConfig(workspace_dir=base / "a"), warn=False) as box:
+            if not box._linked:
+                pytest.skip("this machine's /tmp_workspace cannot be linked")
+            r = await box.exec("rm /tmp_workspace && mkdir -p /tmp_workspace/results")
+            assert r.exit_code == 0, r.stderr
+            assert Path("/tmp_workspace").is_dir() and not Path("/tmp_workspace").is_symlink()
+        assert not os.path.lexists("/tmp_workspace")
+        async with LocalSandbox(SandboxConfig(workspace_dir=base / "b"), warn=False) as again:
+            assert again._linked
+            await again.write_file("/tmp_workspace/mine.txt", "b")
+            assert (base / "b" / "mine.txt").read_text() == "b"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

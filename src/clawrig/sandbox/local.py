@@ -241,8 +241,16 @@ class LocalSandbox(SupervisedSandbox):
 
     async def _cleanup(self) -> None:
         if self._linked:
+            target = Path(PATHS.workspace)
             with contextlib.suppress(OSError):
-                Path(PATHS.workspace).unlink()
+                if target.is_dir() and not target.is_symlink():
+                    # this sandbox's commands replaced its link with a folder (under its lock:
+                    # no one else's): theirs to lose, not every later local trial's to be
+                    # refused for (helper-202: an agent's `rm /tmp_workspace; mkdir` made
+                    # its trial an unscored infrastructure error and blocked the machine)
+                    await asyncio.to_thread(remove_tree, target)
+                else:
+                    target.unlink()
             self._linked = False
         if self._lock_fd is not None:
             os.close(self._lock_fd)
