@@ -169,6 +169,9 @@ def test_cli_export_harbor_and_its_errors(tmp_path):
     for out, line in ((tmp_path / "afile", f"{tmp_path / 'afile'} is a file, not a folder"),
                       (tmp_path / "dangling", f"{tmp_path / 'dangling'} is a link to nothing "
                        f"({tmp_path / 'nowhere'})"),
+                      (tmp_path / "dangling" / "sub", f"cannot create "
+                       f"{tmp_path / 'dangling' / 'sub'}: {tmp_path / 'dangling'} is a link to "
+                       f"nothing ({tmp_path / 'nowhere'})"),
                       (tmp_path / "afile" / "sub", f"cannot create {tmp_path / 'afile' / 'sub'}: "
                        f"{tmp_path / 'afile'} is a file, not a folder")):  # fmt: skip
         refused = export(DEMO, out, "--suite", "000015")

@@ -54,6 +54,11 @@ def writable_problem(path: Path, label: str, *, folder: bool) -> str | None:
     else:
         probe_in = path.parent
         while not probe_in.exists() and probe_in != probe_in.parent:
+            if probe_in.is_symlink():  # (mkdir's FileExistsError: helper-202)
+                return (
+                    f"{label}: cannot create {path}: {probe_in} is a link to nothing "
+                    f"({os.readlink(probe_in)})"
+                )
             probe_in = probe_in.parent
         if not probe_in.is_dir():
             return f"{label}: cannot create {path}: {probe_in} is a file, not a folder"
