@@ -163,6 +163,14 @@ async def test_a_background_commands_long_log_keeps_its_end(call, ctx) -> None:
     assert done.details["status"] == "completed"
     last = await call("process", {"action": "log", "sessionId": r.details["sessionId"], "limit": 2})
     assert last.text.startswith("999999\n1000000\n[lines "), last.text[:200]
+    # still running at its yieldMs: the output so far is its head and tail too (it was the
+    # first 4 MiB's: helper-202)
+    ctx.output_bytes = 1000
+    r = await call("exec", {"command": "seq 1 1000000; sleep 60", "yieldMs": 8000})
+    assert r.text.startswith("Command still running"), r.text[:200]
+    note = f"\n[... {len(full) - 1000} bytes omitted: output truncated, head and tail kept ...]\n"
+    assert full[:500] + note + full[-500:].rstrip("\n") in r.text, r.text[-1500:]
+    await call("process", {"action": "kill", "sessionId": r.details["sessionId"]})
 
 
 async def test_background_poll_write_and_log(call) -> None:

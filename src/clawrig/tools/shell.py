@@ -329,8 +329,9 @@ async def _exec_background(
         )
     output = ""
     if yield_ms > 0:  # what the model waited for; background: true leaves it all to poll
-        output, session.poll_offset = await handle.read_log(0)
-        output, _ = _clip(ctx, output.rstrip("\n"))
+        # (its head and tail so far, past 4 MiB too: helper-202; polls go on from its end)
+        output, session.poll_offset, omitted = await handle.read_log_ends(0, ctx.output_bytes)
+        output, _ = _clip(ctx, output.rstrip("\n"), omitted)
     pid = getattr(handle, "pid", None)
     text = (
         f"Command still running (session {sid}, pid {pid}). Use process "
@@ -451,8 +452,11 @@ async def process(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         end = total if limit is None else min(total, start + int(limit))
         chunk, cut = _clip(ctx, "\n".join(lines[start:end]), omitted)
         body = chunk if chunk else "(no output)"
+        # past 4 MiB the lines are those of the log's head, the note and its tail (helper-202:
+        # read as the log's own numbers)
+        of = f"{total} of its head, the note and its tail" if omitted else str(total)
         text = (
-            f"{body}\n[lines {start}-{max(start, end - 1)} of {total} (0-based); "
+            f"{body}\n[lines {start}-{max(start, end - 1)} of {of} (0-based); "
             f"{_status_line(session.status, session.exit_code, session.timeout_s)[1:-1]}]"
         )
         details = {**session.summary(), "offset": start, "lines": end - start, "total": total}
