@@ -952,3 +952,26 @@ def test_trial_folders_have_the_mode_mkdir_gives(demo_oracle_job):
     for trial in demo_oracle_job.glob("*/*"):
         if trial.is_dir() and not trial.name.startswith("_"):
             assert st.S_IMODE(trial.stat().st_mode) == 0o777 & ~umask, trial
+
+
+def test_an_agent_error_outside_grading_keeps_its_zero_on_regrading(demo_oracle_job, tmp_path):
+    """helper-202: a trial with an agent error of another phase than grading (its 0 stands,
+    blame follows control) re-graded "recorded 0.0 -> re-graded 1.0: DIFFERENT" (the grader's
+    score without the error), and after --write every grade said DIFFERENT again. The error
+    counts in the re-graded score too: the same 0, and --write keeps the error."""
+    folder = tmp_path / "t"
+    shutil.copytree(next((demo_oracle_job / "000001").iterdir()), folder)
+    record = json.loads((folder / "result.json").read_text())
+    assert record["score"]["score"] > 0  # the grader's, on the oracle's end state
+    record["error"] = {"kind": "agent", "message": "the agent broke its sandbox",
+                       "phase": "agent", "retryable": False}  # fmt: skip
+    (folder / "result.json").write_text(json.dumps(record))
+    r = _grade(str(folder), "--write")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "recorded 0.0 -> re-graded 0.0" in r.stdout
+    written = json.loads((folder / "result.json").read_text())
+    assert written["error"]["message"] == "the agent broke its sandbox"
+    again = _grade(str(folder))
+    assert again.returncode == 0 and again.stdout.splitlines()[-1] == (
+        "1/1 trial re-grades to its recorded score"
+    )

@@ -439,8 +439,12 @@ async def regrade_trial(
         error=before_score.error if before_score else None,
         process=trial.process,
     )
+    # the agent's own error (not its grading's) stands: it counts 0 whatever the grader says
+    # now, as it did when the trial ran (helper-202: re-graded "1.0" against a recorded 0 it
+    # could never be, every grade after --write said DIFFERENT)
+    after_error = after_result.error or _kept_error(trial)
     after = GradeSide(
-        score=after_result.counted_score(),
+        score=after_result.model_copy(update={"error": after_error}).counted_score(),
         subscores=score.subscores if score else {},
         error=score.error if score else None,
         process=process,
@@ -468,7 +472,7 @@ async def regrade_trial(
                 # that crashed on the agent's end state is an agent error in the grading
                 # phase: it stayed, the fixed grader's 1.0 counted 0, helper-200); the agent's
                 # own error (its phase, its time limit) stays
-                "error": after_result.error or _kept_error(trial),
+                "error": after_error,
             }
         )
         write_json_atomic(paths.score, ScoreFile.of(updated).model_dump(mode="json"))
