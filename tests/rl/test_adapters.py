@@ -139,6 +139,26 @@ def test_parse_action_reads_hermes_tool_calls():
          "function": {"name": "read", "arguments": '{"name": "read", "arguments": {bad json}'}},
     ]  # fmt: skip
     assert parse_action("just text") == {"role": "assistant", "content": "just text"}
+    # the reasoning is the generation's leading <think> block, or its text up to a </think>
+    # the template opened; one inside a call's arguments stays there (helper-202: it was cut
+    # out of a write's content)
+    write = '{"name": "write", "arguments": {"path": "a.html", "content": "<think>p</think>ok"}}'
+    msg = parse_action(f"<tool_call>{write}</tool_call>")
+    assert "reasoning_content" not in msg
+    assert json.loads(msg["tool_calls"][0]["function"]["arguments"])["content"] == (
+        "<think>p</think>ok"
+    )
+    closed = '{"name": "write", "arguments": {"content": "a</think>b"}}'
+    msg = parse_action(f"<tool_call>{closed}</tool_call>")
+    assert (
+        "reasoning_content" not in msg
+        and "a</think>b" in msg["tool_calls"][0]["function"]["arguments"]
+    )
+    assert parse_action("plan</think>answer") == {
+        "role": "assistant",
+        "content": "answer",
+        "reasoning_content": "plan",
+    }
     # an unclosed block stays text, read in linear time (helper-201: 16 s for 4,000 newlines
     # after an unclosed <tool_call>, minutes for 200,000 repeated tags)
     for text in ("<tool_call>" + "\n" * 200_000, "<tool_call>" * 200_000, "<think>" * 200_000):

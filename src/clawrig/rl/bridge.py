@@ -12,7 +12,8 @@ the episode as usual.
 
 Action text: :func:`parse_action` reads the Hermes / Qwen tool-call convention that open models
 trained for tool use emit: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks
-(any number), an optional ``<think>...</think>`` block (kept as reasoning), the rest as text.
+(any number), an optional leading ``<think>...</think>`` block (kept as reasoning:
+:func:`_reasoning`), the rest as text.
 :func:`tools_system_prompt` writes the matching tool list for the prompt (Qwen's template text).
 
 Threads: the episodes run on one background event loop (:func:`background_loop`); the sync
@@ -155,6 +156,23 @@ def _blocks(text: str, open_tag: str, close_tag: str) -> tuple[list[str], list[s
     return outside, inside
 
 
+def _reasoning(text: str) -> tuple[str | None, str]:
+    """(the generation's reasoning, the rest): its text up to the first ``</think>`` when it
+    opens with ``<think>`` or has none before it (a chat template that put ``<think>`` in the
+    prompt, as Qwen3's does), as vLLM's reasoning parsers read it; else (None, ``text``). A
+    ``<think>`` elsewhere, a tool call's argument text for one, stays where it is (helper-202:
+    one inside a write's content was cut out of the file)."""
+    end = text.find("</think>")
+    if end < 0:
+        return None, text
+    head = text[:end]
+    opened = head.lstrip().startswith("<think>")
+    if not opened and ("<think>" in head or "<tool_call>" in head):
+        return None, text  # (a "</think>" in a call's argument text ends no reasoning)
+    thought = head.lstrip().removeprefix("<think>") if opened else head
+    return thought.strip() or None, text[end + len("</think>") :]
+
+
 def parse_action(text: str, turn: int = 0) -> dict[str, Any]:
     """An assistant message (OpenAI chat dict) from a model's raw generation (see the module
     docs). Tool-call ids are ``call_<turn>_<i>``. A ``<tool_call>`` block that is not a JSON
@@ -163,9 +181,8 @@ def parse_action(text: str, turn: int = 0) -> dict[str, Any]:
     ("Invalid JSON in the arguments of read ...", "Tool '' not found") and the episode goes
     on (helper-199: it stayed in the text, and the episode ended "complete" as if the model
     had chosen to stop)."""
-    outside, thoughts = _blocks(text, "<think>", "</think>")
-    reasoning = "\n".join(m.strip() for m in thoughts) or None
-    rest, blocks = _blocks("".join(outside), "<tool_call>", "</tool_call>")
+    reasoning, text = _reasoning(text)
+    rest, blocks = _blocks(text, "<tool_call>", "</tool_call>")
     calls: list[dict[str, Any]] = []
 
     def call(name: str, arguments: str) -> None:
