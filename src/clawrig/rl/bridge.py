@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from clawrig.errors import ClawrigError
 from clawrig.rl.episode import Episode, Rollouts
 from clawrig.serving import ThreadedServer, tcp_listener
-from clawrig.spec.llm import surrogate_free_json
+from clawrig.spec.llm import surrogate_free
 from clawrig.spec.task import Task
 
 _NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,200})"')
@@ -129,10 +129,9 @@ def _sendable(message: dict[str, Any]) -> dict[str, Any]:
     """``message`` as JSON carries it, its lone surrogates U+FFFD. Raises BridgeError when
     JSON cannot carry it (a NaN, bytes)."""
     try:
-        text = json.dumps(message, allow_nan=False)
+        value: dict[str, Any] = surrogate_free(message, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise BridgeError(f"message: cannot be sent as JSON: {exc}") from None
-    value: dict[str, Any] = json.loads(surrogate_free_json(text))
     return value
 
 

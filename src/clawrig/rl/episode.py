@@ -43,7 +43,7 @@ from clawrig.errors import ModelRequestError, UserError
 from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.spec.job import RL_JOB_ID, TrialConfig
 from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
-from clawrig.spec.llm import surrogate_free_json
+from clawrig.spec.llm import surrogate_free, surrogate_free_json
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, StopReason, TrialResult, Usage, finite_float
 from clawrig.waits import harness_slots
@@ -284,11 +284,7 @@ def _read_calls(folder: Path) -> list[dict[str, Any]]:
     # a reply's lone surrogate (a JSON escape such as "\ud800" from the server, recorded as
     # it came) written as U+FFFD, as chat.jsonl has it: an Episode holding one cannot be
     # encoded (helper-196: `clawrig serve` answered 500 after the episode was graded)
-    return [
-        json.loads(surrogate_free_json(json.dumps(r)))
-        for r in read_records(path)
-        if r.get("role", "agent") == "agent"
-    ]
+    return [surrogate_free(r) for r in read_records(path) if r.get("role", "agent") == "agent"]
 
 
 def _turns(calls: list[dict[str, Any]]) -> list[Turn]:

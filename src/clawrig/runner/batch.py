@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import EllipsisType
-from typing import Any, TypeGuard
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
@@ -70,7 +70,7 @@ from clawrig.spec.layout import (
     read_record,
 )
 from clawrig.spec.task import Task
-from clawrig.spec.trial import ErrorKind, TrialError, TrialResult, Usage
+from clawrig.spec.trial import ErrorKind, TrialError, TrialResult, Usage, finite_float
 from clawrig.waits import harness_slots
 
 EXITED_AT_ONCE = "interrupted: the job exited at once while this attempt ran (run again on resume)"
@@ -658,7 +658,7 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
     settings = _trial_settings(job.output, model, job_id)
     suite, runs, agent = value.get("suite"), value.get("runs_per_task"), value.get("agent")
     replayed = value.get("replayed_from")
-    elapsed = value.get("elapsed_s")
+    elapsed = finite_float(value.get("elapsed_s"))  # (a 400-digit one: helper-198)
     return Progress(
         model=model,
         suite=suite if isinstance(suite, str) else job.suite,
@@ -668,14 +668,8 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
         settings=settings,
         replay=replayed if isinstance(replayed, str) and replayed else None,
         task_digests=_summary_task_ids(value, job.output),
-        elapsed_s=elapsed if _finite_seconds(elapsed) else 0.0,
+        elapsed_s=elapsed if elapsed is not None and elapsed >= 0 else 0.0,
     )
-
-
-def _finite_seconds(value: object) -> TypeGuard[float]:
-    """True for a number of seconds a summary may hold: a float, finite and not negative (an
-    int of 400 digits made ``math.isfinite`` raise OverflowError: helper-198)."""
-    return isinstance(value, float) and math.isfinite(value) and value >= 0
 
 
 def _trial_settings(output: Path, model: str, job_id: Any) -> dict[str, Any]:

@@ -6,7 +6,9 @@ are OpenAI function tools (``{"type": "function", "function": {...}}``).
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -17,6 +19,14 @@ _ESCAPED_SURROGATE = re.compile(
     r"(?<!\\)((?:\\\\)*)"  # an even run of backslashes before: the escape is one
     r"\\u(?:([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?|[dD][c-fC-F][0-9a-fA-F]{2})"
 )
+
+
+def surrogate_free(value: Any, *, allow_nan: bool = True) -> Any:
+    """``value`` (JSON data) with each lone surrogate in its strings written as U+FFFD
+    (:func:`surrogate_free_json` over its JSON text): what no UTF-8 encoder refuses. Raises
+    what ``json.dumps`` raises for data JSON cannot carry (TypeError; ValueError for a NaN
+    unless ``allow_nan``; RecursionError)."""
+    return json.loads(surrogate_free_json(json.dumps(value, allow_nan=allow_nan)))
 
 
 def model_text(text: str | None) -> str | None:
