@@ -87,6 +87,16 @@ def test_bad_input_is_one_line(jobs, tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
     proc = clawrig("export", "inspect", tmp_path / "empty", tmp_path / "logs")
     assert proc.returncode == 2 and "not a job folder" in proc.stderr
+    # several bad folders among good ones: each named in the one line (helper-200: the first
+    # alone, so a user fixed them one run at a time)
+    (tmp_path / "notjob").mkdir()
+    (tmp_path / "notjob" / "x.txt").write_text("x")
+    proc = clawrig("view", tmp_path / "missing", jobs["oracle"], tmp_path / "notjob", "--port", "0")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr == (
+        f"clawrig: error: JOB_DIR: no such folder: {tmp_path / 'missing'}; "
+        f"{tmp_path / 'notjob'}: not a job folder (no summary_<model>.json, no trials)\n"
+    )
 
 
 def test_bundle_into_a_place_that_cannot_be_written_is_one_line(jobs, tmp_path):
@@ -711,3 +721,32 @@ def test_a_resumed_job_shows_its_numbers_so_far_and_a_deleted_one_its_last(jobs,
         json.loads(next((jobs["nop"]).glob("summary_*.json")).read_text())["tasks"]
     )
     assert f'id="h-trials">{trials.group(1)}<' in after and "folder deleted" in after
+
+
+def test_a_replayed_job_is_marked_as_a_replay(jobs, tmp_path):
+    """A job that replayed another job's recorded model calls (``clawrig run --replay``) says
+    so in the jobs list and on its page, naming the folder it replayed; the job it replayed
+    does not (helper-202: the list showed the two as two runs of the model, side by side)."""
+    replayed = tmp_path / "replayed"
+    proc = clawrig(
+        "run", DEMO, "--suite", "000015,000003", "--replay", jobs["model"],
+        "--output", replayed,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert read_summary(replayed)["replayed_from"] == str(jobs["model"].resolve())
+    site = tmp_path / "site"
+    proc = clawrig("view", "--bundle", site, jobs["model"], replayed)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    listing = (site / "index.html").read_text()
+    marks = re.findall(r'<a href="(job\d)/index.html">[^<]*</a>( <span class="muted replay"'
+                       r' title="([^"]*)">replay</span>)?</td>', listing)  # fmt: skip
+    assert [(key, html.unescape(title)) for key, _, title in marks] == [
+        ("job0", ""),
+        ("job1", f"a replay of the model calls recorded in {jobs['model'].resolve()}"),
+    ]
+    page = (site / "job1" / "index.html").read_text()
+    said = re.search(r'<span class="muted" id="job-replayed">([^<]*)</span>', page)
+    assert said is not None and html.unescape(said.group(1)) == (
+        f"a replay (clawrig run --replay) of the model calls recorded in {jobs['model'].resolve()}"
+    )
+    assert 'id="job-replayed"' not in (site / "job0" / "index.html").read_text()

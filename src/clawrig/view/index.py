@@ -299,7 +299,7 @@ class JobView:
     slug: str
     _summary_cache: tuple[int, Any] = field(default=(0, None), repr=False)
     _rows_cache: tuple[Any, list[Row]] = field(default=(None, []), repr=False)
-    _progress_cache: tuple[int, str, str] = field(default=(0, "", ""), repr=False)
+    _progress_cache: tuple[int, str, str, str] = field(default=(0, "", "", ""), repr=False)
 
     @property
     def folder(self) -> Path:
@@ -331,20 +331,21 @@ class JobView:
         into something else): its pages then say so instead of "no summary" (helper-164)."""
         return self.summary() is None and self._file("summary").is_file()
 
-    def _progress(self) -> tuple[str, str]:
-        """(job id, model) in the progress file (re-read when the file changes), "" each
-        when absent."""
+    def _progress(self) -> tuple[str, str, str]:
+        """(job id, model, replayed job folder) in the progress file (re-read when the file
+        changes), "" each when absent."""
         path = self._file("progress")
         try:
             mtime = path.stat().st_mtime_ns
         except OSError:
-            return "", ""
+            return "", "", ""
         if self._progress_cache[0] != mtime:
             data = _read_json(path)
-            got = [data.get(k) if isinstance(data, dict) else None for k in ("job_id", "model")]
-            jid, model = (v if isinstance(v, str) else "" for v in got)
-            self._progress_cache = (mtime, jid, model)
-        return self._progress_cache[1], self._progress_cache[2]
+            keys = ("job_id", "model", "replay")
+            got = [data.get(k) if isinstance(data, dict) else None for k in keys]
+            jid, model, replay = (v if isinstance(v, str) else "" for v in got)
+            self._progress_cache = (mtime, jid, model, replay)
+        return self._progress_cache[1:]
 
     def _progress_job_id(self) -> str:
         """The job id in the progress file, "" when absent."""
@@ -364,6 +365,14 @@ class JobView:
                 return rollouts["job_id"]
         mine = [r for r in self.index.rows.values() if self._mine(r)]
         return max(mine, key=lambda r: r.get("started") or "")["job"] if mine else ""
+
+    def replayed_from(self) -> str:
+        """The job folder whose recorded model calls this job replayed (``clawrig run
+        --replay``: the summary's ``replayed_from``, else the progress file's ``replay``), ""
+        for a job that called its models."""
+        s = self.summary()
+        recorded = s.get("replayed_from") if isinstance(s, dict) else None
+        return recorded if isinstance(recorded, str) and recorded else self._progress()[2]
 
     def model(self) -> str:
         """The model the summary, else the progress file, records ("" when neither does)."""
@@ -450,18 +459,25 @@ def open_jobs(folders: list[Path]) -> list[JobView]:
     of jobs with none yet (``output/`` before the first run: helper-170), none of its own."""
     views: list[JobView] = []
     seen: set[Path] = set()
+    problems: list[str] = []  # every bad folder named, not the first alone (helper-200)
     for given in folders:
         given = Path(given)
-        if not given.is_dir():
-            raise not_a_folder("JOB_DIR", given)
-        if not any(given.iterdir()):
+        try:
+            if not given.is_dir():
+                raise not_a_folder("JOB_DIR", given)
+            if not any(given.iterdir()):
+                continue
+            subs = _job_subfolders(given)
+            own = _holds_a_job(given) or not subs
+            # a folder given twice (or inside another one given) is one job, not two
+            fresh = [f for f in [given] * own + subs if f.resolve() not in seen]
+            views += _folder_views(fresh, len(views))
+        except UserError as exc:
+            problems.append(str(exc))
             continue
-        subs = _job_subfolders(given)
-        own = _holds_a_job(given) or not subs
-        # a folder given twice (or inside another one given) is one job, not two
-        fresh = [f for f in [given] * own + subs if f.resolve() not in seen]
         seen.update(f.resolve() for f in fresh)
-        views += _folder_views(fresh, len(views))
+    if problems:
+        raise UserError("; ".join(problems))
     return views
 
 
