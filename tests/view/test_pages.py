@@ -6,6 +6,8 @@ model_calls.jsonl, end_state/), read here independently of the viewer."""
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from typing import Any
 
 from view_helpers import COST, CRON_TEXT, read_summary
@@ -72,7 +74,13 @@ def test_compare_page_puts_disagreements_first(page, server, jobs):
     oracle, nop, model = (read_summary(jobs[k]) for k in ("oracle", "nop", "model"))
     page.goto(server + "compare.html")
     head = table(page, "#compare-head")
-    assert [r[4] for r in head] == [f4(s["mean"]["mean"]) for s in (oracle, nop, model)]
+    # each job's mean with its interval, as its summary has them (the cell had the mean alone)
+    assert [r[4] for r in head] == [
+        f4(s["mean"]["mean"])
+        + (f" [{s['mean']['low']:.3f}, {s['mean']['high']:.3f}]" if s["mean"]["low"] is not None
+           else "")
+        for s in (oracle, nop, model)
+    ]  # fmt: skip
     # four-folder jobs: no WildClawBench average, no Acc
     assert [(r[2], r[3]) for r in head] == [("—", "—")] * 3
     scores = [{t["task_id"]: t["score"] for t in s["tasks"]} for s in (oracle, nop, model)]
@@ -93,6 +101,21 @@ def test_compare_page_puts_disagreements_first(page, server, jobs):
         for i, s in enumerate(scores):
             cell = r[2 + i]
             assert cell.startswith(f4(s[r[0]])) if r[0] in s else cell == "not run"
+    # paired by task against the first job: the mean difference over the tasks both graded
+    # and its 95% t interval (t quantiles of 0.975 from a table, not from the code under test)
+    t975 = {1: 12.706204736174698, 2: 4.302652729911275, 3: 3.182446305284263}
+    paired = table(page, "#paired")
+    assert [r[0] for r in paired] == [r[0] for r in head[1:]]
+    for row, other in zip(paired, scores[1:], strict=True):
+        both = [t for t in scores[0] if scores[0][t] is not None and other.get(t) is not None]
+        diffs = [other[t] - scores[0][t] for t in both]
+        mean = sum(diffs) / len(diffs)
+        half = t975[len(diffs) - 1] * statistics.stdev(diffs) / math.sqrt(len(diffs))
+        assert row[1:] == [
+            str(len(diffs)), f"{mean:+.3f}", f"[{mean - half:+.3f}, {mean + half:+.3f}]",
+            str(sum(d > 0 for d in diffs)), str(sum(d < 0 for d in diffs)),
+            str(sum(d == 0 for d in diffs)),
+        ]  # fmt: skip
 
 
 def test_trial_page_shows_the_trial_files(page, server, jobs):

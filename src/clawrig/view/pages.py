@@ -185,7 +185,9 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
     headline_benchmarks`; an older summary that does not say keeps them),
     mean ({mean, low, high, n, unit} or None), process ({ee, gpr, tpe, tgpr: {mean, n}}),
     pass (``{k: {pass_at_k, pass_hat_k, tasks}}``), errors (kind -> count), cost (USD),
-    tokens, requests, elapsed (s), not_run, budget_stopped, interrupted, status (:func:`status`)."""
+    tokens, requests, elapsed (s), not_run, budget_stopped, interrupted, status (:func:`status`),
+    replayed_from (the job folder ``--replay`` answered the model calls from, "" for a live
+    job)."""
     running = job.running()
     # a running job's summary is an earlier run's (interrupted, now resumed: helper-171 saw
     # its numbers beside the live count): the numbers so far until the job writes its own
@@ -202,6 +204,7 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
         "job_id": job.job_id(),
         "title": job.title,
         "folder": str(job.folder),
+        "replayed_from": job.replayed_from(),
     }
     if s is None:
         rollouts = JobPaths(job.folder).is_rollouts()
@@ -593,6 +596,33 @@ class Site:
         out.sort(key=rank)
         return out
 
+    def paired_differences(
+        self, jobs: list[JobView], rows: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Each job after the first against the first, paired over the tasks both graded
+        (``rows``: :meth:`compare_rows`): ``n`` tasks, ``mean`` difference of their task means
+        (this job's minus the first's), its t-based ``low``/``high`` (95%; None below two
+        tasks) and the tasks it scored ``better``/``worse``/``same`` on. Pairing by task
+        takes the tasks' own difficulty out of the comparison, as E. Miller, "Adding Error
+        Bars to Evals" (arXiv:2411.00640, section 4) recommends for two models on one
+        benchmark."""
+        from clawrig.grading.aggregate import mean_ci
+
+        out: list[dict[str, Any]] = []
+        for i, job in enumerate(jobs[1:], start=1):
+            diffs = [
+                r["scores"][i] - r["scores"][0]
+                for r in rows
+                if r["scores"][0] is not None and r["scores"][i] is not None
+            ]
+            ci = mean_ci(diffs)
+            out.append({
+                "job": job, "n": ci.n, "mean": ci.mean, "low": ci.low, "high": ci.high,
+                "better": sum(d > 0 for d in diffs), "worse": sum(d < 0 for d in diffs),
+                "same": sum(d == 0 for d in diffs),
+            })  # fmt: skip
+        return out
+
     def compare_page(self, keys: list[str] | None = None) -> str:
         """The compare page of jobs ``keys`` (default: all), cached until one of them changes."""
         self.add_new_jobs()
@@ -604,12 +634,14 @@ class Site:
             return hit[1]
         rowsets = [j.rows() for j in jobs]
         heads = [headline(j, r) for j, r in zip(jobs, rowsets, strict=True)]
+        rows = self.compare_rows(jobs)
         html = self._render(
             "compare.html",
             "",
             cjobs=jobs,
             heads=heads,
-            rows=self.compare_rows(jobs),
+            rows=rows,
+            paired=self.paired_differences(jobs, rows),
             p=job_plots(heads, rowsets),
         )
         self._memo[memo_key] = (stamp, html)
