@@ -506,3 +506,187 @@ def test_every_task_sharing_a_bad_workspace_or_grader_gets_its_own_error(
         (err,) = [e for e in suite.errors if e.path == path and e.field == "Automated Checks"]
         assert "syntax error" in err.message
         assert err.line == _line_of(path, "def grade(:")
+
+
+def test_wildclaw_tasks_folder_further_up_is_not_the_benchmark_root(
+    wildclaw_task, task_sections, bench_root, tmp_path, caplog
+):
+    """The benchmark root is the folder holding the ``tasks/`` folder the formats keep their
+    task files in (the file's folder or its parent), not any ``tasks`` further up: a suite kept
+    in ``<home>/tasks/downloads/bench`` took ``<home>`` for its root, and a Workspace Path
+    ``secretdata`` copied ``<home>/secretdata`` into the sandbox (helper-205)."""
+    # the layouts the formats publish keep their root: tasks/<category>/x.md, tasks/x.md
+    task = read_wildclaw_task(wildclaw_task())
+    assert task.workspace.exec_dir.parent.parent.parent.parent == bench_root.resolve()
+    flat = bench_root / "tasks" / "flat.md"
+    flat.write_bytes(wildclaw_task().read_bytes())
+    assert read_wildclaw_task(flat).workspace.exec_dir == task.workspace.exec_dir
+    # a suite three folders below a `tasks` folder: its root is its own folder
+    home = tmp_path / "home"
+    (home / "secretdata" / "exec").mkdir(parents=True)
+    (home / "secretdata" / "exec" / "key.txt").write_text("TOP SECRET\n")
+    suite = home / "tasks" / "downloads" / "bench"
+    suite.mkdir(parents=True)
+    task_sections["Workspace Path"] = "```\nsecretdata\n```"
+    evil = suite / "evil.md"
+    evil.write_bytes(wildclaw_task(sections=task_sections).read_bytes())
+    with caplog.at_level("WARNING", logger="clawrig.tasks"):
+        read = read_wildclaw_task(evil)
+    assert read.workspace.exec_dir is None or not read.workspace.exec_dir.is_relative_to(
+        home / "secretdata"
+    )
+    assert f"workspace data not found: looked for {suite / 'secretdata'} " in caplog.text
+
+
+def test_wildclaw_requirements_file_linked_outside_the_root_is_refused(
+    wildclaw_task, task_sections, grade_source, bench_root, tmp_path
+):
+    """A suite's requirements.txt that is a link to a host file is refused, naming it (its
+    lines were read as the graders' packages, to be asked of the package index: a token in
+    a credentials file became a "package name" the validation note printed: helper-205); one
+    linked within the root is read."""
+    creds = tmp_path / "creds"
+    creds.write_text("ghp_abcdef1234567890\n")
+    req = bench_root / "requirements.txt"
+    req.symlink_to(creds)
+    # a grader beyond the standard library: the suite's requirements are read for it
+    numpy_grader = grade_source.replace("import os\n", "import os\nimport numpy\n", 1)
+    task_sections["Automated Checks"] = "```python\n" + numpy_grader + "```"
+    path = wildclaw_task(sections=task_sections)
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field) == (req, "requirements")
+    assert f"leads outside the benchmark root {bench_root}" in err.message
+    assert "ghp_" not in str(err)
+    req.unlink()
+    (bench_root / "reqs.txt").write_text("numpy==2.1.0\n")
+    req.symlink_to("reqs.txt")
+    assert read_wildclaw_task(path).grader.requirements == ["numpy==2.1.0"]
+
+
+@pytest.mark.parametrize(
+    ("tool_calls", "where", "said"),
+    [
+        ("x", "[1].tool_calls", "must be a list of tool calls, not str"),
+        (5, "[1].tool_calls", "must be a list of tool calls, not int"),
+        (["x"], "[1].tool_calls[0]", "must be a tool call"),
+        ([{"id": "c", "function": {"name": 7}}], "[1].tool_calls[0]", "must be a tool call"),
+        (
+            [{"id": "c", "function": {"name": "read", "arguments": 5}}],
+            "[1].tool_calls[0].function.arguments",
+            "must be a JSON string or an object, not int",
+        ),
+    ],
+)
+def test_fourfolder_malformed_tool_calls_are_an_error_naming_the_message(
+    sample, tool_calls, where, said
+):
+    """A golden dialog whose tool calls are not OpenAI tool calls is refused when the sample is
+    read, naming the message (a string there was an AttributeError traceback in verify's
+    lint, and an oracle trial's infrastructure TypeError, run again at every --resume:
+    helper-205); calls with arguments as an object still read."""
+    dp = sample / "datapoints" / "000015.json"
+    data = json.loads(dp.read_text(encoding="utf-8"))
+    assert data["formatted_dialog"][1]["role"] == "assistant"
+    good = json.loads(json.dumps(data))
+    data["formatted_dialog"][1]["tool_calls"] = tool_calls
+    dp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field) == (dp, f"formatted_dialog{where}")
+    assert err.message.startswith(said) and err.line == _line_of(dp, '"formatted_dialog"')
+    call = good["formatted_dialog"][1]["tool_calls"][0]["function"]
+    call["arguments"] = json.loads(call["arguments"])
+    dp.write_text(json.dumps(good, indent=2), encoding="utf-8")
+    [task] = read_fourfolder(sample)
+    assert task.golden_dialog[1]["tool_calls"][0]["function"]["arguments"] == call["arguments"]
+
+
+@pytest.mark.parametrize("source", [".", "database", "qa_gold"])
+def test_dataclaw_workspace_source_that_is_a_folder_is_an_error(dc_root, source):
+    """A source that is a folder (the whole assets folder, gold answers and all, for ".") is
+    refused naming it, not warned "not found" with a hint to download the assets
+    (helper-205)."""
+    md = dc_root / "tasks" / TASK_001
+    _edit(md, FIRST_SOURCE, f'"source": "{source}"')
+    err = _raises(read_dataclaw_task_md, md)
+    assert (err.path, err.field, err.line) == (md, "workspace_files", 10)
+    assert err.message == f"source {source!r} is a folder under {dc_root / 'assets'} (give a file)"
+
+
+@pytest.mark.parametrize(
+    ("dest", "said"),
+    [
+        ("database", "dest 'database' is a file and a folder of 'database/enterprise/"),
+        (
+            "./database/enterprise/company_core.csv",
+            "dest './database/enterprise/company_core.csv' and "
+            "'database/enterprise/company_core.csv' are the same file",
+        ),
+    ],
+)
+def test_dataclaw_workspace_dests_that_clash_are_an_error(dc_root, dest, said):
+    """Two dests where one is a folder of the other, or the same file twice, are refused when
+    the task is read (copied in, the first was every trial's infrastructure FileExistsError,
+    and the second kept one file unsaid: helper-205)."""
+    md = dc_root / "tasks" / TASK_001
+    _edit(md, FIRST_DEST, f'"dest": "{dest}"')
+    err = _raises(read_dataclaw_task_md, md)
+    assert (err.path, err.field) == (md, "workspace_files")
+    assert err.message.startswith(said) and err.line == _line_of(md, "workspace_files:")
+
+
+def test_fourfolder_gt_and_golden_workspace_paths_that_clash_are_an_error(sample):
+    """gt/ keys or GOLDEN_WORKSPACE keys where one is a folder of another, and a
+    GOLDEN_WORKSPACE file whose base64 does not decode, are refused when the sample is read
+    (each was every trial's infrastructure error, FileExistsError or "Invalid base64", with
+    no file named: helper-205)."""
+    payload = sample / "reference_payloads" / "reference_payload_000015.json"
+    data = json.loads(payload.read_text(encoding="utf-8"))
+    good = json.dumps(data, indent=2)
+    data["gt"] = {"a": 1, "a/b": 2}
+    payload.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field, err.message) == (
+        payload,
+        "gt",
+        "'a' is a file and a folder of 'a/b'",
+    )
+    assert err.line == _line_of(payload, '"gt"')
+    payload.write_text(good, encoding="utf-8")
+    evaluator = sample / "evaluators" / "evaluator_000015.py"
+    results = '    "results/results.md": '
+    text = evaluator.read_text(encoding="utf-8")
+    assert text.count(results) == 1
+    evaluator.write_text(text.replace(results, '    "results": "x",\n' + results), encoding="utf-8")
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field) == (evaluator, "GOLDEN_WORKSPACE")
+    assert err.message == "'results' is a file and a folder of 'results/results.md'"
+    assert err.line == _line_of(evaluator, "GOLDEN_WORKSPACE = {")
+    evaluator.write_text(
+        text.replace(results, '    "logo.png": {"base64": "!!!notbase64"},\n' + results),
+        encoding="utf-8",
+    )
+    err = _raises(read_fourfolder, sample)
+    assert (err.path, err.field) == (evaluator, "GOLDEN_WORKSPACE")
+    assert err.message.startswith("'logo.png': base64: ")
+    evaluator.write_text(
+        text.replace(results, '    "logo.png": {"base64": "iVBORw0K"},\n' + results),
+        encoding="utf-8",
+    )
+    data = json.loads(good)
+    data["golden_workspace_files"] = [*data["golden_workspace_files"], "logo.png"]
+    payload.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    [task] = read_fourfolder(sample)
+    assert task.golden_workspace["logo.png"].base64 == "iVBORw0K"
+
+
+def test_wildclaw_async_grade_is_an_error_at_its_line(wildclaw_task, task_sections, grade_source):
+    """``async def grade`` is refused when the task is read, at its line (called as
+    WildClawBench calls grade(), it returned a coroutine: every trial scored 0 with "grade()
+    returned a string", the agent blamed, while validate said OK: helper-205)."""
+    source = grade_source.replace("def grade(", "async def grade(", 1)
+    task_sections["Automated Checks"] = "```python\n" + source + "```"
+    path = wildclaw_task(sections=task_sections)
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field) == (path, "Automated Checks")
+    assert err.message == "`async def grade` returns a coroutine: grade() must be a plain def"
+    assert err.line == _line_of(path, "async def grade(")

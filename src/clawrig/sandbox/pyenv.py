@@ -382,10 +382,17 @@ def read_requirements(path: Path) -> list[str]:
 
 def suite_grader_requirements(root: Path, default: Sequence[str] = ()) -> list[str]:
     """Grader requirements of a suite: ``requirements.txt`` in ``root`` or its ``tasks/``
-    folder (the first found), else ``default`` (e.g. :data:`WILDCLAW_GRADER_REQUIREMENTS`)."""
+    folder (the first found), else ``default`` (e.g. :data:`WILDCLAW_GRADER_REQUIREMENTS`).
+    Raises TaskFormatError for a ``requirements.txt`` that leads outside ``root`` (a link to
+    a host file: its lines were read as package names, and would have been sent to the
+    package index: helper-205) and as :func:`read_requirements` does."""
+    from clawrig.tasks.safety import is_inside, outside_message
+
     root = Path(root)
     for candidate in (root / "requirements.txt", root / "tasks" / "requirements.txt"):
         if candidate.is_file():
+            if not is_inside(candidate, root):
+                raise TaskFormatError(candidate, "requirements", outside_message(candidate, root))
             return read_requirements(candidate)
     return normalize_requirements(default)
 

@@ -82,14 +82,19 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def default_root(task_file: Path) -> Path:
-    """The benchmark root of a task file: the folder that holds its ``tasks/`` ancestor.
+    """The benchmark root of a task file: the folder that holds its ``tasks/`` folder, where
+    the formats keep their task files (WildClawBench ``tasks/<category>/<task>.md``,
+    DataClawBench ``tasks/<task>.md``: docs of formats in DESIGN.md's references).
 
-    Falls back to the task file's folder when no ancestor is named ``tasks``. The file's own
-    path is not resolved: a task file that is a link into another folder keeps its benchmark's
+    Falls back to the task file's folder when neither its folder nor that folder's parent is
+    named ``tasks``: a ``tasks`` folder further up is someone else's (a suite kept in
+    ``~/tasks/downloads/bench`` took the home folder for its root, and a task's Workspace Path
+    ``secretdata`` copied ``~/secretdata`` into its sandbox: helper-205). The file's own path
+    is not resolved: a task file that is a link into another folder keeps its benchmark's
     root (and the pre-run check refuses the link: ``runner.preflight.task_path_problems``).
     """
     path = Path(os.path.abspath(task_file))
-    for parent in path.parents:
+    for parent in path.parents[:2]:
         if parent.name == "tasks":
             return parent.parent
     return path.parent
@@ -116,11 +121,18 @@ def _grade_source_problem(source: str) -> tuple[int, str] | None:
         tree = parse_source(source, "<grader>")
     except SyntaxError as exc:
         return exc.lineno or 1, f"grade() has a syntax error: {exc.msg}"
-    names = {
-        node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    defined = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     }
-    if "grade" not in names:
+    grade = defined.get("grade")
+    if grade is None:
         return 1, "the block defines no top-level `def grade(...)`"
+    if isinstance(grade, ast.AsyncFunctionDef):
+        # (called as WildClawBench calls it, it returns a coroutine, not its scores: every
+        # trial was "grade() returned a string" and scored 0, the agent blamed: helper-205)
+        return grade.lineno, "`async def grade` returns a coroutine: grade() must be a plain def"
     return None
 
 
