@@ -42,6 +42,7 @@ from clawrig.tasks.safety import (
     has_control,
     id_problem,
     is_inside,
+    path_clash,
     relative_path_problem,
 )
 from clawrig.tasks.text import (
@@ -570,6 +571,10 @@ def _apply_task_doc(
         if not src.is_file():
             workspace.missing.append(src)
             missing_count += 1
+    if (clash := path_clash(f.dest for f in workspace.files)) is not None:
+        # (copied in, it was every trial's infrastructure FileExistsError: helper-205)
+        issues.error(path, "workspace_files", f"dest {clash}", line)
+        workspace.files = []
     if missing_count:
         issues.warning(
             path,
@@ -601,6 +606,8 @@ def _workspace_file_problem(source: str, dest: str, assets: Path) -> str | None:
         return f"source {source!r} is an absolute path (give a path relative to {assets})"
     if not is_inside(assets / source, assets):
         return f"source {source!r} resolves outside {assets}"
+    if (assets / source).is_dir():  # (it was "not found": download the assets, helper-205)
+        return f"source {source!r} is a folder under {assets} (give a file)"
     problem = relative_path_problem(dest)
     if problem:
         return f"dest {problem} (give a path relative to the workspace)"

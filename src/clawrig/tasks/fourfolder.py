@@ -12,6 +12,7 @@ The evaluator is never executed here: ``GOLDEN_WORKSPACE`` and ``EXPECTED_REWARD
 from __future__ import annotations
 
 import ast
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from clawrig.tasks.safety import (
     is_inside,
     link_target,
     outside_message,
+    path_clash,
     relative_path_problem,
 )
 from clawrig.tasks.text import IssueCollector, checklist, dumps_json_text, language_of, read_json
@@ -271,10 +273,20 @@ def _read_datapoint(path: Path, sample_id: str, issues: IssueCollector) -> dict[
             _key_line(path, dialog_key),
         )
         dialog = None
-    elif dialog and dialog[0].get("role") != "user":
-        issues.warning(
-            path, dialog_key, "the first message is not the user turn", _key_line(path, dialog_key)
-        )
+    else:
+        if dialog and dialog[0].get("role") != "user":
+            issues.warning(
+                path,
+                dialog_key,
+                "the first message is not the user turn",
+                _key_line(path, dialog_key),
+            )
+        if (bad := _bad_tool_calls(dialog)) is not None:
+            # (a string there was an AttributeError traceback in verify's lint, and an
+            # oracle trial's infrastructure TypeError, run again at every --resume: helper-205)
+            where, what = bad
+            issues.error(path, f"{dialog_key}{where}", what, _key_line(path, dialog_key))
+            dialog = None
     schema = data.get("tool_schema")
     if schema is not None and (
         not isinstance(schema, list) or not all(isinstance(t, dict) for t in schema)
@@ -301,6 +313,33 @@ def _read_datapoint(path: Path, sample_id: str, issues: IssueCollector) -> dict[
         "metadata": meta if isinstance(meta, dict) else {},
         "statistics": stats if isinstance(stats, dict) else {},
     }
+
+
+def _bad_tool_calls(dialog: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(where, what) of the first assistant message whose ``tool_calls`` is not a list of
+    OpenAI tool calls (``{"id", "type": "function", "function": {"name", "arguments"}}``:
+    ``arguments`` a JSON string or an object), None when every one is (or has none)."""
+    for i, msg in enumerate(dialog):
+        calls = msg.get("tool_calls")
+        if msg.get("role") != "assistant" or calls is None:
+            continue
+        if not isinstance(calls, list):
+            return f"[{i}].tool_calls", f"must be a list of tool calls, not {type(calls).__name__}"
+        for j, call in enumerate(calls):
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                return (
+                    f"[{i}].tool_calls[{j}]",
+                    'must be a tool call {"id", "type": "function", "function": {"name", '
+                    '"arguments"}} with the tool\'s name a string',
+                )
+            args = fn.get("arguments")
+            if args is not None and not isinstance(args, str | dict):
+                return (
+                    f"[{i}].tool_calls[{j}].function.arguments",
+                    f"must be a JSON string or an object, not {type(args).__name__}",
+                )
+    return None
 
 
 def _shown(node: ast.AST, width: int = 80) -> str:
@@ -414,11 +453,20 @@ def _golden_workspace(
         elif isinstance(content, str):
             out[rel] = FileContent(text=content)
         elif isinstance(content, dict) and isinstance(content.get("base64"), str):
+            try:  # (a bad one was an infrastructure error of every trial: helper-205)
+                base64.b64decode(content["base64"], validate=True)
+            except ValueError as exc:
+                issues.error(path, "GOLDEN_WORKSPACE", f"{rel!r}: base64: {exc}", line)
+                continue
             out[rel] = FileContent(base64=content["base64"])
         else:
             issues.error(
                 path, "GOLDEN_WORKSPACE", f'{rel!r}: value must be text or {{"base64": ...}}', line
             )
+    if (clash := path_clash(out)) is not None:
+        # (written into the golden end state, it was a FileExistsError: helper-205)
+        issues.error(path, "GOLDEN_WORKSPACE", clash, line)
+        return None
     return out
 
 
@@ -453,6 +501,10 @@ def _read_payload(path: Path, sample_id: str, issues: IssueCollector) -> dict[st
                 issues.error(path, "gt", f"not a relative path: {problem}", _key_line(path, rel))
                 continue
             gt_files[rel] = FileContent(text=dumps_json_text(value))
+        if (clash := path_clash(gt_files)) is not None:
+            # (injected for grading, it was every trial's infrastructure FileExistsError)
+            issues.error(path, "gt", clash, _key_line(path, "gt"))
+            gt_files = {}
     files = data.get("golden_workspace_files", [])
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         issues.error(

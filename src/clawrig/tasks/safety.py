@@ -14,7 +14,7 @@ import errno
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -208,6 +208,24 @@ def relative_path_problem(rel: str) -> str | None:
         return f"{rel!r} contains `..`"
     if not [p for p in pure.parts if p != "."]:
         return f"{rel!r} names no file"
+    return None
+
+
+def path_clash(rels: Iterable[str]) -> str | None:
+    """Why files at the relative paths ``rels`` (each a :func:`relative_path_problem`-free
+    path) cannot all be written: one is a folder of another (``a`` and ``a/b``) or two name
+    the same file (``a/b`` and ``a/./b``); None when they can. Said of the first clash, as
+    "'a' is a file and a folder of 'a/b'"."""
+    seen: dict[tuple[str, ...], str] = {}
+    for rel in rels:
+        parts = tuple(p for p in PurePosixPath(rel).parts if p != ".")
+        if parts in seen:
+            return f"{seen[parts]!r} and {rel!r} are the same file"
+        seen[parts] = rel
+    for parts, rel in seen.items():
+        for n in range(1, len(parts)):
+            if (above := seen.get(parts[:n])) is not None:
+                return f"{above!r} is a file and a folder of {rel!r}"
     return None
 
 
