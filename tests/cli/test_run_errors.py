@@ -141,6 +141,33 @@ def test_malformed_task_file_names_file_and_field(tmp_path):
     assert "front matter" in r.stderr.lower()
 
 
+def test_a_bad_file_of_a_task_not_chosen_does_not_stop_the_others(tmp_path):
+    """``--suite`` runs the tasks it names when another file of the suite does not read (it
+    stopped every run: helper-205, where verify graded the good ones), saying so in a line;
+    without --suite, or naming the bad file's task, the error stops the run before any
+    sandbox starts, as before."""
+    suite = tmp_path / "wc"
+    shutil.copytree(REPO / "examples" / "wildclaw", suite)
+    cat = suite / "tasks" / "01_Productivity_Flow"
+    bad = cat / "anchor.md"
+    bad.write_text("---\nid: [unclosed\n---\n\n## Prompt\n\nhi\n")
+    good = "01_Productivity_Flow_task_1_word_count"
+    out = tmp_path / "out"
+    r = run("run", str(suite), "--suite", good, "--agent", "nop", "-o", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert f"a file of a task not chosen: {bad}:" in r.stderr
+    summary = json.loads(next(out.glob("summary_*.json")).read_text())
+    assert [t["task_id"] for t in summary["tasks"]] == [good]
+    assert summary["tasks"][0]["score"] == 0.0 and summary["error_count"] == 0  # (graded)
+    for args in ([], ["--suite", "anchor"]):
+        r = run("run", str(suite), *args, "--agent", "nop", "-o", str(tmp_path / "o2"),
+                cwd=tmp_path)  # fmt: skip
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.startswith(f"clawrig: error: {bad}:"), r.stderr
+        assert not (tmp_path / "o2").exists()
+
+
 @pytest.mark.parametrize(
     ("flags", "env", "needle"),
     [

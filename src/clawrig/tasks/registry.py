@@ -70,6 +70,22 @@ class Suite:
             if (where := os.path.abspath(w.path)) in mine or where not in any_task
         ]
 
+    def errors_for(self, tasks: list[Task]) -> list[ValidationIssue]:
+        """The errors that stop a run of ``tasks`` (some of :attr:`tasks`): all of them when
+        ``tasks`` is every task read; for fewer (``--suite``), those of their own files and
+        those of no file (a folder: the suite's shared data). An error in another file, a
+        task file that could not be read or one of a task not chosen, is no concern of the
+        run (helper-205: one bad file stopped every ``--suite`` run of the others, where
+        verify graded them)."""
+        if len(tasks) >= len(self.tasks):
+            return self.errors
+        mine = set().union(*map(_task_files, tasks))
+        return [
+            e
+            for e in self.errors
+            if (where := os.path.abspath(e.path)) in mine or not os.path.isfile(where)
+        ]
+
     @property
     def valid_tasks(self) -> list[Task]:
         """The tasks with no error in any of their own files (the task file; a four-folder
@@ -417,7 +433,8 @@ def load_tasks(
     select: Callable[[list[Task]], list[Task]] | None = None,
 ) -> list[Task]:
     """Read the tasks under ``path`` (see :func:`load_suite`); ``select``: the ones to return,
-    from all read (when the suite has no error).
+    from all read (an error in a file of a task it leaves out is logged, not raised:
+    :meth:`Suite.errors_for`).
 
     Warnings (e.g. workspace data not downloaded) are logged on ``clawrig.tasks``: with
     ``select``, those of the tasks chosen and of no task (:meth:`Suite.warnings_for`; a
@@ -426,19 +443,33 @@ def load_tasks(
     does not exist, and whatever ``select`` raises.
     """
     suite = load_suite(path, root)
-    if select is not None and not suite.errors:
-        tasks = select(suite.tasks)
-        for warning in suite.warnings_for(tasks):
+    if select is None:
+        for warning in suite.warnings:
             log.warning("%s", warning)
-        return tasks
-    for warning in suite.warnings:
+        _raise_first(suite.errors)
+        return suite.tasks
+    try:
+        tasks = select(suite.tasks)
+    except UserError:
+        _raise_first(suite.errors)  # (the task asked for may be the one that did not read)
+        raise
+    _raise_first(suite.errors_for(tasks))
+    for warning in suite.warnings_for(tasks):
         log.warning("%s", warning)
-    if suite.errors:
-        first = suite.errors[0]
-        more = len(suite.errors) - 1
+    if others := suite.errors:
+        more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
+        log.warning("a file of a task not chosen: %s%s", others[0], more)
+    return tasks
+
+
+def _raise_first(errors: list[ValidationIssue]) -> None:
+    """Raise TaskFormatError for the first of ``errors`` (file, field, line), noting how many
+    more there are; nothing when there is none."""
+    if errors:
+        first = errors[0]
+        more = len(errors) - 1
         suffix = f" (and {more} more error(s); run `clawrig tasks validate`)" if more else ""
         raise TaskFormatError(first.path, first.field, first.message + suffix, first.line)
-    return suite.tasks
 
 
 def validate(path: Path | str, root: Path | str | None = None) -> list[ValidationIssue]:
