@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import signal
 import stat
 import sys
@@ -18,6 +19,7 @@ from clawrig.errors import ClawrigError, UserError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.segment import Segment
 
     console: Console
     err_console: Console
@@ -102,6 +104,7 @@ def _new_console(**options: Any) -> Console:
     output is dropped and the command goes on to its own exit code (``clawrig run | head``
     exited 1 after the job, rich's default, which reads as "some trial left unscored")."""
     from rich.console import Console
+    from rich.segment import Segment
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
@@ -110,7 +113,34 @@ def _new_console(**options: Any) -> Console:
             os.dup2(devnull, self.file.fileno())
             os.close(devnull)
 
+        def render(self, renderable: Any, options: Any = None) -> Iterator[Segment]:
+            # every text printed (lines, tables, Text) with its control characters shown,
+            # not sent: a task's name, a grader's error or an agent's file reached the
+            # terminal as escape sequences (a window title, colours: helper-205); rich's own
+            # styles and cursor moves are no text (styles, control segments) and stay
+            for seg in super().render(renderable, options):
+                if seg.control is None and _UNSAFE_ON_A_TERMINAL.search(seg.text):
+                    yield Segment(terminal_safe(seg.text), seg.style)
+                else:
+                    yield seg
+
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            # (a string escaped before it is measured: a table's column fits the escapes)
+            return super().render_str(terminal_safe(text), **kwargs)
+
     return _Console(**options)
+
+
+_UNSAFE_ON_A_TERMINAL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with each control character but newline and tab written as its escape
+    (``\\x1b``, ``\\x07``, C1 controls such as ``\\x9b`` too): what a terminal would act on
+    (ECMA-48 escape and control sequences: titles, colours, cursor moves) shown instead."""
+    if not _UNSAFE_ON_A_TERMINAL.search(text):
+        return text
+    return _UNSAFE_ON_A_TERMINAL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _console(name: str) -> Console:
