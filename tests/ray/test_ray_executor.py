@@ -37,6 +37,7 @@ from ray_helpers import (
 )
 
 from clawrig.leftovers import owner_pid, pid_alive
+from clawrig.runner.executors import ray as ray_executor
 from clawrig.runner.executors.ray import NODE_LOG_LINE
 from clawrig.runner.job import Job
 from clawrig.testing.scripted_server import ScriptedServer
@@ -418,6 +419,58 @@ def test_every_node_worker_gone_stops_the_job_with_its_summary(
     assert proc.returncode == 1, stderr.decode()[-2000:]
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert summary["provider_stopped"] == (
-        "--executor ray: every node of the cluster is gone (--resume continues)"
-    )
+        "--executor ray: no clawrig worker is left on the cluster (its nodes left, or their "
+        "workers were killed or crashed: see the nodes' Ray logs); --resume continues on the "
+        "nodes alive then"
+    )  # (it said "every node of the cluster is gone" of nodes alive: helper-204)
     assert summary["not_run"] > 0 and b"Traceback" not in stderr
+    assert "once it answers" not in stdout.decode()  # (a model server's, said after it)
+
+
+def test_a_cluster_with_token_authentication_is_joined_as_docs_ray_md_says(model_server, tmp_path):
+    """A cluster using Ray's token authentication (what `ray start` does by default since
+    Ray 2.59): joined with RAY_AUTH_MODE=token and its token, as docs/ray.md now says;
+    without RAY_AUTH_MODE the one line says what to set (docs/ray.md's commands failed after
+    20 s of Ray's "InvalidAuthToken" lines and "Failed to connect", and the doc said nothing
+    needed doing: helper-204)."""
+    token = "clawrig-test-" + os.urandom(16).hex()
+    # the cluster in a process of its own: this one's Ray read RAY_AUTH_MODE already
+    head = subprocess.Popen(
+        [sys.executable, "-c", TOKEN_CLUSTER],
+        env={k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert head.stdout is not None
+        address, node = head.stdout.readline().split()
+        bench = write_mini_bench(tmp_path / "bench", 2)
+        out = tmp_path / "out"
+        env = {k: v for k, v in env_for(model_server()).items() if not k.startswith("RAY_")}
+        env["RAY_AUTH_TOKEN"] = token
+        args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
+        args += ["--executor", "ray", "--ray-address", address]
+        r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.splitlines()[-1] == (
+            f"clawrig: error: --ray-address: cannot join the Ray cluster at {address}: Failed "
+            f"to connect to Ray cluster at {address} ({ray_executor.RAY_AUTH_HINT})"
+        )
+        env["RAY_AUTH_MODE"] = "token"  # (then the same command, in the same folder)
+        r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        summary = json.loads((out / "summary_scripted_test.json").read_text())
+        assert [t["error"] for t in summary["tasks"]] == [None, None]
+        assert _nodes_used(out) == {node}
+    finally:
+        head.communicate(timeout=120)  # (its stdin closed: it shuts the cluster down)
+
+
+TOKEN_CLUSTER = """
+import sys
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+print(cluster.address, cluster.head_node.node_id, flush=True)
+sys.stdin.read()
+cluster.shutdown()
+"""

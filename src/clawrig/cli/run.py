@@ -576,7 +576,9 @@ def report(summary: dict[str, Any], config: Any) -> int:
         from clawrig.llm.client import PROMPTS_REFUSED
 
         # a model that refuses the job's prompts (not its settings) refuses them on --resume too
-        resume = "" if PROMPTS_REFUSED in stopped else " (--resume continues once it answers)"
+        # (a stop line saying itself how --resume goes, as the Ray executor's, says it once)
+        said = PROMPTS_REFUSED in stopped or "--resume" in stopped
+        resume = "" if said else " (--resume continues once it answers)"
         bits.append(f"stopped: {stopped}; {left}{resume}")
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")

@@ -1300,6 +1300,7 @@ async def _run_locked(
     progress.task_digests = {**progress.task_digests, **digests}
     if job.resume:
         _adopt_orphans(job, job_id, progress, tasks)
+    created = not ppath.exists()
     write_json_atomic(ppath, progress)
 
     done = progress.done()
@@ -1343,7 +1344,15 @@ async def _run_locked(
         share = worker_parallel(job.parallel, job_processes(job, tasks, services))
         pool = services.pool = WarmPool(parallel=share, work_dir=services.work_dir)
     try:
-        await executor.start()
+        try:
+            await executor.start()
+        except BaseException:
+            if created:  # nothing ran (a cluster it could not join): the folder holds no job,
+                # and the same command runs again as it is, not only with --resume
+                # (helper-204's Ray join)
+                with contextlib.suppress(OSError):
+                    ppath.unlink()
+            raise
         return await _run_trials(
             job, tasks, services, on_update, executor, progress, todo, state, results, carried
         )

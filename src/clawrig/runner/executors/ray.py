@@ -87,7 +87,11 @@ NODE_RETRY_ATTEMPTS = 2
 """Tries a node's gateway makes per request to the driver's (the driver's retries the
 provider itself)."""
 
-CLUSTER_GONE = "--executor ray: every node of the cluster is gone (--resume continues)"
+CLUSTER_GONE = (
+    "--executor ray: no clawrig worker is left on the cluster (its nodes left, or their "
+    "workers were killed or crashed: see the nodes' Ray logs); --resume continues on the "
+    "nodes alive then"
+)
 """The job's stop line when no node is left to run trials (:meth:`RayExecutor.provider_stop`)."""
 
 
@@ -104,6 +108,17 @@ LOST_REQUEST_WAIT_S = 120.0
 """How long, in seconds, the driver waits for the model requests a lost node left in flight
 before it reads what the lost attempt spent (the provider answers them and bills them anyway);
 a request still open then is missing from the trial's usage, never from the job's spend."""
+
+
+RAY_AUTH_HINT = (
+    "a cluster `ray start` started uses Ray's token authentication by default since Ray "
+    "2.59, which every process joining it needs too: export RAY_AUTH_MODE=token before "
+    "`clawrig run` and each `ray start`, with the cluster's token in ~/.ray/auth_token or "
+    "RAY_AUTH_TOKEN (`ray get-auth-token`; docs/ray.md)"
+)
+"""What a failed join adds when this process did not use Ray's token authentication (a
+process that does cannot run workers on a cluster that does not, so clawrig never turns it
+on by itself: Ray reads the mode once, when it is loaded)."""
 
 
 def import_ray() -> Any:
@@ -693,7 +708,10 @@ class RayExecutor:
                     )
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 said = f"--ray-address: cannot join the Ray cluster at {address}: {exc}"
-                raise UserError(said.splitlines()[0]) from None
+                said = said.splitlines()[0]
+                if address != "local" and os.environ.get("RAY_AUTH_MODE") != "token":
+                    said += f" ({RAY_AUTH_HINT})"
+                raise UserError(said) from None
             self._owns_ray = True
         gateway = self.services.gateway
         if gateway is None:
