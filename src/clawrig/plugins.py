@@ -52,6 +52,11 @@ class Registry(Generic[T]):
         self._scanned = False
 
     @property
+    def singular(self) -> str:
+        """One of the family in messages: "agent", "sandbox" (it said "sandboxe": helper-204)."""
+        return self.family.removesuffix("es") if self.family.endswith("xes") else self.family[:-1]
+
+    @property
     def group(self) -> str:
         """The entry-point group third parties register in."""
         return f"clawrig.{self.family}"
@@ -85,7 +90,7 @@ class Registry(Generic[T]):
         """Return ``name`` when known (nothing imported); raise UserError otherwise."""
         if name not in self:
             raise UserError(
-                f"{self.flag}: unknown {self.family[:-1]} {name!r} "
+                f"{self.flag}: unknown {self.singular} {name!r} "
                 f"(choose from {', '.join(self.names())})"
             )
         return name
@@ -102,7 +107,7 @@ class Registry(Generic[T]):
                 obj = cast(T, _load_target(target))
             except (ImportError, AttributeError) as exc:
                 raise UserError(
-                    f"{self.flag}: {self.family[:-1]} {name!r} ({target}) cannot be loaded: {exc}"
+                    f"{self.flag}: {self.singular} {name!r} ({target}) cannot be loaded: {exc}"
                 ) from None
         else:
             obj = target

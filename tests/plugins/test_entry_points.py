@@ -115,6 +115,10 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
             [clawrig.services]
             counter = my_plugins.services:CounterService
             gmail = my_plugins.services:CounterService
+
+            [clawrig.sandboxes]
+            agentbox = my_plugins.agents:EchoAgent
+            nobox = my_plugins.nowhere:Box
             """
         )
     )
@@ -197,6 +201,33 @@ def test_bad_agent_names_are_one_line(
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").glob("*/*/result.json"))
 
 
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        (
+            "agentbox",
+            "--sandbox: 'agentbox' is registered as <class 'my_plugins.agents.EchoAgent'>, not "
+            "a sandbox backend: a class taking a SandboxConfig (it has no ",
+        ),
+        ("nobox", "--sandbox: sandbox 'nobox' (my_plugins.nowhere:Box) cannot be loaded"),
+    ],
+)
+def test_bad_sandbox_plugins_are_one_line_before_the_job(
+    plugin_path: Path, tmp_path: Path, name: str, needle: str
+) -> None:
+    """A sandbox entry point that is no backend (an agent class) or cannot be imported is one
+    line and exit 2 before the job starts (it started: each trial an infrastructure
+    TypeError, retried and set aside, and --resume asked for: helper-204)."""
+    proc = _clawrig(
+        ["run", str(REPO / "suites/demo"), "--suite", "000001", "--agent", "oracle",
+         "--sandbox", name, "-o", str(tmp_path / "o")],
+        plugin_path, tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"clawrig: error: {needle}"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
 def test_registry_lists_builtins_then_entry_points(plugin_path: Path) -> None:
     code = (
         "from clawrig.agents import AGENTS; from clawrig.sandbox.kinds import SANDBOXES;"
@@ -210,7 +241,7 @@ def test_registry_lists_builtins_then_entry_points(plugin_path: Path) -> None:
     ).stdout.splitlines()
     assert out[0].split(",")[:4] == ["native", "oracle", "nop", "openclaw"]
     assert {"echo", "not-an-agent", "missing"} <= set(out[0].split(","))
-    assert out[1] == "bwrap,docker,local"
+    assert out[1] == "bwrap,docker,local,agentbox,nobox"
     # a built-in name wins over the plugin's "gmail"
     assert out[2] == "gmail,calendar,contacts,slack,counter"
 

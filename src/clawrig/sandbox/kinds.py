@@ -27,13 +27,31 @@ SANDBOX_KINDS = ("bwrap", "docker", "local")
 
 
 def check_sandbox_kind(kind: str, flag: str = "--sandbox") -> str:
-    """Return ``kind`` when it names a backend; raise UserError (one line) otherwise."""
-    if kind in SANDBOXES:
-        return kind
+    """Return ``kind`` when it names a backend; raise UserError (one line) otherwise: an
+    unknown name, and a registered one (not built in) that cannot be loaded or is no backend
+    (:func:`backend_problem`: an agent class registered as a sandbox started the job, each
+    trial then an infrastructure error retried and set aside: helper-204)."""
     from clawrig.errors import UserError
 
+    if kind in SANDBOXES:
+        if kind not in SANDBOX_KINDS and (problem := backend_problem(SANDBOXES.get(kind))):
+            raise UserError(f"{flag}: {kind!r} is registered as {problem}")
+        return kind
     choices = ", ".join(SANDBOXES.names())
     raise UserError(f"{flag}: unknown sandbox {kind!r} (choose from {choices})")
+
+
+def backend_problem(cls: object) -> str | None:
+    """Why ``cls`` is no sandbox backend (a class with the methods of the
+    :class:`clawrig.sandbox.base.Sandbox` protocol), None when it is one."""
+    from clawrig.sandbox.base import Sandbox
+
+    wanted = [n for n, v in vars(Sandbox).items() if callable(v) and not n.startswith("_")]
+    missing = [n for n in wanted if not callable(getattr(cls, n, None))]
+    if isinstance(cls, type) and not missing:
+        return None
+    lacks = f" (it has no {', '.join(missing)})" if isinstance(cls, type) else ""
+    return f"{cls!r}, not a sandbox backend: a class taking a SandboxConfig{lacks}"
 
 
 def sandbox_class(kind: str) -> type[Sandbox]:
