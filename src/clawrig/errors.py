@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from clawrig.spec.trial import Usage
 
 
@@ -28,6 +30,17 @@ def not_a_folder(label: str, path: Path) -> UserError:
     if path.exists() or path.is_symlink():
         return UserError(f"{label}: {path} is not a folder")
     return UserError(f"{label}: no such folder: {path}")
+
+
+def first_invalid(exc: ValidationError, top: str = "(the file)") -> tuple[str, str]:
+    """(field, what) of a pydantic ValidationError's first error, for the one line: the
+    field's path joined with ``.`` (``top`` for the object itself), and pydantic's message
+    with how many more errors follow ("... (and 73 more)": a manifest with 74 wrong fields
+    said "74 validation errors for DataManifest" and named none: helper-204)."""
+    first = exc.errors()[0]
+    field = ".".join(str(x) for x in first.get("loc", ())) or top
+    more = exc.error_count() - 1
+    return field, first.get("msg", "invalid") + (f" (and {more} more)" if more else "")
 
 
 class TaskFormatError(UserError):

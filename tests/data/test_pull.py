@@ -228,3 +228,19 @@ def test_dataclaw_and_wildclaw_data_are_laid_out_where_the_readers_look(hub, tmp
     for rel, data in ws.items():
         assert (dest / "workspace" / rel).read_bytes() == data
     assert f"no task files in this data: run the benchmark's tasks with --root {dest}" in r.stdout
+
+
+def test_a_manifest_with_wrong_fields_names_the_first_and_counts_the_rest(tmp_path) -> None:
+    """A hand-written manifest with wrong fields says which (it said "74 validation errors
+    for DataManifest" and named none: helper-204)."""
+    from clawrig.data.manifest import read_manifest
+    from clawrig.errors import UserError
+
+    path = tmp_path / "clawrig-data.json"
+    path.write_text(json.dumps({"source": "hf://x/y", "repo": "x/y", "files": {"a": 1}}))
+    with pytest.raises(UserError) as err:
+        read_manifest(path)
+    # required and missing: repo_id, revision, commit; files.a is no {size, sha256} entry
+    assert str(err.value) == (
+        f"{path}: not a clawrig data manifest: repo_id: Field required (and 3 more)"
+    )

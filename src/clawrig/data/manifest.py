@@ -86,11 +86,14 @@ def read_manifest(path: Path) -> DataManifest:
     """The manifest at ``path``. Raises UserError naming the file for one that is unreadable."""
     from pydantic import ValidationError
 
-    from clawrig.errors import UserError
+    from clawrig.errors import UserError, first_invalid
 
     try:
         return DataManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, ValidationError) as exc:
+    except ValidationError as exc:
+        where, what = first_invalid(exc)
+        raise UserError(f"{path}: not a clawrig data manifest: {where}: {what}") from None
+    except (OSError, ValueError) as exc:
         first = str(exc).splitlines()[0]
         raise UserError(f"{path}: not a clawrig data manifest: {first}") from None
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from clawrig.errors import UserError
+from clawrig.errors import UserError, first_invalid
 
 BUILDER_VERSION = 2
 """Bumped when the way a spec becomes a root file system changes (old builds then rebuild)."""
@@ -130,9 +130,8 @@ def load_env_spec(ref: str | Path) -> EnvSpec:
     try:
         spec = EnvSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(top)"
-        raise UserError(f"{label}: field {field}: {err['msg']}") from None
+        field, what = first_invalid(exc, "(top)")
+        raise UserError(f"{label}: field {field}: {what}") from None
     spec.source = source.resolve() if source else None
     df = spec.dockerfile_path
     if df is not None and not df.is_file():

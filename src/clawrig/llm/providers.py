@@ -82,7 +82,7 @@ import yaml
 from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from clawrig.errors import UserError
+from clawrig.errors import UserError, first_invalid
 from clawrig.llm.pricing import Prices
 
 __all__ = [
@@ -303,9 +303,8 @@ def load_providers_file(path: Path | str) -> ProvidersFile:
     try:
         return ProvidersFile.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(x) for x in first["loc"]) or "(root)"
-        raise UserError(f"{p}: {field}: {first['msg']}") from None
+        field, what = first_invalid(exc, "(root)")
+        raise UserError(f"{p}: {field}: {what}") from None
 
 
 def _merge_provider(base: ProviderConfig, over: ProviderConfig) -> ProviderConfig:

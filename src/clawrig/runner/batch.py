@@ -47,7 +47,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
-from clawrig.errors import AttemptLost, ClawrigError, UserError
+from clawrig.errors import AttemptLost, ClawrigError, UserError, first_invalid
 from clawrig.grading.aggregate import job_summary
 from clawrig.leftovers import release_own_mounts
 from clawrig.runner.executors import Executor, create_executor
@@ -957,9 +957,8 @@ def read_progress(path: Path) -> Progress | None:
     try:
         return Progress.model_validate_json(read_record(path))  # (64 MiB at most: helper-185)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err.get("loc", ())) or "file"
-        raise UserError(f"{path}: not a valid progress file ({where}: {err['msg']})") from None
+        where, what = first_invalid(exc, "file")
+        raise UserError(f"{path}: not a valid progress file ({where}: {what})") from None
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: not a valid progress file ({exc.__class__.__name__})") from None
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from clawrig.errors import ModelRequestError, UserError
+from clawrig.errors import ModelRequestError, UserError, first_invalid
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.llm.base import ChatModel
 from clawrig.llm.gateway import recorded_models, replay_gateway, replay_model
@@ -174,10 +174,8 @@ def load_trial(folder: Path) -> TrialResult:
             raise UserError(f"{rj}: not a valid trial result: {problem}")
         return trial
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "(the file)"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise UserError(f"{rj}: not a valid trial result: {where}: {first['msg']}{more}") from None
+        where, what = first_invalid(exc)
+        raise UserError(f"{rj}: not a valid trial result: {where}: {what}") from None
     except (OSError, ValueError, RecursionError) as exc:
         raise UserError(f"{rj}: not a valid trial result ({exc.__class__.__name__})") from None
 

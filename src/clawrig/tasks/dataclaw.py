@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from clawrig.errors import TaskFormatError
+from clawrig.errors import TaskFormatError, first_invalid
 from clawrig.spec.task import (
     Grader,
     GraderKind,
@@ -493,8 +493,7 @@ def task_from_gold(
             metadata=metadata,
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise TaskFormatError(gold_path, ".".join(map(str, err["loc"])), err["msg"]) from None
+        raise TaskFormatError(gold_path, *first_invalid(exc)) from None
 
 
 def _apply_task_doc(

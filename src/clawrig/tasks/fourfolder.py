@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from clawrig.errors import TaskFormatError
+from clawrig.errors import TaskFormatError, first_invalid
 from clawrig.pysource import non_stdlib_imports
 from clawrig.pysource import parse as parse_source
 from clawrig.services.declare import fixture_files, parse_services
@@ -684,8 +684,7 @@ def read_fourfolder_sample(
             metadata=metadata,
         )
     except ValidationError as exc:  # pragma: no cover - fields are checked above
-        err = exc.errors()[0]
-        raise TaskFormatError(paths["intent"], ".".join(map(str, err["loc"])), err["msg"]) from None
+        raise TaskFormatError(paths["intent"], *first_invalid(exc)) from None
 
 
 def read_fourfolder(root: Path | str, issues: IssueCollector | None = None) -> list[Task]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from clawrig.errors import TaskFormatError
+from clawrig.errors import TaskFormatError, first_invalid
 from clawrig.pysource import parse as parse_source
 from clawrig.pysource import third_party_modules
 from clawrig.sandbox.pyenv import WILDCLAW_GRADER_REQUIREMENTS, suite_grader_requirements
@@ -443,5 +443,4 @@ def read_wildclaw_task(
             metadata=metadata,
         )
     except ValidationError as exc:  # pragma: no cover - fields are checked above
-        err = exc.errors()[0]
-        raise TaskFormatError(path, ".".join(map(str, err["loc"])), err["msg"]) from None
+        raise TaskFormatError(path, *first_invalid(exc)) from None
