@@ -483,3 +483,26 @@ async def test_with_retries_hands_the_first_failure_to_tenacity():
     with pytest.raises(ConnectionError, match="down 3"):
         await with_retries(retrying, down)
     assert len(tries) == 3
+
+
+@pytest.mark.parametrize("status", [501, 505])
+async def test_a_status_that_never_works_there_is_not_retried(scripted_server, status):
+    """501 (method not supported) and 505 (HTTP version not supported) say the request will
+    never work at that server: one request and a request error, directly and through the
+    gateway (a proxy's 501 was retried 6 times over 33 s: helper-204); 502 still is."""
+    from clawrig.llm.gateway import Gateway
+
+    srv = scripted_server([error(status, "Unsupported method")] * 2 + [reply("no")])
+    with pytest.raises(ModelRequestError) as info:
+        await srv.chat_model(retry=FAST).chat(USER)
+    assert str(info.value).startswith(f"scripted/scripted: HTTP {status} from scripted (")
+    assert len(srv.requests) == 1
+    fast = RetryPolicy(attempts=3, initial_s=0.001, max_s=0.005)
+    with Gateway(retry=fast) as gw:
+        lease = gw.open_trial(srv.chat_model().endpoint, trial_id="t1")
+        with pytest.raises(ModelRequestError):
+            await lease.chat_model().chat(USER)
+    assert len(srv.requests) == 2
+    flaky = scripted_server([error(502, "bad gateway"), reply("ok")])
+    assert (await flaky.chat_model(retry=FAST).chat(USER)).content == "ok"
+    assert len(flaky.requests) == 2

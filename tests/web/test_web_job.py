@@ -197,3 +197,18 @@ def test_recorded_job_replays_identically_without_network(
         assert row["error"] is None and row["score"] == 0.0 and row["attempts"] == 1
     for result in (tmp_path / "miss").glob("*/*/result.json"):
         assert json.loads(result.read_text())["web_misses"] == 1
+
+
+def test_the_summarys_web_dir_is_absolute_as_replayed_from(tmp_path, monkeypatch):
+    """A --web-dir typed relative is recorded absolute, as ``replayed_from`` is (it was as
+    typed, so the summary's two folders read differently: helper-204)."""
+    from clawrig.spec.job import JobConfig
+    from clawrig.web.service import web_summary
+
+    (tmp_path / "rec").mkdir()
+    monkeypatch.chdir(tmp_path)
+    config = JobConfig(suite_path=tmp_path, web_dir=Path("rec"))
+    config.trial.web = "replay"
+    assert web_summary(config)["dir"] == str(tmp_path / "rec")
+    config.trial.web = "corpus"
+    assert web_summary(config)["dir"] == str(tmp_path / "rec")

@@ -109,6 +109,7 @@ __all__ = [
     "ProviderRetriesExhausted",
     "RetryPolicy",
     "PROBE",
+    "retryable_status",
     "provider_answers",
     "provider_semaphore",
     "provider_slot",
@@ -119,7 +120,18 @@ __all__ = [
 ]
 
 RETRY_STATUSES = frozenset({408, 409, 429})
-"""HTTP statuses retried besides every 5xx (the same set the openai SDK retries)."""
+"""HTTP statuses retried besides the 5xx ones (the same set the openai SDK retries)."""
+PERMANENT_5XX = frozenset({501, 505})
+"""5xx statuses that say the request will never work there (RFC 9110 15.6.2, 15.6.6: the
+method or the HTTP version unsupported), not retried: a proxy's 501 was retried 6 times over
+33 s (helper-204)."""
+
+
+def retryable_status(status: int) -> bool:
+    """Whether a reply of HTTP ``status`` is worth another attempt: 408, 409, 429 and 5xx but
+    :data:`PERMANENT_5XX` (the openai SDK retries every 5xx)."""
+    return status in RETRY_STATUSES or (status >= 500 and status not in PERMANENT_5XX)
+
 
 _MAX_MESSAGE = 300
 
@@ -736,7 +748,7 @@ def _retryable(exc: BaseException) -> bool:
         return False
     if isinstance(exc, _BodyError) or _sdk_error(exc, "APIStatusError"):
         status = _status_of(exc)
-        return status is None or status >= 500 or status in RETRY_STATUSES
+        return status is None or retryable_status(status)
     return isinstance(exc, (*_http_errors("TransportError"), TimeoutError)) or _sdk_error(
         exc, "APITimeoutError", "APIConnectionError"
     )

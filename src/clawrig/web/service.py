@@ -524,12 +524,14 @@ def web_session(
 def web_summary(config: Any, results: Any = ()) -> dict[str, Any]:
     """The job summary's ``web`` entry from a JobConfig: ``mode``, ``dir``, ``miss``,
     ``provider`` (what answered web_search and web_fetch) and, for replay, ``misses``: the
-    requests the recording did not hold, summed over ``results`` (TrialResults)."""
+    requests the recording did not hold, summed over ``results`` (TrialResults). ``dir`` is
+    absolute, as the summary's ``replayed_from`` (it was as typed: helper-204)."""
     mode = "live" if config.trial.web == "on" else config.trial.web
     web_dir = getattr(config, "web_dir", None)
+    shown = mode in ("replay", "corpus")
     return {
         "mode": mode,
-        "dir": str(web_dir) if web_dir is not None and mode in ("replay", "corpus") else None,
+        "dir": str(Path(web_dir).resolve()) if web_dir is not None and shown else None,
         "miss": getattr(config, "web_miss", "error") if mode == "replay" else None,
         "provider": getattr(config, "web_provider", "brave")
         if mode in ("live", "record")

@@ -35,7 +35,6 @@ from clawrig.jsonl import loads_strict
 from clawrig.leftovers import SUN_PATH_MAX, fits_socket, socket_tempdir
 from clawrig.llm.client import (
     MAX_REPLY_BYTES,
-    RETRY_STATUSES,
     SHOULD_RETRY_HEADER,
     UPSTREAM_ATTEMPTS_HEADER,
     UPSTREAM_FAILURE_HEADER,
@@ -48,6 +47,7 @@ from clawrig.llm.client import (
     mark_unreached,
     refuses_retry,
     retry_after_seconds,
+    retryable_status,
     take_provider_slot,
     usage_from_openai,
     with_retries,
@@ -1133,7 +1133,7 @@ class Gateway:
                 else:
                     req = client.build_request("POST", _url(url), json=out, headers=headers)
                 resp = await send(client, req)
-                if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
+                if retryable_status(resp.status_code):
                     data = await _read_reply(resp, MAX_ERROR_BYTES) or b""
                     raise _Retryable(resp.status_code, resp.headers, data)
                 if (
