@@ -690,3 +690,37 @@ def test_wildclaw_async_grade_is_an_error_at_its_line(wildclaw_task, task_sectio
     assert (err.path, err.field) == (path, "Automated Checks")
     assert err.message == "`async def grade` returns a coroutine: grade() must be a plain def"
     assert err.line == _line_of(path, "async def grade(")
+
+
+def test_wildclaw_front_matter_key_or_section_given_twice_is_an_error(
+    wildclaw_task, task_sections, bench_root
+):
+    """A front matter key given twice (YAML keeps the last: `id: d1` then `id: d2` ran as d2)
+    and a section given twice (the second was ignored) are errors at the second one's line;
+    a non-string id is said once, not also as "no id" (helper-205)."""
+    path = wildclaw_task(front=FRONT.format(id="d1") + "\nid: d2")
+    err = _raises(read_wildclaw_task, path)
+    assert (err.path, err.field) == (path, "id")
+    assert err.message == "given twice (lines 2 and 7)" and err.line == 7
+    assert _line_of(path, "id: d2") == 7 and _line_of(path, "id: d1") == 2
+    task_sections["Skills"] = "```\npdf_reader\n```\n\n## Prompt\n\nDo something else."
+    path = wildclaw_task(sections=task_sections)
+    err = _raises(read_wildclaw_task, path)
+    first, second = (
+        _line_of(path, "## Prompt"),
+        _line_of(path, "## Prompt", start=2 + _line_of(path, "## Prompt")),
+    )
+    assert (err.path, err.field, err.line) == (path, "Prompt", second)
+    assert err.message == f"section given twice (lines {first} and {second}): only one is read"
+    issues = IssueCollector(strict=False)
+    read_wildclaw_task(wildclaw_task(front=FRONT.replace("id: {id}", "id: yes")), issues=issues)
+    assert [(e.field, e.message) for e in issues.errors] == [("id", "must be a string, got bool")]
+
+
+def test_task_ids_differing_only_in_case_are_warned(wildclaw_task, bench_root):
+    wildclaw_task(name="a.md", id="Task1")
+    wildclaw_task(name="b.md", id="task1")
+    suite = load_suite(bench_root / "tasks")
+    assert not suite.errors
+    [warning] = [w for w in suite.warnings if w.field == "id"]
+    assert warning.message.startswith("task id 'task1' differs only in case from 'Task1' (in ")

@@ -675,6 +675,16 @@ def read_dataclaw_task_md(
     issues = issues if issues is not None else IssueCollector()
     doc = doc if doc is not None else parse_markdown(path)
     root_dir = Path(root).resolve() if root is not None else default_root(path)
+    for repeated in doc.repeated_problems(
+        (
+            "Prompt",
+            "LLM Judge Rubric",
+            "Expected Behavior",
+            "Expected Behaviour",
+            "Grading Criteria",
+        )
+    ):
+        issues.add(repeated)
     rel, gold_path = _gold_path_of(doc, root_dir)
     if rel is None:
         issues.error(

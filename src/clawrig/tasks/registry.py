@@ -335,11 +335,24 @@ def _read_md(
 
 
 def _check_duplicates(tasks: list[Task], issues: IssueCollector) -> None:
+    """An error for a task id given twice; a warning for ids that differ only in case (their
+    trial folders are one folder on a case-insensitive file system: helper-205)."""
     seen: dict[str, Task] = {}
+    folded: dict[str, Task] = {}
     for task in tasks:
         first = seen.get(task.id)
         if first is None:
             seen[task.id] = task
+            other = folded.setdefault(task.id.casefold(), task)
+            if other is not task:
+                issues.warning(
+                    task.source.path,
+                    "id",
+                    f"task id {task.id!r} differs only in case from {other.id!r} (in "
+                    f"{other.source.path}): their trial folders collide on a file system "
+                    "that ignores case (macOS, Windows)",
+                    task.source.line,
+                )
             continue
         issues.error(
             task.source.path,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,6 +221,26 @@ class MarkdownDoc:
     sections: dict[str, Section] = field(default_factory=dict)
     body_line: int = 1
     has_front_matter: bool = True
+    repeated: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Sections given twice (case-folded name -> the lines of its first and second heading):
+    only the first is read."""
+
+    def repeated_problems(self, names: Iterable[str]) -> list[TaskFormatError]:
+        """An error for each of the sections ``names`` (those a reader reads) given twice:
+        the second was silently ignored (two ``## Prompt`` sections ran the first:
+        helper-205)."""
+        out = []
+        for name in names:
+            if (lines := self.repeated.get(name.casefold())) is not None:
+                out.append(
+                    TaskFormatError(
+                        self.path,
+                        name,
+                        f"section given twice (lines {lines[0]} and {lines[1]}): only one is read",
+                        lines[1],
+                    )
+                )
+        return out
 
     def section(self, *names: str) -> Section | None:
         """The first section whose name matches one of ``names`` (case-insensitive)."""
@@ -272,6 +293,12 @@ def parse_front_matter(
                 "billions of values",
                 alias.start_mark.line + 2,
             )
+        if node is not None and (twice := _repeated_key(node)) is not None:
+            key, first, again = twice
+            # (YAML keeps the last silently: `id: d1` then `id: d2` ran as d2, helper-205)
+            raise TaskFormatError(
+                path, key, f"given twice (lines {first + 2} and {again + 2})", again + 2
+            )
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -291,6 +318,20 @@ def parse_front_matter(
         )
     key_lines = _front_matter_lines(node, 1) if node is not None else {}
     return data, key_lines, end + 2, True
+
+
+def _repeated_key(root: yaml.Node) -> tuple[str, int, int] | None:
+    """(key, 0-based line of its first and second mention) of the first key the top-level
+    mapping ``root`` gives twice, else None."""
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    seen: dict[str, int] = {}
+    for key, _value in root.value:
+        if isinstance(key, yaml.ScalarNode):
+            if (first := seen.get(key.value)) is not None:
+                return str(key.value), first, key.start_mark.line
+            seen[key.value] = key.start_mark.line
+    return None
 
 
 def _first_alias(root: yaml.Node) -> yaml.Node | None:
@@ -345,7 +386,9 @@ def parse_markdown(path: Path, *, front_required: bool = True) -> MarkdownDoc:
         path=path, front=front, front_lines=front_lines, body_line=body_line, has_front_matter=found
     )
     for sec in sections:
-        doc.sections.setdefault(sec.name.casefold(), sec)
+        first = doc.sections.setdefault(sec.name.casefold(), sec)
+        if first is not sec:
+            doc.repeated.setdefault(sec.name.casefold(), (first.line, sec.line))
     return doc
 
 

@@ -330,10 +330,13 @@ def read_wildclaw_task(
     issues = issues if issues is not None else IssueCollector()
     doc = doc if doc is not None else parse_markdown(path)
     root_dir = Path(root).resolve() if root is not None else default_root(path)
+    for repeated in doc.repeated_problems(SECTION_TITLES):
+        issues.add(repeated)
 
     task_id = _front_str(doc, "id", issues)
     if not task_id:
-        issues.error(path, "id", "front matter has no `id`", doc.front_lines.get("id", 2))
+        if doc.front.get("id") in (None, ""):  # (else "must be a string" said it: helper-205)
+            issues.error(path, "id", "front matter has no `id`", 2)
         task_id = fallback_id(path.stem)
     elif problem := id_problem(task_id):
         issues.error(path, "id", problem, doc.front_lines.get("id"))
