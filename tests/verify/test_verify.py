@@ -295,6 +295,26 @@ def test_threshold_is_applied(planted, tmp_path: Path) -> None:
     assert sample["scores"]["empty"] == 0.6 and sample["status"] == "pass"
 
 
+def test_strict_fails_a_sample_that_only_warns(planted, tmp_path: Path) -> None:
+    """``--strict`` fails (exit 1) a set whose sample only warns, here a recorded tool result
+    replay does not reproduce (it passed, exit 0: a trajectory with made-up tool results is
+    wrong as training data, helper-205); without it the warning is said and the exit is 0."""
+    root, _, _ = planted
+    one = tmp_path / "one"
+    copy_sample(root, "000108", one, "000108")
+    proc = run("verify", one, "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    [sample] = json.loads(proc.stdout)["samples"]
+    assert sample["status"] == "warn"
+    assert [f["check"] for f in _problems(sample)] == ["lint.replay_diff"]
+    proc = run("verify", one, "--json", "--strict")
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert json.loads(proc.stdout)["samples"][0]["status"] == "warn"
+    control = tmp_path / "control"
+    copy_sample(root, "000100", control, "000100")
+    assert run("verify", control, "--strict").returncode == 0
+
+
 def test_bad_usage_is_one_line(tmp_path: Path) -> None:
     proc = run("verify", tmp_path / "nope")
     assert proc.returncode == 2 and "no such file or folder" in proc.stderr

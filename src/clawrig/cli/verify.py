@@ -188,6 +188,14 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--verbose", "-v", help="Also show what passed.")
         ] = False,
         timeout_multiplier: TimeoutMultiplierOption = 1.0,
+        strict: Annotated[
+            bool,
+            typer.Option(
+                "--strict",
+                help="A warning fails too (exit 1): e.g. a recorded tool result replay does "
+                "not reproduce (lint.replay_diff), for a data set's gate.",
+            ),
+        ] = False,
     ) -> None:
         """Check that every task or sample can be trusted; exit 1 on failure.
 
@@ -227,7 +235,11 @@ def register(app: typer.Typer) -> None:
                 _print_report(made[0], json_out, verbose)
             raise
         _print_report(report, json_out, verbose)
-        raise SystemExit(0 if report.ok else 1)
+        warned = any(f.severity == "warning" for f in report.suite_findings) or any(
+            s.warnings for s in report.samples
+        )
+        # (a trajectory with made-up tool results passed with a warning: helper-205)
+        raise SystemExit(0 if report.ok and not (strict and warned) else 1)
 
 
 def _print_report(report: VerifyReport, json_out: bool, verbose: bool) -> None:
