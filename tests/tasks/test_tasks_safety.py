@@ -119,6 +119,9 @@ def test_wildclaw_timeout_must_be_finite_and_positive(wildclaw_task, text):
     err = _raises(read_wildclaw_task, path)
     assert (err.path, err.field, err.line) == (path, "timeout_seconds", 5)
     assert "finite number of seconds > 0" in err.message
+    assert len(err.message) < 120  # (a 400-digit number was printed whole: helper-205)
+    if len(text) > 60:
+        assert err.message.endswith(f"got {text[:40]}... ({len(text)} characters)")
 
 
 @pytest.mark.parametrize(

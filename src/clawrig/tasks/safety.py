@@ -105,7 +105,10 @@ def checked_timeout(raw: Any, default: float, issues: Any, path: Path, line: int
     ``timeout_seconds`` (file and line) is added to ``issues`` and ``default`` is returned."""
     timeout = timeout_value(raw)
     if timeout is None:
-        message = f"must be a finite number of seconds > 0, got {raw!r}"
+        shown = repr(raw)
+        if len(shown) > 60:  # (a 400-digit number was printed whole: helper-205)
+            shown = f"{shown[:40]}... ({len(shown)} characters)"
+        message = f"must be a finite number of seconds > 0, got {shown}"
         number = _number_text(raw)
         if number is not None:  # YAML 1.1 takes 1e3 (no dot, no exponent sign) for text
             how = "without quotes" if number == raw.strip() else ""
