@@ -160,12 +160,39 @@ def test_a_bad_file_of_a_task_not_chosen_does_not_stop_the_others(tmp_path):
     summary = json.loads(next(out.glob("summary_*.json")).read_text())
     assert [t["task_id"] for t in summary["tasks"]] == [good]
     assert summary["tasks"][0]["score"] == 0.0 and summary["error_count"] == 0  # (graded)
-    for args in ([], ["--suite", "anchor"]):
-        r = run("run", str(suite), *args, "--agent", "nop", "-o", str(tmp_path / "o2"),
-                cwd=tmp_path)  # fmt: skip
-        assert r.returncode == 2 and "Traceback" not in r.stderr
-        assert r.stderr.startswith(f"clawrig: error: {bad}:"), r.stderr
+    r = run("run", str(suite), "--agent", "nop", "-o", str(tmp_path / "o2"), cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"clawrig: error: {bad}:"), r.stderr
+    assert not (tmp_path / "o2").exists()
+    # an id no task read has (the bad file's, or a typo): said, with the file that did not
+    # read (helper-206: the file's error alone was said, the id not)
+    for wanted in ("anchor", "nosuch"):
+        r = run("run", str(suite), "--suite", wanted, "--agent", "nop", "-o",
+                str(tmp_path / "o2"), cwd=tmp_path)  # fmt: skip
+        assert r.returncode == 2 and r.stderr.startswith(
+            f"clawrig: error: --suite: no task with id {wanted}"
+        ), r.stderr
+        assert f"; a file of the suite did not read: {bad}:3: front matter" in r.stderr
         assert not (tmp_path / "o2").exists()
+    # a broken file that says it is the chosen task (a second file of its id) stops the run:
+    # which of the two was meant is not known (helper-207)
+    twin = cat / "twin.md"
+    twin.write_text(f"---\nid: {good}\nname: a\nname: b\n---\n\n## Prompt\n\nhi\n")
+    r = run("run", str(suite), "--suite", good, "--agent", "nop", "-o", str(tmp_path / "o3"),
+            cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.startswith(f"clawrig: error: {twin}:4: name:"), r.stderr
+    twin.unlink()
+    # an error of the suite's own (its requirements.txt, read for a grader needing a package)
+    # stops a run of the task needing it (helper-207)
+    md = cat / f"{good}.md"
+    md.write_text(md.read_text().replace("import json\n", "import json\nimport numpy\n", 1))
+    (tmp_path / "creds").write_text("token\n")
+    (suite / "requirements.txt").symlink_to(tmp_path / "creds")
+    r = run("run", str(suite), "--suite", good, "--agent", "nop", "-o", str(tmp_path / "o4"),
+            cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"clawrig: error: {suite / 'requirements.txt'}:"), r.stderr
+    assert not (tmp_path / "o4").exists()
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ sequences: every line and table `clawrig` prints shows a control character as it
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 from rich.table import Table
 from rich.text import Text
 
-from clawrig.cli.common import _new_console, terminal_safe
+from clawrig.cli.common import _new_console, json_terminal_safe, terminal_safe
 
 CLAWRIG = str(Path(sys.executable).with_name("clawrig"))
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +26,25 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def test_terminal_safe_shows_each_control_character_as_its_escape():
     assert terminal_safe("a\x1b]0;T\x07b\tc\nd\x9be\x7f") == "a\\x1b]0;T\\x07b\tc\nd\\x9be\\x7f"
-    assert terminal_safe("plain é ✓") == "plain é ✓"
+    assert terminal_safe("plain é ✓ 中文") == "plain é ✓ 中文"
+    # the bidirectional overrides and isolates ("Trojan Source"): helper-207
+    assert terminal_safe("a\u202eb\u2066c\u2069") == "a\\u202eb\\u2066c\\u2069"
+    text = json.dumps({"n": "x\x9by\u202ez\x7f 中"}, ensure_ascii=False)
+    safe = json_terminal_safe(text)
+    assert safe == '{"n": "x\\u009by\\u202ez\\u007f 中"}' and json.loads(safe) == json.loads(text)
+
+
+def test_markup_and_emoji_codes_in_a_text_are_printed_as_written():
+    """A text holding rich markup or emoji codes prints as written: "[/nope]" in a grader's
+    error was a MarkupError traceback that ended the job, "[link=...]" a terminal hyperlink
+    (OSC 8), ":smile:" an emoji (helper-207)."""
+    buf = io.StringIO()
+    out = _new_console(file=buf, force_terminal=True, width=200, color_system="standard")
+    text = "boom [/nope] [link=https://evil.example]clickme[/link] :smile: [bold]b[/bold]"
+    out.print(text, highlight=False)
+    out.print(Text(text))
+    assert "\x1b]8" not in buf.getvalue()
+    assert buf.getvalue().count(text) == 2
 
 
 def test_a_console_on_a_terminal_keeps_its_own_styles_and_shows_the_texts_escapes():
@@ -60,7 +79,8 @@ def test_task_and_grader_text_reach_the_terminal_as_text(tmp_path):
     text = text.replace("Count the words", "Count \x1b[31mthe words", 1)
     text = text.replace(
         '    scores = {"valid_json"',
-        '    raise RuntimeError("\\x1b[31mred\\x1b]0;TITLE\\x07")\n    scores = {"valid_json"',
+        '    raise RuntimeError("\\x1b[31mred\\x1b]0;TITLE\\x07 [/nope] [link=https://e.x]y[/link]'
+        '")\n    scores = {"valid_json"',
         1,
     )
     md.write_text(text, encoding="utf-8")
@@ -70,7 +90,18 @@ def test_task_and_grader_text_reach_the_terminal_as_text(tmp_path):
         assert not CONTROL.search(r.stdout + r.stderr)
     assert "Word\\x1b]0;PWNED" in r.stdout, r.stdout  # (a BEL rich drops, or shown)
     assert "Count \\x1b[31mthe words" in r.stdout
-    r = run("run", str(suite), "--suite", TASK, "--agent", "nop", "-o", "out", cwd=tmp_path)
+    r = run("run", str(suite), "--suite", TASK, "--agent", "nop", "-o", "out", "-v", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr  # (a crash on the agent's end state: its 0)
-    assert "\\x1b[31mred\\x1b]0;TITLE\\x07" in r.stdout + r.stderr
+    said = "\\x1b[31mred\\x1b]0;TITLE\\x07 [/nope] [link=https://e.x]y[/link]"
+    assert said in r.stderr and said in r.stdout  # (-v's line, and the summary's)
+    assert not CONTROL.search(r.stdout + r.stderr) and "Traceback" not in r.stderr
+    r = run("grade", "out", cwd=tmp_path)
+    assert said in (r.stdout + r.stderr).replace("\n", " ") and "Traceback" not in r.stderr
     assert not CONTROL.search(r.stdout + r.stderr)
+    # --json: the same JSON, its overrides and C1 controls escaped
+    md.write_text(text.replace("Word\\e]0;PWNED\\a Count", "Word\\u202e\\x9b Count"))
+    r = run("tasks", "list", str(suite), "--json", cwd=tmp_path)
+    assert r.returncode == 0 and "\u202e" not in r.stdout and "\x9b" not in r.stdout
+    r = run("tasks", "show", TASK, str(suite), "--json", cwd=tmp_path)
+    assert json.loads(r.stdout)["name"] == "Word\u202e\x9b Count"
+    assert "\\u202e\\u009b" in r.stdout and not CONTROL.search(r.stdout)

@@ -459,6 +459,25 @@ async def test_a_grade_that_returns_no_dict_says_what_it_returned(attack, make_t
     assert said in result.error.message, result.error.message
 
 
+async def test_an_async_grade_however_bound_is_the_tasks_grading_error(attack, make_task):
+    """An async grade() bound by assignment (``grade = _g``: the reader refuses only ``async
+    def grade``) returns a coroutine whose body never ran: the task's grading error, saying
+    so (it was "grade() returned a string", the agent's 0: helper-207)."""
+    grader = (
+        "async def _g(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n"
+        "    return {'overall_score': 1.0}\n"
+        "def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n"
+        "    return {'overall_score': 0.0}\n"
+        "grade = _g\n"
+    )
+    result, _ = await attack(make_task(grader), "echo hi")
+    assert result.error is not None and result.error.kind == ErrorKind.GRADING, result.error
+    assert result.error.message == (
+        "grader crashed: clawrig: grade() returned a coroutine (an async def): it must be a "
+        "plain def"
+    )
+
+
 RUNS_SOLUTION = """
 import os, subprocess
 def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -128,19 +129,57 @@ def _new_console(**options: Any) -> Console:
             # (a string escaped before it is measured: a table's column fits the escapes)
             return super().render_str(terminal_safe(text), **kwargs)
 
+    # no markup and no emoji codes unless a print asks: every text printed is what a task, a
+    # grader or an agent wrote as much as ours ("[/nope]" in a grader's error was a MarkupError
+    # traceback that ended the job, "[link=...]" a terminal hyperlink: helper-207)
+    options.setdefault("markup", False)
+    options.setdefault("emoji", False)
     return _Console(**options)
 
 
-_UNSAFE_ON_A_TERMINAL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_UNSAFE_ON_A_TERMINAL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def terminal_safe(text: str) -> str:
     """``text`` with each control character but newline and tab written as its escape
-    (``\\x1b``, ``\\x07``, C1 controls such as ``\\x9b`` too): what a terminal would act on
-    (ECMA-48 escape and control sequences: titles, colours, cursor moves) shown instead."""
+    (``\\x1b``, ``\\x07``, C1 controls such as ``\\x9b`` too, and the bidirectional
+    overrides and isolates U+202A-U+202E, U+2066-U+2069 as ``\\u202e``): what a terminal would
+    act on (ECMA-48 escape and control sequences: titles, colours, cursor moves) or that would
+    reorder the text around it (Unicode's "Trojan Source" characters) shown instead."""
     if not _UNSAFE_ON_A_TERMINAL.search(text):
         return text
-    return _UNSAFE_ON_A_TERMINAL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _UNSAFE_ON_A_TERMINAL.sub(_escaped, text)
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+class TerminalSafeHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The last-resort logging handler of the command line: each record's line on stderr as
+    Python's own writes it (the message alone), terminal-safe (:func:`terminal_safe`)."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(sys.stderr)
+        self.setLevel(level)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record))
+
+
+def echo_json(text: str) -> None:
+    """Print JSON text on stdout, terminal-safe (:func:`json_terminal_safe`): every ``--json``
+    output (a task's name held U+202E and C1 controls printed raw: helper-207)."""
+    typer.echo(json_terminal_safe(text))
+
+
+def json_terminal_safe(text: str) -> str:
+    """JSON text (``json.dumps``, ``model_dump_json``) with the characters they leave raw that
+    a terminal acts on (DEL and C1 controls, the bidirectional overrides) written as ``\\u``
+    escapes: the same JSON, safe to print (C0 controls are escaped already)."""
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _console(name: str) -> Console:
@@ -441,7 +480,10 @@ def _error_line(message: str) -> None:
     from rich.markup import escape
 
     _console("err_console").print(
-        f"[bold red]clawrig: error:[/] {escape(message)}", highlight=False, soft_wrap=True
+        f"[bold red]clawrig: error:[/] {escape(message)}",
+        highlight=False,
+        soft_wrap=True,
+        markup=True,
     )
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from clawrig.choices import GraderMode
-from clawrig.cli.common import DEFAULT_PARALLEL, console, err_console, run_async
+from clawrig.cli.common import DEFAULT_PARALLEL, console, echo_json, err_console, run_async
 from clawrig.errors import UserError
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def register(app: typer.Typer) -> None:
                 report.summary = str(summaries[job])
         for report in reports:
             if as_json:
-                typer.echo(json.dumps(report.model_dump(mode="json")))
+                echo_json(json.dumps(report.model_dump(mode="json")))
                 continue
             if report.unreadable:
                 console.print(

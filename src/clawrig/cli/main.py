@@ -153,4 +153,10 @@ def app() -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    import logging
+
+    from clawrig.cli.common import TerminalSafeHandler
+
+    # the warnings clawrig logs (a task file's problems: its text) terminal-safe, as printed
+    logging.lastResort = TerminalSafeHandler(logging.WARNING)
     sys.exit(run_guarded(_quiet_help_metavar(typer.main.get_command(_app))))

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from clawrig.choices import Executor
-from clawrig.cli.common import MAX_SLOTS_PER_NODE, ROOT_HELP
+from clawrig.cli.common import MAX_SLOTS_PER_NODE, ROOT_HELP, terminal_safe
 from clawrig.errors import UserError
 
 
@@ -234,7 +234,7 @@ def say(line: str) -> None:
     """One status line on stderr, as it is (no markup, no wrapping). Written by the stream
     itself, not rich: a rich print that a SIGTERM's exception cut short keeps its line in
     the console's buffer, printed again before the next line (helper-157's loading stop)."""
-    sys.stderr.write(line + "\n")
+    sys.stderr.write(terminal_safe(line) + "\n")
     sys.stderr.flush()
 
 

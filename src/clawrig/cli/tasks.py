@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clawrig.cli.common import ROOT_HELP, console, err_console, stdout_console
+from clawrig.cli.common import ROOT_HELP, console, echo_json, err_console, stdout_console
 from clawrig.errors import UserError
 
 if TYPE_CHECKING:  # the readers load on use, so `clawrig --help` starts fast
@@ -152,7 +152,7 @@ def list_tasks(
     """List the tasks of a suite. Exit 1 when some tasks could not be read."""
     suite = load_suite(path, root)
     if as_json:
-        typer.echo(json.dumps([task_row(t) for t in suite.tasks], indent=2, ensure_ascii=False))
+        echo_json(json.dumps([task_row(t) for t in suite.tasks], indent=2, ensure_ascii=False))
     elif suite.tasks or not suite.errors:  # (none read: the errors alone, no empty table)
         table = Table(title=f"{len(suite.tasks)} tasks in {path}", title_justify="left")
         for col in ("id", "category", "level", "lang", "timeout", "grader", "workspace"):
@@ -229,7 +229,7 @@ def show_task(
             ) from None
         raise
     if as_json:
-        typer.echo(task.model_dump_json(indent=2))
+        echo_json(task.model_dump_json(indent=2))
         return
     out = stdout_console()
     grid = Table.grid(padding=(0, 2))
@@ -313,7 +313,7 @@ def validate_suite(
     refused = [p for t in suite.valid_tasks if (p := grader_problem(t, "auto")) is not None]
     lint_errors = sum(1 for _, f in lint if f.severity == "error")
     if as_json:
-        typer.echo(
+        echo_json(
             json.dumps(
                 {
                     "path": str(path),
@@ -406,4 +406,5 @@ def build_dataclaw_cmd(
             "database (or pass --database) to reproduce them exactly",
             highlight=False,
             soft_wrap=True,
+            markup=True,
         )

@@ -12,7 +12,7 @@ import json
 import typer
 from rich.table import Table
 
-from clawrig.cli.common import console
+from clawrig.cli.common import console, echo_json
 
 # The tools load on use (fast start-up); these mirror clawrig.tools.catalog (a test checks).
 DEFAULT_PROFILE = "coding"
@@ -42,7 +42,7 @@ def schema(
 ) -> None:
     """Print the profile's tools as a JSON list of OpenAI function tools."""
     tools = tool_schema(profile)
-    typer.echo(json.dumps(tools, ensure_ascii=False, indent=indent or None))
+    echo_json(json.dumps(tools, ensure_ascii=False, indent=indent or None))
 
 
 @app.command("list")

@@ -23,6 +23,7 @@ from clawrig.cli.common import (
     ROOT_HELP,
     MemoryMbOption,
     TimeoutMultiplierOption,
+    echo_json,
     err_console,
     local_sandbox_guard,
     run_async,
@@ -247,7 +248,7 @@ def _print_report(report: VerifyReport, json_out: bool, verbose: bool) -> None:
     (a signal meanwhile is raised once it is written: :func:`signals_held`)."""
     with signals_held():
         if json_out:
-            typer.echo(report.model_dump_json(indent=2))
+            echo_json(report.model_dump_json(indent=2))
             return
         out = stdout_console()
         for f in report.suite_findings:

@@ -220,6 +220,18 @@ except ModuleNotFoundError as exc:
     if missing and not from_workspace(exc):
         report({"clawrig_blame": "task", "missing_module": missing})
     sys.exit(1)
+if hasattr(result, "__await__"):
+    # an async grade() (however bound: `grade = _async_one`) returns a coroutine whose body
+    # never ran: the task's grader is wrong (it was "returned a string", the agent's 0:
+    # helper-207)
+    close = getattr(result, "close", None)
+    if close is not None:
+        close()
+    print("clawrig: grade() returned a coroutine (an async def): it must be a plain def",
+          file=sys.stderr)
+    if not touched:
+        report({"clawrig_blame": "task", "why": "grade() is async"})
+    sys.exit(3)
 text = dumps(result)
 sys.stdout.flush()
 print("\n" + text)

@@ -130,7 +130,7 @@ method or the HTTP version unsupported), not retried: a proxy's 501 was retried 
 def retryable_status(status: int) -> bool:
     """Whether a reply of HTTP ``status`` is worth another attempt: 408, 409, 429 and 5xx but
     :data:`PERMANENT_5XX` (the openai SDK retries every 5xx)."""
-    return status in RETRY_STATUSES or (status >= 500 and status not in PERMANENT_5XX)
+    return status in RETRY_STATUSES or (500 <= status < 600 and status not in PERMANENT_5XX)
 
 
 _MAX_MESSAGE = 300

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,11 +81,21 @@ class Suite:
         if len(tasks) >= len(self.tasks):
             return self.errors
         mine = set().union(*map(_task_files, tasks))
-        return [
-            e
-            for e in self.errors
-            if (where := os.path.abspath(e.path)) in mine or not os.path.isfile(where)
-        ]
+        chosen = {t.id.casefold() for t in tasks}
+        others = set().union(*map(_task_files, [t for t in self.tasks if t not in tasks]))
+        out = []
+        for e in self.errors:
+            where = os.path.abspath(e.path)
+            if where in mine:
+                out.append(e)
+            elif where in others:
+                continue  # a file of a task read and not chosen
+            elif (said := declared_id(Path(where))) is None or said.casefold() in chosen:
+                # a file that is no task's (the suite's: requirements.txt, a folder of its
+                # data), or one that did not read and says it is a chosen task (a second
+                # file of its id, broken: helper-207)
+                out.append(e)
+        return out
 
     @property
     def valid_tasks(self) -> list[Task]:
@@ -104,6 +115,35 @@ class Suite:
             f"{len(self.valid_tasks)} task(s){without}, {len(self.errors)} error(s), "
             f"{len(self.warnings)} warning(s)"
         )
+
+
+_FRONT_ID_RE = re.compile(r"^id:[ \t]*(['\"]?)([^'\"#\n]*?)\1[ \t]*(?:#.*)?$", re.MULTILINE)
+_SAMPLE_FILE_RE = re.compile(
+    r"(?:^|/)(?:intent/(.+)\.json|datapoints/(.+)\.json|evaluators/evaluator_(.+)\.py"
+    r"|reference_payloads/reference_payload_(.+)\.json)$"
+)
+
+
+def declared_id(path: Path) -> str | None:
+    """The task id a task file declares even when it does not read (:meth:`Suite.errors_for`):
+    a four-folder sample file's by its name (``intent/<id>.json``, ``evaluators/evaluator_<id>
+    .py`` ...), a Markdown task file's ``id:`` line of its front matter (the first 64 KiB);
+    None for any other file, or one that names none."""
+    if (m := _SAMPLE_FILE_RE.search(path.as_posix())) is not None:
+        return next(g for g in m.groups() if g is not None)
+    if path.suffix.lower() != ".md":
+        return None
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = head.split("\n")
+    if not lines or lines[0].strip() != "---":
+        return None
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), len(lines))
+    m = _FRONT_ID_RE.search("\n".join(lines[1:end]))
+    return m.group(2).strip() or None if m is not None else None
 
 
 def _task_files(task: Task) -> set[str]:
@@ -463,8 +503,13 @@ def load_tasks(
         return suite.tasks
     try:
         tasks = select(suite.tasks)
-    except UserError:
-        _raise_first(suite.errors)  # (the task asked for may be the one that did not read)
+    except UserError as exc:
+        if suite.errors:  # (the task asked for may be one that did not read: both are said)
+            count = len(suite.errors) - 1
+            and_more = f" and {count} more" if count else ""
+            raise UserError(
+                f"{exc}; a file of the suite did not read: {suite.errors[0]}{and_more}"
+            ) from None
         raise
     _raise_first(suite.errors_for(tasks))
     for warning in suite.warnings_for(tasks):
