@@ -18,7 +18,7 @@ import pytest
 from view_helpers import CLAWRIG, COST, DEMO, clawrig, read_summary, responder, start_view
 
 from clawrig.testing.scripted_server import ScriptedServer
-from clawrig.view.index import INDEX_FILE, FolderIndex
+from clawrig.view.index import INDEX_FILE, FolderIndex, open_jobs
 
 
 def copy_job(src: Path, dst: Path) -> Path:
@@ -421,7 +421,8 @@ def test_json_nested_past_the_recursion_limit_makes_no_traceback(jobs, tmp_path)
     (trial,) = (job / "000015").iterdir()
     (trial / "result.json").write_text(deep)
     (view,) = open_jobs([job])
-    assert trial.name not in {r["id"].split("/")[-1] for r in view.rows()}
+    [row] = [r for r in view.rows() if r["id"] == f"000015/{trial.name}"]
+    assert row["err"] == "unreadable" and row["score"] is None  # (shown as such: helper-206)
     (job / "summary_oracle.json").write_text(deep)
     (view,) = open_jobs([job])
     assert view.summary() is None
@@ -750,3 +751,34 @@ def test_a_replayed_job_is_marked_as_a_replay(jobs, tmp_path):
         f"a replay (clawrig run --replay) of the model calls recorded in {jobs['model'].resolve()}"
     )
     assert 'id="job-replayed"' not in (site / "job0" / "index.html").read_text()
+
+
+def test_a_trial_whose_result_cannot_be_read_is_shown_as_such_not_dropped(jobs, tmp_path):
+    """A trial folder whose result.json is cut (or holds no result) is a row of its job, error
+    kind "unreadable" naming the file, in the jobs list's count, the job page and the compare
+    page; it was dropped unsaid: "9 trials, 9 graded" beside the summary's n = 10, the compare
+    page's task "not run" (helper-206)."""
+    job = copy_job(jobs["oracle"], tmp_path / "job")
+    summary = read_summary(job)
+    first = summary["tasks"][0]
+    result = job / first["trial"] / "result.json"
+    result.write_text(result.read_text()[:50])  # cut: no JSON
+    second = summary["tasks"][1]
+    other = job / second["trial"] / "result.json"
+    raw = json.loads(other.read_text())
+    other.write_text(json.dumps({"job_id": raw["job_id"], "model": raw["model"], "score": "x"}))
+    (view,) = open_jobs([job])
+    rows = {r["id"]: r for r in view.rows()}
+    assert len(rows) == len(summary["tasks"])
+    for t in (first, second):
+        assert rows[t["trial"]]["err"] == "unreadable" and rows[t["trial"]]["score"] is None
+        assert rows[t["trial"]]["msg"].startswith("result.json: ")
+    assert rows[second["trial"]]["job"] == raw["job_id"]
+    site = tmp_path / "site"
+    proc = clawrig("view", "--bundle", site, job, jobs["nop"])
+    assert proc.returncode == 0, proc.stderr
+    page = (site / "job0" / "index.html").read_text()
+    assert f'id="h-trials">{len(summary["tasks"])}<' in page
+    compare = (site / "compare.html").read_text()
+    row = re.search(rf'<tr data-task="{first["task_id"]}"[^>]*>(.*?)</tr>', compare, re.S)
+    assert row is not None and "not run" not in row.group(1).split("</td>")[2]

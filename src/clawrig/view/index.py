@@ -42,7 +42,7 @@ from clawrig.spec.layout import JobPaths, TrialPaths
 from clawrig.spec.trial import TrialResult, finite_float
 
 INDEX_FILE = ".clawrig_view_index.json"
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 LOCK_FILE = JobPaths.LOCK
 
 Row = dict[str, Any]
@@ -70,10 +70,19 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
     not a TrialResult gives a row with error kind ``unreadable`` and the reason."""
     task, _, _ = rel.partition("/")
     try:
+        if raw is None:
+            raise ValueError("not JSON (cut short?), not a regular file, or too large to read")
         r = TrialResult.model_validate(raw)
     except ValueError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return {"id": rel, "task": task, "cat": "", "run": 0, "job": "", "model": "",
+        # its job and model when it still names them (a row of no job was shown by none:
+        # helper-206), else "" (:meth:`JobView.rows` shows it in every job of its folder)
+        job, model = (
+            (v if isinstance(v := raw.get(k), str) else "" for k in ("job_id", "model"))
+            if isinstance(raw, dict)
+            else ("", "")
+        )
+        return {"id": rel, "task": task, "cat": "", "run": 0, "job": job, "model": model,
                 "score": None, "err": "unreadable", "msg": f"result.json: {first}", "cost": 0.0,
                 "tok": 0, "req": 0, "time": 0.0, "turns": 0, "tools": 0, "stop": None,
                 "started": "",
@@ -277,9 +286,7 @@ class FolderIndex:
             old = self.rows.get(rel)
             if old is not None and old.get("mt") == mtime:
                 continue  # a re-graded trial (``clawrig grade --write``) has a new mtime
-            raw = _read_json(rpath)
-            if raw is None:
-                continue
+            raw = _read_json(rpath)  # (None: cut, not JSON, no regular file: unreadable too)
             self.rows[rel] = row_from_result(rel, raw, mtime)
             changed = True
         known = self._in_dir.setdefault(name, set())
@@ -410,7 +417,8 @@ class JobView:
             out = [
                 r
                 for r in self.index.rows.values()
-                if self._mine(r) and (not jid or r["job"] == jid)
+                if (self._mine(r) and (not jid or r["job"] == jid))
+                or (r["err"] == "unreadable" and not r["job"])  # (whose, it does not say)
             ]
             out.sort(key=lambda r: (r["task"], r["run"], r["id"]))
             self._rows_cache = (key, out)
