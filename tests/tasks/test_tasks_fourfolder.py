@@ -292,6 +292,11 @@ def test_a_deeply_nested_expected_reward_is_one_error(sample):
     [
         ("[" * 100000 + "]" * 100000, "not valid JSON: nested too deeply"),
         ('{"timeout_seconds": ' + "9" * 5000 + "}", "not valid JSON: Exceeds the limit"),
+        # (its column said: "Unterminated string starting at" ended there, helper-206)
+        (
+            '{\n  "id": "000015",\n  "prompt": "cut',
+            "not valid JSON: Unterminated string starting at (column 13)",
+        ),
     ],
 )
 def test_an_intent_file_python_cannot_hold_is_one_error(sample, text, message):

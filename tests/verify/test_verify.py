@@ -169,6 +169,9 @@ def test_empty_rollout_rewarded_is_reported(planted) -> None:
     ]
     assert all(f["message"].startswith("grader rewards a wrong rollout") for f in problems)
     assert sample["scores"]["golden"] == 1.0 and sample["scores"]["corrupted"] == 0.0
+    # the grader's file named, as every other finding names its file (helper-206: null)
+    root = planted[0]
+    assert {f["path"] for f in problems} == {str(root / "evaluators" / "evaluator_000101.py")}
 
 
 def test_corrupted_results_rewarded_is_reported(planted) -> None:
@@ -310,6 +313,9 @@ def test_strict_fails_a_sample_that_only_warns(planted, tmp_path: Path) -> None:
     proc = run("verify", one, "--json", "--strict")
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert json.loads(proc.stdout)["samples"][0]["status"] == "warn"
+    assert proc.stderr.splitlines()[-1] == (
+        "--strict: 1 sample(s) with a warning (and no error) count as failed"
+    )
     control = tmp_path / "control"
     copy_sample(root, "000100", control, "000100")
     assert run("verify", control, "--strict").returncode == 0

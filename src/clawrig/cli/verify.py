@@ -240,6 +240,13 @@ def register(app: typer.Typer) -> None:
             s.warnings for s in report.samples
         )
         # (a trajectory with made-up tool results passed with a warning: helper-205)
+        if report.ok and strict and warned:
+            warns = sum(1 for s in report.samples if s.status == "warn")
+            err_console.print(
+                f"--strict: {warns} sample(s) with a warning (and no error) count as failed",
+                highlight=False,
+                soft_wrap=True,
+            )  # (the exit 1 was unsaid: helper-206)
         raise SystemExit(0 if report.ok and not (strict and warned) else 1)
 
 

@@ -145,7 +145,10 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TaskFormatError(path, "json", f"not valid JSON: {exc.msg}", exc.lineno) from None
+        # ("Unterminated string starting at" needs its column: helper-206)
+        raise TaskFormatError(
+            path, "json", f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno
+        ) from None
     except RecursionError:  # nested past Python's limit
         raise TaskFormatError(path, "json", "not valid JSON: nested too deeply") from None
     except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
