@@ -727,3 +727,31 @@ def test_task_ids_differing_only_in_case_are_warned(wildclaw_task, bench_root):
     assert not suite.errors
     [warning] = [w for w in suite.warnings if w.field == "id"]
     assert warning.message.startswith("task id 'task1' differs only in case from 'Task1' (in ")
+
+
+@pytest.mark.parametrize(
+    "declared",
+    ["foo", "!!str foo", '"fo\\x6f"', ">-\n  foo", "'foo'  # the one"],
+)
+def test_a_broken_file_declaring_the_id_asked_for_stops_a_suite_run(
+    wildclaw_task, bench_root, declared
+):
+    """``--suite foo`` when foo's own file does not read: the run stops, however the file
+    spells its id (YAML tags, escapes, block scalars) and though foo_bar matches the prefix
+    (helper-208: foo_bar ran, "a file of a task not chosen"); a file declaring another id does
+    not stop it."""
+    from clawrig.runner.batch import select_tasks
+    from clawrig.tasks.registry import load_tasks
+
+    wildclaw_task(name="a.md", id="foo_bar")
+    wildclaw_task(name="z.md", id="zzz")
+    broken = bench_root / "tasks" / "01_Productivity_Flow" / "b.md"
+    broken.write_text(f"---\nid: {declared}\nname: [unclosed\n---\n\n## Prompt\n\nhi\n")
+    with pytest.raises(TaskFormatError) as err:
+        load_tasks(bench_root / "tasks", select=lambda t: select_tasks(t, "foo", []))
+    assert err.value.path == broken
+    with pytest.raises(TaskFormatError):  # (foo, a prefix of a chosen id, may be the one
+        # meant: on the safe side, as the reader does not keep the words of --suite)
+        load_tasks(bench_root / "tasks", select=lambda t: select_tasks(t, "foo_bar", []))
+    [task] = load_tasks(bench_root / "tasks", select=lambda t: select_tasks(t, "zzz", []))
+    assert task.id == "zzz"

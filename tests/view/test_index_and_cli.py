@@ -774,6 +774,11 @@ def test_a_trial_whose_result_cannot_be_read_is_shown_as_such_not_dropped(jobs, 
         assert rows[t["trial"]]["err"] == "unreadable" and rows[t["trial"]]["score"] is None
         assert rows[t["trial"]]["msg"].startswith("result.json: ")
     assert rows[second["trial"]]["job"] == raw["job_id"]
+    # one that names the job and no model is the job's too (helper-208: in none)
+    third = summary["tasks"][2]
+    (job / third["trial"] / "result.json").write_text(json.dumps({"job_id": raw["job_id"]}))
+    (view,) = open_jobs([job])
+    assert {r["id"]: r["err"] for r in view.rows()}[third["trial"]] == "unreadable"
     site = tmp_path / "site"
     proc = clawrig("view", "--bundle", site, job, jobs["nop"])
     assert proc.returncode == 0, proc.stderr

@@ -122,6 +122,10 @@ def agent_data(path):
 
 touched = []  # what of the agent's the grader read (or ran) while its module loaded
 loading = False
+data_read = []  # the grader read the agent's data (at any time)
+ran_agent_code = []  # the agent's code may run in this process (or a program was run)
+own_code = []  # the grader's module's code object (its exec is the runner's own)
+running = []  # the grader's code is running (its module loading, or grade()): not the runner's
 _PATH_EVENTS = {
     "open", "os.listdir", "os.scandir", "glob.glob", "sqlite3.connect", "shutil.copyfile"
 }
@@ -131,15 +135,42 @@ _RUN_EVENTS = {
 
 
 def audit(event, args):
-    if not loading or touched:
-        return
     try:
+        if running and not ran_agent_code and might_run_agent_code(event, args):
+            # said on the channel before that code runs, which cannot take it back: a report
+            # of the task's fault after it is no report of the runner's (the agent's code,
+            # imported by grade(), called report() to make its wrong answer unscored:
+            # helper-208)
+            ran_agent_code.append(event)
+            report({"clawrig_ran_agent_code": event})
+        if running and event in _PATH_EVENTS and args and agent_data(args[0]):
+            data_read.append(event)  # (by the grader's code: not the runner's transcript)
+        if not loading or touched:
+            return
         if event in _RUN_EVENTS:  # a program run in the agent's workspace (the cwd)
             touched.append(event)
         elif event in _PATH_EVENTS and args and agent_data(args[0]):
             touched.append(event)
     except Exception:
         pass
+
+
+def might_run_agent_code(event, args):
+    # in this process: code executed from the agent's files, or from text after the grader
+    # read the agent's data ("<string>": exec(open(...).read())); objects unpickled or a
+    # library loaded from what the agent wrote. (A program the grader runs is no other
+    # process's: it has no descriptor of the channel, and a connection of its own is not
+    # the first, the only one read.)
+    if event == "exec" and args:
+        if args[0] is own_code[0]:
+            return False
+        name = getattr(args[0], "co_filename", "") or ""
+        if name.startswith("/") and agent_data(name):
+            return True
+        return bool(data_read) and name == "<string>"  # (no module's: "<frozen os>")
+    if event in ("pickle.find_class", "marshal.loads"):
+        return bool(data_read)
+    return event == "ctypes.dlopen" and bool(args) and bool(args[0]) and agent_data(args[0])
 
 
 sys.addaudithook(audit)
@@ -188,8 +219,12 @@ try:
         except OSError:
             pass
     loading = True
+    own_code.append(code)
+    running.append(1)
     exec(code, ns)
+    running.clear()
 except BaseException as exc:
+    running.clear()
     loading = False
     import traceback
     traceback.print_exc()
@@ -211,9 +246,28 @@ if not callable(grade):
     if not touched:
         report({"clawrig_blame": "task", "why": "no grade() function"})
     sys.exit(3)
+def async_def(fn):
+    # an async def (CO_COROUTINE), also behind functools.partial or an object's __call__
+    # (no inspect: its imports cost a small grader's whole run)
+    for each in (fn, getattr(fn, "func", None), getattr(fn, "__call__", None)):
+        code = getattr(each, "__code__", None)
+        if code is not None and code.co_flags & 0x80:
+            return True
+    return False
+
+
+if async_def(grade):
+    # an async grade() however bound (`grade = _async_one`), found before it is called
+    print("clawrig: grade() is a coroutine function (an async def): it must be a plain def",
+          file=sys.stderr)
+    report({"clawrig_blame": "task", "why": "grade() is async"})
+    sys.exit(3)
 try:
+    running.append(1)
     result = grade(transcript=entries, workspace_path="/tmp_workspace")
+    running.clear()
 except ModuleNotFoundError as exc:
+    running.clear()
     import traceback
     traceback.print_exc()
     missing = environment_module(exc)
@@ -542,12 +596,29 @@ async def run_grader(
     return Score(score=score, subscores=subscores, grader="programmatic", details=details)
 
 
+RAN_AGENT_CODE = "clawrig_ran_agent_code"
+"""The runner's line saying the agent's code may run in the grader's process from then on
+(code executed from the agent's files, objects unpickled from them): sent before it runs.
+A report of the task's fault after it may be the agent's code's own, and is not believed."""
+
+
 async def _channel_object(verdict: HarnessChannel) -> dict[str, Any] | None:
     """The JSON object the grader's runner sent on the verdict channel (its first connection,
-    first line): the verdict, or after a failure the runner's ``clawrig_blame`` report."""
+    the first line not a :data:`RAN_AGENT_CODE` line): the verdict, or after a failure the
+    runner's ``clawrig_blame`` report; a ``clawrig_blame`` line after a :data:`RAN_AGENT_CODE`
+    line is left out (the agent's code may have sent it: helper-208)."""
     await verdict.wait_ended(5.0)
     first = verdict.connections[0] if verdict.connections else None
-    return _verdict_object(first.lines[0]) if first and first.lines else None
+    ran = False
+    for line in first.lines if first else []:
+        obj = _verdict_object(line)
+        if obj is not None and RAN_AGENT_CODE in obj:
+            ran = True
+            continue
+        if obj is not None and ran and "clawrig_blame" in obj:
+            continue
+        return obj
+    return None
 
 
 def _no_verdict(verdict: HarnessChannel) -> str:
@@ -555,9 +626,10 @@ def _no_verdict(verdict: HarnessChannel) -> str:
     (its JSON type named: a grade() that ends without ``return`` gave "the grader sent no
     verdict on the harness channel", helper-190), else nothing was sent."""
     first = verdict.connections[0] if verdict.connections else None
-    if first and first.lines:
+    lines = [ln for ln in (first.lines if first else []) if RAN_AGENT_CODE.encode() not in ln]
+    if lines:
         try:
-            value = json.loads(first.lines[0])
+            value = json.loads(lines[0])
         except (ValueError, RecursionError):
             value = ...
         if value is not ...:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import yaml
+
 from clawrig.errors import TaskFormatError, UserError
 from clawrig.plugins import Registry
 from clawrig.spec.task import Task, TaskFormat, ValidationIssue
@@ -90,10 +92,12 @@ class Suite:
                 out.append(e)
             elif where in others:
                 continue  # a file of a task read and not chosen
-            elif (said := declared_id(Path(where))) is None or said.casefold() in chosen:
+            elif (said := declared_id(Path(where))) is None or _may_be_chosen(said, chosen):
                 # a file that is no task's (the suite's: requirements.txt, a folder of its
                 # data), or one that did not read and says it is a chosen task (a second
-                # file of its id, broken: helper-207)
+                # file of its id, broken: helper-207), or one --suite's prefix would have
+                # meant (`--suite foo` took foo_bar while foo's own file did not read:
+                # helper-208)
                 out.append(e)
         return out
 
@@ -117,11 +121,19 @@ class Suite:
         )
 
 
-_FRONT_ID_RE = re.compile(r"^id:[ \t]*(['\"]?)([^'\"#\n]*?)\1[ \t]*(?:#.*)?$", re.MULTILINE)
+_ID_KEY_RE = re.compile(r"""^(?:id|"id"|'id')[ \t]*:""")
 _SAMPLE_FILE_RE = re.compile(
     r"(?:^|/)(?:intent/(.+)\.json|datapoints/(.+)\.json|evaluators/evaluator_(.+)\.py"
     r"|reference_payloads/reference_payload_(.+)\.json)$"
 )
+
+
+def _may_be_chosen(said: str, chosen: set[str]) -> bool:
+    """Whether a task of id ``said`` could be one of the ``chosen`` ids (case-folded) or the
+    one a --suite prefix of theirs meant (:func:`find_task`: ``task_001`` for
+    ``task_001_...``)."""
+    said = said.casefold()
+    return any(c == said or c.startswith((said + "_", said + "-")) for c in chosen)
 
 
 def declared_id(path: Path) -> str | None:
@@ -138,12 +150,27 @@ def declared_id(path: Path) -> str | None:
             head = fh.read(64 * 1024).decode("utf-8", "replace")
     except OSError:
         return None
-    lines = head.split("\n")
+    lines = head.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if not lines or lines[0].strip() != "---":
         return None
     end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), len(lines))
-    m = _FRONT_ID_RE.search("\n".join(lines[1:end]))
-    return m.group(2).strip() or None if m is not None else None
+    front = lines[1:end]
+    # the `id:` entry alone (its line and the indented ones after it) read as YAML reads it
+    # (tags, quotes, escapes, block scalars: helper-208): the rest of the file may not parse
+    at = next((i for i, ln in enumerate(front) if _ID_KEY_RE.match(ln)), None)
+    if at is None:
+        return None
+    stop = next(
+        (i for i in range(at + 1, len(front)) if front[i][:1] not in (" ", "\t", "")),
+        len(front),
+    )
+    try:
+        value = yaml.safe_load("\n".join(front[at:stop]))
+    except yaml.YAMLError:  # (an id that does not parse: its text, quotes and brackets off)
+        raw = front[at].split(":", 1)[1].split(" #", 1)[0]
+        return raw.strip().strip("\"'[]{}").strip() or None
+    said = value.get("id") if isinstance(value, dict) else None
+    return said.strip() or None if isinstance(said, str) else None
 
 
 def _task_files(task: Task) -> set[str]:

@@ -418,7 +418,11 @@ class JobView:
                 r
                 for r in self.index.rows.values()
                 if (self._mine(r) and (not jid or r["job"] == jid))
-                or (r["err"] == "unreadable" and not r["job"])  # (whose, it does not say)
+                or (  # a row that cannot be read: of this job as far as it says (helper-208)
+                    r["err"] == "unreadable"
+                    and r["job"] in ("", jid)
+                    and (not r["model"] or self._mine(r))
+                )
             ]
             out.sort(key=lambda r: (r["task"], r["run"], r["id"]))
             self._rows_cache = (key, out)
