@@ -784,6 +784,10 @@ def test_a_trial_whose_result_cannot_be_read_is_shown_as_such_not_dropped(jobs, 
     assert proc.returncode == 0, proc.stderr
     page = (site / "job0" / "index.html").read_text()
     assert f'id="h-trials">{len(summary["tasks"])}<' in page
+    # the jobs list's errors column counts them (helper-208: 0 beside "3 not scored")
+    listing = (site / "index.html").read_text()
+    cells = re.findall(r'<td class="num">([^<]*)</td></tr>', listing)
+    assert cells[0] == str(3 + sum((summary.get("errors_by_kind") or {}).values()))
     compare = (site / "compare.html").read_text()
     row = re.search(rf'<tr data-task="{first["task_id"]}"[^>]*>(.*?)</tr>', compare, re.S)
     assert row is not None and "not run" not in row.group(1).split("</td>")[2]

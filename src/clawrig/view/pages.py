@@ -259,7 +259,10 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
         "mean": s.get("mean") if isinstance(s.get("mean"), dict) else None,
         "process": as_dict(s.get("process")),
         "pass": as_dict(s.get("pass")),
-        "errors": as_dict(s.get("errors_by_kind")),
+        # (a trial folder the summary counted whose result.json cannot be read now is one
+        # more error here: "errors 0" beside "1 not scored", helper-208)
+        "errors": as_dict(s.get("errors_by_kind"))
+        | ({"unreadable": unreadable} if (unreadable := live_errors.get("unreadable")) else {}),
         "cost": usage.get("cost_usd"),
         "tokens": usage.get("total_tokens"),
         "requests": usage.get("request_count"),
