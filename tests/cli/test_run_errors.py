@@ -47,6 +47,14 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
             ["run", str(REPO / "suites/demo"), "--suite", "999999", "--agent", "oracle"],
             "--suite: no task with id 999999",
         ),
+        (  # what was meant (helper-209: "1" for 000001, "a b" for a,b)
+            ["run", str(REPO / "suites/demo"), "--suite", "1", "--agent", "oracle"],
+            "--suite: no task with id 1 (did you mean 000001?)",
+        ),
+        (
+            ["run", str(REPO / "suites/demo"), "--suite", "000001 000003", "--agent", "oracle"],
+            "--suite: no task with id 000001 000003 (separate ids with commas: --suite a,b)",
+        ),
         (["run", str(REPO / "suites/demo"), "--grader", "vibes"], "--grader"),
         (  # the category has tasks, none of them among -s (helper-126)
             ["run", str(REPO / "suites/demo"), "--agent", "oracle", "-s", "000001"]

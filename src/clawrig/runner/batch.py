@@ -911,6 +911,22 @@ class ProgressWriter:
             raise self._error
 
 
+def _id_hint(missing: list[str], tasks: list[Task]) -> str:
+    """What the user may have meant by ids ``missing`` from ``--suite`` (helper-209: "1" for
+    000001, "a b" for a,b): a comma-separated list, or the suite's ids that read alike."""
+    if any(any(c.isspace() for c in w) for w in missing):
+        return " (separate ids with commas: --suite a,b)"
+    import difflib
+
+    ids = [t.id for t in tasks]
+    alike: list[str] = []
+    for w in missing:
+        alike += [i for i in ids if w.isdigit() and i.isdigit() and int(i) == int(w)]
+        alike += difflib.get_close_matches(w, ids, n=3, cutoff=0.75)
+    alike = list(dict.fromkeys(alike))[:5]
+    return f" (did you mean {', '.join(alike)}?)" if alike else ""
+
+
 def select_tasks(tasks: list[Task], suite: str, categories: list[str]) -> list[Task]:
     """``suite`` "all" or comma-separated ids (a task matches by its id, its upstream id in
     metadata, or an id prefix like ``task_001``); ``categories`` filters by category."""
@@ -933,7 +949,9 @@ def select_tasks(tasks: list[Task], suite: str, categories: list[str]) -> list[T
             )
         ]
         if missing:
-            raise UserError(f"--suite: no task with id {', '.join(missing)}")
+            raise UserError(
+                f"--suite: no task with id {', '.join(missing)}{_id_hint(missing, tasks)}"
+            )
     if categories:
         known = sorted({t.category for t in tasks if t.category})
         if unknown := [c for c in categories if c not in known]:  # a typo is said, not dropped
