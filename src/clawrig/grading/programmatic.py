@@ -143,14 +143,11 @@ def audit(event, args):
             # helper-208)
             ran_agent_code.append(event)
             report({"clawrig_ran_agent_code": event})
-        if running and event in _PATH_EVENTS and args and agent_data(args[0]):
+        reads = event in _PATH_EVENTS and bool(args) and agent_data(args[0])
+        if running and reads:
             data_read.append(event)  # (by the grader's code: not the runner's transcript)
-        if not loading or touched:
-            return
-        if event in _RUN_EVENTS:  # a program run in the agent's workspace (the cwd)
-            touched.append(event)
-        elif event in _PATH_EVENTS and args and agent_data(args[0]):
-            touched.append(event)
+        if loading and not touched and (reads or event in _RUN_EVENTS):
+            touched.append(event)  # (a program's cwd is the agent's workspace)
     except Exception:
         pass
 
@@ -626,7 +623,11 @@ def _no_verdict(verdict: HarnessChannel) -> str:
     (its JSON type named: a grade() that ends without ``return`` gave "the grader sent no
     verdict on the harness channel", helper-190), else nothing was sent."""
     first = verdict.connections[0] if verdict.connections else None
-    lines = [ln for ln in (first.lines if first else []) if RAN_AGENT_CODE.encode() not in ln]
+    lines = [
+        ln
+        for ln in (first.lines if first else [])
+        if RAN_AGENT_CODE not in (_verdict_object(ln) or {})
+    ]
     if lines:
         try:
             value = json.loads(lines[0])

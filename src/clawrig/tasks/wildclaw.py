@@ -336,7 +336,7 @@ def read_wildclaw_task(
     task_id = _front_str(doc, "id", issues)
     if not task_id:
         if doc.front.get("id") in (None, ""):  # (else "must be a string" said it: helper-205)
-            issues.error(path, "id", "front matter has no `id`", 2)
+            issues.error(path, "id", "front matter has no `id`", doc.front_lines.get("id", 2))
         task_id = fallback_id(path.stem)
     elif problem := id_problem(task_id):
         issues.error(path, "id", problem, doc.front_lines.get("id"))
