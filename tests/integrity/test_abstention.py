@@ -513,6 +513,86 @@ async def test_the_agents_code_run_by_grade_cannot_claim_the_tasks_fault(attack,
     assert_counted_zero(result)
 
 
+FORGED_MISSING = (  # a module the grader imports by name said missing: the task's, were it so
+    "import __main__, os\n"
+    "__main__.report({'clawrig_blame': 'task', 'missing_module': 'json'})\n"
+    "os._exit(1)\n"
+)
+GRADERS_RUNNING_IT = {  # (helper-210's ways past the first rule)
+    "relative compile": "exec(compile(open('solution.py').read(), 'solution.py', 'exec'), {})",
+    "named compile": "exec(compile(open('solution.py').read(), '<solution>', 'exec'), {})",
+    "a copy": (
+        "import shutil, tempfile; d = tempfile.mkdtemp(); shutil.copy('solution.py', d)\n"
+        "    exec(compile(open(d + '/solution.py').read(), d + '/solution.py', 'exec'), {})"
+    ),
+    "a program's output": (
+        "import subprocess\n"
+        "    out = subprocess.run(['cat', 'solution.py'], capture_output=True, text=True).stdout\n"
+        "    exec(out, {})"
+    ),
+    "a pickle from a program": (
+        "import pickle, subprocess\n"
+        "    pickle.loads(subprocess.run(['cat', 'ans.pkl'], capture_output=True).stdout)"
+    ),
+}
+
+
+@pytest.mark.parametrize("how", list(GRADERS_RUNNING_IT))
+async def test_the_agents_code_cannot_claim_a_missing_module(attack, make_task, how):
+    """The agent's code, run by grade() in its process however the grader got it (a relative
+    or made-up file name, a copy, a program's output, a pickle a program printed), reports a
+    module the grader imports by name as missing: its wrong answer was unscored (helper-210).
+    The runner's line comes before that code runs; the report after it is not believed."""
+    grader = (
+        "import json\n"
+        "def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n"
+        f"    {GRADERS_RUNNING_IT[how]}\n"
+        "    return {'overall_score': 0.0}\n"
+    )
+    pickle_it = (
+        "python3 -c \"import pickle; code = open('solution.py').read()\n"
+        "class X:\n    def __reduce__(self): return (exec, (code,))\n"
+        "open('ans.pkl', 'wb').write(pickle.dumps(X()))\""
+    )
+    write = f"cat > solution.py <<'EOF'\n{FORGED_MISSING}EOF\n{pickle_it}"
+    result, _ = await attack(make_task(grader), write)
+    assert_counted_zero(result)
+
+
+async def test_a_workspace_on_sys_path_makes_a_missing_module_the_agents(attack, make_task):
+    """A grader that puts the workspace on sys.path and imports the agent's module by name:
+    the module missing (the agent wrote none) is the agent's 0, not the task's unscored
+    error (helper-210)."""
+    grader = (
+        "import site\n"
+        "def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n"
+        "    site.addsitedir(workspace_path)\n"
+        "    import solution\n"
+        "    return {'overall_score': 1.0 if solution.add(2, 3) == 5 else 0.0}\n"
+    )
+    result, _ = await attack(make_task(grader), "echo nothing written")
+    assert_counted_zero(result)
+
+
+async def test_a_namedtuple_after_reading_the_workspace_leaves_a_missing_module_the_tasks(
+    attack, make_task
+):
+    """The system's own text-made code (namedtuple's "<string>") is no agent's code: a grader
+    that read the workspace, made a namedtuple and then missed a module it imports by name
+    is the task's grading error, as without the namedtuple (helper-210)."""
+    grader = (
+        "import collections, os\n"
+        "def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):\n"
+        "    os.listdir(workspace_path)\n"
+        "    collections.namedtuple('P', 'x y')\n"
+        "    import clawrig_no_such_module  # noqa: F401\n"
+        "    return {'overall_score': 1.0}\n"
+    )
+    result, _ = await attack(make_task(grader), "echo hi")
+    assert result.error is not None and result.error.kind == ErrorKind.GRADING, result.error
+    assert result.score.details["missing_module"] == "clawrig_no_such_module"
+
+
 RUNS_SOLUTION = """
 import os, subprocess
 def grade(transcript=None, workspace_path='/tmp_workspace', **kwargs):

@@ -144,27 +144,52 @@ def audit(event, args):
             ran_agent_code.append(event)
             report({"clawrig_ran_agent_code": event})
         reads = event in _PATH_EVENTS and bool(args) and agent_data(args[0])
-        if running and reads:
-            data_read.append(event)  # (by the grader's code: not the runner's transcript)
+        if running and (reads or event in _RUN_EVENTS):
+            # (by the grader's code, not the runner's transcript; a program's output is the
+            # agent's too: it runs in the workspace)
+            data_read.append(event)
         if loading and not touched and (reads or event in _RUN_EVENTS):
             touched.append(event)  # (a program's cwd is the agent's workspace)
     except Exception:
         pass
 
 
+TRUSTED = tuple(
+    p.rstrip("/") + "/" for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/opt"}
+)
+base_path = list(sys.path)
+
+
+def system_code(name):
+    # a module of the system's or an environment's (a file under the interpreter's prefixes,
+    # /usr or /opt), or Python's frozen ones
+    return name.startswith("<frozen ") or (
+        name.startswith(TRUSTED) and not agent_data(name) and os.path.isfile(name)
+    )
+
+
 def might_run_agent_code(event, args):
-    # in this process: code executed from the agent's files, or from text after the grader
-    # read the agent's data ("<string>": exec(open(...).read())); objects unpickled or a
-    # library loaded from what the agent wrote. (A program the grader runs is no other
-    # process's: it has no descriptor of the channel, and a connection of its own is not
-    # the first, the only one read.)
+    # in this process: code executed that is no module of the system's, once the grader read
+    # the agent's data or ran a program (whose output is the agent's) -- from the agent's
+    # files, a copy of them, text read from them or a program's output; modules imported
+    # where the grader put the workspace on sys.path (a C extension runs no exec); objects
+    # unpickled; a library loaded from the workspace (helpers 208, 210). A program the
+    # grader runs is another process: no descriptor of the channel, and a connection of its
+    # own is not the first, the only one read.
     if event == "exec" and args:
         if args[0] is own_code[0]:
             return False
         name = getattr(args[0], "co_filename", "") or ""
         if name.startswith("/") and agent_data(name):
             return True
-        return bool(data_read) and name == "<string>"  # (no module's: "<frozen os>")
+        if system_code(name) or not data_read:
+            return False
+        # text made into code by the system's own (namedtuple's, dataclasses': "<string>"),
+        # not by the grader
+        caller = sys._getframe(2).f_code.co_filename if name.startswith("<") else ""
+        return not (caller and system_code(caller))
+    if event == "import":
+        return any(p not in base_path and agent_data(p) for p in sys.path if isinstance(p, str))
     if event in ("pickle.find_class", "marshal.loads"):
         return bool(data_read)
     return event == "ctypes.dlopen" and bool(args) and bool(args[0]) and agent_data(args[0])
@@ -259,6 +284,7 @@ if async_def(grade):
           file=sys.stderr)
     report({"clawrig_blame": "task", "why": "grade() is async"})
     sys.exit(3)
+report({"clawrig_grade_called": True})  # (from now on only a missing module is the task's)
 try:
     running.append(1)
     result = grade(transcript=entries, workspace_path="/tmp_workspace")
@@ -280,9 +306,7 @@ if hasattr(result, "__await__"):
         close()
     print("clawrig: grade() returned a coroutine (an async def): it must be a plain def",
           file=sys.stderr)
-    if not touched:
-        report({"clawrig_blame": "task", "why": "grade() is async"})
-    sys.exit(3)
+    sys.exit(3)  # (an async def is found before the call: this one is what it returned)
 text = dumps(result)
 sys.stdout.flush()
 print("\n" + text)
@@ -599,20 +623,32 @@ RAN_AGENT_CODE = "clawrig_ran_agent_code"
 A report of the task's fault after it may be the agent's code's own, and is not believed."""
 
 
+GRADE_CALLED = "clawrig_grade_called"
+"""The runner's line just before it calls grade(): a report of the task's fault after it can
+only be a module missing from the environment (the grader loaded, its grade() is a plain
+def: "cannot load" from inside grade() was the agent's code's, helper-210)."""
+RUNNER_NOTES = (RAN_AGENT_CODE, GRADE_CALLED)
+
+
 async def _channel_object(verdict: HarnessChannel) -> dict[str, Any] | None:
     """The JSON object the grader's runner sent on the verdict channel (its first connection,
-    the first line not a :data:`RAN_AGENT_CODE` line): the verdict, or after a failure the
-    runner's ``clawrig_blame`` report; a ``clawrig_blame`` line after a :data:`RAN_AGENT_CODE`
-    line is left out (the agent's code may have sent it: helper-208)."""
+    the first line not one of :data:`RUNNER_NOTES`): the verdict, or after a failure the
+    runner's ``clawrig_blame`` report. A ``clawrig_blame`` line after a :data:`RAN_AGENT_CODE`
+    line is left out (the agent's code may have sent it: helper-208), and after a
+    :data:`GRADE_CALLED` line one naming no missing module (helper-210)."""
     await verdict.wait_ended(5.0)
     first = verdict.connections[0] if verdict.connections else None
-    ran = False
+    seen: set[str] = set()
     for line in first.lines if first else []:
         obj = _verdict_object(line)
-        if obj is not None and RAN_AGENT_CODE in obj:
-            ran = True
+        if obj is not None and (note := next((k for k in RUNNER_NOTES if k in obj), None)):
+            seen.add(note)
             continue
-        if obj is not None and ran and "clawrig_blame" in obj:
+        if (
+            obj is not None
+            and "clawrig_blame" in obj
+            and (RAN_AGENT_CODE in seen or (GRADE_CALLED in seen and "missing_module" not in obj))
+        ):
             continue
         return obj
     return None
@@ -626,7 +662,7 @@ def _no_verdict(verdict: HarnessChannel) -> str:
     lines = [
         ln
         for ln in (first.lines if first else [])
-        if RAN_AGENT_CODE not in (_verdict_object(ln) or {})
+        if not any(k in (_verdict_object(ln) or {}) for k in RUNNER_NOTES)
     ]
     if lines:
         try:

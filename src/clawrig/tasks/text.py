@@ -302,7 +302,10 @@ def parse_front_matter(
             raise TaskFormatError(
                 path, key, f"given twice (lines {first + 2} and {again + 2})", again + 2
             )
-        data = loader.construct_document(node) if node is not None else None
+        try:
+            data = loader.construct_document(node) if node is not None else None
+        except ValueError as exc:  # an int past Python's 4,300 digits (helper-210)
+            raise TaskFormatError(path, "front matter", f"not valid YAML: {exc}", 2) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 2 if mark is not None else 2
