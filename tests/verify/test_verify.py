@@ -267,6 +267,13 @@ def test_text_report_and_summary_table(planted) -> None:
     root, _, _ = planted
     proc = run("verify", root, "-p", "4")
     assert proc.returncode == 1
+    # the first line counts the samples that could not be read (helper-206: "verifying 9
+    # task(s)" above a table of 10)
+    unread = [p for p in sorted((root / "evaluators").iterdir()) if "000109" in p.name]
+    assert len(unread) == 1  # 000109's evaluator does not parse: no task is read from it
+    assert proc.stderr.splitlines()[0].startswith(
+        "verifying 9 task(s) (1 more could not be read: they fail): "
+    ), proc.stderr[:500]
     out = proc.stdout
     assert "grader rewards a wrong rollout: the empty rollout" in out
     assert "scores 0.6 (threshold 0.5)" in out

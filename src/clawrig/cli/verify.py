@@ -144,15 +144,22 @@ class _Progress:
         self.total = self.finished = 0
         self.started = time.monotonic()
 
-    def start(self, tasks: list[Task], multiplier: float) -> None:
+    def start(self, tasks: list[Task], multiplier: float, unread: int = 0) -> None:
+        """The first line: the ``tasks`` read (to verify), and ``unread``, the samples that
+        could not be read (failed already; the report lists them too)."""
         self.total = len(tasks)
+        also = f" ({unread} more could not be read: they fail)" if unread else ""
         if tasks:
             longest = max(t.grader.timeout_seconds for t in tasks) * multiplier
             err_console.print(
-                f"verifying {len(tasks)} task(s): up to 5 gradings each, a grader stopped "
-                f"after {longest:g} s at most (--timeout-multiplier)",
+                f"verifying {len(tasks)} task(s){also}: up to 5 gradings each, a grader "
+                f"stopped after {longest:g} s at most (--timeout-multiplier)",
                 highlight=False,
                 soft_wrap=True,
+            )
+        elif unread:
+            err_console.print(
+                f"{unread} sample(s) could not be read: they fail", highlight=False, soft_wrap=True
             )
 
     def done(self, sample: SampleReport) -> None:
@@ -225,7 +232,11 @@ def register(app: typer.Typer) -> None:
                     parallel=parallel,
                     root=root,
                     timeout_multiplier=timeout_multiplier,
-                    on_start=lambda tasks: progress.start(tasks, timeout_multiplier),
+                    # (made[0] holds, before any is verified, the samples that could not
+                    # be read: helper-206 saw "verifying 1 task(s)" above a table of 2)
+                    on_start=lambda tasks: progress.start(
+                        tasks, timeout_multiplier, len(made[0].samples) if made else 0
+                    ),
                     on_sample=progress.done,
                     on_report=made.append,
                 )
