@@ -162,9 +162,27 @@ def test_ids_from_older_vllm_logprob_tokens_and_missing_tokens():
         ]
     }
     assert tokens_from_completion("vllm", old) == {
-        "prompt_token_ids": [],
+        "prompt_token_ids": None,  # (not returned: not an empty prompt)
         "completion_token_ids": [17, 4],
         "completion_logprobs": [-0.5, -1.25],
+    }
+    # helper-211: a vLLM-shaped reply read as SGLang's has prompt ids and logprobs but no
+    # completion ids: those are None, not [] (an empty completion), and logprobs that line up
+    # with no ids are dropped
+    vllm_shaped = {
+        "prompt_token_ids": [1001],
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": "hi"},
+                "token_ids": [7, 8],
+                "logprobs": {"content": [{"token": "a", "logprob": -1.0}] * 5},
+            }
+        ],
+    }
+    assert tokens_from_completion("sglang", vllm_shaped) == {
+        "prompt_token_ids": [1001],
+        "completion_token_ids": None,
+        "completion_logprobs": None,
     }
     # an upstream that returned nothing: no capture
     bare = {"choices": [{"message": {"role": "assistant", "content": "hi"}}]}

@@ -42,9 +42,18 @@ async def test_art_rollout_through_gather_trajectory_groups(env, scripted_server
         inference_api_key="sk-art",
     )
     groups = await art.gather_trajectory_groups(
-        [art.TrajectoryGroup(rollout(model, task_15, rollouts=env, seed=s) for s in (0, 1))],
+        [
+            art.TrajectoryGroup(
+                rollout(model, task_15, rollouts=env, seed=s, server="vllm") for s in (0, 1)
+            )
+        ],
         pbar_desc=None,
     )
+    # what the server sampled, by completion ids: each Choice carries its ids and logprobs in
+    # the form ART reads them back ("token_id:<id>"; helper-211: ART got no logprobs at all,
+    # and by default trains on no trajectory without them)
+    sampled = {tuple(s["completion_token_ids"]): s["completion_logprobs"] for s in srv.sent_tokens}
+    assert len(srv.sent_tokens) == 4  # (both final "done" replies sample the same tokens)
     trajectories = groups[0].trajectories
     assert sorted(t.reward for t in trajectories) == sorted([REWARD[RIGHT], REWARD[WRONG]])
     for t in trajectories:
@@ -52,6 +61,10 @@ async def test_art_rollout_through_gather_trajectory_groups(env, scripted_server
                  t.messages_and_choices]  # fmt: skip
         # user prompt, the model's write call (a Choice), its tool result, the final Choice
         assert kinds == ["user", "Choice", "tool", "Choice"]
+        for choice in (t.messages_and_choices[1], t.messages_and_choices[3]):
+            content = choice.logprobs.content
+            ids = tuple(int(c.token.split(":")[1]) for c in content)
+            assert [c.logprob for c in content] == sampled[ids]
         write = t.messages_and_choices[1].message.tool_calls[0]
         assert write.function.name == "write"
         assert json.loads(write.function.arguments)["content"] in (RIGHT, WRONG)
@@ -114,6 +127,37 @@ def test_skyrl_env_runs_an_episode_step_by_step(tmp_path, task_15):
         assert env.get_metrics()["turns"] == 3
     finally:
         env.close()
+
+
+def test_a_step_driven_agent_cannot_start_a_subagent(tmp_path, task_15):
+    """helper-213: a sub-agent's model calls reached the bridge beside the agent's, took the
+    trainer's next step and cut the observations from its own conversation. In a step-driven
+    episode (one conversation, the trainer's) sessions_spawn answers with an error saying why,
+    and the episode goes on step for step."""
+    from clawrig.rl.bridge import NO_SUBAGENTS, StepEpisode
+
+    rollouts = Rollouts(tmp_path / "out")
+    episode = StepEpisode(task_15, rollouts=rollouts, timeout_s=120)
+    try:
+        episode.start()
+        spawn = {"name": "sessions_spawn", "arguments": {"task": "write the chain"}}
+        spawned = episode.step(f"<tool_call>{json.dumps(spawn)}</tool_call>")
+        [obs] = spawned.observations
+        assert obs["role"] == "tool" and spawned.done is False
+        assert obs["content"] == (
+            f"sessions_spawn: sub-agents are not available in this trial ({NO_SUBAGENTS})"
+        )
+        write = {"name": "write", "arguments": {"path": "/tmp_workspace/results/results.md",
+                                                "content": RIGHT}}  # fmt: skip
+        wrote = episode.step(f"<tool_call>{json.dumps(write)}</tool_call>")
+        assert [m["role"] for m in wrote.observations] == ["tool"]
+        final = episode.step("Done.")
+        assert final.done is True and final.episode is not None
+        assert final.episode.reward == REWARD[RIGHT]
+        assert len(final.episode.turns) == 3 and final.episode.subagent_turns == []
+    finally:
+        episode.close()
+        rollouts.close()
 
 
 def test_parse_action_reads_hermes_tool_calls():

@@ -17,7 +17,8 @@ import pytest
 from clawrig.errors import UserError
 from clawrig.llm.client import PROBE, RetryPolicy
 from clawrig.rl import Rollouts, episode_from_trial, group_stats
-from clawrig.testing.scripted_server import call, error, reply
+from clawrig.rl.episode import _conversations
+from clawrig.testing.scripted_server import call, error, reply, scripted_prompt_ids
 
 from .conftest import DEMO, REWARD, RIGHT, WRONG, by_seed, files_text, write_answer
 
@@ -84,6 +85,85 @@ async def test_episode_on_demo_task(env, scripted_server, task_15):
     assert again.model_dump() == ep.model_dump()
 
 
+SUB = "SUB: write the shortest chain to /tmp_workspace/results/results.md"
+
+
+def with_a_subagent(request):
+    """Responder: the agent spawns a sub-agent, waits for it (sessions_yield) and ends; the
+    sub-agent (its conversation opens with SUB) writes the right chain and ends."""
+    messages = request["messages"]
+    results = sum(1 for m in messages if m.get("role") == "tool")
+    if messages[0]["content"] == SUB:
+        return write_answer(RIGHT) if results == 0 else reply("sub done")
+    if results == 0:
+        return reply(tool_calls=[call("sessions_spawn", {"task": SUB})])
+    if results == 1:
+        return reply(tool_calls=[call("sessions_yield", {})])
+    return reply("main done")
+
+
+async def test_a_subagents_calls_are_not_the_agents_turns(env, scripted_server, task_15):
+    """helper-213: a sub-agent's calls were among the episode's turns, so the ART adapter
+    paired the agent's last message with a sub-agent's sampled call (its tokens, another
+    prompt's). The turns are the agent's own conversation's; a sub-agent's are apart, with
+    its session."""
+    srv = scripted_server(responder=with_a_subagent)
+    ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy", server="vllm")
+    assert ep.reward == REWARD[RIGHT] and ep.stop_reason == "complete"
+    own = [r for r in srv.requests if r["messages"][0]["content"] != SUB]
+    sub = [r for r in srv.requests if r["messages"][0]["content"] == SUB]
+    assert (len(own), len(sub)) == (3, 2)
+    # the turns: the agent's three calls in order, each with the prompt ids of its request
+    # (the stand-in server's ids are a function of the request: scripted_prompt_ids)
+    assert [t.prompt_token_ids for t in ep.turns] == [scripted_prompt_ids(r) for r in own]
+    assert [t.session for t in ep.turns] == [None] * 3
+    assert [t.prompt_token_ids for t in ep.subagent_turns] == [scripted_prompt_ids(r) for r in sub]
+    spawned = json.loads(next(m for m in ep.messages if m["role"] == "tool")["content"])
+    assert {t.session for t in ep.subagent_turns} == {spawned["childSessionKey"]}
+    # the messages are the agent's conversation; its assistant messages are the turns' replies
+    assert ep.messages[0]["content"] == own[0]["messages"][0]["content"]
+    assert ep.messages[-1]["content"] == "main done"
+    said = [m for m in ep.messages if m["role"] == "assistant"]
+    assert len(said) == len(ep.turns)
+    for msg, turn in zip(said, ep.turns, strict=True):
+        assert turn.choice is not None
+        assert turn.choice["message"].get("tool_calls") == msg.get("tool_calls")
+    assert episode_from_trial(ep.trial_dir).model_dump() == ep.model_dump()
+
+
+def test_calls_that_say_no_session_are_told_apart_by_how_they_open():
+    """The real OpenClaw's sub-agents (and any call made over the gateway's sockets) carry no
+    session: a call is the agent's when its messages open as the agent's first call's do (up to
+    the first user message), else another conversation's, numbered by first appearance."""
+    sys_a = {"role": "system", "content": "agent"}
+    sys_b = {"role": "system", "content": "sub-agent"}
+
+    def rec(*messages, session=None):
+        r = {"request": {"messages": list(messages)}, "status": 200, "response": {}}
+        if session is not None:
+            r["session"] = session
+        return r
+
+    main = [sys_a, {"role": "user", "content": "the task"}]
+    calls = [
+        rec(*main),
+        rec(sys_b, {"role": "user", "content": "sub task"}),
+        rec(*main, {"role": "assistant", "content": "x"}, {"role": "user", "content": "more"}),
+        rec(sys_b, {"role": "user", "content": "another"}),
+        rec(*main, session="agent:sub:1"),  # tagged: the sub-agent's, however it opens
+        {"request": {}, "status": 200},  # kept no messages (past the file's size limit)
+        rec(sys_b, {"role": "user", "content": "sub task"}, {"role": "assistant", "content": "y"}),
+    ]
+    own, others = _conversations(calls)
+    assert own == [calls[0], calls[2], calls[5]]
+    assert others == [
+        ("conversation-2", calls[1]),
+        ("conversation-3", calls[3]),
+        ("agent:sub:1", calls[4]),
+        ("conversation-2", calls[6]),
+    ]
+
+
 async def test_server_down_is_masked_never_zero(env, scripted_server, task_15):
     srv = scripted_server([error(500, "upstream exploded")] * 20)
     ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
@@ -143,6 +223,27 @@ async def test_a_fresh_servers_first_prompt_refused_as_too_long_is_context_lengt
     assert ep.stop_reason == "context_length" and ep.mask and ep.reward is None
     assert too_long in (ep.error or "") and ep.trial_dir is not None
     assert len(srv.requests) == 2 and srv.requests[1]["tools"] == srv.requests[0]["tools"]
+
+
+async def test_a_refused_prompts_tool_results_are_in_the_messages(env, scripted_server, task_15):
+    """helper-211: the messages of an episode whose grown prompt was refused as too long ended
+    on the tool call: the refused request's tool result (what the call led to) was left out."""
+    too_long = "This model's maximum context length is 8192 tokens"
+
+    def policy(request: dict):
+        if request["messages"] == PROBE:
+            return reply("OK")
+        if any(m.get("role") == "tool" for m in request["messages"]):
+            return error(400, too_long)
+        return reply(tool_calls=[call("read", {"path": "/tmp_workspace/coauthorship.json"})])
+
+    srv = scripted_server(responder=policy)
+    ep = await env.run_episode(task_15, base_url=srv.base_url, model="policy")
+    assert ep.stop_reason == "context_length"  # (graded as it stands: its own conversation)
+    refused = srv.requests[1]
+    assert refused["messages"][-1]["role"] == "tool"
+    assert ep.messages == refused["messages"]  # all it sent, ending on the tool result
+    assert [m["role"] for m in ep.messages] == ["user", "assistant", "tool"]
 
 
 async def test_a_conversation_refused_for_its_content_is_graded_as_it_stands(
@@ -209,6 +310,22 @@ async def test_bad_arguments_are_one_line_user_errors(env, task_15, tmp_path):
         )
     with pytest.raises(UserError, match="at least one"):
         await env.run_group(task_15, 0, base_url="http://127.0.0.1:9/v1", model="m")
+    # helper-211: each of these ran an episode (oracle: 1.0 with no model call; max_turns 0: a
+    # 0 never earned; a sampling seed: one seed for a whole group) or was a pydantic traceback
+    url = "http://127.0.0.1:9/v1"
+    for kwargs, line in [
+        ({"agent": "oracle"}, "agent: an episode runs native or openclaw"),
+        ({"agent": "nop"}, "agent: an episode runs native or openclaw"),
+        ({"max_turns": 0}, "max_turns: must be an integer in 1..1000 (or None), got 0"),
+        ({"max_turns": True}, "max_turns: must be an integer in 1..1000 (or None), got True"),
+        ({"server": "tgi"}, "server: must be vllm or sglang (or None), got 'tgi'"),
+        ({"sampling": {"seed": 5}}, "sampling.seed: give it as the episode's seed"),
+        ({"sampling": {"max_tokens": -1}}, "sampling.max_tokens: Input should be greater than"),
+    ]:
+        with pytest.raises(UserError) as caught:
+            await env.run_episode(task_15, base_url=url, model="m", **kwargs)
+        assert str(caught.value).startswith(line), (kwargs, str(caught.value))
+    assert not list((tmp_path / "out").glob("000015/*")), "no episode ran"
 
 
 async def test_episode_on_a_sample_with_mock_services(env, scripted_server):

@@ -677,7 +677,7 @@ def test_a_group_stopped_by_sigterm_says_where_its_finished_episodes_are(scripte
     assert stopped.status_code == 503
     assert stopped.json() == {
         "error": "server: shutting down: the group was stopped: its episodes not finished were "
-        f"not graded, those that finished are written in {out / '000015'}"
+        f"not graded; any that finished are written in {out / '000015'}"
     }
     (written,) = out.glob("000015/*/result.json")
     assert json.loads(written.read_text())["score"] is not None

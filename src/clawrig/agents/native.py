@@ -20,7 +20,7 @@ from typing import Any
 
 from clawrig.agents.base import Agent, AgentContext, AgentOutcome, now_ms
 from clawrig.agents.preamble import first_user_message
-from clawrig.spec.llm import ChatResponse
+from clawrig.spec.llm import AGENT_SESSION, ChatResponse
 from clawrig.spec.transcript import Transcript, TranscriptMessage
 from clawrig.spec.trial import StopReason
 
@@ -147,9 +147,11 @@ def subagent_runner(parent: AgentContext) -> Any:
             held_chars=parent.held_chars,  # one limit for the agent and its sub-agents
         )
         before = ctx.usage
+        marked = AGENT_SESSION.set(str(session.key))  # (its calls' records say whose they are)
         try:
             await run_loop(ctx, session.task, transcript, session=session)
         finally:
+            AGENT_SESSION.reset(marked)
             parent.usage = parent.usage.add(ctx.usage)
             ctx.close_log()
             del before

@@ -50,6 +50,15 @@ _NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,200})"')
 _CLOSED = object()
 
 
+NO_SUBAGENTS = (
+    "a step-driven episode has one conversation, the trainer's: a sub-agent's model calls "
+    "would have no one to answer them"
+)
+"""Why a step-driven episode's agent may not start sub-agents: its ``sessions_spawn`` answers
+with this error (helper-213: a sub-agent's calls took the trainer's next steps, and the
+observations were cut from the sub-agent's conversation)."""
+
+
 class BridgeError(ClawrigError):
     """The step-driven episode could not go on (it ended, timed out, or was closed), or a
     message given to it is not an assistant message."""
@@ -338,7 +347,11 @@ class StepEpisode:
         self._server = ThreadedServer(self._app(), [sock], name="clawrig-policy-bridge").start()
         base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
         coro = self.rollouts.run_episode(
-            self.task, base_url=base_url, model=self.model, max_turns=self.max_turns
+            self.task,
+            base_url=base_url,
+            model=self.model,
+            max_turns=self.max_turns,
+            no_subagents=NO_SUBAGENTS,
         )
         self._future = asyncio.run_coroutine_threadsafe(coro, background_loop())
         self._future.add_done_callback(lambda f: self._events.put(("done", f)))

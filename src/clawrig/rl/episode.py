@@ -35,11 +35,11 @@ import numbers
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from clawrig.errors import ModelRequestError, UserError
+from clawrig.errors import ModelRequestError, UserError, first_invalid
 from clawrig.llm.gateway.tokens import TokenServer
 from clawrig.spec.job import RL_JOB_ID, TrialConfig
 from clawrig.spec.layout import JobPaths, TrialPaths, model_from_json_text
@@ -87,6 +87,8 @@ HARNESS_FIELDS = {
     "model": "the request's own field (model) names it",
     "messages": "the agent's conversation is the harness's to send",
     "tools": "the agent's tools are the harness's to send",
+    "seed": "give it as the episode's seed (a group's episodes get seed, seed + 1, ...: one "
+    "seed in sampling gave every episode of a group the same one)",
 }
 """Request fields ``sampling`` may not set, and why (helper-134: ``{"stream": true}`` ran a
 sandbox and ended masked with an AttributeError)."""
@@ -107,6 +109,34 @@ def seed_problem(seed: object) -> str | None:
     seed = int(seed)
     if not SEED_MIN <= seed <= SEED_MAX:
         return f"seed: must be a 64-bit integer ({SEED_MIN}..{SEED_MAX}), got {seed}"
+    return None
+
+
+EPISODE_AGENTS = ("native", "openclaw")
+"""The agents an episode may run: those whose every move is the model's (``openclaw@VERSION``
+pins OpenClaw's version). The oracle replays a task's golden trajectory and calls no model:
+its reward was no policy's (helper-211: 1.0 for a model never asked)."""
+MAX_EPISODE_TURNS = 1000
+"""An episode's ``max_turns`` at most (``clawrig serve``'s limit too)."""
+
+
+def episode_problem(agent: object, max_turns: object) -> str | None:
+    """Why ``agent`` or ``max_turns`` cannot run an episode, led by the argument's name
+    (``agent:``, ``max_turns:``); None when both can. ``max_turns``: None or an integer in
+    1..:data:`MAX_EPISODE_TURNS` (0 ended the episode before any call, with a reward of 0
+    the model never earned: helper-211)."""
+    if not isinstance(agent, str) or agent.partition("@")[0] not in EPISODE_AGENTS:
+        return (
+            f"agent: an episode runs {' or '.join(EPISODE_AGENTS)} (openclaw@VERSION pins its "
+            f"version), got {agent!r}"
+        )
+    if max_turns is not None and (
+        isinstance(max_turns, bool)
+        or not isinstance(max_turns, numbers.Integral)
+        or not 1 <= int(max_turns) <= MAX_EPISODE_TURNS
+    ):
+        top = MAX_EPISODE_TURNS
+        return f"max_turns: must be an integer in 1..{top} (or None), got {max_turns!r}"
     return None
 
 
@@ -170,7 +200,13 @@ class Turn(BaseModel):
     usage: Usage | None = None
     latency_s: float | None = None
     choice: dict[str, Any] | None = None
-    """The server's ``choices[0]`` as returned (message, finish_reason, logprobs)."""
+    """The server's ``choices[0]`` as returned (message, finish_reason; its logprobs when the
+    agent asked for them: those the harness asked for are the ``completion_*`` fields)."""
+    session: str | None = None
+    """None for a call of the episode's agent; for a sub-agent's (``sessions_spawn``, in
+    :attr:`Episode.subagent_turns`) its session key, or ``conversation-N`` when the call
+    carries none (the real OpenClaw's sub-agents: the N-th conversation by its first
+    messages)."""
 
 
 class Episode(BaseModel):
@@ -178,8 +214,10 @@ class Episode(BaseModel):
 
     ``messages``: the conversation in OpenAI chat format (the last request the agent sent plus
     the assistant's last reply; tool calls as ``tool_calls``, results as ``role: tool``);
-    ``tools``: the function tools the model was offered; ``turns``: per model call, tokens and
-    logprobs when captured; ``reward`` in [0, 1] or None when masked; ``scores``: named
+    ``tools``: the function tools the model was offered; ``turns``: per model call of the
+    agent's own conversation (the one ``messages`` holds, in its order), tokens and logprobs
+    when captured; ``subagent_turns``: the calls of its sub-agents (``sessions_spawn``), each
+    with its ``session``; ``reward`` in [0, 1] or None when masked; ``scores``: named
     sub-scores (the grader's numeric sub-scores, ``judge``, and ``ee``, ``gpr``, ``tpe``,
     ``tgpr`` where the task has gold steps and milestones); ``usage`` tokens/USD/requests;
     ``timings`` seconds per trial phase; ``trial_dir`` the trial folder (None only when the
@@ -196,6 +234,7 @@ class Episode(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tools: list[dict[str, Any]] = Field(default_factory=list)
     turns: list[Turn] = Field(default_factory=list)
+    subagent_turns: list[Turn] = Field(default_factory=list)
     reward: float | None = None
     scores: dict[str, float] = Field(default_factory=dict)
     stop_reason: EpisodeStop
@@ -287,9 +326,50 @@ def _read_calls(folder: Path) -> list[dict[str, Any]]:
     return [surrogate_free(r) for r in read_records(path) if r.get("role", "agent") == "agent"]
 
 
-def _turns(calls: list[dict[str, Any]]) -> list[Turn]:
-    turns: list[Turn] = []
+def _opening(rec: dict[str, Any]) -> list[Any] | None:
+    """A record's request messages up to and including its first user message: the
+    conversation it belongs to (None when the record kept no messages)."""
+    messages = (rec.get("request") or {}).get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None
+    for i, m in enumerate(messages):
+        if isinstance(m, dict) and m.get("role") == "user":
+            return messages[: i + 1]
+    return messages
+
+
+def _conversations(calls: list[dict[str, Any]]) -> tuple[list[dict], list[tuple[str, dict]]]:
+    """(the calls of the episode's agent, [(session, call)] of its sub-agents'), each in order.
+    A call the native agent's sub-agent made carries its session (``session`` in its record);
+    one that carries none belongs to the agent when it opens as the agent's first call does
+    (its messages up to the first user message), else it is another conversation's
+    (``conversation-N``, N from 2 in order of appearance: the real OpenClaw's sub-agents). A
+    call whose record kept no messages (past the record file's size limit) is the agent's."""
+    own: list[dict] = []
+    others: list[tuple[str, dict]] = []
+    first: list[Any] | None = None
+    seen: list[list[Any]] = []
     for rec in calls:
+        session = rec.get("session")
+        if isinstance(session, str):
+            others.append((session, rec))
+            continue
+        opening = _opening(rec)
+        if first is None and opening is not None:
+            first = opening
+        if opening is None or opening == first:
+            own.append(rec)
+            continue
+        if opening not in seen:
+            seen.append(opening)
+        others.append((f"conversation-{seen.index(opening) + 2}", rec))
+    return own, others
+
+
+def _turns(calls: list[dict[str, Any]], sessions: list[str] | None = None) -> list[Turn]:
+    """One Turn per answered call (``sessions``: each call's session, for sub-agents')."""
+    turns: list[Turn] = []
+    for i, rec in enumerate(calls):
         if rec.get("status") != 200 or not isinstance(rec.get("response"), dict):
             continue
         cap = rec.get("token_capture") or {}
@@ -305,20 +385,24 @@ def _turns(calls: list[dict[str, Any]]) -> list[Turn]:
                 usage=Usage.model_validate(usage) if isinstance(usage, dict) else None,
                 latency_s=rec.get("latency_s"),
                 choice=choices[0] if choices[0] else None,
+                session=sessions[i] if sessions is not None else None,
             )
         )
     return turns
 
 
 def _messages(calls: list[dict[str, Any]], folder: Path) -> tuple[list[dict], list[dict]]:
-    """The conversation as the model saw it: the last answered request's messages plus its
-    reply; without records, the trial's formatted_dialog.json."""
-    answered = [r for r in calls if r.get("status") == 200 and isinstance(r.get("response"), dict)]
-    if answered:
-        last = answered[-1]
+    """The agent's conversation (``calls``: its own, :func:`_conversations`): the last
+    request's messages, plus its reply when it was answered (a request the server refused,
+    for the context's length say, holds the tool results the last reply led to: helper-211
+    found them left out); without records, the trial's formatted_dialog.json."""
+    sent = [r for r in calls if _opening(r) is not None]
+    if sent:
+        last = sent[-1]
         request = last.get("request") or {}
         messages = list(request.get("messages") or [])
-        choices = last["response"].get("choices") or []
+        answered = last.get("status") == 200 and isinstance(last.get("response"), dict)
+        choices = (last["response"].get("choices") or []) if answered else []
         if choices and isinstance(choices[0].get("message"), dict):
             reply = {k: v for k, v in choices[0]["message"].items() if v is not None}
             reply.setdefault("content", "")
@@ -347,8 +431,10 @@ def episode_from_trial(folder: Path | str, *, seed: int | None = None) -> Episod
         recorded = result.config.extra.get("seed") if result.config is not None else None
         seed = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else None
     calls = _read_calls(folder)
-    turns = _turns(calls)
-    messages, tools = _messages(calls, folder)
+    own, others = _conversations(calls)
+    turns = _turns(own)
+    subagent_turns = _turns([rec for _, rec in others], [session for session, _ in others])
+    messages, tools = _messages(own, folder)
     reward = _score_of(result)
     error = result.error
     if error is not None and error.kind == ErrorKind.AGENT:
@@ -382,6 +468,7 @@ def episode_from_trial(folder: Path | str, *, seed: int | None = None) -> Episod
         messages=messages,
         tools=tools,
         turns=turns,
+        subagent_turns=subagent_turns,
         reward=None if mask else reward,
         scores={} if mask else _subscores(result),
         stop_reason=stop,
@@ -612,7 +699,14 @@ class Rollouts:
         seed = None if seed is None else int(seed)  # (a numpy integer is no JSON number)
         if api_key and (bad := unsendable_in_header(api_key)):
             raise UserError(f"api_key: contains {bad}")
-        sampling = Sampling.model_validate(sampling or {})
+        if server is not None and server not in get_args(TokenServer):
+            choices = " or ".join(get_args(TokenServer))
+            raise UserError(f"server: must be {choices} (or None), got {server!r}")
+        try:
+            sampling = Sampling.model_validate(sampling or {})
+        except ValidationError as exc:
+            where, what = first_invalid(exc)
+            raise UserError(f"sampling.{where}: {what}") from None
         if problem := sampling.problem():
             raise UserError(problem)
         return ModelEndpoint(
@@ -639,6 +733,7 @@ class Rollouts:
         server: TokenServer | None = None,
         run_index: int = 0,
         max_turns: int | None = None,
+        no_subagents: str | None = None,
     ) -> Episode:
         """Run one episode of ``task`` with the agent's model at ``base_url`` (an
         OpenAI-compatible ``.../v1``) named ``model``; see :class:`Episode`.
@@ -647,7 +742,9 @@ class Rollouts:
         ``seed``: sent as the request's ``seed`` (vLLM/SGLang per-request sampling seed);
         ``api_key``: the trainer's key for ``base_url`` (held by the gateway on the host);
         ``server``: ``vllm`` or ``sglang`` when ``base_url`` is one: the gateway then asks for
-        and records the sampled token ids and logprobs (:attr:`Episode.turns`).
+        and records the sampled token ids and logprobs (:attr:`Episode.turns`);
+        ``no_subagents``: why the agent may not start sub-agents (its ``sessions_spawn``
+        answers with an error saying so; the step bridge's episodes: one conversation).
         Raises UserError for a bad task, agent, URL, key or sampling value, and
         :class:`clawrig.errors.ModelRequestError` when the server refuses the model or key
         (401/403/404) before it answered any request of this process; every other failure is
@@ -657,6 +754,8 @@ class Rollouts:
         from clawrig.llm.client import OpenAIChatModel, RetryPolicy
         from clawrig.runner.trial import TrialServices, run_trial
 
+        if problem := episode_problem(agent, max_turns):
+            raise UserError(problem)
         the_task = resolve_task(task)
         the_agent = create_agent(agent)
         endpoint = self.endpoint(
@@ -676,6 +775,7 @@ class Rollouts:
             gateway=self.gateway,
             sandbox_starts=starts,
             grading_slots=grading,
+            no_subagents=no_subagents,
         )
         update: dict[str, Any] = {"model": endpoint.name, "agent": agent}
         if max_turns is not None:

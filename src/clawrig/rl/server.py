@@ -41,11 +41,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 from starlette.exceptions import HTTPException
 
 from clawrig.errors import ModelRequestError, UserError
-from clawrig.rl.episode import SEED_MAX, SEED_MIN, Rollouts, Sampling
+from clawrig.rl.episode import MAX_EPISODE_TURNS, SEED_MAX, SEED_MIN, Rollouts, Sampling
 from clawrig.serving import guard_hosts
 from clawrig.spec.task import Task
 
-AGENTS = ("native", "openclaw")
 MAX_BODY_BYTES = 1024 * 1024
 """A request body over this many bytes gets 413 once that much is read (an episode request is
 a few KB; a 300 MB body took the server to 800 MB of memory before its 422: helper-134)."""
@@ -114,7 +113,7 @@ class EpisodeRequest(BaseModel):
     agent: Literal["native", "openclaw"] = "native"
     server: Literal["vllm", "sglang"] | None = None
     seed: StrictInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
-    max_turns: StrictInt | None = Field(default=None, ge=1, le=1000)
+    max_turns: StrictInt | None = Field(default=None, ge=1, le=MAX_EPISODE_TURNS)
     timeout_s: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
@@ -309,7 +308,7 @@ def create_app(
             what = "the episode was stopped, not graded"
             if n > 1:  # (its finished episodes' folders were said nowhere: helper-199)
                 what = (
-                    "the group was stopped: its episodes not finished were not graded, those "
+                    "the group was stopped: its episodes not finished were not graded; any "
                     f"that finished are written in {rollouts.output / req.task_id}"
                 )
             raise _Refused(503, f"server: shutting down: {what}") from None

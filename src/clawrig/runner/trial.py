@@ -231,6 +231,10 @@ class TrialServices:
     """A last line for every trial's agent.log, written before its folder's rename (a
     ``--workers`` process says which one ran the trial: :data:`clawrig.runner.executors.
     processes.WORKER_LOG_LINE`)."""
+    no_subagents: str | None = None
+    """Why the agent may not start sub-agents (``sessions_spawn`` then answers with an error
+    saying so: a step-driven RL episode, whose one conversation is the trainer's:
+    :mod:`clawrig.rl.bridge`); None: it may."""
     environments: dict[tuple[str, ...], Any] = field(default_factory=dict)
     """Environments resolved for this job's trials (:func:`resolve_environment` by sandbox,
     environment, image and task format): read once, not per trial (~8 ms of YAML each)."""
@@ -1232,6 +1236,10 @@ class Trial:
             ),
             output_bytes=limits.output_bytes,
         )
+        if services.no_subagents is not None:
+            from clawrig.tools.sessions import SessionManager
+
+            tool_ctx.sessions = SessionManager(unavailable=services.no_subagents)
         toolset = Toolset(task.tool_profile or config.tool_profile)
         agent_time = self.plan.agent_s
         model, lease = services.model, self.lease

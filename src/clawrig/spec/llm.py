@@ -6,6 +6,7 @@ are OpenAI function tools (``{"type": "function", "function": {...}}``).
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 from typing import Any
@@ -13,6 +14,15 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from clawrig.spec.trial import Usage
+
+AGENT_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "clawrig_agent_session", default=None
+)
+"""The sub-agent session (its ``sessions_spawn`` key) whose model calls the current asyncio task
+makes; None for the trial's own agent. The native agent's sub-agent runner sets it; the model
+gateway writes it in each such call's record (``session`` in ``model_calls.jsonl``), so an RL
+episode's turns are its agent's own conversation (:mod:`clawrig.rl.episode`: helper-213 found
+sub-agents' calls among them, each paired with another message)."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(

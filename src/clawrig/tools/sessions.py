@@ -174,7 +174,8 @@ Runner = Callable[[Session], Awaitable[str]]
 class SessionManager:
     """The sessions of one trial (see the module docstring for the runner contract).
 
-    ``runner``: starts sub-agents (None: sessions_spawn is an error result). ``max_depth``:
+    ``runner``: starts sub-agents (None: sessions_spawn is an error result saying why:
+    ``unavailable``, the reason there is none). ``max_depth``:
     how deep sub-agents may nest (1 = only the main agent spawns). ``max_children``: running
     sub-agents per parent at once. ``fatal``: the first
     :class:`clawrig.errors.InfrastructureError` a sub-agent's run ended on (its session is
@@ -188,8 +189,10 @@ class SessionManager:
         max_depth: int = 1,
         max_children: int = 5,
         main_key: str = MAIN_KEY,
+        unavailable: str = "no agent runner",
     ):
         self.runner = runner
+        self.unavailable = unavailable
         self.max_depth = max_depth
         self.max_children = max_children
         self.main_key = main_key
@@ -255,7 +258,7 @@ class SessionManager:
         """Create a sub-agent session of ``parent_ctx``'s session and start its run.
         Raises ValueError (no runner, too deep, too many running, label taken)."""
         if self.runner is None:
-            raise ValueError("sub-agents are not available in this trial (no agent runner)")
+            raise ValueError(f"sub-agents are not available in this trial ({self.unavailable})")
         if self._closed:
             raise ValueError("the trial is ending; no new sub-agents")
         parent = self.caller(parent_ctx)
@@ -350,7 +353,7 @@ class SessionManager:
             if self._closed:  # (close() is clearing the sessions: a run started now is lost)
                 raise ValueError("the trial is ending; sub-agents do not run again")
             if self.runner is None:
-                raise ValueError("sub-agents cannot be resumed in this trial (no agent runner)")
+                raise ValueError(f"sub-agents cannot be resumed in this trial ({self.unavailable})")
             self._start(target)
 
     async def wait_reply(self, target: Session, after: int, timeout_s: float) -> str | None:
@@ -589,7 +592,9 @@ async def sessions_spawn(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             return error(f"sessions_spawn: {exc}")
         return json_result({"status": "accepted", "childSessionKey": target.key, "resumed": True})
     if mgr.runner is None:
-        return error("sessions_spawn: sub-agents are not available in this trial (no agent runner)")
+        return error(
+            f"sessions_spawn: sub-agents are not available in this trial ({mgr.unavailable})"
+        )
     # stage attachments before the child starts
     files: list[tuple[str, bytes]] = []
     if args.get("attachments"):

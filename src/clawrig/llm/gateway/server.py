@@ -89,6 +89,7 @@ from clawrig.llm.providers import ModelEndpoint
 from clawrig.serving import ThreadedServer, tcp_listener
 from clawrig.sizes import format_bytes
 from clawrig.spec.layout import json_text
+from clawrig.spec.llm import AGENT_SESSION
 from clawrig.spec.trial import Usage
 from clawrig.waits import Held, WaitClock, provider_backoff
 
@@ -1523,10 +1524,13 @@ class Gateway:
         "calls" shape (:data:`RECORD_FILE`): {seq, ts (Unix s), trial_id, task_id, run_index,
         role, model (endpoint name), key, stream, request, base, status (HTTP), response (a
         chat.completion object; streams assembled) | null, usage (clawrig Usage) | null,
-        cached, error | null, latency_s, retries, token_capture}. ``token_capture`` (only
+        cached, error | null, latency_s, retries, session, token_capture}. ``session`` (only
+        for a sub-agent's call, :data:`clawrig.spec.llm.AGENT_SESSION`): its session key.
+        ``token_capture`` (only
         when the lease's upstream is a token server, :mod:`clawrig.llm.gateway.tokens`):
-        {prompt_token_ids [int], completion_token_ids [int], completion_logprobs [float] |
-        null} | null (null: the upstream returned no tokens). ``key`` is :func:`request_key`
+        {prompt_token_ids [int] | null, completion_token_ids [int] | null (null: not in the
+        reply), completion_logprobs [float] | null} | null (null: the upstream returned no
+        tokens). ``key`` is :func:`request_key`
         of the full request. To keep the file linear in the conversation's length,
         ``request`` holds only what changed since the lease's previous recorded request when
         ``base`` is set:
@@ -1570,6 +1574,8 @@ class Gateway:
                     "latency_s": latency,
                     "retries": retries,
                 }
+                if role is None and (session := AGENT_SESSION.get()) is not None:
+                    rec["session"] = session  # a sub-agent's call (native agent)
                 if lease.token_server is not None:
                     rec["token_capture"] = tokens
             data = (json_text(rec, indent=None) + "\n").encode("utf-8")

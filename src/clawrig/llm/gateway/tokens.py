@@ -127,13 +127,16 @@ def _sglang_meta(meta: Any) -> tuple[list[int] | None, list[float] | None]:
 def _capture(
     prompt: list[int] | None, completion: list[int] | None, logprobs: list[float] | None
 ) -> dict[str, Any] | None:
+    """The ``token_capture`` object; an id list the reply lacks is None (not ``[]``: an empty
+    completion a trainer would train on, helper-211), and logprobs are kept only when they
+    line up with completion ids (none without them)."""
     if prompt is None and completion is None:
         return None
-    if logprobs is not None and completion is not None and len(logprobs) != len(completion):
+    if logprobs is not None and (completion is None or len(logprobs) != len(completion)):
         logprobs = None  # not aligned with the ids: not usable for training
     return {
-        "prompt_token_ids": prompt or [],
-        "completion_token_ids": completion or [],
+        "prompt_token_ids": prompt,
+        "completion_token_ids": completion,
         "completion_logprobs": logprobs,
     }
 

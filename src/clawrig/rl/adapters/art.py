@@ -6,8 +6,10 @@ ART's contract (``art`` package, 0.5.x): the user writes ``async def rollout(mod
 and sets ``trajectory.reward``; ``art.gather_trajectory_groups`` runs groups of them and
 ``model.train`` trains on the groups. Here :func:`rollout` runs a clawrig episode against that
 endpoint and returns its :class:`art.Trajectory`: ``messages_and_choices`` holds the prompt and
-tool messages as dicts and each assistant turn as the server's own ``Choice`` (with logprobs
-when the server sent them), so ART trains on what was sampled; ``tools`` the offered tools;
+tool messages as dicts and each assistant turn of the agent's own conversation (not its
+sub-agents') as the server's own ``Choice``, with the sampled token ids and logprobs when the
+server returned them (``server`` vllm | sglang: :func:`sampled_logprobs`), so ART trains on
+what was sampled; ``tools`` the offered tools;
 ``reward`` the episode's reward; ``metrics`` its sub-scores plus turns and tokens; ``metadata``
 task id, stop reason and the trial folder.
 
@@ -29,8 +31,26 @@ from openai.types.chat.chat_completion import Choice  # noqa: E402
 
 from clawrig.llm.gateway.tokens import TokenServer  # noqa: E402
 from clawrig.rl.adapters import EpisodeMasked
-from clawrig.rl.episode import Episode, Rollouts, Sampling, default_rollouts
+from clawrig.rl.episode import Episode, Rollouts, Sampling, Turn, default_rollouts
 from clawrig.spec.task import Task
+
+
+def sampled_logprobs(turn: Turn) -> dict[str, Any] | None:
+    """A Choice's ``logprobs`` made from ``turn``'s captured completion token ids and their
+    logprobs (the gateway asked the server for them and keeps them apart from the reply the
+    agent reads), as vLLM writes them with ``return_tokens_as_token_ids``: ``{"content":
+    [{"token": "token_id:<id>", "logprob", "bytes": None, "top_logprobs": []}, ...]}``, the
+    form ART reads the sampled ids back from (its ``tokenize_trajectory``); None when the
+    turn has no ids or logprobs lined up with them (ART then trains on it only with
+    ``allow_training_without_logprobs``: helper-211 found every turn so)."""
+    ids, lps = turn.completion_token_ids, turn.completion_logprobs
+    if not ids or lps is None or len(ids) != len(lps):
+        return None
+    content: list[dict[str, Any]] = [
+        {"token": f"token_id:{i}", "logprob": lp, "bytes": None, "top_logprobs": []}
+        for i, lp in zip(ids, lps, strict=True)
+    ]
+    return {"content": content, "refusal": None}
 
 
 def trajectory_from_episode(episode: Episode) -> art.Trajectory:
@@ -38,15 +58,18 @@ def trajectory_from_episode(episode: Episode) -> art.Trajectory:
     :class:`EpisodeMasked` for a masked one."""
     if episode.mask or episode.reward is None:
         raise EpisodeMasked(episode)
-    choices = [t.choice for t in episode.turns if t.choice and t.choice.get("message")]
+    turns = [t for t in episode.turns if t.choice and t.choice.get("message")]
     out: list[Any] = []
     k = 0
     for msg in episode.messages:
-        if msg.get("role") == "assistant" and k < len(choices):
-            choice = dict(choices[k])
+        if msg.get("role") == "assistant" and k < len(turns):
+            turn = turns[k]
             k += 1
+            choice = dict(turn.choice or {})
             choice.setdefault("index", 0)
             choice["finish_reason"] = choice.get("finish_reason") or "stop"
+            if not choice.get("logprobs") and (sampled := sampled_logprobs(turn)) is not None:
+                choice["logprobs"] = sampled
             out.append(Choice.model_validate(choice))
         else:
             out.append(msg)

@@ -591,9 +591,10 @@ class NodeWorker:
         """One attempt of a trial. ``task``: a task id of the job's suite, or (task JSON, the
         driver's base folder, pack digest) of a :class:`TaskPack` unpacked here before;
         ``models`` = {"gateway": the driver's gateway URL, "agent" / "judge": (endpoint JSON,
-        lease token, stream) or None}; ``trial_json``: the trial's settings (default: the
-        job's). Returns (result.json text, the trial folder's name, the folder packed by
-        :func:`pack_folder`). Raises what ``run_trial`` raises."""
+        lease token, stream) or None, "no_subagents": :attr:`TrialServices.no_subagents`};
+        ``trial_json``: the trial's settings (default: the job's). Returns (result.json
+        text, the trial folder's name, the folder packed by :func:`pack_folder`). Raises what
+        ``run_trial`` raises."""
         from clawrig.llm.client import OpenAIChatModel
         from clawrig.llm.providers import ModelEndpoint
         from clawrig.runner.trial import run_trial
@@ -621,6 +622,7 @@ class NodeWorker:
             judge=chat.get("judge"),
             gateway=self.gateway,
             environments=self.environments,
+            no_subagents=models.get("no_subagents"),
         )
         result, folder = await run_trial(
             the_task,
@@ -874,7 +876,10 @@ class RayExecutor:
                     leases = self._leases(
                         task, run_index, attempt, svc, TrialPaths(spend).model_calls
                     )
-                    models: dict[str, Any] = {"gateway": gateway.host_url}
+                    models: dict[str, Any] = {
+                        "gateway": gateway.host_url,
+                        "no_subagents": svc.no_subagents,
+                    }
                     for role, lease in leases.items():
                         model = svc.model if role == "agent" else svc.judge
                         models[role] = (
