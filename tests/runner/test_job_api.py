@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -170,6 +171,26 @@ def test_budget_exit_unfinished_folder_resume_and_finished_folder(
     r = run("--resume")
     assert r.returncode == 0, r.stderr[-1500:]
     assert "nothing to run" in r.stderr and "0.6250" in r.stdout
+    # helper-212: an unreadable summary was read as no record (the finished job ran again
+    # from scratch, spending again), an unreadable trial result as no trial (it ran again, its
+    # spend dropped from the totals and the budget): each is one line naming the file
+    folders = sorted(out.glob("*/*/"))
+    summary_file = out / "summary_scripted_test.json"
+    kept = summary_file.read_bytes()
+    summary_file.write_bytes(kept[:40])
+    r = run("--resume")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"--resume: {summary_file} cannot be read as a job summary" in " ".join(r.stderr.split())
+    summary_file.write_bytes(kept)
+    rj = sorted(out.glob("*/scripted_test_*/result.json"))[2]
+    text = rj.read_text()
+    rj.write_text(text[: len(text) // 2])
+    r = run("--resume")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    said = " ".join(r.stderr.split())
+    assert f"--resume: {rj} cannot be read as a trial result" in said, r.stderr
+    assert f"move its trial folder {rj.parent} out of {out}" in said
+    assert sorted(out.glob("*/*/")) == folders and summary_file.read_bytes() == kept
 
 
 def test_a_second_job_into_a_folder_in_use_is_refused(
@@ -199,3 +220,62 @@ def test_a_second_job_into_a_folder_in_use_is_refused(
     assert second.returncode == 2 and "Traceback" not in second.stderr
     assert f"another clawrig job is writing to {out}" in second.stderr
     assert len(_keys(out)) == 6  # only the first job's trials
+
+
+def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_path, even_responder):
+    """helper-212: with the output folder's disk full every trial ran, spent on its model and
+    failed to write its folder, retried 3 times each (112 paid requests kept one trial). The
+    job now stops starting (and retrying) trials, with one line; the trials stay resumable."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    bench = mini_bench(4)
+    srv = scripted_server(responder=even_responder)
+    small = tmp_path / "small"
+    small.mkdir()
+    # room for the job's lock, progress and summary files, not for a trial folder (its
+    # transcript, logs and end state)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(small)], check=True)
+    try:
+        out = small / "out"
+        r = subprocess.run(
+            [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)],
+            env=_env(srv),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        said = " ".join(r.stdout.split())
+        line = (
+            f"stopped: the output folder {out} could not be written (no space left): trials "
+            "run now would keep nothing; free space there (or make it writable) and --resume"
+        )
+        assert line in said, r.stdout[-2000:]
+        summary = json.loads((out / "summary_scripted_test.json").read_text())
+        assert summary["output_stopped"] == line.removeprefix("stopped: ")
+        # one trial's one attempt asked the model: every request is of the same task
+        tasks = {re.search(r"TASKNUM=(\d+)", q["messages"][0]["content"])[1] for q in srv.requests}
+        assert len(tasks) == 1 and len(srv.requests) == 2, (tasks, len(srv.requests))
+        # no folder records what that attempt spent: the progress file does, and a resume
+        # counts it (helper-212: dropped from the resumed job's budget and totals)
+        progress = json.loads((out / "progress_scripted_test.json").read_text())
+        [gone] = progress["unwritten"]
+        assert gone["usage"]["request_count"] == 2
+        assert math.isclose(gone["usage"]["cost_usd"], 2 * 0.01)  # (the responder's price)
+        subprocess.run(["mount", "-o", "remount,size=50m", str(small)], check=True)
+        r = subprocess.run(
+            [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
+            + ["--resume"],
+            env=_env(srv),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        summary = json.loads((out / "summary_scripted_test.json").read_text())
+        assert summary["output_stopped"] is None and len(_keys(out)) == 4
+        # every request the server answered is in the totals, the lost attempt's too
+        assert summary["usage"]["request_count"] == len(srv.requests) == 2 + 4 * 2
+        assert math.isclose(summary["usage"]["cost_usd"], len(srv.requests) * 0.01)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)

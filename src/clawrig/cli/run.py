@@ -580,6 +580,8 @@ def report(summary: dict[str, Any], config: Any) -> int:
         said = PROMPTS_REFUSED in stopped or "--resume" in stopped
         resume = "" if said else " (--resume continues once it answers)"
         bits.append(f"stopped: {stopped}; {left}{resume}")
+    if stopped := summary.get("output_stopped"):
+        bits.append(f"stopped: {stopped}; {left}")
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")
         bits.append(

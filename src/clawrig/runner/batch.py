@@ -59,7 +59,14 @@ from clawrig.runner.trial import (
     set_aside_unfinished,
 )
 from clawrig.sandbox.pool import WarmPool, warm_pool_wanted
-from clawrig.spec.job import RL_JOB_ID, JobConfig, Progress, ProgressEntry, model_slug
+from clawrig.spec.job import (
+    RL_JOB_ID,
+    JobConfig,
+    Progress,
+    ProgressEntry,
+    UnwrittenSpend,
+    model_slug,
+)
 from clawrig.spec.layout import (
     TMP_PREFIX,
     JobPaths,
@@ -95,9 +102,16 @@ class JobState:
     provider_stopped: str | None = None
     """Why the job stopped starting trials: a model's server cannot be reached or refused the
     key, account or model."""
+    output_stopped: str | None = None
+    """Why the job stopped starting trials: its output folder cannot be written (full, or
+    read-only: :func:`output_stop_line`)."""
     interrupted: bool = False
     interrupted_by: str | None = None
     """The signal that interrupted the job (``SIGINT``: Ctrl-C, ``SIGTERM``: kill, timeout)."""
+    unwritten: dict[tuple[str, int], Usage] = field(default_factory=dict)
+    """(task id, run index) -> what a trial spent when its latest attempt left no folder (the
+    progress file's ``unwritten``, this run's and earlier runs'): counted in the budget and the
+    summary's totals beside what the folders record."""
     earlier_s: float = 0.0
     """Wall time of the job's earlier invocations (``--resume``: what its progress file or
     summary recorded), seconds."""
@@ -376,8 +390,41 @@ def output_state_problem(
             "it back to --resume the job, or choose another folder (a new job there would mix "
             "with them)"
         )
+    if resume and not ppath.exists() and spath.exists() and read_job_summary(output, model) is None:
+        # (helper-212: read as no record, the finished job ran again from scratch beside its
+        # trials, spending again, and the new summary counted only the new run)
+        return (
+            f"--resume: {spath} cannot be read as a job summary: it is the record of the job of "
+            f"{model} in {output} (which trials ran, what they spent); put it back, or choose "
+            "another folder"
+        )
+    if resume and (broken := unreadable_trial_record(output, model)) is not None:
+        return broken
     if resume and ((suite, runs, agent) != (None, None, None) or replay is not ...):
         return resume_mismatch(output, model, suite=suite, runs=runs, replay=replay, agent=agent)
+    return None
+
+
+def unreadable_trial_record(output: Path, model: str) -> str | None:
+    """One line naming the first ``result.json`` of a trial folder of ``model`` in ``output``
+    (trial folders and ``_retried/``: those named for its slug, :func:`model_slug`) that
+    cannot be read as a trial result, or None. A resume reads each to know which trials ran
+    and what they spent (the budget's spend so far): one passed over was a finished trial run
+    again and its spend dropped from the totals and the budget (helper-212)."""
+    slug = model_slug(model)
+    paths = JobPaths(output)
+    for rj in paths.trial_results() + paths.retried_results():
+        if not rj.parent.name.startswith(f"{slug}_"):
+            continue
+        try:
+            model_from_json_text(TrialResult, read_record(rj))
+        except (OSError, ValueError, RecursionError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return (
+                f"--resume: {rj} cannot be read as a trial result ({why[:200]}): it records a "
+                f"trial of {model} and what it spent; put it back, or move its trial folder "
+                f"{rj.parent} out of {output} to run that trial again"
+            )
     return None
 
 
@@ -750,7 +797,10 @@ def job_spend_usd(state: JobState, services: TrialServices) -> float:
 
 
 def recorded_spend(
-    output: Path, job_id: str, results: Iterable[TrialResult] = ()
+    output: Path,
+    job_id: str,
+    results: Iterable[TrialResult] = (),
+    unwritten: dict[tuple[str, int], Usage] | None = None,
 ) -> dict[tuple[str, int], Usage]:
     """What job ``job_id`` spent per trial (task id, run index), as its folder ``output``
     records it (tokens, USD, requests, seconds): the one count behind the summary's ``usage``
@@ -761,7 +811,10 @@ def recorded_spend(
     ``--resume`` as well, so a trial's spend is the largest :meth:`TrialResult.spent` of its
     attempts, or the sum of their own usage when larger (folders of jobs that did not carry
     it). ``results``: attempts known in memory too (one whose folder could not be written);
-    their folders are not read again (a job's summary reads only what it does not hold)."""
+    their folders are not read again (a job's summary reads only what it does not hold).
+    ``unwritten``: what trials spent whose latest attempt left no folder (the progress file's
+    record: :attr:`JobState.unwritten`)."""
+    unwritten = unwritten or {}
     paths = JobPaths(output)
     attempts: dict[tuple[str, int], list[TrialResult]] = {}
     for res in results:
@@ -778,11 +831,46 @@ def recorded_spend(
         own = Usage()
         for res in {r.trial_id or id(r): r for r in found}.values():  # each attempt once
             own = own.add(res.usage)
-        spend[key] = max(
-            [own, *(r.spent() for r in found)],
-            key=lambda u: (u.cost_usd, u.total_tokens, u.request_count),
-        )
+        spend[key] = max([own, *(r.spent() for r in found)], key=_spend_order)
+    for key, usage in unwritten.items():  # (what no folder records: the progress file does)
+        spend[key] = max(spend.get(key, Usage()), usage, key=_spend_order)
     return spend
+
+
+def _spend_order(usage: Usage) -> tuple[float, int, int]:
+    """The order of two counts of one trial's spend: the larger is the one that saw more."""
+    return (usage.cost_usd, usage.total_tokens, usage.request_count)
+
+
+def _record_unwritten(progress: Progress, state: JobState) -> None:
+    """The progress file's ``unwritten`` from ``state.unwritten``."""
+    progress.unwritten = [
+        UnwrittenSpend(task_id=t, run_index=r, usage=u.model_dump(mode="json"))
+        for (t, r), u in sorted(state.unwritten.items())
+    ]
+
+
+OUTPUT_FULL_ERRNOS = {errno.ENOSPC: "no space left", errno.EDQUOT: "disk quota exceeded",
+                      errno.EROFS: "read-only file system"}  # fmt: skip
+"""Errors writing a trial folder that every later trial of the job would meet too."""
+
+
+def output_stop_line(result: TrialResult, output: Path) -> str | None:
+    """One line when ``result`` is an attempt whose trial folder could not be written because
+    the job's output folder is full or read-only (:data:`OUTPUT_FULL_ERRNOS`, as the trial's
+    error says it: ``[Errno N]``), else None. The job then starts no trial and retries none:
+    each would spend on its model and keep nothing (helper-212: 112 paid requests kept one
+    trial). The trials not run stay resumable."""
+    error = result.error
+    if error is None or error.phase != "write":
+        return None
+    for number, what in OUTPUT_FULL_ERRNOS.items():
+        if f"[Errno {number}]" in error.message:
+            return (
+                f"the output folder {output} could not be written ({what}): trials run now "
+                "would keep nothing; free space there (or make it writable) and --resume"
+            )
+    return None
 
 
 def _final(result: TrialResult) -> bool:
@@ -1341,6 +1429,11 @@ async def _run_locked(
     # what earlier runs of the job spent, every recorded attempt (a trial run again carries
     # its part on as its earlier attempts')
     carried = recorded_spend(job.output, job_id)
+    for gone in progress.unwritten:  # attempts that left no folder: the progress file's record
+        with contextlib.suppress(ValueError):
+            key, usage = (gone.task_id, gone.run_index), Usage.model_validate(gone.usage)
+            state.unwritten[key] = usage
+            carried[key] = max(carried.get(key, Usage()), usage, key=_spend_order)
     state.spend_usd = sum(u.cost_usd for u in carried.values())
     if services.gateway is not None and state.spend_usd:
         # the budget is the job's: what its earlier runs spent counts toward the gateway's
@@ -1429,7 +1522,7 @@ async def _run_trials(
             if job.budget_usd is not None and job_spend_usd(state, services) >= job.budget_usd:
                 state.budget_stopped = True
                 return
-            if state.provider_stopped is not None:
+            if state.provider_stopped is not None or state.output_stopped is not None:
                 return  # not run: resumable
             if job.parallel > 1:
                 await asyncio.sleep(random.uniform(0, 0.02))
@@ -1460,6 +1553,14 @@ async def _run_trials(
                     # when no trial was left to refuse a start (it said exit 1, not 3, and
                     # budget_stopped false: helper-136)
                     state.budget_stopped = True
+                if not folder.is_dir() and result.spent().request_count:
+                    # spent on its model, and no folder records it: the progress file does
+                    state.unwritten[(task.id, run_index)] = result.spent()
+                    _record_unwritten(progress, state)
+                    writer.changed()
+                elif state.unwritten.pop((task.id, run_index), None) is not None:
+                    _record_unwritten(progress, state)  # (its folder carries it now)
+                    writer.changed()
                 if result.error is not None and not _final(result):
                     state.failed += 1
                 else:
@@ -1501,6 +1602,8 @@ async def _run_trials(
                 )
             if last[0].error is not None and state.provider_stopped is None:
                 state.provider_stopped = executor.provider_stop()
+            if state.output_stopped is None:
+                state.output_stopped = output_stop_line(last[0], job.output)
             return last
 
         # called, not iterated: iterated, tenacity's retrying object and its attempt state
@@ -1515,6 +1618,7 @@ async def _run_trials(
                     r[0].error is not None
                     and r[0].error.retryable
                     and state.provider_stopped is None
+                    and state.output_stopped is None
                 )
             ),
             retry_error_callback=lambda rs: rs.outcome.result(),  # type: ignore[union-attr]
@@ -1641,6 +1745,7 @@ async def _run_trials(
         not state.interrupted
         and not state.budget_stopped
         and state.provider_stopped is None
+        and state.output_stopped is None
         and len(progress.completed) == len(tasks) * job.runs
     )
     summary = build_summary(job, tasks, list(results.values()), state, job_id)
@@ -1738,9 +1843,10 @@ def build_summary(
         tasks,
         results,
         job_id=job_id,
-        spend=recorded_spend(job.output, job_id, results),
+        spend=recorded_spend(job.output, job_id, results, state.unwritten),
         budget_stopped=state.budget_stopped,
         provider_stopped=state.provider_stopped,
+        output_stopped=state.output_stopped,
         interrupted=state.interrupted,
         interrupted_by=state.interrupted_by,
         elapsed_s=state.elapsed_s(),

@@ -24,7 +24,7 @@ from clawrig.choices import (
     WebProvider,
 )
 
-__all__ = ["GraderMode", "JobConfig", "Progress", "ProgressEntry", "TrialConfig"]
+__all__ = ["GraderMode", "JobConfig", "Progress", "ProgressEntry", "TrialConfig", "UnwrittenSpend"]
 
 
 class TrialConfig(BaseModel):
@@ -146,6 +146,17 @@ class ProgressEntry(BaseModel):
     """The trial folder, relative to the job's output folder."""
 
 
+class UnwrittenSpend(BaseModel):
+    """What a trial's attempts spent when its latest attempt's folder could not be written (a
+    full disk): ``usage`` a :class:`clawrig.spec.trial.Usage` as JSON (that attempt's
+    ``spent()``: its earlier attempts' too). No folder records it, so the progress file does,
+    for ``--resume``'s budget and totals."""
+
+    task_id: str
+    run_index: int
+    usage: dict[str, Any] = Field(default_factory=dict)
+
+
 class Progress(BaseModel):
     """``output/progress_<model>.json``: written atomically after each finished trial."""
 
@@ -169,6 +180,11 @@ class Progress(BaseModel):
     that called its models: ``--resume`` refuses the other kind (a job is replayed or live as a
     whole, as its summary's ``replayed_from`` says). Absent from files written before it was
     recorded (not compared then)."""
+
+    unwritten: list[UnwrittenSpend] = Field(default_factory=list)
+    """Trials whose latest attempt spent on its model but left no folder (:class:`UnwrittenSpend`;
+    helper-212: a full disk's attempts were dropped from a resumed job's budget and totals).
+    Empty in files written before it was recorded."""
 
     elapsed_s: StrictFloat = Field(default=0.0, ge=0, allow_inf_nan=False)
     """Wall time of the job so far, in seconds: its invocations' (the first run's and every

@@ -250,6 +250,10 @@ class JobSummary(BaseModel):
     """One line when the job stopped starting trials because a model's server could not be
     reached or refused the key, account or model (:func:`clawrig.llm.client.provider_stop`),
     else None; the trials not run stay resumable."""
+    output_stopped: str | None = None
+    """One line when the job stopped starting trials because its output folder could not be
+    written (full or read-only: :func:`clawrig.runner.batch.output_stop_line`), else None;
+    the trials not run stay resumable."""
     interrupted: bool = False
     interrupted_by: str | None = None
     """The signal that interrupted the job: ``SIGINT`` (Ctrl-C) or ``SIGTERM`` (kill,

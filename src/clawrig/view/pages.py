@@ -116,7 +116,8 @@ def status(
     started), "RL episodes" (``rollouts``: an RL output folder no process writes to now; it
     never has a summary), "no summary" (none written yet), "summary unreadable"
     (``unreadable``: its file holds no summary), "interrupted (SIGINT)"
-    (or SIGTERM), "stopped by the budget", "stopped: model server" (``provider_stopped``),
+    (or SIGTERM), "stopped by the budget", "stopped: model server" (``provider_stopped``), "stopped:
+    output folder" (``output_stopped``: full or read-only),
     else "finished", or "finished, N not scored" when N trials ended with an error that left
     them unscored (the summary's ``error_count``: infrastructure, setup, grading ...; an agent
     error is scored 0 and not among them), as ``clawrig run``'s table caption counts them."""
@@ -135,6 +136,8 @@ def status(
         return "stopped by the budget"
     if summary.get("provider_stopped"):
         return "stopped: model server"
+    if summary.get("output_stopped"):
+        return "stopped: output folder"
     unscored = summary.get("error_count") or 0
     return f"finished, {unscored} not scored" if unscored else "finished"
 
@@ -240,9 +243,10 @@ def headline(job: JobView, rows: list[Row]) -> dict[str, Any]:
         "status": status(running, s),
         # why the model server stopped the job, as its summary says (helper-155: the page
         # said "stopped: model server" only)
-        "stopped_why": s.get("provider_stopped")
-        if isinstance(s.get("provider_stopped"), str)
-        else None,
+        "stopped_why": next(
+            (s[k] for k in ("provider_stopped", "output_stopped") if isinstance(s.get(k), str)),
+            None,
+        ),
         "source": "summary",
         "model": s.get("model"),
         "agent": s.get("agent"),
