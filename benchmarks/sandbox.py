@@ -125,8 +125,8 @@ async def containment(n: int) -> None:
     base = Path(tempfile.mkdtemp(prefix="clawrig-bench-"))
     real_argv = bwrap_mod.BwrapSandbox._argv
 
-    def without_extras(self: bwrap_mod.BwrapSandbox) -> list[str]:
-        a = real_argv(self)
+    def without_extras(self: bwrap_mod.BwrapSandbox, zygote: bool = False) -> list[str]:
+        a = real_argv(self, zygote)
         i = a.index("/dev/shm")  # --perms 1777 --size N --tmpfs /dev/shm --remount-ro /dev
         del a[i - 5 : i + 3]
         return [x for x in a if x != "--disable-userns"]
