@@ -279,3 +279,32 @@ def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_pat
         assert math.isclose(summary["usage"]["cost_usd"], len(srv.requests) * 0.01)
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_the_trial_records_a_resume_cannot_read_are_the_models_own(tmp_path):
+    """--resume refuses a result.json of the model's trials it cannot read (trial folders and
+    _retried/, as trial_folder_name and move_to_retried name them), not another model's whose
+    slug only starts the same."""
+    from clawrig.runner.batch import unreadable_trial_record
+
+    out = tmp_path / "out"
+    other = out / "t1" / "scripted_test_b_20261207_1202_abcdef"  # model scripted/test_b
+    other.mkdir(parents=True)
+    (other / "result.json").write_text("{")
+    assert unreadable_trial_record(out, "scripted/test") is None
+    retried = out / "_retried" / "t1__scripted_test_20261207_1202_abcdef-2"
+    retried.mkdir(parents=True)
+    (retried / "result.json").write_text('{"task_id": 3}')
+    line = unreadable_trial_record(out, "scripted/test")
+    assert line is not None and line.startswith(
+        f"--resume: {retried / 'result.json'} cannot be read as a trial result ("
+    )
+    assert line.endswith(f"move its trial folder {retried} out of {out} to run that trial again")
+    assert "(task_id: Input should be a valid string (and " in line  # the field it lacks
+    line = unreadable_trial_record(out, "scripted/test_b")
+    assert line is not None
+    assert line.startswith(f"--resume: {other / 'result.json'} cannot be read as a trial result")
+    assert line.endswith(
+        f"it records a trial of scripted/test_b and what it spent; put it back, or move its "
+        f"trial folder {other} out of {out} to run that trial again"
+    )

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import random
+import re
 import secrets
 import signal
 import stat
@@ -407,24 +408,32 @@ def output_state_problem(
 
 def unreadable_trial_record(output: Path, model: str) -> str | None:
     """One line naming the first ``result.json`` of a trial folder of ``model`` in ``output``
-    (trial folders and ``_retried/``: those named for its slug, :func:`model_slug`) that
+    (trial folders and ``_retried/``: those named for its slug, :func:`model_slug`, as
+    :func:`clawrig.runner.trial.trial_folder_name` names them) that
     cannot be read as a trial result, or None. A resume reads each to know which trials ran
     and what they spent (the budget's spend so far): one passed over was a finished trial run
     again and its spend dropped from the totals and the budget (helper-212)."""
-    slug = model_slug(model)
+    # a trial folder's name (trial_folder_name), or <task>__<name>[-N] in _retried/
+    slug = re.escape(model_slug(model))
+    named = re.compile(rf"(?:^|__){slug}_\d{{8}}_\d{{4}}_[0-9a-f]{{6}}(?:-\d+)?$")
     paths = JobPaths(output)
     for rj in paths.trial_results() + paths.retried_results():
-        if not rj.parent.name.startswith(f"{slug}_"):
+        if not named.search(rj.parent.name):
             continue
         try:
             model_from_json_text(TrialResult, read_record(rj))
+        except ValidationError as exc:
+            where, what = first_invalid(exc)
+            why = f"{where}: {what}"
         except (OSError, ValueError, RecursionError) as exc:
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return (
-                f"--resume: {rj} cannot be read as a trial result ({why[:200]}): it records a "
-                f"trial of {model} and what it spent; put it back, or move its trial folder "
-                f"{rj.parent} out of {output} to run that trial again"
-            )
+        else:
+            continue
+        return (
+            f"--resume: {rj} cannot be read as a trial result ({why[:200]}): it records a "
+            f"trial of {model} and what it spent; put it back, or move its trial folder "
+            f"{rj.parent} out of {output} to run that trial again"
+        )
     return None
 
 
