@@ -79,6 +79,18 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
             ["run", str(REPO / "suites/demo"), "--agent", "oracle", "--root", str(REPO)],
             f"--root: {REPO / 'suites/demo'} is a four-folder set",
         ),
+        (  # (helper-212: typer's range check said NaN "should be greater than or equal to 0")
+            ["run", str(REPO / "suites/demo"), "--agent", "oracle", "--budget-usd", "nan"],
+            "'--budget-usd': must be a number of USD, 0 or more, got nan",
+        ),
+        (
+            ["run", str(REPO / "suites/demo"), "--agent", "oracle", "--budget-usd", "-0.5"],
+            "'--budget-usd': must be a number of USD, 0 or more, got -0.5",
+        ),
+        (
+            ["run", str(REPO / "suites/demo"), "--max-cost-usd-per-trial", "NaN"],
+            "'--max-cost-usd-per-trial': must be a number of USD, 0 or more, got nan",
+        ),
     ],
 )
 def test_bad_flags_give_one_line(args, needle, tmp_path):

@@ -62,6 +62,15 @@ def _timeout_multiplier(value: float) -> float:
     return value
 
 
+def usd_amount(value: float | None) -> float | None:
+    """An option's amount of USD: None (no cap), or a number 0 or more; infinity is no cap
+    either. Raises typer.BadParameter for NaN (typer's own range check called it "should be
+    greater than or equal to 0": helper-212) or a negative number."""
+    if value is not None and not value >= 0:
+        raise typer.BadParameter(f"must be a number of USD, 0 or more, got {value:g}")
+    return value
+
+
 TimeoutMultiplierOption = Annotated[
     float,
     typer.Option(

@@ -34,6 +34,7 @@ from clawrig.cli.common import (
     err_console,
     stdout_console,
     terminate_like_ctrl_c,
+    usd_amount,
 )
 from clawrig.errors import ModelRequestError, UserError
 
@@ -302,7 +303,7 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 "--budget-usd",
-                min=0.0,
+                callback=usd_amount,
                 help="Stop starting trials once the job spent this many USD (exit 3).",
             ),
         ] = None,
@@ -310,7 +311,7 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 "--max-cost-usd-per-trial",
-                min=0.0,
+                callback=usd_amount,
                 help="A trial attempt's model spend in USD at most (its programs' calls "
                 "included; an attempt run again after an infrastructure failure starts anew); "
                 "reached, the trial stops and is graded as it stands.",
