@@ -1313,3 +1313,27 @@ def test_replay_of_a_folder_of_two_models_jobs_picks_one_by_m(tmp_path: Path, sc
         )
         in r.stderr
     ), r.stderr
+
+
+@pytest.mark.parametrize(
+    ("record", "depth"),
+    [("summary_other_model.json", 1), ("progress_x.json", 2), ("rollouts.json", 1)],
+)
+def test_an_output_inside_another_jobs_folder_is_refused(tmp_path, record, depth):
+    """helper-212: -o inside another job's task folder was taken: the new job's files and
+    trials became one of that job's task's (its resume, export and viewer read them)."""
+    outer = tmp_path / "jobs" / "d1"
+    outer.mkdir(parents=True)
+    (outer / record).write_text("{}")
+    out = outer / "000001" if depth == 1 else outer / "000001" / "trial"
+    r = run("run", str(REPO / "suites/demo"), "--agent", "oracle", "-o", str(out), cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    said = " ".join(r.stderr.split())
+    assert f"--output: {out} is inside the job folder {outer}, whose task folders" in said
+    assert not (outer / "000001").exists()
+    if depth == 2:
+        return
+    # beside it (and a folder of job folders) is fine
+    r = run("run", str(REPO / "suites/demo"), "--agent", "oracle", "-s", "000001", "-o",
+            str(tmp_path / "jobs" / "d2"), cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-1000:]

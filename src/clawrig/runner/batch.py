@@ -315,6 +315,13 @@ def output_state_problem(
     ``check_lock`` False: the caller holds the lock. ``task_ids``: the job's tasks, whose
     folders in ``output`` must not be links.
     """
+    if (outer := enclosing_job(output)) is not None:
+        # (helper-212: a job written into another job's task folder, read there as one of
+        # its task's trials by its resume, export and viewer)
+        return (
+            f"--output: {output} is inside the job folder {outer}, whose task folders are its "
+            "own: choose a folder outside it"
+        )
     if not output.is_dir():
         return None
     if problem := retried_link_problem(output):
@@ -403,6 +410,20 @@ def output_state_problem(
         return broken
     if resume and ((suite, runs, agent) != (None, None, None) or replay is not ...):
         return resume_mismatch(output, model, suite=suite, runs=runs, replay=replay, agent=agent)
+    return None
+
+
+def enclosing_job(output: Path) -> Path | None:
+    """The job folder ``output`` is a task folder or a trial folder of (its parent or
+    grandparent holds a job's summary or progress file, or is an RL output folder), or None."""
+    path = output.absolute()
+    for up in (path.parent, path.parent.parent):
+        if up == path:
+            break
+        with contextlib.suppress(OSError):
+            paths = JobPaths(up)
+            if paths.is_rollouts() or paths.summaries() or paths.progresses():
+                return up
     return None
 
 
