@@ -563,3 +563,26 @@ def test_a_result_json_score_outside_0_1_is_an_unreadable_trial(
     proc = run("export", "sft", moved, tmp_path / "again.jsonl", "--min-score", "1")
     assert proc.returncode == 0, proc.stderr
     assert f"whose result.json cannot be read: {key}" in proc.stdout, proc.stdout
+
+
+def test_a_sample_the_job_did_not_run_does_not_stop_its_export(tmp_path):
+    """helper-215: `run --suite` passed over a broken sample it did not run (one line), but
+    `export fourfolder` of that job stopped at it (exit 2, nothing written). The export reads
+    the suite as the run did: a broken file stops only the trials whose task it may be."""
+    suite = tmp_path / "suite"
+    shutil.copytree(DEMO, suite)
+    (suite / "reference_payloads" / "reference_payload_000009.json").unlink()
+    out = tmp_path / "out"
+    proc = run("run", suite, "--suite", "000001", "--agent", "oracle", "-o", out)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "a file of a task not chosen" in proc.stderr and "000009" in proc.stderr
+    proc = run("export", "fourfolder", out, tmp_path / "set")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "set" / "intent").iterdir()) == ["000001.json"]
+    # the exported trial's own sample broken: that one line, naming its file
+    (suite / "reference_payloads" / "reference_payload_000001.json").unlink()
+    proc = run("export", "fourfolder", out, tmp_path / "set2")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert f"{suite / 'intent' / '000001.json'}: id: sample 000001 is incomplete" in said, said
+    assert not (tmp_path / "set2").exists()

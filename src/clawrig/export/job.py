@@ -27,7 +27,7 @@ from clawrig.spec.llm import surrogate_free_json
 from clawrig.spec.summary import JobSummary
 from clawrig.spec.task import Task
 from clawrig.spec.trial import TrialResult, Usage, recorded_score_problem
-from clawrig.tasks.registry import find_task, load_tasks
+from clawrig.tasks.registry import Suite, find_task, load_suite
 
 """Bytes of a result.json read at most (a larger one cannot be read)."""
 UNREADABLE = "result.json cannot be read"
@@ -197,15 +197,19 @@ class TaskResolver:
     def __init__(self, job_dir: Path, suite: Path | None = None) -> None:
         self.job_dir = Path(job_dir)
         self.suite = suite
-        self._loaded: dict[Path, list[Task]] = {}
+        self._loaded: dict[Path, Suite] = {}
         self.suite_roots: set[Path] = set()
 
-    def _tasks(self, path: Path) -> list[Task]:
+    def _find(self, path: Path, task_id: str) -> Task:
+        """Task ``task_id`` of the suite at ``path`` (read once). A file of the suite that does
+        not read stops only the trials whose task it may be (:meth:`Suite.errors_for`, as
+        ``run --suite`` reads a suite: helper-215's export stopped at a sample the job never
+        ran). Raises UserError (TaskFormatError for the task's own broken file)."""
         key = path.resolve()
         if key not in self._loaded:
-            self._loaded[key] = load_tasks(key)
+            self._loaded[key] = load_suite(key)
             self.suite_roots.add(key)
-        return self._loaded[key]
+        return self._loaded[key].chosen(lambda tasks: [find_task(tasks, task_id)], quiet=True)[0]
 
     def task_for(self, trial: JobTrial) -> Task:
         """The Task of ``trial``. Raises UserError naming the summary when no suite is found
@@ -213,13 +217,13 @@ class TaskResolver:
         if self.suite is not None:
             if not self.suite.exists():
                 raise UserError(f"--suite: no such file or folder: {self.suite}")
-            return find_task(self._tasks(self.suite), trial.result.task_id)
+            return self._find(self.suite, trial.result.task_id)
         layout = JobPaths(self.job_dir)
         if layout.is_rollouts() and not layout.summary(trial.result.model).is_file():
             # an RL output folder: each episode's task is named by its own result.json
             for path in _suite_candidates(self.job_dir, trial, {}):
                 if path.exists():
-                    return find_task(self._tasks(path), trial.result.task_id)
+                    return self._find(path, trial.result.task_id)
             raise UserError(
                 f"{trial.paths.result}: task_source: {trial.raw.get('task_source')!r} not "
                 "found (give the suite with --suite)"
@@ -228,7 +232,7 @@ class TaskResolver:
         candidates = _suite_candidates(self.job_dir, trial, summary)
         for path in candidates:
             if path.exists():
-                return find_task(self._tasks(path), trial.result.task_id)
+                return self._find(path, trial.result.task_id)
         raise UserError(
             f"{layout.summary(trial.result.model)}: suite_path: "
             f"{summary.suite_path!r} not found (give the suite with --suite)"

@@ -73,6 +73,43 @@ class Suite:
             if (where := os.path.abspath(w.path)) in mine or where not in any_task
         ]
 
+    def chosen(
+        self, select: Callable[[list[Task]], list[Task]] | None = None, *, quiet: bool = False
+    ) -> list[Task]:
+        """The tasks ``select`` picks from :attr:`tasks` (None: all of them), as a run of them
+        reads the suite: an error of theirs (:meth:`errors_for`; every error for all tasks) is
+        raised as TaskFormatError, an error in a file of a task left out is logged, not raised,
+        and so are the warnings of the chosen tasks and of no task's file
+        (:meth:`warnings_for`); ``quiet``: nothing logged. Raises whatever ``select`` raises,
+        as UserError noting the suite's first error when it has one (the task asked for may
+        be one that did not read)."""
+        if select is None:
+            tasks = self.tasks
+            if not quiet:  # (said before an error is raised)
+                for warning in self.warnings:
+                    log.warning("%s", warning)
+            raise_first(self.errors)
+            return tasks
+        try:
+            tasks = select(self.tasks)
+        except UserError as exc:
+            if self.errors:  # (the task asked for may be one that did not read: both are said)
+                count = len(self.errors) - 1
+                and_more = f" and {count} more" if count else ""
+                raise UserError(
+                    f"{exc}; a file of the suite did not read: {self.errors[0]}{and_more}"
+                ) from None
+            raise
+        raise_first(self.errors_for(tasks))
+        if quiet:
+            return tasks
+        for warning in self.warnings_for(tasks):
+            log.warning("%s", warning)
+        if others := self.errors:
+            more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
+            log.warning("a file of a task not chosen: %s%s", others[0], more)
+        return tasks
+
     def errors_for(self, tasks: list[Task]) -> list[ValidationIssue]:
         """The errors that stop a run of ``tasks`` (some of :attr:`tasks`): all of them when
         ``tasks`` is every task read; for fewer (``--suite``), those of their own files and
@@ -522,32 +559,10 @@ def load_tasks(
     first error (file, field, line), noting how many more there are; UserError when the path
     does not exist, and whatever ``select`` raises.
     """
-    suite = load_suite(path, root)
-    if select is None:
-        for warning in suite.warnings:
-            log.warning("%s", warning)
-        _raise_first(suite.errors)
-        return suite.tasks
-    try:
-        tasks = select(suite.tasks)
-    except UserError as exc:
-        if suite.errors:  # (the task asked for may be one that did not read: both are said)
-            count = len(suite.errors) - 1
-            and_more = f" and {count} more" if count else ""
-            raise UserError(
-                f"{exc}; a file of the suite did not read: {suite.errors[0]}{and_more}"
-            ) from None
-        raise
-    _raise_first(suite.errors_for(tasks))
-    for warning in suite.warnings_for(tasks):
-        log.warning("%s", warning)
-    if others := suite.errors:
-        more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
-        log.warning("a file of a task not chosen: %s%s", others[0], more)
-    return tasks
+    return load_suite(path, root).chosen(select)
 
 
-def _raise_first(errors: list[ValidationIssue]) -> None:
+def raise_first(errors: list[ValidationIssue]) -> None:
     """Raise TaskFormatError for the first of ``errors`` (file, field, line), noting how many
     more there are; nothing when there is none."""
     if errors:
