@@ -258,24 +258,53 @@ def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_pat
         assert len(tasks) == 1 and len(srv.requests) == 2, (tasks, len(srv.requests))
         # no folder records what that attempt spent: the progress file does, and a resume
         # counts it (helper-212: dropped from the resumed job's budget and totals)
-        progress = json.loads((out / "progress_scripted_test.json").read_text())
+        ppath = out / "progress_scripted_test.json"
+        progress = json.loads(ppath.read_text())
         [gone] = progress["unwritten"]
         assert gone["usage"]["request_count"] == 2
         assert math.isclose(gone["usage"]["cost_usd"], 2 * 0.01)  # (the responder's price)
         subprocess.run(["mount", "-o", "remount,size=50m", str(small)], check=True)
-        r = subprocess.run(
-            [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
-            + ["--resume"],
-            env=_env(srv),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        resume = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
+        resume += ["--resume"]
+
+        def run(*more: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                resume + list(more), env=_env(srv), capture_output=True, text=True, timeout=300
+            )
+
+        # an entry that is no trial of the job, or a count that is no count: one line each
+        # (helper-214: counted in the budget, or dropped)
+        kept = ppath.read_text()
+        for bad, said in [
+            ({"task_id": "zzz", "run_index": 0, "usage": {"cost_usd": 0.07}},
+             f"{ppath}: unwritten.1: 'zzz' run 0 is no trial of the job"),
+            ({"task_id": gone["task_id"], "run_index": 0, "usage": {"cost_usd": -1}},
+             "unwritten.1.usage: Value error, cost_usd: must be a finite number, 0 or more"),
+        ]:  # fmt: skip
+            ppath.write_text(json.dumps({**progress, "unwritten": [gone, bad]}))
+            r = run()
+            assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+            assert said in " ".join(r.stderr.split()), r.stderr[-2000:]
+        ppath.write_text(kept)
+        # the progress file removed: --resume rebuilds it from the summary, whose row of the
+        # trial with no folder says what it spent (helper-214: dropped, the budget overrun)
+        ppath.unlink()
+        r = run("--budget-usd", "0.07")
+        assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
+        summary = json.loads((out / "summary_scripted_test.json").read_text())
+        assert summary["budget_stopped"] is True
+        # $0.02 lost; trials start while the spend is below $0.07 ($0.02, $0.04, $0.06), two
+        # of them whole ($0.01 a request, 2 requests each) and the third cut by the gateway
+        # after its first request reached $0.07: 2 + 2 + 2 + 1 answered. Without the lost
+        # attempt's $0.02 a fourth trial would have started (9)
+        answered = len(srv.requests)
+        assert answered == 2 + 2 + 2 + 1, answered
+        assert math.isclose(summary["usage"]["cost_usd"], answered * 0.01)
+        r = run("--budget-usd", "1")
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         summary = json.loads((out / "summary_scripted_test.json").read_text())
         assert summary["output_stopped"] is None and len(_keys(out)) == 4
         # every request the server answered is in the totals, the lost attempt's too
-        assert summary["usage"]["request_count"] == len(srv.requests) == 2 + 4 * 2
         assert math.isclose(summary["usage"]["cost_usd"], len(srv.requests) * 0.01)
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
@@ -308,3 +337,74 @@ def test_the_trial_records_a_resume_cannot_read_are_the_models_own(tmp_path):
         f"it records a trial of scripted/test_b and what it spent; put it back, or move its "
         f"trial folder {other} out of {out} to run that trial again"
     )
+
+
+def test_an_output_folder_filled_mid_run_is_one_line(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """helper-214: the output folder's disk filled while the job ran: the progress file's and
+    the summary's writes raised OSError out of the job (a traceback). The job stops starting
+    trials and says in one line that its summary could not be written; the trial folders
+    written before stay, and so does the progress file."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system needs root")
+    bench = mini_bench(4)
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(small)], check=True)
+    calls = []
+
+    def responder(request):
+        calls.append(1)
+        if len(calls) == 3:  # the second trial's first call: the disk fills up
+            subprocess.run(["dd", "if=/dev/zero", f"of={small / 'fill'}", "bs=64k"], check=False,
+                           capture_output=True)  # fmt: skip
+        return even_responder(request)
+
+    srv = scripted_server(responder=responder)
+    try:
+        out = small / "out"
+        r = subprocess.run(
+            [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)],
+            env=_env(srv),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        said = " ".join(r.stderr.split())
+        spent = len(srv.requests) * 0.01  # (the responder's price)
+        assert (
+            f"the output folder {out} could not be written (no space left): the job's summary "
+            f"was not written (the job has spent ${spent:.4f}; its trial folders and progress "
+            "file are kept); free space there (or make it writable) and --resume"
+        ) in said, said
+        # the first trial and the second, whose folder could not be written: none after them
+        tasks = {re.search(r"TASKNUM=(\d+)", q["messages"][0]["content"])[1] for q in srv.requests}
+        assert len(tasks) == 2, tasks
+        assert len(_keys(out)) == 1 and (out / "progress_scripted_test.json").is_file()
+        assert not (out / "summary_scripted_test.json").exists()
+        # still full: --resume says so in one line (it was a traceback: helper-214)
+        resume = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
+        r = subprocess.run(resume + ["--resume"], env=_env(srv), capture_output=True, text=True)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        said = " ".join(r.stderr.split())
+        assert f"{out}" in said and "could not be written (no space left" in said.replace(
+            "No space left on device", "no space left"
+        ), said
+        # room again: --resume runs the rest and writes the summary
+        (small / "fill").unlink()
+        r = subprocess.run(
+            [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
+            + ["--resume"],
+            env=_env(srv),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        summary = json.loads((out / "summary_scripted_test.json").read_text())
+        assert len(_keys(out)) == 4
+        assert math.isclose(summary["usage"]["cost_usd"], len(srv.requests) * 0.01)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)

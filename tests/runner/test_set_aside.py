@@ -302,8 +302,8 @@ def test_job_records_are_read_within_bounds(tmp_path: Path) -> None:
     lines.write_text('{"a": 1}\n{"b": 2}\n')
     assert list(jsonl_objects(lines, limit=12)) == [{"a": 1}]  # (the cut line skipped)
     # a `_retried` that is a file is said before any attempt is moved into it
-    job = tmp_path / "job"
-    job.mkdir()
+    job = tmp_path / "a" / "b" / "job"  # (not inside tmp_path's own job files above)
+    job.mkdir(parents=True)
     (job / "_retried").write_text("")
     assert output_state_problem(job, "oracle", resume=True) == (
         f"--output: {job / '_retried'} is no folder: attempts set aside go into it; remove or "

@@ -746,7 +746,32 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
         replay=replayed if isinstance(replayed, str) and replayed else None,
         task_digests=_summary_task_ids(value, job.output),
         elapsed_s=elapsed if elapsed is not None and elapsed >= 0 else 0.0,
+        unwritten=_summary_unwritten(value, job.output),
     )
+
+
+def _summary_unwritten(value: dict[str, Any], output: Path) -> list[UnwrittenSpend]:
+    """The progress file's ``unwritten`` as a summary says it: its trial rows that spent
+    (``cost_usd``, ``total_tokens``) and whose trial folder holds no result.json (a folder
+    that could not be written: helper-214 found a resume from the summary dropping that
+    spend from the budget)."""
+    out = []
+    for row in value.get("tasks") or []:
+        if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
+            continue
+        cost = finite_float(row.get("cost_usd"))
+        tokens = row.get("total_tokens")
+        tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
+        run_index = row.get("run_index")
+        trial = row.get("trial")
+        if not isinstance(run_index, int) or not isinstance(trial, str) or not (cost or tokens):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            if (output / trial / TrialPaths.RESULT).is_file():
+                continue
+            usage = {"cost_usd": max(0.0, cost or 0.0), "total_tokens": max(0, tokens)}
+            out.append(UnwrittenSpend(task_id=row["task_id"], run_index=run_index, usage=usage))
+    return out
 
 
 def _trial_settings(output: Path, model: str, job_id: Any) -> dict[str, Any]:
@@ -885,22 +910,27 @@ OUTPUT_FULL_ERRNOS = {errno.ENOSPC: "no space left", errno.EDQUOT: "disk quota e
 """Errors writing a trial folder that every later trial of the job would meet too."""
 
 
-def output_stop_line(result: TrialResult, output: Path) -> str | None:
-    """One line when ``result`` is an attempt whose trial folder could not be written because
-    the job's output folder is full or read-only (:data:`OUTPUT_FULL_ERRNOS`, as the trial's
-    error says it: ``[Errno N]``), else None. The job then starts no trial and retries none:
-    each would spend on its model and keep nothing (helper-212: 112 paid requests kept one
-    trial). The trials not run stay resumable."""
-    error = result.error
-    if error is None or error.phase != "write":
+def output_stop_line(failed: TrialResult | BaseException | None, output: Path) -> str | None:
+    """One line when ``failed`` says the job's output folder is full or read-only
+    (:data:`OUTPUT_FULL_ERRNOS`): an attempt whose trial folder could not be written (as its
+    error says it: ``[Errno N]``), or an OSError writing the job's own files (its progress
+    file); else None. The job then starts no trial and retries none: each would spend on its
+    model and keep nothing (helper-212: 112 paid requests kept one trial). The trials not
+    run stay resumable."""
+    if isinstance(failed, OSError):
+        what = OUTPUT_FULL_ERRNOS.get(failed.errno or 0)
+    elif isinstance(failed, TrialResult) and failed.error is not None:
+        error = failed.error
+        said = [w for n, w in OUTPUT_FULL_ERRNOS.items() if f"[Errno {n}]" in error.message]
+        what = said[0] if said and error.phase == "write" else None
+    else:
+        what = None
+    if what is None:
         return None
-    for number, what in OUTPUT_FULL_ERRNOS.items():
-        if f"[Errno {number}]" in error.message:
-            return (
-                f"the output folder {output} could not be written ({what}): trials run now "
-                "would keep nothing; free space there (or make it writable) and --resume"
-            )
-    return None
+    return (
+        f"the output folder {output} could not be written ({what}): trials run now would "
+        "keep nothing; free space there (or make it writable) and --resume"
+    )
 
 
 def _final(result: TrialResult) -> bool:
@@ -1019,6 +1049,11 @@ class ProgressWriter:
             except Exception as exc:  # noqa: BLE001 - raised by flush(), at the job's end
                 self._error = exc
             self.writes += 1
+
+    @property
+    def error(self) -> BaseException | None:
+        """What a write raised (writes stop then), or None."""
+        return self._error
 
     async def flush(self) -> None:
         """Wait until the latest state is written. Raises what a write raised (OSError)."""
@@ -1436,7 +1471,13 @@ async def _run_locked(
     if job.resume:
         _adopt_orphans(job, job_id, progress, tasks)
     created = not ppath.exists()
-    write_json_atomic(ppath, progress)
+    try:
+        write_json_atomic(ppath, progress)
+    except OSError as exc:  # (a full disk was a traceback: helper-214)
+        raise UserError(
+            f"--output: {ppath} could not be written ({exc.strerror or exc}): free space there "
+            "(or make it writable) and run again"
+        ) from None
 
     done = progress.done()
     todo = [(t, r) for t in tasks for r in range(job.runs) if (t.id, r) not in done]
@@ -1459,11 +1500,17 @@ async def _run_locked(
     # what earlier runs of the job spent, every recorded attempt (a trial run again carries
     # its part on as its earlier attempts')
     carried = recorded_spend(job.output, job_id)
-    for gone in progress.unwritten:  # attempts that left no folder: the progress file's record
-        with contextlib.suppress(ValueError):
-            key, usage = (gone.task_id, gone.run_index), Usage.model_validate(gone.usage)
-            state.unwritten[key] = usage
-            carried[key] = max(carried.get(key, Usage()), usage, key=_spend_order)
+    trials = {(t.id, r) for t in tasks for r in range(job.runs)}
+    for i, gone in enumerate(progress.unwritten):  # attempts that left no folder: its record
+        key = (gone.task_id, gone.run_index)
+        if key not in trials:  # (helper-214: counted in the budget and the totals)
+            raise UserError(
+                f"{ppath}: unwritten.{i}: {gone.task_id!r} run {gone.run_index} is no trial of "
+                "the job"
+            )
+        usage = Usage.model_validate(gone.usage)
+        state.unwritten[key] = usage
+        carried[key] = max(carried.get(key, Usage()), usage, key=_spend_order)
     state.spend_usd = sum(u.cost_usd for u in carried.values())
     if services.gateway is not None and state.spend_usd:
         # the budget is the job's: what its earlier runs spent counts toward the gateway's
@@ -1552,6 +1599,9 @@ async def _run_trials(
             if job.budget_usd is not None and job_spend_usd(state, services) >= job.budget_usd:
                 state.budget_stopped = True
                 return
+            if state.output_stopped is None and writer.error is not None:
+                # (its progress file cannot be written: helper-214)
+                state.output_stopped = output_stop_line(writer.error, job.output)
             if state.provider_stopped is not None or state.output_stopped is not None:
                 return  # not run: resumable
             if job.parallel > 1:
@@ -1749,7 +1799,12 @@ async def _run_trials(
             # an unfinished job's wall time up to this invocation's end, not its last finished
             # trial (the resumed job's counted that much less: helper-199)
             writer.changed()
-        await writer.flush()  # the progress file holds every finished trial before the end
+        try:
+            await writer.flush()  # the progress file holds every finished trial before the end
+        except OSError as exc:
+            if (line := output_stop_line(exc, job.output)) is None:
+                raise
+            state.output_stopped = state.output_stopped or line
     finally:
         for signum, previous in installed.items():
             loop.remove_signal_handler(signum)
@@ -1779,7 +1834,19 @@ async def _run_trials(
         and len(progress.completed) == len(tasks) * job.runs
     )
     summary = build_summary(job, tasks, list(results.values()), state, job_id)
-    write_json_atomic(summary_path(job.output, model), summary)
+    try:
+        write_json_atomic(summary_path(job.output, model), summary)
+    except OSError as exc:
+        if (line := output_stop_line(exc, job.output)) is None:
+            raise
+        usage = summary.get("usage") or {}
+        what = OUTPUT_FULL_ERRNOS.get(exc.errno or 0)
+        raise UserError(
+            f"the output folder {job.output} could not be written ({what}): the job's summary "
+            f"was not written (the job has spent ${float(usage.get('cost_usd') or 0):.4f}; "
+            "its trial folders and progress file are kept); free space there (or make it "
+            "writable) and --resume"
+        ) from None
     if all_ok:
         with contextlib.suppress(FileNotFoundError):
             ppath.unlink()

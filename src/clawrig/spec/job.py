@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, StrictFloat
+from pydantic import BaseModel, Field, StrictFloat, field_validator
 
 from clawrig.choices import (
     DEFAULT_DISK_MB,
@@ -153,8 +154,19 @@ class UnwrittenSpend(BaseModel):
     for ``--resume``'s budget and totals."""
 
     task_id: str
-    run_index: int
+    run_index: int = Field(ge=0)
     usage: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("usage")
+    @classmethod
+    def _counts(cls, usage: dict[str, Any]) -> dict[str, Any]:
+        """Every value a finite number, 0 or more (helper-214: an infinite cost stopped a
+        resumed job's budget at once, a NaN one was dropped)."""
+        for key, value in usage.items():
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if not ok or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{key}: must be a finite number, 0 or more, got {value!r}")
+        return usage
 
 
 class Progress(BaseModel):
