@@ -191,7 +191,9 @@ def main() -> None:
             os.environ["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
             for src in [None, args.baseline_src] if args.baseline_src else [None]:
                 run_clawrig(1, base, src)
-            print("warm-up run (fills the bytecode cache): not counted", flush=True)
+            if have_inspect:  # (its first timed run compiled Inspect: helper-216)
+                run_inspect(1, base)
+            print("warm-up runs, each harness (fill the bytecode cache): not counted", flush=True)
         envs = {"clawrig": clawrig_env(None, base)}
         if args.baseline_src is not None:
             envs["clawrig-base"] = clawrig_env(args.baseline_src, base)

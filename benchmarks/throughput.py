@@ -7,11 +7,17 @@ OpenAI-compatible server in its own process (optionally answering after ``--mode
 seconds per call).
 
 - clawrig: the real ``clawrig run`` command (model gateway on, as users run it) as a
-  subprocess; its summary must show 0 errors and every score 1.0.
+  subprocess; its summary must show 0 errors, every trial ended on its answer and graded 1.0
+  by a grader that counts 5 tool results saying ``hi`` with exit code 0 (as Inspect's check:
+  helper-216 found a grader counting the calls made, not their results).
 - Inspect: ``inspect_ai.eval`` in a subprocess (basic_agent with Inspect's ``bash()`` tool,
-  called with its real argument name ``cmd``, then ``submit``; the local sandbox; an empty
-  HOME so no profile is sourced). Every sample's log is checked: 5 tool results saying ``hi``,
-  one submit, score ``C``; a run that fails the check is reported and its time is not used.
+  called with its argument name as its schema gives it, then ``submit``; the local sandbox;
+  an empty HOME so no profile is sourced; its fastest settings found: ``max_connections`` =
+  -p, ``log_realtime`` off, benchmarks/_inspect_workload.py). Every sample's log is checked:
+  5 tool results saying ``hi``, one submit, score ``C``; a run that fails the check is
+  reported and its time is not used. Its trials/s is its ``eval()`` alone (its import and
+  exit, ~2-3 s a run, left out: in its favour); each line gives its whole command's time and
+  its CPU per sample (a cpuacct cgroup, as clawrig's), and the bytecode warm-up runs it too.
   Two models (``--inspect-model``, both by default): ``inspect`` uses Inspect's in-process
   mockllm, which calls no server: clawrig's runs share the 2 cores with their model server
   process (its CPU is printed) and Inspect's do not; ``inspect-srv`` calls the same scripted
@@ -118,9 +124,11 @@ Say hi five times with exec, then answer. BENCH={k}
 
 ```python
 def grade(transcript=None, workspace_path="/tmp_workspace", **kwargs):
-    calls = sum(1 for e in transcript or [] if e.get("type") == "message"
-                for b in e["message"].get("content", []) if b.get("type") == "toolCall")
-    return {"calls": calls, "overall_score": 1.0 if calls == 5 else 0.0}
+    said = [m for e in transcript or [] if e.get("type") == "message"
+            for m in [e["message"]] if m.get("role") == "toolResult" and not m.get("isError")
+            and (m.get("details") or {}).get("exitCode") == 0
+            and any("hi" in (b.get("text") or "") for b in m.get("content", []))]
+    return {"calls": len(said), "overall_score": 1.0 if len(said) == 5 else 0.0}
 ```
 
 ## Workspace Path
@@ -240,6 +248,11 @@ class PeakRSS(threading.Thread):
             self.cpu_s = sum(self._cpu.values())
 
 
+OTHER_WORK_BUSY = 0.25
+"""A run's line says "BUSY BEFORE" when the machine was busier than this share of its CPU time
+in the second before the run (no run of the benchmark going: other work, whose share skews
+the wall times; helper-216)."""
+
 WORKER_MODULE = "clawrig.runner.executors.processes"
 """The module a ``--workers`` harness worker runs (counted as the harness)."""
 
@@ -352,10 +365,15 @@ def run_clawrig(
     # the run's folder stays until the benchmark ends (module docs: deleted files)
     errors = summary.get("error_count", 0)
     waited = (summary.get("waits") or {}).get("total") or {}
-    ok = errors == 0 and len(rows) == n and all(s == 1.0 for s in scores)
+    # as Inspect's check (benchmarks/_inspect_workload.py): every trial graded 1.0 by a grader
+    # that counts 5 tool results saying hi with exit code 0, and each ended on its answer
+    answered = all(r.get("stop_reason") == "final_answer" for r in rows)
+    ok = errors == 0 and len(rows) == n and all(s == 1.0 for s in scores) and answered
     return {
         "ok": ok,
-        "why": "" if ok else f"errors {errors}, scores {sorted(set(map(str, scores)))[:5]}",
+        "why": ""
+        if ok
+        else f"errors {errors}, scores {sorted(set(map(str, scores)))[:5]}, answered {answered}",
         "wall_s": wall,
         "trials_per_s": n / wall,
         "cpu_per_trial_s": cpu / n,
@@ -396,9 +414,12 @@ def run_inspect(
         if srv is not None:
             env.update(SCRIPTED_BASE_URL=srv.base_url, SCRIPTED_API_KEY="bench")
             model_cpu0 = srv.cpu_s()
+        group = CpuGroup(f"inspect-{parallel}-{time.monotonic_ns()}")
         t = time.perf_counter()
-        r = subprocess.run(argv, env=env, capture_output=True, text=True)
+        r = subprocess.run(argv, env=env, capture_output=True, text=True, preexec_fn=group.enter)
         wall = time.perf_counter() - t
+        cpu = group.seconds()  # the whole command's (import and exit too; None: no cgroup)
+        group.close()
         model_cpu = (srv.cpu_s() - model_cpu0) / n if srv is not None else 0.0
     if r.returncode != 0:
         return {"ok": False, "why": r.stderr.strip()[-400:], "wall_s": wall}
@@ -410,6 +431,7 @@ def run_inspect(
     data["command_wall_s"] = wall
     data["wall_s"] = data["eval_wall_s"]
     data["model_cpu_per_trial_s"] = model_cpu
+    data["cpu_per_trial_s"] = cpu / n if cpu is not None else None
     return data
 
 
@@ -572,7 +594,12 @@ def main() -> None:
             run_clawrig(2, 1, base, 0.0)
             if args.baseline_src is not None:
                 run_clawrig(2, 1, base, 0.0, src=args.baseline_src)
-            print("warm-up run of 2 trials (fills the bytecode cache): not counted", flush=True)
+            for peer in peers:  # (Inspect's first timed run compiled it: helper-216)
+                run_inspect(2, 1, base, model=PEERS[peer])
+            print(
+                "warm-up runs of 2 trials, each harness (fill the bytecode cache): not counted",
+                flush=True,
+            )
         print(
             f"machine: {os.cpu_count()} CPUs, pure Python {python_speed():.1f} M loop steps/s; "
             f"clawrig start-up (clawrig version): {startup_s() * 1000:.0f} ms; "
@@ -626,6 +653,11 @@ def main() -> None:
                     runs.reverse()  # up: later runs were slower) favours neither side
                 for name, fn in runs:
                     new_file_us = file_create_us(base, 50)
+                    # other work on the machine: its busy share over a second before the run
+                    # (the load average still counts the run before: not that)
+                    ticks = cpu_ticks()
+                    time.sleep(1.0)
+                    before = busy_share(ticks, cpu_ticks())
                     load0, ticks = os.getloadavg()[0], cpu_ticks()
                     r = fn()
                     r["busy"] = busy_share(ticks, cpu_ticks())
@@ -635,8 +667,15 @@ def main() -> None:
                     )
                     results.setdefault((name, p), []).append(r)
                     extra = ""
+                    if not name.startswith("clawrig") and r.get("ok"):
+                        cpu = r.get("cpu_per_trial_s")
+                        extra = (
+                            (f" cpu/sample {cpu * 1000:.0f} ms" if cpu is not None else "")
+                            + f" (whole command {r['command_wall_s']:.1f} s: its import and "
+                            f"exit too, {args.trials / r['command_wall_s']:.2f} /s)"
+                        )
                     if name == "inspect-srv":
-                        extra = f" (model server {r['model_cpu_per_trial_s'] * 1000:.0f} ms)"
+                        extra += f" (model server {r['model_cpu_per_trial_s'] * 1000:.0f} ms)"
                     if name.startswith("clawrig"):
                         extra = (
                             f" cpu/trial {_cpu_split(r)}"
@@ -648,6 +687,8 @@ def main() -> None:
                             f" grading cost {r['clean_room_ms']:.0f} ms (medians per trial)"
                         )
                     status = "ok" if r["ok"] else f"REJECTED ({r['why']})"
+                    if before > OTHER_WORK_BUSY:  # (other work skews the wall times)
+                        status += f" BUSY BEFORE ({before:.0%} of the CPUs in the second before)"
                     print(
                         f"rep {rep + 1} {name:8} -p {p:<4} wall {r['wall_s']:7.1f} s "
                         f"{args.trials / r['wall_s']:7.2f} /s{extra}{load} {status}",
@@ -665,6 +706,23 @@ def main() -> None:
                 ratio = f"{statistics.median(c) / statistics.median(i):6.2f}x" if c and i else "-"
                 beside += f" {_stat(i):>24} {ratio:>7}"
             print(f"{p:>5} {_stat(c):>24}{beside}")
+        # CPU per trial (medians of the ok runs; every process of the run: a cgroup)
+        for p in ps:
+            cpus = []
+            for name in ["clawrig", *peers]:
+                v = [
+                    r["cpu_per_trial_s"]
+                    for r in results.get((name, p), [])
+                    if r["ok"] and r.get("cpu_per_trial_s") is not None
+                ]
+                if v:
+                    cpus.append(f"{name} {statistics.median(v) * 1000:.0f} ms")
+            if cpus:
+                print(f"-p {p} CPU per trial (whole command): {', '.join(cpus)}")
+        print(
+            "(Inspect's trials/s is its eval() alone, its import and exit left out: in its "
+            "favour; clawrig's is its whole command)"
+        )
         if args.baseline_src is not None:
             print(f"baseline: {args.baseline_src}")
             print(
@@ -734,8 +792,10 @@ def main() -> None:
                 last = rows[-1]
                 waits = ", ".join(f"{k} {v:.1f}" for k, v in last["waits_by_kind"].items())
                 errors = ", ".join(f"{k} {v}" for k, v in last["errors_by_kind"].items())
+                ok = sum(1 for r in rows if r["ok"])
                 print(
-                    f"-p {p}: wall {_stat([r['wall_s'] for r in rows])} s vs ideal "
+                    f"-p {p} ({ok}/{len(rows)} runs ok): wall {_stat([r['wall_s'] for r in rows])}"
+                    " s vs ideal "
                     f"{waves * ideal * args.model_delay:.0f} s (model time); "
                     f"{statistics.median(args.trials / r['wall_s'] for r in rows):.2f} trials/s; "
                     f"harness rss {max(r['peak_rss_mb'] for r in rows):.0f} MB; cpu/trial "
