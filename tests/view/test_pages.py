@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import statistics
 from typing import Any
 
-from view_helpers import COST, CRON_TEXT, read_summary
+from view_helpers import COST, CRON_TEXT, read_summary, start_view
 
 
 def f4(x: float) -> str:
@@ -111,11 +112,40 @@ def test_compare_page_puts_disagreements_first(page, server, jobs):
         diffs = [other[t] - scores[0][t] for t in both]
         mean = sum(diffs) / len(diffs)
         half = t975[len(diffs) - 1] * statistics.stdev(diffs) / math.sqrt(len(diffs))
+        # a difference of scores in [0, 1] lies in [-1, 1]: its interval clipped there, as
+        # the means' are to [0, 1] (helper-215 saw [-1.003, -0.993])
+        low, high = max(-1.0, mean - half), min(1.0, mean + half)
         assert row[1:] == [
-            str(len(diffs)), f"{mean:+.3f}", f"[{mean - half:+.3f}, {mean + half:+.3f}]",
+            str(len(diffs)), f"{mean:+.3f}", f"[{low:+.3f}, {high:+.3f}]",
             str(sum(d > 0 for d in diffs)), str(sum(d < 0 for d in diffs)),
             str(sum(d == 0 for d in diffs)),
         ]  # fmt: skip
+
+
+def test_compare_page_says_when_the_jobs_ran_different_suites(page, server, jobs, tmp_path):
+    """helper-215: a job of an edited copy of the suite was paired task by task with one of
+    the suite itself, with no word that the tasks may differ."""
+    page.goto(server + "compare.html")
+    assert page.locator("#suites-differ").count() == 0  # (the three jobs ran suites/demo)
+    copy = tmp_path / "nop-of-a-copy"
+    shutil.copytree(jobs["nop"], copy)
+    [path] = copy.glob("summary_*.json")
+    summary = json.loads(path.read_text())
+    summary["suite_path"] = str(tmp_path / "demo-copy")
+    path.write_text(json.dumps(summary))
+    proc, base = start_view(jobs["oracle"], copy)
+    try:
+        page.goto(base + "compare.html")
+        said = page.text_content("#suites-differ")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    oracle = read_summary(jobs["oracle"])["suite_path"]
+    assert said == (
+        f"These jobs ran different suites (oracle · oracle: {oracle}; nop-of-a-copy · nop: "
+        f"{tmp_path / 'demo-copy'}): "
+        "their tasks are compared by id, which may not name the same task in each."
+    )
 
 
 def test_trial_page_shows_the_trial_files(page, server, jobs):
@@ -218,10 +248,6 @@ def test_unknown_pages_are_404(server):
 def test_egress_and_web_logs_show_as_tables(page, jobs, tmp_path):
     """A trial folder with the egress proxy's and the web recorder's logs (their documented
     line shapes) shows one table row per line, refused connections marked."""
-    import shutil
-
-    from view_helpers import start_view
-
     job = tmp_path / "job"
     shutil.copytree(jobs["model"], job, ignore=shutil.ignore_patterns(".clawrig*"))
     [folder] = [p.parent for p in (job / "000015").glob("*/result.json")]

@@ -623,8 +623,12 @@ class Site:
                 if r["scores"][0] is not None and r["scores"][i] is not None
             ]
             ci = mean_ci(diffs)
+            # a difference of scores in [0, 1] is in [-1, 1]: the interval clipped to it, as
+            # the means' are to [0, 1] (helper-215 saw [-1.003, -0.993])
+            low = max(-1.0, ci.low) if ci.low is not None else None
+            high = min(1.0, ci.high) if ci.high is not None else None
             out.append({
-                "job": job, "n": ci.n, "mean": ci.mean, "low": ci.low, "high": ci.high,
+                "job": job, "n": ci.n, "mean": ci.mean, "low": low, "high": high,
                 "better": sum(d > 0 for d in diffs), "worse": sum(d < 0 for d in diffs),
                 "same": sum(d == 0 for d in diffs),
             })  # fmt: skip
@@ -642,11 +646,16 @@ class Site:
         rowsets = [j.rows() for j in jobs]
         heads = [headline(j, r) for j, r in zip(jobs, rowsets, strict=True)]
         rows = self.compare_rows(jobs)
+        # jobs of different suites: their tasks are paired by id all the same (helper-215: a
+        # job of an edited copy of the suite was compared task by task without a word)
+        suites = [(j.title, h.get("suite")) for j, h in zip(jobs, heads, strict=True)]
+        differ = len({str(s) for _, s in suites}) > 1
         html = self._render(
             "compare.html",
             "",
             cjobs=jobs,
             heads=heads,
+            suites=suites if differ else [],
             rows=rows,
             paired=self.paired_differences(jobs, rows),
             p=job_plots(heads, rowsets),
