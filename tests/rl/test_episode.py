@@ -131,12 +131,11 @@ async def test_a_subagents_calls_are_not_the_agents_turns(env, scripted_server, 
     assert episode_from_trial(ep.trial_dir).model_dump() == ep.model_dump()
 
 
-def test_calls_that_say_no_session_are_told_apart_by_how_they_open():
-    """The real OpenClaw's sub-agents (and any call made over the gateway's sockets) carry no
-    session: a call is the agent's when its messages open as the agent's first call's do (up to
-    the first user message), else another conversation's, numbered by first appearance."""
-    sys_a = {"role": "system", "content": "agent"}
-    sys_b = {"role": "system", "content": "sub-agent"}
+def test_calls_are_a_subagents_when_their_record_says_so():
+    """A call's record names its sub-agent session (native agent): those are a sub-agent's,
+    every other call the agent's, however it opens (a compacted conversation or a system
+    prompt that changes stays the agent's)."""
+    sys_a = {"role": "system", "content": "agent at 10:00"}
 
     def rec(*messages, session=None):
         r = {"request": {"messages": list(messages)}, "status": 200, "response": {}}
@@ -144,24 +143,15 @@ def test_calls_that_say_no_session_are_told_apart_by_how_they_open():
             r["session"] = session
         return r
 
-    main = [sys_a, {"role": "user", "content": "the task"}]
     calls = [
-        rec(*main),
-        rec(sys_b, {"role": "user", "content": "sub task"}),
-        rec(*main, {"role": "assistant", "content": "x"}, {"role": "user", "content": "more"}),
-        rec(sys_b, {"role": "user", "content": "another"}),
-        rec(*main, session="agent:sub:1"),  # tagged: the sub-agent's, however it opens
+        rec(sys_a, {"role": "user", "content": "the task"}),
+        rec({"role": "user", "content": "sub task"}, session="agent:sub:1"),
+        rec({"role": "system", "content": "agent at 10:01"}, {"role": "user", "content": "x"}),
         {"request": {}, "status": 200},  # kept no messages (past the file's size limit)
-        rec(sys_b, {"role": "user", "content": "sub task"}, {"role": "assistant", "content": "y"}),
     ]
     own, others = _conversations(calls)
-    assert own == [calls[0], calls[2], calls[5]]
-    assert others == [
-        ("conversation-2", calls[1]),
-        ("conversation-3", calls[3]),
-        ("agent:sub:1", calls[4]),
-        ("conversation-2", calls[6]),
-    ]
+    assert own == [calls[0], calls[2], calls[3]]
+    assert others == [("agent:sub:1", calls[1])]
 
 
 async def test_server_down_is_masked_never_zero(env, scripted_server, task_15):

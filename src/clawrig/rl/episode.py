@@ -203,10 +203,8 @@ class Turn(BaseModel):
     """The server's ``choices[0]`` as returned (message, finish_reason; its logprobs when the
     agent asked for them: those the harness asked for are the ``completion_*`` fields)."""
     session: str | None = None
-    """None for a call of the episode's agent; for a sub-agent's (``sessions_spawn``, in
-    :attr:`Episode.subagent_turns`) its session key, or ``conversation-N`` when the call
-    carries none (the real OpenClaw's sub-agents: the N-th conversation by its first
-    messages)."""
+    """None for a call of the episode's agent; for a native sub-agent's (``sessions_spawn``,
+    in :attr:`Episode.subagent_turns`) its session key."""
 
 
 class Episode(BaseModel):
@@ -326,44 +324,28 @@ def _read_calls(folder: Path) -> list[dict[str, Any]]:
     return [surrogate_free(r) for r in read_records(path) if r.get("role", "agent") == "agent"]
 
 
-def _opening(rec: dict[str, Any]) -> list[Any] | None:
-    """A record's request messages up to and including its first user message: the
-    conversation it belongs to (None when the record kept no messages)."""
-    messages = (rec.get("request") or {}).get("messages")
-    if not isinstance(messages, list) or not messages:
-        return None
-    for i, m in enumerate(messages):
-        if isinstance(m, dict) and m.get("role") == "user":
-            return messages[: i + 1]
-    return messages
-
-
 def _conversations(calls: list[dict[str, Any]]) -> tuple[list[dict], list[tuple[str, dict]]]:
-    """(the calls of the episode's agent, [(session, call)] of its sub-agents'), each in order.
-    A call the native agent's sub-agent made carries its session (``session`` in its record);
-    one that carries none belongs to the agent when it opens as the agent's first call does
-    (its messages up to the first user message), else it is another conversation's
-    (``conversation-N``, N from 2 in order of appearance: the real OpenClaw's sub-agents). A
-    call whose record kept no messages (past the record file's size limit) is the agent's."""
+    """(the calls of the episode's agent, [(session, call)] of its sub-agents'), each in order:
+    a call the native agent's sub-agent made carries its session (``session`` in its record,
+    :data:`clawrig.spec.llm.AGENT_SESSION`); every other call is the agent's. (The real
+    OpenClaw's calls carry none: its sub-agents' would be among the agent's. Telling them
+    apart by their first messages was tried and left out: a conversation compacted, or a
+    system prompt that changes from call to call, would drop the agent's own calls.)"""
     own: list[dict] = []
     others: list[tuple[str, dict]] = []
-    first: list[Any] | None = None
-    seen: list[list[Any]] = []
     for rec in calls:
         session = rec.get("session")
         if isinstance(session, str):
             others.append((session, rec))
-            continue
-        opening = _opening(rec)
-        if first is None and opening is not None:
-            first = opening
-        if opening is None or opening == first:
+        else:
             own.append(rec)
-            continue
-        if opening not in seen:
-            seen.append(opening)
-        others.append((f"conversation-{seen.index(opening) + 2}", rec))
     return own, others
+
+
+def _sent(rec: dict[str, Any]) -> bool:
+    """Whether a record kept its request's messages (not past the record file's size limit)."""
+    messages = (rec.get("request") or {}).get("messages")
+    return isinstance(messages, list) and bool(messages)
 
 
 def _turns(calls: list[dict[str, Any]], sessions: list[str] | None = None) -> list[Turn]:
@@ -396,7 +378,7 @@ def _messages(calls: list[dict[str, Any]], folder: Path) -> tuple[list[dict], li
     request's messages, plus its reply when it was answered (a request the server refused,
     for the context's length say, holds the tool results the last reply led to: helper-211
     found them left out); without records, the trial's formatted_dialog.json."""
-    sent = [r for r in calls if _opening(r) is not None]
+    sent = [r for r in calls if _sent(r)]
     if sent:
         last = sent[-1]
         request = last.get("request") or {}
