@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,6 +223,17 @@ def test_a_second_job_into_a_folder_in_use_is_refused(
     assert len(_keys(out)) == 6  # only the first job's trials
 
 
+def _bench_run(bench: Path, out: Path, srv: Any, *more: str) -> subprocess.CompletedProcess[str]:
+    """``clawrig run`` of the mini bench with the scripted model into ``out``."""
+    return subprocess.run(
+        [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out), *more],
+        env=_env(srv),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_path, even_responder):
     """helper-212: with the output folder's disk full every trial ran, spent on its model and
     failed to write its folder, retried 3 times each (112 paid requests kept one trial). The
@@ -237,13 +249,7 @@ def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_pat
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(small)], check=True)
     try:
         out = small / "out"
-        r = subprocess.run(
-            [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)],
-            env=_env(srv),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        r = _bench_run(bench, out, srv)
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
         said = " ".join(r.stdout.split())
         line = (
@@ -264,13 +270,9 @@ def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_pat
         assert gone["usage"]["request_count"] == 2
         assert math.isclose(gone["usage"]["cost_usd"], 2 * 0.01)  # (the responder's price)
         subprocess.run(["mount", "-o", "remount,size=50m", str(small)], check=True)
-        resume = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
-        resume += ["--resume"]
 
         def run(*more: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                resume + list(more), env=_env(srv), capture_output=True, text=True, timeout=300
-            )
+            return _bench_run(bench, out, srv, "--resume", *more)
 
         # an entry that is no trial of the job, or a count that is no count: one line each
         # (helper-214: counted in the budget, or dropped)
@@ -364,13 +366,7 @@ def test_an_output_folder_filled_mid_run_is_one_line(
     srv = scripted_server(responder=responder)
     try:
         out = small / "out"
-        r = subprocess.run(
-            [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)],
-            env=_env(srv),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        r = _bench_run(bench, out, srv)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
         said = " ".join(r.stderr.split())
         spent = len(srv.requests) * 0.01  # (the responder's price)
@@ -385,8 +381,7 @@ def test_an_output_folder_filled_mid_run_is_one_line(
         assert len(_keys(out)) == 1 and (out / "progress_scripted_test.json").is_file()
         assert not (out / "summary_scripted_test.json").exists()
         # still full: --resume says so in one line (it was a traceback: helper-214)
-        resume = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
-        r = subprocess.run(resume + ["--resume"], env=_env(srv), capture_output=True, text=True)
+        r = _bench_run(bench, out, srv, "--resume")
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
         said = " ".join(r.stderr.split())
         assert f"{out}" in said and "could not be written (no space left" in said.replace(
@@ -394,14 +389,7 @@ def test_an_output_folder_filled_mid_run_is_one_line(
         ), said
         # room again: --resume runs the rest and writes the summary
         (small / "fill").unlink()
-        r = subprocess.run(
-            [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-o", str(out)]
-            + ["--resume"],
-            env=_env(srv),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        r = _bench_run(bench, out, srv, "--resume")
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         summary = json.loads((out / "summary_scripted_test.json").read_text())
         assert len(_keys(out)) == 4
