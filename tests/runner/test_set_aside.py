@@ -296,8 +296,15 @@ def test_job_records_are_read_within_bounds(tmp_path: Path) -> None:
 
     with pytest.raises(UserError, match=r"summary_oracle.json"):
         read_summary(tmp_path, "oracle")
-    with pytest.raises(UserError, match=r"progress_oracle.json: not a valid progress file"):
+    with pytest.raises(UserError, match=r"progress_oracle.json: not a valid progress file") as e:
         read_progress(tmp_path / "progress_oracle.json")
+    # what to do about it (helper-212): the summary beside it is what a resume goes on from
+    said = "; put it back, or remove it: --resume then goes on from summary_oracle.json"
+    assert str(e.value).endswith(said)
+    (tmp_path / "summary_oracle.json").unlink()
+    with pytest.raises(UserError) as e:
+        read_progress(tmp_path / "progress_oracle.json")
+    assert str(e.value).endswith("; put it back (it is the job's record of its finished trials)")
     lines = tmp_path / "calls.jsonl"
     lines.write_text('{"a": 1}\n{"b": 2}\n')
     assert list(jsonl_objects(lines, limit=12)) == [{"a": 1}]  # (the cut line skipped)

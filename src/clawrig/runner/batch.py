@@ -1123,15 +1123,24 @@ def read_progress(path: Path) -> Progress | None:
     naming the file and the first field that is wrong) when it is not a valid one."""
     if not path.exists():
         return None
+    # what to do about it (helper-212: the line said nothing more)
+    summary = path.with_name("summary_" + path.name.removeprefix("progress_"))
+    todo = (
+        f"; put it back, or remove it: --resume then goes on from {summary.name}"
+        if summary.is_file()
+        else "; put it back (it is the job's record of its finished trials)"
+    )
     if not path.is_file():  # (a named pipe would block the read)
-        raise UserError(f"{path}: not a valid progress file (not a regular file)")
+        raise UserError(f"{path}: not a valid progress file (not a regular file){todo}")
     try:
         return Progress.model_validate_json(read_record(path))  # (64 MiB at most: helper-185)
     except ValidationError as exc:
         where, what = first_invalid(exc, "file")
-        raise UserError(f"{path}: not a valid progress file ({where}: {what})") from None
+        raise UserError(f"{path}: not a valid progress file ({where}: {what}){todo}") from None
     except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not a valid progress file ({exc.__class__.__name__})") from None
+        raise UserError(
+            f"{path}: not a valid progress file ({exc.__class__.__name__}){todo}"
+        ) from None
 
 
 def _load_progress(job: JobConfig, model: str) -> Progress | None:
