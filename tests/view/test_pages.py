@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import statistics
 from typing import Any
@@ -141,6 +142,18 @@ def test_compare_page_says_when_the_jobs_ran_different_suites(page, server, jobs
         proc.terminate()
         proc.wait(timeout=10)
     oracle = read_summary(jobs["oracle"])["suite_path"]
+    # the same suite named relative to where the job ran (its folder's parent): one suite
+    same = tmp_path / "nop-same-suite"
+    shutil.copytree(jobs["nop"], same)
+    [path] = same.glob("summary_*.json")
+    path.write_text(json.dumps({**summary, "suite_path": os.path.relpath(oracle, tmp_path)}))
+    proc2, base2 = start_view(jobs["oracle"], same)
+    try:
+        page.goto(base2 + "compare.html")
+        assert page.locator("#suites-differ").count() == 0
+    finally:
+        proc2.terminate()
+        proc2.wait(timeout=10)
     assert said == (
         f"These jobs ran different suites (oracle · oracle: {oracle}; nop-of-a-copy · nop: "
         f"{tmp_path / 'demo-copy'}): "

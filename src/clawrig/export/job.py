@@ -8,6 +8,7 @@ read from. Folders under ``_retried/`` and half-written ``.tmp-*`` folders are s
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,16 +174,33 @@ def read_summary(job_dir: Path, model: str) -> JobSummary:
         raise UserError(f"{path}: not a readable summary ({exc.__class__.__name__})") from None
 
 
+def recorded_suite_paths(job_dir: Path, recorded: object) -> list[Path]:
+    """Where a summary's ``suite_path`` (``recorded``) may be: itself when absolute, else
+    tried against the current folder, the job folder and its parent (the job was run from
+    one of them); [] when it names none."""
+    if not isinstance(recorded, str) or not recorded:
+        return []
+    p = Path(recorded)
+    return [p] if p.is_absolute() else [Path.cwd() / p, job_dir / p, job_dir.parent / p]
+
+
+def suite_location(job_dir: Path, recorded: object) -> Path | None:
+    """The suite a summary's ``suite_path`` names, resolved: the first of
+    :func:`recorded_suite_paths` that exists; None when none does."""
+    for path in recorded_suite_paths(job_dir, recorded):
+        with contextlib.suppress(OSError):
+            if path.exists():
+                return path.resolve()
+    return None
+
+
 def _suite_candidates(
     job_dir: Path, trial: JobTrial, summary: JobSummary | dict[str, Any]
 ) -> list[Path]:
-    """Where the job's suite may be: the summary's ``suite_path`` (tried against the current
-    folder, the job folder and its parent when relative), then the trial's ``task_source``."""
-    out: list[Path] = []
+    """Where the job's suite may be: the summary's ``suite_path``
+    (:func:`recorded_suite_paths`), then the trial's ``task_source``."""
     recorded = summary.suite_path if isinstance(summary, JobSummary) else summary.get("suite_path")
-    if isinstance(recorded, str) and recorded:
-        p = Path(recorded)
-        out += [p] if p.is_absolute() else [Path.cwd() / p, job_dir / p, job_dir.parent / p]
+    out = recorded_suite_paths(job_dir, recorded)
     source = trial.raw.get("task_source")
     if isinstance(source, str) and source:
         out.append(Path(source))

@@ -648,8 +648,15 @@ class Site:
         rows = self.compare_rows(jobs)
         # jobs of different suites: their tasks are paired by id all the same (helper-215: a
         # job of an edited copy of the suite was compared task by task without a word)
+        from clawrig.export.job import suite_location
+
         suites = [(j.title, h.get("suite")) for j, h in zip(jobs, heads, strict=True)]
-        differ = len({str(s) for _, s in suites}) > 1
+        # one suite named two ways (relative to where each job ran, or absolute) is one suite
+        where = {
+            str(suite_location(j.folder, (j.summary() or {}).get("suite_path")) or s)
+            for j, (_, s) in zip(jobs, suites, strict=True)
+        }
+        differ = len(where) > 1
         html = self._render(
             "compare.html",
             "",
