@@ -323,3 +323,30 @@ def test_a_trial_page_whose_folder_was_deleted_is_a_404(jobs, tmp_path):
     finally:
         view.terminate()
         view.wait(timeout=10)
+
+
+def test_a_trial_page_says_why_its_files_status_is_unknown(page, jobs, tmp_path):
+    """helper-215: a trial page showed files as "unknown" with no reason when the job's suite
+    could not be read."""
+    moved = tmp_path / "oracle-elsewhere"
+    shutil.copytree(jobs["oracle"], moved)
+    [path] = moved.glob("summary_*.json")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "suite_path": "/no/such/suite"}))
+    for rj in moved.glob("*/*/result.json"):  # (a trial's own task_source would find it)
+        rj.write_text(json.dumps({**json.loads(rj.read_text()), "task_source": "/no/such"}))
+    [folder] = [p.parent for p in (moved / "000015").glob("*/result.json")]
+    files = [p for p in (folder / "end_state").rglob("*") if p.is_file()]
+    assert files  # (the oracle wrote its results there)
+    proc, base = start_view(moved)
+    try:
+        page.goto(base + f"job0/trials/000015/{folder.name}.html")
+        badges = page.locator("#end-state .badge").all_text_contents()
+        said = page.text_content("#state-unknown")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert badges == ["unknown"] * len(files)
+    assert said is not None and said.startswith(
+        "unknown: the task's initial workspace could not be read here (its suite is not on "
+        "this machine, or its files there did not read)"
+    )
