@@ -330,7 +330,8 @@ def test_the_usage_line_names_where_the_set_aside_attempts_are():
     (line,) = [ln for ln in summary_lines({"usage": usage, "tasks": []}) if "usage" in ln]
     assert line == (
         "model usage: 6 requests, 90 tokens (60 in, 30 out), $0.0800 ($0.0200 of it by attempts "
-        "that did not finish: set aside in _retried/, or lost with a Ray node)"
+        "that did not finish: set aside in _retried/, lost with a Ray node, or whose folder could "
+        "not be written)"
     )
 
 

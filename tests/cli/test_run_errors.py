@@ -1324,7 +1324,8 @@ def test_an_output_inside_another_jobs_folder_is_refused(tmp_path, record, depth
     trials became one of that job's task's (its resume, export and viewer read them)."""
     outer = tmp_path / "jobs" / "d1"
     outer.mkdir(parents=True)
-    (outer / record).write_text("{}")
+    trials = "tasks" if record.startswith("summary") else "completed"
+    (outer / record).write_text(json.dumps({"model": "m", trials: []}))
     out = outer / "000001" if depth == 1 else outer / "000001" / "trial"
     r = run("run", str(REPO / "suites/demo"), "--agent", "oracle", "-o", str(out), cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
@@ -1333,7 +1334,29 @@ def test_an_output_inside_another_jobs_folder_is_refused(tmp_path, record, depth
     assert not (outer / "000001").exists()
     if depth == 2:
         return
+    # a stray file of that name that is no job's record does not make a folder a job's, and
+    # "-o .." from a task folder is the job folder itself, not inside it (helper-217)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "summary_meeting.json").write_text("{}")
+    r = run("run", str(REPO / "suites/demo"), "--agent", "oracle", "-s", "000001", "-o",
+            str(notes / "new"), cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-1000:]
+    r = run("run", str(REPO / "suites/demo"), "--agent", "oracle", "-s", "000001", "-o", "..",
+            "--resume", cwd=notes / "new" / "000001")  # fmt: skip
+    assert r.returncode == 0 and "nothing to run" in r.stderr, r.stderr[-1000:]
     # beside it (and a folder of job folders) is fine
     r = run("run", str(REPO / "suites/demo"), "--agent", "oracle", "-s", "000001", "-o",
             str(tmp_path / "jobs" / "d2"), cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr[-1000:]
+
+
+def test_a_usd_amount_of_minus_zero_is_zero():
+    """helper-217: --budget-usd -0 said "the budget of $-0 stopped the job"."""
+    import math
+
+    from clawrig.cli.common import usd_amount
+
+    amount = usd_amount(-0.0)
+    assert amount == 0 and math.copysign(1.0, amount) == 1.0 and f"{amount:g}" == "0"
+    assert usd_amount(None) is None and usd_amount(2.5) == 2.5

@@ -579,6 +579,10 @@ def test_a_sample_the_job_did_not_run_does_not_stop_its_export(tmp_path):
     proc = run("export", "fourfolder", out, tmp_path / "set")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert sorted(p.name for p in (tmp_path / "set" / "intent").iterdir()) == ["000001.json"]
+    # the Harbor export of the job too (helper-217: it read the whole suite)
+    proc = run("export", "harbor", out, tmp_path / "harbor")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "harbor").iterdir()) == ["000001"]
     # the exported trial's own sample broken: that one line, naming its file
     (suite / "reference_payloads" / "reference_payload_000001.json").unlink()
     proc = run("export", "fourfolder", out, tmp_path / "set2")

@@ -282,6 +282,8 @@ def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_pat
              f"{ppath}: unwritten.1: 'zzz' run 0 is no trial of the job"),
             ({"task_id": gone["task_id"], "run_index": 0, "usage": {"cost_usd": -1}},
              "unwritten.1.usage: Value error, cost_usd: must be a finite number, 0 or more"),
+            ({"task_id": gone["task_id"], "run_index": 0, "usage": {"total_tokens": 1.5}},
+             "unwritten.1.usage: Value error, total_tokens: Input should be a valid integer"),
         ]:  # fmt: skip
             ppath.write_text(json.dumps({**progress, "unwritten": [gone, bad]}))
             r = run()

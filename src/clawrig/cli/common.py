@@ -68,7 +68,7 @@ def usd_amount(value: float | None) -> float | None:
     greater than or equal to 0": helper-212) or a negative number."""
     if value is not None and not value >= 0:
         raise typer.BadParameter(f"must be a number of USD, 0 or more, got {value:g}")
-    return value
+    return value + 0.0 if value is not None else None  # (-0 said "$-0": helper-217)
 
 
 TimeoutMultiplierOption = Annotated[

@@ -724,7 +724,7 @@ def usage_line(summary: dict[str, Any]) -> str | None:
         # in their trial's retried_usage (helper-166: "set aside in _retried/", none there)
         line += (
             f" (${retried.get('cost_usd') or 0:.4f} of it by attempts that did not finish: set "
-            "aside in _retried/, or lost with a Ray node)"
+            "aside in _retried/, lost with a Ray node, or whose folder could not be written)"
         )
     return line
 

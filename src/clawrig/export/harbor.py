@@ -313,6 +313,7 @@ def _harbor_task_folder(path: Path) -> bool:
 def tasks_of(source: Path) -> list[Task]:
     """The tasks of a suite path, or of the suite a job folder ran (its summary's
     ``suite_path`` and ``suite``). Raises UserError naming the path."""
+    from clawrig.export.job import suite_location
     from clawrig.runner.batch import select_tasks
     from clawrig.tasks.registry import load_tasks
 
@@ -324,12 +325,16 @@ def tasks_of(source: Path) -> list[Task]:
         return load_tasks(source)
     try:
         summary = json.loads(read_record(summaries[-1]))
-        suite_path = Path(summary["suite_path"])
+        recorded = summary["suite_path"]
     except (OSError, ValueError, KeyError, TypeError):
         raise UserError(f"{summaries[-1]}: suite_path: not a clawrig job summary") from None
+    # where the job ran it from (relative to there: the export's rule), and only the tasks
+    # the job ran: a broken sample it never ran stops no export of it (helper-217)
+    suite_path = suite_location(source, recorded) or Path(str(recorded))
     ids = sorted({row["task_id"] for row in summary.get("tasks") or [] if "task_id" in row})
-    tasks = load_tasks(suite_path)
-    return select_tasks(tasks, ",".join(ids), []) if ids else tasks
+    if not ids:
+        return load_tasks(suite_path)
+    return load_tasks(suite_path, select=lambda tasks: select_tasks(tasks, ",".join(ids), []))
 
 
 def export_harbor(

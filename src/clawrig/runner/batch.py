@@ -415,16 +415,35 @@ def output_state_problem(
 
 def enclosing_job(output: Path) -> Path | None:
     """The job folder ``output`` is a task folder or a trial folder of (its parent or
-    grandparent holds a job's summary or progress file, or is an RL output folder), or None."""
-    path = output.absolute()
+    grandparent, links and ``..`` resolved, holds a job's summary or progress file that reads
+    as one, or is an RL output folder), or None. (helper-217: ``-o ..`` from a task folder
+    was taken for a folder inside the job, and a folder's stray ``summary_notes.json`` for a
+    job's record.)"""
+    path = output.resolve()
     for up in (path.parent, path.parent.parent):
         if up == path:
             break
         with contextlib.suppress(OSError):
             paths = JobPaths(up)
-            if paths.is_rollouts() or paths.summaries() or paths.progresses():
+            if paths.is_rollouts() or any(
+                _job_record(f) for f in paths.summaries() + paths.progresses()
+            ):
                 return up
     return None
+
+
+def _job_record(path: Path) -> bool:
+    """Whether ``path`` reads as a job's summary or progress file: a JSON object naming its
+    model and holding its trials (``tasks``, ``completed``)."""
+    try:
+        value = json.loads(read_record(path))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("model"), str)
+        and ("tasks" in value or "completed" in value)
+    )
 
 
 def unreadable_trial_record(output: Path, model: str) -> str | None:

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, StrictFloat, field_validator
+from pydantic import BaseModel, Field, StrictFloat, ValidationError, field_validator
 
 from clawrig.choices import (
     DEFAULT_DISK_MB,
@@ -162,10 +162,18 @@ class UnwrittenSpend(BaseModel):
     def _counts(cls, usage: dict[str, Any]) -> dict[str, Any]:
         """Every value a finite number, 0 or more (helper-214: an infinite cost stopped a
         resumed job's budget at once, a NaN one was dropped)."""
+        from clawrig.spec.trial import Usage  # (it imports this module)
+
         for key, value in usage.items():
             ok = isinstance(value, int | float) and not isinstance(value, bool)
             if not ok or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{key}: must be a finite number, 0 or more, got {value!r}")
+        try:  # (a count of 1.5 tokens was a traceback at --resume: helper-217)
+            Usage.model_validate(usage)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err.get("loc", ()))
+            raise ValueError(f"{where}: {err.get('msg', 'invalid')}") from None
         return usage
 
 
