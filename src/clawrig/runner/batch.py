@@ -932,8 +932,9 @@ OUTPUT_FULL_ERRNOS = {errno.ENOSPC: "no space left", errno.EDQUOT: "disk quota e
 def output_stop_line(failed: TrialResult | BaseException | None, output: Path) -> str | None:
     """One line when ``failed`` says the job's output folder is full or read-only
     (:data:`OUTPUT_FULL_ERRNOS`): an attempt whose trial folder could not be written (as its
-    error says it: ``[Errno N]``), or an OSError writing the job's own files (its progress
-    file); else None. The job then starts no trial and retries none: each would spend on its
+    error says it: ``[Errno N]``) when the folder then takes no small file either
+    (:func:`_output_full`: one trial's end state too large for the room left ends that trial
+    only), or an OSError writing the job's own files (its progress file); else None. The job then starts no trial and retries none: each would spend on its
     model and keep nothing (helper-212: 112 paid requests kept one trial). The trials not
     run stay resumable."""
     if isinstance(failed, OSError):
@@ -942,6 +943,10 @@ def output_stop_line(failed: TrialResult | BaseException | None, output: Path) -
         error = failed.error
         said = [w for n, w in OUTPUT_FULL_ERRNOS.items() if f"[Errno {n}]" in error.message]
         what = said[0] if said and error.phase == "write" else None
+        # one trial's folder too large for the room left (its end state: the agent's doing)
+        # ends that trial only; the job stops when the folder takes no more (CI227: a 4 MiB
+        # end state on a 3 MiB disk stopped the honest trials after it)
+        what = what if what is None else _output_full(output)
     else:
         what = None
     if what is None:
@@ -950,6 +955,31 @@ def output_stop_line(failed: TrialResult | BaseException | None, output: Path) -
         f"the output folder {output} could not be written ({what}): trials run now would "
         "keep nothing; free space there (or make it writable) and --resume"
     )
+
+
+OUTPUT_PROBE_BYTES = 1024 * 1024
+"""The room (bytes) a job's output folder must still take after a trial folder could not be
+written there, for the job to go on: about what a small trial's folder needs."""
+
+
+def _output_full(output: Path) -> str | None:
+    """Why ``output`` takes no :data:`OUTPUT_PROBE_BYTES` file now (a probe written and
+    removed: :data:`OUTPUT_FULL_ERRNOS`'s words), or None when it does."""
+    probe = output / f".clawrig-room-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            for _ in range(OUTPUT_PROBE_BYTES // 65536):
+                os.write(fd, bytes(65536))
+            os.fsync(fd)  # (a file system that allocates at write-back says so here)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return OUTPUT_FULL_ERRNOS.get(exc.errno or 0, exc.strerror or str(exc))
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    return None
 
 
 def _final(result: TrialResult) -> bool:
