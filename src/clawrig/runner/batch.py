@@ -934,9 +934,10 @@ def output_stop_line(failed: TrialResult | BaseException | None, output: Path) -
     (:data:`OUTPUT_FULL_ERRNOS`): an attempt whose trial folder could not be written (as its
     error says it: ``[Errno N]``) when the folder then takes no small file either
     (:func:`_output_full`: one trial's end state too large for the room left ends that trial
-    only), or an OSError writing the job's own files (its progress file); else None. The job then starts no trial and retries none: each would spend on its
-    model and keep nothing (helper-212: 112 paid requests kept one trial). The trials not
-    run stay resumable."""
+    only), or an OSError writing the job's own files (its progress file); else None. The
+    job then starts no trial and retries none: each would spend on its model and keep
+    nothing (helper-212: 112 paid requests kept one trial). The trials not run stay
+    resumable."""
     if isinstance(failed, OSError):
         what = OUTPUT_FULL_ERRNOS.get(failed.errno or 0)
     elif isinstance(failed, TrialResult) and failed.error is not None:
