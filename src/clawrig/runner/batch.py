@@ -1174,7 +1174,7 @@ def read_progress(path: Path) -> Progress | None:
     if not path.exists():
         return None
     # what to do about it (helper-212: the line said nothing more)
-    summary = path.with_name("summary_" + path.name.removeprefix("progress_"))
+    summary = JobPaths.summary_beside(path)
     todo = (
         f"; put it back, or remove it: --resume then goes on from {summary.name}"
         if summary.is_file()

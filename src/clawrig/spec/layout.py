@@ -406,6 +406,12 @@ class JobPaths:
         """``summary_<model slug>.json``."""
         return self.root / f"summary_{model_slug(model)}.json"
 
+    @staticmethod
+    def summary_beside(progress: Path) -> Path:
+        """The summary file of the job whose progress file is ``progress`` (same folder, same
+        model slug)."""
+        return progress.with_name("summary_" + progress.name.removeprefix("progress_"))
+
     def summaries(self) -> list[Path]:
         """Every ``summary_*.json`` of the folder that is no folder, sorted (a task's folder
         may have such a name: a task ``summary_notes.json``, helper-183)."""
