@@ -398,3 +398,25 @@ def test_an_output_folder_filled_mid_run_is_one_line(
         assert math.isclose(summary["usage"]["cost_usd"], len(srv.requests) * 0.01)
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_a_summary_row_of_a_trial_with_no_folder_is_its_whole_spend(tmp_path):
+    """A resume from the summary alone counts a trial whose folder was never written at what
+    all its attempts spent: the row's cost_usd is its last attempt's, retried_cost_usd the
+    earlier ones' (docs/outputs.md)."""
+    from clawrig.runner.batch import _summary_unwritten
+
+    out = tmp_path / "out"
+    (out / "t1" / "m_20261207_1202_abcdef").mkdir(parents=True)
+    (out / "t1" / "m_20261207_1202_abcdef" / "result.json").write_text("{}")  # written
+    rows = [
+        {"task_id": "t1", "run_index": 0, "trial": "t1/m_20261207_1202_abcdef",
+         "cost_usd": 0.5, "retried_cost_usd": 0.0, "total_tokens": 10},
+        {"task_id": "t2", "run_index": 1, "trial": "t2/m_20261207_1203_abcdef",
+         "cost_usd": 0.02, "retried_cost_usd": 0.03, "total_tokens": 7},
+        {"task_id": "t3", "run_index": 0, "trial": "t3/m_20261207_1204_abcdef",
+         "cost_usd": 0.0, "retried_cost_usd": 0.0, "total_tokens": 0},  # spent nothing
+    ]  # fmt: skip
+    [gone] = _summary_unwritten({"tasks": rows}, out)
+    assert (gone.task_id, gone.run_index) == ("t2", 1)
+    assert math.isclose(gone.usage["cost_usd"], 0.02 + 0.03) and gone.usage["total_tokens"] == 7

@@ -771,14 +771,16 @@ def progress_from_summary(job: JobConfig, model: str) -> Progress | None:
 
 def _summary_unwritten(value: dict[str, Any], output: Path) -> list[UnwrittenSpend]:
     """The progress file's ``unwritten`` as a summary says it: its trial rows that spent
-    (``cost_usd``, ``total_tokens``) and whose trial folder holds no result.json (a folder
-    that could not be written: helper-214 found a resume from the summary dropping that
-    spend from the budget)."""
+    (``cost_usd`` with ``retried_cost_usd``, its earlier attempts'; ``total_tokens``, the
+    last attempt's: a row holds no more) and whose trial folder holds no result.json (a
+    folder that could not be written: helper-214 found a resume from the summary dropping
+    that spend from the budget)."""
     out = []
     for row in value.get("tasks") or []:
         if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
             continue
-        cost = finite_float(row.get("cost_usd"))
+        costs = [finite_float(row.get(k)) for k in ("cost_usd", "retried_cost_usd")]
+        cost = sum(max(0.0, c or 0.0) for c in costs)
         tokens = row.get("total_tokens")
         tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
         run_index = row.get("run_index")
@@ -788,7 +790,7 @@ def _summary_unwritten(value: dict[str, Any], output: Path) -> list[UnwrittenSpe
         with contextlib.suppress(OSError, ValueError):
             if (output / trial / TrialPaths.RESULT).is_file():
                 continue
-            usage = {"cost_usd": max(0.0, cost or 0.0), "total_tokens": max(0, tokens)}
+            usage = {"cost_usd": cost, "total_tokens": max(0, tokens)}
             out.append(UnwrittenSpend(task_id=row["task_id"], run_index=run_index, usage=usage))
     return out
 
