@@ -32,7 +32,6 @@ import json
 import math
 import os
 import random
-import re
 import secrets
 import signal
 import stat
@@ -56,6 +55,7 @@ from clawrig.runner.trial import (
     INTERRUPTED,
     TrialServices,
     move_to_retried,
+    names_a_trial_of,
     remove_unfinished,
     set_aside_unfinished,
 )
@@ -453,12 +453,9 @@ def unreadable_trial_record(output: Path, model: str) -> str | None:
     cannot be read as a trial result, or None. A resume reads each to know which trials ran
     and what they spent (the budget's spend so far): one passed over was a finished trial run
     again and its spend dropped from the totals and the budget (helper-212)."""
-    # a trial folder's name (trial_folder_name), or <task>__<name>[-N] in _retried/
-    slug = re.escape(model_slug(model))
-    named = re.compile(rf"(?:^|__){slug}_\d{{8}}_\d{{4}}_[0-9a-f]{{6}}(?:-\d+)?$")
     paths = JobPaths(output)
     for rj in paths.trial_results() + paths.retried_results():
-        if not named.search(rj.parent.name):
+        if not names_a_trial_of(rj.parent.name, model):
             continue
         try:
             model_from_json_text(TrialResult, read_record(rj))
@@ -944,12 +941,11 @@ def output_stop_line(failed: TrialResult | BaseException | None, output: Path) -
         what = OUTPUT_FULL_ERRNOS.get(failed.errno or 0)
     elif isinstance(failed, TrialResult) and failed.error is not None:
         error = failed.error
-        said = [w for n, w in OUTPUT_FULL_ERRNOS.items() if f"[Errno {n}]" in error.message]
-        what = said[0] if said and error.phase == "write" else None
+        said = any(f"[Errno {n}]" in error.message for n in OUTPUT_FULL_ERRNOS)
         # one trial's folder too large for the room left (its end state: the agent's doing)
         # ends that trial only; the job stops when the folder takes no more (CI227: a 4 MiB
         # end state on a 3 MiB disk stopped the honest trials after it)
-        what = what if what is None else _output_full(output)
+        what = _output_full(output) if said and error.phase == "write" else None
     else:
         what = None
     if what is None:
@@ -1175,24 +1171,26 @@ def read_progress(path: Path) -> Progress | None:
     naming the file and the first field that is wrong) when it is not a valid one."""
     if not path.exists():
         return None
-    # what to do about it (helper-212: the line said nothing more)
-    summary = JobPaths.summary_beside(path)
-    todo = (
-        f"; put it back, or remove it: --resume then goes on from {summary.name}"
-        if summary.is_file()
-        else "; put it back (it is the job's record of its finished trials)"
-    )
+
+    def invalid(why: str) -> UserError:
+        # and what to do about it (helper-212: the line said nothing more)
+        summary = JobPaths.summary_beside(path)
+        todo = (
+            f"put it back, or remove it: --resume then goes on from {summary.name}"
+            if summary.is_file()
+            else "put it back (it is the job's record of its finished trials)"
+        )
+        return UserError(f"{path}: not a valid progress file ({why}); {todo}")
+
     if not path.is_file():  # (a named pipe would block the read)
-        raise UserError(f"{path}: not a valid progress file (not a regular file){todo}")
+        raise invalid("not a regular file")
     try:
         return Progress.model_validate_json(read_record(path))  # (64 MiB at most: helper-185)
     except ValidationError as exc:
         where, what = first_invalid(exc, "file")
-        raise UserError(f"{path}: not a valid progress file ({where}: {what}){todo}") from None
+        raise invalid(f"{where}: {what}") from None
     except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{path}: not a valid progress file ({exc.__class__.__name__}){todo}"
-        ) from None
+        raise invalid(exc.__class__.__name__) from None
 
 
 def _load_progress(job: JobConfig, model: str) -> Progress | None:

@@ -35,6 +35,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -244,6 +245,14 @@ def trial_folder_name(model: str, when: dt.datetime | None = None) -> str:
     """``<model>_<YYYYmmdd_HHMM>_<6 hex>`` (DataClawBench's per-run folder name)."""
     when = when or dt.datetime.now()
     return f"{model_slug(model)}_{when:%Y%m%d_%H%M}_{secrets.token_hex(3)}"
+
+
+def names_a_trial_of(name: str, model: str) -> bool:
+    """Whether folder name ``name`` is one :func:`trial_folder_name` gives ``model``'s trials,
+    or such a folder set aside in ``_retried/`` (:func:`move_to_retried`:
+    ``<task>__<name>``, ``-N`` when taken); not another model's whose slug starts the same."""
+    slug = re.escape(model_slug(model))
+    return re.search(rf"(?:^|__){slug}_\d{{8}}_\d{{4}}_[0-9a-f]{{6}}(?:-\d+)?$", name) is not None
 
 
 DISK_RESERVE_INODES = 256
