@@ -343,6 +343,79 @@ def test_the_trial_records_a_resume_cannot_read_are_the_models_own(tmp_path):
     )
 
 
+def test_a_progress_file_that_cannot_be_written_stops_the_job_in_one_line(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """A progress file that cannot be written for another reason than a full or read-only
+    disk (here a folder made where it goes, so its replacement fails with EISDIR) was a
+    traceback at the job's end, with no summary, after the job ran every trial without a
+    record. The job now stops starting trials, writes its summary saying why in one line and
+    exits 1 (trials not run), and --resume continues once the file can be written."""
+    bench = mini_bench(4)
+    out = tmp_path / "out"
+    ppath = out / "progress_scripted_test.json"
+    calls = []
+
+    def responder(request):
+        calls.append(1)
+        if len(calls) == 1:  # the first trial's first call: its record's place is taken
+            ppath.unlink(missing_ok=True)
+            ppath.mkdir()
+        return even_responder(request)
+
+    srv = scripted_server(responder=responder)
+    r = _bench_run(bench, out, srv)
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
+    line = (
+        f"stopped: {ppath} could not be written (Is a directory): trials run now would leave "
+        "no record of their own; make it writable and --resume"
+    )
+    said = " ".join(r.stdout.split())
+    assert line in said, said[-2000:]
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["output_stopped"] == line.removeprefix("stopped: ")
+    # the trial running then finished, and the next one if it started before the failed
+    # write was known (the write is off the event loop); none after
+    ran = len(_keys(out))
+    assert ran in (1, 2) and summary["not_run"] == 4 - ran, (ran, summary["not_run"])
+    # writable again: --resume runs the others (their tasks' first messages name them)
+    ppath.rmdir()
+    first = len(srv.requests)
+    r = _bench_run(bench, out, srv, "--resume")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert len(_keys(out)) == 4
+    resumed = {
+        re.search(r"TASKNUM=(\d+)", q["messages"][0]["content"])[1] for q in srv.requests[first:]
+    }
+    assert len(resumed) == 4 - ran, resumed
+
+
+def test_a_summary_that_cannot_be_written_is_one_line(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """The summary's write failing for another reason than a full or read-only disk (a folder
+    where it goes: EISDIR) raised OSError out of the job (a traceback). It is one line naming
+    the file, with what the job spent; the trial folders stay."""
+    bench = mini_bench(2)
+    out = tmp_path / "out"
+
+    def responder(request):
+        (out / "summary_scripted_test.json").mkdir(exist_ok=True)  # once the job has begun
+        return even_responder(request)
+
+    srv = scripted_server(responder=responder)
+    r = _bench_run(bench, out, srv)
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
+    said = " ".join(r.stderr.split())
+    spent = len(srv.requests) * 0.01  # (the responder's price)
+    assert (
+        f"{out / 'summary_scripted_test.json'} could not be written (Is a directory): the "
+        f"job's summary was not written (the job has spent ${spent:.4f}; its trial folders and "
+        "progress file are kept); make it writable and --resume"
+    ) in said, said
+    assert len(_keys(out)) == 2
+
+
 def test_an_output_folder_filled_mid_run_is_one_line(
     mini_bench, scripted_server, tmp_path, even_responder
 ):

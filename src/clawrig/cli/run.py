@@ -179,7 +179,8 @@ def register(app: typer.Typer) -> None:
         epilog="Exit codes: 0 every trial ran and was graded (an agent error is graded: "
         "score 0); 1 some trial ended with an error that left it unscored (or, with "
         "--agent oracle, missed its expected reward; or the model's server "
-        "could not be reached and the job stopped, --resume continues); 2 bad input, found "
+        "could not be reached, or its output folder or progress file could not be written, and "
+        "the job stopped, --resume continues); 2 bad input, found "
         "before any sandbox starts, or a model server refusing the job's first request, or a "
         "--replay that diverged (finished trials kept, --resume continues); 3 the "
         "--budget-usd cap stopped the job before every trial ran (--resume with a higher "
@@ -612,7 +613,11 @@ def report(summary: dict[str, Any], config: Any) -> int:
                 f"  {r['task_id']}: score {r['score']} != expected {r['expected_reward']}",
                 highlight=False,
             )
-    return EXIT_TRIAL_ERRORS if summary["error_count"] or missed else EXIT_OK
+    # a job stopped by its model's server or its output folder left trials not run: not "all
+    # trials ran" (it exited 0 with 8 of 10 trials not run after its progress file failed)
+    stopped = summary.get("provider_stopped") or summary.get("output_stopped")
+    not_run = bool(stopped and summary.get("not_run"))
+    return EXIT_TRIAL_ERRORS if summary["error_count"] or missed or not_run else EXIT_OK
 
 
 def headline(summary: dict[str, Any]) -> list[str]:

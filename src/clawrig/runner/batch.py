@@ -961,6 +961,21 @@ OUTPUT_PROBE_BYTES = 1024 * 1024
 written there, for the job to go on: about what a small trial's folder needs."""
 
 
+def job_file_stop_line(exc: OSError, path: Path, output: Path) -> str:
+    """The one line for a job file (``path``: its progress file or summary) that could not be
+    written: :func:`output_stop_line`'s when the output folder is full or read-only, else one
+    naming the file and the error (a folder where the file goes, an I/O error). A job whose
+    progress file cannot be written starts no more trials: a crash would lose the record of
+    every trial run after it."""
+    if (line := output_stop_line(exc, output)) is not None:
+        return line
+    said = exc.strerror or str(exc)
+    return (
+        f"{path} could not be written ({said}): trials run now would leave no record of "
+        "their own; make it writable and --resume"
+    )
+
+
 def _output_full(output: Path) -> str | None:
     """Why ``output`` takes no :data:`OUTPUT_PROBE_BYTES` file now (a probe written and
     removed: :data:`OUTPUT_FULL_ERRNOS`'s words), or None when it does."""
@@ -1658,9 +1673,9 @@ async def _run_trials(
             if job.budget_usd is not None and job_spend_usd(state, services) >= job.budget_usd:
                 state.budget_stopped = True
                 return
-            if state.output_stopped is None and writer.error is not None:
+            if state.output_stopped is None and isinstance(writer.error, OSError):
                 # (its progress file cannot be written: helper-214)
-                state.output_stopped = output_stop_line(writer.error, job.output)
+                state.output_stopped = job_file_stop_line(writer.error, ppath, job.output)
             if state.provider_stopped is not None or state.output_stopped is not None:
                 return  # not run: resumable
             if job.parallel > 1:
@@ -1861,8 +1876,7 @@ async def _run_trials(
         try:
             await writer.flush()  # the progress file holds every finished trial before the end
         except OSError as exc:
-            if (line := output_stop_line(exc, job.output)) is None:
-                raise
+            line = job_file_stop_line(exc, ppath, job.output)
             state.output_stopped = state.output_stopped or line
     finally:
         for signum, previous in installed.items():
@@ -1896,15 +1910,19 @@ async def _run_trials(
     try:
         write_json_atomic(summary_path(job.output, model), summary)
     except OSError as exc:
-        if (line := output_stop_line(exc, job.output)) is None:
-            raise
         usage = summary.get("usage") or {}
-        what = OUTPUT_FULL_ERRNOS.get(exc.errno or 0)
+        spent = f"the job has spent ${float(usage.get('cost_usd') or 0):.4f}"
+        kept = "its trial folders and progress file are kept"
+        if (what := OUTPUT_FULL_ERRNOS.get(exc.errno or 0)) is not None:
+            raise UserError(
+                f"the output folder {job.output} could not be written ({what}): the job's "
+                f"summary was not written ({spent}; {kept}); free space there (or make it "
+                "writable) and --resume"
+            ) from None
         raise UserError(
-            f"the output folder {job.output} could not be written ({what}): the job's summary "
-            f"was not written (the job has spent ${float(usage.get('cost_usd') or 0):.4f}; "
-            "its trial folders and progress file are kept); free space there (or make it "
-            "writable) and --resume"
+            f"{summary_path(job.output, model)} could not be written "
+            f"({exc.strerror or exc}): the job's summary was not written ({spent}; {kept}); "
+            "make it writable and --resume"
         ) from None
     if all_ok:
         with contextlib.suppress(FileNotFoundError):
