@@ -123,6 +123,35 @@ def test_compare_page_puts_disagreements_first(page, server, jobs):
         ]  # fmt: skip
 
 
+def test_compare_page_says_which_tasks_changed_between_the_runs(page, server, jobs, tmp_path):
+    """A task edited between two runs of one suite (its file, grader or fixtures: its trials'
+    ``task_digest`` differ) was compared as one task with no word: the suite's path is the
+    same, so the different-suites note said nothing either."""
+    page.goto(server + "compare.html")
+    assert page.locator("#tasks-edited").count() == 0  # (the jobs ran one suites/demo)
+    copy = tmp_path / "nop-after-an-edit"
+    shutil.copytree(jobs["nop"], copy)
+    results = sorted(copy.glob("*/*/result.json"))
+    edited = sorted({p.parent.parent.name for p in results[:2]})
+    for p in results:
+        if p.parent.parent.name in edited:
+            result = json.loads(p.read_text())
+            assert result["task_digest"]  # (a real digest, recorded when the trial ran)
+            p.write_text(json.dumps({**result, "task_digest": "0" * 64}))
+    proc, base = start_view(jobs["oracle"], copy)
+    try:
+        page.goto(base + "compare.html")
+        said = page.text_content("#tasks-edited")
+        assert page.locator("#suites-differ").count() == 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert said == (
+        f"{len(edited)} tasks changed between these runs (the task's file, grader or fixtures "
+        f"were edited): {', '.join(edited)}. Their scores are not of one task."
+    )
+
+
 def test_compare_page_says_when_the_jobs_ran_different_suites(page, server, jobs, tmp_path):
     """helper-215: a job of an edited copy of the suite was paired task by task with one of
     the suite itself, with no word that the tasks may differ."""

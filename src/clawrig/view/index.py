@@ -42,7 +42,7 @@ from clawrig.spec.layout import JobPaths, TrialPaths
 from clawrig.spec.trial import TrialResult, finite_float
 
 INDEX_FILE = ".clawrig_view_index.json"
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 LOCK_FILE = JobPaths.LOCK
 
 Row = dict[str, Any]
@@ -50,8 +50,9 @@ Row = dict[str, Any]
 ``score`` (counted score in [0, 1] or None), ``err`` (error kind or None), ``msg`` (error
 message), ``cost`` (USD), ``tok`` (tokens), ``req`` (model requests), ``time`` (seconds),
 ``turns``, ``tools``, ``stop``,
-``started``, ``ee``/``gpr``/``tpe``/``tgpr`` (process metrics or None), ``mt`` (result.json
-mtime, ns)."""
+``started``, ``ee``/``gpr``/``tpe``/``tgpr`` (process metrics or None), ``digest`` (the task's
+``task_digest`` when the trial ran: its file, grader and fixtures; "" when unknown), ``mt``
+(result.json mtime, ns)."""
 
 
 def counted_score(result: TrialResult) -> float | None:
@@ -85,7 +86,7 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
         return {"id": rel, "task": task, "cat": "", "run": 0, "job": job, "model": model,
                 "score": None, "err": "unreadable", "msg": f"result.json: {first}", "cost": 0.0,
                 "tok": 0, "req": 0, "time": 0.0, "turns": 0, "tools": 0, "stop": None,
-                "started": "",
+                "started": "", "digest": "",
                 "ee": None, "gpr": None, "tpe": None, "tgpr": None, "mt": mtime_ns}  # fmt: skip
     msg = r.error.message if r.error else (r.score.error if r.score and r.score.error else None)
     score = counted_score(r)
@@ -109,6 +110,7 @@ def row_from_result(rel: str, raw: Any, mtime_ns: int) -> Row:
         "tools": r.tool_calls,
         "stop": str(r.stop_reason) if r.stop_reason else None,
         "started": r.started_at,
+        "digest": r.task_digest,
         **{k: v if v is None or abs(v) <= 1e9 else None for k, v in r.process.metrics().items()},
         "mt": mtime_ns,
     }
@@ -128,7 +130,7 @@ def _read_json(path: Path) -> Any:
 
 
 _ROW_TYPES: dict[str, tuple[type, ...]] = {
-    **dict.fromkeys(("id", "task", "cat", "job", "model", "started"), (str,)),
+    **dict.fromkeys(("id", "task", "cat", "job", "model", "started", "digest"), (str,)),
     **dict.fromkeys(("run", "turns", "tools", "tok", "req", "mt"), (int,)),
     **dict.fromkeys(("cost", "time"), (int, float)),
     **dict.fromkeys(("score", "ee", "gpr", "tpe", "tgpr"), (int, float, type(None))),

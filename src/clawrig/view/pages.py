@@ -315,6 +315,19 @@ def task_means(rows: list[Row]) -> dict[str, dict[str, Any]]:
     }
 
 
+def edited_tasks(rows: list[dict[str, Any]]) -> list[str]:
+    """The tasks of compare rows (:meth:`Site.compare_rows`) whose trials ran different
+    versions of them (more than one ``task_digest``: the task's file, grader or fixtures were
+    edited between the runs), by id: their scores are not of one task. Trials that recorded
+    no digest count as neither."""
+    out = []
+    for row in rows:
+        digests = {t["digest"] for cell in row["cells"] if cell for t in cell["trials"]}
+        if len(digests - {""}) > 1:
+            out.append(row["task"])
+    return sorted(out)
+
+
 def job_plots(heads: list[dict[str, Any]], rowsets: list[list[Row]]) -> dict[str, str]:
     """The plots of one job (or several side by side): score by category, cost vs score (one
     point per task), the score histogram, pass@k / pass^k over k, process metrics."""
@@ -663,6 +676,7 @@ class Site:
             cjobs=jobs,
             heads=heads,
             suites=suites if differ else [],
+            edited=edited_tasks(rows),
             rows=rows,
             paired=self.paired_differences(jobs, rows),
             p=job_plots(heads, rowsets),
