@@ -8,7 +8,7 @@ as a model failure; a *grading* error is reported, never a silent 0.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -22,6 +22,15 @@ class ClawrigError(Exception):
 
 class UserError(ClawrigError):
     """Bad input from the user: CLI flags, config files, model names. Exit code 2."""
+
+
+class SummaryNotWritten(UserError):
+    """A job ran but its summary file could not be written (exit 2): ``summary`` is what the
+    file would have held (``clawrig run`` prints its table before the error's line)."""
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
 
 
 def not_a_folder(label: str, path: Path) -> UserError:

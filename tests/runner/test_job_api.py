@@ -414,6 +414,14 @@ def test_a_summary_that_cannot_be_written_is_one_line(
         "progress file are kept); make it writable and --resume"
     ) in said, said
     assert len(_keys(out)) == 2
+    # the job's table all the same, its two trials' rows with their folders (it printed
+    # nothing but the error)
+    for task, run in _keys(out):
+        [folder] = [p.parent for p in (out / task).glob("*/result.json")]
+        assert f"{task}/{folder.name}" in r.stdout, r.stdout[-2000:]
+    assert f"summary: not written to {out / 'summary_scripted_test.json'}" in " ".join(
+        r.stdout.split()
+    )
 
 
 def test_an_output_folder_filled_mid_run_is_one_line(

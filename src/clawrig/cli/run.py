@@ -36,7 +36,7 @@ from clawrig.cli.common import (
     terminate_like_ctrl_c,
     usd_amount,
 )
-from clawrig.errors import ModelRequestError, UserError
+from clawrig.errors import ModelRequestError, SummaryNotWritten, UserError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -493,6 +493,9 @@ def register(app: typer.Typer) -> None:
                 summary, job = _run_with_view(config, verbose)
             except ModelRequestError as exc:
                 raise _resumable(exc, config) from None
+            except SummaryNotWritten as exc:
+                report(exc.summary, config, written=False)  # the job's table all the same
+                raise
             raise typer.Exit(report(summary, job.config))
         finally:
             gc.enable()
@@ -552,9 +555,9 @@ def _left_for_resume(summary: dict[str, Any]) -> str:
     return f"{text} and {errored} errored" if errored else text
 
 
-def report(summary: dict[str, Any], config: Any) -> int:
+def report(summary: dict[str, Any], config: Any, *, written: bool = True) -> int:
     """Print the end-of-job tables and lines; return the exit code (see the command's
-    epilog)."""
+    epilog). ``written`` False: the summary file could not be written (its line says so)."""
     from clawrig.runner.batch import summary_path
 
     console = stdout_console()
@@ -567,7 +570,8 @@ def report(summary: dict[str, Any], config: Any) -> int:
         console.print(line, highlight=False, soft_wrap=True, markup=False)
     for line in summary_lines(summary):  # plain text: paths and trials' messages hold "[...]"
         console.print(line, highlight=False, soft_wrap=True, markup=False)
-    bits = [f"summary: {summary_path(config.output, config.trial.model)}"]
+    where = summary_path(config.output, config.trial.model)
+    bits = [f"summary: {where}" if written else f"summary: not written to {where}"]
     left = _left_for_resume(summary)
     if summary.get("budget_stopped"):
         bits.append(

@@ -47,7 +47,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
-from clawrig.errors import AttemptLost, ClawrigError, UserError, first_invalid
+from clawrig.errors import (
+    AttemptLost,
+    ClawrigError,
+    SummaryNotWritten,
+    UserError,
+    first_invalid,
+)
 from clawrig.grading.aggregate import job_summary
 from clawrig.leftovers import release_own_mounts
 from clawrig.runner.executors import Executor, create_executor
@@ -1914,15 +1920,17 @@ async def _run_trials(
         spent = f"the job has spent ${float(usage.get('cost_usd') or 0):.4f}"
         kept = "its trial folders and progress file are kept"
         if (what := OUTPUT_FULL_ERRNOS.get(exc.errno or 0)) is not None:
-            raise UserError(
+            raise SummaryNotWritten(
                 f"the output folder {job.output} could not be written ({what}): the job's "
                 f"summary was not written ({spent}; {kept}); free space there (or make it "
-                "writable) and --resume"
+                "writable) and --resume",
+                summary,
             ) from None
-        raise UserError(
+        raise SummaryNotWritten(
             f"{summary_path(job.output, model)} could not be written "
             f"({exc.strerror or exc}): the job's summary was not written ({spent}; {kept}); "
-            "make it writable and --resume"
+            "make it writable and --resume",
+            summary,
         ) from None
     if all_ok:
         with contextlib.suppress(FileNotFoundError):
