@@ -24,9 +24,10 @@ class UserError(ClawrigError):
     """Bad input from the user: CLI flags, config files, model names. Exit code 2."""
 
 
-class SummaryNotWritten(UserError):
-    """A job ran but its summary file could not be written (exit 2): ``summary`` is what the
-    file would have held (``clawrig run`` prints its table before the error's line)."""
+class SummaryNotWritten(ClawrigError):
+    """A job ran but its summary file could not be written (exit 1, as a job stopped with
+    trials not run: not bad input): ``summary`` is what the file would have held
+    (``clawrig run`` prints its table before the error's line)."""
 
     def __init__(self, message: str, summary: dict[str, Any]) -> None:
         super().__init__(message)

@@ -367,8 +367,8 @@ def test_a_progress_file_that_cannot_be_written_stops_the_job_in_one_line(
     r = _bench_run(bench, out, srv)
     assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
     line = (
-        f"stopped: {ppath} could not be written (Is a directory): trials run now would leave "
-        "no record of their own; make it writable and --resume"
+        f"stopped: {ppath} could not be written (Is a directory): the job started no more "
+        "trials (a crash would lose track of them); remove the folder in its place and --resume"
     )
     said = " ".join(r.stdout.split())
     assert line in said, said[-2000:]
@@ -390,6 +390,32 @@ def test_a_progress_file_that_cannot_be_written_stops_the_job_in_one_line(
     assert len(resumed) == 4 - ran, resumed
 
 
+def test_a_progress_file_failing_after_the_last_trial_is_no_stop(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """helper-218: when the progress file's last write failed with every trial run, the job
+    said "stopped: ... --resume; 0 trial(s) not run" and its summary kept the stop for good.
+    Every trial ran: the summary is the job's record, and the job finished."""
+    bench = mini_bench(1)
+    out = tmp_path / "out"
+    ppath = out / "progress_scripted_test.json"
+
+    def responder(request):
+        if not ppath.is_dir():  # the only trial is under way: its record's place taken
+            ppath.unlink(missing_ok=True)
+            ppath.mkdir()
+        return even_responder(request)
+
+    srv = scripted_server(responder=responder)
+    r = _bench_run(bench, out, srv)
+    assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
+    assert "stopped" not in r.stdout, r.stdout[-2000:]
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["output_stopped"] is None and summary["not_run"] == 0
+    assert summary["error_count"] == 0 and summary["tasks"][0]["score"] is not None  # graded
+    assert ppath.is_dir()  # what took the file's place is not the job's to remove
+
+
 def test_a_summary_that_cannot_be_written_is_one_line(
     mini_bench, scripted_server, tmp_path, even_responder
 ):
@@ -405,18 +431,18 @@ def test_a_summary_that_cannot_be_written_is_one_line(
 
     srv = scripted_server(responder=responder)
     r = _bench_run(bench, out, srv)
-    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
     said = " ".join(r.stderr.split())
     spent = len(srv.requests) * 0.01  # (the responder's price)
     assert (
         f"{out / 'summary_scripted_test.json'} could not be written (Is a directory): the "
         f"job's summary was not written (the job has spent ${spent:.4f}; its trial folders and "
-        "progress file are kept); make it writable and --resume"
+        "progress file are kept); remove the folder in its place and --resume"
     ) in said, said
     assert len(_keys(out)) == 2
     # the job's table all the same, its two trials' rows with their folders (it printed
     # nothing but the error)
-    for task, run in _keys(out):
+    for task, _run in _keys(out):
         [folder] = [p.parent for p in (out / task).glob("*/result.json")]
         assert f"{task}/{folder.name}" in r.stdout, r.stdout[-2000:]
     assert f"summary: not written to {out / 'summary_scripted_test.json'}" in " ".join(
@@ -450,7 +476,7 @@ def test_an_output_folder_filled_mid_run_is_one_line(
     try:
         out = small / "out"
         r = _bench_run(bench, out, srv)
-        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
         said = " ".join(r.stderr.split())
         spent = len(srv.requests) * 0.01  # (the responder's price)
         assert (
@@ -465,7 +491,7 @@ def test_an_output_folder_filled_mid_run_is_one_line(
         assert not (out / "summary_scripted_test.json").exists()
         # still full: --resume says so in one line (it was a traceback: helper-214)
         r = _bench_run(bench, out, srv, "--resume")
-        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
         said = " ".join(r.stderr.split())
         assert f"{out}" in said and "could not be written (no space left" in said.replace(
             "No space left on device", "no space left"

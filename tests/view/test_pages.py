@@ -142,13 +142,19 @@ def test_compare_page_says_which_tasks_changed_between_the_runs(page, server, jo
     try:
         page.goto(base + "compare.html")
         said = page.text_content("#tasks-edited")
+        marked = table(page, "#compare")
         assert page.locator("#suites-differ").count() == 0
     finally:
         proc.terminate()
         proc.wait(timeout=10)
     assert said == (
-        f"{len(edited)} tasks changed between these runs (the task's file, grader or fixtures "
-        f"were edited): {', '.join(edited)}. Their scores are not of one task."
+        f"{len(edited)} tasks changed between these runs (what the task asks or how it is "
+        "graded; its workspace files' contents are not compared): "
+        f"{', '.join(edited)}. Their scores are not of one task."
+    )
+    # and in the per-task table, each of them marked
+    assert sorted(r[0].removesuffix(" changed") for r in marked if r[0].endswith(" changed")) == (
+        edited
     )
 
 

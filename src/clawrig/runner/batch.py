@@ -975,11 +975,17 @@ def job_file_stop_line(exc: OSError, path: Path, output: Path) -> str:
     every trial run after it."""
     if (line := output_stop_line(exc, output)) is not None:
         return line
-    said = exc.strerror or str(exc)
     return (
-        f"{path} could not be written ({said}): trials run now would leave no record of "
-        "their own; make it writable and --resume"
+        f"{path} could not be written ({exc.strerror or exc}): the job started no more trials "
+        f"(a crash would lose track of them); {_unblock(exc)} and --resume"
     )
+
+
+def _unblock(exc: OSError) -> str:
+    """What to do about a job file that could not be written (``exc``)."""
+    if exc.errno == errno.EISDIR:
+        return "remove the folder in its place"
+    return "make it writable"
 
 
 def _output_full(output: Path) -> str | None:
@@ -1882,8 +1888,11 @@ async def _run_trials(
         try:
             await writer.flush()  # the progress file holds every finished trial before the end
         except OSError as exc:
-            line = job_file_stop_line(exc, ppath, job.output)
-            state.output_stopped = state.output_stopped or line
+            if len(progress.completed) < len(tasks) * job.runs:
+                line = job_file_stop_line(exc, ppath, job.output)
+                state.output_stopped = state.output_stopped or line
+            # else every trial ran: the summary is the job's record (a stop line then said
+            # "--resume" with nothing left to run, and stayed in the summary: helper-218)
     finally:
         for signum, previous in installed.items():
             loop.remove_signal_handler(signum)
@@ -1929,11 +1938,11 @@ async def _run_trials(
         raise SummaryNotWritten(
             f"{summary_path(job.output, model)} could not be written "
             f"({exc.strerror or exc}): the job's summary was not written ({spent}; {kept}); "
-            "make it writable and --resume",
+            f"{_unblock(exc)} and --resume",
             summary,
         ) from None
     if all_ok:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # (gone, or what took its place: not the job's)
             ppath.unlink()
     return summary
 

@@ -137,7 +137,7 @@ def status(
     if summary.get("provider_stopped"):
         return "stopped: model server"
     if summary.get("output_stopped"):
-        return "stopped: output folder"
+        return "stopped: output not writable"
     unscored = summary.get("error_count") or 0
     return f"finished, {unscored} not scored" if unscored else "finished"
 
@@ -317,9 +317,9 @@ def task_means(rows: list[Row]) -> dict[str, dict[str, Any]]:
 
 def edited_tasks(rows: list[dict[str, Any]]) -> list[str]:
     """The tasks of compare rows (:meth:`Site.compare_rows`) whose trials ran different
-    versions of them (more than one ``task_digest``: the task's file, grader or fixtures were
-    edited between the runs), by id: their scores are not of one task. Trials that recorded
-    no digest count as neither."""
+    versions of them (more than one ``task_digest``: what the task asks or how it is graded
+    changed between the runs; its workspace files are named in the digest, not read), by id:
+    their scores are not of one task. Trials that recorded no digest count as neither."""
     out = []
     for row in rows:
         digests = {t["digest"] for cell in row["cells"] if cell for t in cell["trials"]}
