@@ -38,6 +38,26 @@ def test_run_output_that_cannot_be_a_folder(clawrig, tmp_path, target, needle):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
 
 
+@pytest.mark.parametrize("record", ["progress_oracle.json", "summary_oracle.json"])
+@pytest.mark.parametrize("kind", ["a folder", "a FIFO"])
+@pytest.mark.parametrize("resume", [False, True])
+def test_run_output_whose_record_path_is_no_file(clawrig, tmp_path, record, kind, resume):
+    """helper-218: a folder (or FIFO) where the job's progress file or summary goes was
+    called "holds a finished job" or "holds an unfinished job (? trial(s) done)"."""
+    out = tmp_path / "out"
+    out.mkdir()
+    if kind == "a folder":
+        (out / record).mkdir()
+    else:
+        os.mkfifo(out / record)
+    more = ["--resume"] if resume else []
+    r = clawrig("run", DEMO, "--agent", "oracle", "--suite", "000001", "-o", out, *more)
+    one_line_error(
+        r, f"--output: {out / record} is {kind}, where the job's record goes: remove it or "
+    )
+    assert sorted(p.name for p in out.iterdir()) == [record]
+
+
 def test_export_into_a_path_under_a_file(clawrig, tmp_path):
     (tmp_path / "a_file").write_text("")
     job = tmp_path / "job"

@@ -350,6 +350,14 @@ def output_state_problem(
             "another folder"
         )
     ppath = progress_path(output, model)
+    spath = summary_path(output, model)
+    for record in (ppath, spath):
+        if (kind := _not_a_file(record)) is not None:
+            # (a folder there was called a finished or unfinished job: helper-218)
+            return (
+                f"--output: {record} is {kind}, where the job's record goes: remove it or "
+                "choose another folder"
+            )
     if ppath.exists() and not resume:
         done = "?"
         with contextlib.suppress(OSError, ValueError, UserError):
@@ -359,7 +367,6 @@ def output_state_problem(
             f"--output: {output} holds an unfinished job of {model} ({done} trial(s) done, "
             f"{ppath.name}): add --resume to continue it, or choose another folder"
         )
-    spath = summary_path(output, model)
     if spath.exists() and not ppath.exists() and not resume:
         if (value := read_job_summary(output, model)) is not None and summary_unfinished(
             value, output
@@ -932,6 +939,19 @@ def _record_unwritten(progress: Progress, state: JobState) -> None:
 OUTPUT_FULL_ERRNOS = {errno.ENOSPC: "no space left", errno.EDQUOT: "disk quota exceeded",
                       errno.EROFS: "read-only file system"}  # fmt: skip
 """Errors writing a trial folder that every later trial of the job would meet too."""
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What ``path`` is when it is there but no regular file (links followed): "a folder",
+    "a FIFO", ..., else None (no such file, or a file)."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def output_stop_line(failed: TrialResult | BaseException | None, output: Path) -> str | None:
