@@ -123,6 +123,34 @@ def test_compare_page_puts_disagreements_first(page, server, jobs):
         ]  # fmt: skip
 
 
+def test_compare_page_chooses_its_jobs_and_says_when_they_ran_different_tasks(page, server, jobs):
+    """helper-219: the compare page compared every job, against the first in folder order,
+    with no way to choose but an undocumented ``?jobs=``; and a job that ran 3 of the 10
+    tasks stood beside the others' means with no word that they were over other tasks."""
+    ran = [{t["task_id"] for t in read_summary(jobs[k])["tasks"]} for k in ("oracle", "model")]
+    page.goto(server + "compare.html")
+    missing = sorted(ran[0] - ran[1])  # the model job ran a subset of the oracle job's tasks
+    assert missing and ran[1] < ran[0]
+    assert page.text_content("#tasks-differ") == (
+        f"{len(missing)} of {len(ran[0])} tasks were not run by every job ({', '.join(missing)}"
+        "): each job's mean is over the tasks it ran; the paired table is over the tasks both "
+        "graded."
+    )
+    # the form: nop and the model job, against the model job
+    page.uncheck("#choose-jobs input[value=job0]")
+    page.select_option("#choose-jobs select[name=base]", "job2")
+    page.click("#choose-jobs button")
+    page.wait_for_load_state()
+    assert "jobs=job1&jobs=job2&base=job2" in page.url
+    titles = [r[0] for r in table(page, "#compare-head")]
+    assert titles == ["model · scripted/demo", "nop · nop"], titles
+    assert [r[0] for r in table(page, "#paired")] == ["nop · nop"]
+    # oracle and nop ran the same tasks: no note (the comma-separated form, as before)
+    page.goto(server + "compare.html?jobs=job0,job1")
+    assert page.locator("#tasks-differ").count() == 0
+    assert [r[0] for r in table(page, "#compare-head")] == ["oracle · oracle", "nop · nop"]
+
+
 def test_compare_page_says_which_tasks_changed_between_the_runs(page, server, jobs, tmp_path):
     """A task edited between two runs of one suite (its file, grader or fixtures: its trials'
     ``task_digest`` differ) was compared as one task with no word: the suite's path is the

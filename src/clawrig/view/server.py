@@ -10,6 +10,7 @@ Unknown jobs, trials or pages answer 404.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -62,10 +63,17 @@ def create_app(folders: list[Path], *, host: str = "127.0.0.1") -> FastAPI:
         return site.index_page()
 
     @app.get("/compare.html", response_class=HTMLResponse)
-    def compare(jobs: str = Query("", description="comma-separated job keys")) -> str:
-        keys = [k for k in jobs.split(",") if k]
-        for k in keys:
+    def compare(
+        jobs: Annotated[
+            list[str], Query(description="job keys, comma-separated or repeated; all if none")
+        ] = [],  # noqa: B006 - FastAPI copies a query default
+        base: Annotated[str, Query(description="the job the others are paired against")] = "",
+    ) -> str:
+        keys = list(dict.fromkeys(k for value in jobs for k in value.split(",") if k))
+        for k in [*keys, *([base] if base else [])]:
             job_or_404(k)
+        if base:  # (the page's form: the jobs ticked, and the one chosen to compare against)
+            keys = [base, *(k for k in keys if k != base)]
         return site.compare_page(keys or None)
 
     @app.get("/api/{key}/state.json")
