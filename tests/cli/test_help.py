@@ -56,6 +56,38 @@ def test_every_command_has_help(helps):
         assert text.lstrip().startswith(f"Usage: clawrig {cmd}".rstrip()), cmd
 
 
+def test_help_descriptions_are_filled_paragraphs():
+    """helper-219: ``grade --help`` and ``verify --help`` broke lines mid-sentence (a
+    docstring's own line breaks kept, each line wrapped again at 80 columns: "grade" alone on
+    a line). Each paragraph of a command's description fills its lines but the last."""
+    import subprocess
+
+    from cli_helpers import CLAWRIG, clean_env
+
+    checked = set()
+    for path in every_command():
+        cmd = " ".join(path)
+        r = subprocess.run(
+            [CLAWRIG, *path, "--help"],
+            env={**clean_env(), "COLUMNS": "80"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        lines = r.stdout.splitlines()
+        start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("Usage:")) + 1
+        end = next((i for i, ln in enumerate(lines) if ln.startswith("╭")), len(lines))
+        paragraphs = "\n".join(ln.rstrip() for ln in lines[start:end]).split("\n\n")
+        for para in (p.strip("\n").splitlines() for p in paragraphs):
+            # a wrapped line leaves at most the next word's length unused (80 columns, a
+            # space of margin each side)
+            for line, after in zip(para, para[1:], strict=False):
+                room = 78 - len(line)
+                assert room <= len(after.split()[0]) + 1, (cmd, line, after)
+                checked.add(cmd)
+    assert {"grade", "verify"} <= checked, checked
+
+
 def test_start_up_loads_only_the_command_it_runs():
     import subprocess
     import sys

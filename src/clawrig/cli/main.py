@@ -46,7 +46,7 @@ def _load(name: str) -> Any:
         module.register(scratch)
         command = typer.main.get_command(scratch)  # one command: the command itself
     command.name = name
-    return _quiet_help_metavar(command)
+    return _tidy_help(command)
 
 
 class _LazyCommands(MutableMapping[str, Any]):
@@ -128,11 +128,14 @@ def version() -> None:
     typer.echo(__version__)
 
 
-def _quiet_help_metavar(command: Any) -> Any:
+def _tidy_help(command: Any) -> Any:
     """Give every flag of ``command`` and of its loaded subcommands no metavar (typer shows
-    ``<bool>`` otherwise: a flag takes no value), ``--help`` included. The help option is built
-    once per command and cached, so setting it here sticks. Subcommands not loaded yet get it
-    when they load (:func:`_load`)."""
+    ``<bool>`` otherwise: a flag takes no value), ``--help`` included, and their help texts'
+    paragraphs one line each (:func:`unwrapped_help`). The help option is built once per
+    command and cached, so setting it here sticks. Subcommands not loaded yet get it when they
+    load (:func:`_load`)."""
+    if command.help:
+        command.help = unwrapped_help(command.help)
     help_option = command.get_help_option(command.context_class(command))
     if help_option is not None:
         help_option.metavar = FLAG
@@ -141,8 +144,18 @@ def _quiet_help_metavar(command: Any) -> Any:
             param.metavar = FLAG
     subs = getattr(command, "commands", None) or {}
     for sub in (subs._loaded if isinstance(subs, _LazyCommands) else subs).values():
-        _quiet_help_metavar(sub)
+        _tidy_help(sub)
     return command
+
+
+def unwrapped_help(text: str) -> str:
+    """A command's help text (its docstring) with each paragraph on one line: typer's rich help
+    keeps a docstring's line breaks after its first paragraph and wraps each line again to the
+    terminal, so a docstring wrapped at 96 columns printed at 80 broke mid-sentence
+    (helper-219). Paragraphs (blank lines apart) stay apart."""
+    import inspect
+
+    return "\n\n".join(" ".join(p.split("\n")) for p in inspect.cleandoc(text).split("\n\n"))
 
 
 def app() -> None:
@@ -159,4 +172,4 @@ def app() -> None:
 
     # the warnings clawrig logs (a task file's problems: its text) terminal-safe, as printed
     logging.lastResort = TerminalSafeHandler(logging.WARNING)
-    sys.exit(run_guarded(_quiet_help_metavar(typer.main.get_command(_app))))
+    sys.exit(run_guarded(_tidy_help(typer.main.get_command(_app))))
