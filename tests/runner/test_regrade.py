@@ -792,6 +792,24 @@ def test_grade_still_regrades_an_older_folder_where_nothing_changed(demo_oracle_
     assert "recorded 1.0 -> re-graded 1.0: same scores" in r.stdout
 
 
+def test_an_attempt_set_aside_does_not_say_resume_runs_it(tmp_path):
+    """helper-219: an attempt a SIGTERM cut short, set aside in ``_retried/``, said "(clawrig
+    run --resume runs it again)" of a job resumed and finished since."""
+    from clawrig.runner.regrade import no_end_state
+    from clawrig.spec.trial import TrialError, TrialResult
+
+    folder = tmp_path / "job" / "_retried" / "000007__scripted_demo_1"
+    folder.mkdir(parents=True)
+    trial = TrialResult.model_construct(
+        error=TrialError(kind="cancelled", message="interrupted", phase="agent")
+    )
+    assert no_end_state(folder, trial) == (
+        "it ended with a cancelled error in the agent phase, so it has no end state to grade "
+        "(an attempt set aside in _retried/, never counted: its trial ran again, or clawrig "
+        "run --resume runs it, in a folder of its own)"
+    )
+
+
 @pytest.mark.parametrize(
     ("kind", "said"),
     [("budget", "a budget error"), ("infrastructure", "an infrastructure error")],

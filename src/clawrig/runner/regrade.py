@@ -324,11 +324,17 @@ def no_end_state(folder: Path, trial: TrialResult) -> str | None:
     if trial.error is not None and trial.error.kind in NO_END_STATE:
         phase = f" in the {trial.error.phase} phase" if trial.error.phase else ""
         kind = trial.error.kind
-        again = (  # an RL episode's folder (its job id) is no job's to resume
-            "a trainer runs the episode anew"
-            if trial.job_id == RL_JOB_ID
-            else "clawrig run --resume runs it again"
-        )
+        if trial.job_id == RL_JOB_ID:  # an RL episode's folder (its job id): no job's to resume
+            again = "a trainer runs the episode anew"
+        elif folder.resolve().parent.name == JobPaths.RETRIED:
+            # an attempt set aside: its trial ran again, or --resume runs it (helper-219: this
+            # said --resume runs it again of a job resumed and finished since)
+            again = (
+                "an attempt set aside in _retried/, never counted: its trial ran again, or "
+                "clawrig run --resume runs it, in a folder of its own"
+            )
+        else:
+            again = "clawrig run --resume runs it again"
         return (
             f"it ended with {'an' if kind[0] in 'aeiou' else 'a'} {kind} error{phase}, so it "
             f"has no end state to grade ({again})"
