@@ -39,17 +39,24 @@ def test_run_output_that_cannot_be_a_folder(clawrig, tmp_path, target, needle):
 
 
 @pytest.mark.parametrize("record", ["progress_oracle.json", "summary_oracle.json"])
-@pytest.mark.parametrize("kind", ["a folder", "a FIFO"])
+@pytest.mark.parametrize("kind", ["a folder", "a FIFO", "a link to a file", "a link to a folder"])
 @pytest.mark.parametrize("resume", [False, True])
 def test_run_output_whose_record_path_is_no_file(clawrig, tmp_path, record, kind, resume):
     """helper-218: a folder (or FIFO) where the job's progress file or summary goes was
-    called "holds a finished job" or "holds an unfinished job (? trial(s) done)"."""
+    called "holds a finished job" or "holds an unfinished job (? trial(s) done)"; helper-221:
+    a link there too (the job's readers refuse links: "put it back")."""
     out = tmp_path / "out"
     out.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere.json").write_text("{}")
     if kind == "a folder":
         (out / record).mkdir()
-    else:
+    elif kind == "a FIFO":
         os.mkfifo(out / record)
+    else:
+        target = tmp_path / ("elsewhere.json" if kind.endswith("file") else "elsewhere")
+        (out / record).symlink_to(target)
+        kind = f"a link (to {target})"
     more = ["--resume"] if resume else []
     r = clawrig("run", DEMO, "--agent", "oracle", "--suite", "000001", "-o", out, *more)
     one_line_error(

@@ -145,6 +145,17 @@ def test_compare_page_chooses_its_jobs_and_says_when_they_ran_different_tasks(pa
     titles = [r[0] for r in table(page, "#compare-head")]
     assert titles == ["model · scripted/demo", "nop · nop"], titles
     assert [r[0] for r in table(page, "#paired")] == ["nop · nop"]
+    # the baseline unticked: it is not compared (helper-221: it came back, still the baseline)
+    page.uncheck("#choose-jobs input[value=job2]")
+    page.check("#choose-jobs input[value=job0]")
+    page.click("#choose-jobs button")
+    page.wait_for_load_state()
+    assert [r[0] for r in table(page, "#compare-head")] == ["oracle · oracle", "nop · nop"]
+    # a baseline with no job ticked: every job, against it (helper-221: it alone)
+    page.goto(server + "compare.html?base=job1")
+    assert [r[0] for r in table(page, "#compare-head")] == [
+        "nop · nop", "oracle · oracle", "model · scripted/demo"
+    ]  # fmt: skip
     # oracle and nop ran the same tasks: no note (the comma-separated form, as before)
     page.goto(server + "compare.html?jobs=job0,job1")
     assert page.locator("#tasks-differ").count() == 0

@@ -942,10 +942,13 @@ OUTPUT_FULL_ERRNOS = {errno.ENOSPC: "no space left", errno.EDQUOT: "disk quota e
 
 
 def _not_a_file(path: Path) -> str | None:
-    """What ``path`` is when it is there but no regular file (links followed): "a folder",
-    "a FIFO", ..., else None (no such file, or a file)."""
+    """What ``path`` is when it is there but no regular file: "a link (to ...)" (the job's
+    readers refuse one: helper-221), "a folder", "a FIFO", ..., else None (no such file, a
+    file, or a dangling link, which the job's first write replaces)."""
     try:
         mode = path.stat().st_mode
+        if path.is_symlink():
+            return f"a link (to {os.readlink(path)})"
     except (OSError, ValueError):
         return None
     if stat.S_ISREG(mode):

@@ -677,7 +677,7 @@ class Site:
             heads=heads,
             suites=suites if differ else [],
             edited=edited_tasks(rows),
-            unshared=[r["task"] for r in rows if any(c is None for c in r["cells"])],
+            unshared=sorted(r["task"] for r in rows if any(c is None for c in r["cells"])),
             ntasks=len(rows),
             rows=rows,
             paired=self.paired_differences(jobs, rows),

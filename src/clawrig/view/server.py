@@ -72,7 +72,12 @@ def create_app(folders: list[Path], *, host: str = "127.0.0.1") -> FastAPI:
         keys = list(dict.fromkeys(k for value in jobs for k in value.split(",") if k))
         for k in [*keys, *([base] if base else [])]:
             job_or_404(k)
-        if base:  # (the page's form: the jobs ticked, and the one chosen to compare against)
+        # the page's form: the jobs ticked (none: all) and the one the others are paired
+        # against, which counts only when ticked (helper-221: an unticked one came back)
+        if base and not keys:
+            site.add_new_jobs()
+            keys = [j.key for j in site.jobs]
+        if base in keys:
             keys = [base, *(k for k in keys if k != base)]
         return site.compare_page(keys or None)
 
