@@ -779,6 +779,20 @@ def test_a_recorded_end_state_replaces_files_and_folders_as_the_agent_did(tmp_pa
     assert (victim / "secret").read_text() == "keep"
 
 
+def test_grade_of_the_current_folder_names_it(demo_oracle_job, tmp_path):
+    """helper-221: ``clawrig grade .`` inside a trial folder printed an empty trial name
+    ("000001 : recorded ...")."""
+    src = next((demo_oracle_job / "000001").iterdir())
+    folder = tmp_path / src.name
+    shutil.copytree(src, folder)
+    clawrig = str(Path(sys.executable).with_name("clawrig"))
+    r = subprocess.run(
+        [clawrig, "grade", "."], capture_output=True, text=True, timeout=600, cwd=folder
+    )
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert f"000001 {src.name}: recorded 1.0 -> re-graded 1.0" in r.stdout, r.stdout
+
+
 def test_grade_still_regrades_an_older_folder_where_nothing_changed(demo_oracle_job, tmp_path):
     """Folders written before end_state/ was always made have none when the agent changed no
     file (their agent.log says so): those still re-grade to their score."""

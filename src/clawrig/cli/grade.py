@@ -92,6 +92,11 @@ def _shown(score: float | None) -> str:
     return "no score" if score is None else str(score)
 
 
+def _folder_name(trial: str) -> str:
+    """A trial folder's name as given (``.`` inside it named too: helper-221 saw none)."""
+    return Path(trial).resolve().name or trial
+
+
 def register(app: typer.Typer) -> None:
     """Add ``grade`` to the main app."""
 
@@ -229,7 +234,7 @@ def register(app: typer.Typer) -> None:
                 continue
             if report.unreadable:
                 console.print(
-                    f"{report.task_id} {Path(report.trial).name}: cannot re-grade: "
+                    f"{report.task_id} {_folder_name(report.trial)}: cannot re-grade: "
                     f"{report.unreadable}",
                     highlight=False,
                     soft_wrap=True,
@@ -237,7 +242,7 @@ def register(app: typer.Typer) -> None:
                 continue
             if report.not_gradable:
                 console.print(
-                    f"{report.task_id} {Path(report.trial).name}: recorded "
+                    f"{report.task_id} {_folder_name(report.trial)}: recorded "
                     f"{_shown(report.before.score)}: not re-gradable: {report.not_gradable}",
                     highlight=False,
                     soft_wrap=True,
@@ -250,7 +255,7 @@ def register(app: typer.Typer) -> None:
             elif report.replay_misses or (a is None and report.after.error and b is not None):
                 verdict = "could not be re-graded"  # a judge it needed did not answer
             console.print(
-                f"{report.task_id} {Path(report.trial).name}: recorded {_shown(b)} -> "
+                f"{report.task_id} {_folder_name(report.trial)}: recorded {_shown(b)} -> "
                 + (f"re-graded {a}" if a is not None else "no score")
                 + f": {verdict} (judge records: {report.judge_cache['hits']} used, "
                 f"{report.judge_cache['misses']} missing)"

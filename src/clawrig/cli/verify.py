@@ -179,7 +179,11 @@ def register(app: typer.Typer) -> None:
     @app.command("verify")
     def verify(
         path: Annotated[
-            Path, typer.Argument(help="A four-folder set, WildClawBench task file(s), ...")
+            Path,
+            typer.Argument(
+                help="The tasks: a four-folder set, a WildClawBench task file or folder of "
+                "task files, or a DataClawBench root (as clawrig run reads them)."
+            ),
         ],
         json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
         threshold: Annotated[
