@@ -38,9 +38,15 @@ def test_run_output_that_cannot_be_a_folder(clawrig, tmp_path, target, needle):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
 
 
-@pytest.mark.parametrize("record", ["progress_oracle.json", "summary_oracle.json"])
-@pytest.mark.parametrize("kind", ["a folder", "a FIFO", "a link to a file", "a link to a folder"])
-@pytest.mark.parametrize("resume", [False, True])
+@pytest.mark.parametrize(
+    ("record", "kind", "resume"),
+    [
+        *[(r, k, False) for r in ("progress_oracle.json", "summary_oracle.json")
+          for k in ("a folder", "a FIFO", "a link to a file", "a link to a folder")],
+        ("progress_oracle.json", "a folder", True),
+        ("summary_oracle.json", "a link to a file", True),
+    ],
+)  # fmt: skip
 def test_run_output_whose_record_path_is_no_file(clawrig, tmp_path, record, kind, resume):
     """helper-218: a folder (or FIFO) where the job's progress file or summary goes was
     called "holds a finished job" or "holds an unfinished job (? trial(s) done)"; helper-221:
