@@ -60,6 +60,47 @@ def test_bad_specs_give_one_line_naming_the_file_and_field(tmp_path):
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_a_build_under_way_elsewhere_is_waited_for_not_repeated(base_rootfs, tmp_path):
+    """Three test workers ran three mmdebstraps of ``base`` at once (~55 s each on 2 cores),
+    each keeping the first to finish. A process that finds the environment being built waits
+    for that build (its lock) and takes its result."""
+    import fcntl
+    import select
+
+    spec = load_env_spec("base")
+    envs = tmp_path / "cache" / "environments"
+    envs.mkdir(parents=True)
+    with open(envs / f".build-{spec.rootfs_key}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process's build, under way
+        proc = subprocess.Popen(
+            [CLAWRIG, "env", "build", "base"],
+            env={**os.environ, "CLAWRIG_ENV_CACHE_DIR": str(tmp_path / "cache")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            said, deadline = "", time.monotonic() + 60
+            while "waiting for it" not in said and time.monotonic() < deadline:
+                if select.select([proc.stderr], [], [], 1)[0]:
+                    said += proc.stderr.readline()
+            assert "another process is building environment base: waiting for it" in said, said
+            assert proc.poll() is None  # it waits
+        except BaseException:
+            os.killpg(proc.pid, 9)  # (a build of its own, mmdebstrap too: minutes)
+            proc.wait()
+            raise
+        # that build ends: its environment is in place (here the session's own build)
+        (envs / spec.rootfs_key).symlink_to(base_rootfs.parent)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    lines = [line.strip() for line in (said + err).splitlines()]
+    assert not [line for line in lines if line.startswith("building environment")], lines
+    assert "mmdebstrap" not in said + err
+    assert str(envs / spec.rootfs_key / "rootfs") in "".join(out.split())  # (wrapped at 80)
+
+
 def test_build_of_a_cached_environment_is_immediate_and_list_shows_it(base_rootfs):
     spec = load_env_spec("base")
     r = clawrig("env", "build", "base")

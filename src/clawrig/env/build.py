@@ -27,7 +27,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from clawrig.env.spec import EnvSpec
@@ -155,11 +155,42 @@ def ensure_rootfs(
     force: bool = False,
 ) -> Path:
     """The root file system of ``spec``, built first when missing (minutes; see the module
-    docstring). Returns ``<cache>/environments/<key>/rootfs``."""
+    docstring). Returns ``<cache>/environments/<key>/rootfs``. One build of an environment
+    at a time per cache: a process that finds another building it waits for that build and
+    takes its result (three test workers ran three mmdebstraps of one environment at once,
+    ~55 s each on 2 cores)."""
     done = rootfs_path(spec, cache_dir)
     if done is not None and not force:
         touch_meta(done.parent / "env.json")
         return done
+    with _build_lock(spec, cache_dir, progress):
+        done = rootfs_path(spec, cache_dir)
+        if done is not None and not force:  # built by the process we waited for
+            touch_meta(done.parent / "env.json")
+            return done
+        return _build_rootfs(spec, progress, cache_dir, force)
+
+
+@contextlib.contextmanager
+def _build_lock(spec: EnvSpec, cache_dir: Path | None, progress: Progress) -> Iterator[None]:
+    """Hold the build lock of ``spec``'s root file system in the cache (``flock`` of
+    ``environments/.build-<key>.lock``, released with the process), waiting for another
+    process's build first, with a progress line saying so."""
+    import fcntl
+
+    folder = environments_dir(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".build-{spec.rootfs_key}.lock", "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"another process is building environment {spec.name}: waiting for it")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def _build_rootfs(spec: EnvSpec, progress: Progress, cache_dir: Path | None, force: bool) -> Path:
+    """Build ``spec``'s root file system into the cache (:func:`ensure_rootfs`, its lock held)."""
     if shutil.which("mmdebstrap") is None:
         raise UserError(
             "building an environment needs mmdebstrap: apt-get install mmdebstrap "
