@@ -163,7 +163,7 @@ def ensure_rootfs(
     if done is not None and not force:
         touch_meta(done.parent / "env.json")
         return done
-    with _build_lock(spec, cache_dir, progress):
+    with _build_lock(f"build-{spec.rootfs_key}", spec, cache_dir, progress):
         done = rootfs_path(spec, cache_dir)
         if done is not None and not force:  # built by the process we waited for
             touch_meta(done.parent / "env.json")
@@ -172,15 +172,18 @@ def ensure_rootfs(
 
 
 @contextlib.contextmanager
-def _build_lock(spec: EnvSpec, cache_dir: Path | None, progress: Progress) -> Iterator[None]:
-    """Hold the build lock of ``spec``'s root file system in the cache (``flock`` of
-    ``environments/.build-<key>.lock``, released with the process), waiting for another
-    process's build first, with a progress line saying so."""
+def _build_lock(
+    name: str, spec: EnvSpec, cache_dir: Path | None, progress: Progress
+) -> Iterator[None]:
+    """Hold lock ``name`` of ``spec``'s builds in the cache (``flock`` of
+    ``environments/.<name>.lock``, released with the process: ``build-<key>`` for its root file
+    system, ``image-<key>`` for its Docker image), waiting for another process's build
+    first, with a progress line saying so."""
     import fcntl
 
     folder = environments_dir(cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f".build-{spec.rootfs_key}.lock", "a") as fh:
+    with open(folder / f".{name}.lock", "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -302,6 +305,14 @@ def ensure_image(
     tag = image_name(spec)
     if not force and image_exists(tag):
         return tag
+    with _build_lock(f"image-{spec.key}", spec, cache_dir, progress):
+        if not force and image_exists(tag):  # imported by the process we waited for
+            return tag
+        return _build_image(spec, tag, progress, cache_dir)
+
+
+def _build_image(spec: EnvSpec, tag: str, progress: Progress, cache_dir: Path | None) -> str:
+    """Import and build ``spec``'s Docker image ``tag`` (:func:`ensure_image`, its lock held)."""
     rootfs = ensure_rootfs(spec, progress=progress, cache_dir=cache_dir)
     dockerfile = spec.dockerfile_path
     base = f"{tag}-base" if dockerfile else tag
