@@ -159,16 +159,21 @@ def ensure_rootfs(
     at a time per cache: a process that finds another building it waits for that build and
     takes its result (three test workers ran three mmdebstraps of one environment at once,
     ~55 s each on 2 cores)."""
-    done = rootfs_path(spec, cache_dir)
-    if done is not None and not force:
-        touch_meta(done.parent / "env.json")
+    if not force and (done := _built_rootfs(spec, cache_dir)) is not None:
         return done
     with _build_lock(f"build-{spec.rootfs_key}", spec, cache_dir, progress):
-        done = rootfs_path(spec, cache_dir)
-        if done is not None and not force:  # built by the process we waited for
-            touch_meta(done.parent / "env.json")
-            return done
+        if not force and (done := _built_rootfs(spec, cache_dir)) is not None:
+            return done  # built by the process we waited for
         return _build_rootfs(spec, progress, cache_dir, force)
+
+
+def _built_rootfs(spec: EnvSpec, cache_dir: Path | None) -> Path | None:
+    """:func:`rootfs_path`, its use recorded (``env.json``'s time: ``env prune`` keeps what is
+    used) when it is built."""
+    done = rootfs_path(spec, cache_dir)
+    if done is not None:
+        touch_meta(done.parent / "env.json")
+    return done
 
 
 @contextlib.contextmanager

@@ -51,7 +51,7 @@ Row = dict[str, Any]
 message), ``cost`` (USD), ``tok`` (tokens), ``req`` (model requests), ``time`` (seconds),
 ``turns``, ``tools``, ``stop``,
 ``started``, ``ee``/``gpr``/``tpe``/``tgpr`` (process metrics or None), ``digest`` (the task's
-``task_digest`` when the trial ran: its file, grader and fixtures; "" when unknown), ``mt``
+``task_digest`` when the trial ran: what it asks and how it is graded; "" when unknown), ``mt``
 (result.json mtime, ns)."""
 
 
