@@ -136,6 +136,50 @@ def test_newcomer_words_are_explained(helps):
     assert "the killer question (does the grader reward a wrong rollout?" in verify
 
 
+def test_choices_named_in_help_not_in_a_long_metavar():
+    """``run --help`` at 80 columns cut three option names with "…": rich narrows the name,
+    type and help columns alike once the widest no longer fit, and ``<auto|judge|exact|both|
+    programmatic>`` made the type column the widest. An option whose choices show as
+    ``<mode>`` names every choice in its help instead, and none of ``run``'s shows a list
+    longer than ``<brave|tavily>``."""
+    from typing import Literal, get_args, get_origin
+
+    from clawrig.cli.main import _load
+
+    checked = []
+    for name in ("run", "grade", "verify"):
+        for param in _load(name).params:
+            annotation = param.type_descriptor.annotation
+            if get_origin(annotation) is not Literal:
+                continue
+            choices = set(get_args(annotation))
+            if param.metavar == "<mode>":
+                words = set(re.findall(r"[a-z]+", param.help or ""))
+                assert choices <= words, (name, param.opts, param.help)
+                checked.append(param.opts[0])
+            elif name == "run":
+                assert len("|".join(choices)) <= len("brave|tavily"), param.opts
+    assert {"--grader", "--web", "--web-miss"} <= set(checked), checked
+    text = " ".join(_help_at_80("run").split())
+    assert "--no-warm" in text and "--warm" not in text.replace("--no-warm", "")
+
+
+def _help_at_80(*command: str) -> str:
+    import subprocess
+
+    from cli_helpers import CLAWRIG, clean_env
+
+    r = subprocess.run(
+        [CLAWRIG, *command, "--help"],
+        env={**clean_env(), "COLUMNS": "80"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def test_headline_follows_the_suite_format():
     """The console's headline per benchmark, from a summary's own fields: DataClawBench's Acc
     is its top-level ``overall_score`` (a ``dataclaw`` key the summary does not have was read,

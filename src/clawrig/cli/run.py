@@ -236,13 +236,14 @@ def register(app: typer.Typer) -> None:
         image: Annotated[
             str | None, typer.Option("--image", help="A local Docker image (--sandbox docker).")
         ] = None,
-        warm: Annotated[
+        no_warm: Annotated[
             bool,
             typer.Option(
-                "--warm/--no-warm",
-                help="Run a task's warmup installs once and start every trial from the result.",
+                "--no-warm",
+                help="Run a task's warmup installs in every trial's sandbox (by default they "
+                "run once, and every trial starts from the result).",
             ),
-        ] = True,
+        ] = False,
         parallel: Annotated[
             int,
             typer.Option(
@@ -339,7 +340,9 @@ def register(app: typer.Typer) -> None:
         output: Annotated[
             Path, typer.Option("--output", "-o", help="The job's folder (one job per folder).")
         ] = Path("output"),
-        grader: Annotated[GraderMode, typer.Option("--grader", help=GRADER_HELP)] = "auto",
+        grader: Annotated[
+            GraderMode, typer.Option("--grader", metavar="<mode>", help=GRADER_HELP)
+        ] = "auto",
         root: Annotated[
             Path | None,
             typer.Option("--root", help=ROOT_HELP),
@@ -360,6 +363,7 @@ def register(app: typer.Typer) -> None:
             WebFlag,
             typer.Option(
                 "--web",
+                metavar="<mode>",
                 help="The web, for tasks that allow it: off, live (on), record, replay (a "
                 "recorded job's), corpus (a local collection).",
             ),
@@ -374,7 +378,12 @@ def register(app: typer.Typer) -> None:
         ] = None,
         web_miss: Annotated[
             WebMiss,
-            typer.Option("--web-miss", help="--web replay: what an unrecorded request gets."),
+            typer.Option(
+                "--web-miss",
+                metavar="<mode>",
+                help="--web replay: what an unrecorded request gets: error, live (fetched) "
+                "or empty (an empty result).",
+            ),
         ] = "error",
         web_provider: Annotated[
             WebProvider, typer.Option("--web-provider", help="--web live|record: the search API.")
@@ -471,7 +480,7 @@ def register(app: typer.Typer) -> None:
                     sandbox=sandbox,
                     environment=environment,
                     image=image,
-                    warm_snapshots=warm,
+                    warm_snapshots=not no_warm,
                     timeout_multiplier=timeout_multiplier,
                     max_turns=max_turns,
                     disk_mb=disk_mb,
