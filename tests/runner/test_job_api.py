@@ -234,6 +234,52 @@ def _bench_run(bench: Path, out: Path, srv: Any, *more: str) -> subprocess.Compl
     )
 
 
+def test_an_output_folder_removed_mid_job_stops_it_and_resume_runs_what_went(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """helper-218: the output folder deleted while a job ran was recreated by the next trial
+    and the job exited 0, its summary listing trial folders that were gone. The job now sees
+    that its lock file is not the one there, starts no more trials and says so (exit 1); its
+    summary and progress file go to a folder at the path again, and --resume runs the trial
+    whose folder went and the one not run."""
+    import shutil
+
+    bench = mini_bench(3)
+    out = tmp_path / "out"
+    asked: list[int] = []
+
+    def remove_the_folder_on_the_second_trial(req):
+        k = int(re.search(r"TASKNUM=(\d+)", req["messages"][0]["content"])[1])
+        if asked and k != asked[0] and len(set(asked)) == 1:
+            shutil.rmtree(out)  # the first trial's folder with it, the second one running
+        asked.append(k)
+        return even_responder(req)
+
+    srv = scripted_server(responder=remove_the_folder_on_the_second_trial)
+    r = _bench_run(bench, out, srv)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    line = (
+        f"the output folder {out} was removed or replaced while the job ran: the job started "
+        "no more trials, and trial folders it wrote before may be gone with it; --resume runs "
+        "every trial whose folder is missing"
+    )
+    assert f"stopped: {line}" in " ".join(r.stdout.split()), r.stdout[-2000:]
+    assert len(set(asked)) == 2  # the third trial never started
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["output_stopped"] == line and summary["not_run"] == 1
+    from clawrig.view.pages import status
+
+    assert status(False, summary) == "stopped: output folder removed"
+    assert len(_keys(out)) == 1  # the second trial's folder (written after the removal)
+    r = _bench_run(bench, out, srv, "--resume")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert sorted(_keys(out)) == [(f"01_Productivity_Flow_task_{k}_echo", 0) for k in (1, 2, 3)]
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary.get("output_stopped") is None
+    scores = [t["score"] for t in sorted(summary["tasks"], key=lambda t: t["task_id"])]
+    assert [s == 1.0 for s in scores] == [False, True, False], scores  # even k solved
+
+
 def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_path, even_responder):
     """helper-212: with the output folder's disk full every trial ran, spent on its model and
     failed to write its folder, retried 3 times each (112 paid requests kept one trial). The

@@ -628,10 +628,11 @@ def report(summary: dict[str, Any], config: Any, *, written: bool = True) -> int
                 highlight=False,
             )
     # a job stopped by its model's server or its output folder left trials not run: not "all
-    # trials ran" (it exited 0 with 8 of 10 trials not run after its progress file failed)
+    # trials ran" (it exited 0 with 8 of 10 trials not run after its progress file failed);
+    # an output folder removed meanwhile took trials that ran with it (helper-218)
     stopped = summary.get("provider_stopped") or summary.get("output_stopped")
-    not_run = bool(stopped and summary.get("not_run"))
-    return EXIT_TRIAL_ERRORS if summary["error_count"] or missed or not_run else EXIT_OK
+    lost = bool(stopped and summary.get("not_run")) or bool(summary.get("output_stopped"))
+    return EXIT_TRIAL_ERRORS if summary["error_count"] or missed or lost else EXIT_OK
 
 
 def headline(summary: dict[str, Any]) -> list[str]:

@@ -83,6 +83,7 @@ from clawrig.spec.layout import (
     model_json_text,
     read_record,
 )
+from clawrig.spec.summary import OUTPUT_MOVED
 from clawrig.spec.task import Task
 from clawrig.spec.trial import ErrorKind, TrialError, TrialResult, Usage, finite_float
 from clawrig.waits import harness_slots
@@ -990,6 +991,24 @@ OUTPUT_PROBE_BYTES = 1024 * 1024
 written there, for the job to go on: about what a small trial's folder needs."""
 
 
+def output_moved_line(output: Path, lock_fd: int) -> str | None:
+    """One line when the job's output folder was removed or replaced (moved away, another in
+    its place) while the job ran, else None: the lock file the job holds open (``lock_fd``)
+    is no longer the one at ``<output>/.clawrig.lock``. The trial folders written there
+    before may be gone with it; a summary listing them would say they ran (helper-218: the
+    job recreated the folder and exited 0)."""
+    held = os.fstat(lock_fd)
+    with contextlib.suppress(OSError):
+        now = os.stat(JobPaths(output).lock, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return None
+    return (
+        f"the output folder {output} {OUTPUT_MOVED}: the job "
+        "started no more trials, and trial folders it wrote before may be gone with it; "
+        "--resume runs every trial whose folder is missing"
+    )
+
+
 def job_file_stop_line(exc: OSError, path: Path, output: Path) -> str:
     """The one line for a job file (``path``: its progress file or summary) that could not be
     written: :func:`output_stop_line`'s when the output folder is full or read-only, else one
@@ -1515,7 +1534,12 @@ async def run_job(
     lock_fd = _lock_output(job.output)
     try:
         return await _run_locked(
-            job, tasks, services, on_update, executor or create_executor(job, tasks, services)
+            job,
+            tasks,
+            services,
+            on_update,
+            executor or create_executor(job, tasks, services),
+            lock_fd,
         )
     finally:
         os.close(lock_fd)
@@ -1527,6 +1551,7 @@ async def _run_locked(
     services: TrialServices,
     on_update: Callable[[JobState, TrialResult | None], None] | None,
     executor: Executor,
+    lock_fd: int,
 ) -> dict[str, Any]:
     model = job.trial.model
     problem = output_state_problem(
@@ -1650,7 +1675,17 @@ async def _run_locked(
                     ppath.unlink()
             raise
         return await _run_trials(
-            job, tasks, services, on_update, executor, progress, todo, state, results, carried
+            job,
+            tasks,
+            services,
+            on_update,
+            executor,
+            progress,
+            todo,
+            state,
+            results,
+            carried,
+            lock_fd,
         )
     finally:
         await executor.close()
@@ -1670,7 +1705,10 @@ async def _run_trials(
     state: JobState,
     results: dict[tuple[str, int], TrialResult],
     carried: dict[tuple[str, int], Usage],
+    lock_fd: int,
 ) -> dict[str, Any]:
+    """Run ``todo``'s trials of the job and write its summary; ``lock_fd``: the job's open
+    lock file in the output folder (:func:`output_moved_line`)."""
     model, job_id = job.trial.model, progress.job_id
     ppath = progress_path(job.output, model)
     slots = asyncio.Semaphore(max(1, executor.capacity or job.parallel))
@@ -1711,6 +1749,8 @@ async def _run_trials(
             if state.output_stopped is None and isinstance(writer.error, OSError):
                 # (its progress file cannot be written: helper-214)
                 state.output_stopped = job_file_stop_line(writer.error, ppath, job.output)
+            if state.output_stopped is None:
+                state.output_stopped = output_moved_line(job.output, lock_fd)
             if state.provider_stopped is not None or state.output_stopped is not None:
                 return  # not run: resumable
             if job.parallel > 1:
@@ -1937,6 +1977,12 @@ async def _run_trials(
     from clawrig.llm.client import aclose_all
 
     await aclose_all()  # every model client of this loop, per-trial ones included
+    if (moved := output_moved_line(job.output, lock_fd)) is not None:
+        # the trials it held before may be gone: not a job that ran (helper-218); its summary
+        # and progress file go where --resume looks
+        state.output_stopped = moved
+        with contextlib.suppress(OSError):
+            job.output.mkdir(parents=True, exist_ok=True)
     all_ok = (
         not state.interrupted
         and not state.budget_stopped

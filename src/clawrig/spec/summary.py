@@ -272,6 +272,10 @@ class JobSummary(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
+OUTPUT_MOVED = "was removed or replaced while the job ran"
+"""The words of a summary's ``output_stopped`` line when the job's output folder was removed
+or replaced under it (``clawrig.runner.batch.output_moved_line``), not full or read-only."""
+
 HEADLINE_BENCHMARKS = ("dataclaw", "wildclaw")
 """The task formats whose benchmark has numbers of its own in a summary (DataClawBench's Acc
 and process metrics, WildClawBench's average)."""

@@ -30,7 +30,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from clawrig.spec.layout import JobPaths, TrialPaths
-from clawrig.spec.summary import headline_benchmarks
+from clawrig.spec.summary import OUTPUT_MOVED, headline_benchmarks
 from clawrig.spec.trial import finite_float
 from clawrig.view import plots
 from clawrig.view.index import JobView, Row, jobs_started_since
@@ -117,7 +117,8 @@ def status(
     never has a summary), "no summary" (none written yet), "summary unreadable"
     (``unreadable``: its file holds no summary), "interrupted (SIGINT)"
     (or SIGTERM), "stopped by the budget", "stopped: model server" (``provider_stopped``), "stopped:
-    output folder" (``output_stopped``: full or read-only),
+    output not writable" (``output_stopped``: full or read-only; "stopped: output folder
+    removed" when it was removed or replaced under the job),
     else "finished", or "finished, N not scored" when N trials ended with an error that left
     them unscored (the summary's ``error_count``: infrastructure, setup, grading ...; an agent
     error is scored 0 and not among them), as ``clawrig run``'s table caption counts them."""
@@ -136,8 +137,12 @@ def status(
         return "stopped by the budget"
     if summary.get("provider_stopped"):
         return "stopped: model server"
-    if summary.get("output_stopped"):
-        return "stopped: output not writable"
+    if stopped := summary.get("output_stopped"):
+        return (
+            "stopped: output folder removed"
+            if OUTPUT_MOVED in stopped
+            else ("stopped: output not writable")
+        )
     unscored = summary.get("error_count") or 0
     return f"finished, {unscored} not scored" if unscored else "finished"
 
