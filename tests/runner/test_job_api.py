@@ -269,7 +269,7 @@ def test_an_output_folder_removed_mid_job_stops_it_and_resume_runs_what_went(
     assert summary["output_stopped"] == line and summary["not_run"] == 1
     from clawrig.view.pages import status
 
-    assert status(False, summary) == "stopped: output folder removed"
+    assert status(False, summary) == "stopped: output removed or replaced"
     assert len(_keys(out)) == 1  # the second trial's folder (written after the removal)
     r = _bench_run(bench, out, srv, "--resume")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -278,6 +278,29 @@ def test_an_output_folder_removed_mid_job_stops_it_and_resume_runs_what_went(
     assert summary.get("output_stopped") is None
     scores = [t["score"] for t in sorted(summary["tasks"], key=lambda t: t["task_id"])]
     assert [s == 1.0 for s in scores] == [False, True, False], scores  # even k solved
+    # only the lock file removed (the folder kept): another job could lock the folder now;
+    # the job stops as well, and says what went
+    lock = out / ".clawrig.lock"
+    asked.clear()
+
+    def remove_the_lock_on_the_second_trial(req):
+        k = int(re.search(r"TASKNUM=(\d+)", req["messages"][0]["content"])[1])
+        if asked and k != asked[0] and len(set(asked)) == 1:
+            lock.unlink()
+        asked.append(k)
+        return even_responder(req)
+
+    srv = scripted_server(responder=remove_the_lock_on_the_second_trial)
+    again = tmp_path / "again"
+    lock = again / ".clawrig.lock"
+    r = _bench_run(bench, again, srv)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    line = (
+        f"the job's lock file {lock} was removed or replaced while the job ran: another job "
+        f"could write to {again}; the job started no more trials; --resume continues it"
+    )
+    assert f"stopped: {line}" in " ".join(r.stdout.split()), r.stdout[-2000:]
+    assert len(_keys(again)) == 2 and len(set(asked)) == 2
 
 
 def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_path, even_responder):

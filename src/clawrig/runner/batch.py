@@ -129,6 +129,15 @@ class JobState:
         return self.earlier_s + time.monotonic() - self.started
 
 
+@dataclass(frozen=True)
+class OutputLock:
+    """A job's hold on its output folder: ``fd``, its open lock file; ``folder``, the folder's
+    (st_dev, st_ino) when the lock was taken (:func:`output_moved_line`)."""
+
+    fd: int
+    folder: tuple[int, int]
+
+
 def _lock_output(output: Path) -> int:
     """Hold ``<output>/.clawrig.lock`` for the job: two jobs writing into one output folder
     would interleave their progress and summaries. Raises UserError when another holds it."""
@@ -991,17 +1000,26 @@ OUTPUT_PROBE_BYTES = 1024 * 1024
 written there, for the job to go on: about what a small trial's folder needs."""
 
 
-def output_moved_line(output: Path, lock_fd: int) -> str | None:
+def output_moved_line(output: Path, lock: OutputLock) -> str | None:
     """One line when the job's output folder was removed or replaced (moved away, another in
-    its place) while the job ran, else None: the lock file the job holds open (``lock_fd``)
-    is no longer the one at ``<output>/.clawrig.lock``. The trial folders written there
-    before may be gone with it; a summary listing them would say they ran (helper-218: the
-    job recreated the folder and exited 0)."""
-    held = os.fstat(lock_fd)
+    its place) while the job ran, or only its lock file was, else None: the folder at
+    ``output`` is not the one locked, or the lock file the job holds open is no longer the one
+    at ``<output>/.clawrig.lock`` (another job could then lock the folder). The trial folders
+    written there before may be gone with the folder; a summary listing them would say they
+    ran (helper-218: the job recreated the folder and exited 0)."""
+    path = JobPaths(output).lock
+    held = os.fstat(lock.fd)
+    folder = now = None
     with contextlib.suppress(OSError):
-        now = os.stat(JobPaths(output).lock, follow_symlinks=False)
-        if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+        folder = os.stat(output)
+        now = os.stat(path, follow_symlinks=False)
+    if folder is not None and (folder.st_dev, folder.st_ino) == lock.folder:
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
             return None
+        return (
+            f"the job's lock file {path} {OUTPUT_MOVED}: another job could write to {output}; "
+            "the job started no more trials; --resume continues it"
+        )
     return (
         f"the output folder {output} {OUTPUT_MOVED}: the job "
         "started no more trials, and trial folders it wrote before may be gone with it; "
@@ -1533,13 +1551,14 @@ async def run_job(
         raise UserError(f"--output: cannot create {job.output}: {exc.strerror or exc}") from None
     lock_fd = _lock_output(job.output)
     try:
+        folder = os.stat(job.output)
         return await _run_locked(
             job,
             tasks,
             services,
             on_update,
             executor or create_executor(job, tasks, services),
-            lock_fd,
+            OutputLock(lock_fd, (folder.st_dev, folder.st_ino)),
         )
     finally:
         os.close(lock_fd)
@@ -1551,7 +1570,7 @@ async def _run_locked(
     services: TrialServices,
     on_update: Callable[[JobState, TrialResult | None], None] | None,
     executor: Executor,
-    lock_fd: int,
+    output_lock: OutputLock,
 ) -> dict[str, Any]:
     model = job.trial.model
     problem = output_state_problem(
@@ -1685,7 +1704,7 @@ async def _run_locked(
             state,
             results,
             carried,
-            lock_fd,
+            output_lock,
         )
     finally:
         await executor.close()
@@ -1705,10 +1724,10 @@ async def _run_trials(
     state: JobState,
     results: dict[tuple[str, int], TrialResult],
     carried: dict[tuple[str, int], Usage],
-    lock_fd: int,
+    output_lock: OutputLock,
 ) -> dict[str, Any]:
-    """Run ``todo``'s trials of the job and write its summary; ``lock_fd``: the job's open
-    lock file in the output folder (:func:`output_moved_line`)."""
+    """Run ``todo``'s trials of the job and write its summary; ``output_lock``: the job's hold on
+    its output folder (:func:`output_moved_line`)."""
     model, job_id = job.trial.model, progress.job_id
     ppath = progress_path(job.output, model)
     slots = asyncio.Semaphore(max(1, executor.capacity or job.parallel))
@@ -1750,7 +1769,7 @@ async def _run_trials(
                 # (its progress file cannot be written: helper-214)
                 state.output_stopped = job_file_stop_line(writer.error, ppath, job.output)
             if state.output_stopped is None:
-                state.output_stopped = output_moved_line(job.output, lock_fd)
+                state.output_stopped = output_moved_line(job.output, output_lock)
             if state.provider_stopped is not None or state.output_stopped is not None:
                 return  # not run: resumable
             if job.parallel > 1:
@@ -1977,7 +1996,7 @@ async def _run_trials(
     from clawrig.llm.client import aclose_all
 
     await aclose_all()  # every model client of this loop, per-trial ones included
-    if (moved := output_moved_line(job.output, lock_fd)) is not None:
+    if (moved := output_moved_line(job.output, output_lock)) is not None:
         # the trials it held before may be gone: not a job that ran (helper-218); its summary
         # and progress file go where --resume looks
         state.output_stopped = moved

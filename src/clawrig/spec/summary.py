@@ -273,8 +273,9 @@ class JobSummary(BaseModel):
 
 
 OUTPUT_MOVED = "was removed or replaced while the job ran"
-"""The words of a summary's ``output_stopped`` line when the job's output folder was removed
-or replaced under it (``clawrig.runner.batch.output_moved_line``), not full or read-only."""
+"""The words of a summary's ``output_stopped`` line when the job's output folder, or its lock
+file, was removed or replaced under it (``clawrig.runner.batch.output_moved_line``), not full
+or read-only."""
 
 HEADLINE_BENCHMARKS = ("dataclaw", "wildclaw")
 """The task formats whose benchmark has numbers of its own in a summary (DataClawBench's Acc

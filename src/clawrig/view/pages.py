@@ -117,8 +117,8 @@ def status(
     never has a summary), "no summary" (none written yet), "summary unreadable"
     (``unreadable``: its file holds no summary), "interrupted (SIGINT)"
     (or SIGTERM), "stopped by the budget", "stopped: model server" (``provider_stopped``), "stopped:
-    output not writable" (``output_stopped``: full or read-only; "stopped: output folder
-    removed" when it was removed or replaced under the job),
+    output not writable" (``output_stopped``: full or read-only; "stopped: output removed
+    or replaced" when the folder or its lock file was, under the job),
     else "finished", or "finished, N not scored" when N trials ended with an error that left
     them unscored (the summary's ``error_count``: infrastructure, setup, grading ...; an agent
     error is scored 0 and not among them), as ``clawrig run``'s table caption counts them."""
@@ -138,11 +138,8 @@ def status(
     if summary.get("provider_stopped"):
         return "stopped: model server"
     if stopped := summary.get("output_stopped"):
-        return (
-            "stopped: output folder removed"
-            if OUTPUT_MOVED in stopped
-            else ("stopped: output not writable")
-        )
+        moved = OUTPUT_MOVED in stopped
+        return "stopped: output removed or replaced" if moved else "stopped: output not writable"
     unscored = summary.get("error_count") or 0
     return f"finished, {unscored} not scored" if unscored else "finished"
 
