@@ -38,10 +38,19 @@ starts, so a count like 10^11 never finished starting (a larger one is a usage e
 ``--parallel`` and ``--max-concurrency`` need no cap: they bound semaphores, and a job runs at
 most its trials at once."""
 
+SANDBOX_PANEL = "Sandbox"
+SCALE_PANEL = "Scale"
+LIMITS_PANEL = "Limits and budget"
+WEB_PANEL = "Web"
+"""The help panels (boxes) of ``run``'s and ``verify``'s options beside the main one. One table
+of ~40 options narrowed its columns alike at 80 columns and cut the longest names
+("--max-cost-usd-per-tr…"); each panel is a table of its own, sized to its options."""
+
 MemoryMbOption = Annotated[
     int,
     typer.Option(
         "--memory-mb",
+        rich_help_panel=SANDBOX_PANEL,
         min=MIN_MEMORY_MB,
         max=MAX_MEMORY_MB,
         help="Each sandbox's memory limit in MiB (a cgroup): its processes, /dev/shm (a "

@@ -128,7 +128,12 @@ def register(app: typer.Typer) -> None:
         ] = None,
         grader: Annotated[
             GraderMode | None,
-            typer.Option("--grader", help="default: as the trial ran (see clawrig run --help)"),
+            typer.Option(
+                "--grader",
+                metavar="<mode>",
+                help="auto, judge, exact, both or programmatic (see clawrig run --help); "
+                "default: as the trial ran",
+            ),
         ] = None,
         sandbox: Annotated[
             str | None,

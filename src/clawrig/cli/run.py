@@ -26,9 +26,13 @@ from clawrig.choices import (
 )
 from clawrig.cli.common import (
     DEFAULT_PARALLEL,
+    LIMITS_PANEL,
     MAX_RUNS,
     MAX_SLOTS_PER_NODE,
     ROOT_HELP,
+    SANDBOX_PANEL,
+    SCALE_PANEL,
+    WEB_PANEL,
     MemoryMbOption,
     TimeoutMultiplierOption,
     err_console,
@@ -224,22 +228,32 @@ def register(app: typer.Typer) -> None:
         agent: Annotated[
             str, typer.Option("--agent", help="native | oracle | nop | openclaw[@VERSION]")
         ] = "native",
-        sandbox: Annotated[str, typer.Option("--sandbox", help="bwrap | docker | local")] = "bwrap",
+        sandbox: Annotated[
+            str,
+            typer.Option("--sandbox", rich_help_panel=SANDBOX_PANEL, help="bwrap | docker | local"),
+        ] = "bwrap",
         environment: Annotated[
             str,
             typer.Option(
                 "--env",
+                rich_help_panel=SANDBOX_PANEL,
                 help="The system tasks run on: auto (the format's, when built) | host | "
                 "base | wildclaw | dataclaw | a spec FILE (built when missing).",
             ),
         ] = "auto",
         image: Annotated[
-            str | None, typer.Option("--image", help="A local Docker image (--sandbox docker).")
+            str | None,
+            typer.Option(
+                "--image",
+                rich_help_panel=SANDBOX_PANEL,
+                help="A local Docker image (--sandbox docker).",
+            ),
         ] = None,
         no_warm: Annotated[
             bool,
             typer.Option(
                 "--no-warm",
+                rich_help_panel=SANDBOX_PANEL,
                 help="Run a task's warmup installs in every trial's sandbox (by default they "
                 "run once, and every trial starts from the result).",
             ),
@@ -249,6 +263,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--parallel",
                 "-p",
+                rich_help_panel=SCALE_PANEL,
                 min=1,
                 help=f"Trials at once, each in its own sandbox [default: {DEFAULT_PARALLEL}]",
             ),
@@ -260,6 +275,7 @@ def register(app: typer.Typer) -> None:
             int,
             typer.Option(
                 "--workers",
+                rich_help_panel=SCALE_PANEL,
                 min=1,
                 max=MAX_WORKERS,
                 help="Harness processes that run the trials, each its share of -p (more use "
@@ -269,17 +285,24 @@ def register(app: typer.Typer) -> None:
         executor: Annotated[
             Executor,
             typer.Option(
-                "--executor", help="local, or ray (the nodes of a Ray cluster, docs/ray.md)."
+                "--executor",
+                rich_help_panel=SCALE_PANEL,
+                help="local, or ray (the nodes of a Ray cluster, docs/ray.md).",
             ),
         ] = "local",
         ray_address: Annotated[
             str | None,
-            typer.Option("--ray-address", help="--executor ray: the cluster (auto, HOST:PORT)."),
+            typer.Option(
+                "--ray-address",
+                rich_help_panel=SCALE_PANEL,
+                help="--executor ray: the cluster (auto, HOST:PORT).",
+            ),
         ] = None,
         slots_per_node: Annotated[
             int | None,
             typer.Option(
                 "--slots-per-node",
+                rich_help_panel=SCALE_PANEL,
                 min=1,
                 max=MAX_SLOTS_PER_NODE,
                 help="--executor ray: trials at once per node.",
@@ -287,12 +310,19 @@ def register(app: typer.Typer) -> None:
         ] = None,
         timeout_multiplier: TimeoutMultiplierOption = 1.0,
         max_turns: Annotated[
-            int, typer.Option("--max-turns", min=1, help="Model calls per trial at most.")
+            int,
+            typer.Option(
+                "--max-turns",
+                rich_help_panel=LIMITS_PANEL,
+                min=1,
+                help="Model calls per trial at most.",
+            ),
         ] = 100,
         disk_mb: Annotated[
             int,
             typer.Option(
                 "--disk-mb",
+                rich_help_panel=SANDBOX_PANEL,
                 min=0,
                 max=MAX_DISK_MB,
                 help="Each trial's disk in MiB (workspace, /root, /tmp, a writable system; "
@@ -306,6 +336,7 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 "--budget-usd",
+                rich_help_panel=LIMITS_PANEL,
                 callback=usd_amount,
                 help="Stop starting trials once the job spent this many USD (exit 3).",
             ),
@@ -314,6 +345,7 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 "--max-cost-usd-per-trial",
+                rich_help_panel=LIMITS_PANEL,
                 callback=usd_amount,
                 help="A trial attempt's model spend in USD at most (its programs' calls "
                 "included; an attempt run again after an infrastructure failure starts anew); "
@@ -324,6 +356,7 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option(
                 "--max-tokens-per-trial",
+                rich_help_panel=LIMITS_PANEL,
                 min=1,
                 help="A trial attempt's model tokens at most (its programs' calls included; "
                 "an attempt run again starts anew); reached, the trial stops and is graded as "
@@ -355,6 +388,7 @@ def register(app: typer.Typer) -> None:
             int,
             typer.Option(
                 "--max-attempts",
+                rich_help_panel=LIMITS_PANEL,
                 min=1,
                 help="Tries per trial when the infrastructure fails (not the model).",
             ),
@@ -363,6 +397,7 @@ def register(app: typer.Typer) -> None:
             WebFlag,
             typer.Option(
                 "--web",
+                rich_help_panel=WEB_PANEL,
                 metavar="<mode>",
                 help="The web, for tasks that allow it: off, live (on), record, replay (a "
                 "recorded job's), corpus (a local collection).",
@@ -372,6 +407,7 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option(
                 "--web-dir",
+                rich_help_panel=WEB_PANEL,
                 help="--web replay: the recorded job folder (default: --replay's); "
                 "--web corpus: the document folder or JSONL file.",
             ),
@@ -380,24 +416,33 @@ def register(app: typer.Typer) -> None:
             WebMiss,
             typer.Option(
                 "--web-miss",
+                rich_help_panel=WEB_PANEL,
                 metavar="<mode>",
                 help="--web replay: what an unrecorded request gets: error, live (fetched) "
                 "or empty (an empty result).",
             ),
         ] = "error",
         web_provider: Annotated[
-            WebProvider, typer.Option("--web-provider", help="--web live|record: the search API.")
+            WebProvider,
+            typer.Option(
+                "--web-provider",
+                rich_help_panel=WEB_PANEL,
+                help="--web live|record: the search API.",
+            ),
         ] = "brave",
         network: Annotated[
             str,
             typer.Option(
-                "--network", help="The agent's egress: none | registries | allow:<hosts> | open."
+                "--network",
+                rich_help_panel=SANDBOX_PANEL,
+                help="The agent's egress: none | registries | allow:<hosts> | open.",
             ),
         ] = "none",
         setup_network: Annotated[
             str,
             typer.Option(
                 "--setup-network",
+                rich_help_panel=SANDBOX_PANEL,
                 help="Egress while skills and warmup run: none | registries | allow:<hosts> | "
                 "open.",
             ),

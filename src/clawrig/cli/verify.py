@@ -21,6 +21,7 @@ from clawrig.choices import DEFAULT_MEMORY_MB
 from clawrig.cli.common import (
     DEFAULT_PARALLEL,
     ROOT_HELP,
+    SANDBOX_PANEL,
     MemoryMbOption,
     TimeoutMultiplierOption,
     echo_json,
@@ -190,7 +191,10 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option("--threshold", help="An empty or wrong rollout must score below this."),
         ] = DEFAULT_THRESHOLD,
-        sandbox: Annotated[str, typer.Option("--sandbox", help="bwrap | docker | local")] = "bwrap",
+        sandbox: Annotated[
+            str,
+            typer.Option("--sandbox", rich_help_panel=SANDBOX_PANEL, help="bwrap | docker | local"),
+        ] = "bwrap",
         memory_mb: MemoryMbOption = DEFAULT_MEMORY_MB,
         parallel: Annotated[
             int, typer.Option("--parallel", "-p", min=1, help="Sandboxes at once.")
