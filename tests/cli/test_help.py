@@ -250,3 +250,24 @@ def test_version_option_and_command_say_the_same():
     for args in (["--version"], ["version"]):
         proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0 and proc.stdout.strip() == __version__, (args, proc.stderr)
+
+
+def test_no_help_text_loses_characters_to_rich_markup():
+    """typer renders help texts as rich markup: ``openclaw[@VERSION]`` printed as ``openclaw``
+    (helper-223; rich took ``[@VERSION]`` for a tag). Every command's and option's help reads
+    as written."""
+    from rich.markup import render
+
+    from clawrig.cli.main import COMMANDS, _load
+
+    def walk(command, path):
+        texts = [(path, command.help or "")]
+        texts += [(f"{path} {p.name}", p.help or "") for p in command.params]
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            texts += walk(sub, f"{path} {name}")
+        return texts
+
+    texts = [t for name, how in COMMANDS.items() if how for t in walk(_load(name), name)]
+    assert len(texts) > 100
+    lost = [(where, text) for where, text in texts if render(text).plain != text]
+    assert lost == []

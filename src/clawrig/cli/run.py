@@ -226,7 +226,8 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         agent: Annotated[
-            str, typer.Option("--agent", help="native | oracle | nop | openclaw[@VERSION]")
+            str,
+            typer.Option("--agent", help="native | oracle | nop | openclaw (or openclaw@VERSION)"),
         ] = "native",
         sandbox: Annotated[
             str,
@@ -265,7 +266,7 @@ def register(app: typer.Typer) -> None:
                 "-p",
                 rich_help_panel=SCALE_PANEL,
                 min=1,
-                help=f"Trials at once, each in its own sandbox [default: {DEFAULT_PARALLEL}]",
+                help="Trials at once, each in its own sandbox.",
             ),
         ] = DEFAULT_PARALLEL,
         runs: Annotated[
