@@ -26,12 +26,13 @@ class UserError(ClawrigError):
 
 class SummaryNotWritten(ClawrigError):
     """A job ran but its summary file could not be written (exit 1, as a job stopped with
-    trials not run: not bad input): ``summary`` is what the file would have held
-    (``clawrig run`` prints its table before the error's line)."""
+    trials not run: not bad input): ``summary`` is what the file would have held, ``path``
+    where (``clawrig run`` prints its table before the error's line)."""
 
-    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+    def __init__(self, message: str, summary: dict[str, Any], path: Path) -> None:
         super().__init__(message)
         self.summary = summary
+        self.path = path
 
 
 def not_a_folder(label: str, path: Path) -> UserError:

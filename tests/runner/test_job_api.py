@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -242,8 +243,6 @@ def test_an_output_folder_removed_mid_job_stops_it_and_resume_runs_what_went(
     that its lock file is not the one there, starts no more trials and says so (exit 1); its
     summary and progress file go to a folder at the path again, and --resume runs the trial
     whose folder went and the one not run."""
-    import shutil
-
     bench = mini_bench(3)
     out = tmp_path / "out"
     asked: list[int] = []
@@ -301,6 +300,59 @@ def test_an_output_folder_removed_mid_job_stops_it_and_resume_runs_what_went(
     )
     assert f"stopped: {line}" in " ".join(r.stdout.split()), r.stdout[-2000:]
     assert len(_keys(again)) == 2 and len(set(asked)) == 2
+
+
+def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """helper-222: a job whose output folder was replaced wrote its summary and progress file
+    into the new folder all the same, over the finished summary of a job run there meanwhile.
+    Neither is written where the folder holds another job's summary or another job holds its
+    lock; the job's table is printed and the line says why (exit 1)."""
+    import fcntl
+
+    bench = mini_bench(3)
+    out = tmp_path / "out"
+    theirs = {"job_id": "another-job", "tasks": []}
+    held: list[int] = []
+    asked: list[int] = []
+
+    def replace_the_folder(how: str):
+        def responder(req):
+            k = int(re.search(r"TASKNUM=(\d+)", req["messages"][0]["content"])[1])
+            if asked and k != asked[0] and len(set(asked)) == 1:
+                out.rename(out.with_name(f"{how}.old"))
+                out.mkdir()
+                if how == "summary":
+                    (out / "summary_scripted_test.json").write_text(json.dumps(theirs))
+                else:  # another process holds the new folder's lock
+                    held.append(os.open(out / ".clawrig.lock", os.O_RDWR | os.O_CREAT))
+                    fcntl.flock(held[-1], fcntl.LOCK_EX)
+            asked.append(k)
+            return even_responder(req)
+
+        return responder
+
+    for how, why in [
+        ("summary", "summary_scripted_test.json there is another job's (another-job)"),
+        ("lock", "another job holds it"),
+    ]:
+        asked.clear()
+        r = _bench_run(bench, out, scripted_server(responder=replace_the_folder(how)))
+        said = " ".join(r.stdout.split())
+        assert r.returncode == 1 and "Traceback" not in r.stderr, said + r.stderr[-2000:]
+        assert f"summary: not written to {out / 'summary_scripted_test.json'}" in said, said
+        assert "clawrig: " in r.stderr and (
+            f"the job's summary and progress file were not written to {out} ({why})"
+            in " ".join(r.stderr.split())
+        ), r.stderr
+        assert not (out / "progress_scripted_test.json").exists()
+        if how == "summary":
+            assert json.loads((out / "summary_scripted_test.json").read_text()) == theirs
+            shutil.rmtree(out)
+        else:
+            assert not (out / "summary_scripted_test.json").exists()
+            os.close(held.pop())
 
 
 def test_a_full_output_folder_stops_the_job(mini_bench, scripted_server, tmp_path, even_responder):

@@ -183,8 +183,9 @@ def register(app: typer.Typer) -> None:
         epilog="Exit codes: 0 every trial ran and was graded (an agent error is graded: "
         "score 0); 1 some trial ended with an error that left it unscored (or, with "
         "--agent oracle, missed its expected reward; or the model's server "
-        "could not be reached, or its output folder or progress file could not be written, and "
-        "the job stopped, --resume continues; or its summary could not be written); 2 bad "
+        "could not be reached, or its output folder or progress file could not be written, or "
+        "the folder or its lock file was removed or replaced while it ran, and the job "
+        "stopped, --resume continues; or its summary could not be written); 2 bad "
         "input, found "
         "before any sandbox starts, or a model server refusing the job's first request, or a "
         "--replay that diverged (finished trials kept, --resume continues); 3 the "
@@ -550,7 +551,7 @@ def register(app: typer.Typer) -> None:
             except ModelRequestError as exc:
                 raise _resumable(exc, config) from None
             except SummaryNotWritten as exc:
-                report(exc.summary, config, written=False)  # the job's table all the same
+                report(exc.summary, config, not_written=exc.path)  # its table all the same
                 raise
             raise typer.Exit(report(summary, job.config))
         finally:
@@ -611,9 +612,9 @@ def _left_for_resume(summary: dict[str, Any]) -> str:
     return f"{text} and {errored} errored" if errored else text
 
 
-def report(summary: dict[str, Any], config: Any, *, written: bool = True) -> int:
+def report(summary: dict[str, Any], config: Any, *, not_written: Path | None = None) -> int:
     """Print the end-of-job tables and lines; return the exit code (see the command's
-    epilog). ``written`` False: the summary file could not be written (its line says so)."""
+    epilog). ``not_written``: the summary file that could not be written (its line says so)."""
     from clawrig.runner.batch import summary_path
 
     console = stdout_console()
@@ -626,8 +627,10 @@ def report(summary: dict[str, Any], config: Any, *, written: bool = True) -> int
         console.print(line, highlight=False, soft_wrap=True, markup=False)
     for line in summary_lines(summary):  # plain text: paths and trials' messages hold "[...]"
         console.print(line, highlight=False, soft_wrap=True, markup=False)
-    where = summary_path(config.output, config.trial.model)
-    bits = [f"summary: {where}" if written else f"summary: not written to {where}"]
+    if not_written is None:
+        bits = [f"summary: {summary_path(config.output, config.trial.model)}"]
+    else:
+        bits = [f"summary: not written to {not_written}"]
     left = _left_for_resume(summary)
     if summary.get("budget_stopped"):
         bits.append(

@@ -1027,6 +1027,60 @@ def output_moved_line(output: Path, lock: OutputLock) -> str | None:
     )
 
 
+def _record_at_a_moved_output(
+    job: JobConfig,
+    model: str,
+    job_id: str,
+    progress: Progress,
+    summary: dict[str, Any],
+    moved: str,
+) -> None:
+    """Write the job's progress file and summary at its output path after the folder (or its
+    lock file) was removed or replaced (``moved``: :func:`output_moved_line`), so --resume
+    finds them, when the folder now there is the job's to write: its lock taken, and no
+    progress file or summary of another job in it. Else they are not written (helper-222: a
+    job run into the new folder meanwhile had its finished summary replaced by this one's):
+    :class:`SummaryNotWritten` says why. Raises OSError when a write fails."""
+    paths = JobPaths(job.output)
+    where = summary_path(job.output, model)
+    try:
+        job.output.mkdir(parents=True, exist_ok=True)
+        fd = _lock_output(job.output)
+    except (OSError, UserError) as exc:
+        why = "another job holds it" if isinstance(exc, UserError) else _os_reason(exc)
+        line = _not_recorded(moved, job.output, why, summary)
+        raise SummaryNotWritten(line, summary, where) from None
+    try:
+        for path in (progress_path(job.output, model), where):
+            theirs = None
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                theirs = json.loads(path.read_text(encoding="utf-8")).get("job_id")
+            if theirs is not None and theirs != job_id:
+                why = f"{path.name} there is another job's ({theirs})"
+                raise SummaryNotWritten(
+                    _not_recorded(moved, job.output, why, summary), summary, where
+                )
+        _write_text_atomic(paths.progress(model), model_json_text(progress))
+        write_json_atomic(where, summary)
+    finally:
+        os.close(fd)
+
+
+def _os_reason(exc: OSError) -> str:
+    return str(exc.strerror or exc).lower()
+
+
+def _not_recorded(moved: str, output: Path, why: str, summary: dict[str, Any]) -> str:
+    """The line of a job whose summary and progress file were not written at its moved output
+    folder ``output`` (:func:`_record_at_a_moved_output`) because of ``why``."""
+    usage = summary.get("usage") or {}
+    spent = f"${float(usage.get('cost_usd') or 0):.4f}"
+    return (
+        f"{moved}; the job's summary and progress file were not written to {output} ({why}): "
+        f"the job spent {spent}; its trials there cannot be resumed"
+    )
+
+
 def job_file_stop_line(exc: OSError, path: Path, output: Path) -> str:
     """The one line for a job file (``path``: its progress file or summary) that could not be
     written: :func:`output_stop_line`'s when the output folder is full or read-only, else one
@@ -1144,10 +1198,15 @@ class ProgressWriter:
         progress: Progress,
         min_interval_s: float | None = None,
         elapsed_s: Callable[[], float] | None = None,
+        guard: Callable[[], str | None] | None = None,
     ) -> None:
         self.path = path
         self.progress = progress
         self.elapsed_s = elapsed_s
+        self.guard = guard
+        """Asked before each write: a line (the job's output folder is no longer its own:
+        :func:`output_moved_line`) stops the writes for good, kept in :attr:`moved`."""
+        self.moved: str | None = None
         """The job's wall time so far (seconds), recorded as the progress's ``elapsed_s`` at
         each write; None: left as it is."""
         self.min_interval_s = PROGRESS_INTERVAL_S if min_interval_s is None else min_interval_s
@@ -1176,6 +1235,10 @@ class ProgressWriter:
                     await asyncio.wait_for(self._now.wait(), wait)
             self._last = loop.time()
             self._dirty = False
+            if self.moved is None and self.guard is not None:
+                self.moved = self.guard()
+            if self.moved is not None:
+                return  # (another job's folder may be at the path now: helper-222)
             if self.elapsed_s is not None:
                 self.progress.elapsed_s = round(self.elapsed_s(), 3)
             text = model_json_text(self.progress)  # the state now, made in ~0.1 ms
@@ -1191,7 +1254,8 @@ class ProgressWriter:
         return self._error
 
     async def flush(self) -> None:
-        """Wait until the latest state is written. Raises what a write raised (OSError)."""
+        """Wait until the latest state is written (or dropped: :attr:`moved`). Raises what a
+        write raised (OSError)."""
         self._now.set()
         while self._task is not None and not self._task.done():
             await asyncio.shield(self._task)
@@ -1755,7 +1819,12 @@ async def _run_trials(
     services.sandbox_starts = services.sandbox_starts or starts
     services.grading_slots = services.grading_slots or grading
     lock = asyncio.Lock()
-    writer = ProgressWriter(ppath, progress, elapsed_s=state.elapsed_s)
+    writer = ProgressWriter(
+        ppath,
+        progress,
+        elapsed_s=state.elapsed_s,
+        guard=lambda: output_moved_line(job.output, output_lock),
+    )
     paths = JobPaths(job.output)
 
     async def one(task: Task, run_index: int) -> None:
@@ -1769,7 +1838,7 @@ async def _run_trials(
                 # (its progress file cannot be written: helper-214)
                 state.output_stopped = job_file_stop_line(writer.error, ppath, job.output)
             if state.output_stopped is None:
-                state.output_stopped = output_moved_line(job.output, output_lock)
+                state.output_stopped = writer.moved or output_moved_line(job.output, output_lock)
             if state.provider_stopped is not None or state.output_stopped is not None:
                 return  # not run: resumable
             if job.parallel > 1:
@@ -1996,12 +2065,10 @@ async def _run_trials(
     from clawrig.llm.client import aclose_all
 
     await aclose_all()  # every model client of this loop, per-trial ones included
-    if (moved := output_moved_line(job.output, output_lock)) is not None:
-        # the trials it held before may be gone: not a job that ran (helper-218); its summary
-        # and progress file go where --resume looks
+    moved = writer.moved or output_moved_line(job.output, output_lock)
+    if moved is not None:
+        # the trials it held before may be gone: not a job that ran (helper-218)
         state.output_stopped = moved
-        with contextlib.suppress(OSError):
-            job.output.mkdir(parents=True, exist_ok=True)
     all_ok = (
         not state.interrupted
         and not state.budget_stopped
@@ -2011,8 +2078,15 @@ async def _run_trials(
     )
     summary = build_summary(job, tasks, list(results.values()), state, job_id)
     try:
-        write_json_atomic(summary_path(job.output, model), summary)
+        if moved is None:
+            write_json_atomic(summary_path(job.output, model), summary)
+        else:
+            _record_at_a_moved_output(job, model, job_id, progress, summary, moved)
     except OSError as exc:
+        where = summary_path(job.output, model)
+        if moved is not None:
+            line = _not_recorded(moved, job.output, _os_reason(exc), summary)
+            raise SummaryNotWritten(line, summary, where) from None
         usage = summary.get("usage") or {}
         spent = f"the job has spent ${float(usage.get('cost_usd') or 0):.4f}"
         kept = "its trial folders and progress file are kept"
@@ -2022,12 +2096,13 @@ async def _run_trials(
                 f"summary was not written ({spent}; {kept}); free space there (or make it "
                 "writable) and --resume",
                 summary,
+                where,
             ) from None
         raise SummaryNotWritten(
-            f"{summary_path(job.output, model)} could not be written "
-            f"({exc.strerror or exc}): the job's summary was not written ({spent}; {kept}); "
-            f"{_unblock(exc)} and --resume",
+            f"{where} could not be written ({exc.strerror or exc}): the job's summary was not "
+            f"written ({spent}; {kept}); {_unblock(exc)} and --resume",
             summary,
+            where,
         ) from None
     if all_ok:
         with contextlib.suppress(OSError):  # (gone, or what took its place: not the job's)
