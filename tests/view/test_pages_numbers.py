@@ -60,3 +60,17 @@ def test_a_trial_page_and_the_cache_take_a_huge_integer(jobs, tmp_path):
     cache = json.loads((job / INDEX_FILE).read_text())
     row = cache["rows"][0]
     assert _valid_row(row) and not _valid_row(row | {"cost": HUGE})
+
+
+def test_identical_runs_have_one_task_mean_however_many_there_are():
+    """helper-223: five runs of 0.98 averaged to 0.9800000000000001 and three to 0.98, so the
+    compare page counted two identical jobs "better" on that task, with a CI of [-0.000,
+    +0.000]. A task's mean is the same for any number of equal runs."""
+    from clawrig.view.pages import task_means
+
+    for score in (0.98, 0.1, 0.7, 1 / 3):
+        means = set()
+        for runs in range(1, 9):
+            rows = [{"task": "t", "cat": "c", "score": score, "cost": 0.0}] * runs
+            means.add(task_means(rows)["t"]["score"])  # type: ignore[arg-type]
+        assert len(means) == 1 and abs(means.pop() - score) < 1e-12, score

@@ -295,9 +295,16 @@ def category_scores(head: dict[str, Any], rows: list[Row]) -> dict[str, float | 
     return {c: _mean(per[c]) for c in sorted(cats)}
 
 
+SCORE_DIGITS = 12
+"""Decimals a task's mean score is rounded to: five runs of 0.98 average to
+0.9800000000000001 and three to 0.98, and the compare page called two identical jobs
+different on that task (helper-223)."""
+
+
 def task_means(rows: list[Row]) -> dict[str, dict[str, Any]]:
-    """Per task: ``score`` (mean counted score over its graded runs, None if none), ``cost``
-    (mean USD per run), ``runs``, ``cat`` and ``trials`` (row ids)."""
+    """Per task: ``score`` (mean counted score over its graded runs, None if none; rounded to
+    :data:`SCORE_DIGITS`), ``cost`` (mean USD per run), ``runs``, ``cat`` and ``trials`` (row
+    ids)."""
     per: dict[str, dict[str, Any]] = {}
     for r in rows:
         t = per.setdefault(r["task"], {"scores": [], "costs": [], "trials": [], "cat": r["cat"]})
@@ -307,7 +314,7 @@ def task_means(rows: list[Row]) -> dict[str, dict[str, Any]]:
         t["trials"].append(r)
     return {
         k: {
-            "score": _mean(v["scores"]),
+            "score": None if (m := _mean(v["scores"])) is None else round(m, SCORE_DIGITS),
             "cost": _mean(v["costs"]),
             "runs": len(v["trials"]),
             "cat": v["cat"],
