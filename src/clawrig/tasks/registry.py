@@ -43,6 +43,8 @@ from clawrig.tasks.wildclaw import read_wildclaw_task
 log = logging.getLogger("clawrig.tasks")
 
 _NOT_A_SUITE = "not a task file, a folder of task files, a four-folder root or a DataClawBench root"
+NO_TASK = "no task in it"
+"""How :func:`load_suite`'s error for a path of files none of which is a task begins."""
 
 
 @dataclass
@@ -537,8 +539,12 @@ def load_suite(path: Path | str, root: Path | str | None = None) -> Suite:
             TaskFormatError(
                 path,
                 "path",
-                f"no task in it: {_NOT_A_SUITE}"
-                + (f" ({skipped} file(s) skipped: see the warnings)" if skipped else ""),
+                f"{NO_TASK}: {_NOT_A_SUITE}"
+                + (
+                    f" ({skipped} file(s) skipped: clawrig tasks validate says why)"
+                    if skipped
+                    else ""
+                ),
             )
         )
     return Suite(path=path, format=fmt, tasks=tasks, issues=issues.issues)

@@ -29,7 +29,7 @@ from clawrig.errors import ClawrigError, SetupError
 from clawrig.leftovers import owned_tempdir, remove_tree
 from clawrig.sandbox.workspace import materialise_workspace
 from clawrig.spec.task import Task, ValidationIssue
-from clawrig.tasks.registry import load_suite
+from clawrig.tasks.registry import NO_TASK, load_suite, raise_first
 from clawrig.verify import killer, lint, selfcheck
 from clawrig.verify.report import Finding, SampleReport, VerifyReport
 
@@ -223,6 +223,10 @@ async def verify_path(
             f"--memory-mb: must be in [{MIN_MEMORY_MB}, {MAX_MEMORY_MB}] MiB, got {memory_mb}"
         )
     suite = load_suite(path, root)
+    if not suite.tasks:
+        # a path whose files are no tasks (a job's output) is bad input: one line, exit 2, as
+        # clawrig run says it (helper-223: a warning per file, an empty table, exit 1)
+        raise_first([i for i in suite.issues if i.severity == "error" and NO_TASK in i.message])
     if sandbox == "docker":  # refused before any sandbox starts, as clawrig run refuses it
         from clawrig.services.lifecycle import docker_refusal
 
