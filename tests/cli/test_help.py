@@ -60,21 +60,10 @@ def test_help_descriptions_are_filled_paragraphs():
     """helper-219: ``grade --help`` and ``verify --help`` broke lines mid-sentence (a
     docstring's own line breaks kept, each line wrapped again at 80 columns: "grade" alone on
     a line). Each paragraph of a command's description fills its lines but the last."""
-    import subprocess
-
-    from cli_helpers import CLAWRIG, clean_env
-
     checked = set()
     for path in every_command():
         cmd = " ".join(path)
-        r = subprocess.run(
-            [CLAWRIG, *path, "--help"],
-            env={**clean_env(), "COLUMNS": "80"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        lines = r.stdout.splitlines()
+        lines = _help_at_80(*path).splitlines()
         start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("Usage:")) + 1
         end = next((i for i, ln in enumerate(lines) if ln.startswith("╭")), len(lines))
         paragraphs = "\n".join(ln.rstrip() for ln in lines[start:end]).split("\n\n")
