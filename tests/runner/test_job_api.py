@@ -308,7 +308,8 @@ def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
     """helper-222: a job whose output folder was replaced wrote its summary and progress file
     into the new folder all the same, over the finished summary of a job run there meanwhile.
     Neither is written where the folder holds another job's summary or another job holds its
-    lock; the job's table is printed and the line says why (exit 1)."""
+    lock; the job's table is printed and the line says why (exit 1). Nor does it sweep the
+    half-written trial folders there (helper-224)."""
     import fcntl
 
     bench = mini_bench(3)
@@ -323,8 +324,15 @@ def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
             if asked and k != asked[0] and len(set(asked)) == 1:
                 out.rename(out.with_name(f"{how}.old"))
                 out.mkdir()
+                # the other job's trial in progress there: never swept by this one
+                # (helper-224: its half-written folder was removed when this job ended)
+                (out / "01_Productivity_Flow_task_1_echo" / ".tmp-theirs").mkdir(parents=True)
                 if how == "summary":
                     (out / "summary_scripted_test.json").write_text(json.dumps(theirs))
+                elif how == "same":  # a --resume of this job finished it there meanwhile
+                    first = next(out.with_name("same.old").glob("*/*/result.json"))
+                    ours = {"job_id": json.loads(first.read_text())["job_id"], "tasks": []}
+                    (out / "summary_scripted_test.json").write_text(json.dumps(ours))
                 else:  # another process holds the new folder's lock
                     held.append(os.open(out / ".clawrig.lock", os.O_RDWR | os.O_CREAT))
                     fcntl.flock(held[-1], fcntl.LOCK_EX)
@@ -335,6 +343,7 @@ def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
 
     for how, why in [
         ("summary", "summary_scripted_test.json there is another job's (another-job)"),
+        ("same", "summary_scripted_test.json there was written since"),
         ("lock", "another job holds it"),
     ]:
         asked.clear()
@@ -347,8 +356,10 @@ def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
             in " ".join(r.stderr.split())
         ), r.stderr
         assert not (out / "progress_scripted_test.json").exists()
-        if how == "summary":
-            assert json.loads((out / "summary_scripted_test.json").read_text()) == theirs
+        assert (out / "01_Productivity_Flow_task_1_echo" / ".tmp-theirs").is_dir()
+        if how != "lock":
+            kept = json.loads((out / "summary_scripted_test.json").read_text())
+            assert kept["tasks"] == [] and (how == "same") == (kept["job_id"] != "another-job")
             shutil.rmtree(out)
         else:
             assert not (out / "summary_scripted_test.json").exists()

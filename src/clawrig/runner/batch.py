@@ -129,13 +129,15 @@ class JobState:
         return self.earlier_s + time.monotonic() - self.started
 
 
-@dataclass(frozen=True)
+@dataclass
 class OutputLock:
     """A job's hold on its output folder: ``fd``, its open lock file; ``folder``, the folder's
-    (st_dev, st_ino) when the lock was taken (:func:`output_moved_line`)."""
+    (st_dev, st_ino) when the lock was taken (:func:`output_moved_line`); ``released``: the
+    lock file closed (the job over; its descriptor may be another file's now)."""
 
     fd: int
     folder: tuple[int, int]
+    released: bool = False
 
 
 def _lock_output(output: Path) -> int:
@@ -1007,6 +1009,8 @@ def output_moved_line(output: Path, lock: OutputLock) -> str | None:
     at ``<output>/.clawrig.lock`` (another job could then lock the folder). The trial folders
     written there before may be gone with the folder; a summary listing them would say they
     ran (helper-218: the job recreated the folder and exited 0)."""
+    if lock.released:  # (a second Ctrl-C once the job ended: its fd closed, EBADF)
+        return None
     path = JobPaths(output).lock
     held = os.fstat(lock.fd)
     folder = now = None
@@ -1038,9 +1042,11 @@ def _record_at_a_moved_output(
     """Write the job's progress file and summary at its output path after the folder (or its
     lock file) was removed or replaced (``moved``: :func:`output_moved_line`), so --resume
     finds them, when the folder now there is the job's to write: its lock taken, and no
-    progress file or summary of another job in it. Else they are not written (helper-222: a
-    job run into the new folder meanwhile had its finished summary replaced by this one's):
-    :class:`SummaryNotWritten` says why. Raises OSError when a write fails."""
+    progress file or summary of the model in it. Else they are not written (helper-222: a
+    job run into the new folder meanwhile had its finished summary replaced by this one's;
+    helper-224: a --resume of this job finished it there, and this one's summary of 6 trials
+    not run replaced that): :class:`SummaryNotWritten` says why. Raises OSError when a write
+    fails."""
     paths = JobPaths(job.output)
     where = summary_path(job.output, model)
     try:
@@ -1052,14 +1058,17 @@ def _record_at_a_moved_output(
         raise SummaryNotWritten(line, summary, where) from None
     try:
         for path in (progress_path(job.output, model), where):
+            if not os.path.lexists(path):
+                continue
             theirs = None
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 theirs = json.loads(path.read_text(encoding="utf-8")).get("job_id")
             if theirs is not None and theirs != job_id:
                 why = f"{path.name} there is another job's ({theirs})"
-                raise SummaryNotWritten(
-                    _not_recorded(moved, job.output, why, summary), summary, where
-                )
+            else:  # (helper-224: a --resume of this job finished it there meanwhile)
+                why = f"{path.name} there was written since"
+            line = _not_recorded(moved, job.output, why, summary)
+            raise SummaryNotWritten(line, summary, where)
         _write_text_atomic(paths.progress(model), model_json_text(progress))
         write_json_atomic(where, summary)
     finally:
@@ -1614,17 +1623,19 @@ async def run_job(
     except OSError as exc:
         raise UserError(f"--output: cannot create {job.output}: {exc.strerror or exc}") from None
     lock_fd = _lock_output(job.output)
+    folder = os.stat(job.output)
+    lock = OutputLock(lock_fd, (folder.st_dev, folder.st_ino))
     try:
-        folder = os.stat(job.output)
         return await _run_locked(
             job,
             tasks,
             services,
             on_update,
             executor or create_executor(job, tasks, services),
-            OutputLock(lock_fd, (folder.st_dev, folder.st_ino)),
+            lock,
         )
     finally:
+        lock.released = True
         os.close(lock_fd)
 
 
@@ -1961,11 +1972,21 @@ async def _run_trials(
 
             sweep_dead_again()
 
+    def sweep_own(set_aside: bool) -> None:
+        """The half-written trial folders at the output path swept (``set_aside``: what they
+        spent kept in ``_retried/`` first), unless the folder there is no longer the job's
+        (helper-224: a job stopped after its folder was replaced swept the half-written
+        trials of the job running in the new one)."""
+        if output_moved_line(job.output, output_lock) is not None:
+            return
+        if set_aside:
+            set_aside_partial_trials(job, tasks, job_id, EXITED_AT_ONCE)
+        sweep_partial_trials(job.output)
+
     def exit_now(signum: int, frame: object = None) -> None:
         leave_workers()
         # what the trials in progress spent kept (helper-152: swept with their folders)
-        set_aside_partial_trials(job, tasks, job_id, EXITED_AT_ONCE)
-        sweep_partial_trials(job.output)
+        sweep_own(set_aside=True)
         release_own_mounts(every_folder=True)  # os._exit runs no atexit: mounts, folders
         os.write(  # (they are not lost: helper-155)
             2,
@@ -1999,8 +2020,7 @@ async def _run_trials(
             for t in asyncio.all_tasks(loop):
                 t.print_stack(limit=8, file=sys.stderr)
         leave_workers()
-        set_aside_partial_trials(job, tasks, job_id, EXITED_AT_ONCE)
-        sweep_partial_trials(job.output)
+        sweep_own(set_aside=True)
         release_own_mounts(every_folder=True)
         os.write(
             2,
@@ -2054,7 +2074,7 @@ async def _run_trials(
                 signal.signal(signum, exit_now)
             elif signum != signal.SIGINT and previous is not None:
                 signal.signal(signum, previous)  # the loop left SIG_DFL: the caller's again
-        sweep_partial_trials(job.output)  # cancelled trials' half-written folders
+        sweep_own(set_aside=False)  # cancelled trials' half-written folders
     for out in outcomes:
         if isinstance(out, BaseException) and not isinstance(out, asyncio.CancelledError):
             if state.interrupted:
