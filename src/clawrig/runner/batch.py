@@ -1047,8 +1047,7 @@ def _record_at_a_moved_output(
     helper-224: a --resume of this job finished it there, and this one's summary of 6 trials
     not run replaced that): :class:`SummaryNotWritten` says why. Raises OSError when a write
     fails."""
-    paths = JobPaths(job.output)
-    where = summary_path(job.output, model)
+    ppath, where = progress_path(job.output, model), summary_path(job.output, model)
     try:
         job.output.mkdir(parents=True, exist_ok=True)
         fd = _lock_output(job.output)
@@ -1057,7 +1056,7 @@ def _record_at_a_moved_output(
         line = _not_recorded(moved, job.output, why, summary)
         raise SummaryNotWritten(line, summary, where) from None
     try:
-        for path in (progress_path(job.output, model), where):
+        for path in (ppath, where):
             if not os.path.lexists(path):
                 continue
             theirs = None
@@ -1069,7 +1068,7 @@ def _record_at_a_moved_output(
                 why = f"{path.name} there was written since"
             line = _not_recorded(moved, job.output, why, summary)
             raise SummaryNotWritten(line, summary, where)
-        _write_text_atomic(paths.progress(model), model_json_text(progress))
+        _write_text_atomic(ppath, model_json_text(progress))
         write_json_atomic(where, summary)
     finally:
         os.close(fd)
@@ -1082,12 +1081,15 @@ def _os_reason(exc: OSError) -> str:
 def _not_recorded(moved: str, output: Path, why: str, summary: dict[str, Any]) -> str:
     """The line of a job whose summary and progress file were not written at its moved output
     folder ``output`` (:func:`_record_at_a_moved_output`) because of ``why``."""
-    usage = summary.get("usage") or {}
-    spent = f"${float(usage.get('cost_usd') or 0):.4f}"
     return (
         f"{moved}; the job's summary and progress file were not written to {output} ({why}): "
-        f"the job spent {spent}; its trials there cannot be resumed"
+        f"the job spent {_spent_usd(summary)}; its trials there cannot be resumed"
     )
+
+
+def _spent_usd(summary: dict[str, Any]) -> str:
+    """What the job of ``summary`` spent, as its lines say it ("$0.0123")."""
+    return f"${float((summary.get('usage') or {}).get('cost_usd') or 0):.4f}"
 
 
 def job_file_stop_line(exc: OSError, path: Path, output: Path) -> str:
@@ -2107,8 +2109,7 @@ async def _run_trials(
         if moved is not None:
             line = _not_recorded(moved, job.output, _os_reason(exc), summary)
             raise SummaryNotWritten(line, summary, where) from None
-        usage = summary.get("usage") or {}
-        spent = f"the job has spent ${float(usage.get('cost_usd') or 0):.4f}"
+        spent = f"the job has spent {_spent_usd(summary)}"
         kept = "its trial folders and progress file are kept"
         if (what := OUTPUT_FULL_ERRNOS.get(exc.errno or 0)) is not None:
             raise SummaryNotWritten(
