@@ -269,7 +269,9 @@ def test_an_output_folder_removed_mid_job_stops_it_and_resume_runs_what_went(
     from clawrig.view.pages import status
 
     assert status(False, summary) == "stopped: output removed or replaced"
-    assert len(_keys(out)) == 1  # the second trial's folder (written after the removal)
+    # the second trial's folder went with the first's, and its retry did not start (it was
+    # made anew at the path: helper-224)
+    assert _keys(out) == []
     r = _bench_run(bench, out, srv, "--resume")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert sorted(_keys(out)) == [(f"01_Productivity_Flow_task_{k}_echo", 0) for k in (1, 2, 3)]
@@ -357,6 +359,10 @@ def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
         ), r.stderr
         assert not (out / "progress_scripted_test.json").exists()
         assert (out / "01_Productivity_Flow_task_1_echo" / ".tmp-theirs").is_dir()
+        # the trial that ran as the folder was replaced is not put into the new one
+        # (helper-224: it was renamed there by path), nor half of it left there
+        assert _keys(out) == [], _keys(out)
+        assert [p.name for p in out.glob("*/*")] == [".tmp-theirs"], list(out.glob("*/*"))
         if how != "lock":
             kept = json.loads((out / "summary_scripted_test.json").read_text())
             assert kept["tasks"] == [] and (how == "same") == (kept["job_id"] != "another-job")

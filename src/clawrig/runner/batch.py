@@ -1840,6 +1840,14 @@ async def _run_trials(
     )
     paths = JobPaths(job.output)
 
+    def check_output() -> None:
+        """Stop the job (``state.output_stopped``) when its progress file cannot be written
+        (helper-214) or its output folder is no longer the one it locked (helper-218)."""
+        if state.output_stopped is None and isinstance(writer.error, OSError):
+            state.output_stopped = job_file_stop_line(writer.error, ppath, job.output)
+        if state.output_stopped is None:
+            state.output_stopped = writer.moved or output_moved_line(job.output, output_lock)
+
     async def one(task: Task, run_index: int) -> None:
         async with slots:
             if state.interrupted:
@@ -1847,11 +1855,7 @@ async def _run_trials(
             if job.budget_usd is not None and job_spend_usd(state, services) >= job.budget_usd:
                 state.budget_stopped = True
                 return
-            if state.output_stopped is None and isinstance(writer.error, OSError):
-                # (its progress file cannot be written: helper-214)
-                state.output_stopped = job_file_stop_line(writer.error, ppath, job.output)
-            if state.output_stopped is None:
-                state.output_stopped = writer.moved or output_moved_line(job.output, output_lock)
+            check_output()
             if state.provider_stopped is not None or state.output_stopped is not None:
                 return  # not run: resumable
             if job.parallel > 1:
@@ -1934,6 +1938,7 @@ async def _run_trials(
                 state.provider_stopped = executor.provider_stop()
             if state.output_stopped is None:
                 state.output_stopped = output_stop_line(last[0], job.output)
+            check_output()  # no retry into a folder that is not the job's (helper-224)
             return last
 
         # called, not iterated: iterated, tenacity's retrying object and its attempt state
