@@ -55,3 +55,8 @@ DEFAULT_MEMORY_MB = 4096
 MIN_MEMORY_MB = 64
 MAX_MEMORY_MB = 1024 * 1024
 """The range ``--memory-mb`` takes (MiB)."""
+
+
+MAX_RUNS = 1000
+"""``--runs`` at most (trials per task): a job lists its trials before it starts one, so
+``--runs 100000000000`` sat listing them (a larger count is a usage error, exit 2)."""

@@ -665,3 +665,28 @@ def test_a_summary_row_of_a_trial_with_no_folder_is_its_whole_spend(tmp_path):
     [gone] = _summary_unwritten({"tasks": rows}, out)
     assert (gone.task_id, gone.run_index) == ("t2", 1)
     assert math.isclose(gone.usage["cost_usd"], 0.02 + 0.03) and gone.usage["total_tokens"] == 7
+
+
+def test_resume_takes_the_jobs_runs_when_none_are_given(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """helper-223: ``--resume`` took ``-m`` from the job it resumes but not ``--runs``: a job
+    run with ``--runs 2`` was refused ("runs differs") unless ``--runs 2`` was given again.
+    Given, another count is still refused."""
+    bench = mini_bench(2)
+    srv = scripted_server(responder=even_responder)
+    out = tmp_path / "out"
+    r = _bench_run(bench, out, srv, "--runs", "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    folders = sorted(out.glob("*/scripted_test_*"))
+    assert len(folders) == 4
+    shutil.rmtree(folders[0])  # run again by the resume, with the other three kept
+    r = _bench_run(bench, out, srv, "--resume")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    tasks = [f"01_Productivity_Flow_task_{k}_echo" for k in (1, 2)]
+    assert _keys(out) == [(t, i) for t in tasks for i in (0, 1)]
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    assert summary["runs_per_task"] == 2 and len(summary["tasks"]) == 4
+    r = _bench_run(bench, out, srv, "--resume", "--runs", "1")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--resume: runs differs from the finished job's" in " ".join(r.stderr.split())

@@ -28,10 +28,6 @@ if TYPE_CHECKING:
 DEFAULT_PARALLEL = 1
 """``--parallel``'s default in every command (trials or sandboxes at once)."""
 
-MAX_RUNS = 1000
-"""``--runs`` at most (trials per task): a job lists its trials before it starts one, so
-``--runs 100000000000`` sat listing them (a larger count is a usage error, exit 2)."""
-
 MAX_SLOTS_PER_NODE = 1000
 """``--slots-per-node`` at most (``--executor ray``): each slot is queued when the node's worker
 starts, so a count like 10^11 never finished starting (a larger one is a usage error, exit 2).

@@ -17,6 +17,7 @@ from clawrig.choices import (
     DEFAULT_DISK_MB,
     DEFAULT_MEMORY_MB,
     MAX_DISK_MB,
+    MAX_RUNS,
     MAX_WORKERS,
     Executor,
     GraderMode,
@@ -27,7 +28,6 @@ from clawrig.choices import (
 from clawrig.cli.common import (
     DEFAULT_PARALLEL,
     LIMITS_PANEL,
-    MAX_RUNS,
     MAX_SLOTS_PER_NODE,
     ROOT_HELP,
     SANDBOX_PANEL,
@@ -271,8 +271,15 @@ def register(app: typer.Typer) -> None:
             ),
         ] = DEFAULT_PARALLEL,
         runs: Annotated[
-            int, typer.Option("--runs", min=1, max=MAX_RUNS, help="Trials per task.")
-        ] = 1,
+            int | None,
+            typer.Option(
+                "--runs",
+                min=1,
+                max=MAX_RUNS,
+                show_default=False,
+                help="Trials per task (default 1; with --resume, the resumed job's).",
+            ),
+        ] = None,
         workers: Annotated[
             int,
             typer.Option(
@@ -505,7 +512,7 @@ def register(app: typer.Typer) -> None:
                 suite_path=source,
                 suite=suite,
                 categories=category or [],
-                runs=runs,
+                **({} if runs is None else {"runs": runs}),  # unset: --resume takes the job's
                 parallel=parallel,
                 output=output,
                 budget_usd=budget_usd,
@@ -943,7 +950,7 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
             )
 
     job = Job(config, on_note=note, on_update=on_update).prepare()
-    bar = progress.add_task("trials", total=len(job.tasks) * config.runs)
+    bar = progress.add_task("trials", total=len(job.tasks) * job.config.runs)
     # what exists now (modules, tasks, settings) lives as long as the process: kept out of the
     # cyclic collector's passes, which otherwise walk it again and again mid-job (heap.settle)
     settle()  # the collector was off since the command started (run)

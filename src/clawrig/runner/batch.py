@@ -47,6 +47,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
+from clawrig.choices import MAX_RUNS
 from clawrig.errors import (
     AttemptLost,
     ClawrigError,
@@ -660,6 +661,20 @@ def resume_mismatch(
         + (f" agent={theirs['agent']}" if "agent" in differ else "")
         + "): run with the same options, or choose another --output"
     )
+
+
+def job_runs(output: Path, model: str) -> int | None:
+    """The runs per task of the job of ``model`` in ``output``: its progress file's
+    (``runs``), else its summary's (``runs_per_task``); None when neither is there or says.
+    Raises UserError when the progress file is not valid."""
+    ppath = progress_path(output, model)
+    if ppath.is_file() and (prog := read_progress(ppath)) is not None:
+        return prog.runs
+    value = read_job_summary(output, model)
+    runs = value.get("runs_per_task") if value is not None else None
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAX_RUNS:
+        return None  # (a hand edit: then the resume compares --runs 1 with it, and says so)
+    return runs
 
 
 def summary_unfinished(summary: dict[str, Any], output: Path | None = None) -> bool:

@@ -157,7 +157,7 @@ class Job:
 
         agent = create_agent(cfg.trial.agent)
         if cfg.resume:
-            self._check_resume(cfg, agent.needs_model)
+            cfg = self._check_resume(cfg, agent.needs_model)
         trial = cfg.trial.model_copy(update=self._resolve_models(cfg, agent.needs_model))
         self.config = cfg.model_copy(update={"trial": trial})
         self._gateway_and_cache()
@@ -225,12 +225,15 @@ class Job:
             select=lambda tasks: select_tasks(tasks, cfg.suite, cfg.categories),
         )
 
-    def _check_resume(self, cfg: JobConfig, needs_model: bool) -> None:
+    def _check_resume(self, cfg: JobConfig, needs_model: bool) -> JobConfig:
         """``--resume``: what the output folder holds is checked first of all, for the model
         the job will have (:meth:`_resume_model`): a resume that cannot continue it is refused
         in its one line (:func:`clawrig.runner.batch.resume_problem`), not behind a model's or
-        the recording's complaint that follows from it. Raises PreflightError / UserError."""
+        the recording's complaint that follows from it. Returns ``cfg``, with the resumed
+        job's runs per task when ``runs`` was not given (as ``-m`` is taken from the job).
+        Raises PreflightError / UserError."""
         from clawrig.runner.batch import (
+            job_runs,
             missing_trials,
             progress_path,
             read_job_summary,
@@ -238,6 +241,8 @@ class Job:
         )
 
         model = self._resume_model(cfg, needs_model)
+        if model and "runs" not in cfg.model_fields_set and (ran := job_runs(cfg.output, model)):
+            cfg = cfg.model_copy(update={"runs": ran})
         if model and (problem := resume_problem(cfg, self.tasks, model)):
             raise PreflightError([problem])
         if model and not progress_path(cfg.output, model).exists():
@@ -247,6 +252,7 @@ class Job:
                     f"{len(gone)} trial folder(s) the job's summary lists are gone (e.g. "
                     f"{gone[0]}): they run again"
                 )
+        return cfg
 
     @staticmethod
     def _resume_model(cfg: JobConfig, needs_model: bool) -> str | None:
