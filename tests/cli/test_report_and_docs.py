@@ -4,6 +4,7 @@ grade, the README's account of the scripted server's options."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -357,3 +358,52 @@ def test_the_table_says_why_a_graded_agent_was_cut_short():
     got = {t: m.group(1) for t, m in said.items() if m}
     assert got == {"t0": "cost_budget", "t1": "time_limit", "t2": "max_turns"}, lines
     assert "agent: crash" in lines["t5"]
+
+
+def test_the_stop_lines_say_what_resume_runs_and_only_what_holds(tmp_path):
+    """helper-222: a stop that came as the last trial ended said "0 trial(s) not run"; an
+    interrupt after the output folder went said "finished trials are kept" beside its line
+    that they may be gone."""
+    from clawrig.cli.run import stop_lines
+    from clawrig.runner.batch import OutputLock, output_moved_line
+
+    errored = {"error": {"kind": "infrastructure", "message": "x"}}
+    full = "the output folder /o could not be written (no space left): trials run now ..."
+    assert stop_lines({"output_stopped": full, "not_run": 0, "tasks": []}, None) == [
+        f"stopped: {full}"
+    ]
+    assert stop_lines({"output_stopped": full, "not_run": 0, "tasks": [errored]}, None) == [
+        f"stopped: {full}; 1 trial(s) errored"
+    ]
+    assert stop_lines({"budget_stopped": True, "not_run": 2, "tasks": [errored]}, 0.5) == [
+        "the budget of $0.5 stopped the job; 2 trial(s) not run and 1 errored (raise "
+        "--budget-usd and --resume to continue)"
+    ]
+    assert stop_lines({"budget_stopped": True, "not_run": 0, "tasks": []}, 0.5) == [
+        "the budget of $0.5 stopped the job"
+    ]
+    # an interrupt: the trials kept, unless the folder they were in went
+    assert stop_lines(
+        {"interrupted": True, "interrupted_by": "SIGTERM", "not_run": 3, "tasks": []}, None
+    ) == [
+        "interrupted (SIGTERM): finished trials are kept; 3 trial(s) not run (--resume continues)"
+    ]
+    # the lines a job writes when its folder, or only its lock file, went
+    out = tmp_path / "out"
+    out.mkdir()
+    fd = os.open(out / ".clawrig.lock", os.O_RDWR | os.O_CREAT)
+    st = os.stat(out)
+    held = OutputLock(fd, (st.st_dev, st.st_ino))
+    (out / ".clawrig.lock").unlink()
+    lock = output_moved_line(out, held)
+    out.rename(tmp_path / "away")
+    moved = output_moved_line(out, held)
+    os.close(fd)
+    assert lock and moved and "lock file" in lock and "lock file" not in moved
+    for stopped, kept in [(moved, False), (lock, True), (full, True)]:
+        summary = {"interrupted": True, "output_stopped": stopped, "not_run": 3, "tasks": []}
+        last = stop_lines(summary, None)[-1]
+        assert last.startswith("interrupted: ") and last.endswith(
+            "3 trial(s) not run (--resume continues)"
+        )
+        assert ("finished trials are kept" in last) == kept, (stopped, last)

@@ -613,10 +613,51 @@ def _unscored(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _left_for_resume(summary: dict[str, Any]) -> str:
-    """ "N trial(s) not run", and "and M errored" for the :func:`_unscored` trials."""
+    """What ``--resume`` would run: "N trial(s) not run", "and M errored" for the
+    :func:`_unscored` trials ("M trial(s) errored" alone); "" when there is neither (helper-222:
+    "0 trial(s) not run" after a stop that came as the last trial ended)."""
     errored = len(_unscored(summary))
-    text = f"{summary.get('not_run', 0)} trial(s) not run"
+    not_run = summary.get("not_run") or 0
+    if not not_run:
+        return f"{errored} trial(s) errored" if errored else ""
+    text = f"{not_run} trial(s) not run"
     return f"{text} and {errored} errored" if errored else text
+
+
+def stop_lines(summary: dict[str, Any], budget_usd: float | None) -> list[str]:
+    """The lines after "summary: ..." at the end of a job: why it stopped starting trials
+    (the budget of ``budget_usd`` USD, a model's provider, its output folder, an interrupt)
+    and what ``--resume`` would run (:func:`_left_for_resume`)."""
+    from clawrig.spec.summary import OUTPUT_MOVED
+
+    left = _left_for_resume(summary)
+    lines = []
+    if summary.get("budget_stopped"):
+        then = f"; {left} (raise --budget-usd and --resume to continue)" if left else ""
+        lines.append(f"the budget of ${budget_usd:g} stopped the job{then}")
+    if stopped := summary.get("provider_stopped"):
+        from clawrig.llm.client import PROMPTS_REFUSED
+
+        # a model that refuses the job's prompts (not its settings) refuses them on --resume too
+        # (a stop line saying itself how --resume goes, as the Ray executor's, says it once)
+        says_how = PROMPTS_REFUSED in stopped or "--resume" in stopped
+        resume = "" if says_how else " (--resume continues once it answers)"
+        lines.append(f"stopped: {stopped}" + (f"; {left}{resume}" if left else ""))
+    output_stopped = summary.get("output_stopped")
+    if output_stopped:
+        lines.append(f"stopped: {output_stopped}" + (f"; {left}" if left else ""))
+    if summary.get("interrupted"):
+        by = summary.get("interrupted_by")
+        # (not said when the folder went: its line says they may be gone with it, helper-222)
+        gone = (
+            isinstance(output_stopped, str)
+            and output_stopped.startswith("the output folder ")
+            and OUTPUT_MOVED in output_stopped
+        )
+        kept = [] if gone else ["finished trials are kept"]
+        then = "; ".join(kept + ([f"{left} (--resume continues)"] if left else []))
+        lines.append(f"interrupted{f' ({by})' if by else ''}" + (f": {then}" if then else ""))
+    return lines
 
 
 def report(summary: dict[str, Any], config: Any, *, not_written: Path | None = None) -> int:
@@ -638,28 +679,7 @@ def report(summary: dict[str, Any], config: Any, *, not_written: Path | None = N
         bits = [f"summary: {summary_path(config.output, config.trial.model)}"]
     else:
         bits = [f"summary: not written to {not_written}"]
-    left = _left_for_resume(summary)
-    if summary.get("budget_stopped"):
-        bits.append(
-            f"the budget of ${config.budget_usd:g} stopped the job; "
-            f"{left} (raise --budget-usd and --resume to continue)"
-        )
-    if stopped := summary.get("provider_stopped"):
-        from clawrig.llm.client import PROMPTS_REFUSED
-
-        # a model that refuses the job's prompts (not its settings) refuses them on --resume too
-        # (a stop line saying itself how --resume goes, as the Ray executor's, says it once)
-        said = PROMPTS_REFUSED in stopped or "--resume" in stopped
-        resume = "" if said else " (--resume continues once it answers)"
-        bits.append(f"stopped: {stopped}; {left}{resume}")
-    if stopped := summary.get("output_stopped"):
-        bits.append(f"stopped: {stopped}; {left}")
-    if summary.get("interrupted"):
-        by = summary.get("interrupted_by")
-        bits.append(
-            f"interrupted{f' ({by})' if by else ''}: finished trials are kept; "
-            f"{left} (--resume continues)"
-        )
+    bits += stop_lines(summary, config.budget_usd)
     console.print("; ".join(bits), highlight=False, soft_wrap=True, markup=False)
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")
