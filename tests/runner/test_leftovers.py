@@ -334,3 +334,94 @@ def test_a_killed_verify_is_swept_by_the_next_harness(tmp_path: Path) -> None:
         unmount_below(tmp)  # what a failed run left: never in another test's way
         subprocess.run(["chmod", "-R", "u+rwX", str(tmp)], check=False)
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+def _cgroups_of(pid: int) -> list[Path]:
+    """The cgroup folders of the harness ``pid``'s sandboxes (cgroup v1 or v2)."""
+    root = Path("/sys/fs/cgroup")
+    return sorted(
+        p
+        for pattern in (f"*/clawrig/clawrig-{pid}-*", f"clawrig/clawrig-{pid}-*")
+        for p in root.glob(pattern)
+    )
+
+
+@pytest.mark.sandbox
+def test_cleanup_removes_what_a_killed_job_left_and_keeps_a_running_ones(tmp_path: Path) -> None:
+    """``kill -9`` left a job's folders, mounts and cgroups until the next job started (a LOW
+    finding, session 47): ``clawrig cleanup`` removes them now, and keeps those of a job that
+    runs."""
+    if os.geteuid() != 0:
+        pytest.skip("a job's mounts and cgroups need root")
+    tmp = Path(tempfile.mkdtemp(prefix="cleanup-", dir="/tmp"))
+    os.chmod(tmp, 0o755)
+    jobs: list[subprocess.Popen[bytes]] = []
+    try:
+        suite = _suite(tmp_path / "bench")
+        env = dict(os.environ, TMPDIR=str(tmp), CLAWRIG_CACHE_DIR=str(tmp_path / "cache"))
+        for name in ("killed", "running"):
+            jobs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "clawrig", "run", str(suite), "--agent", "nop"]
+                    + ["-o", str(tmp_path / name)],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        for job in jobs:  # until its trial sits in the warmup: its sandbox is up
+            for _ in range(600):
+                if {p.name.split("-")[1] for p in _ours(tmp, job.pid)} >= {"sbx", "trial"}:
+                    break
+                time.sleep(0.1)
+        killed, running = jobs
+        left, kept = _ours(tmp, killed.pid), _ours(tmp, running.pid)
+        groups = _cgroups_of(killed.pid)
+        assert left and kept and groups
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        time.sleep(0.5)
+        assert (
+            all(p.exists() for p in left) and str(tmp) in Path("/proc/self/mountinfo").read_text()
+        )
+
+        def cleanup() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "clawrig", "cleanup"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        r = cleanup()
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+        said = " ".join(r.stdout.split())
+        assert f"in {tmp} (of process(es) {killed.pid})" in said, said
+        assert not any(p.exists() for p in left)
+        assert not any(p.exists() for p in groups)
+        assert all(p.exists() for p in kept) and _cgroups_of(running.pid)
+        mounted = Path("/proc/self/mountinfo").read_text()
+        assert f"clawrig-scratch-{killed.pid}-" not in mounted
+        assert f"clawrig-scratch-{running.pid}-" in mounted  # (its tmpfs scratch)
+        running.send_signal(signal.SIGKILL)
+        running.wait()
+        r = cleanup()
+        assert r.returncode == 0 and f"(of process(es) {running.pid})" in " ".join(r.stdout.split())
+        assert (
+            not any(p.exists() for p in kept)
+            and str(tmp) not in Path("/proc/self/mountinfo").read_text()
+        )
+        r = cleanup()  # (another test's killed harness may leave cgroups meanwhile)
+        said = " ".join(r.stdout.split())
+        assert r.returncode == 0 and (
+            said == "nothing left by clawrig processes that are gone"
+            or said.startswith(f"removed 0 folder(s) in {tmp},")
+        ), said
+    finally:
+        for job in jobs:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+        subprocess.run(["chmod", "-R", "u+rwX", str(tmp)], check=False)
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)

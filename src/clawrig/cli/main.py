@@ -29,6 +29,7 @@ COMMANDS = {
     "tools": "app",
     "export": "app",
     "env": "app",
+    "cleanup": "register",
 }
 """Every subcommand -> how its module ``clawrig.cli.<name>`` provides it: ``register(app)``
 adds its command to a typer app, ``app`` is its own typer sub-app, "" is defined here. A

@@ -413,7 +413,7 @@ class GradingEnvStage:
         self.env = Path(env)
         base = (Path(cache_dir) if cache_dir else cache_root()) / "stage"
         base.mkdir(parents=True, exist_ok=True)
-        _sweep_stale_stages(base)
+        sweep_stale_stages(base)
         self.folder = base / f"{os.getpid()}-{secrets.token_hex(6)}"
         self.folder.mkdir(mode=0o755)
         self.dest = dest
@@ -462,13 +462,21 @@ def _link_tree(src: Path, dest: Path) -> None:
                 shutil.copy2(full, out / name)
 
 
-def _sweep_stale_stages(base: Path) -> None:
-    """Remove staging folders left by harness processes that no longer run."""
-    for entry in base.iterdir():
+def sweep_stale_stages(base: Path) -> int:
+    """Remove the staging folders in ``base`` (``<pid>-<random>``) left by harness processes
+    that no longer run; return how many were removed (0 when ``base`` cannot be listed)."""
+    removed = 0
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return 0
+    for entry in entries:
         pid = entry.name.split("-", 1)[0]
         if not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
             continue
         shutil.rmtree(entry, ignore_errors=True)
+        removed += not entry.exists()
+    return removed
 
 
 __all__ = [

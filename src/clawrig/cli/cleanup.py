@@ -1,0 +1,65 @@
+"""``clawrig cleanup``: remove what clawrig processes that are gone left on this machine.
+
+A harness stopped with ``kill -9`` (or a lost machine) cannot clean up after itself: its
+sandbox and trial folders, the trial disks and warm-pool slots mounted below them, its tmpfs
+scratch, its cgroups and its grading environments' staging folders stay until the next clawrig
+process starts (each sweeps them then: :func:`clawrig.leftovers.sweep_dead`,
+:func:`clawrig.sandbox.bwrap.sweep_stale_cgroups`). This command sweeps them now, as Inspect
+AI's ``inspect sandbox cleanup`` does for its sandboxes. Only what is named after a process id
+that no longer runs is touched (``clawrig-<kind>-<pid>-*``): the folders of a job running now
+are kept.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``cleanup`` to the main app."""
+
+    @app.command("cleanup")
+    def cleanup() -> None:
+        """Remove what stopped clawrig processes left (folders, mounts, cgroups)."""
+        from clawrig.cli.common import stdout_console
+        from clawrig.leftovers import owner_pid, pid_alive, sweep_dead
+        from clawrig.sandbox.bwrap import sweep_stale_cgroups
+        from clawrig.sandbox.pyenv import cache_root, sweep_stale_stages
+
+        base = Path(tempfile.gettempdir())
+        folders = sweep_dead(base)
+        cgroups = sweep_stale_cgroups()
+        stages = sweep_stale_stages(cache_root() / "stage")
+        left = [
+            p
+            for p in sorted(base.glob("clawrig-*-*-*"))
+            if (pid := owner_pid(p.name)) is not None and not pid_alive(pid)
+        ]
+        console = stdout_console()
+        pids = sorted({pid for p in folders if (pid := owner_pid(p.name)) is not None})
+        if folders or cgroups or stages:
+            said = f" (of process(es) {', '.join(map(str, pids))})" if pids else ""
+            console.print(
+                f"removed {len(folders)} folder(s) in {base}{said}, {cgroups} cgroup(s) and "
+                f"{stages} grading environment staging folder(s) left by clawrig processes "
+                "that are gone",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
+        else:
+            console.print(
+                "nothing left by clawrig processes that are gone", highlight=False, markup=False
+            )
+        if left:  # still mounted (not root?), or not removable
+            console.print(
+                f"not removed: {len(left)} folder(s), e.g. {left[0]} (unmounting and removing "
+                "them needs the rights the job ran with: root for its mounts)",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
+            raise typer.Exit(1)
