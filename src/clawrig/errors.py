@@ -35,6 +35,21 @@ class SummaryNotWritten(ClawrigError):
         self.path = path
 
 
+class InterruptedAfterJob(KeyboardInterrupt):
+    """A Ctrl-C (``signum`` SIGINT) or SIGTERM that came after every trial of a job had ended,
+    while its summary was written and its sandboxes and services stopped: held until then, so
+    the job ended whole (helper-225: it cut the summary's writing, or said "interrupted" of a
+    finished job with no table). ``summary`` is the job's, written; ``config`` the job's
+    (``clawrig.spec.job.JobConfig``). ``clawrig run`` prints the job's table, then exits
+    128 + ``signum``."""
+
+    def __init__(self, summary: dict[str, Any], signum: int, config: Any) -> None:
+        super().__init__(signum)
+        self.summary = summary
+        self.signum = signum
+        self.config = config
+
+
 def not_a_folder(label: str, path: Path) -> UserError:
     """The error for a folder argument ``label`` (``JOB_DIR`` ...) whose ``path`` is no folder:
     "no such folder", or a file given for one (helper-164: a file was "no such folder")."""

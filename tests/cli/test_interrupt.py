@@ -497,3 +497,47 @@ def test_a_signal_while_a_report_is_written_waits_for_its_end():
             written.append("quiet")
     finally:
         common._TERMINATED[0] = False
+
+
+_SIGNAL_AFTER_THE_SUMMARY = """
+import os, signal, sys
+import clawrig.runner.batch as batch
+written = batch.write_json_atomic
+
+def write_then_signal(path, value):  # the signal comes just after the summary is written
+    written(path, value)
+    if path.name.startswith("summary_"):
+        os.kill(os.getpid(), signal.{sig})
+
+batch.write_json_atomic = write_then_signal
+sys.argv = ["clawrig", "run", {demo!r}, "--agent", "oracle", "-s", "000001,000002",
+            "-o", {out!r}]
+from clawrig.cli.main import app
+app()
+"""
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [("SIGINT", 130, "clawrig: interrupted"), ("SIGTERM", 143, "clawrig: interrupted (SIGTERM)")],
+)
+def test_a_signal_after_every_trial_ended_lets_the_job_end_whole(tmp_path, sig, code, said):
+    """helper-225: a Ctrl-C that came after every trial had ended, as the summary was written
+    or the job's sandboxes and services stopped, said only "clawrig: interrupted" (exit 130)
+    of a finished job: no table, the README's "before any trial" line; a little earlier it cut
+    the summary's writing (none written, the progress file left). It is now held until the job
+    has ended: the summary is written, the table printed, then the exit says so."""
+    out = tmp_path / "out"
+    script = _SIGNAL_AFTER_THE_SUMMARY.format(sig=sig, demo=str(DEMO), out=str(out))
+    r = subprocess.run(
+        [sys.executable, "-c", script], env=clean_env(), capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == code and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr
+    assert r.stderr.strip().splitlines()[-1] == f"{said} as the job ended: every trial had ended"
+    summary_file = out / "summary_oracle.json"
+    summary = json.loads(summary_file.read_text())
+    assert summary["interrupted"] is False and summary["not_run"] == 0
+    assert len(summary["tasks"]) == 2 and not list(out.glob("progress_*.json"))
+    printed = " ".join(r.stdout.split())
+    assert f"summary: {summary_file}" in printed and "000002" in printed, r.stdout
+    assert "interrupted" not in printed  # (a finished job's table and lines)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from clawrig.choices import MAX_MEMORY_MB, MIN_MEMORY_MB
-from clawrig.errors import ClawrigError, UserError
+from clawrig.errors import ClawrigError, InterruptedAfterJob, UserError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -311,25 +311,18 @@ def signals_held() -> Iterator[None]:
     leaves the whole report on stdout (helper-180: a SIGTERM while ``verify --json`` wrote to
     a slow reader left cut JSON). A second exits at once (130 / 143), the report cut where
     it was: the way out of a write that a reader never takes."""
-    got: list[int] = []
+    from clawrig.held_signals import HeldSignals
 
-    def on_signal(signum: int, frame: object) -> None:
-        if got:
-            os._exit(128 + signum)
-        got.append(signum)
-
-    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    for signum in before:
-        signal.signal(signum, on_signal)
+    held = HeldSignals()
+    held.hold()
     try:
         yield
     finally:
-        for signum, handler in before.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-    if got and got[0] == signal.SIGTERM:
+        held.release()
+    if held.signum == signal.SIGTERM:
         _TERMINATED[0] = True
         raise Terminated()
-    if got:
+    if held.signum is not None:
         raise KeyboardInterrupt()
 
 
@@ -359,9 +352,11 @@ class _Interrupted(Exception):  # noqa: N818 - a signal, said as such
     """A Ctrl-C or SIGTERM (:class:`Terminated`) out of a command, carried past typer, which
     turns a KeyboardInterrupt into a silent exit 130 whatever the signal was."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, after_job: bool = False) -> None:
         super().__init__(signum)
         self.signum = signum
+        self.after_job = after_job
+        """It came after every trial of a job had ended (:class:`InterruptedAfterJob`)."""
 
 
 def _interrupts_pass_typer(command: Any) -> Any:
@@ -375,7 +370,8 @@ def _interrupts_pass_typer(command: Any) -> Any:
             try:
                 return method(*args, **kwargs)
             except KeyboardInterrupt as exc:
-                raise _Interrupted(getattr(exc, "signum", signal.SIGINT)) from None
+                after_job = isinstance(exc, InterruptedAfterJob)
+                raise _Interrupted(getattr(exc, "signum", signal.SIGINT), after_job) from None
 
         return guarded
 
@@ -441,7 +437,11 @@ def _run_guarded(app: Callable[..., object]) -> int:
     except (KeyboardInterrupt, typer.Abort, _Interrupted) as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
         name = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
-        _console("err_console").print(f"clawrig: interrupted{name}")
+        # (its table and summary line are printed above: every trial had ended)
+        after = (
+            " as the job ended: every trial had ended" if getattr(exc, "after_job", False) else ""
+        )
+        _console("err_console").print(f"clawrig: interrupted{name}{after}", highlight=False)
         return 128 + signum
     except _click_errors.UsageError as exc:
         if not exc.format_message():  # no arguments: the help was printed already

@@ -36,11 +36,17 @@ from clawrig.cli.common import (
     MemoryMbOption,
     TimeoutMultiplierOption,
     err_console,
+    signals_held,
     stdout_console,
     terminate_like_ctrl_c,
     usd_amount,
 )
-from clawrig.errors import ModelRequestError, SummaryNotWritten, UserError
+from clawrig.errors import (
+    InterruptedAfterJob,
+    ModelRequestError,
+    SummaryNotWritten,
+    UserError,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -560,7 +566,13 @@ def register(app: typer.Typer) -> None:
             except SummaryNotWritten as exc:
                 report(exc.summary, config, not_written=exc.path)  # its table all the same
                 raise
-            raise typer.Exit(report(summary, job.config))
+            except InterruptedAfterJob as exc:  # the job ended whole: its table, then 130/143
+                with signals_held():
+                    report(exc.summary, exc.config)
+                raise
+            with signals_held():  # a Ctrl-C now waits for the table's end (helper-225)
+                code = report(summary, job.config)
+            raise typer.Exit(code)
         finally:
             gc.enable()
 

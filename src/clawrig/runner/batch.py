@@ -56,6 +56,7 @@ from clawrig.errors import (
     first_invalid,
 )
 from clawrig.grading.aggregate import job_summary
+from clawrig.held_signals import HeldSignals
 from clawrig.leftovers import release_own_mounts
 from clawrig.runner.executors import Executor, create_executor
 from clawrig.runner.trial import (
@@ -1625,12 +1626,15 @@ async def run_job(
     *,
     on_update: Callable[[JobState, TrialResult | None], None] | None = None,
     executor: Executor | None = None,
+    held: HeldSignals | None = None,
 ) -> dict[str, Any]:
     """Run every (task, run_index) of the job not already done; return the summary dict.
 
     ``executor``: where trial attempts run (default: the one ``job.executor`` names,
     :func:`clawrig.runner.executors.create_executor`), started once the output folder is
-    locked and checked, closed at the end.
+    locked and checked, closed at the end. ``held``: once the trials ended with no signal,
+    Ctrl-C and SIGTERM are held there (:meth:`HeldSignals.hold`; the caller releases them)
+    while the summary is written, instead of raised in the middle of it.
 
     Raises UserError when ``--resume`` finds a progress file for another model, suite or runs,
     and :class:`clawrig.errors.ModelRequestError` when the provider refuses a request.
@@ -1650,6 +1654,7 @@ async def run_job(
             on_update,
             executor or create_executor(job, tasks, services),
             lock,
+            held,
         )
     finally:
         lock.released = True
@@ -1663,6 +1668,7 @@ async def _run_locked(
     on_update: Callable[[JobState, TrialResult | None], None] | None,
     executor: Executor,
     output_lock: OutputLock,
+    held: HeldSignals | None = None,
 ) -> dict[str, Any]:
     model = job.trial.model
     problem = output_state_problem(
@@ -1797,6 +1803,7 @@ async def _run_locked(
             results,
             carried,
             output_lock,
+            held,
         )
     finally:
         await executor.close()
@@ -1817,6 +1824,7 @@ async def _run_trials(
     results: dict[tuple[str, int], TrialResult],
     carried: dict[tuple[str, int], Usage],
     output_lock: OutputLock,
+    held: HeldSignals | None = None,
 ) -> dict[str, Any]:
     """Run ``todo``'s trials of the job and write its summary; ``output_lock``: the job's hold on
     its output folder (:func:`output_moved_line`)."""
@@ -2096,6 +2104,8 @@ async def _run_trials(
                 signal.signal(signum, exit_now)
             elif signum != signal.SIGINT and previous is not None:
                 signal.signal(signum, previous)  # the loop left SIG_DFL: the caller's again
+        if not interrupts and held is not None:
+            held.hold()  # (a signal from now on: after every trial ended)
         sweep_own(set_aside=False)  # cancelled trials' half-written folders
     for out in outcomes:
         if isinstance(out, BaseException) and not isinstance(out, asyncio.CancelledError):

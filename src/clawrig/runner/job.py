@@ -39,11 +39,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from clawrig.errors import UserError
+from clawrig.errors import InterruptedAfterJob, UserError
 from clawrig.runner import batch
 from clawrig.runner.batch import JobState, resumes_finished_job, select_tasks
 from clawrig.runner.preflight import (
@@ -464,7 +465,12 @@ class Job:
     async def arun(self) -> dict[str, Any]:
         """:meth:`prepare`, then run every trial not already done; returns the summary dict
         (``summary_<model>.json``; ``already_finished`` True when ``resume`` found the job
-        finished and ran nothing)."""
+        finished and ran nothing). Raises :class:`clawrig.errors.InterruptedAfterJob` when a
+        Ctrl-C or SIGTERM came after every trial had ended (held while the summary was written
+        and the job's services stopped), in the main thread."""
+        from clawrig.held_signals import HeldSignals
+
+        held = HeldSignals() if threading.current_thread() is threading.main_thread() else None
         try:
             self.prepare()
             gateway = self.services.gateway
@@ -473,13 +479,21 @@ class Job:
                 # the trials' model calls share one upstream client (and its connections)
                 async with gateway.shared_upstream() if gateway else contextlib.nullcontext():
                     summary = await batch.run_job(
-                        self.config, self.tasks, self.services, on_update=self.on_update
+                        self.config,
+                        self.tasks,
+                        self.services,
+                        on_update=self.on_update,
+                        held=held,
                     )
         finally:
+            if held is not None:
+                held.release()
             if self._spend_dir is not None:  # the workers have exited (batch closed them)
                 from clawrig.leftovers import remove_tree
 
                 remove_tree(self._spend_dir)
+        if held is not None and held.signum is not None:
+            raise InterruptedAfterJob(summary, held.signum, self.config)
         if summary.get("already_finished"):
             self.on_note(
                 f"{self.config.output} holds a finished job of {self.config.trial.model}: "
