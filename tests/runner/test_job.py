@@ -150,8 +150,8 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     # one line before anything starts (no progress bar), grammatical
     assert refusal(args[:-4] + ["--runs", "2", "-o", str(out), "--resume"]) == [
         f"clawrig: error: {progress}: --resume: runs differs from the interrupted job's (it "
-        "ran model=scripted/test suite=all runs=3): run with the same options, or choose "
-        "another --output"
+        "ran model=scripted/test suite=all runs=3; this run: runs=2): run with the job's options "
+        "(-m and --runs may be left out), or choose another --output"
     ]
     # a live job resumed with --replay (of itself, here: what it recorded so far) is refused
     # too: a job is replayed or live as a whole (its summary's replayed_from)
@@ -167,7 +167,7 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     for given, said in (
         ([], "holds the job of scripted/test run by --agent native, not --agent oracle"),
         (["-m", "scripted/test"], "agent differs from the interrupted job's (it ran "
-         "model=scripted/test suite=all runs=3 agent=native)"),
+         "model=scripted/test suite=all runs=3 agent=native; this run: agent=oracle)"),
     ):  # fmt: skip
         [line] = refusal(
             [CLAWRIG, "run", str(bench / "tasks"), *given, "-p", "4", "--runs", "3", "-o",
@@ -225,15 +225,18 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     assert math.isclose(summary["efficiency"]["total_cost_usd"], 0.01 * (60 + cut))
     # the finished job: the same refusal (was "every trial is done, nothing to run", exit 0)
     one = summary["tasks"][0]["task_id"]
-    for other, what in ((["--runs", "2"], "runs differs"), (["--suite", one], "suite differs")):
+    for other, what, given in (
+        (["--runs", "2"], "runs differs", "runs=2"),
+        (["--suite", one], "suite differs", f"suite={one}"),
+    ):
         r = subprocess.run(
             args + other + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=60
         )
         assert r.returncode == 2, (r.stdout, r.stderr)
         assert r.stderr.splitlines() == [
             f"clawrig: error: {out / 'summary_scripted_test.json'}: --resume: {what} from the "
-            "finished job's (it ran model=scripted/test suite=all runs=3): run with the same "
-            "options, or choose another --output"
+            f"finished job's (it ran model=scripted/test suite=all runs=3; this run: {given}): run "
+            "with the job's options (-m and --runs may be left out), or choose another --output"
         ], r.stderr
     assert len(_trial_folders(out)) == 30
 

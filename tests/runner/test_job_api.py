@@ -302,6 +302,15 @@ def test_an_output_folder_removed_mid_job_stops_it_and_resume_runs_what_went(
     )
     assert f"stopped: {line}" in " ".join(r.stdout.split()), r.stdout[-2000:]
     assert len(_keys(again)) == 2 and len(set(asked)) == 2
+    # the folder is the job's: its own progress file is no other job's (helper-226: "not
+    # written ... progress_scripted_test.json there was written since"), so its summary and
+    # progress file are there, and --resume continues it
+    assert "not written" not in r.stdout + r.stderr, r.stdout[-1500:] + r.stderr[-1500:]
+    summary = json.loads((again / "summary_scripted_test.json").read_text())
+    assert summary["output_stopped"] == line and summary["not_run"] == 1
+    r = _bench_run(bench, again, scripted_server(responder=even_responder), "--resume")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert sorted(_keys(again)) == [(f"01_Productivity_Flow_task_{k}_echo", 0) for k in (1, 2, 3)]
 
 
 def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
@@ -331,6 +340,9 @@ def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
                 (out / "01_Productivity_Flow_task_1_echo" / ".tmp-theirs").mkdir(parents=True)
                 if how == "summary":
                     (out / "summary_scripted_test.json").write_text(json.dumps(theirs))
+                elif how == "other":  # a job of another model finished there meanwhile
+                    other = {"job_id": "oracle-job", "model": "oracle", "tasks": []}
+                    (out / "summary_oracle.json").write_text(json.dumps(other))
                 elif how == "same":  # a --resume of this job finished it there meanwhile
                     first = next(out.with_name("same.old").glob("*/*/result.json"))
                     ours = {"job_id": json.loads(first.read_text())["job_id"], "tasks": []}
@@ -345,6 +357,7 @@ def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
 
     for how, why in [
         ("summary", "summary_scripted_test.json there is another job's (another-job)"),
+        ("other", "summary_oracle.json there is another model's job"),  # (helper-226)
         ("same", "summary_scripted_test.json there was written since"),
         ("lock", "another job holds it"),
     ]:
@@ -363,7 +376,10 @@ def test_a_job_whose_output_folder_another_job_took_writes_nothing_there(
         # (helper-224: it was renamed there by path), nor half of it left there
         assert _keys(out) == [], _keys(out)
         assert [p.name for p in out.glob("*/*")] == [".tmp-theirs"], list(out.glob("*/*"))
-        if how != "lock":
+        if how == "other":
+            assert sorted(p.name for p in out.glob("*.json")) == ["summary_oracle.json"]
+            shutil.rmtree(out)
+        elif how != "lock":
             kept = json.loads((out / "summary_scripted_test.json").read_text())
             assert kept["tasks"] == [] and (how == "same") == (kept["job_id"] != "another-job")
             shutil.rmtree(out)
@@ -690,3 +706,41 @@ def test_resume_takes_the_jobs_runs_when_none_are_given(
     r = _bench_run(bench, out, srv, "--resume", "--runs", "1")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--resume: runs differs from the finished job's" in " ".join(r.stderr.split())
+
+
+def test_resume_refuses_a_hand_edited_count_of_runs(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """helper-226: --resume took the progress file's ``runs`` as it was: -1 finished the job
+    with trials not run (exit 0), 10^12 sat listing trials, true was read as 1; a summary's
+    ``runs_per_task`` of true resumed a job of 2 runs as 1. Each is one line naming the file
+    and the field, exit 2, nothing run."""
+    bench = mini_bench(2)
+    srv = scripted_server(responder=even_responder)
+    out = tmp_path / "out"
+    r = _bench_run(bench, out, srv, "--runs", "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    spath = out / "summary_scripted_test.json"
+    summary = json.loads(spath.read_text())
+    ppath = out / "progress_scripted_test.json"
+    progress = {"model": "scripted/test", "suite": "all", "runs": 2, "job_id": summary["job_id"]}
+    folders = sorted(out.glob("*/scripted_test_*"))
+    shutil.rmtree(folders[0])  # one trial to run again: the job is unfinished
+    requests = len(srv.requests)
+    for bad in (-1, 0, True, 10**12, 1.5):
+        ppath.write_text(json.dumps({**progress, "runs": bad}))
+        r = _bench_run(bench, out, srv, "--resume")
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (bad, said)
+        assert f"{ppath}: not a valid progress file (runs: " in said, (bad, said)
+    ppath.unlink()
+    for bad in (True, 0, "2"):
+        spath.write_text(json.dumps({**summary, "runs_per_task": bad}))
+        r = _bench_run(bench, out, srv, "--resume")
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (bad, said)
+        assert (
+            f"--resume: {spath}: runs_per_task: {json.dumps(bad)} is not a count of runs "
+            "(1 to 1000)"
+        ) in said, said
+    assert len(srv.requests) == requests and len(list(out.glob("*/scripted_test_*"))) == 3

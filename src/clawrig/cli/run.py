@@ -658,6 +658,8 @@ def stop_lines(summary: dict[str, Any], budget_usd: float | None) -> list[str]:
     output_stopped = summary.get("output_stopped")
     if output_stopped:
         lines.append(f"stopped: {output_stopped}" + (f"; {left}" if left else ""))
+    if lines:
+        left = ""  # said once (helper-226: twice after an interrupt of a stopped job)
     if summary.get("interrupted"):
         by = summary.get("interrupted_by")
         # (not said when the folder went: its line says they may be gone with it, helper-222)

@@ -656,25 +656,33 @@ def resume_mismatch(
         return None
     what = " and ".join(differ)
     verb = "differs" if len(differ) == 1 else "differ"
+    given = " ".join(f"{name}={mine[name]}" for name in differ)
     return (
         f"{path}: --resume: {what} {verb} from the {state} job's (it ran model={theirs['model']}"
         f" suite={theirs['suite']} runs={theirs['runs']}"
         + (f" agent={theirs['agent']}" if "agent" in differ else "")
-        + "): run with the same options, or choose another --output"
+        + f"; this run: {given}): run with the job's options (-m and --runs may be left out), "
+        "or choose another --output"
     )
 
 
 def job_runs(output: Path, model: str) -> int | None:
     """The runs per task of the job of ``model`` in ``output``: its progress file's
     (``runs``), else its summary's (``runs_per_task``); None when neither is there or says.
-    Raises UserError when the progress file is not valid."""
+    Raises UserError when the progress file is not valid or the summary's count is no count
+    (1 to :data:`MAX_RUNS`)."""
     ppath = progress_path(output, model)
     if ppath.is_file() and (prog := read_progress(ppath)) is not None:
         return prog.runs
     value = read_job_summary(output, model)
-    runs = value.get("runs_per_task") if value is not None else None
+    if value is None or "runs_per_task" not in value:
+        return None
+    runs = value["runs_per_task"]
     if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAX_RUNS:
-        return None  # (a hand edit: then the resume compares --runs 1 with it, and says so)
+        raise UserError(  # (helper-226: true was read as 1, a job of 2 runs resumed as 1)
+            f"--resume: {summary_path(output, model)}: runs_per_task: {json.dumps(runs)} is "
+            f"not a count of runs (1 to {MAX_RUNS})"
+        )
     return runs
 
 
@@ -1054,15 +1062,20 @@ def _record_at_a_moved_output(
     progress: Progress,
     summary: dict[str, Any],
     moved: str,
+    own: dict[Path, tuple[int, int] | None] | None = None,
 ) -> None:
     """Write the job's progress file and summary at its output path after the folder (or its
     lock file) was removed or replaced (``moved``: :func:`output_moved_line`), so --resume
-    finds them, when the folder now there is the job's to write: its lock taken, and no
-    progress file or summary of the model in it. Else they are not written (helper-222: a
-    job run into the new folder meanwhile had its finished summary replaced by this one's;
-    helper-224: a --resume of this job finished it there, and this one's summary of 6 trials
-    not run replaced that): :class:`SummaryNotWritten` says why. Raises OSError when a write
-    fails."""
+    finds them, when the folder now there is the job's to write: its lock taken, no job of
+    another model in it (helper-226: a resume there then had to name a model, and could run
+    this job into the other's folder), and no progress file or summary of the model but the
+    job's own (``own``: path -> (st_dev, st_ino) of the job's file there, :func:`file_id`: the
+    progress file it wrote last, the summary an earlier run of it left; helper-226: with only
+    the lock file removed, the job called its own file another's). Else they are not written
+    (helper-222: a job run into the new folder meanwhile had its finished summary replaced by
+    this one's; helper-224: a --resume of this job finished it there, and this one's summary
+    of 6 trials not run replaced that): :class:`SummaryNotWritten` says why. Raises OSError
+    when a write fails."""
     ppath, where = progress_path(job.output, model), summary_path(job.output, model)
     try:
         job.output.mkdir(parents=True, exist_ok=True)
@@ -1072,9 +1085,18 @@ def _record_at_a_moved_output(
         line = _not_recorded(moved, job.output, why, summary)
         raise SummaryNotWritten(line, summary, where) from None
     try:
+        ours = (ppath.name, where.name)
+        others = [(m, file) for m, file in other_jobs(job.output) if file not in ours]
+        if others:
+            line = _not_recorded(
+                moved, job.output, f"{others[0][1]} there is another model's job", summary
+            )
+            raise SummaryNotWritten(line, summary, where)
         for path in (ppath, where):
             if not os.path.lexists(path):
                 continue
+            if (own or {}).get(path) is not None and file_id(path) == (own or {}).get(path):
+                continue  # the job's own, as it wrote it or found it
             theirs = None
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 theirs = json.loads(path.read_text(encoding="utf-8")).get("job_id")
@@ -1180,10 +1202,20 @@ def write_json_atomic(path: Path, value: Any) -> None:
     _write_text_atomic(path, text)
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    """:func:`write_json_atomic` of JSON text ``text`` (a newline added). The temp file is a
-    new file (a link or a file left at its name is removed first, never written through);
-    the rename replaces whatever ``path`` was, a link included, without following it."""
+def file_id(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of what is at ``path`` (a link itself, not followed), or None."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _write_text_atomic(path: Path, text: str) -> tuple[int, int]:
+    """:func:`write_json_atomic` of JSON text ``text`` (a newline added); returns the file's
+    (st_dev, st_ino). The temp file is a new file (a link or a file left at its name is removed
+    first, never written through); the rename replaces whatever ``path`` was, a link included,
+    without following it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
@@ -1196,7 +1228,9 @@ def _write_text_atomic(path: Path, text: str) -> None:
             fh.write(text + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+            st = os.fstat(fh.fileno())
         os.replace(tmp, path)
+        return st.st_dev, st.st_ino
     except BaseException:  # a Ctrl-C mid-write leaves no temp file behind
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -1239,6 +1273,9 @@ class ProgressWriter:
         self.min_interval_s = PROGRESS_INTERVAL_S if min_interval_s is None else min_interval_s
         self.writes = 0
         """Writes done so far."""
+        self.written = file_id(path)
+        """(st_dev, st_ino) of the file at :attr:`path` that is the job's: the one there when
+        the writer was made (the job holds its folder's lock), then the last one it wrote."""
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
@@ -1270,7 +1307,7 @@ class ProgressWriter:
                 self.progress.elapsed_s = round(self.elapsed_s(), 3)
             text = model_json_text(self.progress)  # the state now, made in ~0.1 ms
             try:
-                await asyncio.to_thread(_write_text_atomic, self.path, text)
+                self.written = await asyncio.to_thread(_write_text_atomic, self.path, text)
             except Exception as exc:  # noqa: BLE001 - raised by flush(), at the job's end
                 self._error = exc
             self.writes += 1
@@ -1861,6 +1898,7 @@ async def _run_trials(
         elapsed_s=state.elapsed_s,
         guard=lambda: output_moved_line(job.output, output_lock),
     )
+    summary_at_start = file_id(summary_path(job.output, model))  # (an earlier run's: --resume)
     paths = JobPaths(job.output)
 
     def check_output() -> None:
@@ -2002,26 +2040,31 @@ async def _run_trials(
 
             sweep_dead_again()
 
-    def sweep_own(set_aside: bool) -> None:
+    def sweep_own(set_aside: bool) -> bool:
         """The half-written trial folders at the output path swept (``set_aside``: what they
         spent kept in ``_retried/`` first), unless the folder there is no longer the job's
         (helper-224: a job stopped after its folder was replaced swept the half-written
-        trials of the job running in the new one)."""
+        trials of the job running in the new one). True when it swept."""
         if output_moved_line(job.output, output_lock) is not None:
-            return
+            return False
         if set_aside:
             set_aside_partial_trials(job, tasks, job_id, EXITED_AT_ONCE)
         sweep_partial_trials(job.output)
+        return True
 
     def exit_now(signum: int, frame: object = None) -> None:
         leave_workers()
         # what the trials in progress spent kept (helper-152: swept with their folders)
-        sweep_own(set_aside=True)
+        kept = sweep_own(set_aside=True)
         release_own_mounts(every_folder=True)  # os._exit runs no atexit: mounts, folders
         os.write(  # (they are not lost: helper-155)
             2,
             b"clawrig: interrupted again: exiting now (the trials in progress are not finished: "
-            b"what they spent is in _retried/, --resume runs them again)\n",
+            + (
+                b"what they spent is in _retried/, --resume runs them again)\n"
+                if kept  # (else nothing was set aside: helper-226)
+                else b"the output folder is no longer the job's, nothing of them was kept)\n"
+            ),
         )
         os._exit(128 + signum)
 
@@ -2133,7 +2176,8 @@ async def _run_trials(
         if moved is None:
             write_json_atomic(summary_path(job.output, model), summary)
         else:
-            _record_at_a_moved_output(job, model, job_id, progress, summary, moved)
+            own = {ppath: writer.written, summary_path(job.output, model): summary_at_start}
+            _record_at_a_moved_output(job, model, job_id, progress, summary, moved, own)
     except OSError as exc:
         where = summary_path(job.output, model)
         if moved is not None:
