@@ -174,6 +174,17 @@ def socket_tempdir(kind: str, socket_name: str) -> Path:
     )
 
 
+def socket_bases() -> list[Path]:
+    """Where :func:`socket_tempdir` may have put this machine's harnesses' socket folders: the
+    temp folder, and :data:`SHORT_TEMP_DIRS` too when the temp folder is too deep for some
+    (a socket name of up to 30 bytes in a folder of the longest kind's name)."""
+    tmp = Path(tempfile.gettempdir())
+    longest = max(len(f"/clawrig-{kind}-{10**PID_DIGITS}-") for kind in KINDS)
+    if len(os.fsencode(tmp)) + longest + _RANDOM_CHARS + 1 + 30 <= SUN_PATH_MAX:
+        return [tmp]
+    return list(dict.fromkeys([tmp, *map(Path, SHORT_TEMP_DIRS)]))
+
+
 def fits_socket(path: Path) -> bool:
     """True when ``path`` is short enough to be a unix socket's path (:data:`SUN_PATH_MAX`)."""
     return len(os.fsencode(path)) <= SUN_PATH_MAX
@@ -190,14 +201,27 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+PID_DIGITS = 10
+"""Digits a pid in a name has at most (Linux's pid_max is at most 2^22: 7 digits)."""
+
+
+def pid_in_name(text: str) -> int | None:
+    """``text`` as a pid when it is one written in ASCII digits (at most :data:`PID_DIGITS`),
+    else None (helper-227: a planted ``clawrig-trial-²-x`` passed ``isdigit`` and crashed
+    every harness's sweep, a 20-digit one overflowed ``kill``)."""
+    if text.isascii() and text.isdigit() and len(text) <= PID_DIGITS:
+        return int(text)
+    return None
+
+
 def owner_pid(name: str) -> int | None:
     """The pid in ``clawrig-<kind>-<pid>-<random>`` for a kind in :data:`KINDS`, else None."""
     for kind in KINDS:
         prefix = f"clawrig-{kind}-"
         if name.startswith(prefix):
             pid, sep, rest = name[len(prefix) :].partition("-")
-            if pid.isdigit() and sep and rest:
-                return int(pid)
+            if sep and rest and (found := pid_in_name(pid)) is not None:
+                return found
     return None
 
 

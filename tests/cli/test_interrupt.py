@@ -499,17 +499,41 @@ def test_a_signal_while_a_report_is_written_waits_for_its_end():
         common._TERMINATED[0] = False
 
 
-_SIGNAL_AFTER_THE_SUMMARY = """
+_SIGNAL_AFTER_THE_TRIALS = """
 import os, signal, sys
+import clawrig.cli.run as run
 import clawrig.runner.batch as batch
+import clawrig.runner.job as job
+when = {when!r}
+
+def send():
+    os.kill(os.getpid(), signal.{sig})
+
 written = batch.write_json_atomic
 
-def write_then_signal(path, value):  # the signal comes just after the summary is written
+def write_then_signal(path, value):  # just after the summary is written
     written(path, value)
-    if path.name.startswith("summary_"):
-        os.kill(os.getpid(), signal.{sig})
+    if when == "summary" and path.name.startswith("summary_"):
+        send()
 
 batch.write_json_atomic = write_then_signal
+arun = job.Job.arun
+
+async def arun_then_signal(self, *args):  # the job ended, its event loop not yet shut down
+    summary = await arun(self, *args)
+    if when == "loop":
+        send()
+    return summary
+
+job.Job.arun = arun_then_signal
+render = run.render_summary
+
+def render_after_signal(summary):  # while the table is printed
+    if when == "table":
+        send()
+    return render(summary)
+
+run.render_summary = render_after_signal
 sys.argv = ["clawrig", "run", {demo!r}, "--agent", "oracle", "-s", "000001,000002",
             "-o", {out!r}]
 from clawrig.cli.main import app
@@ -517,18 +541,21 @@ app()
 """
 
 
+@pytest.mark.parametrize("when", ["summary", "loop", "table"])
 @pytest.mark.parametrize(
     ("sig", "code", "said"),
     [("SIGINT", 130, "clawrig: interrupted"), ("SIGTERM", 143, "clawrig: interrupted (SIGTERM)")],
 )
-def test_a_signal_after_every_trial_ended_lets_the_job_end_whole(tmp_path, sig, code, said):
+def test_a_signal_after_every_trial_ended_lets_the_job_end_whole(tmp_path, sig, code, said, when):
     """helper-225: a Ctrl-C that came after every trial had ended, as the summary was written
     or the job's sandboxes and services stopped, said only "clawrig: interrupted" (exit 130)
     of a finished job: no table, the README's "before any trial" line; a little earlier it cut
     the summary's writing (none written, the progress file left). It is now held until the job
-    has ended: the summary is written, the table printed, then the exit says so."""
+    has ended: the summary is written, the table printed, then the exit says so. helper-227:
+    one in the event loop's shutdown or as the table was printed still lost the table or the
+    words."""
     out = tmp_path / "out"
-    script = _SIGNAL_AFTER_THE_SUMMARY.format(sig=sig, demo=str(DEMO), out=str(out))
+    script = _SIGNAL_AFTER_THE_TRIALS.format(sig=sig, demo=str(DEMO), out=str(out), when=when)
     r = subprocess.run(
         [sys.executable, "-c", script], env=clean_env(), capture_output=True, text=True, timeout=300
     )

@@ -4,6 +4,7 @@ removes them (issue 14: leftovers of a killed job are swept at the next start)."
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -135,6 +136,43 @@ def test_sweep_keeps_folders_of_live_harnesses(tmp_path: Path) -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_names_that_only_look_like_a_harness_s_are_passed_over() -> None:
+    """helper-227: ``clawrig-trial-²-x`` (a digit to ``isdigit``, not to ``int``) or a
+    20-digit pid, planted in the temp folder (anyone may write there), crashed every harness's
+    sweep (its scratch then stayed mounted) and ``clawrig cleanup``; a file or link of such a
+    name made cleanup exit 1 for rights it did not lack."""
+    from clawrig.sandbox.bwrap import sweep_stale_cgroups
+    from clawrig.sandbox.pyenv import sweep_stale_stages
+
+    # a short temp folder: cleanup sweeps it alone (not /tmp, where a deep one's sockets go)
+    tmp = Path(tempfile.mkdtemp(prefix="odd-", dir="/tmp"))
+    try:
+        odd = [tmp / f"clawrig-trial-{pid}-x" for pid in ("²", "٣", "9" * 20, "12345678901")]
+        for folder in odd:
+            folder.mkdir()
+        probe = subprocess.Popen(["true"])
+        probe.wait()
+        (tmp / f"clawrig-trial-{probe.pid}-file").write_text("not a harness's")
+        (tmp / f"clawrig-trial-{probe.pid}-link").symlink_to(tmp / "elsewhere")
+        assert sweep_dead(tmp) == [] and all(p.is_dir() for p in odd)
+        stages = tmp / "stage"
+        for name in ("²-a", f"{'9' * 20}-b"):
+            (stages / name).mkdir(parents=True)
+        assert sweep_stale_stages(stages) == 0 and len(list(stages.iterdir())) == 2
+        sweep_stale_cgroups()  # (the machine's: names it cannot read as pids are passed over)
+        r = subprocess.run(
+            [sys.executable, "-m", "clawrig", "cleanup"],
+            env=dict(os.environ, TMPDIR=str(tmp), CLAWRIG_CACHE_DIR=str(tmp / "cache")),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+        assert "not removed" not in r.stdout and all(p.is_dir() for p in odd)
+    finally:
+        shutil.rmtree(tmp)
 
 
 def test_every_owned_folder_kind_is_swept_after_its_harness_died(tmp_path: Path) -> None:

@@ -12,9 +12,6 @@ are kept.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import typer
 
 
@@ -25,25 +22,32 @@ def register(app: typer.Typer) -> None:
     def cleanup() -> None:
         """Remove what stopped clawrig processes left (folders, mounts, cgroups)."""
         from clawrig.cli.common import stdout_console
-        from clawrig.leftovers import owner_pid, pid_alive, sweep_dead
+        from clawrig.leftovers import owner_pid, pid_alive, socket_bases, sweep_dead
         from clawrig.sandbox.bwrap import sweep_stale_cgroups
         from clawrig.sandbox.pyenv import cache_root, sweep_stale_stages
 
-        base = Path(tempfile.gettempdir())
-        folders = sweep_dead(base)
+        # the temp folder, and where sockets' folders went if it is too deep (helper-227)
+        bases = socket_bases()
+        folders = [p for base in bases for p in sweep_dead(base)]
         cgroups = sweep_stale_cgroups()
         stages = sweep_stale_stages(cache_root() / "stage")
-        left = [
+        left = [  # (sweep_dead's kind: folders, not links or files, which are no harness's)
             p
+            for base in bases
             for p in sorted(base.glob("clawrig-*-*-*"))
-            if (pid := owner_pid(p.name)) is not None and not pid_alive(pid)
+            if (pid := owner_pid(p.name)) is not None
+            and not pid_alive(pid)
+            and p.is_dir()
+            and not p.is_symlink()
         ]
         console = stdout_console()
         pids = sorted({pid for p in folders if (pid := owner_pid(p.name)) is not None})
         if folders or cgroups or stages:
             said = f" (of process(es) {', '.join(map(str, pids))})" if pids else ""
+            where = ", ".join(str(b) for b in bases if any(p.parent == b for p in folders))
             console.print(
-                f"removed {len(folders)} folder(s) in {base}{said}, {cgroups} cgroup(s) and "
+                f"removed {len(folders)} folder(s) in {where or bases[0]}{said}, {cgroups} "
+                "cgroup(s) and "
                 f"{stages} grading environment staging folder(s) left by clawrig processes "
                 "that are gone",
                 highlight=False,

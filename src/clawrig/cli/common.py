@@ -11,7 +11,7 @@ import signal
 import stat
 import sys
 from collections.abc import Callable, Coroutine, Iterator
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -319,11 +319,17 @@ def signals_held() -> Iterator[None]:
         yield
     finally:
         held.release()
-    if held.signum == signal.SIGTERM:
+    if held.signum is not None:
+        raise_signal(held.signum)
+
+
+def raise_signal(signum: int) -> NoReturn:
+    """Raise a signal that was held as it would have been raised: SIGTERM as
+    :class:`Terminated`, SIGINT as KeyboardInterrupt."""
+    if signum == signal.SIGTERM:
         _TERMINATED[0] = True
         raise Terminated()
-    if held.signum is not None:
-        raise KeyboardInterrupt()
+    raise KeyboardInterrupt()
 
 
 def terminate_like_ctrl_c() -> None:

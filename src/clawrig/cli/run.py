@@ -36,7 +36,7 @@ from clawrig.cli.common import (
     MemoryMbOption,
     TimeoutMultiplierOption,
     err_console,
-    signals_held,
+    raise_signal,
     stdout_console,
     terminate_like_ctrl_c,
     usd_amount,
@@ -558,20 +558,27 @@ def register(app: typer.Typer) -> None:
             )
             terminate_like_ctrl_c()
             # a Ctrl-C or SIGTERM before the job's loop handles them (the job being prepared,
-            # its --workers starting): said and exited as its signal by common.run_guarded
+            # its --workers starting): said and exited as its signal by common.run_guarded;
+            # after every trial ended: held (from the job's end to its table's) and said so
+            from clawrig.held_signals import HeldSignals
+
+            held = HeldSignals()
             try:
-                summary, job = _run_with_view(config, verbose)
-            except ModelRequestError as exc:
-                raise _resumable(exc, config) from None
-            except SummaryNotWritten as exc:
-                report(exc.summary, config, not_written=exc.path)  # its table all the same
-                raise
-            except InterruptedAfterJob as exc:  # the job ended whole: its table, then 130/143
-                with signals_held():
-                    report(exc.summary, exc.config)
-                raise
-            with signals_held():  # a Ctrl-C now waits for the table's end (helper-225)
+                try:
+                    summary, job = _run_with_view(config, verbose, held)
+                except ModelRequestError as exc:
+                    raise _resumable(exc, config) from None
+                except SummaryNotWritten as exc:
+                    report(exc.summary, config, not_written=exc.path)  # its table all the same
+                    raise
+                held.hold()  # the table printed whole (helper-225)
                 code = report(summary, job.config)
+            finally:
+                held.release()
+            if held.signum is not None:
+                if summary.get("interrupted"):  # (a second Ctrl-C as an interrupted job ended)
+                    raise_signal(held.signum)
+                raise InterruptedAfterJob(summary, held.signum, job.config)
             raise typer.Exit(code)
         finally:
             gc.enable()
@@ -915,7 +922,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
+def _run_with_view(config: Any, verbose: bool, held: Any = None) -> tuple[dict[str, Any], Any]:
     """Prepare the Job (errors before any progress bar), then run it under a progress bar."""
     import asyncio
 
@@ -989,4 +996,4 @@ def _run_with_view(config: Any, verbose: bool) -> tuple[dict[str, Any], Any]:
     # cyclic collector's passes, which otherwise walk it again and again mid-job (heap.settle)
     settle()  # the collector was off since the command started (run)
     with progress:
-        return asyncio.run(job.arun()), job
+        return asyncio.run(job.arun(held)), job

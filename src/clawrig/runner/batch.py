@@ -2057,15 +2057,15 @@ async def _run_trials(
         # what the trials in progress spent kept (helper-152: swept with their folders)
         kept = sweep_own(set_aside=True)
         release_own_mounts(every_folder=True)  # os._exit runs no atexit: mounts, folders
-        os.write(  # (they are not lost: helper-155)
-            2,
-            b"clawrig: interrupted again: exiting now (the trials in progress are not finished: "
-            + (
-                b"what they spent is in _retried/, --resume runs them again)\n"
-                if kept  # (else nothing was set aside: helper-226)
-                else b"the output folder is no longer the job's, nothing of them was kept)\n"
-            ),
-        )
+        if not state.running:  # (helper-227: said of trials in progress when none was)
+            why = b"no trial was running; --resume runs those not run"
+        elif kept:  # (they are not lost: helper-155)
+            why = b"the trials in progress are not finished: what they spent is in _retried/, "
+            why += b"--resume runs them again"
+        else:  # (nothing was set aside: helper-226)
+            why = b"the trials in progress are not finished; the output folder is no longer "
+            why += b"the job's: nothing of them was kept"
+        os.write(2, b"clawrig: interrupted again: exiting now (" + why + b")\n")
         os._exit(128 + signum)
 
     def on_signal(signum: int) -> None:

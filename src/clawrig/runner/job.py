@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.errors import InterruptedAfterJob, UserError
+from clawrig.held_signals import HeldSignals
 from clawrig.runner import batch
 from clawrig.runner.batch import JobState, resumes_finished_job, select_tasks
 from clawrig.runner.preflight import (
@@ -462,15 +463,17 @@ class Job:
                 prefetch_host_etc()
 
     # -- the trials --------------------------------------------------------------------------
-    async def arun(self) -> dict[str, Any]:
+    async def arun(self, held: HeldSignals | None = None) -> dict[str, Any]:
         """:meth:`prepare`, then run every trial not already done; returns the summary dict
         (``summary_<model>.json``; ``already_finished`` True when ``resume`` found the job
         finished and ran nothing). Raises :class:`clawrig.errors.InterruptedAfterJob` when a
         Ctrl-C or SIGTERM came after every trial had ended (held while the summary was written
-        and the job's services stopped), in the main thread."""
-        from clawrig.held_signals import HeldSignals
-
-        held = HeldSignals() if threading.current_thread() is threading.main_thread() else None
+        and the job's services stopped), in the main thread. ``held``: the caller's hold
+        instead, which it releases and acts on itself (``clawrig run``: after its table, so
+        a signal in the event loop's shutdown waits too: helper-227)."""
+        own = held is None and threading.current_thread() is threading.main_thread()
+        if own:
+            held = HeldSignals()
         try:
             self.prepare()
             gateway = self.services.gateway
@@ -486,13 +489,13 @@ class Job:
                         held=held,
                     )
         finally:
-            if held is not None:
+            if own and held is not None:
                 held.release()
             if self._spend_dir is not None:  # the workers have exited (batch closed them)
                 from clawrig.leftovers import remove_tree
 
                 remove_tree(self._spend_dir)
-        if held is not None and held.signum is not None:
+        if own and held is not None and held.signum is not None:
             raise InterruptedAfterJob(summary, held.signum, self.config)
         if summary.get("already_finished"):
             self.on_note(

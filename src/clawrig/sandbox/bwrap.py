@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from clawrig.errors import SandboxError
-from clawrig.leftovers import filled_tempdir, owned_tempdir, remove_tree, scratch_dir
+from clawrig.leftovers import filled_tempdir, owned_tempdir, pid_in_name, remove_tree, scratch_dir
 from clawrig.sandbox.base import SandboxConfig, oom_kill_count
 from clawrig.sandbox.client import (
     READY_TIMEOUT_S,
@@ -446,9 +446,10 @@ def sweep_stale_cgroups() -> int:
             continue
         for d in entries:
             parts = d.name.split("-")
-            if len(parts) != 3 or not parts[1].isdigit() or not d.is_dir():
+            pid = pid_in_name(parts[1]) if len(parts) == 3 else None
+            if pid is None or not d.is_dir() or d.is_symlink():
                 continue
-            if Path(f"/proc/{parts[1]}").exists():
+            if Path(f"/proc/{pid}").exists():
                 continue
             # its harness is gone: kill what is left in it (a bwrap caught mid-start when its
             # harness was killed waits forever), then remove it (and its sandboxes' cpu

@@ -54,7 +54,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from clawrig.errors import SetupError, TaskFormatError
-from clawrig.leftovers import pid_alive
+from clawrig.leftovers import pid_alive, pid_in_name
 from clawrig.sandbox.base import Bind
 from clawrig.sandbox.paths import PATHS
 
@@ -471,8 +471,8 @@ def sweep_stale_stages(base: Path) -> int:
     except OSError:
         return 0
     for entry in entries:
-        pid = entry.name.split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
+        pid = pid_in_name(entry.name.split("-", 1)[0])
+        if pid is None or pid == os.getpid() or pid_alive(pid):
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed += not entry.exists()
