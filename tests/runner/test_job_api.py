@@ -727,7 +727,7 @@ def test_resume_refuses_a_hand_edited_count_of_runs(
     folders = sorted(out.glob("*/scripted_test_*"))
     shutil.rmtree(folders[0])  # one trial to run again: the job is unfinished
     requests = len(srv.requests)
-    for bad in (-1, 0, True, 10**12, 1.5):
+    for bad in (-1, 0, True, 10**12, 1.5, "2", 2.0):
         ppath.write_text(json.dumps({**progress, "runs": bad}))
         r = _bench_run(bench, out, srv, "--resume")
         said = " ".join(r.stderr.split())

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, StrictFloat, ValidationError, field_validator
+from pydantic import BaseModel, Field, StrictFloat, StrictInt, ValidationError, field_validator
 
 from clawrig.choices import (
     DEFAULT_DISK_MB,
@@ -183,9 +183,10 @@ class Progress(BaseModel):
 
     model: str
     suite: str
-    runs: int = Field(ge=1, le=MAX_RUNS)
-    """Trials per task (``--runs``): a count of 1 to :data:`clawrig.choices.MAX_RUNS`
-    (helper-226: a hand-edited -1 finished a job with trials not run, 10^12 sat listing them)."""
+    runs: StrictInt = Field(ge=1, le=MAX_RUNS)
+    """Trials per task (``--runs``): a count of 1 to :data:`clawrig.choices.MAX_RUNS`, a JSON
+    integer (helper-226: a hand-edited -1 finished a job with trials not run, 10^12 sat listing
+    them, true was read as 1; helper-227: "1" and 1.0 were taken, a summary's refused)."""
     job_id: str = ""
     completed: list[ProgressEntry] = Field(default_factory=list)
     task_digests: dict[str, str] = Field(default_factory=dict)
@@ -213,13 +214,6 @@ class Progress(BaseModel):
     """Wall time of the job so far, in seconds: its invocations' (the first run's and every
     ``--resume``'s) summed, each up to its latest write of this file; the time between them is
     not counted. 0 in files written before it was recorded."""
-
-    @field_validator("runs", mode="before")
-    @classmethod
-    def _a_count(cls, runs: Any) -> Any:
-        if isinstance(runs, bool):  # (pydantic reads true as 1: helper-226)
-            raise ValueError("not a count of runs")
-        return runs
 
     def done(self) -> set[tuple[str, int]]:
         return {(c.task_id, c.run_index) for c in self.completed}
