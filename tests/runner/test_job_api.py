@@ -699,6 +699,8 @@ def test_resume_takes_the_jobs_runs_when_none_are_given(
     shutil.rmtree(folders[0])  # run again by the resume, with the other three kept
     r = _bench_run(bench, out, srv, "--resume")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    # said before its bar, which starts part-way (helper-225)
+    assert "resuming: 3 of 4 trial(s) done, 1 to run" in r.stderr, r.stderr[-2000:]
     tasks = [f"01_Productivity_Flow_task_{k}_echo" for k in (1, 2)]
     assert _keys(out) == [(t, i) for t in tasks for i in (0, 1)]
     summary = json.loads((out / "summary_scripted_test.json").read_text())

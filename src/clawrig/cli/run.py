@@ -978,6 +978,9 @@ def _run_with_view(config: Any, verbose: bool, held: Any = None) -> tuple[dict[s
         progress.console.print(line, style=style, highlight=False, soft_wrap=True)
 
     def on_update(state: JobState, result: TrialResult | None) -> None:
+        if not seen and state.skipped:  # a resume: its bar starts part-way (helper-225)
+            left = state.total - state.skipped
+            note(f"resuming: {state.skipped} of {state.total} trial(s) done, {left} to run")
         seen[:] = [state]
         progress.update(bar, total=state.total, completed=state.done)
         if verbose and result is not None:
