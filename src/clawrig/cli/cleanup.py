@@ -20,15 +20,34 @@ def register(app: typer.Typer) -> None:
 
     @app.command("cleanup")
     def cleanup() -> None:
-        """Remove what stopped clawrig processes left (folders, mounts, cgroups)."""
+        """Remove what killed clawrig processes left (folders, mounts, cgroups).
+
+        After kill -9 or a lost machine: their sandbox and trial folders in the temp
+        folder (and in /tmp, /var/tmp, /dev/shm when TMPDIR is too deep for their sockets),
+        the trial disks and pool slots mounted below those, their cgroups and grading
+        staging folders. Safe while jobs run: what a running process holds is kept. The next
+        clawrig job does the same when it starts. Exit 1 when a folder could not be removed.
+        """
         from clawrig.cli.common import stdout_console
-        from clawrig.leftovers import owner_pid, pid_alive, socket_bases, sweep_dead
+        from clawrig.leftovers import (
+            mount_points,
+            owner_pid,
+            pid_alive,
+            socket_bases,
+            sweep_dead,
+        )
         from clawrig.sandbox.bwrap import sweep_stale_cgroups
         from clawrig.sandbox.pyenv import cache_root, sweep_stale_stages
 
         # the temp folder, and where sockets' folders went if it is too deep (helper-227)
         bases = socket_bases()
+        before = set(mount_points())
         folders = [p for base in bases for p in sweep_dead(base)]
+        unmounted = [  # (helper-228: the line said nothing of them)
+            m
+            for m in before - set(mount_points())
+            if any(m == str(f) or m.startswith(f"{f}/") for f in folders)
+        ]
         cgroups = sweep_stale_cgroups()
         stages = sweep_stale_stages(cache_root() / "stage")
         left = [  # (sweep_dead's kind: folders, not links or files, which are no harness's)
@@ -45,11 +64,16 @@ def register(app: typer.Typer) -> None:
         if folders or cgroups or stages:
             said = f" (of process(es) {', '.join(map(str, pids))})" if pids else ""
             where = ", ".join(str(b) for b in bases if any(p.parent == b for p in folders))
+            parts = []
+            if folders:
+                mounts = f", unmounting {len(unmounted)} mount(s) below them" if unmounted else ""
+                parts.append(f"{len(folders)} folder(s) in {where}{said}{mounts}")
+            if cgroups:
+                parts.append(f"{cgroups} cgroup(s)")
+            if stages:
+                parts.append(f"{stages} grading environment staging folder(s)")
             console.print(
-                f"removed {len(folders)} folder(s) in {where or bases[0]}{said}, {cgroups} "
-                "cgroup(s) and "
-                f"{stages} grading environment staging folder(s) left by clawrig processes "
-                "that are gone",
+                f"removed {'; '.join(parts)} left by clawrig processes that are gone",
                 highlight=False,
                 soft_wrap=True,
                 markup=False,
