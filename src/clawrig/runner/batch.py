@@ -1062,7 +1062,7 @@ def _record_at_a_moved_output(
     progress: Progress,
     summary: dict[str, Any],
     moved: str,
-    own: dict[Path, tuple[int, int] | None] | None = None,
+    own: dict[Path, tuple[int, int] | None],
 ) -> None:
     """Write the job's progress file and summary at its output path after the folder (or its
     lock file) was removed or replaced (``moved``: :func:`output_moved_line`), so --resume
@@ -1095,7 +1095,7 @@ def _record_at_a_moved_output(
         for path in (ppath, where):
             if not os.path.lexists(path):
                 continue
-            if (own or {}).get(path) is not None and file_id(path) == (own or {}).get(path):
+            if (mine := own.get(path)) is not None and file_id(path) == mine:
                 continue  # the job's own, as it wrote it or found it
             theirs = None
             with contextlib.suppress(OSError, ValueError, AttributeError):
