@@ -408,3 +408,21 @@ def test_the_stop_lines_say_what_resume_runs_and_only_what_holds(tmp_path):
     ]:
         summary = {"interrupted": True, "output_stopped": stopped, "not_run": 3, "tasks": []}
         assert stop_lines(summary, None) == [f"stopped: {stopped}; 3 trial(s) not run", then]
+
+
+def test_the_resume_line_says_what_was_done_and_what_was_set_aside():
+    """helper-228: ``--resume`` set aside or removed the stopped run's half-written trials
+    without a word; a new job says nothing at all."""
+    from clawrig.cli.run import resume_line
+    from clawrig.runner.batch import JobState
+
+    assert resume_line(JobState(total=4)) is None
+    assert resume_line(JobState(total=4, skipped=3)) == "resuming: 3 of 4 trial(s) done, 1 to run"
+    tail = "; the stopped run's unfinished or errored attempts: "
+    assert resume_line(JobState(total=4, removed=2)) == (
+        f"resuming: 0 of 4 trial(s) done, 4 to run{tail}2 removed (no model call recorded in them)"
+    )
+    assert resume_line(JobState(total=6, skipped=1, set_aside=1)) == (
+        f"resuming: 1 of 6 trial(s) done, 5 to run{tail}1 set aside in _retried/ (what they "
+        "spent still counts)"
+    )

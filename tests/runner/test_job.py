@@ -139,6 +139,12 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
     assert 6 <= done_before < 30
     cut = cut_calls()
     assert cut >= 1
+    # the killed trials' folders: those with a recorded call are set aside by the resume,
+    # the others removed, and it says how many of each (helper-228: it said nothing)
+    calls = [f / "model_calls.jsonl" for f in out.glob("*/.tmp-*")]
+    kept = sum(1 for c in calls if c.exists() and "}\n" in c.read_text())
+    dropped = len(calls) - kept
+    assert kept >= 1
 
     def refusal(argv: list[str]) -> list[str]:
         """The lines of ``argv``'s refusal (exit 2, no traceback)."""
@@ -209,6 +215,14 @@ def test_kill_9_then_resume_finishes_every_trial_exactly_once(
         args + ["--resume"], env=_env(srv), capture_output=True, text=True, timeout=600
     )
     assert r.returncode == 0, r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    line = (
+        f"resuming: {done_before} of 30 trial(s) done, {30 - done_before} to run; the stopped "
+        f"run's unfinished or errored attempts: {kept} set aside in _retried/ (what they spent "
+        "still counts)"
+        + (f", {dropped} removed (no model call recorded in them)" if dropped else "")
+    )
+    assert line in said, said[-3000:]
     folders = _trial_folders(out)
     keys = []
     for f in folders:

@@ -51,6 +51,8 @@ from clawrig.errors import (
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from clawrig.runner.batch import JobState
+
 # Heavy modules (the runner, pydantic models, the openai SDK) are imported inside the command,
 # so `clawrig --help` and other commands start fast.
 
@@ -643,6 +645,25 @@ def _left_for_resume(summary: dict[str, Any]) -> str:
     return f"{text} and {errored} errored" if errored else text
 
 
+def resume_line(state: JobState) -> str | None:
+    """What a ``--resume`` takes up, as its job starts (``state``: its first counters): the
+    trials done and left, and what it did with the stopped run's attempts that did not
+    finish or ended in an error (set aside in ``_retried/``, or removed: helper-228); None
+    when it found nothing done and nothing to set aside (a new job)."""
+    if not (state.skipped or state.set_aside or state.removed):
+        return None
+    left = state.total - state.skipped
+    line = f"resuming: {state.skipped} of {state.total} trial(s) done, {left} to run"
+    parts = []
+    if state.set_aside:
+        parts.append(f"{state.set_aside} set aside in _retried/ (what they spent still counts)")
+    if state.removed:
+        parts.append(f"{state.removed} removed (no model call recorded in them)")
+    if parts:
+        line += "; the stopped run's unfinished or errored attempts: " + ", ".join(parts)
+    return line
+
+
 def stop_lines(summary: dict[str, Any], budget_usd: float | None) -> list[str]:
     """The lines after "summary: ..." at the end of a job: why it stopped starting trials
     (the budget of ``budget_usd`` USD, a model's provider, its output folder, an interrupt)
@@ -936,7 +957,7 @@ def _run_with_view(config: Any, verbose: bool, held: Any = None) -> tuple[dict[s
     )
     from rich.text import Text
 
-    from clawrig.runner.batch import JobState, job_spend_usd
+    from clawrig.runner.batch import job_spend_usd
     from clawrig.runner.heap import settle
     from clawrig.runner.job import Job
     from clawrig.spec.trial import TrialResult
@@ -978,9 +999,8 @@ def _run_with_view(config: Any, verbose: bool, held: Any = None) -> tuple[dict[s
         progress.console.print(line, style=style, highlight=False, soft_wrap=True)
 
     def on_update(state: JobState, result: TrialResult | None) -> None:
-        if not seen and state.skipped:  # a resume: its bar starts part-way (helper-225)
-            left = state.total - state.skipped
-            note(f"resuming: {state.skipped} of {state.total} trial(s) done, {left} to run")
+        if not seen and (line := resume_line(state)):  # its bar starts part-way (helper-225)
+            note(line)
         seen[:] = [state]
         progress.update(bar, total=state.total, completed=state.done)
         if verbose and result is not None:

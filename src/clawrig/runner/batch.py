@@ -125,6 +125,13 @@ class JobState:
     earlier_s: float = 0.0
     """Wall time of the job's earlier invocations (``--resume``: what its progress file or
     summary recorded), seconds."""
+    set_aside: int = 0
+    """``--resume``: attempts of the stopped run this run set aside in ``_retried/`` (trials it
+    left half-written that recorded model calls, and whole attempts that ended in an error):
+    their trials run again (:func:`_adopt_orphans`)."""
+    removed: int = 0
+    """``--resume``: half-written trial folders of the stopped run removed (no model call
+    recorded there: nothing to keep)."""
 
     def elapsed_s(self) -> float:
         """The job's wall time so far in seconds: its earlier invocations' and this one's."""
@@ -1603,27 +1610,38 @@ def set_aside_killed(
 
 def set_aside_partial_trials(
     job: JobConfig, tasks: list[Task], job_id: str, why: str | None = None
-) -> None:
+) -> tuple[int, int]:
     """Each half-written trial folder (``<task>/.tmp-*``) of ``tasks`` under the job's output
     set aside with what its recorded model calls spent, else removed
     (:func:`set_aside_killed`, ``why`` its error): what a job leaving at once (a second
-    Ctrl-C), or resumed after a crash, keeps of its trials in progress."""
+    Ctrl-C), or resumed after a crash, keeps of its trials in progress. Returns how many were
+    (set aside, removed); a folder that could be neither is in neither."""
+    set_aside = removed = 0
     for task in tasks:
         for tmp in partial_trial_folders(job.output, [task.id]):
             with contextlib.suppress(OSError):
-                set_aside_killed(tmp, task, job, job_id, why)
+                if set_aside_killed(tmp, task, job, job_id, why) is not None:
+                    set_aside += 1
+                elif not os.path.lexists(tmp):
+                    removed += 1
+    return set_aside, removed
 
 
-def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[Task]) -> None:
-    """Set aside half-written trial folders; record whole ones of this job the crash missed."""
+def _adopt_orphans(
+    job: JobConfig, job_id: str, progress: Progress, tasks: list[Task]
+) -> tuple[int, int]:
+    """Set aside half-written trial folders; record whole ones of this job the crash missed.
+    Returns how many attempts were (set aside in ``_retried/``, removed): the half-written
+    folders (:func:`set_aside_partial_trials`) and whole attempts that ended in an error."""
     done = progress.done()
-    set_aside_partial_trials(job, tasks, job_id)
+    set_aside, removed = set_aside_partial_trials(job, tasks, job_id)
     for task in tasks:
         for entry, res in _trial_folders(job.output, task.id, job_id):
             key = (res.task_id, res.run_index)
             if not _final(res):
                 # an errored attempt is re-run: set it aside so the trial exists once
                 move_to_retried(entry, JobPaths(job.output), task.id, entry.name)
+                set_aside += 1
                 continue
             if key not in done:
                 progress.completed.append(
@@ -1634,6 +1652,7 @@ def _adopt_orphans(job: JobConfig, job_id: str, progress: Progress, tasks: list[
                     )
                 )
                 done.add(key)
+    return set_aside, removed
 
 
 def _tried(output: Path, job_id: str) -> set[tuple[str, int]]:
@@ -1756,8 +1775,9 @@ async def _run_locked(
         progress.job_id = f"{dt.datetime.now():%Y%m%d_%H%M%S}_{secrets.token_hex(3)}"
     job_id = progress.job_id
     progress.task_digests = {**progress.task_digests, **digests}
+    set_aside = removed = 0
     if job.resume:
-        _adopt_orphans(job, job_id, progress, tasks)
+        set_aside, removed = _adopt_orphans(job, job_id, progress, tasks)
     created = not ppath.exists()
     try:
         write_json_atomic(ppath, progress)
@@ -1777,7 +1797,12 @@ async def _run_locked(
         tried = _tried(job.output, job_id)
         todo.sort(key=lambda tr: (tr[0].id, tr[1]) in tried)
     state = JobState(
-        total=len(tasks) * job.runs, done=len(done), skipped=len(done), earlier_s=progress.elapsed_s
+        total=len(tasks) * job.runs,
+        done=len(done),
+        skipped=len(done),
+        earlier_s=progress.elapsed_s,
+        set_aside=set_aside,
+        removed=removed,
     )
     results: dict[tuple[str, int], TrialResult] = {}
     for entry in progress.completed:
