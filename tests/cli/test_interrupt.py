@@ -171,6 +171,9 @@ def test_the_exit_tables_name_sigterm():
         [CLAWRIG, "run", "--help"], env=clean_env(), capture_output=True, text=True, timeout=60
     )
     assert "143 terminated (SIGTERM" in " ".join(r.stdout.split()), r.stdout
+    # after a kill -9 (helper-228: run --help did not say clawrig cleanup exists)
+    said = " ".join(r.stdout.replace("│", " ").split())
+    assert "the next job's start removes, or `clawrig cleanup` at once" in said, said
 
 
 _SIGNAL_AT_START = """

@@ -384,7 +384,9 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--resume",
-                help="Continue the unfinished job in --output: run only the trials not done.",
+                help="Continue the unfinished job in --output: run only the trials not done. "
+                "What a job killed with kill -9 left (its sandboxes' mounts, folders and "
+                "cgroups) the next job's start removes, or `clawrig cleanup` at once.",
             ),
         ] = False,
         output: Annotated[
