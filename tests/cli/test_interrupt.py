@@ -103,6 +103,13 @@ def test_double_ctrl_c_exits_at_once_and_cleans_up(tmp_path, after_s, job_tmp):
         return
     assert rc == 130, text[-2000:]
     assert leftovers(out) == []
+    # an oracle job calls no model: nothing of its trials is in _retried/ (helper-225: said so)
+    again = [ln for ln in text.splitlines() if "interrupted again" in ln]
+    assert all("_retried/" not in ln for ln in again), again
+    assert all(
+        "no trial was running" in ln or "no model call of theirs was recorded" in ln for ln in again
+    ), again
+    assert not (out / "_retried").exists()
 
 
 @pytest.mark.parametrize("after_s", [0.3, 1.5])
@@ -125,6 +132,12 @@ def test_sigterm_stops_like_ctrl_c_with_exit_143(tmp_path, after_s, job_tmp):
     ) in text
     assert summary["interrupted"] is True and summary["interrupted_by"] == "SIGTERM"
     assert (out / "progress_oracle.json").is_file()  # resumable
+    # the oracle's line for the samples that finished (helper-228: none after an interrupt)
+    expected = [r for r in summary["tasks"] if r.get("expected_reward") is not None]
+    reached = sum(1 for r in expected if r["meets_expected"] is True)
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("oracle: ")]
+    head = f"oracle: {reached}/{len(expected)} samples reach their expected reward"
+    assert line.startswith(head) and line.endswith(f"{summary['not_run']} not run)"), line
 
 
 def _ctrl_c_once_asked(out: Path, responder: Any, requests: int) -> tuple[int, str, str]:

@@ -426,3 +426,15 @@ def test_the_resume_line_says_what_was_done_and_what_was_set_aside():
         f"resuming: 1 of 6 trial(s) done, 5 to run{tail}1 set aside in _retried/ (what they "
         "spent still counts)"
     )
+
+
+def test_a_second_signal_says_what_it_kept_of_the_trials_in_progress():
+    """helper-225: a second Ctrl-C of a job whose trials had called no model (an oracle job)
+    said what they spent was in _retried/, where nothing was put."""
+    from clawrig.runner.batch import exit_now_reason
+
+    assert exit_now_reason(0, 0) == "no trial was running; --resume runs those not run"
+    assert "what they spent is in _retried/" in exit_now_reason(2, 1)
+    nothing = exit_now_reason(2, 0)
+    assert "_retried/" not in nothing and "no model call of theirs was recorded" in nothing
+    assert "the output folder is no longer the job's" in exit_now_reason(2, None)

@@ -725,11 +725,6 @@ def report(summary: dict[str, Any], config: Any, *, not_written: Path | None = N
         bits = [f"summary: not written to {not_written}"]
     bits += stop_lines(summary, config.budget_usd)
     console.print("; ".join(bits), highlight=False, soft_wrap=True, markup=False)
-    if summary.get("interrupted"):
-        by = summary.get("interrupted_by")
-        return 128 + signal.Signals[by].value if by else EXIT_INTERRUPTED
-    if summary.get("budget_stopped"):
-        return EXIT_BUDGET
     missed: list[dict[str, Any]] = []
     if config.trial.agent == "oracle":  # said also when some trials errored (helper-126)
         expected = [r for r in summary["tasks"] if r.get("expected_reward") is not None]
@@ -737,9 +732,13 @@ def report(summary: dict[str, Any], config: Any, *, not_written: Path | None = N
         reached = sum(1 for r in expected if r["meets_expected"])
         unscored = len(expected) - reached - len(missed)
         what = "trials" if int(summary.get("runs_per_task") or 1) > 1 else "samples"
+        # of those that ran: an interrupted or stopped job's too (helper-228: none was said)
+        left = [f"{unscored} not scored"] if unscored else []
+        if not_run := summary.get("not_run"):
+            left.append(f"{not_run} not run")
         console.print(
             f"oracle: {reached}/{len(expected)} {what} reach their expected reward"
-            + (f" ({unscored} not scored)" if unscored else ""),
+            + (f" ({', '.join(left)})" if left else ""),
             highlight=False,
         )
         for r in missed:
@@ -747,6 +746,11 @@ def report(summary: dict[str, Any], config: Any, *, not_written: Path | None = N
                 f"  {r['task_id']}: score {r['score']} != expected {r['expected_reward']}",
                 highlight=False,
             )
+    if summary.get("interrupted"):
+        by = summary.get("interrupted_by")
+        return 128 + signal.Signals[by].value if by else EXIT_INTERRUPTED
+    if summary.get("budget_stopped"):
+        return EXIT_BUDGET
     # a job stopped by its model's server or its output folder left trials not run: not "all
     # trials ran" (it exited 0 with 8 of 10 trials not run after its progress file failed);
     # an output folder removed meanwhile took trials that ran with it (helper-218)

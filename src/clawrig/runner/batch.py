@@ -1675,6 +1675,29 @@ def _job_attempts(files: list[Path], job_id: str) -> Iterator[TrialResult]:
             yield res
 
 
+def exit_now_reason(running: int, kept: int | None) -> str:
+    """Why a job a second signal ends at once leaves as it does, for its last line:
+    ``running``, its trials in progress; ``kept``, how many of their half-written folders it
+    set aside in ``_retried/`` (what their recorded model calls spent), or None when it swept
+    none because the output folder is no longer the job's."""
+    if not running:  # (helper-227: said of trials in progress when none was)
+        return "no trial was running; --resume runs those not run"
+    if kept:  # (they are not lost: helper-155)
+        return (
+            "the trials in progress are not finished: what they spent is in _retried/, "
+            "--resume runs them again"
+        )
+    if kept == 0:  # none had a model call recorded (an oracle job's: helper-225)
+        return (
+            "the trials in progress are not finished (no model call of theirs was recorded: "
+            "nothing to keep); --resume runs them again"
+        )
+    return (  # (nothing was set aside: helper-226)
+        "the trials in progress are not finished; the output folder is no longer the job's: "
+        "nothing of them was kept"
+    )
+
+
 async def run_job(
     job: JobConfig,
     tasks: list[Task],
@@ -2065,31 +2088,26 @@ async def _run_trials(
 
             sweep_dead_again()
 
-    def sweep_own(set_aside: bool) -> bool:
+    def sweep_own(set_aside: bool) -> int | None:
         """The half-written trial folders at the output path swept (``set_aside``: what they
         spent kept in ``_retried/`` first), unless the folder there is no longer the job's
         (helper-224: a job stopped after its folder was replaced swept the half-written
-        trials of the job running in the new one). True when it swept."""
+        trials of the job running in the new one). Returns how many it set aside, or None
+        when it swept nothing (the folder is not the job's)."""
         if output_moved_line(job.output, output_lock) is not None:
-            return False
+            return None
+        kept = 0
         if set_aside:
-            set_aside_partial_trials(job, tasks, job_id, EXITED_AT_ONCE)
+            kept, _ = set_aside_partial_trials(job, tasks, job_id, EXITED_AT_ONCE)
         sweep_partial_trials(job.output)
-        return True
+        return kept
 
     def exit_now(signum: int, frame: object = None) -> None:
         leave_workers()
         # what the trials in progress spent kept (helper-152: swept with their folders)
         kept = sweep_own(set_aside=True)
         release_own_mounts(every_folder=True)  # os._exit runs no atexit: mounts, folders
-        if not state.running:  # (helper-227: said of trials in progress when none was)
-            why = b"no trial was running; --resume runs those not run"
-        elif kept:  # (they are not lost: helper-155)
-            why = b"the trials in progress are not finished: what they spent is in _retried/, "
-            why += b"--resume runs them again"
-        else:  # (nothing was set aside: helper-226)
-            why = b"the trials in progress are not finished; the output folder is no longer "
-            why += b"the job's: nothing of them was kept"
+        why = exit_now_reason(state.running, kept).encode()
         os.write(2, b"clawrig: interrupted again: exiting now (" + why + b")\n")
         os._exit(128 + signum)
 
