@@ -313,3 +313,89 @@ async def test_a_start_cancelled_while_its_disk_is_mounted_leaves_no_mount(
             assert sorted(mounts_below(tmp_path)) == want
             assert list((root / "w").glob("clawrig-trial-*")) == []
     assert mounts_below(tmp_path) == [] and _ours(tmp_path) == []
+
+
+async def _starts_after(before: int, settle_s: float = 0.5) -> int:
+    """Sandboxes started in this process since ``before`` (SupervisedSandbox.starts), after
+    ``settle_s`` seconds for any start under way to show."""
+    from clawrig.sandbox.client import SupervisedSandbox
+
+    await asyncio.sleep(settle_s)
+    return SupervisedSandbox.starts - before
+
+
+async def test_a_clean_room_asked_ahead_starts_once_no_trial_starts_and_is_taken_as_a_hit(
+    tmp_path,
+):
+    """WarmPool.expect: the sandbox starts only once no trial waits for a sandbox start (the
+    job's start slots), is the asking trial's hit, and takes no start of its own; one dropped
+    before it started never starts."""
+    from clawrig.sandbox.client import SupervisedSandbox
+
+    ws, src = tmp_path / "ws", tmp_path / "src"
+    ws.mkdir()
+    src.mkdir()
+    cfg = _config(ws, src, "x")
+    starts = asyncio.Semaphore(1)
+    # max_idle 0: no refill, so every start counted here is one asked ahead or a take's own
+    pool = WarmPool(parallel=1, max_idle=0, work_dir=tmp_path, foreground=starts)
+    before = SupervisedSandbox.starts
+    try:
+        await starts.acquire()  # a trial starting its sandbox
+        ahead = pool.expect("bwrap", cfg)
+        assert ahead is not None and ahead.state == "queued"
+        assert await _starts_after(before) == 0 and pool.idle == 0
+        starts.release()  # no trial starts now: the one asked ahead starts
+        await _wait_idle(pool, 1)
+        assert ahead.state == "done" and await _starts_after(before, 0.0) == 1
+        entry = await pool.take("bwrap", cfg, ahead)
+        assert entry is not None and entry.hit and entry.ahead
+        box = await entry.claim(cfg)
+        assert (await box.exec("echo $TRIAL_VALUE")).stdout == "x\n"
+        await entry.release()
+        assert await _starts_after(before) == 1  # the take started none, nor a refill
+        # asked, then taken or given up before it started: it never starts
+        await starts.acquire()
+        dropped = pool.expect("bwrap", cfg)
+        WarmPool.drop(dropped)
+        starts.release()
+        assert await _starts_after(before) == 1 and pool.idle == 0
+        assert dropped is not None and dropped.state == "dropped"
+    finally:
+        await pool.close()
+    assert _ours(tmp_path) == [] and mounts_below(tmp_path) == []
+
+
+async def test_a_take_waits_for_its_clean_room_starting_ahead_and_the_cap_holds(tmp_path):
+    """A trial that asks for its clean room while the one asked ahead for it is starting
+    waits for that start instead of making another; no more than max_ahead are started ahead
+    and not taken; asks queued at close never start, and nothing is left."""
+    from clawrig.sandbox.client import SupervisedSandbox
+
+    ws, src = tmp_path / "ws", tmp_path / "src"
+    ws.mkdir()
+    src.mkdir()
+    cfg = _config(ws, src, "x")
+    pool = WarmPool(parallel=1, max_idle=0, max_ahead=1, work_dir=tmp_path)
+    before = SupervisedSandbox.starts
+    try:
+        first = pool.expect("bwrap", cfg)
+        for _ in range(200):  # the start under way (its supervisor not up yet)
+            if first is not None and first.state != "queued":
+                break
+            await asyncio.sleep(0.005)
+        assert first is not None and first.state == "starting"
+        entry = await pool.take("bwrap", cfg, first)
+        assert entry is not None and entry.hit and entry.ahead
+        assert await _starts_after(before) == 1
+        # the cap: two asked, one started until it is taken
+        second, third = pool.expect("bwrap", cfg), pool.expect("bwrap", cfg)
+        await _wait_idle(pool, 1)
+        assert await _starts_after(before) == 2 and pool.idle == 1
+        assert second is not None and second.state == "done"
+        assert third is not None and third.state == "queued"
+        await entry.release()
+    finally:
+        await pool.close()  # the third, queued, never starts
+    assert await _starts_after(before) == 2
+    assert _ours(tmp_path) == [] and mounts_below(tmp_path) == []

@@ -1939,6 +1939,8 @@ async def _run_trials(
     starts, grading = harness_slots()
     services.sandbox_starts = services.sandbox_starts or starts
     services.grading_slots = services.grading_slots or grading
+    if services.pool is not None:  # its starts ahead wait while trials wait for starts
+        services.pool.foreground = services.sandbox_starts
     lock = asyncio.Lock()
     writer = ProgressWriter(
         ppath,

@@ -376,7 +376,9 @@ class Job:
         svc = self.services
         svc.sandbox_starts, svc.grading_slots = harness_slots()
         if cfg.trial.sandbox == "bwrap" and warm_pool_wanted():
-            svc.pool = WarmPool(parallel=parallel, work_dir=svc.work_dir)
+            svc.pool = WarmPool(
+                parallel=parallel, work_dir=svc.work_dir, foreground=svc.sandbox_starts
+            )
         return svc
 
     def _gateway_and_cache(self, spend_file: Path | None = None) -> None:

@@ -124,7 +124,7 @@ from clawrig.sandbox.endstate import (
     tree_of,
 )
 from clawrig.sandbox.paths import PATHS
-from clawrig.sandbox.pool import PoolEntry, WarmPool
+from clawrig.sandbox.pool import Ahead, PoolEntry, WarmPool
 from clawrig.sandbox.pyenv import GradingEnvStage, ensure_env
 from clawrig.sandbox.workspace import (
     gt_size,
@@ -757,6 +757,9 @@ class Trial:
         self.usage = Usage()
         self.sandbox: Sandbox | None = None
         self.pooled: list[PoolEntry] = []
+        self.clean_room_ahead: Ahead | None = None
+        """The clean room asked of the warm pool as the agent's sandbox came up
+        (:meth:`WarmPool.expect`), taken by :meth:`gt_in`."""
         """Sandboxes taken from the job's warm pool (released, with their disks, at close)."""
         self.agent: Agent | None = None
         self.network: TrialNetwork | None = None
@@ -874,6 +877,7 @@ class Trial:
             if channel is not None:
                 await channel.close()
         pool = self.services.pool
+        WarmPool.drop(self.clean_room_ahead)  # (no grading: an error, a cancel)
         for entry in reversed(self.pooled):  # stopped now, unmounted and removed meanwhile
             await (pool.retire(entry) if pool is not None else entry.release())
         if not any(entry.disk is self.disk for entry in self.pooled):
@@ -1027,6 +1031,13 @@ class Trial:
         }
         self.mark("setup")
         await network.attach(self.sandbox)
+        if pool is not None and config.sandbox == "bwrap":
+            # the clean room started while the agent runs (the CPU is mostly idle then), not
+            # when every trial of a large job wants one at once; the verdict channel's folder
+            # is made at grading: the work folder stands in for it (only its kind is the key's)
+            verdict = Bind(source=self.work, dest=VERDICT_DEST, read_only=True)
+            room = self._role_config([*self.grading_binds, verdict], {}, "clean_room")
+            self.clean_room_ahead = pool.expect(config.sandbox, room)
         return self.sandbox
 
     async def _workspace_in(
@@ -1092,14 +1103,17 @@ class Trial:
             **self.system.sandbox_fields(),  # type: ignore[union-attr]
         )
 
-    async def _take_pooled(self, cfg: SandboxConfig) -> PoolEntry | None:
-        """A started sandbox for ``cfg`` from the job's warm pool; None: no pool, or ``cfg``
-        cannot be pooled. It is the trial's at once (released at close)."""
+    async def _take_pooled(
+        self, cfg: SandboxConfig, ahead: Ahead | None = None
+    ) -> PoolEntry | None:
+        """A started sandbox for ``cfg`` from the job's warm pool (``ahead``: the one asked
+        for it, :meth:`WarmPool.take`); None: no pool, or ``cfg`` cannot be pooled. It is the
+        trial's at once (released at close)."""
         pool = self.services.pool
         if pool is None:
             return None
         async with slot(self.services.sandbox_starts, "sandbox_start", self.clock):
-            entry = await pool.take(self.config.sandbox, cfg)
+            entry = await pool.take(self.config.sandbox, cfg, ahead)
         if entry is not None:
             self.pooled.append(entry)
             # a miss waited for a start the pool should have made ahead: a harness wait (at
@@ -1119,16 +1133,11 @@ class Trial:
         taken now from the job's warm pool) this trial's; it becomes :attr:`sandbox`, and
         ``result.pooled[role]`` says how it was had. Raises SandboxError (OSError: a pooled
         sandbox's mounts failed)."""
-        cfg = self._sandbox_config(binds, env)
-        in_memory = role == "clean_room" and self._room_in_memory(cfg.limits)
-        if in_memory:
-            # its /tmp, /root and /run/clawrig on a tmpfs of the trial disk's size (at most the
-            # memory limit), counted in its memory limit: no second disk per trial (a loop
-            # device, an image, its flush)
-            limits = cfg.limits.model_copy(update={"scratch_in_memory": True})
-            cfg = cfg.model_copy(update={"limits": limits})
+        cfg = self._role_config(binds, env, role)
+        in_memory = cfg.limits.scratch_in_memory
         if entry is None and self.config.sandbox == "bwrap":  # the clean room
-            entry = await self._take_pooled(cfg)
+            ahead, self.clean_room_ahead = self.clean_room_ahead, None
+            entry = await self._take_pooled(cfg, ahead)
         if entry is not None:
             self.sandbox = entry.box
             os.chmod(self.work, 0o700)  # a pooled sandbox's root is the host's root
@@ -1165,6 +1174,17 @@ class Trial:
             # (a setuid program the agent made, gt/ once injected)
             os.chmod(self.work, 0o700)
         return box
+
+    def _role_config(self, binds: list[Bind], env: dict[str, str], role: str) -> SandboxConfig:
+        """:meth:`_sandbox_config` for the sandbox of ``role`` (``agent``, ``clean_room``): the
+        clean room's /tmp, /root and /run/clawrig on a tmpfs of the trial disk's size (at most
+        the memory limit), counted in its memory limit, when :meth:`_room_in_memory`: no
+        second disk per trial (a loop device, an image, its flush)."""
+        cfg = self._sandbox_config(binds, env)
+        if role == "clean_room" and self._room_in_memory(cfg.limits):
+            limits = cfg.limits.model_copy(update={"scratch_in_memory": True})
+            cfg = cfg.model_copy(update={"limits": limits})
+        return cfg
 
     def _room_in_memory(self, limits: Limits) -> bool:
         """True when the clean room's own folders are to be a tmpfs (``scratch_in_memory``):

@@ -27,6 +27,10 @@ stopped, its disk unmounted and its folder removed (:meth:`PoolEntry.release`), 
 one trial reaches another. Fresh ones are started in the background to refill the key the
 trial took from.
 
+A trial also asks for its clean room ahead, as its agent's sandbox comes up
+(:meth:`WarmPool.expect`): started while the agent runs, once no trial waits for a sandbox
+start, instead of when every trial of a large job ends its agent at once.
+
 Bounded: :class:`WarmPool` keeps at most ``max_idle`` sandboxes idle or starting (default from
 the job's concurrency, the CPUs and the free memory, :func:`default_size`), and starts at most
 one refill's sandbox per CPU at once (bwrap and the supervisor: CPU). Its file work (disks
@@ -65,6 +69,7 @@ Measured: ``benchmarks/sandbox.py`` (cold start vs pooled ready, the clean room'
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import os
@@ -103,6 +108,16 @@ bwrap reading even a table of ~50 mounts."""
 POOL_THREADS = 8
 """Threads of each of a pool's two executors: starts (disks written and mounted, slots made) and
 releases (unmounts, removal)."""
+AHEAD_POLL_S = 0.05
+"""How often the pool looks again whether it may start a clean room ahead (:meth:`WarmPool.
+expect`) while trials wait for sandbox starts or its cap is reached (seconds)."""
+AHEAD_STARTS_PER_CPU = 2
+"""Sandboxes started ahead at once per CPU (:meth:`WarmPool.expect`): a start waits on its
+threads' mounts and its supervisor's first answer part of its time."""
+AHEAD_BYTES = 16 * 1024**2
+"""Host memory counted per sandbox started ahead (bwrap, its init and a supervisor forked from
+the zygote, an empty memory-backed room: ~3 MiB measured at 500 alive), for
+:func:`default_ahead`'s cap."""
 WORKSPACE_SLOT = "ws"
 """The slot bound at /tmp_workspace (the trial's workspace is mounted onto it)."""
 
@@ -168,6 +183,31 @@ def default_size(parallel: int) -> int:
     return max(2, min(2 * max(1, parallel), 4 * cpus, by_memory))
 
 
+def default_ahead() -> int:
+    """How many sandboxes a job may have started ahead for its trials' clean rooms and not yet
+    taken (:meth:`WarmPool.expect`): what a quarter of the available memory holds at
+    :data:`AHEAD_BYTES` each; at least 2."""
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        avail = 1 << 30
+    return max(2, avail // 4 // AHEAD_BYTES)
+
+
+class Ahead:
+    """A trial's clean room asked for ahead (:meth:`WarmPool.expect`): ``key`` and ``config``
+    as :meth:`WarmPool.take` will get them; ``state`` ``queued`` (waiting for the harness to
+    have a start to spare), ``starting``, ``done`` (started: idle in the pool, for any trial
+    of the key) or ``dropped`` (taken or given up before it started: never starts).
+    ``started``: set once its start ended (well or not)."""
+
+    def __init__(self, key: tuple[Any, ...], config: SandboxConfig) -> None:
+        self.key = key
+        self.config = config
+        self.state = "queued"
+        self.started = asyncio.Event()
+
+
 def pool_key(kind: str, config: SandboxConfig) -> tuple[Any, ...] | None:
     """Everything that decides a sandbox at its start (module docs), or
     None when ``config`` cannot be pooled (another backend, a kept ``upper_dir``, a fixed
@@ -222,6 +262,8 @@ class PoolEntry:
     ready_s: float = 0.0
     start_s: float = 0.0
     claimed: bool = False
+    ahead: bool = False
+    """Started ahead for a trial's clean room (:meth:`WarmPool.expect`), not by a refill."""
     threads: Executor | None = None
     """Where :meth:`release` does its file work (its pool's release threads; None: the event
     loop's default ones)."""
@@ -303,8 +345,10 @@ class WarmPool:
     ahead (default: ``parallel``, within ``max_idle``); ``work_dir``: where the pool's root
     goes (default: the temp folder); ``isolate_from``: sandboxes alive from which new ones start
     isolated from the others' mounts (module docs; default 0 with the template namespace, else
-    :data:`ISOLATE_FROM`). Use inside one event loop; :meth:`close`
-    at the end."""
+    :data:`ISOLATE_FROM`); ``max_ahead``: sandboxes started ahead for trials' clean rooms and
+    not yet taken (:meth:`expect`; default :func:`default_ahead`); ``foreground``: the job's
+    sandbox-start slots, which trials wait on (a start ahead waits while any trial does, and
+    holds one while it starts). Use inside one event loop; :meth:`close` at the end."""
 
     def __init__(
         self,
@@ -314,7 +358,19 @@ class WarmPool:
         depth: int | None = None,
         work_dir: Path | None = None,
         isolate_from: int | None = None,
+        max_ahead: int | None = None,
+        foreground: asyncio.Semaphore | None = None,
     ) -> None:
+        self.max_ahead = max_ahead if max_ahead is not None else default_ahead()
+        self.foreground = foreground
+        self._ahead: collections.deque[Ahead] = collections.deque()
+        """Clean rooms asked for ahead, in the order asked, not started yet."""
+        self._ahead_task: asyncio.Task[None] | None = None
+        self._ahead_out = 0
+        """Sandboxes started (or starting) ahead and not taken yet."""
+        self._ahead_starts = asyncio.Semaphore(AHEAD_STARTS_PER_CPU * (os.cpu_count() or 2))
+        self._taking = 0
+        """Trials' own starts under way (a :meth:`take` that found none started)."""
         self.max_idle = max_idle if max_idle is not None else default_size(parallel)
         self.depth = max(1, min(depth or parallel, self.max_idle))
         self.work_dir = work_dir
@@ -354,16 +410,97 @@ class WarmPool:
     def starting(self) -> int:
         return sum(self._starting.values())
 
-    async def take(self, kind: str, config: SandboxConfig) -> PoolEntry | None:
-        """A started sandbox for ``config``'s key, taken out of the pool for good (one started
-        now when none waits), with its key refilled in the background; None when the pool is
-        off or cannot pool ``config`` (start one cold). Raises SandboxError when a sandbox
-        started now fails to start."""
+    def expect(self, kind: str, config: SandboxConfig) -> Ahead | None:
+        """Start a sandbox for ``config``'s key ahead of its :meth:`take`: a trial's clean room,
+        asked for as its agent starts, so grading finds it started instead of starting it
+        then, when every trial of a large job ends at once (at ``-p 500`` with 2 s model calls
+        the clean rooms' starts queued behind each other after the agents, while the CPU had
+        been idle during them). It starts once no trial waits for a sandbox start
+        (:attr:`foreground`) or starts one itself, with fewer than :attr:`max_ahead` started
+        ahead and not taken, at most :data:`AHEAD_STARTS_PER_CPU` per CPU at once; it is any
+        trial's of the key once started. Returns the ask, for :meth:`take` (``ahead``) or
+        :meth:`drop`; None when the pool is off or cannot pool ``config``."""
         key = pool_key(kind, config)
         if not self.enabled or self._closed or key is None or key in self._unpoolable:
             return None
+        ahead = Ahead(key, config)
+        self._ahead.append(ahead)
+        if self._ahead_task is None or self._ahead_task.done():
+            self._ahead_task = asyncio.get_running_loop().create_task(self._start_ahead())
+        return ahead
+
+    @staticmethod
+    def drop(ahead: Ahead | None) -> None:
+        """The trial that asked for ``ahead`` needs it no more (it took its clean room, or ended
+        before grading): not started yet, it never starts; started, it stays for another trial
+        of its key."""
+        if ahead is not None and ahead.state == "queued":
+            ahead.state = "dropped"
+
+    async def _start_ahead(self) -> None:
+        """Start the asked-for sandboxes (:meth:`expect`) in order, a few per CPU at once,
+        while no trial waits for a sandbox start or starts one, and the pool is under
+        :attr:`max_ahead`."""
+        while self._ahead and not self._closed:
+            if self._ahead[0].state != "queued":
+                self._ahead.popleft()
+                continue
+            busy = self._taking or (self.foreground is not None and self.foreground.locked())
+            if busy or self._ahead_out >= self.max_ahead or self._ahead_starts.locked():
+                await asyncio.sleep(AHEAD_POLL_S)
+                continue
+            ahead = self._ahead.popleft()
+            ahead.state = "starting"
+            self._ahead_out += 1
+            await self._ahead_starts.acquire()
+            task = asyncio.get_running_loop().create_task(self._fill_ahead(ahead))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _fill_ahead(self, ahead: Ahead) -> None:
+        key = ahead.key
+        self._starting[key] = self._starting.get(key, 0) + 1
+        entry = None
+        try:
+            async with self.foreground or contextlib.nullcontext():
+                entry = None if self._closed else await self._start(key, ahead.config)
+        except Exception:  # noqa: BLE001 - a failed start leaves the trial to start its own
+            entry = None
+        finally:
+            self._starting[key] -= 1
+            self._ahead_starts.release()
+            ahead.state = "done"
+            if entry is None:
+                self._ahead_out -= 1
+            ahead.started.set()
+        if entry is None:
+            return
+        if self._closed:
+            self._ahead_out -= 1
+            await entry.release()
+            return
+        entry.ahead = True
+        self._idle.setdefault(key, []).append(entry)
+
+    async def take(
+        self, kind: str, config: SandboxConfig, ahead: Ahead | None = None
+    ) -> PoolEntry | None:
+        """A started sandbox for ``config``'s key, taken out of the pool for good (one started
+        now when none waits), with its key refilled in the background; None when the pool is
+        off or cannot pool ``config`` (start one cold). ``ahead``: the trial's ask of
+        :meth:`expect`, dropped now; when it is starting, the take waits for that start
+        rather than making another. Raises SandboxError when a sandbox started now fails to
+        start."""
+        key = pool_key(kind, config)
+        self.drop(ahead)
+        if not self.enabled or self._closed or key is None or key in self._unpoolable:
+            return None
+        if ahead is not None and ahead.state == "starting" and ahead.key == key:
+            await ahead.started.wait()
         waiting = self._idle.get(key)
         entry = waiting.pop() if waiting else None
+        if entry is not None and entry.ahead:
+            self._ahead_out -= 1
         if entry is not None and (entry.box is None or entry.box._died is not None):
             await entry.release()  # died while idle (never seen by a trial): start another
             entry = None
@@ -373,7 +510,11 @@ class WarmPool:
         else:
             self.misses += 1
             started = time.monotonic()
-            entry = await self._start(key, config)
+            self._taking += 1
+            try:
+                entry = await self._start(key, config)
+            finally:
+                self._taking -= 1
             if entry is None:
                 return None
             entry.start_s = time.monotonic() - started
@@ -384,7 +525,8 @@ class WarmPool:
 
     def _refill(self, key: tuple[Any, ...], config: SandboxConfig) -> None:
         have = len(self._idle.get(key, [])) + self._starting.get(key, 0)
-        room = self.max_idle - self.idle - self.starting
+        # (the sandboxes started ahead are the trials', not the refills' room)
+        room = self.max_idle - self.idle - self.starting + self._ahead_out
         for _ in range(max(0, min(self.depth - have, room))):
             self._starting[key] = self._starting.get(key, 0) + 1
             task = asyncio.get_running_loop().create_task(self._fill(key, config))
@@ -568,6 +710,10 @@ class WarmPool:
         trial's close, would keep its disk and slots mounted on the host after the harness
         ended; releasing it again is a no-op). Idempotent."""
         self._closed = True
+        self._ahead.clear()
+        if self._ahead_task is not None and not self._ahead_task.done():
+            self._ahead_task.cancel()  # (only ever between starts: in its poll's sleep)
+            await asyncio.gather(self._ahead_task, return_exceptions=True)
         # sandboxes being started finish starting and are then released (a start cancelled
         # half-way could leave a bwrap whose process the harness never got to know)
         if self._tasks:

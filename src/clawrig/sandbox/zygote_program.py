@@ -96,12 +96,15 @@ class _CapData(ctypes.Structure):
     ]
 
 
+_CAP_LAST = []  # type: list[int]
+"""The kernel's highest capability number, read once by :func:`main` (the same for every
+sandbox; a lookup in /proc/sys per supervisor cost more the more sandboxes were alive)."""
+
+
 def _drop_capabilities():
     """No capability left in any set, none to be had again (bwrap's ``--cap-drop ALL``), and
     no_new_privs (bwrap sets it too)."""
-    with open("/proc/sys/kernel/cap_last_cap", "rb") as fh:
-        last = int(fh.read())
-    for cap in range(last + 1):
+    for cap in range(_CAP_LAST[0] + 1):
         _prctl(PR_CAPBSET_DROP, cap, "PR_CAPBSET_DROP")
     _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT)")
     header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
@@ -275,6 +278,8 @@ def main(source, pyc, sock_fd):
     loads = namespace["_loads"]
     _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # the forked children reap themselves
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    with open("/proc/sys/kernel/cap_last_cap", "rb") as fh:
+        _CAP_LAST.append(int(fh.read()))
     sock = _socket.socket(fileno=sock_fd)
     gc.disable()
     gc.freeze()  # what the supervisors inherit is never visited by their collector: not copied
