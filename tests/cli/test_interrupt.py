@@ -107,7 +107,8 @@ def test_double_ctrl_c_exits_at_once_and_cleans_up(tmp_path, after_s, job_tmp):
     again = [ln for ln in text.splitlines() if "interrupted again" in ln]
     assert all("_retried/" not in ln for ln in again), again
     assert all(
-        "no trial was running" in ln or "no model call of theirs was recorded" in ln for ln in again
+        "no trial was still running" in ln or "no model call of theirs was recorded" in ln
+        for ln in again
     ), again
     assert not (out / "_retried").exists()
 
@@ -137,6 +138,8 @@ def test_sigterm_stops_like_ctrl_c_with_exit_143(tmp_path, after_s, job_tmp):
     reached = sum(1 for r in expected if r["meets_expected"] is True)
     (line,) = [ln for ln in text.splitlines() if ln.startswith("oracle: ")]
     head = f"oracle: {reached}/{len(expected)} samples reach their expected reward"
+    if not expected:  # (none finished: "0/0" read oddly, helper-229)
+        head = "oracle: no sample finished"
     assert line.startswith(head) and line.endswith(f"{summary['not_run']} not run)"), line
 
 

@@ -417,6 +417,8 @@ def test_the_resume_line_says_what_was_done_and_what_was_set_aside():
     from clawrig.runner.batch import JobState
 
     assert resume_line(JobState(total=4)) is None
+    # a finished job says so itself (helper-229: both lines)
+    assert resume_line(JobState(total=4, done=4, skipped=4)) is None
     assert resume_line(JobState(total=4, skipped=3)) == "resuming: 3 of 4 trial(s) done, 1 to run"
     tail = "; the stopped run's unfinished or errored attempts: "
     assert resume_line(JobState(total=4, removed=2)) == (
@@ -433,7 +435,7 @@ def test_a_second_signal_says_what_it_kept_of_the_trials_in_progress():
     said what they spent was in _retried/, where nothing was put."""
     from clawrig.runner.batch import exit_now_reason
 
-    assert exit_now_reason(0, 0) == "no trial was running; --resume runs those not run"
+    assert exit_now_reason(0, 0) == "no trial was still running; --resume runs those not run"
     assert "what they spent is in _retried/" in exit_now_reason(2, 1)
     nothing = exit_now_reason(2, 0)
     assert "_retried/" not in nothing and "no model call of theirs was recorded" in nothing

@@ -318,6 +318,46 @@ def test_a_trial_the_jobs_budget_cuts_short_is_not_scored_and_resume_runs_it(
     ] == ["budget"]
 
 
+def test_a_done_trial_whose_folder_now_says_it_errored_is_run_again_by_resume(
+    mini_bench, scripted_server, tmp_path, even_responder
+):
+    """helper-230: --resume set aside a trial folder the progress file listed as done whose
+    result.json said it ended in an error (an edited folder), and never ran the trial again:
+    the summary lacked it, exit 0, and "resuming" counted it done."""
+    bench = mini_bench(4)
+    srv = scripted_server(responder=even_responder)  # $0.01 a request, 2 requests a trial
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1"]
+    args += ["-o", str(out)]
+    first = subprocess.run(
+        args + ["--budget-usd", "0.05"], env=_env(srv), capture_output=True, text=True
+    )
+    assert first.returncode == 3, first.stderr  # two trials whole, the third cut short
+    progress = json.loads((out / "progress_scripted_test.json").read_text())
+    listed = [e["result"] for e in progress["completed"]]
+    assert len(listed) == 2
+    edited = out / listed[0] / "result.json"
+    res = json.loads(edited.read_text())
+    res["error"] = {"kind": "infrastructure", "message": "edited", "phase": "agent"}
+    res["score"] = None
+    edited.write_text(json.dumps(res))
+    second = subprocess.run(
+        args + ["--budget-usd", "10", "--resume"], env=_env(srv), capture_output=True, text=True
+    )
+    assert second.returncode == 0, second.stderr
+    said = " ".join(second.stderr.split())
+    assert (
+        "resuming: 1 of 4 trial(s) done, 3 to run; the stopped run's unfinished or errored "
+        "attempts: 2 set aside in _retried/"
+    ) in said, said
+    summary = json.loads((out / "summary_scripted_test.json").read_text())
+    rows = {(r["task_id"], r["run_index"]): r for r in summary["tasks"]}
+    assert len(rows) == 4 and summary["errors_by_kind"] == {} and not summary.get("not_run")
+    again = rows[(res["task_id"], res["run_index"])]
+    assert again["trial"] != listed[0] and again["error"] is None
+    assert (out / again["trial"] / "result.json").is_file() and not (out / listed[0]).exists()
+
+
 def test_a_budget_that_runs_out_in_the_last_trial_stops_the_job(
     mini_bench, scripted_server, tmp_path, even_responder
 ):

@@ -705,6 +705,12 @@ def test_resume_takes_the_jobs_runs_when_none_are_given(
     assert _keys(out) == [(t, i) for t in tasks for i in (0, 1)]
     summary = json.loads((out / "summary_scripted_test.json").read_text())
     assert summary["runs_per_task"] == 2 and len(summary["tasks"]) == 4
+    # the finished job resumed: its own line, not "resuming" too, and its spend on the bar
+    # (helper-229: both lines, and "spend $0.0000")
+    r = _bench_run(bench, out, srv, "--resume")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 0 and "every trial is done, nothing to run" in said, said
+    assert "resuming:" not in said and f"${summary['usage']['cost_usd']:.4f}" in said, said
     r = _bench_run(bench, out, srv, "--resume", "--runs", "1")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--resume: runs differs from the finished job's" in " ".join(r.stderr.split())

@@ -346,9 +346,14 @@ async def test_a_clean_room_asked_ahead_starts_once_no_trial_starts_and_is_taken
         assert ahead is not None and ahead.state == "queued"
         assert await _starts_after(before) == 0 and pool.idle == 0
         starts.release()  # no trial starts now: the one asked ahead starts
-        await _wait_idle(pool, 1)
+        while ahead.state == "queued":
+            await asyncio.sleep(0)
+        # starting, it holds a start slot: a trial that then holds the job's only one waits
+        # for it rather than taking one the start waits for (helper-230: a hang with 1 slot)
+        assert ahead.state == "starting" and starts.locked()
+        async with asyncio.timeout(120), starts:
+            entry = await pool.take("bwrap", cfg, ahead)
         assert ahead.state == "done" and await _starts_after(before, 0.0) == 1
-        entry = await pool.take("bwrap", cfg, ahead)
         assert entry is not None and entry.hit and entry.ahead
         box = await entry.claim(cfg)
         assert (await box.exec("echo $TRIAL_VALUE")).stdout == "x\n"

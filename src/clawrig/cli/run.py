@@ -651,9 +651,10 @@ def resume_line(state: JobState) -> str | None:
     """What a ``--resume`` takes up, as its job starts (``state``: its first counters): the
     trials done and left, and what it did with the stopped run's attempts that did not
     finish or ended in an error (set aside in ``_retried/``, or removed: helper-228); None
-    when it found nothing done and nothing to set aside (a new job)."""
-    if not (state.skipped or state.set_aside or state.removed):
-        return None
+    when it found nothing to set aside and nothing done (a new job) or everything done (a
+    finished job, which says so itself)."""
+    if not (state.set_aside or state.removed) and state.skipped in (0, state.total):
+        return None  # a new job, or a finished one (which says so: helper-229)
     left = state.total - state.skipped
     line = f"resuming: {state.skipped} of {state.total} trial(s) done, {left} to run"
     parts = []
@@ -736,11 +737,10 @@ def report(summary: dict[str, Any], config: Any, *, not_written: Path | None = N
         left = [f"{unscored} not scored"] if unscored else []
         if not_run := summary.get("not_run"):
             left.append(f"{not_run} not run")
-        console.print(
-            f"oracle: {reached}/{len(expected)} {what} reach their expected reward"
-            + (f" ({', '.join(left)})" if left else ""),
-            highlight=False,
-        )
+        line = f"oracle: {reached}/{len(expected)} {what} reach their expected reward"
+        if not expected:  # (an interrupt before any finished: "0/0" read oddly, helper-229)
+            line = f"oracle: no {what[:-1]} finished"
+        console.print(line + (f" ({', '.join(left)})" if left else ""), highlight=False)
         for r in missed:
             console.print(
                 f"  {r['task_id']}: score {r['score']} != expected {r['expected_reward']}",

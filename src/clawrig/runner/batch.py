@@ -1642,6 +1642,17 @@ def _adopt_orphans(
                 # an errored attempt is re-run: set it aside so the trial exists once
                 move_to_retried(entry, JobPaths(job.output), task.id, entry.name)
                 set_aside += 1
+                # and no longer done when the progress file listed this folder as its result
+                # (an edited folder: helper-230 saw it set aside and never run again)
+                where = str(entry.relative_to(job.output))
+                kept = [
+                    e
+                    for e in progress.completed
+                    if (e.task_id, e.run_index) != key or e.result != where
+                ]
+                if len(kept) != len(progress.completed):
+                    progress.completed = kept
+                    done.discard(key)
                 continue
             if key not in done:
                 progress.completed.append(
@@ -1680,8 +1691,9 @@ def exit_now_reason(running: int, kept: int | None) -> str:
     ``running``, its trials in progress; ``kept``, how many of their half-written folders it
     set aside in ``_retried/`` (what their recorded model calls spent), or None when it swept
     none because the output folder is no longer the job's."""
-    if not running:  # (helper-227: said of trials in progress when none was)
-        return "no trial was running; --resume runs those not run"
+    if not running:  # (helper-227: said of trials in progress when none was; helper-229:
+        # "still", the first signal stopped those that were)
+        return "no trial was still running; --resume runs those not run"
     if kept:  # (they are not lost: helper-155)
         return (
             "the trials in progress are not finished: what they spent is in _retried/, "
@@ -1767,7 +1779,9 @@ async def _run_locked(
         finished["already_finished"] = True  # nothing run: every trial is done
         if on_update:
             total = len(tasks) * job.runs
-            on_update(JobState(total=total, done=total, skipped=total), None)
+            spent = (finished.get("usage") or {}).get("cost_usd")  # (its bar said $0: helper-229)
+            spend = float(spent) if isinstance(spent, int | float) else 0.0
+            on_update(JobState(total=total, done=total, skipped=total, spend_usd=spend), None)
         return finished
     # what a killed job left half-written (its trials' folders: by _adopt_orphans, on resume)
     sweep_partial_trials(job.output, trials=not job.resume)

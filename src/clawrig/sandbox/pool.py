@@ -450,9 +450,13 @@ class WarmPool:
                 await asyncio.sleep(AHEAD_POLL_S)
                 continue
             ahead = self._ahead.popleft()
+            # its start slot held before it is "starting": a take waits for a starting one
+            # holding a slot of its own, and never for one that waits for a slot (helper-230)
+            if self.foreground is not None:
+                await self.foreground.acquire()  # (free: not locked, checked above)
+            await self._ahead_starts.acquire()  # (likewise)
             ahead.state = "starting"
             self._ahead_out += 1
-            await self._ahead_starts.acquire()
             task = asyncio.get_running_loop().create_task(self._fill_ahead(ahead))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -462,13 +466,14 @@ class WarmPool:
         self._starting[key] = self._starting.get(key, 0) + 1
         entry = None
         try:
-            async with self.foreground or contextlib.nullcontext():
-                entry = None if self._closed else await self._start(key, ahead.config)
+            entry = None if self._closed else await self._start(key, ahead.config)
         except Exception:  # noqa: BLE001 - a failed start leaves the trial to start its own
             entry = None
         finally:
             self._starting[key] -= 1
             self._ahead_starts.release()
+            if self.foreground is not None:
+                self.foreground.release()
             ahead.state = "done"
             if entry is None:
                 self._ahead_out -= 1
