@@ -395,6 +395,8 @@ def run_clawrig(
         "load": os.getloadavg()[0],
         "sandbox_start_ms": statistics.median(starts) * 1000 if starts else 0.0,
         "clean_room_ms": statistics.median(clean_room) * 1000 if clean_room else 0.0,
+        # clean rooms the warm pool had started ahead (summary's pooled; None: no pool there)
+        "clean_room_hits": ((summary.get("pooled") or {}).get("clean_room") or {}).get("hits"),
     }
 
 
@@ -686,6 +688,10 @@ def main() -> None:
                             f" sandbox start {r['sandbox_start_ms']:.0f} ms clean-room"
                             f" grading cost {r['clean_room_ms']:.0f} ms (medians per trial)"
                         )
+                        if r.get("clean_room_hits") is not None:
+                            extra += (
+                                f" clean rooms started ahead {r['clean_room_hits']}/{args.trials}"
+                            )
                     status = "ok" if r["ok"] else f"REJECTED ({r['why']})"
                     if before > OTHER_WORK_BUSY:  # (other work skews the wall times)
                         status += f" BUSY BEFORE ({before:.0%} of the CPUs in the second before)"

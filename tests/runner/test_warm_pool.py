@@ -89,6 +89,16 @@ def test_trials_take_pooled_sandboxes_once_each_and_the_job_leaves_nothing(
         # after each key's first trials, sandboxes started ahead are taken (how many depends on
         # how fast refills start on this machine: 8 of 16 when quiet, 6 under load 30)
         assert sum(hits) >= 1
+        # the summary counts them per role (helper-229: only by reading every result.json)
+        summary = json.loads((out / "summary_scripted_test.json").read_text())
+        for role in ("agent", "clean_room"):
+            boxes = [r["pooled"][role] for r in results]
+            ready = sorted(b["ready_s"] for b in boxes)
+            assert summary["pooled"][role] == {
+                "hits": sum(1 for b in boxes if b["hit"]),
+                "misses": sum(1 for b in boxes if not b["hit"]),
+                "ready_median_s": round((ready[3] + ready[4]) / 2, 6),
+            }
         # the job's end drained the pool: no folder, no disk, no slot mount left
         assert _leftovers(tmp, int(ids[0].split("-")[0])) == ([], [])
     finally:

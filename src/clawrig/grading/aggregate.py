@@ -38,13 +38,14 @@ from clawrig.spec.job import JobConfig
 from clawrig.spec.summary import (
     DataCheck,
     JobSummary,
+    PooledStat,
     TaskRef,
     TaskRow,
     WaitsSummary,
     WaitStat,
 )
 from clawrig.spec.task import Task
-from clawrig.spec.trial import HarnessWaits, TrialResult, Usage
+from clawrig.spec.trial import HarnessWaits, PooledSandbox, TrialResult, Usage
 
 __all__ = [
     "MeanCI",
@@ -434,6 +435,23 @@ def harness_waits(results: Iterable[TrialResult]) -> WaitsSummary:
     )
 
 
+def pooled_summary(results: Iterable[TrialResult]) -> dict[str, PooledStat]:
+    """Per sandbox role, how the trials' sandboxes came from the warm pool
+    (``TrialResult.pooled``): hits, misses and the median seconds until ready."""
+    by_role: dict[str, list[PooledSandbox]] = {}
+    for r in results:
+        for role, box in r.pooled.items():
+            by_role.setdefault(role, []).append(box)
+    return {
+        role: PooledStat(
+            hits=sum(1 for b in boxes if b.hit),
+            misses=sum(1 for b in boxes if not b.hit),
+            ready_median_s=round(statistics.median(b.ready_s for b in boxes), 6),
+        )
+        for role, boxes in sorted(by_role.items())
+    }
+
+
 def _bounded(ci: dict[str, Any]) -> dict[str, Any]:
     """Scores live in [0, 1]: clip the interval's ends to it."""
     for key, clip in (("low", max), ("high", min)):
@@ -666,5 +684,8 @@ def _scored(
         "agreement": stats["agreement"],
         "usage": usage,
         "waits": harness_waits(results).model_dump(mode="json"),
+        "pooled": {
+            role: stat.model_dump(mode="json") for role, stat in pooled_summary(results).items()
+        },
     }
     return JobSummary.model_validate(base.to_json() | scored)

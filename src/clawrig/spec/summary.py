@@ -182,6 +182,17 @@ class WaitsSummary(BaseModel):
     loop: WaitStat = Field(default_factory=WaitStat)
 
 
+class PooledStat(BaseModel):
+    """The job's sandboxes of one role (``agent``, ``clean_room``) that came from its warm pool
+    (:class:`clawrig.spec.trial.PooledSandbox`): how many were started ahead (``hits``) or when
+    their trial asked (``misses``), and the median seconds until the trial had one
+    (``ready_median_s``, a miss's start included)."""
+
+    hits: int = 0
+    misses: int = 0
+    ready_median_s: float = 0.0
+
+
 class DataCheck(BaseModel):
     """The summary's ``data`` entry: the ``clawrig pull`` manifest the job's data came from
     (:func:`clawrig.data.manifest.check_data`) and how the files on disk differ from it at the
@@ -242,6 +253,9 @@ class JobSummary(BaseModel):
     agreement: Agreement = Field(default_factory=Agreement)
     usage: UsageTotals = Field(default_factory=UsageTotals)
     waits: WaitsSummary = Field(default_factory=WaitsSummary)
+    pooled: dict[str, PooledStat] = Field(default_factory=dict)
+    """Per sandbox role, the trials' sandboxes that came from the warm pool; ``{}`` without
+    one."""
     threshold: float = 1.0
     notes: dict[str, str] = Field(default_factory=dict)
     budget_usd: float | None = None
