@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from clawrig.runner.batch import run_job
 from clawrig.runner.trial import TrialServices
 from clawrig.spec.job import JobConfig, TrialConfig
 from clawrig.tasks.registry import load_tasks
-from clawrig.testing.scripted_server import call, error, reply, usage
+from clawrig.testing.scripted_server import ScriptedServer, call, error, reply, usage
 
 pytestmark = pytest.mark.sandbox
 
@@ -274,21 +275,31 @@ async def test_budget_stops_new_trials(mini_bench, scripted_server, tmp_path, ev
     assert (tmp_path / "out" / "progress_scripted_test.json").exists()  # resumable
 
 
+def _stopped_by_budget(
+    mini_bench: Callable[[int], Path], srv: ScriptedServer, tmp_path: Path, budget: str
+) -> tuple[Path, list[str]]:
+    """A job of 4 tasks at -p 1 on ``srv`` (conftest's even responder: $0.01 a request, 2
+    requests a trial) stopped by ``--budget-usd budget`` (exit 3). Returns its output folder
+    and its command line without the budget."""
+    bench = mini_bench(4)
+    out = tmp_path / "out"
+    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1"]
+    args += ["-o", str(out)]
+    first = subprocess.run(
+        args + ["--budget-usd", budget], env=_env(srv), capture_output=True, text=True
+    )
+    assert first.returncode == 3, first.stderr  # stopped by the budget
+    return out, args
+
+
 def test_a_trial_the_jobs_budget_cuts_short_is_not_scored_and_resume_runs_it(
     mini_bench, scripted_server, tmp_path, even_responder
 ):
     # a new-user review's finding: the trial cut off by --budget-usd (its second request
     # refused by the gateway) was graded as it stood (0 or 0.25) and counted, and --resume
     # never ran it again: a model that solves every trial was reported below 1.0
-    bench = mini_bench(4)
-    srv = scripted_server(responder=even_responder)  # $0.01 a request, 2 requests a trial
-    out = tmp_path / "out"
-    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1"]
-    args += ["-o", str(out)]
-    first = subprocess.run(
-        args + ["--budget-usd", "0.03"], env=_env(srv), capture_output=True, text=True
-    )
-    assert first.returncode == 3, first.stderr  # stopped by the budget
+    srv = scripted_server(responder=even_responder)
+    out, args = _stopped_by_budget(mini_bench, srv, tmp_path, "0.03")
     results = [json.loads(p.read_text()) for p in out.glob("*/*/result.json")]
     # one trial ran whole ($0.02); the next got one answer ($0.03 spent) and then a refusal
     assert len(results) == 2
@@ -324,15 +335,8 @@ def test_a_done_trial_whose_folder_now_says_it_errored_is_run_again_by_resume(
     """helper-230: --resume set aside a trial folder the progress file listed as done whose
     result.json said it ended in an error (an edited folder), and never ran the trial again:
     the summary lacked it, exit 0, and "resuming" counted it done."""
-    bench = mini_bench(4)
-    srv = scripted_server(responder=even_responder)  # $0.01 a request, 2 requests a trial
-    out = tmp_path / "out"
-    args = [CLAWRIG, "run", str(bench / "tasks"), "-m", "scripted/test", "-p", "1"]
-    args += ["-o", str(out)]
-    first = subprocess.run(
-        args + ["--budget-usd", "0.05"], env=_env(srv), capture_output=True, text=True
-    )
-    assert first.returncode == 3, first.stderr  # two trials whole, the third cut short
+    srv = scripted_server(responder=even_responder)
+    out, args = _stopped_by_budget(mini_bench, srv, tmp_path, "0.05")  # two whole, one cut
     progress = json.loads((out / "progress_scripted_test.json").read_text())
     listed = [e["result"] for e in progress["completed"]]
     assert len(listed) == 2
