@@ -17,8 +17,9 @@ from clawrig.testing.scripted_server import Reply, ScriptedServer
 
 COST = 0.01
 """USD the scripted model charges per request (the tests' responders)."""
-VOLATILE = {"job_id", "timestamp", "elapsed_s", "suite_path", "usage", "waits"}
-"""Summary fields that differ between any two runs of one job (ids, seconds)."""
+VOLATILE = {"job_id", "timestamp", "elapsed_s", "suite_path", "usage", "waits", "pooled"}
+"""Summary fields that differ between any two runs of one job (ids, seconds, which sandboxes
+the warm pool had started ahead; Ray's nodes keep none)."""
 
 
 def job_config(bench: Path, out: Path, **kw: Any) -> JobConfig:

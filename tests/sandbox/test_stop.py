@@ -478,3 +478,45 @@ async def test_a_local_start_waiting_for_its_turn_gives_up_when_stopped(
         assert (await running.exec("echo still")).stdout == "still\n"
     finally:
         await running.stop()
+
+
+_NO_CHILD_WATCHERS = """
+import asyncio, faulthandler, sys
+faulthandler.enable(all_threads=True)
+from pathlib import Path
+from clawrig.sandbox import SandboxConfig
+from clawrig.sandbox.bwrap import BwrapSandbox
+
+
+class NoChildWatchers(asyncio.DefaultEventLoopPolicy):
+    # as uvloop's policy, which Ray's workers take when uvloop is installed: no child watchers
+    def get_child_watcher(self):
+        raise NotImplementedError
+
+    def set_child_watcher(self, watcher):
+        raise NotImplementedError
+
+
+async def main(ws: Path) -> None:
+    sb = BwrapSandbox(SandboxConfig(workspace_dir=ws))
+    await sb.start()
+    try:
+        print((await sb.exec("echo started")).stdout, end="", flush=True)
+    finally:
+        await sb.stop()
+
+asyncio.set_event_loop_policy(NoChildWatchers())
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_a_sandbox_starts_under_an_event_loop_policy_without_child_watchers(tmp_path: Path):
+    """Ray's node workers run trials on uvloop when it is installed, whose policy has no child
+    watchers: every trial's sandbox start there was ``NotImplementedError`` (an infrastructure
+    error, 16 of 16 trials), as the harness asked for one to install its pid-fd watcher."""
+    if bwrap_path() is None:
+        pytest.skip("bubblewrap is not installed")
+    proc, out, err = run_to_exit(
+        [sys.executable, "-c", _NO_CHILD_WATCHERS, str(tmp_path / "ws")], timeout_s=120
+    )
+    assert proc.returncode == 0 and out == "started\n", err[-3000:]

@@ -489,14 +489,20 @@ class _PidfdWatcher(asyncio.AbstractChildWatcher):
 
 def use_pidfd_child_watcher() -> None:
     """On Python 3.11 (Linux), wait for child processes with pid file descriptors instead of
-    a thread per child. Python 3.12+ does this itself; elsewhere nothing changes."""
+    a thread per child. Python 3.12+ does this itself; elsewhere nothing changes, nor under
+    an event loop policy without child watchers (uvloop's, which Ray's workers take when it is
+    installed: its loop waits for its children itself; every sandbox start was an
+    ``NotImplementedError`` there)."""
     if sys.version_info >= (3, 12) or not pidfds_work():
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        if isinstance(asyncio.get_child_watcher(), _PidfdWatcher):
+        try:
+            if isinstance(asyncio.get_child_watcher(), _PidfdWatcher):
+                return
+            asyncio.set_child_watcher(_PidfdWatcher())
+        except NotImplementedError:
             return
-        asyncio.set_child_watcher(_PidfdWatcher())
 
 
 def _encode(data: str | bytes) -> str:
