@@ -757,10 +757,10 @@ class Trial:
         self.usage = Usage()
         self.sandbox: Sandbox | None = None
         self.pooled: list[PoolEntry] = []
+        """Sandboxes taken from the job's warm pool (released, with their disks, at close)."""
         self.clean_room_ahead: Ahead | None = None
         """The clean room asked of the warm pool as the agent's sandbox came up
         (:meth:`WarmPool.expect`), taken by :meth:`gt_in`."""
-        """Sandboxes taken from the job's warm pool (released, with their disks, at close)."""
         self.agent: Agent | None = None
         self.network: TrialNetwork | None = None
         self.door: GatewayDoor | None = None
@@ -1035,7 +1035,7 @@ class Trial:
             # the clean room started while the agent runs (the CPU is mostly idle then), not
             # when every trial of a large job wants one at once; the verdict channel's folder
             # is made at grading: the work folder stands in for it (only its kind is the key's)
-            verdict = Bind(source=self.work, dest=VERDICT_DEST, read_only=True)
+            verdict = HarnessChannel(self.work, VERDICT_DEST).bind
             room = self._role_config([*self.grading_binds, verdict], {}, "clean_room")
             self.clean_room_ahead = pool.expect(config.sandbox, room)
         return self.sandbox
